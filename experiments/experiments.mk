@@ -1,0 +1,1 @@
+# experiments module: sources and tests (see Makefile.am)

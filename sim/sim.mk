@@ -1,0 +1,1 @@
+# sim module: sources and tests (see Makefile.am)

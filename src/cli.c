@@ -1,0 +1,55 @@
+/* merak: the command-line entry point.  Dispatches to a subcommand; every
+ * subcommand parses its own flags (cli_args.c) and returns the exit status. */
+#include "config.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *about;
+} mk_subcommand_t;
+
+static const mk_subcommand_t mk_subcommands[] = {
+    {"models", mk_cmd_models, "list model and cluster presets"},
+    {"model", mk_cmd_model, "a model's layers, parameters, FLOPs and activation bytes"},
+    /* MK_SUBCOMMANDS: further subcommands are listed here */
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: merak [--help] [--version] SUBCOMMAND [OPTIONS]\n\n"
+               "Automated 3D parallelism (data x pipeline x tensor) for transformer training.\n\n"
+               "Subcommands:\n");
+    for (size_t i = 0; i < sizeof mk_subcommands / sizeof mk_subcommands[0]; i++)
+        fprintf(f, "  %-8s %s\n", mk_subcommands[i].name, mk_subcommands[i].about);
+    fprintf(f, "\n'merak SUBCOMMAND --help' describes a subcommand's options.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return MK_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("merak (Merak-C) %s\n", PACKAGE_VERSION);
+#ifdef MK_HAVE_CUDA
+        printf("backends: cpu (OpenBLAS), cuda (cuBLAS)\n");
+#else
+        printf("backends: cpu (OpenBLAS)\n");
+#endif
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof mk_subcommands / sizeof mk_subcommands[0]; i++)
+        if (!strcmp(argv[1], mk_subcommands[i].name))
+            return mk_subcommands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "merak: unknown subcommand '%s' (see 'merak --help')\n", argv[1]);
+    return MK_EXIT_USAGE;
+}

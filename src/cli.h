@@ -1,0 +1,62 @@
+/* The merak command line: shared option parsing for every subcommand.
+ *
+ * Each subcommand declares which option groups it takes; any other flag is
+ * an error (exit 2).  Model flags are collected as overrides and applied
+ * after parsing, so they win over --model whatever their order. */
+#ifndef MERAK_CLI_H
+#define MERAK_CLI_H
+
+#include <stdio.h>
+#include "merak/model.h"
+
+/* Option groups a subcommand accepts. */
+enum {
+    MK_OPTG_MODEL   = 1 << 0,  /* --model and Megatron model-size flags, --dtype */
+    MK_OPTG_LAYOUT  = 1 << 1,  /* --dp --pp --tp --mbs --gbs --vpp */
+    MK_OPTG_SCHED   = 1 << 2,  /* --schedule --recompute --micro-batches --verify */
+    MK_OPTG_SIM     = 1 << 3,  /* --cluster --tp-overlap --zero --sequence-parallel --partition --plan --trace */
+    MK_OPTG_PLAN    = 1 << 4,  /* --gpus --top --save-plan */
+    MK_OPTG_RUN     = 1 << 5,  /* --steps --backend --data --save --load --lr ... */
+    MK_OPTG_OUT     = 1 << 6,  /* --out */
+    MK_OPTG_JSON    = 1 << 7,  /* --json */
+    MK_OPTG_BATCH   = 1 << 8   /* --tp --mbs --gbs alone (merak model) */
+};
+
+typedef struct mk_args {
+    const char *cmd;               /* subcommand name */
+    const char *model;             /* preset or JSON path (NULL: default) */
+    mk_model_overrides_t ov;
+    const char *dtype;             /* NULL: the subcommand's default */
+    const char *cluster;
+    int dp, pp, tp, mbs, gbs, vpp; /* 0: not given */
+    int micro_batches;
+    const char *schedule, *recompute, *partition;
+    int tp_overlap, zero, seqpar, verify, json;
+    const char *plan_file, *trace_file, *save_plan, *out;
+    int gpus, top;
+    int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
+    int steps;
+    const char *backend, *data, *save, *load;
+    double lr, min_lr, weight_decay, clip_grad, adam_eps;
+    int lr_warmup_iters, seed, eval_interval;
+    int layout_given;              /* any layout/model flag was given (for --plan checks) */
+    int npos;                      /* positional arguments after the options */
+    char **pos;
+} mk_args_t;
+
+/* Parse argv (argv[0] = subcommand) accepting the given groups.  Prints
+ * one line to stderr and returns -1 on a bad flag or value; returns 1 when
+ * --help was printed (usage text given), 0 otherwise. */
+int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage);
+
+/* Resolve the model from --model and the overrides (default: deflt). */
+int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg);
+
+/* Print "merak CMD: MESSAGE" on stderr and return MK_EXIT_USAGE. */
+int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Subcommands: each returns the process exit status. */
+int mk_cmd_models(int argc, char **argv);
+int mk_cmd_model(int argc, char **argv);
+
+#endif

@@ -1,0 +1,16 @@
+# Core: errors, models, proxy graph, clusters, the CLI.
+libmerak_a_SOURCES += src/error.c src/model.c src/graph.c src/graph_shard.c \
+	src/graph_gpt.c src/graph_json.c src/cluster.c
+noinst_HEADERS += include/merak/common.h include/merak/model.h include/merak/graph.h \
+	include/merak/cluster.h src/cli.h
+merak_SOURCES += src/cli.c src/cli_args.c src/cli_model.c
+merak_LDADD = $(LDADD)
+
+dist_pkgdata_DATA += traces/models/gpt-small.json traces/models/bert-small.json \
+	traces/models/stack.json
+EXTRA_DIST += traces/models/README.md tests/models
+
+check_PROGRAMS += tests/test_graph
+tests_test_graph_SOURCES = tests/test_graph.c tests/check.h
+TESTS += tests/test_graph tests/cli-model.sh tests/cli-errors.sh
+EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/lib.sh

@@ -1,0 +1,1 @@
+# src/cuda module: sources and tests (see Makefile.am)

@@ -1,0 +1,37 @@
+/* Per-thread last-error message (like dlerror): library calls fail with -1
+ * and leave a one-line reason here for the CLI to print. */
+#include "merak/common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static _Thread_local char mk_last_error[512];
+
+int mk_error_set(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(mk_last_error, sizeof mk_last_error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *mk_error_last(void) { return mk_last_error; }
+
+double mk_time_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void mk_strlcpy(char *dst, const char *src, size_t size)
+{
+    if (size == 0) return;
+    size_t n = strlen(src);
+    if (n >= size) n = size - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}

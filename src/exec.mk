@@ -1,0 +1,1 @@
+# src module: sources and tests (see Makefile.am)

@@ -1,0 +1,226 @@
+/* Proxy graph core: op costs, TP roles by pattern, sharding into layers.
+ *
+ * Per op, N = b*s tokens, dt = bytes of the dtype, w = output width:
+ *   linear     params in*out(+out)  fwd 2*N*in*out   bwd 2*fwd   saves input N*in*dt
+ *   attention  fwd 4*N*s*w (non-causal; causal (s+1)/(2s) of it), bwd 2*fwd,
+ *              saves q,k,v 3*N*w*dt and scores a*s*s*b*dt (+ mask a*s*s*b and
+ *              dropped scores a*s*s*b*dt with dropout)
+ *   layernorm  saves input N*w*dt    gelu saves input N*w*dt
+ *   dropout    saves a 1-byte mask N*w        add saves nothing
+ *   lm head    fwd 2*N*h*Vp (padded vocabulary), saves input N*h*dt
+ *   loss       saves fp32 softmax N*Vp*4 (split over the vocabulary)
+ * With 16-bit types and dropout a GPT block saves s*b*h*(34 + 5*a*s/h)
+ * bytes (Korthikanti et al. 2022), of which 10*s*b*h is replicated over TP
+ * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores. */
+#include "merak/graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const mk_opkind_names[MK_OPK_COUNT] = {
+    "embedding", "pos_embedding", "layernorm", "linear", "attention",
+    "gelu", "add", "dropout", "lm_head", "loss"};
+
+const char *mk_opkind_name(mk_opkind_t k) { return k < MK_OPK_COUNT ? mk_opkind_names[k] : "?"; }
+
+int mk_opkind_parse(const char *s, mk_opkind_t *out)
+{
+    for (int k = 0; k < MK_OPK_COUNT; k++)
+        if (!strcmp(s, mk_opkind_names[k])) {
+            *out = (mk_opkind_t)k;
+            return 0;
+        }
+    return -1;
+}
+
+const char *mk_tp_role_name(mk_tp_role_t r)
+{
+    static const char *const n[] = {"replicated", "column", "row", "split", "heads", "vocab"};
+    return r <= MK_TP_VOCAB ? n[r] : "?";
+}
+
+void mk_graph_opts_init(mk_graph_opts_t *o)
+{
+    o->mbs = 1;
+    o->dtype = MK_DTYPE_BF16;
+    o->dropout = 1;
+    o->tp = 1;
+}
+
+mk_graph_t *mk_graph_new(const mk_model_config_t *cfg, const mk_graph_opts_t *opts)
+{
+    mk_graph_t *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->cfg = *cfg;
+    g->opts = *opts;
+    return g;
+}
+
+void mk_graph_free(mk_graph_t *g)
+{
+    if (!g) return;
+    free(g->ops);
+    free(g->layers);
+    free(g);
+}
+
+static int producer_width(const mk_graph_t *g, int p)
+{
+    return p == MK_GRAPH_INPUT ? g->input_width : g->ops[p].width;
+}
+
+/* Check the op's inputs and fill in its widths. */
+static int op_shape(const mk_graph_t *g, mk_op_t *o)
+{
+    for (int i = 0; i < o->n_in; i++)
+        if (o->in[i] != MK_GRAPH_INPUT && (o->in[i] < 0 || o->in[i] >= g->n_ops))
+            return mk_error_set("op '%s': input %d is not an earlier op", o->name, o->in[i]);
+    int need = o->kind == MK_OPK_ADD ? 2 : o->kind == MK_OPK_POS_EMBEDDING ? 0 : 1;
+    if (o->n_in != need)
+        return mk_error_set("op '%s' (%s) takes %d input(s), got %d", o->name,
+                            mk_opkind_name(o->kind), need, o->n_in);
+    int w = need ? producer_width(g, o->in[0]) : 0;
+    o->in_width = w;
+    for (int i = 0; i < o->n_in; i++) {
+        if (o->in[i] != MK_GRAPH_INPUT) continue;
+        if (!g->input_width && o->kind != MK_OPK_EMBEDDING)
+            return mk_error_set("op '%s': only an embedding can read the token input", o->name);
+        if (g->input_width && o->kind == MK_OPK_EMBEDDING)
+            return mk_error_set("op '%s': an embedding needs token input (drop 'input_width')", o->name);
+    }
+    switch (o->kind) {
+    case MK_OPK_EMBEDDING:
+        if (o->in[0] != MK_GRAPH_INPUT || g->input_width)
+            return mk_error_set("op '%s': an embedding reads the token input", o->name);
+        /* fall through */
+    case MK_OPK_POS_EMBEDDING:
+        if (o->width < 1) return mk_error_set("op '%s': embedding dim must be >= 1", o->name);
+        if (o->kind == MK_OPK_EMBEDDING && o->vocab < 1)
+            return mk_error_set("op '%s': vocab must be >= 1", o->name);
+        break;
+    case MK_OPK_LINEAR:
+        if (o->width < 1) return mk_error_set("op '%s': linear 'out' must be >= 1", o->name);
+        break;
+    case MK_OPK_ATTENTION:
+        if (w % 3 || o->heads < 1 || (w / 3) % o->heads)
+            return mk_error_set("op '%s': attention needs an input of width 3*d with heads dividing d "
+                                "(got width %d, %d heads)", o->name, w, o->heads);
+        o->width = w / 3;
+        break;
+    case MK_OPK_ADD:
+        if (producer_width(g, o->in[1]) != w)
+            return mk_error_set("op '%s': add of widths %d and %d", o->name, w,
+                                producer_width(g, o->in[1]));
+        /* fall through */
+    case MK_OPK_LAYERNORM: case MK_OPK_GELU: case MK_OPK_DROPOUT:
+        o->width = w;
+        break;
+    case MK_OPK_LM_HEAD:
+        if (o->vocab < 1) return mk_error_set("op '%s': vocab must be >= 1", o->name);
+        o->width = o->vocab;
+        break;
+    case MK_OPK_LOSS:
+        if (o->vocab < 1) o->vocab = w;
+        if (w != o->vocab)
+            return mk_error_set("op '%s': loss over vocab %d reads width %d", o->name, o->vocab, w);
+        o->width = 1;
+        break;
+    default:
+        return mk_error_set("op '%s': unknown kind", o->name);
+    }
+    return 0;
+}
+
+/* Costs of one op for one micro-batch (see the table on top). */
+static void op_costs(const mk_graph_t *g, mk_op_t *o)
+{
+    const double N = (double)g->opts.mbs * g->cfg.seq, s = g->cfg.seq, b = g->opts.mbs;
+    const double dt = mk_dtype_bytes(g->opts.dtype);
+    const double w = o->width, in = o->in_width;
+    const int drop = g->opts.dropout;
+    o->vocab_padded = o->vocab > 0 ? (o->vocab + 128 * g->opts.tp - 1) / (128 * g->opts.tp) * (128 * g->opts.tp) : 0;
+    const double Vp = o->vocab_padded;
+    o->out_bytes = N * w * dt;
+    switch (o->kind) {
+    case MK_OPK_EMBEDDING:
+        o->params = (double)o->vocab * w;
+        o->bytes_moved = 2 * N * w * dt;
+        break;
+    case MK_OPK_POS_EMBEDDING:
+        o->params = s * w;
+        o->bytes_moved = 2 * N * w * dt;
+        break;
+    case MK_OPK_LAYERNORM:
+        o->params = 2 * w;
+        o->vec_flops = 8 * N * w;
+        o->bytes_moved = 2 * N * w * dt;
+        o->act_rep = N * w * dt;
+        break;
+    case MK_OPK_LINEAR:
+        o->params = in * w + (o->bias ? w : 0);
+        o->fwd_flops = o->fwd_flops_causal = 2 * N * in * w;
+        o->bwd_flops = 2 * o->fwd_flops;
+        o->bytes_moved = (N * in + N * w + in * w) * dt;
+        o->act_rep = N * in * dt;
+        break;
+    case MK_OPK_ATTENTION: {
+        double scores = (double)o->heads * s * s * b;
+        o->fwd_flops = 4 * N * s * w;
+        o->fwd_flops_causal = o->causal ? o->fwd_flops * (s + 1) / (2 * s) : o->fwd_flops;
+        o->bwd_flops = 2 * o->fwd_flops;
+        o->vec_flops = (drop ? 7 : 5) * scores;
+        o->bytes_moved = (3 * N * w + N * w) * dt + 2 * scores * dt;
+        o->act_rep = 3 * N * w * dt;
+        o->act_scores = scores * dt + (drop ? scores * (1 + dt) : 0);
+        break;
+    }
+    case MK_OPK_GELU:
+        o->vec_flops = 20 * N * w;
+        o->bytes_moved = 2 * N * w * dt;
+        o->act_rep = N * w * dt;
+        break;
+    case MK_OPK_ADD:
+        o->vec_flops = N * w;
+        o->bytes_moved = 3 * N * w * dt;
+        break;
+    case MK_OPK_DROPOUT:
+        if (!drop) break;
+        o->vec_flops = 2 * N * w;
+        o->bytes_moved = 2 * N * w * dt + N * w;
+        o->act_rep = N * w;
+        break;
+    case MK_OPK_LM_HEAD:
+        o->params = (o->tied ? 0 : (double)o->vocab * in) + (o->bias ? o->vocab : 0);
+        o->fwd_flops = o->fwd_flops_causal = 2 * N * in * Vp;
+        o->bwd_flops = 2 * o->fwd_flops;
+        o->bytes_moved = (N * in + N * Vp + in * Vp) * dt;
+        o->act_rep = N * in * dt;
+        o->out_bytes = N * Vp * dt;
+        break;
+    case MK_OPK_LOSS:
+        o->vec_flops = 5 * N * Vp;
+        o->bytes_moved = N * Vp * dt + N * Vp * 4;
+        o->act_rep = N * Vp * 4;
+        o->out_bytes = N * 4;
+        break;
+    default:
+        break;
+    }
+}
+
+int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op)
+{
+    mk_op_t o = *op;
+    if (!o.name[0]) snprintf(o.name, sizeof o.name, "op%d", g->n_ops);
+    for (int i = 0; i < g->n_ops; i++)
+        if (!strcmp(g->ops[i].name, o.name))
+            return mk_error_set("op name '%s' is used twice", o.name);
+    if (op_shape(g, &o) < 0) return -1;
+    op_costs(g, &o);
+    mk_op_t *ops = realloc(g->ops, (g->n_ops + 1) * sizeof *ops);
+    if (!ops) return mk_error_set("out of memory");
+    g->ops = ops;
+    g->ops[g->n_ops++] = o;
+    return 0;
+}

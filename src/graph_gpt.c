@@ -1,0 +1,138 @@
+/* Built-in families: GPT (pre-norm decoder, causal, tied LM head) and BERT
+ * (post-norm encoder, bidirectional, MLM head tied to the word embedding).
+ * They emit plain ops; roles and layers are derived by graph_shard.c. */
+#include "merak/graph.h"
+
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    mk_graph_t *g;
+    int block;
+    int err;
+} mk_builder_t;
+
+/* Append an op; returns its index (or -1 after the first error). */
+static int emit_op(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0, int in1, int width,
+                   int bias)
+{
+    if (b->err) return -1;
+    mk_op_t o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    if (b->block >= 0) snprintf(o.name, sizeof o.name, "%s.%d", name, b->block);
+    else mk_strlcpy(o.name, name, sizeof o.name);
+    o.n_in = kind == MK_OPK_POS_EMBEDDING ? 0 : kind == MK_OPK_ADD ? 2 : 1;
+    o.in[0] = in0;
+    o.in[1] = in1;
+    o.width = width;
+    o.block = b->block;
+    o.bias = bias;
+    o.tied = 1;
+    o.causal = b->g->cfg.family == MK_FAMILY_GPT;
+    o.heads = b->g->cfg.heads;
+    o.vocab = b->g->cfg.vocab;
+    if (mk_graph_add_op(b->g, &o) < 0) {
+        b->err = 1;
+        return -1;
+    }
+    return b->g->n_ops - 1;
+}
+
+static int emit(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0, int in1, int width)
+{
+    return emit_op(b, kind, name, in0, in1, width, 1);
+}
+
+static int dropout(mk_builder_t *b, const char *name, int x)
+{
+    return b->g->opts.dropout ? emit(b, MK_OPK_DROPOUT, name, x, 0, 0) : x;
+}
+
+/* Attention sub-block on input y (already normalised for pre-norm). */
+static int attention(mk_builder_t *b, int y)
+{
+    int h = b->g->cfg.hidden;
+    int qkv = emit(b, MK_OPK_LINEAR, "qkv", y, 0, 3 * h);
+    int att = emit(b, MK_OPK_ATTENTION, "attn", qkv, 0, 0);
+    int proj = emit(b, MK_OPK_LINEAR, "proj", att, 0, h);
+    return dropout(b, "attn_drop", proj);
+}
+
+static int mlp(mk_builder_t *b, int y)
+{
+    const mk_model_config_t *c = &b->g->cfg;
+    int fc1 = emit(b, MK_OPK_LINEAR, "fc1", y, 0, c->ffn);
+    int act = emit(b, MK_OPK_GELU, "gelu", fc1, 0, 0);
+    int fc2 = emit(b, MK_OPK_LINEAR, "fc2", act, 0, c->hidden);
+    return dropout(b, "mlp_drop", fc2);
+}
+
+static int embeddings(mk_builder_t *b, int bert)
+{
+    int h = b->g->cfg.hidden;
+    int wte = emit(b, MK_OPK_EMBEDDING, "wte", MK_GRAPH_INPUT, 0, h);
+    int wpe = emit(b, MK_OPK_POS_EMBEDDING, "wpe", 0, 0, h);
+    int x = emit(b, MK_OPK_ADD, "embed_add", wte, wpe, 0);
+    if (bert) {
+        int tte = emit(b, MK_OPK_POS_EMBEDDING, "token_type", 0, 0, h);
+        if (!b->err) b->g->ops[tte].params = 2.0 * h; /* two segment types, not seq rows */
+        x = emit(b, MK_OPK_ADD, "type_add", x, tte, 0);
+        x = emit(b, MK_OPK_LAYERNORM, "embed_ln", x, 0, 0);
+    }
+    return dropout(b, "embed_drop", x);
+}
+
+static void build_gpt(mk_builder_t *b)
+{
+    const mk_model_config_t *c = &b->g->cfg;
+    b->block = -1;
+    int x = embeddings(b, 0);
+    for (int i = 0; i < c->num_layers; i++) {
+        b->block = i;
+        int a = attention(b, emit(b, MK_OPK_LAYERNORM, "ln1", x, 0, 0));
+        x = emit(b, MK_OPK_ADD, "add1", x, a, 0);
+        int m = mlp(b, emit(b, MK_OPK_LAYERNORM, "ln2", x, 0, 0));
+        x = emit(b, MK_OPK_ADD, "add2", x, m, 0);
+    }
+    b->block = -1;
+    x = emit(b, MK_OPK_LAYERNORM, "ln_f", x, 0, 0);
+    x = emit_op(b, MK_OPK_LM_HEAD, "lm_head", x, 0, 0, 0);
+    emit(b, MK_OPK_LOSS, "loss", x, 0, 0);
+}
+
+static void build_bert(mk_builder_t *b)
+{
+    const mk_model_config_t *c = &b->g->cfg;
+    b->block = -1;
+    int x = embeddings(b, 1);
+    for (int i = 0; i < c->num_layers; i++) {
+        b->block = i;
+        x = emit(b, MK_OPK_ADD, "add1", x, attention(b, x), 0);
+        x = emit(b, MK_OPK_LAYERNORM, "ln1", x, 0, 0);
+        x = emit(b, MK_OPK_ADD, "add2", x, mlp(b, x), 0);
+        x = emit(b, MK_OPK_LAYERNORM, "ln2", x, 0, 0);
+    }
+    b->block = -1;
+    x = emit(b, MK_OPK_LINEAR, "mlm_dense", x, 0, c->hidden);
+    x = emit(b, MK_OPK_GELU, "mlm_gelu", x, 0, 0);
+    x = emit(b, MK_OPK_LAYERNORM, "mlm_ln", x, 0, 0);
+    x = emit(b, MK_OPK_LM_HEAD, "mlm_decoder", x, 0, 0);
+    emit(b, MK_OPK_LOSS, "loss", x, 0, 0);
+}
+
+mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *opts)
+{
+    if (opts->mbs < 1) return mk_error_set("micro-batch size must be >= 1"), NULL;
+    if (cfg->family == MK_FAMILY_CUSTOM) return mk_graph_load_json(cfg, opts);
+    if (mk_model_validate(cfg) < 0) return NULL;
+    mk_builder_t b = {mk_graph_new(cfg, opts), -1, 0};
+    if (!b.g) return mk_error_set("out of memory"), NULL;
+    if (cfg->family == MK_FAMILY_BERT) build_bert(&b);
+    else build_gpt(&b);
+    if (b.err || mk_graph_finish(b.g) < 0) {
+        mk_graph_free(b.g);
+        return NULL;
+    }
+    return b.g;
+}

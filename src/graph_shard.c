@@ -1,0 +1,242 @@
+/* Graph sharding and tensor-parallel roles.
+ *
+ * TP roles come from a pattern, not a per-model table: a linear that widens
+ * its input (width w -> more), then a simple chain of elementwise ops or an
+ * attention core, then a linear whose output returns to width w, is a
+ * Megatron column/row pair; the chain between runs on split tensors.
+ * Embeddings, the LM head and the loss split over the vocabulary.
+ *
+ * Layers: cut after op i when exactly one activation produced at or before
+ * i is read after i.  A piece without a weight-bearing op joins a
+ * neighbour: a norm joins the layer it feeds; a dropout, activation or
+ * loss tail (and the last piece) joins the layer that produced its input. */
+#include "merak/graph.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Index of the only consumer of op p, or -1 when it has zero or several. */
+static int sole_consumer(const mk_graph_t *g, int p)
+{
+    int who = -1;
+    for (int i = p + 1; i < g->n_ops; i++)
+        for (int k = 0; k < g->ops[i].n_in; k++)
+            if (g->ops[i].in[k] == p) {
+                if (who >= 0 && who != i) return -1;
+                who = i;
+            }
+    return who;
+}
+
+static int is_elementwise(mk_opkind_t k)
+{
+    return k == MK_OPK_GELU || k == MK_OPK_DROPOUT;
+}
+
+static void assign_tp_roles(mk_graph_t *g)
+{
+    for (int i = 0; i < g->n_ops; i++) {
+        mk_op_t *o = &g->ops[i];
+        if (o->kind == MK_OPK_EMBEDDING || o->kind == MK_OPK_LM_HEAD || o->kind == MK_OPK_LOSS)
+            o->tp_role = MK_TP_VOCAB;
+    }
+    for (int i = 0; i < g->n_ops; i++) {
+        mk_op_t *o = &g->ops[i];
+        if (o->kind != MK_OPK_LINEAR || o->width <= o->in_width || o->tp_role != MK_TP_REPLICATED)
+            continue;
+        int w0 = o->in_width, cur = i, end = -1;
+        for (;;) {
+            int nx = sole_consumer(g, cur);
+            if (nx < 0 || g->ops[nx].n_in != 1) break;
+            const mk_op_t *n = &g->ops[nx];
+            if (n->kind == MK_OPK_LINEAR) {
+                if (n->width == w0) end = nx;
+                break;
+            }
+            if (!is_elementwise(n->kind) && n->kind != MK_OPK_ATTENTION) break;
+            cur = nx;
+        }
+        if (end < 0) continue;
+        o->tp_role = MK_TP_COLUMN;
+        g->ops[end].tp_role = MK_TP_ROW;
+        for (int k = sole_consumer(g, i); k != end; k = sole_consumer(g, k))
+            g->ops[k].tp_role = g->ops[k].kind == MK_OPK_ATTENTION ? MK_TP_HEADS : MK_TP_SPLIT;
+    }
+    /* What an op saves is split when its saved tensor is: a row linear's
+     * input, anything inside a pair, the vocabulary-split loss softmax. */
+    for (int i = 0; i < g->n_ops; i++) {
+        mk_op_t *o = &g->ops[i];
+        int split = o->tp_role == MK_TP_ROW || o->tp_role == MK_TP_SPLIT ||
+                    o->tp_role == MK_TP_HEADS || o->kind == MK_OPK_LOSS;
+        if (split) {
+            o->act_split = o->act_rep;
+            o->act_rep = 0;
+        }
+    }
+}
+
+static int is_anchor(mk_opkind_t k)
+{
+    return k == MK_OPK_EMBEDDING || k == MK_OPK_LINEAR || k == MK_OPK_ATTENTION || k == MK_OPK_LM_HEAD;
+}
+
+/* Ops that finish their producer's work rather than start new work. */
+static int is_post_op(mk_opkind_t k)
+{
+    return k == MK_OPK_DROPOUT || k == MK_OPK_GELU || k == MK_OPK_ADD || k == MK_OPK_LOSS;
+}
+
+/* Candidate cut points: after op i, one live activation. */
+static int *find_cuts(const mk_graph_t *g, int *ncuts)
+{
+    int n = g->n_ops;
+    int *last_use = malloc((n + 1) * sizeof *last_use); /* [n] = graph input */
+    int *cuts = malloc((n + 1) * sizeof *cuts);
+    if (!last_use || !cuts) {
+        free(last_use);
+        free(cuts);
+        return NULL;
+    }
+    for (int i = 0; i <= n; i++) last_use[i] = -1;
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < g->ops[i].n_in; k++) {
+            int p = g->ops[i].in[k];
+            last_use[p == MK_GRAPH_INPUT ? n : p] = i;
+        }
+    /* An op without activation inputs (a position embedding) only reads
+     * broadcast inputs, so it is as if computed at the start: live from
+     * there until its last reader, and no cut separates it from that. */
+    int nc = 0;
+    for (int i = 0; i < n - 1; i++) {
+        int live = last_use[n] > i;
+        for (int p = 0; p < n; p++)
+            live += (p <= i || g->ops[p].n_in == 0) && last_use[p] > i;
+        if (live == 1) cuts[nc++] = i + 1; /* a layer starts at i+1 */
+    }
+    cuts[nc++] = n;
+    free(last_use);
+    *ncuts = nc;
+    return cuts;
+}
+
+static void layer_name(const mk_graph_t *g, mk_layer_t *L)
+{
+    int has[MK_OPK_COUNT] = {0};
+    int block = -1;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        has[g->ops[i].kind] = 1;
+        if (block < 0 && is_anchor(g->ops[i].kind)) block = g->ops[i].block;
+    }
+    const char *kind = has[MK_OPK_EMBEDDING] ? "embedding"
+                       : has[MK_OPK_LOSS] || has[MK_OPK_LM_HEAD] ? "head"
+                       : has[MK_OPK_ATTENTION] ? "attention"
+                       : has[MK_OPK_GELU] && has[MK_OPK_LINEAR] ? "mlp"
+                       : "layer";
+    mk_strlcpy(L->kind, kind, sizeof L->kind);
+    L->block = block;
+    if (block >= 0) snprintf(L->name, sizeof L->name, "%s.%d", kind, block);
+    else mk_strlcpy(L->name, kind, sizeof L->name);
+}
+
+static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
+{
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        const mk_op_t *o = &g->ops[i];
+        L->params += o->params;
+        L->fwd_flops += o->fwd_flops;
+        L->bwd_flops += o->bwd_flops;
+        L->fwd_flops_causal += o->fwd_flops_causal;
+        L->vec_flops += o->vec_flops;
+        L->bytes_moved += o->bytes_moved;
+        if (o->tp_role == MK_TP_ROW) L->n_tp_allreduce++, L->has_tp_pair = 1;
+    }
+    const double N = (double)g->opts.mbs * g->cfg.seq;
+    const double dt = mk_dtype_bytes(g->opts.dtype);
+    L->in_bytes = L->first_op > 0 ? g->ops[L->first_op - 1].out_bytes
+                  : g->input_width ? N * g->input_width * dt : N * 4;
+    L->out_bytes = g->ops[L->first_op + L->n_ops - 1].out_bytes;
+}
+
+static int build_layers(mk_graph_t *g)
+{
+    int nc;
+    int *cuts = find_cuts(g, &nc);
+    if (!cuts) return mk_error_set("out of memory");
+    g->layers = calloc(nc, sizeof *g->layers);
+    if (!g->layers) {
+        free(cuts);
+        return mk_error_set("out of memory");
+    }
+    int start = 0, nl = 0, pending = 0; /* pending: anchorless piece waiting to join */
+    for (int c = 0; c < nc; c++) {
+        int end = cuts[c], anchor = 0;
+        for (int i = start; i < end; i++) anchor |= is_anchor(g->ops[i].kind);
+        int back = !anchor && nl > 0 && !pending &&
+                   (end == g->n_ops || is_post_op(g->ops[start].kind));
+        if (back) { /* a dropout, activation or loss tail joins its producer's layer */
+            g->layers[nl - 1].n_ops += end - start;
+            start = end;
+            continue;
+        }
+        if (!anchor && end < g->n_ops) { /* a norm joins the layer it feeds */
+            if (!pending) pending = 1, g->layers[nl].first_op = start;
+            start = end;
+            continue;
+        }
+        if (!pending) g->layers[nl].first_op = start;
+        g->layers[nl].n_ops = end - g->layers[nl].first_op;
+        nl++;
+        pending = 0;
+        start = end;
+    }
+    free(cuts);
+    g->n_layers = nl;
+    for (int l = 0; l < nl; l++) {
+        layer_name(g, &g->layers[l]);
+        layer_sums(g, &g->layers[l]);
+    }
+    return 0;
+}
+
+int mk_graph_finish(mk_graph_t *g)
+{
+    if (g->n_ops < 1) return mk_error_set("model '%s' has no ops", g->cfg.name);
+    assign_tp_roles(g);
+    return build_layers(g);
+}
+
+double mk_layer_act_bytes(const mk_graph_t *g, int layer, int tp, int seqpar, int selective)
+{
+    const mk_layer_t *L = &g->layers[layer];
+    double t = tp > 0 ? tp : 1, sum = 0;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        const mk_op_t *o = &g->ops[i];
+        sum += o->act_rep / (seqpar ? t : 1) + o->act_split / t;
+        if (!selective) sum += o->act_scores / t;
+    }
+    return sum;
+}
+
+double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar)
+{
+    return g->layers[layer].in_bytes / (seqpar && tp > 1 ? tp : 1);
+}
+
+double mk_graph_params(const mk_graph_t *g)
+{
+    double p = 0;
+    for (int l = 0; l < g->n_layers; l++) p += g->layers[l].params;
+    return p;
+}
+
+double mk_graph_flops_per_iteration(const mk_graph_t *g, int gbs, int recompute)
+{
+    double f = 0, per_seq = 1.0 / g->opts.mbs;
+    for (int l = 0; l < g->n_layers; l++) {
+        const mk_layer_t *L = &g->layers[l];
+        f += L->fwd_flops + L->bwd_flops;
+        if (recompute && L->block >= 0) f += L->fwd_flops;
+    }
+    return f * per_seq * gbs;
+}

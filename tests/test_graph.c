@@ -1,0 +1,191 @@
+/* The proxy graph against DESIGN.md's closed forms (Megatron-LM and
+ * Korthikanti et al.), vocabulary padding, TP roles and sharding. */
+#include "check.h"
+#include "merak/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static mk_graph_t *build(const char *model, int mbs, int tp, mk_dtype_t dt, int dropout)
+{
+    mk_model_config_t c;
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    if (mk_model_resolve(model, &ov, &c) < 0) {
+        fprintf(stderr, "resolve %s: %s\n", model, mk_error_last());
+        exit(1);
+    }
+    mk_graph_opts_t o = {mbs, dt, dropout, tp};
+    mk_graph_t *g = mk_graph_build(&c, &o);
+    if (!g) {
+        fprintf(stderr, "build %s: %s\n", model, mk_error_last());
+        exit(1);
+    }
+    return g;
+}
+
+static const char *gpt_presets[] = {"gpt-tiny", "gpt2-124m", "gpt-1.5b", "gpt-2.5b",
+                                    "gpt-8.3b", "gpt-20b", "gpt-175b"};
+
+static void test_params_and_flops(void)
+{
+    for (size_t i = 0; i < sizeof gpt_presets / sizeof *gpt_presets; i++) {
+        mk_graph_t *g = build(gpt_presets[i], 1, 1, MK_DTYPE_BF16, 1);
+        double l = g->cfg.num_layers, h = g->cfg.hidden, V = g->cfg.vocab, s = g->cfg.seq;
+        double approx = 12 * l * h * h * (1 + 13 / (12 * h) + (V + s) / (12 * l * h));
+        CHECK_REL(mk_graph_params(g), approx + 2 * h, 1e-12, gpt_presets[i]);
+        CHECK_REL(mk_graph_params(g), approx, 0.005, gpt_presets[i]);
+        for (int B = 8; B <= 512; B *= 64) {
+            double f72 = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h));
+            double f96 = 96 * B * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h));
+            CHECK_REL(mk_graph_flops_per_iteration(g, B, 0), f72, 0.005, "flops without recompute");
+            CHECK_REL(mk_graph_flops_per_iteration(g, B, 1), f96, 0.005, "flops with recompute");
+        }
+        mk_graph_free(g);
+    }
+    mk_graph_t *g = build("gpt-1.5b", 1, 1, MK_DTYPE_FP16, 1);
+    CHECK(mk_graph_params(g) == 1557611200.0, "gpt-1.5b params %.0f", mk_graph_params(g));
+    mk_graph_free(g);
+}
+
+/* Sum of one block's layers' saved bytes. */
+static double block_act(const mk_graph_t *g, int block, int tp, int sp, int sel)
+{
+    double a = 0;
+    for (int l = 0; l < g->n_layers; l++)
+        if (g->layers[l].block == block) a += mk_layer_act_bytes(g, l, tp, sp, sel);
+    return a;
+}
+
+static void test_activations(void)
+{
+    for (size_t i = 0; i < sizeof gpt_presets / sizeof *gpt_presets; i++)
+        for (int b = 1; b <= 4; b *= 4) {
+            mk_graph_t *g = build(gpt_presets[i], b, 1, MK_DTYPE_FP16, 1);
+            double s = g->cfg.seq, h = g->cfg.hidden, a = g->cfg.heads, sbh = s * b * h;
+            CHECK_REL(block_act(g, 1, 1, 0, 0), sbh * (34 + 5 * a * s / h), 0.005, "act no TP");
+            for (int t = 2; t <= 8; t *= 2) {
+                if ((int)a % t) continue;
+                CHECK_REL(block_act(g, 1, t, 0, 0), sbh * (10 + 24.0 / t + 5 * a * s / (h * t)), 0.005,
+                          "act TP");
+                CHECK_REL(block_act(g, 1, t, 0, 1), sbh * (10 + 24.0 / t), 0.005, "act selective");
+                CHECK_REL(block_act(g, 1, t, 1, 0), sbh / t * (34 + 5 * a * s / h), 0.005, "act SP");
+                CHECK_REL(block_act(g, 1, t, 1, 1), 34 * sbh / t, 0.005, "act SP+selective");
+            }
+            /* a checkpointed block keeps its input: the attention layer's input */
+            for (int l = 0; l < g->n_layers; l++)
+                if (g->layers[l].block == 1 && !strcmp(g->layers[l].kind, "attention"))
+                    CHECK_REL(mk_layer_ckpt_bytes(g, l, 1, 0), 2 * sbh, 1e-12, "checkpoint bytes");
+            mk_graph_free(g);
+        }
+}
+
+static void test_padding_and_roles(void)
+{
+    mk_graph_t *g = build("gpt-8.3b", 1, 8, MK_DTYPE_BF16, 1);
+    CHECK(mk_model_padded_vocab(&g->cfg, 8) == 51200, "padded vocab %d", mk_model_padded_vocab(&g->cfg, 8));
+    int seen = 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        const mk_op_t *o = &g->ops[i];
+        if (o->kind == MK_OPK_EMBEDDING) {
+            CHECK(o->params == 50257.0 * 3072, "embedding params use the real vocabulary");
+            CHECK(o->vocab == 50257, "embedding shape uses the real vocabulary");
+            seen++;
+        }
+        if (o->kind == MK_OPK_LM_HEAD) {
+            CHECK(o->vocab == 50257 && o->width == 50257, "head shape uses the real vocabulary");
+            CHECK(o->vocab_padded == 51200, "head computes over the padded vocabulary");
+            CHECK_REL(o->fwd_flops, 2.0 * 1024 * 3072 * 51200, 1e-12, "head FLOPs padded");
+            seen++;
+        }
+        const char *n = o->name;
+        if (!strncmp(n, "qkv.", 4) || !strncmp(n, "fc1.", 4)) CHECK(o->tp_role == MK_TP_COLUMN, "%s column", n);
+        if (!strncmp(n, "proj.", 5) || !strncmp(n, "fc2.", 4)) CHECK(o->tp_role == MK_TP_ROW, "%s row", n);
+        if (!strncmp(n, "attn.", 5)) CHECK(o->tp_role == MK_TP_HEADS, "%s heads", n);
+        if (!strncmp(n, "gelu.", 5)) CHECK(o->tp_role == MK_TP_SPLIT, "%s split", n);
+        if (!strncmp(n, "ln", 2)) CHECK(o->tp_role == MK_TP_REPLICATED, "%s replicated", n);
+    }
+    CHECK(seen == 2, "embedding and head found");
+    mk_graph_free(g);
+}
+
+static void test_sharding(void)
+{
+    mk_graph_t *g = build("gpt-tiny", 2, 1, MK_DTYPE_FP32, 0);
+    CHECK(g->n_layers == 2 * 4 + 2, "gpt-tiny layers %d", g->n_layers);
+    CHECK(!strcmp(g->layers[0].name, "embedding"), "first layer %s", g->layers[0].name);
+    CHECK(!strcmp(g->layers[1].name, "attention.0"), "second layer %s", g->layers[1].name);
+    CHECK(!strcmp(g->layers[2].name, "mlp.0"), "third layer %s", g->layers[2].name);
+    const mk_layer_t *H = &g->layers[g->n_layers - 1];
+    CHECK(!strcmp(H->name, "head") && H->n_ops == 3, "head layer %s with %d ops", H->name, H->n_ops);
+    CHECK(g->ops[H->first_op].kind == MK_OPK_LAYERNORM, "head starts with the final norm");
+    mk_graph_free(g);
+
+    g = build("bert-large", 1, 1, MK_DTYPE_FP16, 1);
+    CHECK(!strcmp(g->layers[0].kind, "embedding") && !strcmp(g->layers[g->n_layers - 1].kind, "head"),
+          "bert: embedding ... head");
+    int attn = 0;
+    for (int l = 0; l < g->n_layers; l++) attn += !strcmp(g->layers[l].kind, "attention");
+    CHECK(attn == 24, "bert-large attention layers %d", attn);
+    mk_graph_free(g);
+}
+
+/* A JSON model: the same graph as the GPT builder without dropout. */
+static void test_json_matches_builder(const char *srcdir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/models/gpt-small.json", srcdir);
+    mk_graph_t *j = build(path, 2, 1, MK_DTYPE_FP16, 0);
+    mk_model_config_t c;
+    mk_model_preset("gpt-tiny", &c);
+    c.num_layers = 4, c.hidden = 128, c.heads = 4, c.seq = 128, c.vocab = 1000, c.ffn = 512;
+    mk_graph_opts_t o = {2, MK_DTYPE_FP16, 0, 1};
+    mk_graph_t *g = mk_graph_build(&c, &o);
+    CHECK(g && j->n_layers == g->n_layers, "json layers %d builder %d", j->n_layers, g ? g->n_layers : -1);
+    for (int l = 0; g && l < g->n_layers && l < j->n_layers; l++) {
+        CHECK(!strcmp(j->layers[l].kind, g->layers[l].kind), "layer %d kind %s vs %s", l,
+              j->layers[l].kind, g->layers[l].kind);
+        CHECK_REL(j->layers[l].params, g->layers[l].params, 1e-12, "json params per layer");
+        CHECK_REL(j->layers[l].fwd_flops, g->layers[l].fwd_flops, 1e-12, "json flops per layer");
+        CHECK_REL(mk_layer_act_bytes(j, l, 2, 0, 0), mk_layer_act_bytes(g, l, 2, 0, 0), 1e-12, "json act");
+    }
+    mk_graph_free(g);
+    mk_graph_free(j);
+
+    snprintf(path, sizeof path, "%s/traces/models/stack.json", srcdir);
+    j = build(path, 1, 1, MK_DTYPE_FP16, 0);
+    CHECK(j->n_layers == 8, "stack layers %d", j->n_layers);
+    for (int l = 1; l < j->n_layers; l++)
+        CHECK(j->layers[l].fwd_flops == j->layers[0].fwd_flops &&
+              mk_layer_act_bytes(j, l, 1, 0, 0) == mk_layer_act_bytes(j, 0, 1, 0, 0), "stack layers identical");
+    mk_graph_free(j);
+
+    /* a skip connection spanning two blocks stays inside one layer */
+    snprintf(path, sizeof path, "%s/tests/models/skip2.json", srcdir);
+    j = build(path, 1, 1, MK_DTYPE_FP32, 0);
+    int a1 = -1, skip = -1;
+    for (int i = 0; i < j->n_ops; i++) {
+        if (!strcmp(j->ops[i].name, "a_fc1")) a1 = i;
+        if (!strcmp(j->ops[i].name, "skip")) skip = i;
+    }
+    int inside = 0;
+    for (int l = 0; l < j->n_layers; l++) {
+        const mk_layer_t *L = &j->layers[l];
+        inside |= a1 >= L->first_op && skip < L->first_op + L->n_ops;
+    }
+    CHECK(a1 >= 0 && skip >= 0 && inside, "skip span (ops %d..%d) inside one layer", a1, skip);
+    CHECK(j->n_layers == 2, "skip model layers %d (want the span + the next block)", j->n_layers);
+    mk_graph_free(j);
+}
+
+int main(void)
+{
+    const char *srcdir = getenv("top_srcdir");
+    if (!srcdir) srcdir = ".";
+    test_params_and_flops();
+    test_activations();
+    test_padding_and_roles();
+    test_sharding();
+    test_json_matches_builder(srcdir);
+    CHECK_DONE();
+}
