@@ -1,0 +1,51 @@
+/* Clusters: a device profile, how many devices share a node, and the links
+ * between them.  Presets carry public peak figures (sources in cluster.c);
+ * `merak profile` writes the same fields as JSON (traces/clusters/). */
+#ifndef MERAK_CLUSTER_H
+#define MERAK_CLUSTER_H
+
+#include "merak/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mk_link {
+    double alpha_s;      /* latency per message, seconds */
+    double beta_Bps;     /* bandwidth, bytes per second, one direction */
+} mk_link_t;
+
+typedef struct mk_device {
+    char name[64];
+    double matmul_flops[3];  /* peak dense matmul FLOP/s by mk_dtype_t (fp32 entry: TF32 where used) */
+    double vector_flops;     /* peak elementwise FLOP/s */
+    double mem_bw_Bps;       /* device memory bandwidth */
+    double mem_bytes;        /* device memory capacity */
+    double launch_s;         /* per-kernel launch overhead */
+    double gemm_eff;         /* achievable share of peak for large GEMMs */
+    double gemm_half_dim;    /* GEMM dimension at which efficiency is half of gemm_eff */
+    int has_bf16;
+} mk_device_t;
+
+typedef struct mk_cluster {
+    char name[64];
+    mk_device_t dev;
+    int gpus_per_node;
+    int max_nodes;           /* 0: as many as asked */
+    mk_link_t intra;         /* between two devices of a node (per device) */
+    mk_link_t inter;         /* one NIC */
+    int nics_per_node;
+    int ideal;               /* zero-cost communication and non-F/B/R work */
+} mk_cluster_t;
+
+/* Fill *c from a preset name or a cluster JSON path.  Returns 0 or -1. */
+int mk_cluster_get(const char *name_or_path, mk_cluster_t *c);
+const char *const *mk_cluster_preset_names(void);
+const char *mk_cluster_preset_about(const char *name);
+/* The cluster's default 16-bit type: bf16 where the device has it. */
+mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/* The proxy graph: a model as ops with shapes and costs, sharded into
+ * layers (the units stages own and recompute counts).
+ *
+ * Every op carries, for one micro-batch of b sequences of s tokens (N=b*s)
+ * in the graph's dtype: parameters, forward/backward matrix-multiply FLOPs
+ * (attention counted as full, non-causal, like Megatron-LM's paper; the
+ * causal count is kept beside it), vector FLOPs, bytes moved, the bytes it
+ * saves for backward, and its tensor-parallel role.  Saved bytes are split
+ * into a part replicated across TP ranks, a part divided by t, and the
+ * attention-score part (also divided by t) that selective recompute drops.
+ *
+ * Sharding cuts the op list where exactly one activation is live (broadcast
+ * inputs such as position ids and masks are not activations), then folds
+ * any piece without a weight-bearing op (embedding, linear, attention,
+ * LM head) into the next piece (the last one into the previous), so GPT
+ * gives embedding | attention | mlp | ... | final norm + head + loss. */
+#ifndef MERAK_GRAPH_H
+#define MERAK_GRAPH_H
+
+#include "merak/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    MK_OPK_EMBEDDING = 0, /* token lookup (vocab, dim); input: token ids */
+    MK_OPK_POS_EMBEDDING, /* position lookup (seq, dim); no activation input */
+    MK_OPK_LAYERNORM,
+    MK_OPK_LINEAR,        /* y = x W + b, W (in, out) */
+    MK_OPK_ATTENTION,     /* core: scores, mask, softmax, dropout, context; input 3w */
+    MK_OPK_GELU,
+    MK_OPK_ADD,           /* residual join of two activations */
+    MK_OPK_DROPOUT,
+    MK_OPK_LM_HEAD,       /* logits = x E^T over the (padded) vocabulary */
+    MK_OPK_LOSS,          /* softmax cross-entropy; labels are a broadcast input */
+    MK_OPK_COUNT
+} mk_opkind_t;
+
+typedef enum {
+    MK_TP_REPLICATED = 0, /* every TP rank computes it whole */
+    MK_TP_COLUMN,         /* linear whose output is split (widening half of a pair) */
+    MK_TP_ROW,            /* linear whose input is split; all-reduce after it */
+    MK_TP_SPLIT,          /* elementwise op on a split tensor, inside a pair */
+    MK_TP_HEADS,          /* attention core with heads split */
+    MK_TP_VOCAB           /* embedding, LM head, loss split over the vocabulary */
+} mk_tp_role_t;
+
+#define MK_GRAPH_INPUT (-1) /* producer index meaning "the graph's token input" */
+
+typedef struct mk_op {
+    char name[48];
+    mk_opkind_t kind;
+    int n_in, in[2];          /* producer op indices, or MK_GRAPH_INPUT */
+    int in_width, width;      /* features per token in and out */
+    int heads;                /* attention */
+    int vocab, vocab_padded;  /* embedding, LM head, loss */
+    int causal, bias, tied;
+    int block;                /* transformer block, -1 outside blocks */
+    mk_tp_role_t tp_role;
+    /* per micro-batch, whole (unsharded) op: */
+    double params;
+    double fwd_flops, bwd_flops;   /* matmul FLOPs, non-causal attention */
+    double fwd_flops_causal;       /* matmul FLOPs, causal attention */
+    double vec_flops;              /* elementwise FLOPs, forward */
+    double bytes_moved;            /* forward memory traffic */
+    double act_rep, act_split, act_scores; /* saved-for-backward bytes */
+    double out_bytes;              /* its output activation */
+} mk_op_t;
+
+typedef struct mk_layer {
+    char name[48];
+    char kind[16];           /* embedding | attention | mlp | head | layer */
+    int first_op, n_ops;
+    int block;
+    double params;
+    double fwd_flops, bwd_flops, fwd_flops_causal, vec_flops, bytes_moved;
+    double in_bytes;         /* activation entering the layer (what a checkpoint keeps) */
+    double out_bytes;        /* activation leaving it (what a stage boundary sends) */
+    int has_tp_pair;         /* holds a column/row pair: 2 TP all-reduces fwd, 2 bwd per block */
+    int n_tp_allreduce;      /* row-parallel linears: all-reduces in forward */
+} mk_layer_t;
+
+typedef struct mk_graph_opts {
+    int mbs;            /* b: sequences per micro-batch */
+    mk_dtype_t dtype;   /* activation and weight type for bytes */
+    int dropout;        /* dropout layers save masks */
+    int tp;             /* for vocabulary padding only */
+} mk_graph_opts_t;
+
+typedef struct mk_graph {
+    mk_model_config_t cfg;
+    mk_graph_opts_t opts;
+    int input_width;    /* 0: the input is token ids (read by an embedding); else activation width */
+    int n_ops;
+    mk_op_t *ops;
+    int n_layers;
+    mk_layer_t *layers;
+} mk_graph_t;
+
+void mk_graph_opts_init(mk_graph_opts_t *o); /* b=1, bf16, dropout on, tp=1 */
+
+/* Build GPT/BERT from the configuration, or load cfg->json_path.  Returns
+ * a graph to free with mk_graph_free, or NULL (see mk_error_last()). */
+mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
+void mk_graph_free(mk_graph_t *g);
+
+/* Load a JSON model description (schema: traces/models/README.md) into a
+ * configuration (family CUSTOM) after checking it fully.  Returns 0 or -1. */
+int mk_graph_json_probe(const char *path, mk_model_config_t *cfg);
+
+/* Bytes one layer saves for backward per micro-batch on one TP rank when
+ * nothing is checkpointed, with tensor parallelism t, optional sequence
+ * parallelism (replicated parts divided by t too) and optional selective
+ * recompute (attention scores not kept). */
+double mk_layer_act_bytes(const mk_graph_t *g, int layer, int tp, int seqpar, int selective);
+/* Bytes a layer keeps when checkpointed (its input, divided by t under SP). */
+double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar);
+
+/* Totals over all layers. */
+double mk_graph_params(const mk_graph_t *g);
+/* Matmul FLOPs of one training iteration with global batch gbs (sequences):
+ * forward + backward, plus a second forward of every block when recompute
+ * is set (the head and embedding are never recomputed). */
+double mk_graph_flops_per_iteration(const mk_graph_t *g, int gbs, int recompute);
+
+const char *mk_opkind_name(mk_opkind_t k);
+int mk_opkind_parse(const char *s, mk_opkind_t *out);
+const char *mk_tp_role_name(mk_tp_role_t r);
+
+/* Internal to the graph module: append an op, derive costs, shard. */
+int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op);
+int mk_graph_finish(mk_graph_t *g);
+mk_graph_t *mk_graph_new(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
+mk_graph_t *mk_graph_load_json(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,67 @@
+/* Model configurations: presets, Megatron-LM-style overrides, dtypes.
+ *
+ * A configuration names a family (GPT decoder, BERT encoder, or a custom
+ * graph from a JSON description) and its sizes.  The proxy graph
+ * (graph.h) is built from it. */
+#ifndef MERAK_MODEL_H
+#define MERAK_MODEL_H
+
+#include "merak/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MK_DTYPE_FP32 = 0, MK_DTYPE_FP16, MK_DTYPE_BF16 } mk_dtype_t;
+
+typedef enum { MK_FAMILY_GPT = 0, MK_FAMILY_BERT, MK_FAMILY_CUSTOM } mk_family_t;
+
+typedef struct mk_model_config {
+    char name[64];
+    mk_family_t family;
+    int num_layers;       /* transformer blocks (Megatron's --num-layers) */
+    int hidden;           /* h */
+    int heads;            /* a */
+    int seq;              /* s */
+    int vocab;            /* V, the real vocabulary (padding is computational only) */
+    int ffn;              /* MLP width, 4h by default */
+    char json_path[512];  /* MK_FAMILY_CUSTOM: the JSON description it came from */
+} mk_model_config_t;
+
+/* Overrides from Megatron-LM flags; a field < 0 means "not given". */
+typedef struct mk_model_overrides {
+    int num_layers, hidden, heads, seq, vocab, ffn;
+} mk_model_overrides_t;
+
+/* Fill *cfg from a preset name.  Returns -1 (unknown preset) otherwise. */
+int mk_model_preset(const char *name, mk_model_config_t *cfg);
+/* Names of the model presets, NULL-terminated. */
+const char *const *mk_model_preset_names(void);
+/* One-line description of a preset ("" if unknown). */
+const char *mk_model_preset_about(const char *name);
+
+/* Resolve --model (a preset or a path to a JSON description) and apply the
+ * overrides, whatever order the flags came in; ffn is re-derived as 4h when
+ * the hidden size changes and --ffn-hidden-size is not given.  Validates
+ * the result (mk_model_validate).  Returns 0 or -1. */
+int mk_model_resolve(const char *model, const mk_model_overrides_t *ov,
+                     mk_model_config_t *cfg);
+void mk_model_overrides_init(mk_model_overrides_t *ov);
+
+/* Positive sizes, heads dividing hidden.  Returns 0 or -1. */
+int mk_model_validate(const mk_model_config_t *cfg);
+/* Check that tensor parallelism t fits the model (t divides the heads). */
+int mk_model_check_tp(const mk_model_config_t *cfg, int tp);
+
+/* Vocabulary padded for computation to a multiple of 128*tp (Megatron). */
+int mk_model_padded_vocab(const mk_model_config_t *cfg, int tp);
+
+/* dtype names: "fp32", "fp16", "bf16".  Returns 0 or -1. */
+int mk_dtype_parse(const char *s, mk_dtype_t *out);
+const char *mk_dtype_name(mk_dtype_t d);
+int mk_dtype_bytes(mk_dtype_t d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,107 @@
+/* The shared pipeline scheduler: a plan's pipeline -> one ordered
+ * instruction stream per stage.  The simulator and the executor both
+ * interpret these streams; nothing else decides the order of work.
+ *
+ * Semantics the streams assume (the verifier checks them):
+ *  - Each stage runs its stream in order, one instruction at a time.
+ *  - SEND_ACT / SEND_GRAD are buffered: they never block (the executor
+ *    posts MPI_Isend and completes it later).  RECV_ACT / RECV_GRAD block
+ *    until the matching send on the peer stage has been issued.
+ *  - Sends and receives between a pair of stages match in issue order per
+ *    (kind, micro-batch, chunk).
+ *  - REDUCE_TIED is a collective between the first and the last stage,
+ *    REDUCE_GRADS a collective among DP replicas of the same stage (engines
+ *    may start a bucket's reduction as soon as its gradients are final in
+ *    the last backward; the instruction marks where it must be complete),
+ *    OPT_STEP ends the step.
+ *  - F_PRE keeps only its input (all of the chunk's layers checkpointed);
+ *    R recomputes that micro-batch's activations before its gradient
+ *    arrives; B recomputes first what F checkpointed unless an R ran.
+ *  - B_IN computes input gradients (recomputing first if needed), B_W the
+ *    weight gradients of the same micro-batch (zero-bubble schedules). */
+#ifndef MERAK_SCHED_H
+#define MERAK_SCHED_H
+
+#include "merak/common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    MK_INSTR_LOAD = 0, MK_INSTR_F, MK_INSTR_F_PRE, MK_INSTR_R, MK_INSTR_B, MK_INSTR_B_IN,
+    MK_INSTR_B_W, MK_INSTR_SEND_ACT, MK_INSTR_RECV_ACT, MK_INSTR_SEND_GRAD, MK_INSTR_RECV_GRAD,
+    MK_INSTR_REDUCE_TIED, MK_INSTR_REDUCE_GRADS, MK_INSTR_OPT_STEP, MK_INSTR_COUNT
+} mk_instr_op_t;
+
+typedef struct mk_instr {
+    mk_instr_op_t op;
+    int mb;     /* micro-batch, -1 when not per micro-batch */
+    int chunk;  /* model chunk on this stage (0 without interleaving) */
+    int peer;   /* the other stage for p2p, -1 otherwise */
+    int ckpt;   /* F/F_PRE: how many of the chunk's layers are checkpointed */
+} mk_instr_t;
+
+typedef enum {
+    MK_SCHED_GPIPE = 0, MK_SCHED_1F1B, MK_SCHED_INTERLEAVED, MK_SCHED_MERAK,
+    MK_SCHED_MERAK_PRE, MK_SCHED_MERAK_LAST, MK_SCHED_ZB_H1, MK_SCHED_COUNT
+} mk_sched_kind_t;
+
+typedef enum {
+    MK_RECOMPUTE_NONE = 0, MK_RECOMPUTE_FULL, MK_RECOMPUTE_SELECTIVE,
+    MK_RECOMPUTE_STAGE_AWARE, MK_RECOMPUTE_AUTO, MK_RECOMPUTE_EXPLICIT
+} mk_recompute_kind_t;
+
+typedef struct mk_recompute {
+    mk_recompute_kind_t kind;
+    double ratio;               /* stage-aware:R */
+} mk_recompute_t;
+
+typedef struct mk_sched_spec {
+    mk_sched_kind_t kind;
+    int pp;                     /* pipeline stages */
+    int m;                      /* micro-batches per step (per DP replica) */
+    int vpp;                    /* model chunks per stage (interleaved), else 1 */
+    mk_recompute_t recompute;
+    const int *layers;          /* [pp*vpp] checkpointable layers of (stage s, chunk c) at
+                                   s*vpp+c; NULL: one each */
+    const int *ckpt;            /* [pp*vpp] explicit checkpoint counts (EXPLICIT, or AUTO
+                                   once resolved by the planner); NULL otherwise */
+    int grad_buckets;           /* REDUCE_GRADS per stage (0 when dp = 1) */
+    int tied;                   /* REDUCE_TIED on the first and last stage (pp > 1) */
+} mk_sched_spec_t;
+
+typedef struct mk_stream {
+    int n, cap;
+    mk_instr_t *v;
+} mk_stream_t;
+
+typedef struct mk_sched {
+    mk_sched_spec_t spec;       /* pointers in it are not kept (NULL) */
+    int *ckpt;                  /* [pp*vpp] resolved checkpoint counts of plain F */
+    mk_stream_t *streams;       /* [pp] */
+} mk_sched_t;
+
+typedef struct mk_sched_report {
+    int *max_inflight;          /* [pp] most micro-batches whose activations are held */
+    double makespan;            /* under the unit costs of DESIGN.md */
+} mk_sched_report_t;
+
+int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out);
+const char *mk_sched_kind_name(mk_sched_kind_t k);
+int mk_recompute_parse(const char *s, mk_recompute_t *out);
+const char *mk_instr_op_name(mk_instr_op_t op);
+
+/* Build the streams.  Returns NULL on a bad spec (p or m < 1, interleaved
+ * with m not a multiple of p, ...) with mk_error_last() naming it. */
+mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec);
+void mk_sched_free(mk_sched_t *s);
+
+/* Completeness and deadlock freedom; fills rep (caller frees
+ * rep->max_inflight with free()).  Returns 0, or -1 naming the violation. */
+int mk_sched_verify(const mk_sched_t *s, mk_sched_report_t *rep);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
