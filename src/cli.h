@@ -60,3 +60,13 @@ int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
 
 #endif
+
+/* Build the plan a subcommand runs from its flags, or load it from --plan
+ * (then model and layout flags are an error).  world > 0 (merak run) lets
+ * --dp default to world/(pp*tp).  dtype_default applies when neither
+ * --dtype nor the plan gives one.  On success *g is the plan's graph
+ * (caller frees).  Prints the error and returns -1 on bad input. */
+struct mk_plan;
+struct mk_graph;
+int mk_args_plan(const mk_args_t *a, const char *model_default, const char *cluster_default,
+                 int world, int dtype_default, struct mk_plan *p, struct mk_graph **g);
