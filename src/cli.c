@@ -16,6 +16,7 @@ static const mk_subcommand_t mk_subcommands[] = {
     {"models", mk_cmd_models, "list model and cluster presets"},
     {"model", mk_cmd_model, "a model's layers, parameters, FLOPs and activation bytes"},
     {"sched", mk_cmd_sched, "per-stage instruction streams of a pipeline schedule"},
+    {"sim", mk_cmd_sim, "simulate one training step of a plan on a cluster"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */
 };
 
