@@ -14,9 +14,12 @@
  *  - H200 SXM: 989 TFLOP/s dense BF16, 4.8 TB/s HBM3e, 141 GB (H200 datasheet).
  * Latencies (alpha) are typical measured figures, not datasheet numbers:
  * ~3 us NVLink, ~10 us PCIe through host memory, ~5 us InfiniBand.
- * gemm_eff/gemm_half_dim shape the efficiency curve the cost model uses;
- * they are calibrated by `merak profile`, here set to common observations
- * (large GEMMs reach ~70-80% of peak). */
+ * gemm_eff/gemm_half_dim shape the efficiency curve the cost model uses,
+ * eff(d) = gemm_eff * d / (d + gemm_half_dim) with d a GEMM's smallest
+ * dimension; they are calibrated by `merak profile`, here set to common
+ * observations: large GEMMs reach ~70-80% of peak, and GEMMs a few hundred
+ * rows tall about half of that (half_dim 128 on the RTX 3090, 256 on the
+ * A100, 384 on the H100/H200, whose larger tiles need bigger GEMMs). */
 #include "merak/cluster.h"
 
 #include <jansson.h>
@@ -36,16 +39,16 @@ typedef struct {
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
      {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 2039 * GB, 80 * GB,
-                   4e-6, 0.80, 1024, 1}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
+                   4e-6, 0.80, 256, 1}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3350 * GB, 80 * GB,
-                   4e-6, 0.75, 1536, 1}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
+                   4e-6, 0.75, 384, 1}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
-                       5e-6, 0.75, 768, 1}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
+                       5e-6, 0.75, 128, 1}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
     {"one H200 SXM (141 GB)",
      {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4800 * GB, 141 * GB,
-               4e-6, 0.75, 1536, 1}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
+               4e-6, 0.75, 384, 1}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
      {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1}, 8, 0,
       {0, 1e30}, {0, 1e30}, 8, 1}},
