@@ -2,6 +2,7 @@
  * subcommand parses its own flags (cli_args.c) and returns the exit status. */
 #include "config.h"
 #include "cli.h"
+#include "merak/cuda.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -31,7 +32,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "merak: missing subcommand; usage: merak SUBCOMMAND [OPTIONS] (see 'merak --help')\n");
         return MK_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -41,7 +42,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
         printf("merak (Merak-C) %s\n", PACKAGE_VERSION);
 #ifdef MK_HAVE_CUDA
-        printf("backends: cpu (OpenBLAS), cuda (cuBLAS)\n");
+        printf("backends: cpu (OpenBLAS), cuda (cuBLAS; %d device(s) visible)\n", mk_cuda_device_count());
 #else
         printf("backends: cpu (OpenBLAS)\n");
 #endif

@@ -8,7 +8,10 @@ merak_LDADD = $(LDADD)
 
 dist_pkgdata_DATA += traces/models/gpt-small.json traces/models/bert-small.json \
 	traces/models/stack.json
-EXTRA_DIST += traces/models/README.md tests/models
+EXTRA_DIST += traces/models/README.md tests/models/skip2.json tests/models/bad-syntax.json \
+	tests/models/missing-field.json tests/models/wrong-type.json tests/models/unknown-op.json \
+	tests/models/cycle.json tests/models/undefined-input.json tests/models/width-mismatch.json \
+	tests/models/unknown-field.json
 
 check_PROGRAMS += tests/test_graph
 tests_test_graph_SOURCES = tests/test_graph.c tests/check.h
