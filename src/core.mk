@@ -22,3 +22,11 @@ EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/lib.sh
 libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c
 noinst_HEADERS += include/merak/plan.h include/merak/partition.h include/merak/sched.h
 # merak_SOURCES += src/cli_plan.c  (enabled once the scheduler lands)
+
+# Checkpoint files and token data (used by the executor).
+libmerak_a_SOURCES += src/safetensors.c src/data.c
+noinst_HEADERS += include/merak/safetensors.h include/merak/data.h
+check_PROGRAMS += tests/test_io
+tests_test_io_SOURCES = tests/test_io.c tests/check.h
+TESTS += tests/test_io tests/io-python.sh
+EXTRA_DIST += tests/io-python.sh tests/st_read.py
