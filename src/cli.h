@@ -58,6 +58,7 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 /* Subcommands: each returns the process exit status. */
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
+int mk_cmd_trace(int argc, char **argv);
 
 #endif
 

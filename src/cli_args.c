@@ -207,7 +207,7 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
     opterr = 0;
     for (;;) {
         int idx = -1;
-        int c = getopt_long(argc, argv, "+h", opts, &idx);
+        int c = getopt_long(argc, argv, "h", opts, &idx);
         if (c == -1) break;
         if (c == 'h' || c == O_HELP) {
             fputs(usage, stdout);

@@ -30,3 +30,10 @@ check_PROGRAMS += tests/test_io
 tests_test_io_SOURCES = tests/test_io.c tests/check.h
 TESTS += tests/test_io tests/io-python.sh
 EXTRA_DIST += tests/io-python.sh tests/st_read.py
+
+# Reading traces: `merak trace summary|diff`.
+libmerak_a_SOURCES += src/tracefile.c
+noinst_HEADERS += include/merak/tracefile.h
+merak_SOURCES += src/cli_trace.c
+TESTS += tests/cli-trace.sh
+EXTRA_DIST += tests/cli-trace.sh tests/traces/a.json tests/traces/b.json tests/traces/other.json
