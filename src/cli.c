@@ -16,8 +16,9 @@ typedef struct {
 static const mk_subcommand_t mk_subcommands[] = {
     {"models", mk_cmd_models, "list model and cluster presets"},
     {"model", mk_cmd_model, "a model's layers, parameters, FLOPs and activation bytes"},
-    {"trace", mk_cmd_trace, "summarise a trace, or compare a predicted and a measured one"},
+    {"sched", mk_cmd_sched, "per-stage instruction streams of a pipeline schedule"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */
+    {"trace", mk_cmd_trace, "summarise a trace, or compare a predicted and a measured one"},
 };
 
 static void usage(FILE *f)

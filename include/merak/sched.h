@@ -18,7 +18,21 @@
  *    R recomputes that micro-batch's activations before its gradient
  *    arrives; B recomputes first what F checkpointed unless an R ran.
  *  - B_IN computes input gradients (recomputing first if needed), B_W the
- *    weight gradients of the same micro-batch (zero-bubble schedules). */
+ *    weight gradients of the same micro-batch (zero-bubble schedules).
+ *  - A transfer between two chunks on the same stage (interleaved with
+ *    pp = 1) is local: no SEND/RECV, the stream order carries it.
+ *
+ * Which semantics hold: every schedule is deadlock-free with buffered sends
+ * (the verifier fails otherwise).  mk_sched_verify also runs the streams
+ * with rendezvous sends (a send completes only when the peer is at the
+ * matching receive) and reports the result in rendezvous_ok; engines that
+ * use blocking sends must check it (1F1B-family steady states need the
+ * paired send/recv that Megatron uses, so they are not rendezvous-safe).
+ *
+ * In flight: a micro-batch (per chunk) holds activations on a stage from its
+ * F/F_PRE until the end of its B, or of its B_W in zb-h1 (B_W still needs
+ * the stored layer inputs).  max_inflight is the largest count along the
+ * stream order. */
 #ifndef MERAK_SCHED_H
 #define MERAK_SCHED_H
 
@@ -79,13 +93,61 @@ typedef struct mk_stream {
 typedef struct mk_sched {
     mk_sched_spec_t spec;       /* pointers in it are not kept (NULL) */
     int *ckpt;                  /* [pp*vpp] resolved checkpoint counts of plain F */
+    int *layers;                /* [pp*vpp] layers of (stage, chunk) (1 each if not given) */
+    int layers_given;           /* spec.layers was given */
     mk_stream_t *streams;       /* [pp] */
 } mk_sched_t;
 
 typedef struct mk_sched_report {
     int *max_inflight;          /* [pp] most micro-batches whose activations are held */
     double makespan;            /* under the unit costs of DESIGN.md */
+    int rendezvous_ok;          /* 1: also deadlock-free with rendezvous sends */
 } mk_sched_report_t;
+
+/* Costs of the compute ops for mk_sched_timeline.  recompute is added to a
+ * B or B_IN that recomputes (its F had ckpt > 0 and no R ran). */
+typedef struct mk_sched_costs {
+    double f, b, r, b_in, b_w, recompute;
+} mk_sched_costs_t;
+
+/* DESIGN.md's unit costs: F = F_PRE = 1, B = 2, R = 1, B_IN = 1, B_W = 1,
+ * recompute +1, everything else 0. */
+void mk_sched_costs_unit(mk_sched_costs_t *c);
+
+/* Start and end of every instruction (same indexing as the streams). */
+typedef struct mk_sched_timeline {
+    int pp;
+    double **start, **end;      /* [pp][streams[s].n] */
+    double *busy;               /* [pp] time spent in compute ops */
+    double makespan;            /* last end over all stages */
+} mk_sched_timeline_t;
+
+/* Run the streams under buffered-send semantics: compute ops take their
+ * cost, a RECV waits for its matching SEND's time, sends and other ops
+ * take 0, REDUCE_TIED waits for both ends.  costs NULL: the unit costs.
+ * Returns -1 (deadlock, unmatched receive) naming the stuck instruction. */
+int mk_sched_timeline(const mk_sched_t *s, const mk_sched_costs_t *costs,
+                      mk_sched_timeline_t *tl);
+void mk_sched_timeline_free(mk_sched_timeline_t *tl);
+
+/* Stage-aware recomputation: share of stage i's layers checkpointed, from
+ * the first stage's share r over S stages: 1 - (1-r)(S-1)/(S-1-i) for
+ * i < S-1, clamped at 0; 0 for the last stage. */
+double mk_recompute_stage_ratio(double r, int S, int i);
+
+/* Checkpoint count of a stage with n layers at ratio ri: its first
+ * floor(n*ri) layers.  Without spec.layers (one layer of unknown size per
+ * stage, as `merak sched` without --model) a stage counts 1 when ri > 0. */
+int mk_recompute_count(int n, double ri);
+
+/* Is this op a compute op (F, F_PRE, R, B, B_IN, B_W)? */
+int mk_instr_is_compute(mk_instr_op_t op);
+
+/* The streams as JSON: {"schedule","stages","micro_batches","vpp",
+ * "makespan","streams":[[{op,mb,chunk,peer,ckpt}...]...], "max_inflight"}
+ * (max_inflight and makespan from rep when given).  NULL on failure. */
+struct json_t;
+struct json_t *mk_sched_to_json(const mk_sched_t *s, const mk_sched_report_t *rep);
 
 int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out);
 const char *mk_sched_kind_name(mk_sched_kind_t k);
