@@ -17,7 +17,7 @@ static const char *trace_usage =
     "         prints the step-time error, per-kind and per-stage errors.  Traces of\n"
     "         different plans are an error (exit 2).\n";
 
-static int print_diff(const mk_trace_diff_t *d, int json)
+static int print_diff(const mk_tracefile_diff_t *d, int json)
 {
     if (json) {
         json_t *kinds = json_object(), *stages = json_array();
@@ -62,18 +62,18 @@ int mk_cmd_trace(int argc, char **argv)
     if (!want) return mk_cli_fail("trace", "unknown action '%s' (summary or diff)", act);
     if (a.npos != want)
         return mk_cli_fail("trace", "'%s' takes %d file(s), got %d", act, want - 1, a.npos - 1);
-    mk_trace_t *t1 = mk_trace_load(a.pos[1]);
+    mk_tracefile_t *t1 = mk_tracefile_load(a.pos[1]);
     if (!t1) return mk_cli_fail("trace", "%s", mk_error_last());
     if (want == 2) {
-        mk_trace_summary(t1, stdout);
-        mk_trace_free(t1);
+        mk_tracefile_summary(t1, stdout);
+        mk_tracefile_free(t1);
         return 0;
     }
-    mk_trace_t *t2 = mk_trace_load(a.pos[2]);
-    mk_trace_diff_t d;
-    if (!t2 || mk_trace_diff(t1, t2, &d) < 0) rc = mk_cli_fail("trace", "%s", mk_error_last());
+    mk_tracefile_t *t2 = mk_tracefile_load(a.pos[2]);
+    mk_tracefile_diff_t d;
+    if (!t2 || mk_tracefile_diff(t1, t2, &d) < 0) rc = mk_cli_fail("trace", "%s", mk_error_last());
     else rc = print_diff(&d, a.json);
-    mk_trace_free(t1);
-    mk_trace_free(t2);
+    mk_tracefile_free(t1);
+    mk_tracefile_free(t2);
     return rc;
 }

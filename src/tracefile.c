@@ -40,7 +40,7 @@ static void stream_of(json_t *tid, char *out, size_t n)
     else mk_strlcpy(out, "other", n);
 }
 
-static int add_event(mk_trace_t *t, json_t *e, const char *path, int i)
+static int add_event(mk_tracefile_t *t, json_t *e, const char *path, int i)
 {
     json_t *ph = json_object_get(e, "ph"), *pid = json_object_get(e, "pid");
     if (!json_is_string(ph)) return mk_error_set("%s: event %d has no 'ph'", path, i);
@@ -79,7 +79,7 @@ static int add_event(mk_trace_t *t, json_t *e, const char *path, int i)
     return 0;
 }
 
-mk_trace_t *mk_trace_load(const char *path)
+mk_tracefile_t *mk_tracefile_load(const char *path)
 {
     json_error_t err;
     json_t *root = json_load_file(path, 0, &err);
@@ -88,7 +88,7 @@ mk_trace_t *mk_trace_load(const char *path)
         return mk_error_set("%s:%d:%d: malformed JSON: %s", path, err.line, err.column, err.text), NULL;
     }
     json_t *evs = json_is_array(root) ? root : json_object_get(root, "traceEvents");
-    mk_trace_t *t = calloc(1, sizeof *t);
+    mk_tracefile_t *t = calloc(1, sizeof *t);
     int rc = 0;
     if (!json_is_array(evs)) rc = mk_error_set("%s: not a Chrome trace (no traceEvents array)", path);
     else if (!t || !(t->ev = calloc(json_array_size(evs) + 1, sizeof *t->ev))) rc = mk_error_set("out of memory");
@@ -96,14 +96,14 @@ mk_trace_t *mk_trace_load(const char *path)
     if (!rc && t->n == 0) rc = mk_error_set("%s: the trace has no complete events", path);
     json_decref(root);
     if (rc) {
-        mk_trace_free(t);
+        mk_tracefile_free(t);
         return NULL;
     }
     qsort(t->ev, t->n, sizeof *t->ev, ev_cmp);
     return t;
 }
 
-void mk_trace_free(mk_trace_t *t)
+void mk_tracefile_free(mk_tracefile_t *t)
 {
     if (!t) return;
     free(t->ev);
@@ -121,7 +121,7 @@ static double span_us(const mk_tev_t *ev, int n)
     return n ? hi - lo : 0;
 }
 
-void mk_trace_summary(const mk_trace_t *t, FILE *out)
+void mk_tracefile_summary(const mk_tracefile_t *t, FILE *out)
 {
     double span = span_us(t->ev, t->n);
     fprintf(out, "trace: %d ranks, %d events, span %.3f ms\n", t->n_ranks, t->n, span / 1e3);
@@ -153,14 +153,14 @@ void mk_trace_summary(const mk_trace_t *t, FILE *out)
 }
 
 /* Events of one (rank, stream) run: [*lo, *hi) from index i. */
-static int run_end(const mk_trace_t *t, int i)
+static int run_end(const mk_tracefile_t *t, int i)
 {
     int j = i;
     while (j < t->n && t->ev[j].pid == t->ev[i].pid && !strcmp(t->ev[j].stream, t->ev[i].stream)) j++;
     return j;
 }
 
-static int kind_slot(mk_trace_diff_t *d, const char *kind)
+static int kind_slot(mk_tracefile_diff_t *d, const char *kind)
 {
     for (int k = 0; k < d->n_kinds; k++)
         if (!strcmp(d->kinds[k], kind)) return k;
@@ -171,8 +171,8 @@ static int kind_slot(mk_trace_diff_t *d, const char *kind)
 
 /* Match pred's run [pi, pe) against the last (pe-pi) events of meas's run
  * [mi, me): a measurement may hold several steps; the last is compared. */
-static int match_run(const mk_trace_t *p, int pi, int pe, const mk_trace_t *m, int mi, int me,
-                     mk_trace_diff_t *d, double *err_sum, double *mlo, double *mhi)
+static int match_run(const mk_tracefile_t *p, int pi, int pe, const mk_tracefile_t *m, int mi, int me,
+                     mk_tracefile_diff_t *d, double *err_sum, double *mlo, double *mhi)
 {
     int n = pe - pi;
     if (me - mi < n || (me - mi) % n)
@@ -199,7 +199,7 @@ static int match_run(const mk_trace_t *p, int pi, int pe, const mk_trace_t *m, i
     return 0;
 }
 
-int mk_trace_diff(const mk_trace_t *p, const mk_trace_t *m, mk_trace_diff_t *d)
+int mk_tracefile_diff(const mk_tracefile_t *p, const mk_tracefile_t *m, mk_tracefile_diff_t *d)
 {
     memset(d, 0, sizeof *d);
     if (p->n_ranks != m->n_ranks)

@@ -20,23 +20,23 @@ typedef struct mk_tev {
     double ts, dur;     /* microseconds */
 } mk_tev_t;
 
-typedef struct mk_trace {
+typedef struct mk_tracefile {
     int n;
     mk_tev_t *ev;       /* sorted by (pid, ts) */
     int n_ranks;        /* max pid + 1 */
     double *peak_mem;   /* [n_ranks] highest counter value, 0 if none */
-} mk_trace_t;
+} mk_tracefile_t;
 
 /* Load and check a trace.  Returns NULL (mk_error_last()) on a missing or
  * malformed file. */
-mk_trace_t *mk_trace_load(const char *path);
-void mk_trace_free(mk_trace_t *t);
+mk_tracefile_t *mk_tracefile_load(const char *path);
+void mk_tracefile_free(mk_tracefile_t *t);
 
 /* Print a per-rank summary: step time, busy and idle share of the compute
  * stream, time per event kind. */
-void mk_trace_summary(const mk_trace_t *t, FILE *out);
+void mk_tracefile_summary(const mk_tracefile_t *t, FILE *out);
 
-typedef struct mk_trace_diff {
+typedef struct mk_tracefile_diff {
     double step_pred_s, step_meas_s, step_rel_err;
     int n_kinds;
     char kinds[32][24];
@@ -45,12 +45,12 @@ typedef struct mk_trace_diff {
     double stage_busy_pred_s[512], stage_busy_meas_s[512]; /* compute busy time per stage (rank max) */
     double mean_abs_rel_err;  /* over matched events with measured dur > 0 */
     int matched;
-} mk_trace_diff_t;
+} mk_tracefile_diff_t;
 
 /* Align two traces rank by rank and event by event (same ranks, same
  * events in the same order per rank and stream); -1 with a message when
  * they come from different plans. */
-int mk_trace_diff(const mk_trace_t *pred, const mk_trace_t *meas, mk_trace_diff_t *d);
+int mk_tracefile_diff(const mk_tracefile_t *pred, const mk_tracefile_t *meas, mk_tracefile_diff_t *d);
 
 #ifdef __cplusplus
 }
