@@ -33,6 +33,7 @@ typedef struct mk_args {
     const char *schedule, *recompute, *partition;
     int tp_overlap, zero, seqpar, verify, json;
     const char *plan_file, *trace_file, *save_plan, *out;
+    const char *baseline;          /* merak plan: restrict the space to a system's choices */
     int gpus, top;
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;
@@ -59,9 +60,8 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
 int mk_cmd_sim(int argc, char **argv);
+int mk_cmd_trace(int argc, char **argv);
 int mk_cmd_sched(int argc, char **argv);
-
-#endif
 
 /* Build the plan a subcommand runs from its flags, or load it from --plan
  * (then model and layout flags are an error).  world > 0 (merak run) lets
@@ -72,3 +72,5 @@ struct mk_plan;
 struct mk_graph;
 int mk_args_plan(const mk_args_t *a, const char *model_default, const char *cluster_default,
                  int world, int dtype_default, struct mk_plan *p, struct mk_graph **g);
+
+#endif

@@ -1,43 +1,51 @@
-/* Partitioners (see partition.h).  The balance step is the classic
- * linear-partition dynamic programme: best[j][i] = min over the last cut c
- * of max(best[j-1][c], sum(c..i)), O(k*n^2) time, exact. */
+/* Partitioners (see partition.h).  The balance step finds the smallest
+ * X such that the layers split into k contiguous non-empty parts each
+ * costing at most X: a greedy pass decides feasibility for one X exactly
+ * (fill a part while it stays within X, but leave one layer for every
+ * part still to come), and bisection on X converges to the optimum in
+ * O(n log(sum/eps)) time -- fast enough for 1024-GPU searches. */
 #include "merak/partition.h"
 
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
 
+/* Greedy split for bound X; returns the number of parts or k+1 if some
+ * part must exceed X.  Writes bounds[0..k] when it succeeds. */
+static int greedy_split(const double *cost, int n, int k, double X, int *bounds)
+{
+    int parts = 0, i = 0;
+    bounds[0] = 0;
+    while (i < n) {
+        if (parts == k) return k + 1;
+        double sum = cost[i++]; /* a part takes at least one layer */
+        if (sum > X) return k + 1;
+        while (i < n && sum + cost[i] <= X && n - (i + 1) >= k - (parts + 1)) sum += cost[i++];
+        bounds[++parts] = i;
+    }
+    return parts;
+}
+
 double mk_partition_balance(const double *cost, int n, int k, int *bounds)
 {
-    double *pre = malloc((n + 1) * sizeof *pre);
-    double *best = malloc((size_t)(k + 1) * (n + 1) * sizeof *best);
-    int *cut = malloc((size_t)(k + 1) * (n + 1) * sizeof *cut);
-    if (!pre || !best || !cut || k < 1 || k > n) {
-        free(pre), free(best), free(cut);
-        return -1;
+    if (k < 1 || k > n) return -1;
+    double lo = 0, hi = 0;
+    for (int i = 0; i < n; i++) {
+        hi += cost[i];
+        if (cost[i] > lo) lo = cost[i];
     }
-#define B(j, i) best[(size_t)(j) * (n + 1) + (i)]
-#define C(j, i) cut[(size_t)(j) * (n + 1) + (i)]
-    pre[0] = 0;
-    for (int i = 0; i < n; i++) pre[i + 1] = pre[i] + cost[i];
-    for (int i = 0; i <= n; i++) B(1, i) = pre[i], C(1, i) = 0;
-    for (int j = 2; j <= k; j++)
-        for (int i = j; i <= n; i++) {
-            B(j, i) = DBL_MAX;
-            for (int c = j - 1; c < i; c++) { /* parts 1..j-1 take layers [0, c) */
-                double v = B(j - 1, c) > pre[i] - pre[c] ? B(j - 1, c) : pre[i] - pre[c];
-                if (v < B(j, i)) B(j, i) = v, C(j, i) = c;
-            }
-        }
-    double worst = B(k, n);
-    bounds[k] = n;
-    for (int j = k, i = n; j >= 1; j--) {
-        i = j == 1 ? 0 : C(j, i);
-        bounds[j - 1] = i;
+    for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (greedy_split(cost, n, k, mid, bounds) == k) hi = mid;
+        else lo = mid;
     }
-#undef B
-#undef C
-    free(pre), free(best), free(cut);
+    if (greedy_split(cost, n, k, hi, bounds) != k) return -1;
+    double worst = 0;
+    for (int j = 0; j < k; j++) {
+        double sum = 0;
+        for (int i = bounds[j]; i < bounds[j + 1]; i++) sum += cost[i];
+        if (sum > worst) worst = sum;
+    }
     return worst;
 }
 

@@ -87,6 +87,11 @@ static void test_stage_ratio(void)
     CHECK(s && s->ckpt[0] == 4 && s->ckpt[1] == 2 && s->ckpt[2] == 0 && s->ckpt[3] == 0,
           "stage-aware counts %d %d %d %d", s->ckpt[0], s->ckpt[1], s->ckpt[2], s->ckpt[3]);
     mk_sched_free(s);
+    sp.kind = MK_SCHED_MERAK; /* stage p-2 takes stage p-3's ratio, the last none */
+    s = mk_sched_build(&sp);
+    CHECK(s && s->ckpt[0] == 4 && s->ckpt[1] == 2 && s->ckpt[2] == 2 && s->ckpt[3] == 0,
+          "merak stage-aware counts %d %d %d %d", s->ckpt[0], s->ckpt[1], s->ckpt[2], s->ckpt[3]);
+    mk_sched_free(s);
 }
 
 static void test_errors(void)
@@ -135,8 +140,32 @@ static void test_tail_and_p2p(void)
     mk_sched_free(s);
 }
 
+/* Stage-aware and explicit counts through every schedule still verify. */
+static void test_policies(void)
+{
+    int layers[8] = {4, 4, 4, 4, 4, 4, 4, 4}, ck[8] = {4, 3, 2, 1, 0, 0, 1, 2};
+    for (int k = 0; k < MK_SCHED_COUNT; k++)
+        for (int p = 1; p <= 8; p++)
+            for (int m = p; m <= 2 * p; m += p) {
+                int v = k == MK_SCHED_INTERLEAVED && p <= 4 ? 2 : 1;
+                mk_sched_spec_t sp = {.kind = k, .pp = p, .m = m, .vpp = v,
+                                      .recompute = {MK_RECOMPUTE_STAGE_AWARE, 0.5},
+                                      .layers = layers, .grad_buckets = 3, .tied = 1};
+                for (int e = 0; e < 2; e++) {
+                    if (e) sp.recompute.kind = MK_RECOMPUTE_EXPLICIT, sp.ckpt = ck;
+                    mk_sched_t *s = mk_sched_build(&sp);
+                    mk_sched_report_t rep = {0};
+                    CHECK(s && mk_sched_verify(s, &rep) == 0, "%s p=%d m=%d %s: %s",
+                          mk_sched_kind_name(k), p, m, e ? "explicit" : "stage-aware", mk_error_last());
+                    free(rep.max_inflight);
+                    mk_sched_free(s);
+                }
+            }
+}
+
 int main(void)
 {
+    test_policies();
     test_golden();
     test_stage_ratio();
     test_errors();
