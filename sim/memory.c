@@ -15,6 +15,7 @@
  *              SP; plus one DP gradient bucket when d > 1. */
 #include "sim_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 double mk_sim_bucket_bytes(const mk_sim_opts_t *o)
@@ -179,11 +180,69 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
     return 0;
 }
 
+/* Peak of stage s along its own stream.  Memory depends only on the
+ * order of a stage's instructions, not on timing, so this walk gives the
+ * event engine's figure exactly (same rules as sim.c): F/F_PRE add the
+ * micro-batch's stored bytes (working set: the largest checkpointed
+ * layer), R expands them to full, B/B_IN need the recomputed layer (unless
+ * R ran) plus the gradient buffers, B or B_W frees.  ck_override >= 0
+ * replaces plain F's checkpoint count (clamped per chunk). */
+static double stream_peak(const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch, int s, int ck_override,
+                          const mk_sim_opts_t *o)
+{
+    mk_stage_static_t st;
+    mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
+    double stat = st.weights + st.grads + st.optimizer + st.buffers, stored = 0, peak = stat;
+    int v = p->vpp, nmc = p->m * v, nck[MK_PLAN_MAX_VSTAGES];
+    int layers[MK_PLAN_MAX_VSTAGES];
+    mk_plan_ckpt_layers(p, g, layers);
+    for (int c = 0; c < v; c++) nck[c] = layers[s * v + c];
+    double *mbs = calloc(nmc, sizeof *mbs);
+    int *mck = calloc(nmc, sizeof *mck);
+    unsigned char *rec = calloc(nmc, 1);
+    if (!mbs || !mck || !rec) {
+        free(mbs), free(mck), free(rec);
+        return 1e300;
+    }
+    const mk_stream_t *str = &sch->streams[s];
+    for (int i = 0; i < str->n; i++) {
+        const mk_instr_t *in = &str->v[i];
+        if (!mk_instr_is_compute(in->op) || in->mb < 0 || in->mb >= p->m || in->chunk < 0 || in->chunk >= v) continue;
+        int slot = in->mb * v + in->chunk, k = in->chunk * p->pp + s;
+        double a, w, gb, cur;
+        if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) {
+            int ck = in->op == MK_INSTR_F_PRE ? nck[in->chunk] : ck_override >= 0 ? ck_override : in->ckpt;
+            if (ck > nck[in->chunk]) ck = nck[in->chunk];
+            mk_sim_chunk_act(p, g, k, ck, &a, &w, &gb);
+            mck[slot] = ck, rec[slot] = 0, mbs[slot] = a, stored += a;
+            cur = stat + stored + w;
+        } else if (in->op == MK_INSTR_R) {
+            mk_sim_chunk_act(p, g, k, 0, &a, &w, &gb);
+            stored += a - mbs[slot], mbs[slot] = a, rec[slot] = 1;
+            cur = stat + stored;
+        } else {
+            int rc = (in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && mck[slot] > 0 && !rec[slot];
+            mk_sim_chunk_act(p, g, k, rc ? mck[slot] : 0, &a, &w, &gb);
+            cur = stat + stored + (rc ? w : 0) + gb;
+            if (in->op != MK_INSTR_B_IN) stored -= mbs[slot], mbs[slot] = 0;
+        }
+        if (cur > peak) peak = cur;
+    }
+    free(mbs), free(mck), free(rec);
+    return peak;
+}
+
+/* Resolve `auto`: a closed-form first guess, then per stage the fewest
+ * checkpointed layers whose stream walk fits (binary search over plain F's
+ * count on the current streams), rebuilding the streams until the counts
+ * are stable (the streams may depend on them). */
 int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
 {
     int layers[MK_PLAN_MAX_VSTAGES];
     if (p->n_vstages != p->pp * p->vpp) return mk_error_set("plan has no stage bounds (check it first)");
+    if (p->m < 1) p->m = p->gbs / (p->dp * p->mbs);
     mk_plan_ckpt_layers(p, g, layers);
+    double limit = c->dev.mem_bytes;
     for (int s = 0; s < p->pp; s++) {
         int nmax = 0, ck[MK_PLAN_MAX_VSTAGES];
         for (int ch = 0; ch < p->vpp; ch++)
@@ -193,12 +252,37 @@ int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
             for (int ch = 0; ch < p->vpp; ch++) ck[ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
             mk_mem_breakdown_t m;
             if (mk_sim_stage_memory(c, p, g, s, ck, -1, o, &m) < 0) return -1;
-            if (m.total <= c->dev.mem_bytes) break;
+            if (m.total <= limit) break;
         }
         if (k > nmax) k = nmax;
         for (int ch = 0; ch < p->vpp; ch++)
             p->ckpt[s * p->vpp + ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
     }
     p->has_ckpt = 1;
+    for (int iter = 0; iter < 8; iter++) {
+        int spl[MK_PLAN_MAX_VSTAGES], changed = 0;
+        mk_sched_spec_t spec;
+        mk_plan_sched_spec(p, g, p->dp > 1, spl, &spec);
+        mk_sched_t *sch = mk_sched_build(&spec);
+        if (!sch) return -1;
+        for (int s = 0; s < p->pp; s++) {
+            int nmax = 0;
+            for (int ch = 0; ch < p->vpp; ch++)
+                if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
+            int lo = 0, hi = nmax; /* fewest k that fits on these streams (nmax if none) */
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (stream_peak(p, g, sch, s, mid, o) <= limit) hi = mid;
+                else lo = mid + 1;
+            }
+            for (int ch = 0; ch < p->vpp; ch++) {
+                int v = lo < layers[s * p->vpp + ch] ? lo : layers[s * p->vpp + ch];
+                if (p->ckpt[s * p->vpp + ch] != v) changed = 1;
+                p->ckpt[s * p->vpp + ch] = v;
+            }
+        }
+        mk_sched_free(sch);
+        if (!changed) break;
+    }
     return 0;
 }
