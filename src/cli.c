@@ -18,6 +18,7 @@ static const mk_subcommand_t mk_subcommands[] = {
     {"model", mk_cmd_model, "a model's layers, parameters, FLOPs and activation bytes"},
     {"sched", mk_cmd_sched, "per-stage instruction streams of a pipeline schedule"},
     {"sim", mk_cmd_sim, "simulate one training step of a plan on a cluster"},
+    {"plan", mk_cmd_plan, "search the fastest 3D-parallel plan that fits"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */
     {"trace", mk_cmd_trace, "summarise a trace, or compare a predicted and a measured one"},
 };

@@ -379,8 +379,11 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     size_t d = 0;
     mk_recompute_format(&p->recompute, ra, sizeof ra);
     mk_recompute_format(&q->recompute, rb, sizeof rb);
-#define DIFF(cond, ...) \
-    if (cond && d < sizeof diff - 64) d += snprintf(diff + d, sizeof diff - d, d ? ", " __VA_ARGS__ : __VA_ARGS__)
+#define DIFF(cond, ...)                                                                   \
+    if ((cond) && d < sizeof diff - 64) {                                                 \
+        if (d) d += snprintf(diff + d, sizeof diff - d, ", ");                          \
+        d += snprintf(diff + d, sizeof diff - d, __VA_ARGS__);                            \
+    }
     DIFF(p->dp != q->dp || p->pp != q->pp || p->tp != q->tp, "layout dp%d pp%d tp%d vs dp%d pp%d tp%d", p->dp,
          p->pp, p->tp, q->dp, q->pp, q->tp);
     DIFF(p->mbs != q->mbs, "micro-batch %d vs %d", p->mbs, q->mbs);
