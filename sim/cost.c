@@ -92,6 +92,6 @@ double mk_cost_layer_time(const mk_cluster_t *c, const mk_graph_t *g, int layer,
         mk_group_t grp = mk_group_make(c, 0, 1, tp, tp);
         ar = L->n_tp_allreduce * mk_cost_coll(c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &grp, L->out_bytes);
     }
-    int ck = recompute && L->params > 0 && strcmp(L->kind, "embedding") != 0;
+    int ck = recompute && mk_layer_checkpointable(g, layer);
     return f + b + 2 * ar + (ck ? f + ar : 0);
 }

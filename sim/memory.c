@@ -34,7 +34,7 @@ void mk_sim_param_bytes(const mk_plan_t *p, const mk_sim_opts_t *o, double *w, d
 
 int mk_sim_is_ckptable(const mk_graph_t *g, int l)
 {
-    return g->layers[l].params > 0 && strcmp(g->layers[l].kind, "embedding") != 0;
+    return mk_layer_checkpointable(g, l);
 }
 
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)

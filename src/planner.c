@@ -165,11 +165,6 @@ static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g)
 
 static int has(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
-static int ckptable(const mk_layer_t *L)
-{
-    return L->params > 0 && L->block >= 0 && strcmp(L->kind, "embedding") != 0;
-}
-
 /* Stage bounds for one partition method, layout and cost setting. */
 static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const char *method, int rcon)
 {
@@ -178,7 +173,7 @@ static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const 
     double cost[4096];
     if (g->n_layers > 4096) return mk_partition(p, g, method);
     for (int l = 0; l < g->n_layers; l++)
-        cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && ckptable(&g->layers[l]) ? e->f[p->seqpar][l] : 0);
+        cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && mk_layer_checkpointable(g, l) ? e->f[p->seqpar][l] : 0);
     return mk_partition_costs(p, g, method, cost);
 }
 

@@ -56,7 +56,7 @@ typedef struct mk_mem_breakdown {
 typedef struct mk_sim_result {
     int pp;
     double step_time_s, tokens_per_s, tflops_per_gpu, mfu;
-    int flops_recompute;     /* FLOPs convention: 96 (with recompute) when 1, else 72 */
+    int flops_recompute;     /* 1: flops_per_iteration counts recomputed forwards (96-convention when full), else 72 */
     double flops_per_iteration;
     double bubble_fraction[MK_SIM_MAX_STAGES];   /* idle share of the step, compute stream */
     double peak_memory_bytes[MK_SIM_MAX_STAGES];
