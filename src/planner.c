@@ -18,7 +18,8 @@ typedef struct {
 typedef struct {
     int mbs, tp;
     mk_graph_t *g;
-    double *f[2], *b[2];  /* [seqpar][layer] */
+    double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
+    double *ar[2];        /* [seqpar][layer] TP collectives of one forward (same again in backward) */
 } mk_gcache_t;
 
 typedef struct {
@@ -65,10 +66,15 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
     for (int sp = 0; sp < 2; sp++) {
         e->f[sp] = malloc(L * sizeof(double));
         e->b[sp] = malloc(L * sizeof(double));
-        if (!e->f[sp] || !e->b[sp]) return NULL;
+        e->ar[sp] = malloc(L * sizeof(double));
+        if (!e->f[sp] || !e->b[sp] || !e->ar[sp]) return NULL;
         for (int l = 0; l < L; l++) {
             e->f[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 0);
             e->b[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 1);
+            /* mk_cost_layer_time = f + b + 2 ar without recompute */
+            double t = mk_cost_layer_time(S->cl, e->g, l, tp, sp, 0, S->o->dtype);
+            e->ar[sp][l] = (t - e->f[sp][l] - e->b[sp][l]) / 2;
+            if (e->ar[sp][l] < 0) e->ar[sp][l] = 0;
         }
     }
     S->ngc++;
@@ -90,22 +96,39 @@ static int push(mk_search_t *S, const mk_plan_t *p, double lb)
     return 0;
 }
 
-/* The busiest stage's pure compute: m micro-batches of forward and
- * backward over its layers.  No schedule, overlap or recompute policy can
- * finish a step sooner, so it bounds the simulated step time from below. */
-static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e)
+/* A lower bound on the simulated step time.  Stage s cannot start before
+ * micro-batch 0 has gone forward through the stages before it (chunk 0),
+ * then computes m micro-batches of forward, backward and the recompute of
+ * the layers its plain forwards checkpoint (F_PRE checkpoints more, never
+ * less), and after its last backward the gradient still has to flow back
+ * through the stages before it (not in zb-h1, whose last work may be a
+ * deferred weight pass).  TP collectives count only without overlap, and
+ * no other communication counts, so no schedule can beat the bound. */
+static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck)
 {
-    double worst = 0;
-    const double *f = e->f[p->seqpar], *b = e->b[p->seqpar];
+    const double *f = e->f[p->seqpar], *b = e->b[p->seqpar], *ar = e->ar[p->seqpar];
+    double comm = p->tp_overlap ? 0 : 1, worst = 0, fill = 0, drain = 0;
+    const mk_graph_t *g = e->g;
     for (int s = 0; s < p->pp; s++) {
         double busy = 0;
         for (int c = 0; c < p->vpp; c++) {
-            int k = c * p->pp + s;
-            for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) busy += f[l] + b[l];
+            int k = c * p->pp + s, left = ck[s * p->vpp + c];
+            double F = 0, B = 0, R = 0;
+            for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
+                F += f[l] + comm * ar[l], B += b[l] + comm * ar[l];
+                if (left > 0 && mk_layer_checkpointable(g, l)) R += f[l] + comm * ar[l], left--;
+            }
+            busy += F + B + R;
         }
-        if (busy > worst) worst = busy;
+        busy *= p->m;
+        double lb = fill + busy + (p->schedule == MK_SCHED_ZB_H1 ? 0 : drain);
+        if (lb > worst) worst = lb;
+        /* chunk 0 of this stage adds to the path of every later stage */
+        int k0 = s;
+        for (int l = p->bounds[k0]; l < p->bounds[k0 + 1]; l++)
+            fill += f[l] + comm * ar[l], drain += b[l] + comm * ar[l];
     }
-    return worst * p->m;
+    return worst;
 }
 
 /* The checkpoint count of every (stage, chunk) the scheduler will use. */
@@ -123,9 +146,8 @@ static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
     return 0;
 }
 
-static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int record)
+static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int record, int *ck)
 {
-    int ck[MK_PLAN_MAX_VSTAGES];
     if (resolved_ckpt(p, g, ck) < 0) return 0;
     double limit = S->cl->dev.mem_bytes, worst = -1;
     int ws = 0;
@@ -149,16 +171,16 @@ static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, in
 /* Fix the recompute details a candidate needs before its memory check:
  * auto -> per-stage counts; stage-aware -> the smallest ratio on a 0.1
  * grid that fits.  Returns 1 when the candidate fits. */
-static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g)
+static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g, int *ck)
 {
     if (p->recompute.kind == MK_RECOMPUTE_AUTO) {
         if (mk_sim_resolve_auto(S->cl, p, g, &S->so) < 0) return 0;
-        return plan_fits(S, p, g, 1);
+        return plan_fits(S, p, g, 1, ck);
     }
-    if (p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return plan_fits(S, p, g, 1);
+    if (p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return plan_fits(S, p, g, 1, ck);
     for (int k = 1; k <= 10; k++) {
         p->recompute.ratio = k / 10.0;
-        if (plan_fits(S, p, g, k == 10)) return 1;
+        if (plan_fits(S, p, g, k == 10, ck)) return 1;
     }
     return 0;
 }
@@ -205,12 +227,13 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
                 p.recompute.ratio = 1.0;
                 p.zero = z;
                 p.tp_overlap = ov ? (o->tp_overlap > 0 ? o->tp_overlap : 2) : 0;
+                int ck[MK_PLAN_MAX_VSTAGES];
                 S->r->candidates++;
-                if (!settle_recompute(S, &p, e->g)) {
+                if (!settle_recompute(S, &p, e->g, ck)) {
                     S->r->pruned_memory++;
                     continue;
                 }
-                if (push(S, &p, lower_bound(&p, e)) < 0) return -1;
+                if (push(S, &p, lower_bound(&p, e, ck)) < 0) return -1;
             }
         }
     }
@@ -353,6 +376,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
         }
         int rc = simulate(S, sim, &S->c[i].plan, S->c[i].index, &e);
         if (rc < 0) return -1;
+        if (e.res.step_time_s < S->c[i].lb * (1 - 1e-9)) S->r->bound_violations++;
         if (rc > 0) top_insert(S->r, &e, top);
     }
     if (o->progress) o->progress(o->progress_ctx, S->n, S->n);
@@ -416,7 +440,7 @@ static void search_free(mk_search_t *S)
 {
     for (int i = 0; i < S->ngc; i++) {
         mk_graph_free(S->gc[i].g);
-        for (int sp = 0; sp < 2; sp++) free(S->gc[i].f[sp]), free(S->gc[i].b[sp]);
+        for (int sp = 0; sp < 2; sp++) free(S->gc[i].f[sp]), free(S->gc[i].b[sp]), free(S->gc[i].ar[sp]);
     }
     free(S->gc);
     free(S->c);

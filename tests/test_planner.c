@@ -38,6 +38,7 @@ static void test_bound_loses_nothing(const char *cluster, int gpus, int gbs, dou
         CHECK(fast.best[i].res.step_time_s == all.best[i].res.step_time_s, "rank %d step time", i);
     }
     CHECK(fast.simulated <= all.simulated, "the bound never simulates more");
+    CHECK(all.bound_violations == 0, "%ld simulated plans beat their lower bound", all.bound_violations);
     mk_planner_result_free(&fast);
     mk_planner_result_free(&all);
 }

@@ -11,8 +11,9 @@
  * moving layers off its slowest stage while the simulated step drops.
  *
  * Branch and bound: every candidate gets a lower bound on its step time
- * (its busiest stage's pure compute, m micro-batches of forward and
- * backward, which no schedule or overlap can beat) and a closed-form
+ * (pipeline fill + a stage's m micro-batches of forward, backward and
+ * recompute + drain, with TP collectives only when not overlapped: no
+ * schedule can beat it) and a closed-form
  * memory check; candidates are simulated in order of their bound until
  * the bound reaches the K-th best simulated step time.  Per-layer costs
  * are cached per (micro-batch, tp, sequence parallelism).  With MPI each
@@ -53,6 +54,7 @@ typedef struct mk_planner_result {
     int n;                    /* entries in best[] (<= top) */
     mk_planner_entry_t *best; /* best first */
     long candidates, simulated, pruned_memory, pruned_bound, layouts;
+    long bound_violations;    /* simulated step below its bound (must stay 0; tests check) */
     double search_time_s;
     /* when nothing fits: the candidate closest to fitting */
     int have_closest;
