@@ -180,6 +180,25 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
     return 0;
 }
 
+/* mk_sim_chunk_act memoised per (chunk, checkpoint count): a stream walk
+ * asks for the same few values once per instruction. */
+typedef struct {
+    int v, w;                 /* chunks, counts per chunk (max nck + 1) */
+    double *a, *wm, *gb;
+    unsigned char *have;
+} mk_act_memo_t;
+
+static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, int s, int c, int ck,
+                     double *a, double *w, double *gb)
+{
+    size_t i = (size_t)c * M->w + ck;
+    if (!M->have[i]) {
+        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &M->a[i], &M->wm[i], &M->gb[i]);
+        M->have[i] = 1;
+    }
+    *a = M->a[i], *w = M->wm[i], *gb = M->gb[i];
+}
+
 /* Peak of stage s along its own stream.  Memory depends only on the
  * order of a stage's instructions, not on timing, so this walk gives the
  * event engine's figure exactly (same rules as sim.c): F/F_PRE add the
@@ -200,35 +219,40 @@ static double stream_peak(const mk_plan_t *p, const mk_graph_t *g, const mk_sche
     double *mbs = calloc(nmc, sizeof *mbs);
     int *mck = calloc(nmc, sizeof *mck);
     unsigned char *rec = calloc(nmc, 1);
-    if (!mbs || !mck || !rec) {
-        free(mbs), free(mck), free(rec);
+    mk_act_memo_t M = {v, 1, NULL, NULL, NULL, NULL};
+    for (int c = 0; c < v; c++)
+        if (nck[c] + 1 > M.w) M.w = nck[c] + 1;
+    M.a = malloc((size_t)v * M.w * sizeof(double)), M.wm = malloc((size_t)v * M.w * sizeof(double));
+    M.gb = malloc((size_t)v * M.w * sizeof(double)), M.have = calloc((size_t)v * M.w, 1);
+    if (!mbs || !mck || !rec || !M.a || !M.wm || !M.gb || !M.have) {
+        free(mbs), free(mck), free(rec), free(M.a), free(M.wm), free(M.gb), free(M.have);
         return 1e300;
     }
     const mk_stream_t *str = &sch->streams[s];
     for (int i = 0; i < str->n; i++) {
         const mk_instr_t *in = &str->v[i];
         if (!mk_instr_is_compute(in->op) || in->mb < 0 || in->mb >= p->m || in->chunk < 0 || in->chunk >= v) continue;
-        int slot = in->mb * v + in->chunk, k = in->chunk * p->pp + s;
+        int slot = in->mb * v + in->chunk;
         double a, w, gb, cur;
         if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) {
             int ck = in->op == MK_INSTR_F_PRE ? nck[in->chunk] : ck_override >= 0 ? ck_override : in->ckpt;
             if (ck > nck[in->chunk]) ck = nck[in->chunk];
-            mk_sim_chunk_act(p, g, k, ck, &a, &w, &gb);
+            memo_act(&M, p, g, s, in->chunk, ck, &a, &w, &gb);
             mck[slot] = ck, rec[slot] = 0, mbs[slot] = a, stored += a;
             cur = stat + stored + w;
         } else if (in->op == MK_INSTR_R) {
-            mk_sim_chunk_act(p, g, k, 0, &a, &w, &gb);
+            memo_act(&M, p, g, s, in->chunk, 0, &a, &w, &gb);
             stored += a - mbs[slot], mbs[slot] = a, rec[slot] = 1;
             cur = stat + stored;
         } else {
             int rc = (in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && mck[slot] > 0 && !rec[slot];
-            mk_sim_chunk_act(p, g, k, rc ? mck[slot] : 0, &a, &w, &gb);
+            memo_act(&M, p, g, s, in->chunk, rc ? mck[slot] : 0, &a, &w, &gb);
             cur = stat + stored + (rc ? w : 0) + gb;
             if (in->op != MK_INSTR_B_IN) stored -= mbs[slot], mbs[slot] = 0;
         }
         if (cur > peak) peak = cur;
     }
-    free(mbs), free(mck), free(rec);
+    free(mbs), free(mck), free(rec), free(M.a), free(M.wm), free(M.gb), free(M.have);
     return peak;
 }
 

@@ -127,8 +127,9 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *ctx, cons
 {
     printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", ctx->model.name, o->gpus, ctx->cluster,
            o->gbs, mk_dtype_name(o->dtype));
-    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %.3f s\n",
-           r->candidates, r->layouts, r->pruned_memory, r->simulated, r->search_time_s);
+    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %.3f s "
+           "(%.3f s generating)\n", r->candidates, r->layouts, r->pruned_memory, r->simulated, r->search_time_s,
+           r->enumerate_time_s);
     printf("  #   dp  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  TFLOP/s   MFU  bubble  peak GiB\n");
     for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i]);
     if (r->n > 1) {

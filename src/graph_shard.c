@@ -149,6 +149,7 @@ static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
         L->fwd_flops_causal += o->fwd_flops_causal;
         L->vec_flops += o->vec_flops;
         L->bytes_moved += o->bytes_moved;
+        L->act_rep += o->act_rep, L->act_split += o->act_split, L->act_scores += o->act_scores;
         if (o->tp_role == MK_TP_ROW) L->n_tp_allreduce++, L->has_tp_pair = 1;
     }
     const double N = (double)g->opts.mbs * g->cfg.seq;
@@ -209,13 +210,8 @@ int mk_graph_finish(mk_graph_t *g)
 double mk_layer_act_bytes(const mk_graph_t *g, int layer, int tp, int seqpar, int selective)
 {
     const mk_layer_t *L = &g->layers[layer];
-    double t = tp > 0 ? tp : 1, sum = 0;
-    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
-        const mk_op_t *o = &g->ops[i];
-        sum += o->act_rep / (seqpar ? t : 1) + o->act_split / t;
-        if (!selective) sum += o->act_scores / t;
-    }
-    return sum;
+    double t = tp > 0 ? tp : 1;
+    return L->act_rep / (seqpar ? t : 1) + L->act_split / t + (selective ? 0 : L->act_scores / t);
 }
 
 double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar)

@@ -102,31 +102,40 @@ static int push(mk_search_t *S, const mk_plan_t *p, double lb)
  * the layers its plain forwards checkpoint (F_PRE checkpoints more, never
  * less), and after its last backward the gradient still has to flow back
  * through the stages before it (not in zb-h1, whose last work may be a
- * deferred weight pass).  TP collectives count only without overlap, and
- * no other communication counts, so no schedule can beat the bound. */
+ * deferred weight pass).  A forward, backward or recompute of a chunk
+ * takes its compute plus its TP collectives without overlap; with
+ * sub-pipelined TP at least the longer of the two (the collectives queue
+ * on one stream, and two half-size all-reduces cost at least one full
+ * one).  No other communication counts, so no schedule beats the bound. */
+static double op_bound(const mk_plan_t *p, double compute, double comm)
+{
+    return p->tp_overlap ? (compute > comm ? compute : comm) : compute + comm;
+}
+
 static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck)
 {
     const double *f = e->f[p->seqpar], *b = e->b[p->seqpar], *ar = e->ar[p->seqpar];
-    double comm = p->tp_overlap ? 0 : 1, worst = 0, fill = 0, drain = 0;
+    double worst = 0, fill = 0, drain = 0;
     const mk_graph_t *g = e->g;
     for (int s = 0; s < p->pp; s++) {
         double busy = 0;
         for (int c = 0; c < p->vpp; c++) {
             int k = c * p->pp + s, left = ck[s * p->vpp + c];
-            double F = 0, B = 0, R = 0;
+            double F = 0, B = 0, R = 0, A = 0, RA = 0;
             for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
-                F += f[l] + comm * ar[l], B += b[l] + comm * ar[l];
-                if (left > 0 && mk_layer_checkpointable(g, l)) R += f[l] + comm * ar[l], left--;
+                F += f[l], B += b[l], A += ar[l];
+                if (left > 0 && mk_layer_checkpointable(g, l)) R += f[l], RA += ar[l], left--;
             }
-            busy += F + B + R;
+            busy += op_bound(p, F, A) + op_bound(p, B, A) + (R > 0 ? op_bound(p, R, RA) : 0);
         }
         busy *= p->m;
         double lb = fill + busy + (p->schedule == MK_SCHED_ZB_H1 ? 0 : drain);
         if (lb > worst) worst = lb;
         /* chunk 0 of this stage adds to the path of every later stage */
         int k0 = s;
-        for (int l = p->bounds[k0]; l < p->bounds[k0 + 1]; l++)
-            fill += f[l] + comm * ar[l], drain += b[l] + comm * ar[l];
+        double F = 0, B = 0, A = 0;
+        for (int l = p->bounds[k0]; l < p->bounds[k0 + 1]; l++) F += f[l], B += b[l], A += ar[l];
+        fill += op_bound(p, F, A), drain += op_bound(p, B, A);
     }
     return worst;
 }
@@ -199,9 +208,16 @@ static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const 
     return mk_partition_costs(p, g, method, cost);
 }
 
-typedef struct {
-    int k, v, pi, sp;
-} mk_variant_t;
+/* A non-uniform method that lands on the uniform split adds nothing when
+ * uniform is searched too. */
+static int same_as_uniform(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const char *method)
+{
+    unsigned pm = S->o->partition_mask ? S->o->partition_mask : 1u | 4u;
+    if (!strcmp(method, "uniform") || !(pm & 1u)) return 0;
+    mk_plan_t u = *p;
+    if (mk_plan_partition_uniform(&u, g) < 0) return 0;
+    return !memcmp(u.bounds, p->bounds, (p->n_vstages + 1) * sizeof *p->bounds);
+}
 
 /* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp). */
 static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
@@ -216,24 +232,23 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
         if (!have[rcon]) {
             bp[rcon] = *base;
             if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
+            if (same_as_uniform(S, &bp[rcon], e->g, method)) return 0; /* already a uniform candidate */
             have[rcon] = 1;
         }
-        for (int ov = 0; ov <= 1; ov++) {
-            if ((o->tp_overlap >= 0 && ov != (o->tp_overlap > 0)) || (ov && base->tp == 1)) continue;
-            for (int z = 0; z <= 1; z++) {
-                if ((o->zero >= 0 && z != o->zero) || (z && base->dp == 1)) continue;
-                mk_plan_t p = bp[rcon];
-                p.recompute.kind = (mk_recompute_kind_t)rk;
-                p.recompute.ratio = 1.0;
-                p.zero = z;
+        for (int z = 0; z <= 1; z++) {
+            if ((o->zero >= 0 && z != o->zero) || (z && base->dp == 1)) continue;
+            mk_plan_t p = bp[rcon];
+            p.recompute.kind = (mk_recompute_kind_t)rk;
+            p.recompute.ratio = 1.0;
+            p.zero = z;
+            /* memory does not depend on TP overlap: settle once for both */
+            int ck[MK_PLAN_MAX_VSTAGES], fit = settle_recompute(S, &p, e->g, ck);
+            for (int ov = 0; ov <= 1; ov++) {
+                if ((o->tp_overlap >= 0 && ov != (o->tp_overlap > 0)) || (ov && base->tp == 1)) continue;
                 p.tp_overlap = ov ? (o->tp_overlap > 0 ? o->tp_overlap : 2) : 0;
-                int ck[MK_PLAN_MAX_VSTAGES];
                 S->r->candidates++;
-                if (!settle_recompute(S, &p, e->g, ck)) {
-                    S->r->pruned_memory++;
-                    continue;
-                }
-                if (push(S, &p, lower_bound(&p, e, ck)) < 0) return -1;
+                if (!fit) S->r->pruned_memory++;
+                else if (push(S, &p, lower_bound(&p, e, ck)) < 0) return -1;
             }
         }
     }
@@ -461,6 +476,7 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     r->best = calloc(top, sizeof *r->best);
     mk_sim_t *sim = mk_sim_new(c);
     int rc = (!r->best || !sim) ? mk_error_set("out of memory") : enumerate(&S);
+    r->enumerate_time_s = mk_time_now() - t0;
     if (rc == 0) rc = bound_and_simulate(&S, sim);
     mk_sim_free(sim);
     search_free(&S);

@@ -77,6 +77,7 @@ typedef struct mk_layer {
     double fwd_flops, bwd_flops, fwd_flops_causal, vec_flops, bytes_moved;
     double in_bytes;         /* activation entering the layer (what a checkpoint keeps) */
     double out_bytes;        /* activation leaving it (what a stage boundary sends) */
+    double act_rep, act_split, act_scores; /* sums of the ops' saved bytes (see mk_op_t) */
     int has_tp_pair;         /* holds a column/row pair: 2 TP all-reduces fwd, 2 bwd per block */
     int n_tp_allreduce;      /* row-parallel linears: all-reduces in forward */
 } mk_layer_t;

@@ -55,7 +55,7 @@ typedef struct mk_planner_result {
     mk_planner_entry_t *best; /* best first */
     long candidates, simulated, pruned_memory, pruned_bound, layouts;
     long bound_violations;    /* simulated step below its bound (must stay 0; tests check) */
-    double search_time_s;
+    double search_time_s, enumerate_time_s; /* all, and generating + checking candidates */
     /* when nothing fits: the candidate closest to fitting */
     int have_closest;
     mk_plan_t closest;
