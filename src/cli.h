@@ -59,5 +59,6 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
 int mk_cmd_sched(int argc, char **argv);
+int mk_cmd_run(int argc, char **argv);
 
 #endif
