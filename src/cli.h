@@ -60,6 +60,7 @@ int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
 int mk_cmd_trace(int argc, char **argv);
 int mk_cmd_sched(int argc, char **argv);
+int mk_cmd_run(int argc, char **argv);
 
 /* Build the plan a subcommand runs from its flags, or load it from --plan
  * (then model and layout flags are an error).  world > 0 (merak run) lets
