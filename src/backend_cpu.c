@@ -2,6 +2,9 @@
 #include "config.h"
 #include "merak/backend.h"
 #include "kernels_cpu.h"
+#ifdef MK_HAVE_CUDA
+#include "merak/cuda.h"
+#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,11 +51,22 @@ static const mk_backend_t mk_cpu = {
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }
 
+/* NULL (no --backend): cuda when built with CUDA and a device is visible,
+ * else cpu.  "cuda" without a device or without CUDA built in is an error. */
 const mk_backend_t *mk_backend_get(const char *name)
 {
+#ifdef MK_HAVE_CUDA
+    if (!name) return mk_cuda_device_count() > 0 ? mk_backend_cuda() : &mk_cpu;
+#endif
     if (!name || !strcmp(name, "cpu")) return &mk_cpu;
     if (!strcmp(name, "cuda")) {
-        mk_error_set("the cuda backend is not built yet (use --backend cpu)");
+#ifdef MK_HAVE_CUDA
+        if (mk_cuda_device_count() > 0) return mk_backend_cuda();
+        mk_error_set("--backend cuda: no CUDA device is visible (use --backend cpu)");
+#else
+        mk_error_set("--backend cuda: merak was built without CUDA (configure --with-cuda, "
+                     "or use --backend cpu)");
+#endif
         return NULL;
     }
     mk_error_set("unknown backend '%s' (cpu or cuda)", name);

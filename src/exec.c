@@ -160,14 +160,18 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path)
     for (int k = 0; k < g->n_tensors; k++)
         if (!g->t[k].tied_copy) { off[k] = total; total += mk_gpt_full_size(&g->t[k]); count++; }
     float *full = calloc(total, sizeof *full);
+    /* the gradients may live on a device: read them through the backend */
+    float *gr = malloc((g->n_params ? g->n_params : 1) * sizeof *gr);
+    g->be->copy(gr, g->grads, g->n_params * sizeof *gr);
     for (int k = 0; k < g->n_tensors; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
         if (!counts_once(e, t)) continue;
         for (size_t i = 0; i < (size_t)t->lrows * t->lcols; i++) {
             long f = mk_gpt_full_index(g, t, i);
-            if (f >= 0) full[off[k] + f] = g->grads[t->off + i];
+            if (f >= 0) full[off[k] + f] = gr[t->off + i];
         }
     }
+    free(gr);
     int rc = 0;
     MPI_Reduce(e->comm.rank ? full : MPI_IN_PLACE, full, (int)total, MPI_FLOAT, MPI_SUM, 0, e->comm.world);
     if (e->comm.rank == 0) {

@@ -20,6 +20,7 @@ typedef struct mk_chunk {
 typedef struct mk_pending {
     MPI_Request req;
     float *buf;            /* released when the send completes */
+    void *host;            /* what MPI sends: buf, or its host copy (mk_comm_stage) */
     size_t n;
 } mk_pending_t;
 
@@ -39,6 +40,7 @@ typedef struct mk_exec {
     int npend, cappend;
     MPI_Request *dpreq;    /* [n_layers] DP reduction per layer, MPI_REQUEST_NULL when none */
     int *dpstate;          /* [n_layers] 0 not final, 1 final (deferred), 2 started */
+    void **dphost;         /* [n_layers] host staging of a started DP reduction, or NULL */
     float *ga, *gb;        /* (N, C) gradient ping-pong */
 } mk_exec_t;
 

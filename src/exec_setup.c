@@ -83,7 +83,7 @@ static void teardown(mk_exec_t *e)
     }
     mk_gpt_free(e->g);
     mk_sched_free(e->sched);
-    free(e->bnd); free(e->dpreq); free(e->dpstate); free(e->pend);
+    free(e->bnd); free(e->dpreq); free(e->dpstate); free(e->dphost); free(e->pend);
     mk_comm_free(&e->comm);
 }
 

@@ -11,6 +11,32 @@
 
 static size_t act_floats(const mk_exec_t *e) { return (size_t)e->N * e->g->C; }
 
+/* A send finished: its host staging (if any) and its buffer go. */
+static void send_done(mk_exec_t *e, mk_pending_t *p)
+{
+    mk_comm_unstage(p->buf, p->host, p->n * sizeof(float), 0);
+    mk_gpt_release(&e->run, e->g, p->buf, p->n);
+}
+
+/* Layer l's gradient range in the parameter block. */
+static float *layer_grads(mk_exec_t *e, int l, size_t *n)
+{
+    mk_gpt_t *g = e->g;
+    const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[g->first[l + 1] - 1];
+    *n = z->off + (size_t)z->lrows * z->lcols - a->off;
+    return g->grads + a->off;
+}
+
+/* Layer l's DP reduction has completed: copy a host-staged result back. */
+static void dp_done(mk_exec_t *e, int l)
+{
+    size_t n;
+    if (!e->dphost || !e->dphost[l]) return;
+    float *gr = layer_grads(e, l, &n);
+    mk_comm_unstage(gr, e->dphost[l], n * sizeof(float), 1);
+    e->dphost[l] = NULL;
+}
+
 static mk_gpt_act_t *act_of(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
 {
     return &c->act[(size_t)mb * (c->l1 - c->l0) + (l - c->l0)];
@@ -22,7 +48,7 @@ int mk_exec_poll(mk_exec_t *e)
     for (int i = 0; i < e->npend; i++) {
         int done = 0;
         MPI_Test(&e->pend[i].req, &done, MPI_STATUS_IGNORE);
-        if (done) mk_gpt_release(&e->run, e->g, e->pend[i].buf, e->pend[i].n);
+        if (done) send_done(e, &e->pend[i]);
         else e->pend[k++] = e->pend[i];
     }
     e->npend = k;
@@ -30,6 +56,7 @@ int mk_exec_poll(mk_exec_t *e)
         if (e->dpreq[l] != MPI_REQUEST_NULL) {
             int done;
             MPI_Test(&e->dpreq[l], &done, MPI_STATUS_IGNORE);
+            if (done) dp_done(e, l);
         }
     return 0;
 }
@@ -38,7 +65,7 @@ int mk_exec_drain(mk_exec_t *e)
 {
     for (int i = 0; i < e->npend; i++) {
         if (mk_comm_wait(&e->comm, &e->pend[i].req) < 0) return -1;
-        mk_gpt_release(&e->run, e->g, e->pend[i].buf, e->pend[i].n);
+        send_done(e, &e->pend[i]);
     }
     e->npend = 0;
     return 0;
@@ -64,7 +91,8 @@ static int send(mk_exec_t *e, float *buf, int vdst, int kind, int mb)
     mk_pending_t *p = &e->pend[e->npend++];
     p->buf = buf;
     p->n = act_floats(e);
-    MPI_Isend(buf, (int)p->n, MPI_FLOAT, peer_rank(e, vdst), tag_of(e, kind, vdst, mb),
+    p->host = mk_comm_stage(buf, p->n * sizeof(float), 1);
+    MPI_Isend(p->host, (int)p->n, MPI_FLOAT, peer_rank(e, vdst), tag_of(e, kind, vdst, mb),
               e->comm.world, &p->req);
     return 0;
 }
@@ -74,13 +102,17 @@ static float *recv(mk_exec_t *e, int vsrc, int vdst, int kind, int mb)
     float *buf = mk_gpt_alloc(&e->run, e->g, act_floats(e));
     if (!buf) return NULL;
     MPI_Request r;
-    MPI_Irecv(buf, (int)act_floats(e), MPI_FLOAT, peer_rank(e, vsrc), tag_of(e, kind, vdst, mb),
+    void *h = mk_comm_stage(buf, act_floats(e) * sizeof(float), 0);
+    MPI_Irecv(h, (int)act_floats(e), MPI_FLOAT, peer_rank(e, vsrc), tag_of(e, kind, vdst, mb),
               e->comm.world, &r);
     /* keep earlier sends moving while we wait */
     for (;;) {
         int done = 0;
         MPI_Test(&r, &done, MPI_STATUS_IGNORE);
-        if (done) return buf;
+        if (done) {
+            mk_comm_unstage(buf, h, act_floats(e) * sizeof(float), 1);
+            return buf;
+        }
         mk_exec_poll(e);
         if (e->comm.polite) {
             struct timespec ts = {0, e->comm.sleep_ns};
@@ -122,11 +154,13 @@ static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 
 static void start_dp(mk_exec_t *e, int l)
 {
-    mk_gpt_t *g = e->g;
-    const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[g->first[l + 1] - 1];
-    size_t n = z->off + (size_t)z->lrows * z->lcols - a->off;
-    MPI_Iallreduce(MPI_IN_PLACE, g->grads + a->off, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc,
-                   &e->dpreq[l]);
+    size_t n;
+    float *gr = layer_grads(e, l, &n);
+    /* device gradients go through a host copy (dp_done copies the sum back) */
+    if (!e->dphost) e->dphost = calloc(e->g->n_layers, sizeof *e->dphost);
+    void *h = mk_comm_stage(gr, n * sizeof(float), 1);
+    e->dphost[l] = h != (void *)gr ? h : NULL;
+    MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dpreq[l]);
     e->dpstate[l] = 2;
 }
 
@@ -175,6 +209,7 @@ static int reduce_tied(mk_exec_t *e)
     int k = e->comm.pp_rank == 0 ? 0 : g->n_tensors - 1;
     int l = g->t[k].layer;
     if (e->dpreq[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dpreq[l]) < 0) return -1;
+    dp_done(e, l);
     size_t n = (size_t)g->t[k].lrows * g->t[k].lcols;
     return mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT,
                              MPI_SUM);
@@ -185,7 +220,9 @@ static int reduce_grads(mk_exec_t *e)
     if (e->comm.dp == 1) return 0;
     for (int l = 0; l < e->g->n_layers; l++)
         if (e->g->t[e->g->first[l]].owned && e->dpstate[l] != 2) start_dp(e, l);
-    return mk_comm_waitall(&e->comm, e->g->n_layers, e->dpreq);
+    if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dpreq) < 0) return -1;
+    for (int l = 0; l < e->g->n_layers; l++) dp_done(e, l);
+    return 0;
 }
 
 static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
