@@ -131,7 +131,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     *dump = take_flag(&argc, argv, "--dump-grads");
     rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage);
-    if (rc == 0 && fill_opts(a, o) < 0) rc = -1;
+    if (rc == 0 && fill_opts(a, o) != 0) rc = -1;
     if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
     if (rank && saved >= 0) {
         fflush(stderr);
