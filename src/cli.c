@@ -2,6 +2,7 @@
  * subcommand parses its own flags (cli_args.c) and returns the exit status. */
 #include "config.h"
 #include "cli.h"
+#include "merak/cuda.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +19,7 @@ static const mk_subcommand_t mk_subcommands[] = {
     {"sched", mk_cmd_sched, "per-stage instruction streams of a pipeline schedule"},
     {"run", mk_cmd_run, "train the GPT across MPI ranks (mpiexec -n N merak run ...)"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */
+    {"trace", mk_cmd_trace, "summarise a trace, or compare a predicted and a measured one"},
 };
 
 static void usage(FILE *f)
@@ -33,7 +35,7 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        usage(stderr);
+        fprintf(stderr, "merak: missing subcommand; usage: merak SUBCOMMAND [OPTIONS] (see 'merak --help')\n");
         return MK_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -43,7 +45,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
         printf("merak (Merak-C) %s\n", PACKAGE_VERSION);
 #ifdef MK_HAVE_CUDA
-        printf("backends: cpu (OpenBLAS), cuda (cuBLAS)\n");
+        printf("backends: cpu (OpenBLAS), cuda (cuBLAS; %d device(s) visible)\n", mk_cuda_device_count());
 #else
         printf("backends: cpu (OpenBLAS)\n");
 #endif

@@ -33,6 +33,7 @@ typedef struct mk_args {
     const char *schedule, *recompute, *partition;
     int tp_overlap, zero, seqpar, verify, json;
     const char *plan_file, *trace_file, *save_plan, *out;
+    const char *baseline;          /* merak plan: restrict the space to a system's choices */
     int gpus, top;
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;
@@ -58,7 +59,18 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 /* Subcommands: each returns the process exit status. */
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
+int mk_cmd_trace(int argc, char **argv);
 int mk_cmd_sched(int argc, char **argv);
 int mk_cmd_run(int argc, char **argv);
+
+/* Build the plan a subcommand runs from its flags, or load it from --plan
+ * (then model and layout flags are an error).  world > 0 (merak run) lets
+ * --dp default to world/(pp*tp).  dtype_default applies when neither
+ * --dtype nor the plan gives one.  On success *g is the plan's graph
+ * (caller frees).  Prints the error and returns -1 on bad input. */
+struct mk_plan;
+struct mk_graph;
+int mk_args_plan(const mk_args_t *a, const char *model_default, const char *cluster_default,
+                 int world, int dtype_default, struct mk_plan *p, struct mk_graph **g);
 
 #endif

@@ -8,9 +8,32 @@ merak_LDADD = $(LDADD)
 
 dist_pkgdata_DATA += traces/models/gpt-small.json traces/models/bert-small.json \
 	traces/models/stack.json
-EXTRA_DIST += traces/models/README.md tests/models
+EXTRA_DIST += traces/models/README.md tests/models/skip2.json tests/models/bad-syntax.json \
+	tests/models/missing-field.json tests/models/wrong-type.json tests/models/unknown-op.json \
+	tests/models/cycle.json tests/models/undefined-input.json tests/models/width-mismatch.json \
+	tests/models/unknown-field.json
 
 check_PROGRAMS += tests/test_graph
 tests_test_graph_SOURCES = tests/test_graph.c tests/check.h
 TESTS += tests/test_graph tests/cli-model.sh tests/cli-errors.sh
 EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/lib.sh
+
+# Plans and partitioning (shared by sim, plan and run).
+libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c
+noinst_HEADERS += include/merak/plan.h include/merak/partition.h include/merak/sched.h
+merak_SOURCES += src/cli_plan.c
+
+# Checkpoint files and token data (used by the executor).
+libmerak_a_SOURCES += src/safetensors.c src/data.c
+noinst_HEADERS += include/merak/safetensors.h include/merak/data.h
+check_PROGRAMS += tests/test_io
+tests_test_io_SOURCES = tests/test_io.c tests/check.h
+TESTS += tests/test_io tests/io-python.sh
+EXTRA_DIST += tests/io-python.sh tests/st_read.py
+
+# Reading traces: `merak trace summary|diff`.
+libmerak_a_SOURCES += src/tracefile.c
+noinst_HEADERS += include/merak/tracefile.h
+merak_SOURCES += src/cli_trace.c
+TESTS += tests/cli-trace.sh
+EXTRA_DIST += tests/cli-trace.sh tests/traces/a.json tests/traces/b.json tests/traces/other.json

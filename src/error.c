@@ -11,10 +11,14 @@ static _Thread_local char mk_last_error[512];
 
 int mk_error_set(const char *fmt, ...)
 {
+    /* format into a copy first: callers may pass mk_error_last() as an
+     * argument to wrap the previous message */
+    char buf[sizeof mk_last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(mk_last_error, sizeof mk_last_error, fmt, ap);
+    vsnprintf(buf, sizeof buf, fmt, ap);
     va_end(ap);
+    memcpy(mk_last_error, buf, sizeof buf);
     return -1;
 }
 

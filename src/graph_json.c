@@ -224,7 +224,9 @@ static int emit_list(mk_jctx_t *c, json_t *list, const char *lname, int block)
         for (int k = 0; k < o->n_in; k++)
             if (j[pick].dep_local[k] >= 0) o->in[k] = j[j[pick].dep_local[k]].emitted_as;
         if (mk_graph_add_op(c->g, o) < 0) {
-            rc = mk_error_set("%s: %s", c->path, mk_error_last());
+            char why[512];
+            mk_strlcpy(why, mk_error_last(), sizeof why);
+            rc = mk_error_set("%s: %s", c->path, why);
             break;
         }
         j[pick].emitted_as = c->g->n_ops - 1;

@@ -1,0 +1,42 @@
+/* Token data for training: a file of token ids, split into training (the
+ * first 90%) and validation (the last 10%) tokens, served as global
+ * batches that are the same sequences whatever the parallel layout.
+ *
+ * Formats, detected in this order:
+ *  - llm.c's .bin: a 256-int32 header (magic 20240520, version 1, token
+ *    count) followed by little-endian uint16 ids;
+ *  - a name ending in .bin, .u16 or .tok: raw little-endian uint16 ids;
+ *  - anything else: each byte is a token id (text as bytes, vocab >= 256).
+ *
+ * Sequence j of global batch k (gbs sequences of seq tokens) is window
+ * w = (k*gbs + j) mod W of the split, W = (tokens - 1) / seq windows of
+ * seq + 1 tokens (inputs, and targets shifted by one). */
+#ifndef MERAK_DATA_H
+#define MERAK_DATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MK_DATA_TRAIN = 0, MK_DATA_VAL = 1 } mk_data_split_t;
+
+typedef struct mk_data mk_data_t;
+
+/* Open and check a data file: readable, every id below vocab, each split
+ * holding at least one window of seq + 1 tokens.  NULL on error. */
+mk_data_t *mk_data_open(const char *path, int vocab, int seq);
+void mk_data_free(mk_data_t *d);
+size_t mk_data_tokens(const mk_data_t *d, mk_data_split_t split);
+const char *mk_data_format(const mk_data_t *d); /* "bytes", "uint16", "llm.c" */
+
+/* Sequences [first, first+count) of global batch k: count*(seq+1) ids. */
+void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
+                   int32_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

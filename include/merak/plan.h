@@ -1,0 +1,84 @@
+/* A plan: everything both engines need to run one training step layout,
+ * self-contained so a file written by `merak plan --save-plan` runs
+ * unchanged under `merak sim --plan` and `merak run --plan`.
+ *
+ * Rank order: TP fastest, then DP, then PP (TP groups stay inside a node):
+ *   rank = tp_rank + tp * (dp_rank + dp * pp_rank).
+ * Virtual stages (chunks) are numbered chunk-major, k = chunk*pp + stage,
+ * and virtual stage k owns graph layers [bounds[k], bounds[k+1]).  The
+ * scheduler's per-(stage, chunk) arrays are indexed stage*vpp + chunk. */
+#ifndef MERAK_PLAN_H
+#define MERAK_PLAN_H
+
+#include "merak/graph.h"
+#include "merak/sched.h"
+
+#include <jansson.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MK_PLAN_MAX_VSTAGES 512
+
+typedef struct mk_plan {
+    mk_model_config_t model;
+    char cluster[512];          /* preset name or cluster JSON path */
+    mk_dtype_t dtype;
+    int gbs;                    /* global batch, sequences */
+    int dp, pp, tp, vpp;
+    int mbs;                    /* micro-batch size b */
+    int m;                      /* micro-batches per replica: gbs / (dp*mbs) */
+    mk_sched_kind_t schedule;
+    mk_recompute_t recompute;
+    int tp_overlap;             /* 0: none, 1-3: sub-pipelined TP levels */
+    int zero;                   /* 0 or 1 (ZeRO-1) */
+    int seqpar;                 /* sequence parallelism */
+    char partition[16];         /* uniform | parameters | compute | refine | explicit */
+    int n_vstages;              /* pp*vpp */
+    int bounds[MK_PLAN_MAX_VSTAGES + 1];
+    int has_ckpt;               /* ckpt[] holds per-(stage, chunk) checkpoint counts */
+    int ckpt[MK_PLAN_MAX_VSTAGES];
+} mk_plan_t;
+
+/* Defaults: dp=pp=tp=vpp=1, mbs=1, 1f1b, full recompute, uniform. */
+void mk_plan_init(mk_plan_t *p);
+
+/* Check the layout against the model: sizes >= 1, tp divides the heads,
+ * pp (times vpp) not above the blocks, gbs divisible by dp*mbs, interleaved
+ * with m a multiple of pp and vpp >= 2, bounds covering the graph's layers
+ * in order with no empty stage.  Fills p->m.  Returns 0 or -1. */
+int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
+
+/* Stage bounds by blocks: each virtual stage gets an equal share of the
+ * transformer blocks (extra blocks to the stages after the first), the
+ * layers before the first block go to the first stage and those after the
+ * last block to the last stage.  Models without blocks split layers evenly. */
+int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g);
+
+/* Layers of (stage, chunk) that can be checkpointed (hold parameters and
+ * are not the embedding), written to layers[s*vpp+c]. */
+void mk_plan_ckpt_layers(const mk_plan_t *p, const mk_graph_t *g, int *layers);
+
+/* Fill a scheduler spec; layers and ckpt must have room for pp*vpp ints
+ * and must outlive the spec.  grad_buckets: REDUCE_GRADS per stage. */
+void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_buckets, int *layers,
+                        mk_sched_spec_t *spec);
+
+/* Graph options (mbs, dtype, tp) the plan implies; dropout as given. */
+void mk_plan_graph_opts(const mk_plan_t *p, int dropout, mk_graph_opts_t *o);
+
+/* JSON form (see traces/README.md).  to_json returns a new reference. */
+json_t *mk_plan_to_json(const mk_plan_t *p);
+int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p);
+/* Write atomically (temporary file + rename); read and check. */
+int mk_plan_save(const mk_plan_t *p, const char *path);
+int mk_plan_load(const char *path, mk_plan_t *p);
+
+/* Recompute spec as text ("none", "full", "selective", "stage-aware:0.8", "auto", "explicit"). */
+void mk_recompute_format(const mk_recompute_t *r, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,84 @@
+/* The planner: given a model, a cluster, a GPU count and a global batch,
+ * find the fastest plan that fits.
+ *
+ * Search space: every dp*pp*tp = N with tp inside a node and dividing the
+ * heads, pp not above the blocks; micro-batch sizes (powers of two up to
+ * max_mbs dividing the per-replica batch); schedules 1f1b, interleaved
+ * (v = 2, 4 where defined), merak, zb-h1; recompute none, full,
+ * selective, stage-aware (the smallest ratio on a 0.1 grid that fits) and
+ * auto; sequence parallelism, TP overlap and ZeRO-1 on and off where they
+ * apply; uniform and compute partitioning.  The best plan is refined by
+ * moving layers off its slowest stage while the simulated step drops.
+ *
+ * Branch and bound: every candidate gets a lower bound on its step time
+ * (its busiest stage's pure compute, m micro-batches of forward and
+ * backward, which no schedule or overlap can beat) and a closed-form
+ * memory check; candidates are simulated in order of their bound until
+ * the bound reaches the K-th best simulated step time.  Per-layer costs
+ * are cached per (micro-batch, tp, sequence parallelism).  With MPI each
+ * rank takes every size-th candidate in bound order and the ranks' top-K
+ * lists are merged, which gives the same answer as one rank. */
+#ifndef MERAK_PLANNER_H
+#define MERAK_PLANNER_H
+
+#include "merak/sim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mk_planner_opts {
+    int gpus, gbs;
+    mk_dtype_t dtype;
+    int top;                  /* K plans to return (default 5) */
+    unsigned sched_mask;      /* bits 1u << mk_sched_kind_t; 0: 1f1b|interleaved|merak|zb-h1 */
+    unsigned recompute_mask;  /* bits 1u << mk_recompute_kind_t; 0: all but explicit */
+    int seqpar, tp_overlap, zero; /* -1 search on and off, else fixed (tp_overlap: the level used when on) */
+    unsigned partition_mask;  /* 1 uniform, 2 parameters, 4 compute; 0: uniform|compute */
+    int max_mbs;              /* 0: 8 */
+    int exhaustive;           /* simulate every candidate that fits (tests) */
+    int refine;               /* refine the best plan's partition (default on: -1) */
+    int rank, size;           /* this process's share of the candidates */
+    void (*progress)(void *ctx, long done, long total);
+    void *progress_ctx;
+} mk_planner_opts_t;
+
+typedef struct mk_planner_entry {
+    mk_plan_t plan;
+    mk_sim_result_t res;
+    long index;               /* candidate index (ties break on it) */
+} mk_planner_entry_t;
+
+typedef struct mk_planner_result {
+    int n;                    /* entries in best[] (<= top) */
+    mk_planner_entry_t *best; /* best first */
+    long candidates, simulated, pruned_memory, pruned_bound, layouts;
+    double search_time_s;
+    /* when nothing fits: the candidate closest to fitting */
+    int have_closest;
+    mk_plan_t closest;
+    mk_mem_breakdown_t closest_mem;
+    int closest_stage;
+    double closest_shortfall;
+} mk_planner_result_t;
+
+void mk_planner_opts_init(mk_planner_opts_t *o);
+/* Search.  Returns 0 (r->n may be 0 when no plan fits: see closest), or
+ * -1 on bad input (no valid layout, undividable batch). */
+int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
+                      mk_planner_result_t *r);
+void mk_planner_result_free(mk_planner_result_t *r);
+/* Merge entries (e.g. gathered from MPI ranks) into r's top K. */
+void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n, int top);
+/* Refine a plan's partition (vpp 1): move a layer off the stage with the
+ * most compute to a neighbour while the simulated step time drops.
+ * Updates *e when it finds a faster plan that fits; returns the number of
+ * moves kept, or -1 on error. */
+int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves);
+/* One line on why best beats the runner-up. */
+void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

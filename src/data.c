@@ -1,0 +1,132 @@
+/* Token files (formats and batch order in data.h). */
+#include "merak/common.h"
+#include "merak/data.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LLMC_MAGIC 20240520
+#define LLMC_HEADER_INTS 256
+
+struct mk_data {
+    uint16_t *ids;
+    size_t n, n_train;
+    int seq;
+    const char *format;
+};
+
+static int has_suffix(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+static unsigned char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return mk_error_set("cannot read data file '%s': %s", path, strerror(errno)), NULL;
+    unsigned char *buf = NULL;
+    size_t cap = 0, n = 0, got;
+    do {
+        if (n == cap) {
+            unsigned char *nb = realloc(buf, cap = cap ? 2 * cap : 1 << 20);
+            if (!nb) {
+                free(buf), fclose(f);
+                return mk_error_set("out of memory reading '%s'", path), NULL;
+            }
+            buf = nb;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    } while (got > 0);
+    int bad = ferror(f);
+    fclose(f);
+    if (bad) {
+        free(buf);
+        return mk_error_set("cannot read data file '%s'", path), NULL;
+    }
+    *len = n;
+    return buf;
+}
+
+static int32_t le32(const unsigned char *p) { return (int32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24); }
+
+/* Decode the file's bytes into ids; sets d->format. */
+static int decode(mk_data_t *d, const char *path, const unsigned char *b, size_t len)
+{
+    size_t off = 0, count;
+    if (len >= 4 * LLMC_HEADER_INTS && le32(b) == LLMC_MAGIC) {
+        if (le32(b + 4) != 1) return mk_error_set("%s: llm.c token file version %d (want 1)", path, le32(b + 4));
+        off = 4 * LLMC_HEADER_INTS;
+        count = (size_t)le32(b + 8);
+        if (count > (len - off) / 2) return mk_error_set("%s: llm.c header says %zu tokens, file is shorter", path, count);
+        d->format = "llm.c";
+    } else if (has_suffix(path, ".bin") || has_suffix(path, ".u16") || has_suffix(path, ".tok")) {
+        if (len % 2) return mk_error_set("%s: uint16 token file has an odd size", path);
+        count = len / 2;
+        d->format = "uint16";
+    } else {
+        count = len;
+        d->format = "bytes";
+    }
+    d->ids = malloc((count ? count : 1) * sizeof *d->ids);
+    if (!d->ids) return mk_error_set("out of memory");
+    for (size_t i = 0; i < count; i++)
+        d->ids[i] = d->format[0] == 'b' ? b[i] : (uint16_t)(b[off + 2 * i] | b[off + 2 * i + 1] << 8);
+    d->n = count;
+    return 0;
+}
+
+mk_data_t *mk_data_open(const char *path, int vocab, int seq)
+{
+    size_t len;
+    unsigned char *b = slurp(path, &len);
+    if (!b) return NULL;
+    mk_data_t *d = calloc(1, sizeof *d);
+    int rc = d ? decode(d, path, b, len) : mk_error_set("out of memory");
+    free(b);
+    if (rc == 0) {
+        d->seq = seq;
+        d->n_train = d->n - d->n / 10;
+        for (size_t i = 0; i < d->n && rc == 0; i++)
+            if (d->ids[i] >= vocab)
+                rc = mk_error_set("%s: token id %u at position %zu is not below the vocabulary size %d",
+                                  path, d->ids[i], i, vocab);
+        if (rc == 0 && (d->n_train < (size_t)seq + 1 || d->n - d->n_train < (size_t)seq + 1))
+            rc = mk_error_set("%s: %zu tokens are too few for training and validation sequences of %d",
+                              path, d->n, seq);
+    }
+    if (rc) {
+        mk_data_free(d);
+        return NULL;
+    }
+    return d;
+}
+
+void mk_data_free(mk_data_t *d)
+{
+    if (!d) return;
+    free(d->ids);
+    free(d);
+}
+
+size_t mk_data_tokens(const mk_data_t *d, mk_data_split_t s)
+{
+    return s == MK_DATA_TRAIN ? d->n_train : d->n - d->n_train;
+}
+
+const char *mk_data_format(const mk_data_t *d) { return d->format; }
+
+void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
+                   int32_t *out)
+{
+    const uint16_t *base = d->ids + (split == MK_DATA_TRAIN ? 0 : d->n_train);
+    size_t windows = (mk_data_tokens(d, split) - 1) / d->seq;
+    for (int j = 0; j < count; j++) {
+        size_t w = ((size_t)k * gbs + first + j) % windows;
+        const uint16_t *src = base + w * d->seq;
+        for (int t = 0; t <= d->seq; t++) out[(size_t)j * (d->seq + 1) + t] = src[t];
+    }
+}

@@ -1,0 +1,92 @@
+/* Partitioners (see partition.h).  The balance step finds the smallest
+ * X such that the layers split into k contiguous non-empty parts each
+ * costing at most X: a greedy pass decides feasibility for one X exactly
+ * (fill a part while it stays within X, but leave one layer for every
+ * part still to come), and bisection on X converges to the optimum in
+ * O(n log(sum/eps)) time -- fast enough for 1024-GPU searches. */
+#include "merak/partition.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Greedy split for bound X; returns the number of parts or k+1 if some
+ * part must exceed X.  Writes bounds[0..k] when it succeeds. */
+static int greedy_split(const double *cost, int n, int k, double X, int *bounds)
+{
+    int parts = 0, i = 0;
+    bounds[0] = 0;
+    while (i < n) {
+        if (parts == k) return k + 1;
+        double sum = cost[i++]; /* a part takes at least one layer */
+        if (sum > X) return k + 1;
+        while (i < n && sum + cost[i] <= X && n - (i + 1) >= k - (parts + 1)) sum += cost[i++];
+        bounds[++parts] = i;
+    }
+    return parts;
+}
+
+double mk_partition_balance(const double *cost, int n, int k, int *bounds)
+{
+    if (k < 1 || k > n) return -1;
+    double lo = 0, hi = 0;
+    for (int i = 0; i < n; i++) {
+        hi += cost[i];
+        if (cost[i] > lo) lo = cost[i];
+    }
+    for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
+        double mid = 0.5 * (lo + hi);
+        if (greedy_split(cost, n, k, mid, bounds) == k) hi = mid;
+        else lo = mid;
+    }
+    if (greedy_split(cost, n, k, hi, bounds) != k) return -1;
+    double worst = 0;
+    for (int j = 0; j < k; j++) {
+        double sum = 0;
+        for (int i = bounds[j]; i < bounds[j + 1]; i++) sum += cost[i];
+        if (sum > worst) worst = sum;
+    }
+    return worst;
+}
+
+void mk_partition_default_costs(const mk_plan_t *p, const mk_graph_t *g, double *cost)
+{
+    /* 100 FLOPs per byte moved: a typical accelerator's balance point, so
+     * the embedding (all traffic, no matmul) is not free. */
+    int recompute = p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_SELECTIVE;
+    for (int l = 0; l < g->n_layers; l++) {
+        const mk_layer_t *L = &g->layers[l];
+        int ckptable = L->params > 0 && strcmp(L->kind, "embedding") != 0 && L->block >= 0;
+        cost[l] = L->fwd_flops + L->bwd_flops + (recompute && ckptable ? L->fwd_flops : 0) +
+                  100.0 * 3 * L->bytes_moved + 10.0 * L->vec_flops;
+    }
+}
+
+int mk_partition_costs(mk_plan_t *p, const mk_graph_t *g, const char *method, const double *layer_cost)
+{
+    p->n_vstages = p->pp * p->vpp;
+    if (!strcmp(method, "uniform")) return mk_plan_partition_uniform(p, g);
+    if (p->n_vstages > g->n_layers || p->n_vstages > MK_PLAN_MAX_VSTAGES)
+        return mk_error_set("%d virtual stages do not fit the model's %d layers", p->n_vstages, g->n_layers);
+    double *cost = malloc(g->n_layers * sizeof *cost);
+    if (!cost) return mk_error_set("out of memory");
+    if (!strcmp(method, "parameters")) {
+        for (int l = 0; l < g->n_layers; l++) cost[l] = g->layers[l].params;
+    } else if (!strcmp(method, "compute") || !strcmp(method, "refine")) {
+        if (layer_cost) memcpy(cost, layer_cost, g->n_layers * sizeof *cost);
+        else mk_partition_default_costs(p, g, cost);
+    } else {
+        free(cost);
+        return mk_error_set("unknown partition method '%s' (uniform, parameters, compute, refine)", method);
+    }
+    double worst = mk_partition_balance(cost, g->n_layers, p->n_vstages, p->bounds);
+    free(cost);
+    if (worst < 0) return mk_error_set("cannot split %d layers into %d stages", g->n_layers, p->n_vstages);
+    mk_strlcpy(p->partition, method, sizeof p->partition);
+    return 0;
+}
+
+int mk_partition(mk_plan_t *p, const mk_graph_t *g, const char *method)
+{
+    return mk_partition_costs(p, g, method, NULL);
+}

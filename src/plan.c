@@ -1,0 +1,136 @@
+/* Plans: layout checks, uniform partitioning, scheduler specs, JSON. */
+#include "merak/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void mk_plan_init(mk_plan_t *p)
+{
+    memset(p, 0, sizeof *p);
+    p->dtype = MK_DTYPE_BF16;
+    p->dp = p->pp = p->tp = p->vpp = p->mbs = 1;
+    p->gbs = 1;
+    p->schedule = MK_SCHED_1F1B;
+    p->recompute.kind = MK_RECOMPUTE_FULL;
+    mk_strlcpy(p->partition, "uniform", sizeof p->partition);
+}
+
+static int check_bounds(const mk_plan_t *p, const mk_graph_t *g)
+{
+    if (p->bounds[0] != 0 || p->bounds[p->n_vstages] != g->n_layers)
+        return mk_error_set("stage bounds must start at layer 0 and end at layer %d", g->n_layers);
+    for (int k = 0; k < p->n_vstages; k++)
+        if (p->bounds[k + 1] <= p->bounds[k])
+            return mk_error_set("stage bounds must increase: virtual stage %d is empty", k);
+    return 0;
+}
+
+int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
+{
+    if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
+        return mk_error_set("dp, pp, tp, vpp, mbs and gbs must all be >= 1");
+    if (mk_model_check_tp(&g->cfg, p->tp) < 0) return -1;
+    int blocks = g->cfg.family == MK_FAMILY_CUSTOM ? g->n_layers : g->cfg.num_layers;
+    if (p->pp > blocks)
+        return mk_error_set("pipeline size %d exceeds the model's %d blocks", p->pp, blocks);
+    if (p->pp * p->vpp > MK_PLAN_MAX_VSTAGES || p->pp * p->vpp > g->n_layers)
+        return mk_error_set("%d virtual stages (pp %d x vpp %d) exceed the model's %d layers",
+                            p->pp * p->vpp, p->pp, p->vpp, g->n_layers);
+    if (p->gbs % (p->dp * p->mbs))
+        return mk_error_set("global batch %d is not divisible by dp %d x micro-batch %d",
+                            p->gbs, p->dp, p->mbs);
+    p->m = p->gbs / (p->dp * p->mbs);
+    if (p->schedule == MK_SCHED_INTERLEAVED) {
+        if (p->vpp < 2) return mk_error_set("the interleaved schedule needs --vpp >= 2");
+        if (p->m % p->pp)
+            return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of pp (%d)",
+                                p->m, p->pp);
+    } else if (p->vpp != 1) {
+        return mk_error_set("--vpp %d needs the interleaved schedule", p->vpp);
+    }
+    if (p->zero != 0 && p->zero != 1) return mk_error_set("--zero must be 0 or 1");
+    if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
+    p->n_vstages = p->pp * p->vpp;
+    return check_bounds(p, g);
+}
+
+int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g)
+{
+    int nv = p->n_vstages = p->pp * p->vpp;
+    if (nv < 1 || nv > MK_PLAN_MAX_VSTAGES || nv > g->n_layers)
+        return mk_error_set("%d virtual stages do not fit the model's %d layers", nv, g->n_layers);
+    int first = -1, last = -1, nblocks = 0;
+    for (int l = 0; l < g->n_layers; l++)
+        if (g->layers[l].block >= 0) {
+            if (first < 0) first = l;
+            last = l;
+            if (l == first || g->layers[l].block != g->layers[l - 1].block) nblocks++;
+        }
+    mk_strlcpy(p->partition, "uniform", sizeof p->partition);
+    p->bounds[0] = 0;
+    p->bounds[nv] = g->n_layers;
+    if (nblocks < nv) { /* no blocks to share: split the layers evenly */
+        for (int k = 1; k < nv; k++) p->bounds[k] = (int)((long)g->n_layers * k / nv);
+        return check_bounds(p, g);
+    }
+    int base = nblocks / nv, extra = nblocks % nv, l = first;
+    for (int k = 0; k < nv - 1; k++) {
+        int share = base + (k >= 1 && k <= extra); /* extra blocks skip the first stage */
+        for (int t = 0; t < share; t++) {
+            int b = g->layers[l].block;
+            while (l <= last && g->layers[l].block == b) l++;
+        }
+        p->bounds[k + 1] = l;
+    }
+    return check_bounds(p, g);
+}
+
+void mk_plan_ckpt_layers(const mk_plan_t *p, const mk_graph_t *g, int *layers)
+{
+    for (int s = 0; s < p->pp; s++)
+        for (int c = 0; c < p->vpp; c++) {
+            int k = c * p->pp + s, n = 0;
+            for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++)
+                n += g->layers[l].params > 0 && strcmp(g->layers[l].kind, "embedding") != 0;
+            layers[s * p->vpp + c] = n;
+        }
+}
+
+void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_buckets, int *layers,
+                        mk_sched_spec_t *spec)
+{
+    memset(spec, 0, sizeof *spec);
+    mk_plan_ckpt_layers(p, g, layers);
+    spec->kind = p->schedule;
+    spec->pp = p->pp;
+    spec->m = p->m;
+    spec->vpp = p->vpp;
+    spec->recompute = p->recompute;
+    spec->layers = layers;
+    spec->ckpt = p->has_ckpt ? p->ckpt : NULL;
+    spec->grad_buckets = grad_buckets;
+    spec->tied = p->pp > 1 && (g->cfg.family == MK_FAMILY_GPT || g->cfg.family == MK_FAMILY_BERT);
+}
+
+void mk_plan_graph_opts(const mk_plan_t *p, int dropout, mk_graph_opts_t *o)
+{
+    mk_graph_opts_init(o);
+    o->mbs = p->mbs;
+    o->dtype = p->dtype;
+    o->tp = p->tp;
+    o->dropout = dropout;
+}
+
+void mk_recompute_format(const mk_recompute_t *r, char *buf, size_t n)
+{
+    switch (r->kind) {
+    case MK_RECOMPUTE_NONE: snprintf(buf, n, "none"); break;
+    case MK_RECOMPUTE_FULL: snprintf(buf, n, "full"); break;
+    case MK_RECOMPUTE_SELECTIVE: snprintf(buf, n, "selective"); break;
+    case MK_RECOMPUTE_STAGE_AWARE: snprintf(buf, n, "stage-aware:%g", r->ratio); break;
+    case MK_RECOMPUTE_AUTO: snprintf(buf, n, "auto"); break;
+    default: snprintf(buf, n, "explicit"); break;
+    }
+}

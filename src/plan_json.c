@@ -1,0 +1,169 @@
+/* Plan files: the JSON form of mk_plan_t (documented in traces/README.md).
+ * Written to a temporary file and renamed, so an existing plan is never
+ * left half-written. */
+#include "merak/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *family_name(mk_family_t f)
+{
+    return f == MK_FAMILY_GPT ? "gpt" : f == MK_FAMILY_BERT ? "bert" : "custom";
+}
+
+static json_t *model_json(const mk_model_config_t *c)
+{
+    json_t *m = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "name", c->name, "family",
+                          family_name(c->family), "num_layers", c->num_layers, "hidden_size", c->hidden,
+                          "num_attention_heads", c->heads, "seq_length", c->seq, "vocab_size", c->vocab,
+                          "ffn_hidden_size", c->ffn);
+    if (c->family == MK_FAMILY_CUSTOM) json_object_set_new(m, "json_path", json_string(c->json_path));
+    return m;
+}
+
+static json_t *int_array(const int *v, int n)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < n; i++) json_array_append_new(a, json_integer(v[i]));
+    return a;
+}
+
+json_t *mk_plan_to_json(const mk_plan_t *p)
+{
+    char rc[48];
+    mk_recompute_format(&p->recompute, rc, sizeof rc);
+    json_t *j = json_pack(
+        "{s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:b, s:s, s:o}",
+        "model", model_json(&p->model), "cluster", p->cluster, "dtype", mk_dtype_name(p->dtype),
+        "global_batch_size", p->gbs, "dp", p->dp, "pp", p->pp, "tp", p->tp, "vpp", p->vpp,
+        "micro_batch_size", p->mbs, "micro_batches", p->m, "schedule", mk_sched_kind_name(p->schedule),
+        "recompute", rc, "tp_overlap", p->tp_overlap, "zero", p->zero, "sequence_parallel", p->seqpar,
+        "partition", p->partition, "stage_bounds", int_array(p->bounds, p->n_vstages + 1));
+    if (j && p->has_ckpt) json_object_set_new(j, "checkpoint_layers", int_array(p->ckpt, p->n_vstages));
+    return j;
+}
+
+/* Read an integer field >= lo (required). */
+static int need_int(json_t *j, const char *what, const char *key, int lo, int *out)
+{
+    json_t *v = json_object_get(j, key);
+    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 1 << 30)
+        return mk_error_set("%s: field '%s' must be an integer >= %d", what, key, lo);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int need_str(json_t *j, const char *what, const char *key, const char **out)
+{
+    json_t *v = json_object_get(j, key);
+    if (!json_is_string(v)) return mk_error_set("%s: missing string field '%s'", what, key);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
+{
+    const char *name = NULL, *family = NULL;
+    if (!json_is_object(m)) return mk_error_set("%s: field 'model' must be an object", what);
+    if (need_str(m, what, "name", &name) < 0 || need_str(m, what, "family", &family) < 0) return -1;
+    memset(c, 0, sizeof *c);
+    mk_strlcpy(c->name, name, sizeof c->name);
+    if (!strcmp(family, "custom")) {
+        const char *path = NULL;
+        if (need_str(m, what, "json_path", &path) < 0) return -1;
+        if (mk_graph_json_probe(path, c) < 0) return -1;
+        return need_int(m, what, "seq_length", 1, &c->seq);
+    }
+    if (strcmp(family, "gpt") && strcmp(family, "bert"))
+        return mk_error_set("%s: model family '%s' is not gpt, bert or custom", what, family);
+    c->family = !strcmp(family, "gpt") ? MK_FAMILY_GPT : MK_FAMILY_BERT;
+    if (need_int(m, what, "num_layers", 1, &c->num_layers) < 0 ||
+        need_int(m, what, "hidden_size", 1, &c->hidden) < 0 ||
+        need_int(m, what, "num_attention_heads", 1, &c->heads) < 0 ||
+        need_int(m, what, "seq_length", 1, &c->seq) < 0 || need_int(m, what, "vocab_size", 1, &c->vocab) < 0 ||
+        need_int(m, what, "ffn_hidden_size", 1, &c->ffn) < 0)
+        return -1;
+    return mk_model_validate(c);
+}
+
+static int int_list(json_t *j, const char *what, const char *key, int n, int lo, int *out)
+{
+    json_t *a = json_object_get(j, key);
+    if (!json_is_array(a) || (int)json_array_size(a) != n)
+        return mk_error_set("%s: field '%s' must be an array of %d integers", what, key, n);
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 1 << 30)
+            return mk_error_set("%s: field '%s' must hold integers >= %d", what, key, lo);
+        out[i] = (int)json_integer_value(v);
+    }
+    return 0;
+}
+
+int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
+{
+    const char *cluster = NULL, *dtype = NULL, *sched = NULL, *rc = NULL, *part = NULL;
+    mk_plan_init(p);
+    if (!json_is_object(j)) return mk_error_set("%s: a plan must be a JSON object", what);
+    if (model_from_json(json_object_get(j, "model"), what, &p->model) < 0) return -1;
+    if (need_str(j, what, "cluster", &cluster) < 0 || need_str(j, what, "dtype", &dtype) < 0 ||
+        need_str(j, what, "schedule", &sched) < 0 || need_str(j, what, "recompute", &rc) < 0 ||
+        need_str(j, what, "partition", &part) < 0)
+        return -1;
+    mk_strlcpy(p->cluster, cluster, sizeof p->cluster);
+    mk_strlcpy(p->partition, part, sizeof p->partition);
+    if (mk_dtype_parse(dtype, &p->dtype) < 0 || mk_sched_kind_parse(sched, &p->schedule) < 0)
+        return mk_error_set("%s: %s", what, mk_error_last());
+    if (strcmp(rc, "explicit") && mk_recompute_parse(rc, &p->recompute) < 0)
+        return mk_error_set("%s: %s", what, mk_error_last());
+    if (!strcmp(rc, "explicit")) p->recompute.kind = MK_RECOMPUTE_EXPLICIT;
+    json_t *sp = json_object_get(j, "sequence_parallel");
+    if (sp && !json_is_boolean(sp)) return mk_error_set("%s: 'sequence_parallel' must be true or false", what);
+    p->seqpar = json_is_true(sp);
+    if (need_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || need_int(j, what, "dp", 1, &p->dp) < 0 ||
+        need_int(j, what, "pp", 1, &p->pp) < 0 || need_int(j, what, "tp", 1, &p->tp) < 0 ||
+        need_int(j, what, "vpp", 1, &p->vpp) < 0 || need_int(j, what, "micro_batch_size", 1, &p->mbs) < 0 ||
+        need_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || need_int(j, what, "zero", 0, &p->zero) < 0)
+        return -1;
+    p->n_vstages = p->pp * p->vpp;
+    if (p->n_vstages > MK_PLAN_MAX_VSTAGES) return mk_error_set("%s: too many virtual stages", what);
+    if (int_list(j, what, "stage_bounds", p->n_vstages + 1, 0, p->bounds) < 0) return -1;
+    if (json_object_get(j, "checkpoint_layers")) {
+        if (int_list(j, what, "checkpoint_layers", p->n_vstages, 0, p->ckpt) < 0) return -1;
+        p->has_ckpt = 1;
+    } else if (p->recompute.kind == MK_RECOMPUTE_EXPLICIT || p->recompute.kind == MK_RECOMPUTE_AUTO) {
+        return mk_error_set("%s: recompute '%s' needs field 'checkpoint_layers'", what, rc);
+    }
+    return 0;
+}
+
+int mk_plan_save(const mk_plan_t *p, const char *path)
+{
+    json_t *j = mk_plan_to_json(p);
+    if (!j) return mk_error_set("cannot encode the plan as JSON");
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    if (rc != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return mk_error_set("cannot write plan file '%s'", path);
+    }
+    return 0;
+}
+
+int mk_plan_load(const char *path, mk_plan_t *p)
+{
+    json_error_t e;
+    json_t *j = json_load_file(path, 0, &e);
+    if (!j) {
+        if (e.line < 1) return mk_error_set("cannot read plan file '%s': %s", path, e.text);
+        return mk_error_set("%s:%d:%d: malformed JSON: %s", path, e.line, e.column, e.text);
+    }
+    int rc = mk_plan_from_json(j, path, p);
+    json_decref(j);
+    return rc;
+}

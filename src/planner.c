@@ -1,0 +1,495 @@
+/* The planner's search (see planner.h for the space and the bound). */
+#include "merak/partition.h"
+#include "merak/planner.h"
+
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MK_MAX_TP_OPTS 16
+
+typedef struct {
+    mk_plan_t plan;
+    double lb;        /* lower bound on the step time, seconds */
+    long index;
+} mk_cand_t;
+
+/* Cached per (mbs, tp): the graph; per seqpar: per-layer fwd/bwd times. */
+typedef struct {
+    int mbs, tp;
+    mk_graph_t *g;
+    double *f[2], *b[2];  /* [seqpar][layer] */
+} mk_gcache_t;
+
+typedef struct {
+    const mk_model_config_t *model;
+    const mk_cluster_t *cl;
+    const mk_planner_opts_t *o;
+    mk_gcache_t *gc;
+    int ngc, capgc;
+    mk_cand_t *c;
+    long n, cap;
+    mk_planner_result_t *r;
+    mk_sim_opts_t so;
+} mk_search_t;
+
+void mk_planner_opts_init(mk_planner_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    o->gpus = 64;
+    o->gbs = 512;
+    o->dtype = MK_DTYPE_BF16;
+    o->top = 5;
+    o->seqpar = o->tp_overlap = o->zero = -1;
+    o->refine = -1;
+    o->size = 1;
+}
+
+static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
+{
+    for (int i = 0; i < S->ngc; i++)
+        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp) return &S->gc[i];
+    if (S->ngc == S->capgc) {
+        int cap = S->capgc ? 2 * S->capgc : 16;
+        mk_gcache_t *n = realloc(S->gc, cap * sizeof *n);
+        if (!n) return NULL;
+        S->gc = n, S->capgc = cap;
+    }
+    mk_gcache_t *e = &S->gc[S->ngc];
+    memset(e, 0, sizeof *e);
+    mk_graph_opts_t go = {mbs, S->o->dtype, S->o->dtype != MK_DTYPE_FP32, tp};
+    e->mbs = mbs, e->tp = tp;
+    if (!(e->g = mk_graph_build(S->model, &go))) return NULL;
+    int L = e->g->n_layers;
+    double tokens = (double)mbs * S->model->seq;
+    for (int sp = 0; sp < 2; sp++) {
+        e->f[sp] = malloc(L * sizeof(double));
+        e->b[sp] = malloc(L * sizeof(double));
+        if (!e->f[sp] || !e->b[sp]) return NULL;
+        for (int l = 0; l < L; l++) {
+            e->f[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 0);
+            e->b[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 1);
+        }
+    }
+    S->ngc++;
+    return e;
+}
+
+static int push(mk_search_t *S, const mk_plan_t *p, double lb)
+{
+    if (S->n == S->cap) {
+        long cap = S->cap ? 2 * S->cap : 1024;
+        mk_cand_t *n = realloc(S->c, cap * sizeof *n);
+        if (!n) return mk_error_set("out of memory");
+        S->c = n, S->cap = cap;
+    }
+    S->c[S->n].plan = *p;
+    S->c[S->n].lb = lb;
+    S->c[S->n].index = S->n;
+    S->n++;
+    return 0;
+}
+
+/* The busiest stage's pure compute: m micro-batches of forward and
+ * backward over its layers.  No schedule, overlap or recompute policy can
+ * finish a step sooner, so it bounds the simulated step time from below. */
+static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e)
+{
+    double worst = 0;
+    const double *f = e->f[p->seqpar], *b = e->b[p->seqpar];
+    for (int s = 0; s < p->pp; s++) {
+        double busy = 0;
+        for (int c = 0; c < p->vpp; c++) {
+            int k = c * p->pp + s;
+            for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) busy += f[l] + b[l];
+        }
+        if (busy > worst) worst = busy;
+    }
+    return worst * p->m;
+}
+
+/* The checkpoint count of every (stage, chunk) the scheduler will use. */
+static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
+{
+    int layers[MK_PLAN_MAX_VSTAGES];
+    mk_sched_spec_t spec;
+    mk_plan_t q = *p;
+    q.m = q.pp; /* counts do not depend on m: build the smallest valid streams */
+    mk_plan_sched_spec(&q, g, 0, layers, &spec);
+    mk_sched_t *s = mk_sched_build(&spec);
+    if (!s) return -1;
+    memcpy(out, s->ckpt, (size_t)p->n_vstages * sizeof *out);
+    mk_sched_free(s);
+    return 0;
+}
+
+static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int record)
+{
+    int ck[MK_PLAN_MAX_VSTAGES];
+    if (resolved_ckpt(p, g, ck) < 0) return 0;
+    double limit = S->cl->dev.mem_bytes, worst = -1;
+    int ws = 0;
+    mk_mem_breakdown_t wm, m;
+    for (int s = 0; s < p->pp; s++) {
+        if (mk_sim_stage_memory(S->cl, p, g, s, ck + s * p->vpp, -1, &S->so, &m) < 0) return 0;
+        if (m.total > worst) worst = m.total, ws = s, wm = m;
+    }
+    if (worst <= limit) return 1;
+    mk_planner_result_t *r = S->r;
+    if (record && (!r->have_closest || worst - limit < r->closest_shortfall)) {
+        r->have_closest = 1;
+        r->closest = *p;
+        r->closest_mem = wm;
+        r->closest_stage = ws;
+        r->closest_shortfall = worst - limit;
+    }
+    return 0;
+}
+
+/* Fix the recompute details a candidate needs before its memory check:
+ * auto -> per-stage counts; stage-aware -> the smallest ratio on a 0.1
+ * grid that fits.  Returns 1 when the candidate fits. */
+static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g)
+{
+    if (p->recompute.kind == MK_RECOMPUTE_AUTO) {
+        if (mk_sim_resolve_auto(S->cl, p, g, &S->so) < 0) return 0;
+        return plan_fits(S, p, g, 1);
+    }
+    if (p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return plan_fits(S, p, g, 1);
+    for (int k = 1; k <= 10; k++) {
+        p->recompute.ratio = k / 10.0;
+        if (plan_fits(S, p, g, k == 10)) return 1;
+    }
+    return 0;
+}
+
+static int has(unsigned mask, int bit) { return (mask >> bit) & 1u; }
+
+static int ckptable(const mk_layer_t *L)
+{
+    return L->params > 0 && L->block >= 0 && strcmp(L->kind, "embedding") != 0;
+}
+
+/* Stage bounds for one partition method, layout and cost setting. */
+static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const char *method, int rcon)
+{
+    if (strcmp(method, "compute")) return mk_partition(p, e->g, method);
+    const mk_graph_t *g = e->g;
+    double cost[4096];
+    if (g->n_layers > 4096) return mk_partition(p, g, method);
+    for (int l = 0; l < g->n_layers; l++)
+        cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && ckptable(&g->layers[l]) ? e->f[p->seqpar][l] : 0);
+    return mk_partition_costs(p, g, method, cost);
+}
+
+typedef struct {
+    int k, v, pi, sp;
+} mk_variant_t;
+
+/* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp). */
+static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+{
+    const mk_planner_opts_t *o = S->o;
+    unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
+    int have[2] = {0, 0};
+    mk_plan_t bp[2];
+    for (int rk = 0; rk <= MK_RECOMPUTE_AUTO; rk++) {
+        if (!has(rm, rk) || (rk == MK_RECOMPUTE_STAGE_AWARE && base->pp == 1)) continue;
+        int rcon = rk == MK_RECOMPUTE_FULL || rk == MK_RECOMPUTE_STAGE_AWARE || rk == MK_RECOMPUTE_AUTO;
+        if (!have[rcon]) {
+            bp[rcon] = *base;
+            if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
+            have[rcon] = 1;
+        }
+        for (int ov = 0; ov <= 1; ov++) {
+            if ((o->tp_overlap >= 0 && ov != (o->tp_overlap > 0)) || (ov && base->tp == 1)) continue;
+            for (int z = 0; z <= 1; z++) {
+                if ((o->zero >= 0 && z != o->zero) || (z && base->dp == 1)) continue;
+                mk_plan_t p = bp[rcon];
+                p.recompute.kind = (mk_recompute_kind_t)rk;
+                p.recompute.ratio = 1.0;
+                p.zero = z;
+                p.tp_overlap = ov ? (o->tp_overlap > 0 ? o->tp_overlap : 2) : 0;
+                S->r->candidates++;
+                if (!settle_recompute(S, &p, e->g)) {
+                    S->r->pruned_memory++;
+                    continue;
+                }
+                if (push(S, &p, lower_bound(&p, e)) < 0) return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Candidates of one layout (dp, pp, tp) and micro-batch size. */
+static int layout_candidates(mk_search_t *S, int dp, int pp, int tp, int mbs)
+{
+    const mk_planner_opts_t *o = S->o;
+    mk_gcache_t *e = graph_for(S, mbs, tp);
+    if (!e) return -1;
+    unsigned sm = o->sched_mask ? o->sched_mask
+                                : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
+                                      1u << MK_SCHED_ZB_H1;
+    unsigned pm = o->partition_mask ? o->partition_mask : 1u | 4u;
+    static const char *const parts[] = {"uniform", "parameters", "compute"};
+    S->r->layouts++;
+    for (int k = 0; k < MK_SCHED_COUNT; k++) {
+        if (!has(sm, k) || (pp == 1 && k != MK_SCHED_1F1B && k != MK_SCHED_GPIPE)) continue;
+        for (int v = 1; v <= 4; v *= 2) {
+            if ((k == MK_SCHED_INTERLEAVED) != (v > 1)) continue;
+            for (int pi = 0; pi < 3; pi++) {
+                if (!has(pm, pi) || (pp == 1 && pi > 0 && (pm & 1u))) continue; /* one stage: one split */
+                for (int sp = 0; sp <= 1; sp++) {
+                    if ((o->seqpar >= 0 && sp != o->seqpar) || (sp && tp == 1)) continue;
+                    mk_plan_t p;
+                    mk_plan_init(&p);
+                    p.model = *S->model;
+                    mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
+                    p.dtype = o->dtype, p.gbs = o->gbs;
+                    p.dp = dp, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
+                    p.schedule = (mk_sched_kind_t)k;
+                    p.n_vstages = pp * v;
+                    p.m = o->gbs / (dp * mbs);
+                    if (k == MK_SCHED_INTERLEAVED && (p.m % pp || pp * v > e->g->n_layers)) continue;
+                    if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static int cand_cmp(const void *a, const void *b)
+{
+    const mk_cand_t *x = a, *y = b;
+    if (x->lb != y->lb) return x->lb < y->lb ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+static int entry_better(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
+{
+    if (a->res.step_time_s != b->res.step_time_s) return a->res.step_time_s < b->res.step_time_s;
+    return a->index < b->index;
+}
+
+/* Insert into the sorted top-K list (r->best has room for top). */
+static void top_insert(mk_planner_result_t *r, const mk_planner_entry_t *e, int top)
+{
+    int i = r->n;
+    if (i == top) {
+        if (!entry_better(e, &r->best[top - 1])) return;
+        i = top - 1;
+    } else {
+        r->n++;
+    }
+    while (i > 0 && entry_better(e, &r->best[i - 1])) {
+        r->best[i] = r->best[i - 1];
+        i--;
+    }
+    r->best[i] = *e;
+}
+
+void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n, int top)
+{
+    for (int i = 0; i < n; i++) top_insert(r, &e[i], top);
+}
+
+static int divides(int a, int b) { return b % a == 0; }
+
+/* Every layout of N GPUs and micro-batch size. */
+static int enumerate(mk_search_t *S)
+{
+    const mk_planner_opts_t *o = S->o;
+    int N = o->gpus, blocks = S->model->num_layers, any_layout = 0, any_batch = 0;
+    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8;
+    for (int tp = 1; tp <= N && tp <= S->cl->gpus_per_node; tp++) {
+        if (!divides(tp, N) || mk_model_check_tp(S->model, tp) < 0) continue;
+        for (int pp = 1; pp <= N / tp && pp <= blocks; pp++) {
+            if (!divides(pp, N / tp)) continue;
+            int dp = N / (tp * pp);
+            any_layout = 1;
+            for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
+                if (o->gbs % (dp * mbs)) continue;
+                any_batch = 1;
+                if (layout_candidates(S, dp, pp, tp, mbs) < 0) return -1;
+            }
+        }
+    }
+    if (!any_layout)
+        return mk_error_set("no (dp, pp, tp) layout of %d GPUs suits the model (tp must divide the %d heads "
+                            "and fit a node of %d GPUs, pp at most %d blocks)",
+                            N, S->model->heads, S->cl->gpus_per_node, blocks);
+    if (!any_batch)
+        return mk_error_set("global batch %d cannot be divided among the data-parallel replicas of any "
+                            "layout of %d GPUs", o->gbs, N);
+    return 0;
+}
+
+static const mk_gcache_t *cache_of(mk_search_t *S, const mk_plan_t *p)
+{
+    for (int i = 0; i < S->ngc; i++)
+        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp) return &S->gc[i];
+    return NULL;
+}
+
+static int simulate(mk_search_t *S, mk_sim_t *sim, const mk_plan_t *p, long index, mk_planner_entry_t *out)
+{
+    const mk_gcache_t *e = cache_of(S, p);
+    out->plan = *p;
+    out->index = index;
+    S->r->simulated++;
+    if (mk_sim_run(sim, &out->plan, e->g, &S->so, &out->res) < 0) return -1;
+    return out->res.fits;
+}
+
+/* Branch and bound over this rank's share of the candidates. */
+static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
+{
+    const mk_planner_opts_t *o = S->o;
+    int top = o->top > 0 ? o->top : 5;
+    qsort(S->c, S->n, sizeof *S->c, cand_cmp);
+    mk_planner_entry_t e;
+    for (long i = o->rank; i < S->n; i += o->size > 0 ? o->size : 1) {
+        if (o->progress && (i / (o->size > 0 ? o->size : 1)) % 64 == 0) o->progress(o->progress_ctx, i, S->n);
+        if (!o->exhaustive && S->r->n == top && S->c[i].lb >= S->r->best[top - 1].res.step_time_s) {
+            S->r->pruned_bound += (S->n - i + (o->size - 1)) / (o->size > 0 ? o->size : 1);
+            break;
+        }
+        int rc = simulate(S, sim, &S->c[i].plan, S->c[i].index, &e);
+        if (rc < 0) return -1;
+        if (rc > 0) top_insert(S->r, &e, top);
+    }
+    if (o->progress) o->progress(o->progress_ctx, S->n, S->n);
+    return 0;
+}
+
+static double mean_bubble(const mk_sim_result_t *r)
+{
+    double s = 0;
+    for (int i = 0; i < r->pp; i++) s += r->bubble_fraction[i];
+    return r->pp ? s / r->pp : 0;
+}
+
+/* Names the knobs that differ, then the step-time component that moved most. */
+void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
+{
+    const mk_plan_t *p = &a->plan, *q = &b->plan;
+    char diff[256] = "", ra[32], rb[32];
+    size_t d = 0;
+    mk_recompute_format(&p->recompute, ra, sizeof ra);
+    mk_recompute_format(&q->recompute, rb, sizeof rb);
+#define DIFF(cond, ...) \
+    if (cond && d < sizeof diff - 64) d += snprintf(diff + d, sizeof diff - d, d ? ", " __VA_ARGS__ : __VA_ARGS__)
+    DIFF(p->dp != q->dp || p->pp != q->pp || p->tp != q->tp, "layout dp%d pp%d tp%d vs dp%d pp%d tp%d", p->dp,
+         p->pp, p->tp, q->dp, q->pp, q->tp);
+    DIFF(p->mbs != q->mbs, "micro-batch %d vs %d", p->mbs, q->mbs);
+    DIFF(p->schedule != q->schedule || p->vpp != q->vpp, "schedule %s vs %s", mk_sched_kind_name(p->schedule),
+         mk_sched_kind_name(q->schedule));
+    DIFF(strcmp(ra, rb), "recompute %s vs %s", ra, rb);
+    DIFF(p->seqpar != q->seqpar, "sequence parallel %s", p->seqpar ? "on vs off" : "off vs on");
+    DIFF(p->tp_overlap != q->tp_overlap, "TP overlap %d vs %d", p->tp_overlap, q->tp_overlap);
+    DIFF(p->zero != q->zero, "ZeRO-%d vs ZeRO-%d", p->zero, q->zero);
+    DIFF(strcmp(p->partition, q->partition), "partition %s vs %s", p->partition, q->partition);
+#undef DIFF
+    const mk_sim_result_t *x = &a->res, *y = &b->res;
+    const char *what[5] = {"compute", "pipeline idle time", "exposed p2p time", "exposed TP communication",
+                           "exposed DP communication"};
+    double va[5] = {x->step_time_s * (1 - mean_bubble(x)), x->step_time_s * mean_bubble(x), x->exposed_comm_s[0],
+                    x->exposed_comm_s[1], x->exposed_comm_s[2]};
+    double vb[5] = {y->step_time_s * (1 - mean_bubble(y)), y->step_time_s * mean_bubble(y), y->exposed_comm_s[0],
+                    y->exposed_comm_s[1], y->exposed_comm_s[2]};
+    int k = 0;
+    for (int i = 1; i < 5; i++)
+        if (vb[i] - va[i] > vb[k] - va[k]) k = i;
+    snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step",
+             100 * (y->step_time_s - x->step_time_s) / y->step_time_s, d ? diff : "same knobs", what[k], va[k],
+             vb[k]);
+}
+
+void mk_planner_result_free(mk_planner_result_t *r)
+{
+    free(r->best);
+    r->best = NULL;
+    r->n = 0;
+}
+
+static void search_free(mk_search_t *S)
+{
+    for (int i = 0; i < S->ngc; i++) {
+        mk_graph_free(S->gc[i].g);
+        for (int sp = 0; sp < 2; sp++) free(S->gc[i].f[sp]), free(S->gc[i].b[sp]);
+    }
+    free(S->gc);
+    free(S->c);
+}
+
+int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
+                      mk_planner_result_t *r)
+{
+    double t0 = mk_time_now();
+    memset(r, 0, sizeof *r);
+    int top = o->top > 0 ? o->top : 5;
+    mk_search_t S = {.model = m, .cl = c, .o = o, .r = r};
+    mk_sim_opts_init(&S.so);
+    if (o->gpus < 1 || o->gbs < 1) return mk_error_set("--gpus and --gbs must be >= 1");
+    if (c->max_nodes > 0 && o->gpus > c->max_nodes * c->gpus_per_node)
+        return mk_error_set("%d GPUs exceed cluster '%s' (%d nodes of %d)", o->gpus, c->name, c->max_nodes,
+                            c->gpus_per_node);
+    r->best = calloc(top, sizeof *r->best);
+    mk_sim_t *sim = mk_sim_new(c);
+    int rc = (!r->best || !sim) ? mk_error_set("out of memory") : enumerate(&S);
+    if (rc == 0) rc = bound_and_simulate(&S, sim);
+    mk_sim_free(sim);
+    search_free(&S);
+    r->search_time_s = mk_time_now() - t0;
+    return rc;
+}
+
+/* Move one layer across the boundary on side `dir` (-1 left, +1 right) of
+ * stage s; returns 0 if the move keeps every stage non-empty. */
+static int move_layer(mk_plan_t *p, int s, int dir)
+{
+    if (dir < 0 && s > 0 && p->bounds[s + 1] - p->bounds[s] > 1) return p->bounds[s]++, 0;
+    if (dir > 0 && s < p->pp - 1 && p->bounds[s + 1] - p->bounds[s] > 1) return p->bounds[s + 1]--, 0;
+    return -1;
+}
+
+int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves)
+{
+    if (e->plan.vpp != 1 || e->plan.pp < 2) return 0;
+    mk_graph_opts_t go;
+    mk_plan_graph_opts(&e->plan, e->plan.dtype != MK_DTYPE_FP32, &go);
+    mk_graph_t *g = mk_graph_build(&e->plan.model, &go);
+    mk_sim_t *sim = mk_sim_new(c);
+    mk_sim_opts_t so;
+    mk_sim_opts_init(&so);
+    int kept = 0, rc = (g && sim) ? 0 : -1;
+    while (rc == 0 && kept < max_moves) {
+        const mk_sim_result_t *r = &e->res;
+        int s = 0;
+        for (int i = 1; i < r->pp; i++)
+            if (1 - r->bubble_fraction[i] > 1 - r->bubble_fraction[s]) s = i;
+        int improved = 0;
+        for (int dir = -1; dir <= 1 && !improved; dir += 2) {
+            mk_planner_entry_t t = *e;
+            if (move_layer(&t.plan, s, dir) < 0) continue;
+            mk_strlcpy(t.plan.partition, "refine", sizeof t.plan.partition);
+            if (mk_plan_check(&t.plan, g) < 0) continue;
+            if (t.plan.recompute.kind == MK_RECOMPUTE_AUTO) {
+                t.plan.has_ckpt = 0;
+                if (mk_sim_resolve_auto(c, &t.plan, g, &so) < 0) continue;
+            }
+            if (mk_sim_run(sim, &t.plan, g, &so, &t.res) < 0) {
+                rc = -1;
+                break;
+            }
+            if (t.res.fits && t.res.step_time_s < e->res.step_time_s * (1 - 1e-9)) *e = t, improved = 1;
+        }
+        if (!improved) break;
+        kept++;
+    }
+    mk_sim_free(sim);
+    mk_graph_free(g);
+    return rc < 0 ? -1 : kept;
+}

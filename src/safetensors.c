@@ -1,0 +1,264 @@
+/* safetensors writer and reader (format in safetensors.h).  The header is
+ * padded with spaces to a multiple of 8 bytes, as the reference library
+ * does, so the data section stays aligned. */
+#include "merak/common.h"
+#include "merak/safetensors.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct mk_st_writer {
+    FILE *f;
+    char path[4096], tmp[4200];
+    int n, next;
+    mk_st_tensor_t *t;
+};
+
+struct mk_st_reader {
+    FILE *f;
+    char path[4096];
+    uint64_t data_start;
+    int n;
+    mk_st_tensor_t *t;
+    json_t *meta;
+};
+
+static uint64_t numel(const mk_st_tensor_t *t)
+{
+    uint64_t n = 1;
+    for (int d = 0; d < t->ndim; d++) n *= (uint64_t)t->shape[d];
+    return n;
+}
+
+static json_t *header_json(mk_st_tensor_t *t, int n, const char *const *k, const char *const *v, int nm)
+{
+    json_t *h = json_object(), *meta = json_object();
+    for (int i = 0; i < nm; i++) json_object_set_new(meta, k[i], json_string(v[i]));
+    json_object_set_new(h, "__metadata__", meta);
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        json_t *shape = json_array();
+        for (int d = 0; d < t[i].ndim; d++) json_array_append_new(shape, json_integer(t[i].shape[d]));
+        t[i].begin = off;
+        t[i].end = off += 4 * numel(&t[i]);
+        json_object_set_new(h, t[i].name,
+                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+                                      "data_offsets", (json_int_t)t[i].begin, (json_int_t)t[i].end));
+    }
+    return h;
+}
+
+static void put_u64le(unsigned char *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
+}
+
+mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tensors, int n,
+                                   const char *const *mk, const char *const *mv, int n_meta)
+{
+    mk_st_writer_t *w = calloc(1, sizeof *w);
+    if (!w || !(w->t = malloc((n > 0 ? n : 1) * sizeof *w->t))) {
+        free(w);
+        return mk_error_set("out of memory"), NULL;
+    }
+    memcpy(w->t, tensors, n * sizeof *w->t);
+    w->n = n;
+    mk_strlcpy(w->path, path, sizeof w->path);
+    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
+    json_t *h = header_json(w->t, n, mk, mv, n_meta);
+    char *text = json_dumps(h, JSON_COMPACT);
+    json_decref(h);
+    w->f = fopen(w->tmp, "wb");
+    if (!text || !w->f) {
+        mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+        free(text);
+        mk_st_writer_abort(w);
+        return NULL;
+    }
+    size_t len = strlen(text), padded = (len + 7) / 8 * 8;
+    unsigned char hdr[8];
+    put_u64le(hdr, padded);
+    int ok = fwrite(hdr, 8, 1, w->f) == 1 && fwrite(text, 1, len, w->f) == len;
+    for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', w->f) != EOF;
+    free(text);
+    if (!ok) {
+        mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+        mk_st_writer_abort(w);
+        return NULL;
+    }
+    return w;
+}
+
+int mk_st_writer_put(mk_st_writer_t *w, const float *data, size_t count)
+{
+    if (w->next >= w->n) return mk_error_set("%s: more tensors than declared", w->path);
+    const mk_st_tensor_t *t = &w->t[w->next];
+    if (count != numel(t))
+        return mk_error_set("%s: tensor '%s' has %llu elements, got %zu", w->path, t->name,
+                            (unsigned long long)numel(t), count);
+    if (fwrite(data, sizeof(float), count, w->f) != count) /* x86/ARM: already little-endian */
+        return mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+    w->next++;
+    return 0;
+}
+
+int mk_st_writer_commit(mk_st_writer_t *w)
+{
+    int rc = 0;
+    if (w->next != w->n) rc = mk_error_set("%s: %d of %d tensors written", w->path, w->next, w->n);
+    if (!rc && (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0))
+        rc = mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+    if (!rc && fclose(w->f) != 0) rc = mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+    w->f = NULL;
+    if (!rc && rename(w->tmp, w->path) != 0)
+        rc = mk_error_set("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(errno));
+    if (rc) {
+        mk_st_writer_abort(w);
+        return -1;
+    }
+    free(w->t);
+    free(w);
+    return 0;
+}
+
+void mk_st_writer_abort(mk_st_writer_t *w)
+{
+    if (!w) return;
+    if (w->f) fclose(w->f);
+    unlink(w->tmp);
+    free(w->t);
+    free(w);
+}
+
+/* One tensor entry of the header, checked against the data section size. */
+static int parse_entry(mk_st_reader_t *r, const char *name, json_t *e, uint64_t data_len, mk_st_tensor_t *t)
+{
+    json_t *dt = json_object_get(e, "dtype"), *sh = json_object_get(e, "shape"),
+           *off = json_object_get(e, "data_offsets");
+    if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) || json_array_size(off) != 2)
+        return mk_error_set("%s: tensor '%s' needs dtype, shape and data_offsets", r->path, name);
+    if (strcmp(json_string_value(dt), "F32"))
+        return mk_error_set("%s: tensor '%s' is %s; only F32 is supported", r->path, name,
+                            json_string_value(dt));
+    if (json_array_size(sh) > MK_ST_MAX_DIMS || strlen(name) >= sizeof t->name)
+        return mk_error_set("%s: tensor '%s' has too many dimensions or too long a name", r->path, name);
+    mk_strlcpy(t->name, name, sizeof t->name);
+    t->ndim = (int)json_array_size(sh);
+    for (int d = 0; d < t->ndim; d++) {
+        json_t *v = json_array_get(sh, d);
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return mk_error_set("%s: tensor '%s' has a bad shape", r->path, name);
+        t->shape[d] = json_integer_value(v);
+    }
+    json_t *b = json_array_get(off, 0), *en = json_array_get(off, 1);
+    if (!json_is_integer(b) || !json_is_integer(en) || json_integer_value(b) < 0 ||
+        json_integer_value(en) < json_integer_value(b) || (uint64_t)json_integer_value(en) > data_len)
+        return mk_error_set("%s: tensor '%s' has data_offsets outside the file (truncated?)", r->path, name);
+    t->begin = (uint64_t)json_integer_value(b);
+    t->end = (uint64_t)json_integer_value(en);
+    if (t->end - t->begin != 4 * numel(t))
+        return mk_error_set("%s: tensor '%s': data_offsets do not match its shape", r->path, name);
+    return 0;
+}
+
+static int read_header(mk_st_reader_t *r)
+{
+    unsigned char b[8];
+    if (fseek(r->f, 0, SEEK_END) != 0) return mk_error_set("%s: cannot seek", r->path);
+    long size = ftell(r->f);
+    rewind(r->f);
+    if (size < 8 || fread(b, 8, 1, r->f) != 1) return mk_error_set("%s: not a safetensors file (too short)", r->path);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
+    if (hl < 2 || hl > (uint64_t)size - 8 || hl > (100u << 20))
+        return mk_error_set("%s: not a safetensors file (header length %llu)", r->path, (unsigned long long)hl);
+    char *text = malloc(hl + 1);
+    if (!text || fread(text, 1, hl, r->f) != hl) {
+        free(text);
+        return mk_error_set("%s: cannot read the header", r->path);
+    }
+    text[hl] = 0;
+    json_error_t e;
+    json_t *h = json_loads(text, 0, &e);
+    free(text);
+    if (!json_is_object(h)) {
+        json_decref(h);
+        return mk_error_set("%s: malformed safetensors header: %s", r->path, e.text);
+    }
+    r->data_start = 8 + hl;
+    r->t = calloc(json_object_size(h) + 1, sizeof *r->t);
+    const char *key;
+    json_t *v;
+    int rc = r->t ? 0 : mk_error_set("out of memory");
+    json_object_foreach(h, key, v) {
+        if (rc) break;
+        if (!strcmp(key, "__metadata__")) {
+            r->meta = json_incref(v);
+            continue;
+        }
+        rc = parse_entry(r, key, v, (uint64_t)size - r->data_start, &r->t[r->n]);
+        if (!rc) r->n++;
+    }
+    json_decref(h);
+    return rc;
+}
+
+mk_st_reader_t *mk_st_open(const char *path)
+{
+    mk_st_reader_t *r = calloc(1, sizeof *r);
+    if (!r) return mk_error_set("out of memory"), NULL;
+    mk_strlcpy(r->path, path, sizeof r->path);
+    r->f = fopen(path, "rb");
+    if (!r->f) {
+        mk_error_set("cannot open checkpoint '%s': %s", path, strerror(errno));
+        mk_st_close(r);
+        return NULL;
+    }
+    if (read_header(r) < 0) {
+        mk_st_close(r);
+        return NULL;
+    }
+    return r;
+}
+
+void mk_st_close(mk_st_reader_t *r)
+{
+    if (!r) return;
+    if (r->f) fclose(r->f);
+    json_decref(r->meta);
+    free(r->t);
+    free(r);
+}
+
+int mk_st_count(const mk_st_reader_t *r) { return r->n; }
+const mk_st_tensor_t *mk_st_tensor(const mk_st_reader_t *r, int i) { return i >= 0 && i < r->n ? &r->t[i] : NULL; }
+
+const mk_st_tensor_t *mk_st_find(const mk_st_reader_t *r, const char *name)
+{
+    for (int i = 0; i < r->n; i++)
+        if (!strcmp(r->t[i].name, name)) return &r->t[i];
+    return NULL;
+}
+
+int mk_st_read(mk_st_reader_t *r, const char *name, float *dst, size_t count)
+{
+    const mk_st_tensor_t *t = mk_st_find(r, name);
+    if (!t) return mk_error_set("%s: no tensor '%s'", r->path, name);
+    if (count != numel(t))
+        return mk_error_set("%s: tensor '%s' has %llu elements, expected %zu (shape mismatch)", r->path,
+                            name, (unsigned long long)numel(t), count);
+    if (fseek(r->f, (long)(r->data_start + t->begin), SEEK_SET) != 0 ||
+        fread(dst, sizeof(float), count, r->f) != count)
+        return mk_error_set("%s: cannot read tensor '%s'", r->path, name);
+    return 0;
+}
+
+const char *mk_st_meta(const mk_st_reader_t *r, const char *key)
+{
+    json_t *v = r->meta ? json_object_get(r->meta, key) : NULL;
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}

@@ -1,0 +1,149 @@
+/* The planner: branch and bound loses nothing against simulating every
+ * candidate; compute partitioning beats uniform on uneven layers; auto
+ * recompute always fits and checkpoints less than full when it can. */
+#include "check.h"
+#include "merak/cost.h"
+#include "merak/partition.h"
+#include "merak/planner.h"
+
+#include <string.h>
+
+static mk_model_config_t small_gpt(void)
+{
+    mk_model_config_t m;
+    mk_model_preset("gpt-tiny", &m);
+    m.num_layers = 8, m.hidden = 512, m.heads = 8, m.seq = 512, m.vocab = 8000, m.ffn = 2048;
+    return m;
+}
+
+static void test_bound_loses_nothing(const char *cluster, int gpus, int gbs, double mem_gib)
+{
+    mk_model_config_t m = small_gpt();
+    mk_cluster_t c;
+    mk_cluster_get(cluster, &c);
+    if (mem_gib > 0) c.dev.mem_bytes = mem_gib * (1 << 30); /* make memory matter */
+    mk_planner_opts_t o;
+    mk_planner_opts_init(&o);
+    o.gpus = gpus, o.gbs = gbs, o.dtype = MK_DTYPE_BF16, o.top = 3;
+    mk_planner_result_t fast, all;
+    CHECK(mk_planner_search(&m, &c, &o, &fast) == 0, "search: %s", mk_error_last());
+    o.exhaustive = 1;
+    CHECK(mk_planner_search(&m, &c, &o, &all) == 0, "exhaustive: %s", mk_error_last());
+    printf("%s %d GPUs: %ld candidates, bound simulated %ld, exhaustive %ld\n", cluster, gpus, fast.candidates,
+           fast.simulated, all.simulated);
+    CHECK(fast.n == all.n && fast.n > 0, "plans found %d vs %d", fast.n, all.n);
+    for (int i = 0; i < fast.n && i < all.n; i++) {
+        CHECK(fast.best[i].index == all.best[i].index, "rank %d: candidate %ld vs %ld", i, fast.best[i].index,
+              all.best[i].index);
+        CHECK(fast.best[i].res.step_time_s == all.best[i].res.step_time_s, "rank %d step time", i);
+    }
+    CHECK(fast.simulated <= all.simulated, "the bound never simulates more");
+    mk_planner_result_free(&fast);
+    mk_planner_result_free(&all);
+}
+
+static void test_mpi_split_same_answer(void)
+{
+    mk_model_config_t m = small_gpt();
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    mk_planner_opts_t o;
+    mk_planner_opts_init(&o);
+    o.gpus = 8, o.gbs = 32, o.top = 3;
+    mk_planner_result_t one, merged = {0}, part;
+    mk_planner_search(&m, &c, &o, &one);
+    merged.best = calloc(3, sizeof *merged.best);
+    for (int r = 0; r < 3; r++) { /* three "ranks" */
+        o.rank = r, o.size = 3;
+        CHECK(mk_planner_search(&m, &c, &o, &part) == 0, "part %d", r);
+        mk_planner_merge(&merged, part.best, part.n, 3);
+        mk_planner_result_free(&part);
+    }
+    CHECK(merged.n == one.n, "merged %d vs %d", merged.n, one.n);
+    for (int i = 0; i < one.n && i < merged.n; i++)
+        CHECK(merged.best[i].index == one.best[i].index, "split rank %d differs", i);
+    mk_planner_result_free(&one);
+    mk_planner_result_free(&merged);
+}
+
+static void test_compute_partition(void)
+{
+    mk_model_config_t m = small_gpt();
+    m.vocab = 200000; /* a big head makes the last layer expensive */
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    for (int pp = 2; pp <= 8; pp *= 2) {
+        mk_plan_t u, p;
+        mk_plan_init(&u);
+        u.model = m, u.pp = pp, u.gbs = 8, u.dtype = MK_DTYPE_BF16;
+        mk_graph_opts_t go;
+        mk_plan_graph_opts(&u, 1, &go);
+        mk_graph_t *g = mk_graph_build(&m, &go);
+        double cost[64];
+        for (int l = 0; l < g->n_layers; l++) cost[l] = mk_cost_layer_time(&c, g, l, 1, 0, 1, MK_DTYPE_BF16);
+        p = u;
+        CHECK(mk_partition_costs(&u, g, "uniform", cost) == 0 && mk_partition_costs(&p, g, "compute", cost) == 0,
+              "partition: %s", mk_error_last());
+        double wu = 0, wp = 0;
+        for (int s = 0; s < pp; s++) {
+            double su = 0, sp = 0;
+            for (int l = u.bounds[s]; l < u.bounds[s + 1]; l++) su += cost[l];
+            for (int l = p.bounds[s]; l < p.bounds[s + 1]; l++) sp += cost[l];
+            if (su > wu) wu = su;
+            if (sp > wp) wp = sp;
+        }
+        printf("pp %d: slowest stage uniform %.4g s, compute %.4g s\n", pp, wu, wp);
+        CHECK(wp <= wu * (1 + 1e-12), "compute never worse (pp %d)", pp);
+        CHECK(wp < wu, "compute better with a big head (pp %d)", pp);
+        mk_graph_free(g);
+    }
+}
+
+static void test_auto_recompute(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("rtx3090-pcie", &c);
+    mk_model_config_t m;
+    mk_model_preset("gpt-2.5b", &m);
+    mk_sim_t *sim = mk_sim_new(&c);
+    mk_sim_opts_t so;
+    mk_sim_opts_init(&so);
+    int fewer = 0;
+    for (int pp = 2; pp <= 8; pp *= 2)
+        for (int mbs = 1; mbs <= 4; mbs *= 2) {
+            mk_plan_t p;
+            mk_plan_init(&p);
+            p.model = m, p.pp = pp, p.tp = 2, p.dp = 1, p.mbs = mbs, p.gbs = 64, p.dtype = MK_DTYPE_BF16;
+            p.schedule = MK_SCHED_MERAK;
+            p.recompute.kind = MK_RECOMPUTE_AUTO;
+            mk_graph_opts_t go;
+            mk_plan_graph_opts(&p, 1, &go);
+            mk_graph_t *g = mk_graph_build(&m, &go);
+            p.n_vstages = pp;
+            mk_plan_partition_uniform(&p, g);
+            mk_plan_check(&p, g);
+            CHECK(mk_sim_resolve_auto(&c, &p, g, &so) == 0, "resolve: %s", mk_error_last());
+            int nck = 0, nfull = 0, layers[64];
+            mk_plan_ckpt_layers(&p, g, layers);
+            for (int s = 0; s < pp; s++) nck += p.ckpt[s], nfull += layers[s];
+            mk_sim_result_t r;
+            CHECK(mk_sim_run(sim, &p, g, &so, &r) == 0, "sim: %s", mk_error_last());
+            int all_full = nck == nfull;
+            CHECK(r.fits || all_full, "auto plan pp %d mbs %d does not fit although it could checkpoint more", pp, mbs);
+            fewer += nck < nfull;
+            printf("pp %d mbs %d: auto checkpoints %d of %d layers, fits %d\n", pp, mbs, nck, nfull, r.fits);
+            mk_graph_free(g);
+        }
+    CHECK(fewer > 0, "auto checkpoints fewer layers than full where memory allows");
+    mk_sim_free(sim);
+}
+
+int main(void)
+{
+    test_bound_loses_nothing("dgx-a100", 8, 32, 0);
+    test_bound_loses_nothing("rtx3090-pcie", 8, 64, 2.0);
+    test_mpi_split_same_answer();
+    test_compute_partition();
+    test_auto_recompute();
+    CHECK_DONE();
+}
