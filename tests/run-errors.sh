@@ -4,7 +4,7 @@
 expect_fail "layout larger than the world" "2 but there are 1 ranks" -- "$MERAK" run --dp 2
 expect_fail "unknown schedule" "unknown schedule" -- "$MERAK" run --schedule foo
 expect_fail "unknown recompute policy" "recompute" -- "$MERAK" run --recompute sometimes
-expect_fail "gbs not a multiple of dp*mbs" "multiple of dp\*mbs" -- "$MERAK" run --mbs 3 --gbs 4
+expect_fail "gbs not a multiple of dp*mbs" "not divisible by dp" -- "$MERAK" run --mbs 3 --gbs 4
 expect_fail "plan with layout flags" "cannot be combined" -- "$MERAK" run --plan p.json --tp 1
 expect_fail "unknown option" "unknown option" -- "$MERAK" run --bogus 1
 expect_fail "cuda backend not built" "cuda" -- "$MERAK" run --backend cuda
