@@ -1,1 +1,2 @@
-# experiments module: sources and tests (see Makefile.am)
+# Experiments and plots: reproducible scripts (not run by make check).
+EXTRA_DIST += experiments/merak-paper/run.sh experiments/merak-paper/plot.py

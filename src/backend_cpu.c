@@ -11,6 +11,7 @@
 
 static void *cpu_alloc(size_t bytes)
 {
+
     /* 64-byte alignment for vector loads; calloc semantics (zeroed) */
     void *p = NULL;
     size_t n = (bytes + 63) & ~(size_t)63;

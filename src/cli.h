@@ -33,6 +33,7 @@ typedef struct mk_args {
     const char *schedule, *recompute, *partition;
     int tp_overlap, zero, seqpar, verify, json;
     const char *plan_file, *trace_file, *save_plan, *out;
+    const char *baseline;          /* merak plan: restrict the space to a system's choices */
     int gpus, top;
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;

@@ -19,7 +19,7 @@ enum {
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL,
-    O_OUT, O_JSON, O_HELP
+    O_BASELINE, O_OUT, O_JSON, O_HELP
 };
 
 typedef struct {
@@ -64,6 +64,7 @@ static const mk_flag_t mk_flags[] = {
     {"gpus", 1, O_GPUS, MK_OPTG_PLAN},
     {"top", 1, O_TOP, MK_OPTG_PLAN},
     {"save-plan", 1, O_SAVE_PLAN, MK_OPTG_PLAN},
+    {"baseline", 1, O_BASELINE, MK_OPTG_PLAN},
     {"steps", 1, O_STEPS, MK_OPTG_RUN},
     {"backend", 1, O_BACKEND, MK_OPTG_RUN},
     {"data", 1, O_DATA, MK_OPTG_RUN},
@@ -170,6 +171,7 @@ static int args_store(mk_args_t *a, int id, const char *name, const char *v)
     case O_GPUS: return parse_int(c, name, v, 1, &a->gpus);
     case O_TOP: return parse_int(c, name, v, 1, &a->top);
     case O_SAVE_PLAN: a->save_plan = v; return 0;
+    case O_BASELINE: a->baseline = v; return 0;
     case O_STEPS: return parse_int(c, name, v, 0, &a->steps);
     case O_BACKEND: a->backend = v; return 0;
     case O_DATA: a->data = v; return 0;

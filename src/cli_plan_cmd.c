@@ -24,6 +24,11 @@ static const char *plan_usage =
     "  --gbs B          global batch in sequences (default 512)\n"
     "  --dtype D        fp16, bf16 or fp32 (default: the cluster's 16-bit type)\n"
     "  --top K          plans to show (default 5)\n"
+    "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
+    "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
+    "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
+    "                   (parameter partition, 1f1b, full recompute), merak (merak schedule,\n"
+    "                   stage-aware/auto recompute, compute partition, sub-pipelined TP), all\n"
     "  --save-plan F    write the best plan (runs unchanged under merak sim/run --plan)\n"
     "  --trace F        Chrome trace of the best plan's simulated step\n"
     "  --json           one JSON object: plans (best first, each with the sim keys),\n"
@@ -154,6 +159,38 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
     return rc < 0 ? mk_cli_fail("plan", "%s", mk_error_last()) : 0;
 }
 
+/* Restrict the space to one system's choices (the Merak experiment). */
+static int apply_baseline(const char *b, mk_planner_opts_t *o)
+{
+#define SB(k) (1u << (k))
+    if (!b || !strcmp(b, "all")) return 0;
+    o->seqpar = 0, o->tp_overlap = 0, o->zero = 0;
+    if (!strcmp(b, "megatron") || !strcmp(b, "megatron-sp")) {
+        o->sched_mask = SB(MK_SCHED_1F1B) | SB(MK_SCHED_INTERLEAVED);
+        o->recompute_mask = SB(MK_RECOMPUTE_FULL);
+        o->partition_mask = 1u;
+        if (b[8]) {
+            o->recompute_mask |= SB(MK_RECOMPUTE_SELECTIVE);
+            o->seqpar = -1, o->zero = -1;
+        }
+    } else if (!strcmp(b, "deepspeed")) {
+        o->sched_mask = SB(MK_SCHED_1F1B);
+        o->recompute_mask = SB(MK_RECOMPUTE_FULL);
+        o->partition_mask = 2u;
+        o->zero = -1;
+    } else if (!strcmp(b, "merak")) {
+        o->sched_mask = SB(MK_SCHED_MERAK);
+        o->recompute_mask = SB(MK_RECOMPUTE_STAGE_AWARE) | SB(MK_RECOMPUTE_AUTO);
+        o->partition_mask = 4u;
+        o->tp_overlap = -1;
+    } else {
+        return mk_error_set("unknown --baseline '%s' (megatron, megatron-sp, deepspeed, merak, all)", b);
+    }
+    o->refine = !strcmp(b, "merak") ? -1 : 0;
+    return 0;
+#undef SB
+}
+
 static int plan_main(const mk_args_t *a, int rank, int size)
 {
     mk_plan_t ctx;
@@ -170,6 +207,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     if (a->gbs) o.gbs = a->gbs;
     if (a->top > 0) o.top = a->top;
     o.rank = rank, o.size = size;
+    if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (rank == 0 && isatty(2)) o.progress = progress;
     mk_planner_result_t r;
     if (mk_planner_search(&ctx.model, &cl, &o, &r) < 0) {
@@ -181,7 +219,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     int rc = 0;
     if (rank == 0) {
         if (r.n == 0) rc = report_no_fit(&r);
-        else if (mk_planner_refine(&cl, &r.best[0], 4 * r.best[0].plan.pp) < 0)
+        else if (o.refine && mk_planner_refine(&cl, &r.best[0], 4 * r.best[0].plan.pp) < 0)
             rc = mk_cli_fail("plan", "%s", mk_error_last());
         if (rc == 0) {
             if (a->json) print_json(&r, evaluated);

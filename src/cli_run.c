@@ -52,8 +52,6 @@ static int unsupported(const mk_args_t *a)
 {
     if (a->plan_file && a->layout_given)
         return mk_cli_fail("run", "--plan cannot be combined with model or layout flags");
-    if (a->plan_file) return mk_cli_fail("run", "--plan is not supported by run yet");
-    if (a->zero) return mk_cli_fail("run", "--zero 1 is not supported by run yet");
     if (a->data || a->save || a->load || a->trace_file)
         return mk_cli_fail("run", "--data, --save, --load and --trace are not supported by run yet");
     if (a->cluster || a->seqpar || a->partition)
@@ -64,27 +62,39 @@ static int unsupported(const mk_args_t *a)
     return 0;
 }
 
+/* The plan from --plan FILE, or from the model and layout flags. */
+static int fill_plan(const mk_args_t *a, mk_plan_t *p)
+{
+    if (a->plan_file) {
+        if (mk_plan_load(a->plan_file, p) < 0) return mk_cli_fail("run", "%s", mk_error_last());
+        p->dtype = MK_DTYPE_FP32;  /* the CPU executor trains in fp32 whatever the plan's dtype */
+        return 0;
+    }
+    if (mk_args_model(a, "gpt-tiny", &p->model) < 0) return -1;
+    if (a->dp) p->dp = a->dp;
+    if (a->pp) p->pp = a->pp;
+    if (a->tp) p->tp = a->tp;
+    if (a->mbs) p->mbs = a->mbs;
+    if (a->schedule && mk_sched_kind_parse(a->schedule, &p->schedule) < 0)
+        return mk_cli_fail("run", "%s", mk_error_last());
+    if (a->recompute && mk_recompute_parse(a->recompute, &p->recompute) < 0)
+        return mk_cli_fail("run", "%s", mk_error_last());
+    p->vpp = a->vpp ? a->vpp : (p->schedule == MK_SCHED_INTERLEAVED ? 2 : 1);
+    if (a->vpp_layers) p->vpp = (2 * p->model.num_layers + 2) / (p->pp * a->vpp_layers);
+    if (p->vpp < 1) p->vpp = 1;
+    p->gbs = a->gbs ? a->gbs : 2 * p->dp * p->mbs * p->pp;
+    p->zero = a->zero;
+    p->tp_overlap = a->tp_overlap > 0 ? a->tp_overlap : 0;
+    p->n_vstages = 0;               /* uniform bounds, filled by mk_exec_validate */
+    return 0;
+}
+
 static int fill_opts(const mk_args_t *a, mk_exec_opts_t *o)
 {
     mk_exec_opts_init(o);
-    if (unsupported(a)) return -1;
-    if (mk_args_model(a, "gpt-tiny", &o->cfg) < 0) return -1;
+    if (unsupported(a) || fill_plan(a, &o->plan)) return -1;
     if (!(o->be = mk_backend_get(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
-    if (a->dp) o->dp = a->dp;
-    if (a->pp) o->pp = a->pp;
-    if (a->tp) o->tp = a->tp;
-    if (a->mbs) o->mbs = a->mbs;
     if (a->steps >= 0) o->steps = a->steps;
-    if (a->schedule && mk_sched_kind_parse(a->schedule, &o->schedule) < 0)
-        return mk_cli_fail("run", "%s", mk_error_last());
-    if (a->recompute && mk_recompute_parse(a->recompute, &o->recompute) < 0)
-        return mk_cli_fail("run", "%s", mk_error_last());
-    o->vpp = a->vpp ? a->vpp : (o->schedule == MK_SCHED_INTERLEAVED ? 2 : 1);
-    if (a->vpp_layers) o->vpp = (2 * o->cfg.num_layers + 2) / (o->pp * a->vpp_layers);
-    if (o->vpp < 1) o->vpp = 1;
-    if (o->vpp > 1 && o->schedule != MK_SCHED_INTERLEAVED)
-        return mk_cli_fail("run", "--vpp %d needs --schedule interleaved", o->vpp);
-    o->gbs = a->gbs ? a->gbs : 2 * o->dp * o->mbs * o->pp;
     if (a->lr >= 0) o->lr = a->lr;
     if (a->min_lr >= 0) o->min_lr = a->min_lr;
     if (a->lr_warmup_iters >= 0) o->warmup = a->lr_warmup_iters;
@@ -103,16 +113,16 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
         json_array_append_new(losses, json_real(r->losses[k]));
         json_array_append_new(times, json_real(r->step_times[k]));
     }
-    for (int s = 0; s < o->pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
+    for (int s = 0; s < o->plan.pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
     json_object_set_new(j, "losses", losses);
     json_object_set_new(j, "step_times_s", times);
     json_object_set_new(j, "step_time_s", json_real(r->step_time));
     json_object_set_new(j, "tokens_per_s", json_real(r->tokens_per_s));
     json_object_set_new(j, "peak_memory_bytes", mem);
-    json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->dp, "pp", o->pp, "tp", o->tp));
-    json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->schedule)));
-    json_object_set_new(j, "model", json_string(o->cfg.name));
-    json_object_set_new(j, "global_batch", json_integer(o->gbs));
+    json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->plan.dp, "pp", o->plan.pp, "tp", o->plan.tp));
+    json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->plan.schedule)));
+    json_object_set_new(j, "model", json_string(o->plan.model.name));
+    json_object_set_new(j, "global_batch", json_integer(o->plan.gbs));
     json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10));
     fputc('\n', stdout);
     json_decref(j);
@@ -131,7 +141,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     *dump = take_flag(&argc, argv, "--dump-grads");
     rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage);
-    if (rc == 0 && fill_opts(a, o) < 0) rc = -1;
+    if (rc == 0 && fill_opts(a, o) != 0) rc = -1;
     if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
     if (rank && saved >= 0) {
         fflush(stderr);

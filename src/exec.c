@@ -13,10 +13,9 @@
 void mk_exec_opts_init(mk_exec_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    o->dp = o->pp = o->tp = o->vpp = o->mbs = 1;
+    mk_plan_init(&o->plan);
+    o->plan.dtype = MK_DTYPE_FP32;
     o->steps = 10;
-    o->schedule = MK_SCHED_1F1B;
-    o->recompute.kind = MK_RECOMPUTE_FULL;
     o->lr = 6e-4;
     o->min_lr = -1.0;             /* lr / 10 */
     o->weight_decay = 0.1;
@@ -25,57 +24,70 @@ void mk_exec_opts_init(mk_exec_opts_t *o)
     o->seed = 1234;
 }
 
-static int n_layers(const mk_exec_opts_t *o) { return 2 * o->cfg.num_layers + 2; }
-
-static void uniform_bounds(int n, int nvs, int *bnd)
+/* The proxy graph of the plan: its layers are the executor's layers. */
+static mk_graph_t *plan_graph(const mk_plan_t *p)
 {
-    for (int i = 0; i <= nvs; i++) bnd[i] = (int)((long)i * n / nvs);
+    mk_graph_opts_t go;
+    mk_plan_graph_opts(p, 0, &go);
+    go.dtype = MK_DTYPE_FP32;
+    return mk_graph_build(&p->model, &go);
 }
 
-/* The scheduler's view: checkpointable layers (all but the embedding) per (stage, chunk). */
-mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o, const int *bnd)
+/* The scheduler's streams for the plan, through the shared spec builder. */
+mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o)
 {
-    int nvs = o->pp * o->vpp;
-    int *layers = calloc(nvs, sizeof *layers);
-    for (int s = 0; s < o->pp; s++)
-        for (int c = 0; c < o->vpp; c++) {
-            int vs = c * o->pp + s;
-            layers[s * o->vpp + c] = bnd[vs + 1] - bnd[vs] - (bnd[vs] == 0);
-        }
-    mk_sched_spec_t spec = {.kind = o->schedule, .pp = o->pp, .m = o->gbs / (o->dp * o->mbs),
-                            .vpp = o->vpp, .recompute = o->recompute, .layers = layers,
-                            .grad_buckets = o->dp > 1, .tied = o->pp > 1};
+    mk_graph_t *g = plan_graph(&o->plan);
+    if (!g) return NULL;
+    int *layers = calloc(o->plan.n_vstages, sizeof *layers);
+    mk_sched_spec_t spec;
+    mk_plan_sched_spec(&o->plan, g, o->plan.dp > 1, layers, &spec);
+    /* selective recompute (attention core only) is not split out of a layer
+       here: those layers keep everything, which gives the same results */
     if (spec.recompute.kind == MK_RECOMPUTE_SELECTIVE) spec.recompute.kind = MK_RECOMPUTE_NONE;
     mk_sched_t *s = mk_sched_build(&spec);
     free(layers);
+    mk_graph_free(g);
     return s;
 }
 
-int mk_exec_validate(const mk_exec_opts_t *o, int world)
+/* What the executor adds to the plan's own checks. */
+static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
 {
-    const mk_model_config_t *c = &o->cfg;
-    if (o->dp * o->pp * o->tp != world)
-        return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", o->dp, o->pp,
-                            o->tp, o->dp * o->pp * o->tp, world);
-    if (c->family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
-    if (mk_model_check_tp(c, o->tp) < 0) return -1;
-    if (c->ffn % o->tp) return mk_error_set("--tp %d does not divide the MLP width %d", o->tp, c->ffn);
-    if (o->pp > c->num_layers)
-        return mk_error_set("--pp %d exceeds the model's %d blocks", o->pp, c->num_layers);
-    if (o->pp * o->vpp > n_layers(o))
-        return mk_error_set("pp*vpp = %d exceeds the model's %d layers", o->pp * o->vpp, n_layers(o));
-    if (o->gbs % (o->dp * o->mbs))
-        return mk_error_set("--gbs %d is not a multiple of dp*mbs = %d", o->gbs, o->dp * o->mbs);
-    if (o->recompute.kind == MK_RECOMPUTE_AUTO)
-        return mk_error_set("--recompute auto needs a plan (--plan FILE)");
-    int nvs = o->pp * o->vpp, *bnd = malloc((nvs + 1) * sizeof *bnd);
-    if (o->bounds) memcpy(bnd, o->bounds, (nvs + 1) * sizeof *bnd);
-    else uniform_bounds(n_layers(o), nvs, bnd);
-    int bad = bnd[0] != 0 || bnd[nvs] != n_layers(o);
-    for (int i = 0; i < nvs; i++) bad |= bnd[i + 1] <= bnd[i];
-    mk_sched_t *s = bad ? NULL : mk_exec_build_sched(o, bnd);
-    free(bnd);
-    if (bad) return mk_error_set("stage bounds must cover the %d layers, each stage non-empty", n_layers(o));
+    const mk_plan_t *p = &o->plan;
+    if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
+    if (g->n_layers != 2 * p->model.num_layers + 2)
+        return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
+                            2 * p->model.num_layers + 2);
+    if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
+    if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
+        return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
+    if (p->zero) return mk_error_set("ZeRO-1 is not supported by run yet");
+    if (p->seqpar) return mk_error_set("sequence parallelism is not supported by run yet");
+    if (p->dp * p->pp * p->tp != world)
+        return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", p->dp, p->pp, p->tp,
+                            p->dp * p->pp * p->tp, world);
+    return 0;
+}
+
+int mk_exec_validate(mk_exec_opts_t *o, int world)
+{
+    mk_plan_t *p = &o->plan;
+    if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
+    if (mk_model_check_tp(&p->model, p->tp) < 0) return -1;
+    mk_graph_t *g = plan_graph(p);
+    if (!g) return -1;
+    int rc = 0;
+    if (p->n_vstages == 0) {
+        p->n_vstages = p->pp * p->vpp;
+        if (p->pp > p->model.num_layers)
+            rc = mk_error_set("pipeline size %d exceeds the model's %d blocks", p->pp, p->model.num_layers);
+        else rc = mk_plan_partition_uniform(p, g);
+    }
+    if (rc == 0) rc = mk_plan_check(p, g);
+    if (rc == 0) rc = exec_checks(o, g, world);
+    mk_graph_free(g);
+    if (rc < 0) return -1;
+    mk_sched_t *s = mk_exec_build_sched(o);
     if (!s) return -1;
     mk_sched_free(s);
     return 0;
@@ -93,11 +105,11 @@ static uint32_t hash32(uint64_t x)
 void mk_exec_make_batch(mk_exec_t *e, int step)
 {
     const mk_exec_opts_t *o = e->o;
-    int T = o->cfg.seq, V = o->cfg.vocab < 256 ? o->cfg.vocab : 256, pat[16];
+    int T = o->plan.model.seq, V = o->plan.model.vocab < 256 ? o->plan.model.vocab : 256, pat[16];
     for (int i = 0; i < 16; i++) pat[i] = (int)(hash32(o->seed * 31 + i) % (uint32_t)V);
     for (int mb = 0; mb < e->m; mb++)
-        for (int b = 0; b < o->mbs; b++) {
-            long gseq = ((long)e->comm.dp_rank * e->m + mb) * o->mbs + b;
+        for (int b = 0; b < o->plan.mbs; b++) {
+            long gseq = ((long)e->comm.dp_rank * e->m + mb) * o->plan.mbs + b;
             int off = (int)(hash32(((uint64_t)o->seed << 40) ^ ((uint64_t)step << 24) ^ (uint64_t)gseq) % 16);
             for (int t = 0; t < T; t++) {
                 e->tok[mb][b * T + t] = pat[(off + t) % 16];
@@ -132,7 +144,7 @@ int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out)
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
     if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
-    e->step_loss = sums[1] / ((double)o->gbs * o->cfg.seq);
+    e->step_loss = sums[1] / ((double)o->plan.gbs * o->plan.model.seq);
     if (step == 0 && o->dump_grads && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
     double norm = sqrt(sums[0]), scale = o->clip_grad > 0 && norm > o->clip_grad ? o->clip_grad / norm : 1.0;
     float lr = (float)lr_at(o, step);

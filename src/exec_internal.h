@@ -49,7 +49,7 @@ int mk_exec_step(mk_exec_t *e, int step);
 int mk_exec_poll(mk_exec_t *e);
 int mk_exec_drain(mk_exec_t *e);
 /* exec.c */
-mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o, const int *bnd);
+mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o);
 int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out);
 int mk_exec_dump_grads(mk_exec_t *e, const char *path);
 void mk_exec_make_batch(mk_exec_t *e, int step);

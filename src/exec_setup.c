@@ -15,7 +15,7 @@ static int setup_chunks(mk_exec_t *e, int *own)
     e->ch = calloc(e->vpp, sizeof *e->ch);
     for (int v = 0; v < e->vpp; v++) {
         mk_chunk_t *c = &e->ch[v];
-        c->vs = v * o->pp + s;
+        c->vs = v * o->plan.pp + s;
         c->l0 = e->bnd[c->vs];
         c->l1 = e->bnd[c->vs + 1];
         for (int l = c->l0; l < c->l1; l++) own[l] = 1;
@@ -29,26 +29,26 @@ static int setup_chunks(mk_exec_t *e, int *own)
 
 static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
 {
-    int nl = 2 * o->cfg.num_layers + 2;
+    int nl = 2 * o->plan.model.num_layers + 2;
     e->o = o;
-    if (mk_comm_init(&e->comm, world, o->dp, o->pp, o->tp) < 0) return -1;
+    if (mk_comm_init(&e->comm, world, o->plan.dp, o->plan.pp, o->plan.tp) < 0) return -1;
     mk_runtime_bind(&e->comm);
-    e->vpp = o->vpp;
-    e->nvs = o->pp * o->vpp;
-    e->m = o->gbs / (o->dp * o->mbs);
-    e->N = o->mbs * o->cfg.seq;
+    e->vpp = o->plan.vpp;
+    e->nvs = o->plan.pp * o->plan.vpp;
+    e->m = o->plan.gbs / (o->plan.dp * o->plan.mbs);
+    e->N = o->plan.mbs * o->plan.model.seq;
     e->bnd = malloc((e->nvs + 1) * sizeof *e->bnd);
     for (int i = 0; i <= e->nvs; i++)
-        e->bnd[i] = o->bounds ? o->bounds[i] : (int)((long)i * nl / e->nvs);
+        e->bnd[i] = o->plan.bounds[i];
     int *own = calloc(nl, sizeof *own);
     setup_chunks(e, own);
-    int tied_copy = o->pp > 1 && own[nl - 1];
-    e->run.loss_scale = 1.0f / ((float)o->gbs * o->cfg.seq);
+    int tied_copy = o->plan.pp > 1 && own[nl - 1];
+    e->run.loss_scale = 1.0f / ((float)o->plan.gbs * o->plan.model.seq);
     e->run.allreduce = mk_comm_tp_allreduce;
     e->run.ctx = &e->comm;
-    e->g = mk_gpt_new(&o->cfg, o->be, o->tp, e->comm.tp_rank, own, tied_copy, &e->run);
+    e->g = mk_gpt_new(&o->plan.model, o->be, o->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
     free(own);
-    if (!e->g || mk_gpt_run_init(&e->run, e->g, o->mbs) < 0) return -1;
+    if (!e->g || mk_gpt_run_init(&e->run, e->g, o->plan.mbs) < 0) return -1;
     mk_gpt_init_params(e->g, o->seed);
     e->tok = calloc(e->m, sizeof *e->tok);
     e->tgt = calloc(e->m, sizeof *e->tgt);
@@ -59,8 +59,8 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->dpreq = malloc(nl * sizeof *e->dpreq);
     for (int l = 0; l < nl; l++) e->dpreq[l] = MPI_REQUEST_NULL;
     e->dpstate = calloc(nl, sizeof *e->dpstate);
-    if (!(e->ga = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->cfg.hidden)) ||
-        !(e->gb = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->cfg.hidden)))
+    if (!(e->ga = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->plan.model.hidden)) ||
+        !(e->gb = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->plan.model.hidden)))
         return -1;
     return 0;
 }
@@ -96,7 +96,7 @@ static int cmp_double(const void *a, const void *b)
 static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
 {
     const mk_exec_opts_t *o = e->o;
-    int pp = o->pp;
+    int pp = o->plan.pp;
     unsigned long long *peak = calloc(pp, sizeof *peak);
     peak[e->comm.pp_rank] = e->run.mem_peak;
     MPI_Allreduce(MPI_IN_PLACE, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, e->comm.world);
@@ -108,7 +108,7 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
     if (n) memcpy(t, res->step_times + (o->steps - n), n * sizeof *t);
     qsort(t, n, sizeof *t, cmp_double);
     res->step_time = n ? (n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])) : 0.0;
-    res->tokens_per_s = res->step_time > 0 ? (double)o->gbs * o->cfg.seq / res->step_time : 0.0;
+    res->tokens_per_s = res->step_time > 0 ? (double)o->plan.gbs * o->plan.model.seq / res->step_time : 0.0;
     free(t);
 }
 
@@ -119,7 +119,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     memset(&e, 0, sizeof e);
     memset(res, 0, sizeof *res);
     int rc = setup(&e, o, world);
-    if (rc == 0 && !(e.sched = mk_exec_build_sched(o, e.bnd))) rc = -1;
+    if (rc == 0 && !(e.sched = mk_exec_build_sched(o))) rc = -1;
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
@@ -133,7 +133,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
         if (tty && rc == 0)
             fprintf(stderr, "step %4d/%d  loss %.6f  %.1f ms  %.0f tokens/s\n", k + 1, o->steps,
                     e.step_loss, 1e3 * res->step_times[k],
-                    (double)o->gbs * o->cfg.seq / res->step_times[k]);
+                    (double)o->plan.gbs * o->plan.model.seq / res->step_times[k]);
     }
     if (rc == 0) finish_result(&e, res);
     teardown(&e);

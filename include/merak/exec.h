@@ -5,21 +5,17 @@
 #define MERAK_EXEC_H
 
 #include "merak/backend.h"
-#include "merak/model.h"
-#include "merak/sched.h"
+#include "merak/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct mk_exec_opts {
-    mk_model_config_t cfg;
+    mk_plan_t plan;               /* model, layout, schedule, recompute, stage bounds
+                                     (n_vstages 0: uniform, filled by mk_exec_validate) */
     const mk_backend_t *be;
-    int dp, pp, tp, vpp;          /* vpp: chunks per stage (1 unless interleaved) */
-    int mbs, gbs, steps;          /* gbs = dp * mbs * m */
-    mk_sched_kind_t schedule;
-    mk_recompute_t recompute;
-    const int *bounds;            /* [pp*vpp + 1] first layer of each virtual stage; NULL: uniform */
+    int steps;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
     int warmup;
     uint64_t seed;
@@ -38,9 +34,10 @@ typedef struct mk_exec_result {
 
 /* Defaults for the optimizer fields (lr 6e-4, ...). */
 void mk_exec_opts_init(mk_exec_opts_t *o);
-/* Check a layout without MPI; every rank calls it identically, so all
- * ranks agree on failure before any collective.  world: the rank count. */
-int mk_exec_validate(const mk_exec_opts_t *o, int world);
+/* Check a layout without MPI (and fill uniform stage bounds when the plan
+ * has none); every rank calls it identically, so all ranks agree on
+ * failure before any collective.  world: the rank count. */
+int mk_exec_validate(mk_exec_opts_t *o, int world);
 /* Train.  Collective over world.  Fills res on rank 0 (free with
  * mk_exec_result_free).  Returns 0, or -1 (message in mk_error_last()). */
 int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);

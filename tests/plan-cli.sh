@@ -1,0 +1,39 @@
+#!/bin/sh
+# merak plan: JSON contract, the saved plan reproduces its prediction under
+# merak sim --plan, and bad input.
+. "$top_srcdir/tests/lib.sh"
+PY=${PYTHON:-python3}
+small="--model gpt-tiny --num-layers 8 --hidden-size 512 --num-attention-heads 8 --seq-length 512 --vocab-size 8000"
+
+expect_ok "plan --help" "$MERAK" plan --help
+"$MERAK" plan $small --cluster dgx-a100 --gpus 8 --gbs 32 --top 3 --json --save-plan "$tmpdir/p.json" \
+  >"$tmpdir/plan.json" 2>"$tmpdir/err"
+check "plan exits 0" [ $? -eq 0 ]
+check "plan --json: plans best first with the sim keys" "$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+P = d["plans"]
+assert 1 <= len(P) <= 3 and d["evaluated"] >= len(P) and d["search_time_s"] >= 0
+for p in P:
+    for k in ("step_time_s", "tokens_per_s", "tflops_per_gpu", "mfu", "bubble_fraction",
+              "peak_memory_bytes", "memory_limit_bytes", "fits", "plan"):
+        assert k in p, k
+    assert p["fits"]
+t = [p["step_time_s"] for p in P]
+assert t == sorted(t), t
+' "$tmpdir/plan.json"
+"$MERAK" sim --plan "$tmpdir/p.json" --json >"$tmpdir/sim.json" 2>"$tmpdir/err"
+check "sim --plan exits 0" [ $? -eq 0 ]
+check "sim --plan reproduces the planned step time exactly" "$PY" -c '
+import json, sys
+a = json.load(open(sys.argv[1]))["plans"][0]["step_time_s"]
+b = json.load(open(sys.argv[2]))["step_time_s"]
+assert a == b, (a, b)
+' "$tmpdir/plan.json" "$tmpdir/sim.json"
+expect_ok "plan with a baseline" "$MERAK" plan $small --cluster dgx-a100 --gpus 8 --gbs 32 --baseline megatron --top 1
+expect_fail "no plan fits" "no plan fits.*GiB more on stage" -- "$MERAK" plan --model gpt-175b --gpus 8 --gbs 8
+expect_fail "GPU count with no layout" "exceed cluster 'h200'" -- "$MERAK" plan --model gpt-tiny --cluster h200 --gpus 2
+expect_fail "undividable batch" "cannot be divided" -- "$MERAK" plan --model gpt-tiny --gpus 5 --gbs 3
+expect_fail "unknown baseline" "unknown --baseline" -- "$MERAK" plan --model gpt-tiny --baseline foo
+expect_fail "unknown cluster" "unknown cluster" -- "$MERAK" plan --model gpt-tiny --cluster tpu
+finish
