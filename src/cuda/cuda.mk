@@ -16,3 +16,7 @@ endif
 check_PROGRAMS += tests/test_backend_cuda
 tests_test_backend_cuda_SOURCES = tests/test_backend_cuda.c tests/check.h
 TESTS += tests/test_backend_cuda
+# `merak run --backend cuda`: exit 2 and one line without a GPU; equal to
+# the CPU losses with one.
+TESTS += tests/cuda-run.sh
+EXTRA_DIST += tests/cuda-run.sh
