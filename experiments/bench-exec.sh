@@ -1,0 +1,58 @@
+#!/bin/sh
+# Executor benchmark (not part of make check): gpt2-124m, one rank, batch
+# 4 x seq 64, no recompute.  Prints the median step time, the achieved
+# matmul GFLOP/s (Megatron-LM's count: 72*B*s*l*h^2*(1 + s/(6h) + V/(12lh))),
+# this machine's OpenBLAS sgemm GFLOP/s on the model's largest GEMM (the LM
+# head: (B*s, h) x (h, V padded)), and their ratio.
+# Usage: experiments/bench-exec.sh [MERAK] [STEPS]   (run from the build tree)
+set -e
+MERAK=${1:-./merak}
+STEPS=${2:-4}
+B=4 S=64 L=12 H=768 V=50257 VP=50304
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+
+"$MERAK" run --model gpt2-124m --seq-length $S --mbs $B --gbs $B --steps "$STEPS" \
+  --recompute none --json >"$tmp/run.json"
+step=$(sed -n 's/.*"step_time_s":\([0-9.eE+-]*\).*/\1/p' "$tmp/run.json")
+loss=$(sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p' "$tmp/run.json")
+peak=$(sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$tmp/run.json")
+
+cat >"$tmp/sgemm.c" <<'C'
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+int main(int argc, char **argv)
+{
+    int M = atoi(argv[1]), N = atoi(argv[2]), K = atoi(argv[3]), reps = 10;
+    float *a = calloc((size_t)M * K, 4), *b = calloc((size_t)N * K, 4), *c = calloc((size_t)M * N, 4);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)(i % 7) * 0.1f;
+    for (size_t i = 0; i < (size_t)N * K; i++) b[i] = (float)(i % 5) * 0.1f;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {   /* best of reps: the machine is shared */
+        double t0 = now();
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
+        if (now() - t0 < best) best = now() - t0;
+    }
+    printf("%.2f\n", 2.0 * M * N * K / best / 1e9);
+    return 0;
+}
+C
+${CC:-cc} -O2 -o "$tmp/sgemm" "$tmp/sgemm.c" $(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas)
+sgemm=$("$tmp/sgemm" $((B * S)) $VP $H)
+
+awk -v step="$step" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" 'BEGIN {
+  flops = 72 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H))
+  gf = flops / step / 1e9
+  printf "gpt2-124m, 1 rank, batch %d x seq %d, recompute none\n", B, S
+  printf "  losses                %s\n", loss
+  printf "  step time (median)    %.3f s\n", step
+  printf "  tokens/s              %.0f\n", B * S / step
+  printf "  matmul FLOPs / step   %.1f GFLOP (Megatron-LM count)\n", flops / 1e9
+  printf "  achieved              %.1f GFLOP/s\n", gf
+  printf "  OpenBLAS sgemm        %.1f GFLOP/s on (%d x %d) x (%d x %d)^T\n", sg, B * S, H, 50304, H
+  printf "  ratio                 %.2f\n", gf / sg
+  printf "  peak memory           %.2f GB (params, grads, Adam, activations)\n", peak / 1e9
+}'

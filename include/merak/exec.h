@@ -1,0 +1,49 @@
+/* The training executor: runs each pipeline stage's instruction stream
+ * (sched.h) with real kernels (backend.h) and MPI, for a dp x pp x tp
+ * layout of the GPT in gpt.h.  One call trains `steps` steps. */
+#ifndef MERAK_EXEC_H
+#define MERAK_EXEC_H
+
+#include "merak/backend.h"
+#include "merak/plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct mk_exec_opts {
+    mk_plan_t plan;               /* model, layout, schedule, recompute, stage bounds
+                                     (n_vstages 0: uniform, filled by mk_exec_validate) */
+    const mk_backend_t *be;
+    int steps;
+    double lr, min_lr, weight_decay, clip_grad, adam_eps;
+    int warmup;
+    uint64_t seed;
+    const char *dump_grads;       /* testing: write full step-1 gradients here (rank 0) */
+    int progress;                 /* rank 0 prints per-step lines on stderr */
+} mk_exec_opts_t;
+
+typedef struct mk_exec_result {
+    int steps;
+    double *losses;               /* [steps] mean loss over the global batch */
+    double *step_times;           /* [steps] seconds */
+    double tokens_per_s;          /* from the median step after the first */
+    double step_time;             /* that median */
+    size_t *peak_mem;             /* [pp] bytes: params, grads, Adam state, activations, scratch */
+} mk_exec_result_t;
+
+/* Defaults for the optimizer fields (lr 6e-4, ...). */
+void mk_exec_opts_init(mk_exec_opts_t *o);
+/* Check a layout without MPI (and fill uniform stage bounds when the plan
+ * has none); every rank calls it identically, so all ranks agree on
+ * failure before any collective.  world: the rank count. */
+int mk_exec_validate(mk_exec_opts_t *o, int world);
+/* Train.  Collective over world.  Fills res on rank 0 (free with
+ * mk_exec_result_free).  Returns 0, or -1 (message in mk_error_last()). */
+int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);
+void mk_exec_result_free(mk_exec_result_t *res);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* The executor's GPT (DESIGN.md "The GPT model"): parameters sharded for
+ * tensor parallelism, laid out layer-major in one allocation, and per-layer
+ * forward / backward / recompute on one micro-batch.
+ *
+ * Layers (as in src/graph_gpt.c): 0 embedding | 1+2i attention.i |
+ * 2+2i mlp.i | 2L+1 head (ln_f + tied LM head + loss).  A rank owns any
+ * subset of layers (its pipeline chunks); its tensors are packed in layer
+ * order, so each chunk is one contiguous range of the parameter block.
+ * Weights are stored (out, in) as in llm.c; the checkpoint code transposes
+ * to Hugging Face's (in, out) by name. */
+#ifndef MERAK_GPT_H
+#define MERAK_GPT_H
+
+#include "merak/backend.h"
+#include "merak/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MK_GPT_EMBED = 0, MK_GPT_ATTN, MK_GPT_MLP, MK_GPT_HEAD } mk_gpt_kind_t;
+
+typedef struct mk_gpt_tensor {
+    char name[64];      /* Hugging Face GPT-2 name ("transformer.h.0.attn.c_attn.weight") */
+    int id;             /* canonical index: init RNG key and dump order (tied copy: wte's) */
+    int layer;          /* owning layer */
+    int rows, cols;     /* full shape as stored (out, in); vectors have rows = 1 */
+    int real_rows;      /* rows that exist in the real model (wte: V of the padded Vp) */
+    int lrows, lcols;   /* this TP rank's shard */
+    int split_dim;      /* -1 replicated, 0 rows, 1 columns split across TP ranks */
+    int parts;          /* 3 for q|k|v (each part split separately), else 1 */
+    float init_std;     /* > 0: normal(0, std); 0: zeros; < 0: ones */
+    int decay;          /* matrices decay, vectors do not */
+    int owned;          /* held by this rank */
+    int tied_copy;      /* the head's copy of wte (pipeline: other rank holds the embedding) */
+    size_t off;         /* offset (floats) in the rank's parameter block, if owned */
+} mk_gpt_tensor_t;
+
+typedef struct mk_gpt {
+    mk_model_config_t cfg;
+    const mk_backend_t *be;
+    int tp, tp_rank;
+    int L, C, T, NH, nh, hs, F, Fl, V, Vp, Vl, v0;  /* nh, Fl, Vl: this TP rank's share */
+    int n_layers;                 /* 2L + 2 */
+    int n_tensors;
+    mk_gpt_tensor_t *t;           /* [n_tensors] */
+    int *first;                   /* [n_layers + 1] first tensor of each layer */
+    size_t n_params;              /* floats owned by this rank */
+    float *params, *grads, *m, *v;/* (n_params) each, one allocation per kind */
+} mk_gpt_t;
+
+/* Saved state of one layer for one micro-batch. */
+typedef struct mk_gpt_act {
+    float *in;          /* (N, C) the layer's input; kept while in flight (not the embedding) */
+    float *buf;         /* internals for backward; NULL when checkpointed or freed */
+    float *stash;       /* B_IN -> B_W: gradients at the layer's linears' outputs */
+} mk_gpt_act_t;
+
+/* What a forward/backward needs besides the model: micro-batch geometry,
+ * the TP all-reduce, scratch, and the activation allocator's counters. */
+typedef struct mk_gpt_run {
+    int B;                        /* sequences per micro-batch */
+    float loss_scale;             /* 1 / (tokens in the global batch) */
+    /* sum (max when is_max) over the TP group, in place; 0 or -1 */
+    int (*allreduce)(void *ctx, float *buf, int n, int is_max);
+    void *ctx;
+    float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, wide), (B, nh, T, T), (N, C) */
+    float *s_red;                 /* (3N) row statistics of the loss */
+    size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */
+} mk_gpt_run_t;
+
+/* Lay out the model for TP rank tp_rank of tp, owning the layers with
+ * own[l] != 0; tied_copy: the head keeps its own wte (pipeline).  Allocates
+ * params, grads and the two Adam moments (counted in run->mem_*). */
+mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank,
+                     const int *own, int tied_copy, mk_gpt_run_t *run);
+void mk_gpt_free(mk_gpt_t *g);
+mk_gpt_kind_t mk_gpt_layer_kind(const mk_gpt_t *g, int layer);
+
+/* Initialise owned parameters from the seed, independent of the layout. */
+void mk_gpt_init_params(mk_gpt_t *g, uint64_t seed);
+/* Full (unsharded) index of local element i of tensor t, or -1 (padding). */
+long mk_gpt_full_index(const mk_gpt_t *g, const mk_gpt_tensor_t *t, size_t i);
+/* Floats of the full tensor (real rows only). */
+size_t mk_gpt_full_size(const mk_gpt_tensor_t *t);
+
+/* Scratch and activations (counted in run->mem_*). */
+int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B);
+void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g);
+float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
+void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats);
+/* Free everything a layer holds for a micro-batch. */
+void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
+
+/* Forward of one layer.  a->in holds the input (tokens for the embedding);
+ * out (N, C) receives the output (NULL for the head, which adds the sum of
+ * its token losses to *loss).  ckpt: keep only a->in (internals freed). */
+int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int layer, mk_gpt_act_t *a,
+                   const int *tokens, const int *targets, float *out, int ckpt, double *loss);
+/* Rebuild the internals of a checkpointed layer from a->in. */
+int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int layer, mk_gpt_act_t *a,
+                     const int *tokens, const int *targets);
+
+typedef enum { MK_BWD_FULL = 0, MK_BWD_IN, MK_BWD_W } mk_bwd_mode_t;
+/* Backward of one layer: dout (N, C) the gradient at its output (ignored by
+ * the head), din (N, C) receives the gradient at its input (not for the
+ * embedding).  FULL and W release the layer's saved state. */
+int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int layer, mk_gpt_act_t *a, mk_bwd_mode_t mode,
+                    const float *dout, float *din, const int *tokens, const int *targets);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,57 @@
+/* Executor internals shared by exec.c (setup, optimizer, results) and
+ * exec_stream.c (the instruction interpreter). */
+#ifndef MERAK_EXEC_INTERNAL_H
+#define MERAK_EXEC_INTERNAL_H
+
+#include "comm.h"
+#include "merak/exec.h"
+#include "merak/gpt.h"
+
+/* One model chunk on this rank: layers [l0, l1) of virtual stage vs. */
+typedef struct mk_chunk {
+    int vs, l0, l1;
+    mk_gpt_act_t *act;     /* [m * (l1 - l0)] */
+    float **out;           /* [m] output waiting for SEND_ACT */
+    float **gin;           /* [m] gradient at the output (RECV_GRAD) */
+    float **gout;          /* [m] gradient at the input waiting for SEND_GRAD */
+    int nbwd;              /* weight-gradient passes done this step */
+} mk_chunk_t;
+
+typedef struct mk_pending {
+    MPI_Request req;
+    float *buf;            /* released when the send completes */
+    void *host;            /* what MPI sends: buf, or its host copy (mk_comm_stage) */
+    size_t n;
+} mk_pending_t;
+
+typedef struct mk_exec {
+    const mk_exec_opts_t *o;
+    mk_comm_t comm;
+    mk_gpt_t *g;
+    mk_gpt_run_t run;
+    mk_sched_t *sched;
+    int m, N, nvs, vpp;
+    int *bnd;              /* [nvs + 1] */
+    mk_chunk_t *ch;        /* [vpp] */
+    int **tok, **tgt;      /* [m] (N) token ids and targets of this replica's micro-batches */
+    double loss;           /* sum of token losses this step (head rank) */
+    double step_loss;      /* mean loss over the global batch, after OPT_STEP */
+    mk_pending_t *pend;
+    int npend, cappend;
+    MPI_Request *dpreq;    /* [n_layers] DP reduction per layer, MPI_REQUEST_NULL when none */
+    int *dpstate;          /* [n_layers] 0 not final, 1 final (deferred), 2 started */
+    void **dphost;         /* [n_layers] host staging of a started DP reduction, or NULL */
+    float *ga, *gb;        /* (N, C) gradient ping-pong */
+} mk_exec_t;
+
+/* exec_stream.c */
+int mk_exec_step(mk_exec_t *e, int step);
+int mk_exec_poll(mk_exec_t *e);
+int mk_exec_drain(mk_exec_t *e);
+/* exec.c */
+mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o);
+int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out);
+int mk_exec_dump_grads(mk_exec_t *e, const char *path);
+void mk_exec_make_batch(mk_exec_t *e, int step);
+
+#endif

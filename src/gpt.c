@@ -1,0 +1,195 @@
+/* GPT parameter layout, sharding and initialisation (see merak/gpt.h). */
+#include "config.h"
+#include "merak/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const char *fmt;
+    int rows, cols, split_dim, parts;
+    float std;
+} tdesc_t;
+
+/* Append one tensor of layer l (full shape, split, init). */
+static void add_tensor(mk_gpt_t *g, int l, int blk, const tdesc_t *d)
+{
+    mk_gpt_tensor_t *t = &g->t[g->n_tensors];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, d->fmt, blk);
+    t->id = g->n_tensors++;
+    t->layer = l;
+    t->rows = d->rows;
+    t->cols = d->cols;
+    t->real_rows = d->rows;
+    t->split_dim = g->tp > 1 ? d->split_dim : -1;
+    t->parts = d->parts;
+    t->lrows = t->split_dim == 0 ? d->rows / g->tp : d->rows;
+    t->lcols = t->split_dim == 1 ? d->cols / g->tp : d->cols;
+    t->init_std = d->std;
+    t->decay = d->rows > 1;
+}
+
+static void build_tensors(mk_gpt_t *g)
+{
+    int C = g->C, F = g->F;
+    float s = 0.02f, sp = 0.02f / sqrtf(2.0f * g->L);
+    tdesc_t emb[] = {{"transformer.wte.weight", g->Vp, C, 0, 1, s},
+                     {"transformer.wpe.weight", g->T, C, -1, 1, s}};
+    tdesc_t attn[] = {{"transformer.h.%d.ln_1.weight", 1, C, -1, 1, -1},
+                      {"transformer.h.%d.ln_1.bias", 1, C, -1, 1, 0},
+                      {"transformer.h.%d.attn.c_attn.weight", 3 * C, C, 0, 3, s},
+                      {"transformer.h.%d.attn.c_attn.bias", 1, 3 * C, 1, 3, 0},
+                      {"transformer.h.%d.attn.c_proj.weight", C, C, 1, 1, sp},
+                      {"transformer.h.%d.attn.c_proj.bias", 1, C, -1, 1, 0}};
+    tdesc_t mlp[] = {{"transformer.h.%d.ln_2.weight", 1, C, -1, 1, -1},
+                     {"transformer.h.%d.ln_2.bias", 1, C, -1, 1, 0},
+                     {"transformer.h.%d.mlp.c_fc.weight", F, C, 0, 1, s},
+                     {"transformer.h.%d.mlp.c_fc.bias", 1, F, 1, 1, 0},
+                     {"transformer.h.%d.mlp.c_proj.weight", C, F, 1, 1, sp},
+                     {"transformer.h.%d.mlp.c_proj.bias", 1, C, -1, 1, 0}};
+    tdesc_t head[] = {{"transformer.ln_f.weight", 1, C, -1, 1, -1},
+                      {"transformer.ln_f.bias", 1, C, -1, 1, 0}};
+    g->first[0] = 0;
+    for (int i = 0; i < 2; i++) add_tensor(g, 0, 0, &emb[i]);
+    g->t[0].real_rows = g->V;
+    for (int b = 0; b < g->L; b++) {
+        g->first[1 + 2 * b] = g->n_tensors;
+        for (int i = 0; i < 6; i++) add_tensor(g, 1 + 2 * b, b, &attn[i]);
+        g->first[2 + 2 * b] = g->n_tensors;
+        for (int i = 0; i < 6; i++) add_tensor(g, 2 + 2 * b, b, &mlp[i]);
+    }
+    g->first[g->n_layers - 1] = g->n_tensors;
+    for (int i = 0; i < 2; i++) add_tensor(g, g->n_layers - 1, 0, &head[i]);
+}
+
+/* The head's own copy of wte when the embedding lives on another stage. */
+static void add_tied_copy(mk_gpt_t *g)
+{
+    mk_gpt_tensor_t *t = &g->t[g->n_tensors++];
+    *t = g->t[0];
+    snprintf(t->name, sizeof t->name, "lm_head.weight");
+    t->layer = g->n_layers - 1;
+    t->tied_copy = 1;
+}
+
+static int alloc_block(mk_gpt_t *g, mk_gpt_run_t *run)
+{
+    size_t n = g->n_params ? g->n_params : 1;
+    float **dst[4] = {&g->params, &g->grads, &g->m, &g->v};
+    for (int i = 0; i < 4; i++) {
+        *dst[i] = g->be->alloc(n * sizeof(float));
+        if (!*dst[i]) return mk_error_set("out of memory for %zu parameters", n);
+    }
+    if (run) {
+        run->mem_cur += 4 * n * sizeof(float);
+        if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
+    }
+    return 0;
+}
+
+mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank,
+                     const int *own, int tied_copy, mk_gpt_run_t *run)
+{
+    if (cfg->family != MK_FAMILY_GPT) { mk_error_set("the executor trains GPT models only"); return NULL; }
+    if (mk_model_check_tp(cfg, tp) < 0) return NULL;
+    mk_gpt_t *g = calloc(1, sizeof *g);
+    g->cfg = *cfg;
+    g->be = be;
+    g->tp = tp;
+    g->tp_rank = tp_rank;
+    g->L = cfg->num_layers; g->C = cfg->hidden; g->T = cfg->seq; g->NH = cfg->heads;
+    g->hs = g->C / g->NH; g->nh = g->NH / tp; g->F = cfg->ffn; g->Fl = g->F / tp;
+    g->V = cfg->vocab; g->Vp = mk_model_padded_vocab(cfg, tp); g->Vl = g->Vp / tp;
+    g->v0 = tp_rank * g->Vl;
+    if (g->F % tp) { mk_error_set("--tp %d does not divide the MLP width %d", tp, g->F); free(g); return NULL; }
+    g->n_layers = 2 * g->L + 2;
+    g->t = calloc(12 * g->L + 5, sizeof *g->t);
+    g->first = calloc(g->n_layers + 1, sizeof *g->first);
+    build_tensors(g);
+    if (tied_copy) add_tied_copy(g);
+    g->first[g->n_layers] = g->n_tensors;
+    for (int i = 0; i < g->n_tensors; i++) {
+        mk_gpt_tensor_t *t = &g->t[i];
+        t->owned = own[t->layer] != 0;
+        if (!t->owned) continue;
+        t->off = g->n_params;
+        g->n_params += (size_t)t->lrows * t->lcols;
+    }
+    if (alloc_block(g, run) < 0) { mk_gpt_free(g); return NULL; }
+    return g;
+}
+
+void mk_gpt_free(mk_gpt_t *g)
+{
+    if (!g) return;
+    if (g->be) {
+        float *p[4] = {g->params, g->grads, g->m, g->v};
+        for (int i = 0; i < 4; i++) if (p[i]) g->be->free(p[i]);
+    }
+    free(g->t);
+    free(g->first);
+    free(g);
+}
+
+mk_gpt_kind_t mk_gpt_layer_kind(const mk_gpt_t *g, int l)
+{
+    if (l == 0) return MK_GPT_EMBED;
+    if (l == g->n_layers - 1) return MK_GPT_HEAD;
+    return (l % 2) ? MK_GPT_ATTN : MK_GPT_MLP;
+}
+
+/* Map a local index along the split dimension to the full one. */
+static long full_along(const mk_gpt_t *g, const mk_gpt_tensor_t *t, int i, int full)
+{
+    int part_len = full / t->parts, loc = part_len / g->tp;
+    return (long)(i / loc) * part_len + (long)g->tp_rank * loc + i % loc;
+}
+
+long mk_gpt_full_index(const mk_gpt_t *g, const mk_gpt_tensor_t *t, size_t i)
+{
+    long r = (long)(i / t->lcols), c = (long)(i % t->lcols);
+    if (t->split_dim == 0) r = full_along(g, t, (int)r, t->rows);
+    if (t->split_dim == 1) c = full_along(g, t, (int)c, t->cols);
+    if (r >= t->real_rows) return -1;
+    return r * t->cols + c;
+}
+
+size_t mk_gpt_full_size(const mk_gpt_tensor_t *t) { return (size_t)t->real_rows * t->cols; }
+
+/* Counter-based normal: splitmix64 of (seed, tensor, index) -> Box-Muller,
+ * so each element's value depends only on its place in the full model. */
+static uint64_t mix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static float normal_at(uint64_t seed, int id, long idx)
+{
+    uint64_t h = mix64(mix64(seed * 0x100000001b3ULL + (uint64_t)id) + (uint64_t)idx);
+    double u1 = ((h >> 11) + 1.0) / 9007199254740993.0, u2 = (mix64(h) >> 11) / 9007199254740992.0;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+void mk_gpt_init_params(mk_gpt_t *g, uint64_t seed)
+{
+    for (int k = 0; k < g->n_tensors; k++) {
+        const mk_gpt_tensor_t *t = &g->t[k];
+        if (!t->owned) continue;
+        size_t n = (size_t)t->lrows * t->lcols;
+        float *p = malloc(n * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            long f = mk_gpt_full_index(g, t, i);
+            if (f < 0) p[i] = 0.0f;
+            else if (t->init_std > 0) p[i] = t->init_std * normal_at(seed, t->id, f);
+            else p[i] = t->init_std < 0 ? 1.0f : 0.0f;
+        }
+        g->be->copy(g->params + t->off, p, n * sizeof(float));
+        free(p);
+    }
+}

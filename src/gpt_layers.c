@@ -1,0 +1,282 @@
+/* GPT layers on one micro-batch: forward, recompute, backward (full, or
+ * split into input and weight gradients for zero-bubble schedules), with
+ * Megatron tensor parallelism: column-parallel QKV / MLP-up, row-parallel
+ * attention-out / MLP-down followed by an all-reduce, heads split, and a
+ * vocabulary-parallel embedding, LM head and cross-entropy. */
+#include "config.h"
+#include "merak/gpt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define P(g, k) ((g)->params + (g)->t[k].off)
+#define G(g, k) ((g)->grads + (g)->t[k].off)
+
+/* Parameters of layer l, in build order (see gpt.c). */
+static int tix(const mk_gpt_t *g, int l, int i) { return g->first[l] + i; }
+
+/* The wte the head multiplies with: its tied copy, or the embedding's. */
+static int head_wte(const mk_gpt_t *g)
+{
+    int k = g->first[g->n_layers - 1] + 2;
+    return k < g->first[g->n_layers] ? k : 0;
+}
+
+static int tp_reduce(const mk_gpt_t *g, mk_gpt_run_t *run, float *x, int n, int is_max)
+{
+    if (g->tp == 1) return 0;
+    return run->allreduce(run->ctx, x, n, is_max);
+}
+
+static size_t internals(const mk_gpt_t *g, int l, int B)
+{
+    size_t N = (size_t)B * g->T, Cl = (size_t)g->nh * g->hs;
+    switch (mk_gpt_layer_kind(g, l)) {
+    case MK_GPT_ATTN: return N * g->C + 2 * N + 4 * N * Cl + (size_t)B * g->nh * g->T * g->T;
+    case MK_GPT_MLP: return N * g->C + 2 * N + 2 * N * g->Fl;
+    case MK_GPT_HEAD: return N * g->C + 2 * N + N * g->Vl;
+    default: return 0;
+    }
+}
+
+static size_t stash_size(const mk_gpt_t *g, int l, int B)
+{
+    size_t N = (size_t)B * g->T, Cl = (size_t)g->nh * g->hs;
+    switch (mk_gpt_layer_kind(g, l)) {
+    case MK_GPT_ATTN: return N * g->C + 3 * N * Cl;
+    case MK_GPT_MLP: return N * g->C + N * g->Fl;
+    default: return 0;
+    }
+}
+
+float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
+{
+    float *p = g->be->alloc(floats * sizeof(float));
+    if (!p) { mk_error_set("out of memory for activations (%zu floats)", floats); return NULL; }
+    run->mem_cur += floats * sizeof(float);
+    if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
+    return p;
+}
+
+void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats)
+{
+    if (!p) return;
+    g->be->free(p);
+    run->mem_cur -= floats * sizeof(float);
+}
+
+int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
+{
+    size_t N = (size_t)B * g->T, wide = (size_t)g->C;
+    size_t cand[3] = {3 * (size_t)g->nh * g->hs, (size_t)g->Fl, (size_t)g->Vl};
+    for (int i = 0; i < 3; i++) if (cand[i] > wide) wide = cand[i];
+    run->B = B;
+    if (!(run->s_a = mk_gpt_alloc(run, g, N * wide)) || !(run->s_b = mk_gpt_alloc(run, g, N * wide)) ||
+        !(run->s_att = mk_gpt_alloc(run, g, (size_t)B * g->nh * g->T * g->T)) ||
+        !(run->s_c = mk_gpt_alloc(run, g, N * g->C)) || !(run->s_red = mk_gpt_alloc(run, g, 3 * N)))
+        return -1;
+    return 0;
+}
+
+void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
+{
+    size_t N = (size_t)run->B * g->T, wide = (size_t)g->C;
+    size_t cand[3] = {3 * (size_t)g->nh * g->hs, (size_t)g->Fl, (size_t)g->Vl};
+    for (int i = 0; i < 3; i++) if (cand[i] > wide) wide = cand[i];
+    mk_gpt_release(run, g, run->s_a, N * wide);
+    mk_gpt_release(run, g, run->s_b, N * wide);
+    mk_gpt_release(run, g, run->s_att, (size_t)run->B * g->nh * g->T * g->T);
+    mk_gpt_release(run, g, run->s_c, N * g->C);
+    mk_gpt_release(run, g, run->s_red, 3 * N);
+}
+
+void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+{
+    size_t N = (size_t)run->B * g->T;
+    if (l > 0) mk_gpt_release(run, g, a->in, N * g->C);
+    mk_gpt_release(run, g, a->buf, internals(g, l, run->B));
+    mk_gpt_release(run, g, a->stash, stash_size(g, l, run->B));
+    a->in = NULL; /* the embedding's input is the token array, not ours */
+    a->buf = a->stash = NULL;
+}
+
+static void free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+{
+    mk_gpt_release(run, g, a->buf, internals(g, l, run->B));
+    a->buf = NULL;
+}
+
+/* Pointers into the internals of an attention / MLP / head layer. */
+typedef struct { float *ln, *mean, *rstd, *x1, *x2, *x3; } parts_t;
+
+static parts_t split_buf(const mk_gpt_t *g, int l, int B, float *buf)
+{
+    size_t N = (size_t)B * g->T, Cl = (size_t)g->nh * g->hs;
+    parts_t p;
+    p.ln = buf; p.mean = buf + N * g->C; p.rstd = p.mean + N; p.x1 = p.rstd + N;
+    switch (mk_gpt_layer_kind(g, l)) {
+    case MK_GPT_ATTN: p.x2 = p.x1 + 3 * N * Cl; p.x3 = p.x2 + (size_t)B * g->nh * g->T * g->T; break;
+    case MK_GPT_MLP: p.x2 = p.x1 + N * g->Fl; p.x3 = NULL; break;
+    default: p.x2 = p.x3 = NULL;
+    }
+    return p;
+}
+
+/* The internals: everything but the row-parallel output and its all-reduce
+ * (the head: its loss statistics, which need the TP group). */
+static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const int *targets)
+{
+    const mk_backend_t *be = g->be;
+    int B = run->B, N = B * g->T, C = g->C, Cl = g->nh * g->hs;
+    mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
+    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, B)))) return -1;
+    parts_t p = split_buf(g, l, B, a->buf);
+    be->layernorm_fwd(p.ln, p.mean, p.rstd, a->in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), N, C);
+    if (kind == MK_GPT_ATTN) {
+        be->linear_fwd(p.x1, p.ln, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), N, C, 3 * Cl);
+        be->attention_fwd(p.x3, p.x2, p.x1, B, g->T, g->nh, g->hs);
+    } else if (kind == MK_GPT_MLP) {
+        be->linear_fwd(p.x1, p.ln, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), N, C, g->Fl);
+        be->gelu_fwd(p.x2, p.x1, N * g->Fl);
+    } else {
+        float *mx = run->s_red, *sum = mx + N, *tgt = sum + N;
+        be->linear_fwd(p.x1, p.ln, P(g, head_wte(g)), NULL, N, C, g->Vl);
+        be->xent_max(mx, p.x1, N, g->Vl, g->v0, g->V);
+        if (tp_reduce(g, run, mx, N, 1) < 0) return -1;
+        be->xent_exp(p.x1, sum, tgt, mx, targets, N, g->Vl, g->v0, g->V);
+        if (tp_reduce(g, run, sum, 2 * N, 0) < 0) return -1;
+    }
+    return 0;
+}
+
+int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const int *tokens,
+                   const int *targets, float *out, int ckpt, double *loss)
+{
+    const mk_backend_t *be = g->be;
+    int N = run->B * g->T, C = g->C, Cl = g->nh * g->hs;
+    mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
+    if (kind == MK_GPT_EMBED) {
+        /* wpe is added by TP rank 0 only, so the all-reduce counts it once */
+        be->embed_fwd(out, tokens, P(g, 0), g->tp_rank == 0 ? P(g, 1) : NULL, N, g->T, C, g->v0, g->Vl);
+        return tp_reduce(g, run, out, N * C, 0);
+    }
+    if (fwd_inner(g, run, l, a, targets) < 0) return -1;
+    parts_t p = split_buf(g, l, run->B, a->buf);
+    if (kind == MK_GPT_HEAD) {
+        float *sum = run->s_red + N;
+        *loss += be->xent_loss(p.x1, sum, sum + N, N, g->Vl);
+    } else {
+        /* row-parallel: the bias is added by TP rank 0 only, before the sum */
+        const float *bias = g->tp_rank == 0 ? P(g, tix(g, l, 5)) : NULL;
+        if (kind == MK_GPT_ATTN) be->linear_fwd(out, p.x3, P(g, tix(g, l, 4)), bias, N, Cl, C);
+        else be->linear_fwd(out, p.x2, P(g, tix(g, l, 4)), bias, N, g->Fl, C);
+        if (tp_reduce(g, run, out, N * C, 0) < 0) return -1;
+        be->acc(out, a->in, N * C);
+    }
+    if (ckpt) free_internals(run, g, l, a);
+    return 0;
+}
+
+int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const int *tokens,
+                     const int *targets)
+{
+    if (mk_gpt_layer_kind(g, l) == MK_GPT_EMBED || a->buf) return 0;
+    if (fwd_inner(g, run, l, a, targets) < 0) return -1;
+    if (mk_gpt_layer_kind(g, l) == MK_GPT_HEAD) {
+        int N = run->B * g->T;
+        parts_t p = split_buf(g, l, run->B, a->buf);
+        g->be->xent_loss(p.x1, run->s_red + N, run->s_red + 2 * N, N, g->Vl);
+    }
+    return 0;
+}
+
+/* Gradient at the layer norm's output (in s_c, TP-reduced) -> din += . */
+static int ln_back(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din)
+{
+    int N = run->B * g->T;
+    if (tp_reduce(g, run, run->s_c, N * g->C, 0) < 0) return -1;
+    g->be->layernorm_bwd(din, G(g, tix(g, l, 0)), G(g, tix(g, l, 1)), run->s_c, a->in,
+                         P(g, tix(g, l, 0)), p->mean, p->rstd, N, g->C);
+    return 0;
+}
+
+/* Attention or MLP: input gradients; the linears' output gradients go to
+ * dy (N,C) and dmid (N, 3Cl or Fl) for the weight gradients. */
+static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
+                        const float *dout, float *din, float *dy, float *dmid)
+{
+    const mk_backend_t *be = g->be;
+    int B = run->B, N = B * g->T, C = g->C, Cl = g->nh * g->hs;
+    int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = attn ? 3 * Cl : g->Fl;
+    int inner = attn ? Cl : g->Fl;
+    if (dy != dout) be->copy(dy, dout, (size_t)N * C * sizeof(float));
+    be->zero(run->s_a, (size_t)N * inner * sizeof(float));
+    be->linear_bwd_in(run->s_a, dy, P(g, tix(g, l, 4)), N, inner, C);
+    be->zero(dmid, (size_t)N * mid * sizeof(float));
+    if (attn) be->attention_bwd(dmid, run->s_att, run->s_a, p->x1, p->x2, B, g->T, g->nh, g->hs);
+    else be->gelu_bwd(dmid, p->x1, run->s_a, N * g->Fl);
+    be->zero(run->s_c, (size_t)N * C * sizeof(float));
+    be->linear_bwd_in(run->s_c, dmid, P(g, tix(g, l, 2)), N, C, mid);
+    if (din != dout) be->copy(din, dout, (size_t)N * C * sizeof(float));
+    return ln_back(g, run, l, a, p, din);
+}
+
+static void bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
+                        const float *dmid)
+{
+    int N = run->B * g->T, C = g->C, Cl = g->nh * g->hs;
+    int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = attn ? 3 * Cl : g->Fl;
+    int inner = attn ? Cl : g->Fl;
+    g->be->linear_bwd_w(G(g, tix(g, l, 4)), G(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
+    g->be->linear_bwd_w(G(g, tix(g, l, 2)), G(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
+}
+
+static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
+                    const int *targets, float *din)
+{
+    const mk_backend_t *be = g->be;
+    int N = run->B * g->T, C = g->C, w = head_wte(g);
+    be->xent_bwd(run->s_a, p->x1, targets, run->loss_scale, N, g->Vl, g->v0);
+    be->zero(run->s_c, (size_t)N * C * sizeof(float));
+    be->linear_bwd_in(run->s_c, run->s_a, P(g, w), N, C, g->Vl);
+    be->linear_bwd_w(G(g, w), NULL, run->s_a, p->ln, N, C, g->Vl);
+    be->zero(din, (size_t)N * C * sizeof(float));
+    return ln_back(g, run, l, a, p, din);
+}
+
+int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_bwd_mode_t mode,
+                    const float *dout, float *din, const int *tokens, const int *targets)
+{
+    int N = run->B * g->T;
+    mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
+    if (kind == MK_GPT_EMBED) {       /* weights only: all of it in FULL or IN */
+        if (mode != MK_BWD_W)
+            g->be->embed_bwd(G(g, 0), G(g, 1), dout, tokens, N, g->T, g->C, g->v0, g->Vl);
+        return 0;
+    }
+    if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;
+    parts_t p = split_buf(g, l, run->B, a->buf);
+    if (kind == MK_GPT_HEAD) {
+        if (mode != MK_BWD_W) {
+            if (bwd_head(g, run, l, a, &p, targets, din) < 0) return -1;
+            mk_gpt_act_clear(run, g, l, a);
+        }
+        return 0;
+    }
+    if (mode == MK_BWD_FULL) {
+        /* the linears' output gradients: dout itself and scratch */
+        float *dy = (float *)dout, *dmid = run->s_b;
+        if (bwd_block_in(g, run, l, a, &p, dout, din, dy, dmid) < 0) return -1;
+        bwd_block_w(g, run, l, &p, dy, dmid);
+        mk_gpt_act_clear(run, g, l, a);
+        return 0;
+    }
+    if (mode == MK_BWD_IN) {
+        if (!a->stash && !(a->stash = mk_gpt_alloc(run, g, stash_size(g, l, run->B)))) return -1;
+        return bwd_block_in(g, run, l, a, &p, dout, din, a->stash, a->stash + (size_t)N * g->C);
+    }
+    if (!a->stash || !a->buf) return mk_error_set("B_W of layer %d without its B_IN", l);
+    bwd_block_w(g, run, l, &p, a->stash, a->stash + (size_t)N * g->C);
+    mk_gpt_act_clear(run, g, l, a);
+    return 0;
+}

@@ -1,0 +1,16 @@
+#!/bin/sh
+# gpt-tiny on 8 ranks: every (dp, pp, tp) with pp, tp in {1, 2, 4}, under
+# 1f1b, merak and gpipe, recompute full and none, gives the one-rank losses
+# (3 steps, 1e-5 relative) and step-1 gradients (per tensor, 1e-5).
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/mpi-exec-lib.sh"
+make_reference
+for layout in "8 1 1" "4 2 1" "4 1 2" "2 4 1" "2 2 2" "2 1 4" "1 4 2" "1 2 4"; do
+  for sched in 1f1b merak gpipe; do
+    for rec in full none; do
+      # shellcheck disable=SC2086
+      equiv $layout --schedule $sched --recompute $rec
+    done
+  done
+done
+finish

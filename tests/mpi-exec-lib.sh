@@ -1,0 +1,41 @@
+# Helpers for the executor's MPI tests (sourced after tests/lib.sh): run
+# `merak run` on N ranks and compare its losses and step-1 gradients with
+# the one-rank reference.
+GRADCMP="$top_builddir/tests/test_gpt_gradcmp"
+RUN_COMMON="--gbs 8 --steps 3 --json"
+
+losses_of() { sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p' "$1" | tr ',' ' '; }
+
+# same_losses A.json B.json: every step within 1e-5 relative
+same_losses() {
+  a=$(losses_of "$1"); b=$(losses_of "$2")
+  [ -n "$a" ] && [ -n "$b" ] && echo "$a|$b" | awk -F'|' '{
+    n = split($1, x, " "); m = split($2, y, " "); if (n != m || n == 0) exit 1
+    for (i = 1; i <= n; i++) { d = x[i] - y[i]; if (d < 0) d = -d; if (d > 1e-5 * y[i]) exit 1 }
+    exit 0 }'
+}
+
+# reference: one rank, no mpiexec
+make_reference() {
+  "$MERAK" run $RUN_COMMON "$@" --dump-grads "$tmpdir/ref.bin" >"$tmpdir/ref.json" 2>"$tmpdir/ref.err" ||
+    { echo "FAIL: one-rank reference"; cat "$tmpdir/ref.err"; exit 1; }
+}
+
+# equiv DP PP TP [merak run flags]: losses and gradients equal the reference
+equiv() {
+  dp=$1; pp=$2; tp=$3; shift 3
+  n=$((dp * pp * tp))
+  desc="dp=$dp pp=$pp tp=$tp $*"
+  if ! "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --dp $dp --pp $pp --tp $tp $RUN_COMMON "$@" \
+      --dump-grads "$tmpdir/g.bin" >"$tmpdir/o.json" 2>"$tmpdir/o.err"; then
+    echo "FAIL: $desc: run failed"; cat "$tmpdir/o.err"; fails=$((fails + 1)); return
+  fi
+  if ! same_losses "$tmpdir/o.json" "$tmpdir/ref.json"; then
+    echo "FAIL: $desc: losses $(losses_of "$tmpdir/o.json") vs $(losses_of "$tmpdir/ref.json")"
+    fails=$((fails + 1)); return
+  fi
+  if ! g=$("$GRADCMP" "$tmpdir/g.bin" "$tmpdir/ref.bin" 1e-5 2>&1); then
+    echo "FAIL: $desc: gradients: $g"; fails=$((fails + 1)); return
+  fi
+  echo "ok: $desc: $(echo "$g" | tail -1)"
+}

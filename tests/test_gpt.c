@@ -1,0 +1,152 @@
+/* One-rank GPT: the backward of the whole model (every layer, through
+ * mk_gpt_forward / mk_gpt_backward) against central finite differences of
+ * the loss, per tensor along its own gradient direction and along random
+ * directions.  fp32 forward, so the tolerance is documented: 1e-2 relative
+ * (the loss carries ~1e-7 relative rounding; eps = 1e-2 on weights ~0.02-1).
+ * Also: layout-independent initialisation (TP shards slice one tensor). */
+#include "config.h"
+#include "check.h"
+#include "merak/gpt.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define B 2
+
+static mk_model_config_t small_cfg(void)
+{
+    mk_model_config_t c;
+    mk_model_preset("gpt-tiny", &c);
+    c.num_layers = 2; c.hidden = 32; c.heads = 4; c.seq = 8; c.vocab = 50; c.ffn = 128;
+    return c;
+}
+
+static int tok[B * 8], tgt[B * 8];
+
+/* Loss (mean over tokens) of the whole model; grads accumulated when bwd. */
+static double run_model(mk_gpt_t *g, mk_gpt_run_t *run, int bwd)
+{
+    int n = g->n_layers, N = B * g->T;
+    mk_gpt_act_t *a = calloc(n, sizeof *a);
+    double loss = 0;
+    for (int l = 0; l < n; l++) {
+        float *out = l + 1 < n ? mk_gpt_alloc(run, g, (size_t)N * g->C) : NULL;
+        mk_gpt_forward(g, run, l, &a[l], tok, tgt, out, l % 2, &loss); /* checkpoint odd layers */
+        if (out) a[l + 1].in = out;
+    }
+    if (bwd) {
+        float *d1 = mk_gpt_alloc(run, g, (size_t)N * g->C), *d2 = mk_gpt_alloc(run, g, (size_t)N * g->C);
+        const float *dout = NULL;
+        for (int l = n - 1; l >= 0; l--) {
+            float *din = dout == d1 ? d2 : d1;
+            /* exercise the zero-bubble split on the blocks */
+            if (l > 0 && l < n - 1) {
+                mk_gpt_backward(g, run, l, &a[l], MK_BWD_IN, dout, din, tok, tgt);
+                mk_gpt_backward(g, run, l, &a[l], MK_BWD_W, dout, din, tok, tgt);
+            } else mk_gpt_backward(g, run, l, &a[l], MK_BWD_FULL, dout, din, tok, tgt);
+            dout = din;
+        }
+        mk_gpt_release(run, g, d1, (size_t)N * g->C);
+        mk_gpt_release(run, g, d2, (size_t)N * g->C);
+    } else
+        for (int l = 0; l < n; l++) mk_gpt_act_clear(run, g, l, &a[l]);
+    free(a);
+    return loss * run->loss_scale;
+}
+
+static double loss_along(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, const double *dir, double eps)
+{
+    for (size_t i = 0; i < g->n_params; i++) g->params[i] = (float)(base[i] + eps * dir[i]);
+    double L = run_model(g, run, 0);
+    memcpy(g->params, base, g->n_params * sizeof(float));
+    return L;
+}
+
+static void check_direction(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, const double *dir,
+                            const char *what)
+{
+    double an = 0, eps = 1e-2;
+    for (size_t i = 0; i < g->n_params; i++) an += g->grads[i] * dir[i];
+    double fd = (loss_along(g, run, base, dir, eps) - loss_along(g, run, base, dir, -eps)) / (2 * eps);
+    CHECK(fabs(fd - an) <= 1e-2 * fabs(an) + 1e-6, "%s: analytic %.8g finite-difference %.8g", what, an, fd);
+}
+
+static void test_fd(void)
+{
+    mk_model_config_t c = small_cfg();
+    int own[6] = {1, 1, 1, 1, 1, 1};
+    mk_gpt_run_t run;
+    memset(&run, 0, sizeof run);
+    mk_gpt_t *g = mk_gpt_new(&c, mk_backend_cpu(), 1, 0, own, 0, &run);
+    CHECK(g != NULL, "%s", mk_error_last());
+    if (!g) return;
+    mk_gpt_run_init(&run, g, B);
+    run.loss_scale = 1.0f / (B * g->T);
+    mk_gpt_init_params(g, 7);
+    for (int i = 0; i < B * g->T; i++) { tok[i] = (i * 7) % c.vocab; tgt[i] = (i * 11 + 3) % c.vocab; }
+    double L = run_model(g, &run, 1);
+    CHECK(L > 3.0 && L < 5.0, "initial loss %g near ln(50) = 3.9", L);
+    float *base = malloc(g->n_params * sizeof *base);
+    memcpy(base, g->params, g->n_params * sizeof *base);
+    double *dir = calloc(g->n_params, sizeof *dir);
+    for (int k = 0; k < g->n_tensors; k++) {
+        const mk_gpt_tensor_t *t = &g->t[k];
+        size_t n = (size_t)t->lrows * t->lcols;
+        double nn = 0;
+        for (size_t i = 0; i < n; i++) nn += (double)g->grads[t->off + i] * g->grads[t->off + i];
+        memset(dir, 0, g->n_params * sizeof *dir);
+        for (size_t i = 0; i < n; i++) dir[t->off + i] = g->grads[t->off + i] / sqrt(nn + 1e-30);
+        check_direction(g, &run, base, dir, t->name);
+    }
+    unsigned s = 1;
+    for (int rep = 0; rep < 3; rep++) {
+        double nn = 0;
+        for (size_t i = 0; i < g->n_params; i++) {
+            s = s * 1103515245u + 12345u;
+            dir[i] = ((s >> 8) & 0xffff) / 32768.0 - 1.0;
+            nn += dir[i] * dir[i];
+        }
+        for (size_t i = 0; i < g->n_params; i++) dir[i] /= sqrt(nn);
+        check_direction(g, &run, base, dir, "random direction");
+    }
+    free(base); free(dir);
+    mk_gpt_run_free(&run, g);
+    CHECK(run.mem_cur == 4 * g->n_params * sizeof(float), "all activations released (%zu bytes held)",
+          run.mem_cur - 4 * g->n_params * sizeof(float));
+    mk_gpt_free(g);
+}
+
+/* TP shards of every tensor are slices of the one-rank tensor. */
+static void test_sharded_init(void)
+{
+    mk_model_config_t c = small_cfg();
+    int own[6] = {1, 1, 1, 1, 1, 1};
+    mk_gpt_t *full = mk_gpt_new(&c, mk_backend_cpu(), 1, 0, own, 0, NULL);
+    mk_gpt_init_params(full, 3);
+    for (int r = 0; r < 2; r++) {
+        mk_gpt_t *g = mk_gpt_new(&c, mk_backend_cpu(), 2, r, own, 1, NULL);
+        mk_gpt_init_params(g, 3);
+        int bad = 0;
+        for (int k = 0; k < g->n_tensors; k++) {
+            const mk_gpt_tensor_t *t = &g->t[k], *f = &full->t[t->id];
+            for (size_t i = 0; i < (size_t)t->lrows * t->lcols; i++) {
+                long fi = mk_gpt_full_index(g, t, i);
+                float want = fi < 0 ? 0.0f : full->params[f->off + fi];
+                bad += g->params[t->off + i] != want;
+            }
+        }
+        CHECK(bad == 0, "tp rank %d: %d elements differ from the one-rank init", r, bad);
+        mk_gpt_free(g);
+    }
+    mk_gpt_free(full);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    test_sharded_init();
+    test_fd();
+    MPI_Finalize();
+    CHECK_DONE();
+}

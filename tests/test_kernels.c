@@ -1,0 +1,280 @@
+/* Every CPU kernel against a naive double-precision reference written here:
+ * forwards compared directly, backwards against central finite differences
+ * of the reference forward (L = sum(out * r) for a random r). */
+#include "config.h"
+#include "check.h"
+#include "kernels_cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef void (*ref_fn)(double *out, const double *x, const void *ctx);
+
+static unsigned long long rng = 88172645463325252ULL;
+static double urand(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+static void fill(float *f, double *d, int n, double s)
+{
+    for (int i = 0; i < n; i++) { f[i] = (float)(s * urand()); if (d) d[i] = f[i]; }
+}
+
+/* norm(got - want) / norm(want) */
+static double rel(const float *got, const double *want, int n)
+{
+    double d = 0, w = 0;
+    for (int i = 0; i < n; i++) { d += (got[i] - want[i]) * (got[i] - want[i]); w += want[i] * want[i]; }
+    return sqrt(d / (w > 0 ? w : 1e-300));
+}
+
+/* grad[i] = d/dx_i sum(out * r) by central differences of the reference */
+static void fd(ref_fn f, const void *ctx, double *x, int nx, int nout, const double *r, double *grad)
+{
+    double *o = malloc(nout * sizeof *o), h = 1e-6;
+    for (int i = 0; i < nx; i++) {
+        double keep = x[i], lp = 0, lm = 0;
+        x[i] = keep + h; f(o, x, ctx); for (int k = 0; k < nout; k++) lp += o[k] * r[k];
+        x[i] = keep - h; f(o, x, ctx); for (int k = 0; k < nout; k++) lm += o[k] * r[k];
+        x[i] = keep;
+        grad[i] = (lp - lm) / (2 * h);
+    }
+    free(o);
+}
+
+/* ---- linear: x = [inp (N,IC) | w (OC,IC) | b (OC)] ---- */
+typedef struct { int N, IC, OC; } lin_t;
+static void ref_linear(double *out, const double *x, const void *c)
+{
+    const lin_t *s = c;
+    const double *in = x, *w = x + s->N * s->IC, *b = w + s->OC * s->IC;
+    for (int n = 0; n < s->N; n++)
+        for (int o = 0; o < s->OC; o++) {
+            double a = b[o];
+            for (int i = 0; i < s->IC; i++) a += in[n * s->IC + i] * w[o * s->IC + i];
+            out[n * s->OC + o] = a;
+        }
+}
+
+static void test_linear(void)
+{
+    lin_t s = {6, 5, 7};
+    int nx = s.N * s.IC + s.OC * s.IC + s.OC, no = s.N * s.OC;
+    float *xf = malloc(nx * sizeof *xf), *out = malloc(no * sizeof *out), *r = malloc(no * sizeof *r);
+    double *x = malloc(nx * sizeof *x), *ref = malloc(no * sizeof *ref), *rd = malloc(no * sizeof *rd);
+    double *g = malloc(nx * sizeof *g);
+    fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
+    float *in = xf, *w = xf + s.N * s.IC, *b = w + s.OC * s.IC;
+    mk_cpu_linear_fwd(out, in, w, b, s.N, s.IC, s.OC);
+    ref_linear(ref, x, &s);
+    CHECK(rel(out, ref, no) < 1e-6, "linear fwd rel %g", rel(out, ref, no));
+    float *dg = calloc(nx, sizeof *dg);
+    mk_cpu_linear_bwd_in(dg, r, w, s.N, s.IC, s.OC);
+    mk_cpu_linear_bwd_w(dg + s.N * s.IC, dg + s.N * s.IC + s.OC * s.IC, r, in, s.N, s.IC, s.OC);
+    fd(ref_linear, &s, x, nx, no, rd, g);
+    CHECK(rel(dg, g, nx) < 1e-6, "linear bwd rel %g", rel(dg, g, nx));
+    free(xf); free(out); free(r); free(x); free(ref); free(rd); free(g); free(dg);
+}
+
+/* ---- layernorm: x = [inp (N,C) | w (C) | b (C)] ---- */
+typedef struct { int N, C; } ln_t;
+static void ref_ln(double *out, const double *x, const void *c)
+{
+    const ln_t *s = c;
+    const double *w = x + s->N * s->C, *b = w + s->C;
+    for (int n = 0; n < s->N; n++) {
+        const double *v = x + n * s->C;
+        double m = 0, var = 0;
+        for (int i = 0; i < s->C; i++) m += v[i];
+        m /= s->C;
+        for (int i = 0; i < s->C; i++) var += (v[i] - m) * (v[i] - m);
+        var /= s->C;
+        for (int i = 0; i < s->C; i++) out[n * s->C + i] = (v[i] - m) / sqrt(var + 1e-5) * w[i] + b[i];
+    }
+}
+
+static void test_layernorm(void)
+{
+    ln_t s = {4, 16};
+    int nx = s.N * s.C + 2 * s.C, no = s.N * s.C;
+    float xf[96], out[64], r[64], mean[4], rstd[4], dg[96] = {0};
+    double x[96], ref[64], rd[64], g[96];
+    fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
+    mk_cpu_layernorm_fwd(out, mean, rstd, xf, xf + no, xf + no + s.C, s.N, s.C);
+    ref_ln(ref, x, &s);
+    CHECK(rel(out, ref, no) < 1e-5, "layernorm fwd rel %g", rel(out, ref, no));
+    mk_cpu_layernorm_bwd(dg, dg + no, dg + no + s.C, r, xf, xf + no, mean, rstd, s.N, s.C);
+    fd(ref_ln, &s, x, nx, no, rd, g);
+    CHECK(rel(dg, g, nx) < 1e-4, "layernorm bwd rel %g", rel(dg, g, nx));
+}
+
+/* ---- causal attention: x = qkv (B,T,3C) ---- */
+typedef struct { int B, T, NH, hs; } att_t;
+static void ref_att(double *out, const double *x, const void *c)
+{
+    const att_t *s = c;
+    int C = s->NH * s->hs;
+    double *p = malloc(s->T * sizeof *p);
+    for (int b = 0; b < s->B; b++)
+        for (int h = 0; h < s->NH; h++)
+            for (int t = 0; t < s->T; t++) {
+                const double *q = x + (b * s->T + t) * 3 * C + h * s->hs;
+                double mx = -1e300, sum = 0;
+                for (int u = 0; u <= t; u++) {
+                    const double *k = x + (b * s->T + u) * 3 * C + C + h * s->hs;
+                    double d = 0;
+                    for (int i = 0; i < s->hs; i++) d += q[i] * k[i];
+                    p[u] = d / sqrt((double)s->hs);
+                    if (p[u] > mx) mx = p[u];
+                }
+                for (int u = 0; u <= t; u++) { p[u] = exp(p[u] - mx); sum += p[u]; }
+                for (int i = 0; i < s->hs; i++) {
+                    double a = 0;
+                    for (int u = 0; u <= t; u++) a += p[u] / sum * x[(b * s->T + u) * 3 * C + 2 * C + h * s->hs + i];
+                    out[(b * s->T + t) * C + h * s->hs + i] = a;
+                }
+            }
+    free(p);
+}
+
+static void test_attention(void)
+{
+    att_t s = {2, 5, 2, 3};
+    int C = s.NH * s.hs, nx = s.B * s.T * 3 * C, no = s.B * s.T * C, na = s.B * s.NH * s.T * s.T;
+    float *xf = malloc(nx * 4), *out = malloc(no * 4), *r = malloc(no * 4), *att = malloc(na * 4);
+    float *datt = malloc(na * 4), *dg = calloc(nx, 4);
+    double *x = malloc(nx * 8), *ref = malloc(no * 8), *rd = malloc(no * 8), *g = malloc(nx * 8);
+    fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
+    mk_cpu_attention_fwd(out, att, xf, s.B, s.T, s.NH, s.hs);
+    ref_att(ref, x, &s);
+    CHECK(rel(out, ref, no) < 1e-5, "attention fwd rel %g", rel(out, ref, no));
+    mk_cpu_attention_bwd(dg, datt, r, xf, att, s.B, s.T, s.NH, s.hs);
+    fd(ref_att, &s, x, nx, no, rd, g);
+    CHECK(rel(dg, g, nx) < 1e-4, "attention bwd rel %g", rel(dg, g, nx));
+    free(xf); free(out); free(r); free(att); free(datt); free(dg); free(x); free(ref); free(rd); free(g);
+}
+
+/* ---- GELU (tanh) ---- */
+static void ref_gelu(double *out, const double *x, const void *c)
+{
+    int n = *(const int *)c;
+    for (int i = 0; i < n; i++)
+        out[i] = 0.5 * x[i] * (1 + tanh(sqrt(2 / M_PI) * (x[i] + 0.044715 * x[i] * x[i] * x[i])));
+}
+
+static void test_gelu(void)
+{
+    int n = 50;
+    float xf[50], out[50], r[50], dg[50] = {0};
+    double x[50], ref[50], rd[50], g[50];
+    fill(xf, x, n, 3.0); fill(r, rd, n, 1.0);
+    mk_cpu_gelu_fwd(out, xf, n);
+    ref_gelu(ref, x, &n);
+    CHECK(rel(out, ref, n) < 1e-6, "gelu fwd rel %g", rel(out, ref, n));
+    mk_cpu_gelu_bwd(dg, xf, r, n);
+    fd(ref_gelu, &n, x, n, n, rd, g);
+    CHECK(rel(dg, g, n) < 1e-5, "gelu bwd rel %g", rel(dg, g, n));
+}
+
+/* ---- embedding: x = [wte (V,C) | wpe (T,C)], tokens fixed; vocab split in two ---- */
+typedef struct { int N, T, C, V; const int *tok; } emb_t;
+static void ref_emb(double *out, const double *x, const void *c)
+{
+    const emb_t *s = c;
+    for (int n = 0; n < s->N; n++)
+        for (int i = 0; i < s->C; i++)
+            out[n * s->C + i] = x[s->tok[n] * s->C + i] + x[s->V * s->C + (n % s->T) * s->C + i];
+}
+
+static void test_embedding(void)
+{
+    int tok[6] = {0, 3, 5, 1, 5, 2};
+    emb_t s = {6, 3, 4, 6, tok};
+    int nx = (s.V + s.T) * s.C, no = s.N * s.C, half = s.V / 2;
+    float xf[36], o1[24], o2[24], out[24], r[24], dg[36] = {0};
+    double x[36], ref[24], rd[24], g[36];
+    fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
+    /* two vocabulary shards: the first adds wpe, the sum is the whole */
+    mk_cpu_embed_fwd(o1, tok, xf, xf + s.V * s.C, s.N, s.T, s.C, 0, half);
+    mk_cpu_embed_fwd(o2, tok, xf + half * s.C, NULL, s.N, s.T, s.C, half, half);
+    mk_cpu_add(out, o1, o2, no);
+    ref_emb(ref, x, &s);
+    CHECK(rel(out, ref, no) < 1e-7, "embedding fwd rel %g", rel(out, ref, no));
+    mk_cpu_embed_bwd(dg, dg + s.V * s.C, r, tok, s.N, s.T, s.C, 0, half);
+    mk_cpu_embed_bwd(dg + half * s.C, NULL, r, tok, s.N, s.T, s.C, half, half);
+    fd(ref_emb, &s, x, nx, no, rd, g);
+    CHECK(rel(dg, g, nx) < 1e-7, "embedding bwd rel %g", rel(dg, g, nx));
+}
+
+/* ---- cross-entropy: x = logits (N, Vp), V real; two vocabulary shards ---- */
+typedef struct { int N, Vp, V; const int *tgt; } xe_t;
+static void ref_xent(double *out, const double *x, const void *c)
+{
+    const xe_t *s = c;
+    double L = 0;
+    for (int n = 0; n < s->N; n++) {
+        double mx = -1e300, sum = 0;
+        for (int i = 0; i < s->V; i++) if (x[n * s->Vp + i] > mx) mx = x[n * s->Vp + i];
+        for (int i = 0; i < s->V; i++) sum += exp(x[n * s->Vp + i] - mx);
+        L += log(sum) + mx - x[n * s->Vp + s->tgt[n]];
+    }
+    out[0] = L;
+}
+
+static void test_xent(void)
+{
+    int tgt[3] = {4, 0, 6};
+    xe_t s = {3, 8, 7, tgt};
+    int nx = s.N * s.Vp, h = s.Vp / 2;
+    float lf[24], sh[2][12], mx[2][3], sum[2][3], tg[2][3], dg[24];
+    double x[24], g[24], ref, one = 1.0;
+    fill(lf, x, nx, 3.0);
+    for (int k = 0; k < 2; k++) {
+        for (int n = 0; n < s.N; n++) memcpy(sh[k] + n * h, lf + n * s.Vp + k * h, h * 4);
+        mk_cpu_xent_max(mx[k], sh[k], s.N, h, k * h, s.V);
+    }
+    for (int n = 0; n < s.N; n++) mx[0][n] = mx[1][n] = fmaxf(mx[0][n], mx[1][n]);
+    for (int k = 0; k < 2; k++) mk_cpu_xent_exp(sh[k], sum[k], tg[k], mx[k], tgt, s.N, h, k * h, s.V);
+    for (int n = 0; n < s.N; n++) {
+        sum[0][n] = sum[1][n] = sum[0][n] + sum[1][n];
+        tg[0][n] = tg[1][n] = tg[0][n] + tg[1][n];
+    }
+    double L = 0;
+    for (int k = 0; k < 2; k++) L = mk_cpu_xent_loss(sh[k], sum[k], tg[k], s.N, h);
+    ref_xent(&ref, x, &s);
+    CHECK_REL(L, ref, 1e-6, "cross-entropy loss");
+    for (int k = 0; k < 2; k++) {
+        float d[12];
+        mk_cpu_xent_bwd(d, sh[k], tgt, 1.0f, s.N, h, k * h);
+        for (int n = 0; n < s.N; n++) memcpy(dg + n * s.Vp + k * h, d + n * h, h * 4);
+    }
+    fd(ref_xent, &s, x, nx, 1, &one, g);
+    CHECK(rel(dg, g, nx) < 1e-5, "cross-entropy bwd rel %g (padded columns masked)", rel(dg, g, nx));
+}
+
+static void test_adamw(void)
+{
+    float p[4] = {1, -2, 0.5f, 0}, gr[4] = {0.1f, -0.3f, 0, 2}, m[4] = {0}, v[4] = {0};
+    double pd[4] = {1, -2, 0.5, 0};
+    mk_cpu_adamw(p, gr, m, v, 4, 0.01f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-8f, 0.1f, 0.5f);
+    for (int i = 0; i < 4; i++) {
+        double gi = gr[i] * 0.5, mh = 0.1 * gi / 0.1, vh = 0.05 * gi * gi / 0.05;
+        pd[i] -= 0.01 * (mh / (sqrt(vh) + 1e-8) + 0.1 * pd[i]);
+        CHECK_REL(p[i], pd[i], 1e-6, "adamw");
+    }
+    CHECK_REL(mk_cpu_sumsq(gr, 4), 0.01 + 0.09 + 4.0, 1e-6, "sumsq");
+}
+
+int main(void)
+{
+    test_linear();
+    test_layernorm();
+    test_attention();
+    test_gelu();
+    test_embedding();
+    test_xent();
+    test_adamw();
+    CHECK_DONE();
+}
