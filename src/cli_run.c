@@ -102,7 +102,6 @@ static int fill_opts(const mk_args_t *a, mk_exec_opts_t *o)
     if (a->clip_grad >= 0) o->clip_grad = a->clip_grad;
     if (a->adam_eps >= 0) o->adam_eps = a->adam_eps;
     if (a->seed >= 0) o->seed = (uint64_t)a->seed;
-    o->progress = 1;
     return 0;
 }
 
@@ -167,6 +166,9 @@ int mk_cmd_run(int argc, char **argv)
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
     o.dump_grads = dump;
+    /* progress on a terminal; under mpiexec stderr is a pipe, so a run
+       without --json (whose only output is the progress) prints it too */
+    o.progress = isatty(2) || (world > 1 && !a.json);
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     if (mk_exec_train(&o, &comm, &res) < 0) {
