@@ -17,6 +17,8 @@ static const mk_subcommand_t mk_subcommands[] = {
     {"models", mk_cmd_models, "list model and cluster presets"},
     {"model", mk_cmd_model, "a model's layers, parameters, FLOPs and activation bytes"},
     {"sched", mk_cmd_sched, "per-stage instruction streams of a pipeline schedule"},
+    {"sim", mk_cmd_sim, "simulate one training step of a plan on a cluster"},
+    {"plan", mk_cmd_plan, "search the fastest 3D-parallel plan that fits"},
     {"run", mk_cmd_run, "train the GPT across MPI ranks (mpiexec -n N merak run ...)"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */
     {"trace", mk_cmd_trace, "summarise a trace, or compare a predicted and a measured one"},

@@ -59,8 +59,10 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 /* Subcommands: each returns the process exit status. */
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
+int mk_cmd_sim(int argc, char **argv);
 int mk_cmd_trace(int argc, char **argv);
 int mk_cmd_sched(int argc, char **argv);
+int mk_cmd_plan(int argc, char **argv);
 int mk_cmd_run(int argc, char **argv);
 
 /* Build the plan a subcommand runs from its flags, or load it from --plan

@@ -14,12 +14,19 @@
  *  - H200 SXM: 989 TFLOP/s dense BF16, 4.8 TB/s HBM3e, 141 GB (H200 datasheet).
  * Latencies (alpha) are typical measured figures, not datasheet numbers:
  * ~3 us NVLink, ~10 us PCIe through host memory, ~5 us InfiniBand.
- * gemm_eff/gemm_half_dim shape the efficiency curve the cost model uses;
- * they are calibrated by `merak profile`, here set to common observations
- * (large GEMMs reach ~70-80% of peak). */
+ * gemm_eff/gemm_half_dim shape the efficiency curve the cost model uses,
+ * eff(d) = gemm_eff * d / (d + gemm_half_dim) with d a GEMM's smallest
+ * dimension; they are calibrated by `merak profile`, here set to common
+ * observations: large GEMMs reach ~70-80% of peak, and GEMMs a few hundred
+ * rows tall about half of that (half_dim 128 on the RTX 3090, 256 on the
+ * A100, 384 on the H100/H200, whose larger tiles need bigger GEMMs). */
 #include "merak/cluster.h"
 
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #define TF 1e12
 #define GB 1e9
@@ -32,16 +39,16 @@ typedef struct {
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
      {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 2039 * GB, 80 * GB,
-                   4e-6, 0.80, 1024, 1}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
+                   4e-6, 0.80, 256, 1}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3350 * GB, 80 * GB,
-                   4e-6, 0.75, 1536, 1}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
+                   4e-6, 0.75, 384, 1}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
-                       5e-6, 0.75, 768, 1}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
+                       5e-6, 0.75, 128, 1}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
     {"one H200 SXM (141 GB)",
      {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4800 * GB, 141 * GB,
-               4e-6, 0.75, 1536, 1}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
+               4e-6, 0.75, 384, 1}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
      {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1}, 8, 0,
       {0, 1e30}, {0, 1e30}, 8, 1}},
@@ -65,6 +72,8 @@ const char *mk_cluster_preset_about(const char *name)
 
 int mk_cluster_get(const char *name, mk_cluster_t *c)
 {
+    size_t n = strlen(name);
+    if (strchr(name, '/') || (n > 5 && !strcmp(name + n - 5, ".json"))) return mk_cluster_load(name, c);
     for (size_t i = 0; i < MK_NCLUSTERS; i++)
         if (!strcmp(name, mk_cluster_presets[i].c.name)) {
             *c = mk_cluster_presets[i].c;
@@ -76,4 +85,158 @@ int mk_cluster_get(const char *name, mk_cluster_t *c)
 mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
 {
     return c->dev.has_bf16 ? MK_DTYPE_BF16 : MK_DTYPE_FP16;
+}
+
+/* ---- cluster JSON ----
+ * {"name": S, "gpus_per_node": I, "max_nodes": I, "nics_per_node": I,
+ *  "ideal": B, "intra": LINK, "inter": LINK, "device": DEVICE}
+ * LINK = {"alpha_s": X, "beta_Bps": X}
+ * DEVICE = {"name": S, "matmul_flops": {"fp32": X, "fp16": X, "bf16": X},
+ *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
+ *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B} */
+
+static int only_keys(json_t *o, const char *what, const char *const *keys)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        int ok = 0;
+        for (const char *const *q = keys; *q; q++) ok |= !strcmp(k, *q);
+        if (!ok) return mk_error_set("%s: unknown field '%s'", what, k);
+    }
+    return 0;
+}
+
+static int get_num(json_t *o, const char *what, const char *key, double lo, double *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < lo)
+        return mk_error_set("%s: field '%s' must be a number >= %g", what, key, lo);
+    *out = json_number_value(v);
+    return 0;
+}
+
+static int get_int(json_t *o, const char *what, const char *key, int lo, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 1 << 30)
+        return mk_error_set("%s: field '%s' must be an integer >= %d", what, key, lo);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int get_bool(json_t *o, const char *what, const char *key, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_boolean(v)) return mk_error_set("%s: field '%s' must be true or false", what, key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int get_str(json_t *o, const char *what, const char *key, char *buf, size_t n)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_string(v) || !*json_string_value(v))
+        return mk_error_set("%s: field '%s' must be a non-empty string", what, key);
+    mk_strlcpy(buf, json_string_value(v), n);
+    return 0;
+}
+
+static int get_obj(json_t *o, const char *what, const char *key, json_t **out)
+{
+    *out = json_object_get(o, key);
+    if (!json_is_object(*out)) return mk_error_set("%s: field '%s' must be an object", what, key);
+    return 0;
+}
+
+static int link_from(json_t *o, const char *what, const char *key, mk_link_t *l)
+{
+    static const char *const keys[] = {"alpha_s", "beta_Bps", NULL};
+    json_t *j;
+    if (get_obj(o, what, key, &j) < 0 || only_keys(j, what, keys) < 0) return -1;
+    if (get_num(j, what, "alpha_s", 0, &l->alpha_s) < 0 || get_num(j, what, "beta_Bps", 1, &l->beta_Bps) < 0)
+        return -1;
+    return 0;
+}
+
+int mk_cluster_validate(const mk_cluster_t *c, const char *what)
+{
+    const mk_device_t *d = &c->dev;
+    for (int i = 0; i < 3; i++)
+        if (!(d->matmul_flops[i] > 0)) return mk_error_set("%s: matmul_flops must be > 0", what);
+    if (!(d->vector_flops > 0) || !(d->mem_bw_Bps > 0) || !(d->mem_bytes > 0))
+        return mk_error_set("%s: vector_flops, mem_bw_Bps and mem_bytes must be > 0", what);
+    if (!(d->gemm_eff > 0 && d->gemm_eff <= 1)) return mk_error_set("%s: gemm_eff must be in (0, 1]", what);
+    if (c->gpus_per_node < 1 || c->nics_per_node < 1 || c->max_nodes < 0)
+        return mk_error_set("%s: gpus_per_node and nics_per_node must be >= 1, max_nodes >= 0", what);
+    if (!(c->intra.beta_Bps > 0) || !(c->inter.beta_Bps > 0))
+        return mk_error_set("%s: link bandwidths must be > 0", what);
+    return 0;
+}
+
+int mk_cluster_load(const char *path, mk_cluster_t *c)
+{
+    static const char *const top[] = {"name", "gpus_per_node", "max_nodes", "nics_per_node", "ideal", "intra",
+                                      "inter", "device", "about", NULL};
+    static const char *const dev[] = {"name", "matmul_flops", "vector_flops", "mem_bw_Bps", "mem_bytes",
+                                      "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", NULL};
+    static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
+    json_error_t e;
+    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+    if (!j) {
+        if (e.line < 1) return mk_error_set("cannot read cluster file '%s': %s", path, e.text);
+        return mk_error_set("%s:%d:%d: malformed JSON: %s", path, e.line, e.column, e.text);
+    }
+    memset(c, 0, sizeof *c);
+    json_t *d, *mm;
+    int rc = -1;
+    if (!json_is_object(j)) { mk_error_set("%s: a cluster must be a JSON object", path); goto out; }
+    if (only_keys(j, path, top) < 0 || get_str(j, path, "name", c->name, sizeof c->name) < 0 ||
+        get_int(j, path, "gpus_per_node", 1, &c->gpus_per_node) < 0 ||
+        get_int(j, path, "max_nodes", 0, &c->max_nodes) < 0 ||
+        get_int(j, path, "nics_per_node", 1, &c->nics_per_node) < 0 || get_bool(j, path, "ideal", &c->ideal) < 0 ||
+        link_from(j, path, "intra", &c->intra) < 0 || link_from(j, path, "inter", &c->inter) < 0 ||
+        get_obj(j, path, "device", &d) < 0 || only_keys(d, path, dev) < 0 ||
+        get_str(d, path, "name", c->dev.name, sizeof c->dev.name) < 0 || get_obj(d, path, "matmul_flops", &mm) < 0 ||
+        only_keys(mm, path, dt) < 0 || get_num(mm, path, "fp32", 1, &c->dev.matmul_flops[MK_DTYPE_FP32]) < 0 ||
+        get_num(mm, path, "fp16", 1, &c->dev.matmul_flops[MK_DTYPE_FP16]) < 0 ||
+        get_num(mm, path, "bf16", 1, &c->dev.matmul_flops[MK_DTYPE_BF16]) < 0 ||
+        get_num(d, path, "vector_flops", 1, &c->dev.vector_flops) < 0 ||
+        get_num(d, path, "mem_bw_Bps", 1, &c->dev.mem_bw_Bps) < 0 ||
+        get_num(d, path, "mem_bytes", 1, &c->dev.mem_bytes) < 0 ||
+        get_num(d, path, "launch_s", 0, &c->dev.launch_s) < 0 || get_num(d, path, "gemm_eff", 0, &c->dev.gemm_eff) < 0 ||
+        get_num(d, path, "gemm_half_dim", 0, &c->dev.gemm_half_dim) < 0 ||
+        get_bool(d, path, "has_bf16", &c->dev.has_bf16) < 0 || mk_cluster_validate(c, path) < 0)
+        goto out;
+    rc = 0;
+out:
+    json_decref(j);
+    return rc;
+}
+
+int mk_cluster_save(const mk_cluster_t *c, const char *path)
+{
+    const mk_device_t *d = &c->dev;
+    json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:b, s:{s:f, s:f}, s:{s:f, s:f}, s:{s:s, s:{s:f, s:f, s:f}, "
+                          "s:f, s:f, s:f, s:f, s:f, s:f, s:b}}",
+                          "name", c->name, "gpus_per_node", c->gpus_per_node, "max_nodes", c->max_nodes,
+                          "nics_per_node", c->nics_per_node, "ideal", c->ideal, "intra", "alpha_s",
+                          c->intra.alpha_s, "beta_Bps", c->intra.beta_Bps, "inter", "alpha_s", c->inter.alpha_s,
+                          "beta_Bps", c->inter.beta_Bps, "device", "name", d->name, "matmul_flops", "fp32",
+                          d->matmul_flops[0], "fp16", d->matmul_flops[1], "bf16", d->matmul_flops[2],
+                          "vector_flops", d->vector_flops, "mem_bw_Bps", d->mem_bw_Bps, "mem_bytes", d->mem_bytes,
+                          "launch_s", d->launch_s, "gemm_eff", d->gemm_eff, "gemm_half_dim", d->gemm_half_dim,
+                          "has_bf16", d->has_bf16);
+    if (!j) return mk_error_set("cannot encode the cluster as JSON");
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    if (rc != 0 || rename(tmp, path) != 0) {
+        unlink(tmp);
+        return mk_error_set("cannot write cluster file '%s'", path);
+    }
+    return 0;
 }

@@ -223,6 +223,11 @@ double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar)
     return g->layers[layer].in_bytes / (seqpar && tp > 1 ? tp : 1);
 }
 
+int mk_layer_checkpointable(const mk_graph_t *g, int l)
+{
+    return g->layers[l].block >= 0 && g->layers[l].params > 0;
+}
+
 double mk_graph_params(const mk_graph_t *g)
 {
     double p = 0;
@@ -236,7 +241,7 @@ double mk_graph_flops_per_iteration(const mk_graph_t *g, int gbs, int recompute)
     for (int l = 0; l < g->n_layers; l++) {
         const mk_layer_t *L = &g->layers[l];
         f += L->fwd_flops + L->bwd_flops;
-        if (recompute && L->block >= 0) f += L->fwd_flops;
+        if (recompute && mk_layer_checkpointable(g, l)) f += L->fwd_flops;
     }
     return f * per_seq * gbs;
 }

@@ -56,7 +56,7 @@ void mk_partition_default_costs(const mk_plan_t *p, const mk_graph_t *g, double 
     int recompute = p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_SELECTIVE;
     for (int l = 0; l < g->n_layers; l++) {
         const mk_layer_t *L = &g->layers[l];
-        int ckptable = L->params > 0 && strcmp(L->kind, "embedding") != 0 && L->block >= 0;
+        int ckptable = mk_layer_checkpointable(g, l);
         cost[l] = L->fwd_flops + L->bwd_flops + (recompute && ckptable ? L->fwd_flops : 0) +
                   100.0 * 3 * L->bytes_moved + 10.0 * L->vec_flops;
     }

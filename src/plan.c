@@ -93,7 +93,7 @@ void mk_plan_ckpt_layers(const mk_plan_t *p, const mk_graph_t *g, int *layers)
         for (int c = 0; c < p->vpp; c++) {
             int k = c * p->pp + s, n = 0;
             for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++)
-                n += g->layers[l].params > 0 && strcmp(g->layers[l].kind, "embedding") != 0;
+                n += mk_layer_checkpointable(g, l);
             layers[s * p->vpp + c] = n;
         }
 }

@@ -165,11 +165,6 @@ static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g)
 
 static int has(unsigned mask, int bit) { return (mask >> bit) & 1u; }
 
-static int ckptable(const mk_layer_t *L)
-{
-    return L->params > 0 && L->block >= 0 && strcmp(L->kind, "embedding") != 0;
-}
-
 /* Stage bounds for one partition method, layout and cost setting. */
 static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const char *method, int rcon)
 {
@@ -178,7 +173,7 @@ static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const 
     double cost[4096];
     if (g->n_layers > 4096) return mk_partition(p, g, method);
     for (int l = 0; l < g->n_layers; l++)
-        cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && ckptable(&g->layers[l]) ? e->f[p->seqpar][l] : 0);
+        cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && mk_layer_checkpointable(g, l) ? e->f[p->seqpar][l] : 0);
     return mk_partition_costs(p, g, method, cost);
 }
 
@@ -379,8 +374,11 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     size_t d = 0;
     mk_recompute_format(&p->recompute, ra, sizeof ra);
     mk_recompute_format(&q->recompute, rb, sizeof rb);
-#define DIFF(cond, ...) \
-    if (cond && d < sizeof diff - 64) d += snprintf(diff + d, sizeof diff - d, d ? ", " __VA_ARGS__ : __VA_ARGS__)
+#define DIFF(cond, ...)                                                                   \
+    if ((cond) && d < sizeof diff - 64) {                                                 \
+        if (d) d += snprintf(diff + d, sizeof diff - d, ", ");                          \
+        d += snprintf(diff + d, sizeof diff - d, __VA_ARGS__);                            \
+    }
     DIFF(p->dp != q->dp || p->pp != q->pp || p->tp != q->tp, "layout dp%d pp%d tp%d vs dp%d pp%d tp%d", p->dp,
          p->pp, p->tp, q->dp, q->pp, q->tp);
     DIFF(p->mbs != q->mbs, "micro-batch %d vs %d", p->mbs, q->mbs);

@@ -38,8 +38,16 @@ typedef struct mk_cluster {
     int ideal;               /* zero-cost communication and non-F/B/R work */
 } mk_cluster_t;
 
-/* Fill *c from a preset name or a cluster JSON path.  Returns 0 or -1. */
+/* Fill *c from a preset name or a cluster JSON path (a name ending in
+ * ".json" or containing '/').  Returns 0 or -1. */
 int mk_cluster_get(const char *name_or_path, mk_cluster_t *c);
+/* Cluster JSON (schema: traces/README.md; every field required, unknown
+ * fields rejected, sizes positive).  load/save return 0 or -1; save
+ * writes atomically (temporary file + rename). */
+int mk_cluster_load(const char *path, mk_cluster_t *c);
+int mk_cluster_save(const mk_cluster_t *c, const char *path);
+/* Validate the fields of a cluster (what the JSON loader checks). */
+int mk_cluster_validate(const mk_cluster_t *c, const char *what);
 const char *const *mk_cluster_preset_names(void);
 const char *mk_cluster_preset_about(const char *name);
 /* The cluster's default 16-bit type: bf16 where the device has it. */

@@ -117,6 +117,11 @@ double mk_layer_act_bytes(const mk_graph_t *g, int layer, int tp, int seqpar, in
 /* Bytes a layer keeps when checkpointed (its input, divided by t under SP). */
 double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar);
 
+/* A layer recompute may checkpoint: inside a transformer block and holding
+ * parameters (the embedding and the head are never recomputed, as in
+ * Megatron-LM and DESIGN.md's FLOP formula). */
+int mk_layer_checkpointable(const mk_graph_t *g, int layer);
+
 /* Totals over all layers. */
 double mk_graph_params(const mk_graph_t *g);
 /* Matmul FLOPs of one training iteration with global batch gbs (sequences):

@@ -1,0 +1,73 @@
+/* The cost model: op, layer, p2p and collective times on a cluster.
+ *
+ * Formulas (implemented in sim/cost.c and sim/collective.c, each repeated
+ * in the comment of the function that implements it):
+ *
+ *   op time       t = launch + max(F / (P_mm[dtype] * eff(d)), V / P_vec, M / BW)
+ *                 F matmul FLOPs, V vector FLOPs, M bytes moved (per TP rank),
+ *                 eff(d) = gemm_eff * d / (d + gemm_half_dim), d the GEMM's
+ *                 smallest dimension; backward: 2 launches, 2x bytes and
+ *                 vector FLOPs, the op's backward matmul FLOPs.
+ *   p2p           t = alpha + S / beta_eff   (intra: the node's fabric;
+ *                 inter: one NIC shared by the flows leaving the node:
+ *                 beta_eff = beta * min(1, nics / sharers))
+ *   ring AR       2(n-1) alpha + 2 (n-1)/n * S / beta;  RS, AG: half
+ *   tree AR       2 ceil(log2 n) alpha + 2 S / beta (pipelined double tree)
+ *   hierarchical  n = g per node x k nodes:
+ *                 RS_intra(g, S) + AR_inter(k, S/g, beta_eff) + AG_intra(g, S)
+ *                 = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
+ *   auto          min(ring, tree) when the group fits in a node or has one
+ *                 member per node; hierarchical otherwise.
+ * Under the `ideal` cluster every collective, p2p and non-F/B/R cost is 0. */
+#ifndef MERAK_COST_H
+#define MERAK_COST_H
+
+#include "merak/cluster.h"
+#include "merak/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum { MK_COLL_ALLREDUCE = 0, MK_COLL_REDUCE_SCATTER, MK_COLL_ALLGATHER } mk_coll_kind_t;
+typedef enum { MK_ALGO_AUTO = 0, MK_ALGO_RING, MK_ALGO_TREE, MK_ALGO_HIER } mk_coll_algo_t;
+
+/* A communication group: n ranks, g of them on each node it spans
+ * (g = n inside one node, g = 1 for one member per node), and sharers =
+ * how many ranks of a node use its NICs at the same time (>= g). */
+typedef struct mk_group {
+    int n, per_node, sharers;
+} mk_group_t;
+
+/* Group of n ranks whose global ranks are first + stride*i (i < n) on the
+ * cluster's nodes; sharers = ranks per node running the same collective
+ * concurrently (symmetric replicas), at least per_node. */
+mk_group_t mk_group_make(const mk_cluster_t *c, int first, int stride, int n, int sharers);
+
+/* Efficiency of a GEMM whose smallest dimension is d. */
+double mk_cost_gemm_eff(const mk_device_t *d, double dim);
+/* One op's forward (bwd=0) or backward (bwd=1) time on one TP rank of t,
+ * for a micro-batch of `tokens` tokens (the graph's b*s, or half of it). */
+double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                       double tokens, mk_dtype_t dtype, int bwd);
+/* Sum over a layer's ops (no TP communication). */
+double mk_cost_layer_compute(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
+                             double tokens, mk_dtype_t dtype, int bwd);
+/* The per-layer time estimate the planner and the `compute` partitioner
+ * use: forward + backward (+ a forward again when recompute) including
+ * TP all-reduces without overlap, seconds. */
+double mk_cost_layer_time(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
+                          int recompute, mk_dtype_t dtype);
+/* Point-to-point message of S bytes, intra-node or across nodes with
+ * `sharers` flows sharing the node's NICs. */
+double mk_cost_p2p(const mk_cluster_t *c, int inter, int sharers, double bytes);
+/* Collective of S bytes (the full buffer on each rank) over a group. */
+double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
+                    double bytes);
+/* The plain ring formula on one link class: 2(n-1)a + 2(n-1)/n S/b (AR). */
+double mk_cost_ring(mk_coll_kind_t kind, int n, double alpha, double beta, double bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,115 @@
+/* The discrete-event simulator: a plan's instruction streams (sched.h)
+ * interpreted on the cost model (cost.h) of a cluster, with a memory
+ * tracker.  Reusable and silent: the planner keeps one mk_sim_t per
+ * cluster and calls mk_sim_run thousands of times.
+ *
+ * What is simulated: one representative rank per pipeline stage (DP
+ * replicas and TP ranks are symmetric: their traffic is accounted as
+ * concurrent flows sharing the node's NICs).  Each rank has a compute
+ * stream (runs its instruction stream in order), a p2p stream (buffered
+ * sends, serial), a TP stream (all-reduces inside F/B/R, sub-pipelined per
+ * --tp-overlap, see sim/tp.c) and a DP stream (gradient buckets, started
+ * during the stage's last backward; REDUCE_GRADS waits for its bucket).
+ * Inter-node sends reserve the sending node's NIC (a shared resource,
+ * FIFO), so contention between stages on one node shows.
+ *
+ * Memory per stage (mixed-precision Adam, 16-bit weights and grads):
+ * weights 2P, grads 2P (4P with fp32_grads), optimizer 12P (/dp with
+ * ZeRO-1); fp32 plans: 4P + 4P + 8P.  P = the stage's parameters on one TP
+ * rank (split ops /t, replicated ops whole; the last stage holds a copy of
+ * a tied embedding when pp > 1).  Activations: every in-flight micro-batch
+ * keeps mk_layer_ckpt_bytes for checkpointed layers and mk_layer_act_bytes
+ * for the rest; working set: the largest checkpointed layer's activations
+ * while it is recomputed in F/B, plus two activation-gradient buffers in
+ * backward; buffers: p2p send/receive buffers and one DP bucket. */
+#ifndef MERAK_SIM_H
+#define MERAK_SIM_H
+
+#include "merak/cluster.h"
+#include "merak/cost.h"
+#include "merak/plan.h"
+#include "merak/sched.h"
+#include "merak/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MK_SIM_MAX_STAGES MK_PLAN_MAX_VSTAGES
+
+enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_KINDS };
+
+typedef struct mk_sim_opts {
+    int unit_costs;          /* DESIGN.md unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
+                                B_W 1, everything else 0): for the scheduler's makespans */
+    mk_trace_t *trace;       /* optional: events are written to it (caller opens/closes) */
+    double bucket_bytes;     /* DP gradient bucket size (0: 64 MiB) */
+    int fp32_grads;          /* 18 bytes per parameter instead of 16 */
+    const mk_sched_t *sched; /* optional prebuilt streams for the plan (else built) */
+} mk_sim_opts_t;
+
+typedef struct mk_mem_breakdown {
+    double weights, grads, optimizer, activations, working, buffers;
+    double total;            /* their sum: the stage's peak */
+} mk_mem_breakdown_t;
+
+typedef struct mk_sim_result {
+    int pp;
+    double step_time_s, tokens_per_s, tflops_per_gpu, mfu;
+    int flops_recompute;     /* 1: flops_per_iteration counts recomputed forwards (96-convention when full), else 72 */
+    double flops_per_iteration;
+    double bubble_fraction[MK_SIM_MAX_STAGES];   /* idle share of the step, compute stream */
+    double peak_memory_bytes[MK_SIM_MAX_STAGES];
+    mk_mem_breakdown_t mem[MK_SIM_MAX_STAGES];   /* breakdown at each stage's peak */
+    int max_inflight[MK_SIM_MAX_STAGES];         /* micro-batch chunks with stored activations */
+    double memory_limit_bytes;
+    int fits, worst_stage;   /* worst_stage: highest peak (-1 if none) */
+    double shortfall_bytes;  /* worst peak - limit when !fits, else 0 */
+    double exposed_comm_s[MK_COMM_KINDS];    /* mean over stages of compute-stream waits on comm */
+    double overlapped_comm_s[MK_COMM_KINDS]; /* the rest of that comm's time */
+    long events;             /* instructions and transfers simulated */
+} mk_sim_result_t;
+
+typedef struct mk_sim mk_sim_t;
+
+void mk_sim_opts_init(mk_sim_opts_t *o);
+/* A simulator for a cluster (copied).  NULL on allocation failure. */
+mk_sim_t *mk_sim_new(const mk_cluster_t *c);
+void mk_sim_free(mk_sim_t *s);
+const mk_cluster_t *mk_sim_cluster(const mk_sim_t *s);
+
+/* Simulate one training step of plan p on graph g (built with the plan's
+ * mbs, dtype and tp: mk_plan_graph_opts).  The plan is checked on a copy;
+ * recompute `auto` without checkpoint counts is resolved first
+ * (mk_sim_resolve_auto).  A plan that does not fit is a result (fits = 0).
+ * Returns 0, or -1 with mk_error_last() on bad input.  Never prints. */
+int mk_sim_run(mk_sim_t *s, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+               mk_sim_result_t *out);
+
+/* Closed-form peak memory of one stage (no event simulation): weights,
+ * grads, optimizer, buffers as in the tracker; activations = inflight x
+ * per-micro-batch stored bytes of each chunk with ckpt[c] checkpointed
+ * layers (ckpt NULL: the plan's recompute policy for full/none/selective,
+ * or p->ckpt when has_ckpt); inflight < 0: the schedule's closed form
+ * (GPipe m; 1F1B min(m, p-i); interleaved min(m v, 2(p-i-1) + (v-1)p + 1)
+ * chunks; merak: +1 on stage S-2).  Returns 0 or -1. */
+int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, int stage,
+                        const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out);
+
+/* Resolve recompute `auto`: per (stage, chunk) the fewest checkpointed
+ * layers such that mk_sim_stage_memory fits the device (all layers where
+ * nothing fits).  Sets p->ckpt and p->has_ckpt.  Returns 0 or -1. */
+int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
+
+/* GPUs a plan needs must fit the cluster (max_nodes * gpus_per_node when
+ * max_nodes > 0).  Returns 0 or -1. */
+int mk_sim_check_gpus(const mk_cluster_t *c, const mk_plan_t *p);
+
+/* Result as the JSON object of DESIGN.md's `sim` keys (+ memory breakdown);
+ * plan attached when p != NULL.  New reference. */
+json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

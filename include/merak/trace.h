@@ -1,0 +1,43 @@
+/* Chrome Trace Event JSON writer shared by the simulator and the executor
+ * (format: traces/README.md).  pid = global rank, tid = stream, complete
+ * events "ph":"X" in microseconds, names = instruction op + micro-batch
+ * (F3, B_IN3, SEND_ACT3, ...), collectives AR.tp, RS.tp, AG.tp, AR.dp,
+ * RS.dp, AG.dp, AR.tied, and OPT; args {stage, mb, chunk, layer}; memory as
+ * counter events "ph":"C" named "memory" with args {"bytes": N}.  Written
+ * to PATH.tmp.PID and renamed to PATH by mk_trace_close. */
+#ifndef MERAK_TRACE_H
+#define MERAK_TRACE_H
+
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { MK_TRACE_COMPUTE = 0, MK_TRACE_P2P, MK_TRACE_TP, MK_TRACE_DP, MK_TRACE_STREAMS };
+
+typedef struct mk_trace mk_trace_t;
+
+/* Open PATH for writing (via a temporary file).  NULL with mk_error_last(). */
+mk_trace_t *mk_trace_open(const char *path);
+/* Name a rank (process) and its four streams (threads). */
+void mk_trace_rank(mk_trace_t *t, int pid, const char *label);
+/* A complete event; times in seconds (written as microseconds). layer -1
+ * when not per layer; mb -1 when not per micro-batch. */
+void mk_trace_complete(mk_trace_t *t, int pid, int tid, const char *name, double ts_s, double dur_s,
+                       int stage, int mb, int chunk, int layer);
+/* A counter sample ("ph":"C"), e.g. name "memory", value in bytes. */
+void mk_trace_counter(mk_trace_t *t, int pid, const char *name, double ts_s, double value);
+/* A string in the top-level "otherData" object (e.g. source, step time). */
+void mk_trace_meta(mk_trace_t *t, const char *key, const char *value);
+/* Finish, flush and rename.  Returns 0 or -1 (file removed). */
+int mk_trace_close(mk_trace_t *t);
+/* Discard (removes the temporary file). */
+void mk_trace_abort(mk_trace_t *t);
+/* Event name of an instruction: op name + micro-batch ("F3"), or op alone. */
+void mk_trace_instr_name(char *buf, size_t n, const char *op, int mb);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

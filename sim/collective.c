@@ -1,0 +1,85 @@
+/* Point-to-point and collective times (formulas in include/merak/cost.h). */
+#include "merak/cost.h"
+
+#include <math.h>
+
+mk_group_t mk_group_make(const mk_cluster_t *c, int first, int stride, int n, int sharers)
+{
+    mk_group_t g = {n, n, sharers};
+    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    int node0 = first / gpn, per = 0;
+    for (int i = 0; i < n; i++)
+        if ((first + (long)stride * i) / gpn == node0) per++;
+    g.per_node = per < 1 ? 1 : per;
+    if (g.sharers < g.per_node) g.sharers = g.per_node;
+    if (g.sharers > gpn) g.sharers = gpn;
+    return g;
+}
+
+/* Effective per-flow NIC bandwidth when `sharers` flows leave a node that
+ * has `nics` NICs: beta * min(1, nics / sharers). */
+static double nic_beta(const mk_cluster_t *c, int sharers)
+{
+    double nics = c->nics_per_node > 0 ? c->nics_per_node : 1;
+    double share = sharers > nics ? nics / sharers : 1.0;
+    return c->inter.beta_Bps * share;
+}
+
+/* t = alpha + S / beta_eff */
+double mk_cost_p2p(const mk_cluster_t *c, int inter, int sharers, double bytes)
+{
+    if (c->ideal || bytes <= 0) return 0;
+    if (!inter) return c->intra.alpha_s + bytes / c->intra.beta_Bps;
+    return c->inter.alpha_s + bytes / nic_beta(c, sharers);
+}
+
+/* Ring: all-reduce 2(n-1) alpha + 2 (n-1)/n S/beta; reduce-scatter and
+ * all-gather (n-1) alpha + (n-1)/n S/beta. */
+double mk_cost_ring(mk_coll_kind_t kind, int n, double alpha, double beta, double bytes)
+{
+    if (n <= 1) return 0;
+    double k = kind == MK_COLL_ALLREDUCE ? 2.0 : 1.0;
+    return k * (n - 1) * alpha + k * (double)(n - 1) / n * bytes / beta;
+}
+
+/* Tree (pipelined double binary tree): all-reduce 2 ceil(log2 n) alpha +
+ * 2 S/beta; RS/AG have no tree form here and use the ring. */
+static double tree(mk_coll_kind_t kind, int n, double alpha, double beta, double bytes)
+{
+    if (n <= 1) return 0;
+    if (kind != MK_COLL_ALLREDUCE) return mk_cost_ring(kind, n, alpha, beta, bytes);
+    return 2.0 * ceil(log2((double)n)) * alpha + 2.0 * bytes / beta;
+}
+
+/* Hierarchical over k nodes of g ranks:
+ *   AR: RS_intra(g, S) + AR_inter(k, S/g, beta_eff) + AG_intra(g, S)
+ *     = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
+ *   RS: RS_intra(g, S) + RS_inter(k, S/g);  AG: AG_inter(k, S/g) + AG_intra(g, S). */
+static double hier(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
+{
+    int per = g->per_node, k = (g->n + per - 1) / per;
+    double be = nic_beta(c, g->sharers);
+    double intra = mk_cost_ring(MK_COLL_REDUCE_SCATTER, per, c->intra.alpha_s, c->intra.beta_Bps, bytes);
+    double inter = mk_cost_ring(kind, k, c->inter.alpha_s, be, bytes / per);
+    return (kind == MK_COLL_ALLREDUCE ? 2 : 1) * intra + inter;
+}
+
+double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
+                    double bytes)
+{
+    if (c->ideal || g->n <= 1 || bytes <= 0) return 0;
+    int one_node = g->per_node >= g->n;
+    double a = one_node ? c->intra.alpha_s : c->inter.alpha_s;
+    double b = one_node ? c->intra.beta_Bps : nic_beta(c, g->sharers);
+    switch (algo) {
+    case MK_ALGO_RING: return mk_cost_ring(kind, g->n, a, b, bytes);
+    case MK_ALGO_TREE: return tree(kind, g->n, a, b, bytes);
+    case MK_ALGO_HIER: return one_node ? mk_cost_ring(kind, g->n, a, b, bytes) : hier(c, kind, g, bytes);
+    default: break;
+    }
+    if (one_node || g->per_node == 1) {
+        double r = mk_cost_ring(kind, g->n, a, b, bytes), t = tree(kind, g->n, a, b, bytes);
+        return r < t ? r : t;
+    }
+    return hier(c, kind, g, bytes);
+}

@@ -1,0 +1,97 @@
+/* The cost model (formulas in include/merak/cost.h; each repeated here at
+ * the function that implements it). */
+#include "merak/cost.h"
+
+#include <math.h>
+#include <string.h>
+
+/* eff(d) = gemm_eff * d / (d + gemm_half_dim): small GEMMs reach a smaller
+ * share of peak; large ones approach gemm_eff. */
+double mk_cost_gemm_eff(const mk_device_t *d, double dim)
+{
+    double e = d->gemm_eff > 0 ? d->gemm_eff : 1.0;
+    if (dim <= 0 || d->gemm_half_dim <= 0) return e;
+    return e * dim / (dim + d->gemm_half_dim);
+}
+
+/* Share of an op one TP rank computes: split roles divide by t; replicated
+ * ops (norms, residual adds, dropout) are whole on each rank, unless
+ * sequence parallelism shards them along the sequence. */
+static double tp_share(const mk_op_t *o, int tp, int seqpar)
+{
+    if (tp <= 1) return 1.0;
+    if (o->tp_role == MK_TP_REPLICATED) return seqpar ? 1.0 / tp : 1.0;
+    return 1.0 / tp;
+}
+
+/* Smallest GEMM dimension of an op on one TP rank (tokens x in x out). */
+static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tokens)
+{
+    double t = tp > 1 ? tp : 1, in = o->in_width, out = o->width, d = tokens;
+    switch (o->kind) {
+    case MK_OPK_LINEAR:
+        if (o->tp_role == MK_TP_ROW) in /= t;
+        if (o->tp_role == MK_TP_COLUMN) out /= t;
+        break;
+    case MK_OPK_LM_HEAD: out = o->vocab_padded / t; break;
+    case MK_OPK_ATTENTION: {
+        double hd = o->heads > 0 ? (double)g->cfg.hidden / g->cfg.heads : in;
+        if (hd <= 0) hd = in;
+        in = hd, out = g->cfg.seq > 0 ? g->cfg.seq : tokens;
+        break;
+    }
+    default: return tokens;
+    }
+    if (in < d) d = in;
+    if (out < d) d = out;
+    return d;
+}
+
+/* t = launch + max(F / (P_mm[dtype] * eff(d)), V / P_vec, M / BW) per
+ * forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
+ * and bytes.  F, V, M scale with the tokens of the micro-batch (or of a
+ * half) and with the op's TP share.  Under `ideal` only matmuls cost. */
+double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                       double tokens, mk_dtype_t dtype, int bwd)
+{
+    const mk_op_t *o = &g->ops[op];
+    double full = (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1);
+    double scale = (full > 0 ? tokens / full : 1.0) * tp_share(o, tp, seqpar);
+    double f = (bwd ? o->bwd_flops : o->fwd_flops) * scale;
+    double v = o->vec_flops * scale * (bwd ? 2 : 1), m = o->bytes_moved * scale * (bwd ? 2 : 1);
+    const mk_device_t *d = &c->dev;
+    double tc = 0;
+    if (f > 0) tc = f / (d->matmul_flops[dtype] * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
+    if (c->ideal) return tc;
+    double tv = d->vector_flops > 0 ? v / d->vector_flops : 0, tm = d->mem_bw_Bps > 0 ? m / d->mem_bw_Bps : 0;
+    double t = tc;
+    if (tv > t) t = tv;
+    if (tm > t) t = tm;
+    return t + d->launch_s * (bwd ? 2 : 1);
+}
+
+double mk_cost_layer_compute(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
+                             double tokens, mk_dtype_t dtype, int bwd)
+{
+    const mk_layer_t *L = &g->layers[layer];
+    double t = 0;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++)
+        t += mk_cost_op_time(c, g, i, tp, seqpar, tokens, dtype, bwd);
+    return t;
+}
+
+double mk_cost_layer_time(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
+                          int recompute, mk_dtype_t dtype)
+{
+    const mk_layer_t *L = &g->layers[layer];
+    double tokens = (double)g->opts.mbs * g->cfg.seq;
+    double f = mk_cost_layer_compute(c, g, layer, tp, seqpar, tokens, dtype, 0);
+    double b = mk_cost_layer_compute(c, g, layer, tp, seqpar, tokens, dtype, 1);
+    double ar = 0;
+    if (tp > 1 && L->n_tp_allreduce > 0) {
+        mk_group_t grp = mk_group_make(c, 0, 1, tp, tp);
+        ar = L->n_tp_allreduce * mk_cost_coll(c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &grp, L->out_bytes);
+    }
+    int ck = recompute && mk_layer_checkpointable(g, layer);
+    return f + b + 2 * ar + (ck ? f + ar : 0);
+}

@@ -1,0 +1,58 @@
+#!/bin/sh
+# merak sim: human and JSON output, --plan round trip, traces, cluster JSON,
+# a plan that does not fit (a result: exit 0 with a warning).
+. "${top_srcdir:-.}/tests/lib.sh"
+M="--model gpt-tiny --cluster dgx-a100 --gbs 32"
+
+expect_ok "human summary" $MERAK sim $M --dp 2 --pp 2 --tp 2
+check "summary names step time, MFU, memory and comm" sh -c \
+  "grep -q 'step time' $tmpdir/out && grep -q MFU $tmpdir/out && grep -q 'peak GiB' $tmpdir/out && grep -q 'tp (collectives)' $tmpdir/out"
+
+expect_ok "json" $MERAK sim $M --dp 2 --pp 2 --tp 2 --json
+cp "$tmpdir/out" "$tmpdir/a.json"
+for k in step_time_s tokens_per_s tflops_per_gpu mfu bubble_fraction peak_memory_bytes memory_limit_bytes \
+         fits exposed_comm_s overlapped_comm_s '"plan"' stage_bounds; do
+  check "json has $k" grep -q "$k" "$tmpdir/a.json"
+done
+
+# --plan: the plan object from --json runs unchanged and gives the same step
+"$PYTHON" -c "import json,sys; json.dump(json.load(open(sys.argv[1]))['plan'], open(sys.argv[2],'w'))" \
+  "$tmpdir/a.json" "$tmpdir/plan.json"
+expect_ok "--plan FILE" $MERAK sim --plan "$tmpdir/plan.json" --json
+check "--plan gives the same step time" sh -c \
+  "[ \"\$(grep step_time_s $tmpdir/a.json)\" = \"\$(grep step_time_s $tmpdir/out)\" ]"
+
+# every schedule, overlap level, SP, ZeRO-1 and recompute policy runs
+for opt in "--schedule gpipe" "--schedule merak" "--schedule merak-pre" "--schedule merak-last" \
+           "--schedule zb-h1" "--schedule interleaved --vpp 2" "--tp-overlap 1" "--tp-overlap 2" \
+           "--tp-overlap 3" "--sequence-parallel --recompute selective" "--zero 1" "--recompute auto" \
+           "--recompute stage-aware:0.5" "--recompute none"; do
+  expect_ok "runs with $opt" $MERAK sim $M --dp 2 --pp 2 --tp 2 $opt --json
+done
+
+# trace: Chrome Trace Event JSON with the shared names
+expect_ok "trace" $MERAK sim $M --dp 2 --pp 2 --tp 2 --schedule zb-h1 --trace "$tmpdir/t.json"
+check "trace is JSON with X and C events, named streams and ops" "$PYTHON" -c "
+import json, sys
+d = json.load(open('$tmpdir/t.json'))
+ev = d['traceEvents']
+names = {e['name'] for e in ev if e['ph'] == 'X'}
+assert {'F0', 'B_IN0', 'B_W0', 'SEND_ACT0', 'AR.tp', 'AR.dp', 'AR.tied', 'OPT'} <= names, names
+assert any(e['ph'] == 'C' for e in ev)
+assert all(set(e['args']) == {'stage', 'mb', 'chunk', 'layer'} for e in ev if e['ph'] == 'X')
+assert {e['pid'] for e in ev if e['ph'] == 'X'} == {0, 4}
+"
+check "no temporary trace file left" sh -c "! ls $tmpdir/t.json.tmp.* 2>/dev/null"
+
+# cluster JSON gives the preset's result
+expect_ok "cluster json" $MERAK sim --model gpt-tiny --gbs 32 --pp 2 --cluster "$top_srcdir/traces/clusters/rtx3090-pcie.json" --json
+grep step_time_s "$tmpdir/out" >"$tmpdir/j1"
+$MERAK sim --model gpt-tiny --gbs 32 --pp 2 --cluster rtx3090-pcie --json | grep step_time_s >"$tmpdir/j2"
+check "cluster JSON = preset" cmp -s "$tmpdir/j1" "$tmpdir/j2"
+
+# not fitting is a result
+$MERAK sim --model gpt-20b --pp 8 --gbs 64 --json >"$tmpdir/out" 2>"$tmpdir/err"; rc=$?
+check "does not fit: exit 0" [ $rc -eq 0 ]
+check "does not fit: fits false" grep -q '"fits": false' "$tmpdir/out"
+check "does not fit: one warning" sh -c "[ \$(wc -l <$tmpdir/err) -eq 1 ] && grep -q warning $tmpdir/err"
+finish

@@ -1,0 +1,233 @@
+/* Simulator tests: exact pipeline invariants under `ideal`, the scheduler's
+ * unit-cost makespans, collective formulas, and the memory breakdown
+ * against closed forms (DESIGN.md "Formulas"). */
+#include "config.h"
+#include "merak/cost.h"
+#include "merak/partition.h"
+#include "merak/sim.h"
+#include "tests/check.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char stack_path[1024];
+
+static mk_graph_t *setup(const char *model, int dp, int pp, int tp, int vpp, int mbs, int gbs, mk_sched_kind_t k,
+                         const char *rc, mk_plan_t *p)
+{
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    mk_plan_init(p);
+    if (mk_model_resolve(model, &ov, &p->model) < 0) return NULL;
+    p->dp = dp, p->pp = pp, p->tp = tp, p->vpp = vpp, p->mbs = mbs, p->gbs = gbs, p->schedule = k;
+    p->dtype = MK_DTYPE_BF16;
+    if (mk_recompute_parse(rc, &p->recompute) < 0) return NULL;
+    mk_graph_opts_t o;
+    mk_plan_graph_opts(p, 1, &o);
+    mk_graph_t *g = mk_graph_build(&p->model, &o);
+    if (!g) return NULL;
+    if (mk_plan_partition_uniform(p, g) < 0 || mk_plan_check(p, g) < 0) {
+        mk_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+static mk_sim_result_t res;
+
+static int run(const char *cluster, const mk_plan_t *p, const mk_graph_t *g, int unit)
+{
+    mk_cluster_t c;
+    if (mk_cluster_get(cluster, &c) < 0) return -1;
+    mk_sim_t *s = mk_sim_new(&c);
+    mk_sim_opts_t o;
+    mk_sim_opts_init(&o);
+    o.unit_costs = unit;
+    int rc = mk_sim_run(s, p, g, &o, &res);
+    mk_sim_free(s);
+    if (rc < 0) fprintf(stderr, "sim: %s\n", mk_error_last());
+    return rc;
+}
+
+static void test_pipeline_invariants(void)
+{
+    mk_plan_t p;
+    for (int sched = 0; sched < 2; sched++) {
+        mk_sched_kind_t k = sched ? MK_SCHED_GPIPE : MK_SCHED_1F1B;
+        for (int pp = 1; pp <= 8; pp *= 2)
+            for (int m = 1; m <= 16; m += 5) {
+                mk_graph_t *g = setup(stack_path, 1, pp, 1, 1, 1, m, k, "none", &p);
+                CHECK(g != NULL, "setup: %s", mk_error_last());
+                if (!g) continue;
+                double per = 0;
+                for (int l = 0; l < g->n_layers; l++) per += g->layers[l].fwd_flops + g->layers[l].bwd_flops;
+                double tfb = per / pp / 1e12; /* ideal: 1 TFLOP/s, efficiency 1 */
+                CHECK(run("ideal", &p, g, 0) == 0, "run");
+                char what[96];
+                snprintf(what, sizeof what, "%s p %d m %d step", sched ? "gpipe" : "1f1b", pp, m);
+                CHECK_REL(res.step_time_s, (m + pp - 1) * tfb, 1e-9, what);
+                for (int s = 0; s < pp; s++) {
+                    snprintf(what, sizeof what, "%s p %d m %d bubble %d", sched ? "gpipe" : "1f1b", pp, m, s);
+                    double want = (double)(pp - 1) / (m + pp - 1);
+                    if (pp == 1) CHECK(fabs(res.bubble_fraction[s]) < 1e-9, "%s", what);
+                    else CHECK_REL(res.bubble_fraction[s], want, 1e-9, what);
+                }
+                mk_graph_free(g);
+            }
+    }
+    /* interleaved: bubble relative to ideal (p-1)/(v m) */
+    int cases[][3] = {{2, 2, 4}, {2, 4, 8}, {4, 2, 8}};
+    for (int i = 0; i < 3; i++) {
+        int pp = cases[i][0], v = cases[i][1], m = cases[i][2];
+        mk_graph_t *g = setup(stack_path, 1, pp, 1, v, 1, m, MK_SCHED_INTERLEAVED, "none", &p);
+        CHECK(g != NULL, "setup interleaved: %s", mk_error_last());
+        if (!g) continue;
+        double per = 0;
+        for (int l = 0; l < g->n_layers; l++) per += g->layers[l].fwd_flops + g->layers[l].bwd_flops;
+        double ideal = m * per / pp / 1e12;
+        CHECK(run("ideal", &p, g, 0) == 0, "run interleaved");
+        char what[96];
+        snprintf(what, sizeof what, "interleaved p %d v %d m %d bubble/ideal", pp, v, m);
+        CHECK_REL((res.step_time_s - ideal) / ideal, (double)(pp - 1) / (v * m), 1e-9, what);
+        mk_graph_free(g);
+    }
+}
+
+static void test_unit_costs(void)
+{
+    struct { mk_sched_kind_t k; double want; } cases[] = {
+        {MK_SCHED_1F1B, 44}, {MK_SCHED_MERAK_PRE, 41}, {MK_SCHED_MERAK_LAST, 39}, {MK_SCHED_MERAK, 38}};
+    for (int i = 0; i < 4; i++) {
+        mk_plan_t p;
+        mk_graph_t *g = setup(stack_path, 1, 4, 1, 1, 1, 8, cases[i].k, "full", &p);
+        CHECK(g != NULL, "setup");
+        if (!g) continue;
+        CHECK(run("ideal", &p, g, 1) == 0, "run");
+        char what[64];
+        snprintf(what, sizeof what, "unit-cost makespan %s", mk_sched_kind_name(cases[i].k));
+        CHECK_REL(res.step_time_s, cases[i].want, 1e-12, what);
+        mk_graph_free(g);
+    }
+}
+
+static void test_collectives(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("rtx3090-pcie", &c);
+    double S = 256e6;
+    mk_group_t g = mk_group_make(&c, 0, 1, 8, 8);
+    CHECK(g.per_node == 8, "one node group");
+    double a = c.intra.alpha_s, b = c.intra.beta_Bps;
+    CHECK_REL(mk_cost_coll(&c, MK_COLL_ALLREDUCE, MK_ALGO_RING, &g, S), 2 * 7 * a + 2.0 * 7 / 8 * S / b, 1e-12,
+              "ring all-reduce");
+    CHECK_REL(mk_cost_coll(&c, MK_COLL_REDUCE_SCATTER, MK_ALGO_RING, &g, S), 7 * a + 7.0 / 8 * S / b, 1e-12,
+              "ring reduce-scatter");
+    /* hierarchical: 32 ranks, 8 per node over 4 nodes, one NIC shared by 8 */
+    mk_group_t h = mk_group_make(&c, 0, 1, 32, 8);
+    CHECK(h.per_node == 8 && h.sharers == 8, "hier group %d %d", h.per_node, h.sharers);
+    double ae = c.inter.alpha_s, be = c.inter.beta_Bps * 1.0 / 8;
+    double want = 2 * (7 * a + 7.0 / 8 * S / b) + 2 * 3 * ae + 2.0 * 3 / 4 * (S / 8) / be;
+    CHECK_REL(mk_cost_coll(&c, MK_COLL_ALLREDUCE, MK_ALGO_HIER, &h, S), want, 1e-12, "hierarchical all-reduce");
+    CHECK_REL(mk_cost_coll(&c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &h, S), want, 1e-12, "auto picks hierarchical");
+    /* ideal: free */
+    mk_cluster_get("ideal", &c);
+    CHECK(mk_cost_coll(&c, MK_COLL_ALLREDUCE, MK_ALGO_RING, &g, S) == 0, "ideal collectives are free");
+    CHECK(mk_cost_p2p(&c, 1, 8, S) == 0, "ideal p2p is free");
+}
+
+/* gpt-tiny (4 blocks, h 64, a 4, s 64), pp 4: stage 1 holds exactly one block. */
+static void test_memory(void)
+{
+    const double s = 64, h = 64, a = 4;
+    struct { int tp, sp, gpipe; const char *rc; } cases[] = {
+        {1, 0, 0, "none"}, {1, 0, 0, "full"}, {2, 0, 0, "none"}, {2, 0, 0, "full"}, {2, 0, 0, "selective"},
+        {2, 1, 0, "none"}, {2, 1, 0, "full"}, {4, 1, 0, "selective"}, {1, 0, 1, "none"}, {2, 0, 1, "full"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        int t = cases[i].tp, sp = cases[i].sp, b = 2, m = 8, pp = 4;
+        mk_plan_t p;
+        mk_graph_t *g = setup("gpt-tiny", 1, pp, t, 1, b, b * m, cases[i].gpipe ? MK_SCHED_GPIPE : MK_SCHED_1F1B,
+                              cases[i].rc, &p);
+        CHECK(g != NULL, "setup");
+        if (!g) continue;
+        p.seqpar = sp;
+        CHECK(run("dgx-a100", &p, g, 0) == 0, "run");
+        const mk_mem_breakdown_t *M = &res.mem[1];
+        double P = 12 * h * h / t + 7 * h / t + 6 * h;
+        double sbh = s * b * h, act;
+        int full = !strcmp(cases[i].rc, "full"), sel = !strcmp(cases[i].rc, "selective");
+        if (full) act = 2 * 2 * sbh / (sp ? t : 1);            /* two layers keep their inputs */
+        else if (sp && sel) act = 34 * sbh / t;
+        else if (sp) act = sbh / t * (34 + 5 * a * s / h);
+        else if (sel) act = sbh * (10 + 24.0 / t);
+        else act = sbh * (10 + 24.0 / t + 5 * a * s / (h * t));
+        int inflight = cases[i].gpipe ? m : pp - 1;
+        char what[128];
+#define MEMCHK(got, want, name)                                                                    \
+    snprintf(what, sizeof what, "%s tp %d sp %d %s %s", name, t, sp, cases[i].rc, cases[i].gpipe ? "gpipe" : "1f1b"); \
+    CHECK_REL(got, want, 0.01, what)
+        MEMCHK(M->weights, 2 * P, "weights");
+        MEMCHK(M->grads, 2 * P, "grads");
+        MEMCHK(M->optimizer, 12 * P, "optimizer");
+        MEMCHK(M->activations, inflight * act, "activations");
+        double attn_full = sel ? sbh * (10 + 24.0 / t) : 0; (void)attn_full;
+        double gbuf = 2 * 2 * sbh / (sp ? t : 1);
+        double wmax = 0;
+        if (full) { /* the larger of the two layers' full activations, recomputed in B */
+            double at = mk_layer_act_bytes(g, p.bounds[1], t, sp, 0), ml = mk_layer_act_bytes(g, p.bounds[1] + 1, t, sp, 0);
+            wmax = at > ml ? at : ml;
+        }
+        MEMCHK(M->working, wmax + gbuf, "working set");
+        MEMCHK(M->buffers, 4 * 2 * sbh / (sp ? t : 1), "p2p buffers");
+        MEMCHK(res.peak_memory_bytes[1], 16 * P + inflight * act + wmax + gbuf + 8 * sbh / (sp ? t : 1), "peak");
+        /* the closed-form function agrees with the tracker */
+        mk_cluster_t c;
+        mk_cluster_get("dgx-a100", &c);
+        mk_mem_breakdown_t cf;
+        CHECK(mk_sim_stage_memory(&c, &p, g, 1, NULL, -1, NULL, &cf) == 0, "stage memory");
+        MEMCHK(cf.total, res.peak_memory_bytes[1], "closed form = tracker");
+        mk_graph_free(g);
+    }
+    /* ZeRO-1 divides the 12 optimizer bytes by d; fp32 grads: 18 bytes */
+    mk_plan_t p;
+    mk_graph_t *g = setup("gpt-tiny", 4, 2, 1, 1, 1, 64, MK_SCHED_1F1B, "full", &p);
+    CHECK(g != NULL, "setup zero");
+    if (g) {
+        p.zero = 1;
+        CHECK(run("dgx-a100", &p, g, 0) == 0, "run zero");
+        CHECK_REL(res.mem[0].optimizer, 6 * res.mem[0].weights / 4, 1e-9, "ZeRO-1 optimizer / d");
+        mk_graph_free(g);
+    }
+}
+
+static void test_cluster_json(void)
+{
+    mk_cluster_t c, d;
+    mk_cluster_get("dgx-a100", &c);
+    char path[] = "/tmp/mk_test_cluster_XXXXXX.json";
+    int fd = mkstemps(path, 5);
+    CHECK(fd >= 0, "mkstemps");
+    close(fd);
+    CHECK(mk_cluster_save(&c, path) == 0, "save: %s", mk_error_last());
+    CHECK(mk_cluster_get(path, &d) == 0, "load: %s", mk_error_last());
+    CHECK(!strcmp(d.name, c.name) && d.dev.mem_bytes == c.dev.mem_bytes && d.inter.beta_Bps == c.inter.beta_Bps &&
+              d.gpus_per_node == c.gpus_per_node && d.dev.matmul_flops[2] == c.dev.matmul_flops[2],
+          "round trip");
+    FILE *f = fopen(path, "w");
+    fputs("{\"name\": \"x\", \"gpus_per_node\": 0}", f);
+    fclose(f);
+    CHECK(mk_cluster_get(path, &d) < 0, "malformed cluster rejected");
+    unlink(path);
+}
+
+int main(void)
+{
+    const char *src = getenv("top_srcdir");
+    snprintf(stack_path, sizeof stack_path, "%s/traces/models/stack.json", src ? src : ".");
+    test_collectives();
+    test_pipeline_invariants();
+    test_unit_costs();
+    test_memory();
+    test_cluster_json();
+    CHECK_DONE();
+}
