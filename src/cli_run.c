@@ -4,6 +4,7 @@
 #include "config.h"
 #include "cli.h"
 #include "merak/exec.h"
+#include "merak/graph.h"
 
 #include <jansson.h>
 #include <mpi.h>
@@ -50,49 +51,39 @@ static const char *take_flag(int *argc, char **argv, const char *flag)
 /* Flags of the contract that this executor does not take yet. */
 static int unsupported(const mk_args_t *a)
 {
-    if (a->plan_file && a->layout_given)
-        return mk_cli_fail("run", "--plan cannot be combined with model or layout flags");
     if (a->data || a->save || a->load || a->trace_file)
         return mk_cli_fail("run", "--data, --save, --load and --trace are not supported by run yet");
-    if (a->cluster || a->seqpar || a->partition)
-        return mk_cli_fail("run", "--cluster, --sequence-parallel and --partition are not run flags");
+    if (a->cluster || a->seqpar)
+        return mk_cli_fail("run", "--cluster and --sequence-parallel are not run flags");
     if (a->dtype && strcmp(a->dtype, "fp32"))
         return mk_cli_fail("run", "the CPU executor trains in fp32 only (got --dtype %s)", a->dtype);
     if (a->npos) return mk_cli_fail("run", "unexpected argument '%s'", a->pos[0]);
     return 0;
 }
 
-/* The plan from --plan FILE, or from the model and layout flags. */
-static int fill_plan(const mk_args_t *a, mk_plan_t *p)
+/* The plan from --plan FILE, or from the model and layout flags (the
+ * shared builder; run's defaults: gpt-tiny, gbs 2*dp*mbs*pp, vpp 2 when
+ * interleaved, dp from the world size). */
+static int fill_plan(const mk_args_t *a, int world, mk_plan_t *p)
 {
-    if (a->plan_file) {
-        if (mk_plan_load(a->plan_file, p) < 0) return mk_cli_fail("run", "%s", mk_error_last());
-        p->dtype = MK_DTYPE_FP32;  /* the CPU executor trains in fp32 whatever the plan's dtype */
-        return 0;
+    mk_args_t r = *a;
+    int pp = a->pp ? a->pp : 1, tp = a->tp ? a->tp : 1;
+    int dp = a->dp ? a->dp : (world % (pp * tp) ? 1 : world / (pp * tp));
+    if (!a->plan_file) {
+        if (!r.gbs) r.gbs = 2 * dp * (a->mbs ? a->mbs : 1) * pp;
+        if (!r.vpp && !r.vpp_layers && a->schedule && !strcmp(a->schedule, "interleaved")) r.vpp = 2;
     }
-    if (mk_args_model(a, "gpt-tiny", &p->model) < 0) return -1;
-    if (a->dp) p->dp = a->dp;
-    if (a->pp) p->pp = a->pp;
-    if (a->tp) p->tp = a->tp;
-    if (a->mbs) p->mbs = a->mbs;
-    if (a->schedule && mk_sched_kind_parse(a->schedule, &p->schedule) < 0)
-        return mk_cli_fail("run", "%s", mk_error_last());
-    if (a->recompute && mk_recompute_parse(a->recompute, &p->recompute) < 0)
-        return mk_cli_fail("run", "%s", mk_error_last());
-    p->vpp = a->vpp ? a->vpp : (p->schedule == MK_SCHED_INTERLEAVED ? 2 : 1);
-    if (a->vpp_layers) p->vpp = (2 * p->model.num_layers + 2) / (p->pp * a->vpp_layers);
-    if (p->vpp < 1) p->vpp = 1;
-    p->gbs = a->gbs ? a->gbs : 2 * p->dp * p->mbs * p->pp;
-    p->zero = a->zero;
-    p->tp_overlap = a->tp_overlap > 0 ? a->tp_overlap : 0;
-    p->n_vstages = 0;               /* uniform bounds, filled by mk_exec_validate */
+    mk_graph_t *g = NULL;
+    if (mk_args_plan(&r, "gpt-tiny", "ideal", world, MK_DTYPE_FP32, p, &g) < 0) return -1;
+    mk_graph_free(g);
+    p->dtype = MK_DTYPE_FP32;  /* the CPU executor trains in fp32 whatever the plan's dtype */
     return 0;
 }
 
-static int fill_opts(const mk_args_t *a, mk_exec_opts_t *o)
+static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
 {
     mk_exec_opts_init(o);
-    if (unsupported(a) || fill_plan(a, &o->plan)) return -1;
+    if (unsupported(a) || fill_plan(a, world, &o->plan)) return -1;
     if (!(o->be = mk_backend_get(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
     if (a->steps >= 0) o->steps = a->steps;
     if (a->lr >= 0) o->lr = a->lr;
@@ -102,7 +93,6 @@ static int fill_opts(const mk_args_t *a, mk_exec_opts_t *o)
     if (a->clip_grad >= 0) o->clip_grad = a->clip_grad;
     if (a->adam_eps >= 0) o->adam_eps = a->adam_eps;
     if (a->seed >= 0) o->seed = (uint64_t)a->seed;
-    o->progress = 1;
     return 0;
 }
 
@@ -141,7 +131,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     *dump = take_flag(&argc, argv, "--dump-grads");
     rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage);
-    if (rc == 0 && fill_opts(a, o) != 0) rc = -1;
+    if (rc == 0 && fill_opts(a, world, o) != 0) rc = -1;
     if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
     if (rank && saved >= 0) {
         fflush(stderr);
@@ -167,6 +157,9 @@ int mk_cmd_run(int argc, char **argv)
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
     o.dump_grads = dump;
+    /* progress on a terminal; under mpiexec stderr is a pipe, so a run
+       without --json (whose only output is the progress) prints it too */
+    o.progress = isatty(2) || (world > 1 && !a.json);
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     if (mk_exec_train(&o, &comm, &res) < 0) {

@@ -123,7 +123,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
-    int tty = o->progress && e.comm.rank == 0 && isatty(2);
+    int tty = o->progress && e.comm.rank == 0;
     for (int k = 0; rc == 0 && k < o->steps; k++) {
         mk_exec_make_batch(&e, k);
         double t0 = mk_time_now();

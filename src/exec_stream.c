@@ -132,6 +132,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
         if (mk_gpt_layer_kind(e->g, l) != MK_GPT_HEAD) {
             if (!(out = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
             if (l + 1 < c->l1) act_of(e, c, mb, l + 1)->in = out;
+            else if (e->comm.pp == 1) act_of(e, c + 1, mb, l + 1)->in = out; /* next chunk, here */
             else c->out[mb] = out;
         }
         int cp = l > 0 && k++ < ckpt;
@@ -196,7 +197,9 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
     if (mode != MK_BWD_W) {
         mk_gpt_release(&e->run, e->g, c->gin[mb], act_floats(e));
         c->gin[mb] = NULL;
-        if (c->l0 > 0) c->gout[mb] = din;
+        /* one stage: the previous chunk is on this rank, no SEND_GRAD */
+        if (c->l0 > 0 && e->comm.pp == 1) c[-1].gin[mb] = din;
+        else if (c->l0 > 0) c->gout[mb] = din;
     }
     if (mode != MK_BWD_IN) c->nbwd++;
     return 0;

@@ -8,6 +8,7 @@ make_reference
 equiv 1 2 4 --schedule interleaved --recompute full
 equiv 2 2 2 --schedule interleaved --vpp 2 --recompute none
 equiv 1 4 1 --schedule interleaved --vpp 2
+equiv 2 1 1 --vpp 2
 equiv 1 4 2 --schedule zb-h1 --recompute full
 equiv 2 2 1 --schedule zb-h1 --recompute none
 equiv 2 4 1 --schedule merak-pre

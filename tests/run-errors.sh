@@ -5,12 +5,12 @@ expect_fail "layout larger than the world" "2 but there are 1 ranks" -- "$MERAK"
 expect_fail "unknown schedule" "unknown schedule" -- "$MERAK" run --schedule foo
 expect_fail "unknown recompute policy" "recompute" -- "$MERAK" run --recompute sometimes
 expect_fail "gbs not a multiple of dp*mbs" "not divisible by dp" -- "$MERAK" run --mbs 3 --gbs 4
-expect_fail "plan with layout flags" "cannot be combined" -- "$MERAK" run --plan p.json --tp 1
+expect_fail "plan with layout flags" "combine" -- "$MERAK" run --plan p.json --tp 1
 expect_fail "unknown option" "unknown option" -- "$MERAK" run --bogus 1
 expect_fail "cuda backend not built" "cuda" -- "$MERAK" run --backend cuda
 expect_fail "unknown backend" "unknown backend" -- "$MERAK" run --backend tpu
 expect_fail "zero not yet" "zero" -- "$MERAK" run --zero 1
-expect_fail "vpp without interleaved" "interleaved" -- "$MERAK" run --vpp 2
+expect_fail "vpp with a schedule other than interleaved" "interleaved" -- "$MERAK" run --vpp 2 --schedule 1f1b
 expect_fail "a bert model" "GPT" -- "$MERAK" run --model bert-large --num-layers 2 --hidden-size 64 --num-attention-heads 4
 expect_ok "--steps 0 is a valid no-op" "$MERAK" run --steps 0
 expect_ok "--help" "$MERAK" run --help
