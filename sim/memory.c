@@ -40,26 +40,13 @@ int mk_sim_is_ckptable(const mk_graph_t *g, int l)
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)
 {
     double sum = 0;
-    for (int l = l0; l < l1; l++) {
-        const mk_layer_t *L = &g->layers[l];
-        for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
-            const mk_op_t *o = &g->ops[i];
-            sum += o->tp_role == MK_TP_REPLICATED ? o->params : o->params / tp;
-        }
-    }
+    for (int l = l0; l < l1; l++) sum += g->layers[l].params_rep + g->layers[l].params_split / tp;
     return sum;
 }
 
 double mk_sim_tied_params(const mk_graph_t *g, int tp)
 {
-    int tied = 0;
-    double emb = 0;
-    for (int i = 0; i < g->n_ops; i++) {
-        if (g->ops[i].kind == MK_OPK_LM_HEAD && g->ops[i].tied) tied = 1;
-        if (g->ops[i].kind == MK_OPK_EMBEDDING)
-            emb += g->ops[i].tp_role == MK_TP_REPLICATED ? g->ops[i].params : g->ops[i].params / tp;
-    }
-    return tied ? emb : 0;
+    return g->tied_rep + g->tied_split / tp;
 }
 
 int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk_sim_opts_t *o,

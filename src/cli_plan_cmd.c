@@ -78,12 +78,13 @@ static int mpi_merge(mk_planner_result_t *r, int top, int rank, int size)
         all = malloc(total > 0 ? total : 1);
     }
     MPI_Gatherv(r->best, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    long c[2] = {r->simulated, r->pruned_bound}, sum[2];
-    MPI_Reduce(c, sum, 2, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    long c[5] = {r->simulated, r->pruned_bound, r->candidates, r->pruned_memory, r->layouts}, sum[5];
+    MPI_Reduce(c, sum, 5, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         r->n = 0;
         mk_planner_merge(r, (mk_planner_entry_t *)all, total / (int)sizeof(mk_planner_entry_t), top);
-        r->simulated = sum[0], r->pruned_bound = sum[1];
+        r->simulated = sum[0], r->pruned_bound = sum[1], r->candidates = sum[2];
+        r->pruned_memory = sum[3], r->layouts = sum[4];
     }
     free(all), free(counts), free(displs);
     return 0;
@@ -215,8 +216,8 @@ static int plan_main(const mk_args_t *a, int rank, int size)
         mk_planner_result_free(&r);
         return mk_cli_fail("plan", "%s", mk_error_last());
     }
-    long evaluated = r.candidates;
     if (size > 1) mpi_merge(&r, o.top, rank, size);
+    long evaluated = r.candidates;
     int rc = 0;
     if (rank == 0) {
         if (r.n == 0) rc = report_no_fit(&r);

@@ -48,9 +48,9 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            p->seqpar ? ", sequence parallel" : "");
     printf("step time        %.4f s\n", r->step_time_s);
     printf("tokens/s         %.1f\n", r->tokens_per_s);
-    printf("TFLOP/s per GPU  %.2f   MFU %.1f%%  (%s convention: matmul FLOPs %s recompute)\n",
-           r->tflops_per_gpu, 100 * r->mfu, r->flops_recompute ? "96·B·s·l·h²" : "72·B·s·l·h²",
-           r->flops_recompute ? "with" : "without");
+    printf("TFLOP/s per GPU  %.2f   MFU %.1f%%  (Megatron's matmul count: 72·B·s·l·h²-form%s)\n",
+           r->tflops_per_gpu, 100 * r->mfu,
+           r->flops_recompute ? " + the forwards recomputed (96· with full recompute)" : ", no recompute");
     printf("\n%5s %7s %9s %10s %9s %9s %9s %9s %9s %9s\n", "stage", "bubble", "inflight", "peak GiB",
            "weights", "grads", "optim", "activ", "working", "buffers");
     for (int s = 0; s < r->pp; s++) {

@@ -150,6 +150,8 @@ static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
         L->vec_flops += o->vec_flops;
         L->bytes_moved += o->bytes_moved;
         L->act_rep += o->act_rep, L->act_split += o->act_split, L->act_scores += o->act_scores;
+        if (o->tp_role == MK_TP_REPLICATED) L->params_rep += o->params;
+        else L->params_split += o->params;
         if (o->tp_role == MK_TP_ROW) L->n_tp_allreduce++, L->has_tp_pair = 1;
     }
     const double N = (double)g->opts.mbs * g->cfg.seq;
@@ -204,6 +206,13 @@ int mk_graph_finish(mk_graph_t *g)
 {
     if (g->n_ops < 1) return mk_error_set("model '%s' has no ops", g->cfg.name);
     assign_tp_roles(g);
+    int tied = 0;
+    for (int i = 0; i < g->n_ops; i++) {
+        const mk_op_t *o = &g->ops[i];
+        tied |= o->kind == MK_OPK_LM_HEAD && o->tied;
+        if (o->kind == MK_OPK_EMBEDDING) *(o->tp_role == MK_TP_REPLICATED ? &g->tied_rep : &g->tied_split) += o->params;
+    }
+    if (!tied) g->tied_rep = g->tied_split = 0;
     return build_layers(g);
 }
 

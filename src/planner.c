@@ -32,6 +32,7 @@ typedef struct {
     long n, cap;
     mk_planner_result_t *r;
     mk_sim_opts_t so;
+    long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */
 } mk_search_t;
 
 void mk_planner_opts_init(mk_planner_opts_t *o)
@@ -91,7 +92,7 @@ static int push(mk_search_t *S, const mk_plan_t *p, double lb)
     }
     S->c[S->n].plan = *p;
     S->c[S->n].lb = lb;
-    S->c[S->n].index = S->n;
+    S->c[S->n].index = S->combo * 1000000 + S->combo_seq++; /* the same whatever the rank split */
     S->n++;
     return 0;
 }
@@ -155,6 +156,18 @@ static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
     return 0;
 }
 
+/* Remember the candidate closest to fitting, for the no-fit report. */
+static void note_miss(mk_planner_result_t *r, const mk_plan_t *p, int stage, const mk_mem_breakdown_t *m,
+                      double shortfall)
+{
+    if (r->have_closest && shortfall >= r->closest_shortfall) return;
+    r->have_closest = 1;
+    r->closest = *p;
+    r->closest_mem = *m;
+    r->closest_stage = stage;
+    r->closest_shortfall = shortfall;
+}
+
 static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int record, int *ck)
 {
     if (resolved_ckpt(p, g, ck) < 0) return 0;
@@ -166,15 +179,25 @@ static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, in
         if (m.total > worst) worst = m.total, ws = s, wm = m;
     }
     if (worst <= limit) return 1;
-    mk_planner_result_t *r = S->r;
-    if (record && (!r->have_closest || worst - limit < r->closest_shortfall)) {
-        r->have_closest = 1;
-        r->closest = *p;
-        r->closest_mem = wm;
-        r->closest_stage = ws;
-        r->closest_shortfall = worst - limit;
-    }
+    if (record) note_miss(S->r, p, ws, &wm, worst - limit);
     return 0;
+}
+
+/* Memory no recompute policy can avoid: weights, gradients, optimizer
+ * state and buffers, with no activation in flight.  If a stage exceeds
+ * the device with that alone, no recompute variant of the split fits. */
+static int state_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
+{
+    int zero[MK_PLAN_MAX_VSTAGES] = {0};
+    mk_mem_breakdown_t m;
+    for (int s = 0; s < p->pp; s++) {
+        if (mk_sim_stage_memory(S->cl, p, g, s, zero, 0, &S->so, &m) < 0) return 0;
+        if (m.total > S->cl->dev.mem_bytes) {
+            note_miss(S->r, p, s, &m, m.total - S->cl->dev.mem_bytes);
+            return 0;
+        }
+    }
+    return 1;
 }
 
 /* Fix the recompute details a candidate needs before its memory check:
@@ -187,14 +210,37 @@ static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g, i
         return plan_fits(S, p, g, 1, ck);
     }
     if (p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return plan_fits(S, p, g, 1, ck);
-    for (int k = 1; k <= 10; k++) {
-        p->recompute.ratio = k / 10.0;
-        if (plan_fits(S, p, g, k == 10, ck)) return 1;
+    /* memory falls as the ratio grows: bisect for the smallest that fits */
+    p->recompute.ratio = 1.0;
+    if (!plan_fits(S, p, g, 1, ck)) return 0;
+    int lo = 1, hi = 10;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        p->recompute.ratio = mid / 10.0;
+        if (plan_fits(S, p, g, 0, ck)) hi = mid;
+        else lo = mid + 1;
     }
-    return 0;
+    p->recompute.ratio = hi / 10.0;
+    return plan_fits(S, p, g, 0, ck);
 }
 
 static int has(unsigned mask, int bit) { return (mask >> bit) & 1u; }
+
+/* An auto or stage-aware candidate whose counts come out as those of none
+ * (nothing checkpointed) or full is the same plan as that candidate. */
+static int duplicates_fixed_policy(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const int *ck)
+{
+    if (p->recompute.kind != MK_RECOMPUTE_AUTO && p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return 0;
+    unsigned rm = S->o->recompute_mask ? S->o->recompute_mask : 0x1fu;
+    int zero = 1;
+    for (int i = 0; i < p->n_vstages; i++) zero &= ck[i] == 0;
+    if (zero && has(rm, MK_RECOMPUTE_NONE)) return 1;
+    if (!has(rm, MK_RECOMPUTE_FULL)) return 0;
+    mk_plan_t f = *p;
+    int fck[MK_PLAN_MAX_VSTAGES];
+    f.recompute.kind = MK_RECOMPUTE_FULL, f.has_ckpt = 0;
+    return resolved_ckpt(&f, g, fck) == 0 && !memcmp(fck, ck, p->n_vstages * sizeof *ck);
+}
 
 /* Stage bounds for one partition method, layout and cost setting. */
 static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const char *method, int rcon)
@@ -224,7 +270,7 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
-    int have[2] = {0, 0};
+    int have[2] = {0, 0}, state_ok[2][2] = {{-1, -1}, {-1, -1}};
     mk_plan_t bp[2];
     for (int rk = 0; rk <= MK_RECOMPUTE_AUTO; rk++) {
         if (!has(rm, rk) || (rk == MK_RECOMPUTE_STAGE_AWARE && base->pp == 1)) continue;
@@ -241,8 +287,10 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
             p.recompute.kind = (mk_recompute_kind_t)rk;
             p.recompute.ratio = 1.0;
             p.zero = z;
+            if (state_ok[rcon][z] < 0) state_ok[rcon][z] = state_fits(S, &p, e->g);
             /* memory does not depend on TP overlap: settle once for both */
-            int ck[MK_PLAN_MAX_VSTAGES], fit = settle_recompute(S, &p, e->g, ck);
+            int ck[MK_PLAN_MAX_VSTAGES], fit = state_ok[rcon][z] && settle_recompute(S, &p, e->g, ck);
+            if (fit && duplicates_fixed_policy(S, &p, e->g, ck)) continue;
             for (int ov = 0; ov <= 1; ov++) {
                 if ((o->tp_overlap >= 0 && ov != (o->tp_overlap > 0)) || (ov && base->tp == 1)) continue;
                 p.tp_overlap = ov ? (o->tp_overlap > 0 ? o->tp_overlap : 2) : 0;
@@ -335,7 +383,7 @@ static int enumerate(mk_search_t *S)
 {
     const mk_planner_opts_t *o = S->o;
     int N = o->gpus, blocks = S->model->num_layers, any_layout = 0, any_batch = 0;
-    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8;
+    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8, size = o->size > 0 ? o->size : 1;
     for (int tp = 1; tp <= N && tp <= S->cl->gpus_per_node; tp++) {
         if (!divides(tp, N) || mk_model_check_tp(S->model, tp) < 0) continue;
         for (int pp = 1; pp <= N / tp && pp <= blocks; pp++) {
@@ -345,6 +393,10 @@ static int enumerate(mk_search_t *S)
             for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
                 if (o->gbs % (dp * mbs)) continue;
                 any_batch = 1;
+                /* ranks take every size-th (layout, micro-batch): each
+                 * generates, checks and simulates only its own share */
+                S->combo++, S->combo_seq = 0;
+                if ((S->combo - 1) % size != o->rank) continue;
                 if (layout_candidates(S, dp, pp, tp, mbs) < 0) return -1;
             }
         }
@@ -383,10 +435,10 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
     int top = o->top > 0 ? o->top : 5;
     qsort(S->c, S->n, sizeof *S->c, cand_cmp);
     mk_planner_entry_t e;
-    for (long i = o->rank; i < S->n; i += o->size > 0 ? o->size : 1) {
-        if (o->progress && (i / (o->size > 0 ? o->size : 1)) % 64 == 0) o->progress(o->progress_ctx, i, S->n);
+    for (long i = 0; i < S->n; i++) {
+        if (o->progress && i % 64 == 0) o->progress(o->progress_ctx, i, S->n);
         if (!o->exhaustive && S->r->n == top && S->c[i].lb >= S->r->best[top - 1].res.step_time_s) {
-            S->r->pruned_bound += (S->n - i + (o->size - 1)) / (o->size > 0 ? o->size : 1);
+            S->r->pruned_bound += S->n - i;
             break;
         }
         int rc = simulate(S, sim, &S->c[i].plan, S->c[i].index, &e);

@@ -78,6 +78,7 @@ typedef struct mk_layer {
     double in_bytes;         /* activation entering the layer (what a checkpoint keeps) */
     double out_bytes;        /* activation leaving it (what a stage boundary sends) */
     double act_rep, act_split, act_scores; /* sums of the ops' saved bytes (see mk_op_t) */
+    double params_rep, params_split;       /* parameters whole on every TP rank / split over t */
     int has_tp_pair;         /* holds a column/row pair: 2 TP all-reduces fwd, 2 bwd per block */
     int n_tp_allreduce;      /* row-parallel linears: all-reduces in forward */
 } mk_layer_t;
@@ -97,6 +98,7 @@ typedef struct mk_graph {
     mk_op_t *ops;
     int n_layers;
     mk_layer_t *layers;
+    double tied_rep, tied_split;  /* embedding parameters an LM head ties to (0 if untied) */
 } mk_graph_t;
 
 void mk_graph_opts_init(mk_graph_opts_t *o); /* b=1, bf16, dropout on, tp=1 */

@@ -17,8 +17,11 @@
  * memory check; candidates are simulated in order of their bound until
  * the bound reaches the K-th best simulated step time.  Per-layer costs
  * are cached per (micro-batch, tp, sequence parallelism).  With MPI each
- * rank takes every size-th candidate in bound order and the ranks' top-K
- * lists are merged, which gives the same answer as one rank. */
+ * rank generates, checks and simulates every size-th (layout,
+ * micro-batch) share of the space and the ranks' top-K lists are merged:
+ * the top K of a union is the top K of the parts' top Ks, and candidate
+ * indices (ties) do not depend on the split, so the answer is the same as
+ * on one rank. */
 #ifndef MERAK_PLANNER_H
 #define MERAK_PLANNER_H
 
@@ -39,7 +42,7 @@ typedef struct mk_planner_opts {
     int max_mbs;              /* 0: 8 */
     int exhaustive;           /* simulate every candidate that fits (tests) */
     int refine;               /* refine the best plan's partition (default on: -1) */
-    int rank, size;           /* this process's share of the candidates */
+    int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
     void (*progress)(void *ctx, long done, long total);
     void *progress_ctx;
 } mk_planner_opts_t;
