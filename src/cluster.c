@@ -20,13 +20,13 @@
  * observations: large GEMMs reach ~70-80% of peak, and GEMMs a few hundred
  * rows tall about half of that (half_dim 128 on the RTX 3090, 256 on the
  * A100, 384 on the H100/H200, whose larger tiles need bigger GEMMs). */
+#include "merak/jsonio.h"
 #include "merak/cluster.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #define TF 1e12
 #define GB 1e9
@@ -183,12 +183,8 @@ int mk_cluster_load(const char *path, mk_cluster_t *c)
     static const char *const dev[] = {"name", "matmul_flops", "vector_flops", "mem_bw_Bps", "mem_bytes",
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
-    json_error_t e;
-    json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
-    if (!j) {
-        if (e.line < 1) return mk_error_set("cannot read cluster file '%s': %s", path, e.text);
-        return mk_error_set("%s:%d:%d: malformed JSON: %s", path, e.line, e.column, e.text);
-    }
+    json_t *j = mk_json_load(path, "cluster file");
+    if (!j) return -1;
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
     int rc = -1;
@@ -230,13 +226,7 @@ int mk_cluster_save(const mk_cluster_t *c, const char *path)
                           "launch_s", d->launch_s, "gemm_eff", d->gemm_eff, "gemm_half_dim", d->gemm_half_dim,
                           "has_bf16", d->has_bf16);
     if (!j) return mk_error_set("cannot encode the cluster as JSON");
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    int rc = mk_json_save(j, path, "cluster file");
     json_decref(j);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return mk_error_set("cannot write cluster file '%s'", path);
-    }
-    return 0;
+    return rc;
 }

@@ -19,8 +19,9 @@ TESTS += tests/test_graph tests/cli-model.sh tests/cli-errors.sh
 EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/lib.sh
 
 # Plans and partitioning (shared by sim, plan and run).
-libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c
-noinst_HEADERS += include/merak/plan.h include/merak/partition.h include/merak/sched.h
+libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c src/jsonio.c
+noinst_HEADERS += include/merak/plan.h include/merak/partition.h include/merak/sched.h \
+	include/merak/jsonio.h
 merak_SOURCES += src/cli_plan.c
 
 # Checkpoint files and token data (used by the executor).

@@ -6,9 +6,9 @@
  * input for the prologue, the previous block's output, the last block's
  * output for the epilogue); without "inputs" an op reads the op before it.
  * Ops may be listed in any order; a cycle is an error. */
+#include "merak/jsonio.h"
 #include "merak/graph.h"
 
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,15 +255,11 @@ static int json_open(mk_jctx_t *c, const char *path, int *num_blocks, char *name
     static const char *const keys[] = {"name", "seq_length", "vocab_size", "hidden_size",
                                        "num_attention_heads", "input_width", "prologue", "block", "num_blocks",
                                        "epilogue", "description", NULL};
-    json_error_t e;
     memset(c, 0, sizeof *c);
     c->path = path;
     c->last = MK_GRAPH_INPUT;
-    c->root = json_load_file(path, 0, &e);
-    if (!c->root) {
-        if (e.line < 1) return mk_error_set("%s: cannot read model description: %s", path, e.text);
-        return mk_error_set("%s:%d:%d: malformed JSON: %s", path, e.line, e.column, e.text);
-    }
+    c->root = mk_json_load(path, "model description");
+    if (!c->root) return -1;
     if (!json_is_object(c->root)) return jerr(c, NULL, "a model description must be a JSON object");
     if (check_keys(c, c->root, NULL, keys) < 0) return -1;
     json_t *nm = json_object_get(c->root, "name");

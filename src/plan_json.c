@@ -1,12 +1,12 @@
 /* Plan files: the JSON form of mk_plan_t (documented in traces/README.md).
  * Written to a temporary file and renamed, so an existing plan is never
  * left half-written. */
+#include "merak/jsonio.h"
 #include "merak/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static const char *family_name(mk_family_t f)
 {
@@ -144,25 +144,15 @@ int mk_plan_save(const mk_plan_t *p, const char *path)
 {
     json_t *j = mk_plan_to_json(p);
     if (!j) return mk_error_set("cannot encode the plan as JSON");
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    int rc = mk_json_save(j, path, "plan file");
     json_decref(j);
-    if (rc != 0 || rename(tmp, path) != 0) {
-        unlink(tmp);
-        return mk_error_set("cannot write plan file '%s'", path);
-    }
-    return 0;
+    return rc;
 }
 
 int mk_plan_load(const char *path, mk_plan_t *p)
 {
-    json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
-    if (!j) {
-        if (e.line < 1) return mk_error_set("cannot read plan file '%s': %s", path, e.text);
-        return mk_error_set("%s:%d:%d: malformed JSON: %s", path, e.line, e.column, e.text);
-    }
+    json_t *j = mk_json_load(path, "plan file");
+    if (!j) return -1;
     int rc = mk_plan_from_json(j, path, p);
     json_decref(j);
     return rc;

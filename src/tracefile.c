@@ -1,9 +1,9 @@
 /* Trace reading, summary and prediction-vs-measurement alignment. */
+#include "merak/jsonio.h"
 #include "merak/common.h"
 #include "merak/tracefile.h"
 
 #include <ctype.h>
-#include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,12 +81,8 @@ static int add_event(mk_tracefile_t *t, json_t *e, const char *path, int i)
 
 mk_tracefile_t *mk_tracefile_load(const char *path)
 {
-    json_error_t err;
-    json_t *root = json_load_file(path, 0, &err);
-    if (!root) {
-        if (err.line < 1) return mk_error_set("cannot read trace '%s': %s", path, err.text), NULL;
-        return mk_error_set("%s:%d:%d: malformed JSON: %s", path, err.line, err.column, err.text), NULL;
-    }
+    json_t *root = mk_json_load(path, "trace");
+    if (!root) return NULL;
     json_t *evs = json_is_array(root) ? root : json_object_get(root, "traceEvents");
     mk_tracefile_t *t = calloc(1, sizeof *t);
     int rc = 0;

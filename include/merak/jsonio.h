@@ -1,0 +1,22 @@
+/* JSON files: one loader and one atomic writer for every file format
+ * (models, clusters, plans, traces), so errors read the same everywhere. */
+#ifndef MERAK_JSONIO_H
+#define MERAK_JSONIO_H
+
+#include <jansson.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Parse a file (duplicate keys rejected).  NULL with "cannot read WHAT
+ * 'PATH': why" or "PATH:LINE:COL: malformed JSON: why". */
+json_t *mk_json_load(const char *path, const char *what);
+/* Write j to PATH.tmp.PID, then rename over PATH, so an existing file is
+ * never left half-written.  Returns 0 or -1 ("cannot write WHAT 'PATH'"). */
+int mk_json_save(json_t *j, const char *path, const char *what);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
