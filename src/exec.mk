@@ -10,7 +10,7 @@ tests_test_kernels_SOURCES = tests/test_kernels.c tests/check.h
 tests_test_gpt_SOURCES = tests/test_gpt.c tests/check.h
 tests_test_gpt_gradcmp_SOURCES = tests/test_gpt_gradcmp.c
 TESTS += tests/test_kernels tests/test_gpt
-EXTRA_DIST += experiments/bench-exec.sh docs-run.md
+EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/run-errors.sh tests/mpi-run-errors.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh

@@ -10,4 +10,4 @@ check_PROGRAMS += tests/test_sched tests/test_sched_props
 tests_test_sched_SOURCES = tests/test_sched.c tests/check.h
 tests_test_sched_props_SOURCES = tests/test_sched_props.c tests/check.h
 TESTS += tests/test_sched tests/test_sched_props tests/sched-cli.sh tests/sched-errors.sh
-EXTRA_DIST += tests/sched-cli.sh tests/sched-errors.sh docs-sched.md
+EXTRA_DIST += tests/sched-cli.sh tests/sched-errors.sh

@@ -6,7 +6,7 @@ NVCCFLAGS += --fmad=false
 CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/cuda/layernorm.cu \
 	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu
 noinst_HEADERS += include/merak/cuda.h src/cuda/common.cuh
-EXTRA_DIST += $(CUDA_SRCS) tests/gpu/check.sh tests/gpu/README.md docs-cuda.md
+EXTRA_DIST += $(CUDA_SRCS) tests/gpu/check.sh tests/gpu/README.md
 if HAVE_CUDA
 libmerak_a_SOURCES += $(CUDA_SRCS)
 endif
