@@ -13,6 +13,8 @@ tests_test_gpt_gradcmp_SOURCES = tests/test_gpt_gradcmp.c
 TESTS += tests/test_kernels tests/test_gpt
 EXTRA_DIST += experiments/bench-exec.sh docs-run.md
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/run-errors.sh tests/mpi-run-errors.sh \
-	tests/mpi-run-trace.sh
+	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh \
-	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh
+	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh \
+	tests/mpi-ckpt.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
+	experiments/train-shakespeare/tinyshakespeare.txt

@@ -189,6 +189,15 @@ static int meta_int(const mk_st_reader_t *r, const char *path, const char *key, 
     return 0;
 }
 
+static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
 /* Rank 0: the file fits this model; *has_optim: optimizer state present. */
 static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, long *meta, int *has_optim)
 {
@@ -217,11 +226,11 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, long *m
             if (!got) return mk_error_set("%s: tensor '%s' is missing", path, want.name);
             int same = got->ndim == want.ndim;
             for (int d = 0; same && d < want.ndim; d++) same = got->shape[d] == want.shape[d];
-            if (!same)
-                return mk_error_set("%s: tensor '%s' has shape [%lld%s%lld], want [%lld%s%lld]", path, want.name,
-                                    (long long)got->shape[0], got->ndim > 1 ? ", " : "",
-                                    got->ndim > 1 ? (long long)got->shape[1] : 0LL, (long long)want.shape[0],
-                                    want.ndim > 1 ? ", " : "", want.ndim > 1 ? (long long)want.shape[1] : 0LL);
+            if (!same) {
+                char a[64], b[64];
+                return mk_error_set("%s: tensor '%s' has shape %s, want %s", path, want.name,
+                                    shape_str(got, a, sizeof a), shape_str(&want, b, sizeof b));
+            }
         }
     return 0;
 }
