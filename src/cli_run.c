@@ -51,8 +51,8 @@ static const char *take_flag(int *argc, char **argv, const char *flag)
 /* Flags of the contract that this executor does not take yet. */
 static int unsupported(const mk_args_t *a)
 {
-    if (a->data || a->save || a->load || a->trace_file)
-        return mk_cli_fail("run", "--data, --save, --load and --trace are not supported by run yet");
+    if (a->data || a->save || a->load)
+        return mk_cli_fail("run", "--data, --save and --load are not supported by run yet");
     if (a->cluster || a->seqpar)
         return mk_cli_fail("run", "--cluster and --sequence-parallel are not run flags");
     if (a->dtype && strcmp(a->dtype, "fp32"))
@@ -93,6 +93,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
     if (a->clip_grad >= 0) o->clip_grad = a->clip_grad;
     if (a->adam_eps >= 0) o->adam_eps = a->adam_eps;
     if (a->seed >= 0) o->seed = (uint64_t)a->seed;
+    o->trace = a->trace_file;
     return 0;
 }
 

@@ -44,8 +44,8 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     setup_chunks(e, own);
     int tied_copy = o->plan.pp > 1 && own[nl - 1];
     e->run.loss_scale = 1.0f / ((float)o->plan.gbs * o->plan.model.seq);
-    e->run.allreduce = mk_comm_tp_allreduce;
-    e->run.ctx = &e->comm;
+    e->run.allreduce = mk_exec_tp_allreduce;
+    e->run.ctx = e;
     e->g = mk_gpt_new(&o->plan.model, o->be, o->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
     free(own);
     if (!e->g || mk_gpt_run_init(&e->run, e->g, o->plan.mbs) < 0) return -1;
@@ -83,6 +83,7 @@ static void teardown(mk_exec_t *e)
     }
     mk_gpt_free(e->g);
     mk_sched_free(e->sched);
+    free(e->ev); free(e->dpt0);
     free(e->bnd); free(e->dpreq); free(e->dpstate); free(e->dphost); free(e->pend);
     mk_comm_free(&e->comm);
 }
@@ -126,8 +127,11 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     int tty = o->progress && e.comm.rank == 0;
     for (int k = 0; rc == 0 && k < o->steps; k++) {
         mk_exec_make_batch(&e, k);
+        if (o->trace && k == o->steps - 1) mk_exec_trace_start(&e);
         double t0 = mk_time_now();
         rc = mk_exec_step(&e, k);
+        mk_exec_trace_peak(&e);
+        e.tracing = 0;
         res->step_times[k] = mk_time_now() - t0;
         res->losses[k] = e.step_loss;
         if (tty && rc == 0)
@@ -136,6 +140,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
                     (double)o->plan.gbs * o->plan.model.seq / res->step_times[k]);
     }
     if (rc == 0) finish_result(&e, res);
+    if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1;
     teardown(&e);
     return rc;
 }

@@ -21,6 +21,7 @@ typedef struct mk_exec_opts {
     uint64_t seed;
     const char *dump_grads;       /* testing: write full step-1 gradients here (rank 0) */
     int progress;                 /* rank 0 prints per-step lines on stderr */
+    const char *trace;            /* Chrome trace of the last step (all ranks, written by rank 0) */
 } mk_exec_opts_t;
 
 typedef struct mk_exec_result {
