@@ -26,4 +26,17 @@ expect_ok "sim --cluster with the two-rank profile (tp 2)" "$MERAK" sim --cluste
 expect_ok "plan --cluster with the two-rank profile" "$MERAK" plan --cluster "$tmpdir/p2.json" --model gpt-tiny --dtype fp32 --gpus 2 --gbs 8
 expect_ok "profile --json: one object on stdout" "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" profile --quick --json --out "$tmpdir/p3.json"
 check "--json parses, has the all-reduce samples" "$PYTHON" -c "import json; j = json.load(open('$tmpdir/out')); assert len(j['allreduce']) > 0 and j['ranks'] == 2"
+
+# a real pair: the simulator's prediction on this profile against a measured
+# run of the same plan (the executor traces every rank and the last step;
+# the simulator one rank per stage; waits and TP counts differ: aligned)
+for L in "--pp 2" "--tp 2" "--dp 2" "--tp 2 --tp-overlap 2"; do
+  "$MERAK" sim --cluster "$tmpdir/p2.json" $SIM $L --trace "$tmpdir/s.json" >/dev/null
+  "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run $L --gbs 8 --steps 2 --trace "$tmpdir/m.json" --json >/dev/null
+  expect_ok "trace diff of sim vs run ($L)" "$MERAK" trace diff "$tmpdir/s.json" "$tmpdir/m.json" --json
+  check "  matched events > 0" "$PYTHON" -c "import json; assert json.load(open('$tmpdir/out'))['matched_events'] > 0"
+  cp "$tmpdir/s.json" "$tmpdir/s-${L#--}.json"
+done
+expect_fail "trace diff of different plans (pp 2 predicted, tp 2 measured)" "different plans" -- \
+  "$MERAK" trace diff "$tmpdir/s-pp 2.json" "$tmpdir/m.json"
 finish
