@@ -73,6 +73,8 @@ typedef struct mk_exec {
 int mk_exec_step(mk_exec_t *e, int step);
 int mk_exec_poll(mk_exec_t *e);
 int mk_exec_drain(mk_exec_t *e);
+/* exec_tp.c: the nonblocking TP all-reduce of sub-pipelined TP */
+void mk_exec_tp_setup(mk_exec_t *e);
 /* exec_trace.c */
 double mk_exec_now(const mk_exec_t *e);
 void mk_exec_trace_ev(mk_exec_t *e, int tid, const char *name, double ts, int mb, int chunk, int layer);

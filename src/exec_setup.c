@@ -49,6 +49,7 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->run.loss_scale = 1.0f / ((float)o->plan.gbs * o->plan.model.seq);
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;
+    mk_exec_tp_setup(e);
     e->g = mk_gpt_new(&o->plan.model, o->be, o->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
     free(own);
     if (!e->g || mk_gpt_run_init(&e->run, e->g, o->plan.mbs) < 0) return -1;

@@ -150,6 +150,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
             else c->out[mb] = out;
         }
         int cp = l > 0 && k++ < ckpt;
+        e->run.next_local = l + 1 < c->l1;
         if (mk_gpt_forward(e->g, &e->run, l, a, e->tok[mb], e->tgt[mb], out, cp, &e->loss) < 0)
             return -1;
         mk_exec_poll(e);
