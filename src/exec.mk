@@ -17,4 +17,5 @@ TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/run-errors.
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh \
 	tests/mpi-ckpt.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
-	experiments/train-shakespeare/tinyshakespeare.txt
+	experiments/train-shakespeare/tinyshakespeare.txt experiments/train-shakespeare/README.md \
+	experiments/train-shakespeare/run.sh experiments/train-shakespeare/plot.py docs-real.md
