@@ -20,6 +20,7 @@ static const mk_subcommand_t mk_subcommands[] = {
     {"sim", mk_cmd_sim, "simulate one training step of a plan on a cluster"},
     {"plan", mk_cmd_plan, "search the fastest 3D-parallel plan that fits"},
     {"run", mk_cmd_run, "train the GPT across MPI ranks (mpiexec -n N merak run ...)"},
+    {"profile", mk_cmd_profile, "measure this machine and write a cluster JSON (under mpiexec)"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */
     {"trace", mk_cmd_trace, "summarise a trace, or compare a predicted and a measured one"},
 };

@@ -64,6 +64,7 @@ int mk_cmd_trace(int argc, char **argv);
 int mk_cmd_sched(int argc, char **argv);
 int mk_cmd_plan(int argc, char **argv);
 int mk_cmd_run(int argc, char **argv);
+int mk_cmd_profile(int argc, char **argv);
 
 /* Build the plan a subcommand runs from its flags, or load it from --plan
  * (then model and layout flags are an error).  world > 0 (merak run) lets

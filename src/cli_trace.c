@@ -27,10 +27,10 @@ static int print_diff(const mk_tracefile_diff_t *d, int json)
         for (int s = 0; s < d->n_stages; s++)
             json_array_append_new(stages, json_pack("{s:f, s:f}", "predicted_busy_s", d->stage_busy_pred_s[s],
                                                     "measured_busy_s", d->stage_busy_meas_s[s]));
-        json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:o, s:o}", "step_predicted_s", d->step_pred_s,
+        json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:o, s:o}", "step_predicted_s", d->step_pred_s,
                               "step_measured_s", d->step_meas_s, "step_rel_err", d->step_rel_err,
                               "event_mean_abs_rel_err", d->mean_abs_rel_err, "matched_events", d->matched,
-                              "kinds", kinds, "stages", stages);
+                              "aggregated_streams", d->aggregated, "kinds", kinds, "stages", stages);
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
         json_decref(o);
@@ -39,6 +39,8 @@ static int print_diff(const mk_tracefile_diff_t *d, int json)
     printf("step time: predicted %.6f s, measured %.6f s, error %+.2f%%\n", d->step_pred_s, d->step_meas_s,
            100 * d->step_rel_err);
     printf("matched events: %d, mean |error| per event %.2f%%\n", d->matched, 100 * d->mean_abs_rel_err);
+    if (d->aggregated)
+        printf("(%d communication stream(s) with different event counts compared by time per kind)\n", d->aggregated);
     printf("  %-12s %14s %14s %9s\n", "kind", "predicted s", "measured s", "error");
     for (int k = 0; k < d->n_kinds; k++)
         printf("  %-12s %14.6f %14.6f %+8.2f%%\n", d->kinds[k], d->kind_pred_s[k], d->kind_meas_s[k],

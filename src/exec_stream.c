@@ -5,6 +5,7 @@
  * between layers. */
 #include "config.h"
 #include "exec_internal.h"
+#include "merak/trace.h"
 
 #include <stdlib.h>
 #include <time.h>
@@ -14,6 +15,11 @@ static size_t act_floats(const mk_exec_t *e) { return (size_t)e->N * e->g->C; }
 /* A send finished: its host staging (if any) and its buffer go. */
 static void send_done(mk_exec_t *e, mk_pending_t *p)
 {
+    if (e->tracing) {
+        char name[32];
+        mk_trace_instr_name(name, sizeof name, mk_instr_op_name(p->op), p->mb);
+        mk_exec_trace_ev(e, MK_TRACE_P2P, name, p->ts, p->mb, p->chunk, -1);
+    }
     mk_comm_unstage(p->buf, p->host, p->n * sizeof(float), 0);
     mk_gpt_release(&e->run, e->g, p->buf, p->n);
 }
@@ -31,6 +37,10 @@ static float *layer_grads(mk_exec_t *e, int l, size_t *n)
 static void dp_done(mk_exec_t *e, int l)
 {
     size_t n;
+    if (e->tracing && e->dpt0 && e->dpt0[l] >= 0) {
+        mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", e->dpt0[l], -1, 0, l);
+        e->dpt0[l] = -1;
+    }
     if (!e->dphost || !e->dphost[l]) return;
     float *gr = layer_grads(e, l, &n);
     mk_comm_unstage(gr, e->dphost[l], n * sizeof(float), 1);
@@ -82,7 +92,7 @@ static int peer_rank(const mk_exec_t *e, int vs)
     return mk_comm_rank_of(&e->comm, e->comm.dp_rank, vs % e->comm.pp, e->comm.tp_rank);
 }
 
-static int send(mk_exec_t *e, float *buf, int vdst, int kind, int mb)
+static int send(mk_exec_t *e, float *buf, int vdst, int kind, int mb, int chunk)
 {
     if (e->npend == e->cappend) {
         e->cappend = e->cappend ? 2 * e->cappend : 16;
@@ -91,6 +101,9 @@ static int send(mk_exec_t *e, float *buf, int vdst, int kind, int mb)
     mk_pending_t *p = &e->pend[e->npend++];
     p->buf = buf;
     p->n = act_floats(e);
+    p->ts = e->tracing ? mk_exec_now(e) : 0.0;
+    p->op = kind ? MK_INSTR_SEND_GRAD : MK_INSTR_SEND_ACT;
+    p->mb = mb, p->chunk = chunk;
     p->host = mk_comm_stage(buf, p->n * sizeof(float), 1);
     MPI_Isend(p->host, (int)p->n, MPI_FLOAT, peer_rank(e, vdst), tag_of(e, kind, vdst, mb),
               e->comm.world, &p->req);
@@ -128,6 +141,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
     for (int l = c->l0; l < c->l1; l++) {
         mk_gpt_act_t *a = act_of(e, c, mb, l);
         float *out = NULL;
+        e->cur_layer = l;
         if (l > 0 && !a->in) return mk_error_set("F%d: no input for layer %d", mb, l);
         if (mk_gpt_layer_kind(e->g, l) != MK_GPT_HEAD) {
             if (!(out = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
@@ -136,6 +150,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
             else c->out[mb] = out;
         }
         int cp = l > 0 && k++ < ckpt;
+        e->run.next_local = l + 1 < c->l1;
         if (mk_gpt_forward(e->g, &e->run, l, a, e->tok[mb], e->tgt[mb], out, cp, &e->loss) < 0)
             return -1;
         mk_exec_poll(e);
@@ -146,6 +161,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
 static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 {
     for (int l = c->l0; l < c->l1; l++) {
+        e->cur_layer = l;
         if (mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->tok[mb], e->tgt[mb]) < 0)
             return -1;
         mk_exec_poll(e);
@@ -161,6 +177,10 @@ static void start_dp(mk_exec_t *e, int l)
     if (!e->dphost) e->dphost = calloc(e->g->n_layers, sizeof *e->dphost);
     void *h = mk_comm_stage(gr, n * sizeof(float), 1);
     e->dphost[l] = h != (void *)gr ? h : NULL;
+    if (e->tracing) {
+        if (!e->dpt0) e->dpt0 = malloc(e->g->n_layers * sizeof *e->dpt0);
+        e->dpt0[l] = mk_exec_now(e);
+    }
     MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dpreq[l]);
     e->dpstate[l] = 2;
 }
@@ -170,7 +190,7 @@ static void start_dp(mk_exec_t *e, int l)
  * reductions on one buffer at once). */
 static void layer_final(mk_exec_t *e, int l)
 {
-    if (e->comm.dp == 1) return;
+    if (e->comm.dp == 1 || e->zero) return;  /* ZeRO: reduce-scattered at OPT_STEP */
     e->dpstate[l] = 1;
     if (!(e->comm.pp > 1 && (l == 0 || l == e->g->n_layers - 1))) start_dp(e, l);
 }
@@ -182,6 +202,7 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
     float *din = NULL;
     for (int l = c->l1 - 1; l >= c->l0; l--) {
         din = NULL;
+        e->cur_layer = l;
         if (mode != MK_BWD_W && l > 0) {
             if (l == c->l0) {
                 if (!(din = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
@@ -214,13 +235,15 @@ static int reduce_tied(mk_exec_t *e)
     if (e->dpreq[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dpreq[l]) < 0) return -1;
     dp_done(e, l);
     size_t n = (size_t)g->t[k].lrows * g->t[k].lcols;
-    return mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT,
-                             MPI_SUM);
+    double t = e->tracing ? mk_exec_now(e) : 0.0;
+    int rc = mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT, MPI_SUM);
+    mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, l);
+    return rc;
 }
 
 static int reduce_grads(mk_exec_t *e)
 {
-    if (e->comm.dp == 1) return 0;
+    if (e->comm.dp == 1 || e->zero) return 0;
     for (int l = 0; l < e->g->n_layers; l++)
         if (e->g->t[e->g->first[l]].owned && e->dpstate[l] != 2) start_dp(e, l);
     if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dpreq) < 0) return -1;
@@ -228,7 +251,7 @@ static int reduce_grads(mk_exec_t *e)
     return 0;
 }
 
-static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
+static int run_instr1(mk_exec_t *e, const mk_instr_t *in, int step)
 {
     mk_chunk_t *c = &e->ch[in->chunk];
     int mb = in->mb;
@@ -242,12 +265,12 @@ static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
     case MK_INSTR_B_W: return backward(e, c, mb, MK_BWD_W);
     case MK_INSTR_SEND_ACT:
         if (!c->out[mb]) return mk_error_set("SEND_ACT%d before its F", mb);
-        send(e, c->out[mb], c->vs + 1, 0, mb);
+        send(e, c->out[mb], c->vs + 1, 0, mb, in->chunk);
         c->out[mb] = NULL;
         return 0;
     case MK_INSTR_SEND_GRAD:
         if (!c->gout[mb]) return mk_error_set("SEND_GRAD%d before its B", mb);
-        send(e, c->gout[mb], c->vs - 1, 1, mb);
+        send(e, c->gout[mb], c->vs - 1, 1, mb, in->chunk);
         c->gout[mb] = NULL;
         return 0;
     case MK_INSTR_RECV_ACT:
@@ -259,6 +282,27 @@ static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
     case MK_INSTR_OPT_STEP: return mk_exec_opt_step(e, step, NULL);
     default: return mk_error_set("unknown instruction %d", (int)in->op);
     }
+}
+
+/* One instruction, traced: compute ops and receive waits on the compute
+ * stream (as the simulator), OPT, and a memory sample after each. */
+static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
+{
+    if (!e->tracing) return run_instr1(e, in, step);
+    double t = mk_exec_now(e);
+    e->cur_mb = in->mb, e->cur_chunk = in->chunk, e->cur_layer = -1;
+    int rc = run_instr1(e, in, step);
+    char name[32];
+    switch (in->op) {
+    case MK_INSTR_F: case MK_INSTR_F_PRE: case MK_INSTR_R: case MK_INSTR_B: case MK_INSTR_B_IN:
+    case MK_INSTR_B_W: case MK_INSTR_RECV_ACT: case MK_INSTR_RECV_GRAD:
+        mk_trace_instr_name(name, sizeof name, mk_instr_op_name(in->op), in->mb);
+        mk_exec_trace_ev(e, MK_TRACE_COMPUTE, name, t, in->mb, in->chunk, -1);
+        break;
+    default: break;
+    }
+    mk_exec_trace_mem(e);
+    return rc;
 }
 
 int mk_exec_step(mk_exec_t *e, int step)

@@ -71,6 +71,7 @@ int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
     size_t cand[3] = {3 * (size_t)g->nh * g->hs, (size_t)g->Fl, (size_t)g->Vl};
     for (int i = 0; i < 3; i++) if (cand[i] > wide) wide = cand[i];
     run->B = B;
+    run->defer.h = -1;
     if (!(run->s_a = mk_gpt_alloc(run, g, N * wide)) || !(run->s_b = mk_gpt_alloc(run, g, N * wide)) ||
         !(run->s_att = mk_gpt_alloc(run, g, (size_t)B * g->nh * g->T * g->T)) ||
         !(run->s_c = mk_gpt_alloc(run, g, N * g->C)) || !(run->s_red = mk_gpt_alloc(run, g, 3 * N)))
@@ -122,23 +123,106 @@ static parts_t split_buf(const mk_gpt_t *g, int l, int B, float *buf)
     return p;
 }
 
+/* ---- sub-pipelined TP (DESIGN.md "Merak's three runtime techniques") ----
+ * A micro-batch's N = B*T token rows split in two halves: between sequences
+ * when B >= 2 (a batch split), else mid-sequence.  Every op but the
+ * attention core works row by row, so a half is a row range; the attention
+ * core splits only along the batch (with a sequence split the second half's
+ * queries read the first half's keys and values, so the core runs whole and
+ * the split starts after it).
+ *  level 1: forward: the layer up to its row-parallel linear runs whole, then
+ *           row(h1), start AR(h1), row(h2), start AR(h2), wait both;
+ *           backward: up to the column-parallel input gradient whole, then
+ *           dX(h1), start AR(h1), dX(h2), start AR(h2), LN backward of h1
+ *           once AR(h1) is done, then of h2.
+ *  level 2: the halves run the whole layer as two chains (MLP always,
+ *           attention when B >= 2), so AR(h1) hides behind all of h2's
+ *           compute; in forward, an attention layer's AR(h2) stays in flight
+ *           into its block's MLP, which runs half 1 first (each half's
+ *           all-reduce hides behind the other half's compute; the block end
+ *           synchronises).  Backward: the chains within each layer.
+ * The all-reduces are MPI_Iallreduce progressed by MPI_Test between
+ * kernels (tp_poll): MPI progresses only inside MPI calls. */
+static int ov_level(const mk_gpt_t *g, const mk_gpt_run_t *run)
+{
+    if (g->tp == 1 || run->tp_overlap <= 0 || !run->iallreduce || !run->tp_wait) return 0;
+    return run->tp_overlap >= 2 ? 2 : 1;
+}
+
+/* Rows of the first half. */
+static int half_rows(const mk_gpt_t *g, const mk_gpt_run_t *run)
+{
+    return run->B >= 2 ? run->B / 2 * g->T : g->T / 2;
+}
+
+/* Whether layer l can run as two independent half chains. */
+static int chains(const mk_gpt_t *g, const mk_gpt_run_t *run, int l)
+{
+    return ov_level(g, run) >= 2 && (mk_gpt_layer_kind(g, l) == MK_GPT_MLP || run->B >= 2);
+}
+
+static void tp_poll(mk_gpt_run_t *run)
+{
+    if (run->tp_poll) run->tp_poll(run->ctx);
+}
+
+/* Finish an all-reduce left in flight by level 2: wait, add the residual. */
+static int settle(const mk_gpt_t *g, mk_gpt_run_t *run)
+{
+    if (run->defer.h < 0) return 0;
+    int h = run->defer.h;
+    run->defer.h = -1;
+    if (run->tp_wait(run->ctx, h) < 0) return -1;
+    size_t o = (size_t)run->defer.r0 * g->C;
+    g->be->acc(run->defer.out + o, run->defer.in + o, run->defer.n * g->C);
+    return 0;
+}
+
+/* LayerNorm and the column-parallel part of an attention or MLP layer on
+ * rows [r0, r0+nr) (attention: whole sequences). */
+static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in, int r0, int nr)
+{
+    const mk_backend_t *be = g->be;
+    size_t C = g->C, Cl = (size_t)g->nh * g->hs;
+    be->layernorm_fwd(p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)),
+                      P(g, tix(g, l, 1)), nr, (int)C);
+    if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) {
+        be->linear_fwd(p->x1 + r0 * 3 * Cl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C,
+                       (int)(3 * Cl));
+        be->attention_fwd(p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * 3 * Cl,
+                          nr / g->T, g->T, g->nh, g->hs);
+    } else {
+        size_t Fl = g->Fl;
+        be->linear_fwd(p->x1 + r0 * Fl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C, g->Fl);
+        be->gelu_fwd(p->x2 + r0 * Fl, p->x1 + r0 * Fl, nr * g->Fl);
+    }
+}
+
+/* The row-parallel linear of an attention or MLP layer on rows [r0, r0+nr):
+ * the bias is added by TP rank 0 only, before the sum. */
+static void row_rows(mk_gpt_t *g, int l, parts_t *p, float *out, int r0, int nr)
+{
+    const float *bias = g->tp_rank == 0 ? P(g, tix(g, l, 5)) : NULL;
+    size_t C = g->C, Cl = (size_t)g->nh * g->hs;
+    if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN)
+        g->be->linear_fwd(out + r0 * C, p->x3 + r0 * Cl, P(g, tix(g, l, 4)), bias, nr, (int)Cl, (int)C);
+    else
+        g->be->linear_fwd(out + r0 * C, p->x2 + (size_t)r0 * g->Fl, P(g, tix(g, l, 4)), bias, nr, g->Fl, (int)C);
+}
+
 /* The internals: everything but the row-parallel output and its all-reduce
  * (the head: its loss statistics, which need the TP group). */
 static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const int *targets)
 {
     const mk_backend_t *be = g->be;
-    int B = run->B, N = B * g->T, C = g->C, Cl = g->nh * g->hs;
+    int B = run->B, N = B * g->T, C = g->C;
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
     if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, B)))) return -1;
     parts_t p = split_buf(g, l, B, a->buf);
-    be->layernorm_fwd(p.ln, p.mean, p.rstd, a->in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), N, C);
-    if (kind == MK_GPT_ATTN) {
-        be->linear_fwd(p.x1, p.ln, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), N, C, 3 * Cl);
-        be->attention_fwd(p.x3, p.x2, p.x1, B, g->T, g->nh, g->hs);
-    } else if (kind == MK_GPT_MLP) {
-        be->linear_fwd(p.x1, p.ln, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), N, C, g->Fl);
-        be->gelu_fwd(p.x2, p.x1, N * g->Fl);
+    if (kind != MK_GPT_HEAD) {
+        fwd_rows(g, run, l, &p, a->in, 0, N);
     } else {
+        be->layernorm_fwd(p.ln, p.mean, p.rstd, a->in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), N, C);
         float *mx = run->s_red, *sum = mx + N, *tgt = sum + N;
         be->linear_fwd(p.x1, p.ln, P(g, head_wte(g)), NULL, N, C, g->Vl);
         be->xent_max(mx, p.x1, N, g->Vl, g->v0, g->V);
@@ -149,29 +233,66 @@ static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     return 0;
 }
 
+/* Forward of an attention or MLP layer with sub-pipelined TP. */
+static int fwd_overlap(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const int *targets, float *out)
+{
+    int N = run->B * g->T, C = g->C, r[2] = {0, half_rows(g, run)}, n[2] = {r[1], N - r[1]}, h[2];
+    int two = chains(g, run, l);
+    if (!two && fwd_inner(g, run, l, a, targets) < 0) return -1;
+    if (two && !a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run->B)))) return -1;
+    parts_t p = split_buf(g, l, run->B, a->buf);
+    for (int i = 0; i < 2; i++) {
+        if (two) {
+            if (i == 1 && settle(g, run) < 0) return -1; /* the previous layer's half 2 */
+            fwd_rows(g, run, l, &p, a->in, r[i], n[i]);
+            tp_poll(run);
+        }
+        row_rows(g, l, &p, out, r[i], n[i]);
+        if ((h[i] = run->iallreduce(run->ctx, out + (size_t)r[i] * C, n[i] * C)) < 0) return -1;
+        tp_poll(run);
+    }
+    /* level 2: an attention layer's half 2 finishes inside the block's MLP */
+    int carry = two && run->next_local && mk_gpt_layer_kind(g, l) == MK_GPT_ATTN && l + 1 < g->n_layers &&
+                mk_gpt_layer_kind(g, l + 1) == MK_GPT_MLP;
+    for (int i = 0; i < 2; i++) {
+        if (i == 1 && carry) {
+            run->defer.h = h[1], run->defer.r0 = r[1], run->defer.n = n[1];
+            run->defer.out = out, run->defer.in = a->in;
+            break;
+        }
+        if (run->tp_wait(run->ctx, h[i]) < 0) return -1;
+        g->be->acc(out + (size_t)r[i] * C, a->in + (size_t)r[i] * C, n[i] * C);
+    }
+    return 0;
+}
+
 int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const int *tokens,
                    const int *targets, float *out, int ckpt, double *loss)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C, Cl = g->nh * g->hs;
+    int N = run->B * g->T, C = g->C;
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
+    /* a carried all-reduce belongs to this layer's input only if it is the
+       block's MLP that runs in two chains */
+    if (!(kind == MK_GPT_MLP && chains(g, run, l)) && settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {
         /* wpe is added by TP rank 0 only, so the all-reduce counts it once */
         be->embed_fwd(out, tokens, P(g, 0), g->tp_rank == 0 ? P(g, 1) : NULL, N, g->T, C, g->v0, g->Vl);
         return tp_reduce(g, run, out, N * C, 0);
     }
-    if (fwd_inner(g, run, l, a, targets) < 0) return -1;
-    parts_t p = split_buf(g, l, run->B, a->buf);
-    if (kind == MK_GPT_HEAD) {
-        float *sum = run->s_red + N;
-        *loss += be->xent_loss(p.x1, sum, sum + N, N, g->Vl);
+    if (kind != MK_GPT_HEAD && ov_level(g, run)) {
+        if (fwd_overlap(g, run, l, a, targets, out) < 0) return -1;
     } else {
-        /* row-parallel: the bias is added by TP rank 0 only, before the sum */
-        const float *bias = g->tp_rank == 0 ? P(g, tix(g, l, 5)) : NULL;
-        if (kind == MK_GPT_ATTN) be->linear_fwd(out, p.x3, P(g, tix(g, l, 4)), bias, N, Cl, C);
-        else be->linear_fwd(out, p.x2, P(g, tix(g, l, 4)), bias, N, g->Fl, C);
-        if (tp_reduce(g, run, out, N * C, 0) < 0) return -1;
-        be->acc(out, a->in, N * C);
+        if (fwd_inner(g, run, l, a, targets) < 0) return -1;
+        parts_t p = split_buf(g, l, run->B, a->buf);
+        if (kind == MK_GPT_HEAD) {
+            float *sum = run->s_red + N;
+            *loss += be->xent_loss(p.x1, sum, sum + N, N, g->Vl);
+        } else {
+            row_rows(g, l, &p, out, 0, N);
+            if (tp_reduce(g, run, out, N * C, 0) < 0) return -1;
+            be->acc(out, a->in, N * C);
+        }
     }
     if (ckpt) free_internals(run, g, l, a);
     return 0;
@@ -191,13 +312,51 @@ int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
 }
 
 /* Gradient at the layer norm's output (in s_c, TP-reduced) -> din += . */
+static void ln_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, int r0, int nr);
+
 static int ln_back(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din)
 {
     int N = run->B * g->T;
     if (tp_reduce(g, run, run->s_c, N * g->C, 0) < 0) return -1;
-    g->be->layernorm_bwd(din, G(g, tix(g, l, 0)), G(g, tix(g, l, 1)), run->s_c, a->in,
-                         P(g, tix(g, l, 0)), p->mean, p->rstd, N, g->C);
+    ln_rows(g, run, l, a, p, din, 0, N);
     return 0;
+}
+
+/* Backward through the row-parallel linear and the core (attention or
+ * GELU) on rows [r0, r0+nr): dmid rows = the core's input gradient. */
+static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy, float *dmid,
+                         int r0, int nr)
+{
+    const mk_backend_t *be = g->be;
+    size_t C = g->C, Cl = (size_t)g->nh * g->hs;
+    int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN;
+    size_t mid = attn ? 3 * Cl : (size_t)g->Fl, inner = attn ? Cl : (size_t)g->Fl;
+    be->zero(run->s_a + r0 * inner, nr * inner * sizeof(float));
+    be->linear_bwd_in(run->s_a + r0 * inner, dy + r0 * C, P(g, tix(g, l, 4)), nr, (int)inner, (int)C);
+    be->zero(dmid + r0 * mid, nr * mid * sizeof(float));
+    if (attn) {
+        size_t sq = (size_t)(r0 / g->T) * g->nh * g->T * g->T;
+        be->attention_bwd(dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
+                          nr / g->T, g->T, g->nh, g->hs);
+    } else {
+        be->gelu_bwd(dmid + r0 * mid, p->x1 + r0 * mid, run->s_a + r0 * inner, nr * g->Fl);
+    }
+}
+
+/* The column-parallel linear's input gradient on rows [r0, r0+nr) into s_c. */
+static void bwd_col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *dmid, int r0, int nr)
+{
+    size_t C = g->C, mid = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? 3 * (size_t)g->nh * g->hs : (size_t)g->Fl;
+    g->be->zero(run->s_c + r0 * C, nr * C * sizeof(float));
+    g->be->linear_bwd_in(run->s_c + r0 * C, dmid + r0 * mid, P(g, tix(g, l, 2)), nr, (int)C, (int)mid);
+}
+
+/* LayerNorm backward on rows [r0, r0+nr) (s_c already TP-reduced). */
+static void ln_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, int r0, int nr)
+{
+    size_t C = g->C;
+    g->be->layernorm_bwd(din + r0 * C, G(g, tix(g, l, 0)), G(g, tix(g, l, 1)), run->s_c + r0 * C, a->in + r0 * C,
+                         P(g, tix(g, l, 0)), p->mean + r0, p->rstd + r0, nr, (int)C);
 }
 
 /* Attention or MLP: input gradients; the linears' output gradients go to
@@ -206,19 +365,33 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
                         const float *dout, float *din, float *dy, float *dmid)
 {
     const mk_backend_t *be = g->be;
-    int B = run->B, N = B * g->T, C = g->C, Cl = g->nh * g->hs;
-    int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = attn ? 3 * Cl : g->Fl;
-    int inner = attn ? Cl : g->Fl;
+    int N = run->B * g->T, C = g->C;
     if (dy != dout) be->copy(dy, dout, (size_t)N * C * sizeof(float));
-    be->zero(run->s_a, (size_t)N * inner * sizeof(float));
-    be->linear_bwd_in(run->s_a, dy, P(g, tix(g, l, 4)), N, inner, C);
-    be->zero(dmid, (size_t)N * mid * sizeof(float));
-    if (attn) be->attention_bwd(dmid, run->s_att, run->s_a, p->x1, p->x2, B, g->T, g->nh, g->hs);
-    else be->gelu_bwd(dmid, p->x1, run->s_a, N * g->Fl);
-    be->zero(run->s_c, (size_t)N * C * sizeof(float));
-    be->linear_bwd_in(run->s_c, dmid, P(g, tix(g, l, 2)), N, C, mid);
+    if (!ov_level(g, run)) {
+        bwd_mid_rows(g, run, l, p, dy, dmid, 0, N);
+        bwd_col_rows(g, run, l, dmid, 0, N);
+        if (din != dout) be->copy(din, dout, (size_t)N * C * sizeof(float));
+        return ln_back(g, run, l, a, p, din);
+    }
+    /* sub-pipelined: each half's input-gradient all-reduce hides behind the
+       other half's work (level 1: its dX GEMM; level 2: its whole chain) */
+    int r[2] = {0, half_rows(g, run)}, n[2] = {r[1], N - r[1]}, h[2], two = chains(g, run, l);
+    if (!two) bwd_mid_rows(g, run, l, p, dy, dmid, 0, N);
+    for (int i = 0; i < 2; i++) {
+        if (two) {
+            bwd_mid_rows(g, run, l, p, dy, dmid, r[i], n[i]);
+            tp_poll(run);
+        }
+        bwd_col_rows(g, run, l, dmid, r[i], n[i]);
+        if ((h[i] = run->iallreduce(run->ctx, run->s_c + (size_t)r[i] * C, n[i] * C)) < 0) return -1;
+        tp_poll(run);
+    }
     if (din != dout) be->copy(din, dout, (size_t)N * C * sizeof(float));
-    return ln_back(g, run, l, a, p, din);
+    for (int i = 0; i < 2; i++) {
+        if (run->tp_wait(run->ctx, h[i]) < 0) return -1;
+        ln_rows(g, run, l, a, p, din, r[i], n[i]);
+    }
+    return 0;
 }
 
 static void bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
@@ -249,6 +422,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
 {
     int N = run->B * g->T;
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
+    if (settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {       /* weights only: all of it in FULL or IN */
         if (mode != MK_BWD_W)
             g->be->embed_bwd(G(g, 0), G(g, 1), dout, tokens, N, g->T, g->C, g->v0, g->Vl);

@@ -64,6 +64,18 @@ typedef struct mk_gpt_run {
     /* sum (max when is_max) over the TP group, in place; 0 or -1 */
     int (*allreduce)(void *ctx, float *buf, int n, int is_max);
     void *ctx;
+    /* Sub-pipelined TP (DESIGN.md; gpt_layers.c): level 0 none, 1, 2 (3 runs
+       as 2).  iallreduce starts a TP sum in place and returns a handle (or
+       -1), tp_wait completes it, tp_poll progresses MPI between kernels.
+       next_local: the next layer of this micro-batch runs right after this
+       one on this rank (set by the caller; lets level 2 carry an attention
+       layer's second-half all-reduce into its MLP). */
+    int tp_overlap;
+    int (*iallreduce)(void *ctx, float *buf, int n);
+    int (*tp_wait)(void *ctx, int handle);
+    void (*tp_poll)(void *ctx);
+    int next_local;
+    struct { int h, r0, n; float *out; const float *in; } defer; /* h < 0: none */
     float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, wide), (B, nh, T, T), (N, C) */
     float *s_red;                 /* (3N) row statistics of the loss */
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */

@@ -45,11 +45,16 @@ typedef struct mk_tracefile_diff {
     double stage_busy_pred_s[512], stage_busy_meas_s[512]; /* compute busy time per stage (rank max) */
     double mean_abs_rel_err;  /* over matched events with measured dur > 0 */
     int matched;
+    int aggregated;           /* communication streams compared by kind totals (counts differ) */
 } mk_tracefile_diff_t;
 
-/* Align two traces rank by rank and event by event (same ranks, same
- * events in the same order per rank and stream); -1 with a message when
- * they come from different plans. */
+/* Align two traces rank by rank and event by event (same events in the
+ * same order per rank and stream); -1 with a message when they come from
+ * different plans.  Only the prediction's ranks are compared (the simulator
+ * traces one rank per stage, the executor all); compute-stream waits
+ * (RECV_*) are skipped, as the simulator writes them only when it blocks;
+ * a communication stream whose event count differs between the engines is
+ * compared by time per kind (counted in `aggregated`). */
 int mk_tracefile_diff(const mk_tracefile_t *pred, const mk_tracefile_t *meas, mk_tracefile_diff_t *d);
 
 #ifdef __cplusplus

@@ -1,0 +1,74 @@
+/* `merak profile`: measure this machine and write a cluster JSON
+ * (include/merak/cluster.h, schema in traces/README.md) whose figures the
+ * cost model (include/merak/cost.h) then uses for `merak sim/plan`.
+ *
+ * What is measured, and how each cluster field follows:
+ *  - GEMMs through the executor's backend (linear forward, input and weight
+ *    gradient) over the shapes the model uses (its widths, with tp 1 and 2
+ *    shards, and 16..512 tokens).  The cost model's curve
+ *    rate(d) = P_mm * gemm_eff * d / (d + gemm_half_dim), d = the GEMM's
+ *    smallest dimension, is linear in 1/d after inversion:
+ *    1/rate = a + b/d with a = 1/(P_mm*gemm_eff), b = gemm_half_dim * a;
+ *    a least-squares fit gives both.  matmul_flops (every dtype: the CPU
+ *    backend computes in fp32) = the best rate measured; gemm_eff = the
+ *    fitted asymptote / that peak (at most 1).
+ *  - mem_bw_Bps: out = a + b over 16 MiB arrays (12 bytes per element).
+ *  - vector_flops: GELU (tanh) forward over a large array, counted as the
+ *    proxy graph counts it (20 FLOPs per element).
+ *  - launch_s: median time of a one-element kernel call.
+ *  - MPI p2p ping-pong (8 B .. 4 MiB): alpha = one-way time of the
+ *    smallest message, beta = the largest message / (its time - alpha);
+ *    intra-node between rank 0 and another rank of its node, inter-node
+ *    with the first rank on another host.  No such pair: the other link
+ *    copies the measured one (noted in "about"); one rank: a memcpy
+ *    bandwidth and an MPI self-send latency.
+ *  - MPI_Allreduce over all ranks, 4 KiB .. 4 MiB, compared with the cost
+ *    model's prediction from the fitted links (reported, not fitted).
+ *  - hwloc: packages (sockets), cores, memory; per rank its host and
+ *    package, so gpus_per_node = ranks per node, max_nodes = hosts,
+ *    mem_bytes = node memory / ranks per node.
+ * Every rank measures at once (as ranks train at once), bound to its share
+ * of cores as `merak run` binds them; rank 0 reports. */
+#ifndef MERAK_PROFILE_H
+#define MERAK_PROFILE_H
+
+#include <mpi.h>
+
+#include "merak/cluster.h"
+#include "merak/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MK_PROF_MAX 256
+
+typedef struct mk_prof_sample {
+    double x, y, z;          /* meaning by table: gemm (d, FLOP/s, FLOPs), p2p/AR (bytes, s, model s) */
+    int m, k, n;             /* gemm shape (tokens, in, out) */
+} mk_prof_sample_t;
+
+typedef struct mk_profile {
+    mk_cluster_t c;
+    int ranks, nodes, ranks_per_node, packages, cores, threads;
+    int same_package;        /* ranks 0 and 1 on one package (socket) */
+    int inter_measured, intra_measured;
+    char host[64], cpu[96], note[512];
+    double gemm_peak, gemm_fit_rate, gemm_fit_half, gemm_fit_rms;  /* fit, and its rms relative error */
+    double attn_rate;        /* the backend's attention forward, FLOP/s (graph's count) */
+    int n_gemm, n_p2p, n_inter, n_ar;
+    mk_prof_sample_t gemm[MK_PROF_MAX], p2p[32], inter[32], ar[32];
+    double seconds;          /* wall time of the profile */
+} mk_profile_t;
+
+/* Collective over comm.  cfg: the model whose GEMM shapes to measure (NULL:
+ * gpt-tiny's and a generic set).  quick: fewer repetitions (tests). */
+int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_profile_t *p);
+/* Write p->c as a cluster JSON with an "about" line, atomically (temporary
+ * file, validated by mk_cluster_load, then renamed).  0 or -1. */
+int mk_profile_write(const mk_profile_t *p, const char *path);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
