@@ -53,10 +53,20 @@ static void k_gemm(void *p)
 static void k_add(void *p) { karg_t *g = p; g->be->add(g->c, g->a, g->b, (int)g->len); }
 static void k_gelu(void *p) { karg_t *g = p; g->be->gelu_fwd(g->c, g->a, (int)g->len); }
 static void k_tiny(void *p) { karg_t *g = p; g->be->acc(g->c, g->a, 1); }
-static void k_attn(void *p)
+typedef struct {
+    const mk_backend_t *be;
+    int T, nh, hs;
+    float *qkv, *att, *out, *dqkv, *datt;
+} attn_t;
+static void k_attn_fwd(void *p)
 {
-    karg_t *g = p; /* m = T, k = heads, n = head size, one sequence */
-    g->be->attention_fwd(g->c, g->b, g->a, 1, g->m, g->k, g->n);
+    attn_t *a = p; /* one sequence */
+    a->be->attention_fwd(a->out, a->att, a->qkv, 1, a->T, a->nh, a->hs);
+}
+static void k_attn_bwd(void *p)
+{
+    attn_t *a = p; /* the output gradient: the forward's output stands in */
+    a->be->attention_bwd(a->dqkv, a->datt, a->out, a->qkv, a->att, 1, a->T, a->nh, a->hs);
 }
 static void k_copy(void *p) { karg_t *g = p; memcpy(g->c, g->a, g->len * sizeof(float)); }
 
@@ -125,15 +135,19 @@ static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_co
                 x->x = d, x->y = fl / sec, x->z = fl, x->m = g.m, x->k = g.k, x->n = g.n;
                 if (x->y > p->gemm_peak) p->gemm_peak = x->y;
             }
-    /* the backend's naive attention at the model's shape (diagnostic):
-       the graph counts 4*T*T*C FLOPs (non-causal) per sequence */
+    /* the backend's attention core at the model's shape, forward and
+       backward: the graph counts 4*T*T*C FLOPs forward (non-causal) and
+       twice that backward per sequence */
     int nh = cfg ? cfg->heads : 8, hs = C / nh;
     size_t qkv = (size_t)T * 3 * C, att = (size_t)nh * T * T;
-    if (qkv <= maxe && att <= maxe && (size_t)T * C <= maxe) {
-        g.m = T, g.k = nh, g.n = hs;
-        double sec = time_kernel(comm, k_attn, &g, min_s, reps);
-        p->attn_rate = 4.0 * T * T * C / sec;
-    }
+    attn_t at = {be, T, nh, hs, calloc(qkv, 4), calloc(att, 4), calloc((size_t)T * C, 4), calloc(qkv, 4),
+                 calloc(att, 4)};
+    if (!at.qkv || !at.att || !at.out || !at.dqkv || !at.datt) return mk_error_set("profile: out of memory");
+    fill(at.qkv, qkv);
+    fill(at.out, (size_t)T * C);
+    double tf = time_kernel(comm, k_attn_fwd, &at, min_s, reps), tb = time_kernel(comm, k_attn_bwd, &at, min_s, reps);
+    p->attn_rate = 3 * 4.0 * T * T * C / (tf + tb);
+    free(at.qkv), free(at.att), free(at.out), free(at.dqkv), free(at.datt);
     free(g.a), free(g.b), free(g.c);
     fit_gemm(p);
     return 0;
@@ -344,6 +358,7 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
     c->dev.gemm_eff = p->gemm_fit_rate / p->gemm_peak;
     if (c->dev.gemm_eff > 1) c->dev.gemm_eff = 1;
     c->dev.gemm_half_dim = p->gemm_fit_half;
+    c->dev.attention_flops = p->attn_rate;
     int n = 0;
     n += snprintf(p->note + n, sizeof p->note - n,
                   "merak profile on %s (%s): %d rank(s) on %d host(s), %d per host, %d OpenBLAS thread(s) each",
