@@ -122,19 +122,26 @@ static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_co
     fill(g.a, maxe), fill(g.b, maxe), memset(g.c, 0, maxe * 4);
     double min_s = quick ? 0.001 : 0.004;
     int reps = quick ? 3 : 6;
-    for (int s = 0; s < nshape; s++)
-        for (int t = 0; t < ntok; t++)
-            for (int kind = 0; kind < 3 && p->n_gemm < MK_PROF_MAX; kind++) {
-                if (quick && kind) continue;
-                g.m = toks[t], g.k = io[s][0], g.n = io[s][1], g.kind = kind;
-                if (g.k < 1 || g.n < 1) continue;
-                double fl = 2.0 * g.m * g.k * g.n, sec = time_kernel(comm, k_gemm, &g, min_s, reps);
-                int d = g.m < g.k ? g.m : g.k;
-                if (g.n < d) d = g.n;
-                mk_prof_sample_t *x = &p->gemm[p->n_gemm++];
-                x->x = d, x->y = fl / sec, x->z = fl, x->m = g.m, x->k = g.k, x->n = g.n;
-                if (x->y > p->gemm_peak) p->gemm_peak = x->y;
-            }
+    /* two passes over the shapes, seconds apart, keeping each shape's best:
+       a burst of load from other jobs then spoils one pass, not the fit */
+    for (int pass = 0; pass < (quick ? 1 : 2); pass++) {
+        int i = 0;
+        for (int s = 0; s < nshape; s++)
+            for (int t = 0; t < ntok; t++)
+                for (int kind = 0; kind < 3 && i < MK_PROF_MAX; kind++) {
+                    if (quick && kind) continue;
+                    g.m = toks[t], g.k = io[s][0], g.n = io[s][1], g.kind = kind;
+                    if (g.k < 1 || g.n < 1) continue;
+                    double fl = 2.0 * g.m * g.k * g.n, sec = time_kernel(comm, k_gemm, &g, min_s, reps);
+                    int d = g.m < g.k ? g.m : g.k;
+                    if (g.n < d) d = g.n;
+                    mk_prof_sample_t *x = &p->gemm[i++];
+                    if (pass && x->y >= fl / sec) continue;
+                    x->x = d, x->y = fl / sec, x->z = fl, x->m = g.m, x->k = g.k, x->n = g.n;
+                    if (x->y > p->gemm_peak) p->gemm_peak = x->y;
+                }
+        p->n_gemm = i;
+    }
     /* the backend's attention core at the model's shape, forward and
        backward: the graph counts 4*T*T*C FLOPs forward (non-causal) and
        twice that backward per sequence */
@@ -145,8 +152,11 @@ static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_co
     if (!at.qkv || !at.att || !at.out || !at.dqkv || !at.datt) return mk_error_set("profile: out of memory");
     fill(at.qkv, qkv);
     fill(at.out, (size_t)T * C);
-    double tf = time_kernel(comm, k_attn_fwd, &at, min_s, reps), tb = time_kernel(comm, k_attn_bwd, &at, min_s, reps);
-    p->attn_rate = 3 * 4.0 * T * T * C / (tf + tb);
+    for (int pass = 0; pass < 2; pass++) {
+        double tf = time_kernel(comm, k_attn_fwd, &at, min_s, reps), tb = time_kernel(comm, k_attn_bwd, &at, min_s, reps);
+        double r = 3 * 4.0 * T * T * C / (tf + tb);
+        if (r > p->attn_rate) p->attn_rate = r;
+    }
     free(at.qkv), free(at.att), free(at.out), free(at.dqkv), free(at.datt);
     free(g.a), free(g.b), free(g.c);
     fit_gemm(p);
@@ -160,8 +170,8 @@ static int measure_device(MPI_Comm comm, const mk_backend_t *be, int quick, mk_p
     if (!g.a || !g.b || !g.c) return mk_error_set("profile: out of memory");
     fill(g.a, n), fill(g.b, n), memset(g.c, 0, n * 4);
     double min_s = quick ? 0.005 : 0.02;
-    double t_add = time_kernel(comm, k_add, &g, min_s, 5);
-    double t_gelu = time_kernel(comm, k_gelu, &g, min_s, 5);
+    double t_add = time_kernel(comm, k_add, &g, min_s, 8);
+    double t_gelu = time_kernel(comm, k_gelu, &g, min_s, 8);
     double t_tiny = time_kernel(comm, k_tiny, &g, 0.001, 5);
     double t_copy = time_kernel(comm, k_copy, &g, min_s, 5);
     free(g.a), free(g.b), free(g.c);
