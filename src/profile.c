@@ -154,8 +154,9 @@ static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_co
     fill(at.out, (size_t)T * C);
     for (int pass = 0; pass < 2; pass++) {
         double tf = time_kernel(comm, k_attn_fwd, &at, min_s, reps), tb = time_kernel(comm, k_attn_bwd, &at, min_s, reps);
-        double r = 3 * 4.0 * T * T * C / (tf + tb);
-        if (r > p->attn_rate) p->attn_rate = r;
+        double rf = 4.0 * T * T * C / tf, rb = 8.0 * T * T * C / tb;
+        if (rf > p->attn_rate) p->attn_rate = rf;
+        if (rb > p->attn_bwd_rate) p->attn_bwd_rate = rb;
     }
     free(at.qkv), free(at.att), free(at.out), free(at.dqkv), free(at.datt);
     free(g.a), free(g.b), free(g.c);
@@ -163,21 +164,39 @@ static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_co
     return 0;
 }
 
-static int measure_device(MPI_Comm comm, const mk_backend_t *be, int quick, mk_profile_t *p)
+static void k_gelu_bwd(void *p) { karg_t *g = p; g->be->gelu_bwd(g->c, g->a, g->b, (int)g->len); }
+
+static int measure_device(MPI_Comm comm, const mk_backend_t *be, const mk_model_config_t *cfg, int quick,
+                          mk_profile_t *p)
 {
+    /* vector_flops: GELU over one micro-batch's MLP activations (T x ffn,
+       cache-resident as in training), forward and backward; the cost model
+       charges the backward twice the forward's vector FLOPs, so the rate
+       that makes forward + backward right is 3 * 20n / (t_fwd + t_bwd) */
+    size_t nv = cfg ? (size_t)cfg->seq * cfg->ffn : 1 << 17;
+    karg_t v = {be, malloc(nv * 4), malloc(nv * 4), malloc(nv * 4), 0, 0, 0, 0, nv};
+    if (!v.a || !v.b || !v.c) return mk_error_set("profile: out of memory");
+    fill(v.a, nv), fill(v.b, nv), memset(v.c, 0, nv * 4);
+    double tgf = 1e30, tgb = 1e30;
+    for (int pass = 0; pass < 2; pass++) {
+        double f = time_kernel(comm, k_gelu, &v, quick ? 0.002 : 0.005, 5);
+        double b = time_kernel(comm, k_gelu_bwd, &v, quick ? 0.002 : 0.005, 5);
+        if (f < tgf) tgf = f;
+        if (b < tgb) tgb = b;
+    }
+    free(v.a), free(v.b), free(v.c);
+    p->c.dev.vector_flops = 3 * 20.0 * nv / (tgf + tgb);
     size_t n = (size_t)(quick ? 1 : 4) << 20; /* floats per array */
     karg_t g = {be, malloc(n * 4), malloc(n * 4), malloc(n * 4), 0, 0, 0, 0, n};
     if (!g.a || !g.b || !g.c) return mk_error_set("profile: out of memory");
     fill(g.a, n), fill(g.b, n), memset(g.c, 0, n * 4);
     double min_s = quick ? 0.005 : 0.02;
     double t_add = time_kernel(comm, k_add, &g, min_s, 8);
-    double t_gelu = time_kernel(comm, k_gelu, &g, min_s, 8);
     double t_tiny = time_kernel(comm, k_tiny, &g, 0.001, 5);
     double t_copy = time_kernel(comm, k_copy, &g, min_s, 5);
     free(g.a), free(g.b), free(g.c);
     mk_device_t *d = &p->c.dev;
     d->mem_bw_Bps = 12.0 * n / t_add;
-    d->vector_flops = 20.0 * n / t_gelu;
     d->launch_s = t_tiny;
     /* one rank: the memcpy bandwidth stands in for a link (2 arrays of 4n) */
     p->c.intra.beta_Bps = 4.0 * n / t_copy;
@@ -360,7 +379,7 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
 
     const mk_backend_t *be = mk_backend_cpu();
     int rc = measure_gemm(comm, be, cfg, quick, p);
-    if (rc == 0) rc = measure_device(comm, be, quick, p);
+    if (rc == 0) rc = measure_device(comm, be, cfg, quick, p);
     if (rc == 0) rc = measure_links(comm, quick, p, node_of);
     free(node_of), free(pk_of);
     if (rc < 0) return -1;
@@ -369,6 +388,7 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
     if (c->dev.gemm_eff > 1) c->dev.gemm_eff = 1;
     c->dev.gemm_half_dim = p->gemm_fit_half;
     c->dev.attention_flops = p->attn_rate;
+    c->dev.attention_bwd_flops = p->attn_bwd_rate;
     int n = 0;
     n += snprintf(p->note + n, sizeof p->note - n,
                   "merak profile on %s (%s): %d rank(s) on %d host(s), %d per host, %d OpenBLAS thread(s) each",

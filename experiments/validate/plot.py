@@ -59,16 +59,16 @@ def main():
         ps, ms = sim["step_time_s"], run["step_time_s"]
         later = run["step_times_s"][1:] or run["step_times_s"]
         try:
-            load = open(os.path.join(out, "runs", name + ".load")).read().strip()
+            loadavg = open(os.path.join(out, "runs", name + ".load")).read().strip()
         except OSError:
-            load = ""
+            loadavg = ""
         pm, mm = sim["peak_memory_bytes"], run["peak_memory_bytes"]
         rows.append({
             "plan": name, "ranks": n, "flags": flags,
             "pred_step_s": ps, "meas_step_s": ms, "step_err": (ps - ms) / ms,
             "meas_min_step_s": min(later), "min_step_err": (ps - min(later)) / min(later),
             "meas_step_times_s": " ".join("%.4f" % t for t in run["step_times_s"]),
-            "load1_runnable": load,
+            "load1_runnable": loadavg,
             "pred_bubble": " ".join("%.3f" % b for b in sim["bubble_fraction"]),
             "meas_bubble": " ".join("%.3f" % b for b in mb),
             "pred_peak_mem": " ".join(str(int(m)) for m in pm),

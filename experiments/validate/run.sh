@@ -16,7 +16,7 @@ MPIEXEC=${MPIEXEC:-mpiexec}
 PYTHON=${PYTHON:-/usr/bin/python3}
 STEPS=${STEPS:-5}
 ROUNDS=${ROUNDS:-2}
-QUIET_WAIT=${QUIET_WAIT:-30}
+QUIET_WAIT=${QUIET_WAIT:-4}
 out=${1:-$here/results-$(hostname)}
 mkdir -p "$out/runs"
 export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1}

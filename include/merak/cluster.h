@@ -25,9 +25,10 @@ typedef struct mk_device {
     double gemm_eff;         /* achievable share of peak for large GEMMs */
     double gemm_half_dim;    /* GEMM dimension at which efficiency is half of gemm_eff */
     int has_bf16;
-    double attention_flops;  /* optional: FLOP/s of the attention core where it is not a GEMM
-                                (the CPU backend's loops; `merak profile` measures it);
-                                0: the GEMM curve at eff(head_dim) */
+    double attention_flops;  /* optional: FLOP/s of the attention core's forward where it is
+                                not a GEMM (the CPU backend's loops; `merak profile`
+                                measures it); 0: the GEMM curve at eff(head_dim) */
+    double attention_bwd_flops; /* optional: the same for its backward; 0: attention_flops */
 } mk_device_t;
 
 typedef struct mk_cluster {
