@@ -17,7 +17,9 @@ static const char *run_usage =
     "usage: mpiexec -n N merak run [--model M] --dp D --pp P --tp T --mbs b --gbs B\n"
     "              --steps K [--schedule S] [--recompute R] [--vpp V] [--json]\n"
     "              [--lr X] [--min-lr X] [--lr-warmup-iters N] [--weight-decay X]\n"
-    "              [--clip-grad X] [--adam-eps X] [--seed N] [--backend cpu]\n\n"
+    "              [--clip-grad X] [--adam-eps X] [--seed N] [--backend cpu]\n"
+    "              [--data FILE] [--eval-interval N] [--save FILE] [--load FILE]\n"
+    "              [--save-interval N] [--lr-decay-iters N] [--zero 1] [--trace FILE]\n\n"
     "Train the GPT of DESIGN.md for real (fp32, CPU backend on OpenBLAS), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
     "Ranks: TP fastest, then DP, then PP; dp*pp*tp must equal the rank count.\n\n"
@@ -32,6 +34,15 @@ static const char *run_usage =
     "  --lr X           peak learning rate (default 6e-4); --min-lr (default lr/10);\n"
     "  --lr-warmup-iters N (default 0); --weight-decay (0.1); --clip-grad (1.0);\n"
     "  --adam-eps (1e-8); --seed N (1234)\n"
+    "  --data FILE      token file: bytes, uint16 (.bin/.u16/.tok) or llm.c .bin; ids below\n"
+    "                   the vocabulary (--vocab-size); default: a synthetic stream\n"
+    "  --eval-interval N  validation loss (the held-out last tenth) every N steps and at the end;\n"
+    "                   --eval-batches N global batches each (default up to 8)\n"
+    "  --save FILE      safetensors checkpoint at the end (and every --save-interval N steps)\n"
+    "  --load FILE      start from a checkpoint (any layout); --steps more steps follow\n"
+    "  --lr-decay-iters N  cosine horizon (default: the checkpoint's, else the last step)\n"
+    "  --zero 1         ZeRO-1: Adam state sharded over the DP group\n"
+    "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
     "  --json           one JSON object on stdout (rank 0): losses, step times, memory\n"
     "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";
 
@@ -51,8 +62,6 @@ static const char *take_flag(int *argc, char **argv, const char *flag)
 /* Flags of the contract that this executor does not take yet. */
 static int unsupported(const mk_args_t *a)
 {
-    if (a->data || a->save || a->load)
-        return mk_cli_fail("run", "--data, --save and --load are not supported by run yet");
     if (a->cluster || a->seqpar)
         return mk_cli_fail("run", "--cluster and --sequence-parallel are not run flags");
     if (a->dtype && strcmp(a->dtype, "fp32"))
@@ -94,6 +103,11 @@ static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
     if (a->adam_eps >= 0) o->adam_eps = a->adam_eps;
     if (a->seed >= 0) o->seed = (uint64_t)a->seed;
     o->trace = a->trace_file;
+    o->data = a->data;
+    o->save = a->save;
+    o->load = a->load;
+    o->zero = a->zero > 0 ? a->zero : 0;
+    if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
     return 0;
 }
 
@@ -106,6 +120,13 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     }
     for (int s = 0; s < o->plan.pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
     json_object_set_new(j, "losses", losses);
+    json_object_set_new(j, "first_step", json_integer(r->first_step));
+    if (o->eval_interval > 0) {
+        json_t *val = json_array();
+        for (int i = 0; i < r->n_val; i++)
+            json_array_append_new(val, json_pack("{s:i,s:f}", "step", r->val_steps[i], "loss", r->val_losses[i]));
+        json_object_set_new(j, "val_losses", val);
+    }
     json_object_set_new(j, "step_times_s", times);
     json_object_set_new(j, "step_time_s", json_real(r->step_time));
     json_object_set_new(j, "tokens_per_s", json_real(r->tokens_per_s));
@@ -114,15 +135,28 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->plan.schedule)));
     json_object_set_new(j, "model", json_string(o->plan.model.name));
     json_object_set_new(j, "global_batch", json_integer(o->plan.gbs));
+    json_object_set_new(j, "zero", json_integer(o->zero));
+    if (o->data) json_object_set_new(j, "data", json_string(o->data));
     json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10));
     fputc('\n', stdout);
     json_decref(j);
 }
 
 /* Parse and validate with stderr silenced on ranks other than 0. */
+static int int_flag(const char *v, const char *flag, int *out)
+{
+    char *end;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (v && (*end || end == v || x < 0 || x > 1 << 30))
+        return mk_cli_fail("run", "%s wants a non-negative integer, got '%s'", flag, v), -1;
+    if (v) *out = (int)x;
+    return 0;
+}
+
 static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_exec_opts_t *o,
                    const char **dump)
 {
+    int save_interval = 0, decay = 0, eval_batches = 0;
     int saved = -1, rc;
     if (rank) {
         fflush(stderr);
@@ -130,9 +164,13 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
         if (!freopen("/dev/null", "w", stderr)) saved = -1;
     }
     *dump = take_flag(&argc, argv, "--dump-grads");
-    rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
+    rc = int_flag(take_flag(&argc, argv, "--save-interval"), "--save-interval", &save_interval);
+    if (!rc) rc = int_flag(take_flag(&argc, argv, "--lr-decay-iters"), "--lr-decay-iters", &decay);
+    if (!rc) rc = int_flag(take_flag(&argc, argv, "--eval-batches"), "--eval-batches", &eval_batches);
+    if (!rc) rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage);
     if (rc == 0 && fill_opts(a, world, o) != 0) rc = -1;
+    o->save_interval = save_interval, o->lr_decay_steps = decay, o->eval_batches = eval_batches;
     if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
     if (rank && saved >= 0) {
         fflush(stderr);
@@ -163,7 +201,16 @@ int mk_cmd_run(int argc, char **argv)
     o.progress = isatty(2) || (world > 1 && !a.json);
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
-    if (mk_exec_train(&o, &comm, &res) < 0) {
+    int trc = mk_exec_train(&o, &comm, &res);
+    if (trc < 0 && res.fail_exit) {
+        /* every rank failed alike (bad checkpoint or data, NaN loss): one message */
+        if (rank == 0) fprintf(stderr, "merak run: %s\n", mk_error_last());
+        int code = res.fail_exit;
+        mk_exec_result_free(&res);
+        MPI_Finalize();
+        return code;
+    }
+    if (trc < 0) {
         /* a failure past validation may leave peers inside a collective */
         fprintf(stderr, "merak run: rank %d: %s\n", rank, mk_error_last());
         MPI_Abort(MPI_COMM_WORLD, 1);

@@ -3,6 +3,8 @@
  * synthetic data, and the testing gradient dump. */
 #include "config.h"
 #include "exec_internal.h"
+#include "merak/data.h"
+#include "merak/trace.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -61,7 +63,7 @@ static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
-    if (p->zero) return mk_error_set("ZeRO-1 is not supported by run yet");
+    if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
     if (p->seqpar) return mk_error_set("sequence parallelism is not supported by run yet");
     if (p->dp * p->pp * p->tp != world)
         return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", p->dp, p->pp, p->tp,
@@ -106,6 +108,22 @@ void mk_exec_make_batch(mk_exec_t *e, int step)
 {
     const mk_exec_opts_t *o = e->o;
     int T = o->plan.model.seq, V = o->plan.model.vocab < 256 ? o->plan.model.vocab : 256, pat[16];
+    if (e->data) {  /* the file: training batch `step`, or validation batch -1-step */
+        int32_t *buf = malloc((size_t)o->plan.mbs * (T + 1) * sizeof *buf);
+        mk_data_split_t split = step >= 0 ? MK_DATA_TRAIN : MK_DATA_VAL;
+        long k = step >= 0 ? step : -1 - (long)step;
+        for (int mb = 0; mb < e->m; mb++) {
+            int first = (e->comm.dp_rank * e->m + mb) * o->plan.mbs;
+            mk_data_batch(e->data, split, k, o->plan.gbs, first, o->plan.mbs, buf);
+            for (int b = 0; b < o->plan.mbs; b++)
+                for (int t = 0; t < T; t++) {
+                    e->tok[mb][b * T + t] = buf[b * (T + 1) + t];
+                    e->tgt[mb][b * T + t] = buf[b * (T + 1) + t + 1];
+                }
+        }
+        free(buf);
+        return;
+    }
     for (int i = 0; i < 16; i++) pat[i] = (int)(hash32(o->seed * 31 + i) % (uint32_t)V);
     for (int mb = 0; mb < e->m; mb++)
         for (int b = 0; b < o->plan.mbs; b++) {
@@ -118,19 +136,33 @@ void mk_exec_make_batch(mk_exec_t *e, int step)
         }
 }
 
-static double lr_at(const mk_exec_opts_t *o, int step)
+static double lr_at(const mk_exec_opts_t *o, int horizon, int step)
 {
     double min = o->min_lr < 0 ? o->lr / 10 : o->min_lr;
     if (step < o->warmup) return o->lr * (step + 1) / o->warmup;
-    double p = o->steps > o->warmup ? (double)(step - o->warmup) / (o->steps - o->warmup) : 0.0;
+    double p = horizon > o->warmup ? (double)(step - o->warmup) / (horizon - o->warmup) : 0.0;
+    if (p > 1.0) p = 1.0;
     return min + 0.5 * (o->lr - min) * (1.0 + cos(M_PI * p));
 }
 
-/* Whether this rank's copy of tensor t counts once in global sums. */
+/* Whether this rank's copy of tensor t counts once in global sums (ZeRO:
+ * every DP rank counts its own range). */
 static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t)
 {
-    return t->owned && !t->tied_copy && e->comm.dp_rank == 0 &&
+    return t->owned && !t->tied_copy && (e->zero || e->comm.dp_rank == 0) &&
            (t->split_dim >= 0 || e->comm.tp_rank == 0);
+}
+
+/* The optimizer's range of the parameter block: all of it, or (ZeRO) this
+ * DP rank's; gradients and moments of element i at base[i - lo]. */
+typedef struct { size_t lo, hi; float *g, *m, *v; } opt_range_t;
+
+static size_t clip_to(const opt_range_t *r, const mk_gpt_tensor_t *t, size_t *a)
+{
+    size_t o = t->off, b = o + (size_t)t->lrows * t->lcols;
+    *a = o > r->lo ? o : r->lo;
+    if (b > r->hi) b = r->hi;
+    return b > *a ? b - *a : 0;
 }
 
 int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out)
@@ -138,25 +170,38 @@ int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out)
     const mk_exec_opts_t *o = e->o;
     mk_gpt_t *g = e->g;
     double sums[2] = {0.0, 0.0};
-    for (int k = 0; k < g->n_tensors; k++)
-        if (counts_once(e, &g->t[k]))
-            sums[0] += g->be->sumsq(g->grads + g->t[k].off, (size_t)g->t[k].lrows * g->t[k].lcols);
+    opt_range_t r = {0, g->n_params, g->grads, g->m, g->v};
+    if (e->zero) {
+        if (mk_exec_zero_scatter(e) < 0) return -1;
+        r = (opt_range_t){e->zlo, e->zhi, e->zg, e->zm, e->zv};
+    }
+    double t0 = e->tracing ? mk_exec_now(e) : 0.0;
+    for (int k = 0; k < g->n_tensors; k++) {
+        size_t a, n = counts_once(e, &g->t[k]) ? clip_to(&r, &g->t[k], &a) : 0;
+        if (n) sums[0] += g->be->sumsq(r.g + (a - r.lo), n);
+    }
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
     if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
     e->step_loss = sums[1] / ((double)o->plan.gbs * o->plan.model.seq);
-    if (step == 0 && o->dump_grads && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
+    if (e->eval) {  /* validation: the loss only */
+        g->be->zero(g->grads, g->n_params * sizeof(float));
+        return 0;
+    }
+    if (step == e->step0 && o->dump_grads && !e->zero && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
     double norm = sqrt(sums[0]), scale = o->clip_grad > 0 && norm > o->clip_grad ? o->clip_grad / norm : 1.0;
-    float lr = (float)lr_at(o, step);
+    float lr = (float)lr_at(o, e->horizon, step);
     float bc1 = 1.0f - powf(0.9f, step + 1), bc2 = 1.0f - powf(0.95f, step + 1);
     for (int k = 0; k < g->n_tensors; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
-        if (!t->owned) continue;
-        size_t n = (size_t)t->lrows * t->lcols;
-        g->be->adamw(g->params + t->off, g->grads + t->off, g->m + t->off, g->v + t->off, n, lr,
+        size_t a, n = t->owned ? clip_to(&r, t, &a) : 0;
+        if (!n) continue;
+        g->be->adamw(g->params + a, r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
                      0.9f, 0.95f, bc1, bc2, (float)o->adam_eps,
                      t->decay ? (float)o->weight_decay : 0.0f, (float)scale);
     }
+    mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
+    if (e->zero && mk_exec_zero_gather(e) < 0) return -1;
     g->be->zero(g->grads, g->n_params * sizeof(float));
     if (loss_out) *loss_out = e->step_loss;
     return 0;

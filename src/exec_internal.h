@@ -58,6 +58,15 @@ typedef struct mk_exec {
     int nev, capev;
     int cur_mb, cur_chunk, cur_layer;  /* context of TP collectives */
     double *dpt0;          /* [n_layers] start of a DP reduction (traced) */
+    int step0, horizon;
+    int eval;              /* this step measures the validation loss only */    /* first step of this run (after --load); lr schedule length */
+    /* ZeRO-1 (exec_zero.c): this DP rank's range [zlo, zhi) of the parameter
+       block, its reduced gradients and Adam moments */
+    int zero;
+    size_t zlo, zhi;
+    float *zg, *zm, *zv;
+    int *zcounts, *zdispls;  /* [dp] shard sizes and starts */
+    struct mk_data *data;    /* --data, or NULL (synthetic) */
 } mk_exec_t;
 
 /* exec_stream.c */
@@ -74,6 +83,16 @@ void mk_exec_trace_start(mk_exec_t *e);
 void mk_exec_trace_peak(mk_exec_t *e);
 int mk_exec_trace_write(mk_exec_t *e, const char *path);
 int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max);
+/* exec_ckpt.c: collective; meta = {step, data position, lr decay steps} */
+int mk_exec_save(mk_exec_t *e, const char *path, int step);
+int mk_exec_load(mk_exec_t *e, const char *path, long *meta);
+/* exec_zero.c */
+int mk_exec_zero_init(mk_exec_t *e);
+void mk_exec_zero_free(mk_exec_t *e);
+int mk_exec_zero_scatter(mk_exec_t *e);
+int mk_exec_zero_gather(mk_exec_t *e);
+void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host);
+void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o);
 int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out);

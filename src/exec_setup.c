@@ -3,6 +3,9 @@
 #include "config.h"
 #include "exec_internal.h"
 
+#include "merak/data.h"
+
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,34 +117,129 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
     free(t);
 }
 
+/* Every rank agrees on a failure (ok: this rank's view); the message stays
+ * rank 0's.  Returns 0 when all are fine. */
+static int all_ok(mk_exec_t *e, int ok)
+{
+    int all = ok, first_bad = ok ? e->comm.size : e->comm.rank;
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, e->comm.world);
+    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, e->comm.world);
+    if (!all && e->comm.rank == 0 && ok) mk_error_set("rank %d failed (see its message)", first_bad);
+    return all ? 0 : -1;
+}
+
+/* Mean validation loss over a fixed set of held-out global batches. */
+static int evaluate(mk_exec_t *e, double *loss)
+{
+    const mk_exec_opts_t *o = e->o;
+    int n = o->eval_batches > 0 ? o->eval_batches : 8;
+    if (e->data) {
+        long w = (long)(mk_data_tokens(e->data, MK_DATA_VAL) - 1) / o->plan.model.seq / o->plan.gbs;
+        if (n > w) n = w > 0 ? (int)w : 1;
+    }
+    double sum = 0.0;
+    e->eval = 1;
+    for (int i = 0; i < n; i++) {
+        /* synthetic stream: steps far beyond any run stand in for held-out data */
+        mk_exec_make_batch(e, e->data ? -1 - i : (1 << 22) + i);
+        if (mk_exec_step(e, 0) < 0) { e->eval = 0; return -1; }
+        sum += e->step_loss;
+    }
+    e->eval = 0;
+    *loss = sum / n;
+    return 0;
+}
+
+/* Testing hooks (merak/exec.h). */
+static void test_fail(const mk_exec_t *e, int step)
+{
+    const char *s = getenv("MK_TEST_FAIL");
+    int r, k;
+    if (s && sscanf(s, "%d:%d", &r, &k) == 2 && r == e->comm.rank && k == step) {
+        fprintf(stderr, "merak run: rank %d: testing: exiting at step %d\n", r, step);
+        exit(1);
+    }
+}
+
+static int test_nan(int step)
+{
+    const char *s = getenv("MK_TEST_NAN");
+    return s && *s && atoi(s) == step;
+}
+
 int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
 {
     MPI_Comm world = *(MPI_Comm *)world_p;
     mk_exec_t e;
     memset(&e, 0, sizeof e);
     memset(res, 0, sizeof *res);
+    e.zero = o->zero > 0 && o->plan.dp > 1;
     int rc = setup(&e, o, world);
     if (rc == 0 && !(e.sched = mk_exec_build_sched(o))) rc = -1;
+    if (rc == 0 && e.zero) rc = mk_exec_zero_init(&e);
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
+    int nval_max = (o->eval_interval > 0 ? o->steps / o->eval_interval : 0) + 1;
+    res->val_steps = calloc(nval_max, sizeof *res->val_steps);
+    res->val_losses = calloc(nval_max, sizeof *res->val_losses);
+    /* from here on, failures are collective: every rank returns alike */
+    if (rc == 0 && o->data) {
+        e.data = mk_data_open(o->data, o->plan.model.vocab, o->plan.model.seq);
+        if (all_ok(&e, e.data != NULL) < 0) rc = -1, res->fail_exit = 2;
+    }
+    long meta[3] = {0, 0, 0};
+    if (rc == 0 && o->load && mk_exec_load(&e, o->load, meta) < 0) rc = -1, res->fail_exit = 2;
+    e.step0 = (int)meta[0];
+    e.horizon = o->lr_decay_steps > 0 ? o->lr_decay_steps : meta[2] > 0 ? (int)meta[2] : e.step0 + o->steps;
+    res->first_step = e.step0;
+    const char *good = o->load;  /* last good checkpoint */
+    int good_step = e.step0;
     int tty = o->progress && e.comm.rank == 0;
-    for (int k = 0; rc == 0 && k < o->steps; k++) {
+    for (int i = 0; rc == 0 && i < o->steps; i++) {
+        int k = e.step0 + i;
+        test_fail(&e, k);
         mk_exec_make_batch(&e, k);
-        if (o->trace && k == o->steps - 1) mk_exec_trace_start(&e);
+        if (o->trace && i == o->steps - 1) mk_exec_trace_start(&e);
         double t0 = mk_time_now();
         rc = mk_exec_step(&e, k);
         mk_exec_trace_peak(&e);
         e.tracing = 0;
-        res->step_times[k] = mk_time_now() - t0;
-        res->losses[k] = e.step_loss;
+        res->step_times[i] = mk_time_now() - t0;
+        if (rc == 0 && test_nan(k)) e.step_loss = NAN;
+        res->losses[i] = e.step_loss;
+        if (rc == 0 && !isfinite(e.step_loss)) {
+            /* the loss is all-reduced: every rank sees it */
+            if (good) mk_error_set("step %d: the loss is %f; the last good checkpoint is %s (step %d)", k + 1,
+                                   e.step_loss, good, good_step);
+            else mk_error_set("step %d: the loss is %f (no checkpoint: --save FILE keeps one)", k + 1, e.step_loss);
+            rc = -1, res->fail_exit = 1, res->steps = i;
+            break;
+        }
         if (tty && rc == 0)
-            fprintf(stderr, "step %4d/%d  loss %.6f  %.1f ms  %.0f tokens/s\n", k + 1, o->steps,
-                    e.step_loss, 1e3 * res->step_times[k],
-                    (double)o->plan.gbs * o->plan.model.seq / res->step_times[k]);
+            fprintf(stderr, "step %4d/%d  loss %.6f  %.1f ms  %.0f tokens/s\n", k + 1, e.step0 + o->steps,
+                    e.step_loss, 1e3 * res->step_times[i],
+                    (double)o->plan.gbs * o->plan.model.seq / res->step_times[i]);
+        int last = i == o->steps - 1;
+        if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
+            double vl;
+            rc = evaluate(&e, &vl);
+            if (rc == 0) {
+                res->val_steps[res->n_val] = k + 1;
+                res->val_losses[res->n_val++] = vl;
+                if (tty) fprintf(stderr, "step %4d  validation loss %.6f\n", k + 1, vl);
+            }
+        }
+        if (rc == 0 && o->save && !last && o->save_interval > 0 && (i + 1) % o->save_interval == 0) {
+            if (mk_exec_save(&e, o->save, k + 1) < 0) rc = -1, res->fail_exit = 1;
+            else good = o->save, good_step = k + 1;
+        }
     }
     if (rc == 0) finish_result(&e, res);
-    if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1;
+    if (rc == 0 && o->save && mk_exec_save(&e, o->save, e.step0 + o->steps) < 0) rc = -1, res->fail_exit = 1;
+    if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1, res->fail_exit = 1;
+    if (e.zero) mk_exec_zero_free(&e);
+    mk_data_free(e.data);
     teardown(&e);
     return rc;
 }
@@ -151,5 +249,7 @@ void mk_exec_result_free(mk_exec_result_t *r)
     free(r->losses);
     free(r->step_times);
     free(r->peak_mem);
+    free(r->val_steps);
+    free(r->val_losses);
     memset(r, 0, sizeof *r);
 }

@@ -190,7 +190,7 @@ static void start_dp(mk_exec_t *e, int l)
  * reductions on one buffer at once). */
 static void layer_final(mk_exec_t *e, int l)
 {
-    if (e->comm.dp == 1) return;
+    if (e->comm.dp == 1 || e->zero) return;  /* ZeRO: reduce-scattered at OPT_STEP */
     e->dpstate[l] = 1;
     if (!(e->comm.pp > 1 && (l == 0 || l == e->g->n_layers - 1))) start_dp(e, l);
 }
@@ -243,7 +243,7 @@ static int reduce_tied(mk_exec_t *e)
 
 static int reduce_grads(mk_exec_t *e)
 {
-    if (e->comm.dp == 1) return 0;
+    if (e->comm.dp == 1 || e->zero) return 0;
     for (int l = 0; l < e->g->n_layers; l++)
         if (e->g->t[e->g->first[l]].owned && e->dpstate[l] != 2) start_dp(e, l);
     if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dpreq) < 0) return -1;
@@ -299,7 +299,6 @@ static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
         mk_trace_instr_name(name, sizeof name, mk_instr_op_name(in->op), in->mb);
         mk_exec_trace_ev(e, MK_TRACE_COMPUTE, name, t, in->mb, in->chunk, -1);
         break;
-    case MK_INSTR_OPT_STEP: mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t, -1, 0, -1); break;
     default: break;
     }
     mk_exec_trace_mem(e);

@@ -9,7 +9,8 @@ expect_fail "plan with layout flags" "combine" -- "$MERAK" run --plan p.json --t
 expect_fail "unknown option" "unknown option" -- "$MERAK" run --bogus 1
 expect_fail "cuda backend not built" "cuda" -- "$MERAK" run --backend cuda
 expect_fail "unknown backend" "unknown backend" -- "$MERAK" run --backend tpu
-expect_fail "zero not yet" "zero" -- "$MERAK" run --zero 1
+expect_fail "zero stage 2" "zero" -- "$MERAK" run --zero 2
+expect_fail "bad --save-interval" "save-interval" -- "$MERAK" run --save-interval x
 expect_fail "vpp with a schedule other than interleaved" "interleaved" -- "$MERAK" run --vpp 2 --schedule 1f1b
 expect_fail "a bert model" "GPT" -- "$MERAK" run --model bert-large --num-layers 2 --hidden-size 64 --num-attention-heads 4
 expect_ok "--steps 0 is a valid no-op" "$MERAK" run --steps 0

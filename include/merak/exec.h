@@ -21,7 +21,14 @@ typedef struct mk_exec_opts {
     uint64_t seed;
     const char *dump_grads;       /* testing: write full step-1 gradients here (rank 0) */
     int progress;                 /* rank 0 prints per-step lines on stderr */
-    const char *trace;            /* Chrome trace of the last step (all ranks, written by rank 0) */
+    const char *trace;
+    const char *data;             /* token file (merak/data.h), or NULL: the synthetic stream */
+    const char *save, *load;      /* checkpoint files (safetensors, DESIGN.md) */
+    int save_interval;            /* also save every N steps (0: at the end only) */
+    int eval_interval;            /* validation loss every N steps and at the end (0: never) */
+    int eval_batches;             /* global batches per validation (0: up to 8) */
+    int lr_decay_steps;           /* cosine horizon (0: the checkpoint's, else the run's last step) */
+    int zero;                     /* ZeRO stage (0 or 1) */            /* Chrome trace of the last step (all ranks, written by rank 0) */
 } mk_exec_opts_t;
 
 typedef struct mk_exec_result {
@@ -31,6 +38,12 @@ typedef struct mk_exec_result {
     double tokens_per_s;          /* from the median step after the first */
     double step_time;             /* that median */
     size_t *peak_mem;             /* [pp] bytes: params, grads, Adam state, activations, scratch */
+    int first_step;               /* global index of losses[0] (after --load) */
+    int n_val;
+    int *val_steps;               /* [n_val] steps done when measured */
+    double *val_losses;           /* [n_val] mean validation loss */
+    int fail_exit;                /* train returned -1 on every rank alike: exit with this
+                                     (message on rank 0 in mk_error_last()) */
 } mk_exec_result_t;
 
 /* Defaults for the optimizer fields (lr 6e-4, ...). */
@@ -43,6 +56,8 @@ int mk_exec_validate(mk_exec_opts_t *o, int world);
  * mk_exec_result_free).  Returns 0, or -1 (message in mk_error_last()). */
 int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);
 void mk_exec_result_free(mk_exec_result_t *res);
+/* Testing: MK_TEST_FAIL=RANK:STEP makes that rank exit(1) at that step;
+ * MK_TEST_NAN=STEP makes the loss NaN at that step. */
 
 #ifdef __cplusplus
 }
