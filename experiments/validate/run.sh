@@ -47,6 +47,7 @@ cat >"$out/plans.txt" <<'PLANS'
 1rank-none|1|--dp 1 --pp 1 --tp 1 --schedule 1f1b --recompute none
 1rank-full|1|--dp 1 --pp 1 --tp 1 --schedule 1f1b --recompute full
 dp2-none|2|--dp 2 --pp 1 --tp 1 --schedule 1f1b --recompute none
+dp2-zero1-none|2|--dp 2 --pp 1 --tp 1 --schedule 1f1b --recompute none --zero 1
 pp2-1f1b-none|2|--dp 1 --pp 2 --tp 1 --schedule 1f1b --recompute none
 pp2-gpipe-none|2|--dp 1 --pp 2 --tp 1 --schedule gpipe --recompute none
 pp2-zbh1-none|2|--dp 1 --pp 2 --tp 1 --schedule zb-h1 --recompute none
@@ -58,7 +59,6 @@ tp2-none-ov0|2|--dp 1 --pp 1 --tp 2 --schedule 1f1b --recompute none --tp-overla
 tp2-none-ov1|2|--dp 1 --pp 1 --tp 2 --schedule 1f1b --recompute none --tp-overlap 1
 tp2-none-ov2|2|--dp 1 --pp 1 --tp 2 --schedule 1f1b --recompute none --tp-overlap 2
 PLANS
-# ZeRO-1: `merak run --zero 1` is not available on this branch (issue 7); skipped.
 
 while IFS='|' read -r name n flags; do
   [ -n "$name" ] || continue
