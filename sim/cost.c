@@ -62,6 +62,12 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     const mk_device_t *d = &c->dev;
     double tc = 0;
     if (f > 0) tc = f / (d->matmul_flops[dtype] * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
+    /* Measured (merak profile, CPU backend, 2-core EPYC): the attention
+       core runs as loops at 6.6 GFLOP/s forward and 11.2 backward (graph
+       count) where the GEMM curve at head_dim 64 gives ~90, so a device
+       may give the core's own rates, forward and backward. */
+    if (f > 0 && o->kind == MK_OPK_ATTENTION && d->attention_flops > 0 && !c->ideal)
+        tc = f / (bwd && d->attention_bwd_flops > 0 ? d->attention_bwd_flops : d->attention_flops);
     if (c->ideal) return tc;
     double tv = d->vector_flops > 0 ? v / d->vector_flops : 0, tm = d->mem_bw_Bps > 0 ? m / d->mem_bw_Bps : 0;
     double t = tc;

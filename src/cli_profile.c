@@ -33,8 +33,8 @@ static void print_text(const mk_profile_t *p, const char *out)
     printf("  -> matmul_flops %.3g, gemm_eff %.3f, gemm_half_dim %.1f\n", c->dev.matmul_flops[0], c->dev.gemm_eff,
            c->dev.gemm_half_dim);
     if (p->attn_rate > 0)
-        printf("attention (naive loops) at the model's shape: %.2f GFLOP/s (cost model: eff(head_dim) of the GEMM "
-               "curve)\n", p->attn_rate / 1e9);
+        printf("attention core (loops) at the model's shape: forward %.2f, backward %.2f GFLOP/s -> "
+               "attention_flops, attention_bwd_flops\n", p->attn_rate / 1e9, p->attn_bwd_rate / 1e9);
     printf("memory %.2f GB/s, vector %.2f GFLOP/s, kernel overhead %.3g s, memory per rank %.2f GB\n",
            c->dev.mem_bw_Bps / 1e9, c->dev.vector_flops / 1e9, c->dev.launch_s, c->dev.mem_bytes / 1e9);
     printf("intra: alpha %.3g s, beta %.2f GB/s%s\n", c->intra.alpha_s, c->intra.beta_Bps / 1e9,

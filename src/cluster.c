@@ -39,18 +39,18 @@ typedef struct {
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
      {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 2039 * GB, 80 * GB,
-                   4e-6, 0.80, 256, 1}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
+                   4e-6, 0.80, 256, 1, 0, 0}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3350 * GB, 80 * GB,
-                   4e-6, 0.75, 384, 1}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
+                   4e-6, 0.75, 384, 1, 0, 0}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
-                       5e-6, 0.75, 128, 1}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
+                       5e-6, 0.75, 128, 1, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
     {"one H200 SXM (141 GB)",
      {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4800 * GB, 141 * GB,
-               4e-6, 0.75, 384, 1}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
+               4e-6, 0.75, 384, 1, 0, 0}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
-     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1}, 8, 0,
+     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0}, 8, 0,
       {0, 1e30}, {0, 1e30}, 8, 1}},
 };
 #define MK_NCLUSTERS (sizeof mk_cluster_presets / sizeof mk_cluster_presets[0])
@@ -176,19 +176,17 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     return 0;
 }
 
-int mk_cluster_load(const char *path, mk_cluster_t *c)
+int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
 {
     static const char *const top[] = {"name", "gpus_per_node", "max_nodes", "nics_per_node", "ideal", "intra",
                                       "inter", "device", "about", NULL};
     static const char *const dev[] = {"name", "matmul_flops", "vector_flops", "mem_bw_Bps", "mem_bytes",
-                                      "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", NULL};
+                                      "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "attention_flops",
+                                      "attention_bwd_flops", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
-    json_t *j = mk_json_load(path, "cluster file");
-    if (!j) return -1;
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
-    int rc = -1;
-    if (!json_is_object(j)) { mk_error_set("%s: a cluster must be a JSON object", path); goto out; }
+    if (!json_is_object(j)) return mk_error_set("%s: a cluster must be a JSON object", path);
     if (only_keys(j, path, top) < 0 || get_str(j, path, "name", c->name, sizeof c->name) < 0 ||
         get_int(j, path, "gpus_per_node", 1, &c->gpus_per_node) < 0 ||
         get_int(j, path, "max_nodes", 0, &c->max_nodes) < 0 ||
@@ -204,15 +202,26 @@ int mk_cluster_load(const char *path, mk_cluster_t *c)
         get_num(d, path, "mem_bytes", 1, &c->dev.mem_bytes) < 0 ||
         get_num(d, path, "launch_s", 0, &c->dev.launch_s) < 0 || get_num(d, path, "gemm_eff", 0, &c->dev.gemm_eff) < 0 ||
         get_num(d, path, "gemm_half_dim", 0, &c->dev.gemm_half_dim) < 0 ||
-        get_bool(d, path, "has_bf16", &c->dev.has_bf16) < 0 || mk_cluster_validate(c, path) < 0)
-        goto out;
-    rc = 0;
-out:
+        get_bool(d, path, "has_bf16", &c->dev.has_bf16) < 0 ||
+        (json_object_get(d, "attention_flops") &&
+         get_num(d, path, "attention_flops", 0, &c->dev.attention_flops) < 0) ||
+        (json_object_get(d, "attention_bwd_flops") &&
+         get_num(d, path, "attention_bwd_flops", 0, &c->dev.attention_bwd_flops) < 0) ||
+        mk_cluster_validate(c, path) < 0)
+        return -1;
+    return 0;
+}
+
+int mk_cluster_load(const char *path, mk_cluster_t *c)
+{
+    json_t *j = mk_json_load(path, "cluster file");
+    if (!j) return -1;
+    int rc = mk_cluster_from_json(j, path, c);
     json_decref(j);
     return rc;
 }
 
-int mk_cluster_save(const mk_cluster_t *c, const char *path)
+json_t *mk_cluster_to_json(const mk_cluster_t *c)
 {
     const mk_device_t *d = &c->dev;
     json_t *j = json_pack("{s:s, s:i, s:i, s:i, s:b, s:{s:f, s:f}, s:{s:f, s:f}, s:{s:s, s:{s:f, s:f, s:f}, "
@@ -225,6 +234,16 @@ int mk_cluster_save(const mk_cluster_t *c, const char *path)
                           "vector_flops", d->vector_flops, "mem_bw_Bps", d->mem_bw_Bps, "mem_bytes", d->mem_bytes,
                           "launch_s", d->launch_s, "gemm_eff", d->gemm_eff, "gemm_half_dim", d->gemm_half_dim,
                           "has_bf16", d->has_bf16);
+    if (j && d->attention_flops > 0)
+        json_object_set_new(json_object_get(j, "device"), "attention_flops", json_real(d->attention_flops));
+    if (j && d->attention_bwd_flops > 0)
+        json_object_set_new(json_object_get(j, "device"), "attention_bwd_flops", json_real(d->attention_bwd_flops));
+    return j;
+}
+
+int mk_cluster_save(const mk_cluster_t *c, const char *path)
+{
+    json_t *j = mk_cluster_to_json(c);
     if (!j) return mk_error_set("cannot encode the cluster as JSON");
     int rc = mk_json_save(j, path, "cluster file");
     json_decref(j);

@@ -5,3 +5,5 @@ noinst_HEADERS += include/merak/profile.h
 merak_SOURCES += src/cli_profile.c
 TESTS += tests/profile-errors.sh tests/mpi-profile.sh tests/mpi-exec-overlap.sh
 EXTRA_DIST += tests/profile-errors.sh tests/mpi-profile.sh tests/mpi-exec-overlap.sh
+EXTRA_DIST += experiments/validate/run.sh experiments/validate/plot.py \
+	traces/profiles/vm-2core-epyc-2ranks.json

@@ -7,7 +7,6 @@ expect_fail "unknown recompute policy" "recompute" -- "$MERAK" run --recompute s
 expect_fail "gbs not a multiple of dp*mbs" "not divisible by dp" -- "$MERAK" run --mbs 3 --gbs 4
 expect_fail "plan with layout flags" "combine" -- "$MERAK" run --plan p.json --tp 1
 expect_fail "unknown option" "unknown option" -- "$MERAK" run --bogus 1
-expect_fail "cuda backend not built" "cuda" -- "$MERAK" run --backend cuda
 expect_fail "unknown backend" "unknown backend" -- "$MERAK" run --backend tpu
 expect_fail "zero stage 2" "zero" -- "$MERAK" run --zero 2
 expect_fail "bad --save-interval" "save-interval" -- "$MERAK" run --save-interval x

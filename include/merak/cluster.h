@@ -25,6 +25,10 @@ typedef struct mk_device {
     double gemm_eff;         /* achievable share of peak for large GEMMs */
     double gemm_half_dim;    /* GEMM dimension at which efficiency is half of gemm_eff */
     int has_bf16;
+    double attention_flops;  /* optional: FLOP/s of the attention core's forward where it is
+                                not a GEMM (the CPU backend's loops; `merak profile`
+                                measures it); 0: the GEMM curve at eff(head_dim) */
+    double attention_bwd_flops; /* optional: the same for its backward; 0: attention_flops */
 } mk_device_t;
 
 typedef struct mk_cluster {
@@ -46,6 +50,10 @@ int mk_cluster_get(const char *name_or_path, mk_cluster_t *c);
  * writes atomically (temporary file + rename). */
 int mk_cluster_load(const char *path, mk_cluster_t *c);
 int mk_cluster_save(const mk_cluster_t *c, const char *path);
+/* The same as JSON objects (to_json: a new reference, NULL on failure). */
+struct json_t;
+struct json_t *mk_cluster_to_json(const mk_cluster_t *c);
+int mk_cluster_from_json(struct json_t *j, const char *what, mk_cluster_t *c);
 /* Validate the fields of a cluster (what the JSON loader checks). */
 int mk_cluster_validate(const mk_cluster_t *c, const char *what);
 const char *const *mk_cluster_preset_names(void);

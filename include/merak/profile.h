@@ -12,9 +12,17 @@
  *    a least-squares fit gives both.  matmul_flops (every dtype: the CPU
  *    backend computes in fp32) = the best rate measured; gemm_eff = the
  *    fitted asymptote / that peak (at most 1).
+ *  - attention_flops, attention_bwd_flops: the backend's attention core,
+ *    forward and backward, at the model's sequence, heads and head size,
+ *    counted as the graph counts it (4*T*T*C forward per sequence, twice
+ *    that backward): the CPU backend runs it as loops, far below the GEMM
+ *    curve.
  *  - mem_bw_Bps: out = a + b over 16 MiB arrays (12 bytes per element).
- *  - vector_flops: GELU (tanh) forward over a large array, counted as the
- *    proxy graph counts it (20 FLOPs per element).
+ *  - vector_flops: GELU (tanh) over one micro-batch's MLP activations
+ *    (seq x ffn: cache-resident, as in training), counted as the proxy
+ *    graph counts it (20 FLOPs per element); the cost model charges a
+ *    backward twice the forward's vector FLOPs, so the rate is fitted to
+ *    forward + backward: 3*20n / (t_fwd + t_bwd).
  *  - launch_s: median time of a one-element kernel call.
  *  - MPI p2p ping-pong (8 B .. 4 MiB): alpha = one-way time of the
  *    smallest message, beta = the largest message / (its time - alpha);
@@ -55,7 +63,7 @@ typedef struct mk_profile {
     int inter_measured, intra_measured;
     char host[64], cpu[96], note[512];
     double gemm_peak, gemm_fit_rate, gemm_fit_half, gemm_fit_rms;  /* fit, and its rms relative error */
-    double attn_rate;        /* the backend's attention forward, FLOP/s (graph's count) */
+    double attn_rate, attn_bwd_rate; /* the backend's attention forward, backward, FLOP/s (graph's count) */
     int n_gemm, n_p2p, n_inter, n_ar;
     mk_prof_sample_t gemm[MK_PROF_MAX], p2p[32], inter[32], ar[32];
     double seconds;          /* wall time of the profile */
