@@ -24,7 +24,6 @@
 #include "merak/cluster.h"
 
 #include <jansson.h>
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -95,46 +94,6 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
  *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B} */
 
-static int only_keys(json_t *o, const char *what, const char *const *keys)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v) {
-        int ok = 0;
-        for (const char *const *q = keys; *q; q++) ok |= !strcmp(k, *q);
-        if (!ok) return mk_error_set("%s: unknown field '%s'", what, k);
-    }
-    return 0;
-}
-
-static int get_num(json_t *o, const char *what, const char *key, double lo, double *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
-    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < lo)
-        return mk_error_set("%s: field '%s' must be a number >= %g", what, key, lo);
-    *out = json_number_value(v);
-    return 0;
-}
-
-static int get_int(json_t *o, const char *what, const char *key, int lo, int *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 1 << 30)
-        return mk_error_set("%s: field '%s' must be an integer >= %d", what, key, lo);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
-static int get_bool(json_t *o, const char *what, const char *key, int *out)
-{
-    json_t *v = json_object_get(o, key);
-    if (!json_is_boolean(v)) return mk_error_set("%s: field '%s' must be true or false", what, key);
-    *out = json_is_true(v);
-    return 0;
-}
-
 static int get_str(json_t *o, const char *what, const char *key, char *buf, size_t n)
 {
     json_t *v = json_object_get(o, key);
@@ -155,8 +114,8 @@ static int link_from(json_t *o, const char *what, const char *key, mk_link_t *l)
 {
     static const char *const keys[] = {"alpha_s", "beta_Bps", NULL};
     json_t *j;
-    if (get_obj(o, what, key, &j) < 0 || only_keys(j, what, keys) < 0) return -1;
-    if (get_num(j, what, "alpha_s", 0, &l->alpha_s) < 0 || get_num(j, what, "beta_Bps", 1, &l->beta_Bps) < 0)
+    if (get_obj(o, what, key, &j) < 0 || mk_json_only_keys(j, what, keys) < 0) return -1;
+    if (mk_json_num(j, what, "alpha_s", 0, &l->alpha_s) < 0 || mk_json_num(j, what, "beta_Bps", 1, &l->beta_Bps) < 0)
         return -1;
     return 0;
 }
@@ -187,26 +146,26 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
     if (!json_is_object(j)) return mk_error_set("%s: a cluster must be a JSON object", path);
-    if (only_keys(j, path, top) < 0 || get_str(j, path, "name", c->name, sizeof c->name) < 0 ||
-        get_int(j, path, "gpus_per_node", 1, &c->gpus_per_node) < 0 ||
-        get_int(j, path, "max_nodes", 0, &c->max_nodes) < 0 ||
-        get_int(j, path, "nics_per_node", 1, &c->nics_per_node) < 0 || get_bool(j, path, "ideal", &c->ideal) < 0 ||
+    if (mk_json_only_keys(j, path, top) < 0 || get_str(j, path, "name", c->name, sizeof c->name) < 0 ||
+        mk_json_int(j, path, "gpus_per_node", 1, &c->gpus_per_node) < 0 ||
+        mk_json_int(j, path, "max_nodes", 0, &c->max_nodes) < 0 ||
+        mk_json_int(j, path, "nics_per_node", 1, &c->nics_per_node) < 0 || mk_json_bool(j, path, "ideal", &c->ideal) < 0 ||
         link_from(j, path, "intra", &c->intra) < 0 || link_from(j, path, "inter", &c->inter) < 0 ||
-        get_obj(j, path, "device", &d) < 0 || only_keys(d, path, dev) < 0 ||
+        get_obj(j, path, "device", &d) < 0 || mk_json_only_keys(d, path, dev) < 0 ||
         get_str(d, path, "name", c->dev.name, sizeof c->dev.name) < 0 || get_obj(d, path, "matmul_flops", &mm) < 0 ||
-        only_keys(mm, path, dt) < 0 || get_num(mm, path, "fp32", 1, &c->dev.matmul_flops[MK_DTYPE_FP32]) < 0 ||
-        get_num(mm, path, "fp16", 1, &c->dev.matmul_flops[MK_DTYPE_FP16]) < 0 ||
-        get_num(mm, path, "bf16", 1, &c->dev.matmul_flops[MK_DTYPE_BF16]) < 0 ||
-        get_num(d, path, "vector_flops", 1, &c->dev.vector_flops) < 0 ||
-        get_num(d, path, "mem_bw_Bps", 1, &c->dev.mem_bw_Bps) < 0 ||
-        get_num(d, path, "mem_bytes", 1, &c->dev.mem_bytes) < 0 ||
-        get_num(d, path, "launch_s", 0, &c->dev.launch_s) < 0 || get_num(d, path, "gemm_eff", 0, &c->dev.gemm_eff) < 0 ||
-        get_num(d, path, "gemm_half_dim", 0, &c->dev.gemm_half_dim) < 0 ||
-        get_bool(d, path, "has_bf16", &c->dev.has_bf16) < 0 ||
+        mk_json_only_keys(mm, path, dt) < 0 || mk_json_num(mm, path, "fp32", 1, &c->dev.matmul_flops[MK_DTYPE_FP32]) < 0 ||
+        mk_json_num(mm, path, "fp16", 1, &c->dev.matmul_flops[MK_DTYPE_FP16]) < 0 ||
+        mk_json_num(mm, path, "bf16", 1, &c->dev.matmul_flops[MK_DTYPE_BF16]) < 0 ||
+        mk_json_num(d, path, "vector_flops", 1, &c->dev.vector_flops) < 0 ||
+        mk_json_num(d, path, "mem_bw_Bps", 1, &c->dev.mem_bw_Bps) < 0 ||
+        mk_json_num(d, path, "mem_bytes", 1, &c->dev.mem_bytes) < 0 ||
+        mk_json_num(d, path, "launch_s", 0, &c->dev.launch_s) < 0 || mk_json_num(d, path, "gemm_eff", 0, &c->dev.gemm_eff) < 0 ||
+        mk_json_num(d, path, "gemm_half_dim", 0, &c->dev.gemm_half_dim) < 0 ||
+        mk_json_bool(d, path, "has_bf16", &c->dev.has_bf16) < 0 ||
         (json_object_get(d, "attention_flops") &&
-         get_num(d, path, "attention_flops", 0, &c->dev.attention_flops) < 0) ||
+         mk_json_num(d, path, "attention_flops", 0, &c->dev.attention_flops) < 0) ||
         (json_object_get(d, "attention_bwd_flops") &&
-         get_num(d, path, "attention_bwd_flops", 0, &c->dev.attention_bwd_flops) < 0) ||
+         mk_json_num(d, path, "attention_bwd_flops", 0, &c->dev.attention_bwd_flops) < 0) ||
         mk_cluster_validate(c, path) < 0)
         return -1;
     return 0;

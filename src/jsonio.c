@@ -3,6 +3,7 @@
 #include "merak/jsonio.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,5 +26,45 @@ int mk_json_save(json_t *j, const char *path, const char *what)
         unlink(tmp);
         return mk_error_set("cannot write %s '%s': %s", what, path, strerror(err));
     }
+    return 0;
+}
+
+int mk_json_only_keys(json_t *o, const char *what, const char *const *keys)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v) {
+        int ok = 0;
+        for (const char *const *q = keys; *q; q++) ok |= !strcmp(k, *q);
+        if (!ok) return mk_error_set("%s: unknown field '%s'", what, k);
+    }
+    return 0;
+}
+
+int mk_json_num(json_t *o, const char *what, const char *key, double lo, double *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
+    if (!json_is_number(v) || !isfinite(json_number_value(v)) || json_number_value(v) < lo)
+        return mk_error_set("%s: field '%s' must be a number >= %g", what, key, lo);
+    *out = json_number_value(v);
+    return 0;
+}
+
+int mk_json_int(json_t *o, const char *what, const char *key, int lo, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 1 << 30)
+        return mk_error_set("%s: field '%s' must be an integer >= %d", what, key, lo);
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+int mk_json_bool(json_t *o, const char *what, const char *key, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!json_is_boolean(v)) return mk_error_set("%s: field '%s' must be true or false", what, key);
+    *out = json_is_true(v);
     return 0;
 }

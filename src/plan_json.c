@@ -45,17 +45,6 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     return j;
 }
 
-/* Read an integer field >= lo (required). */
-static int need_int(json_t *j, const char *what, const char *key, int lo, int *out)
-{
-    json_t *v = json_object_get(j, key);
-    if (!v) return mk_error_set("%s: missing field '%s'", what, key);
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 1 << 30)
-        return mk_error_set("%s: field '%s' must be an integer >= %d", what, key, lo);
-    *out = (int)json_integer_value(v);
-    return 0;
-}
-
 static int need_str(json_t *j, const char *what, const char *key, const char **out)
 {
     json_t *v = json_object_get(j, key);
@@ -75,16 +64,16 @@ static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
         const char *path = NULL;
         if (need_str(m, what, "json_path", &path) < 0) return -1;
         if (mk_graph_json_probe(path, c) < 0) return -1;
-        return need_int(m, what, "seq_length", 1, &c->seq);
+        return mk_json_int(m, what, "seq_length", 1, &c->seq);
     }
     if (strcmp(family, "gpt") && strcmp(family, "bert"))
         return mk_error_set("%s: model family '%s' is not gpt, bert or custom", what, family);
     c->family = !strcmp(family, "gpt") ? MK_FAMILY_GPT : MK_FAMILY_BERT;
-    if (need_int(m, what, "num_layers", 1, &c->num_layers) < 0 ||
-        need_int(m, what, "hidden_size", 1, &c->hidden) < 0 ||
-        need_int(m, what, "num_attention_heads", 1, &c->heads) < 0 ||
-        need_int(m, what, "seq_length", 1, &c->seq) < 0 || need_int(m, what, "vocab_size", 1, &c->vocab) < 0 ||
-        need_int(m, what, "ffn_hidden_size", 1, &c->ffn) < 0)
+    if (mk_json_int(m, what, "num_layers", 1, &c->num_layers) < 0 ||
+        mk_json_int(m, what, "hidden_size", 1, &c->hidden) < 0 ||
+        mk_json_int(m, what, "num_attention_heads", 1, &c->heads) < 0 ||
+        mk_json_int(m, what, "seq_length", 1, &c->seq) < 0 || mk_json_int(m, what, "vocab_size", 1, &c->vocab) < 0 ||
+        mk_json_int(m, what, "ffn_hidden_size", 1, &c->ffn) < 0)
         return -1;
     return mk_model_validate(c);
 }
@@ -123,10 +112,10 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
     json_t *sp = json_object_get(j, "sequence_parallel");
     if (sp && !json_is_boolean(sp)) return mk_error_set("%s: 'sequence_parallel' must be true or false", what);
     p->seqpar = json_is_true(sp);
-    if (need_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || need_int(j, what, "dp", 1, &p->dp) < 0 ||
-        need_int(j, what, "pp", 1, &p->pp) < 0 || need_int(j, what, "tp", 1, &p->tp) < 0 ||
-        need_int(j, what, "vpp", 1, &p->vpp) < 0 || need_int(j, what, "micro_batch_size", 1, &p->mbs) < 0 ||
-        need_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || need_int(j, what, "zero", 0, &p->zero) < 0)
+    if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
+        mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||
+        mk_json_int(j, what, "vpp", 1, &p->vpp) < 0 || mk_json_int(j, what, "micro_batch_size", 1, &p->mbs) < 0 ||
+        mk_json_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || mk_json_int(j, what, "zero", 0, &p->zero) < 0)
         return -1;
     p->n_vstages = p->pp * p->vpp;
     if (p->n_vstages > MK_PLAN_MAX_VSTAGES) return mk_error_set("%s: too many virtual stages", what);

@@ -16,6 +16,15 @@ json_t *mk_json_load(const char *path, const char *what);
  * never left half-written.  Returns 0 or -1 ("cannot write WHAT 'PATH'"). */
 int mk_json_save(json_t *j, const char *path, const char *what);
 
+/* Typed fields of an object, all required; each fails with "WHAT: missing
+ * field 'KEY'" or "WHAT: field 'KEY' must be ...".  Integers lie in
+ * [lo, 2^30], numbers are finite and >= lo. */
+int mk_json_int(json_t *o, const char *what, const char *key, int lo, int *out);
+int mk_json_num(json_t *o, const char *what, const char *key, double lo, double *out);
+int mk_json_bool(json_t *o, const char *what, const char *key, int *out);
+/* Fail with "WHAT: unknown field 'K'" for a key not in the NULL-ended list. */
+int mk_json_only_keys(json_t *o, const char *what, const char *const *keys);
+
 #ifdef __cplusplus
 }
 #endif
