@@ -47,8 +47,8 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
     return d;
 }
 
-/* t = launch + max(F / (P_mm[dtype] * eff(d)), V / P_vec, M / BW) per
- * forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
+/* t = launch + max(F / (P_mm[dtype] * eff(d)) (times gemm_fwd_scale in a
+ * forward when the device gives one), V / P_vec, M / BW) per forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
  * and bytes.  F, V, M scale with the tokens of the micro-batch (or of a
  * half) and with the op's TP share.  Under `ideal` only matmuls cost. */
 double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
@@ -62,6 +62,7 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     const mk_device_t *d = &c->dev;
     double tc = 0;
     if (f > 0) tc = f / (d->matmul_flops[dtype] * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
+    if (f > 0 && !bwd && d->gemm_fwd_scale > 0 && !c->ideal) tc *= d->gemm_fwd_scale; /* see cluster.h */
     /* Measured (merak profile, CPU backend, 2-core EPYC): the attention
        core runs as loops at 6.6 GFLOP/s forward and 11.2 backward (graph
        count) where the GEMM curve at head_dim 64 gives ~90, so a device

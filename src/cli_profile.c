@@ -27,11 +27,11 @@ static void print_text(const mk_profile_t *p, const char *out)
 {
     const mk_cluster_t *c = &p->c;
     printf("merak profile: %s\n", p->note);
-    printf("GEMM (backend sgemm, %d shapes): peak %.2f GFLOP/s; fit rate(d) = %.2f GFLOP/s * d/(d + %.1f), "
-           "rms error %.1f%%\n", p->n_gemm, p->gemm_peak / 1e9, p->gemm_fit_rate / 1e9, p->gemm_fit_half,
-           100 * p->gemm_fit_rms);
-    printf("  -> matmul_flops %.3g, gemm_eff %.3f, gemm_half_dim %.1f\n", c->dev.matmul_flops[0], c->dev.gemm_eff,
-           c->dev.gemm_half_dim);
+    printf("GEMM (backend sgemm, %d shapes): peak %.2f GFLOP/s; backward fit rate(d) = %.2f GFLOP/s * d/(d + %.1f), "
+           "rms error %.1f%%; forwards take %.3fx the curve's time\n", p->n_gemm, p->gemm_peak / 1e9,
+           p->gemm_fit_rate / 1e9, p->gemm_fit_half, 100 * p->gemm_fit_rms, p->gemm_fwd_scale);
+    printf("  -> matmul_flops %.3g, gemm_eff %.3f, gemm_half_dim %.1f, gemm_fwd_scale %.3f\n", c->dev.matmul_flops[0],
+           c->dev.gemm_eff, c->dev.gemm_half_dim, c->dev.gemm_fwd_scale);
     if (p->attn_rate > 0)
         printf("attention core (loops) at the model's shape: forward %.2f, backward %.2f GFLOP/s -> "
                "attention_flops, attention_bwd_flops\n", p->attn_rate / 1e9, p->attn_bwd_rate / 1e9);
@@ -65,13 +65,15 @@ static void print_json(const mk_profile_t *p, const char *out)
 {
     json_t *g = json_array();
     for (int i = 0; i < p->n_gemm; i++)
-        json_array_append_new(g, json_pack("{s:i, s:i, s:i, s:f, s:f}", "m", p->gemm[i].m, "k", p->gemm[i].k, "n",
-                                           p->gemm[i].n, "d", p->gemm[i].x, "flops_per_s", p->gemm[i].y));
-    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:f}",
+        json_array_append_new(g, json_pack("{s:i, s:i, s:i, s:i, s:f, s:f}", "m", p->gemm[i].m, "k", p->gemm[i].k, "n",
+                                           p->gemm[i].n, "kind", p->gemm[i].kind, "d", p->gemm[i].x, "flops_per_s",
+                                           p->gemm[i].y));
+    json_t *j = json_pack("{s:s, s:s, s:i, s:i, s:i, s:b, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o, s:o, s:o, s:f}",
                           "out", out, "about", p->note, "ranks", p->ranks, "nodes", p->nodes, "ranks_per_node",
                           p->ranks_per_node, "same_package", p->same_package, "gemm_peak", p->gemm_peak,
                           "gemm_fit_rate", p->gemm_fit_rate, "gemm_fit_half_dim", p->gemm_fit_half,
-                          "gemm_fit_rms", p->gemm_fit_rms, "attention_flops_per_s", p->attn_rate, "gemm", g,
+                          "gemm_fit_rms", p->gemm_fit_rms, "gemm_fwd_scale", p->gemm_fwd_scale,
+                          "attention_flops_per_s", p->attn_rate, "gemm", g,
                           "p2p_intra", samples(p->p2p, p->n_p2p, "bytes", "s", NULL), "p2p_inter",
                           samples(p->inter, p->n_inter, "bytes", "s", NULL), "allreduce",
                           samples(p->ar, p->n_ar, "bytes", "s", "model_s"), "seconds", p->seconds);

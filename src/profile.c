@@ -76,14 +76,18 @@ static void fill(float *x, size_t n)
     for (size_t i = 0; i < n; i++) x[i] = (float)((i * 2654435761u) % 1000) * 1e-3f - 0.5f;
 }
 
-/* Least squares of 1/rate = a + b/d over the samples. */
+/* Least squares of 1/rate = a + b/d over the backward samples (all of
+ * them when only forwards were measured); then the forwards' time over
+ * that curve, geometric mean, as gemm_fwd_scale (1 when not measured). */
 static void fit_gemm(mk_profile_t *p)
 {
     double sx = 0, sy = 0, sxx = 0, sxy = 0;
-    int n = p->n_gemm;
-    for (int i = 0; i < n; i++) {
+    int n = 0, nb = 0;
+    for (int i = 0; i < p->n_gemm; i++) nb += p->gemm[i].kind != 0;
+    for (int i = 0; i < p->n_gemm; i++) {
+        if (nb && p->gemm[i].kind == 0) continue;
         double x = 1.0 / p->gemm[i].x, y = 1.0 / p->gemm[i].y;
-        sx += x, sy += y, sxx += x * x, sxy += x * y;
+        sx += x, sy += y, sxx += x * x, sxy += x * y, n++;
     }
     double den = n * sxx - sx * sx, b = den > 0 ? (n * sxy - sx * sy) / den : 0, a = (sy - b * sx) / n;
     if (!(a > 0) || b < 0) { /* degenerate: a flat curve at the mean rate */
@@ -92,13 +96,19 @@ static void fit_gemm(mk_profile_t *p)
     }
     p->gemm_fit_rate = 1.0 / a;
     p->gemm_fit_half = b / a;
-    double e2 = 0;
-    for (int i = 0; i < n; i++) {
+    double e2 = 0, lsum = 0;
+    int nf = 0;
+    for (int i = 0; i < p->n_gemm; i++) {
         double d = p->gemm[i].x, pred = p->gemm_fit_rate * d / (d + p->gemm_fit_half);
+        if (nb && p->gemm[i].kind == 0) { /* forward: time measured / time on the curve */
+            lsum += log(pred / p->gemm[i].y), nf++;
+            continue;
+        }
         double r = (pred - p->gemm[i].y) / p->gemm[i].y;
         e2 += r * r;
     }
     p->gemm_fit_rms = n ? sqrt(e2 / n) : 0;
+    p->gemm_fwd_scale = nf ? exp(lsum / nf) : 1.0;
 }
 
 static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_config_t *cfg, int quick,
@@ -138,7 +148,7 @@ static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_co
                     if (g.n < d) d = g.n;
                     mk_prof_sample_t *x = &p->gemm[i++];
                     if (pass && x->y >= fl / sec) continue;
-                    x->x = d, x->y = fl / sec, x->z = fl, x->m = g.m, x->k = g.k, x->n = g.n;
+                    x->x = d, x->y = fl / sec, x->z = fl, x->m = g.m, x->k = g.k, x->n = g.n, x->kind = kind;
                     if (x->y > p->gemm_peak) p->gemm_peak = x->y;
                 }
         p->n_gemm = i;
@@ -388,6 +398,7 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
     c->dev.gemm_eff = p->gemm_fit_rate / p->gemm_peak;
     if (c->dev.gemm_eff > 1) c->dev.gemm_eff = 1;
     c->dev.gemm_half_dim = p->gemm_fit_half;
+    c->dev.gemm_fwd_scale = p->gemm_fwd_scale;
     c->dev.attention_flops = p->attn_rate;
     c->dev.attention_bwd_flops = p->attn_bwd_rate;
     int n = 0;

@@ -29,6 +29,9 @@ typedef struct mk_device {
                                 not a GEMM (the CPU backend's loops; `merak profile`
                                 measures it); 0: the GEMM curve at eff(head_dim) */
     double attention_bwd_flops; /* optional: the same for its backward; 0: attention_flops */
+    double gemm_fwd_scale;   /* optional: forward GEMMs take this times the curve's time
+                                (OpenBLAS runs y = x W^T slower than the backward's
+                                GEMMs); 0: 1 */
 } mk_device_t;
 
 typedef struct mk_cluster {

@@ -54,6 +54,7 @@ extern "C" {
 typedef struct mk_prof_sample {
     double x, y, z;          /* meaning by table: gemm (d, FLOP/s, FLOPs), p2p/AR (bytes, s, model s) */
     int m, k, n;             /* gemm shape (tokens, in, out) */
+    int kind;                /* gemm: 0 forward (y = x W^T), 1 input gradient, 2 weight gradient */
 } mk_prof_sample_t;
 
 typedef struct mk_profile {
@@ -63,6 +64,7 @@ typedef struct mk_profile {
     int inter_measured, intra_measured;
     char host[64], cpu[96], note[512];
     double gemm_peak, gemm_fit_rate, gemm_fit_half, gemm_fit_rms;  /* fit, and its rms relative error */
+    double gemm_fwd_scale;   /* forward GEMM time over the curve (fitted on the backward's) */
     double attn_rate, attn_bwd_rate; /* the backend's attention forward, backward, FLOP/s (graph's count) */
     int n_gemm, n_p2p, n_inter, n_ar;
     mk_prof_sample_t gemm[MK_PROF_MAX], p2p[32], inter[32], ar[32];
