@@ -54,21 +54,14 @@ int mk_args_plan(const mk_args_t *a, const char *model_default, const char *clus
         return -1;
     }
     if (mk_model_check_tp(&p->model, p->tp) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
-    mk_graph_opts_t o;
-    mk_plan_graph_opts(p, p->dtype != MK_DTYPE_FP32, &o);
-    mk_graph_t *g = mk_graph_build(&p->model, &o);
+    mk_graph_t *g = mk_plan_graph(p);
     if (!g) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
-    if (!a->plan_file) {
-        p->n_vstages = p->pp * p->vpp;
-        const char *part = a->partition ? a->partition : "uniform";
-        if (p->pp > (g->cfg.family == MK_FAMILY_CUSTOM ? g->n_layers : g->cfg.num_layers)) {
-            /* checked again below; partitioning needs it first */
-        } else if (mk_partition(p, g, part) < 0) {
-            mk_graph_free(g);
-            return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
-        }
-    }
-    if (mk_plan_check(p, g) < 0) {
+    /* partition from flags (a plan file carries its bounds); a pipeline
+     * deeper than the blocks is left for mk_plan_check to name */
+    int blocks = g->cfg.family == MK_FAMILY_CUSTOM ? g->n_layers : g->cfg.num_layers;
+    p->n_vstages = p->pp * p->vpp;
+    int bad = !a->plan_file && p->pp <= blocks && mk_partition(p, g, a->partition ? a->partition : "uniform") < 0;
+    if (bad || mk_plan_check(p, g) < 0) {
         mk_graph_free(g);
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     }

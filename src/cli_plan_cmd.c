@@ -146,9 +146,7 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
     if (a->save_plan && mk_plan_save(&best->plan, a->save_plan) < 0)
         return mk_cli_fail("plan", "%s", mk_error_last());
     if (!a->trace_file) return 0;
-    mk_graph_opts_t go;
-    mk_plan_graph_opts(&best->plan, best->plan.dtype != MK_DTYPE_FP32, &go);
-    mk_graph_t *g = mk_graph_build(&best->plan.model, &go);
+    mk_graph_t *g = mk_plan_graph(&best->plan);
     mk_sim_t *sim = mk_sim_new(cl);
     mk_sim_opts_t so;
     mk_sim_opts_init(&so);

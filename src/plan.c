@@ -123,6 +123,15 @@ void mk_plan_graph_opts(const mk_plan_t *p, int dropout, mk_graph_opts_t *o)
     o->dropout = dropout;
 }
 
+int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }
+
+mk_graph_t *mk_plan_graph(const mk_plan_t *p)
+{
+    mk_graph_opts_t o;
+    mk_plan_graph_opts(p, mk_plan_dropout(p->dtype), &o);
+    return mk_graph_build(&p->model, &o);
+}
+
 void mk_recompute_format(const mk_recompute_t *r, char *buf, size_t n)
 {
     switch (r->kind) {

@@ -59,7 +59,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
     }
     mk_gcache_t *e = &S->gc[S->ngc];
     memset(e, 0, sizeof *e);
-    mk_graph_opts_t go = {mbs, S->o->dtype, S->o->dtype != MK_DTYPE_FP32, tp};
+    mk_graph_opts_t go = {mbs, S->o->dtype, mk_plan_dropout(S->o->dtype), tp};
     e->mbs = mbs, e->tp = tp;
     if (!(e->g = mk_graph_build(S->model, &go))) return NULL;
     int L = e->g->n_layers;
@@ -548,9 +548,7 @@ static int move_layer(mk_plan_t *p, int s, int dir)
 int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves)
 {
     if (e->plan.vpp != 1 || e->plan.pp < 2) return 0;
-    mk_graph_opts_t go;
-    mk_plan_graph_opts(&e->plan, e->plan.dtype != MK_DTYPE_FP32, &go);
-    mk_graph_t *g = mk_graph_build(&e->plan.model, &go);
+    mk_graph_t *g = mk_plan_graph(&e->plan);
     mk_sim_t *sim = mk_sim_new(c);
     mk_sim_opts_t so;
     mk_sim_opts_init(&so);

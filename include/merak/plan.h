@@ -67,6 +67,11 @@ void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_bucket
 
 /* Graph options (mbs, dtype, tp) the plan implies; dropout as given. */
 void mk_plan_graph_opts(const mk_plan_t *p, int dropout, mk_graph_opts_t *o);
+/* Whether the simulator models dropout: for 16-bit training (Megatron-LM
+ * runs with it), not for fp32 (the CPU executor has none). */
+int mk_plan_dropout(mk_dtype_t dt);
+/* The plan's graph under that rule; NULL with mk_error_last() on failure. */
+mk_graph_t *mk_plan_graph(const mk_plan_t *p);
 
 /* JSON form (see traces/README.md).  to_json returns a new reference. */
 json_t *mk_plan_to_json(const mk_plan_t *p);
