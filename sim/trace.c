@@ -1,14 +1,14 @@
 /* Chrome Trace Event JSON writer (see include/merak/trace.h). */
 #include "merak/trace.h"
 #include "merak/common.h"
+#include "merak/fileio.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 struct mk_trace {
-    FILE *f;
-    char path[4096], tmp[4200];
+    mk_file_out_t out;  /* the safe writer (fileio.h) */
+    FILE *f;            /* = out.f */
     int n;              /* events written */
     char meta[4096];    /* "otherData" members, JSON text */
 };
@@ -19,11 +19,8 @@ mk_trace_t *mk_trace_open(const char *path)
 {
     mk_trace_t *t = calloc(1, sizeof *t);
     if (!t) return mk_error_set("out of memory"), NULL;
-    mk_strlcpy(t->path, path, sizeof t->path);
-    snprintf(t->tmp, sizeof t->tmp, "%s.tmp.%ld", path, (long)getpid());
-    t->f = fopen(t->tmp, "w");
+    t->f = mk_file_begin(&t->out, path, "trace file");
     if (!t->f) {
-        mk_error_set("cannot write trace file '%s'", path);
         free(t);
         return NULL;
     }
@@ -97,23 +94,15 @@ int mk_trace_close(mk_trace_t *t)
 {
     if (!t) return 0;
     fprintf(t->f, "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{%s}}\n", t->meta);
-    int bad = ferror(t->f);
-    bad |= fclose(t->f) != 0;
-    if (bad || rename(t->tmp, t->path) != 0) {
-        unlink(t->tmp);
-        mk_error_set("cannot write trace file '%s'", t->path);
-        free(t);
-        return -1;
-    }
+    int rc = mk_file_commit(&t->out);
     free(t);
-    return 0;
+    return rc;
 }
 
 void mk_trace_abort(mk_trace_t *t)
 {
     if (!t) return;
-    fclose(t->f);
-    unlink(t->tmp);
+    mk_file_abort(&t->out);
     free(t);
 }
 

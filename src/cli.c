@@ -3,6 +3,7 @@
 #include "config.h"
 #include "cli.h"
 #include "merak/cuda.h"
+#include "merak/fileio.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
 #endif
         return 0;
     }
+    /* Ctrl-C or a kill mid-save: remove the temporary file, die of the signal */
+    mk_file_cleanup_install();
     for (size_t i = 0; i < sizeof mk_subcommands / sizeof mk_subcommands[0]; i++)
         if (!strcmp(argv[1], mk_subcommands[i].name))
             return mk_subcommands[i].run(argc - 1, argv + 1);

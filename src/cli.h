@@ -53,6 +53,13 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
 /* Resolve the model from --model and the overrides (default: deflt). */
 int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg);
 
+/* Check that every output flag given (--save, --trace, --save-plan, --out)
+ * can be written (fileio.h: mk_file_check_output), before any work.
+ * Prints "merak CMD: --FLAG: why" and returns MK_EXIT_USAGE, or 0.  mpi:
+ * MPI is initialised; rank 0 (the writer) checks, every rank returns its
+ * answer (collective over MPI_COMM_WORLD). */
+int mk_args_check_outputs(const mk_args_t *a, int mpi);
+
 /* Print "merak CMD: MESSAGE" on stderr and return MK_EXIT_USAGE. */
 int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -244,7 +244,8 @@ int mk_cmd_plan(int argc, char **argv)
         MPI_Comm_size(MPI_COMM_WORLD, &size);
         if (rank > 0 && !freopen("/dev/null", "w", stderr)) return MK_EXIT_USAGE; /* one message, from rank 0 */
     }
-    rc = plan_main(&a, rank, size);
+    rc = mk_args_check_outputs(&a, mpi);
+    if (!rc) rc = plan_main(&a, rank, size);
     if (mpi) {
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Finalize();

@@ -113,13 +113,8 @@ int mk_cmd_profile(int argc, char **argv)
     if (rc == 0 && mk_args_model(&a, "gpt-tiny", &cfg) < 0) rc = -1;
     const char *out = rc == 0 && a.out ? a.out : "profile.json";
     /* the output must be writable before minutes of measuring */
-    if (rc == 0 && rank == 0) {
-        char tmp[4200];
-        snprintf(tmp, sizeof tmp, "%s.tmp.%ld", out, (long)getpid());
-        FILE *f = fopen(tmp, "w");
-        if (!f) rc = -1, mk_cli_fail("profile", "cannot write '%s'", out);
-        else fclose(f), unlink(tmp);
-    }
+    a.out = out;
+    if (rc == 0 && rank == 0 && mk_args_check_outputs(&a, 0)) rc = -1;
     MPI_Allreduce(MPI_IN_PLACE, &rc, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (rank && saved >= 0) {
         fflush(stderr);

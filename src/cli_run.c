@@ -197,6 +197,7 @@ int mk_cmd_run(int argc, char **argv)
     mk_exec_opts_t o;
     const char *dump = NULL;
     int rc = prepare(argc, argv, rank, world, &a, &o, &dump);
+    if (rc == 0 && mk_args_check_outputs(&a, 1)) rc = -1;
     if (rc) {
         MPI_Finalize();
         return rc < 0 ? MK_EXIT_USAGE : 0;

@@ -77,6 +77,7 @@ int mk_cmd_sim(int argc, char **argv)
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos) return mk_cli_fail("sim", "unexpected argument '%s'", a.pos[0]);
     if (a.verify) return mk_cli_fail("sim", "--verify belongs to 'merak sched'");
+    if (mk_args_check_outputs(&a, 0)) return MK_EXIT_USAGE;
     if (a.micro_batches) {
         if (a.gbs) return mk_cli_fail("sim", "give --gbs or --micro-batches, not both");
         a.gbs = (a.dp ? a.dp : 1) * (a.mbs ? a.mbs : 1) * a.micro_batches;

@@ -1,9 +1,9 @@
 # Core: errors, models, proxy graph, clusters, the CLI.
-libmerak_a_SOURCES += src/error.c src/model.c src/graph.c src/graph_shard.c \
+libmerak_a_SOURCES += src/error.c src/fileio.c src/model.c src/graph.c src/graph_shard.c \
 	src/graph_gpt.c src/graph_json.c src/cluster.c
-noinst_HEADERS += include/merak/common.h include/merak/model.h include/merak/graph.h \
+noinst_HEADERS += include/merak/common.h include/merak/fileio.h include/merak/model.h include/merak/graph.h \
 	include/merak/cluster.h src/cli.h
-merak_SOURCES += src/cli.c src/cli_args.c src/cli_model.c
+merak_SOURCES += src/cli.c src/cli_args.c src/cli_files.c src/cli_model.c
 merak_LDADD = $(LDADD)
 
 dist_pkgdata_DATA += traces/models/gpt-small.json traces/models/bert-small.json \
@@ -17,6 +17,12 @@ check_PROGRAMS += tests/test_graph
 tests_test_graph_SOURCES = tests/test_graph.c tests/check.h
 TESTS += tests/test_graph tests/cli-model.sh tests/cli-errors.sh
 EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/lib.sh
+
+# Files written (fileio.c): refusals, symlinks, stale temporaries, signals, full disk.
+check_PROGRAMS += tests/test_fileio
+tests_test_fileio_SOURCES = tests/test_fileio.c tests/check.h
+TESTS += tests/test_fileio tests/files.sh tests/files-full.sh
+EXTRA_DIST += tests/files.sh tests/files-full.sh
 
 # Plans and partitioning (shared by sim, plan and run).
 libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c src/jsonio.c

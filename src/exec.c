@@ -4,6 +4,7 @@
 #include "config.h"
 #include "exec_internal.h"
 #include "merak/data.h"
+#include "merak/fileio.h"
 #include "merak/trace.h"
 
 #include <math.h>
@@ -232,8 +233,9 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path)
     int rc = 0;
     MPI_Reduce(e->comm.rank ? full : MPI_IN_PLACE, full, (int)total, MPI_FLOAT, MPI_SUM, 0, e->comm.world);
     if (e->comm.rank == 0) {
-        FILE *f = fopen(path, "wb");
-        if (!f) rc = mk_error_set("cannot write %s", path);
+        mk_file_out_t out;
+        FILE *f = mk_file_begin(&out, path, "gradient dump");
+        if (!f) rc = -1;
         else {
             fwrite("MKGRAD1\n", 1, 8, f);
             fwrite(&count, 4, 1, f);
@@ -244,7 +246,7 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path)
                 fwrite(&len, 4, 1, f); fwrite(g->t[k].name, 1, len, f); fwrite(&n, 8, 1, f);
                 fwrite(full + off[k], sizeof(float), n, f);
             }
-            if (fclose(f)) rc = mk_error_set("cannot write %s", path);
+            rc = mk_file_commit(&out);
         }
     }
     free(full);

@@ -1,5 +1,6 @@
 /* JSON file loading and atomic saving (see jsonio.h). */
 #include "merak/common.h"
+#include "merak/fileio.h"
 #include "merak/jsonio.h"
 
 #include <errno.h>
@@ -11,6 +12,8 @@
 json_t *mk_json_load(const char *path, const char *what)
 {
     json_error_t e;
+    /* a directory reads as an I/O error mid-parse: say what it is instead */
+    if (mk_file_check_input(path, what) != 0) return NULL;
     json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
     if (j) return j;
     if (e.line < 1) return mk_error_set("cannot read %s '%s': %s", what, path, e.text), NULL;
@@ -19,14 +22,15 @@ json_t *mk_json_load(const char *path, const char *what)
 
 int mk_json_save(json_t *j, const char *path, const char *what)
 {
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-    if (json_dump_file(j, tmp, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0 || rename(tmp, path) != 0) {
+    mk_file_out_t o;
+    FILE *f = mk_file_begin(&o, path, what);
+    if (!f) return -1;
+    if (json_dumpf(j, f, JSON_INDENT(2) | JSON_REAL_PRECISION(17)) != 0) {
         int err = errno;
-        unlink(tmp);
-        return mk_error_set("cannot write %s '%s': %s", what, path, strerror(err));
+        mk_file_abort(&o);
+        return mk_file_fail(&o, err);
     }
-    return 0;
+    return mk_file_commit(&o);
 }
 
 int mk_json_only_keys(json_t *o, const char *what, const char *const *keys)

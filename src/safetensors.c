@@ -2,6 +2,7 @@
  * padded with spaces to a multiple of 8 bytes, as the reference library
  * does, so the data section stays aligned. */
 #include "merak/common.h"
+#include "merak/fileio.h"
 #include "merak/safetensors.h"
 
 #include <errno.h>
@@ -12,8 +13,9 @@
 #include <unistd.h>
 
 struct mk_st_writer {
-    FILE *f;
-    char path[4096], tmp[4200];
+    mk_file_out_t out;  /* the safe writer (fileio.h) */
+    FILE *f;            /* = out.f */
+    char path[4096];
     int n, next;
     mk_st_tensor_t *t;
 };
@@ -68,13 +70,12 @@ mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tenso
     memcpy(w->t, tensors, n * sizeof *w->t);
     w->n = n;
     mk_strlcpy(w->path, path, sizeof w->path);
-    snprintf(w->tmp, sizeof w->tmp, "%s.tmp.%ld", path, (long)getpid());
     json_t *h = header_json(w->t, n, mk, mv, n_meta);
     char *text = json_dumps(h, JSON_COMPACT);
     json_decref(h);
-    w->f = fopen(w->tmp, "wb");
-    if (!text || !w->f) {
-        mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+    if (!text) mk_error_set("out of memory");
+    else w->f = mk_file_begin(&w->out, path, "checkpoint");
+    if (!w->f) {
         free(text);
         mk_st_writer_abort(w);
         return NULL;
@@ -86,7 +87,7 @@ mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tenso
     for (size_t i = len; ok && i < padded; i++) ok = fputc(' ', w->f) != EOF;
     free(text);
     if (!ok) {
-        mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+        mk_file_fail(&w->out, errno);
         mk_st_writer_abort(w);
         return NULL;
     }
@@ -101,7 +102,7 @@ int mk_st_writer_put(mk_st_writer_t *w, const float *data, size_t count)
         return mk_error_set("%s: tensor '%s' has %llu elements, got %zu", w->path, t->name,
                             (unsigned long long)numel(t), count);
     if (fwrite(data, sizeof(float), count, w->f) != count) /* x86/ARM: already little-endian */
-        return mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+        return mk_file_fail(&w->out, errno);
     w->next++;
     return 0;
 }
@@ -110,12 +111,8 @@ int mk_st_writer_commit(mk_st_writer_t *w)
 {
     int rc = 0;
     if (w->next != w->n) rc = mk_error_set("%s: %d of %d tensors written", w->path, w->next, w->n);
-    if (!rc && (fflush(w->f) != 0 || fsync(fileno(w->f)) != 0))
-        rc = mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
-    if (!rc && fclose(w->f) != 0) rc = mk_error_set("cannot write '%s': %s", w->tmp, strerror(errno));
+    if (!rc) rc = mk_file_commit(&w->out); /* fsync, rename, directory fsync */
     w->f = NULL;
-    if (!rc && rename(w->tmp, w->path) != 0)
-        rc = mk_error_set("cannot rename '%s' to '%s': %s", w->tmp, w->path, strerror(errno));
     if (rc) {
         mk_st_writer_abort(w);
         return -1;
@@ -128,8 +125,7 @@ int mk_st_writer_commit(mk_st_writer_t *w)
 void mk_st_writer_abort(mk_st_writer_t *w)
 {
     if (!w) return;
-    if (w->f) fclose(w->f);
-    unlink(w->tmp);
+    mk_file_abort(&w->out);
     free(w->t);
     free(w);
 }

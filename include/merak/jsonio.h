@@ -10,10 +10,11 @@ extern "C" {
 #endif
 
 /* Parse a file (duplicate keys rejected).  NULL with "cannot read WHAT
- * 'PATH': why" or "PATH:LINE:COL: malformed JSON: why". */
+ * 'PATH': why" (also "is a directory") or "PATH:LINE:COL: malformed JSON: why". */
 json_t *mk_json_load(const char *path, const char *what);
-/* Write j to PATH.tmp.PID, then rename over PATH, so an existing file is
- * never left half-written.  Returns 0 or -1 ("cannot write WHAT 'PATH'"). */
+/* Write j through mk_file_begin/commit (fileio.h: temporary, fsync,
+ * rename, directory fsync; non-regular targets refused, symlinks written
+ * through).  Returns 0 or -1 ("cannot write WHAT 'PATH': why"). */
 int mk_json_save(json_t *j, const char *path, const char *what);
 
 /* Typed fields of an object, all required; each fails with "WHAT: missing

@@ -4,7 +4,8 @@
  * (F3, B_IN3, SEND_ACT3, ...), collectives AR.tp, RS.tp, AG.tp, AR.dp,
  * RS.dp, AG.dp, AR.tied, and OPT; args {stage, mb, chunk, layer}; memory as
  * counter events "ph":"C" named "memory" with args {"bytes": N}.  Written
- * to PATH.tmp.PID and renamed to PATH by mk_trace_close. */
+ * through the safe writer of fileio.h (a temporary renamed over PATH by
+ * mk_trace_close). */
 #ifndef MERAK_TRACE_H
 #define MERAK_TRACE_H
 
