@@ -40,11 +40,25 @@ static void registry_drop(int slot)
     if (slot >= 0) __atomic_store_n(&slots[slot].state, SLOT_FREE, __ATOMIC_SEQ_CST);
 }
 
-/* Async-signal-safe: unlink() and raise() only. */
+static void say(const char *s)
+{
+    if (write(2, s, strlen(s)) < 0) return; /* nothing to do about it in a handler */
+}
+
+/* Async-signal-safe: unlink(), write() and raise() only.  One line per
+ * removed file, since mpiexec may report the job as exit 0 (hydra counts
+ * processes it signalled itself as clean). */
 static void on_signal(int sig)
 {
+    const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
     for (int i = 0; i < MK_FILE_SLOTS; i++)
-        if (slots[i].state == SLOT_LIVE) unlink(slots[i].tmp);
+        if (slots[i].state == SLOT_LIVE && unlink(slots[i].tmp) == 0) {
+            say("merak: ");
+            say(name);
+            say(": removed the unfinished file '");
+            say(slots[i].tmp);
+            say("'\n");
+        }
     raise(sig); /* SA_RESETHAND: the default action now, so this ends the process */
 }
 

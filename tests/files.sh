@@ -56,13 +56,14 @@ for sig in TERM INT; do
   echo old >"$T/k.json"
   # env --default-signal: a background job of a script starts with SIGINT ignored
   MK_TEST_WRITE_PAUSE=20 env --default-signal=INT "$MERAK" sim --model gpt-tiny --mbs 1 --gbs 2 \
-    --trace "$T/k.json" >/dev/null 2>&1 &
+    --trace "$T/k.json" >/dev/null 2>"$T/k.err" &
   pid=$!
   i=0; while no_tmp "$T/k.json" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
   check "SIG$sig: the temporary exists mid-save" test $i -lt 100
   kill -s "$sig" $pid; wait $pid; rc=$?
   check "SIG$sig mid-save: killed by the signal (rc=$rc)" test $rc -gt 128
   check "SIG$sig mid-save: no temporary left" no_tmp "$T/k.json"
+  check "SIG$sig mid-save: one line says so" test "$(grep -c "^merak: SIG$sig: removed the unfinished file '.*k.json.tmp.$pid'$" "$T/k.err")" -eq 1
   check "SIG$sig mid-save: old file intact" test "$(cat "$T/k.json")" = old
 done
 
