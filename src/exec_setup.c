@@ -207,7 +207,7 @@ static void nan_message(const ckpt_log_t *l, int64_t k, double loss)
 {
     char g[4400] = "", c[4400] = "";
     if (l->good) snprintf(g, sizeof g, "; the last good checkpoint is %s (step %lld)", l->good, (long long)l->good_step);
-    if (l->cand) snprintf(c, sizeof c, "; %s (step %lld) is not known good: no step after it finished", l->cand,
+    if (l->cand) snprintf(c, sizeof c, "; %s (step %lld) is not known good (this was the first step after it)", l->cand,
                           (long long)l->cand_step);
     if (!l->good && !l->cand) snprintf(g, sizeof g, " (no checkpoint: --save FILE keeps one)");
     mk_error_set("step %lld: the loss is %f%s%s", (long long)k + 1, loss, g, c);
