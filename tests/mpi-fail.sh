@@ -21,17 +21,20 @@ check "NaN loss: the last good checkpoint is intact" "$PY" "$top_srcdir/tests/st
 check "  ... and holds step 2" "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read
 assert st_read.read(sys.argv[2])[0]["step"] == "2"' "$top_srcdir/tests" "$tmpdir/c.st"
 cp "$tmpdir/c.st" "$tmpdir/keep.st"
-MK_TEST_NAN=2 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 2 --load "$tmpdir/keep.st" \
-  --save "$tmpdir/c2.st" --save-interval 1 >"$tmpdir/out" 2>"$tmpdir/err"
-check "NaN in the first step after loading: the loaded checkpoint is not called good" \
-  grep -q 'step 3: the loss is nan; .*keep.st (step 2) is not known good (this was the first step after it)$' "$tmpdir/err"
-check "  ... and the message says no 'last good checkpoint'" test -z "$(grep 'last good' "$tmpdir/err")"
+# not_good DESC NAN_AT FILE STEP [run flags]: a NaN at step index NAN_AT names
+# FILE (step STEP) as not known good, and no checkpoint as the last good one
+not_good() {
+  desc=$1; at=$2; f=$3; st=$4; shift 4
+  MK_TEST_NAN=$at timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 "$@" >"$tmpdir/out" 2>"$tmpdir/err"
+  check "$desc" grep -q "step $((at + 1)): the loss is nan; .*$f (step $st) is not known good (this was the first step after it)\$" \
+    "$tmpdir/err"
+  check "  ... and no 'last good checkpoint'" test -z "$(grep 'last good' "$tmpdir/err")"
+}
+not_good "NaN in the first step after loading: the loaded checkpoint is not called good" 2 keep.st 2 \
+  --steps 2 --load "$tmpdir/keep.st" --save "$tmpdir/c2.st" --save-interval 1
 cp "$tmpdir/keep.st" "$tmpdir/c3.st"
-MK_TEST_NAN=3 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 3 --load "$tmpdir/c3.st" \
-  --save "$tmpdir/c3.st" --save-interval 1 >"$tmpdir/out" 2>"$tmpdir/err"
-check "NaN right after an interval save over the loaded file: only that save is named, not as good" \
-  grep -q 'step 4: the loss is nan; .*c3.st (step 3) is not known good (this was the first step after it)$' "$tmpdir/err"
-check "  ... and no 'last good checkpoint'" test -z "$(grep 'last good' "$tmpdir/err")"
+not_good "NaN right after an interval save over the loaded file: only that save is named, not as good" 3 c3.st 3 \
+  --steps 3 --load "$tmpdir/c3.st" --save "$tmpdir/c3.st" --save-interval 1
 # weights that are NaN themselves (a file without checksums, written elsewhere)
 "$PY" "$top_srcdir/tests/st_edit.py" "$tmpdir/keep.st" "$tmpdir/nan.st" --nan=transformer.ln_f.weight --no-crc
 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 2 --load "$tmpdir/nan.st" >"$tmpdir/out" 2>"$tmpdir/err"
