@@ -111,7 +111,6 @@ static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
     mk_exec_opts_init(o);
     if (unsupported(a) || fill_plan(a, world, &o->plan)) return -1;
     if (!(o->be = mk_backend_get(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
-    plan_dtype_fp32(&o->plan, o->be);
     if (a->steps >= 0) o->steps = a->steps;
     if (a->lr >= 0) o->lr = a->lr;
     if (a->min_lr >= 0) o->min_lr = a->min_lr;
@@ -189,6 +188,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     if (rc == 0 && fill_opts(a, world, o) != 0) rc = -1;
     o->save_interval = save_interval, o->lr_decay_steps = decay, o->eval_batches = eval_batches;
     if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
+    if (rc == 0) plan_dtype_fp32(&o->plan, o->be);  /* a refused plan gets its one line only */
     if (rank && saved >= 0) {
         fflush(stderr);
         dup2(saved, 2);

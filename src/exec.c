@@ -63,8 +63,7 @@ static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
-    /* named as flag and plan key: both reach here (a --plan file forbids the flags) */
-    if (p->zero > 1) return mk_error_set("zero %d (--zero, plan \"zero\"): run implements ZeRO stage 1 only", p->zero);
+    if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
     if (p->seqpar)
         return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
     if (p->dp * p->pp * p->tp != world)
