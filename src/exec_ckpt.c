@@ -5,7 +5,15 @@
  * owning stage, every TP rank of a split tensor), assembles it, transposes
  * linear weights from (out, in) to (in, out), and appends it to the
  * streaming writer; on load it reads one tensor and sends every holder
- * (all DP replicas, the head's tied wte copy) its TP slice. */
+ * (all DP replicas, the head's tied wte copy) its TP slice.
+ *
+ * A padded vocabulary (Vp rows, a multiple of 128*tp) is stored with its V
+ * real rows, the Hugging Face shape (V, C): padding rows are dropped on save
+ * and set to zero (weights and moments) on load, so any layout writes the
+ * same bytes.  Metadata integers are checked against their ranges on load;
+ * each tensor's crc32 (safetensors.h) is verified as it is read, and rank 0
+ * tells every rank after each tensor whether to go on, so a damaged file
+ * stops all ranks together with one message. */
 #include "config.h"
 #include "exec_internal.h"
 #include "merak/safetensors.h"
