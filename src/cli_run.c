@@ -35,7 +35,8 @@ static const char *run_usage =
     "  --vpp V          model chunks per stage (interleaved)\n"
     "  --tp-overlap L   sub-pipelined TP: 1 hide half of each all-reduce, 2 half chains\n"
     "                   (3 runs as 2); results equal no overlap\n"
-    "  --plan FILE      a plan from merak plan --save-plan (no layout flags with it)\n"
+    "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
+    "                   with it); a 16-bit plan trains in fp32, with a warning\n"
     "  --backend B      cpu or cuda (default: cuda when built and a GPU is visible)\n"
     "  --lr X           peak learning rate (default 6e-4); --min-lr (default lr/10);\n"
     "  --lr-warmup-iters N (default 0); --weight-decay (0.1); --clip-grad (1.0);\n"
@@ -45,7 +46,8 @@ static const char *run_usage =
     "  --eval-interval N  validation loss (the held-out last tenth) every N steps and at the end;\n"
     "                   --eval-batches N global batches each (default up to 8)\n"
     "  --save FILE      safetensors checkpoint at the end (and every --save-interval N steps)\n"
-    "  --load FILE      start from a checkpoint (any layout); --steps more steps follow\n"
+    "  --load FILE      start from a checkpoint (any layout; checksums verified); --steps more\n"
+    "                   steps follow\n"
     "  --lr-decay-iters N  cosine horizon (default: the checkpoint's, else the last step)\n"
     "  --zero 1         ZeRO-1: Adam state sharded over the DP group\n"
     "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
@@ -91,8 +93,18 @@ static int fill_plan(const mk_args_t *a, int world, mk_plan_t *p)
     mk_graph_t *g = NULL;
     if (mk_args_plan(&r, "gpt-tiny", "ideal", world, MK_DTYPE_FP32, p, &g) < 0) return -1;
     mk_graph_free(g);
-    p->dtype = MK_DTYPE_FP32;  /* the CPU executor trains in fp32 whatever the plan's dtype */
     return 0;
+}
+
+/* The executor keeps fp32 weights and optimizer state on every backend: a
+ * 16-bit plan runs in fp32, said on stderr (rank 0: the others are
+ * silenced while parsing) rather than silently. */
+static void plan_dtype_fp32(mk_plan_t *p, const mk_backend_t *be)
+{
+    if (p->dtype != MK_DTYPE_FP32)
+        fprintf(stderr, "merak run: warning: the plan's dtype is %s; the %s backend trains in %s\n",
+                mk_dtype_name(p->dtype), be->name, mk_dtype_name(MK_DTYPE_FP32));
+    p->dtype = MK_DTYPE_FP32;
 }
 
 static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
@@ -112,7 +124,6 @@ static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
     o->data = a->data;
     o->save = a->save;
     o->load = a->load;
-    o->zero = a->zero > 0 ? a->zero : 0;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
     return 0;
 }
@@ -126,11 +137,11 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     }
     for (int s = 0; s < o->plan.pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
     json_object_set_new(j, "losses", losses);
-    json_object_set_new(j, "first_step", json_integer(r->first_step));
+    json_object_set_new(j, "first_step", json_integer((json_int_t)r->first_step));
     if (o->eval_interval > 0) {
         json_t *val = json_array();
         for (int i = 0; i < r->n_val; i++)
-            json_array_append_new(val, json_pack("{s:i,s:f}", "step", r->val_steps[i], "loss", r->val_losses[i]));
+            json_array_append_new(val, json_pack("{s:I,s:f}", "step", (json_int_t)r->val_steps[i], "loss", r->val_losses[i]));
         json_object_set_new(j, "val_losses", val);
     }
     json_object_set_new(j, "step_times_s", times);
@@ -141,7 +152,7 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->plan.schedule)));
     json_object_set_new(j, "model", json_string(o->plan.model.name));
     json_object_set_new(j, "global_batch", json_integer(o->plan.gbs));
-    json_object_set_new(j, "zero", json_integer(o->zero));
+    json_object_set_new(j, "zero", json_integer(o->plan.zero));
     if (o->data) json_object_set_new(j, "data", json_string(o->data));
     json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10));
     fputc('\n', stdout);
@@ -178,6 +189,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     if (rc == 0 && fill_opts(a, world, o) != 0) rc = -1;
     o->save_interval = save_interval, o->lr_decay_steps = decay, o->eval_batches = eval_batches;
     if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
+    if (rc == 0) plan_dtype_fp32(&o->plan, o->be);  /* a refused plan gets its one line only */
     if (rank && saved >= 0) {
         fflush(stderr);
         dup2(saved, 2);
@@ -209,6 +221,9 @@ int mk_cmd_run(int argc, char **argv)
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);
+    if (rank == 0 && res.load_unverified)
+        fprintf(stderr, "merak run: note: %s has no checksums (written by another tool?); its data was not verified\n",
+                o.load);
     if (trc < 0 && res.fail_exit) {
         /* every rank failed alike (bad checkpoint or data, NaN loss): one message */
         if (rank == 0) fprintf(stderr, "merak run: %s\n", mk_error_last());

@@ -65,7 +65,8 @@ static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
     if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
-    if (p->seqpar) return mk_error_set("sequence parallelism is not supported by run yet");
+    if (p->seqpar)
+        return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
     if (p->dp * p->pp * p->tp != world)
         return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", p->dp, p->pp, p->tp,
                             p->dp * p->pp * p->tp, world);
@@ -105,14 +106,14 @@ static uint32_t hash32(uint64_t x)
     return (uint32_t)(x ^ (x >> 33));
 }
 
-void mk_exec_make_batch(mk_exec_t *e, int step)
+void mk_exec_make_batch(mk_exec_t *e, int64_t step)
 {
     const mk_exec_opts_t *o = e->o;
     int T = o->plan.model.seq, V = o->plan.model.vocab < 256 ? o->plan.model.vocab : 256, pat[16];
     if (e->data) {  /* the file: training batch `step`, or validation batch -1-step */
         int32_t *buf = malloc((size_t)o->plan.mbs * (T + 1) * sizeof *buf);
         mk_data_split_t split = step >= 0 ? MK_DATA_TRAIN : MK_DATA_VAL;
-        long k = step >= 0 ? step : -1 - (long)step;
+        long k = step >= 0 ? (long)step : (long)(-1 - step);
         for (int mb = 0; mb < e->m; mb++) {
             int first = (e->comm.dp_rank * e->m + mb) * o->plan.mbs;
             mk_data_batch(e->data, split, k, o->plan.gbs, first, o->plan.mbs, buf);
@@ -137,11 +138,11 @@ void mk_exec_make_batch(mk_exec_t *e, int step)
         }
 }
 
-static double lr_at(const mk_exec_opts_t *o, int horizon, int step)
+static double lr_at(const mk_exec_opts_t *o, int64_t horizon, int64_t step)
 {
     double min = o->min_lr < 0 ? o->lr / 10 : o->min_lr;
-    if (step < o->warmup) return o->lr * (step + 1) / o->warmup;
-    double p = horizon > o->warmup ? (double)(step - o->warmup) / (horizon - o->warmup) : 0.0;
+    if (step < o->warmup) return o->lr * (double)(step + 1) / o->warmup;
+    double p = horizon > o->warmup ? (double)(step - o->warmup) / (double)(horizon - o->warmup) : 0.0;
     if (p > 1.0) p = 1.0;
     return min + 0.5 * (o->lr - min) * (1.0 + cos(M_PI * p));
 }
@@ -166,7 +167,7 @@ static size_t clip_to(const opt_range_t *r, const mk_gpt_tensor_t *t, size_t *a)
     return b > *a ? b - *a : 0;
 }
 
-int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out)
+int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
 {
     const mk_exec_opts_t *o = e->o;
     mk_gpt_t *g = e->g;
@@ -192,7 +193,7 @@ int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out)
     if (step == e->step0 && o->dump_grads && !e->zero && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
     double norm = sqrt(sums[0]), scale = o->clip_grad > 0 && norm > o->clip_grad ? o->clip_grad / norm : 1.0;
     float lr = (float)lr_at(o, e->horizon, step);
-    float bc1 = 1.0f - powf(0.9f, step + 1), bc2 = 1.0f - powf(0.95f, step + 1);
+    float bc1 = 1.0f - powf(0.9f, (float)(step + 1)), bc2 = 1.0f - powf(0.95f, (float)(step + 1));
     for (int k = 0; k < g->n_tensors; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
         size_t a, n = t->owned ? clip_to(&r, t, &a) : 0;

@@ -16,6 +16,6 @@ TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/run-errors.
 	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh \
-	tests/mpi-ckpt.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
+	tests/mpi-ckpt.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
 	experiments/train-shakespeare/tinyshakespeare.txt experiments/train-shakespeare/README.md \
 	experiments/train-shakespeare/run.sh experiments/train-shakespeare/plot.py

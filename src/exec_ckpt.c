@@ -5,11 +5,21 @@
  * owning stage, every TP rank of a split tensor), assembles it, transposes
  * linear weights from (out, in) to (in, out), and appends it to the
  * streaming writer; on load it reads one tensor and sends every holder
- * (all DP replicas, the head's tied wte copy) its TP slice. */
+ * (all DP replicas, the head's tied wte copy) its TP slice.
+ *
+ * A padded vocabulary (Vp rows, a multiple of 128*tp) is stored with its V
+ * real rows, the Hugging Face shape (V, C): padding rows are dropped on save
+ * and set to zero (weights and moments) on load, so any layout writes the
+ * same bytes.  Metadata integers are checked against their ranges on load;
+ * each tensor's crc32 (safetensors.h) is verified as it is read, and rank 0
+ * tells every rank after each tensor whether to go on, so a damaged file
+ * stops all ranks together with one message. */
 #include "config.h"
 #include "exec_internal.h"
 #include "merak/safetensors.h"
 
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,6 +85,31 @@ static long full_index_at(const mk_gpt_t *g, const mk_gpt_tensor_t *t, int tr, s
 
 static size_t shard_n(const mk_gpt_tensor_t *t) { return (size_t)t->lrows * t->lcols; }
 
+/* Host staging for one tensor at a time.  Every buffer is sized from this
+ * one bound, the larger of any tensor's full (real rows) and local shard
+ * size: a padded vocabulary makes wte's shard (Vp/tp, C) larger than its
+ * full (V, C) at tp 1, and the buffers swap roles (a received shard lands
+ * in `file`).  shard on every rank; full and file on rank 0 only. */
+typedef struct { float *shard, *full, *file; } ckpt_bufs_t;
+
+static int bufs_alloc(const mk_gpt_t *g, int rank, ckpt_bufs_t *b)
+{
+    size_t n = 1;
+    for (int k = 0; k < g->n_tensors; k++) {
+        size_t f = mk_gpt_full_size(&g->t[k]), s = shard_n(&g->t[k]);
+        if (f > n) n = f;
+        if (s > n) n = s;
+    }
+    b->shard = malloc(n * sizeof *b->shard);
+    b->full = rank == 0 ? malloc(n * sizeof *b->full) : NULL;
+    b->file = rank == 0 ? malloc(n * sizeof *b->file) : NULL;
+    if (b->shard && (rank || (b->full && b->file))) return 0;
+    free(b->shard); free(b->full); free(b->file);
+    return mk_error_set("out of memory for the checkpoint's buffers (%zu floats)", n);
+}
+
+static void bufs_free(ckpt_bufs_t *b) { free(b->shard); free(b->full); free(b->file); }
+
 /* This rank's shard of tensor k's state (0 params, 1 m, 2 v), on the host.
  * ZeRO-1: the moments are spread over the DP group (collective over dpc). */
 static void state_get(mk_exec_t *e, int k, int kind, float *host)
@@ -110,83 +145,119 @@ static void config_json(const mk_model_config_t *c, char *buf, size_t n)
              "\"vocab_size\":%d,\"n_inner\":%d}", c->num_layers, c->hidden, c->heads, c->seq, c->vocab, c->ffn);
 }
 
-int mk_exec_save(mk_exec_t *e, const char *path, int step)
+/* The integer metadata, one table for save and load: each a decimal
+ * string in [0, max].  The first three are mk_exec_load's meta[]; the seed
+ * is recorded for the record (the run's --seed drives the data). */
+enum { META_STEP, META_DATA_POS, META_DECAY, META_SEED, N_META };
+static const struct { const char *key; uint64_t max; } meta_field[N_META] = {
+    {"step", INT64_MAX}, {"data_position", INT64_MAX}, {"lr_decay_steps", INT64_MAX}, {"seed", UINT64_MAX}};
+
+/* Rank 0: one header of the file at path (metadata and tensor table). */
+static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
+{
+    mk_gpt_t *g = e->g;
+    int nc = n_canon(g);
+    mk_st_tensor_t *tab = calloc(3 * nc, sizeof *tab);
+    if (!tab) return mk_error_set("out of memory"), NULL;
+    for (int kind = 0; kind < 3; kind++)
+        for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
+    char cfg[512], num[N_META][32];
+    config_json(&e->o->plan.model, cfg, sizeof cfg);
+    uint64_t v[N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
+    const char *keys[N_META + 3] = {"format", "format_version", "config"};
+    const char *vals[N_META + 3] = {"merak", CKPT_FORMAT, cfg};
+    for (int i = 0; i < N_META; i++) {
+        snprintf(num[i], sizeof num[i], "%llu", (unsigned long long)v[i]);
+        keys[3 + i] = meta_field[i].key, vals[3 + i] = num[i];
+    }
+    mk_st_writer_t *w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, N_META + 3);
+    free(tab);
+    return w;
+}
+
+/* Rank 0 assembles tensor k's state `kind` in b->full (real rows only:
+ * padding rows of a padded vocabulary are dropped) from its owners. */
+static void gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+{
+    mk_gpt_t *g = e->g;
+    const mk_gpt_tensor_t *t = &g->t[k];
+    size_t n = shard_n(t);
+    /* holders of a distinct shard send it (DP rank 0 only) */
+    if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == 0)) {
+        state_get(e, k, kind, b->shard);
+        if (e->comm.dp_rank == 0 && e->comm.rank != 0) MPI_Send(b->shard, (int)n, MPI_FLOAT, 0, k, cc);
+    }
+    if (e->comm.rank != 0) return;
+    int s = stage_of(e, t->layer), ntp = t->split_dim >= 0 ? e->comm.tp : 1;
+    for (int tr = 0; tr < ntp; tr++) {
+        int src = mk_comm_rank_of(&e->comm, 0, s, tr);
+        float *in = b->shard;
+        if (src != 0) {
+            in = b->file;  /* free until to_file */
+            MPI_Recv(in, (int)n, MPI_FLOAT, src, k, cc, MPI_STATUS_IGNORE);
+        }
+        for (size_t i = 0; i < n; i++) {
+            long f = full_index_at(g, t, tr, i);
+            if (f >= 0) b->full[f] = in[i];
+        }
+    }
+}
+
+int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
 {
     mk_gpt_t *g = e->g;
     int nc = n_canon(g), rank = e->comm.rank, rc = 0;
     mk_st_writer_t *w = NULL;
+    ckpt_bufs_t b = {NULL, NULL, NULL};
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
-    if (rank == 0) {
-        mk_st_tensor_t *tab = calloc(3 * nc, sizeof *tab);
-        for (int kind = 0; kind < 3; kind++)
-            for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
-        char cfg[512], st[32], seed[32], pos[32], hz[32];
-        config_json(&e->o->plan.model, cfg, sizeof cfg);
-        snprintf(st, sizeof st, "%d", step);
-        snprintf(seed, sizeof seed, "%llu", (unsigned long long)e->o->seed);
-        snprintf(pos, sizeof pos, "%d", step);
-        snprintf(hz, sizeof hz, "%d", e->horizon);
-        const char *keys[] = {"format", "format_version", "step", "seed", "data_position", "lr_decay_steps", "config"};
-        const char *vals[] = {"merak", CKPT_FORMAT, st, seed, pos, hz, cfg};
-        w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, 7);
-        free(tab);
-        if (!w) rc = -1;
+    int mine = 0;  /* this rank's setup; every rank learns of any failure */
+    if (rank == 0 && !(w = begin_file(e, path, step))) mine = -1;
+    if (bufs_alloc(g, rank, &b) < 0) mine = -1;
+    MPI_Allreduce(&mine, &rc, 1, MPI_INT, MPI_MIN, cc);
+    if (rc) {
+        if (w) mk_st_writer_abort(w);
+        bufs_free(&b);
+        MPI_Comm_free(&cc);
+        if (!mine) mk_error_set("saving %s failed on another rank (see its message)", path);
+        return -1;
     }
-    MPI_Bcast(&rc, 1, MPI_INT, 0, cc);
-    if (rc) { MPI_Comm_free(&cc); return -1; }
-    size_t maxn = 0;
-    for (int k = 0; k < nc; k++)
-        if (mk_gpt_full_size(&g->t[k]) > maxn) maxn = mk_gpt_full_size(&g->t[k]);
-    float *shard = malloc(maxn * sizeof *shard), *full = rank == 0 ? malloc(maxn * sizeof *full) : NULL;
-    float *file = rank == 0 ? malloc(maxn * sizeof *file) : NULL;
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) {
-            const mk_gpt_tensor_t *t = &g->t[k];
-            size_t n = shard_n(t);
-            /* holders of a distinct shard send it (DP rank 0 only) */
-            if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == 0)) {
-                state_get(e, k, kind, shard);
-                if (e->comm.dp_rank == 0 && rank != 0)
-                    MPI_Send(shard, (int)n, MPI_FLOAT, 0, k, cc);
-            }
+            gather_tensor(e, &b, k, kind, cc);
             if (rank != 0) continue;
-            int s = stage_of(e, t->layer), ntp = t->split_dim >= 0 ? e->comm.tp : 1;
-            for (int tr = 0; tr < ntp; tr++) {
-                int src = mk_comm_rank_of(&e->comm, 0, s, tr);
-                float *b = shard;
-                if (src != 0) {
-                    b = file;  /* free until to_file */
-                    MPI_Recv(b, (int)n, MPI_FLOAT, src, k, cc, MPI_STATUS_IGNORE);
-                }
-                for (size_t i = 0; i < n; i++) {
-                    long f = full_index_at(g, t, tr, i);
-                    if (f >= 0) full[f] = b[i];
-                }
-            }
-            to_file(t, full, file);
-            if (rc == 0 && mk_st_writer_put(w, file, mk_gpt_full_size(t)) < 0) rc = -1;
+            to_file(&g->t[k], b.full, b.file);
+            if (rc == 0 && mk_st_writer_put(w, b.file, mk_gpt_full_size(&g->t[k])) < 0) rc = -1;
             maybe_die(kind * nc + k + 1);
         }
     if (rank == 0) {
         if (rc == 0) rc = mk_st_writer_commit(w);
         else mk_st_writer_abort(w);
     }
-    free(shard); free(full); free(file);
+    bufs_free(&b);
     MPI_Bcast(&rc, 1, MPI_INT, 0, cc);
     MPI_Comm_free(&cc);
     if (rc && rank) mk_error_set("saving %s failed (see rank 0)", path);
     return rc;
 }
 
-static int meta_int(const mk_st_reader_t *r, const char *path, const char *key, long *v)
+/* Metadata field i of meta_field: digits only, no sign, within its range. */
+static int meta_u64(const mk_st_reader_t *r, const char *path, int i, uint64_t *v)
 {
-    const char *s = mk_st_meta(r, key);
-    char *end;
-    if (!s) return mk_error_set("%s: no '%s' in the checkpoint's metadata", path, key);
-    *v = strtol(s, &end, 10);
-    if (*end || end == s) return mk_error_set("%s: metadata '%s' is not an integer: '%s'", path, key, s);
-    return 0;
+    const char *s = mk_st_meta(r, meta_field[i].key);
+    if (!s) return mk_error_set("%s: no '%s' in the checkpoint's metadata", path, meta_field[i].key);
+    char *end = NULL, shown[48];
+    errno = 0;
+    unsigned long long x = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+    if (end && !*end && errno == 0 && x <= meta_field[i].max) {
+        *v = x;
+        return 0;
+    }
+    size_t k = 0;  /* the value as given, printable and short, for the one-line message */
+    for (; s[k] && k + 1 < sizeof shown && s[k] >= ' ' && s[k] < 127; k++) shown[k] = s[k];
+    shown[k] = 0;
+    return mk_error_set("%s: metadata '%s' must be an integer in [0, %llu], got '%s%s'", path, meta_field[i].key,
+                        (unsigned long long)meta_field[i].max, shown, s[k] ? "..." : "");
 }
 
 static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
@@ -199,7 +270,7 @@ static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
 }
 
 /* Rank 0: the file fits this model; *has_optim: optimizer state present. */
-static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, long *meta, int *has_optim)
+static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t *meta, int *has_optim)
 {
     mk_gpt_t *g = e->g;
     char cfg[512];
@@ -213,9 +284,11 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, long *m
     if (!fc || strcmp(fc, cfg))
         return mk_error_set("%s: model mismatch: the checkpoint holds %s, this run's model is %s", path,
                             fc ? fc : "(no config)", cfg);
-    const char *keys[] = {"step", "data_position", "lr_decay_steps"};
-    for (int i = 0; i < 3; i++)
-        if (meta_int(r, path, keys[i], &meta[i]) < 0) return -1;
+    for (int i = 0; i < N_META; i++) {
+        uint64_t v = 0;
+        if (meta_u64(r, path, i, &v) < 0) return -1;
+        if (i < 3) meta[i] = (int64_t)v;  /* max INT64_MAX */
+    }
     int nc = n_canon(g);
     *has_optim = mk_st_find(r, "optim.m.transformer.wte.weight") != NULL;
     for (int kind = 0; kind < (*has_optim ? 3 : 1); kind++)
@@ -235,75 +308,91 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, long *m
     return 0;
 }
 
-int mk_exec_load(mk_exec_t *e, const char *path, long *meta)
+/* Rank 0: send tensor k's state `kind` (in b->full, real rows; padding
+ * rows become zeros) to every holder, as its TP slice. */
+static void scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
 {
     mk_gpt_t *g = e->g;
-    int nc = n_canon(g), rank = e->comm.rank, rc = 0, has_optim = 0;
+    const mk_gpt_tensor_t *t = &g->t[k];
+    int last = e->comm.pp - 1;
+    for (int dst = 0; dst < e->comm.size; dst++) {
+        int s = dst / (e->comm.tp * e->comm.dp);
+        int tied = k == 0 && e->comm.pp > 1 && s == last;
+        if (s != stage_of(e, t->layer) && !tied) continue;
+        int tr = dst % e->comm.tp;
+        for (size_t i = 0; i < shard_n(t); i++) {
+            long f = full_index_at(g, t, tr, i);
+            b->shard[i] = f >= 0 ? b->full[f] : 0.0f;
+        }
+        if (dst == 0) state_set(e, k, kind, b->shard);
+        else MPI_Send(b->shard, (int)shard_n(t), MPI_FLOAT, dst, k, cc);
+    }
+}
+
+/* Other ranks: this rank's copies of canonical tensor k (itself, or the
+ * head's tied copy). */
+static void recv_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+{
+    mk_gpt_t *g = e->g;
+    for (int j = 0; j < g->n_tensors; j++)
+        if (g->t[j].owned && g->t[j].id == g->t[k].id && (j == k || g->t[j].tied_copy)) {
+            MPI_Recv(b->shard, (int)shard_n(&g->t[j]), MPI_FLOAT, 0, k, cc, MPI_STATUS_IGNORE);
+            state_set(e, j, kind, b->shard);
+        }
+}
+
+/* Rank 0: tensor k's state `kind` from the file into b->full (zeros for
+ * moments the file lacks).  The read verifies its checksum. */
+static int read_tensor(mk_exec_t *e, mk_st_reader_t *r, ckpt_bufs_t *b, int k, int kind, int has_optim)
+{
+    const mk_gpt_tensor_t *t = &e->g->t[k];
+    mk_st_tensor_t d;
+    file_entry(e->g, k, kind, &d);
+    if (kind && !has_optim) {
+        memset(b->full, 0, mk_gpt_full_size(t) * sizeof *b->full);
+        return 0;
+    }
+    if (mk_st_read(r, d.name, b->file, mk_gpt_full_size(t)) < 0) return -1;
+    from_file(t, b->file, b->full);
+    return 0;
+}
+
+int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
+{
+    mk_gpt_t *g = e->g;
+    int nc = n_canon(g), rank = e->comm.rank, has_optim = 0;
     mk_st_reader_t *r = NULL;
+    ckpt_bufs_t b = {NULL, NULL, NULL};
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
+    int64_t mine = 0, hdr[6] = {0};  /* rc, meta[3], has_optim, checksummed (rank 0's) */
     if (rank == 0) {
         r = mk_st_open(path);
-        rc = r ? check_file(e, r, path, meta, &has_optim) : -1;
+        mine = r ? check_file(e, r, path, meta, &has_optim) : -1;
+        hdr[0] = mine, hdr[1] = meta[0], hdr[2] = meta[1], hdr[3] = meta[2];
+        hdr[4] = has_optim, hdr[5] = r && mk_st_checksummed(r);
     }
-    long hdr[4] = {rc, meta[0], meta[1], meta[2]};
-    MPI_Bcast(hdr, 4, MPI_LONG, 0, cc);
-    MPI_Bcast(&has_optim, 1, MPI_INT, 0, cc);
-    if (hdr[0]) {
-        mk_st_close(r);
-        MPI_Comm_free(&cc);
-        if (rank) mk_error_set("cannot load %s (see rank 0)", path);
-        return -1;
-    }
+    if (mine == 0 && bufs_alloc(g, rank, &b) < 0) mine = -1;
+    MPI_Bcast(hdr, 6, MPI_INT64_T, 0, cc);
+    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT64_T, MPI_MIN, cc);
+    int rc = mine ? -1 : 0;
+    if (rc && rank) mk_error_set("cannot load %s (see rank 0)", path);
+    else if (rc && !hdr[0] && b.shard) mk_error_set("cannot load %s: another rank is out of memory", path);
+    has_optim = (int)hdr[4];
     for (int i = 0; i < 3; i++) meta[i] = hdr[i + 1];
-    size_t maxn = 0;
-    for (int k = 0; k < nc; k++)
-        if (mk_gpt_full_size(&g->t[k]) > maxn) maxn = mk_gpt_full_size(&g->t[k]);
-    size_t maxl = 0;
-    for (int k = 0; k < g->n_tensors; k++)
-        if (shard_n(&g->t[k]) > maxl) maxl = shard_n(&g->t[k]);
-    float *shard = malloc((maxl ? maxl : 1) * sizeof *shard);
-    float *full = rank == 0 ? malloc(maxn * sizeof *full) : NULL, *file = rank == 0 ? malloc(maxn * sizeof *file) : NULL;
-    int last = (e->comm.pp - 1);
-    for (int kind = 0; kind < 3; kind++)
-        for (int k = 0; k < nc; k++) {
-            const mk_gpt_tensor_t *t = &g->t[k];
-            if (rank == 0) {
-                mk_st_tensor_t d;
-                file_entry(g, k, kind, &d);
-                if (kind && !has_optim) memset(full, 0, mk_gpt_full_size(t) * sizeof *full);
-                else {
-                    if (mk_st_read(r, d.name, file, mk_gpt_full_size(t)) < 0) {
-                        /* checked above; a read error now cannot be reported
-                           collectively without a hang risk */
-                        fprintf(stderr, "merak run: %s\n", mk_error_last());
-                        MPI_Abort(e->comm.world, 2);
-                    }
-                    from_file(t, file, full);
-                }
-                for (int dst = 0; dst < e->comm.size; dst++) {
-                    int s = dst / (e->comm.tp * e->comm.dp);
-                    int tied = k == 0 && e->comm.pp > 1 && s == last;
-                    if (s != stage_of(e, t->layer) && !tied) continue;
-                    int tr = dst % e->comm.tp;
-                    for (size_t i = 0; i < shard_n(t); i++) {
-                        long f = full_index_at(g, t, tr, i);
-                        shard[i] = f >= 0 ? full[f] : 0.0f;
-                    }
-                    if (dst == 0) state_set(e, k, kind, shard);
-                    else MPI_Send(shard, (int)shard_n(t), MPI_FLOAT, dst, k, cc);
-                }
-                continue;
-            }
-            /* this rank's copies of canonical tensor k: itself, or the tied copy */
-            for (int j = 0; j < g->n_tensors; j++)
-                if (g->t[j].owned && g->t[j].id == t->id && (j == k || g->t[j].tied_copy)) {
-                    MPI_Recv(shard, (int)shard_n(&g->t[j]), MPI_FLOAT, 0, k, cc, MPI_STATUS_IGNORE);
-                    state_set(e, j, kind, shard);
-                }
+    /* rank 0 says after each read whether it succeeded, so a damaged
+       tensor stops every rank at the same point (no hang, one message) */
+    for (int kind = 0; rc == 0 && kind < 3; kind++)
+        for (int k = 0; rc == 0 && k < nc; k++) {
+            int ok = rank != 0 || read_tensor(e, r, &b, k, kind, has_optim) == 0;
+            MPI_Bcast(&ok, 1, MPI_INT, 0, cc);
+            if (!ok) rc = rank ? mk_error_set("cannot load %s (see rank 0)", path) : -1;
+            else if (rank == 0) scatter_tensor(e, &b, k, kind, cc);
+            else recv_tensor(e, &b, k, kind, cc);
         }
-    free(shard); free(full); free(file);
+    if (rc == 0) e->load_unverified = !hdr[5];
+    bufs_free(&b);
     mk_st_close(r);
     MPI_Comm_free(&cc);
-    return 0;
+    return rc;
 }

@@ -58,8 +58,11 @@ typedef struct mk_exec {
     int nev, capev;
     int cur_mb, cur_chunk, cur_layer;  /* context of TP collectives */
     double *dpt0;          /* [n_layers] start of a DP reduction (traced) */
-    int step0, horizon;
-    int eval;              /* this step measures the validation loss only */    /* first step of this run (after --load); lr schedule length */
+    /* first step of this run (after --load) and the lr schedule's length:
+       64-bit, as a checkpoint's step may be anything a 64-bit counter holds */
+    int64_t step0, horizon;
+    int eval;              /* this step measures the validation loss only */
+    int load_unverified;   /* --load read a file without checksums (written elsewhere) */
     /* ZeRO-1 (exec_zero.c): this DP rank's range [zlo, zhi) of the parameter
        block, its reduced gradients and Adam moments */
     int zero;
@@ -70,7 +73,7 @@ typedef struct mk_exec {
 } mk_exec_t;
 
 /* exec_stream.c */
-int mk_exec_step(mk_exec_t *e, int step);
+int mk_exec_step(mk_exec_t *e, int64_t step);
 int mk_exec_poll(mk_exec_t *e);
 int mk_exec_drain(mk_exec_t *e);
 /* exec_tp.c: the nonblocking TP all-reduce of sub-pipelined TP */
@@ -83,9 +86,10 @@ void mk_exec_trace_start(mk_exec_t *e);
 void mk_exec_trace_peak(mk_exec_t *e);
 int mk_exec_trace_write(mk_exec_t *e, const char *path);
 int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max);
-/* exec_ckpt.c: collective; meta = {step, data position, lr decay steps} */
-int mk_exec_save(mk_exec_t *e, const char *path, int step);
-int mk_exec_load(mk_exec_t *e, const char *path, long *meta);
+/* exec_ckpt.c: collective; meta = {step, data position, lr decay steps},
+ * each checked on load to lie in [0, INT64_MAX] */
+int mk_exec_save(mk_exec_t *e, const char *path, int64_t step);
+int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta);
 /* exec_zero.c */
 int mk_exec_zero_init(mk_exec_t *e);
 void mk_exec_zero_free(mk_exec_t *e);
@@ -95,8 +99,8 @@ void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host);
 void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o);
-int mk_exec_opt_step(mk_exec_t *e, int step, double *loss_out);
+int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);
 int mk_exec_dump_grads(mk_exec_t *e, const char *path);
-void mk_exec_make_batch(mk_exec_t *e, int step);
+void mk_exec_make_batch(mk_exec_t *e, int64_t step);
 
 #endif

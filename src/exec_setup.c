@@ -151,20 +151,112 @@ static int evaluate(mk_exec_t *e, double *loss)
 }
 
 /* Testing hooks (merak/exec.h). */
-static void test_fail(const mk_exec_t *e, int step)
+static void test_fail(const mk_exec_t *e, int64_t step)
 {
     const char *s = getenv("MK_TEST_FAIL");
-    int r, k;
-    if (s && sscanf(s, "%d:%d", &r, &k) == 2 && r == e->comm.rank && k == step) {
-        fprintf(stderr, "merak run: rank %d: testing: exiting at step %d\n", r, step);
+    int r;
+    long long k;
+    if (s && sscanf(s, "%d:%lld", &r, &k) == 2 && r == e->comm.rank && k == step) {
+        fprintf(stderr, "merak run: rank %d: testing: exiting at step %lld\n", r, k);
         exit(1);
     }
 }
 
-static int test_nan(int step)
+static int test_nan(int64_t step)
 {
     const char *s = getenv("MK_TEST_NAN");
-    return s && *s && atoi(s) == step;
+    return s && *s && atoll(s) == step;
+}
+
+/* --load (collective; every rank returns alike), then where this run starts
+ * and the lr horizon.  The checkpoint's step is checked to be in [0,
+ * INT64_MAX]; the run's last step must fit the same 64-bit counter. */
+static int load_start(mk_exec_t *e)
+{
+    const mk_exec_opts_t *o = e->o;
+    int64_t meta[3] = {0, 0, 0};
+    if (o->load && mk_exec_load(e, o->load, meta) < 0) return -1;
+    if (meta[0] > INT64_MAX - o->steps)
+        return mk_error_set("%s: step %lld + --steps %d exceeds the 64-bit step counter (%lld)", o->load,
+                            (long long)meta[0], o->steps, (long long)INT64_MAX);
+    e->step0 = meta[0];
+    e->horizon = o->lr_decay_steps > 0 ? o->lr_decay_steps : meta[2] > 0 ? meta[2] : e->step0 + o->steps;
+    return 0;
+}
+
+/* Checkpoints seen by this run, for the NaN message: a checkpoint is good
+ * only once a step after loading or saving it completed with a finite loss
+ * (its own weights may be what gives the NaN). */
+typedef struct {
+    const char *good, *cand;    /* last good checkpoint; one loaded or saved but not yet followed by a finite step */
+    int64_t good_step, cand_step;
+} ckpt_log_t;
+
+static void log_finite(ckpt_log_t *l)
+{
+    if (l->cand) l->good = l->cand, l->good_step = l->cand_step, l->cand = NULL;
+}
+
+static void log_saved(ckpt_log_t *l, const char *path, int64_t step)
+{
+    if (l->good && !strcmp(l->good, path)) l->good = NULL;  /* overwritten */
+    l->cand = path, l->cand_step = step;
+}
+
+static void nan_message(const ckpt_log_t *l, int64_t k, double loss)
+{
+    char g[4400] = "", c[4400] = "";
+    if (l->good) snprintf(g, sizeof g, "; the last good checkpoint is %s (step %lld)", l->good, (long long)l->good_step);
+    if (l->cand) snprintf(c, sizeof c, "; %s (step %lld) is not known good (this was the first step after it)", l->cand,
+                          (long long)l->cand_step);
+    if (!l->good && !l->cand) snprintf(g, sizeof g, " (no checkpoint: --save FILE keeps one)");
+    mk_error_set("step %lld: the loss is %f%s%s", (long long)k + 1, loss, g, c);
+}
+
+/* Steps, validation and interval saves; rc 0, or -1 with res->fail_exit. */
+static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
+{
+    const mk_exec_opts_t *o = e->o;
+    ckpt_log_t log = {NULL, o->load, 0, e->step0};
+    int tty = o->progress && e->comm.rank == 0, rc = 0;
+    for (int i = 0; rc == 0 && i < o->steps; i++) {
+        int64_t k = e->step0 + i;
+        test_fail(e, k);
+        mk_exec_make_batch(e, k);
+        if (o->trace && i == o->steps - 1) mk_exec_trace_start(e);
+        double t0 = mk_time_now();
+        rc = mk_exec_step(e, k);
+        mk_exec_trace_peak(e);
+        e->tracing = 0;
+        res->step_times[i] = mk_time_now() - t0;
+        if (rc == 0 && test_nan(k)) e->step_loss = NAN;
+        res->losses[i] = e->step_loss;
+        if (rc == 0 && !isfinite(e->step_loss)) {
+            nan_message(&log, k, e->step_loss);  /* the loss is all-reduced: every rank sees it */
+            res->fail_exit = 1, res->steps = i;
+            return -1;
+        }
+        if (rc == 0) log_finite(&log);
+        if (tty && rc == 0)
+            fprintf(stderr, "step %4lld/%lld  loss %.6f  %.1f ms  %.0f tokens/s\n", (long long)k + 1,
+                    (long long)(e->step0 + o->steps), e->step_loss, 1e3 * res->step_times[i],
+                    (double)o->plan.gbs * o->plan.model.seq / res->step_times[i]);
+        int last = i == o->steps - 1;
+        if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
+            double vl;
+            rc = evaluate(e, &vl);
+            if (rc == 0) {
+                res->val_steps[res->n_val] = k + 1;
+                res->val_losses[res->n_val++] = vl;
+                if (tty) fprintf(stderr, "step %4lld  validation loss %.6f\n", (long long)k + 1, vl);
+            }
+        }
+        if (rc == 0 && o->save && !last && o->save_interval > 0 && (i + 1) % o->save_interval == 0) {
+            if (mk_exec_save(e, o->save, k + 1) < 0) rc = -1, res->fail_exit = 1;
+            else log_saved(&log, o->save, k + 1);
+        }
+    }
+    return rc;
 }
 
 int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
@@ -173,7 +265,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     mk_exec_t e;
     memset(&e, 0, sizeof e);
     memset(res, 0, sizeof *res);
-    e.zero = o->zero > 0 && o->plan.dp > 1;
+    e.zero = o->plan.zero > 0 && o->plan.dp > 1;
     int rc = setup(&e, o, world);
     if (rc == 0 && !(e.sched = mk_exec_build_sched(o))) rc = -1;
     if (rc == 0 && e.zero) rc = mk_exec_zero_init(&e);
@@ -188,53 +280,10 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
         e.data = mk_data_open(o->data, o->plan.model.vocab, o->plan.model.seq);
         if (all_ok(&e, e.data != NULL) < 0) rc = -1, res->fail_exit = 2;
     }
-    long meta[3] = {0, 0, 0};
-    if (rc == 0 && o->load && mk_exec_load(&e, o->load, meta) < 0) rc = -1, res->fail_exit = 2;
-    e.step0 = (int)meta[0];
-    e.horizon = o->lr_decay_steps > 0 ? o->lr_decay_steps : meta[2] > 0 ? (int)meta[2] : e.step0 + o->steps;
+    if (rc == 0 && load_start(&e) < 0) rc = -1, res->fail_exit = 2;
     res->first_step = e.step0;
-    const char *good = o->load;  /* last good checkpoint */
-    int good_step = e.step0;
-    int tty = o->progress && e.comm.rank == 0;
-    for (int i = 0; rc == 0 && i < o->steps; i++) {
-        int k = e.step0 + i;
-        test_fail(&e, k);
-        mk_exec_make_batch(&e, k);
-        if (o->trace && i == o->steps - 1) mk_exec_trace_start(&e);
-        double t0 = mk_time_now();
-        rc = mk_exec_step(&e, k);
-        mk_exec_trace_peak(&e);
-        e.tracing = 0;
-        res->step_times[i] = mk_time_now() - t0;
-        if (rc == 0 && test_nan(k)) e.step_loss = NAN;
-        res->losses[i] = e.step_loss;
-        if (rc == 0 && !isfinite(e.step_loss)) {
-            /* the loss is all-reduced: every rank sees it */
-            if (good) mk_error_set("step %d: the loss is %f; the last good checkpoint is %s (step %d)", k + 1,
-                                   e.step_loss, good, good_step);
-            else mk_error_set("step %d: the loss is %f (no checkpoint: --save FILE keeps one)", k + 1, e.step_loss);
-            rc = -1, res->fail_exit = 1, res->steps = i;
-            break;
-        }
-        if (tty && rc == 0)
-            fprintf(stderr, "step %4d/%d  loss %.6f  %.1f ms  %.0f tokens/s\n", k + 1, e.step0 + o->steps,
-                    e.step_loss, 1e3 * res->step_times[i],
-                    (double)o->plan.gbs * o->plan.model.seq / res->step_times[i]);
-        int last = i == o->steps - 1;
-        if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
-            double vl;
-            rc = evaluate(&e, &vl);
-            if (rc == 0) {
-                res->val_steps[res->n_val] = k + 1;
-                res->val_losses[res->n_val++] = vl;
-                if (tty) fprintf(stderr, "step %4d  validation loss %.6f\n", k + 1, vl);
-            }
-        }
-        if (rc == 0 && o->save && !last && o->save_interval > 0 && (i + 1) % o->save_interval == 0) {
-            if (mk_exec_save(&e, o->save, k + 1) < 0) rc = -1, res->fail_exit = 1;
-            else good = o->save, good_step = k + 1;
-        }
-    }
+    res->load_unverified = e.load_unverified;
+    if (rc == 0) rc = train_loop(&e, res);
     if (rc == 0) finish_result(&e, res);
     if (rc == 0 && o->save && mk_exec_save(&e, o->save, e.step0 + o->steps) < 0) rc = -1, res->fail_exit = 1;
     if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1, res->fail_exit = 1;

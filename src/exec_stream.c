@@ -251,7 +251,7 @@ static int reduce_grads(mk_exec_t *e)
     return 0;
 }
 
-static int run_instr1(mk_exec_t *e, const mk_instr_t *in, int step)
+static int run_instr1(mk_exec_t *e, const mk_instr_t *in, int64_t step)
 {
     mk_chunk_t *c = &e->ch[in->chunk];
     int mb = in->mb;
@@ -286,7 +286,7 @@ static int run_instr1(mk_exec_t *e, const mk_instr_t *in, int step)
 
 /* One instruction, traced: compute ops and receive waits on the compute
  * stream (as the simulator), OPT, and a memory sample after each. */
-static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
+static int run_instr(mk_exec_t *e, const mk_instr_t *in, int64_t step)
 {
     if (!e->tracing) return run_instr1(e, in, step);
     double t = mk_exec_now(e);
@@ -305,7 +305,7 @@ static int run_instr(mk_exec_t *e, const mk_instr_t *in, int step)
     return rc;
 }
 
-int mk_exec_step(mk_exec_t *e, int step)
+int mk_exec_step(mk_exec_t *e, int64_t step)
 {
     const mk_stream_t *s = &e->sched->streams[e->comm.pp_rank];
     e->loss = 0.0;

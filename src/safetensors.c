@@ -1,6 +1,12 @@
 /* safetensors writer and reader (format in safetensors.h).  The header is
  * padded with spaces to a multiple of 8 bytes, as the reference library
- * does, so the data section stays aligned. */
+ * does, so the data section stays aligned.
+ *
+ * Checksums: the writer declares "crc32.NAME": "00000000" in __metadata__
+ * for every tensor, accumulates zlib's crc32 of each tensor's bytes as they
+ * are appended, and overwrites the 8 placeholder digits in place before
+ * the commit (the header's length does not change), so the data still
+ * streams one tensor at a time. */
 #include "merak/common.h"
 #include "merak/fileio.h"
 #include "merak/safetensors.h"
@@ -11,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <zlib.h>
 
 struct mk_st_writer {
     mk_file_out_t out;  /* the safe writer (fileio.h) */
@@ -18,6 +25,8 @@ struct mk_st_writer {
     char path[4096];
     int n, next;
     mk_st_tensor_t *t;
+    uint32_t *crc;         /* [n] running crc32 of each tensor's bytes */
+    long *crc_at;          /* [n] file offset of each tensor's 8 placeholder digits */
 };
 
 struct mk_st_reader {
@@ -27,7 +36,12 @@ struct mk_st_reader {
     int n;
     mk_st_tensor_t *t;
     json_t *meta;
+    int n_crc;             /* tensors with a checksum: 0 (written elsewhere) or n */
+    uint32_t *crc;         /* [n] their stored crc32 */
 };
+
+#define CRC_PREFIX "crc32."
+#define CRC_PLACEHOLDER "00000000"
 
 static uint64_t numel(const mk_st_tensor_t *t)
 {
@@ -39,7 +53,12 @@ static uint64_t numel(const mk_st_tensor_t *t)
 static json_t *header_json(mk_st_tensor_t *t, int n, const char *const *k, const char *const *v, int nm)
 {
     json_t *h = json_object(), *meta = json_object();
+    char key[sizeof t->name + sizeof CRC_PREFIX];
     for (int i = 0; i < nm; i++) json_object_set_new(meta, k[i], json_string(v[i]));
+    for (int i = 0; i < n; i++) {
+        snprintf(key, sizeof key, CRC_PREFIX "%s", t[i].name);
+        json_object_set_new(meta, key, json_string(CRC_PLACEHOLDER));
+    }
     json_object_set_new(h, "__metadata__", meta);
     uint64_t off = 0;
     for (int i = 0; i < n; i++) {
@@ -54,6 +73,38 @@ static json_t *header_json(mk_st_tensor_t *t, int n, const char *const *k, const
     return h;
 }
 
+/* Where each tensor's placeholder digits sit in the header text (the
+ * file offset is 8 more): after its key, encoded as jansson encodes it,
+ * and ':"' (only a metadata string value can follow a key that way). */
+static int find_crcs(mk_st_writer_t *w, const char *text)
+{
+    char key[sizeof w->t->name + sizeof CRC_PREFIX];
+    for (int i = 0; i < w->n; i++) {
+        snprintf(key, sizeof key, CRC_PREFIX "%s", w->t[i].name);
+        json_t *s = json_string(key);
+        char *enc = s ? json_dumps(s, JSON_ENCODE_ANY) : NULL, *pat = enc ? malloc(strlen(enc) + 3) : NULL;
+        const char *at = pat ? strstr(text, strcat(strcpy(pat, enc), ":\"")) : NULL;
+        if (at) w->crc_at[i] = 8 + (long)(at - text + strlen(pat));
+        json_decref(s);
+        free(enc);
+        free(pat);
+        if (!at) return mk_error_set("%s: cannot place the checksum of tensor '%s'", w->path, w->t[i].name);
+    }
+    return 0;
+}
+
+/* Fill in the checksums (before the flush and rename). */
+static int patch_crcs(mk_st_writer_t *w)
+{
+    char digits[16];
+    for (int i = 0; i < w->n; i++) {
+        snprintf(digits, sizeof digits, "%08x", (unsigned)w->crc[i]);
+        if (fseek(w->f, w->crc_at[i], SEEK_SET) != 0 || fwrite(digits, 1, 8, w->f) != 8)
+            return mk_file_fail(&w->out, errno);
+    }
+    return fseek(w->f, 0, SEEK_END) == 0 ? 0 : mk_file_fail(&w->out, errno);
+}
+
 static void put_u64le(unsigned char *b, uint64_t v)
 {
     for (int i = 0; i < 8; i++) b[i] = (unsigned char)(v >> (8 * i));
@@ -63,7 +114,10 @@ mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tenso
                                    const char *const *mk, const char *const *mv, int n_meta)
 {
     mk_st_writer_t *w = calloc(1, sizeof *w);
-    if (!w || !(w->t = malloc((n > 0 ? n : 1) * sizeof *w->t))) {
+    size_t nn = n > 0 ? (size_t)n : 1;
+    if (!w || !(w->t = malloc(nn * sizeof *w->t)) || !(w->crc = calloc(nn, sizeof *w->crc)) ||
+        !(w->crc_at = calloc(nn, sizeof *w->crc_at))) {
+        if (w) free(w->t), free(w->crc);
         free(w);
         return mk_error_set("out of memory"), NULL;
     }
@@ -74,7 +128,7 @@ mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tenso
     char *text = json_dumps(h, JSON_COMPACT);
     json_decref(h);
     if (!text) mk_error_set("out of memory");
-    else w->f = mk_file_begin(&w->out, path, "checkpoint");
+    else if (find_crcs(w, text) == 0) w->f = mk_file_begin(&w->out, path, "checkpoint");
     if (!w->f) {
         free(text);
         mk_st_writer_abort(w);
@@ -103,6 +157,7 @@ int mk_st_writer_put(mk_st_writer_t *w, const float *data, size_t count)
                             (unsigned long long)numel(t), count);
     if (fwrite(data, sizeof(float), count, w->f) != count) /* x86/ARM: already little-endian */
         return mk_file_fail(&w->out, errno);
+    w->crc[w->next] = (uint32_t)crc32_z(w->crc[w->next], (const Bytef *)data, count * sizeof(float));
     w->next++;
     return 0;
 }
@@ -111,6 +166,7 @@ int mk_st_writer_commit(mk_st_writer_t *w)
 {
     int rc = 0;
     if (w->next != w->n) rc = mk_error_set("%s: %d of %d tensors written", w->path, w->next, w->n);
+    if (!rc) rc = patch_crcs(w);
     if (!rc) rc = mk_file_commit(&w->out); /* fsync, rename, directory fsync */
     w->f = NULL;
     if (rc) {
@@ -118,6 +174,8 @@ int mk_st_writer_commit(mk_st_writer_t *w)
         return -1;
     }
     free(w->t);
+    free(w->crc);
+    free(w->crc_at);
     free(w);
     return 0;
 }
@@ -127,6 +185,8 @@ void mk_st_writer_abort(mk_st_writer_t *w)
     if (!w) return;
     mk_file_abort(&w->out);
     free(w->t);
+    free(w->crc);
+    free(w->crc_at);
     free(w);
 }
 
@@ -158,6 +218,65 @@ static int parse_entry(mk_st_reader_t *r, const char *name, json_t *e, uint64_t 
     t->end = (uint64_t)json_integer_value(en);
     if (t->end - t->begin != 4 * numel(t))
         return mk_error_set("%s: tensor '%s': data_offsets do not match its shape", r->path, name);
+    return 0;
+}
+
+static int cmp_begin(const void *a, const void *b)
+{
+    const mk_st_tensor_t *x = a, *y = b;
+    return (x->begin > y->begin) - (x->begin < y->begin);
+}
+
+/* The tensors tile the data section exactly, as the reference library
+ * requires: no gap, no overlap and nothing after the last tensor (data_len
+ * bytes follow the header). */
+static int check_tiling(const mk_st_reader_t *r, uint64_t data_len)
+{
+    mk_st_tensor_t *s = malloc((r->n ? r->n : 1) * sizeof *s);
+    if (!s) return mk_error_set("out of memory");
+    memcpy(s, r->t, r->n * sizeof *s);
+    qsort(s, r->n, sizeof *s, cmp_begin);
+    uint64_t at = 0;
+    int rc = 0;
+    for (int i = 0; i < r->n && !rc; i++) {
+        if (s[i].begin != at)
+            rc = mk_error_set("%s: tensor '%s' starts at byte %llu of the data, want %llu (%s)", r->path,
+                              s[i].name, (unsigned long long)s[i].begin, (unsigned long long)at,
+                              s[i].begin > at ? "a gap" : "overlapping data");
+        at = s[i].end;
+    }
+    free(s);
+    if (!rc && at != data_len)
+        rc = mk_error_set("%s: %llu bytes after the last tensor's data (damaged or appended to)", r->path,
+                          (unsigned long long)(data_len - at));
+    return rc;
+}
+
+/* The stored checksums ("crc32.NAME": 8 hex digits): one for every tensor
+ * or none; a key naming no tensor or a malformed value is an error.
+ * Looked up by name (hashed): linear in the header's size. */
+static int read_crcs(mk_st_reader_t *r)
+{
+    char key[sizeof r->t->name + sizeof CRC_PREFIX];
+    const char *k;
+    json_t *v;
+    int keys = 0;
+    json_object_foreach(r->meta, k, v) keys += !strncmp(k, CRC_PREFIX, strlen(CRC_PREFIX));
+    if (!(r->crc = calloc(r->n ? r->n : 1, sizeof *r->crc))) return mk_error_set("out of memory");
+    for (int i = 0; i < r->n; i++) {
+        snprintf(key, sizeof key, CRC_PREFIX "%s", r->t[i].name);
+        json_t *e = json_object_get(r->meta, key);
+        const char *s = json_string_value(e);
+        if (!e) continue;
+        if (!s || strlen(s) != 8 || strspn(s, "0123456789abcdefABCDEF") != 8)
+            return mk_error_set("%s: metadata '%s' must be 8 hex digits (a crc32)", r->path, key);
+        r->crc[i] = (uint32_t)strtoul(s, NULL, 16);
+        r->n_crc++;
+    }
+    if (keys != r->n_crc)
+        return mk_error_set("%s: %d '" CRC_PREFIX "' metadata keys name no tensor in the file", r->path, keys - r->n_crc);
+    if (r->n_crc && r->n_crc != r->n)
+        return mk_error_set("%s: %d of %d tensors have a checksum (want all or none)", r->path, r->n_crc, r->n);
     return 0;
 }
 
@@ -200,17 +319,21 @@ static int read_header(mk_st_reader_t *r)
         if (!rc) r->n++;
     }
     json_decref(h);
+    if (!rc && r->meta && !json_is_object(r->meta)) rc = mk_error_set("%s: __metadata__ must be an object", r->path);
+    if (!rc) rc = check_tiling(r, (uint64_t)size - r->data_start);
+    if (!rc && r->meta) rc = read_crcs(r);
     return rc;
 }
 
 mk_st_reader_t *mk_st_open(const char *path)
 {
+    if (mk_file_check_input(path, "checkpoint") != 0) return NULL; /* a directory is no checkpoint */
     mk_st_reader_t *r = calloc(1, sizeof *r);
     if (!r) return mk_error_set("out of memory"), NULL;
     mk_strlcpy(r->path, path, sizeof r->path);
     r->f = fopen(path, "rb");
     if (!r->f) {
-        mk_error_set("cannot open checkpoint '%s': %s", path, strerror(errno));
+        mk_error_set("cannot read checkpoint '%s': %s", path, strerror(errno));
         mk_st_close(r);
         return NULL;
     }
@@ -227,6 +350,7 @@ void mk_st_close(mk_st_reader_t *r)
     if (r->f) fclose(r->f);
     json_decref(r->meta);
     free(r->t);
+    free(r->crc);
     free(r);
 }
 
@@ -250,8 +374,14 @@ int mk_st_read(mk_st_reader_t *r, const char *name, float *dst, size_t count)
     if (fseek(r->f, (long)(r->data_start + t->begin), SEEK_SET) != 0 ||
         fread(dst, sizeof(float), count, r->f) != count)
         return mk_error_set("%s: cannot read tensor '%s'", r->path, name);
+    uint32_t want = r->n_crc ? r->crc[t - r->t] : 0, got = 0;
+    if (r->n_crc && want != (got = (uint32_t)crc32_z(0, (const Bytef *)dst, count * sizeof(float))))
+        return mk_error_set("%s: tensor '%s' is damaged: crc32 %08x, the file's metadata says %08x", r->path,
+                            name, (unsigned)got, (unsigned)want);
     return 0;
 }
+
+int mk_st_checksummed(const mk_st_reader_t *r) { return r->n_crc > 0; }
 
 const char *mk_st_meta(const mk_st_reader_t *r, const char *key)
 {

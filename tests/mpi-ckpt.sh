@@ -5,10 +5,16 @@
 # (1e-5), and a save killed midway (exit, SIGTERM, SIGINT) leaves the
 # previous file intact and, but for a hard kill, no temporary; the next
 # save removes a dead process's temporary.
+# Padded vocabularies (300, 50257: not multiples of 128) keep the Hugging
+# Face shapes (V, C) and round-trip bit-exactly between tp 1, tp 2 and
+# pp 2 x tp 2.  Metadata out of range, flipped bits and trailing bytes are
+# refused by every rank with one line; a file without checksums loads with
+# a note.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 PY=${PYTHON:-python3}
 ST="$top_srcdir/tests/st_read.py"
+EDIT="$top_srcdir/tests/st_edit.py"
 run8() { timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n 8 "$MERAK" run --gbs 8 --json --lr-decay-iters 4 "$@"; }
 lastn() { losses_of "$1" | tr ' ' '\n' | tail -n "$2" | tr '\n' ' '; }
 rm_first() { sed "s/\"losses\":\[[^,]*,[^,]*,/\"losses\":[/" "$1"; }
@@ -95,4 +101,83 @@ for sig in TERM INT; do
   check "SIG$sig to mpiexec mid-save: says so" grep -q "SIG$sig: removed the unfinished file" "$tmpdir/sig.err"
   check "SIG$sig to mpiexec mid-save: previous checkpoint byte-identical" cmp -s "$tmpdir/c.st" "$tmpdir/keep.st"
 done
+
+# padded vocabularies: the file holds the real rows only, and any layout
+# reads and writes the same bytes (padding rows dropped on save, zero on load)
+pad_case() {
+  V=$1; d="$tmpdir/v$V"; mkdir -p "$d"
+  M="--num-layers 2 --vocab-size $V --gbs 4 --lr-decay-iters 4 --json"
+  one() { timeout 60 "$MERAK" run $M "$@"; }
+  two() { timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --tp 2 $M "$@"; }
+  four() { timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --pp 2 --tp 2 $M "$@"; }
+  expect_ok "V=$V: initial model saved at tp 1" one --steps 0 --save "$d/i1.st"
+  expect_ok "V=$V: initial model saved at tp 2" two --steps 0 --save "$d/i2.st"
+  check "V=$V: tp 1 and tp 2 write the same bytes" cmp -s "$d/i1.st" "$d/i2.st"
+  check "V=$V: Hugging Face shapes (${V}x64), checksums verified by Python" "$PY" "$ST" "$d/i1.st" \
+    --check=transformer.wte.weight=${V}x64 --check=optim.v.transformer.wte.weight=${V}x64 >/dev/null
+  one --steps 4 >"$d/full1.json" 2>"$d/e" || { echo "FAIL: V=$V: tp 1 run"; cat "$d/e"; fails=$((fails + 1)); }
+  two --steps 4 >"$d/full2.json" 2>"$d/e" || { echo "FAIL: V=$V: tp 2 run"; cat "$d/e"; fails=$((fails + 1)); }
+  expect_ok "V=$V: save at step 2, tp 1" one --steps 2 --save "$d/t1.st"
+  expect_ok "V=$V: save at step 2, tp 2" two --steps 2 --save "$d/t2.st"
+  expect_ok "V=$V: tp 2 file through tp 1" one --steps 0 --load "$d/t2.st" --save "$d/t2to1.st"
+  check "V=$V: tp 2 -> tp 1 -> file: bit-exact (weights and Adam moments)" cmp -s "$d/t2.st" "$d/t2to1.st"
+  expect_ok "V=$V: tp 1 file through tp 2" two --steps 0 --load "$d/t1.st" --save "$d/t1to2.st"
+  check "V=$V: tp 1 -> tp 2 -> file: bit-exact" cmp -s "$d/t1.st" "$d/t1to2.st"
+  expect_ok "V=$V: tp 1 file through pp 2 x tp 2" four --steps 0 --load "$d/t1.st" --save "$d/t1to4.st"
+  check "V=$V: tp 1 -> pp 2 x tp 2 (tied head copy) -> file: bit-exact" cmp -s "$d/t1.st" "$d/t1to4.st"
+  expect_ok "V=$V: resume tp 2 at tp 2" two --steps 2 --load "$d/t2.st"
+  check "V=$V: same layout: bitwise the uninterrupted losses" \
+    test "$(lastn "$d/full2.json" 2)" = "$(lastn "$tmpdir/out" 2)"
+  rm_first "$d/full1.json" >"$d/tail1.json"
+  expect_ok "V=$V: resume the tp 2 file at tp 1" one --steps 2 --load "$d/t2.st"
+  check "V=$V: tp 2 file at tp 1 continues with the uninterrupted losses (1e-5)" same_losses "$tmpdir/out" "$d/tail1.json"
+}
+pad_case 300
+pad_case 50257
+
+# metadata: every field range-checked on load; all ranks fail alike, one line
+load2() { timeout 30 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --dp 2 --gbs 8 --json "$@"; }
+bad_meta() {
+  "$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/m.st" "--meta=$1=$2"
+  expect_fail "metadata $1 '$2' refused" "m.st: metadata '$1' must be an integer in \[0, $3\]" -- \
+    load2 --steps 1 --load "$tmpdir/m.st"
+}
+I63=9223372036854775807
+bad_meta step -1 $I63
+bad_meta step 9223372036854775808 $I63
+bad_meta step 99999999999999999999999 $I63
+bad_meta step "+2" $I63
+bad_meta step "" $I63
+bad_meta data_position -5 $I63
+bad_meta lr_decay_steps 9223372036854775808 $I63
+bad_meta seed 18446744073709551616 18446744073709551615
+"$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/m.st" --meta=step=$I63
+expect_fail "step 2^63-1 + --steps 1 refused" "exceeds the 64-bit step counter" -- load2 --steps 1 --load "$tmpdir/m.st"
+"$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/m.st" --meta=step=2147483648
+expect_ok "step 2^31 loads (64-bit counter)" load2 --steps 2 --load "$tmpdir/m.st"
+check "  ... first_step 2147483648, finite losses" grep -q '"losses":\[[0-9.]*,[0-9.]*\],"first_step":2147483648' "$tmpdir/out"
+"$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/m.st" --meta=step=9223372036854775806
+expect_ok "step 2^63-2 + 1 step runs and saves" load2 --steps 1 --load "$tmpdir/m.st" --save "$tmpdir/m2.st"
+check "  ... the saved step is 2^63-1" "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read
+assert st_read.read(sys.argv[2])[0]["step"] == sys.argv[3]' "$top_srcdir/tests" "$tmpdir/m2.st" $I63
+
+# checksums: a flipped bit or appended bytes are refused; no checksums: a note
+"$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/flip.st" --flip=transformer.h.2.mlp.c_fc.weight
+expect_fail "a flipped bit is refused, naming tensor and file" \
+  "flip.st: tensor 'transformer.h.2.mlp.c_fc.weight' is damaged: crc32" -- load2 --steps 1 --load "$tmpdir/flip.st"
+"$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/flipm.st" --flip=optim.v.transformer.ln_f.bias
+expect_fail "a flipped bit in an Adam moment is refused" "tensor 'optim.v.transformer.ln_f.bias' is damaged" -- \
+  load2 --steps 1 --load "$tmpdir/flipm.st"
+cp "$tmpdir/c.st" "$tmpdir/tail.st"; head -c 1048576 /dev/zero >>"$tmpdir/tail.st"
+expect_fail "a trailing megabyte is refused" "1048576 bytes after the last tensor" -- load2 --steps 1 --load "$tmpdir/tail.st"
+"$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/some.st" --no-crc --meta=crc32.transformer.wpe.weight=00000000
+expect_fail "checksums for only some tensors are refused" "1 of 156 tensors have a checksum" -- \
+  load2 --steps 1 --load "$tmpdir/some.st"
+"$PY" "$EDIT" "$tmpdir/c.st" "$tmpdir/nocrc.st" --no-crc
+load2 --steps 2 --load "$tmpdir/c.st" >"$tmpdir/with.json" 2>/dev/null
+load2 --steps 2 --load "$tmpdir/nocrc.st" >"$tmpdir/without.json" 2>"$tmpdir/note"
+check "a file without checksums loads, bitwise the same losses" \
+  test -n "$(losses_of "$tmpdir/with.json")" -a "$(losses_of "$tmpdir/with.json")" = "$(losses_of "$tmpdir/without.json")"
+check "  ... with one note on stderr" test "$(grep -c 'note: .*nocrc.st has no checksums' "$tmpdir/note")" -eq 1 \
+  -a "$(wc -l <"$tmpdir/note")" -eq 1
 finish

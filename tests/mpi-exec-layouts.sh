@@ -1,7 +1,9 @@
 #!/bin/sh
 # gpt-tiny on 8 ranks: every (dp, pp, tp) with pp, tp in {1, 2, 4}, under
 # 1f1b, merak and gpipe, recompute full and none, gives the one-rank losses
-# (3 steps, 1e-5 relative) and step-1 gradients (per tensor, 1e-5).
+# (3 steps, 1e-5 relative) and step-1 gradients (per tensor, 1e-5); then
+# every layout again under merak with a vocabulary of 300 (no multiple of
+# 128: padded at every tp, the padding rows masked and never saved).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 make_reference
@@ -12,5 +14,11 @@ for layout in "8 1 1" "4 2 1" "4 1 2" "2 4 1" "2 2 2" "2 1 4" "1 4 2" "1 2 4"; d
       equiv $layout --schedule $sched --recompute $rec
     done
   done
+done
+RUN_COMMON="$RUN_COMMON --vocab-size 300"
+make_reference
+for layout in "8 1 1" "4 2 1" "4 1 2" "2 4 1" "2 2 2" "2 1 4" "1 4 2" "1 2 4"; do
+  # shellcheck disable=SC2086
+  equiv $layout --schedule merak
 done
 finish

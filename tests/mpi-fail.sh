@@ -10,31 +10,45 @@ rc=$?; dt=$(( $(date +%s) - t0 ))
 check "rank 5 dies at step 3: every rank ends within 10 s (rc=$rc, ${dt}s)" test $rc -ne 0 -a $rc -ne 124 -a $dt -le 10
 check "rank 5 dies: a message" grep -q "rank 5" "$tmpdir/err"
 
-MK_TEST_NAN=2 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 5 --save "$tmpdir/c.st" \
-  --save-interval 1 >"$tmpdir/out" 2>"$tmpdir/err"
+# a checkpoint is named good only once a step after it finished with a finite loss
+MK_TEST_NAN=3 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 5 --save "$tmpdir/c.st" \
+  --save-interval 2 >"$tmpdir/out" 2>"$tmpdir/err"
 rc=$?
 check "NaN loss: rc=$rc (non-zero, no timeout)" test $rc -ne 0 -a $rc -ne 124
 check "NaN loss: one message naming the step and the last good checkpoint" \
-  test "$(grep -c 'step 3: the loss is nan; the last good checkpoint is .*c.st (step 2)' "$tmpdir/err")" -eq 1
+  test "$(grep -c 'step 4: the loss is nan; the last good checkpoint is .*c.st (step 2)$' "$tmpdir/err")" -eq 1
 check "NaN loss: the last good checkpoint is intact" "$PY" "$top_srcdir/tests/st_read.py" "$tmpdir/c.st" --check=transformer.wte.weight=256x64
 check "  ... and holds step 2" "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read
 assert st_read.read(sys.argv[2])[0]["step"] == "2"' "$top_srcdir/tests" "$tmpdir/c.st"
+cp "$tmpdir/c.st" "$tmpdir/keep.st"
+# not_good DESC NAN_AT FILE STEP [run flags]: a NaN at step index NAN_AT names
+# FILE (step STEP) as not known good, and no checkpoint as the last good one
+not_good() {
+  desc=$1; at=$2; f=$3; st=$4; shift 4
+  MK_TEST_NAN=$at timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 "$@" >"$tmpdir/out" 2>"$tmpdir/err"
+  check "$desc" grep -q "step $((at + 1)): the loss is nan; .*$f (step $st) is not known good (this was the first step after it)\$" \
+    "$tmpdir/err"
+  check "  ... and no 'last good checkpoint'" test -z "$(grep 'last good' "$tmpdir/err")"
+}
+not_good "NaN in the first step after loading: the loaded checkpoint is not called good" 2 keep.st 2 \
+  --steps 2 --load "$tmpdir/keep.st" --save "$tmpdir/c2.st" --save-interval 1
+cp "$tmpdir/keep.st" "$tmpdir/c3.st"
+not_good "NaN right after an interval save over the loaded file: only that save is named, not as good" 3 c3.st 3 \
+  --steps 3 --load "$tmpdir/c3.st" --save "$tmpdir/c3.st" --save-interval 1
+# weights that are NaN themselves (a file without checksums, written elsewhere)
+"$PY" "$top_srcdir/tests/st_edit.py" "$tmpdir/keep.st" "$tmpdir/nan.st" --nan=transformer.ln_f.weight --no-crc
+timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 2 --load "$tmpdir/nan.st" >"$tmpdir/out" 2>"$tmpdir/err"
+rc=$?
+check "NaN weights: rc=$rc (1)" test $rc -eq 1
+check "NaN weights: the checkpoint is not called good" \
+  grep -q 'step 3: the loss is nan; .*nan.st (step 2) is not known good (this was the first step after it)$' "$tmpdir/err"
+check "NaN weights: the file without checksums gets a note" grep -q 'note: .*nan.st has no checksums' "$tmpdir/err"
 
 fail4() { timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 1 "$@"; }
-expect_fail "missing checkpoint" "cannot open checkpoint" -- fail4 --load "$tmpdir/none.st"
+expect_fail "missing checkpoint" "cannot read checkpoint" -- fail4 --load "$tmpdir/none.st"
 expect_fail "checkpoint of another model" "model mismatch" -- fail4 --load "$tmpdir/c.st" --hidden-size 128
-"$PY" - "$tmpdir/c.st" "$tmpdir/cut.st" "$tmpdir/shape.st" <<'PYEOF'
-import json, struct, sys
-raw = open(sys.argv[1], "rb").read()
-n = struct.unpack("<Q", raw[:8])[0]
-h = json.loads(raw[8:8 + n]); data = raw[8 + n:]
-def write(path, h):
-    b = json.dumps(h).encode(); b += b" " * (-len(b) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(b)) + b + data)
-cut = dict(h); del cut["transformer.h.1.mlp.c_fc.bias"]; write(sys.argv[2], cut)
-bad = dict(h); e = dict(bad["transformer.h.0.attn.c_attn.bias"]); e["shape"] = [96, 2]; bad["transformer.h.0.attn.c_attn.bias"] = e
-write(sys.argv[3], bad)
-PYEOF
+"$PY" "$top_srcdir/tests/st_edit.py" "$tmpdir/c.st" "$tmpdir/cut.st" --drop=transformer.h.1.mlp.c_fc.bias
+"$PY" "$top_srcdir/tests/st_edit.py" "$tmpdir/c.st" "$tmpdir/shape.st" --shape=transformer.h.0.attn.c_attn.bias=96x2
 expect_fail "checkpoint missing a tensor" "transformer.h.1.mlp.c_fc.bias' is missing" -- fail4 --load "$tmpdir/cut.st"
 expect_fail "checkpoint with a wrong shape" "c_attn.bias' has shape \[96, 2\], want \[192\]" -- fail4 --load "$tmpdir/shape.st"
 expect_fail "unreadable data file" "cannot read data file" -- fail4 --data "$tmpdir/none.txt"

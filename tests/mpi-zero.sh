@@ -1,6 +1,8 @@
 #!/bin/sh
 # ZeRO-1: losses of plain DP within 1e-5; Adam state 1/dp (lower peak
 # memory); a ZeRO checkpoint continues without ZeRO with the same losses.
+# `run --plan` runs all of a plan: "zero": 1 as --zero 1 (bitwise), a bf16
+# plan in fp32 with a warning, fields run cannot honour refused by name.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 run() { n=$1; shift; timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --json --steps 4 --lr-decay-iters 4 "$@"; }
@@ -17,4 +19,30 @@ expect_ok "zero 1 save at step 2" run 2 --dp 2 --zero 1 --steps 2 --save "$tmpdi
 expect_ok "continue without zero" run 2 --dp 2 --steps 2 --load "$tmpdir/z.st"
 sed 's/"losses":\[[^,]*,[^,]*,/"losses":[/' "$tmpdir/p2.json" >"$tmpdir/tail.json"
 check "zero checkpoint continues with plain DP's losses (1e-5)" same_losses "$tmpdir/out" "$tmpdir/tail.json"
+# plans from `merak sim --json` (its "plan" object is a plan file), edited by key
+PY=${PYTHON:-python3}
+plan_of() {
+  out=$1; edit=$2; shift 2
+  "$MERAK" sim --model gpt-tiny --cluster ideal --gbs 8 --json "$@" 2>/dev/null | "$PY" -c '
+import json, sys
+p = json.load(sys.stdin)["plan"]; p.update(json.loads(sys.argv[2])); json.dump(p, open(sys.argv[1], "w"))' "$out" "$edit"
+}
+runp() { n=$1; shift; timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --json --steps 4 --lr-decay-iters 4 "$@"; }
+l="--dp 2 --pp 2 --tp 2"
+run 8 $l --zero 1 >"$tmpdir/flag.json" 2>/dev/null
+plan_of "$tmpdir/z.plan" '{}' $l --zero 1
+expect_ok "a plan with zero 1 runs" runp 8 --plan "$tmpdir/z.plan"
+check "plan zero 1: bitwise the losses of --zero 1" \
+  test -n "$(losses_of "$tmpdir/out")" -a "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/flag.json")"
+check "plan zero 1: ZeRO is on (zero 1, stage 0 peak $(mem0 "$tmpdir/out") = --zero 1's)" \
+  test "$(mem0 "$tmpdir/out")" = "$(mem0 "$tmpdir/flag.json")" -a -n "$(grep '"zero":1' "$tmpdir/out")"
+plan_of "$tmpdir/b.plan" '{}' $l --zero 1 --dtype bf16
+expect_ok "a bf16 plan runs" runp 8 --plan "$tmpdir/b.plan"
+check "bf16 plan: one warning naming bf16 and fp32" \
+  test "$(grep -c 'warning: .*dtype is bf16; the cpu backend trains in fp32' "$tmpdir/err")" -eq 1
+check "bf16 plan: trained in fp32 (bitwise the fp32 losses)" test "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/flag.json")"
+plan_of "$tmpdir/z2.plan" '{"zero": 2}' --dp 2
+expect_fail "a plan with zero 2 is refused by name" 'zero must be 0 or 1' -- runp 2 --plan "$tmpdir/z2.plan"
+plan_of "$tmpdir/sp.plan" '{"sequence_parallel": true}' --dp 2
+expect_fail "a plan with sequence parallelism is refused by name" '"sequence_parallel"' -- runp 2 --plan "$tmpdir/sp.plan"
 finish

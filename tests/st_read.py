@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Read a safetensors file with the standard library only: the layout is an
 8-byte little-endian header length, a JSON header, then raw data.  Prints
-name, dtype and shape per tensor; with --check NAME=D0xD1 asserts shapes."""
-import json, struct, sys
+name, dtype and shape per tensor; with --check NAME=D0xD1 asserts shapes.
+Checksums (merak's "crc32.NAME" metadata: zlib crc32 of the tensor's bytes,
+8 hex digits) are verified where present."""
+import json, struct, sys, zlib
 
 
 def read(path):
@@ -18,6 +20,8 @@ def read(path):
         for d in e["shape"]:
             count *= d
         assert e["dtype"] == "F32" and end - b == 4 * count, name
+        if "crc32." + name in meta:
+            assert int(meta["crc32." + name], 16) == zlib.crc32(data[b:end]), "checksum of " + name
         tensors[name] = (e["shape"], struct.unpack("<%df" % count, data[b:end]))
     return meta, tensors
 

@@ -55,6 +55,33 @@ static void test_safetensors(void)
     CHECK(r && mk_st_count(r) == 2, "previous checkpoint still readable");
     mk_st_close(r);
 
+    /* checksums: a flipped bit fails the read naming the tensor; bytes
+       after the last tensor fail the open */
+    r = mk_st_open(path);
+    CHECK(r && mk_st_checksummed(r), "checksums stored");
+    long at = 0;  /* file offset: 8 + header length + 12 floats of wte + 1 */
+    mk_st_close(r);
+    FILE *f = fopen(path, "r+b");
+    unsigned char hl[8];
+    CHECK(f && fread(hl, 8, 1, f) == 1, "header length");
+    for (int i = 0; i < 8; i++) at |= (long)hl[i] << (8 * i);
+    at += 8 + 12 * 4 + 1;  /* a byte of the second tensor (ln_f.bias) */
+    int c = f && fseek(f, at, SEEK_SET) == 0 ? fgetc(f) : EOF;
+    CHECK(c != EOF && fseek(f, at, SEEK_SET) == 0 && fputc(c ^ 0x01, f) != EOF, "flip a bit");
+    if (f) fclose(f);
+    r = mk_st_open(path);
+    CHECK(r && mk_st_read(r, "transformer.wte.weight", a, 12) == 0, "undamaged tensor still reads");
+    CHECK(r && mk_st_read(r, "transformer.ln_f.bias", b, 4) < 0 && strstr(mk_error_last(), "ln_f.bias' is damaged"),
+          "flipped bit detected: %s", mk_error_last());
+    mk_st_close(r);
+    CHECK(write_two(path, 1.0f) == 0, "rewrite");
+    f = fopen(path, "ab");
+    CHECK(f && fputc(0, f) != EOF, "append a byte");
+    if (f) fclose(f);
+    CHECK(mk_st_open(path) == NULL && strstr(mk_error_last(), "1 bytes after the last tensor"), "trailing byte: %s",
+          mk_error_last());
+    CHECK(write_two(path, 1.0f) == 0, "rewrite");
+
     /* truncation is detected */
     CHECK(truncate(path, 60) == 0, "truncate");
     r = mk_st_open(path);

@@ -12,8 +12,9 @@ extern "C" {
 #endif
 
 typedef struct mk_exec_opts {
-    mk_plan_t plan;               /* model, layout, schedule, recompute, stage bounds
-                                     (n_vstages 0: uniform, filled by mk_exec_validate) */
+    mk_plan_t plan;               /* model, layout, schedule, recompute, ZeRO stage, stage
+                                     bounds (n_vstages 0: uniform, filled by mk_exec_validate);
+                                     the one source of every plan field (a --plan file's too) */
     const mk_backend_t *be;
     int steps;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
@@ -21,14 +22,13 @@ typedef struct mk_exec_opts {
     uint64_t seed;
     const char *dump_grads;       /* testing: write full step-1 gradients here (rank 0) */
     int progress;                 /* rank 0 prints per-step lines on stderr */
-    const char *trace;
+    const char *trace;            /* Chrome trace of the last step (all ranks, written by rank 0) */
     const char *data;             /* token file (merak/data.h), or NULL: the synthetic stream */
     const char *save, *load;      /* checkpoint files (safetensors, DESIGN.md) */
     int save_interval;            /* also save every N steps (0: at the end only) */
     int eval_interval;            /* validation loss every N steps and at the end (0: never) */
     int eval_batches;             /* global batches per validation (0: up to 8) */
     int lr_decay_steps;           /* cosine horizon (0: the checkpoint's, else the run's last step) */
-    int zero;                     /* ZeRO stage (0 or 1) */            /* Chrome trace of the last step (all ranks, written by rank 0) */
 } mk_exec_opts_t;
 
 typedef struct mk_exec_result {
@@ -38,9 +38,10 @@ typedef struct mk_exec_result {
     double tokens_per_s;          /* from the median step after the first */
     double step_time;             /* that median */
     size_t *peak_mem;             /* [pp] bytes: params, grads, Adam state, activations, scratch */
-    int first_step;               /* global index of losses[0] (after --load) */
+    int64_t first_step;           /* global index of losses[0] (after --load) */
+    int load_unverified;          /* --load's file had no checksums (the CLI notes it) */
     int n_val;
-    int *val_steps;               /* [n_val] steps done when measured */
+    int64_t *val_steps;           /* [n_val] steps done when measured */
     double *val_losses;           /* [n_val] mean validation loss */
     int fail_exit;                /* train returned -1 on every rank alike: exit with this
                                      (message on rank 0 in mk_error_last()) */

@@ -6,7 +6,13 @@
  * The writer streams: names and shapes are declared first, then each
  * tensor's data is appended in declaration order (so a gather over MPI
  * needs one tensor in memory at a time).  It writes to PATH.tmp.PID and
- * renames on commit, so an existing file is never left half-written. */
+ * renames on commit, so an existing file is never left half-written.
+ *
+ * Checksums: the writer stores, for every tensor NAME, the metadata entry
+ * "crc32.NAME": 8 lowercase hex digits, zlib's crc32 of the tensor's bytes
+ * (its data_offsets range).  The reader verifies them in mk_st_read; a file
+ * without any (written by another tool) reads unverified (mk_st_checksummed
+ * says which), one with only some is refused. */
 #ifndef MERAK_SAFETENSORS_H
 #define MERAK_SAFETENSORS_H
 
@@ -41,15 +47,19 @@ int mk_st_writer_commit(mk_st_writer_t *w);
 /* Drop the temporary file; frees w. */
 void mk_st_writer_abort(mk_st_writer_t *w);
 
-/* Open and check a file (header well-formed, F32 only, offsets inside the
- * file and matching the shapes).  Returns NULL on error. */
+/* Open and check a file (header well-formed, F32 only, offsets matching the
+ * shapes and tiling the data section: no gap, overlap or trailing bytes;
+ * checksums for all tensors or none, well-formed).  Returns NULL on error. */
 mk_st_reader_t *mk_st_open(const char *path);
 void mk_st_close(mk_st_reader_t *r);
 int mk_st_count(const mk_st_reader_t *r);
 const mk_st_tensor_t *mk_st_tensor(const mk_st_reader_t *r, int i);
 const mk_st_tensor_t *mk_st_find(const mk_st_reader_t *r, const char *name);
-/* Read a tensor's data (count must equal its element count). */
+/* Read a tensor's data (count must equal its element count); with
+ * checksums, a mismatch is an error naming the tensor and the file. */
 int mk_st_read(mk_st_reader_t *r, const char *name, float *dst, size_t count);
+/* 1: every tensor has a stored checksum; 0: none (reads are unverified). */
+int mk_st_checksummed(const mk_st_reader_t *r);
 /* A __metadata__ value, or NULL. */
 const char *mk_st_meta(const mk_st_reader_t *r, const char *key);
 
