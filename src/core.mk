@@ -23,6 +23,8 @@ libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c src/jsonio.c
 noinst_HEADERS += include/merak/plan.h include/merak/partition.h include/merak/sched.h \
 	include/merak/jsonio.h
 merak_SOURCES += src/cli_plan.c
+TESTS += tests/plan-format.sh
+EXTRA_DIST += tests/plan-format.sh
 
 # Checkpoint files and token data (used by the executor).
 libmerak_a_SOURCES += src/safetensors.c src/data.c
