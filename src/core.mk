@@ -35,8 +35,8 @@ TESTS += tests/test_io tests/io-python.sh
 EXTRA_DIST += tests/io-python.sh tests/st_read.py
 
 # Reading traces: `merak trace summary|diff`.
-libmerak_a_SOURCES += src/tracefile.c
+libmerak_a_SOURCES += src/tracefile.c src/json_stream.c
 noinst_HEADERS += include/merak/tracefile.h
 merak_SOURCES += src/cli_trace.c
-TESTS += tests/cli-trace.sh
-EXTRA_DIST += tests/cli-trace.sh tests/traces/a.json tests/traces/b.json tests/traces/other.json
+TESTS += tests/cli-trace.sh tests/trace-format.sh
+EXTRA_DIST += tests/cli-trace.sh tests/trace-format.sh tests/traces/a.json tests/traces/b.json tests/traces/other.json
