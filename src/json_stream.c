@@ -5,8 +5,8 @@
  * is parsed by Jansson with the same flags as mk_json_load. */
 #include "merak/common.h"
 #include "merak/jsonio.h"
+#include "merak/readfile.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,35 +119,10 @@ static int members(mk_jstream_t *s, const char *key, mk_json_elem_fn fn, void *c
     return rc < 0 ? -1 : !found;
 }
 
-/* The whole file in memory (bytes, *n); NULL with "cannot read ...". */
-static char *read_all(const char *path, const char *what, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno)), NULL;
-    size_t cap = 1 << 20, len = 0;
-    char *buf = malloc(cap);
-    for (size_t got = 1; buf && got > 0; len += got) {
-        if (len == cap) {
-            char *b = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
-            if (!b) break;
-            buf = b, cap *= 2;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-    }
-    int err = ferror(f) ? errno : 0, short_of_memory = !buf || len == cap;
-    fclose(f);
-    if (err || short_of_memory) {
-        free(buf);
-        return mk_error_set("cannot read %s '%s': %s", what, path, err ? strerror(err) : "out of memory"), NULL;
-    }
-    *n = len;
-    return buf;
-}
-
 int mk_json_stream_array(const char *path, const char *what, const char *key, mk_json_elem_fn fn, void *ctx)
 {
     size_t n = 0;
-    char *buf = read_all(path, what, &n);
+    char *buf = mk_read_file(path, what, MK_READ_MAX_BYTES, &n);
     if (!buf) return -1;
     mk_jstream_t s = {path, buf, n, 0};
     char c = peek(&s);

@@ -1,0 +1,24 @@
+/* Reading a whole input file into memory, bounded: the data-file and trace
+ * readers share one rule for what may be read and how much. */
+#ifndef MERAK_READFILE_H
+#define MERAK_READFILE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The most any input file may hold: 16 GiB. */
+#define MK_READ_MAX_BYTES ((size_t)1 << 34)
+
+/* Read PATH (a regular file or a pipe; directories and devices such as
+ * /dev/zero are refused) of at most max bytes.  Returns a malloc'd buffer
+ * of *len bytes plus a NUL, or NULL with "cannot read WHAT 'PATH': why" or
+ * "WHAT 'PATH' is larger than N GiB (the most merak reads)". */
+char *mk_read_file(const char *path, const char *what, size_t max, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
