@@ -10,21 +10,24 @@
 
 /* Regular files and pipes only: a device (/dev/zero, /dev/urandom) never
  * ends, and a directory has no bytes. */
-static int readable_kind(FILE *f, const char *path, const char *what)
+FILE *mk_open_input(const char *path, const char *what)
 {
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) return mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return mk_error_set("cannot read %s '%s': it is a directory", what, path);
-    if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode))
-        return mk_error_set("cannot read %s '%s': not a regular file or a pipe", what, path);
-    return 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno)), NULL;
+    int bad = fstat(fileno(f), &st) != 0 ? mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno))
+              : S_ISDIR(st.st_mode) ? mk_error_set("cannot read %s '%s': it is a directory", what, path)
+              : !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)
+                  ? mk_error_set("cannot read %s '%s': not a regular file or a pipe", what, path)
+                  : 0;
+    if (bad) return fclose(f), NULL;
+    return f;
 }
 
 char *mk_read_file(const char *path, const char *what, size_t max, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno)), NULL;
-    if (readable_kind(f, path, what) < 0) return fclose(f), NULL;
+    FILE *f = mk_open_input(path, what);
+    if (!f) return NULL;
     size_t cap = 1 << 20, n = 0, got = 1;
     char *buf = malloc(cap + 1);
     while (buf && got > 0 && n <= max) {

@@ -15,12 +15,38 @@ static int run_cmp(const mk_tev_t *x, const mk_tev_t *y)
     return strcmp(x->stream, y->stream);
 }
 
-static int ev_cmp(const void *a, const void *b)
+/* Sorting event indices (4 B each) instead of the 112-B events keeps the
+ * sort's scratch memory small; ties keep file order (a stable sort, as
+ * glibc's merge sort gave before, on any libc). */
+static const mk_tev_t *sort_ev;
+
+static int idx_cmp(const void *a, const void *b)
 {
-    const mk_tev_t *x = a, *y = b;
+    int i = *(const int *)a, j = *(const int *)b;
+    const mk_tev_t *x = &sort_ev[i], *y = &sort_ev[j];
     int s = run_cmp(x, y);
     if (s) return s;
-    return x->ts < y->ts ? -1 : x->ts > y->ts;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* Sort t->ev by (pid, stream, ts, file order), permuting in place. */
+static int sort_events(mk_tracefile_t *t)
+{
+    int *idx = malloc((size_t)t->n * sizeof *idx);
+    if (!idx) return mk_error_set("out of memory");
+    for (int i = 0; i < t->n; i++) idx[i] = i;
+    sort_ev = t->ev;
+    qsort(idx, t->n, sizeof *idx, idx_cmp);
+    for (int i = 0; i < t->n; i++) { /* slot j takes event idx[j]: follow each cycle once */
+        if (idx[i] == i) continue;
+        mk_tev_t tmp = t->ev[i];
+        int j = i;
+        for (int k = idx[j]; k != i; j = k, k = idx[j]) t->ev[j] = t->ev[k], idx[j] = j;
+        t->ev[j] = tmp, idx[j] = j;
+    }
+    free(idx);
+    return 0;
 }
 
 static void kind_of(const char *name, char *kind, size_t n)
@@ -158,11 +184,11 @@ mk_tracefile_t *mk_tracefile_load(const char *path)
     int rc = mk_json_stream_array(path, "trace", "traceEvents", add_event, &L);
     if (rc > 0) rc = mk_error_set("%s: not a Chrome trace (no traceEvents array)", path);
     if (!rc && L.t->n == 0) rc = mk_error_set("%s: the trace has no complete events", path);
+    if (!rc) rc = sort_events(L.t);
     if (rc) {
         mk_tracefile_free(L.t);
         return NULL;
     }
-    qsort(L.t->ev, L.t->n, sizeof *L.t->ev, ev_cmp);
     return L.t;
 }
 

@@ -52,6 +52,31 @@ refuse noarray "traceEvents not an array" "no traceEvents array" '{"traceEvents"
 refuse scalar "an event that is not an object" "event 0 has no 'ph'" '[1]'
 expect_fail "a directory" "cannot read trace" -- "$MERAK" trace summary "$tmpdir"
 
+# the reader's 1 MiB window: numbers, literals, UTF-8 and events cut by its
+# edge parse as a whole; an error past it names its true line
+check "values across the 1 MiB window edge" "$PY" -c '
+import sys
+X = "{\"ph\":\"X\",\"name\":\"F\u00e9%d\",\"pid\":0,\"tid\":0,\"ts\":%d,\"dur\":1}"
+for k in range(1, 7):
+    for tail in ("1234567", "true", "\"\u00e9\u00e9\u00e9\""):
+        head = "{\"pad\": \"" + "x" * (2**20 - k - 17) + "\", \"n\": "
+        body = head + tail + ", \"traceEvents\": [" + ",\n".join(X % (i, i) for i in range(3000)) + "]}"
+        open("%s/edge-%d-%d.json" % (sys.argv[1], k, len(tail)), "w").write(body)
+' "$tmpdir"
+n=0; for f in "$tmpdir"/edge-*.json; do
+  "$MERAK" trace summary "$f" >"$tmpdir/out" 2>"$tmpdir/err" && grep -q "3000 events" "$tmpdir/out" || n=$((n + 1))
+done
+check "... all 18 cut points read whole" [ $n -eq 0 ]
+"$PY" -c '
+import sys
+X = "{\"ph\":\"X\",\"name\":\"F%d\",\"pid\":0,\"tid\":0,\"ts\":%d,\"dur\":1}"
+ev = [X % (i, i) for i in range(40000)]
+ev[30000] = ev[30000].replace("\"dur\":1", "\"dur\":1,,")
+open(sys.argv[1], "w").write("{\"traceEvents\": [\n" + ",\n".join(ev) + "]}\n")
+' "$tmpdir/late.json"
+expect_fail "an error 2 MB in names its line" "late.json:30002:[0-9]+: malformed JSON" -- \
+  "$MERAK" trace summary "$tmpdir/late.json"
+
 # the summary against an independent computation, on a simulator trace
 "$MERAK" sim --model gpt-tiny --cluster dgx-a100 --gbs 32 --dp 2 --pp 2 --tp 2 --schedule zb-h1 --zero 1 \
   --trace "$tmpdir/sim.json" >/dev/null

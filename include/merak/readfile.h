@@ -4,18 +4,23 @@
 #define MERAK_READFILE_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* The most any input file may hold: 16 GiB. */
+/* The most an input file read whole (mk_read_file) may hold: 16 GiB;
+ * also the largest single JSON value a streamed reader buffers. */
 #define MK_READ_MAX_BYTES ((size_t)1 << 34)
 
-/* Read PATH (a regular file or a pipe; directories and devices such as
- * /dev/zero are refused) of at most max bytes.  Returns a malloc'd buffer
- * of *len bytes plus a NUL, or NULL with "cannot read WHAT 'PATH': why" or
- * "WHAT 'PATH' is larger than N GiB (the most merak reads)". */
+/* Open PATH for reading if it is a regular file or a pipe; NULL with
+ * "cannot read WHAT 'PATH': why" (missing, a directory, a device). */
+FILE *mk_open_input(const char *path, const char *what);
+/* Read all of PATH (opened as mk_open_input does), at most max bytes.
+ * Returns a malloc'd buffer of *len bytes plus a NUL, or NULL with
+ * "cannot read WHAT 'PATH': why" or "WHAT 'PATH' is larger than N GiB
+ * (the most merak reads)". */
 char *mk_read_file(const char *path, const char *what, size_t max, size_t *len);
 
 #ifdef __cplusplus
