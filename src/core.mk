@@ -25,10 +25,13 @@ TESTS += tests/test_fileio tests/files.sh tests/files-full.sh
 EXTRA_DIST += tests/files.sh tests/files-full.sh
 
 # Plans and partitioning (shared by sim, plan and run).
-libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c src/jsonio.c
+libmerak_a_SOURCES += src/plan.c src/plan_json.c src/partition.c src/jsonio.c \
+	src/readfile.c
 noinst_HEADERS += include/merak/plan.h include/merak/partition.h include/merak/sched.h \
-	include/merak/jsonio.h
+	include/merak/jsonio.h include/merak/readfile.h
 merak_SOURCES += src/cli_plan.c
+TESTS += tests/plan-format.sh
+EXTRA_DIST += tests/plan-format.sh
 
 # Checkpoint files and token data (used by the executor).
 libmerak_a_SOURCES += src/safetensors.c src/data.c
@@ -36,11 +39,14 @@ noinst_HEADERS += include/merak/safetensors.h include/merak/data.h
 check_PROGRAMS += tests/test_io
 tests_test_io_SOURCES = tests/test_io.c tests/check.h
 TESTS += tests/test_io tests/io-python.sh
+check_PROGRAMS += tests/test_readers
+tests_test_readers_SOURCES = tests/test_readers.c tests/check.h
+TESTS += tests/test_readers
 EXTRA_DIST += tests/io-python.sh tests/st_read.py
 
 # Reading traces: `merak trace summary|diff`.
-libmerak_a_SOURCES += src/tracefile.c
+libmerak_a_SOURCES += src/tracefile.c src/json_stream.c
 noinst_HEADERS += include/merak/tracefile.h
 merak_SOURCES += src/cli_trace.c
-TESTS += tests/cli-trace.sh
-EXTRA_DIST += tests/cli-trace.sh tests/traces/a.json tests/traces/b.json tests/traces/other.json
+TESTS += tests/cli-trace.sh tests/trace-format.sh
+EXTRA_DIST += tests/cli-trace.sh tests/trace-format.sh tests/traces/a.json tests/traces/b.json tests/traces/other.json

@@ -1,9 +1,8 @@
 /* Token files (formats and batch order in data.h). */
 #include "merak/common.h"
 #include "merak/data.h"
+#include "merak/readfile.h"
 
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,34 +22,6 @@ static int has_suffix(const char *s, const char *suf)
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-static unsigned char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return mk_error_set("cannot read data file '%s': %s", path, strerror(errno)), NULL;
-    unsigned char *buf = NULL;
-    size_t cap = 0, n = 0, got;
-    do {
-        if (n == cap) {
-            unsigned char *nb = realloc(buf, cap = cap ? 2 * cap : 1 << 20);
-            if (!nb) {
-                free(buf), fclose(f);
-                return mk_error_set("out of memory reading '%s'", path), NULL;
-            }
-            buf = nb;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-    } while (got > 0);
-    int bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return mk_error_set("cannot read data file '%s'", path), NULL;
-    }
-    *len = n;
-    return buf;
-}
-
 static int32_t le32(const unsigned char *p) { return (int32_t)(p[0] | p[1] << 8 | p[2] << 16 | (uint32_t)p[3] << 24); }
 
 /* Decode the file's bytes into ids; sets d->format. */
@@ -60,6 +31,7 @@ static int decode(mk_data_t *d, const char *path, const unsigned char *b, size_t
     if (len >= 4 * LLMC_HEADER_INTS && le32(b) == LLMC_MAGIC) {
         if (le32(b + 4) != 1) return mk_error_set("%s: llm.c token file version %d (want 1)", path, le32(b + 4));
         off = 4 * LLMC_HEADER_INTS;
+        if (le32(b + 8) < 0) return mk_error_set("%s: llm.c header says %d tokens", path, le32(b + 8));
         count = (size_t)le32(b + 8);
         if (count > (len - off) / 2) return mk_error_set("%s: llm.c header says %zu tokens, file is shorter", path, count);
         d->format = "llm.c";
@@ -82,7 +54,8 @@ static int decode(mk_data_t *d, const char *path, const unsigned char *b, size_t
 mk_data_t *mk_data_open(const char *path, int vocab, int seq)
 {
     size_t len;
-    unsigned char *b = slurp(path, &len);
+    if (vocab < 1 || seq < 1) return mk_error_set("%s: vocabulary %d and sequence %d must be >= 1", path, vocab, seq), NULL;
+    unsigned char *b = (unsigned char *)mk_read_file(path, "data file", MK_READ_MAX_BYTES, &len);
     if (!b) return NULL;
     mk_data_t *d = calloc(1, sizeof *d);
     int rc = d ? decode(d, path, b, len) : mk_error_set("out of memory");
@@ -127,6 +100,6 @@ void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, i
     for (int j = 0; j < count; j++) {
         size_t w = ((size_t)k * gbs + first + j) % windows;
         const uint16_t *src = base + w * d->seq;
-        for (int t = 0; t <= d->seq; t++) out[(size_t)j * (d->seq + 1) + t] = src[t];
+        for (int t = 0; t <= d->seq; t++) out[(size_t)j * ((size_t)d->seq + 1) + t] = src[t];
     }
 }

@@ -1,12 +1,19 @@
 /* Plan files: the JSON form of mk_plan_t (documented in traces/README.md).
  * Written to a temporary file and renamed, so an existing plan is never
- * left half-written. */
+ * left half-written.  Versioned like the checkpoint metadata: the writer
+ * puts "format_version": MK_PLAN_FORMAT_VERSION first; the reader refuses
+ * other versions and unknown keys (at every level), so a misspelt field is
+ * an error instead of a default.  A file without the key is read as
+ * version 1: the releases before versioning wrote exactly version 1's
+ * fields. */
 #include "merak/jsonio.h"
 #include "merak/plan.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define MK_PLAN_FORMAT_VERSION 1
 
 static const char *family_name(mk_family_t f)
 {
@@ -35,8 +42,8 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     char rc[48];
     mk_recompute_format(&p->recompute, rc, sizeof rc);
     json_t *j = json_pack(
-        "{s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:b, s:s, s:o}",
-        "model", model_json(&p->model), "cluster", p->cluster, "dtype", mk_dtype_name(p->dtype),
+        "{s:i, s:o, s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:s, s:i, s:i, s:b, s:s, s:o}",
+        "format_version", MK_PLAN_FORMAT_VERSION, "model", model_json(&p->model), "cluster", p->cluster, "dtype", mk_dtype_name(p->dtype),
         "global_batch_size", p->gbs, "dp", p->dp, "pp", p->pp, "tp", p->tp, "vpp", p->vpp,
         "micro_batch_size", p->mbs, "micro_batches", p->m, "schedule", mk_sched_kind_name(p->schedule),
         "recompute", rc, "tp_overlap", p->tp_overlap, "zero", p->zero, "sequence_parallel", p->seqpar,
@@ -53,11 +60,27 @@ static int need_str(json_t *j, const char *what, const char *key, const char **o
     return 0;
 }
 
+/* Model keys: a custom model also names its description file. */
+static const char *const model_keys[] = {"name", "family", "num_layers", "hidden_size", "num_attention_heads",
+                                         "seq_length", "vocab_size", "ffn_hidden_size", "json_path", NULL};
+enum { MODEL_KEY_JSON_PATH = 8 };
+
+static int model_keys_check(json_t *m, const char *what, int custom)
+{
+    const char *keys[sizeof model_keys / sizeof *model_keys];
+    memcpy(keys, model_keys, sizeof keys);
+    if (!custom) keys[MODEL_KEY_JSON_PATH] = NULL;
+    char where[4200];
+    snprintf(where, sizeof where, "%s: model", what);
+    return mk_json_only_keys(m, where, keys);
+}
+
 static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
 {
     const char *name = NULL, *family = NULL;
     if (!json_is_object(m)) return mk_error_set("%s: field 'model' must be an object", what);
     if (need_str(m, what, "name", &name) < 0 || need_str(m, what, "family", &family) < 0) return -1;
+    if (model_keys_check(m, what, !strcmp(family, "custom")) < 0) return -1;
     memset(c, 0, sizeof *c);
     mk_strlcpy(c->name, name, sizeof c->name);
     if (!strcmp(family, "custom")) {
@@ -92,11 +115,43 @@ static int int_list(json_t *j, const char *what, const char *key, int n, int lo,
     return 0;
 }
 
+/* The version first (a newer file's new keys are not "unknown" but
+ * "too new"), then the keys. */
+static int plan_version_and_keys(json_t *j, const char *what)
+{
+    static const char *const keys[] = {"format_version", "model", "cluster", "dtype", "global_batch_size", "dp",
+                                       "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
+                                       "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
+                                       "stage_bounds", "checkpoint_layers", NULL};
+    json_t *v = json_object_get(j, "format_version");
+    if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
+    if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
+        return mk_error_set("%s: plan format_version %" JSON_INTEGER_FORMAT " is not supported (this merak reads "
+                            "version %d)", what, json_integer_value(v), MK_PLAN_FORMAT_VERSION);
+    return mk_json_only_keys(j, what, keys);
+}
+
+/* "micro_batches" is derived (gbs / (dp * mbs)); one that disagrees is
+ * refused rather than silently recomputed.  Indivisible batches are left to
+ * mk_plan_check, which names them. */
+static int check_micro_batches(json_t *j, const char *what, const mk_plan_t *p)
+{
+    int m = 0;
+    if (!json_object_get(j, "micro_batches")) return 0;
+    if (mk_json_int(j, what, "micro_batches", 1, &m) < 0) return -1;
+    long long per = (long long)p->dp * p->mbs; /* each <= 2^30: no overflow */
+    if (p->gbs % per == 0 && p->gbs / per != m)
+        return mk_error_set("%s: field 'micro_batches' is %d, but global_batch_size / (dp x micro_batch_size) "
+                            "= %lld", what, m, p->gbs / per);
+    return 0;
+}
+
 int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
 {
     const char *cluster = NULL, *dtype = NULL, *sched = NULL, *rc = NULL, *part = NULL;
     mk_plan_init(p);
     if (!json_is_object(j)) return mk_error_set("%s: a plan must be a JSON object", what);
+    if (plan_version_and_keys(j, what) < 0) return -1;
     if (model_from_json(json_object_get(j, "model"), what, &p->model) < 0) return -1;
     if (need_str(j, what, "cluster", &cluster) < 0 || need_str(j, what, "dtype", &dtype) < 0 ||
         need_str(j, what, "schedule", &sched) < 0 || need_str(j, what, "recompute", &rc) < 0 ||
@@ -115,7 +170,8 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
     if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||
         mk_json_int(j, what, "vpp", 1, &p->vpp) < 0 || mk_json_int(j, what, "micro_batch_size", 1, &p->mbs) < 0 ||
-        mk_json_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || mk_json_int(j, what, "zero", 0, &p->zero) < 0)
+        mk_json_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || mk_json_int(j, what, "zero", 0, &p->zero) < 0 ||
+        check_micro_batches(j, what, p) < 0)
         return -1;
     p->n_vstages = p->pp * p->vpp;
     if (p->n_vstages > MK_PLAN_MAX_VSTAGES) return mk_error_set("%s: too many virtual stages", what);

@@ -8,13 +8,45 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int ev_cmp(const void *a, const void *b)
+/* Order of (rank, stream) runs; within a run, events by start time. */
+static int run_cmp(const mk_tev_t *x, const mk_tev_t *y)
 {
-    const mk_tev_t *x = a, *y = b;
-    if (x->pid != y->pid) return x->pid - y->pid;
-    int s = strcmp(x->stream, y->stream);
+    if (x->pid != y->pid) return x->pid - y->pid; /* pids <= 2^20: no overflow */
+    return strcmp(x->stream, y->stream);
+}
+
+/* Sorting event indices (4 B each) instead of the 112-B events keeps the
+ * sort's scratch memory small; ties keep file order (a stable sort, as
+ * glibc's merge sort gave before, on any libc). */
+static const mk_tev_t *sort_ev;
+
+static int idx_cmp(const void *a, const void *b)
+{
+    int i = *(const int *)a, j = *(const int *)b;
+    const mk_tev_t *x = &sort_ev[i], *y = &sort_ev[j];
+    int s = run_cmp(x, y);
     if (s) return s;
-    return x->ts < y->ts ? -1 : x->ts > y->ts;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    return (i > j) - (i < j);
+}
+
+/* Sort t->ev by (pid, stream, ts, file order), permuting in place. */
+static int sort_events(mk_tracefile_t *t)
+{
+    int *idx = malloc((size_t)t->n * sizeof *idx);
+    if (!idx) return mk_error_set("out of memory");
+    for (int i = 0; i < t->n; i++) idx[i] = i;
+    sort_ev = t->ev;
+    qsort(idx, t->n, sizeof *idx, idx_cmp);
+    for (int i = 0; i < t->n; i++) { /* slot j takes event idx[j]: follow each cycle once */
+        if (idx[i] == i) continue;
+        mk_tev_t tmp = t->ev[i];
+        int j = i;
+        for (int k = idx[j]; k != i; j = k, k = idx[j]) t->ev[j] = t->ev[k], idx[j] = j;
+        t->ev[j] = tmp, idx[j] = j;
+    }
+    free(idx);
+    return 0;
 }
 
 static void kind_of(const char *name, char *kind, size_t n)
@@ -24,10 +56,31 @@ static void kind_of(const char *name, char *kind, size_t n)
     while (l > 0 && isdigit((unsigned char)kind[l - 1])) kind[--l] = 0;
 }
 
-static int int_arg(json_t *args, const char *k)
+/* Event fields must be sane numbers: times within 2^53 us (exact in a
+ * double, 285 years, so ts + dur and spans stay finite), counters within
+ * 2^63 bytes, stage and micro-batch ids within [-1, 2^30]. */
+#define MK_TRACE_MAX_US 9007199254740992.0
+#define MK_TRACE_MAX_COUNTER 9223372036854775808.0
+/* Complete events per trace: keeps counts in int and the event table
+ * (112 B each) within 15 GB; a 16,384-GPU simulator trace holds ~1M. */
+#define MK_TRACE_MAX_EVENTS (1 << 27)
+
+typedef struct {
+    mk_tracefile_t *t;
+    const char *path;
+    size_t ev_cap, rank_cap;
+} mk_trace_load_t;
+
+/* args[k] as an int: -1 when absent or not an integer, an error when out of range. */
+static int int_arg(const mk_trace_load_t *L, size_t i, json_t *args, const char *k, int *out)
 {
     json_t *v = args ? json_object_get(args, k) : NULL;
-    return json_is_integer(v) ? (int)json_integer_value(v) : -1;
+    *out = -1;
+    if (!json_is_integer(v)) return 0;
+    if (json_integer_value(v) < -1 || json_integer_value(v) > 1 << 30)
+        return mk_error_set("%s: event %zu: args.%s must be an integer in [-1, 2^30]", L->path, i, k);
+    *out = (int)json_integer_value(v);
+    return 0;
 }
 
 /* Stream name from tid: a string, or a number (0 compute, 1 p2p, 2 tp, 3 dp). */
@@ -40,63 +93,103 @@ static void stream_of(json_t *tid, char *out, size_t n)
     else mk_strlcpy(out, "other", n);
 }
 
-static int add_event(mk_tracefile_t *t, json_t *e, const char *path, int i)
+/* Make rank r (<= 2^20) exist: peak_mem grows geometrically. */
+static int have_rank(mk_trace_load_t *L, int r)
 {
+    mk_tracefile_t *t = L->t;
+    if (r < t->n_ranks) return 0;
+    if ((size_t)r >= L->rank_cap) {
+        size_t cap = L->rank_cap ? L->rank_cap : 64;
+        while (cap <= (size_t)r) cap *= 2;
+        double *pm = realloc(t->peak_mem, cap * sizeof *pm);
+        if (!pm) return mk_error_set("out of memory");
+        t->peak_mem = pm;
+        L->rank_cap = cap;
+    }
+    for (int k = t->n_ranks; k <= r; k++) t->peak_mem[k] = 0;
+    t->n_ranks = r + 1;
+    return 0;
+}
+
+/* A counter event: the rank's peak is its highest value. */
+static int add_counter(mk_trace_load_t *L, size_t i, json_t *args, int r)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(args, k, v) {
+        if (!json_is_number(v)) continue;
+        double x = json_number_value(v);
+        if (!(x >= 0 && x < MK_TRACE_MAX_COUNTER))
+            return mk_error_set("%s: event %zu: counter '%s' must be a number in [0, 2^63)", L->path, i, k);
+        if (x > L->t->peak_mem[r]) L->t->peak_mem[r] = x;
+    }
+    return 0;
+}
+
+static mk_tev_t *new_event(mk_trace_load_t *L)
+{
+    mk_tracefile_t *t = L->t;
+    if ((size_t)t->n == L->ev_cap) {
+        if (t->n >= MK_TRACE_MAX_EVENTS)
+            return mk_error_set("%s: more than %d complete events", L->path, MK_TRACE_MAX_EVENTS), NULL;
+        size_t cap = L->ev_cap ? 2 * L->ev_cap : 4096; /* <= 2^28 * 112 B: no overflow */
+        mk_tev_t *ev = realloc(t->ev, cap * sizeof *ev);
+        if (!ev) return mk_error_set("out of memory"), NULL;
+        t->ev = ev;
+        L->ev_cap = cap;
+    }
+    return &t->ev[t->n++];
+}
+
+static int add_event(json_t *e, size_t i, void *ctx)
+{
+    mk_trace_load_t *L = ctx;
     json_t *ph = json_object_get(e, "ph"), *pid = json_object_get(e, "pid");
-    if (!json_is_string(ph)) return mk_error_set("%s: event %d has no 'ph'", path, i);
+    if (!json_is_string(ph)) return mk_error_set("%s: event %zu has no 'ph'", L->path, i);
     const char *p = json_string_value(ph);
     if (strcmp(p, "X") && strcmp(p, "C")) return 0; /* metadata and others */
     if (!json_is_integer(pid) || json_integer_value(pid) < 0 || json_integer_value(pid) > 1 << 20)
-        return mk_error_set("%s: event %d has no integer 'pid' (global rank)", path, i);
+        return mk_error_set("%s: event %zu has no integer 'pid' (global rank)", L->path, i);
     int r = (int)json_integer_value(pid);
-    if (r + 1 > t->n_ranks) {
-        double *pm = realloc(t->peak_mem, (r + 1) * sizeof *pm);
-        if (!pm) return mk_error_set("out of memory");
-        for (int k = t->n_ranks; k <= r; k++) pm[k] = 0;
-        t->peak_mem = pm;
-        t->n_ranks = r + 1;
-    }
+    if (have_rank(L, r) < 0) return -1;
     json_t *args = json_object_get(e, "args");
-    if (!strcmp(p, "C")) {
-        const char *k;
-        json_t *v;
-        json_object_foreach(args, k, v) if (json_is_number(v) && json_number_value(v) > t->peak_mem[r])
-            t->peak_mem[r] = json_number_value(v);
-        return 0;
-    }
+    if (!strcmp(p, "C")) return add_counter(L, i, args, r);
     json_t *name = json_object_get(e, "name"), *ts = json_object_get(e, "ts"), *dur = json_object_get(e, "dur");
     if (!json_is_string(name) || !json_is_number(ts) || !json_is_number(dur))
-        return mk_error_set("%s: complete event %d needs name, ts and dur", path, i);
-    mk_tev_t *v = &t->ev[t->n++];
+        return mk_error_set("%s: complete event %zu needs name, ts and dur", L->path, i);
+    double t0 = json_number_value(ts), d = json_number_value(dur);
+    if (!(t0 >= 0 && t0 <= MK_TRACE_MAX_US && d >= 0 && d <= MK_TRACE_MAX_US))
+        return mk_error_set("%s: event %zu: 'ts' and 'dur' must lie in [0, 2^53] microseconds", L->path, i);
+    int stage, mb;
+    if (int_arg(L, i, args, "stage", &stage) < 0 || int_arg(L, i, args, "mb", &mb) < 0) return -1;
+    mk_tev_t *v = new_event(L);
+    if (!v) return -1;
     mk_strlcpy(v->name, json_string_value(name), sizeof v->name);
     kind_of(v->name, v->kind, sizeof v->kind);
     stream_of(json_object_get(e, "tid"), v->stream, sizeof v->stream);
     v->pid = r;
-    v->stage = int_arg(args, "stage");
-    v->mb = int_arg(args, "mb");
-    v->ts = json_number_value(ts);
-    v->dur = json_number_value(dur);
+    v->stage = stage;
+    v->mb = mb;
+    v->ts = t0;
+    v->dur = d;
     return 0;
 }
 
+/* Streamed (mk_json_stream_array): a large trace never exists as a JSON
+ * tree, only as its bytes and the event table. */
 mk_tracefile_t *mk_tracefile_load(const char *path)
 {
-    json_t *root = mk_json_load(path, "trace");
-    if (!root) return NULL;
-    json_t *evs = json_is_array(root) ? root : json_object_get(root, "traceEvents");
-    mk_tracefile_t *t = calloc(1, sizeof *t);
-    int rc = 0;
-    if (!json_is_array(evs)) rc = mk_error_set("%s: not a Chrome trace (no traceEvents array)", path);
-    else if (!t || !(t->ev = calloc(json_array_size(evs) + 1, sizeof *t->ev))) rc = mk_error_set("out of memory");
-    for (size_t i = 0; !rc && i < json_array_size(evs); i++) rc = add_event(t, json_array_get(evs, i), path, (int)i);
-    if (!rc && t->n == 0) rc = mk_error_set("%s: the trace has no complete events", path);
-    json_decref(root);
+    mk_trace_load_t L = {calloc(1, sizeof *L.t), path, 0, 0};
+    if (!L.t) return mk_error_set("out of memory"), NULL;
+    int rc = mk_json_stream_array(path, "trace", "traceEvents", add_event, &L);
+    if (rc > 0) rc = mk_error_set("%s: not a Chrome trace (no traceEvents array)", path);
+    if (!rc && L.t->n == 0) rc = mk_error_set("%s: the trace has no complete events", path);
+    if (!rc) rc = sort_events(L.t);
     if (rc) {
-        mk_tracefile_free(t);
+        mk_tracefile_free(L.t);
         return NULL;
     }
-    qsort(t->ev, t->n, sizeof *t->ev, ev_cmp);
-    return t;
+    return L.t;
 }
 
 void mk_tracefile_free(mk_tracefile_t *t)
@@ -117,35 +210,63 @@ static double span_us(const mk_tev_t *ev, int n)
     return n ? hi - lo : 0;
 }
 
+/* Kinds in order of first appearance with count and total; a hash of
+ * kind -> slot, so one pass over the events (sums in event order, as
+ * printed before). */
+typedef struct {
+    int first, count; /* first: index of the kind's first event */
+    double total_us;
+} mk_kind_stat_t;
+
+static unsigned kind_hash(const char *s)
+{
+    unsigned h = 2166136261u; /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    return h;
+}
+
+/* kinds: room for t->n; returns the number of kinds, -1 out of memory. */
+static int kind_stats(const mk_tracefile_t *t, mk_kind_stat_t *kinds)
+{
+    size_t cap = 64;
+    while (cap < 2 * (size_t)t->n) cap *= 2; /* load <= 1/2; t->n <= 2^27 */
+    int *slot = malloc(cap * sizeof *slot), nk = 0;
+    if (!slot) return -1;
+    memset(slot, -1, cap * sizeof *slot);
+    for (int i = 0; i < t->n; i++) {
+        size_t h = kind_hash(t->ev[i].kind) & (cap - 1);
+        while (slot[h] >= 0 && strcmp(t->ev[kinds[slot[h]].first].kind, t->ev[i].kind)) h = (h + 1) & (cap - 1);
+        if (slot[h] < 0) kinds[slot[h] = nk++] = (mk_kind_stat_t){i, 0, 0};
+        kinds[slot[h]].count++;
+        kinds[slot[h]].total_us += t->ev[i].dur;
+    }
+    free(slot);
+    return nk;
+}
+
+/* One pass: the events are sorted by rank, so each rank is one run. */
 void mk_tracefile_summary(const mk_tracefile_t *t, FILE *out)
 {
     double span = span_us(t->ev, t->n);
     fprintf(out, "trace: %d ranks, %d events, span %.3f ms\n", t->n_ranks, t->n, span / 1e3);
     fprintf(out, "  %-5s %-6s %12s %8s %12s\n", "rank", "stage", "compute ms", "idle", "peak MiB");
-    for (int r = 0; r < t->n_ranks; r++) {
+    for (int i = 0; i < t->n;) {
+        int r = t->ev[i].pid, stage = -1; /* the rank's first event with a stage */
         double busy = 0;
-        int stage = -1, any = 0;
-        for (int i = 0; i < t->n; i++)
-            if (t->ev[i].pid == r) {
-                any = 1;
-                if (!strcmp(t->ev[i].stream, "compute")) busy += t->ev[i].dur;
-                if (stage < 0) stage = t->ev[i].stage;
-            }
-        if (any)
-            fprintf(out, "  %-5d %-6d %12.3f %7.1f%% %12.1f\n", r, stage, busy / 1e3,
-                    span > 0 ? 100 * (1 - busy / span) : 0, t->peak_mem[r] / (1 << 20));
+        for (; i < t->n && t->ev[i].pid == r; i++) {
+            if (!strcmp(t->ev[i].stream, "compute")) busy += t->ev[i].dur;
+            if (stage < 0) stage = t->ev[i].stage;
+        }
+        fprintf(out, "  %-5d %-6d %12.3f %7.1f%% %12.1f\n", r, stage, busy / 1e3,
+                span > 0 ? 100 * (1 - busy / span) : 0, t->peak_mem[r] / (1 << 20));
     }
     fprintf(out, "  %-12s %8s %12s\n", "kind", "count", "total ms");
-    for (int i = 0; i < t->n; i++) {
-        int seen = 0;
-        for (int j = 0; j < i && !seen; j++) seen = !strcmp(t->ev[j].kind, t->ev[i].kind);
-        if (seen) continue;
-        int cnt = 0;
-        double tot = 0;
-        for (int j = i; j < t->n; j++)
-            if (!strcmp(t->ev[j].kind, t->ev[i].kind)) cnt++, tot += t->ev[j].dur;
-        fprintf(out, "  %-12s %8d %12.3f\n", t->ev[i].kind, cnt, tot / 1e3);
-    }
+    mk_kind_stat_t *kinds = malloc((size_t)t->n * sizeof *kinds);
+    int nk = kinds ? kind_stats(t, kinds) : -1;
+    if (nk < 0) fprintf(out, "  (out of memory for the kinds)\n");
+    for (int k = 0; k < nk; k++)
+        fprintf(out, "  %-12s %8d %12.3f\n", t->ev[kinds[k].first].kind, kinds[k].count, kinds[k].total_us / 1e3);
+    free(kinds);
 }
 
 /* Events of one (rank, stream) run: [*lo, *hi) from index i. */
@@ -242,11 +363,11 @@ int mk_tracefile_diff(const mk_tracefile_t *p, const mk_tracefile_t *m, mk_trace
     if (p->n_ranks > m->n_ranks)
         return mk_error_set("the traces have %d and %d ranks (different plans?)", p->n_ranks, m->n_ranks);
     double err = 0, mlo = INFINITY, mhi = -INFINITY;
-    for (int pi = 0; pi < p->n;) {
-        int pe = run_end(p, pi), mi = 0;
-        while (mi < m->n && (m->ev[mi].pid != p->ev[pi].pid || strcmp(m->ev[mi].stream, p->ev[pi].stream)))
-            mi = run_end(m, mi);
-        if (mi >= m->n)
+    /* both sorted by (pid, stream): one merge walk finds each run's match */
+    for (int pi = 0, mi = 0; pi < p->n;) {
+        int pe = run_end(p, pi);
+        while (mi < m->n && run_cmp(&m->ev[mi], &p->ev[pi]) < 0) mi = run_end(m, mi);
+        if (mi >= m->n || run_cmp(&m->ev[mi], &p->ev[pi]))
             return mk_error_set("rank %d stream %s is missing from the measured trace (different plans?)",
                                 p->ev[pi].pid, p->ev[pi].stream);
         if (match_run(p, pi, pe, m, mi, run_end(m, mi), d, &err, &mlo, &mhi) < 0) return -1;

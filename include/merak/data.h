@@ -7,6 +7,9 @@
  *    count) followed by little-endian uint16 ids;
  *  - a name ending in .bin, .u16 or .tok: raw little-endian uint16 ids;
  *  - anything else: each byte is a token id (text as bytes, vocab >= 256).
+ * The file is a regular file or a pipe of at most 16 GiB (MK_READ_MAX_BYTES;
+ * devices and directories are refused); an llm.c count that is negative or
+ * beyond the file is an error.
  *
  * Sequence j of global batch k (gbs sequences of seq tokens) is window
  * w = (k*gbs + j) mod W of the split, W = (tokens - 1) / seq windows of

@@ -26,6 +26,17 @@ int mk_json_bool(json_t *o, const char *what, const char *key, int *out);
 /* Fail with "WHAT: unknown field 'K'" for a key not in the NULL-ended list. */
 int mk_json_only_keys(json_t *o, const char *what, const char *const *keys);
 
+/* Stream the elements of one array: the file itself when it is an array,
+ * else the top-level object's KEY.  Each element is parsed alone and given
+ * to fn (index i from 0; borrowed, freed after fn returns; fn returns 0, or
+ * -1 to stop with its error), so memory is a read window (1 MiB, more only
+ * for a larger single value) plus one element, not the document's tree.
+ * The rest of the file is checked as mk_json_load does (same errors,
+ * duplicate keys refused); PATH is opened as mk_open_input does.  Returns
+ * 0, 1 when there is no such array (no error set), or -1. */
+typedef int (*mk_json_elem_fn)(json_t *elem, size_t i, void *ctx);
+int mk_json_stream_array(const char *path, const char *what, const char *key, mk_json_elem_fn fn, void *ctx);
+
 #ifdef __cplusplus
 }
 #endif

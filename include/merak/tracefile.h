@@ -22,7 +22,7 @@ typedef struct mk_tev {
 
 typedef struct mk_tracefile {
     int n;
-    mk_tev_t *ev;       /* sorted by (pid, ts) */
+    mk_tev_t *ev;       /* sorted by (pid, stream, ts), ties in file order */
     int n_ranks;        /* max pid + 1 */
     double *peak_mem;   /* [n_ranks] highest counter value, 0 if none */
 } mk_tracefile_t;

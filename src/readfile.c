@@ -1,0 +1,54 @@
+/* Bounded whole-file reads (see readfile.h). */
+#include "merak/common.h"
+#include "merak/readfile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Regular files and pipes only: a device (/dev/zero, /dev/urandom) never
+ * ends, and a directory has no bytes. */
+FILE *mk_open_input(const char *path, const char *what)
+{
+    struct stat st;
+    FILE *f = fopen(path, "rb");
+    if (!f) return mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno)), NULL;
+    int bad = fstat(fileno(f), &st) != 0 ? mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno))
+              : S_ISDIR(st.st_mode) ? mk_error_set("cannot read %s '%s': it is a directory", what, path)
+              : !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)
+                  ? mk_error_set("cannot read %s '%s': not a regular file or a pipe", what, path)
+                  : 0;
+    if (bad) return fclose(f), NULL;
+    return f;
+}
+
+char *mk_read_file(const char *path, const char *what, size_t max, size_t *len)
+{
+    FILE *f = mk_open_input(path, what);
+    if (!f) return NULL;
+    size_t cap = 1 << 20, n = 0, got = 1;
+    char *buf = malloc(cap + 1);
+    while (buf && got > 0 && n <= max) {
+        if (n == cap) { /* to max + 1 bytes at most, to see a file go past max; max <= SIZE_MAX / 4 */
+            size_t next = 2 * cap < max + 1 ? 2 * cap : max + 1;
+            char *b = realloc(buf, next + 1);
+            if (!b) break;
+            buf = b, cap = next;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+    }
+    int err = ferror(f) ? errno : 0, nomem = !buf || (got > 0 && n <= max);
+    fclose(f);
+    if (err || nomem || n > max) {
+        free(buf);
+        if (n > max)
+            return mk_error_set("%s '%s' is larger than %zu GiB (the most merak reads)", what, path, max >> 30), NULL;
+        return mk_error_set("cannot read %s '%s': %s", what, path, err ? strerror(err) : "out of memory"), NULL;
+    }
+    buf[n] = 0;
+    *len = n;
+    return buf;
+}

@@ -1,0 +1,65 @@
+#!/bin/sh
+# Plan files: format_version, unknown keys refused at every level, and the
+# `plan` object of `merak sim --json` / `merak plan --json` is itself a plan
+# file that `merak sim --plan` runs to the same step time.
+. "${top_srcdir:-.}/tests/lib.sh"
+PY=${PYTHON:-python3}
+M="--model gpt-tiny --cluster dgx-a100 --gbs 32"
+
+# edit SRC DST PYTHON-STATEMENT: load plan p from SRC, run the statement, write DST
+edit() {
+  "$PY" -c "import json, sys
+p = json.load(open(sys.argv[1]))
+$3
+json.dump(p, open(sys.argv[2], 'w'))" "$1" "$2"
+}
+step() { "$PY" -c "import json, sys; print(repr(json.load(open(sys.argv[1]))['step_time_s']))" "$1"; }
+
+# sim --json: the plan object carries the version and runs unchanged
+expect_ok "sim --json" $MERAK sim $M --dp 2 --pp 2 --tp 2 --schedule zb-h1 --json
+cp "$tmpdir/out" "$tmpdir/sim.json"
+edit "$tmpdir/sim.json" "$tmpdir/p.json" "p = p['plan']"
+check "plan object starts with format_version 1" "$PY" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))
+assert list(p)[0] == 'format_version' and p['format_version'] == 1, list(p)[:2]" "$tmpdir/p.json"
+expect_ok "sim --plan (from sim --json)" $MERAK sim --plan "$tmpdir/p.json" --json
+check "same step time as the sim it came from" [ "$(step "$tmpdir/sim.json")" = "$(step "$tmpdir/out")" ]
+
+# plan --json: every entry's plan object is a plan file
+expect_ok "plan --json" $MERAK plan --model gpt-tiny --cluster dgx-a100 --gpus 4 --gbs 16 --top 2 --json
+cp "$tmpdir/out" "$tmpdir/plans.json"
+edit "$tmpdir/plans.json" "$tmpdir/p0.json" "p = p['plans'][0]['plan']"
+expect_ok "sim --plan (from plan --json)" $MERAK sim --plan "$tmpdir/p0.json" --json
+check "same step time as the planner's" [ "$("$PY" -c "import json, sys
+print(repr(json.load(open(sys.argv[1]))['plans'][0]['step_time_s']))" "$tmpdir/plans.json")" = "$(step "$tmpdir/out")" ]
+
+# a file of the releases before versioning (no format_version) is version 1
+edit "$tmpdir/p.json" "$tmpdir/old.json" "del p['format_version']"
+expect_ok "plan without format_version" $MERAK sim --plan "$tmpdir/old.json" --json
+check "... reads as version 1: same step time" [ "$(step "$tmpdir/sim.json")" = "$(step "$tmpdir/out")" ]
+
+# refused: other versions, unknown keys at every level, contradictions
+edit "$tmpdir/p.json" "$tmpdir/e1.json" "p['format_version'] = 99"
+expect_fail "format_version 99" "e1.json: plan format_version 99 is not supported \(this merak reads version 1\)" -- \
+  $MERAK sim --plan "$tmpdir/e1.json"
+edit "$tmpdir/p.json" "$tmpdir/e2.json" "p['format_version'] = '1'"
+expect_fail "format_version not an integer" "field 'format_version' must be an integer" -- \
+  $MERAK sim --plan "$tmpdir/e2.json"
+edit "$tmpdir/p.json" "$tmpdir/e3.json" "p['shedule'] = 'merak'"
+expect_fail "misspelt top-level key" "e3.json: unknown field 'shedule'" -- $MERAK sim --plan "$tmpdir/e3.json"
+edit "$tmpdir/p.json" "$tmpdir/e4.json" "p['model']['hiden_size'] = 64"
+expect_fail "unknown key in model" "e4.json: model: unknown field 'hiden_size'" -- $MERAK sim --plan "$tmpdir/e4.json"
+edit "$tmpdir/p.json" "$tmpdir/e5.json" "p['model']['json_path'] = 'x.json'"
+expect_fail "json_path on a gpt model" "model: unknown field 'json_path'" -- $MERAK sim --plan "$tmpdir/e5.json"
+edit "$tmpdir/p.json" "$tmpdir/e6.json" "p['micro_batches'] = 3"
+expect_fail "micro_batches contradicting the batch" "'micro_batches' is 3, but .* = 16" -- \
+  $MERAK sim --plan "$tmpdir/e6.json"
+expect_fail "run --plan reads the same way" "unknown field 'shedule'" -- $MERAK run --plan "$tmpdir/e3.json" --steps 0
+
+# the committed plan files carry the version and load
+for f in "$top_srcdir"/experiments/merak-paper/results/gpt-1.5b-*.plan.json; do
+  check "$(basename "$f"): format_version 1" grep -q '"format_version": 1,' "$f"
+  expect_ok "$(basename "$f") loads" $MERAK sim --plan "$f"
+done
+finish
