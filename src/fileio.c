@@ -261,11 +261,18 @@ int mk_file_check_output(const char *path, const char *what)
     return 0;
 }
 
+/* The one rule for inputs: a regular file or a pipe (`--plan <(...)`); a
+ * directory has no bytes and a device (/dev/zero) may never end. */
+int mk_file_check_input_mode(unsigned mode, const char *path, const char *what)
+{
+    if (S_ISREG(mode) || S_ISFIFO(mode)) return 0;
+    return mk_error_set("cannot read %s '%s': it is a %s, not a regular file or a pipe", what, path,
+                        kind_name((mode_t)mode));
+}
+
 int mk_file_check_input(const char *path, const char *what)
 {
     struct stat st;
     if (stat(path, &st) != 0) return mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno));
-    if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode) || S_ISBLK(st.st_mode))
-        return mk_error_set("cannot read %s '%s': is a %s", what, path, kind_name(st.st_mode));
-    return 0;
+    return mk_file_check_input_mode(st.st_mode, path, what);
 }

@@ -1,5 +1,6 @@
 /* Bounded whole-file reads (see readfile.h). */
 #include "merak/common.h"
+#include "merak/fileio.h"
 #include "merak/readfile.h"
 
 #include <errno.h>
@@ -8,18 +9,14 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* Regular files and pipes only: a device (/dev/zero, /dev/urandom) never
- * ends, and a directory has no bytes. */
+/* Opened, then checked by the descriptor (the file cannot change in between). */
 FILE *mk_open_input(const char *path, const char *what)
 {
     struct stat st;
     FILE *f = fopen(path, "rb");
     if (!f) return mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno)), NULL;
     int bad = fstat(fileno(f), &st) != 0 ? mk_error_set("cannot read %s '%s': %s", what, path, strerror(errno))
-              : S_ISDIR(st.st_mode) ? mk_error_set("cannot read %s '%s': it is a directory", what, path)
-              : !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)
-                  ? mk_error_set("cannot read %s '%s': not a regular file or a pipe", what, path)
-                  : 0;
+                                         : mk_file_check_input_mode(st.st_mode, path, what);
     if (bad) return fclose(f), NULL;
     return f;
 }

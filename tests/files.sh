@@ -89,7 +89,7 @@ expect_fail "run --save and --trace the same file" "--save and --trace name the 
 
 # --- a directory given as a JSON input
 mkdir "$T/m.json"
-expect_fail "model: a directory" "cannot read model description '.*m.json': is a directory" -- \
+expect_fail "model: a directory" "cannot read model description '.*m.json': it is a directory" -- \
   "$MERAK" model --model "$T/m.json"
 expect_fail "cluster: a directory" "cannot read cluster file .*is a directory" -- sim --cluster "$T/m.json"
 expect_fail "plan file: a directory" "cannot read plan file .*is a directory" -- "$MERAK" sim --plan "$T/m.json"

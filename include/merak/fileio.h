@@ -58,10 +58,13 @@ void mk_file_abort(mk_file_out_t *o);
  * file.  0, or -1 with the message mk_file_begin would give. */
 int mk_file_check_output(const char *path, const char *what);
 
-/* Check that PATH can be read as a file: -1 with "cannot read WHAT 'PATH':
- * is a directory" (or a socket, block device; or the stat error).  Pipes
- * and character devices pass: `--plan <(...)` and /dev/stdin are inputs. */
+/* Check that PATH can be read as an input: a regular file or a pipe
+ * (`--plan <(...)`).  -1 with "cannot read WHAT 'PATH': it is a directory,
+ * not a regular file or a pipe" (or a device, socket; or the stat error):
+ * a directory has no bytes and a device such as /dev/zero never ends. */
 int mk_file_check_input(const char *path, const char *what);
+/* The same rule for a file already opened (its st_mode from fstat). */
+int mk_file_check_input_mode(unsigned mode, const char *path, const char *what);
 
 /* Install SIGINT, SIGTERM and SIGHUP handlers that remove the registered
  * temporary files, then re-raise the signal with its default action (the
