@@ -35,12 +35,12 @@
 #define MK_MAX_MICRO_BATCHES 65536 /* per replica and step: 58x the most published (1120) */
 /* A step's schedule size, pp x vpp x micro-batches: each unit is a few
  * instructions per stage in the streams and a few words in the simulator
- * (2^22 units: about 0.5 GB and a few seconds to simulate). */
-#define MK_MAX_SCHED_UNITS (1 << 22)
+ * (2^21 units: about 300 MB and 2 s to simulate a GPT-175B step here). */
+#define MK_MAX_SCHED_UNITS (1 << 21)
 /* What `merak sched` prints (text or JSON: about 5 KB of JSON per unit). */
 #define MK_MAX_SCHED_PRINT_UNITS (1 << 15)
 #define MK_MAX_TOP      1000      /* plans merak plan reports */
-#define MK_MAX_PLAN_CANDIDATES (1L << 20) /* candidates kept by the planner (~5 KB each) */
+#define MK_MAX_PLAN_CANDIDATES (1L << 16) /* candidates the planner keeps (~5 KB each: 350 MB) */
 
 /* Training (merak run). */
 #define MK_MAX_STEPS    10000000  /* 20x the longest published schedules (~500k steps) */
