@@ -40,6 +40,7 @@ typedef struct mk_args {
     const char *backend, *data, *save, *load;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
     int lr_warmup_iters, seed, eval_interval;
+    int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
     int layout_given;              /* any layout/model flag was given (for --plan checks) */
     int npos;                      /* positional arguments after the options */
     char **pos;

@@ -3,6 +3,7 @@
  * subcommand passes the groups it accepts and any other flag is rejected. */
 #include "config.h"
 #include "cli.h"
+#include "merak/limits.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -18,70 +19,82 @@ enum {
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_SEQPAR, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
-    O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL,
+    O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BASELINE, O_OUT, O_JSON, O_HELP
 };
 
+/* A flag: its value kind (I integer, R real, S string, N none), whether
+ * it is part of the model/layout a --plan file replaces, and for numbers
+ * the range [lo, max] (merak/limits.h says why each maximum). */
+enum { N = 0, S, I, R };
+
 typedef struct {
     const char *name;
-    int has_arg;
     int id;
     unsigned group;
+    int kind, layout;
+    int lo;
+    double max;
 } mk_flag_t;
 
+#define G_L (MK_OPTG_LAYOUT)
 static const mk_flag_t mk_flags[] = {
-    {"model", 1, O_MODEL, MK_OPTG_MODEL},
-    {"num-layers", 1, O_NUM_LAYERS, MK_OPTG_MODEL},
-    {"hidden-size", 1, O_HIDDEN, MK_OPTG_MODEL},
-    {"num-attention-heads", 1, O_HEADS, MK_OPTG_MODEL},
-    {"seq-length", 1, O_SEQ, MK_OPTG_MODEL},
-    {"vocab-size", 1, O_VOCAB, MK_OPTG_MODEL},
-    {"ffn-hidden-size", 1, O_FFN, MK_OPTG_MODEL},
-    {"dtype", 1, O_DTYPE, MK_OPTG_MODEL},
-    {"dp", 1, O_DP, MK_OPTG_LAYOUT},
-    {"data-parallel-size", 1, O_DP, MK_OPTG_LAYOUT},
-    {"pp", 1, O_PP, MK_OPTG_LAYOUT | MK_OPTG_SCHED},
-    {"pipeline-model-parallel-size", 1, O_PP, MK_OPTG_LAYOUT | MK_OPTG_SCHED},
-    {"tp", 1, O_TP, MK_OPTG_LAYOUT | MK_OPTG_BATCH},
-    {"tensor-model-parallel-size", 1, O_TP, MK_OPTG_LAYOUT | MK_OPTG_BATCH},
-    {"mbs", 1, O_MBS, MK_OPTG_LAYOUT | MK_OPTG_BATCH},
-    {"micro-batch-size", 1, O_MBS, MK_OPTG_LAYOUT | MK_OPTG_BATCH},
-    {"gbs", 1, O_GBS, MK_OPTG_LAYOUT | MK_OPTG_PLAN | MK_OPTG_BATCH},
-    {"global-batch-size", 1, O_GBS, MK_OPTG_LAYOUT | MK_OPTG_PLAN | MK_OPTG_BATCH},
-    {"vpp", 1, O_VPP, MK_OPTG_LAYOUT | MK_OPTG_SCHED},
-    {"num-layers-per-virtual-pipeline-stage", 1, O_VPP_LAYERS, MK_OPTG_LAYOUT},
-    {"schedule", 1, O_SCHEDULE, MK_OPTG_SCHED},
-    {"recompute", 1, O_RECOMPUTE, MK_OPTG_SCHED},
-    {"micro-batches", 1, O_MICRO_BATCHES, MK_OPTG_SCHED},
-    {"verify", 0, O_VERIFY, MK_OPTG_SCHED},
-    {"cluster", 1, O_CLUSTER, MK_OPTG_SIM | MK_OPTG_PLAN},
-    {"tp-overlap", 1, O_TP_OVERLAP, MK_OPTG_SIM},
-    {"zero", 1, O_ZERO, MK_OPTG_SIM},
-    {"sequence-parallel", 0, O_SEQPAR, MK_OPTG_SIM},
-    {"partition", 1, O_PARTITION, MK_OPTG_SIM},
-    {"plan", 1, O_PLAN, MK_OPTG_SIM},
-    {"trace", 1, O_TRACE, MK_OPTG_SIM | MK_OPTG_PLAN | MK_OPTG_RUN},
-    {"gpus", 1, O_GPUS, MK_OPTG_PLAN},
-    {"top", 1, O_TOP, MK_OPTG_PLAN},
-    {"save-plan", 1, O_SAVE_PLAN, MK_OPTG_PLAN},
-    {"baseline", 1, O_BASELINE, MK_OPTG_PLAN},
-    {"steps", 1, O_STEPS, MK_OPTG_RUN},
-    {"backend", 1, O_BACKEND, MK_OPTG_RUN},
-    {"data", 1, O_DATA, MK_OPTG_RUN},
-    {"save", 1, O_SAVE, MK_OPTG_RUN},
-    {"load", 1, O_LOAD, MK_OPTG_RUN},
-    {"lr", 1, O_LR, MK_OPTG_RUN},
-    {"min-lr", 1, O_MIN_LR, MK_OPTG_RUN},
-    {"lr-warmup-iters", 1, O_WARMUP, MK_OPTG_RUN},
-    {"weight-decay", 1, O_WD, MK_OPTG_RUN},
-    {"clip-grad", 1, O_CLIP, MK_OPTG_RUN},
-    {"adam-eps", 1, O_EPS, MK_OPTG_RUN},
-    {"seed", 1, O_SEED, MK_OPTG_RUN},
-    {"eval-interval", 1, O_EVAL_INTERVAL, MK_OPTG_RUN},
-    {"out", 1, O_OUT, MK_OPTG_OUT},
-    {"json", 0, O_JSON, MK_OPTG_JSON},
-    {"help", 0, O_HELP, ~0u},
+    {"model", O_MODEL, MK_OPTG_MODEL, S, 1, 0, 0},
+    {"num-layers", O_NUM_LAYERS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_LAYERS},
+    {"hidden-size", O_HIDDEN, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HIDDEN},
+    {"num-attention-heads", O_HEADS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEADS},
+    {"seq-length", O_SEQ, MK_OPTG_MODEL, I, 1, 1, MK_MAX_SEQ},
+    {"vocab-size", O_VOCAB, MK_OPTG_MODEL, I, 1, 1, MK_MAX_VOCAB},
+    {"ffn-hidden-size", O_FFN, MK_OPTG_MODEL, I, 1, 1, MK_MAX_FFN},
+    {"dtype", O_DTYPE, MK_OPTG_MODEL, S, 0, 0, 0},
+    {"dp", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
+    {"data-parallel-size", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
+    {"pp", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
+    {"pipeline-model-parallel-size", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
+    {"tp", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
+    {"tensor-model-parallel-size", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
+    {"mbs", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
+    {"micro-batch-size", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
+    {"gbs", O_GBS, G_L | MK_OPTG_PLAN | MK_OPTG_BATCH, I, 1, 1, MK_MAX_GBS},
+    {"global-batch-size", O_GBS, G_L | MK_OPTG_PLAN | MK_OPTG_BATCH, I, 1, 1, MK_MAX_GBS},
+    {"vpp", O_VPP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
+    {"num-layers-per-virtual-pipeline-stage", O_VPP_LAYERS, G_L, I, 1, 1, MK_MAX_LAYERS},
+    {"schedule", O_SCHEDULE, MK_OPTG_SCHED, S, 1, 0, 0},
+    {"recompute", O_RECOMPUTE, MK_OPTG_SCHED, S, 1, 0, 0},
+    {"micro-batches", O_MICRO_BATCHES, MK_OPTG_SCHED, I, 0, 1, MK_MAX_MICRO_BATCHES},
+    {"verify", O_VERIFY, MK_OPTG_SCHED, N, 0, 0, 0},
+    {"cluster", O_CLUSTER, MK_OPTG_SIM | MK_OPTG_PLAN, S, 0, 0, 0},
+    {"tp-overlap", O_TP_OVERLAP, MK_OPTG_SIM, I, 1, 0, 3},
+    {"zero", O_ZERO, MK_OPTG_SIM, I, 1, 0, 1},
+    {"sequence-parallel", O_SEQPAR, MK_OPTG_SIM, N, 1, 0, 0},
+    {"partition", O_PARTITION, MK_OPTG_SIM, S, 1, 0, 0},
+    {"plan", O_PLAN, MK_OPTG_SIM, S, 0, 0, 0},
+    {"trace", O_TRACE, MK_OPTG_SIM | MK_OPTG_PLAN | MK_OPTG_RUN, S, 0, 0, 0},
+    {"gpus", O_GPUS, MK_OPTG_PLAN, I, 0, 1, MK_MAX_GPUS},
+    {"top", O_TOP, MK_OPTG_PLAN, I, 0, 1, MK_MAX_TOP},
+    {"save-plan", O_SAVE_PLAN, MK_OPTG_PLAN, S, 0, 0, 0},
+    {"baseline", O_BASELINE, MK_OPTG_PLAN, S, 0, 0, 0},
+    {"steps", O_STEPS, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"backend", O_BACKEND, MK_OPTG_RUN, S, 0, 0, 0},
+    {"data", O_DATA, MK_OPTG_RUN, S, 0, 0, 0},
+    {"save", O_SAVE, MK_OPTG_RUN, S, 0, 0, 0},
+    {"load", O_LOAD, MK_OPTG_RUN, S, 0, 0, 0},
+    {"lr", O_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
+    {"min-lr", O_MIN_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
+    {"lr-warmup-iters", O_WARMUP, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"lr-decay-iters", O_DECAY, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"weight-decay", O_WD, MK_OPTG_RUN, R, 0, 0, MK_MAX_WEIGHT_DECAY},
+    {"clip-grad", O_CLIP, MK_OPTG_RUN, R, 0, 0, MK_MAX_CLIP_GRAD},
+    {"adam-eps", O_EPS, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_EPS},
+    {"seed", O_SEED, MK_OPTG_RUN, I, 0, 0, INT_MAX},
+    {"eval-interval", O_EVAL_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
+    {"eval-batches", O_EVAL_BATCHES, MK_OPTG_RUN, I, 0, 0, MK_MAX_EVAL_BATCHES},
+    {"save-interval", O_SAVE_INTERVAL, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"out", O_OUT, MK_OPTG_OUT, S, 0, 0, 0},
+    {"json", O_JSON, MK_OPTG_JSON, N, 0, 0, 0},
+    {"help", O_HELP, ~0u, N, 0, 0, 0},
 };
+#undef G_L
 #define MK_NFLAGS (sizeof mk_flags / sizeof mk_flags[0])
 
 int mk_cli_fail(const char *cmd, const char *fmt, ...)
@@ -95,34 +108,67 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...)
     return MK_EXIT_USAGE;
 }
 
-/* Strict integer parse: the whole string, within [lo, INT_MAX]. */
-static int parse_int(const char *cmd, const char *flag, const char *s, int lo, int *out)
+/* Strict integer parse: the whole string, within [lo, max].  Too large
+ * (including beyond 64 bits) is told apart from "not an integer". */
+static int parse_int(const char *cmd, const mk_flag_t *f, const char *s, int *out)
 {
     char *end;
     errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < lo || v > INT_MAX) {
-        if (lo > 0)
-            mk_cli_fail(cmd, "--%s must be an integer >= %d, got '%s'", flag, lo, s);
+    long long v = strtoll(s, &end, 10);
+    int whole = end != s && !*end;
+    if (whole && (v > f->max || (errno == ERANGE && v == LLONG_MAX))) {
+        mk_cli_fail(cmd, "--%s must be at most %.0f, got %s", f->name, f->max, s);
+        return -1;
+    }
+    if (!whole || errno || v < f->lo) {
+        if (f->lo > 0)
+            mk_cli_fail(cmd, "--%s must be an integer >= %d, got '%s'", f->name, f->lo, s);
         else
-            mk_cli_fail(cmd, "--%s must be a non-negative integer, got '%s'", flag, s);
+            mk_cli_fail(cmd, "--%s must be a non-negative integer, got '%s'", f->name, s);
         return -1;
     }
     *out = (int)v;
     return 0;
 }
 
-static int parse_double(const char *cmd, const char *flag, const char *s, double *out)
+/* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum. */
+static int parse_double(const char *cmd, const mk_flag_t *f, const char *s, double *out)
 {
     char *end;
-    errno = 0;
     double v = strtod(s, &end);
-    if (errno || end == s || *end || !(v >= 0.0) || v > 1e30) {
-        mk_cli_fail(cmd, "--%s must be a non-negative number, got '%s'", flag, s);
+    if (end == s || *end || !(v >= 0.0)) {
+        mk_cli_fail(cmd, "--%s must be a non-negative number, got '%s'", f->name, s);
+        return -1;
+    }
+    if (v > f->max) {
+        mk_cli_fail(cmd, "--%s must be at most %g, got %s", f->name, f->max, s);
+        return -1;
+    }
+    if (v > 0 && v < MK_MIN_POSITIVE_REAL) {
+        mk_cli_fail(cmd, "--%s %s is out of range: use 0 or a value from %g to %g", f->name, s,
+                    MK_MIN_POSITIVE_REAL, f->max);
         return -1;
     }
     *out = v;
     return 0;
+}
+
+/* Under --help: every numeric flag the subcommand takes with its range. */
+static void print_limits(unsigned groups)
+{
+    int any = 0;
+    for (size_t i = 0; i < MK_NFLAGS; i++) {
+        const mk_flag_t *f = &mk_flags[i];
+        if (!(f->group & groups) || (f->kind != I && f->kind != R) || (i && mk_flags[i - 1].id == f->id))
+            continue;
+        if (!any++) printf("\nNumeric limits (out of range: exit 2):\n");
+        char names[96];
+        int n = snprintf(names, sizeof names, "--%s", f->name);
+        for (size_t j = i + 1; j < MK_NFLAGS && mk_flags[j].id == f->id && n < (int)sizeof names; j++)
+            n += snprintf(names + n, sizeof names - n, ", --%s", mk_flags[j].name);
+        if (f->kind == I) printf("  %-44s %d to %.0f\n", names, f->lo, f->max);
+        else printf("  %-44s 0, or %g to %g\n", names, MK_MIN_POSITIVE_REAL, f->max);
+    }
 }
 
 static void args_init(mk_args_t *a, const char *cmd)
@@ -137,72 +183,101 @@ static void args_init(mk_args_t *a, const char *cmd)
     a->tp_overlap = -1;
 }
 
-/* Store one parsed flag; returns 0 or -1 (message printed). */
-static int args_store(mk_args_t *a, int id, const char *name, const char *v)
+/* Where an integer flag's value goes (NULL: not an integer flag). */
+static int *int_slot(mk_args_t *a, int id)
 {
-    const char *c = a->cmd;
     switch (id) {
-    case O_MODEL: a->model = v; a->layout_given = 1; return 0;
-    case O_NUM_LAYERS: a->layout_given = 1; return parse_int(c, name, v, 1, &a->ov.num_layers);
-    case O_HIDDEN: a->layout_given = 1; return parse_int(c, name, v, 1, &a->ov.hidden);
-    case O_HEADS: a->layout_given = 1; return parse_int(c, name, v, 1, &a->ov.heads);
-    case O_SEQ: a->layout_given = 1; return parse_int(c, name, v, 1, &a->ov.seq);
-    case O_VOCAB: a->layout_given = 1; return parse_int(c, name, v, 1, &a->ov.vocab);
-    case O_FFN: a->layout_given = 1; return parse_int(c, name, v, 1, &a->ov.ffn);
-    case O_DTYPE: a->dtype = v; return 0;
-    case O_DP: a->layout_given = 1; return parse_int(c, name, v, 1, &a->dp);
-    case O_PP: a->layout_given = 1; return parse_int(c, name, v, 1, &a->pp);
-    case O_TP: a->layout_given = 1; return parse_int(c, name, v, 1, &a->tp);
-    case O_MBS: a->layout_given = 1; return parse_int(c, name, v, 1, &a->mbs);
-    case O_GBS: a->layout_given = 1; return parse_int(c, name, v, 1, &a->gbs);
-    case O_VPP: a->layout_given = 1; return parse_int(c, name, v, 1, &a->vpp);
-    case O_VPP_LAYERS: a->layout_given = 1; return parse_int(c, name, v, 1, &a->vpp_layers);
-    case O_SCHEDULE: a->schedule = v; a->layout_given = 1; return 0;
-    case O_RECOMPUTE: a->recompute = v; a->layout_given = 1; return 0;
-    case O_MICRO_BATCHES: return parse_int(c, name, v, 1, &a->micro_batches);
-    case O_VERIFY: a->verify = 1; return 0;
-    case O_CLUSTER: a->cluster = v; return 0;
-    case O_TP_OVERLAP: a->layout_given = 1; return parse_int(c, name, v, 0, &a->tp_overlap);
-    case O_ZERO: a->layout_given = 1; return parse_int(c, name, v, 0, &a->zero);
-    case O_SEQPAR: a->seqpar = 1; a->layout_given = 1; return 0;
-    case O_PARTITION: a->partition = v; a->layout_given = 1; return 0;
-    case O_PLAN: a->plan_file = v; return 0;
-    case O_TRACE: a->trace_file = v; return 0;
-    case O_GPUS: return parse_int(c, name, v, 1, &a->gpus);
-    case O_TOP: return parse_int(c, name, v, 1, &a->top);
-    case O_SAVE_PLAN: a->save_plan = v; return 0;
-    case O_BASELINE: a->baseline = v; return 0;
-    case O_STEPS: return parse_int(c, name, v, 0, &a->steps);
-    case O_BACKEND: a->backend = v; return 0;
-    case O_DATA: a->data = v; return 0;
-    case O_SAVE: a->save = v; return 0;
-    case O_LOAD: a->load = v; return 0;
-    case O_LR: return parse_double(c, name, v, &a->lr);
-    case O_MIN_LR: return parse_double(c, name, v, &a->min_lr);
-    case O_WARMUP: return parse_int(c, name, v, 0, &a->lr_warmup_iters);
-    case O_WD: return parse_double(c, name, v, &a->weight_decay);
-    case O_CLIP: return parse_double(c, name, v, &a->clip_grad);
-    case O_EPS: return parse_double(c, name, v, &a->adam_eps);
-    case O_SEED: return parse_int(c, name, v, 0, &a->seed);
-    case O_EVAL_INTERVAL: return parse_int(c, name, v, 1, &a->eval_interval);
-    case O_OUT: a->out = v; return 0;
-    case O_JSON: a->json = 1; return 0;
+    case O_NUM_LAYERS: return &a->ov.num_layers;
+    case O_HIDDEN: return &a->ov.hidden;
+    case O_HEADS: return &a->ov.heads;
+    case O_SEQ: return &a->ov.seq;
+    case O_VOCAB: return &a->ov.vocab;
+    case O_FFN: return &a->ov.ffn;
+    case O_DP: return &a->dp;
+    case O_PP: return &a->pp;
+    case O_TP: return &a->tp;
+    case O_MBS: return &a->mbs;
+    case O_GBS: return &a->gbs;
+    case O_VPP: return &a->vpp;
+    case O_VPP_LAYERS: return &a->vpp_layers;
+    case O_MICRO_BATCHES: return &a->micro_batches;
+    case O_TP_OVERLAP: return &a->tp_overlap;
+    case O_ZERO: return &a->zero;
+    case O_GPUS: return &a->gpus;
+    case O_TOP: return &a->top;
+    case O_STEPS: return &a->steps;
+    case O_WARMUP: return &a->lr_warmup_iters;
+    case O_DECAY: return &a->lr_decay_iters;
+    case O_SEED: return &a->seed;
+    case O_EVAL_INTERVAL: return &a->eval_interval;
+    case O_EVAL_BATCHES: return &a->eval_batches;
+    case O_SAVE_INTERVAL: return &a->save_interval;
     }
-    return -1;
+    return NULL;
+}
+
+static double *real_slot(mk_args_t *a, int id)
+{
+    switch (id) {
+    case O_LR: return &a->lr;
+    case O_MIN_LR: return &a->min_lr;
+    case O_WD: return &a->weight_decay;
+    case O_CLIP: return &a->clip_grad;
+    case O_EPS: return &a->adam_eps;
+    }
+    return NULL;
+}
+
+static const char **str_slot(mk_args_t *a, int id)
+{
+    switch (id) {
+    case O_MODEL: return &a->model;
+    case O_DTYPE: return &a->dtype;
+    case O_SCHEDULE: return &a->schedule;
+    case O_RECOMPUTE: return &a->recompute;
+    case O_CLUSTER: return &a->cluster;
+    case O_PARTITION: return &a->partition;
+    case O_PLAN: return &a->plan_file;
+    case O_TRACE: return &a->trace_file;
+    case O_SAVE_PLAN: return &a->save_plan;
+    case O_BASELINE: return &a->baseline;
+    case O_BACKEND: return &a->backend;
+    case O_DATA: return &a->data;
+    case O_SAVE: return &a->save;
+    case O_LOAD: return &a->load;
+    case O_OUT: return &a->out;
+    }
+    return NULL;
+}
+
+/* Store one parsed flag; returns 0 or -1 (message printed). */
+static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
+{
+    if (f->layout) a->layout_given = 1;
+    switch (f->kind) {
+    case I: return parse_int(a->cmd, f, v, int_slot(a, f->id));
+    case R: return parse_double(a->cmd, f, v, real_slot(a, f->id));
+    case S: *str_slot(a, f->id) = v; return 0;
+    }
+    if (f->id == O_VERIFY) a->verify = 1;
+    else if (f->id == O_SEQPAR) a->seqpar = 1;
+    else if (f->id == O_JSON) a->json = 1;
+    return 0;
 }
 
 int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage)
 {
     struct option opts[MK_NFLAGS + 1];
+    const mk_flag_t *which[MK_NFLAGS];
     int n = 0;
     args_init(a, argv[0]);
     for (size_t i = 0; i < MK_NFLAGS; i++) {
         if (!(mk_flags[i].group & groups)) continue;
         opts[n].name = mk_flags[i].name;
-        opts[n].has_arg = mk_flags[i].has_arg ? required_argument : no_argument;
+        opts[n].has_arg = mk_flags[i].kind != N ? required_argument : no_argument;
         opts[n].flag = NULL;
         opts[n].val = mk_flags[i].id;
-        n++;
+        which[n++] = &mk_flags[i];
     }
     memset(&opts[n], 0, sizeof opts[n]);
     optind = 1;
@@ -213,6 +288,7 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
         if (c == -1) break;
         if (c == 'h' || c == O_HELP) {
             fputs(usage, stdout);
+            print_limits(groups);
             return 1;
         }
         if (c == '?' || c == ':') {
@@ -223,7 +299,7 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
                 mk_cli_fail(a->cmd, "unknown option '%s' (see 'merak %s --help')", bad, a->cmd);
             return -1;
         }
-        if (args_store(a, c, opts[idx].name, optarg) < 0) return -1;
+        if (args_store(a, which[idx], optarg) < 0) return -1;
     }
     a->npos = argc - optind;
     a->pos = argv + optind;

@@ -53,7 +53,8 @@ int mk_args_plan(const mk_args_t *a, const char *model_default, const char *clus
     } else if (plan_from_flags(a, model_default, cluster_default, world, dtype_default, p) < 0) {
         return -1;
     }
-    if (mk_model_check_tp(&p->model, p->tp) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    if (mk_plan_check_sizes(p) < 0 || mk_model_check_tp(&p->model, p->tp) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     mk_graph_t *g = mk_plan_graph(p);
     if (!g) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     /* partition from flags (a plan file carries its bounds); a pipeline

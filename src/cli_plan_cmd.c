@@ -233,19 +233,20 @@ static int plan_main(const mk_args_t *a, int rank, int size)
 
 int mk_cmd_plan(int argc, char **argv)
 {
-    mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_PLAN | MK_OPTG_JSON, plan_usage);
-    if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
-    if (a.npos) return mk_cli_fail("plan", "unexpected argument '%s'", a.pos[0]);
     int rank = 0, size = 1, mpi = launched_by_mpiexec();
     if (mpi) {
+        /* before parsing, so that only rank 0 prints an argument error */
         MPI_Init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
         MPI_Comm_size(MPI_COMM_WORLD, &size);
-        if (rank > 0 && !freopen("/dev/null", "w", stderr)) return MK_EXIT_USAGE; /* one message, from rank 0 */
+        if (rank > 0 && (!freopen("/dev/null", "w", stderr) || !freopen("/dev/null", "w", stdout)))
+            return MK_EXIT_USAGE;
     }
-    rc = mk_args_check_outputs(&a, mpi);
-    if (!rc) rc = plan_main(&a, rank, size);
+    mk_args_t a;
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_PLAN | MK_OPTG_JSON, plan_usage);
+    if (rc) rc = rc < 0 ? MK_EXIT_USAGE : 0; /* every rank parses alike: all stop here */
+    else if (a.npos) rc = mk_cli_fail("plan", "unexpected argument '%s'", a.pos[0]);
+    else if (!(rc = mk_args_check_outputs(&a, mpi))) rc = plan_main(&a, rank, size);
     if (mpi) {
         MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
         MPI_Finalize();

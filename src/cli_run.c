@@ -160,20 +160,9 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
 }
 
 /* Parse and validate with stderr silenced on ranks other than 0. */
-static int int_flag(const char *v, const char *flag, int *out)
-{
-    char *end;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (v && (*end || end == v || x < 0 || x > 1 << 30))
-        return mk_cli_fail("run", "%s wants a non-negative integer, got '%s'", flag, v), -1;
-    if (v) *out = (int)x;
-    return 0;
-}
-
 static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_exec_opts_t *o,
                    const char **dump)
 {
-    int save_interval = 0, decay = 0, eval_batches = 0;
     int saved = -1, rc;
     if (rank) {
         fflush(stderr);
@@ -181,13 +170,10 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
         if (!freopen("/dev/null", "w", stderr)) saved = -1;
     }
     *dump = take_flag(&argc, argv, "--dump-grads");
-    rc = int_flag(take_flag(&argc, argv, "--save-interval"), "--save-interval", &save_interval);
-    if (!rc) rc = int_flag(take_flag(&argc, argv, "--lr-decay-iters"), "--lr-decay-iters", &decay);
-    if (!rc) rc = int_flag(take_flag(&argc, argv, "--eval-batches"), "--eval-batches", &eval_batches);
-    if (!rc) rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
+    rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage);
     if (rc == 0 && fill_opts(a, world, o) != 0) rc = -1;
-    o->save_interval = save_interval, o->lr_decay_steps = decay, o->eval_batches = eval_batches;
+    o->save_interval = a->save_interval, o->lr_decay_steps = a->lr_decay_iters, o->eval_batches = a->eval_batches;
     if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
     if (rc == 0) plan_dtype_fp32(&o->plan, o->be);  /* a refused plan gets its one line only */
     if (rank && saved >= 0) {

@@ -2,6 +2,8 @@
  * an ASCII timeline under DESIGN.md's unit costs (one column per unit). */
 #include "config.h"
 #include "cli.h"
+#include "merak/checked.h"
+#include "merak/limits.h"
 #include "merak/sched.h"
 
 #include <jansson.h>
@@ -124,6 +126,12 @@ static int make_spec(const mk_args_t *a, mk_sched_spec_t *sp)
     sp->pp = a->pp;
     sp->m = a->micro_batches;
     sp->vpp = a->vpp ? a->vpp : sp->kind == MK_SCHED_INTERLEAVED ? 2 : 1;
+    /* every instruction is printed (and held as JSON): cap the output */
+    int64_t n;
+    if (MK_PROD_WITHIN(MK_MAX_SCHED_PRINT_UNITS, &n, sp->pp, sp->vpp, sp->m) < 0)
+        return mk_cli_fail("sched", "pp %d x vpp %d x %d micro-batches is more than %d (stage, chunk, "
+                           "micro-batch) units, the most merak sched prints; merak sim takes up to %d",
+                           sp->pp, sp->vpp, sp->m, MK_MAX_SCHED_PRINT_UNITS, MK_MAX_SCHED_UNITS);
     return 0;
 }
 

@@ -1,6 +1,7 @@
 /* `merak sim`: simulate one training step of a plan on a cluster. */
 #include "config.h"
 #include "cli.h"
+#include "merak/checked.h"
 #include "merak/cluster.h"
 #include "merak/sim.h"
 
@@ -80,7 +81,11 @@ int mk_cmd_sim(int argc, char **argv)
     if (mk_args_check_outputs(&a, 0)) return MK_EXIT_USAGE;
     if (a.micro_batches) {
         if (a.gbs) return mk_cli_fail("sim", "give --gbs or --micro-batches, not both");
-        a.gbs = (a.dp ? a.dp : 1) * (a.mbs ? a.mbs : 1) * a.micro_batches;
+        int64_t gbs;
+        if (MK_PROD_WITHIN(MK_MAX_GBS, &gbs, a.dp ? a.dp : 1, a.mbs ? a.mbs : 1, a.micro_batches) < 0)
+            return mk_cli_fail("sim", "dp x mbs x --micro-batches %d is a global batch above %d sequences, "
+                               "the most --gbs may be", a.micro_batches, MK_MAX_GBS);
+        a.gbs = (int)gbs;
     }
     mk_cluster_t cl;
     const char *cname = a.cluster ? a.cluster : "rtx3090-pcie";

@@ -17,6 +17,13 @@ check_PROGRAMS += tests/test_graph
 tests_test_graph_SOURCES = tests/test_graph.c tests/check.h
 TESTS += tests/test_graph tests/cli-model.sh tests/cli-errors.sh
 EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/lib.sh
+noinst_HEADERS += include/merak/limits.h include/merak/checked.h
+
+# Bounds: sizes past their maxima, and every numeric flag of every
+# subcommand swept with edge values (merak run and profile start MPI).
+TESTS += tests/bounds.sh tests/flag-sweep.sh tests/mpi-run-sweep.sh
+EXTRA_DIST += tests/bounds.sh tests/flag-sweep.sh tests/mpi-run-sweep.sh tests/sweep-lib.sh \
+	tests/models/bounds-vocab.json
 
 # Files written (fileio.c): refusals, symlinks, stale temporaries, signals, full disk.
 check_PROGRAMS += tests/test_fileio

@@ -3,10 +3,12 @@
  * synthetic data, and the testing gradient dump. */
 #include "config.h"
 #include "exec_internal.h"
+#include "merak/checked.h"
 #include "merak/data.h"
 #include "merak/fileio.h"
 #include "merak/trace.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,6 +55,27 @@ mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o)
     return s;
 }
 
+/* The biggest buffers one rank allocates, per micro-batch of N = mbs*seq
+ * tokens: attention scores 4*mbs*(heads/tp)*seq^2 bytes, logits
+ * 4*N*Vp/tp, and the step's tokens 8*m*N; each product in 64 bits
+ * against this machine's memory, so a run that cannot fit is refused
+ * before anything is allocated (and N stays an int). */
+static int exec_fits_host(const mk_plan_t *p)
+{
+    const mk_model_config_t *c = &p->model;
+    int64_t mem = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE), x;
+    int64_t vp = mk_model_padded_vocab(c, p->tp) / p->tp, hl = c->heads / p->tp;
+    if (MK_PROD_WITHIN(INT_MAX, &x, p->mbs, c->seq) < 0 ||
+        MK_PROD_WITHIN(mem, &x, 4, p->mbs, hl, c->seq, c->seq) < 0 ||
+        MK_PROD_WITHIN(mem, &x, 4, p->mbs, c->seq, vp) < 0 || MK_PROD_WITHIN(mem, &x, 8, p->m, p->mbs, c->seq) < 0) {
+        double gib = 4.0 * p->mbs * c->seq * (hl * (double)c->seq > vp ? hl * (double)c->seq : vp) / (1 << 30);
+        return mk_error_set("a micro-batch of %d sequences of %d tokens needs %.4g GiB for one buffer on a rank "
+                            "(attention scores or logits), more than this machine's %.1f GiB", p->mbs, c->seq,
+                            gib, mem / (double)(1 << 30));
+    }
+    return 0;
+}
+
 /* What the executor adds to the plan's own checks. */
 static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
 {
@@ -67,6 +90,7 @@ static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
     if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
     if (p->seqpar)
         return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
+    if (exec_fits_host(p) < 0) return -1;
     if (p->dp * p->pp * p->tp != world)
         return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", p->dp, p->pp, p->tp,
                             p->dp * p->pp * p->tp, world);

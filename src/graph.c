@@ -13,6 +13,7 @@
  * bytes (Korthikanti et al. 2022), of which 10*s*b*h is replicated over TP
  * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores. */
 #include "merak/graph.h"
+#include "merak/limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,7 +140,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
     const double dt = mk_dtype_bytes(g->opts.dtype);
     const double w = o->width, in = o->in_width;
     const int drop = g->opts.dropout;
-    o->vocab_padded = o->vocab > 0 ? (o->vocab + 128 * g->opts.tp - 1) / (128 * g->opts.tp) * (128 * g->opts.tp) : 0;
+    o->vocab_padded = o->vocab > 0 ? mk_pad_vocab(o->vocab, g->opts.tp) : 0;
     const double Vp = o->vocab_padded;
     o->out_bytes = N * w * dt;
     switch (o->kind) {
@@ -209,13 +210,32 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
     }
 }
 
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const mk_op_t *const *)a)[0]->name, ((const mk_op_t *const *)b)[0]->name);
+}
+
+/* Op names are unique (checked once, by sorting: n log n for big graphs). */
+int mk_graph_check_names(const mk_graph_t *g)
+{
+    if (g->n_ops < 2) return 0;
+    const mk_op_t **v = malloc((size_t)g->n_ops * sizeof *v);
+    if (!v) return mk_error_set("out of memory");
+    for (int i = 0; i < g->n_ops; i++) v[i] = &g->ops[i];
+    qsort(v, (size_t)g->n_ops, sizeof *v, name_cmp);
+    int rc = 0;
+    for (int i = 1; i < g->n_ops && rc == 0; i++)
+        if (!strcmp(v[i]->name, v[i - 1]->name)) rc = mk_error_set("op name '%s' is used twice", v[i]->name);
+    free(v);
+    return rc;
+}
+
 int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op)
 {
     mk_op_t o = *op;
+    if (g->n_ops >= MK_MAX_GRAPH_OPS)
+        return mk_error_set("the graph has more than %d ops (the most a model may have)", MK_MAX_GRAPH_OPS);
     if (!o.name[0]) snprintf(o.name, sizeof o.name, "op%d", g->n_ops);
-    for (int i = 0; i < g->n_ops; i++)
-        if (!strcmp(g->ops[i].name, o.name))
-            return mk_error_set("op name '%s' is used twice", o.name);
     if (op_shape(g, &o) < 0) return -1;
     op_costs(g, &o);
     mk_op_t *ops = realloc(g->ops, (g->n_ops + 1) * sizeof *ops);

@@ -8,6 +8,7 @@
  * Ops may be listed in any order; a cycle is an error. */
 #include "merak/jsonio.h"
 #include "merak/graph.h"
+#include "merak/limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,14 +27,20 @@ static int jerr(const mk_jctx_t *c, const char *where, const char *msg)
     return mk_error_set("%s: %s%s%s", c->path, where ? where : "", where ? ": " : "", msg);
 }
 
-/* Optional integer field >= lo; returns 0, or -1 on a wrong type / value. */
+/* Optional integer field in [lo, max] (max from merak/limits.h); returns
+ * 0, or -1 on a wrong type / value. */
 static int get_int(const mk_jctx_t *c, json_t *obj, const char *where, const char *key,
-                   int lo, int *out)
+                   int lo, int max, int *out)
 {
     json_t *v = json_object_get(obj, key);
     if (!v) return 0;
     char msg[160];
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > 1 << 30) {
+    if (json_is_integer(v) && json_integer_value(v) > max) {
+        snprintf(msg, sizeof msg, "field '%s' must be at most %d, got %" JSON_INTEGER_FORMAT, key, max,
+                 json_integer_value(v));
+        return jerr(c, where, msg);
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < lo) {
         snprintf(msg, sizeof msg, "field '%s' must be an integer >= %d", key, lo);
         return jerr(c, where, msg);
     }
@@ -90,8 +97,10 @@ static int op_fields(const mk_jctx_t *c, json_t *jo, const char *where, mk_op_t 
     o->bias = o->kind != MK_OPK_LM_HEAD;
     o->tied = 1;
     o->causal = 1;
-    if (get_int(c, jo, where, "out", 1, &o->width) < 0 || get_int(c, jo, where, "dim", 1, &o->width) < 0 ||
-        get_int(c, jo, where, "vocab", 1, &o->vocab) < 0 || get_int(c, jo, where, "heads", 1, &o->heads) < 0 ||
+    if (get_int(c, jo, where, "out", 1, MK_MAX_WIDTH, &o->width) < 0 ||
+        get_int(c, jo, where, "dim", 1, MK_MAX_WIDTH, &o->width) < 0 ||
+        get_int(c, jo, where, "vocab", 1, MK_MAX_VOCAB, &o->vocab) < 0 ||
+        get_int(c, jo, where, "heads", 1, MK_MAX_HEADS, &o->heads) < 0 ||
         get_bool(c, jo, where, "bias", &o->bias) < 0 || get_bool(c, jo, where, "tied", &o->tied) < 0 ||
         get_bool(c, jo, where, "causal", &o->causal) < 0)
         return -1;
@@ -268,12 +277,12 @@ static int json_open(mk_jctx_t *c, const char *path, int *num_blocks, char *name
     if (!json_object_get(c->root, "seq_length")) return jerr(c, NULL, "missing field 'seq_length'");
     c->hidden = c->heads = 1;
     *num_blocks = 0;
-    if (get_int(c, c->root, NULL, "seq_length", 1, &c->seq) < 0 ||
-        get_int(c, c->root, NULL, "vocab_size", 1, &c->vocab) < 0 ||
-        get_int(c, c->root, NULL, "hidden_size", 1, &c->hidden) < 0 ||
-        get_int(c, c->root, NULL, "num_attention_heads", 1, &c->heads) < 0 ||
-        get_int(c, c->root, NULL, "num_blocks", 0, num_blocks) < 0 ||
-        get_int(c, c->root, NULL, "input_width", 1, &c->input_width) < 0)
+    if (get_int(c, c->root, NULL, "seq_length", 1, MK_MAX_SEQ, &c->seq) < 0 ||
+        get_int(c, c->root, NULL, "vocab_size", 1, MK_MAX_VOCAB, &c->vocab) < 0 ||
+        get_int(c, c->root, NULL, "hidden_size", 1, MK_MAX_HIDDEN, &c->hidden) < 0 ||
+        get_int(c, c->root, NULL, "num_attention_heads", 1, MK_MAX_HEADS, &c->heads) < 0 ||
+        get_int(c, c->root, NULL, "num_blocks", 0, MK_MAX_LAYERS, num_blocks) < 0 ||
+        get_int(c, c->root, NULL, "input_width", 1, MK_MAX_WIDTH, &c->input_width) < 0)
         return -1;
     int bad = 0;
     json_t *blk = get_list(c, "block", &bad);

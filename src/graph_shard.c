@@ -87,15 +87,24 @@ static int is_post_op(mk_opkind_t k)
     return k == MK_OPK_DROPOUT || k == MK_OPK_GELU || k == MK_OPK_ADD || k == MK_OPK_LOSS;
 }
 
-/* Candidate cut points: after op i, one live activation. */
+/* Count +1 over cut positions [from, to) (a difference array). */
+static void live_range(int *d, int from, int to)
+{
+    if (to > from) d[from]++, d[to]--;
+}
+
+/* Candidate cut points: after op i, one live activation.  Linear in the
+ * ops: each producer adds 1 to the cuts it is live across. */
 static int *find_cuts(const mk_graph_t *g, int *ncuts)
 {
     int n = g->n_ops;
     int *last_use = malloc((n + 1) * sizeof *last_use); /* [n] = graph input */
     int *cuts = malloc((n + 1) * sizeof *cuts);
-    if (!last_use || !cuts) {
+    int *d = calloc(n + 1, sizeof *d);
+    if (!last_use || !cuts || !d) {
         free(last_use);
         free(cuts);
+        free(d);
         return NULL;
     }
     for (int i = 0; i <= n; i++) last_use[i] = -1;
@@ -106,16 +115,18 @@ static int *find_cuts(const mk_graph_t *g, int *ncuts)
         }
     /* An op without activation inputs (a position embedding) only reads
      * broadcast inputs, so it is as if computed at the start: live from
-     * there until its last reader, and no cut separates it from that. */
-    int nc = 0;
+     * there until its last reader, and no cut separates it from that.
+     * Op p is live after op i for i in [p or 0, last_use[p]). */
+    live_range(d, 0, last_use[n]);
+    for (int p = 0; p < n; p++) live_range(d, g->ops[p].n_in == 0 ? 0 : p, last_use[p]);
+    int nc = 0, live = 0;
     for (int i = 0; i < n - 1; i++) {
-        int live = last_use[n] > i;
-        for (int p = 0; p < n; p++)
-            live += (p <= i || g->ops[p].n_in == 0) && last_use[p] > i;
+        live += d[i];
         if (live == 1) cuts[nc++] = i + 1; /* a layer starts at i+1 */
     }
     cuts[nc++] = n;
     free(last_use);
+    free(d);
     *ncuts = nc;
     return cuts;
 }
@@ -205,6 +216,7 @@ static int build_layers(mk_graph_t *g)
 int mk_graph_finish(mk_graph_t *g)
 {
     if (g->n_ops < 1) return mk_error_set("model '%s' has no ops", g->cfg.name);
+    if (mk_graph_check_names(g) < 0) return -1;
     assign_tp_roles(g);
     int tied = 0;
     for (int i = 0; i < g->n_ops; i++) {

@@ -3,6 +3,7 @@
  * small; bert-large is Devlin et al. 2019 (24 layers, 1024, 16 heads). */
 #include "merak/graph.h"
 #include "merak/model.h"
+#include "merak/limits.h"
 
 #include <string.h>
 #include <strings.h>
@@ -65,18 +66,26 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->num_layers = ov->hidden = ov->heads = ov->seq = ov->vocab = ov->ffn = -1;
 }
 
+/* One model size against its range [1, max], named by its flag. */
+static int check_size(const char *flag, int v, int max)
+{
+    if (v < 1) return mk_error_set("%s must be >= 1", flag);
+    return mk_limit_check(flag, v, max);
+}
+
 int mk_model_validate(const mk_model_config_t *c)
 {
     if (c->family == MK_FAMILY_CUSTOM) {
         if (c->seq < 1) return mk_error_set("model '%s': seq_length must be >= 1", c->name);
-        return 0;
+        return mk_limit_check("--seq-length", c->seq, MK_MAX_SEQ);
     }
-    if (c->num_layers < 1) return mk_error_set("--num-layers must be >= 1");
-    if (c->hidden < 1) return mk_error_set("--hidden-size must be >= 1");
-    if (c->heads < 1) return mk_error_set("--num-attention-heads must be >= 1");
-    if (c->seq < 1) return mk_error_set("--seq-length must be >= 1");
-    if (c->vocab < 1) return mk_error_set("--vocab-size must be >= 1");
-    if (c->ffn < 1) return mk_error_set("--ffn-hidden-size must be >= 1");
+    if (check_size("--num-layers", c->num_layers, MK_MAX_LAYERS) < 0 ||
+        check_size("--hidden-size", c->hidden, MK_MAX_HIDDEN) < 0 ||
+        check_size("--num-attention-heads", c->heads, MK_MAX_HEADS) < 0 ||
+        check_size("--seq-length", c->seq, MK_MAX_SEQ) < 0 ||
+        check_size("--vocab-size", c->vocab, MK_MAX_VOCAB) < 0 ||
+        check_size("--ffn-hidden-size", c->ffn, MK_MAX_FFN) < 0)
+        return -1;
     if (c->hidden % c->heads)
         return mk_error_set("--num-attention-heads %d does not divide --hidden-size %d",
                             c->heads, c->hidden);
@@ -86,6 +95,7 @@ int mk_model_validate(const mk_model_config_t *c)
 int mk_model_check_tp(const mk_model_config_t *c, int tp)
 {
     if (tp < 1) return mk_error_set("tensor parallel size must be >= 1, got %d", tp);
+    if (mk_limit_check("tensor parallel size", tp, MK_MAX_TP) < 0) return -1;
     if (c->family == MK_FAMILY_CUSTOM) return 0;
     if (c->heads % tp)
         return mk_error_set("tensor parallel size %d does not divide the %d attention heads",
@@ -95,11 +105,13 @@ int mk_model_check_tp(const mk_model_config_t *c, int tp)
     return 0;
 }
 
-int mk_model_padded_vocab(const mk_model_config_t *c, int tp)
+int mk_pad_vocab(int vocab, int tp)
 {
-    int m = 128 * (tp > 0 ? tp : 1);
-    return (c->vocab + m - 1) / m * m;
+    int m = 128 * (tp > 0 ? tp : 1); /* <= 128 * MK_MAX_TP */
+    return (int)(((int64_t)vocab + m - 1) / m * m);
 }
+
+int mk_model_padded_vocab(const mk_model_config_t *c, int tp) { return mk_pad_vocab(c->vocab, tp); }
 
 static int is_json_path(const char *s)
 {

@@ -1,5 +1,7 @@
 /* Plans: layout checks, uniform partitioning, scheduler specs, JSON. */
 #include "merak/plan.h"
+#include "merak/checked.h"
+#include "merak/limits.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,21 +29,40 @@ static int check_bounds(const mk_plan_t *p, const mk_graph_t *g)
     return 0;
 }
 
-int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
+int mk_plan_check_sizes(mk_plan_t *p)
 {
     if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
         return mk_error_set("dp, pp, tp, vpp, mbs and gbs must all be >= 1");
-    if (mk_model_check_tp(&g->cfg, p->tp) < 0) return -1;
+    if (mk_limit_check("dp", p->dp, MK_MAX_GPUS) < 0 || mk_limit_check("pp", p->pp, MK_MAX_VSTAGES) < 0 ||
+        mk_limit_check("tp", p->tp, MK_MAX_TP) < 0 || mk_limit_check("vpp", p->vpp, MK_MAX_VSTAGES) < 0 ||
+        mk_limit_check("mbs", p->mbs, MK_MAX_MBS) < 0 || mk_limit_check("gbs", p->gbs, MK_MAX_GBS) < 0)
+        return -1;
+    int64_t n;
+    if (MK_PROD_WITHIN(MK_MAX_GPUS, &n, p->dp, p->pp, p->tp) < 0)
+        return mk_error_set("dp %d x pp %d x tp %d is more than %d GPUs, the most a plan may use", p->dp, p->pp,
+                            p->tp, MK_MAX_GPUS);
+    if (MK_PROD_WITHIN(MK_MAX_VSTAGES, &n, p->pp, p->vpp) < 0)
+        return mk_error_set("pp %d x vpp %d = %lld virtual stages; at most %d are supported", p->pp, p->vpp,
+                            (long long)n, MK_MAX_VSTAGES);
+    int64_t rep = (int64_t)p->dp * p->mbs; /* both below 2^21: no overflow */
+    if (p->gbs % rep)
+        return mk_error_set("global batch %d is not divisible by dp %d x micro-batch %d", p->gbs, p->dp, p->mbs);
+    p->m = (int)(p->gbs / rep);
+    if (p->m > MK_MAX_MICRO_BATCHES)
+        return mk_error_set("%d micro-batches per replica (gbs %d / (dp %d x mbs %d)); a step may have at most %d",
+                            p->m, p->gbs, p->dp, p->mbs, MK_MAX_MICRO_BATCHES);
+    return mk_sched_check_size(p->pp, p->vpp, p->m);
+}
+
+int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
+{
+    if (mk_plan_check_sizes(p) < 0 || mk_model_check_tp(&g->cfg, p->tp) < 0) return -1;
     int blocks = g->cfg.family == MK_FAMILY_CUSTOM ? g->n_layers : g->cfg.num_layers;
     if (p->pp > blocks)
         return mk_error_set("pipeline size %d exceeds the model's %d blocks", p->pp, blocks);
-    if (p->pp * p->vpp > MK_PLAN_MAX_VSTAGES || p->pp * p->vpp > g->n_layers)
+    if (p->pp * p->vpp > g->n_layers)
         return mk_error_set("%d virtual stages (pp %d x vpp %d) exceed the model's %d layers",
                             p->pp * p->vpp, p->pp, p->vpp, g->n_layers);
-    if (p->gbs % (p->dp * p->mbs))
-        return mk_error_set("global batch %d is not divisible by dp %d x micro-batch %d",
-                            p->gbs, p->dp, p->mbs);
-    p->m = p->gbs / (p->dp * p->mbs);
     if (p->schedule == MK_SCHED_INTERLEAVED) {
         if (p->vpp < 2) return mk_error_set("the interleaved schedule needs --vpp >= 2");
         if (p->m % p->pp)
@@ -58,8 +79,12 @@ int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
 
 int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g)
 {
-    int nv = p->n_vstages = p->pp * p->vpp;
-    if (nv < 1 || nv > MK_PLAN_MAX_VSTAGES || nv > g->n_layers)
+    int64_t n;
+    if (p->pp < 1 || p->vpp < 1 || MK_PROD_WITHIN(MK_MAX_VSTAGES, &n, p->pp, p->vpp) < 0)
+        return mk_error_set("pp %d x vpp %d virtual stages: from 1 to %d are supported", p->pp, p->vpp,
+                            MK_MAX_VSTAGES);
+    int nv = p->n_vstages = (int)n;
+    if (nv > g->n_layers)
         return mk_error_set("%d virtual stages do not fit the model's %d layers", nv, g->n_layers);
     int first = -1, last = -1, nblocks = 0;
     for (int l = 0; l < g->n_layers; l++)

@@ -134,6 +134,16 @@ static int plan_version_and_keys(json_t *j, const char *what)
 /* "micro_batches" is derived (gbs / (dp * mbs)); one that disagrees is
  * refused rather than silently recomputed.  Indivisible batches are left to
  * mk_plan_check, which names them. */
+/* Sizes and their products checked before anything multiplies them
+ * (mk_plan_check_sizes), the message naming the file. */
+static int plan_sizes(const char *what, mk_plan_t *p)
+{
+    if (mk_plan_check_sizes(p) == 0) return 0;
+    char why[512];
+    mk_strlcpy(why, mk_error_last(), sizeof why);
+    return mk_error_set("%s: %s", what, why);
+}
+
 static int check_micro_batches(json_t *j, const char *what, const mk_plan_t *p)
 {
     int m = 0;
@@ -171,9 +181,9 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||
         mk_json_int(j, what, "vpp", 1, &p->vpp) < 0 || mk_json_int(j, what, "micro_batch_size", 1, &p->mbs) < 0 ||
         mk_json_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || mk_json_int(j, what, "zero", 0, &p->zero) < 0 ||
-        check_micro_batches(j, what, p) < 0)
+        plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
-    p->n_vstages = p->pp * p->vpp;
+    p->n_vstages = p->pp * p->vpp; /* within MK_MAX_VSTAGES (plan_sizes) */
     if (p->n_vstages > MK_PLAN_MAX_VSTAGES) return mk_error_set("%s: too many virtual stages", what);
     if (int_list(j, what, "stage_bounds", p->n_vstages + 1, 0, p->bounds) < 0) return -1;
     if (json_object_get(j, "checkpoint_layers")) {

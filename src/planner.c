@@ -84,6 +84,9 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
 
 static int push(mk_search_t *S, const mk_plan_t *p, double lb)
 {
+    if (S->n >= MK_MAX_PLAN_CANDIDATES)
+        return mk_error_set("the search has more than %ld candidate plans that fit, the planner's cap; narrow it "
+                            "(--baseline, fewer GPUs)", (long)MK_MAX_PLAN_CANDIDATES);
     if (S->n == S->cap) {
         long cap = S->cap ? 2 * S->cap : 1024;
         mk_cand_t *n = realloc(S->c, cap * sizeof *n);
@@ -384,6 +387,7 @@ static int enumerate(mk_search_t *S)
     const mk_planner_opts_t *o = S->o;
     int N = o->gpus, blocks = S->model->num_layers, any_layout = 0, any_batch = 0;
     int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8, size = o->size > 0 ? o->size : 1;
+    char too_long[256] = "";
     for (int tp = 1; tp <= N && tp <= S->cl->gpus_per_node; tp++) {
         if (!divides(tp, N) || mk_model_check_tp(S->model, tp) < 0) continue;
         for (int pp = 1; pp <= N / tp && pp <= blocks; pp++) {
@@ -392,6 +396,14 @@ static int enumerate(mk_search_t *S)
             any_layout = 1;
             for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
                 if (o->gbs % (dp * mbs)) continue;
+                /* a step too long to schedule: skipped, named if all are */
+                mk_plan_t sz;
+                mk_plan_init(&sz);
+                sz.dp = dp, sz.pp = pp, sz.tp = tp, sz.mbs = mbs, sz.gbs = o->gbs;
+                if (mk_plan_check_sizes(&sz) < 0) {
+                    mk_strlcpy(too_long, mk_error_last(), sizeof too_long);
+                    continue;
+                }
                 any_batch = 1;
                 /* ranks take every size-th (layout, micro-batch): each
                  * generates, checks and simulates only its own share */
@@ -405,6 +417,9 @@ static int enumerate(mk_search_t *S)
         return mk_error_set("no (dp, pp, tp) layout of %d GPUs suits the model (tp must divide the %d heads "
                             "and fit a node of %d GPUs, pp at most %d blocks)",
                             N, S->model->heads, S->cl->gpus_per_node, blocks);
+    if (!any_batch && too_long[0])
+        return mk_error_set("global batch %d: every layout of %d GPUs that divides it has too long a step (%s)",
+                            o->gbs, N, too_long);
     if (!any_batch)
         return mk_error_set("global batch %d cannot be divided among the data-parallel replicas of any "
                             "layout of %d GPUs", o->gbs, N);
@@ -433,7 +448,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
 {
     const mk_planner_opts_t *o = S->o;
     int top = o->top > 0 ? o->top : 5;
-    qsort(S->c, S->n, sizeof *S->c, cand_cmp);
+    if (S->n > 1) qsort(S->c, S->n, sizeof *S->c, cand_cmp); /* S->c is NULL when nothing fits */
     mk_planner_entry_t e;
     for (long i = 0; i < S->n; i++) {
         if (o->progress && i % 64 == 0) o->progress(o->progress_ctx, i, S->n);
@@ -522,6 +537,9 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     mk_search_t S = {.model = m, .cl = c, .o = o, .r = r};
     mk_sim_opts_init(&S.so);
     if (o->gpus < 1 || o->gbs < 1) return mk_error_set("--gpus and --gbs must be >= 1");
+    if (mk_limit_check("--gpus", o->gpus, MK_MAX_GPUS) < 0 || mk_limit_check("--gbs", o->gbs, MK_MAX_GBS) < 0 ||
+        mk_limit_check("--top", top, MK_MAX_TOP) < 0)
+        return -1;
     if (c->max_nodes > 0 && o->gpus > c->max_nodes * c->gpus_per_node)
         return mk_error_set("%d GPUs exceed cluster '%s' (%d nodes of %d)", o->gpus, c->name, c->max_nodes,
                             c->gpus_per_node);

@@ -4,6 +4,8 @@
  * from one generator per schedule (sched_<name>.c). */
 #include "config.h"
 #include "sched_internal.h"
+#include "merak/checked.h"
+#include "merak/limits.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,15 @@ int mk_sched_emit(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk)
     return rc ? -1 : 0;
 }
 
+int mk_sched_check_size(int pp, int vpp, int m)
+{
+    int64_t n;
+    if (MK_PROD_WITHIN(MK_MAX_SCHED_UNITS, &n, pp, vpp, m) < 0)
+        return mk_error_set("a step of pp %d x vpp %d x %d micro-batches is more than %d (stage, chunk, "
+                            "micro-batch) units, the most a schedule may have", pp, vpp, m, MK_MAX_SCHED_UNITS);
+    return 0;
+}
+
 static int check_spec(const mk_sched_spec_t *sp, int vpp)
 {
     if (sp->kind < 0 || sp->kind >= MK_SCHED_COUNT)
@@ -96,6 +107,7 @@ static int check_spec(const mk_sched_spec_t *sp, int vpp)
     if (sp->pp < 1) return mk_error_set("pipeline stages must be >= 1, got %d", sp->pp);
     if (sp->m < 1) return mk_error_set("micro-batches must be >= 1, got %d", sp->m);
     if (vpp < 1) return mk_error_set("vpp must be >= 1, got %d", vpp);
+    if (mk_sched_check_size(sp->pp, vpp, sp->m) < 0) return -1;
     if (vpp > 1 && sp->kind != MK_SCHED_INTERLEAVED)
         return mk_error_set("vpp %d needs the interleaved schedule (got %s)", vpp,
                             mk_sched_kind_name(sp->kind));

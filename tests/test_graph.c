@@ -1,7 +1,9 @@
 /* The proxy graph against DESIGN.md's closed forms (Megatron-LM and
  * Korthikanti et al.), vocabulary padding, TP roles and sharding. */
 #include "check.h"
+#include "merak/checked.h"
 #include "merak/graph.h"
+#include "merak/limits.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -178,6 +180,29 @@ static void test_json_matches_builder(const char *srcdir)
     mk_graph_free(j);
 }
 
+/* The checked size arithmetic every product of user sizes goes through. */
+static void test_checked(void)
+{
+    int64_t x;
+    CHECK(mk_mul_i64(65536, 65536, &x) == 0 && x == 4294967296LL, "65536^2 in 64 bits: %lld", (long long)x);
+    CHECK(mk_mul_i64(INT64_MAX / 2 + 1, 2, &x) < 0, "2^63 overflows");
+    CHECK(mk_add_i64(INT64_MAX, 1, &x) < 0, "INT64_MAX + 1 overflows");
+    CHECK(MK_PROD_WITHIN(100, &x, 2, 5, 10) == 0 && x == 100, "2*5*10 within 100: %lld", (long long)x);
+    CHECK(MK_PROD_WITHIN(99, &x, 2, 5, 10) < 0 && x == 100, "2*5*10 above 99, reported %lld", (long long)x);
+    CHECK(MK_PROD_WITHIN(INT64_MAX, &x, 1LL << 40, 1LL << 40) < 0 && x == INT64_MAX, "2^80 overflows");
+    /* a 2050-layer model at the vocabulary and width maxima still builds */
+    mk_model_config_t c;
+    mk_model_preset("gpt-tiny", &c);
+    c.num_layers = MK_MAX_LAYERS, c.hidden = MK_MAX_HIDDEN, c.ffn = MK_MAX_FFN, c.vocab = MK_MAX_VOCAB;
+    c.seq = MK_MAX_SEQ;
+    CHECK(mk_model_validate(&c) == 0, "maxima are valid: %s", mk_error_last());
+    CHECK(mk_pad_vocab(MK_MAX_VOCAB - 1, MK_MAX_TP) == MK_MAX_VOCAB, "padded vocabulary %d",
+          mk_pad_vocab(MK_MAX_VOCAB - 1, MK_MAX_TP));
+    c.hidden++;
+    CHECK(mk_model_validate(&c) < 0 && strstr(mk_error_last(), "at most"), "hidden above the maximum: %s",
+          mk_error_last());
+}
+
 int main(void)
 {
     const char *srcdir = getenv("top_srcdir");
@@ -186,6 +211,7 @@ int main(void)
     test_activations();
     test_padding_and_roles();
     test_sharding();
+    test_checked();
     test_json_matches_builder(srcdir);
     CHECK_DONE();
 }

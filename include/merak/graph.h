@@ -139,6 +139,7 @@ const char *mk_tp_role_name(mk_tp_role_t r);
 /* Internal to the graph module: append an op, derive costs, shard. */
 int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op);
 int mk_graph_finish(mk_graph_t *g);
+int mk_graph_check_names(const mk_graph_t *g);
 mk_graph_t *mk_graph_new(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
 mk_graph_t *mk_graph_load_json(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
 

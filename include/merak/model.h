@@ -48,13 +48,16 @@ int mk_model_resolve(const char *model, const mk_model_overrides_t *ov,
                      mk_model_config_t *cfg);
 void mk_model_overrides_init(mk_model_overrides_t *ov);
 
-/* Positive sizes, heads dividing hidden.  Returns 0 or -1. */
+/* Sizes from 1 to their maxima (merak/limits.h), heads dividing hidden.
+ * Returns 0 or -1. */
 int mk_model_validate(const mk_model_config_t *cfg);
 /* Check that tensor parallelism t fits the model (t divides the heads). */
 int mk_model_check_tp(const mk_model_config_t *cfg, int tp);
 
 /* Vocabulary padded for computation to a multiple of 128*tp (Megatron). */
 int mk_model_padded_vocab(const mk_model_config_t *cfg, int tp);
+/* The same for any vocabulary (an op of a JSON model). */
+int mk_pad_vocab(int vocab, int tp);
 
 /* dtype names: "fp32", "fp16", "bf16".  Returns 0 or -1. */
 int mk_dtype_parse(const char *s, mk_dtype_t *out);

@@ -11,6 +11,7 @@
 #define MERAK_PLAN_H
 
 #include "merak/graph.h"
+#include "merak/limits.h"
 #include "merak/sched.h"
 
 #include <jansson.h>
@@ -19,7 +20,7 @@
 extern "C" {
 #endif
 
-#define MK_PLAN_MAX_VSTAGES 512
+#define MK_PLAN_MAX_VSTAGES MK_MAX_VSTAGES
 
 typedef struct mk_plan {
     mk_model_config_t model;
@@ -44,11 +45,18 @@ typedef struct mk_plan {
 /* Defaults: dp=pp=tp=vpp=1, mbs=1, 1f1b, full recompute, uniform. */
 void mk_plan_init(mk_plan_t *p);
 
-/* Check the layout against the model: sizes >= 1, tp divides the heads,
+/* Check the layout against the model: sizes from 1 to their maxima
+ * (merak/limits.h, products in 64 bits), tp divides the heads,
  * pp (times vpp) not above the blocks, gbs divisible by dp*mbs, interleaved
  * with m a multiple of pp and vpp >= 2, bounds covering the graph's layers
  * in order with no empty stage.  Fills p->m.  Returns 0 or -1. */
 int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
+/* The part of mk_plan_check that needs no graph: each size against its
+ * maximum (merak/limits.h), then the products in 64 bits: GPUs dp*pp*tp,
+ * virtual stages pp*vpp, a replica's batch dp*mbs, micro-batches m and
+ * the schedule's pp*vpp*m (mk_sched_check_size).  Fills p->m.  Call it
+ * before multiplying any of them (plan readers, the CLI). */
+int mk_plan_check_sizes(mk_plan_t *p);
 
 /* Stage bounds by blocks: each virtual stage gets an equal share of the
  * transformer blocks (extra blocks to the stages after the first), the

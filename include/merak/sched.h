@@ -154,6 +154,11 @@ const char *mk_sched_kind_name(mk_sched_kind_t k);
 int mk_recompute_parse(const char *s, mk_recompute_t *out);
 const char *mk_instr_op_name(mk_instr_op_t op);
 
+/* A step of pp stages x vpp chunks x m micro-batches is within
+ * MK_MAX_SCHED_UNITS (merak/limits.h): checked in 64 bits before anything
+ * is built.  Returns 0 or -1 naming the cap. */
+int mk_sched_check_size(int pp, int vpp, int m);
+
 /* Build the streams.  Returns NULL on a bad spec (p or m < 1, interleaved
  * with m not a multiple of p, ...) with mk_error_last() naming it. */
 mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec);

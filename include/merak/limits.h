@@ -1,0 +1,63 @@
+/* The maximum of every user-facing number, in one table shared by the
+ * command line (src/cli_args.c prints them under --help and refuses what
+ * is above), the model and plan checks and the JSON readers, so a file
+ * gets the same limits as a flag.
+ *
+ * Each maximum admits every configuration of the published runs the
+ * simulator is validated on (shared/published-runs: up to 3072 GPUs,
+ * hidden 25,600, 128 blocks, tp 16, pp 64, mbs 64, gbs 3072, 1120
+ * micro-batches per replica) scaled to 100,000 GPUs with sequences of
+ * 131072 tokens, a 250,680-token vocabulary, vpp 20 and thousands of
+ * micro-batches, and refuses what cannot be a real run (a step of 2^31
+ * micro-batches, a micro-batch of 2^30 sequences).  All of them fit in an
+ * int; products of them are computed with merak/checked.h. */
+#ifndef MERAK_LIMITS_H
+#define MERAK_LIMITS_H
+
+#include "merak/common.h"
+
+/* Model sizes (flags, presets, model and plan files). */
+#define MK_MAX_LAYERS   1024      /* blocks: 8x the deepest published (128) */
+#define MK_MAX_HIDDEN   131072    /* 5x the widest published (25,600) */
+#define MK_MAX_HEADS    16384     /* 100x the most published (160) */
+#define MK_MAX_SEQ      1048576   /* 8x a 131072-token context */
+#define MK_MAX_VOCAB    4194304   /* 16x a 250,680-token vocabulary */
+#define MK_MAX_FFN      (4 * MK_MAX_HIDDEN) /* the default 4h of the widest model */
+#define MK_MAX_WIDTH    MK_MAX_FFN /* any op width of a JSON model */
+#define MK_MAX_GRAPH_OPS 32768    /* ops of one graph: 1024 GPT blocks have 16,384 */
+
+/* Layout and batch (flags and plan files). */
+#define MK_MAX_GPUS     1048576   /* 10x 100,000 GPUs; also dp and dp*pp*tp */
+#define MK_MAX_TP       1024      /* 64x the widest published (16); must divide the heads */
+#define MK_MAX_VSTAGES  512       /* pp x vpp: virtual pipeline stages (plan arrays) */
+#define MK_MAX_MBS      65536     /* 1000x the largest published micro-batch (64) */
+#define MK_MAX_GBS      268435456 /* 2^28 sequences: 100,000 replicas x 2,684 micro-batches */
+#define MK_MAX_MICRO_BATCHES 65536 /* per replica and step: 58x the most published (1120) */
+/* A step's schedule size, pp x vpp x micro-batches: each unit is a few
+ * instructions per stage in the streams and a few words in the simulator
+ * (2^21 units: about 300 MB and 2 s to simulate a GPT-175B step here). */
+#define MK_MAX_SCHED_UNITS (1 << 21)
+/* What `merak sched` prints (text or JSON: about 5 KB of JSON per unit). */
+#define MK_MAX_SCHED_PRINT_UNITS (1 << 15)
+#define MK_MAX_TOP      1000      /* plans merak plan reports */
+#define MK_MAX_PLAN_CANDIDATES (1L << 16) /* candidates the planner keeps (~5 KB each: 350 MB) */
+
+/* Training (merak run). */
+#define MK_MAX_STEPS    10000000  /* 20x the longest published schedules (~500k steps) */
+#define MK_MAX_EVAL_BATCHES 100000
+/* Real-valued hyperparameters: 0, or from MK_MIN_POSITIVE_REAL (the
+ * executor computes in fp32, whose normal range ends near 1e-38) to the
+ * flag's maximum. */
+#define MK_MIN_POSITIVE_REAL 1e-30
+#define MK_MAX_LR       10.0      /* learning rates (--lr, --min-lr) */
+#define MK_MAX_WEIGHT_DECAY 10.0
+#define MK_MAX_CLIP_GRAD 1e6
+#define MK_MAX_ADAM_EPS 1.0
+
+/* Record "WHAT must be at most MAX, got V" when v > max; returns 0 or -1. */
+static inline int mk_limit_check(const char *what, long long v, long long max)
+{
+    return v > max ? mk_error_set("%s must be at most %lld, got %lld", what, max, v) : 0;
+}
+
+#endif
