@@ -62,6 +62,7 @@ void mk_graph_free(mk_graph_t *g)
     if (!g) return;
     free(g->ops);
     free(g->layers);
+    free(g->name_slot);
     free(g);
 }
 
@@ -209,13 +210,47 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
     }
 }
 
+/* FNV-1a over the name, reduced to a slot of a table of cap slots. */
+static int name_home(const char *name, int cap)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++) h = (h ^ *c) * 16777619u;
+    return (int)(h & (uint32_t)(cap - 1));
+}
+
+/* The slot holding name, or the empty slot where it would go. */
+static int name_slot(const mk_graph_t *g, const char *name)
+{
+    int s = name_home(name, g->name_cap);
+    while (g->name_slot[s] && strcmp(g->ops[g->name_slot[s] - 1].name, name)) s = (s + 1) & (g->name_cap - 1);
+    return s;
+}
+
+int mk_graph_find_op(const mk_graph_t *g, const char *name)
+{
+    return g->name_cap ? g->name_slot[name_slot(g, name)] - 1 : -1;
+}
+
+/* Room for one more name: the table stays under half full. */
+static int name_reserve(mk_graph_t *g)
+{
+    if (2 * (g->n_ops + 1) < g->name_cap) return 0;
+    int cap = g->name_cap ? 2 * g->name_cap : 64;
+    int *slot = calloc((size_t)cap, sizeof *slot);
+    if (!slot) return mk_error_set("out of memory");
+    free(g->name_slot);
+    g->name_slot = slot;
+    g->name_cap = cap;
+    for (int i = 0; i < g->n_ops; i++) g->name_slot[name_slot(g, g->ops[i].name)] = i + 1;
+    return 0;
+}
+
 int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op)
 {
     mk_op_t o = *op;
     if (!o.name[0]) snprintf(o.name, sizeof o.name, "op%d", g->n_ops);
-    for (int i = 0; i < g->n_ops; i++)
-        if (!strcmp(g->ops[i].name, o.name))
-            return mk_error_set("op name '%s' is used twice", o.name);
+    if (name_reserve(g) < 0) return -1;
+    if (mk_graph_find_op(g, o.name) >= 0) return mk_error_set("op name '%s' is used twice", o.name);
     if (op_shape(g, &o) < 0) return -1;
     op_costs(g, &o);
     /* capacity doubles at each power of two, so n ops cost O(n) copying
@@ -225,6 +260,7 @@ int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op)
         if (!ops) return mk_error_set("out of memory");
         g->ops = ops;
     }
-    g->ops[g->n_ops++] = o;
+    g->ops[g->n_ops] = o;
+    g->name_slot[name_slot(g, o.name)] = ++g->n_ops;
     return 0;
 }

@@ -13,6 +13,8 @@
 
 /* What the reader returned for the last input: 0 accepted, -1 rejected. */
 extern int mk_fuzz_rc;
+/* Where a harness puts figures that need computing, not checking. */
+extern volatile double mk_fuzz_sink;
 
 /* The per-process scratch folder (created on first use, removed at exit). */
 const char *mk_fuzz_dir(void);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 int mk_fuzz_rc;
+volatile double mk_fuzz_sink;
 static char scratch[4096];
 
 void mk_fuzz_cleanup(void)
