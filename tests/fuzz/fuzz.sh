@@ -80,11 +80,12 @@ found=0
 for r in $bins; do
   dict=
   case $r in model|cluster|plan|trace) dict="-dict=$src/tests/fuzz/json.dict" ;; esac
-  mkdir -p "$FUZZ_WORK/$r" "$FUZZ_WORK/$r-artifacts"
+  # scratch files of a crashed job (tests/fuzz/fuzz_common.c) stay here, not in /tmp
+  mkdir -p "$FUZZ_WORK/$r" "$FUZZ_WORK/$r-artifacts" "$FUZZ_WORK/tmp"
   before=$(ls "$FUZZ_WORK/$r-artifacts" | wc -l)
   echo "make fuzz: $r for $FUZZ_SECONDS s (log: $FUZZ_WORK/$r.log)"
   # shellcheck disable=SC2086
-  ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
+  TMPDIR="$FUZZ_WORK/tmp" ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}" \
   "$FUZZ_BUILD/fuzz-$r" -fork=1 -ignore_crashes=1 -ignore_timeouts=1 -ignore_ooms=1 \
     -max_total_time="$FUZZ_SECONDS" -max_len="$FUZZ_MAX_LEN" -rss_limit_mb="$FUZZ_RSS_MB" \
     -timeout="$FUZZ_TIMEOUT" -artifact_prefix="$FUZZ_WORK/$r-artifacts/" $dict \
