@@ -41,8 +41,8 @@ TESTS += tests/plan-format.sh
 EXTRA_DIST += tests/plan-format.sh
 
 # Checkpoint files and token data (used by the executor).
-libmerak_a_SOURCES += src/safetensors.c src/data.c
-noinst_HEADERS += include/merak/safetensors.h include/merak/data.h
+libmerak_a_SOURCES += src/safetensors.c src/ckpt_meta.c src/data.c
+noinst_HEADERS += include/merak/safetensors.h include/merak/ckpt.h include/merak/data.h
 check_PROGRAMS += tests/test_io
 tests_test_io_SOURCES = tests/test_io.c tests/check.h
 TESTS += tests/test_io tests/io-python.sh

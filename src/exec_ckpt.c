@@ -16,6 +16,7 @@
  * stops all ranks together with one message. */
 #include "config.h"
 #include "exec_internal.h"
+#include "merak/ckpt.h"
 #include "merak/safetensors.h"
 
 #include <errno.h>
@@ -25,7 +26,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CKPT_FORMAT "1"
 static const char *const kind_prefix[3] = {"", "optim.m.", "optim.v."};
 
 /* Canonical tensors: all but the head's tied copy (which comes last). */
@@ -145,13 +145,6 @@ static void config_json(const mk_model_config_t *c, char *buf, size_t n)
              "\"vocab_size\":%d,\"n_inner\":%d}", c->num_layers, c->hidden, c->heads, c->seq, c->vocab, c->ffn);
 }
 
-/* The integer metadata, one table for save and load: each a decimal
- * string in [0, max].  The first three are mk_exec_load's meta[]; the seed
- * is recorded for the record (the run's --seed drives the data). */
-enum { META_STEP, META_DATA_POS, META_DECAY, META_SEED, N_META };
-static const struct { const char *key; uint64_t max; } meta_field[N_META] = {
-    {"step", INT64_MAX}, {"data_position", INT64_MAX}, {"lr_decay_steps", INT64_MAX}, {"seed", UINT64_MAX}};
-
 /* Rank 0: one header of the file at path (metadata and tensor table). */
 static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
 {
@@ -161,16 +154,16 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     if (!tab) return mk_error_set("out of memory"), NULL;
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
-    char cfg[512], num[N_META][32];
+    char cfg[512], num[MK_CKPT_N_META][32];
     config_json(&e->o->plan.model, cfg, sizeof cfg);
-    uint64_t v[N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
-    const char *keys[N_META + 3] = {"format", "format_version", "config"};
-    const char *vals[N_META + 3] = {"merak", CKPT_FORMAT, cfg};
-    for (int i = 0; i < N_META; i++) {
+    uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
+    const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
+    const char *vals[MK_CKPT_N_META + 3] = {"merak", MK_CKPT_FORMAT, cfg};
+    for (int i = 0; i < MK_CKPT_N_META; i++) {
         snprintf(num[i], sizeof num[i], "%llu", (unsigned long long)v[i]);
-        keys[3 + i] = meta_field[i].key, vals[3 + i] = num[i];
+        keys[3 + i] = mk_ckpt_meta_key(i), vals[3 + i] = num[i];
     }
-    mk_st_writer_t *w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, N_META + 3);
+    mk_st_writer_t *w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, MK_CKPT_N_META + 3);
     free(tab);
     return w;
 }
@@ -241,25 +234,6 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
     return rc;
 }
 
-/* Metadata field i of meta_field: digits only, no sign, within its range. */
-static int meta_u64(const mk_st_reader_t *r, const char *path, int i, uint64_t *v)
-{
-    const char *s = mk_st_meta(r, meta_field[i].key);
-    if (!s) return mk_error_set("%s: no '%s' in the checkpoint's metadata", path, meta_field[i].key);
-    char *end = NULL, shown[48];
-    errno = 0;
-    unsigned long long x = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
-    if (end && !*end && errno == 0 && x <= meta_field[i].max) {
-        *v = x;
-        return 0;
-    }
-    size_t k = 0;  /* the value as given, printable and short, for the one-line message */
-    for (; s[k] && k + 1 < sizeof shown && s[k] >= ' ' && s[k] < 127; k++) shown[k] = s[k];
-    shown[k] = 0;
-    return mk_error_set("%s: metadata '%s' must be an integer in [0, %llu], got '%s%s'", path, meta_field[i].key,
-                        (unsigned long long)meta_field[i].max, shown, s[k] ? "..." : "");
-}
-
 static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
 {
     size_t k = (size_t)snprintf(buf, n, "[");
@@ -274,21 +248,14 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
 {
     mk_gpt_t *g = e->g;
     char cfg[512];
-    const char *fmt = mk_st_meta(r, "format"), *fc = mk_st_meta(r, "config");
-    if (!fmt || strcmp(fmt, "merak") || !mk_st_meta(r, "format_version"))
-        return mk_error_set("%s: not a merak checkpoint (no format metadata)", path);
-    if (strcmp(mk_st_meta(r, "format_version"), CKPT_FORMAT))
-        return mk_error_set("%s: checkpoint format version %s (this merak reads %s)", path,
-                            mk_st_meta(r, "format_version"), CKPT_FORMAT);
+    uint64_t v[MK_CKPT_N_META];
+    if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
+    for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */
+    const char *fc = mk_st_meta(r, "config");
     config_json(&e->o->plan.model, cfg, sizeof cfg);
     if (!fc || strcmp(fc, cfg))
         return mk_error_set("%s: model mismatch: the checkpoint holds %s, this run's model is %s", path,
                             fc ? fc : "(no config)", cfg);
-    for (int i = 0; i < N_META; i++) {
-        uint64_t v = 0;
-        if (meta_u64(r, path, i, &v) < 0) return -1;
-        if (i < 3) meta[i] = (int64_t)v;  /* max INT64_MAX */
-    }
     int nc = n_canon(g);
     *has_optim = mk_st_find(r, "optim.m.transformer.wte.weight") != NULL;
     for (int kind = 0; kind < (*has_optim ? 3 : 1); kind++)

@@ -10,6 +10,7 @@
 #include "merak/graph.h"
 #include "merak/limits.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,13 +151,9 @@ static int resolve(const mk_jctx_t *c, json_t *list, const char *name, int *loca
             return 0;
         }
     }
-    if (c->g)
-        for (int i = 0; i < c->g->n_ops; i++)
-            if (!strcmp(c->g->ops[i].name, name)) {
-                *global = i;
-                return 0;
-            }
-    return -1;
+    int i = c->g ? mk_graph_find_op(c->g, name) : -1;
+    if (i >= 0) *global = i;
+    return i >= 0 ? 0 : -1;
 }
 
 typedef struct {
@@ -284,6 +281,8 @@ static int json_open(mk_jctx_t *c, const char *path, int *num_blocks, char *name
         get_int(c, c->root, NULL, "num_blocks", 0, MK_MAX_LAYERS, num_blocks) < 0 ||
         get_int(c, c->root, NULL, "input_width", 1, MK_MAX_WIDTH, &c->input_width) < 0)
         return -1;
+    if (c->hidden > INT_MAX / 4) /* the configuration's FFN width is 4 x hidden_size, an int */
+        return jerr(c, NULL, "field 'hidden_size' must be at most 536870911 (4 x hidden_size must fit an int)");
     int bad = 0;
     json_t *blk = get_list(c, "block", &bad);
     get_list(c, "prologue", &bad);

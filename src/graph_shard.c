@@ -16,17 +16,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Index of the only consumer of op p, or -1 when it has zero or several. */
-static int sole_consumer(const mk_graph_t *g, int p)
+/* sole[p] = index of the only consumer of op p, or -1 when it has zero or
+ * several; one pass, so role assignment stays linear in the ops. */
+static int *sole_consumers(const mk_graph_t *g)
 {
-    int who = -1;
-    for (int i = p + 1; i < g->n_ops; i++)
-        for (int k = 0; k < g->ops[i].n_in; k++)
-            if (g->ops[i].in[k] == p) {
-                if (who >= 0 && who != i) return -1;
-                who = i;
-            }
-    return who;
+    int *sole = malloc((g->n_ops ? g->n_ops : 1) * sizeof *sole);
+    if (!sole) return NULL;
+    for (int p = 0; p < g->n_ops; p++) sole[p] = -2; /* -2: no consumer yet */
+    for (int i = 0; i < g->n_ops; i++)
+        for (int k = 0; k < g->ops[i].n_in; k++) {
+            int p = g->ops[i].in[k];
+            if (p >= 0) sole[p] = sole[p] == -2 || sole[p] == i ? i : -1;
+        }
+    for (int p = 0; p < g->n_ops; p++)
+        if (sole[p] == -2) sole[p] = -1;
+    return sole;
 }
 
 static int is_elementwise(mk_opkind_t k)
@@ -34,8 +38,10 @@ static int is_elementwise(mk_opkind_t k)
     return k == MK_OPK_GELU || k == MK_OPK_DROPOUT;
 }
 
-static void assign_tp_roles(mk_graph_t *g)
+static int assign_tp_roles(mk_graph_t *g)
 {
+    int *sole = sole_consumers(g);
+    if (!sole) return mk_error_set("out of memory");
     for (int i = 0; i < g->n_ops; i++) {
         mk_op_t *o = &g->ops[i];
         if (o->kind == MK_OPK_EMBEDDING || o->kind == MK_OPK_LM_HEAD || o->kind == MK_OPK_LOSS)
@@ -47,7 +53,7 @@ static void assign_tp_roles(mk_graph_t *g)
             continue;
         int w0 = o->in_width, cur = i, end = -1;
         for (;;) {
-            int nx = sole_consumer(g, cur);
+            int nx = sole[cur];
             if (nx < 0 || g->ops[nx].n_in != 1) break;
             const mk_op_t *n = &g->ops[nx];
             if (n->kind == MK_OPK_LINEAR) {
@@ -60,7 +66,7 @@ static void assign_tp_roles(mk_graph_t *g)
         if (end < 0) continue;
         o->tp_role = MK_TP_COLUMN;
         g->ops[end].tp_role = MK_TP_ROW;
-        for (int k = sole_consumer(g, i); k != end; k = sole_consumer(g, k))
+        for (int k = sole[i]; k != end; k = sole[k])
             g->ops[k].tp_role = g->ops[k].kind == MK_OPK_ATTENTION ? MK_TP_HEADS : MK_TP_SPLIT;
     }
     /* What an op saves is split when its saved tensor is: a row linear's
@@ -74,6 +80,8 @@ static void assign_tp_roles(mk_graph_t *g)
             o->act_rep = 0;
         }
     }
+    free(sole);
+    return 0;
 }
 
 static int is_anchor(mk_opkind_t k)
@@ -87,12 +95,6 @@ static int is_post_op(mk_opkind_t k)
     return k == MK_OPK_DROPOUT || k == MK_OPK_GELU || k == MK_OPK_ADD || k == MK_OPK_LOSS;
 }
 
-/* Count +1 over cut positions [from, to) (a difference array). */
-static void live_range(int *d, int from, int to)
-{
-    if (to > from) d[from]++, d[to]--;
-}
-
 /* Candidate cut points: after op i, one live activation.  Linear in the
  * ops: each producer adds 1 to the cuts it is live across. */
 static int *find_cuts(const mk_graph_t *g, int *ncuts)
@@ -100,11 +102,11 @@ static int *find_cuts(const mk_graph_t *g, int *ncuts)
     int n = g->n_ops;
     int *last_use = malloc((n + 1) * sizeof *last_use); /* [n] = graph input */
     int *cuts = malloc((n + 1) * sizeof *cuts);
-    int *d = calloc(n + 1, sizeof *d);
-    if (!last_use || !cuts || !d) {
+    int *delta = calloc(n + 1, sizeof *delta); /* change of the live count at each i */
+    if (!last_use || !cuts || !delta) {
         free(last_use);
         free(cuts);
-        free(d);
+        free(delta);
         return NULL;
     }
     for (int i = 0; i <= n; i++) last_use[i] = -1;
@@ -115,18 +117,22 @@ static int *find_cuts(const mk_graph_t *g, int *ncuts)
         }
     /* An op without activation inputs (a position embedding) only reads
      * broadcast inputs, so it is as if computed at the start: live from
-     * there until its last reader, and no cut separates it from that.
-     * Op p is live after op i for i in [p or 0, last_use[p]). */
-    live_range(d, 0, last_use[n]);
-    for (int p = 0; p < n; p++) live_range(d, g->ops[p].n_in == 0 ? 0 : p, last_use[p]);
+     * there until its last reader, and no cut separates it from that. */
+    /* Activation p is live after op i for i in [first, last_use[p]),
+     * first = p (0 for the graph input and broadcast-only ops): counted
+     * with a difference array, so the scan is linear in the ops. */
+    for (int p = 0; p <= n; p++) {
+        int first = p == n || g->ops[p].n_in == 0 ? 0 : p;
+        if (last_use[p] > first) delta[first]++, delta[last_use[p]]--;
+    }
     int nc = 0, live = 0;
     for (int i = 0; i < n - 1; i++) {
-        live += d[i];
+        live += delta[i];
         if (live == 1) cuts[nc++] = i + 1; /* a layer starts at i+1 */
     }
     cuts[nc++] = n;
     free(last_use);
-    free(d);
+    free(delta);
     *ncuts = nc;
     return cuts;
 }
@@ -216,8 +222,7 @@ static int build_layers(mk_graph_t *g)
 int mk_graph_finish(mk_graph_t *g)
 {
     if (g->n_ops < 1) return mk_error_set("model '%s' has no ops", g->cfg.name);
-    if (mk_graph_check_names(g) < 0) return -1;
-    assign_tp_roles(g);
+    if (assign_tp_roles(g) < 0) return -1;
     int tied = 0;
     for (int i = 0; i < g->n_ops; i++) {
         const mk_op_t *o = &g->ops[i];

@@ -7,6 +7,7 @@
  * are appended, and overwrites the 8 placeholder digits in place before
  * the commit (the header's length does not change), so the data still
  * streams one tensor at a time. */
+#include "merak/checked.h"
 #include "merak/common.h"
 #include "merak/fileio.h"
 #include "merak/safetensors.h"
@@ -216,7 +217,11 @@ static int parse_entry(mk_st_reader_t *r, const char *name, json_t *e, uint64_t 
         return mk_error_set("%s: tensor '%s' has data_offsets outside the file (truncated?)", r->path, name);
     t->begin = (uint64_t)json_integer_value(b);
     t->end = (uint64_t)json_integer_value(en);
-    if (t->end - t->begin != 4 * numel(t))
+    int64_t count = 1; /* checked: a shape like [2^32, 2^32] must not wrap to match */
+    for (int d = 0; d < t->ndim; d++)
+        if (mk_mul_i64(count, (int64_t)t->shape[d], &count) < 0 || (uint64_t)count > data_len / 4)
+            return mk_error_set("%s: tensor '%s' has a shape larger than the file", r->path, name);
+    if (t->end - t->begin != 4 * (uint64_t)count)
         return mk_error_set("%s: tensor '%s': data_offsets do not match its shape", r->path, name);
     return 0;
 }

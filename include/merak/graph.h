@@ -99,6 +99,8 @@ typedef struct mk_graph {
     int n_layers;
     mk_layer_t *layers;
     double tied_rep, tied_split;  /* embedding parameters an LM head ties to (0 if untied) */
+    int *name_slot;     /* op names hashed (open addressing): op index + 1, 0 empty */
+    int name_cap;       /* slots, a power of two above 2 * n_ops */
 } mk_graph_t;
 
 void mk_graph_opts_init(mk_graph_opts_t *o); /* b=1, bf16, dropout on, tp=1 */
@@ -138,8 +140,10 @@ const char *mk_tp_role_name(mk_tp_role_t r);
 
 /* Internal to the graph module: append an op, derive costs, shard. */
 int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op);
+/* Index of the op named name, or -1 (constant time, so graphs of many
+ * thousands of ops build in linear time). */
+int mk_graph_find_op(const mk_graph_t *g, const char *name);
 int mk_graph_finish(mk_graph_t *g);
-int mk_graph_check_names(const mk_graph_t *g);
 mk_graph_t *mk_graph_new(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
 mk_graph_t *mk_graph_load_json(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
 

@@ -1,0 +1,23 @@
+/* Plan files (src/plan_json.c), as `merak sim|run --plan FILE` takes them
+ * (mk_args_plan in src/cli_plan.c): load, check the model against tp,
+ * build the plan's graph, check the plan, then resolve its cluster. */
+#include "fuzz.h"
+#include "merak/cluster.h"
+#include "merak/graph.h"
+#include "merak/plan.h"
+
+static int read_plan(const uint8_t *data, size_t size)
+{
+    mk_plan_t p;
+    if (mk_plan_load(mk_fuzz_file("plan.json", data, size), &p) < 0 || mk_model_check_tp(&p.model, p.tp) < 0)
+        return -1;
+    mk_graph_t *g = mk_plan_graph(&p);
+    if (!g) return -1;
+    p.n_vstages = p.pp * p.vpp;
+    int rc = mk_plan_check(&p, g);
+    mk_graph_free(g);
+    mk_cluster_t c;
+    return rc < 0 ? -1 : mk_cluster_get(p.cluster, &c);
+}
+
+MK_FUZZ_HARNESS(read_plan)

@@ -1,0 +1,36 @@
+/* safetensors files (src/safetensors.c), as `merak run --load FILE` opens
+ * a checkpoint (src/exec_ckpt.c): open and check the header, check the
+ * merak metadata (src/ckpt_meta.c), read each tensor's data. */
+#include "fuzz.h"
+#include "merak/ckpt.h"
+#include "merak/safetensors.h"
+
+#include <stdlib.h>
+
+static int read_all(mk_st_reader_t *r)
+{
+    for (int i = 0; i < mk_st_count(r); i++) {
+        const mk_st_tensor_t *t = mk_st_tensor(r, i);
+        size_t n = 1;
+        for (int d = 0; d < t->ndim; d++) n *= (size_t)t->shape[d];
+        /* the reader checked the shape against the data offsets, which
+           lie inside the file, so n is bounded by the input's size */
+        float *buf = malloc((n ? n : 1) * sizeof *buf);
+        int rc = buf && mk_st_find(r, t->name) == t ? mk_st_read(r, t->name, buf, n) : -1;
+        free(buf);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+static int read_st(const uint8_t *data, size_t size)
+{
+    mk_st_reader_t *r = mk_st_open(mk_fuzz_file("ckpt.st", data, size));
+    if (!r) return -1;
+    uint64_t meta[MK_CKPT_N_META]; /* the metadata checks of `merak run --load` */
+    int rc = mk_ckpt_read_meta(r, "ckpt.st", meta) == 0 && mk_st_meta(r, "config") ? read_all(r) : -1;
+    mk_st_close(r);
+    return rc;
+}
+
+MK_FUZZ_HARNESS(read_st)

@@ -1,0 +1,214 @@
+#!/usr/bin/env python3
+"""Regenerate the committed seed corpus (tests/fuzz/corpus/READER/).
+
+    python3 tests/fuzz/mkcorpus.py [--merak ./merak] [--mpiexec mpiexec]
+
+Run from the top of a built tree.  It copies small valid files from the
+source tree, makes a simulator trace, a plan and a tiny checkpoint with
+the merak binary, and writes a reproducer for each reader bug of issue 13
+that a file can trigger.  Names tell the replay (tests/fuzz/replay.c) what
+to expect: reject-* must be rejected (-1), accept-* accepted (0); any
+other file must only not crash, hang or run away with memory.  The
+ckpt-meta-* checkpoints are valid safetensors files whose metadata the
+checkpoint reader (mk_ckpt_read_meta, src/ckpt_meta.c) must refuse or
+accept; plain-* are safetensors files that are not merak checkpoints.
+Files libFuzzer found are added by hand (crash-* renamed to say what
+they reproduce) and are not rewritten here.
+"""
+import argparse
+import json
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+TOP = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+OUT = os.path.join(TOP, "tests", "fuzz", "corpus")
+
+
+def put(reader, name, data):
+    os.makedirs(os.path.join(OUT, reader), exist_ok=True)
+    mode = "wb" if isinstance(data, bytes) else "w"
+    with open(os.path.join(OUT, reader, name), mode) as f:
+        f.write(data)
+
+
+def copy(reader, name, src):
+    with open(os.path.join(TOP, src), "rb") as f:
+        put(reader, name, f.read())
+
+
+def js(obj):
+    return json.dumps(obj, indent=1) + "\n"
+
+
+def models():
+    for n in ("gpt-small", "bert-small", "stack"):
+        copy("model", "accept-%s.json" % n, "traces/models/%s.json" % n)
+    copy("model", "accept-skip2.json", "tests/models/skip2.json")
+    for n in ("bad-syntax", "missing-field", "wrong-type", "unknown-op", "cycle", "undefined-input",
+              "width-mismatch", "unknown-field"):
+        copy("model", "reject-%s.json" % n, "tests/models/%s.json" % n)
+    with open(os.path.join(TOP, "traces/models/stack.json")) as f:
+        stack = json.load(f)
+    # --num-layers 2147483647 as a file: 2^30 blocks must be refused up front,
+    # not built (time and memory run away today)
+    put("model", "reject-num-blocks-2p30.json", js(dict(stack, num_blocks=1 << 30)))
+    # 10,000 blocks (50,000 ops) must answer within seconds: 30 s today
+    # (quadratic name check and consumer search while building the graph)
+    put("model", "num-blocks-10000.json", js(dict(stack, num_blocks=10000)))
+    # widths whose products overflow int (hidden 2^30: "ffn must be >= 1" today)
+    put("model", "reject-width-2p30.json", js(dict(stack, input_width=1 << 30)))
+    put("model", "reject-seq-2p30.json", js(dict(stack, seq_length=1 << 30)))
+
+
+def clusters():
+    for n in ("ideal-8", "rtx3090-pcie"):
+        copy("cluster", "accept-%s.json" % n, "traces/clusters/%s.json" % n)
+    copy("cluster", "accept-profile-vm-2core.json", "traces/profiles/vm-2core-epyc-2ranks.json")
+    with open(os.path.join(TOP, "traces/clusters/ideal-8.json")) as f:
+        c = json.load(f)
+    put("cluster", "reject-unknown-key.json", js(dict(c, gpus_per_nod=8)))
+    put("cluster", "reject-format-version-99.json", js(dict(c, format_version=99)))
+    put("cluster", "reject-gpus-per-node-0.json", js(dict(c, gpus_per_node=0)))
+    put("cluster", "reject-not-object.json", "[1, 2, 3]\n")
+
+
+def plans(merak):
+    out = subprocess.run([merak, "sim", "--model", "gpt-tiny", "--dp", "2", "--pp", "2", "--gbs", "8", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    plan = json.loads(out)["plan"]
+    put("plan", "accept-gpt-tiny-dp2-pp2.json", js(plan))
+    for n in ("gpt-1.5b-megatron", "gpt-20b-merak", "gpt-8.3b-megatron-sp"):
+        copy("plan", "accept-%s.json" % n, "experiments/merak-paper/results/%s.plan.json" % n)
+    # SIGFPE in mk_plan_check: gbs % (dp*mbs) with dp*mbs = 2^32 wrapping to 0
+    put("plan", "reject-dp-mbs-overflow-sigfpe.json",
+        js(dict(plan, dp=65536, micro_batch_size=65536, global_batch_size=8)))
+    # a typo and a future version must be refused, not run with defaults
+    put("plan", "reject-shedule-typo.json", js(dict(plan, shedule="merak")))
+    put("plan", "reject-format-version-99.json", js(dict(plan, format_version=99)))
+    # pp*vpp and hidden products past int
+    put("plan", "reject-vpp-2p30.json", js(dict(plan, vpp=1 << 30, schedule="interleaved")))
+    big = dict(plan["model"], hidden_size=1 << 30, num_attention_heads=1, ffn_hidden_size=1 << 30)
+    put("plan", "reject-hidden-2p30.json", js(dict(plan, model=big)))
+    put("plan", "gbs-2p30.json", js(dict(plan, global_batch_size=1 << 30, micro_batches=1 << 28)))
+
+
+def traces(merak):
+    for n in ("a", "b", "other"):
+        copy("trace", "accept-%s.json" % n, "tests/traces/%s.json" % n)
+    with tempfile.TemporaryDirectory() as d:
+        t = os.path.join(d, "t.json")
+        subprocess.run([merak, "sim", "--model", "gpt-tiny", "--pp", "2", "--gbs", "4", "--trace", t],
+                       check=True, capture_output=True)
+        with open(t, "rb") as f:
+            put("trace", "accept-sim-gpt-tiny-pp2.json", f.read())
+    put("trace", "reject-not-object.json", "42\n")
+
+
+def st_file(meta, tensors, trailing=b""):
+    """A safetensors file: tensors = [(name, shape, float list)]."""
+    hdr, data = {}, b""
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, shape, vals in tensors:
+        raw = struct.pack("<%df" % len(vals), *vals)
+        hdr[name] = {"dtype": "F32", "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    h = json.dumps(hdr).encode()
+    return struct.pack("<Q", len(h)) + h + data + trailing
+
+
+def st_split(b):
+    n = struct.unpack("<Q", b[:8])[0]
+    return json.loads(b[8:8 + n]), b[8 + n:]
+
+
+def st_join(hdr, data):
+    h = json.dumps(hdr).encode()
+    return struct.pack("<Q", len(h)) + h + data
+
+
+def checkpoints(merak, mpiexec):
+    put("safetensors", "plain-not-merak.st", st_file({"format": "x"}, [("a", [2, 3], [1, 2, 3, 4, 5, 6]),
+                                                                    ("b", [1], [7])]))
+    put("safetensors", "plain-empty.st", st_file(None, []))
+    with tempfile.TemporaryDirectory() as d:
+        p = os.path.join(d, "tiny.st")
+        subprocess.run([mpiexec, "-n", "1", merak, "run", "--model", "gpt-tiny", "--num-layers", "1",
+                        "--hidden-size", "8", "--num-attention-heads", "1", "--seq-length", "8",
+                        "--vocab-size", "128", "--steps", "1", "--gbs", "1", "--save", p],
+                       check=True, capture_output=True)
+        with open(p, "rb") as f:
+            base = f.read()
+    put("safetensors", "accept-ckpt-tiny.st", base)
+    hdr, data = st_split(base)
+    meta = hdr["__metadata__"]
+    # metadata once narrowed from long to int unchecked: 64-bit counts load,
+    # a sign or more than 63 bits is refused
+    for expect, tag, key, val in (("accept", "step-2147483648", "step", "2147483648"),
+                          ("accept", "step-2147483647", "step", "2147483647"),
+                          ("reject", "step-minus1", "step", "-1"),
+                          ("reject", "data-position-minus1", "data_position", "-1"),
+                          ("reject", "lr-decay-steps-2p63", "lr_decay_steps", "9223372036854775808"),
+                          ("accept", "lr-decay-steps-2147483648", "lr_decay_steps", "2147483648")):
+        put("safetensors", "%s-ckpt-meta-%s.st" % (expect, tag),
+            st_join(dict(hdr, __metadata__=dict(meta, **{key: val})), data))
+    # bit flips in the data: only a file with checksums can be refused
+    flipped = bytearray(data)
+    flipped[len(flipped) // 2] ^= 0x10
+    has_crc = any("crc" in k for k in meta) or any("crc" in json.dumps(v) for k, v in hdr.items() if k != "__metadata__")
+    put("safetensors", ("reject-ckpt-bitflip.st" if has_crc else "ckpt-bitflip-nocrc.st"),
+        st_join(hdr, bytes(flipped)))
+    # a trailing megabyte after the last tensor
+    put("safetensors", "reject-ckpt-trailing-1mb.st", base + b"\0" * (1 << 20))
+    # the header's own checks
+    put("safetensors", "reject-truncated.st", base[:len(base) - 100])
+    put("safetensors", "reject-header-length-2p63.st", struct.pack("<Q", 1 << 63) + base[8:])
+    bad = st_file(None, [("a", [2], [1, 2])])
+    put("safetensors", "reject-f16.st", bad.replace(b'"F32"', b'"F16"'))
+    # shape whose element count times 4 wraps to 0 (matches data_offsets [0, 0])
+    put("safetensors", "reject-shape-wraps.st",
+        st_join({"a": {"dtype": "F32", "shape": [1 << 62], "data_offsets": [0, 0]}}, b""))
+    put("safetensors", "reject-shape-product-wraps.st",
+        st_join({"a": {"dtype": "F32", "shape": [1 << 32, 1 << 32], "data_offsets": [0, 0]}}, b""))
+    put("safetensors", "reject-negative-offset.st",
+        st_join({"a": {"dtype": "F32", "shape": [1], "data_offsets": [-4, 0]}}, b"\0" * 4))
+    put("safetensors", "reject-long-name.st", st_file(None, [("n" * 200, [1], [1])]))
+
+
+def data():
+    # two parameter bytes (tests/fuzz/fuzz_data.c): suffix | vocab << 2, seq - 1
+    with open(os.path.join(TOP, "experiments/train-shakespeare/tinyshakespeare.txt"), "rb") as f:
+        text = f.read(4096)
+    put("data", "accept-bytes-seq16.txt", bytes([0, 15]) + text)
+    ids = b"".join(struct.pack("<H", (i * 7919) % 50257) for i in range(1024))
+    put("data", "accept-uint16-gpt2-seq32.bin", bytes([1 | 2 << 2, 31]) + ids)
+    llmc = struct.pack("<256i", 20240520, 1, 1024, *([0] * 253)) + ids
+    put("data", "accept-llmc-gpt2-seq32.bin", bytes([1 | 2 << 2, 31]) + llmc)
+    put("data", "reject-llmc-count-negative.bin",
+        bytes([1 | 2 << 2, 31]) + struct.pack("<256i", 20240520, 1, -1, *([0] * 253)) + ids)
+    put("data", "reject-llmc-version-2.bin",
+        bytes([1 | 2 << 2, 31]) + struct.pack("<256i", 20240520, 2, 1024, *([0] * 253)) + ids)
+    put("data", "reject-odd-size.u16", bytes([2, 7]) + b"\1\0\2")
+    put("data", "reject-id-above-vocab.txt", bytes([1 << 2, 3]) + b"A" * 100)  # vocab 65: 'A' = 65
+    put("data", "reject-too-short.txt", bytes([0, 255]) + text[:100])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--merak", default="./merak")
+    ap.add_argument("--mpiexec", default="mpiexec")
+    a = ap.parse_args()
+    merak = os.path.abspath(a.merak)
+    models()
+    clusters()
+    plans(merak)
+    traces(merak)
+    checkpoints(merak, a.mpiexec)
+    data()
+
+
+if __name__ == "__main__":
+    main()
