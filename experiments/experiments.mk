@@ -1,2 +1,20 @@
 # Experiments and plots: reproducible scripts (not run by make check).
 EXTRA_DIST += experiments/merak-paper/run.sh experiments/merak-paper/plot.py experiments/bench-plan.sh
+# the committed plans (tests/plan-format.sh loads them)
+EXTRA_DIST += \
+	experiments/merak-paper/results/gpt-1.5b-deepspeed.plan.json \
+	experiments/merak-paper/results/gpt-1.5b-megatron-sp.plan.json \
+	experiments/merak-paper/results/gpt-1.5b-megatron.plan.json \
+	experiments/merak-paper/results/gpt-1.5b-merak.plan.json \
+	experiments/merak-paper/results/gpt-2.5b-deepspeed.plan.json \
+	experiments/merak-paper/results/gpt-2.5b-megatron-sp.plan.json \
+	experiments/merak-paper/results/gpt-2.5b-megatron.plan.json \
+	experiments/merak-paper/results/gpt-2.5b-merak.plan.json \
+	experiments/merak-paper/results/gpt-20b-deepspeed.plan.json \
+	experiments/merak-paper/results/gpt-20b-megatron-sp.plan.json \
+	experiments/merak-paper/results/gpt-20b-megatron.plan.json \
+	experiments/merak-paper/results/gpt-20b-merak.plan.json \
+	experiments/merak-paper/results/gpt-8.3b-deepspeed.plan.json \
+	experiments/merak-paper/results/gpt-8.3b-megatron-sp.plan.json \
+	experiments/merak-paper/results/gpt-8.3b-megatron.plan.json \
+	experiments/merak-paper/results/gpt-8.3b-merak.plan.json
