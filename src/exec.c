@@ -1,6 +1,6 @@
-/* The executor: validation, setup of one rank (its chunks, parameters,
- * streams), the training loop, AdamW with global-norm clipping, the
- * synthetic data, and the testing gradient dump. */
+/* The executor: validation of a layout, the schedule it runs, AdamW with
+ * global-norm clipping, the synthetic data, and the testing gradient dump
+ * (setup and the training loop: exec_setup.c). */
 #include "config.h"
 #include "exec_internal.h"
 #include "merak/checked.h"
@@ -81,9 +81,9 @@ static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
 {
     const mk_plan_t *p = &o->plan;
     if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
-    if (g->n_layers != 2 * p->model.num_layers + 2)
+    if (g->n_layers != mk_gpt_n_layers(&p->model))
         return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
-                            2 * p->model.num_layers + 2);
+                            mk_gpt_n_layers(&p->model));
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");

@@ -1,7 +1,7 @@
 # Executor: backends, kernels, the GPT, MPI runtime, stream interpreter, `merak run`.
 libmerak_a_SOURCES += src/backend_cpu.c src/kernels_cpu.c src/gpt.c src/gpt_layers.c \
 	src/comm.c src/runtime.c src/exec.c src/exec_setup.c src/exec_stream.c src/exec_trace.c \
-	src/exec_ckpt.c src/exec_zero.c
+	src/exec_ckpt.c src/exec_zero.c src/exec_faults.c
 noinst_HEADERS += include/merak/backend.h include/merak/gpt.h include/merak/exec.h \
 	src/kernels_cpu.h src/comm.h src/exec_internal.h
 merak_SOURCES += src/cli_run.c

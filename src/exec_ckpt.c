@@ -128,17 +128,6 @@ static void state_set(mk_exec_t *e, int k, int kind, const float *host)
     g->be->copy(base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }
 
-/* Testing: MK_TEST_SAVE_DIE_AFTER=N kills rank 0 after writing N tensors
- * (a save killed midway). */
-static void maybe_die(int written)
-{
-    const char *s = getenv("MK_TEST_SAVE_DIE_AFTER");
-    if (s && *s && written >= atoi(s)) {
-        fprintf(stderr, "merak run: testing: killed after writing %d tensors\n", written);
-        _exit(3);
-    }
-}
-
 static void config_json(const mk_model_config_t *c, char *buf, size_t n)
 {
     snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
@@ -221,7 +210,7 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
             if (rank != 0) continue;
             to_file(&g->t[k], b.full, b.file);
             if (rc == 0 && mk_st_writer_put(w, b.file, mk_gpt_full_size(&g->t[k])) < 0) rc = -1;
-            maybe_die(kind * nc + k + 1);
+            mk_fault_save_written(kind * nc + k + 1);
         }
     if (rank == 0) {
         if (rc == 0) rc = mk_st_writer_commit(w);

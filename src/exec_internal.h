@@ -1,5 +1,7 @@
-/* Executor internals shared by exec.c (setup, optimizer, results) and
- * exec_stream.c (the instruction interpreter). */
+/* Executor internals shared by its files: exec.c (validation, optimizer,
+ * data), exec_setup.c (setup, training loop, results), exec_stream.c (the
+ * instruction interpreter), exec_tp.c, exec_trace.c, exec_ckpt.c,
+ * exec_zero.c and exec_faults.c. */
 #ifndef MERAK_EXEC_INTERNAL_H
 #define MERAK_EXEC_INTERNAL_H
 
@@ -56,8 +58,8 @@ typedef struct mk_exec {
     double t0;             /* MPI_Wtime() after the barrier that starts the traced step */
     mk_xev_t *ev;
     int nev, capev;
-    int cur_mb, cur_chunk, cur_layer;  /* context of TP collectives */
     double *dpt0;          /* [n_layers] start of a DP reduction (traced) */
+    int cur_mb, cur_chunk, cur_layer;  /* context of TP collectives (trace events, exec_tp.c slots) */
     /* first step of this run (after --load) and the lr schedule's length:
        64-bit, as a checkpoint's step may be anything a 64-bit counter holds */
     int64_t step0, horizon;
@@ -78,7 +80,7 @@ int mk_exec_poll(mk_exec_t *e);
 int mk_exec_drain(mk_exec_t *e);
 /* exec_tp.c: the nonblocking TP all-reduce of sub-pipelined TP */
 void mk_exec_tp_setup(mk_exec_t *e);
-/* exec_trace.c */
+/* exec_trace.c: trace events; also the blocking TP all-reduce (timed as a trace event) */
 double mk_exec_now(const mk_exec_t *e);
 void mk_exec_trace_ev(mk_exec_t *e, int tid, const char *name, double ts, int mb, int chunk, int layer);
 void mk_exec_trace_mem(mk_exec_t *e);
@@ -97,6 +99,10 @@ int mk_exec_zero_scatter(mk_exec_t *e);
 int mk_exec_zero_gather(mk_exec_t *e);
 void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host);
 void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
+/* exec_faults.c: fault injection for the tests (MK_TEST_*; no-ops when unset) */
+void mk_fault_rank_step(int rank, int64_t step);  /* MK_TEST_FAIL: exit(1) here */
+int mk_fault_nan(int64_t step);                   /* MK_TEST_NAN: nonzero at that step */
+void mk_fault_save_written(int written);          /* MK_TEST_SAVE_DIE_AFTER: _exit(3) */
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);

@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 static int setup_chunks(mk_exec_t *e, int *own)
 {
@@ -32,7 +31,7 @@ static int setup_chunks(mk_exec_t *e, int *own)
 
 static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
 {
-    int nl = 2 * o->plan.model.num_layers + 2;
+    int nl = mk_gpt_n_layers(&o->plan.model);
     e->o = o;
     if (mk_comm_init(&e->comm, world, o->plan.dp, o->plan.pp, o->plan.tp) < 0) return -1;
     mk_runtime_bind(&e->comm);
@@ -150,24 +149,6 @@ static int evaluate(mk_exec_t *e, double *loss)
     return 0;
 }
 
-/* Testing hooks (merak/exec.h). */
-static void test_fail(const mk_exec_t *e, int64_t step)
-{
-    const char *s = getenv("MK_TEST_FAIL");
-    int r;
-    long long k;
-    if (s && sscanf(s, "%d:%lld", &r, &k) == 2 && r == e->comm.rank && k == step) {
-        fprintf(stderr, "merak run: rank %d: testing: exiting at step %lld\n", r, k);
-        exit(1);
-    }
-}
-
-static int test_nan(int64_t step)
-{
-    const char *s = getenv("MK_TEST_NAN");
-    return s && *s && atoll(s) == step;
-}
-
 /* --load (collective; every rank returns alike), then where this run starts
  * and the lr horizon.  The checkpoint's step is checked to be in [0,
  * INT64_MAX]; the run's last step must fit the same 64-bit counter. */
@@ -221,7 +202,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
     int tty = o->progress && e->comm.rank == 0, rc = 0;
     for (int i = 0; rc == 0 && i < o->steps; i++) {
         int64_t k = e->step0 + i;
-        test_fail(e, k);
+        mk_fault_rank_step(e->comm.rank, k);
         mk_exec_make_batch(e, k);
         if (o->trace && i == o->steps - 1) mk_exec_trace_start(e);
         double t0 = mk_time_now();
@@ -229,7 +210,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         mk_exec_trace_peak(e);
         e->tracing = 0;
         res->step_times[i] = mk_time_now() - t0;
-        if (rc == 0 && test_nan(k)) e->step_loss = NAN;
+        if (rc == 0 && mk_fault_nan(k)) e->step_loss = NAN;
         res->losses[i] = e->step_loss;
         if (rc == 0 && !isfinite(e->step_loss)) {
             nan_message(&log, k, e->step_loss);  /* the loss is all-reduced: every rank sees it */

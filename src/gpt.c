@@ -90,6 +90,11 @@ static int alloc_block(mk_gpt_t *g, mk_gpt_run_t *run)
     return 0;
 }
 
+int mk_gpt_n_layers(const mk_model_config_t *cfg)
+{
+    return 2 * cfg->num_layers + 2;
+}
+
 mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank,
                      const int *own, int tied_copy, mk_gpt_run_t *run)
 {
@@ -105,7 +110,7 @@ mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int t
     g->V = cfg->vocab; g->Vp = mk_model_padded_vocab(cfg, tp); g->Vl = g->Vp / tp;
     g->v0 = tp_rank * g->Vl;
     if (g->F % tp) { mk_error_set("--tp %d does not divide the MLP width %d", tp, g->F); free(g); return NULL; }
-    g->n_layers = 2 * g->L + 2;
+    g->n_layers = mk_gpt_n_layers(cfg);
     g->t = calloc(12 * g->L + 5, sizeof *g->t);
     g->first = calloc(g->n_layers + 1, sizeof *g->first);
     build_tensors(g);

@@ -57,8 +57,9 @@ int mk_exec_validate(mk_exec_opts_t *o, int world);
  * mk_exec_result_free).  Returns 0, or -1 (message in mk_error_last()). */
 int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);
 void mk_exec_result_free(mk_exec_result_t *res);
-/* Testing: MK_TEST_FAIL=RANK:STEP makes that rank exit(1) at that step;
- * MK_TEST_NAN=STEP makes the loss NaN at that step. */
+/* Fault injection for the tests (MK_TEST_FAIL, MK_TEST_NAN,
+ * MK_TEST_SAVE_DIE_AFTER): environment variables read by src/exec_faults.c,
+ * documented at its top. */
 
 #ifdef __cplusplus
 }

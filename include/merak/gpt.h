@@ -81,6 +81,9 @@ typedef struct mk_gpt_run {
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */
 } mk_gpt_run_t;
 
+/* The executor's layer count for cfg: the embedding, attention and MLP of
+ * each of the L blocks, the head: 2L + 2 (the graph's layers, graph_gpt.c). */
+int mk_gpt_n_layers(const mk_model_config_t *cfg);
 /* Lay out the model for TP rank tp_rank of tp, owning the layers with
  * own[l] != 0; tied_copy: the head keeps its own wte (pipeline).  Allocates
  * params, grads and the two Adam moments (counted in run->mem_*). */
