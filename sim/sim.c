@@ -25,7 +25,7 @@
  *              (reads grad, master, m, v; writes master, m, v, weight),
  *              /d with ZeRO-1, then the ZeRO-1 all-gather of the weights
  *   LOAD       0 (input tokens are tiny)
- * Under opts.unit_costs, compute ops take DESIGN.md's unit costs instead
+ * Under opts.unit_costs, compute ops take the scheduler's unit costs (mk_sched_costs_unit) instead
  * and everything else 0. */
 #include "sim_internal.h"
 
@@ -53,11 +53,6 @@ mk_sim_t *mk_sim_new(const mk_cluster_t *c)
 void mk_sim_free(mk_sim_t *s)
 {
     free(s);
-}
-
-const mk_cluster_t *mk_sim_cluster(const mk_sim_t *s)
-{
-    return &s->c;
 }
 
 int mk_sim_check_gpus(const mk_cluster_t *c, const mk_plan_t *p)
@@ -353,16 +348,18 @@ static void launch_buckets(run_t *R, int s, double t0, double dur)
     }
 }
 
-/* Compute op duration; sets *tp_comm (TP comm inside) and *tp_exp. */
+/* Compute op duration (s); sets *recomputes (B/B_IN replays the forward),
+ * *tpc (TP communication inside it, s) and *transient (bytes held only
+ * while it runs). */
 static double compute_time(run_t *R, int s, const mk_instr_t *in, int slot, int *recomputes, double *tpc,
-                           double *tpe, double *transient)
+                           double *transient)
 {
     const mk_plan_t *p = R->p;
     stage_t *S = &R->st[s];
     chunk_t *c = &R->ch[in->chunk * p->pp + s];
     int ck = S->mb_ck[slot] < 0 ? 0 : S->mb_ck[slot];
     if (ck > c->nck) ck = c->nck;
-    *recomputes = 0, *tpc = 0, *tpe = 0, *transient = 0;
+    *recomputes = 0, *tpc = 0, *transient = 0;
     int unit = R->o->unit_costs;
     switch (in->op) {
     case MK_INSTR_F:
@@ -467,8 +464,8 @@ static int step_stage(run_t *R, int s, double T)
                 if (S->inflight > S->max_inflight) S->max_inflight = S->inflight;
             }
             int rc, ck = S->mb_ck[slot] < 0 ? 0 : S->mb_ck[slot];
-            double tpc, tpe, tr, pure;
-            double d = compute_time(R, s, in, slot, &rc, &tpc, &tpe, &tr);
+            double tpc, tr, pure;
+            double d = compute_time(R, s, in, slot, &rc, &tpc, &tr);
             mem_note(R, s, tr, t);
             pure = pure_compute(R, c, in, rc, ck, d);
             if (!unit) {
@@ -624,7 +621,7 @@ static void run_free(run_t *R)
 /* Forward FLOPs recomputed in one step, from the streams: every F or
  * F_PRE recomputes the forward of the first `ckpt` checkpointable layers
  * of its chunk (F_PRE: all of them), on every DP replica.  Full recompute
- * gives DESIGN.md's 96-convention count, none the 72 one, partial
+ * gives Megatron-LM's 96-convention count, none the 72 one (README.md "The model"), partial
  * policies (stage-aware, auto, merak's last stage) what they really do. */
 static double recompute_flops(const mk_sched_t *sch, const mk_plan_t *p, const mk_graph_t *g)
 {

@@ -1,5 +1,5 @@
-/* Sub-pipelined tensor parallelism (DESIGN.md "Merak's three runtime
- * techniques"), modelled explicitly as two streams, compute and TP comm,
+/* Sub-pipelined tensor parallelism (README.md "Cost model", TP overlap),
+ * modelled explicitly as two streams, compute and TP comm,
  * over a chunk's layers.  Each micro-batch splits into two halves (h1,
  * h2); a half costs c_half (the GEMMs are half as tall, so their
  * efficiency drops and launches double); an all-reduce of a half carries

@@ -1,5 +1,5 @@
 /* `merak sched`: a schedule's per-stage instruction streams, verified, with
- * an ASCII timeline under DESIGN.md's unit costs (one column per unit). */
+ * an ASCII timeline under the unit costs (mk_sched_costs_unit; one column per unit). */
 #include "config.h"
 #include "cli.h"
 #include "merak/checked.h"

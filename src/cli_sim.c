@@ -25,7 +25,7 @@ static const char *sim_usage =
     "  --schedule S       gpipe, 1f1b (default), interleaved, merak, merak-pre, merak-last, zb-h1\n"
     "  --recompute R      none, full (default), selective, stage-aware:R, auto\n"
     "  --vpp V            model chunks per stage (interleaved)\n"
-    "  --tp-overlap L     sub-pipelined TP: 0 none, 1, 2, 3 (see docs-sim.md)\n"
+    "  --tp-overlap L     sub-pipelined TP: 0 none, 1, 2, 3 (README.md \"Cost model\")\n"
     "  --zero 1           ZeRO-1: optimizer state sharded over DP\n"
     "  --sequence-parallel  Megatron sequence parallelism\n"
     "  --dtype D          fp16, bf16, fp32 (default: the cluster's 16-bit type)\n"

@@ -1,4 +1,4 @@
-/* The streams as one JSON object (the `sched` contract of DESIGN.md). */
+/* The streams as one JSON object (`merak sched --json`, README.md "Pipeline schedules"). */
 #include "config.h"
 #include "sched_internal.h"
 

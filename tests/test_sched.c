@@ -1,4 +1,4 @@
-/* The scheduler against DESIGN.md: golden compute orders and makespans of
+/* The scheduler against README.md "Pipeline schedules": golden compute orders and makespans of
  * the 1F1B family (S=4, M=8, recompute full), stage-aware ratios, p2p and
  * tail instructions, and spec errors. */
 #include "check.h"
@@ -117,7 +117,7 @@ static void test_errors(void)
     CHECK(mk_recompute_parse("stage-aware:0.25", &r) == 0 && r.ratio == 0.25, "stage-aware parse");
 }
 
-/* LOAD, p2p, REDUCE_TIED, REDUCE_GRADS and OPT_STEP where DESIGN.md wants them. */
+/* LOAD, p2p, REDUCE_TIED, REDUCE_GRADS and OPT_STEP where the streams need them. */
 static void test_tail_and_p2p(void)
 {
     mk_sched_spec_t sp = {.kind = MK_SCHED_ZB_H1, .pp = 3, .m = 4, .vpp = 1,

@@ -1,10 +1,11 @@
 /* Compute backends: one table of function pointers per device kind.
  *
  * The executor calls kernels only through this table; the CPU backend
- * (OpenBLAS + C loops) fills it now, a CUDA backend fills the same table
- * later.  All pointers passed to kernels are device memory obtained from
- * alloc(); the executor hands MPI the same pointers (CUDA-aware MPI, or a
- * backend may stage through host memory in its own collectives later).
+ * (OpenBLAS + C loops, src/backend_cpu.c) and the CUDA backend (cuBLAS and
+ * our kernels, src/cuda/, merak/cuda.h) each fill one.  All pointers passed
+ * to kernels are device memory obtained from alloc(); the executor hands MPI
+ * the same pointers, staged through host memory for a device backend
+ * (mk_comm_stage, merak/cuda.h: no CUDA-aware MPI needed).
  * Optional entries may be NULL.  Shapes: N = b*T tokens, C channels,
  * NH heads (local to the TP rank), hs head size, row-major everywhere.
  * Linear weights are stored (out, in), as in llm.c: y = x W^T + b. */

@@ -1,6 +1,6 @@
 /* CUDA backend entry points (C linkage; implemented in src/cuda/ (.cu files) and
  * built only when configure finds nvcc and cuBLAS: MK_HAVE_CUDA).  See
- * docs-cuda.md for the math modes and the status of this backend. */
+ * README.md "The CUDA backend" for the math modes and the status of this backend. */
 #ifndef MERAK_CUDA_H
 #define MERAK_CUDA_H
 

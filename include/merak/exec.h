@@ -24,7 +24,7 @@ typedef struct mk_exec_opts {
     int progress;                 /* rank 0 prints per-step lines on stderr */
     const char *trace;            /* Chrome trace of the last step (all ranks, written by rank 0) */
     const char *data;             /* token file (merak/data.h), or NULL: the synthetic stream */
-    const char *save, *load;      /* checkpoint files (safetensors, DESIGN.md) */
+    const char *save, *load;      /* checkpoint files (safetensors, README.md "Checkpoints") */
     int save_interval;            /* also save every N steps (0: at the end only) */
     int eval_interval;            /* validation loss every N steps and at the end (0: never) */
     int eval_batches;             /* global batches per validation (0: up to 8) */

@@ -124,7 +124,7 @@ double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar);
 
 /* A layer recompute may checkpoint: inside a transformer block and holding
  * parameters (the embedding and the head are never recomputed, as in
- * Megatron-LM and DESIGN.md's FLOP formula). */
+ * Megatron-LM's FLOP formula, README.md "The model"). */
 int mk_layer_checkpointable(const mk_graph_t *g, int layer);
 
 /* Totals over all layers. */

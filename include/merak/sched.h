@@ -100,7 +100,7 @@ typedef struct mk_sched {
 
 typedef struct mk_sched_report {
     int *max_inflight;          /* [pp] most micro-batches whose activations are held */
-    double makespan;            /* under the unit costs of DESIGN.md */
+    double makespan;            /* under the unit costs (mk_sched_costs_unit) */
     int rendezvous_ok;          /* 1: also deadlock-free with rendezvous sends */
 } mk_sched_report_t;
 
@@ -110,7 +110,7 @@ typedef struct mk_sched_costs {
     double f, b, r, b_in, b_w, recompute;
 } mk_sched_costs_t;
 
-/* DESIGN.md's unit costs: F = F_PRE = 1, B = 2, R = 1, B_IN = 1, B_W = 1,
+/* The unit costs (README.md "Pipeline schedules"): F = F_PRE = 1, B = 2, R = 1, B_IN = 1, B_W = 1,
  * recompute +1, everything else 0. */
 void mk_sched_costs_unit(mk_sched_costs_t *c);
 

@@ -40,7 +40,7 @@ extern "C" {
 enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_KINDS };
 
 typedef struct mk_sim_opts {
-    int unit_costs;          /* DESIGN.md unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
+    int unit_costs;          /* the unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
                                 B_W 1, everything else 0): for the scheduler's makespans */
     mk_trace_t *trace;       /* optional: events are written to it (caller opens/closes) */
     double bucket_bytes;     /* DP gradient bucket size (0: 64 MiB) */
@@ -76,7 +76,6 @@ void mk_sim_opts_init(mk_sim_opts_t *o);
 /* A simulator for a cluster (copied).  NULL on allocation failure. */
 mk_sim_t *mk_sim_new(const mk_cluster_t *c);
 void mk_sim_free(mk_sim_t *s);
-const mk_cluster_t *mk_sim_cluster(const mk_sim_t *s);
 
 /* Simulate one training step of plan p on graph g (built with the plan's
  * mbs, dtype and tp: mk_plan_graph_opts).  The plan is checked on a copy;
@@ -105,7 +104,7 @@ int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
  * max_nodes > 0).  Returns 0 or -1. */
 int mk_sim_check_gpus(const mk_cluster_t *c, const mk_plan_t *p);
 
-/* Result as the JSON object of DESIGN.md's `sim` keys (+ memory breakdown);
+/* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
  * plan attached when p != NULL.  New reference. */
 json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p);
 
