@@ -103,6 +103,8 @@ void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
 void mk_fault_rank_step(int rank, int64_t step);  /* MK_TEST_FAIL: exit(1) here */
 int mk_fault_nan(int64_t step);                   /* MK_TEST_NAN: nonzero at that step */
 void mk_fault_save_written(int written);          /* MK_TEST_SAVE_DIE_AFTER: _exit(3) */
+int mk_fault_device_armed(void);                  /* MK_TEST_DEVICE_FAIL is set (on every rank) */
+int mk_fault_device(int rank, int64_t step);      /* -1 (mk_error_set) at that rank and step */
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);

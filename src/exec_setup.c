@@ -116,15 +116,32 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
     free(t);
 }
 
-/* Every rank agrees on a failure (ok: this rank's view); the message stays
- * rank 0's.  Returns 0 when all are fine. */
+/* Every rank agrees on a failure (ok: this rank's view) and then holds the
+ * message of the lowest failing rank (as "rank N: ..." where it is not its
+ * own).  Returns 0 when all are fine. */
 static int all_ok(mk_exec_t *e, int ok)
 {
     int all = ok, first_bad = ok ? e->comm.size : e->comm.rank;
     MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, e->comm.world);
     MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, e->comm.world);
-    if (!all && e->comm.rank == 0 && ok) mk_error_set("rank %d failed (see its message)", first_bad);
-    return all ? 0 : -1;
+    if (all) return 0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mk_error_last());
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first_bad, e->comm.world);
+    if (e->comm.rank != first_bad) mk_error_set("rank %d: %s", first_bad, msg);
+    return -1;
+}
+
+/* A device error (sticky in the backend: mk_backend_t.status) fails the run
+ * on every rank alike.  Checked after each step, with one collective only
+ * where a rank can fail this way (a backend with status, or the testing
+ * hook armed): the same on every rank, as all run the same backend. */
+static int device_ok(mk_exec_t *e, int64_t step)
+{
+    const mk_backend_t *be = e->o->be;
+    if (!be->status && !mk_fault_device_armed()) return 0;
+    int bad = mk_fault_device(e->comm.rank, step) < 0 || (be->status && be->status() < 0);
+    return all_ok(e, !bad);
 }
 
 /* Mean validation loss over a fixed set of held-out global batches. */
@@ -210,6 +227,10 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         mk_exec_trace_peak(e);
         e->tracing = 0;
         res->step_times[i] = mk_time_now() - t0;
+        if (rc == 0 && device_ok(e, k) < 0) {
+            res->fail_exit = 1, res->steps = i;
+            return -1;
+        }
         if (rc == 0 && mk_fault_nan(k)) e->step_loss = NAN;
         res->losses[i] = e->step_loss;
         if (rc == 0 && !isfinite(e->step_loss)) {
@@ -226,6 +247,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
             double vl;
             rc = evaluate(e, &vl);
+            if (rc == 0 && device_ok(e, -1) < 0) rc = -1, res->fail_exit = 1;
             if (rc == 0) {
                 res->val_steps[res->n_val] = k + 1;
                 res->val_losses[res->n_val++] = vl;

@@ -1,6 +1,6 @@
 #!/bin/sh
-# Failures end every rank quickly with one message: a rank that dies, a NaN
-# loss, a missing or mismatched checkpoint, an unreadable data file.
+# Failures end every rank quickly with one message: a rank that dies, a
+# device error on one rank, a NaN loss, a missing or mismatched checkpoint, an unreadable data file.
 . "$top_srcdir/tests/lib.sh"
 PY=${PYTHON:-python3}
 R="$MPIEXEC $MPIEXEC_FLAGS"
@@ -9,6 +9,17 @@ MK_TEST_FAIL=5:2 timeout 10 $R -n 8 "$MERAK" run --dp 2 --pp 2 --tp 2 --gbs 8 --
 rc=$?; dt=$(( $(date +%s) - t0 ))
 check "rank 5 dies at step 3: every rank ends within 10 s (rc=$rc, ${dt}s)" test $rc -ne 0 -a $rc -ne 124 -a $dt -le 10
 check "rank 5 dies: a message" grep -q "rank 5" "$tmpdir/err"
+
+# a device error on one rank (as the CUDA backend reports through its status
+# entry): every rank stops after that step with rank 0's one message, exit 1,
+# and no checkpoint is written over by the broken step
+MK_TEST_DEVICE_FAIL=3:1 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 5 --save "$tmpdir/d.st" \
+  >"$tmpdir/out" 2>"$tmpdir/err"
+rc=$?
+check "device error on rank 3: rc=$rc (1)" test $rc -eq 1
+check "device error: one message naming the rank and the step" \
+  test "$(grep -c '^merak run: rank 3: testing: a device error after step 1$' "$tmpdir/err")" -eq 1
+check "device error: no checkpoint written" test ! -e "$tmpdir/d.st"
 
 # a checkpoint is named good only once a step after it finished with a finite loss
 MK_TEST_NAN=3 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 5 --save "$tmpdir/c.st" \

@@ -280,6 +280,10 @@ int main(void)
     mk_cuda_device_name(0, name, sizeof name);
     cpu = mk_backend_cpu();
     gpu = mk_backend_cuda();
+    if (!gpu) {
+        fprintf(stderr, "mk_backend_cuda: %s\n", mk_error_last());
+        return 1;
+    }
     const char *mode = mk_cuda_math_name();
     gemm_bound = !strcmp(mode, "tf32") ? 2e-3 : !strcmp(mode, "bf16") ? 1.6e-2 : 0.0;
     printf("device 0: %s; GEMM math %s\n", name, mode);
@@ -299,6 +303,7 @@ int main(void)
     test_xent(8, 50, 100, 90);     /* an all-padding shard: max -inf, sums 0 */
     test_adamw(100003);
     printf("worst err/bound %.3f\n", worst);
+    CHECK(gpu->status() == 0, "a CUDA error during the tests: %s", mk_error_last());
     CHECK_DONE();
 }
 #endif

@@ -74,6 +74,11 @@ typedef struct mk_backend {
     void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale);
     double (*sumsq)(const float *x, size_t n);
+    /* Optional (NULL: the backend cannot fail).  0, or -1 with mk_error_set
+       once a device error has happened in any entry above (sticky: the
+       entries return void, so they record it and carry on; results from
+       then on are undefined).  The executor checks it after every step. */
+    int (*status)(void);
 } mk_backend_t;
 
 /* The CPU backend (OpenBLAS sgemm and C loops). */

@@ -22,14 +22,15 @@ int mk_cuda_device_name(int i, char *buf, int n);
  * device; the context (streams, cuBLAS handle) is made on first use, on the
  * device chosen by mk_cuda_bind() or else device 0.  Math mode of the GEMMs
  * from MK_CUDA_MATH = fp32 (default) | tf32 | bf16, read at context creation. */
-const struct mk_backend *mk_backend_cuda(void);
+const struct mk_backend *mk_backend_cuda(void);  /* NULL (mk_error_set): bad MK_CUDA_MATH */
 /* Nonzero once mk_backend_cuda() has been handed out (the run uses the GPU). */
 int mk_cuda_active(void);
 /* One GPU per rank: device local_rank mod device count, where local_rank is
  * the rank within the node (MPI_COMM_TYPE_SHARED).  Call before the first
  * allocation.  Returns the device, or -1 with no device. */
 int mk_cuda_bind(int local_rank, int local_size);
-/* "fp32", "tf32" or "bf16": the GEMM math mode in effect (or to be). */
+/* "fp32", "tf32" or "bf16": the GEMM math mode in effect (or to be;
+ * "invalid" for a bad MK_CUDA_MATH). */
 const char *mk_cuda_math_name(void);
 
 /* Host staging for MPI (no CUDA-aware MPI): */

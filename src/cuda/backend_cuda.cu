@@ -14,11 +14,23 @@ static mkc_ctx_t ctx;
 static int active;
 static int bound_device = -1;
 
+// The first device error of this process, kept (sticky) instead of exiting:
+// library code never exits.  Work queued after it still runs, on garbage or
+// failing fast (CUDA errors mostly poison the context); the executor asks
+// status() after every step and fails the run on every rank alike.
+static int failed;
+static char fail_msg[512];
+
 void mkc_fail(const char *what, const char *file, int line)
 {
-    fprintf(stderr, "merak: CUDA error: %s (%s:%d)\n", what, file, line);
-    fflush(stderr);
-    exit(1);
+    if (failed) return;
+    failed = 1;
+    snprintf(fail_msg, sizeof fail_msg, "CUDA error: %s (%s:%d)", what, file, line);
+}
+
+static int cu_status(void)
+{
+    return failed ? mk_error_set("%s", fail_msg) : 0;
 }
 
 void mkc_after_launch(const char *file, int line)
@@ -28,20 +40,22 @@ void mkc_after_launch(const char *file, int line)
     if (e != cudaSuccess) mkc_fail(cudaGetErrorString(e), file, line);
 }
 
-static mkc_math_t math_from_env(void)
+// MK_CUDA_MATH: fp32 (default), tf32 or bf16; -1 with mk_error_set
+// otherwise (mk_backend_cuda() refuses the backend then).
+static int math_from_env(void)
 {
     const char *m = getenv("MK_CUDA_MATH");
     if (!m || !*m || !strcmp(m, "fp32")) return MKC_MATH_FP32;
     if (!strcmp(m, "tf32")) return MKC_MATH_TF32;
     if (!strcmp(m, "bf16")) return MKC_MATH_BF16;
-    fprintf(stderr, "merak: MK_CUDA_MATH must be fp32, tf32 or bf16 (got '%s')\n", m);
-    exit(2);
+    return mk_error_set("MK_CUDA_MATH must be fp32, tf32 or bf16 (got '%s')", m);
 }
 
 extern "C" const char *mk_cuda_math_name(void)
 {
     static const char *names[] = {"fp32", "tf32", "bf16"};
-    return names[ctx.ready ? ctx.math : math_from_env()];
+    int m = ctx.ready ? (int)ctx.math : math_from_env();
+    return m < 0 ? "invalid" : names[m];
 }
 
 mkc_ctx_t *mkc(void)
@@ -49,7 +63,9 @@ mkc_ctx_t *mkc(void)
     if (ctx.ready) return &ctx;
     if (bound_device >= 0) CK(cudaSetDevice(bound_device));
     CK(cudaGetDevice(&ctx.device));
-    ctx.math = math_from_env();
+    int math = math_from_env();
+    if (math < 0) mkc_fail(mk_error_last(), __FILE__, __LINE__);  // changed since mk_backend_cuda()
+    ctx.math = math < 0 ? MKC_MATH_FP32 : (mkc_math_t)math;
     const char *s = getenv("MK_CUDA_SYNC");
     ctx.sync_each = s && atoi(s) > 0;
     CK(cudaStreamCreateWithFlags(&ctx.s, cudaStreamNonBlocking));
@@ -220,10 +236,12 @@ static const mk_backend_t mk_cuda = {
     /* .xent_bwd = */ mkc_xent_bwd,
     /* .adamw = */ mkc_adamw,
     /* .sumsq = */ mkc_sumsq,
+    /* .status = */ cu_status,
 };
 
 extern "C" const struct mk_backend *mk_backend_cuda(void)
 {
+    if (math_from_env() < 0) return NULL;
     active = 1;
     return &mk_cuda;
 }

@@ -35,7 +35,8 @@ typedef struct mkc_ctx {
 // The context, created on first use (on the current device).
 mkc_ctx_t *mkc(void);
 
-// Abort the process with a one-line message on a CUDA / cuBLAS error.
+// Record the first CUDA / cuBLAS error (one line, sticky) for the backend's
+// status() entry; the caller carries on (no exit in library code).
 void mkc_fail(const char *what, const char *file, int line);
 #define CK(x)                                                                \
     do {                                                                     \
