@@ -212,6 +212,7 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
             if (rc == 0 && mk_st_writer_put(w, b.file, mk_gpt_full_size(&g->t[k])) < 0) rc = -1;
             mk_fault_save_written(kind * nc + k + 1);
         }
+    if (mk_exec_device_ok(e, -1) < 0 && rank == 0) rc = -1;  /* the shards came off a failed device */
     if (rank == 0) {
         if (rc == 0) rc = mk_st_writer_commit(w);
         else mk_st_writer_abort(w);

@@ -74,6 +74,13 @@ typedef struct mk_exec {
     struct mk_data *data;    /* --data, or NULL (synthetic) */
 } mk_exec_t;
 
+/* exec_setup.c: a device error (sticky in the backend: mk_backend_t.status)
+ * fails the run on every rank alike; collective over world, called after
+ * each step and before a checkpoint is committed (step -1: outside a step).
+ * One collective only where a rank can fail this way (a backend with status,
+ * or MK_TEST_DEVICE_FAIL armed), the same on every rank.  0, or -1 on every
+ * rank with the lowest failing rank's message. */
+int mk_exec_device_ok(mk_exec_t *e, int64_t step);
 /* exec_stream.c */
 int mk_exec_step(mk_exec_t *e, int64_t step);
 int mk_exec_poll(mk_exec_t *e);

@@ -132,11 +132,7 @@ static int all_ok(mk_exec_t *e, int ok)
     return -1;
 }
 
-/* A device error (sticky in the backend: mk_backend_t.status) fails the run
- * on every rank alike.  Checked after each step, with one collective only
- * where a rank can fail this way (a backend with status, or the testing
- * hook armed): the same on every rank, as all run the same backend. */
-static int device_ok(mk_exec_t *e, int64_t step)
+int mk_exec_device_ok(mk_exec_t *e, int64_t step)
 {
     const mk_backend_t *be = e->o->be;
     if (!be->status && !mk_fault_device_armed()) return 0;
@@ -227,7 +223,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         mk_exec_trace_peak(e);
         e->tracing = 0;
         res->step_times[i] = mk_time_now() - t0;
-        if (rc == 0 && device_ok(e, k) < 0) {
+        if (rc == 0 && mk_exec_device_ok(e, k) < 0) {
             res->fail_exit = 1, res->steps = i;
             return -1;
         }
@@ -247,7 +243,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
             double vl;
             rc = evaluate(e, &vl);
-            if (rc == 0 && device_ok(e, -1) < 0) rc = -1, res->fail_exit = 1;
+            if (rc == 0 && mk_exec_device_ok(e, -1) < 0) rc = -1, res->fail_exit = 1;
             if (rc == 0) {
                 res->val_steps[res->n_val] = k + 1;
                 res->val_losses[res->n_val++] = vl;

@@ -20,6 +20,13 @@ check "device error on rank 3: rc=$rc (1)" test $rc -eq 1
 check "device error: one message naming the rank and the step" \
   test "$(grep -c '^merak run: rank 3: testing: a device error after step 1$' "$tmpdir/err")" -eq 1
 check "device error: no checkpoint written" test ! -e "$tmpdir/d.st"
+# ... and one while the save copies the shards out (step -1: outside a step)
+MK_TEST_DEVICE_FAIL=1:-1 timeout 20 $R -n 2 "$MERAK" run --dp 2 --gbs 4 --steps 1 --save "$tmpdir/d.st" \
+  >"$tmpdir/out" 2>"$tmpdir/err"
+rc=$?
+check "device error during the save: rc=$rc (1)" test $rc -eq 1
+check "device error during the save: rank 1's message" grep -q '^merak run: rank 1: testing: a device error' "$tmpdir/err"
+check "device error during the save: no checkpoint written" test ! -e "$tmpdir/d.st"
 
 # a checkpoint is named good only once a step after it finished with a finite loss
 MK_TEST_NAN=3 timeout 20 $R -n 4 "$MERAK" run --dp 2 --pp 2 --gbs 8 --steps 5 --save "$tmpdir/c.st" \
