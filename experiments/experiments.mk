@@ -1,5 +1,5 @@
 # Experiments and plots: reproducible scripts (not run by make check).
-EXTRA_DIST += experiments/merak-paper/run.sh experiments/merak-paper/plot.py experiments/bench-plan.sh
+EXTRA_DIST += experiments/merak-paper/run.sh experiments/merak-paper/plot.py experiments/bench-plan.sh experiments/bench-trace.sh
 # the committed plans (tests/plan-format.sh loads them)
 EXTRA_DIST += \
 	experiments/merak-paper/results/gpt-1.5b-deepspeed.plan.json \

@@ -105,10 +105,13 @@ for k, d in kinds.items():
     assert int(rows[k][0]) == len(d) and abs(float(rows[k][1]) - sum(d) / 1e3) < 1e-3, (k, rows[k], len(d), sum(d))
 ' "$tmpdir/sim.json" "$tmpdir/out"
 
-# linear: 16,129 ranks (dp 32 x pp 64 x tp 8), ~60k events, 8 MB.  The
-# quadratic summary took 12 s here; the linear one takes about 1.
+# a many-rank trace: 16,129 ranks (dp 32 x pp 64 x tp 8), ~60k events,
+# 8 MB.  The quadratic summary took 12 s here, the linear one about 1 (2.4
+# under ASan); the timeout only guards against a hang, as timed unit tests
+# fail on a loaded machine: the speed figures come from
+# experiments/bench-trace.sh.
 "$MERAK" sim --model gpt-175b --cluster dgx-a100 --dp 32 --pp 64 --tp 8 --gbs 2048 --trace "$tmpdir/big.json" >/dev/null
-expect_ok "16,129-rank trace: summary within 6 s" timeout 6 "$MERAK" trace summary "$tmpdir/big.json"
+expect_ok "16,129-rank trace: summary" timeout 120 "$MERAK" trace summary "$tmpdir/big.json"
 check "... lists all 64 stages' ranks" [ "$(grep -c '^  [0-9]' "$tmpdir/out")" -eq 64 ]
-expect_ok "16,129-rank trace: diff against itself within 6 s" timeout 6 "$MERAK" trace diff "$tmpdir/big.json" "$tmpdir/big.json"
+expect_ok "16,129-rank trace: diff against itself" timeout 120 "$MERAK" trace diff "$tmpdir/big.json" "$tmpdir/big.json"
 finish
