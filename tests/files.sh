@@ -1,5 +1,5 @@
 #!/bin/sh
-# Every file merak writes goes through one safe writer (src/fileio.c):
+# Every file merak writes goes through one safe writer (src/util/fileio.c):
 # non-regular targets are refused and left alone, symlinks are written
 # through, stale temporaries of dead processes are removed, a signal
 # mid-save leaves no temporary and a failed exit, and output flags are

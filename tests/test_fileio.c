@@ -1,4 +1,4 @@
-/* The safe writer (src/fileio.c) at the library level: commit and abort,
+/* The safe writer (src/util/fileio.c) at the library level: commit and abort,
  * symlink chains and loops, bad names, the input check, and the signal
  * handler removing a live temporary (in a forked child). */
 #include "check.h"

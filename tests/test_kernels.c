@@ -3,7 +3,7 @@
  * of the reference forward (L = sum(out * r) for a random r). */
 #include "config.h"
 #include "check.h"
-#include "kernels_cpu.h"
+#include "exec/kernels_cpu.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -58,7 +58,7 @@ int mk_exec_validate(mk_exec_opts_t *o, int world);
 int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);
 void mk_exec_result_free(mk_exec_result_t *res);
 /* Fault injection for the tests (MK_TEST_FAIL, MK_TEST_NAN,
- * MK_TEST_SAVE_DIE_AFTER): environment variables read by src/exec_faults.c,
+ * MK_TEST_SAVE_DIE_AFTER): environment variables read by src/exec/exec_faults.c,
  * documented at its top. */
 
 #ifdef __cplusplus

@@ -2,7 +2,7 @@
  * tensor parallelism, laid out layer-major in one allocation, and per-layer
  * forward / backward / recompute on one micro-batch.
  *
- * Layers (as in src/graph_gpt.c): 0 embedding | 1+2i attention.i |
+ * Layers (as in src/graph/graph_gpt.c): 0 embedding | 1+2i attention.i |
  * 2+2i mlp.i | 2L+1 head (ln_f + tied LM head + loss).  A rank owns any
  * subset of layers (its pipeline chunks); its tensors are packed in layer
  * order, so each chunk is one contiguous range of the parameter block.

@@ -1,5 +1,5 @@
 /* The maximum of every user-facing number, in one table shared by the
- * command line (src/cli_args.c prints them under --help and refuses what
+ * command line (src/cli/cli_args.c prints them under --help and refuses what
  * is above), the model and plan checks and the JSON readers, so a file
  * gets the same limits as a flag.
  *

@@ -8,7 +8,7 @@
  * concurrent flows sharing the node's NICs).  Each rank has a compute
  * stream (runs its instruction stream in order), a p2p stream (buffered
  * sends, serial), a TP stream (all-reduces inside F/B/R, sub-pipelined per
- * --tp-overlap, see sim/tp.c) and a DP stream (gradient buckets, started
+ * --tp-overlap, see src/sim/tp.c) and a DP stream (gradient buckets, started
  * during the stage's last backward; REDUCE_GRADS waits for its bucket).
  * Inter-node sends reserve the sending node's NIC (a shared resource,
  * FIFO), so contention between stages on one node shows.

@@ -1,7 +1,7 @@
 # CUDA backend: .cu files compiled by nvcc (suffix rule in Makefile.am),
 # only when configure found nvcc and cuBLAS.  --fmad=false: no FMA
 # contraction in our kernels, so each entry is computed with the same
-# roundings as the CPU kernels (src/kernels_cpu.c); cuBLAS is unaffected.
+# roundings as the CPU kernels (src/exec/kernels_cpu.c); cuBLAS is unaffected.
 NVCCFLAGS += --fmad=false
 CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/cuda/layernorm.cu \
 	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu

@@ -1,4 +1,4 @@
-/* Cluster JSON files (src/cluster.c), as `merak sim --cluster FILE.json`
+/* Cluster JSON files (src/plan/cluster.c), as `merak sim --cluster FILE.json`
  * reads them: mk_cluster_get on a path loads and validates the file. */
 #include "fuzz.h"
 #include "merak/cluster.h"

@@ -1,5 +1,5 @@
-/* Token data files (src/data.c), as `merak run --data FILE` opens them
- * (src/exec_setup.c) and serves batches.  The input's first two bytes
+/* Token data files (src/exec/data.c), as `merak run --data FILE` opens them
+ * (src/exec/exec_setup.c) and serves batches.  The input's first two bytes
  * pick what the CLI would supply besides the file:
  *   byte 0, bits 0-1: the file name's suffix (.txt .bin .u16 .tok), which
  *                     selects the format; bits 2-3: the vocabulary

@@ -1,4 +1,4 @@
-/* Model JSON descriptions (src/graph_json.c), as `merak model --model
+/* Model JSON descriptions (src/graph/graph_json.c), as `merak model --model
  * FILE.json` reads them: resolve (probe and validate), then build the
  * graph at tp 1 and walk it the way the CLI prints it. */
 #include "fuzz.h"

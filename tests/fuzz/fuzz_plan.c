@@ -1,5 +1,5 @@
-/* Plan files (src/plan_json.c), as `merak sim|run --plan FILE` takes them
- * (mk_args_plan in src/cli_plan.c): load, check the model against tp,
+/* Plan files (src/plan/plan_json.c), as `merak sim|run --plan FILE` takes them
+ * (mk_args_plan in src/cli/cli_plan.c): load, check the model against tp,
  * build the plan's graph, check the plan, then resolve its cluster. */
 #include "fuzz.h"
 #include "merak/cluster.h"

@@ -1,4 +1,4 @@
-/* Trace files (src/tracefile.c), as `merak trace summary FILE` and
+/* Trace files (src/trace/tracefile.c), as `merak trace summary FILE` and
  * `merak trace diff FILE FILE` read them. */
 #include "fuzz.h"
 #include "merak/tracefile.h"

@@ -1,0 +1,316 @@
+/* Shared flag parsing for all subcommands (getopt_long).  One table lists
+ * every flag of the command-line contract with the group it belongs to; a
+ * subcommand passes the groups it accepts and any other flag is rejected. */
+#include "config.h"
+#include "cli/cli.h"
+#include "merak/limits.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum {
+    O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
+    O_DP, O_PP, O_TP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
+    O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
+    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_SEQPAR, O_PARTITION, O_PLAN, O_TRACE,
+    O_GPUS, O_TOP, O_SAVE_PLAN,
+    O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
+    O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
+    O_BASELINE, O_OUT, O_JSON, O_HELP
+};
+
+/* A flag: its value kind (I integer, R real, S string, N none), whether
+ * it is part of the model/layout a --plan file replaces, and for numbers
+ * the range [lo, max] (merak/limits.h says why each maximum). */
+enum { N = 0, S, I, R };
+
+typedef struct {
+    const char *name;
+    int id;
+    unsigned group;
+    int kind, layout;
+    int lo;
+    double max;
+} mk_flag_t;
+
+#define G_L (MK_OPTG_LAYOUT)
+static const mk_flag_t mk_flags[] = {
+    {"model", O_MODEL, MK_OPTG_MODEL, S, 1, 0, 0},
+    {"num-layers", O_NUM_LAYERS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_LAYERS},
+    {"hidden-size", O_HIDDEN, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HIDDEN},
+    {"num-attention-heads", O_HEADS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEADS},
+    {"seq-length", O_SEQ, MK_OPTG_MODEL, I, 1, 1, MK_MAX_SEQ},
+    {"vocab-size", O_VOCAB, MK_OPTG_MODEL, I, 1, 1, MK_MAX_VOCAB},
+    {"ffn-hidden-size", O_FFN, MK_OPTG_MODEL, I, 1, 1, MK_MAX_FFN},
+    {"dtype", O_DTYPE, MK_OPTG_MODEL, S, 0, 0, 0},
+    {"dp", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
+    {"data-parallel-size", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
+    {"pp", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
+    {"pipeline-model-parallel-size", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
+    {"tp", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
+    {"tensor-model-parallel-size", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
+    {"mbs", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
+    {"micro-batch-size", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
+    {"gbs", O_GBS, G_L | MK_OPTG_PLAN | MK_OPTG_BATCH, I, 1, 1, MK_MAX_GBS},
+    {"global-batch-size", O_GBS, G_L | MK_OPTG_PLAN | MK_OPTG_BATCH, I, 1, 1, MK_MAX_GBS},
+    {"vpp", O_VPP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
+    {"num-layers-per-virtual-pipeline-stage", O_VPP_LAYERS, G_L, I, 1, 1, MK_MAX_LAYERS},
+    {"schedule", O_SCHEDULE, MK_OPTG_SCHED, S, 1, 0, 0},
+    {"recompute", O_RECOMPUTE, MK_OPTG_SCHED, S, 1, 0, 0},
+    {"micro-batches", O_MICRO_BATCHES, MK_OPTG_SCHED, I, 0, 1, MK_MAX_MICRO_BATCHES},
+    {"verify", O_VERIFY, MK_OPTG_SCHED, N, 0, 0, 0},
+    {"cluster", O_CLUSTER, MK_OPTG_SIM | MK_OPTG_PLAN, S, 0, 0, 0},
+    {"tp-overlap", O_TP_OVERLAP, MK_OPTG_SIM, I, 1, 0, 3},
+    {"zero", O_ZERO, MK_OPTG_SIM, I, 1, 0, 1},
+    {"sequence-parallel", O_SEQPAR, MK_OPTG_SIM, N, 1, 0, 0},
+    {"partition", O_PARTITION, MK_OPTG_SIM, S, 1, 0, 0},
+    {"plan", O_PLAN, MK_OPTG_SIM, S, 0, 0, 0},
+    {"trace", O_TRACE, MK_OPTG_SIM | MK_OPTG_PLAN | MK_OPTG_RUN, S, 0, 0, 0},
+    {"gpus", O_GPUS, MK_OPTG_PLAN, I, 0, 1, MK_MAX_GPUS},
+    {"top", O_TOP, MK_OPTG_PLAN, I, 0, 1, MK_MAX_TOP},
+    {"save-plan", O_SAVE_PLAN, MK_OPTG_PLAN, S, 0, 0, 0},
+    {"baseline", O_BASELINE, MK_OPTG_PLAN, S, 0, 0, 0},
+    {"steps", O_STEPS, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"backend", O_BACKEND, MK_OPTG_RUN, S, 0, 0, 0},
+    {"data", O_DATA, MK_OPTG_RUN, S, 0, 0, 0},
+    {"save", O_SAVE, MK_OPTG_RUN, S, 0, 0, 0},
+    {"load", O_LOAD, MK_OPTG_RUN, S, 0, 0, 0},
+    {"lr", O_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
+    {"min-lr", O_MIN_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
+    {"lr-warmup-iters", O_WARMUP, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"lr-decay-iters", O_DECAY, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"weight-decay", O_WD, MK_OPTG_RUN, R, 0, 0, MK_MAX_WEIGHT_DECAY},
+    {"clip-grad", O_CLIP, MK_OPTG_RUN, R, 0, 0, MK_MAX_CLIP_GRAD},
+    {"adam-eps", O_EPS, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_EPS},
+    {"seed", O_SEED, MK_OPTG_RUN, I, 0, 0, INT_MAX},
+    {"eval-interval", O_EVAL_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
+    {"eval-batches", O_EVAL_BATCHES, MK_OPTG_RUN, I, 0, 0, MK_MAX_EVAL_BATCHES},
+    {"save-interval", O_SAVE_INTERVAL, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"out", O_OUT, MK_OPTG_OUT, S, 0, 0, 0},
+    {"json", O_JSON, MK_OPTG_JSON, N, 0, 0, 0},
+    {"help", O_HELP, ~0u, N, 0, 0, 0},
+};
+#undef G_L
+#define MK_NFLAGS (sizeof mk_flags / sizeof mk_flags[0])
+
+int mk_cli_fail(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "merak %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return MK_EXIT_USAGE;
+}
+
+/* Strict integer parse: the whole string, within [lo, max].  Too large
+ * (including beyond 64 bits) is told apart from "not an integer". */
+static int parse_int(const char *cmd, const mk_flag_t *f, const char *s, int *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    int whole = end != s && !*end;
+    if (whole && (v > f->max || (errno == ERANGE && v == LLONG_MAX))) {
+        mk_cli_fail(cmd, "--%s must be at most %.0f, got %s", f->name, f->max, s);
+        return -1;
+    }
+    if (!whole || errno || v < f->lo) {
+        if (f->lo > 0)
+            mk_cli_fail(cmd, "--%s must be an integer >= %d, got '%s'", f->name, f->lo, s);
+        else
+            mk_cli_fail(cmd, "--%s must be a non-negative integer, got '%s'", f->name, s);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum. */
+static int parse_double(const char *cmd, const mk_flag_t *f, const char *s, double *out)
+{
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0.0)) {
+        mk_cli_fail(cmd, "--%s must be a non-negative number, got '%s'", f->name, s);
+        return -1;
+    }
+    if (v > f->max) {
+        mk_cli_fail(cmd, "--%s must be at most %g, got %s", f->name, f->max, s);
+        return -1;
+    }
+    if (v > 0 && v < MK_MIN_POSITIVE_REAL) {
+        mk_cli_fail(cmd, "--%s %s is out of range: use 0 or a value from %g to %g", f->name, s,
+                    MK_MIN_POSITIVE_REAL, f->max);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* Under --help: every numeric flag the subcommand takes with its range. */
+static void print_limits(unsigned groups)
+{
+    int any = 0;
+    for (size_t i = 0; i < MK_NFLAGS; i++) {
+        const mk_flag_t *f = &mk_flags[i];
+        if (!(f->group & groups) || (f->kind != I && f->kind != R) || (i && mk_flags[i - 1].id == f->id))
+            continue;
+        if (!any++) printf("\nNumeric limits (out of range: exit 2):\n");
+        char names[96];
+        int n = snprintf(names, sizeof names, "--%s", f->name);
+        for (size_t j = i + 1; j < MK_NFLAGS && mk_flags[j].id == f->id && n < (int)sizeof names; j++)
+            n += snprintf(names + n, sizeof names - n, ", --%s", mk_flags[j].name);
+        if (f->kind == I) printf("  %-44s %d to %.0f\n", names, f->lo, f->max);
+        else printf("  %-44s 0, or %g to %g\n", names, MK_MIN_POSITIVE_REAL, f->max);
+    }
+}
+
+static void args_init(mk_args_t *a, const char *cmd)
+{
+    memset(a, 0, sizeof *a);
+    a->cmd = cmd;
+    mk_model_overrides_init(&a->ov);
+    a->lr = a->min_lr = a->weight_decay = a->clip_grad = a->adam_eps = -1.0;
+    a->lr_warmup_iters = a->seed = a->eval_interval = -1;
+    a->steps = -1;
+    a->top = -1;
+    a->tp_overlap = -1;
+}
+
+/* Where an integer flag's value goes (NULL: not an integer flag). */
+static int *int_slot(mk_args_t *a, int id)
+{
+    switch (id) {
+    case O_NUM_LAYERS: return &a->ov.num_layers;
+    case O_HIDDEN: return &a->ov.hidden;
+    case O_HEADS: return &a->ov.heads;
+    case O_SEQ: return &a->ov.seq;
+    case O_VOCAB: return &a->ov.vocab;
+    case O_FFN: return &a->ov.ffn;
+    case O_DP: return &a->dp;
+    case O_PP: return &a->pp;
+    case O_TP: return &a->tp;
+    case O_MBS: return &a->mbs;
+    case O_GBS: return &a->gbs;
+    case O_VPP: return &a->vpp;
+    case O_VPP_LAYERS: return &a->vpp_layers;
+    case O_MICRO_BATCHES: return &a->micro_batches;
+    case O_TP_OVERLAP: return &a->tp_overlap;
+    case O_ZERO: return &a->zero;
+    case O_GPUS: return &a->gpus;
+    case O_TOP: return &a->top;
+    case O_STEPS: return &a->steps;
+    case O_WARMUP: return &a->lr_warmup_iters;
+    case O_DECAY: return &a->lr_decay_iters;
+    case O_SEED: return &a->seed;
+    case O_EVAL_INTERVAL: return &a->eval_interval;
+    case O_EVAL_BATCHES: return &a->eval_batches;
+    case O_SAVE_INTERVAL: return &a->save_interval;
+    }
+    return NULL;
+}
+
+static double *real_slot(mk_args_t *a, int id)
+{
+    switch (id) {
+    case O_LR: return &a->lr;
+    case O_MIN_LR: return &a->min_lr;
+    case O_WD: return &a->weight_decay;
+    case O_CLIP: return &a->clip_grad;
+    case O_EPS: return &a->adam_eps;
+    }
+    return NULL;
+}
+
+static const char **str_slot(mk_args_t *a, int id)
+{
+    switch (id) {
+    case O_MODEL: return &a->model;
+    case O_DTYPE: return &a->dtype;
+    case O_SCHEDULE: return &a->schedule;
+    case O_RECOMPUTE: return &a->recompute;
+    case O_CLUSTER: return &a->cluster;
+    case O_PARTITION: return &a->partition;
+    case O_PLAN: return &a->plan_file;
+    case O_TRACE: return &a->trace_file;
+    case O_SAVE_PLAN: return &a->save_plan;
+    case O_BASELINE: return &a->baseline;
+    case O_BACKEND: return &a->backend;
+    case O_DATA: return &a->data;
+    case O_SAVE: return &a->save;
+    case O_LOAD: return &a->load;
+    case O_OUT: return &a->out;
+    }
+    return NULL;
+}
+
+/* Store one parsed flag; returns 0 or -1 (message printed). */
+static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
+{
+    if (f->layout) a->layout_given = 1;
+    switch (f->kind) {
+    case I: return parse_int(a->cmd, f, v, int_slot(a, f->id));
+    case R: return parse_double(a->cmd, f, v, real_slot(a, f->id));
+    case S: *str_slot(a, f->id) = v; return 0;
+    }
+    if (f->id == O_VERIFY) a->verify = 1;
+    else if (f->id == O_SEQPAR) a->seqpar = 1;
+    else if (f->id == O_JSON) a->json = 1;
+    return 0;
+}
+
+int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage)
+{
+    struct option opts[MK_NFLAGS + 1];
+    const mk_flag_t *which[MK_NFLAGS];
+    int n = 0;
+    args_init(a, argv[0]);
+    for (size_t i = 0; i < MK_NFLAGS; i++) {
+        if (!(mk_flags[i].group & groups)) continue;
+        opts[n].name = mk_flags[i].name;
+        opts[n].has_arg = mk_flags[i].kind != N ? required_argument : no_argument;
+        opts[n].flag = NULL;
+        opts[n].val = mk_flags[i].id;
+        which[n++] = &mk_flags[i];
+    }
+    memset(&opts[n], 0, sizeof opts[n]);
+    optind = 1;
+    opterr = 0;
+    for (;;) {
+        int idx = -1;
+        int c = getopt_long(argc, argv, "h", opts, &idx);
+        if (c == -1) break;
+        if (c == 'h' || c == O_HELP) {
+            fputs(usage, stdout);
+            print_limits(groups);
+            return 1;
+        }
+        if (c == '?' || c == ':') {
+            const char *bad = argv[optind - 1];
+            if (optopt && optopt >= 256)
+                mk_cli_fail(a->cmd, "option '%s' needs a value", bad);
+            else
+                mk_cli_fail(a->cmd, "unknown option '%s' (see 'merak %s --help')", bad, a->cmd);
+            return -1;
+        }
+        if (args_store(a, which[idx], optarg) < 0) return -1;
+    }
+    a->npos = argc - optind;
+    a->pos = argv + optind;
+    return 0;
+}
+
+int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg)
+{
+    if (mk_model_resolve(a->model ? a->model : deflt, &a->ov, cfg) < 0) {
+        mk_cli_fail(a->cmd, "%s", mk_error_last());
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,146 @@
+/* `merak models` and `merak model`: the presets, and one model's layers
+ * with parameters, FLOPs and activation bytes. */
+#include "config.h"
+#include "cli/cli.h"
+#include "merak/cluster.h"
+#include "merak/graph.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MK_DEFAULT_MODEL "gpt-8.3b"
+#define MK_DEFAULT_CLUSTER "rtx3090-pcie"
+#define MK_DEFAULT_GBS 512
+
+static const char *models_usage =
+    "usage: merak models\n\nList the model and cluster presets.\n";
+
+int mk_cmd_models(int argc, char **argv)
+{
+    mk_args_t a;
+    int rc = mk_args_parse(&a, argc, argv, 0, models_usage);
+    if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
+    if (a.npos) return mk_cli_fail("models", "unexpected argument '%s'", a.pos[0]);
+    printf("Models (--model NAME, or a path to a JSON description):\n");
+    printf("  %-12s %6s %7s %6s %6s %7s  %s\n", "name", "blocks", "hidden", "heads", "seq", "vocab", "params");
+    for (const char *const *n = mk_model_preset_names(); *n; n++) {
+        mk_model_config_t c;
+        mk_model_preset(*n, &c);
+        mk_graph_opts_t o;
+        mk_graph_opts_init(&o);
+        mk_graph_t *g = mk_graph_build(&c, &o);
+        printf("  %-12s %6d %7d %6d %6d %7d  %.3gB  %s\n", c.name, c.num_layers, c.hidden, c.heads,
+               c.seq, c.vocab, g ? mk_graph_params(g) / 1e9 : 0.0, mk_model_preset_about(*n));
+        mk_graph_free(g);
+    }
+    printf("\nClusters (--cluster NAME, or a path to a cluster JSON):\n");
+    for (const char *const *n = mk_cluster_preset_names(); *n; n++)
+        printf("  %-13s %s\n", *n, mk_cluster_preset_about(*n));
+    return 0;
+}
+
+static const char *model_usage =
+    "usage: merak model [--model NAME|FILE.json] [--tp T] [--mbs b] [--gbs B]\n"
+    "                   [--dtype fp16|bf16|fp32] [--json] [model flags]\n\n"
+    "Build a model's proxy graph, shard it into layers and print each layer's\n"
+    "parameters, FLOPs per micro-batch and activation bytes saved for backward\n"
+    "(per tensor-parallel rank), with totals.\n\n"
+    "  --model NAME     preset (see 'merak models') or JSON description (default " MK_DEFAULT_MODEL ")\n"
+    "  --num-layers N --hidden-size H --num-attention-heads A --seq-length S\n"
+    "  --vocab-size V --ffn-hidden-size F   override the preset (any order)\n"
+    "  --tp T           tensor-parallel degree (default 1)\n"
+    "  --mbs b          micro-batch size in sequences (default 1)\n"
+    "  --gbs B          global batch for FLOPs per iteration (default 512)\n"
+    "  --dtype D        fp16, bf16 or fp32 (default: the default cluster's, bf16)\n"
+    "  --json           one JSON object on stdout\n";
+
+static json_t *layer_json(const mk_graph_t *g, int l, int tp)
+{
+    const mk_layer_t *L = &g->layers[l];
+    return json_pack("{s:s, s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}",
+                     "name", L->name, "kind", L->kind, "block", L->block, "params", L->params,
+                     "fwd_flops", L->fwd_flops, "bwd_flops", L->bwd_flops,
+                     "act_bytes", mk_layer_act_bytes(g, l, tp, 0, 0),
+                     "ckpt_bytes", mk_layer_ckpt_bytes(g, l, tp, 0), "out_bytes", L->out_bytes,
+                     "first_op", L->first_op, "ops", L->n_ops);
+}
+
+static int print_json(const mk_graph_t *g, int tp, int gbs)
+{
+    const mk_model_config_t *c = &g->cfg;
+    json_t *layers = json_array();
+    for (int l = 0; l < g->n_layers; l++) json_array_append_new(layers, layer_json(g, l, tp));
+    json_t *o = json_pack(
+        "{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:o}",
+        "name", c->name, "family",
+        c->family == MK_FAMILY_GPT ? "gpt" : c->family == MK_FAMILY_BERT ? "bert" : "custom",
+        "num_layers", c->num_layers, "hidden_size", c->hidden, "num_attention_heads", c->heads,
+        "seq_length", c->seq, "vocab_size", c->vocab, "vocab_padded", mk_model_padded_vocab(c, tp),
+        "ffn_hidden_size", c->ffn, "tp", tp, "mbs", g->opts.mbs, "gbs", gbs,
+        "dtype", mk_dtype_name(g->opts.dtype), "params", mk_graph_params(g),
+        "flops_per_iteration", mk_graph_flops_per_iteration(g, gbs, 0),
+        "flops_per_iteration_recompute", mk_graph_flops_per_iteration(g, gbs, 1), "layers", layers);
+    if (!o) return mk_cli_fail("model", "cannot build the JSON output");
+    json_dumpf(o, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(o);
+    return 0;
+}
+
+static void print_human(const mk_graph_t *g, int tp, int gbs)
+{
+    const mk_model_config_t *c = &g->cfg;
+    printf("model %s: %d blocks, hidden %d, %d heads, seq %d, vocab %d (padded %d at tp %d), ffn %d\n",
+           c->name, c->num_layers, c->hidden, c->heads, c->seq, c->vocab,
+           mk_model_padded_vocab(c, tp), tp, c->ffn);
+    printf("micro-batch %d, dtype %s, %d ops in %d layers; per micro-batch, activations per TP rank:\n",
+           g->opts.mbs, mk_dtype_name(g->opts.dtype), g->n_ops, g->n_layers);
+    printf("  %-16s %-10s %14s %12s %12s %12s\n", "layer", "kind", "params", "fwd GFLOP", "bwd GFLOP",
+           "act MiB");
+    double act = 0;
+    for (int l = 0; l < g->n_layers; l++) {
+        const mk_layer_t *L = &g->layers[l];
+        double a = mk_layer_act_bytes(g, l, tp, 0, 0);
+        act += a;
+        if (g->n_layers > 14 && l >= 5 && l < g->n_layers - 5) {
+            if (l == 5) printf("  %-16s (%d more layers)\n", "...", g->n_layers - 10);
+            continue;
+        }
+        printf("  %-16s %-10s %14.0f %12.3f %12.3f %12.3f\n", L->name, L->kind, L->params,
+               L->fwd_flops / 1e9, L->bwd_flops / 1e9, a / (1 << 20));
+    }
+    printf("total: %.0f parameters (%.4gB); activations %.1f MiB per micro-batch per TP rank\n",
+           mk_graph_params(g), mk_graph_params(g) / 1e9, act / (1 << 20));
+    printf("FLOPs per iteration (global batch %d, matmuls, non-causal): %.4g without recompute, "
+           "%.4g with full recompute\n",
+           gbs, mk_graph_flops_per_iteration(g, gbs, 0), mk_graph_flops_per_iteration(g, gbs, 1));
+}
+
+int mk_cmd_model(int argc, char **argv)
+{
+    mk_args_t a;
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_BATCH | MK_OPTG_JSON, model_usage);
+    if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
+    if (a.npos) return mk_cli_fail("model", "unexpected argument '%s'", a.pos[0]);
+    mk_model_config_t cfg;
+    if (mk_args_model(&a, MK_DEFAULT_MODEL, &cfg) < 0) return MK_EXIT_USAGE;
+    mk_graph_opts_t o;
+    mk_graph_opts_init(&o);
+    o.tp = a.tp ? a.tp : 1;
+    o.mbs = a.mbs ? a.mbs : 1;
+    int gbs = a.gbs ? a.gbs : MK_DEFAULT_GBS;
+    mk_cluster_t cl;
+    mk_cluster_get(MK_DEFAULT_CLUSTER, &cl);
+    o.dtype = mk_cluster_default_dtype(&cl);
+    if (a.dtype && mk_dtype_parse(a.dtype, &o.dtype) < 0) return mk_cli_fail("model", "%s", mk_error_last());
+    if (mk_model_check_tp(&cfg, o.tp) < 0) return mk_cli_fail("model", "%s", mk_error_last());
+    if (gbs % o.mbs)
+        return mk_cli_fail("model", "--gbs %d is not a multiple of --mbs %d", gbs, o.mbs);
+    mk_graph_t *g = mk_graph_build(&cfg, &o);
+    if (!g) return mk_cli_fail("model", "%s", mk_error_last());
+    if (a.json) rc = print_json(g, o.tp, gbs);
+    else print_human(g, o.tp, gbs);
+    mk_graph_free(g);
+    return rc;
+}

@@ -1,0 +1,255 @@
+/* `merak plan`: search plans, print the best K with why #1 wins, save the
+ * best as a plan file, trace it.  Under mpiexec the ranks split the
+ * simulations and rank 0 merges their top-K lists. */
+#include "config.h"
+#include "cli/cli.h"
+#include "merak/planner.h"
+
+#include <mpi.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *plan_usage =
+    "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
+    "                  [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
+    "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
+    "Search every (dp, pp, tp) layout of N GPUs, micro-batch size, schedule (1f1b,\n"
+    "interleaved, merak, zb-h1), recompute policy (none, full, selective, stage-aware,\n"
+    "auto), sequence parallelism, TP overlap, ZeRO-1 and partitioning; rank candidates by\n"
+    "a lower bound, simulate the survivors, and print the K fastest plans that fit.\n\n"
+    "  --model M        preset or JSON description (default gpt-8.3b)\n"
+    "  --cluster C      preset or cluster JSON (default rtx3090-pcie)\n"
+    "  --gpus N         GPUs to use (default 64)\n"
+    "  --gbs B          global batch in sequences (default 512)\n"
+    "  --dtype D        fp16, bf16 or fp32 (default: the cluster's 16-bit type)\n"
+    "  --top K          plans to show (default 5)\n"
+    "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
+    "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
+    "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
+    "                   (parameter partition, 1f1b, full recompute), merak (merak schedule,\n"
+    "                   stage-aware/auto recompute, compute partition, sub-pipelined TP), all\n"
+    "  --save-plan F    write the best plan (runs unchanged under merak sim/run --plan)\n"
+    "  --trace F        Chrome trace of the best plan's simulated step\n"
+    "  --json           one JSON object: plans (best first, each with the sim keys),\n"
+    "                   evaluated, simulated, search_time_s\n";
+
+static int launched_by_mpiexec(void)
+{
+    return getenv("PMI_RANK") || getenv("PMI_SIZE") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
+}
+
+static void progress(void *ctx, long done, long total)
+{
+    (void)ctx;
+    int w = 40, k = total ? (int)(w * done / total) : w;
+    fprintf(stderr, "\rsimulating [%.*s%*s] %ld/%ld", k, "########################################", w - k, "",
+            done, total);
+    if (done == total) fputc('\n', stderr);
+}
+
+static void print_plan_row(int i, const mk_planner_entry_t *e)
+{
+    const mk_plan_t *p = &e->plan;
+    const mk_sim_result_t *r = &e->res;
+    char rc[32];
+    mk_recompute_format(&p->recompute, rc, sizeof rc);
+    double mb = 0, peak = 0;
+    for (int s = 0; s < r->pp; s++) {
+        mb += r->bubble_fraction[s] / r->pp;
+        if (r->peak_memory_bytes[s] > peak) peak = r->peak_memory_bytes[s];
+    }
+    printf(" %2d  %3d %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2d %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f\n",
+           i + 1, p->dp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
+           p->seqpar ? "on" : "-", p->tp_overlap, p->zero, p->partition, r->step_time_s, r->tokens_per_s,
+           r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30));
+}
+
+/* Rank 0 receives every rank's top-K list and the counters. */
+static int mpi_merge(mk_planner_result_t *r, int top, int rank, int size)
+{
+    int n = r->n, bytes = n * (int)sizeof(mk_planner_entry_t);
+    int *counts = rank == 0 ? calloc(size, sizeof *counts) : NULL, *displs = rank == 0 ? calloc(size, sizeof *displs) : NULL;
+    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    char *all = NULL;
+    int total = 0;
+    if (rank == 0) {
+        for (int i = 0; i < size; i++) displs[i] = total, total += counts[i];
+        all = malloc(total > 0 ? total : 1);
+    }
+    MPI_Gatherv(r->best, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
+    long c[5] = {r->simulated, r->pruned_bound, r->candidates, r->pruned_memory, r->layouts}, sum[5];
+    MPI_Reduce(c, sum, 5, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    if (rank == 0) {
+        r->n = 0;
+        mk_planner_merge(r, (mk_planner_entry_t *)all, total / (int)sizeof(mk_planner_entry_t), top);
+        r->simulated = sum[0], r->pruned_bound = sum[1], r->candidates = sum[2];
+        r->pruned_memory = sum[3], r->layouts = sum[4];
+    }
+    free(all), free(counts), free(displs);
+    return 0;
+}
+
+static int report_no_fit(const mk_planner_result_t *r)
+{
+    if (!r->have_closest) return mk_cli_fail("plan", "no candidate plan could be simulated");
+    const mk_plan_t *p = &r->closest;
+    const mk_mem_breakdown_t *m = &r->closest_mem;
+    double state = m->weights + m->grads + m->optimizer;
+    const char *knob = state > m->activations
+                           ? "more GPUs (more pipeline or tensor parallelism) or a device with more memory"
+                           : "a smaller global batch or micro-batch, or more GPUs";
+    return mk_cli_fail("plan", "no plan fits: the closest (dp %d, pp %d, tp %d, mbs %d, %s) needs %.2f GiB more "
+                       "on stage %d (weights+grads+optimizer %.2f GiB, activations %.2f GiB); try %s",
+                       p->dp, p->pp, p->tp, p->mbs, mk_sched_kind_name(p->schedule),
+                       r->closest_shortfall / (1 << 30), r->closest_stage, state / (1 << 30),
+                       m->activations / (1 << 30), knob);
+}
+
+static int print_json(const mk_planner_result_t *r, long evaluated)
+{
+    json_t *plans = json_array();
+    for (int i = 0; i < r->n; i++) json_array_append_new(plans, mk_sim_result_json(&r->best[i].res, &r->best[i].plan));
+    json_t *o = json_pack("{s:o, s:I, s:I, s:I, s:f}", "plans", plans, "evaluated", (json_int_t)evaluated,
+                          "simulated", (json_int_t)r->simulated, "layouts", (json_int_t)r->layouts,
+                          "search_time_s", r->search_time_s);
+    if (r->n > 1) {
+        char why[512];
+        mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
+        json_object_set_new(o, "why", json_string(why));
+    }
+    json_dumpf(o, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(o);
+    return 0;
+}
+
+static void print_human(const mk_planner_result_t *r, const mk_plan_t *ctx, const mk_planner_opts_t *o)
+{
+    printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", ctx->model.name, o->gpus, ctx->cluster,
+           o->gbs, mk_dtype_name(o->dtype));
+    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %.3f s "
+           "(%.3f s generating)\n", r->candidates, r->layouts, r->pruned_memory, r->simulated, r->search_time_s,
+           r->enumerate_time_s);
+    printf("  #   dp  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  TFLOP/s   MFU  bubble  peak GiB\n");
+    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i]);
+    if (r->n > 1) {
+        char why[512];
+        mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
+        printf("why: %s\n", why);
+    }
+}
+
+/* The best plan: save it and trace its simulated step (rank 0). */
+static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_entry_t *best)
+{
+    if (a->save_plan && mk_plan_save(&best->plan, a->save_plan) < 0)
+        return mk_cli_fail("plan", "%s", mk_error_last());
+    if (!a->trace_file) return 0;
+    mk_graph_t *g = mk_plan_graph(&best->plan);
+    mk_sim_t *sim = mk_sim_new(cl);
+    mk_sim_opts_t so;
+    mk_sim_opts_init(&so);
+    so.trace = mk_trace_open(a->trace_file);
+    mk_sim_result_t res;
+    int rc = (g && sim && so.trace) ? mk_sim_run(sim, &best->plan, g, &so, &res) : -1;
+    if (so.trace && (rc < 0 ? (mk_trace_abort(so.trace), -1) : mk_trace_close(so.trace)) < 0) rc = -1;
+    mk_sim_free(sim);
+    mk_graph_free(g);
+    return rc < 0 ? mk_cli_fail("plan", "%s", mk_error_last()) : 0;
+}
+
+/* Restrict the space to one system's choices (the Merak experiment). */
+static int apply_baseline(const char *b, mk_planner_opts_t *o)
+{
+#define SB(k) (1u << (k))
+    if (!b || !strcmp(b, "all")) return 0;
+    o->seqpar = 0, o->tp_overlap = 0, o->zero = 0;
+    if (!strcmp(b, "megatron") || !strcmp(b, "megatron-sp")) {
+        o->sched_mask = SB(MK_SCHED_1F1B) | SB(MK_SCHED_INTERLEAVED);
+        o->recompute_mask = SB(MK_RECOMPUTE_FULL);
+        o->partition_mask = 1u;
+        if (b[8]) {
+            o->recompute_mask |= SB(MK_RECOMPUTE_SELECTIVE);
+            o->seqpar = -1, o->zero = -1;
+        }
+    } else if (!strcmp(b, "deepspeed")) {
+        o->sched_mask = SB(MK_SCHED_1F1B);
+        o->recompute_mask = SB(MK_RECOMPUTE_FULL);
+        o->partition_mask = 2u;
+        o->zero = -1;
+    } else if (!strcmp(b, "merak")) {
+        o->sched_mask = SB(MK_SCHED_MERAK);
+        o->recompute_mask = SB(MK_RECOMPUTE_STAGE_AWARE) | SB(MK_RECOMPUTE_AUTO);
+        o->partition_mask = 4u;
+        o->tp_overlap = -1;
+    } else {
+        return mk_error_set("unknown --baseline '%s' (megatron, megatron-sp, deepspeed, merak, all)", b);
+    }
+    o->refine = !strcmp(b, "merak") ? -1 : 0;
+    return 0;
+#undef SB
+}
+
+static int plan_main(const mk_args_t *a, int rank, int size)
+{
+    mk_plan_t ctx;
+    mk_plan_init(&ctx);
+    mk_cluster_t cl;
+    if (mk_args_model(a, "gpt-8.3b", &ctx.model) < 0) return MK_EXIT_USAGE;
+    mk_strlcpy(ctx.cluster, a->cluster ? a->cluster : "rtx3090-pcie", sizeof ctx.cluster);
+    if (mk_cluster_get(ctx.cluster, &cl) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    mk_planner_opts_t o;
+    mk_planner_opts_init(&o);
+    o.dtype = mk_cluster_default_dtype(&cl);
+    if (a->dtype && mk_dtype_parse(a->dtype, &o.dtype) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    if (a->gpus) o.gpus = a->gpus;
+    if (a->gbs) o.gbs = a->gbs;
+    if (a->top > 0) o.top = a->top;
+    o.rank = rank, o.size = size;
+    if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    if (rank == 0 && isatty(2)) o.progress = progress;
+    mk_planner_result_t r;
+    if (mk_planner_search(&ctx.model, &cl, &o, &r) < 0) {
+        mk_planner_result_free(&r);
+        return mk_cli_fail("plan", "%s", mk_error_last());
+    }
+    if (size > 1) mpi_merge(&r, o.top, rank, size);
+    long evaluated = r.candidates;
+    int rc = 0;
+    if (rank == 0) {
+        if (r.n == 0) rc = report_no_fit(&r);
+        else if (o.refine && mk_planner_refine(&cl, &r.best[0], 4 * r.best[0].plan.pp) < 0)
+            rc = mk_cli_fail("plan", "%s", mk_error_last());
+        if (rc == 0) {
+            if (a->json) print_json(&r, evaluated);
+            else print_human(&r, &ctx, &o);
+            rc = finish_best(a, &cl, &r.best[0]);
+        }
+    }
+    mk_planner_result_free(&r);
+    return rc;
+}
+
+int mk_cmd_plan(int argc, char **argv)
+{
+    int rank = 0, size = 1, mpi = launched_by_mpiexec();
+    if (mpi) {
+        /* before parsing, so that only rank 0 prints an argument error */
+        MPI_Init(NULL, NULL);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &size);
+        if (rank > 0 && (!freopen("/dev/null", "w", stderr) || !freopen("/dev/null", "w", stdout)))
+            return MK_EXIT_USAGE;
+    }
+    mk_args_t a;
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_PLAN | MK_OPTG_JSON, plan_usage);
+    if (rc) rc = rc < 0 ? MK_EXIT_USAGE : 0; /* every rank parses alike: all stop here */
+    else if (a.npos) rc = mk_cli_fail("plan", "unexpected argument '%s'", a.pos[0]);
+    else if (!(rc = mk_args_check_outputs(&a, mpi))) rc = plan_main(&a, rank, size);
+    if (mpi) {
+        MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+    }
+    return rc;
+}

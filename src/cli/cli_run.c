@@ -1,0 +1,230 @@
+/* `merak run`: train the GPT across MPI ranks (issue 6).  Every rank parses
+ * and validates identically before any collective, so a bad layout gives
+ * one message (rank 0) and exit 2 everywhere, without a hang. */
+#include "config.h"
+#include "cli/cli.h"
+#include "merak/exec.h"
+#include "merak/graph.h"
+
+#include <jansson.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *run_usage =
+    "usage: mpiexec -n N merak run [--model M] --dp D --pp P --tp T --mbs b --gbs B\n"
+    "              --steps K [--schedule S] [--recompute R] [--vpp V] [--json]\n"
+    "              [--lr X] [--min-lr X] [--lr-warmup-iters N] [--weight-decay X]\n"
+    "              [--clip-grad X] [--adam-eps X] [--seed N] [--backend cpu|cuda]\n"
+    "              [--tp-overlap 0|1|2] [--plan FILE] [--partition P]\n"
+    "              [--data FILE] [--eval-interval N] [--save FILE] [--load FILE]\n"
+    "              [--save-interval N] [--lr-decay-iters N] [--zero 1] [--trace FILE]\n\n"
+    "Train the GPT for real (README.md \"Training for real\"; fp32; CPU backend on\n"
+    "OpenBLAS, CUDA when built and a GPU is visible), running\n"
+    "each pipeline stage's instruction stream with real kernels and MPI.\n"
+    "Ranks: TP fastest, then DP, then PP; dp*pp*tp must equal the rank count.\n\n"
+    "  --model M        preset or model flags (default gpt-tiny)\n"
+    "  --dp/--pp/--tp   parallel degrees (default 1)\n"
+    "  --mbs b          sequences per micro-batch (default 1)\n"
+    "  --gbs B          global batch in sequences, a multiple of dp*mbs (default 2*dp*mbs*pp)\n"
+    "  --steps K        optimizer steps (default 10)\n"
+    "  --schedule S     gpipe 1f1b interleaved merak merak-pre merak-last zb-h1 (default 1f1b)\n"
+    "  --recompute R    none full selective stage-aware:R (default full)\n"
+    "  --vpp V          model chunks per stage (interleaved)\n"
+    "  --tp-overlap L   sub-pipelined TP: 1 hide half of each all-reduce, 2 half chains\n"
+    "                   (3 runs as 2); results equal no overlap\n"
+    "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
+    "                   with it); a 16-bit plan trains in fp32, with a warning\n"
+    "  --backend B      cpu or cuda (default: cuda when built and a GPU is visible)\n"
+    "  --lr X           peak learning rate (default 6e-4); --min-lr (default lr/10);\n"
+    "  --lr-warmup-iters N (default 0); --weight-decay (0.1); --clip-grad (1.0);\n"
+    "  --adam-eps (1e-8); --seed N (1234)\n"
+    "  --data FILE      token file: bytes, uint16 (.bin/.u16/.tok) or llm.c .bin; ids below\n"
+    "                   the vocabulary (--vocab-size); default: a synthetic stream\n"
+    "  --eval-interval N  validation loss (the held-out last tenth) every N steps and at the end;\n"
+    "                   --eval-batches N global batches each (default up to 8)\n"
+    "  --save FILE      safetensors checkpoint at the end (and every --save-interval N steps)\n"
+    "  --load FILE      start from a checkpoint (any layout; checksums verified); --steps more\n"
+    "                   steps follow\n"
+    "  --lr-decay-iters N  cosine horizon (default: the checkpoint's, else the last step)\n"
+    "  --zero 1         ZeRO-1: Adam state sharded over the DP group\n"
+    "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
+    "  --json           one JSON object on stdout (rank 0): losses, step times, memory\n"
+    "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";
+
+/* Testing flags handled here, removed from argv before the shared parser. */
+static const char *take_flag(int *argc, char **argv, const char *flag)
+{
+    for (int i = 1; i + 1 < *argc; i++)
+        if (!strcmp(argv[i], flag)) {
+            const char *v = argv[i + 1];
+            memmove(argv + i, argv + i + 2, (*argc - i - 1) * sizeof *argv);
+            *argc -= 2;
+            return v;
+        }
+    return NULL;
+}
+
+/* Flags of the contract that this executor does not take yet. */
+static int unsupported(const mk_args_t *a)
+{
+    if (a->cluster || a->seqpar)
+        return mk_cli_fail("run", "--cluster and --sequence-parallel are not run flags");
+    if (a->dtype && strcmp(a->dtype, "fp32"))
+        return mk_cli_fail("run", "the CPU executor trains in fp32 only (got --dtype %s)", a->dtype);
+    if (a->npos) return mk_cli_fail("run", "unexpected argument '%s'", a->pos[0]);
+    return 0;
+}
+
+/* The plan from --plan FILE, or from the model and layout flags (the
+ * shared builder; run's defaults: gpt-tiny, gbs 2*dp*mbs*pp, vpp 2 when
+ * interleaved, dp from the world size). */
+static int fill_plan(const mk_args_t *a, int world, mk_plan_t *p)
+{
+    mk_args_t r = *a;
+    int pp = a->pp ? a->pp : 1, tp = a->tp ? a->tp : 1;
+    int dp = a->dp ? a->dp : (world % (pp * tp) ? 1 : world / (pp * tp));
+    if (!a->plan_file) {
+        if (!r.gbs) r.gbs = 2 * dp * (a->mbs ? a->mbs : 1) * pp;
+        if (!r.vpp && !r.vpp_layers && a->schedule && !strcmp(a->schedule, "interleaved")) r.vpp = 2;
+    }
+    mk_graph_t *g = NULL;
+    if (mk_args_plan(&r, "gpt-tiny", "ideal", world, MK_DTYPE_FP32, p, &g) < 0) return -1;
+    mk_graph_free(g);
+    return 0;
+}
+
+/* The executor keeps fp32 weights and optimizer state on every backend: a
+ * 16-bit plan runs in fp32, said on stderr (rank 0: the others are
+ * silenced while parsing) rather than silently. */
+static void plan_dtype_fp32(mk_plan_t *p, const mk_backend_t *be)
+{
+    if (p->dtype != MK_DTYPE_FP32)
+        fprintf(stderr, "merak run: warning: the plan's dtype is %s; the %s backend trains in %s\n",
+                mk_dtype_name(p->dtype), be->name, mk_dtype_name(MK_DTYPE_FP32));
+    p->dtype = MK_DTYPE_FP32;
+}
+
+static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
+{
+    mk_exec_opts_init(o);
+    if (unsupported(a) || fill_plan(a, world, &o->plan)) return -1;
+    if (!(o->be = mk_backend_get(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
+    if (a->steps >= 0) o->steps = a->steps;
+    if (a->lr >= 0) o->lr = a->lr;
+    if (a->min_lr >= 0) o->min_lr = a->min_lr;
+    if (a->lr_warmup_iters >= 0) o->warmup = a->lr_warmup_iters;
+    if (a->weight_decay >= 0) o->weight_decay = a->weight_decay;
+    if (a->clip_grad >= 0) o->clip_grad = a->clip_grad;
+    if (a->adam_eps >= 0) o->adam_eps = a->adam_eps;
+    if (a->seed >= 0) o->seed = (uint64_t)a->seed;
+    o->trace = a->trace_file;
+    o->data = a->data;
+    o->save = a->save;
+    o->load = a->load;
+    if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
+    return 0;
+}
+
+static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
+{
+    json_t *j = json_object(), *losses = json_array(), *times = json_array(), *mem = json_array();
+    for (int k = 0; k < r->steps; k++) {
+        json_array_append_new(losses, json_real(r->losses[k]));
+        json_array_append_new(times, json_real(r->step_times[k]));
+    }
+    for (int s = 0; s < o->plan.pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
+    json_object_set_new(j, "losses", losses);
+    json_object_set_new(j, "first_step", json_integer((json_int_t)r->first_step));
+    if (o->eval_interval > 0) {
+        json_t *val = json_array();
+        for (int i = 0; i < r->n_val; i++)
+            json_array_append_new(val, json_pack("{s:I,s:f}", "step", (json_int_t)r->val_steps[i], "loss", r->val_losses[i]));
+        json_object_set_new(j, "val_losses", val);
+    }
+    json_object_set_new(j, "step_times_s", times);
+    json_object_set_new(j, "step_time_s", json_real(r->step_time));
+    json_object_set_new(j, "tokens_per_s", json_real(r->tokens_per_s));
+    json_object_set_new(j, "peak_memory_bytes", mem);
+    json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->plan.dp, "pp", o->plan.pp, "tp", o->plan.tp));
+    json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->plan.schedule)));
+    json_object_set_new(j, "model", json_string(o->plan.model.name));
+    json_object_set_new(j, "global_batch", json_integer(o->plan.gbs));
+    json_object_set_new(j, "zero", json_integer(o->plan.zero));
+    if (o->data) json_object_set_new(j, "data", json_string(o->data));
+    json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10));
+    fputc('\n', stdout);
+    json_decref(j);
+}
+
+/* Parse and validate with stderr silenced on ranks other than 0. */
+static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_exec_opts_t *o,
+                   const char **dump)
+{
+    int saved = -1, rc;
+    if (rank) {
+        fflush(stderr);
+        saved = dup(2);
+        if (!freopen("/dev/null", "w", stderr)) saved = -1;
+    }
+    *dump = take_flag(&argc, argv, "--dump-grads");
+    rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
+                       MK_OPTG_RUN | MK_OPTG_JSON, run_usage);
+    if (rc == 0 && fill_opts(a, world, o) != 0) rc = -1;
+    o->save_interval = a->save_interval, o->lr_decay_steps = a->lr_decay_iters, o->eval_batches = a->eval_batches;
+    if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
+    if (rc == 0) plan_dtype_fp32(&o->plan, o->be);  /* a refused plan gets its one line only */
+    if (rank && saved >= 0) {
+        fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+    }
+    return rc;
+}
+
+int mk_cmd_run(int argc, char **argv)
+{
+    int rank = 0, world = 1, inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) MPI_Init(NULL, NULL);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    mk_args_t a;
+    mk_exec_opts_t o;
+    const char *dump = NULL;
+    int rc = prepare(argc, argv, rank, world, &a, &o, &dump);
+    if (rc == 0 && mk_args_check_outputs(&a, 1)) rc = -1;
+    if (rc) {
+        MPI_Finalize();
+        return rc < 0 ? MK_EXIT_USAGE : 0;
+    }
+    o.dump_grads = dump;
+    /* progress on a terminal; under mpiexec stderr is a pipe, so a run
+       without --json (whose only output is the progress) prints it too */
+    o.progress = isatty(2) || (world > 1 && !a.json);
+    mk_exec_result_t res;
+    MPI_Comm comm = MPI_COMM_WORLD;
+    int trc = mk_exec_train(&o, &comm, &res);
+    if (rank == 0 && res.load_unverified)
+        fprintf(stderr, "merak run: note: %s has no checksums (written by another tool?); its data was not verified\n",
+                o.load);
+    if (trc < 0 && res.fail_exit) {
+        /* every rank failed alike (bad checkpoint or data, NaN loss): one message */
+        if (rank == 0) fprintf(stderr, "merak run: %s\n", mk_error_last());
+        int code = res.fail_exit;
+        mk_exec_result_free(&res);
+        MPI_Finalize();
+        return code;
+    }
+    if (trc < 0) {
+        /* a failure past validation may leave peers inside a collective */
+        fprintf(stderr, "merak run: rank %d: %s\n", rank, mk_error_last());
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    if (rank == 0 && a.json) print_json(&o, &res);
+    mk_exec_result_free(&res);
+    MPI_Finalize();
+    return 0;
+}

@@ -1,0 +1,139 @@
+/* The rank grid and polite waiting (see comm.h). */
+#include "config.h"
+#include "exec/comm.h"
+#include "merak/common.h"
+
+#include <stdlib.h>
+#include <time.h>
+#ifdef MK_HAVE_CUDA
+#include "merak/cuda.h"
+#endif
+
+int mk_comm_rank_of(const mk_comm_t *c, int d, int p, int t)
+{
+    return (p * c->dp + d) * c->tp + t;
+}
+
+int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp)
+{
+    c->world = world;
+    MPI_Comm_rank(world, &c->rank);
+    MPI_Comm_size(world, &c->size);
+    if (dp * pp * tp != c->size)
+        return mk_error_set("dp*pp*tp = %d*%d*%d = %d does not match %d ranks", dp, pp, tp,
+                            dp * pp * tp, c->size);
+    c->dp = dp; c->pp = pp; c->tp = tp;
+    c->tp_rank = c->rank % tp;
+    c->dp_rank = (c->rank / tp) % dp;
+    c->pp_rank = c->rank / (tp * dp);
+    c->sleep_ns = 20000;
+    MPI_Comm_split(world, c->pp_rank * dp + c->dp_rank, c->tp_rank, &c->tpc);
+    MPI_Comm_split(world, c->pp_rank * tp + c->tp_rank, c->dp_rank, &c->dpc);
+    int ends = pp > 1 && (c->pp_rank == 0 || c->pp_rank == pp - 1);
+    MPI_Comm_split(world, ends ? c->dp_rank * tp + c->tp_rank : MPI_UNDEFINED, c->pp_rank, &c->tied);
+    return 0;
+}
+
+void mk_comm_free(mk_comm_t *c)
+{
+    MPI_Comm *cs[3] = {&c->tpc, &c->dpc, &c->tied};
+    for (int i = 0; i < 3; i++)
+        if (*cs[i] != MPI_COMM_NULL) MPI_Comm_free(cs[i]);
+}
+
+static void nap(const mk_comm_t *c)
+{
+    struct timespec ts = {0, c->sleep_ns};
+    nanosleep(&ts, NULL);
+}
+
+/* One request at a time with MPI_Test: MPI_Testall's status argument is an
+ * array parameter, and MPICH's MPI_STATUSES_IGNORE is the sentinel pointer
+ * (MPI_Status *)1, which GCC's -Wstringop-overflow reads as an array of no
+ * elements.  Progress is global in MPI, so testing the first pending
+ * request drives all of them; a completed request becomes
+ * MPI_REQUEST_NULL, which tests as done. */
+int mk_comm_waitall(const mk_comm_t *c, int n, MPI_Request *r)
+{
+    for (int i = 0; i < n;) {
+        int done = 0;
+        if (MPI_Test(&r[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return mk_error_set("MPI request failed");
+        if (done) i++;
+        else if (c->polite) nap(c);
+    }
+    return 0;
+}
+
+int mk_comm_wait(const mk_comm_t *c, MPI_Request *r) { return mk_comm_waitall(c, 1, r); }
+
+#ifdef MK_HAVE_CUDA
+/* MPI takes device pointers only when it says so (MPICH: MPIX_GPU_query_support);
+   MK_CUDA_AWARE_MPI=0|1 overrides. */
+static int mpi_cuda_aware(void)
+{
+    static int aware = -1;
+    if (aware < 0) {
+        const char *env = getenv("MK_CUDA_AWARE_MPI");
+        aware = 0;
+        if (env && *env) aware = atoi(env) > 0;
+#ifdef MPIX_GPU_SUPPORT_CUDA
+        else {
+            int s = 0;
+            if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &s) == MPI_SUCCESS) aware = s != 0;
+        }
+#endif
+    }
+    return aware;
+}
+#endif
+
+void *mk_comm_stage(void *buf, size_t bytes, int copy_in)
+{
+#ifdef MK_HAVE_CUDA
+    if (!bytes || !mk_cuda_active() || !mk_cuda_is_device(buf)) return buf;
+    if (mpi_cuda_aware()) {
+        mk_cuda_sync();  /* MPI reads and writes buf itself: queued kernels first */
+        return buf;
+    }
+    void *h = malloc(bytes);
+    if (!h) return buf;  /* unreachable in practice; MPI then sees the device pointer */
+    if (copy_in) mk_cuda_stage_d2h(h, buf, bytes);
+    return h;
+#else
+    (void)bytes; (void)copy_in;
+    return buf;
+#endif
+}
+
+void mk_comm_unstage(void *buf, void *host, size_t bytes, int copy_out)
+{
+#ifdef MK_HAVE_CUDA
+    if (host == buf || !host) return;
+    if (copy_out) mk_cuda_stage_h2d(buf, host, bytes);
+    free(host);
+#else
+    (void)buf; (void)host; (void)bytes; (void)copy_out;
+#endif
+}
+
+int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op)
+{
+    MPI_Request r;
+    int tsize = 0;
+    MPI_Type_size(t, &tsize);
+    size_t bytes = (size_t)n * tsize;
+    void *h = mk_comm_stage(buf, bytes, 1);  /* device buffers through host memory */
+    if (MPI_Iallreduce(MPI_IN_PLACE, h, n, t, op, comm, &r) != MPI_SUCCESS) {
+        mk_comm_unstage(buf, h, bytes, 0);
+        return mk_error_set("MPI_Iallreduce failed");
+    }
+    int rc = mk_comm_wait(c, &r);
+    mk_comm_unstage(buf, h, bytes, rc == 0);
+    return rc;
+}
+
+int mk_comm_tp_allreduce(void *ctx, float *buf, int n, int is_max)
+{
+    const mk_comm_t *c = ctx;
+    return mk_comm_allreduce(c, c->tpc, buf, n, MPI_FLOAT, is_max ? MPI_MAX : MPI_SUM);
+}

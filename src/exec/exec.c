@@ -1,0 +1,280 @@
+/* The executor: validation of a layout, the schedule it runs, AdamW with
+ * global-norm clipping, the synthetic data, and the testing gradient dump
+ * (setup and the training loop: exec_setup.c). */
+#include "config.h"
+#include "exec/exec_internal.h"
+#include "merak/checked.h"
+#include "merak/data.h"
+#include "merak/fileio.h"
+#include "merak/trace.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+void mk_exec_opts_init(mk_exec_opts_t *o)
+{
+    memset(o, 0, sizeof *o);
+    mk_plan_init(&o->plan);
+    o->plan.dtype = MK_DTYPE_FP32;
+    o->steps = 10;
+    o->lr = 6e-4;
+    o->min_lr = -1.0;             /* lr / 10 */
+    o->weight_decay = 0.1;
+    o->clip_grad = 1.0;
+    o->adam_eps = 1e-8;
+    o->seed = 1234;
+}
+
+/* The proxy graph of the plan: its layers are the executor's layers. */
+static mk_graph_t *plan_graph(const mk_plan_t *p)
+{
+    mk_graph_opts_t go;
+    mk_plan_graph_opts(p, 0, &go);
+    go.dtype = MK_DTYPE_FP32;
+    return mk_graph_build(&p->model, &go);
+}
+
+/* The scheduler's streams for the plan, through the shared spec builder. */
+mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o)
+{
+    mk_graph_t *g = plan_graph(&o->plan);
+    if (!g) return NULL;
+    int *layers = calloc(o->plan.n_vstages, sizeof *layers);
+    mk_sched_spec_t spec;
+    mk_plan_sched_spec(&o->plan, g, o->plan.dp > 1, layers, &spec);
+    /* selective recompute (attention core only) is not split out of a layer
+       here: those layers keep everything, which gives the same results */
+    if (spec.recompute.kind == MK_RECOMPUTE_SELECTIVE) spec.recompute.kind = MK_RECOMPUTE_NONE;
+    mk_sched_t *s = mk_sched_build(&spec);
+    free(layers);
+    mk_graph_free(g);
+    return s;
+}
+
+/* The biggest buffers one rank allocates, per micro-batch of N = mbs*seq
+ * tokens: attention scores 4*mbs*(heads/tp)*seq^2 bytes, logits
+ * 4*N*Vp/tp, and the step's tokens 8*m*N; each product in 64 bits
+ * against this machine's memory, so a run that cannot fit is refused
+ * before anything is allocated (and N stays an int). */
+static int exec_fits_host(const mk_plan_t *p)
+{
+    const mk_model_config_t *c = &p->model;
+    int64_t mem = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE), x;
+    int64_t vp = mk_model_padded_vocab(c, p->tp) / p->tp, hl = c->heads / p->tp;
+    if (MK_PROD_WITHIN(INT_MAX, &x, p->mbs, c->seq) < 0 ||
+        MK_PROD_WITHIN(mem, &x, 4, p->mbs, hl, c->seq, c->seq) < 0 ||
+        MK_PROD_WITHIN(mem, &x, 4, p->mbs, c->seq, vp) < 0 || MK_PROD_WITHIN(mem, &x, 8, p->m, p->mbs, c->seq) < 0) {
+        double gib = 4.0 * p->mbs * c->seq * (hl * (double)c->seq > vp ? hl * (double)c->seq : vp) / (1 << 30);
+        return mk_error_set("a micro-batch of %d sequences of %d tokens needs %.4g GiB for one buffer on a rank "
+                            "(attention scores or logits), more than this machine's %.1f GiB", p->mbs, c->seq,
+                            gib, mem / (double)(1 << 30));
+    }
+    return 0;
+}
+
+/* What the executor adds to the plan's own checks. */
+static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
+{
+    const mk_plan_t *p = &o->plan;
+    if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
+    if (g->n_layers != mk_gpt_n_layers(&p->model))
+        return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
+                            mk_gpt_n_layers(&p->model));
+    if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
+    if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
+        return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
+    if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
+    if (p->seqpar)
+        return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
+    if (exec_fits_host(p) < 0) return -1;
+    if (p->dp * p->pp * p->tp != world)
+        return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", p->dp, p->pp, p->tp,
+                            p->dp * p->pp * p->tp, world);
+    return 0;
+}
+
+int mk_exec_validate(mk_exec_opts_t *o, int world)
+{
+    mk_plan_t *p = &o->plan;
+    if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
+    if (mk_model_check_tp(&p->model, p->tp) < 0) return -1;
+    mk_graph_t *g = plan_graph(p);
+    if (!g) return -1;
+    int rc = 0;
+    if (p->n_vstages == 0) {
+        p->n_vstages = p->pp * p->vpp;
+        if (p->pp > p->model.num_layers)
+            rc = mk_error_set("pipeline size %d exceeds the model's %d blocks", p->pp, p->model.num_layers);
+        else rc = mk_plan_partition_uniform(p, g);
+    }
+    if (rc == 0) rc = mk_plan_check(p, g);
+    if (rc == 0) rc = exec_checks(o, g, world);
+    mk_graph_free(g);
+    if (rc < 0) return -1;
+    mk_sched_t *s = mk_exec_build_sched(o);
+    if (!s) return -1;
+    mk_sched_free(s);
+    return 0;
+}
+
+/* A learnable synthetic stream: a seeded cycle of 16 tokens; each sequence
+ * starts at a place drawn from (seed, step, global sequence index), so the
+ * global batch of a step is the same whatever the layout. */
+static uint32_t hash32(uint64_t x)
+{
+    x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ULL;
+    return (uint32_t)(x ^ (x >> 33));
+}
+
+void mk_exec_make_batch(mk_exec_t *e, int64_t step)
+{
+    const mk_exec_opts_t *o = e->o;
+    int T = o->plan.model.seq, V = o->plan.model.vocab < 256 ? o->plan.model.vocab : 256, pat[16];
+    if (e->data) {  /* the file: training batch `step`, or validation batch -1-step */
+        int32_t *buf = malloc((size_t)o->plan.mbs * (T + 1) * sizeof *buf);
+        mk_data_split_t split = step >= 0 ? MK_DATA_TRAIN : MK_DATA_VAL;
+        long k = step >= 0 ? (long)step : (long)(-1 - step);
+        for (int mb = 0; mb < e->m; mb++) {
+            int first = (e->comm.dp_rank * e->m + mb) * o->plan.mbs;
+            mk_data_batch(e->data, split, k, o->plan.gbs, first, o->plan.mbs, buf);
+            for (int b = 0; b < o->plan.mbs; b++)
+                for (int t = 0; t < T; t++) {
+                    e->tok[mb][b * T + t] = buf[b * (T + 1) + t];
+                    e->tgt[mb][b * T + t] = buf[b * (T + 1) + t + 1];
+                }
+        }
+        free(buf);
+        return;
+    }
+    for (int i = 0; i < 16; i++) pat[i] = (int)(hash32(o->seed * 31 + i) % (uint32_t)V);
+    for (int mb = 0; mb < e->m; mb++)
+        for (int b = 0; b < o->plan.mbs; b++) {
+            long gseq = ((long)e->comm.dp_rank * e->m + mb) * o->plan.mbs + b;
+            int off = (int)(hash32(((uint64_t)o->seed << 40) ^ ((uint64_t)step << 24) ^ (uint64_t)gseq) % 16);
+            for (int t = 0; t < T; t++) {
+                e->tok[mb][b * T + t] = pat[(off + t) % 16];
+                e->tgt[mb][b * T + t] = pat[(off + t + 1) % 16];
+            }
+        }
+}
+
+static double lr_at(const mk_exec_opts_t *o, int64_t horizon, int64_t step)
+{
+    double min = o->min_lr < 0 ? o->lr / 10 : o->min_lr;
+    if (step < o->warmup) return o->lr * (double)(step + 1) / o->warmup;
+    double p = horizon > o->warmup ? (double)(step - o->warmup) / (double)(horizon - o->warmup) : 0.0;
+    if (p > 1.0) p = 1.0;
+    return min + 0.5 * (o->lr - min) * (1.0 + cos(M_PI * p));
+}
+
+/* Whether this rank's copy of tensor t counts once in global sums (ZeRO:
+ * every DP rank counts its own range). */
+static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t)
+{
+    return t->owned && !t->tied_copy && (e->zero || e->comm.dp_rank == 0) &&
+           (t->split_dim >= 0 || e->comm.tp_rank == 0);
+}
+
+/* The optimizer's range of the parameter block: all of it, or (ZeRO) this
+ * DP rank's; gradients and moments of element i at base[i - lo]. */
+typedef struct { size_t lo, hi; float *g, *m, *v; } opt_range_t;
+
+static size_t clip_to(const opt_range_t *r, const mk_gpt_tensor_t *t, size_t *a)
+{
+    size_t o = t->off, b = o + (size_t)t->lrows * t->lcols;
+    *a = o > r->lo ? o : r->lo;
+    if (b > r->hi) b = r->hi;
+    return b > *a ? b - *a : 0;
+}
+
+int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
+{
+    const mk_exec_opts_t *o = e->o;
+    mk_gpt_t *g = e->g;
+    double sums[2] = {0.0, 0.0};
+    opt_range_t r = {0, g->n_params, g->grads, g->m, g->v};
+    if (e->zero) {
+        if (mk_exec_zero_scatter(e) < 0) return -1;
+        r = (opt_range_t){e->zlo, e->zhi, e->zg, e->zm, e->zv};
+    }
+    double t0 = e->tracing ? mk_exec_now(e) : 0.0;
+    for (int k = 0; k < g->n_tensors; k++) {
+        size_t a, n = counts_once(e, &g->t[k]) ? clip_to(&r, &g->t[k], &a) : 0;
+        if (n) sums[0] += g->be->sumsq(r.g + (a - r.lo), n);
+    }
+    int head = g->t[g->first[g->n_layers - 1]].owned;
+    if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
+    if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
+    e->step_loss = sums[1] / ((double)o->plan.gbs * o->plan.model.seq);
+    if (e->eval) {  /* validation: the loss only */
+        g->be->zero(g->grads, g->n_params * sizeof(float));
+        return 0;
+    }
+    if (step == e->step0 && o->dump_grads && !e->zero && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
+    double norm = sqrt(sums[0]), scale = o->clip_grad > 0 && norm > o->clip_grad ? o->clip_grad / norm : 1.0;
+    float lr = (float)lr_at(o, e->horizon, step);
+    float bc1 = 1.0f - powf(0.9f, (float)(step + 1)), bc2 = 1.0f - powf(0.95f, (float)(step + 1));
+    for (int k = 0; k < g->n_tensors; k++) {
+        const mk_gpt_tensor_t *t = &g->t[k];
+        size_t a, n = t->owned ? clip_to(&r, t, &a) : 0;
+        if (!n) continue;
+        g->be->adamw(g->params + a, r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
+                     0.9f, 0.95f, bc1, bc2, (float)o->adam_eps,
+                     t->decay ? (float)o->weight_decay : 0.0f, (float)scale);
+    }
+    mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
+    if (e->zero && mk_exec_zero_gather(e) < 0) return -1;
+    g->be->zero(g->grads, g->n_params * sizeof(float));
+    if (loss_out) *loss_out = e->step_loss;
+    return 0;
+}
+
+/* Testing: full unsharded gradients, summed to rank 0.  Format: "MKGRAD1\n",
+ * int32 count, then per tensor int32 name length, name, int64 n, n float32. */
+int mk_exec_dump_grads(mk_exec_t *e, const char *path)
+{
+    mk_gpt_t *g = e->g;
+    size_t total = 0, *off = calloc(g->n_tensors, sizeof *off);
+    int count = 0;
+    for (int k = 0; k < g->n_tensors; k++)
+        if (!g->t[k].tied_copy) { off[k] = total; total += mk_gpt_full_size(&g->t[k]); count++; }
+    float *full = calloc(total, sizeof *full);
+    /* the gradients may live on a device: read them through the backend */
+    float *gr = malloc((g->n_params ? g->n_params : 1) * sizeof *gr);
+    g->be->copy(gr, g->grads, g->n_params * sizeof *gr);
+    for (int k = 0; k < g->n_tensors; k++) {
+        const mk_gpt_tensor_t *t = &g->t[k];
+        if (!counts_once(e, t)) continue;
+        for (size_t i = 0; i < (size_t)t->lrows * t->lcols; i++) {
+            long f = mk_gpt_full_index(g, t, i);
+            if (f >= 0) full[off[k] + f] = gr[t->off + i];
+        }
+    }
+    free(gr);
+    int rc = 0;
+    MPI_Reduce(e->comm.rank ? full : MPI_IN_PLACE, full, (int)total, MPI_FLOAT, MPI_SUM, 0, e->comm.world);
+    if (e->comm.rank == 0) {
+        mk_file_out_t out;
+        FILE *f = mk_file_begin(&out, path, "gradient dump");
+        if (!f) rc = -1;
+        else {
+            fwrite("MKGRAD1\n", 1, 8, f);
+            fwrite(&count, 4, 1, f);
+            for (int k = 0; k < g->n_tensors; k++) {
+                if (g->t[k].tied_copy) continue;
+                int32_t len = (int32_t)strlen(g->t[k].name);
+                int64_t n = (int64_t)mk_gpt_full_size(&g->t[k]);
+                fwrite(&len, 4, 1, f); fwrite(g->t[k].name, 1, len, f); fwrite(&n, 8, 1, f);
+                fwrite(full + off[k], sizeof(float), n, f);
+            }
+            rc = mk_file_commit(&out);
+        }
+    }
+    free(full);
+    free(off);
+    return rc;
+}

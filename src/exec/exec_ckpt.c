@@ -1,0 +1,355 @@
+/* --save / --load: one safetensors file with the full unsharded model and
+ * its Adam moments under Hugging Face GPT-2 names and shapes (README.md "Checkpoints"),
+ * whatever the layout.  Rank 0 moves one tensor at a time: on save it
+ * receives the shards of one tensor from their owners (DP rank 0 of the
+ * owning stage, every TP rank of a split tensor), assembles it, transposes
+ * linear weights from (out, in) to (in, out), and appends it to the
+ * streaming writer; on load it reads one tensor and sends every holder
+ * (all DP replicas, the head's tied wte copy) its TP slice.
+ *
+ * A padded vocabulary (Vp rows, a multiple of 128*tp) is stored with its V
+ * real rows, the Hugging Face shape (V, C): padding rows are dropped on save
+ * and set to zero (weights and moments) on load, so any layout writes the
+ * same bytes.  Metadata integers are checked against their ranges on load;
+ * each tensor's crc32 (safetensors.h) is verified as it is read, and rank 0
+ * tells every rank after each tensor whether to go on, so a damaged file
+ * stops all ranks together with one message. */
+#include "config.h"
+#include "exec/exec_internal.h"
+#include "merak/ckpt.h"
+#include "merak/safetensors.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *const kind_prefix[3] = {"", "optim.m.", "optim.v."};
+
+/* Canonical tensors: all but the head's tied copy (which comes last). */
+static int n_canon(const mk_gpt_t *g)
+{
+    int n = g->n_tensors;
+    while (n > 0 && g->t[n - 1].tied_copy) n--;
+    return n;
+}
+
+/* Linear weights are stored (out, in); the file holds (in, out). */
+static int transposed(const mk_gpt_tensor_t *t) { return t->rows > 1 && t->layer != 0; }
+
+/* The file's name and shape of tensor k's state `kind`, shared by save and load. */
+static void file_entry(const mk_gpt_t *g, int k, int kind, mk_st_tensor_t *d)
+{
+    const mk_gpt_tensor_t *t = &g->t[k];
+    memset(d, 0, sizeof *d);
+    snprintf(d->name, sizeof d->name, "%s%s", kind_prefix[kind], t->name);
+    if (t->rows == 1) d->ndim = 1, d->shape[0] = t->cols;
+    else if (transposed(t)) d->ndim = 2, d->shape[0] = t->cols, d->shape[1] = t->real_rows;
+    else d->ndim = 2, d->shape[0] = t->real_rows, d->shape[1] = t->cols;
+}
+
+/* Our (real_rows, cols) layout <-> the file's. */
+static void to_file(const mk_gpt_tensor_t *t, const float *ours, float *file)
+{
+    size_t R = t->real_rows, C = t->cols;
+    if (!transposed(t)) { memcpy(file, ours, R * C * sizeof *file); return; }
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < C; c++) file[c * R + r] = ours[r * C + c];
+}
+
+static void from_file(const mk_gpt_tensor_t *t, const float *file, float *ours)
+{
+    size_t R = t->real_rows, C = t->cols;
+    if (!transposed(t)) { memcpy(ours, file, R * C * sizeof *ours); return; }
+    for (size_t r = 0; r < R; r++)
+        for (size_t c = 0; c < C; c++) ours[r * C + c] = file[c * R + r];
+}
+
+/* Pipeline stage holding layer l. */
+static int stage_of(const mk_exec_t *e, int l)
+{
+    for (int vs = 0; vs < e->nvs; vs++)
+        if (l >= e->bnd[vs] && l < e->bnd[vs + 1]) return vs % e->comm.pp;
+    return 0;
+}
+
+/* Full index of shard element i for TP rank tr. */
+static long full_index_at(const mk_gpt_t *g, const mk_gpt_tensor_t *t, int tr, size_t i)
+{
+    mk_gpt_t h = *g;
+    h.tp_rank = tr;
+    return mk_gpt_full_index(&h, t, i);
+}
+
+static size_t shard_n(const mk_gpt_tensor_t *t) { return (size_t)t->lrows * t->lcols; }
+
+/* Host staging for one tensor at a time.  Every buffer is sized from this
+ * one bound, the larger of any tensor's full (real rows) and local shard
+ * size: a padded vocabulary makes wte's shard (Vp/tp, C) larger than its
+ * full (V, C) at tp 1, and the buffers swap roles (a received shard lands
+ * in `file`).  shard on every rank; full and file on rank 0 only. */
+typedef struct { float *shard, *full, *file; } ckpt_bufs_t;
+
+static int bufs_alloc(const mk_gpt_t *g, int rank, ckpt_bufs_t *b)
+{
+    size_t n = 1;
+    for (int k = 0; k < g->n_tensors; k++) {
+        size_t f = mk_gpt_full_size(&g->t[k]), s = shard_n(&g->t[k]);
+        if (f > n) n = f;
+        if (s > n) n = s;
+    }
+    b->shard = malloc(n * sizeof *b->shard);
+    b->full = rank == 0 ? malloc(n * sizeof *b->full) : NULL;
+    b->file = rank == 0 ? malloc(n * sizeof *b->file) : NULL;
+    if (b->shard && (rank || (b->full && b->file))) return 0;
+    free(b->shard); free(b->full); free(b->file);
+    return mk_error_set("out of memory for the checkpoint's buffers (%zu floats)", n);
+}
+
+static void bufs_free(ckpt_bufs_t *b) { free(b->shard); free(b->full); free(b->file); }
+
+/* This rank's shard of tensor k's state (0 params, 1 m, 2 v), on the host.
+ * ZeRO-1: the moments are spread over the DP group (collective over dpc). */
+static void state_get(mk_exec_t *e, int k, int kind, float *host)
+{
+    mk_gpt_t *g = e->g;
+    if (kind && e->zero) { mk_exec_zero_get(e, k, kind, host); return; }
+    float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
+    g->be->copy(host, base + g->t[k].off, shard_n(&g->t[k]) * sizeof(float));
+}
+
+static void state_set(mk_exec_t *e, int k, int kind, const float *host)
+{
+    mk_gpt_t *g = e->g;
+    if (kind && e->zero) { mk_exec_zero_set(e, k, kind, host); return; }
+    float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
+    g->be->copy(base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
+}
+
+static void config_json(const mk_model_config_t *c, char *buf, size_t n)
+{
+    snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
+             "\"vocab_size\":%d,\"n_inner\":%d}", c->num_layers, c->hidden, c->heads, c->seq, c->vocab, c->ffn);
+}
+
+/* Rank 0: one header of the file at path (metadata and tensor table). */
+static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
+{
+    mk_gpt_t *g = e->g;
+    int nc = n_canon(g);
+    mk_st_tensor_t *tab = calloc(3 * nc, sizeof *tab);
+    if (!tab) return mk_error_set("out of memory"), NULL;
+    for (int kind = 0; kind < 3; kind++)
+        for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
+    char cfg[512], num[MK_CKPT_N_META][32];
+    config_json(&e->o->plan.model, cfg, sizeof cfg);
+    uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
+    const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
+    const char *vals[MK_CKPT_N_META + 3] = {"merak", MK_CKPT_FORMAT, cfg};
+    for (int i = 0; i < MK_CKPT_N_META; i++) {
+        snprintf(num[i], sizeof num[i], "%llu", (unsigned long long)v[i]);
+        keys[3 + i] = mk_ckpt_meta_key(i), vals[3 + i] = num[i];
+    }
+    mk_st_writer_t *w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, MK_CKPT_N_META + 3);
+    free(tab);
+    return w;
+}
+
+/* Rank 0 assembles tensor k's state `kind` in b->full (real rows only:
+ * padding rows of a padded vocabulary are dropped) from its owners. */
+static void gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+{
+    mk_gpt_t *g = e->g;
+    const mk_gpt_tensor_t *t = &g->t[k];
+    size_t n = shard_n(t);
+    /* holders of a distinct shard send it (DP rank 0 only) */
+    if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == 0)) {
+        state_get(e, k, kind, b->shard);
+        if (e->comm.dp_rank == 0 && e->comm.rank != 0) MPI_Send(b->shard, (int)n, MPI_FLOAT, 0, k, cc);
+    }
+    if (e->comm.rank != 0) return;
+    int s = stage_of(e, t->layer), ntp = t->split_dim >= 0 ? e->comm.tp : 1;
+    for (int tr = 0; tr < ntp; tr++) {
+        int src = mk_comm_rank_of(&e->comm, 0, s, tr);
+        float *in = b->shard;
+        if (src != 0) {
+            in = b->file;  /* free until to_file */
+            MPI_Recv(in, (int)n, MPI_FLOAT, src, k, cc, MPI_STATUS_IGNORE);
+        }
+        for (size_t i = 0; i < n; i++) {
+            long f = full_index_at(g, t, tr, i);
+            if (f >= 0) b->full[f] = in[i];
+        }
+    }
+}
+
+int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
+{
+    mk_gpt_t *g = e->g;
+    int nc = n_canon(g), rank = e->comm.rank, rc = 0;
+    mk_st_writer_t *w = NULL;
+    ckpt_bufs_t b = {NULL, NULL, NULL};
+    MPI_Comm cc;
+    MPI_Comm_dup(e->comm.world, &cc);
+    int mine = 0;  /* this rank's setup; every rank learns of any failure */
+    if (rank == 0 && !(w = begin_file(e, path, step))) mine = -1;
+    if (bufs_alloc(g, rank, &b) < 0) mine = -1;
+    MPI_Allreduce(&mine, &rc, 1, MPI_INT, MPI_MIN, cc);
+    if (rc) {
+        if (w) mk_st_writer_abort(w);
+        bufs_free(&b);
+        MPI_Comm_free(&cc);
+        if (!mine) mk_error_set("saving %s failed on another rank (see its message)", path);
+        return -1;
+    }
+    for (int kind = 0; kind < 3; kind++)
+        for (int k = 0; k < nc; k++) {
+            gather_tensor(e, &b, k, kind, cc);
+            if (rank != 0) continue;
+            to_file(&g->t[k], b.full, b.file);
+            if (rc == 0 && mk_st_writer_put(w, b.file, mk_gpt_full_size(&g->t[k])) < 0) rc = -1;
+            mk_fault_save_written(kind * nc + k + 1);
+        }
+    if (mk_exec_device_ok(e, -1) < 0 && rank == 0) rc = -1;  /* the shards came off a failed device */
+    if (rank == 0) {
+        if (rc == 0) rc = mk_st_writer_commit(w);
+        else mk_st_writer_abort(w);
+    }
+    bufs_free(&b);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, cc);
+    MPI_Comm_free(&cc);
+    if (rc && rank) mk_error_set("saving %s failed (see rank 0)", path);
+    return rc;
+}
+
+static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (k < n) snprintf(buf + k, n - k, "]");
+    return buf;
+}
+
+/* Rank 0: the file fits this model; *has_optim: optimizer state present. */
+static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t *meta, int *has_optim)
+{
+    mk_gpt_t *g = e->g;
+    char cfg[512];
+    uint64_t v[MK_CKPT_N_META];
+    if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
+    for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */
+    const char *fc = mk_st_meta(r, "config");
+    config_json(&e->o->plan.model, cfg, sizeof cfg);
+    if (!fc || strcmp(fc, cfg))
+        return mk_error_set("%s: model mismatch: the checkpoint holds %s, this run's model is %s", path,
+                            fc ? fc : "(no config)", cfg);
+    int nc = n_canon(g);
+    *has_optim = mk_st_find(r, "optim.m.transformer.wte.weight") != NULL;
+    for (int kind = 0; kind < (*has_optim ? 3 : 1); kind++)
+        for (int k = 0; k < nc; k++) {
+            mk_st_tensor_t want;
+            file_entry(g, k, kind, &want);
+            const mk_st_tensor_t *got = mk_st_find(r, want.name);
+            if (!got) return mk_error_set("%s: tensor '%s' is missing", path, want.name);
+            int same = got->ndim == want.ndim;
+            for (int d = 0; same && d < want.ndim; d++) same = got->shape[d] == want.shape[d];
+            if (!same) {
+                char a[64], b[64];
+                return mk_error_set("%s: tensor '%s' has shape %s, want %s", path, want.name,
+                                    shape_str(got, a, sizeof a), shape_str(&want, b, sizeof b));
+            }
+        }
+    return 0;
+}
+
+/* Rank 0: send tensor k's state `kind` (in b->full, real rows; padding
+ * rows become zeros) to every holder, as its TP slice. */
+static void scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+{
+    mk_gpt_t *g = e->g;
+    const mk_gpt_tensor_t *t = &g->t[k];
+    int last = e->comm.pp - 1;
+    for (int dst = 0; dst < e->comm.size; dst++) {
+        int s = dst / (e->comm.tp * e->comm.dp);
+        int tied = k == 0 && e->comm.pp > 1 && s == last;
+        if (s != stage_of(e, t->layer) && !tied) continue;
+        int tr = dst % e->comm.tp;
+        for (size_t i = 0; i < shard_n(t); i++) {
+            long f = full_index_at(g, t, tr, i);
+            b->shard[i] = f >= 0 ? b->full[f] : 0.0f;
+        }
+        if (dst == 0) state_set(e, k, kind, b->shard);
+        else MPI_Send(b->shard, (int)shard_n(t), MPI_FLOAT, dst, k, cc);
+    }
+}
+
+/* Other ranks: this rank's copies of canonical tensor k (itself, or the
+ * head's tied copy). */
+static void recv_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+{
+    mk_gpt_t *g = e->g;
+    for (int j = 0; j < g->n_tensors; j++)
+        if (g->t[j].owned && g->t[j].id == g->t[k].id && (j == k || g->t[j].tied_copy)) {
+            MPI_Recv(b->shard, (int)shard_n(&g->t[j]), MPI_FLOAT, 0, k, cc, MPI_STATUS_IGNORE);
+            state_set(e, j, kind, b->shard);
+        }
+}
+
+/* Rank 0: tensor k's state `kind` from the file into b->full (zeros for
+ * moments the file lacks).  The read verifies its checksum. */
+static int read_tensor(mk_exec_t *e, mk_st_reader_t *r, ckpt_bufs_t *b, int k, int kind, int has_optim)
+{
+    const mk_gpt_tensor_t *t = &e->g->t[k];
+    mk_st_tensor_t d;
+    file_entry(e->g, k, kind, &d);
+    if (kind && !has_optim) {
+        memset(b->full, 0, mk_gpt_full_size(t) * sizeof *b->full);
+        return 0;
+    }
+    if (mk_st_read(r, d.name, b->file, mk_gpt_full_size(t)) < 0) return -1;
+    from_file(t, b->file, b->full);
+    return 0;
+}
+
+int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
+{
+    mk_gpt_t *g = e->g;
+    int nc = n_canon(g), rank = e->comm.rank, has_optim = 0;
+    mk_st_reader_t *r = NULL;
+    ckpt_bufs_t b = {NULL, NULL, NULL};
+    MPI_Comm cc;
+    MPI_Comm_dup(e->comm.world, &cc);
+    int64_t mine = 0, hdr[6] = {0};  /* rc, meta[3], has_optim, checksummed (rank 0's) */
+    if (rank == 0) {
+        r = mk_st_open(path);
+        mine = r ? check_file(e, r, path, meta, &has_optim) : -1;
+        hdr[0] = mine, hdr[1] = meta[0], hdr[2] = meta[1], hdr[3] = meta[2];
+        hdr[4] = has_optim, hdr[5] = r && mk_st_checksummed(r);
+    }
+    if (mine == 0 && bufs_alloc(g, rank, &b) < 0) mine = -1;
+    MPI_Bcast(hdr, 6, MPI_INT64_T, 0, cc);
+    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT64_T, MPI_MIN, cc);
+    int rc = mine ? -1 : 0;
+    if (rc && rank) mk_error_set("cannot load %s (see rank 0)", path);
+    else if (rc && !hdr[0] && b.shard) mk_error_set("cannot load %s: another rank is out of memory", path);
+    has_optim = (int)hdr[4];
+    for (int i = 0; i < 3; i++) meta[i] = hdr[i + 1];
+    /* rank 0 says after each read whether it succeeded, so a damaged
+       tensor stops every rank at the same point (no hang, one message) */
+    for (int kind = 0; rc == 0 && kind < 3; kind++)
+        for (int k = 0; rc == 0 && k < nc; k++) {
+            int ok = rank != 0 || read_tensor(e, r, &b, k, kind, has_optim) == 0;
+            MPI_Bcast(&ok, 1, MPI_INT, 0, cc);
+            if (!ok) rc = rank ? mk_error_set("cannot load %s (see rank 0)", path) : -1;
+            else if (rank == 0) scatter_tensor(e, &b, k, kind, cc);
+            else recv_tensor(e, &b, k, kind, cc);
+        }
+    if (rc == 0) e->load_unverified = !hdr[5];
+    bufs_free(&b);
+    mk_st_close(r);
+    MPI_Comm_free(&cc);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/* Fault injection for the tests: every MK_TEST_* hook of the executor, in
+ * one place.  These are not error handling: each one deliberately breaks a
+ * run the way a real fault would, so tests/mpi-fail.sh and tests/mpi-ckpt.sh
+ * can check that the other ranks notice and nothing hangs or corrupts a file.
+ * Unset (the default), every hook does nothing.
+ *
+ *   MK_TEST_FAIL=RANK:STEP    that rank exits with status 1 at the start of
+ *                             that (0-based global) step: a dead rank.
+ *   MK_TEST_NAN=STEP          the loss of that step reads NaN on every rank:
+ *                             a diverged run.
+ *   MK_TEST_SAVE_DIE_AFTER=N  rank 0 _exits with status 3 once it has written
+ *                             N tensors of a checkpoint: a save killed midway.
+ *   MK_TEST_DEVICE_FAIL=RANK:STEP  that rank's backend reports a device error
+ *                             after that step (as a CUDA error would, through
+ *                             mk_backend_t.status): every rank must stop alike.
+ *
+ * One hook lives outside the executor because sim and plan write files too:
+ * MK_TEST_WRITE_PAUSE=S (src/util/fileio.c) holds a finished file S seconds before
+ * its rename, for the signal-during-save tests. */
+#include "config.h"
+#include "exec/exec_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* Nonzero when var holds RANK:STEP equal to rank and step. */
+static int at_rank_step(const char *var, int rank, int64_t step)
+{
+    const char *s = getenv(var);
+    int r;
+    long long k;
+    return s && sscanf(s, "%d:%lld", &r, &k) == 2 && r == rank && k == step;
+}
+
+void mk_fault_rank_step(int rank, int64_t step)
+{
+    if (at_rank_step("MK_TEST_FAIL", rank, step)) {
+        fprintf(stderr, "merak run: rank %d: testing: exiting at step %lld\n", rank, (long long)step);
+        exit(1);
+    }
+}
+
+int mk_fault_device_armed(void)
+{
+    const char *s = getenv("MK_TEST_DEVICE_FAIL");
+    return s && *s;
+}
+
+int mk_fault_device(int rank, int64_t step)
+{
+    if (!at_rank_step("MK_TEST_DEVICE_FAIL", rank, step)) return 0;
+    return mk_error_set("testing: a device error after step %lld", (long long)step);
+}
+
+int mk_fault_nan(int64_t step)
+{
+    const char *s = getenv("MK_TEST_NAN");
+    return s && *s && atoll(s) == step;
+}
+
+void mk_fault_save_written(int written)
+{
+    const char *s = getenv("MK_TEST_SAVE_DIE_AFTER");
+    if (s && *s && written >= atoi(s)) {
+        fprintf(stderr, "merak run: testing: killed after writing %d tensors\n", written);
+        _exit(3);
+    }
+}

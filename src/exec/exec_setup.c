@@ -1,0 +1,303 @@
+/* mk_exec_train: set up one rank (grid, binding, chunks, model, streams),
+ * run the steps, collect the results on rank 0. */
+#include "config.h"
+#include "exec/exec_internal.h"
+
+#include "merak/data.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int setup_chunks(mk_exec_t *e, int *own)
+{
+    const mk_exec_opts_t *o = e->o;
+    int s = e->comm.pp_rank;
+    e->ch = calloc(e->vpp, sizeof *e->ch);
+    for (int v = 0; v < e->vpp; v++) {
+        mk_chunk_t *c = &e->ch[v];
+        c->vs = v * o->plan.pp + s;
+        c->l0 = e->bnd[c->vs];
+        c->l1 = e->bnd[c->vs + 1];
+        for (int l = c->l0; l < c->l1; l++) own[l] = 1;
+        c->act = calloc((size_t)e->m * (c->l1 - c->l0), sizeof *c->act);
+        c->out = calloc(e->m, sizeof *c->out);
+        c->gin = calloc(e->m, sizeof *c->gin);
+        c->gout = calloc(e->m, sizeof *c->gout);
+    }
+    return 0;
+}
+
+static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
+{
+    int nl = mk_gpt_n_layers(&o->plan.model);
+    e->o = o;
+    if (mk_comm_init(&e->comm, world, o->plan.dp, o->plan.pp, o->plan.tp) < 0) return -1;
+    mk_runtime_bind(&e->comm);
+    e->vpp = o->plan.vpp;
+    e->nvs = o->plan.pp * o->plan.vpp;
+    e->m = o->plan.gbs / (o->plan.dp * o->plan.mbs);
+    e->N = o->plan.mbs * o->plan.model.seq;
+    e->bnd = malloc((e->nvs + 1) * sizeof *e->bnd);
+    for (int i = 0; i <= e->nvs; i++)
+        e->bnd[i] = o->plan.bounds[i];
+    int *own = calloc(nl, sizeof *own);
+    setup_chunks(e, own);
+    int tied_copy = o->plan.pp > 1 && own[nl - 1];
+    e->run.loss_scale = 1.0f / ((float)o->plan.gbs * o->plan.model.seq);
+    e->run.allreduce = mk_exec_tp_allreduce;
+    e->run.ctx = e;
+    mk_exec_tp_setup(e);
+    e->g = mk_gpt_new(&o->plan.model, o->be, o->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
+    free(own);
+    if (!e->g || mk_gpt_run_init(&e->run, e->g, o->plan.mbs) < 0) return -1;
+    mk_gpt_init_params(e->g, o->seed);
+    e->tok = calloc(e->m, sizeof *e->tok);
+    e->tgt = calloc(e->m, sizeof *e->tgt);
+    for (int mb = 0; mb < e->m; mb++) {
+        e->tok[mb] = calloc(e->N, sizeof(int));
+        e->tgt[mb] = calloc(e->N, sizeof(int));
+    }
+    e->dpreq = malloc(nl * sizeof *e->dpreq);
+    for (int l = 0; l < nl; l++) e->dpreq[l] = MPI_REQUEST_NULL;
+    e->dpstate = calloc(nl, sizeof *e->dpstate);
+    if (!(e->ga = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->plan.model.hidden)) ||
+        !(e->gb = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->plan.model.hidden)))
+        return -1;
+    return 0;
+}
+
+static void teardown(mk_exec_t *e)
+{
+    for (int v = 0; e->ch && v < e->vpp; v++) {
+        mk_chunk_t *c = &e->ch[v];
+        for (int i = 0; e->g && i < e->m * (c->l1 - c->l0); i++)
+            mk_gpt_act_clear(&e->run, e->g, c->l0 + i % (c->l1 - c->l0), &c->act[i]);
+        free(c->act); free(c->out); free(c->gin); free(c->gout);
+    }
+    free(e->ch);
+    for (int mb = 0; e->tok && mb < e->m; mb++) { free(e->tok[mb]); free(e->tgt[mb]); }
+    free(e->tok); free(e->tgt);
+    if (e->g) {
+        mk_gpt_release(&e->run, e->g, e->ga, (size_t)e->N * e->g->C);
+        mk_gpt_release(&e->run, e->g, e->gb, (size_t)e->N * e->g->C);
+        if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
+    }
+    mk_gpt_free(e->g);
+    mk_sched_free(e->sched);
+    free(e->ev); free(e->dpt0);
+    free(e->bnd); free(e->dpreq); free(e->dpstate); free(e->dphost); free(e->pend);
+    mk_comm_free(&e->comm);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
+{
+    const mk_exec_opts_t *o = e->o;
+    int pp = o->plan.pp;
+    unsigned long long *peak = calloc(pp, sizeof *peak);
+    peak[e->comm.pp_rank] = e->run.mem_peak;
+    MPI_Allreduce(MPI_IN_PLACE, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, e->comm.world);
+    res->peak_mem = calloc(pp, sizeof *res->peak_mem);
+    for (int i = 0; i < pp; i++) res->peak_mem[i] = peak[i];
+    free(peak);
+    int n = o->steps > 1 ? o->steps - 1 : o->steps;
+    double *t = malloc((n ? n : 1) * sizeof *t);
+    if (n) memcpy(t, res->step_times + (o->steps - n), n * sizeof *t);
+    qsort(t, n, sizeof *t, cmp_double);
+    res->step_time = n ? (n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])) : 0.0;
+    res->tokens_per_s = res->step_time > 0 ? (double)o->plan.gbs * o->plan.model.seq / res->step_time : 0.0;
+    free(t);
+}
+
+/* Every rank agrees on a failure (ok: this rank's view) and then holds the
+ * message of the lowest failing rank (as "rank N: ..." where it is not its
+ * own).  Returns 0 when all are fine. */
+static int all_ok(mk_exec_t *e, int ok)
+{
+    int all = ok, first_bad = ok ? e->comm.size : e->comm.rank;
+    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, e->comm.world);
+    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, e->comm.world);
+    if (all) return 0;
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", mk_error_last());
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first_bad, e->comm.world);
+    if (e->comm.rank != first_bad) mk_error_set("rank %d: %s", first_bad, msg);
+    return -1;
+}
+
+int mk_exec_device_ok(mk_exec_t *e, int64_t step)
+{
+    const mk_backend_t *be = e->o->be;
+    if (!be->status && !mk_fault_device_armed()) return 0;
+    int bad = mk_fault_device(e->comm.rank, step) < 0 || (be->status && be->status() < 0);
+    return all_ok(e, !bad);
+}
+
+/* Mean validation loss over a fixed set of held-out global batches. */
+static int evaluate(mk_exec_t *e, double *loss)
+{
+    const mk_exec_opts_t *o = e->o;
+    int n = o->eval_batches > 0 ? o->eval_batches : 8;
+    if (e->data) {
+        long w = (long)(mk_data_tokens(e->data, MK_DATA_VAL) - 1) / o->plan.model.seq / o->plan.gbs;
+        if (n > w) n = w > 0 ? (int)w : 1;
+    }
+    double sum = 0.0;
+    e->eval = 1;
+    for (int i = 0; i < n; i++) {
+        /* synthetic stream: steps far beyond any run stand in for held-out data */
+        mk_exec_make_batch(e, e->data ? -1 - i : (1 << 22) + i);
+        if (mk_exec_step(e, 0) < 0) { e->eval = 0; return -1; }
+        sum += e->step_loss;
+    }
+    e->eval = 0;
+    *loss = sum / n;
+    return 0;
+}
+
+/* --load (collective; every rank returns alike), then where this run starts
+ * and the lr horizon.  The checkpoint's step is checked to be in [0,
+ * INT64_MAX]; the run's last step must fit the same 64-bit counter. */
+static int load_start(mk_exec_t *e)
+{
+    const mk_exec_opts_t *o = e->o;
+    int64_t meta[3] = {0, 0, 0};
+    if (o->load && mk_exec_load(e, o->load, meta) < 0) return -1;
+    if (meta[0] > INT64_MAX - o->steps)
+        return mk_error_set("%s: step %lld + --steps %d exceeds the 64-bit step counter (%lld)", o->load,
+                            (long long)meta[0], o->steps, (long long)INT64_MAX);
+    e->step0 = meta[0];
+    e->horizon = o->lr_decay_steps > 0 ? o->lr_decay_steps : meta[2] > 0 ? meta[2] : e->step0 + o->steps;
+    return 0;
+}
+
+/* Checkpoints seen by this run, for the NaN message: a checkpoint is good
+ * only once a step after loading or saving it completed with a finite loss
+ * (its own weights may be what gives the NaN). */
+typedef struct {
+    const char *good, *cand;    /* last good checkpoint; one loaded or saved but not yet followed by a finite step */
+    int64_t good_step, cand_step;
+} ckpt_log_t;
+
+static void log_finite(ckpt_log_t *l)
+{
+    if (l->cand) l->good = l->cand, l->good_step = l->cand_step, l->cand = NULL;
+}
+
+static void log_saved(ckpt_log_t *l, const char *path, int64_t step)
+{
+    if (l->good && !strcmp(l->good, path)) l->good = NULL;  /* overwritten */
+    l->cand = path, l->cand_step = step;
+}
+
+static void nan_message(const ckpt_log_t *l, int64_t k, double loss)
+{
+    char g[4400] = "", c[4400] = "";
+    if (l->good) snprintf(g, sizeof g, "; the last good checkpoint is %s (step %lld)", l->good, (long long)l->good_step);
+    if (l->cand) snprintf(c, sizeof c, "; %s (step %lld) is not known good (this was the first step after it)", l->cand,
+                          (long long)l->cand_step);
+    if (!l->good && !l->cand) snprintf(g, sizeof g, " (no checkpoint: --save FILE keeps one)");
+    mk_error_set("step %lld: the loss is %f%s%s", (long long)k + 1, loss, g, c);
+}
+
+/* Steps, validation and interval saves; rc 0, or -1 with res->fail_exit. */
+static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
+{
+    const mk_exec_opts_t *o = e->o;
+    ckpt_log_t log = {NULL, o->load, 0, e->step0};
+    int tty = o->progress && e->comm.rank == 0, rc = 0;
+    for (int i = 0; rc == 0 && i < o->steps; i++) {
+        int64_t k = e->step0 + i;
+        mk_fault_rank_step(e->comm.rank, k);
+        mk_exec_make_batch(e, k);
+        if (o->trace && i == o->steps - 1) mk_exec_trace_start(e);
+        double t0 = mk_time_now();
+        rc = mk_exec_step(e, k);
+        mk_exec_trace_peak(e);
+        e->tracing = 0;
+        res->step_times[i] = mk_time_now() - t0;
+        if (rc == 0 && mk_exec_device_ok(e, k) < 0) {
+            res->fail_exit = 1, res->steps = i;
+            return -1;
+        }
+        if (rc == 0 && mk_fault_nan(k)) e->step_loss = NAN;
+        res->losses[i] = e->step_loss;
+        if (rc == 0 && !isfinite(e->step_loss)) {
+            nan_message(&log, k, e->step_loss);  /* the loss is all-reduced: every rank sees it */
+            res->fail_exit = 1, res->steps = i;
+            return -1;
+        }
+        if (rc == 0) log_finite(&log);
+        if (tty && rc == 0)
+            fprintf(stderr, "step %4lld/%lld  loss %.6f  %.1f ms  %.0f tokens/s\n", (long long)k + 1,
+                    (long long)(e->step0 + o->steps), e->step_loss, 1e3 * res->step_times[i],
+                    (double)o->plan.gbs * o->plan.model.seq / res->step_times[i]);
+        int last = i == o->steps - 1;
+        if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
+            double vl;
+            rc = evaluate(e, &vl);
+            if (rc == 0 && mk_exec_device_ok(e, -1) < 0) rc = -1, res->fail_exit = 1;
+            if (rc == 0) {
+                res->val_steps[res->n_val] = k + 1;
+                res->val_losses[res->n_val++] = vl;
+                if (tty) fprintf(stderr, "step %4lld  validation loss %.6f\n", (long long)k + 1, vl);
+            }
+        }
+        if (rc == 0 && o->save && !last && o->save_interval > 0 && (i + 1) % o->save_interval == 0) {
+            if (mk_exec_save(e, o->save, k + 1) < 0) rc = -1, res->fail_exit = 1;
+            else log_saved(&log, o->save, k + 1);
+        }
+    }
+    return rc;
+}
+
+int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
+{
+    MPI_Comm world = *(MPI_Comm *)world_p;
+    mk_exec_t e;
+    memset(&e, 0, sizeof e);
+    memset(res, 0, sizeof *res);
+    e.zero = o->plan.zero > 0 && o->plan.dp > 1;
+    int rc = setup(&e, o, world);
+    if (rc == 0 && !(e.sched = mk_exec_build_sched(o))) rc = -1;
+    if (rc == 0 && e.zero) rc = mk_exec_zero_init(&e);
+    res->steps = o->steps;
+    res->losses = calloc(o->steps + 1, sizeof *res->losses);
+    res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
+    int nval_max = (o->eval_interval > 0 ? o->steps / o->eval_interval : 0) + 1;
+    res->val_steps = calloc(nval_max, sizeof *res->val_steps);
+    res->val_losses = calloc(nval_max, sizeof *res->val_losses);
+    /* from here on, failures are collective: every rank returns alike */
+    if (rc == 0 && o->data) {
+        e.data = mk_data_open(o->data, o->plan.model.vocab, o->plan.model.seq);
+        if (all_ok(&e, e.data != NULL) < 0) rc = -1, res->fail_exit = 2;
+    }
+    if (rc == 0 && load_start(&e) < 0) rc = -1, res->fail_exit = 2;
+    res->first_step = e.step0;
+    res->load_unverified = e.load_unverified;
+    if (rc == 0) rc = train_loop(&e, res);
+    if (rc == 0) finish_result(&e, res);
+    if (rc == 0 && o->save && mk_exec_save(&e, o->save, e.step0 + o->steps) < 0) rc = -1, res->fail_exit = 1;
+    if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1, res->fail_exit = 1;
+    if (e.zero) mk_exec_zero_free(&e);
+    mk_data_free(e.data);
+    teardown(&e);
+    return rc;
+}
+
+void mk_exec_result_free(mk_exec_result_t *r)
+{
+    free(r->losses);
+    free(r->step_times);
+    free(r->peak_mem);
+    free(r->val_steps);
+    free(r->val_losses);
+    memset(r, 0, sizeof *r);
+}

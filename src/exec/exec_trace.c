@@ -1,0 +1,124 @@
+/* --trace FILE: each rank records the events of the traced step (the last)
+ * in memory, with times from one barrier (t0 = MPI_Wtime() after it, so the
+ * ranks' clocks are aligned to within the barrier's skew); at the end rank 0
+ * gathers them and writes one Chrome trace with the simulator's names
+ * (merak/trace.h): pid = global rank, tid = compute | p2p | tp | dp. */
+#include "config.h"
+#include "exec/exec_internal.h"
+#include "merak/trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+double mk_exec_now(const mk_exec_t *e) { return MPI_Wtime() - e->t0; }
+
+void mk_exec_trace_start(mk_exec_t *e)
+{
+    MPI_Barrier(e->comm.world);
+    e->t0 = MPI_Wtime();
+    e->tracing = 1;
+    e->nev = 0;
+    mk_exec_trace_mem(e);
+}
+
+static mk_xev_t *push(mk_exec_t *e)
+{
+    if (e->nev == e->capev) {
+        int cap = e->capev ? 2 * e->capev : 256;
+        mk_xev_t *n = realloc(e->ev, cap * sizeof *n);
+        if (!n) return NULL;
+        e->ev = n, e->capev = cap;
+    }
+    mk_xev_t *x = &e->ev[e->nev++];
+    memset(x, 0, sizeof *x);
+    return x;
+}
+
+/* An event from ts (mk_exec_now) to now. */
+void mk_exec_trace_ev(mk_exec_t *e, int tid, const char *name, double ts, int mb, int chunk, int layer)
+{
+    if (!e->tracing) return;
+    double now = mk_exec_now(e);
+    mk_xev_t *x = push(e);
+    if (!x) return;
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->tid = tid;
+    x->stage = e->comm.pp_rank;
+    x->mb = mb, x->chunk = chunk, x->layer = layer;
+    x->ts = ts, x->dur = now - ts;
+}
+
+void mk_exec_trace_mem(mk_exec_t *e)
+{
+    if (!e->tracing) return;
+    mk_xev_t *x = push(e);
+    if (!x) return;
+    snprintf(x->name, sizeof x->name, "memory");
+    x->tid = -1;
+    x->ts = mk_exec_now(e);
+    x->dur = (double)e->run.mem_cur;
+}
+
+/* The TP all-reduce of mk_gpt_run_t (ctx = the executor), traced as AR.tp. */
+int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max)
+{
+    mk_exec_t *e = ctx;
+    double t = e->tracing ? mk_exec_now(e) : 0.0;
+    int rc = mk_comm_tp_allreduce(&e->comm, buf, n, is_max);
+    mk_exec_trace_ev(e, MK_TRACE_TP, "AR.tp", t, e->cur_mb, e->cur_chunk, e->cur_layer);
+    return rc;
+}
+
+/* The high-water mark so far, as a counter of its own. */
+void mk_exec_trace_peak(mk_exec_t *e)
+{
+    if (!e->tracing) return;
+    mk_exec_trace_mem(e);
+    if (e->nev) {
+        snprintf(e->ev[e->nev - 1].name, sizeof e->ev[0].name, "peak_memory");
+        e->ev[e->nev - 1].dur = (double)e->run.mem_peak;
+    }
+}
+
+/* Collective: gather every rank's events on rank 0, which writes path. */
+int mk_exec_trace_write(mk_exec_t *e, const char *path)
+{
+    int size = e->comm.size, rank = e->comm.rank, bytes = e->nev * (int)sizeof(mk_xev_t);
+    int *counts = rank == 0 ? calloc(size, sizeof *counts) : NULL;
+    int *displs = rank == 0 ? calloc(size, sizeof *displs) : NULL;
+    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, e->comm.world);
+    long total = 0;
+    for (int r = 0; rank == 0 && r < size; r++) displs[r] = (int)total, total += counts[r];
+    mk_xev_t *all = rank == 0 ? malloc(total ? total : 1) : NULL;
+    MPI_Gatherv(e->ev, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, e->comm.world);
+    int rc = 0;
+    if (rank == 0) {
+        mk_trace_t *t = mk_trace_open(path);
+        if (!t) rc = -1;
+        for (int r = 0; t && r < size; r++) {
+            char label[96];
+            snprintf(label, sizeof label, "rank %d (stage %d, dp %d, tp %d)", r, r / (e->comm.tp * e->comm.dp),
+                     (r / e->comm.tp) % e->comm.dp, r % e->comm.tp);
+            mk_trace_rank(t, r, label);
+            const mk_xev_t *x = (const mk_xev_t *)((const char *)all + displs[r]);
+            for (int i = 0; i < counts[r] / (int)sizeof *x; i++) {
+                if (x[i].tid < 0) mk_trace_counter(t, r, x[i].name, x[i].ts, x[i].dur);
+                else mk_trace_complete(t, r, x[i].tid, x[i].name, x[i].ts, x[i].dur, x[i].stage, x[i].mb,
+                                       x[i].chunk, x[i].layer);
+            }
+        }
+        if (t) {
+            char v[64];
+            mk_trace_meta(t, "source", "merak run (measured)");
+            snprintf(v, sizeof v, "%d", e->o->steps);
+            mk_trace_meta(t, "step", v);
+            snprintf(v, sizeof v, "dp=%d pp=%d tp=%d", e->comm.dp, e->comm.pp, e->comm.tp);
+            mk_trace_meta(t, "layout", v);
+            rc = mk_trace_close(t);
+        }
+    }
+    free(all); free(counts); free(displs);
+    MPI_Bcast(&rc, 1, MPI_INT, 0, e->comm.world);
+    return rc;
+}

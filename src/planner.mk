@@ -1,8 +1,0 @@
-# The planner: `merak plan` (needs the simulator).
-libmerak_a_SOURCES += src/planner.c
-noinst_HEADERS += include/merak/planner.h
-merak_SOURCES += src/cli_plan_cmd.c
-check_PROGRAMS += tests/test_planner
-tests_test_planner_SOURCES = tests/test_planner.c tests/check.h
-TESTS += tests/test_planner tests/plan-cli.sh tests/mpi-plan.sh
-EXTRA_DIST += tests/plan-cli.sh tests/mpi-plan.sh

@@ -1,9 +1,0 @@
-# Profiling this machine (`merak profile`), the validation experiment and
-# sub-pipelined TP tests (issue 8).
-libmerak_a_SOURCES += src/profile.c src/exec_tp.c
-noinst_HEADERS += include/merak/profile.h
-merak_SOURCES += src/cli_profile.c
-TESTS += tests/profile-errors.sh tests/mpi-profile.sh tests/mpi-exec-overlap.sh
-EXTRA_DIST += tests/profile-errors.sh tests/mpi-profile.sh tests/mpi-exec-overlap.sh
-EXTRA_DIST += experiments/validate/run.sh experiments/validate/plot.py \
-	traces/profiles/vm-2core-epyc-2ranks.json

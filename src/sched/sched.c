@@ -1,0 +1,188 @@
+/* The shared pipeline scheduler: names, spec checks, the stream builder
+ * (LOAD and p2p around every compute op) and the per-stage tail
+ * (REDUCE_TIED, REDUCE_GRADS, OPT_STEP).  The order of compute ops comes
+ * from one generator per schedule (sched_<name>.c). */
+#include "config.h"
+#include "sched/sched_internal.h"
+#include "merak/checked.h"
+#include "merak/limits.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[MK_SCHED_COUNT] = {
+    "gpipe", "1f1b", "interleaved", "merak", "merak-pre", "merak-last", "zb-h1"};
+
+static const char *const op_names[MK_INSTR_COUNT] = {
+    "LOAD", "F", "F_PRE", "R", "B", "B_IN", "B_W", "SEND_ACT", "RECV_ACT",
+    "SEND_GRAD", "RECV_GRAD", "REDUCE_TIED", "REDUCE_GRADS", "OPT_STEP"};
+
+int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out)
+{
+    for (int k = 0; k < MK_SCHED_COUNT; k++)
+        if (s && !strcmp(s, kind_names[k])) {
+            *out = (mk_sched_kind_t)k;
+            return 0;
+        }
+    return mk_error_set("unknown schedule '%s' (gpipe, 1f1b, interleaved, merak, merak-pre, "
+                        "merak-last, zb-h1)", s ? s : "");
+}
+
+const char *mk_sched_kind_name(mk_sched_kind_t k)
+{
+    return k >= 0 && k < MK_SCHED_COUNT ? kind_names[k] : "?";
+}
+
+const char *mk_instr_op_name(mk_instr_op_t op)
+{
+    return op >= 0 && op < MK_INSTR_COUNT ? op_names[op] : "?";
+}
+
+int mk_instr_is_compute(mk_instr_op_t op)
+{
+    return op == MK_INSTR_F || op == MK_INSTR_F_PRE || op == MK_INSTR_R || op == MK_INSTR_B ||
+           op == MK_INSTR_B_IN || op == MK_INSTR_B_W;
+}
+
+int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk, int peer,
+                  int ckpt)
+{
+    mk_stream_t *st = &s->streams[stage];
+    if (st->n == st->cap) {
+        int cap = st->cap ? 2 * st->cap : 64;
+        mk_instr_t *v = realloc(st->v, (size_t)cap * sizeof *v);
+        if (!v) return mk_error_set("sched: out of memory for stage %d's stream", stage);
+        st->v = v;
+        st->cap = cap;
+    }
+    st->v[st->n++] = (mk_instr_t){op, mb, chunk, peer, ckpt};
+    return 0;
+}
+
+/* Virtual stage k = chunk*pp + stage: the pipeline is chunk-major, so the
+ * last stage's chunk c feeds the first stage's chunk c+1. */
+int mk_sched_emit(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk)
+{
+    int p = s->spec.pp, k = chunk * p + stage, last = p * s->spec.vpp - 1;
+    int prev = (k + p - 1) % p, next = (k + 1) % p;
+    int fwd = op == MK_INSTR_F || op == MK_INSTR_F_PRE;
+    int bwd = op == MK_INSTR_B || op == MK_INSTR_B_IN;
+    int rc = 0;
+    if (fwd) {
+        /* First stage reads the tokens, last stage the labels (once per mb). */
+        if (k == 0 || (k == last && stage != 0))
+            rc |= mk_sched_push(s, stage, MK_INSTR_LOAD, mb, chunk, -1, 0);
+        if (k > 0 && prev != stage)
+            rc |= mk_sched_push(s, stage, MK_INSTR_RECV_ACT, mb, chunk, prev, 0);
+        int ck = op == MK_INSTR_F_PRE ? mk_sched_layers(s, stage, chunk)
+                                      : mk_sched_ckpt(s, stage, chunk);
+        rc |= mk_sched_push(s, stage, op, mb, chunk, -1, ck);
+        if (k < last && next != stage)
+            rc |= mk_sched_push(s, stage, MK_INSTR_SEND_ACT, mb, chunk, next, 0);
+    } else if (bwd) {
+        if (k < last && next != stage)
+            rc |= mk_sched_push(s, stage, MK_INSTR_RECV_GRAD, mb, chunk, next, 0);
+        rc |= mk_sched_push(s, stage, op, mb, chunk, -1, 0);
+        if (k > 0 && prev != stage)
+            rc |= mk_sched_push(s, stage, MK_INSTR_SEND_GRAD, mb, chunk, prev, 0);
+    } else {
+        rc = mk_sched_push(s, stage, op, mb, chunk, -1, 0);
+    }
+    return rc ? -1 : 0;
+}
+
+int mk_sched_check_size(int pp, int vpp, int m)
+{
+    int64_t n;
+    if (MK_PROD_WITHIN(MK_MAX_SCHED_UNITS, &n, pp, vpp, m) < 0)
+        return mk_error_set("a step of pp %d x vpp %d x %d micro-batches is more than %d (stage, chunk, "
+                            "micro-batch) units, the most a schedule may have", pp, vpp, m, MK_MAX_SCHED_UNITS);
+    return 0;
+}
+
+static int check_spec(const mk_sched_spec_t *sp, int vpp)
+{
+    if (sp->kind < 0 || sp->kind >= MK_SCHED_COUNT)
+        return mk_error_set("unknown schedule kind %d", (int)sp->kind);
+    if (sp->pp < 1) return mk_error_set("pipeline stages must be >= 1, got %d", sp->pp);
+    if (sp->m < 1) return mk_error_set("micro-batches must be >= 1, got %d", sp->m);
+    if (vpp < 1) return mk_error_set("vpp must be >= 1, got %d", vpp);
+    if (mk_sched_check_size(sp->pp, vpp, sp->m) < 0) return -1;
+    if (vpp > 1 && sp->kind != MK_SCHED_INTERLEAVED)
+        return mk_error_set("vpp %d needs the interleaved schedule (got %s)", vpp,
+                            mk_sched_kind_name(sp->kind));
+    if (sp->kind == MK_SCHED_INTERLEAVED && sp->m % sp->pp)
+        return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of "
+                            "pipeline stages (%d)", sp->m, sp->pp);
+    if (sp->grad_buckets < 0)
+        return mk_error_set("grad_buckets must be >= 0, got %d", sp->grad_buckets);
+    if (sp->layers)
+        for (int i = 0; i < sp->pp * vpp; i++)
+            if (sp->layers[i] < 0)
+                return mk_error_set("layers of stage %d chunk %d is negative (%d)", i / vpp,
+                                    i % vpp, sp->layers[i]);
+    return 0;
+}
+
+/* Every stage ends the step the same way: the tied-embedding all-reduce
+ * (first and last stage), the DP gradient buckets, the optimizer. */
+static int emit_tail(mk_sched_t *s)
+{
+    int p = s->spec.pp, rc = 0;
+    for (int st = 0; st < p; st++) {
+        if (s->spec.tied && p > 1 && (st == 0 || st == p - 1))
+            rc |= mk_sched_push(s, st, MK_INSTR_REDUCE_TIED, -1, 0, st == 0 ? p - 1 : 0, 0);
+        for (int b = 0; b < s->spec.grad_buckets; b++)
+            rc |= mk_sched_push(s, st, MK_INSTR_REDUCE_GRADS, -1, 0, -1, 0);
+        rc |= mk_sched_push(s, st, MK_INSTR_OPT_STEP, -1, 0, -1, 0);
+    }
+    return rc ? -1 : 0;
+}
+
+static int (*const generators[MK_SCHED_COUNT])(mk_sched_t *) = {
+    [MK_SCHED_GPIPE] = mk_sched_gen_gpipe,
+    [MK_SCHED_1F1B] = mk_sched_gen_1f1b,
+    [MK_SCHED_INTERLEAVED] = mk_sched_gen_interleaved,
+    [MK_SCHED_MERAK] = mk_sched_gen_merak,
+    [MK_SCHED_MERAK_PRE] = mk_sched_gen_merak,
+    [MK_SCHED_MERAK_LAST] = mk_sched_gen_merak,
+    [MK_SCHED_ZB_H1] = mk_sched_gen_zbh1,
+};
+
+mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec)
+{
+    int vpp = spec->vpp ? spec->vpp : 1;
+    if (check_spec(spec, vpp) < 0) return NULL;
+    int nc = spec->pp * vpp;
+    mk_sched_t *s = calloc(1, sizeof *s);
+    if (!s) return mk_error_set("sched: out of memory"), NULL;
+    s->spec = *spec;
+    s->spec.vpp = vpp;
+    s->spec.layers = s->spec.ckpt = NULL;
+    s->ckpt = calloc((size_t)nc, sizeof *s->ckpt);
+    s->layers = calloc((size_t)nc, sizeof *s->layers);
+    s->streams = calloc((size_t)spec->pp, sizeof *s->streams);
+    if (!s->ckpt || !s->layers || !s->streams) {
+        mk_error_set("sched: out of memory");
+        goto fail;
+    }
+    for (int i = 0; i < nc; i++) s->layers[i] = spec->layers ? spec->layers[i] : 1;
+    s->layers_given = spec->layers != NULL;
+    if (mk_sched_resolve_ckpt(s, spec->ckpt) < 0) goto fail;
+    if (generators[s->spec.kind](s) < 0 || emit_tail(s) < 0) goto fail;
+    return s;
+fail:
+    mk_sched_free(s);
+    return NULL;
+}
+
+void mk_sched_free(mk_sched_t *s)
+{
+    if (!s) return;
+    if (s->streams)
+        for (int i = 0; i < s->spec.pp; i++) free(s->streams[i].v);
+    free(s->streams);
+    free(s->ckpt);
+    free(s->layers);
+    free(s);
+}

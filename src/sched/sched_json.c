@@ -1,0 +1,43 @@
+/* The streams as one JSON object (`merak sched --json`, README.md "Pipeline schedules"). */
+#include "config.h"
+#include "sched/sched_internal.h"
+
+#include <jansson.h>
+
+static json_t *instr_json(const mk_instr_t *in)
+{
+    return json_pack("{s:s, s:i, s:i, s:i, s:i}", "op", mk_instr_op_name(in->op), "mb", in->mb,
+                     "chunk", in->chunk, "peer", in->peer, "ckpt", in->ckpt);
+}
+
+json_t *mk_sched_to_json(const mk_sched_t *s, const mk_sched_report_t *rep)
+{
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i}", "schedule", mk_sched_kind_name(s->spec.kind),
+                          "stages", s->spec.pp, "micro_batches", s->spec.m, "vpp", s->spec.vpp);
+    json_t *streams = json_array();
+    if (!o || !streams) goto fail;
+    for (int st = 0; st < s->spec.pp; st++) {
+        json_t *a = json_array();
+        if (!a || json_array_append_new(streams, a) < 0) goto fail;
+        for (int i = 0; i < s->streams[st].n; i++)
+            if (json_array_append_new(a, instr_json(&s->streams[st].v[i])) < 0) goto fail;
+    }
+    if (json_object_set_new(o, "streams", streams) < 0) {
+        streams = NULL;
+        goto fail;
+    }
+    streams = NULL;
+    if (rep && rep->max_inflight) {
+        json_t *mi = json_array();
+        for (int st = 0; st < s->spec.pp; st++)
+            json_array_append_new(mi, json_integer(rep->max_inflight[st]));
+        json_object_set_new(o, "max_inflight", mi);
+        json_object_set_new(o, "makespan", json_real(rep->makespan));
+    }
+    return o;
+fail:
+    json_decref(streams);
+    json_decref(o);
+    mk_error_set("sched: could not build the JSON streams");
+    return NULL;
+}

@@ -1,0 +1,224 @@
+/* The verifier: completeness, p2p matching, the step's tail, in-flight
+ * maxima, and deadlock freedom under buffered sends (the unit-cost
+ * timeline, which must finish) and under rendezvous sends (reported).
+ *
+ * Completeness, per stage and chunk and micro-batch: exactly one F or
+ * F_PRE and one B (zb-h1: one B_IN then one B_W, never B), B after F; at
+ * most one R, only for an F_PRE, between it and its B; a RECV before the
+ * compute that consumes it and a SEND after the one that produces it; every
+ * SEND with exactly one RECV on its peer; LOAD once per micro-batch on the
+ * first and last stage, before its forward; REDUCE_TIED / REDUCE_GRADS
+ * after the last backward work, OPT_STEP last. */
+#include "config.h"
+#include "sched/sched_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { P_F, P_B, P_BW, P_R, P_LOAD, P_RA, P_SA, P_RG, P_SG, P_N };
+
+typedef struct {
+    const mk_sched_t *s;
+    int st, nmc;
+    int *pos[P_N], *cnt[P_N];   /* [nmc] position (last seen) and count per kind */
+    unsigned char *pre;
+} stage_chk_t;
+
+static int which(mk_instr_op_t op)
+{
+    switch (op) {
+    case MK_INSTR_F: case MK_INSTR_F_PRE: return P_F;
+    case MK_INSTR_B: case MK_INSTR_B_IN: return P_B;
+    case MK_INSTR_B_W: return P_BW;
+    case MK_INSTR_R: return P_R;
+    case MK_INSTR_LOAD: return P_LOAD;
+    case MK_INSTR_RECV_ACT: return P_RA;
+    case MK_INSTR_SEND_ACT: return P_SA;
+    case MK_INSTR_RECV_GRAD: return P_RG;
+    case MK_INSTR_SEND_GRAD: return P_SG;
+    default: return -1;
+    }
+}
+
+/* Record each per-micro-batch instruction; returns the last backward work's index. */
+static int scan(stage_chk_t *c, int *last_bwd)
+{
+    const mk_sched_t *s = c->s;
+    const mk_stream_t *str = &s->streams[c->st];
+    int zb = s->spec.kind == MK_SCHED_ZB_H1;
+    *last_bwd = -1;
+    for (int i = 0; i < str->n; i++) {
+        const mk_instr_t *in = &str->v[i];
+        int w = which(in->op);
+        if (w < 0) continue;
+        if (in->mb < 0 || in->mb >= s->spec.m || in->chunk < 0 || in->chunk >= s->spec.vpp)
+            return mk_error_set("stage %d instruction %d: %s has mb %d chunk %d out of range",
+                                c->st, i, mk_instr_op_name(in->op), in->mb, in->chunk);
+        if ((in->op == MK_INSTR_B && zb) || ((in->op == MK_INSTR_B_IN || in->op == MK_INSTR_B_W) && !zb))
+            return mk_error_set("stage %d: %s does not belong in %s", c->st,
+                                mk_instr_op_name(in->op), mk_sched_kind_name(s->spec.kind));
+        int sl = in->mb * s->spec.vpp + in->chunk;
+        if (w == P_LOAD) sl = in->mb * s->spec.vpp; /* one LOAD per micro-batch */
+        c->cnt[w][sl]++;
+        c->pos[w][sl] = i;
+        if (in->op == MK_INSTR_F_PRE) c->pre[sl] = 1;
+        if (w == P_B || w == P_BW) *last_bwd = i;
+    }
+    return 0;
+}
+
+#define FAIL(...) return mk_error_set(__VA_ARGS__)
+
+/* The per-(mb, chunk) rules of the top comment. */
+static int check_slot(const stage_chk_t *c, int mb, int ch)
+{
+    const mk_sched_t *s = c->s;
+    int p = s->spec.pp, V = p * s->spec.vpp, k = ch * p + c->st, sl = mb * s->spec.vpp + ch;
+    int st = c->st, zb = s->spec.kind == MK_SCHED_ZB_H1;
+    int pf = c->pos[P_F][sl], pb = c->pos[P_B][sl];
+    if (c->cnt[P_F][sl] != 1 || c->cnt[P_B][sl] != 1 || c->cnt[P_BW][sl] != zb)
+        FAIL("stage %d chunk %d mb %d: %d forwards, %d backwards, %d B_W (want 1, 1, %d)", st,
+             ch, mb, c->cnt[P_F][sl], c->cnt[P_B][sl], c->cnt[P_BW][sl], zb);
+    if (pb < pf) FAIL("stage %d chunk %d mb %d: backward before forward", st, ch, mb);
+    if (zb && c->pos[P_BW][sl] < pb) FAIL("stage %d chunk %d mb %d: B_W before B_IN", st, ch, mb);
+    if (c->cnt[P_R][sl] > 1 || (c->cnt[P_R][sl] && (!c->pre[sl] || c->pos[P_R][sl] < pf ||
+                                                     c->pos[P_R][sl] > pb)))
+        FAIL("stage %d chunk %d mb %d: R must follow its F_PRE and precede its backward", st,
+             ch, mb);
+    int remote_prev = k > 0 && (k - 1) % p != st, remote_next = k < V - 1 && (k + 1) % p != st;
+    if (c->cnt[P_RA][sl] != remote_prev || c->cnt[P_SA][sl] != remote_next ||
+        c->cnt[P_RG][sl] != remote_next || c->cnt[P_SG][sl] != remote_prev)
+        FAIL("stage %d chunk %d mb %d: p2p count wrong (recv act %d, send act %d, recv grad %d,"
+             " send grad %d)", st, ch, mb, c->cnt[P_RA][sl], c->cnt[P_SA][sl], c->cnt[P_RG][sl],
+             c->cnt[P_SG][sl]);
+    if ((remote_prev && (c->pos[P_RA][sl] > pf || c->pos[P_SG][sl] < pb)) ||
+        (remote_next && (c->pos[P_SA][sl] < pf || c->pos[P_RG][sl] > pb)))
+        FAIL("stage %d chunk %d mb %d: a RECV after its consumer or a SEND before its producer",
+             st, ch, mb);
+    return 0;
+}
+
+/* Local hand-offs (chunks on one stage), LOADs and peers. */
+static int check_links(const stage_chk_t *c, int mb)
+{
+    const mk_sched_t *s = c->s;
+    int p = s->spec.pp, v = s->spec.vpp, st = c->st, b = mb * v;
+    int loads = st == 0 || st == p - 1;
+    if (c->cnt[P_LOAD][b] != loads)
+        FAIL("stage %d mb %d: %d LOADs (want %d)", st, mb, c->cnt[P_LOAD][b], loads);
+    if (loads && c->pos[P_LOAD][b] > c->pos[P_F][b + (st == 0 ? 0 : v - 1)])
+        FAIL("stage %d mb %d: LOAD after its forward", st, mb);
+    if (p == 1)
+        for (int ch = 1; ch < v; ch++)
+            if (c->pos[P_F][b + ch] < c->pos[P_F][b + ch - 1] ||
+                c->pos[P_B][b + ch] > c->pos[P_B][b + ch - 1])
+                FAIL("stage 0 mb %d: chunk %d out of order with chunk %d", mb, ch, ch - 1);
+    return 0;
+}
+
+static int check_tail(const mk_sched_t *s, int st, int last_bwd)
+{
+    const mk_stream_t *str = &s->streams[st];
+    int p = s->spec.pp, tied = s->spec.tied && p > 1 && (st == 0 || st == p - 1);
+    int ntied = 0, ngrads = 0, nopt = 0;
+    for (int i = 0; i < str->n; i++) {
+        mk_instr_op_t op = str->v[i].op;
+        if (op != MK_INSTR_REDUCE_TIED && op != MK_INSTR_REDUCE_GRADS && op != MK_INSTR_OPT_STEP)
+            continue;
+        if (i < last_bwd) FAIL("stage %d: %s before the last backward", st, mk_instr_op_name(op));
+        ntied += op == MK_INSTR_REDUCE_TIED;
+        ngrads += op == MK_INSTR_REDUCE_GRADS;
+        nopt += op == MK_INSTR_OPT_STEP;
+    }
+    if (ntied != tied || ngrads != s->spec.grad_buckets || nopt != 1 ||
+        str->v[str->n - 1].op != MK_INSTR_OPT_STEP)
+        FAIL("stage %d: tail has %d REDUCE_TIED, %d REDUCE_GRADS, %d OPT_STEP (want %d, %d, 1 "
+             "last)", st, ntied, ngrads, nopt, tied, s->spec.grad_buckets);
+    return 0;
+}
+
+/* SEND peers must name the stage that receives, RECV peers the sender. */
+static int check_peers(const mk_sched_t *s, int st)
+{
+    int p = s->spec.pp;
+    const mk_stream_t *str = &s->streams[st];
+    for (int i = 0; i < str->n; i++) {
+        const mk_instr_t *in = &str->v[i];
+        int k = in->chunk * p + st, want;
+        switch (in->op) {
+        case MK_INSTR_SEND_ACT: case MK_INSTR_RECV_GRAD: want = (k + 1) % p; break;
+        case MK_INSTR_RECV_ACT: case MK_INSTR_SEND_GRAD: want = (k - 1 + p) % p; break;
+        default: continue;
+        }
+        if (in->peer != want)
+            FAIL("stage %d instruction %d: %s mb %d names peer %d, want %d", st, i,
+                 mk_instr_op_name(in->op), in->mb, in->peer, want);
+    }
+    return 0;
+}
+
+static int check_stage(const mk_sched_t *s, int st, stage_chk_t *c)
+{
+    int last_bwd;
+    for (int w = 0; w < P_N; w++) {
+        memset(c->pos[w], 0, (size_t)c->nmc * sizeof(int));
+        memset(c->cnt[w], 0, (size_t)c->nmc * sizeof(int));
+    }
+    memset(c->pre, 0, (size_t)c->nmc);
+    c->st = st;
+    if (scan(c, &last_bwd) < 0 || check_peers(s, st) < 0 || check_tail(s, st, last_bwd) < 0)
+        return -1;
+    for (int mb = 0; mb < s->spec.m; mb++) {
+        if (check_links(c, mb) < 0) return -1;
+        for (int ch = 0; ch < s->spec.vpp; ch++)
+            if (check_slot(c, mb, ch) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Held from F until the end of B (zb-h1: of B_W), along the stream order. */
+static int max_inflight(const mk_sched_t *s, int st)
+{
+    int held = 0, most = 0;
+    mk_instr_op_t release = s->spec.kind == MK_SCHED_ZB_H1 ? MK_INSTR_B_W : MK_INSTR_B;
+    const mk_stream_t *str = &s->streams[st];
+    for (int i = 0; i < str->n; i++) {
+        mk_instr_op_t op = str->v[i].op;
+        if (op == MK_INSTR_F || op == MK_INSTR_F_PRE) held++;
+        if (op == release) held--;
+        if (held > most) most = held;
+    }
+    return most;
+}
+
+int mk_sched_verify(const mk_sched_t *s, mk_sched_report_t *rep)
+{
+    memset(rep, 0, sizeof *rep);
+    int p = s->spec.pp, rc = 0;
+    stage_chk_t c = {.s = s, .nmc = s->spec.m * s->spec.vpp};
+    for (int w = 0; w < P_N; w++) {
+        c.pos[w] = malloc((size_t)c.nmc * sizeof(int));
+        c.cnt[w] = malloc((size_t)c.nmc * sizeof(int));
+        if (!c.pos[w] || !c.cnt[w]) rc = -1;
+    }
+    c.pre = malloc((size_t)c.nmc);
+    rep->max_inflight = calloc((size_t)p, sizeof(int));
+    if (rc < 0 || !c.pre || !rep->max_inflight) rc = mk_error_set("sched verify: out of memory");
+    for (int st = 0; st < p && rc == 0; st++) {
+        rc = check_stage(s, st, &c);
+        rep->max_inflight[st] = max_inflight(s, st);
+    }
+    for (int w = 0; w < P_N; w++) { free(c.pos[w]); free(c.cnt[w]); }
+    free(c.pre);
+    mk_sched_timeline_t tl;
+    if (rc == 0 && (rc = mk_sched_timeline(s, NULL, &tl)) == 0) {
+        rep->makespan = tl.makespan;
+        mk_sched_timeline_free(&tl);
+        rep->rendezvous_ok = mk_sched_rendezvous_ok(s);
+    }
+    if (rc < 0) {
+        free(rep->max_inflight);
+        rep->max_inflight = NULL;
+    }
+    return rc;
+}

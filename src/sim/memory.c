@@ -1,0 +1,299 @@
+/* The memory model: static per-stage bytes, per-chunk activation figures,
+ * the closed-form stage peak (mk_sim_stage_memory) and `auto` recompute.
+ *
+ *   weights    w P, grads g P, optimizer o P / (ZeRO-1 ? d : 1)
+ *              16-bit plans: w = 2, g = 2 (4 with fp32 grads), o = 12
+ *              (fp32 master copy, Adam m and v): 16 (18) bytes/parameter;
+ *              fp32 plans: 4 + 4 + 8 = 16.
+ *   activations  inflight x sum over the chunk's layers of
+ *              (checkpointed ? mk_layer_ckpt_bytes : mk_layer_act_bytes)
+ *   working    max act bytes of a checkpointed layer (recomputed in B) +
+ *              gbuf = 2 x the largest activation entering or leaving a
+ *              layer (gradient in, gradient out) during backward
+ *   buffers    p2p: send + receive of the activation entering the stage and
+ *              of the one leaving it (x2: activation and gradient), /t with
+ *              SP; plus one DP gradient bucket when d > 1. */
+#include "sim/sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+double mk_sim_bucket_bytes(const mk_sim_opts_t *o)
+{
+    return o && o->bucket_bytes > 0 ? o->bucket_bytes : 64.0 * 1024 * 1024;
+}
+
+void mk_sim_param_bytes(const mk_plan_t *p, const mk_sim_opts_t *o, double *w, double *gr, double *opt)
+{
+    if (p->dtype == MK_DTYPE_FP32) {
+        *w = 4, *gr = 4, *opt = 8;
+    } else {
+        *w = 2, *gr = o && o->fp32_grads ? 4 : 2, *opt = 12;
+    }
+}
+
+int mk_sim_is_ckptable(const mk_graph_t *g, int l)
+{
+    return mk_layer_checkpointable(g, l);
+}
+
+double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)
+{
+    double sum = 0;
+    for (int l = l0; l < l1; l++) sum += g->layers[l].params_rep + g->layers[l].params_split / tp;
+    return sum;
+}
+
+double mk_sim_tied_params(const mk_graph_t *g, int tp)
+{
+    return g->tied_rep + g->tied_split / tp;
+}
+
+int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk_sim_opts_t *o,
+                        int dp_bucket, mk_stage_static_t *out)
+{
+    memset(out, 0, sizeof *out);
+    double w, gr, opt, P = 0, buf = 0, tsp = p->seqpar && p->tp > 1 ? p->tp : 1;
+    mk_sim_param_bytes(p, o, &w, &gr, &opt);
+    int V = p->pp * p->vpp;
+    for (int c = 0; c < p->vpp; c++) {
+        int k = c * p->pp + s, l0 = p->bounds[k], l1 = p->bounds[k + 1];
+        P += mk_sim_layers_params(g, l0, l1, p->tp);
+        if (k > 0) buf += 2 * g->layers[l0].in_bytes / tsp;
+        if (k < V - 1) buf += 2 * g->layers[l1 - 1].out_bytes / tsp;
+    }
+    double tied = mk_sim_tied_params(g, p->tp);
+    if (p->pp > 1 && tied > 0) {
+        if (s == p->pp - 1) P += tied;
+        if (s == 0 || s == p->pp - 1) out->tied_bytes = tied * gr;
+    }
+    out->params = P;
+    out->weights = w * P;
+    out->grads = gr * P;
+    out->optimizer = opt * P / (p->zero && p->dp > 1 ? p->dp : 1);
+    out->grad_comm_bytes = gr * P;
+    if (p->dp > 1 && dp_bucket) {
+        double bb = mk_sim_bucket_bytes(o);
+        buf += out->grad_comm_bytes < bb ? out->grad_comm_bytes : bb;
+    }
+    out->buffers = buf;
+    return 0;
+}
+
+void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
+                      double *gbuf)
+{
+    int sel = p->recompute.kind == MK_RECOMPUTE_SELECTIVE, sp = p->seqpar && p->tp > 1;
+    double tsp = sp ? p->tp : 1, st = 0, wm = 0, gb = 0;
+    int seen = 0;
+    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
+        double a = mk_layer_act_bytes(g, l, p->tp, sp, sel);
+        int is_ck = 0;
+        if (mk_sim_is_ckptable(g, l)) is_ck = seen++ < ck;
+        if (is_ck) {
+            st += mk_layer_ckpt_bytes(g, l, p->tp, sp);
+            if (a > wm) wm = a;
+        } else {
+            st += a;
+        }
+        double io = g->layers[l].in_bytes > g->layers[l].out_bytes ? g->layers[l].in_bytes : g->layers[l].out_bytes;
+        if (2 * io / tsp > gb) gb = 2 * io / tsp;
+    }
+    if (stored) *stored = st;
+    if (wmax) *wmax = wm;
+    if (gbuf) *gbuf = gb;
+}
+
+/* Checkpoint count of (stage s, chunk c) under the plan's policy when the
+ * caller gives none. */
+static int policy_ckpt(const mk_plan_t *p, const mk_graph_t *g, int s, int c, const int *layers)
+{
+    int n = layers[s * p->vpp + c];
+    if (p->has_ckpt) return p->ckpt[s * p->vpp + c];
+    switch (p->recompute.kind) {
+    case MK_RECOMPUTE_FULL: return n;
+    case MK_RECOMPUTE_STAGE_AWARE:
+        return mk_recompute_count(n, mk_recompute_stage_ratio(p->recompute.ratio, p->pp, s));
+    default: return 0;
+    }
+}
+
+static int closed_inflight(const mk_plan_t *p, int s)
+{
+    int m = p->m > 0 ? p->m : 1, P = p->pp, v = p->vpp;
+    switch (p->schedule) {
+    case MK_SCHED_GPIPE: return m;
+    case MK_SCHED_INTERLEAVED: {
+        int n = 2 * (P - s - 1) + (v - 1) * P + 1;
+        return n < m * v ? n : m * v;
+    }
+    case MK_SCHED_MERAK:
+    case MK_SCHED_MERAK_LAST: {
+        int n = P - s < m ? P - s : m;
+        if (p->schedule == MK_SCHED_MERAK && P >= 2 && s == P - 2 && n < m) n++;
+        return n;
+    }
+    default: return P - s < m ? P - s : m;
+    }
+}
+
+int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_graph_t *g, int s,
+                        const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out)
+{
+    if (s < 0 || s >= p->pp) return mk_error_set("stage %d out of range (pp %d)", s, p->pp);
+    if (p->n_vstages != p->pp * p->vpp) return mk_error_set("plan has no stage bounds (check it first)");
+    int layers[MK_PLAN_MAX_VSTAGES];
+    mk_plan_ckpt_layers(p, g, layers);
+    mk_stage_static_t st;
+    mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
+    memset(out, 0, sizeof *out);
+    out->weights = st.weights, out->grads = st.grads, out->optimizer = st.optimizer;
+    out->buffers = st.buffers;
+    int inf = inflight >= 0 ? inflight : closed_inflight(p, s);
+    /* Interleaved counts chunks: spread them over the stage's chunks. */
+    double per_mb = 0, wm = 0, gb = 0;
+    for (int c = 0; c < p->vpp; c++) {
+        int ck = ckpt ? ckpt[c] : policy_ckpt(p, g, s, c, layers);
+        double a, w, b;
+        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &a, &w, &b);
+        per_mb += a / p->vpp;
+        if (w > wm) wm = w;
+        if (b > gb) gb = b;
+    }
+    out->activations = inf * per_mb;
+    out->working = wm + gb;
+    out->total = out->weights + out->grads + out->optimizer + out->activations + out->working + out->buffers;
+    (void)cl;
+    return 0;
+}
+
+/* mk_sim_chunk_act memoised per (chunk, checkpoint count): a stream walk
+ * asks for the same few values once per instruction. */
+typedef struct {
+    int v, w;                 /* chunks, counts per chunk (max nck + 1) */
+    double *a, *wm, *gb;
+    unsigned char *have;
+} mk_act_memo_t;
+
+static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, int s, int c, int ck,
+                     double *a, double *w, double *gb)
+{
+    size_t i = (size_t)c * M->w + ck;
+    if (!M->have[i]) {
+        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &M->a[i], &M->wm[i], &M->gb[i]);
+        M->have[i] = 1;
+    }
+    *a = M->a[i], *w = M->wm[i], *gb = M->gb[i];
+}
+
+/* Peak of stage s along its own stream.  Memory depends only on the
+ * order of a stage's instructions, not on timing, so this walk gives the
+ * event engine's figure exactly (same rules as sim.c): F/F_PRE add the
+ * micro-batch's stored bytes (working set: the largest checkpointed
+ * layer), R expands them to full, B/B_IN need the recomputed layer (unless
+ * R ran) plus the gradient buffers, B or B_W frees.  ck_override >= 0
+ * replaces plain F's checkpoint count (clamped per chunk). */
+static double stream_peak(const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch, int s, int ck_override,
+                          const mk_sim_opts_t *o)
+{
+    mk_stage_static_t st;
+    mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
+    double stat = st.weights + st.grads + st.optimizer + st.buffers, stored = 0, peak = stat;
+    int v = p->vpp, nmc = p->m * v, nck[MK_PLAN_MAX_VSTAGES];
+    int layers[MK_PLAN_MAX_VSTAGES];
+    mk_plan_ckpt_layers(p, g, layers);
+    for (int c = 0; c < v; c++) nck[c] = layers[s * v + c];
+    double *mbs = calloc(nmc, sizeof *mbs);
+    int *mck = calloc(nmc, sizeof *mck);
+    unsigned char *rec = calloc(nmc, 1);
+    mk_act_memo_t M = {v, 1, NULL, NULL, NULL, NULL};
+    for (int c = 0; c < v; c++)
+        if (nck[c] + 1 > M.w) M.w = nck[c] + 1;
+    M.a = malloc((size_t)v * M.w * sizeof(double)), M.wm = malloc((size_t)v * M.w * sizeof(double));
+    M.gb = malloc((size_t)v * M.w * sizeof(double)), M.have = calloc((size_t)v * M.w, 1);
+    if (!mbs || !mck || !rec || !M.a || !M.wm || !M.gb || !M.have) {
+        free(mbs), free(mck), free(rec), free(M.a), free(M.wm), free(M.gb), free(M.have);
+        return 1e300;
+    }
+    const mk_stream_t *str = &sch->streams[s];
+    for (int i = 0; i < str->n; i++) {
+        const mk_instr_t *in = &str->v[i];
+        if (!mk_instr_is_compute(in->op) || in->mb < 0 || in->mb >= p->m || in->chunk < 0 || in->chunk >= v) continue;
+        int slot = in->mb * v + in->chunk;
+        double a, w, gb, cur;
+        if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) {
+            int ck = in->op == MK_INSTR_F_PRE ? nck[in->chunk] : ck_override >= 0 ? ck_override : in->ckpt;
+            if (ck > nck[in->chunk]) ck = nck[in->chunk];
+            memo_act(&M, p, g, s, in->chunk, ck, &a, &w, &gb);
+            mck[slot] = ck, rec[slot] = 0, mbs[slot] = a, stored += a;
+            cur = stat + stored + w;
+        } else if (in->op == MK_INSTR_R) {
+            memo_act(&M, p, g, s, in->chunk, 0, &a, &w, &gb);
+            stored += a - mbs[slot], mbs[slot] = a, rec[slot] = 1;
+            cur = stat + stored;
+        } else {
+            int rc = (in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && mck[slot] > 0 && !rec[slot];
+            memo_act(&M, p, g, s, in->chunk, rc ? mck[slot] : 0, &a, &w, &gb);
+            cur = stat + stored + (rc ? w : 0) + gb;
+            if (in->op != MK_INSTR_B_IN) stored -= mbs[slot], mbs[slot] = 0;
+        }
+        if (cur > peak) peak = cur;
+    }
+    free(mbs), free(mck), free(rec), free(M.a), free(M.wm), free(M.gb), free(M.have);
+    return peak;
+}
+
+/* Resolve `auto`: a closed-form first guess, then per stage the fewest
+ * checkpointed layers whose stream walk fits (binary search over plain F's
+ * count on the current streams), rebuilding the streams until the counts
+ * are stable (the streams may depend on them). */
+int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
+{
+    int layers[MK_PLAN_MAX_VSTAGES];
+    if (p->n_vstages != p->pp * p->vpp) return mk_error_set("plan has no stage bounds (check it first)");
+    if (p->m < 1) p->m = p->gbs / (p->dp * p->mbs);
+    mk_plan_ckpt_layers(p, g, layers);
+    double limit = c->dev.mem_bytes;
+    for (int s = 0; s < p->pp; s++) {
+        int nmax = 0, ck[MK_PLAN_MAX_VSTAGES];
+        for (int ch = 0; ch < p->vpp; ch++)
+            if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
+        int k;
+        for (k = 0; k <= nmax; k++) {
+            for (int ch = 0; ch < p->vpp; ch++) ck[ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
+            mk_mem_breakdown_t m;
+            if (mk_sim_stage_memory(c, p, g, s, ck, -1, o, &m) < 0) return -1;
+            if (m.total <= limit) break;
+        }
+        if (k > nmax) k = nmax;
+        for (int ch = 0; ch < p->vpp; ch++)
+            p->ckpt[s * p->vpp + ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
+    }
+    p->has_ckpt = 1;
+    for (int iter = 0; iter < 8; iter++) {
+        int spl[MK_PLAN_MAX_VSTAGES], changed = 0;
+        mk_sched_spec_t spec;
+        mk_plan_sched_spec(p, g, p->dp > 1, spl, &spec);
+        mk_sched_t *sch = mk_sched_build(&spec);
+        if (!sch) return -1;
+        for (int s = 0; s < p->pp; s++) {
+            int nmax = 0;
+            for (int ch = 0; ch < p->vpp; ch++)
+                if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
+            int lo = 0, hi = nmax; /* fewest k that fits on these streams (nmax if none) */
+            while (lo < hi) {
+                int mid = (lo + hi) / 2;
+                if (stream_peak(p, g, sch, s, mid, o) <= limit) hi = mid;
+                else lo = mid + 1;
+            }
+            for (int ch = 0; ch < p->vpp; ch++) {
+                int v = lo < layers[s * p->vpp + ch] ? lo : layers[s * p->vpp + ch];
+                if (p->ckpt[s * p->vpp + ch] != v) changed = 1;
+                p->ckpt[s * p->vpp + ch] = v;
+            }
+        }
+        mk_sched_free(sch);
+        if (!changed) break;
+    }
+    return 0;
+}
