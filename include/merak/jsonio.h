@@ -23,6 +23,9 @@ int mk_json_save(json_t *j, const char *path, const char *what);
 int mk_json_int(json_t *o, const char *what, const char *key, int lo, int *out);
 int mk_json_num(json_t *o, const char *what, const char *key, double lo, double *out);
 int mk_json_bool(json_t *o, const char *what, const char *key, int *out);
+/* The first key of o not in the NULL-ended list, or NULL (the one rule
+ * every reader uses for unknown fields). */
+const char *mk_json_unknown_key(json_t *o, const char *const *keys);
 /* Fail with "WHAT: unknown field 'K'" for a key not in the NULL-ended list. */
 int mk_json_only_keys(json_t *o, const char *what, const char *const *keys);
 

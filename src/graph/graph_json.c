@@ -64,18 +64,11 @@ static int get_bool(const mk_jctx_t *c, json_t *obj, const char *where, const ch
 
 static int check_keys(const mk_jctx_t *c, json_t *obj, const char *where, const char *const *allowed)
 {
-    const char *key;
-    json_t *v;
-    json_object_foreach(obj, key, v) {
-        int ok = 0;
-        for (int i = 0; allowed[i]; i++) ok |= !strcmp(key, allowed[i]);
-        if (!ok) {
-            char msg[160];
-            snprintf(msg, sizeof msg, "unknown field '%s'", key);
-            return jerr(c, where, msg);
-        }
-    }
-    return 0;
+    const char *key = mk_json_unknown_key(obj, allowed);
+    if (!key) return 0;
+    char msg[160];
+    snprintf(msg, sizeof msg, "unknown field '%s'", key);
+    return jerr(c, where, msg);
 }
 
 /* Fill an op from its JSON object (inputs resolved by the caller). */

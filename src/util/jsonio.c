@@ -33,16 +33,22 @@ int mk_json_save(json_t *j, const char *path, const char *what)
     return mk_file_commit(&o);
 }
 
-int mk_json_only_keys(json_t *o, const char *what, const char *const *keys)
+const char *mk_json_unknown_key(json_t *o, const char *const *keys)
 {
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v) {
         int ok = 0;
         for (const char *const *q = keys; *q; q++) ok |= !strcmp(k, *q);
-        if (!ok) return mk_error_set("%s: unknown field '%s'", what, k);
+        if (!ok) return k;
     }
-    return 0;
+    return NULL;
+}
+
+int mk_json_only_keys(json_t *o, const char *what, const char *const *keys)
+{
+    const char *k = mk_json_unknown_key(o, keys);
+    return k ? mk_error_set("%s: unknown field '%s'", what, k) : 0;
 }
 
 int mk_json_num(json_t *o, const char *what, const char *key, double lo, double *out)
