@@ -1,6 +1,6 @@
 # graph module: model descriptions (JSON or built-in GPT), the proxy graph,
 # its sharding for tensor parallelism.
-libmerak_a_SOURCES += src/graph/model.c src/graph/graph.c src/graph/graph_shard.c \
+libmerak_a_SOURCES += src/graph/dtype.c src/graph/model.c src/graph/graph.c src/graph/graph_shard.c \
 	src/graph/graph_gpt.c src/graph/graph_json.c
 noinst_HEADERS += include/merak/model.h include/merak/graph.h
 

@@ -105,14 +105,6 @@ int mk_model_check_tp(const mk_model_config_t *c, int tp)
     return 0;
 }
 
-int mk_pad_vocab(int vocab, int tp)
-{
-    int m = 128 * (tp > 0 ? tp : 1); /* <= 128 * MK_MAX_TP */
-    return (int)(((int64_t)vocab + m - 1) / m * m);
-}
-
-int mk_model_padded_vocab(const mk_model_config_t *c, int tp) { return mk_pad_vocab(c->vocab, tp); }
-
 static int is_json_path(const char *s)
 {
     size_t n = strlen(s);
@@ -140,19 +132,3 @@ int mk_model_resolve(const char *model, const mk_model_overrides_t *ov, mk_model
     if (ov->ffn > 0) cfg->ffn = ov->ffn;
     return mk_model_validate(cfg);
 }
-
-int mk_dtype_parse(const char *s, mk_dtype_t *out)
-{
-    if (!strcmp(s, "fp32")) *out = MK_DTYPE_FP32;
-    else if (!strcmp(s, "fp16")) *out = MK_DTYPE_FP16;
-    else if (!strcmp(s, "bf16")) *out = MK_DTYPE_BF16;
-    else return mk_error_set("unknown dtype '%s' (fp32, fp16 or bf16)", s);
-    return 0;
-}
-
-const char *mk_dtype_name(mk_dtype_t d)
-{
-    return d == MK_DTYPE_FP32 ? "fp32" : d == MK_DTYPE_FP16 ? "fp16" : "bf16";
-}
-
-int mk_dtype_bytes(mk_dtype_t d) { return d == MK_DTYPE_FP32 ? 4 : 2; }
