@@ -6,8 +6,9 @@ libmerak_a_SOURCES += src/sched/sched.c src/sched/sched_recompute.c src/sched/sc
 	src/sched/walk.c
 noinst_HEADERS += include/merak/sched.h include/merak/walk.h src/sched/sched_internal.h
 
-check_PROGRAMS += tests/test_sched tests/test_sched_props
+check_PROGRAMS += tests/test_sched tests/test_sched_props tests/test_walk
+tests_test_walk_SOURCES = tests/test_walk.c tests/check.h
 tests_test_sched_SOURCES = tests/test_sched.c tests/check.h
 tests_test_sched_props_SOURCES = tests/test_sched_props.c tests/check.h
-TESTS += tests/test_sched tests/test_sched_props tests/sched-cli.sh tests/sched-errors.sh
+TESTS += tests/test_sched tests/test_sched_props tests/test_walk tests/sched-cli.sh tests/sched-errors.sh
 EXTRA_DIST += tests/sched-cli.sh tests/sched-errors.sh
