@@ -8,7 +8,11 @@
  * compute that consumes it and a SEND after the one that produces it; every
  * SEND with exactly one RECV on its peer; LOAD once per micro-batch on the
  * first and last stage, before its forward; REDUCE_TIED / REDUCE_GRADS
- * after the last backward work, OPT_STEP last. */
+ * after the last backward work, OPT_STEP last.
+ *
+ * The scan decodes each stage through the stream walker (merak/walk.h, one
+ * stage, lenient): mb/chunk ranges, the peer a p2p must name, in-flight
+ * counts and the last backward come from it; the rules here only count. */
 #include "config.h"
 #include "sched/sched_internal.h"
 #include "merak/walk.h"
