@@ -77,9 +77,7 @@ static void test_compute_partition(void)
         mk_plan_t u, p;
         mk_plan_init(&u);
         u.model = m, u.pp = pp, u.gbs = 8, u.dtype = MK_DTYPE_BF16;
-        mk_graph_opts_t go;
-        mk_plan_graph_opts(&u, 1, &go);
-        mk_graph_t *g = mk_graph_build(&m, &go);
+        mk_graph_t *g = mk_plan_graph(&u);
         double cost[64];
         for (int l = 0; l < g->n_layers; l++) cost[l] = mk_cost_layer_time(&c, g, l, 1, 0, 1, MK_DTYPE_BF16);
         p = u;
@@ -117,9 +115,7 @@ static void test_auto_recompute(void)
             p.model = m, p.pp = pp, p.tp = 2, p.dp = 1, p.mbs = mbs, p.gbs = 64, p.dtype = MK_DTYPE_BF16;
             p.schedule = MK_SCHED_MERAK;
             p.recompute.kind = MK_RECOMPUTE_AUTO;
-            mk_graph_opts_t go;
-            mk_plan_graph_opts(&p, 1, &go);
-            mk_graph_t *g = mk_graph_build(&m, &go);
+            mk_graph_t *g = mk_plan_graph(&p);
             p.n_vstages = pp;
             mk_plan_partition_uniform(&p, g);
             mk_plan_check(&p, g);
@@ -128,7 +124,11 @@ static void test_auto_recompute(void)
             mk_plan_ckpt_layers(&p, g, layers);
             for (int s = 0; s < pp; s++) nck += p.ckpt[s], nfull += layers[s];
             mk_sim_result_t r;
-            CHECK(mk_sim_run(sim, &p, g, &so, &r) == 0, "sim: %s", mk_error_last());
+            mk_plan_resolve_opts_t ro = {.cluster = &c, .graph = g};
+            mk_plan_ctx_t ctx;
+            CHECK(mk_plan_resolve(&ctx, &p, &ro) == 0 && mk_sim_run(sim, &ctx, &so, &r) == 0, "sim: %s",
+                  mk_error_last());
+            mk_plan_ctx_free(&ctx);
             int all_full = nck == nfull;
             CHECK(r.fits || all_full, "auto plan pp %d mbs %d does not fit although it could checkpoint more", pp, mbs);
             fewer += nck < nfull;

@@ -23,9 +23,7 @@ static mk_graph_t *setup(const char *model, int dp, int pp, int tp, int vpp, int
     p->dp = dp, p->pp = pp, p->tp = tp, p->vpp = vpp, p->mbs = mbs, p->gbs = gbs, p->schedule = k;
     p->dtype = MK_DTYPE_BF16;
     if (mk_recompute_parse(rc, &p->recompute) < 0) return NULL;
-    mk_graph_opts_t o;
-    mk_plan_graph_opts(p, 1, &o);
-    mk_graph_t *g = mk_graph_build(&p->model, &o);
+    mk_graph_t *g = mk_plan_graph(p);
     if (!g) return NULL;
     if (mk_plan_partition_uniform(p, g) < 0 || mk_plan_check(p, g) < 0) {
         mk_graph_free(g);
@@ -44,7 +42,11 @@ static int run(const char *cluster, const mk_plan_t *p, const mk_graph_t *g, int
     mk_sim_opts_t o;
     mk_sim_opts_init(&o);
     o.unit_costs = unit;
-    int rc = mk_sim_run(s, p, g, &o, &res);
+    mk_plan_resolve_opts_t ro = {.cluster = &c, .graph = g, .resolve_auto = mk_sim_auto};
+    mk_plan_ctx_t ctx;
+    int rc = mk_plan_resolve(&ctx, p, &ro);
+    if (rc == 0) rc = mk_sim_run(s, &ctx, &o, &res);
+    mk_plan_ctx_free(&ctx);
     mk_sim_free(s);
     if (rc < 0) fprintf(stderr, "sim: %s\n", mk_error_last());
     return rc;

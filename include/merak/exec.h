@@ -5,16 +5,17 @@
 #define MERAK_EXEC_H
 
 #include "merak/backend.h"
-#include "merak/plan.h"
+#include "merak/plan_ctx.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
 typedef struct mk_exec_opts {
-    mk_plan_t plan;               /* model, layout, schedule, recompute, ZeRO stage, stage
-                                     bounds (n_vstages 0: uniform, filled by mk_exec_validate);
-                                     the one source of every plan field (a --plan file's too) */
+    const mk_plan_ctx_t *ctx;     /* the plan, resolved (mk_plan_resolve with world = the rank
+                                     count and check = mk_exec_check): model, layout, schedule,
+                                     recompute, ZeRO, stage bounds, the scheduler's spec; the one
+                                     source of every plan field (a --plan file's too) */
     const mk_backend_t *be;
     int steps;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
@@ -49,10 +50,15 @@ typedef struct mk_exec_result {
 
 /* Defaults for the optimizer fields (lr 6e-4, ...). */
 void mk_exec_opts_init(mk_exec_opts_t *o);
-/* Check a layout without MPI (and fill uniform stage bounds when the plan
- * has none); every rank calls it identically, so all ranks agree on
- * failure before any collective.  world: the rank count. */
-int mk_exec_validate(mk_exec_opts_t *o, int world);
+/* The executor's rules beyond the plan's (GPT only, MLP width divisible by
+ * tp, checkpoint counts for auto, ZeRO-1 at most, no sequence parallelism,
+ * buffers within this machine's memory): the check of
+ * mk_plan_resolve_opts_t.  Every rank runs it identically, so all ranks
+ * agree on failure before any collective.  Returns 0 or -1. */
+int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g);
+/* The streams of a resolved plan build (without MPI, like mk_exec_check).
+ * Returns 0 or -1. */
+int mk_exec_validate(const mk_plan_ctx_t *ctx);
 /* Train.  Collective over world.  Fills res on rank 0 (free with
  * mk_exec_result_free).  Returns 0, or -1 (message in mk_error_last()). */
 int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);

@@ -10,6 +10,7 @@
 #ifndef MERAK_PLAN_H
 #define MERAK_PLAN_H
 
+#include "merak/cluster.h"
 #include "merak/graph.h"
 #include "merak/limits.h"
 #include "merak/sched.h"
@@ -45,18 +46,34 @@ typedef struct mk_plan {
 /* Defaults: dp=pp=tp=vpp=1, mbs=1, 1f1b, full recompute, uniform. */
 void mk_plan_init(mk_plan_t *p);
 
+/* The layout's derived sizes, each computed here and nowhere else (plans
+ * store them in m and n_vstages once checked; everything else reads those
+ * or a resolved context, merak/plan_ctx.h). */
+/* Micro-batches per replica, gbs / (dp*mbs); 0 when dp*mbs does not divide gbs. */
+int mk_plan_micro_batches(const mk_plan_t *p);
+/* Virtual stages pp*vpp, in 64 bits (any two ints multiply without overflow). */
+int64_t mk_plan_vstages(const mk_plan_t *p);
+/* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
+int mk_plan_zero(const mk_plan_t *p);
+
 /* Check the layout against the model: sizes from 1 to their maxima
  * (merak/limits.h, products in 64 bits), tp divides the heads,
  * pp (times vpp) not above the blocks, gbs divisible by dp*mbs, interleaved
  * with m a multiple of pp and vpp >= 2, bounds covering the graph's layers
- * in order with no empty stage.  Fills p->m.  Returns 0 or -1. */
+ * in order with no empty stage.  Fills p->m and p->n_vstages.  Returns 0 or -1. */
 int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
+/* The part of mk_plan_check that needs the graph (everything after the
+ * sizes and tp), on a plan mk_plan_check_sizes accepted. */
+int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g);
 /* The part of mk_plan_check that needs no graph: each size against its
  * maximum (merak/limits.h), then the products in 64 bits: GPUs dp*pp*tp,
  * virtual stages pp*vpp, a replica's batch dp*mbs, micro-batches m and
- * the schedule's pp*vpp*m (mk_sched_check_size).  Fills p->m.  Call it
- * before multiplying any of them (plan readers, the CLI). */
+ * the schedule's pp*vpp*m (mk_sched_check_size).  Fills p->m and
+ * p->n_vstages.  Call it before multiplying any of them (plan readers). */
 int mk_plan_check_sizes(mk_plan_t *p);
+/* The GPUs a plan needs, dp*pp*tp, must fit the cluster (max_nodes *
+ * gpus_per_node when max_nodes > 0).  Returns 0 or -1. */
+int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c);
 
 /* Stage bounds by blocks: each virtual stage gets an equal share of the
  * transformer blocks (extra blocks to the stages after the first), the
@@ -73,12 +90,14 @@ void mk_plan_ckpt_layers(const mk_plan_t *p, const mk_graph_t *g, int *layers);
 void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_buckets, int *layers,
                         mk_sched_spec_t *spec);
 
-/* Graph options (mbs, dtype, tp) the plan implies; dropout as given. */
-void mk_plan_graph_opts(const mk_plan_t *p, int dropout, mk_graph_opts_t *o);
-/* Whether the simulator models dropout: for 16-bit training (Megatron-LM
- * runs with it), not for fp32 (the CPU executor has none). */
+/* Graph options the plan implies: its mbs, dtype and tp, and dropout
+ * under mk_plan_dropout.  The one place graph options come from (the
+ * simulator, the planner's per-(mbs, tp) cache and the executor). */
+void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o);
+/* Whether a plan models dropout: for 16-bit training (Megatron-LM runs
+ * with it), not for fp32 (the CPU executor has none). */
 int mk_plan_dropout(mk_dtype_t dt);
-/* The plan's graph under that rule; NULL with mk_error_last() on failure. */
+/* The plan's graph (mk_plan_graph_opts); NULL with mk_error_last() on failure. */
 mk_graph_t *mk_plan_graph(const mk_plan_t *p);
 
 /* JSON form (see traces/README.md).  to_json returns a new reference. */

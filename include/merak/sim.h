@@ -27,7 +27,7 @@
 
 #include "merak/cluster.h"
 #include "merak/cost.h"
-#include "merak/plan.h"
+#include "merak/plan_ctx.h"
 #include "merak/sched.h"
 #include "merak/trace.h"
 
@@ -77,13 +77,12 @@ void mk_sim_opts_init(mk_sim_opts_t *o);
 mk_sim_t *mk_sim_new(const mk_cluster_t *c);
 void mk_sim_free(mk_sim_t *s);
 
-/* Simulate one training step of plan p on graph g (built with the plan's
- * mbs, dtype and tp: mk_plan_graph_opts).  The plan is checked on a copy;
- * recompute `auto` without checkpoint counts is resolved first
- * (mk_sim_resolve_auto).  A plan that does not fit is a result (fits = 0).
- * Returns 0, or -1 with mk_error_last() on bad input.  Never prints. */
-int mk_sim_run(mk_sim_t *s, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
-               mk_sim_result_t *out);
+/* Simulate one training step of a resolved plan (mk_plan_resolve against
+ * this simulator's cluster, with mk_sim_auto as its resolve_auto): the
+ * plan, its graph and its scheduler spec come from ctx, checked there and
+ * not again.  A plan that does not fit is a result (fits = 0).  Returns 0,
+ * or -1 with mk_error_last() (streams that do not build).  Never prints. */
+int mk_sim_run(mk_sim_t *s, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *o, mk_sim_result_t *out);
 
 /* Closed-form peak memory of one stage (no event simulation): weights,
  * grads, optimizer, buffers as in the tracker; activations = inflight x
@@ -99,10 +98,9 @@ int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_grap
  * layers such that mk_sim_stage_memory fits the device (all layers where
  * nothing fits).  Sets p->ckpt and p->has_ckpt.  Returns 0 or -1. */
 int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
-
-/* GPUs a plan needs must fit the cluster (max_nodes * gpus_per_node when
- * max_nodes > 0).  Returns 0 or -1. */
-int mk_sim_check_gpus(const mk_cluster_t *c, const mk_plan_t *p);
+/* mk_sim_resolve_auto with the default options: the resolve_auto of
+ * mk_plan_resolve_opts_t (merak/plan_ctx.h) on the simulator's paths. */
+int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);
 
 /* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
  * plan attached when p != NULL.  New reference. */

@@ -46,10 +46,30 @@ typedef struct mk_args {
     char **pos;
 } mk_args_t;
 
+/* A subcommand's defaults: one static table per subcommand (in its
+ * cli_*.c), read by the parser (mk_args_plan, the subcommand's own code)
+ * and by --help, whose usage text names each value as @key@ (the field's
+ * name: @model@, @gbs@, ...; mk_args_parse fills them in).  Unused fields
+ * stay 0 / NULL. */
+typedef struct mk_cli_defaults {
+    const char *model;             /* --model */
+    const char *cluster;           /* --cluster */
+    int dtype;                     /* --dtype: MK_DTYPE_*, or -1: the cluster's 16-bit type */
+    int gbs;                       /* --gbs; 0: 2 x dp x mbs x pp (merak run) */
+    const char *schedule, *recompute, *partition;
+    int vpp;                       /* --vpp when the schedule is interleaved and none is given (0: 1) */
+    int gpus, top;                 /* merak plan */
+    int steps, seed;               /* merak run */
+    const char *lr, *weight_decay, *clip_grad, *adam_eps; /* merak run, as typed on the command line */
+    const char *out;               /* merak profile */
+} mk_cli_defaults_t;
+
 /* Parse argv (argv[0] = subcommand) accepting the given groups.  Prints
  * one line to stderr and returns -1 on a bad flag or value; returns 1 when
- * --help was printed (usage text given), 0 otherwise. */
-int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage);
+ * --help was printed (usage text with the @key@ defaults of d filled in),
+ * 0 otherwise. */
+int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
+                  const mk_cli_defaults_t *d);
 
 /* Resolve the model from --model and the overrides (default: deflt). */
 int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg);
@@ -74,14 +94,19 @@ int mk_cmd_plan(int argc, char **argv);
 int mk_cmd_run(int argc, char **argv);
 int mk_cmd_profile(int argc, char **argv);
 
-/* Build the plan a subcommand runs from its flags, or load it from --plan
- * (then model and layout flags are an error).  world > 0 (merak run) lets
- * --dp default to world/(pp*tp).  dtype_default applies when neither
- * --dtype nor the plan gives one.  On success *g is the plan's graph
- * (caller frees).  Prints the error and returns -1 on bad input. */
+/* The plan a subcommand runs, from its flags (defaults d) or loaded from
+ * --plan (then model and layout flags are an error); not yet checked.
+ * world > 0 (merak run) lets --dp default to world/(pp*tp).  dtype
+ * applies when neither --dtype nor the plan gives one.  Prints the error
+ * and returns -1 on bad input. */
 struct mk_plan;
-struct mk_graph;
-int mk_args_plan(const mk_args_t *a, const char *model_default, const char *cluster_default,
-                 int world, int dtype_default, struct mk_plan *p, struct mk_graph **g);
+struct mk_plan_ctx;
+struct mk_plan_resolve_opts;
+int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, struct mk_plan *p);
+/* Resolve it (mk_plan_resolve with ro; stage bounds by --partition, or
+ * d's, unless the plan came from a file).  Prints the error and returns
+ * -1 on failure; on success free ctx with mk_plan_ctx_free. */
+int mk_args_resolve(const mk_args_t *a, const mk_cli_defaults_t *d, const struct mk_plan *p,
+                    struct mk_plan_resolve_opts *ro, struct mk_plan_ctx *ctx);
 
 #endif

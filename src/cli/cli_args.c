@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +172,44 @@ static void print_limits(unsigned groups)
     }
 }
 
+/* The @key@ fields of mk_cli_defaults_t, for --help. */
+#define D_STR(f) {#f, offsetof(mk_cli_defaults_t, f), S}
+#define D_INT(f) {#f, offsetof(mk_cli_defaults_t, f), I}
+static const struct {
+    const char *key;
+    size_t off;
+    int kind;
+} mk_default_keys[] = {
+    D_STR(model), D_STR(cluster), D_INT(gbs), D_STR(schedule), D_STR(recompute), D_STR(partition),
+    D_INT(vpp), D_INT(gpus), D_INT(top), D_INT(steps), D_INT(seed), D_STR(lr), D_STR(weight_decay),
+    D_STR(clip_grad), D_STR(adam_eps), D_STR(out),
+};
+#undef D_STR
+#undef D_INT
+
+/* Print the value of default `key` (n characters); 0 if there is no such key. */
+static int print_default(const mk_cli_defaults_t *d, const char *key, size_t n)
+{
+    for (size_t i = 0; d && i < sizeof mk_default_keys / sizeof *mk_default_keys; i++) {
+        const char *at = (const char *)d + mk_default_keys[i].off;
+        if (strlen(mk_default_keys[i].key) != n || strncmp(mk_default_keys[i].key, key, n)) continue;
+        if (mk_default_keys[i].kind == I) printf("%d", *(const int *)at);
+        else fputs(*(const char *const *)at ? *(const char *const *)at : "", stdout);
+        return 1;
+    }
+    return 0;
+}
+
+/* The usage text with each @key@ replaced by the subcommand's default. */
+static void print_usage(const char *u, const mk_cli_defaults_t *d)
+{
+    for (const char *c = u; *c; c++) {
+        const char *end = *c == '@' ? strchr(c + 1, '@') : NULL;
+        if (end && print_default(d, c + 1, (size_t)(end - c - 1))) c = end;
+        else putchar(*c);
+    }
+}
+
 static void args_init(mk_args_t *a, const char *cmd)
 {
     memset(a, 0, sizeof *a);
@@ -265,7 +304,8 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
     return 0;
 }
 
-int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage)
+int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
+                  const mk_cli_defaults_t *d)
 {
     struct option opts[MK_NFLAGS + 1];
     const mk_flag_t *which[MK_NFLAGS];
@@ -287,7 +327,7 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
         int c = getopt_long(argc, argv, "h", opts, &idx);
         if (c == -1) break;
         if (c == 'h' || c == O_HELP) {
-            fputs(usage, stdout);
+            print_usage(usage, d);
             print_limits(groups);
             return 1;
         }

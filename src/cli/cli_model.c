@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define MK_DEFAULT_MODEL "gpt-8.3b"
-#define MK_DEFAULT_CLUSTER "rtx3090-pcie"
-#define MK_DEFAULT_GBS 512
+/* merak model: the cluster only gives the default dtype (its 16-bit type). */
+static const mk_cli_defaults_t model_defaults = {.model = "gpt-8.3b", .cluster = "rtx3090-pcie", .dtype = -1,
+                                                 .gbs = 512};
 
 static const char *models_usage =
     "usage: merak models\n\nList the model and cluster presets.\n";
@@ -19,7 +19,7 @@ static const char *models_usage =
 int mk_cmd_models(int argc, char **argv)
 {
     mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, 0, models_usage);
+    int rc = mk_args_parse(&a, argc, argv, 0, models_usage, NULL);
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos) return mk_cli_fail("models", "unexpected argument '%s'", a.pos[0]);
     printf("Models (--model NAME, or a path to a JSON description):\n");
@@ -46,12 +46,12 @@ static const char *model_usage =
     "Build a model's proxy graph, shard it into layers and print each layer's\n"
     "parameters, FLOPs per micro-batch and activation bytes saved for backward\n"
     "(per tensor-parallel rank), with totals.\n\n"
-    "  --model NAME     preset (see 'merak models') or JSON description (default " MK_DEFAULT_MODEL ")\n"
+    "  --model NAME     preset (see 'merak models') or JSON description (default @model@)\n"
     "  --num-layers N --hidden-size H --num-attention-heads A --seq-length S\n"
     "  --vocab-size V --ffn-hidden-size F   override the preset (any order)\n"
     "  --tp T           tensor-parallel degree (default 1)\n"
     "  --mbs b          micro-batch size in sequences (default 1)\n"
-    "  --gbs B          global batch for FLOPs per iteration (default 512)\n"
+    "  --gbs B          global batch for FLOPs per iteration (default @gbs@)\n"
     "  --dtype D        fp16, bf16 or fp32 (default: the default cluster's, bf16)\n"
     "  --json           one JSON object on stdout\n";
 
@@ -120,18 +120,19 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
 int mk_cmd_model(int argc, char **argv)
 {
     mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_BATCH | MK_OPTG_JSON, model_usage);
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_BATCH | MK_OPTG_JSON, model_usage,
+                           &model_defaults);
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos) return mk_cli_fail("model", "unexpected argument '%s'", a.pos[0]);
     mk_model_config_t cfg;
-    if (mk_args_model(&a, MK_DEFAULT_MODEL, &cfg) < 0) return MK_EXIT_USAGE;
+    if (mk_args_model(&a, model_defaults.model, &cfg) < 0) return MK_EXIT_USAGE;
     mk_graph_opts_t o;
     mk_graph_opts_init(&o);
     o.tp = a.tp ? a.tp : 1;
     o.mbs = a.mbs ? a.mbs : 1;
-    int gbs = a.gbs ? a.gbs : MK_DEFAULT_GBS;
+    int gbs = a.gbs ? a.gbs : model_defaults.gbs;
     mk_cluster_t cl;
-    mk_cluster_get(MK_DEFAULT_CLUSTER, &cl);
+    mk_cluster_get(model_defaults.cluster, &cl);
     o.dtype = mk_cluster_default_dtype(&cl);
     if (a.dtype && mk_dtype_parse(a.dtype, &o.dtype) < 0) return mk_cli_fail("model", "%s", mk_error_last());
     if (mk_model_check_tp(&cfg, o.tp) < 0) return mk_cli_fail("model", "%s", mk_error_last());

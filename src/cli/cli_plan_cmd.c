@@ -18,12 +18,12 @@ static const char *plan_usage =
     "interleaved, merak, zb-h1), recompute policy (none, full, selective, stage-aware,\n"
     "auto), sequence parallelism, TP overlap, ZeRO-1 and partitioning; rank candidates by\n"
     "a lower bound, simulate the survivors, and print the K fastest plans that fit.\n\n"
-    "  --model M        preset or JSON description (default gpt-8.3b)\n"
-    "  --cluster C      preset or cluster JSON (default rtx3090-pcie)\n"
-    "  --gpus N         GPUs to use (default 64)\n"
-    "  --gbs B          global batch in sequences (default 512)\n"
+    "  --model M        preset or JSON description (default @model@)\n"
+    "  --cluster C      preset or cluster JSON (default @cluster@)\n"
+    "  --gpus N         GPUs to use (default @gpus@)\n"
+    "  --gbs B          global batch in sequences (default @gbs@)\n"
     "  --dtype D        fp16, bf16 or fp32 (default: the cluster's 16-bit type)\n"
-    "  --top K          plans to show (default 5)\n"
+    "  --top K          plans to show (default @top@)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
     "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
@@ -33,6 +33,10 @@ static const char *plan_usage =
     "  --trace F        Chrome trace of the best plan's simulated step\n"
     "  --json           one JSON object: plans (best first, each with the sim keys),\n"
     "                   evaluated, simulated, search_time_s\n";
+
+static const mk_cli_defaults_t plan_defaults = {
+    .model = "gpt-8.3b", .cluster = "rtx3090-pcie", .dtype = -1, .gbs = 512, .gpus = 64, .top = 5,
+};
 
 static int launched_by_mpiexec(void)
 {
@@ -124,9 +128,9 @@ static int print_json(const mk_planner_result_t *r, long evaluated)
     return 0;
 }
 
-static void print_human(const mk_planner_result_t *r, const mk_plan_t *ctx, const mk_planner_opts_t *o)
+static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, const mk_planner_opts_t *o)
 {
-    printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", ctx->model.name, o->gpus, ctx->cluster,
+    printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", base->model.name, o->gpus, base->cluster,
            o->gbs, mk_dtype_name(o->dtype));
     printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %.3f s "
            "(%.3f s generating)\n", r->candidates, r->layouts, r->pruned_memory, r->simulated, r->search_time_s,
@@ -146,16 +150,18 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
     if (a->save_plan && mk_plan_save(&best->plan, a->save_plan) < 0)
         return mk_cli_fail("plan", "%s", mk_error_last());
     if (!a->trace_file) return 0;
-    mk_graph_t *g = mk_plan_graph(&best->plan);
+    mk_plan_resolve_opts_t ro = {.cluster = cl, .resolve_auto = mk_sim_auto};
+    mk_plan_ctx_t ctx;
+    if (mk_plan_resolve(&ctx, &best->plan, &ro) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     mk_sim_t *sim = mk_sim_new(cl);
     mk_sim_opts_t so;
     mk_sim_opts_init(&so);
     so.trace = mk_trace_open(a->trace_file);
     mk_sim_result_t res;
-    int rc = (g && sim && so.trace) ? mk_sim_run(sim, &best->plan, g, &so, &res) : -1;
+    int rc = (sim && so.trace) ? mk_sim_run(sim, &ctx, &so, &res) : -1;
     if (so.trace && (rc < 0 ? (mk_trace_abort(so.trace), -1) : mk_trace_close(so.trace)) < 0) rc = -1;
     mk_sim_free(sim);
-    mk_graph_free(g);
+    mk_plan_ctx_free(&ctx);
     return rc < 0 ? mk_cli_fail("plan", "%s", mk_error_last()) : 0;
 }
 
@@ -193,24 +199,25 @@ static int apply_baseline(const char *b, mk_planner_opts_t *o)
 
 static int plan_main(const mk_args_t *a, int rank, int size)
 {
-    mk_plan_t ctx;
-    mk_plan_init(&ctx);
+    mk_plan_t base; /* the search's model and cluster */
+    mk_plan_init(&base);
     mk_cluster_t cl;
-    if (mk_args_model(a, "gpt-8.3b", &ctx.model) < 0) return MK_EXIT_USAGE;
-    mk_strlcpy(ctx.cluster, a->cluster ? a->cluster : "rtx3090-pcie", sizeof ctx.cluster);
-    if (mk_cluster_get(ctx.cluster, &cl) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    const mk_cli_defaults_t *d = &plan_defaults;
+    if (mk_args_model(a, d->model, &base.model) < 0) return MK_EXIT_USAGE;
+    mk_strlcpy(base.cluster, a->cluster ? a->cluster : d->cluster, sizeof base.cluster);
+    if (mk_cluster_get(base.cluster, &cl) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     mk_planner_opts_t o;
     mk_planner_opts_init(&o);
     o.dtype = mk_cluster_default_dtype(&cl);
     if (a->dtype && mk_dtype_parse(a->dtype, &o.dtype) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
-    if (a->gpus) o.gpus = a->gpus;
-    if (a->gbs) o.gbs = a->gbs;
-    if (a->top > 0) o.top = a->top;
+    o.gpus = a->gpus ? a->gpus : d->gpus;
+    o.gbs = a->gbs ? a->gbs : d->gbs;
+    o.top = a->top > 0 ? a->top : d->top;
     o.rank = rank, o.size = size;
     if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (rank == 0 && isatty(2)) o.progress = progress;
     mk_planner_result_t r;
-    if (mk_planner_search(&ctx.model, &cl, &o, &r) < 0) {
+    if (mk_planner_search(&base.model, &cl, &o, &r) < 0) {
         mk_planner_result_free(&r);
         return mk_cli_fail("plan", "%s", mk_error_last());
     }
@@ -223,7 +230,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
             rc = mk_cli_fail("plan", "%s", mk_error_last());
         if (rc == 0) {
             if (a->json) print_json(&r, evaluated);
-            else print_human(&r, &ctx, &o);
+            else print_human(&r, &base, &o);
             rc = finish_best(a, &cl, &r.best[0]);
         }
     }
@@ -243,7 +250,7 @@ int mk_cmd_plan(int argc, char **argv)
             return MK_EXIT_USAGE;
     }
     mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_PLAN | MK_OPTG_JSON, plan_usage);
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_PLAN | MK_OPTG_JSON, plan_usage, &plan_defaults);
     if (rc) rc = rc < 0 ? MK_EXIT_USAGE : 0; /* every rank parses alike: all stop here */
     else if (a.npos) rc = mk_cli_fail("plan", "unexpected argument '%s'", a.pos[0]);
     else if (!(rc = mk_args_check_outputs(&a, mpi))) rc = plan_main(&a, rank, size);

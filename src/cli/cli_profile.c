@@ -18,10 +18,12 @@ static const char *profile_usage =
     "bandwidth (intra- and inter-node) and all-reduce times between the ranks;\n"
     "hwloc says which ranks share a socket or a node (gpus_per_node = ranks per\n"
     "node).  Writes a cluster JSON (traces/README.md) atomically; rank 0 reports.\n\n"
-    "  --out FILE   cluster JSON to write (default profile.json)\n"
-    "  --model M    whose GEMM shapes to measure (default gpt-tiny and generic widths)\n"
+    "  --out FILE   cluster JSON to write (default @out@)\n"
+    "  --model M    whose GEMM shapes to measure (default @model@ and generic widths)\n"
     "  --json       the measurements as one JSON object on stdout\n"
     "  --quick      fewer repetitions (tests)\n";
+
+static const mk_cli_defaults_t profile_defaults = {.model = "gpt-tiny", .out = "profile.json"};
 
 static void print_text(const mk_profile_t *p, const char *out)
 {
@@ -108,10 +110,11 @@ int mk_cmd_profile(int argc, char **argv)
     mk_args_t a;
     mk_model_config_t cfg;
     int quick = take_bool(&argc, argv, "--quick");
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_OUT | MK_OPTG_JSON, profile_usage);
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_OUT | MK_OPTG_JSON, profile_usage,
+                           &profile_defaults);
     if (rc == 0 && a.npos) rc = -1, mk_cli_fail("profile", "unexpected argument '%s'", a.pos[0]);
-    if (rc == 0 && mk_args_model(&a, "gpt-tiny", &cfg) < 0) rc = -1;
-    const char *out = rc == 0 && a.out ? a.out : "profile.json";
+    if (rc == 0 && mk_args_model(&a, profile_defaults.model, &cfg) < 0) rc = -1;
+    const char *out = rc == 0 && a.out ? a.out : profile_defaults.out;
     /* the output must be writable before minutes of measuring */
     a.out = out;
     if (rc == 0 && rank == 0 && mk_args_check_outputs(&a, 0)) rc = -1;

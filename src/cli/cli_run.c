@@ -78,53 +78,70 @@ static int unsupported(const mk_args_t *a)
     return 0;
 }
 
-/* The plan from --plan FILE, or from the model and layout flags (the
- * shared builder; run's defaults: gpt-tiny, gbs 2*dp*mbs*pp, vpp 2 when
- * interleaved, dp from the world size). */
-static int fill_plan(const mk_args_t *a, int world, mk_plan_t *p)
-{
-    mk_args_t r = *a;
-    int pp = a->pp ? a->pp : 1, tp = a->tp ? a->tp : 1;
-    int dp = a->dp ? a->dp : (world % (pp * tp) ? 1 : world / (pp * tp));
-    if (!a->plan_file) {
-        if (!r.gbs) r.gbs = 2 * dp * (a->mbs ? a->mbs : 1) * pp;
-        if (!r.vpp && !r.vpp_layers && a->schedule && !strcmp(a->schedule, "interleaved")) r.vpp = 2;
-    }
-    mk_graph_t *g = NULL;
-    if (mk_args_plan(&r, "gpt-tiny", "ideal", world, MK_DTYPE_FP32, p, &g) < 0) return -1;
-    mk_graph_free(g);
-    return 0;
-}
+/* merak run's defaults (the optimizer's as typed on the command line). */
+static const mk_cli_defaults_t run_defaults = {
+    .model = "gpt-tiny", .cluster = "ideal", .dtype = MK_DTYPE_FP32, .gbs = 0 /* 2 x dp x mbs x pp */,
+    .schedule = "1f1b", .recompute = "full", .partition = "uniform", .vpp = 2,
+    .steps = 10, .seed = 1234, .lr = "6e-4", .weight_decay = "0.1", .clip_grad = "1.0", .adam_eps = "1e-8",
+};
 
 /* The executor keeps fp32 weights and optimizer state on every backend: a
  * 16-bit plan runs in fp32, said on stderr (rank 0: the others are
- * silenced while parsing) rather than silently. */
-static void plan_dtype_fp32(mk_plan_t *p, const mk_backend_t *be)
+ * silenced while parsing) once the plan is accepted, rather than silently. */
+static void plan_dtype_warn(mk_dtype_t given, const mk_backend_t *be)
 {
-    if (p->dtype != MK_DTYPE_FP32)
+    if (given != MK_DTYPE_FP32)
         fprintf(stderr, "merak run: warning: the plan's dtype is %s; the %s backend trains in %s\n",
-                mk_dtype_name(p->dtype), be->name, mk_dtype_name(MK_DTYPE_FP32));
-    p->dtype = MK_DTYPE_FP32;
+                mk_dtype_name(given), be->name, mk_dtype_name(MK_DTYPE_FP32));
 }
 
-static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
+/* The plan from --plan FILE or the flags, resolved once for this world
+ * with the executor's rules (as fp32: *given is the plan's own dtype). */
+static int run_ctx(const mk_args_t *a, int world, mk_dtype_t *given, mk_plan_ctx_t *ctx)
 {
-    mk_exec_opts_init(o);
-    if (unsupported(a) || fill_plan(a, world, &o->plan)) return -1;
+    mk_plan_t p;
+    if (mk_args_plan(a, &run_defaults, world, run_defaults.dtype, &p) < 0) return -1;
+    *given = p.dtype;
+    p.dtype = MK_DTYPE_FP32;
+    mk_plan_resolve_opts_t ro = {.world = world, .check = mk_exec_check};
+    return mk_args_resolve(a, &run_defaults, &p, &ro, ctx);
+}
+
+/* The backend, then the streams must build; the plan's dtype is said last
+ * (a refused plan gets its one line only). */
+static int run_backend(const mk_args_t *a, mk_dtype_t given, const mk_plan_ctx_t *ctx, mk_exec_opts_t *o)
+{
     if (!(o->be = mk_backend_get(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
-    if (a->steps >= 0) o->steps = a->steps;
-    if (a->lr >= 0) o->lr = a->lr;
+    if (mk_exec_validate(ctx) < 0) return mk_cli_fail("run", "%s", mk_error_last());
+    plan_dtype_warn(given, o->be);
+    return 0;
+}
+
+static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_opts_t *o)
+{
+    const mk_cli_defaults_t *d = &run_defaults;
+    mk_dtype_t given;
+    mk_exec_opts_init(o);
+    if (unsupported(a) || run_ctx(a, world, &given, ctx) < 0) return -1;
+    if (run_backend(a, given, ctx, o)) {
+        mk_plan_ctx_free(ctx);
+        return -1;
+    }
+    o->ctx = ctx;
+    o->steps = a->steps >= 0 ? a->steps : d->steps;
+    o->lr = a->lr >= 0 ? a->lr : strtod(d->lr, NULL);
     if (a->min_lr >= 0) o->min_lr = a->min_lr;
     if (a->lr_warmup_iters >= 0) o->warmup = a->lr_warmup_iters;
-    if (a->weight_decay >= 0) o->weight_decay = a->weight_decay;
-    if (a->clip_grad >= 0) o->clip_grad = a->clip_grad;
-    if (a->adam_eps >= 0) o->adam_eps = a->adam_eps;
-    if (a->seed >= 0) o->seed = (uint64_t)a->seed;
+    o->weight_decay = a->weight_decay >= 0 ? a->weight_decay : strtod(d->weight_decay, NULL);
+    o->clip_grad = a->clip_grad >= 0 ? a->clip_grad : strtod(d->clip_grad, NULL);
+    o->adam_eps = a->adam_eps >= 0 ? a->adam_eps : strtod(d->adam_eps, NULL);
+    o->seed = (uint64_t)(a->seed >= 0 ? a->seed : d->seed);
     o->trace = a->trace_file;
     o->data = a->data;
     o->save = a->save;
     o->load = a->load;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
+    o->save_interval = a->save_interval, o->lr_decay_steps = a->lr_decay_iters, o->eval_batches = a->eval_batches;
     return 0;
 }
 
@@ -135,7 +152,7 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
         json_array_append_new(losses, json_real(r->losses[k]));
         json_array_append_new(times, json_real(r->step_times[k]));
     }
-    for (int s = 0; s < o->plan.pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
+    for (int s = 0; s < o->ctx->plan.pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
     json_object_set_new(j, "losses", losses);
     json_object_set_new(j, "first_step", json_integer((json_int_t)r->first_step));
     if (o->eval_interval > 0) {
@@ -148,11 +165,11 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "step_time_s", json_real(r->step_time));
     json_object_set_new(j, "tokens_per_s", json_real(r->tokens_per_s));
     json_object_set_new(j, "peak_memory_bytes", mem);
-    json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->plan.dp, "pp", o->plan.pp, "tp", o->plan.tp));
-    json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->plan.schedule)));
-    json_object_set_new(j, "model", json_string(o->plan.model.name));
-    json_object_set_new(j, "global_batch", json_integer(o->plan.gbs));
-    json_object_set_new(j, "zero", json_integer(o->plan.zero));
+    json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->ctx->plan.dp, "pp", o->ctx->plan.pp, "tp", o->ctx->plan.tp));
+    json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->ctx->plan.schedule)));
+    json_object_set_new(j, "model", json_string(o->ctx->plan.model.name));
+    json_object_set_new(j, "global_batch", json_integer(o->ctx->plan.gbs));
+    json_object_set_new(j, "zero", json_integer(o->ctx->plan.zero));
     if (o->data) json_object_set_new(j, "data", json_string(o->data));
     json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10));
     fputc('\n', stdout);
@@ -160,8 +177,8 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
 }
 
 /* Parse and validate with stderr silenced on ranks other than 0. */
-static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_exec_opts_t *o,
-                   const char **dump)
+static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_plan_ctx_t *ctx,
+                   mk_exec_opts_t *o, const char **dump)
 {
     int saved = -1, rc;
     if (rank) {
@@ -171,11 +188,8 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     }
     *dump = take_flag(&argc, argv, "--dump-grads");
     rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
-                       MK_OPTG_RUN | MK_OPTG_JSON, run_usage);
-    if (rc == 0 && fill_opts(a, world, o) != 0) rc = -1;
-    o->save_interval = a->save_interval, o->lr_decay_steps = a->lr_decay_iters, o->eval_batches = a->eval_batches;
-    if (rc == 0 && mk_exec_validate(o, world) < 0) rc = -1, mk_cli_fail("run", "%s", mk_error_last());
-    if (rc == 0) plan_dtype_fp32(&o->plan, o->be);  /* a refused plan gets its one line only */
+                       MK_OPTG_RUN | MK_OPTG_JSON, run_usage, &run_defaults);
+    if (rc == 0 && fill_opts(a, world, ctx, o) != 0) rc = -1;
     if (rank && saved >= 0) {
         fflush(stderr);
         dup2(saved, 2);
@@ -192,10 +206,11 @@ int mk_cmd_run(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     mk_args_t a;
+    mk_plan_ctx_t ctx;
     mk_exec_opts_t o;
     const char *dump = NULL;
-    int rc = prepare(argc, argv, rank, world, &a, &o, &dump);
-    if (rc == 0 && mk_args_check_outputs(&a, 1)) rc = -1;
+    int rc = prepare(argc, argv, rank, world, &a, &ctx, &o, &dump);
+    if (rc == 0 && mk_args_check_outputs(&a, 1)) rc = -1, mk_plan_ctx_free(&ctx);
     if (rc) {
         MPI_Finalize();
         return rc < 0 ? MK_EXIT_USAGE : 0;

@@ -18,12 +18,12 @@ static const char *sched_usage =
     "Print the per-stage instruction streams a schedule produces and an ASCII\n"
     "timeline under the unit costs F = 1, B = 2 (+1 when it recomputes), R = 1,\n"
     "B_IN = 1 (+1 when it recomputes), B_W = 1, communication 0.\n\n"
-    "  --schedule S       gpipe, 1f1b (default), interleaved, merak, merak-pre,\n"
+    "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre,\n"
     "                     merak-last, zb-h1\n"
     "  --pp P             pipeline stages (required)\n"
     "  --micro-batches M  micro-batches per step (required; interleaved: a multiple of P)\n"
-    "  --vpp V            model chunks per stage (interleaved only; default 2)\n"
-    "  --recompute R      none, full (default), selective, stage-aware:R\n"
+    "  --vpp V            model chunks per stage (interleaved only; default @vpp@)\n"
+    "  --recompute R      none, @recompute@ (default), selective, stage-aware:R\n"
     "                     (auto needs a model and cluster: see merak plan)\n"
     "  --verify           check completeness and deadlock freedom (exit 1 if not)\n"
     "  --json             one JSON object on stdout\n\n"
@@ -31,6 +31,8 @@ static const char *sched_usage =
     "or 0: stage-aware:R checkpoints stage i's layer whenever r_i > 0.\n"
     "Timeline: a-z forward of micro-batch 0-25 (mod 26), A-Z its backward (B or\n"
     "B_IN), * F_PRE, + R (pre-recompute), 0-9 B_W of micro-batch mod 10, . idle.\n";
+
+static const mk_cli_defaults_t sched_defaults = {.schedule = "1f1b", .recompute = "full", .vpp = 2};
 
 static void print_instr(const mk_instr_t *in, int vpp)
 {
@@ -117,15 +119,16 @@ static int make_spec(const mk_args_t *a, mk_sched_spec_t *sp)
     if (a->pp < 1) return mk_cli_fail("sched", "--pp is required (pipeline stages >= 1)");
     if (a->micro_batches < 1)
         return mk_cli_fail("sched", "--micro-batches is required (micro-batches >= 1)");
-    if (mk_sched_kind_parse(a->schedule ? a->schedule : "1f1b", &sp->kind) < 0 ||
-        mk_recompute_parse(a->recompute ? a->recompute : "full", &sp->recompute) < 0)
+    const mk_cli_defaults_t *d = &sched_defaults;
+    if (mk_sched_kind_parse(a->schedule ? a->schedule : d->schedule, &sp->kind) < 0 ||
+        mk_recompute_parse(a->recompute ? a->recompute : d->recompute, &sp->recompute) < 0)
         return mk_cli_fail("sched", "%s", mk_error_last());
     if (sp->recompute.kind == MK_RECOMPUTE_AUTO)
         return mk_cli_fail("sched", "--recompute auto needs a model and a cluster (merak plan / "
                                     "merak sim); use none, full, selective or stage-aware:R");
     sp->pp = a->pp;
     sp->m = a->micro_batches;
-    sp->vpp = a->vpp ? a->vpp : sp->kind == MK_SCHED_INTERLEAVED ? 2 : 1;
+    sp->vpp = a->vpp ? a->vpp : sp->kind == MK_SCHED_INTERLEAVED ? d->vpp : 1;
     /* every instruction is printed (and held as JSON): cap the output */
     int64_t n;
     if (MK_PROD_WITHIN(MK_MAX_SCHED_PRINT_UNITS, &n, sp->pp, sp->vpp, sp->m) < 0)
@@ -138,7 +141,7 @@ static int make_spec(const mk_args_t *a, mk_sched_spec_t *sp)
 int mk_cmd_sched(int argc, char **argv)
 {
     mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_SCHED | MK_OPTG_JSON, sched_usage);
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_SCHED | MK_OPTG_JSON, sched_usage, &sched_defaults);
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     mk_sched_spec_t sp;
     if ((rc = make_spec(&a, &sp))) return rc;
@@ -151,7 +154,7 @@ int mk_cmd_sched(int argc, char **argv)
         mk_sched_free(s);
         return 1;
     }
-    const char *rname = a.recompute ? a.recompute : "full";
+    const char *rname = a.recompute ? a.recompute : sched_defaults.recompute;
     if (a.json)
         rc = print_json(s, &tl, &rep, rname, a.verify) < 0 ? 1 : 0;
     else

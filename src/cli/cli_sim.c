@@ -17,23 +17,28 @@ static const char *sim_usage =
     "Simulate one training step: step time, tokens/s, TFLOP/s per GPU and MFU,\n"
     "pipeline bubbles, peak memory per stage against the device, and how much\n"
     "communication hides behind computation.  The GPU count is dp x pp x tp.\n\n"
-    "  --model M          preset or JSON description (default gpt-8.3b); model flags override it\n"
-    "  --cluster C        preset (see 'merak models') or cluster JSON (default rtx3090-pcie)\n"
+    "  --model M          preset or JSON description (default @model@); model flags override it\n"
+    "  --cluster C        preset (see 'merak models') or cluster JSON (default @cluster@)\n"
     "  --dp --pp --tp     data, pipeline and tensor parallel degrees (default 1)\n"
-    "  --mbs b --gbs B    micro-batch and global batch in sequences (default 1, 512);\n"
+    "  --mbs b --gbs B    micro-batch and global batch in sequences (default 1, @gbs@);\n"
     "                     --micro-batches M sets B = dp x b x M when --gbs is not given\n"
-    "  --schedule S       gpipe, 1f1b (default), interleaved, merak, merak-pre, merak-last, zb-h1\n"
-    "  --recompute R      none, full (default), selective, stage-aware:R, auto\n"
+    "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre, merak-last, zb-h1\n"
+    "  --recompute R      none, @recompute@ (default), selective, stage-aware:R, auto\n"
     "  --vpp V            model chunks per stage (interleaved)\n"
     "  --tp-overlap L     sub-pipelined TP: 0 none, 1, 2, 3 (README.md \"Cost model\")\n"
     "  --zero 1           ZeRO-1: optimizer state sharded over DP\n"
     "  --sequence-parallel  Megatron sequence parallelism\n"
     "  --dtype D          fp16, bf16, fp32 (default: the cluster's 16-bit type)\n"
-    "  --partition P      uniform (default), parameters, compute\n"
+    "  --partition P      @partition@ (default), parameters, compute\n"
     "  --plan FILE        run a saved plan (no model or layout flags)\n"
     "  --json             one JSON object on stdout\n"
     "  --trace FILE       Chrome Trace Event JSON of the step (one rank per stage)\n\n"
     "A plan that does not fit in memory is a result: fits false, exit 0, a warning.\n";
+
+static const mk_cli_defaults_t sim_defaults = {
+    .model = "gpt-8.3b", .cluster = "rtx3090-pcie", .dtype = -1, .gbs = 512,
+    .schedule = "1f1b", .recompute = "full", .partition = "uniform",
+};
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
@@ -70,57 +75,63 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
         printf("  %-29s %10.4f %12.4f\n", k[i], r->exposed_comm_s[i], r->overlapped_comm_s[i]);
 }
 
-int mk_cmd_sim(int argc, char **argv)
+/* --micro-batches M: the global batch dp x mbs x M. */
+static int gbs_from_micro_batches(mk_args_t *a)
 {
-    mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM | MK_OPTG_JSON,
-                           sim_usage);
-    if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
-    if (a.npos) return mk_cli_fail("sim", "unexpected argument '%s'", a.pos[0]);
-    if (a.verify) return mk_cli_fail("sim", "--verify belongs to 'merak sched'");
-    if (mk_args_check_outputs(&a, 0)) return MK_EXIT_USAGE;
-    if (a.micro_batches) {
-        if (a.gbs) return mk_cli_fail("sim", "give --gbs or --micro-batches, not both");
-        int64_t gbs;
-        if (MK_PROD_WITHIN(MK_MAX_GBS, &gbs, a.dp ? a.dp : 1, a.mbs ? a.mbs : 1, a.micro_batches) < 0)
-            return mk_cli_fail("sim", "dp x mbs x --micro-batches %d is a global batch above %d sequences, "
-                               "the most --gbs may be", a.micro_batches, MK_MAX_GBS);
-        a.gbs = (int)gbs;
-    }
-    mk_cluster_t cl;
-    const char *cname = a.cluster ? a.cluster : "rtx3090-pcie";
-    int dflt_dtype = MK_DTYPE_BF16;
-    if (!a.plan_file || a.cluster) {
-        if (mk_cluster_get(cname, &cl) < 0) return mk_cli_fail("sim", "%s", mk_error_last());
-        dflt_dtype = mk_cluster_default_dtype(&cl);
+    if (!a->micro_batches) return 0;
+    if (a->gbs) return mk_cli_fail("sim", "give --gbs or --micro-batches, not both");
+    int64_t gbs;
+    if (MK_PROD_WITHIN(MK_MAX_GBS, &gbs, a->dp ? a->dp : 1, a->mbs ? a->mbs : 1, a->micro_batches) < 0)
+        return mk_cli_fail("sim", "dp x mbs x --micro-batches %d is a global batch above %d sequences, "
+                           "the most --gbs may be", a->micro_batches, MK_MAX_GBS);
+    a->gbs = (int)gbs;
+    return 0;
+}
+
+/* The plan from flags or --plan, resolved against its cluster (cl). */
+static int sim_ctx(const mk_args_t *a, mk_cluster_t *cl, mk_plan_ctx_t *ctx)
+{
+    const mk_cli_defaults_t *d = &sim_defaults;
+    const char *cname = a->cluster ? a->cluster : d->cluster;
+    int dtype = MK_DTYPE_BF16;
+    if (!a->plan_file || a->cluster) {
+        if (mk_cluster_get(cname, cl) < 0) return mk_cli_fail("sim", "%s", mk_error_last()), -1;
+        dtype = mk_cluster_default_dtype(cl);
     }
     mk_plan_t plan;
-    mk_graph_t *g = NULL;
-    if (mk_args_plan(&a, "gpt-8.3b", cname, 0, dflt_dtype, &plan, &g) < 0) return MK_EXIT_USAGE;
-    if (mk_cluster_get(plan.cluster, &cl) < 0) {
-        mk_graph_free(g);
-        return mk_cli_fail("sim", "%s", mk_error_last());
+    if (mk_args_plan(a, d, 0, dtype, &plan) < 0) return -1;
+    if (mk_cluster_get(plan.cluster, cl) < 0) return mk_cli_fail("sim", "%s", mk_error_last()), -1;
+    mk_plan_resolve_opts_t ro = {.cluster = cl, .resolve_auto = mk_sim_auto};
+    return mk_args_resolve(a, d, &plan, &ro, ctx);
+}
+
+static int print_result(const mk_args_t *a, const mk_plan_ctx_t *ctx, const mk_sim_result_t *r)
+{
+    if (!r->fits)
+        fprintf(stderr, "merak sim: warning: the plan does not fit: stage %d peaks at %.2f GiB, %.2f GiB over the "
+                        "%.2f GiB limit\n", r->worst_stage, r->peak_memory_bytes[r->worst_stage] / GIB,
+                r->shortfall_bytes / GIB, r->memory_limit_bytes / GIB);
+    if (!a->json) {
+        print_human(&ctx->plan, ctx->cluster, r);
+        return 0;
     }
-    if (mk_sim_check_gpus(&cl, &plan) < 0) {
-        mk_graph_free(g);
-        return mk_cli_fail("sim", "%s", mk_error_last());
-    }
+    json_t *j = mk_sim_result_json(r, &ctx->plan);
+    if (!j) return mk_cli_fail("sim", "cannot build the JSON output");
+    json_dumpf(j, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
+    fputc('\n', stdout);
+    json_decref(j);
+    return 0;
+}
+
+/* Simulate, and close the trace (its metadata names the result). */
+static int simulate(const mk_args_t *a, const mk_plan_ctx_t *ctx, mk_sim_result_t *r)
+{
     mk_sim_opts_t o;
     mk_sim_opts_init(&o);
-    if (a.trace_file && !(o.trace = mk_trace_open(a.trace_file))) {
-        mk_graph_free(g);
-        return mk_cli_fail("sim", "%s", mk_error_last());
-    }
-    if (plan.recompute.kind == MK_RECOMPUTE_AUTO && !plan.has_ckpt && mk_sim_resolve_auto(&cl, &plan, g, &o) < 0) {
-        mk_trace_abort(o.trace);
-        mk_graph_free(g);
-        return mk_cli_fail("sim", "%s", mk_error_last());
-    }
-    mk_sim_t *sim = mk_sim_new(&cl);
-    static mk_sim_result_t r;
-    rc = sim ? mk_sim_run(sim, &plan, g, &o, &r) : -1;
+    if (a->trace_file && !(o.trace = mk_trace_open(a->trace_file))) return mk_cli_fail("sim", "%s", mk_error_last());
+    mk_sim_t *sim = mk_sim_new(ctx->cluster);
+    int rc = sim ? mk_sim_run(sim, ctx, &o, r) : -1;
     mk_sim_free(sim);
-    mk_graph_free(g);
     if (rc < 0) {
         mk_trace_abort(o.trace);
         return mk_cli_fail("sim", "%s", mk_error_last());
@@ -128,23 +139,30 @@ int mk_cmd_sim(int argc, char **argv)
     if (o.trace) {
         char buf[64];
         mk_trace_meta(o.trace, "source", "merak sim");
-        snprintf(buf, sizeof buf, "%.9g", r.step_time_s);
+        snprintf(buf, sizeof buf, "%.9g", r->step_time_s);
         mk_trace_meta(o.trace, "step_time_s", buf);
-        mk_trace_meta(o.trace, "schedule", mk_sched_kind_name(plan.schedule));
+        mk_trace_meta(o.trace, "schedule", mk_sched_kind_name(ctx->plan.schedule));
         if (mk_trace_close(o.trace) < 0) return mk_cli_fail("sim", "%s", mk_error_last());
     }
-    if (!r.fits)
-        fprintf(stderr, "merak sim: warning: the plan does not fit: stage %d peaks at %.2f GiB, %.2f GiB over the "
-                        "%.2f GiB limit\n", r.worst_stage, r.peak_memory_bytes[r.worst_stage] / GIB,
-                r.shortfall_bytes / GIB, r.memory_limit_bytes / GIB);
-    if (a.json) {
-        json_t *j = mk_sim_result_json(&r, &plan);
-        if (!j) return mk_cli_fail("sim", "cannot build the JSON output");
-        json_dumpf(j, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
-        fputc('\n', stdout);
-        json_decref(j);
-    } else {
-        print_human(&plan, &cl, &r);
-    }
     return 0;
+}
+
+int mk_cmd_sim(int argc, char **argv)
+{
+    mk_args_t a;
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM | MK_OPTG_JSON,
+                           sim_usage, &sim_defaults);
+    if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
+    if (a.npos) return mk_cli_fail("sim", "unexpected argument '%s'", a.pos[0]);
+    if (a.verify) return mk_cli_fail("sim", "--verify belongs to 'merak sched'");
+    if (mk_args_check_outputs(&a, 0)) return MK_EXIT_USAGE;
+    if ((rc = gbs_from_micro_batches(&a))) return rc;
+    mk_cluster_t cl;
+    mk_plan_ctx_t ctx;
+    if (sim_ctx(&a, &cl, &ctx) < 0) return MK_EXIT_USAGE;
+    static mk_sim_result_t r;
+    rc = simulate(&a, &ctx, &r);
+    if (rc == 0) rc = print_result(&a, &ctx, &r);
+    mk_plan_ctx_free(&ctx);
+    return rc;
 }

@@ -56,7 +56,7 @@ static int print_diff(const mk_tracefile_diff_t *d, int json)
 int mk_cmd_trace(int argc, char **argv)
 {
     mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_JSON, trace_usage);
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_JSON, trace_usage, NULL); /* no defaults */
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos < 1) return mk_cli_fail("trace", "missing action: summary FILE or diff PREDICTED MEASURED");
     const char *act = a.pos[0];

@@ -16,7 +16,8 @@ typedef struct mk_comm {
     long sleep_ns;
 } mk_comm_t;
 
-/* Split world into the grid; collective over world.  Returns 0 or -1. */
+/* Split world into the grid; collective over world.  dp*pp*tp must be the
+ * size of world (checked by mk_plan_resolve, opts.world).  Returns 0 or -1. */
 int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp);
 void mk_comm_free(mk_comm_t *c);
 /* Global rank of (dp_rank, pp_rank, tp_rank). */

@@ -18,8 +18,6 @@
 void mk_exec_opts_init(mk_exec_opts_t *o)
 {
     memset(o, 0, sizeof *o);
-    mk_plan_init(&o->plan);
-    o->plan.dtype = MK_DTYPE_FP32;
     o->steps = 10;
     o->lr = 6e-4;
     o->min_lr = -1.0;             /* lr / 10 */
@@ -29,30 +27,14 @@ void mk_exec_opts_init(mk_exec_opts_t *o)
     o->seed = 1234;
 }
 
-/* The proxy graph of the plan: its layers are the executor's layers. */
-static mk_graph_t *plan_graph(const mk_plan_t *p)
+/* The scheduler's streams for the plan, from the context's spec. */
+mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx)
 {
-    mk_graph_opts_t go;
-    mk_plan_graph_opts(p, 0, &go);
-    go.dtype = MK_DTYPE_FP32;
-    return mk_graph_build(&p->model, &go);
-}
-
-/* The scheduler's streams for the plan, through the shared spec builder. */
-mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o)
-{
-    mk_graph_t *g = plan_graph(&o->plan);
-    if (!g) return NULL;
-    int *layers = calloc(o->plan.n_vstages, sizeof *layers);
-    mk_sched_spec_t spec;
-    mk_plan_sched_spec(&o->plan, g, o->plan.dp > 1, layers, &spec);
+    mk_sched_spec_t spec = ctx->spec;
     /* selective recompute (attention core only) is not split out of a layer
        here: those layers keep everything, which gives the same results */
     if (spec.recompute.kind == MK_RECOMPUTE_SELECTIVE) spec.recompute.kind = MK_RECOMPUTE_NONE;
-    mk_sched_t *s = mk_sched_build(&spec);
-    free(layers);
-    mk_graph_free(g);
-    return s;
+    return mk_sched_build(&spec);
 }
 
 /* The biggest buffers one rank allocates, per micro-batch of N = mbs*seq
@@ -76,10 +58,8 @@ static int exec_fits_host(const mk_plan_t *p)
     return 0;
 }
 
-/* What the executor adds to the plan's own checks. */
-static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
+int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
 {
-    const mk_plan_t *p = &o->plan;
     if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
     if (g->n_layers != mk_gpt_n_layers(&p->model))
         return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
@@ -90,32 +70,12 @@ static int exec_checks(const mk_exec_opts_t *o, const mk_graph_t *g, int world)
     if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
     if (p->seqpar)
         return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
-    if (exec_fits_host(p) < 0) return -1;
-    if (p->dp * p->pp * p->tp != world)
-        return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", p->dp, p->pp, p->tp,
-                            p->dp * p->pp * p->tp, world);
-    return 0;
+    return exec_fits_host(p);
 }
 
-int mk_exec_validate(mk_exec_opts_t *o, int world)
+int mk_exec_validate(const mk_plan_ctx_t *ctx)
 {
-    mk_plan_t *p = &o->plan;
-    if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
-    if (mk_model_check_tp(&p->model, p->tp) < 0) return -1;
-    mk_graph_t *g = plan_graph(p);
-    if (!g) return -1;
-    int rc = 0;
-    if (p->n_vstages == 0) {
-        p->n_vstages = p->pp * p->vpp;
-        if (p->pp > p->model.num_layers)
-            rc = mk_error_set("pipeline size %d exceeds the model's %d blocks", p->pp, p->model.num_layers);
-        else rc = mk_plan_partition_uniform(p, g);
-    }
-    if (rc == 0) rc = mk_plan_check(p, g);
-    if (rc == 0) rc = exec_checks(o, g, world);
-    mk_graph_free(g);
-    if (rc < 0) return -1;
-    mk_sched_t *s = mk_exec_build_sched(o);
+    mk_sched_t *s = mk_exec_build_sched(ctx);
     if (!s) return -1;
     mk_sched_free(s);
     return 0;
@@ -133,15 +93,15 @@ static uint32_t hash32(uint64_t x)
 void mk_exec_make_batch(mk_exec_t *e, int64_t step)
 {
     const mk_exec_opts_t *o = e->o;
-    int T = o->plan.model.seq, V = o->plan.model.vocab < 256 ? o->plan.model.vocab : 256, pat[16];
+    int T = o->ctx->plan.model.seq, V = o->ctx->plan.model.vocab < 256 ? o->ctx->plan.model.vocab : 256, pat[16];
     if (e->data) {  /* the file: training batch `step`, or validation batch -1-step */
-        int32_t *buf = malloc((size_t)o->plan.mbs * (T + 1) * sizeof *buf);
+        int32_t *buf = malloc((size_t)o->ctx->plan.mbs * (T + 1) * sizeof *buf);
         mk_data_split_t split = step >= 0 ? MK_DATA_TRAIN : MK_DATA_VAL;
         long k = step >= 0 ? (long)step : (long)(-1 - step);
         for (int mb = 0; mb < e->m; mb++) {
-            int first = (e->comm.dp_rank * e->m + mb) * o->plan.mbs;
-            mk_data_batch(e->data, split, k, o->plan.gbs, first, o->plan.mbs, buf);
-            for (int b = 0; b < o->plan.mbs; b++)
+            int first = (e->comm.dp_rank * e->m + mb) * o->ctx->plan.mbs;
+            mk_data_batch(e->data, split, k, o->ctx->plan.gbs, first, o->ctx->plan.mbs, buf);
+            for (int b = 0; b < o->ctx->plan.mbs; b++)
                 for (int t = 0; t < T; t++) {
                     e->tok[mb][b * T + t] = buf[b * (T + 1) + t];
                     e->tgt[mb][b * T + t] = buf[b * (T + 1) + t + 1];
@@ -152,8 +112,8 @@ void mk_exec_make_batch(mk_exec_t *e, int64_t step)
     }
     for (int i = 0; i < 16; i++) pat[i] = (int)(hash32(o->seed * 31 + i) % (uint32_t)V);
     for (int mb = 0; mb < e->m; mb++)
-        for (int b = 0; b < o->plan.mbs; b++) {
-            long gseq = ((long)e->comm.dp_rank * e->m + mb) * o->plan.mbs + b;
+        for (int b = 0; b < o->ctx->plan.mbs; b++) {
+            long gseq = ((long)e->comm.dp_rank * e->m + mb) * o->ctx->plan.mbs + b;
             int off = (int)(hash32(((uint64_t)o->seed << 40) ^ ((uint64_t)step << 24) ^ (uint64_t)gseq) % 16);
             for (int t = 0; t < T; t++) {
                 e->tok[mb][b * T + t] = pat[(off + t) % 16];
@@ -209,7 +169,7 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
     if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
-    e->step_loss = sums[1] / ((double)o->plan.gbs * o->plan.model.seq);
+    e->step_loss = sums[1] / ((double)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     if (e->eval) {  /* validation: the loss only */
         g->be->zero(g->grads, g->n_params * sizeof(float));
         return 0;

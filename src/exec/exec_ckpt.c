@@ -144,7 +144,7 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
     char cfg[512], num[MK_CKPT_N_META][32];
-    config_json(&e->o->plan.model, cfg, sizeof cfg);
+    config_json(&e->o->ctx->plan.model, cfg, sizeof cfg);
     uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
     const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
     const char *vals[MK_CKPT_N_META + 3] = {"merak", MK_CKPT_FORMAT, cfg};
@@ -242,7 +242,7 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
     if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
     for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */
     const char *fc = mk_st_meta(r, "config");
-    config_json(&e->o->plan.model, cfg, sizeof cfg);
+    config_json(&e->o->ctx->plan.model, cfg, sizeof cfg);
     if (!fc || strcmp(fc, cfg))
         return mk_error_set("%s: model mismatch: the checkpoint holds %s, this run's model is %s", path,
                             fc ? fc : "(no config)", cfg);

@@ -113,7 +113,7 @@ void mk_fault_save_written(int written);          /* MK_TEST_SAVE_DIE_AFTER: _ex
 int mk_fault_device_armed(void);                  /* MK_TEST_DEVICE_FAIL is set (on every rank) */
 int mk_fault_device(int rank, int64_t step);      /* -1 (mk_error_set) at that rank and step */
 /* exec.c */
-mk_sched_t *mk_exec_build_sched(const mk_exec_opts_t *o);
+mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);
 int mk_exec_dump_grads(mk_exec_t *e, const char *path);
 void mk_exec_make_batch(mk_exec_t *e, int64_t step);

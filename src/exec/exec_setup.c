@@ -17,7 +17,7 @@ static int setup_chunks(mk_exec_t *e, int *own)
     e->ch = calloc(e->vpp, sizeof *e->ch);
     for (int v = 0; v < e->vpp; v++) {
         mk_chunk_t *c = &e->ch[v];
-        c->vs = v * o->plan.pp + s;
+        c->vs = v * o->ctx->plan.pp + s;
         c->l0 = e->bnd[c->vs];
         c->l1 = e->bnd[c->vs + 1];
         for (int l = c->l0; l < c->l1; l++) own[l] = 1;
@@ -31,27 +31,31 @@ static int setup_chunks(mk_exec_t *e, int *own)
 
 static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
 {
-    int nl = mk_gpt_n_layers(&o->plan.model);
+    int nl = mk_gpt_n_layers(&o->ctx->plan.model);
     e->o = o;
-    if (mk_comm_init(&e->comm, world, o->plan.dp, o->plan.pp, o->plan.tp) < 0) return -1;
+    int size;
+    MPI_Comm_size(world, &size);
+    if (o->ctx->world != size) /* the layout's rank count was checked there, against this world */
+        return mk_error_set("the plan was resolved for %d ranks, there are %d", o->ctx->world, size);
+    if (mk_comm_init(&e->comm, world, o->ctx->plan.dp, o->ctx->plan.pp, o->ctx->plan.tp) < 0) return -1;
     mk_runtime_bind(&e->comm);
-    e->vpp = o->plan.vpp;
-    e->nvs = o->plan.pp * o->plan.vpp;
-    e->m = o->plan.gbs / (o->plan.dp * o->plan.mbs);
-    e->N = o->plan.mbs * o->plan.model.seq;
+    e->vpp = o->ctx->plan.vpp;
+    e->nvs = o->ctx->plan.n_vstages;
+    e->m = o->ctx->plan.m;
+    e->N = o->ctx->plan.mbs * o->ctx->plan.model.seq;
     e->bnd = malloc((e->nvs + 1) * sizeof *e->bnd);
     for (int i = 0; i <= e->nvs; i++)
-        e->bnd[i] = o->plan.bounds[i];
+        e->bnd[i] = o->ctx->plan.bounds[i];
     int *own = calloc(nl, sizeof *own);
     setup_chunks(e, own);
-    int tied_copy = o->plan.pp > 1 && own[nl - 1];
-    e->run.loss_scale = 1.0f / ((float)o->plan.gbs * o->plan.model.seq);
+    int tied_copy = o->ctx->plan.pp > 1 && own[nl - 1];
+    e->run.loss_scale = 1.0f / ((float)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;
     mk_exec_tp_setup(e);
-    e->g = mk_gpt_new(&o->plan.model, o->be, o->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
+    e->g = mk_gpt_new(&o->ctx->plan.model, o->be, o->ctx->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
     free(own);
-    if (!e->g || mk_gpt_run_init(&e->run, e->g, o->plan.mbs) < 0) return -1;
+    if (!e->g || mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
     mk_gpt_init_params(e->g, o->seed);
     e->tok = calloc(e->m, sizeof *e->tok);
     e->tgt = calloc(e->m, sizeof *e->tgt);
@@ -62,8 +66,8 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->dpreq = malloc(nl * sizeof *e->dpreq);
     for (int l = 0; l < nl; l++) e->dpreq[l] = MPI_REQUEST_NULL;
     e->dpstate = calloc(nl, sizeof *e->dpstate);
-    if (!(e->ga = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->plan.model.hidden)) ||
-        !(e->gb = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->plan.model.hidden)))
+    if (!(e->ga = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->ctx->plan.model.hidden)) ||
+        !(e->gb = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->ctx->plan.model.hidden)))
         return -1;
     return 0;
 }
@@ -100,7 +104,7 @@ static int cmp_double(const void *a, const void *b)
 static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
 {
     const mk_exec_opts_t *o = e->o;
-    int pp = o->plan.pp;
+    int pp = o->ctx->plan.pp;
     unsigned long long *peak = calloc(pp, sizeof *peak);
     peak[e->comm.pp_rank] = e->run.mem_peak;
     MPI_Allreduce(MPI_IN_PLACE, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, e->comm.world);
@@ -112,7 +116,7 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
     if (n) memcpy(t, res->step_times + (o->steps - n), n * sizeof *t);
     qsort(t, n, sizeof *t, cmp_double);
     res->step_time = n ? (n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2])) : 0.0;
-    res->tokens_per_s = res->step_time > 0 ? (double)o->plan.gbs * o->plan.model.seq / res->step_time : 0.0;
+    res->tokens_per_s = res->step_time > 0 ? (double)o->ctx->plan.gbs * o->ctx->plan.model.seq / res->step_time : 0.0;
     free(t);
 }
 
@@ -146,7 +150,7 @@ static int evaluate(mk_exec_t *e, double *loss)
     const mk_exec_opts_t *o = e->o;
     int n = o->eval_batches > 0 ? o->eval_batches : 8;
     if (e->data) {
-        long w = (long)(mk_data_tokens(e->data, MK_DATA_VAL) - 1) / o->plan.model.seq / o->plan.gbs;
+        long w = (long)(mk_data_tokens(e->data, MK_DATA_VAL) - 1) / o->ctx->plan.model.seq / o->ctx->plan.gbs;
         if (n > w) n = w > 0 ? (int)w : 1;
     }
     double sum = 0.0;
@@ -238,7 +242,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         if (tty && rc == 0)
             fprintf(stderr, "step %4lld/%lld  loss %.6f  %.1f ms  %.0f tokens/s\n", (long long)k + 1,
                     (long long)(e->step0 + o->steps), e->step_loss, 1e3 * res->step_times[i],
-                    (double)o->plan.gbs * o->plan.model.seq / res->step_times[i]);
+                    (double)o->ctx->plan.gbs * o->ctx->plan.model.seq / res->step_times[i]);
         int last = i == o->steps - 1;
         if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
             double vl;
@@ -264,9 +268,9 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     mk_exec_t e;
     memset(&e, 0, sizeof e);
     memset(res, 0, sizeof *res);
-    e.zero = o->plan.zero > 0 && o->plan.dp > 1;
+    e.zero = o->ctx->zero;
     int rc = setup(&e, o, world);
-    if (rc == 0 && !(e.sched = mk_exec_build_sched(o))) rc = -1;
+    if (rc == 0 && !(e.sched = mk_exec_build_sched(o->ctx))) rc = -1;
     if (rc == 0 && e.zero) rc = mk_exec_zero_init(&e);
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
@@ -276,7 +280,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     res->val_losses = calloc(nval_max, sizeof *res->val_losses);
     /* from here on, failures are collective: every rank returns alike */
     if (rc == 0 && o->data) {
-        e.data = mk_data_open(o->data, o->plan.model.vocab, o->plan.model.seq);
+        e.data = mk_data_open(o->data, o->ctx->plan.model.vocab, o->ctx->plan.model.seq);
         if (all_ok(&e, e.data != NULL) < 0) rc = -1, res->fail_exit = 2;
     }
     if (rc == 0 && load_start(&e) < 0) rc = -1, res->fail_exit = 2;

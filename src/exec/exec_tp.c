@@ -81,7 +81,7 @@ static int tp_wait(void *ctx, int h)
 
 void mk_exec_tp_setup(mk_exec_t *e)
 {
-    e->run.tp_overlap = e->o->plan.tp_overlap;
+    e->run.tp_overlap = e->o->ctx->plan.tp_overlap;
     e->run.iallreduce = tp_start;
     e->run.tp_wait = tp_wait;
     e->run.tp_poll = tp_poll;

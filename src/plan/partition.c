@@ -64,10 +64,11 @@ void mk_partition_default_costs(const mk_plan_t *p, const mk_graph_t *g, double 
 
 int mk_partition_costs(mk_plan_t *p, const mk_graph_t *g, const char *method, const double *layer_cost)
 {
-    p->n_vstages = p->pp * p->vpp;
     if (!strcmp(method, "uniform")) return mk_plan_partition_uniform(p, g);
-    if (p->n_vstages > g->n_layers || p->n_vstages > MK_PLAN_MAX_VSTAGES)
-        return mk_error_set("%d virtual stages do not fit the model's %d layers", p->n_vstages, g->n_layers);
+    int64_t nv = mk_plan_vstages(p);
+    if (nv > g->n_layers || nv > MK_PLAN_MAX_VSTAGES)
+        return mk_error_set("%d virtual stages do not fit the model's %d layers", (int)nv, g->n_layers);
+    p->n_vstages = (int)nv;
     double *cost = malloc(g->n_layers * sizeof *cost);
     if (!cost) return mk_error_set("out of memory");
     if (!strcmp(method, "parameters")) {

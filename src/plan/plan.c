@@ -29,6 +29,16 @@ static int check_bounds(const mk_plan_t *p, const mk_graph_t *g)
     return 0;
 }
 
+int mk_plan_micro_batches(const mk_plan_t *p)
+{
+    int64_t rep = (int64_t)p->dp * p->mbs; /* ints: no overflow in 64 bits */
+    return rep > 0 && p->gbs % rep == 0 ? (int)(p->gbs / rep) : 0;
+}
+
+int64_t mk_plan_vstages(const mk_plan_t *p) { return (int64_t)p->pp * p->vpp; }
+
+int mk_plan_zero(const mk_plan_t *p) { return p->dp > 1 ? p->zero : 0; }
+
 int mk_plan_check_sizes(mk_plan_t *p)
 {
     if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
@@ -37,32 +47,41 @@ int mk_plan_check_sizes(mk_plan_t *p)
         mk_limit_check("tp", p->tp, MK_MAX_TP) < 0 || mk_limit_check("vpp", p->vpp, MK_MAX_VSTAGES) < 0 ||
         mk_limit_check("mbs", p->mbs, MK_MAX_MBS) < 0 || mk_limit_check("gbs", p->gbs, MK_MAX_GBS) < 0)
         return -1;
-    int64_t n;
+    int64_t n, nv = mk_plan_vstages(p);
     if (MK_PROD_WITHIN(MK_MAX_GPUS, &n, p->dp, p->pp, p->tp) < 0)
         return mk_error_set("dp %d x pp %d x tp %d is more than %d GPUs, the most a plan may use", p->dp, p->pp,
                             p->tp, MK_MAX_GPUS);
-    if (MK_PROD_WITHIN(MK_MAX_VSTAGES, &n, p->pp, p->vpp) < 0)
+    if (nv > MK_MAX_VSTAGES)
         return mk_error_set("pp %d x vpp %d = %lld virtual stages; at most %d are supported", p->pp, p->vpp,
-                            (long long)n, MK_MAX_VSTAGES);
-    int64_t rep = (int64_t)p->dp * p->mbs; /* both below 2^21: no overflow */
-    if (p->gbs % rep)
+                            (long long)nv, MK_MAX_VSTAGES);
+    p->n_vstages = (int)nv;
+    if (!(p->m = mk_plan_micro_batches(p)))
         return mk_error_set("global batch %d is not divisible by dp %d x micro-batch %d", p->gbs, p->dp, p->mbs);
-    p->m = (int)(p->gbs / rep);
     if (p->m > MK_MAX_MICRO_BATCHES)
         return mk_error_set("%d micro-batches per replica (gbs %d / (dp %d x mbs %d)); a step may have at most %d",
                             p->m, p->gbs, p->dp, p->mbs, MK_MAX_MICRO_BATCHES);
     return mk_sched_check_size(p->pp, p->vpp, p->m);
 }
 
-int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
+int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c)
 {
-    if (mk_plan_check_sizes(p) < 0 || mk_model_check_tp(&g->cfg, p->tp) < 0) return -1;
+    long gpus = (long)p->dp * p->pp * p->tp;
+    if (c->max_nodes > 0 && gpus > (long)c->max_nodes * c->gpus_per_node)
+        return mk_error_set("the layout needs %ld GPUs (dp %d x pp %d x tp %d) but cluster '%s' has %d",
+                            gpus, p->dp, p->pp, p->tp, c->name, c->max_nodes * c->gpus_per_node);
+    return 0;
+}
+
+/* The rules of mk_plan_check that need the graph, on a plan whose sizes
+ * are checked (n_vstages and m filled). */
+int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
+{
     int blocks = g->cfg.family == MK_FAMILY_CUSTOM ? g->n_layers : g->cfg.num_layers;
     if (p->pp > blocks)
         return mk_error_set("pipeline size %d exceeds the model's %d blocks", p->pp, blocks);
-    if (p->pp * p->vpp > g->n_layers)
+    if (p->n_vstages > g->n_layers)
         return mk_error_set("%d virtual stages (pp %d x vpp %d) exceed the model's %d layers",
-                            p->pp * p->vpp, p->pp, p->vpp, g->n_layers);
+                            p->n_vstages, p->pp, p->vpp, g->n_layers);
     if (p->schedule == MK_SCHED_INTERLEAVED) {
         if (p->vpp < 2) return mk_error_set("the interleaved schedule needs --vpp >= 2");
         if (p->m % p->pp)
@@ -73,14 +92,19 @@ int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
     }
     if (p->zero != 0 && p->zero != 1) return mk_error_set("--zero must be 0 or 1");
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
-    p->n_vstages = p->pp * p->vpp;
     return check_bounds(p, g);
+}
+
+int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
+{
+    if (mk_plan_check_sizes(p) < 0 || mk_model_check_tp(&g->cfg, p->tp) < 0) return -1;
+    return mk_plan_check_layout(p, g);
 }
 
 int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g)
 {
-    int64_t n;
-    if (p->pp < 1 || p->vpp < 1 || MK_PROD_WITHIN(MK_MAX_VSTAGES, &n, p->pp, p->vpp) < 0)
+    int64_t n = mk_plan_vstages(p);
+    if (p->pp < 1 || p->vpp < 1 || n > MK_MAX_VSTAGES)
         return mk_error_set("pp %d x vpp %d virtual stages: from 1 to %d are supported", p->pp, p->vpp,
                             MK_MAX_VSTAGES);
     int nv = p->n_vstages = (int)n;
@@ -139,13 +163,13 @@ void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_bucket
     spec->tied = p->pp > 1 && (g->cfg.family == MK_FAMILY_GPT || g->cfg.family == MK_FAMILY_BERT);
 }
 
-void mk_plan_graph_opts(const mk_plan_t *p, int dropout, mk_graph_opts_t *o)
+void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
 {
     mk_graph_opts_init(o);
     o->mbs = p->mbs;
     o->dtype = p->dtype;
     o->tp = p->tp;
-    o->dropout = dropout;
+    o->dropout = mk_plan_dropout(p->dtype);
 }
 
 int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }
@@ -153,7 +177,7 @@ int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }
 mk_graph_t *mk_plan_graph(const mk_plan_t *p)
 {
     mk_graph_opts_t o;
-    mk_plan_graph_opts(p, mk_plan_dropout(p->dtype), &o);
+    mk_plan_graph_opts(p, &o);
     return mk_graph_build(&p->model, &o);
 }
 

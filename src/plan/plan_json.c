@@ -131,9 +131,6 @@ static int plan_version_and_keys(json_t *j, const char *what)
     return mk_json_only_keys(j, what, keys);
 }
 
-/* "micro_batches" is derived (gbs / (dp * mbs)); one that disagrees is
- * refused rather than silently recomputed.  Indivisible batches are left to
- * mk_plan_check, which names them. */
 /* Sizes and their products checked before anything multiplies them
  * (mk_plan_check_sizes), the message naming the file. */
 static int plan_sizes(const char *what, mk_plan_t *p)
@@ -144,15 +141,16 @@ static int plan_sizes(const char *what, mk_plan_t *p)
     return mk_error_set("%s: %s", what, why);
 }
 
+/* "micro_batches" is derived (gbs / (dp * mbs), p->m after plan_sizes);
+ * one that disagrees is refused rather than silently recomputed. */
 static int check_micro_batches(json_t *j, const char *what, const mk_plan_t *p)
 {
     int m = 0;
     if (!json_object_get(j, "micro_batches")) return 0;
     if (mk_json_int(j, what, "micro_batches", 1, &m) < 0) return -1;
-    long long per = (long long)p->dp * p->mbs; /* each <= 2^30: no overflow */
-    if (p->gbs % per == 0 && p->gbs / per != m)
+    if (p->m != m)
         return mk_error_set("%s: field 'micro_batches' is %d, but global_batch_size / (dp x micro_batch_size) "
-                            "= %lld", what, m, p->gbs / per);
+                            "= %d", what, m, p->m);
     return 0;
 }
 
@@ -183,8 +181,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         mk_json_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || mk_json_int(j, what, "zero", 0, &p->zero) < 0 ||
         plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
-    p->n_vstages = p->pp * p->vpp; /* within MK_MAX_VSTAGES (plan_sizes) */
-    if (p->n_vstages > MK_PLAN_MAX_VSTAGES) return mk_error_set("%s: too many virtual stages", what);
+    /* n_vstages: filled by plan_sizes, within MK_PLAN_MAX_VSTAGES */
     if (int_list(j, what, "stage_bounds", p->n_vstages + 1, 0, p->bounds) < 0) return -1;
     if (json_object_get(j, "checkpoint_layers")) {
         if (int_list(j, what, "checkpoint_layers", p->n_vstages, 0, p->ckpt) < 0) return -1;

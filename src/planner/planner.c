@@ -59,9 +59,11 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
     }
     mk_gcache_t *e = &S->gc[S->ngc];
     memset(e, 0, sizeof *e);
-    mk_graph_opts_t go = {mbs, S->o->dtype, mk_plan_dropout(S->o->dtype), tp};
+    mk_plan_t q; /* the graph of every plan with this (mbs, tp) */
+    mk_plan_init(&q);
+    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp;
     e->mbs = mbs, e->tp = tp;
-    if (!(e->g = mk_graph_build(S->model, &go))) return NULL;
+    if (!(e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq;
     for (int sp = 0; sp < 2; sp++) {
@@ -333,9 +335,9 @@ static int layout_candidates(mk_search_t *S, int dp, int pp, int tp, int mbs)
                     p.dtype = o->dtype, p.gbs = o->gbs;
                     p.dp = dp, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
                     p.schedule = (mk_sched_kind_t)k;
-                    p.n_vstages = pp * v;
-                    p.m = o->gbs / (dp * mbs);
-                    if (k == MK_SCHED_INTERLEAVED && (p.m % pp || pp * v > e->g->n_layers)) continue;
+                    p.n_vstages = (int)mk_plan_vstages(&p);
+                    p.m = mk_plan_micro_batches(&p);
+                    if (k == MK_SCHED_INTERLEAVED && (p.m % pp || p.n_vstages > e->g->n_layers)) continue;
                     if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
                 }
             }
@@ -395,11 +397,11 @@ static int enumerate(mk_search_t *S)
             int dp = N / (tp * pp);
             any_layout = 1;
             for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
-                if (o->gbs % (dp * mbs)) continue;
-                /* a step too long to schedule: skipped, named if all are */
                 mk_plan_t sz;
                 mk_plan_init(&sz);
                 sz.dp = dp, sz.pp = pp, sz.tp = tp, sz.mbs = mbs, sz.gbs = o->gbs;
+                if (!mk_plan_micro_batches(&sz)) continue;
+                /* a step too long to schedule: skipped, named if all are */
                 if (mk_plan_check_sizes(&sz) < 0) {
                     mk_strlcpy(too_long, mk_error_last(), sizeof too_long);
                     continue;
@@ -435,12 +437,15 @@ static const mk_gcache_t *cache_of(mk_search_t *S, const mk_plan_t *p)
 
 static int simulate(mk_search_t *S, mk_sim_t *sim, const mk_plan_t *p, long index, mk_planner_entry_t *out)
 {
-    const mk_gcache_t *e = cache_of(S, p);
+    mk_plan_resolve_opts_t ro = {.cluster = S->cl, .graph = cache_of(S, p)->g, .resolve_auto = mk_sim_auto};
+    mk_plan_ctx_t ctx;
     out->plan = *p;
     out->index = index;
     S->r->simulated++;
-    if (mk_sim_run(sim, &out->plan, e->g, &S->so, &out->res) < 0) return -1;
-    return out->res.fits;
+    if (mk_plan_resolve(&ctx, p, &ro) < 0) return -1;
+    int rc = mk_sim_run(sim, &ctx, &S->so, &out->res);
+    mk_plan_ctx_free(&ctx);
+    return rc < 0 ? -1 : out->res.fits;
 }
 
 /* Branch and bound over this rank's share of the candidates. */
@@ -563,13 +568,27 @@ static int move_layer(mk_plan_t *p, int s, int dir)
     return -1;
 }
 
+/* Simulate a moved plan; 1 when it fits and beats *e (then *e = *t). */
+static int try_move(mk_sim_t *sim, const mk_plan_resolve_opts_t *ro, mk_planner_entry_t *e, mk_planner_entry_t *t)
+{
+    mk_plan_ctx_t ctx;
+    if (t->plan.recompute.kind == MK_RECOMPUTE_AUTO) t->plan.has_ckpt = 0;
+    if (mk_plan_resolve(&ctx, &t->plan, ro) < 0) return 0; /* not a valid split, or auto failed */
+    t->plan = ctx.plan;
+    int rc = mk_sim_run(sim, &ctx, NULL, &t->res);
+    mk_plan_ctx_free(&ctx);
+    if (rc < 0) return -1;
+    if (!t->res.fits || t->res.step_time_s >= e->res.step_time_s * (1 - 1e-9)) return 0;
+    *e = *t;
+    return 1;
+}
+
 int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves)
 {
     if (e->plan.vpp != 1 || e->plan.pp < 2) return 0;
     mk_graph_t *g = mk_plan_graph(&e->plan);
     mk_sim_t *sim = mk_sim_new(c);
-    mk_sim_opts_t so;
-    mk_sim_opts_init(&so);
+    mk_plan_resolve_opts_t ro = {.cluster = c, .graph = g, .resolve_auto = mk_sim_auto};
     int kept = 0, rc = (g && sim) ? 0 : -1;
     while (rc == 0 && kept < max_moves) {
         const mk_sim_result_t *r = &e->res;
@@ -577,20 +596,13 @@ int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_move
         for (int i = 1; i < r->pp; i++)
             if (1 - r->bubble_fraction[i] > 1 - r->bubble_fraction[s]) s = i;
         int improved = 0;
-        for (int dir = -1; dir <= 1 && !improved; dir += 2) {
+        for (int dir = -1; dir <= 1 && !improved && rc == 0; dir += 2) {
             mk_planner_entry_t t = *e;
             if (move_layer(&t.plan, s, dir) < 0) continue;
             mk_strlcpy(t.plan.partition, "refine", sizeof t.plan.partition);
-            if (mk_plan_check(&t.plan, g) < 0) continue;
-            if (t.plan.recompute.kind == MK_RECOMPUTE_AUTO) {
-                t.plan.has_ckpt = 0;
-                if (mk_sim_resolve_auto(c, &t.plan, g, &so) < 0) continue;
-            }
-            if (mk_sim_run(sim, &t.plan, g, &so, &t.res) < 0) {
-                rc = -1;
-                break;
-            }
-            if (t.res.fits && t.res.step_time_s < e->res.step_time_s * (1 - 1e-9)) *e = t, improved = 1;
+            int k = try_move(sim, &ro, e, &t);
+            if (k < 0) rc = -1;
+            else improved = k;
         }
         if (!improved) break;
         kept++;

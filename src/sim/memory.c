@@ -56,7 +56,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     memset(out, 0, sizeof *out);
     double w, gr, opt, P = 0, buf = 0, tsp = p->seqpar && p->tp > 1 ? p->tp : 1;
     mk_sim_param_bytes(p, o, &w, &gr, &opt);
-    int V = p->pp * p->vpp;
+    int V = p->n_vstages;
     for (int c = 0; c < p->vpp; c++) {
         int k = c * p->pp + s, l0 = p->bounds[k], l1 = p->bounds[k + 1];
         P += mk_sim_layers_params(g, l0, l1, p->tp);
@@ -71,7 +71,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     out->params = P;
     out->weights = w * P;
     out->grads = gr * P;
-    out->optimizer = opt * P / (p->zero && p->dp > 1 ? p->dp : 1);
+    out->optimizer = opt * P / (mk_plan_zero(p) ? p->dp : 1);
     out->grad_comm_bytes = gr * P;
     if (p->dp > 1 && dp_bucket) {
         double bb = mk_sim_bucket_bytes(o);
@@ -142,7 +142,7 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
                         const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out)
 {
     if (s < 0 || s >= p->pp) return mk_error_set("stage %d out of range (pp %d)", s, p->pp);
-    if (p->n_vstages != p->pp * p->vpp) return mk_error_set("plan has no stage bounds (check it first)");
+    if (p->n_vstages != mk_plan_vstages(p)) return mk_error_set("plan has no stage bounds (check it first)");
     int layers[MK_PLAN_MAX_VSTAGES];
     mk_plan_ckpt_layers(p, g, layers);
     mk_stage_static_t st;
@@ -263,8 +263,7 @@ static double stream_peak(const mk_plan_t *p, const mk_graph_t *g, const mk_sche
 int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
 {
     int layers[MK_PLAN_MAX_VSTAGES];
-    if (p->n_vstages != p->pp * p->vpp) return mk_error_set("plan has no stage bounds (check it first)");
-    if (p->m < 1) p->m = p->gbs / (p->dp * p->mbs);
+    if (p->n_vstages != mk_plan_vstages(p) || p->m < 1) return mk_error_set("plan has no stage bounds (check it first)");
     mk_plan_ckpt_layers(p, g, layers);
     double limit = c->dev.mem_bytes;
     for (int s = 0; s < p->pp; s++) {
@@ -309,4 +308,9 @@ int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
         if (!changed) break;
     }
     return 0;
+}
+
+int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g)
+{
+    return mk_sim_resolve_auto(c, p, g, NULL);
 }

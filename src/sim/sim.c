@@ -55,15 +55,6 @@ void mk_sim_free(mk_sim_t *s)
     free(s);
 }
 
-int mk_sim_check_gpus(const mk_cluster_t *c, const mk_plan_t *p)
-{
-    long gpus = (long)p->dp * p->pp * p->tp;
-    if (c->max_nodes > 0 && gpus > (long)c->max_nodes * c->gpus_per_node)
-        return mk_error_set("the layout needs %ld GPUs (dp %d x pp %d x tp %d) but cluster '%s' has %d",
-                            gpus, p->dp, p->pp, p->tp, c->name, c->max_nodes * c->gpus_per_node);
-    return 0;
-}
-
 /* ---- per-chunk costs ---- */
 
 typedef struct chunk {
@@ -579,12 +570,12 @@ static int step_stage(run_t *R, int s, double T)
         }
         case MK_INSTR_OPT_STEP: {
             double d = 0;
-            double local = S->ss.params / (p->zero && p->dp > 1 ? p->dp : 1);
+            double local = S->ss.params / (mk_plan_zero(p) ? p->dp : 1);
             if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
             if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_COMPUTE, "OPT", t, d, s, -1, 0, -1);
             S->now = t + d;
             S->busy += d;
-            if (p->zero && p->dp > 1 && !unit) {
+            if (mk_plan_zero(p) && !unit) {
                 double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
                 double st = S->now > S->dp_free ? S->now : S->dp_free;
                 double ag = mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->dpg, w * S->ss.params);
@@ -637,22 +628,18 @@ static double recompute_flops(const mk_sched_t *sch, const mk_plan_t *p, const m
     return f * p->dp;
 }
 
-int mk_sim_run(mk_sim_t *sim, const mk_plan_t *plan, const mk_graph_t *g, const mk_sim_opts_t *opts,
-               mk_sim_result_t *out)
+int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opts, mk_sim_result_t *out)
 {
     mk_sim_opts_t dflt;
     if (!opts) mk_sim_opts_init(&dflt), opts = &dflt;
-    if (!sim || !plan || !g || !out) return mk_error_set("mk_sim_run: NULL argument");
-    mk_plan_t p = *plan;
-    if (mk_plan_check(&p, g) < 0) return -1;
-    if (g->opts.mbs != p.mbs) return mk_error_set("graph built for micro-batch %d, plan has %d", g->opts.mbs, p.mbs);
+    if (!sim || !ctx || !out) return mk_error_set("mk_sim_run: NULL argument");
+    const mk_plan_t p = ctx->plan; /* resolved: checked, auto settled (mk_plan_resolve) */
+    const mk_graph_t *g = ctx->g;
     const mk_cluster_t *c = &sim->c;
-    if (mk_sim_check_gpus(c, &p) < 0) return -1;
-    if (p.recompute.kind == MK_RECOMPUTE_AUTO && !p.has_ckpt && mk_sim_resolve_auto(c, &p, g, opts) < 0) return -1;
 
     run_t R;
     memset(&R, 0, sizeof R);
-    R.c = c, R.p = &p, R.g = g, R.o = opts, R.tr = opts->trace, R.V = p.pp * p.vpp;
+    R.c = c, R.p = &p, R.g = g, R.o = opts, R.tr = opts->trace, R.V = p.n_vstages;
     R.tied_waiting = -1;
     int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
     int rc = -1;
@@ -674,9 +661,8 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_t *plan, const mk_graph_t *g, const 
     }
     const mk_sched_t *sch = opts->sched;
     if (!sch) {
-        int layers[MK_PLAN_MAX_VSTAGES];
-        mk_sched_spec_t spec;
-        mk_plan_sched_spec(&p, g, R.nb, layers, &spec);
+        mk_sched_spec_t spec = ctx->spec;
+        spec.grad_buckets = R.nb;
         own = mk_sched_build(&spec);
         if (!own) goto done;
         sch = own;
