@@ -10,12 +10,12 @@
 #include <stdlib.h>
 #include <time.h>
 
-static size_t act_floats(const mk_exec_t *e) { return (size_t)e->N * e->g->C; }
+static size_t act_floats(const mk_exec_t *e) { return (size_t)e->pipe.n_tokens * e->g->C; }
 
 /* A send finished: its host staging (if any) and its buffer go. */
 static void send_done(mk_exec_t *e, mk_pending_t *p)
 {
-    if (e->tracing) {
+    if (e->trace.on) {
         char name[32];
         mk_trace_instr_name(name, sizeof name, mk_instr_op_name(p->op), p->mb);
         mk_exec_trace_ev(e, MK_TRACE_P2P, name, p->ts, p->mb, p->chunk, -1);
@@ -37,14 +37,14 @@ static float *layer_grads(mk_exec_t *e, int l, size_t *n)
 static void dp_done(mk_exec_t *e, int l)
 {
     size_t n;
-    if (e->tracing && e->dpt0 && e->dpt0[l] >= 0) {
-        mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", e->dpt0[l], -1, 0, l);
-        e->dpt0[l] = -1;
+    if (e->trace.on && e->trace.dp_t0 && e->trace.dp_t0[l] >= 0) {
+        mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", e->trace.dp_t0[l], -1, 0, l);
+        e->trace.dp_t0[l] = -1;
     }
-    if (!e->dphost || !e->dphost[l]) return;
+    if (!e->dp.host || !e->dp.host[l]) return;
     float *gr = layer_grads(e, l, &n);
-    mk_comm_unstage(gr, e->dphost[l], n * sizeof(float), 1);
-    e->dphost[l] = NULL;
+    mk_comm_unstage(gr, e->dp.host[l], n * sizeof(float), 1);
+    e->dp.host[l] = NULL;
 }
 
 static mk_gpt_act_t *act_of(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
@@ -55,17 +55,17 @@ static mk_gpt_act_t *act_of(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
 int mk_exec_poll(mk_exec_t *e)
 {
     int k = 0;
-    for (int i = 0; i < e->npend; i++) {
+    for (int i = 0; i < e->pipe.n_sends; i++) {
         int done = 0;
-        MPI_Test(&e->pend[i].req, &done, MPI_STATUS_IGNORE);
-        if (done) send_done(e, &e->pend[i]);
-        else e->pend[k++] = e->pend[i];
+        MPI_Test(&e->pipe.sends[i].req, &done, MPI_STATUS_IGNORE);
+        if (done) send_done(e, &e->pipe.sends[i]);
+        else e->pipe.sends[k++] = e->pipe.sends[i];
     }
-    e->npend = k;
+    e->pipe.n_sends = k;
     for (int l = 0; l < e->g->n_layers; l++)
-        if (e->dpreq[l] != MPI_REQUEST_NULL) {
+        if (e->dp.req[l] != MPI_REQUEST_NULL) {
             int done;
-            MPI_Test(&e->dpreq[l], &done, MPI_STATUS_IGNORE);
+            MPI_Test(&e->dp.req[l], &done, MPI_STATUS_IGNORE);
             if (done) dp_done(e, l);
         }
     return 0;
@@ -73,18 +73,18 @@ int mk_exec_poll(mk_exec_t *e)
 
 int mk_exec_drain(mk_exec_t *e)
 {
-    for (int i = 0; i < e->npend; i++) {
-        if (mk_comm_wait(&e->comm, &e->pend[i].req) < 0) return -1;
-        send_done(e, &e->pend[i]);
+    for (int i = 0; i < e->pipe.n_sends; i++) {
+        if (mk_comm_wait(&e->comm, &e->pipe.sends[i].req) < 0) return -1;
+        send_done(e, &e->pipe.sends[i]);
     }
-    e->npend = 0;
+    e->pipe.n_sends = 0;
     return 0;
 }
 
 /* Message tags: (kind, receiving virtual stage, micro-batch) are unique per step. */
 static int tag_of(const mk_exec_t *e, int kind, int vdst, int mb)
 {
-    return (kind * e->nvs + vdst) * e->m + mb;
+    return (kind * e->pipe.n_vstages + vdst) * e->pipe.n_micro + mb;
 }
 
 static int peer_rank(const mk_exec_t *e, int vs)
@@ -94,14 +94,14 @@ static int peer_rank(const mk_exec_t *e, int vs)
 
 static int send(mk_exec_t *e, float *buf, int vdst, int kind, int mb, int chunk)
 {
-    if (e->npend == e->cappend) {
-        e->cappend = e->cappend ? 2 * e->cappend : 16;
-        e->pend = realloc(e->pend, e->cappend * sizeof *e->pend);
+    if (e->pipe.n_sends == e->pipe.cap_sends) {
+        e->pipe.cap_sends = e->pipe.cap_sends ? 2 * e->pipe.cap_sends : 16;
+        e->pipe.sends = realloc(e->pipe.sends, e->pipe.cap_sends * sizeof *e->pipe.sends);
     }
-    mk_pending_t *p = &e->pend[e->npend++];
+    mk_pending_t *p = &e->pipe.sends[e->pipe.n_sends++];
     p->buf = buf;
     p->n = act_floats(e);
-    p->ts = e->tracing ? mk_exec_now(e) : 0.0;
+    p->ts = e->trace.on ? mk_exec_now(e) : 0.0;
     p->op = kind ? MK_INSTR_SEND_GRAD : MK_INSTR_SEND_ACT;
     p->mb = mb, p->chunk = chunk;
     p->host = mk_comm_stage(buf, p->n * sizeof(float), 1);
@@ -141,7 +141,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
     for (int l = c->l0; l < c->l1; l++) {
         mk_gpt_act_t *a = act_of(e, c, mb, l);
         float *out = NULL;
-        e->cur_layer = l;
+        e->trace.cur_layer = l;
         if (l > 0 && !a->in) return mk_error_set("F%d: no input for layer %d", mb, l);
         if (mk_gpt_layer_kind(e->g, l) != MK_GPT_HEAD) {
             if (!(out = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
@@ -151,7 +151,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
         }
         int cp = l > 0 && k++ < ckpt;
         e->run.next_local = l + 1 < c->l1;
-        if (mk_gpt_forward(e->g, &e->run, l, a, e->tok[mb], e->tgt[mb], out, cp, &e->loss) < 0)
+        if (mk_gpt_forward(e->g, &e->run, l, a, e->pipe.tokens[mb], e->pipe.targets[mb], out, cp, &e->loss) < 0)
             return -1;
         mk_exec_poll(e);
     }
@@ -161,8 +161,8 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
 static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 {
     for (int l = c->l0; l < c->l1; l++) {
-        e->cur_layer = l;
-        if (mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->tok[mb], e->tgt[mb]) < 0)
+        e->trace.cur_layer = l;
+        if (mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->pipe.tokens[mb], e->pipe.targets[mb]) < 0)
             return -1;
         mk_exec_poll(e);
     }
@@ -174,15 +174,15 @@ static void start_dp(mk_exec_t *e, int l)
     size_t n;
     float *gr = layer_grads(e, l, &n);
     /* device gradients go through a host copy (dp_done copies the sum back) */
-    if (!e->dphost) e->dphost = calloc(e->g->n_layers, sizeof *e->dphost);
+    if (!e->dp.host) e->dp.host = calloc(e->g->n_layers, sizeof *e->dp.host);
     void *h = mk_comm_stage(gr, n * sizeof(float), 1);
-    e->dphost[l] = h != (void *)gr ? h : NULL;
-    if (e->tracing) {
-        if (!e->dpt0) e->dpt0 = malloc(e->g->n_layers * sizeof *e->dpt0);
-        e->dpt0[l] = mk_exec_now(e);
+    e->dp.host[l] = h != (void *)gr ? h : NULL;
+    if (e->trace.on) {
+        if (!e->trace.dp_t0) e->trace.dp_t0 = malloc(e->g->n_layers * sizeof *e->trace.dp_t0);
+        e->trace.dp_t0[l] = mk_exec_now(e);
     }
-    MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dpreq[l]);
-    e->dpstate[l] = 2;
+    MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dp.req[l]);
+    e->dp.state[l] = MK_DP_STARTED;
 }
 
 /* A layer's gradient is final: start its DP reduction, unless it holds the
@@ -190,26 +190,26 @@ static void start_dp(mk_exec_t *e, int l)
  * reductions on one buffer at once). */
 static void layer_final(mk_exec_t *e, int l)
 {
-    if (e->comm.dp == 1 || e->zero) return;  /* ZeRO: reduce-scattered at OPT_STEP */
-    e->dpstate[l] = 1;
+    if (e->comm.dp == 1 || e->zero.on) return;  /* ZeRO: reduce-scattered at OPT_STEP */
+    e->dp.state[l] = MK_DP_FINAL;
     if (!(e->comm.pp > 1 && (l == 0 || l == e->g->n_layers - 1))) start_dp(e, l);
 }
 
 static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
 {
-    int last = mode != MK_BWD_IN && c->nbwd == e->m - 1;
+    int last = mode != MK_BWD_IN && c->nbwd == e->pipe.n_micro - 1;
     const float *dout = c->gin[mb];
     float *din = NULL;
     for (int l = c->l1 - 1; l >= c->l0; l--) {
         din = NULL;
-        e->cur_layer = l;
+        e->trace.cur_layer = l;
         if (mode != MK_BWD_W && l > 0) {
             if (l == c->l0) {
                 if (!(din = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
-            } else din = dout == e->ga ? e->gb : e->ga;
+            } else din = dout == e->pipe.grad_a ? e->pipe.grad_b : e->pipe.grad_a;
         }
-        if (mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->tok[mb],
-                            e->tgt[mb]) < 0)
+        if (mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
+                            e->pipe.targets[mb]) < 0)
             return -1;
         if (last) layer_final(e, l);
         mk_exec_poll(e);
@@ -232,10 +232,10 @@ static int reduce_tied(mk_exec_t *e)
     if (e->comm.tied == MPI_COMM_NULL) return 0;
     int k = e->comm.pp_rank == 0 ? 0 : g->n_tensors - 1;
     int l = g->t[k].layer;
-    if (e->dpreq[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dpreq[l]) < 0) return -1;
+    if (e->dp.req[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dp.req[l]) < 0) return -1;
     dp_done(e, l);
     size_t n = (size_t)g->t[k].lrows * g->t[k].lcols;
-    double t = e->tracing ? mk_exec_now(e) : 0.0;
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
     int rc = mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT, MPI_SUM);
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, l);
     return rc;
@@ -243,17 +243,17 @@ static int reduce_tied(mk_exec_t *e)
 
 static int reduce_grads(mk_exec_t *e)
 {
-    if (e->comm.dp == 1 || e->zero) return 0;
+    if (e->comm.dp == 1 || e->zero.on) return 0;
     for (int l = 0; l < e->g->n_layers; l++)
-        if (e->g->t[e->g->first[l]].owned && e->dpstate[l] != 2) start_dp(e, l);
-    if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dpreq) < 0) return -1;
+        if (e->g->t[e->g->first[l]].owned && e->dp.state[l] != MK_DP_STARTED) start_dp(e, l);
+    if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dp.req) < 0) return -1;
     for (int l = 0; l < e->g->n_layers; l++) dp_done(e, l);
     return 0;
 }
 
 static int run_instr1(mk_exec_t *e, const mk_instr_t *in, int64_t step)
 {
-    mk_chunk_t *c = &e->ch[in->chunk];
+    mk_chunk_t *c = &e->pipe.chunks[in->chunk];
     int mb = in->mb;
     switch (in->op) {
     case MK_INSTR_LOAD: return 0;  /* the step's batch is generated up front */
@@ -288,9 +288,9 @@ static int run_instr1(mk_exec_t *e, const mk_instr_t *in, int64_t step)
  * stream (as the simulator), OPT, and a memory sample after each. */
 static int run_instr(mk_exec_t *e, const mk_instr_t *in, int64_t step)
 {
-    if (!e->tracing) return run_instr1(e, in, step);
+    if (!e->trace.on) return run_instr1(e, in, step);
     double t = mk_exec_now(e);
-    e->cur_mb = in->mb, e->cur_chunk = in->chunk, e->cur_layer = -1;
+    e->trace.cur_mb = in->mb, e->trace.cur_chunk = in->chunk, e->trace.cur_layer = -1;
     int rc = run_instr1(e, in, step);
     char name[32];
     switch (in->op) {
@@ -309,8 +309,8 @@ int mk_exec_step(mk_exec_t *e, int64_t step)
 {
     const mk_stream_t *s = &e->sched->streams[e->comm.pp_rank];
     e->loss = 0.0;
-    for (int v = 0; v < e->vpp; v++) e->ch[v].nbwd = 0;
-    for (int l = 0; l < e->g->n_layers; l++) e->dpstate[l] = 0;
+    for (int v = 0; v < e->pipe.n_chunks; v++) e->pipe.chunks[v].nbwd = 0;
+    for (int l = 0; l < e->g->n_layers; l++) e->dp.state[l] = MK_DP_NOT_FINAL;
     for (int i = 0; i < s->n; i++)
         if (run_instr(e, &s->v[i], step) < 0) return -1;
     return mk_exec_drain(e);
