@@ -15,7 +15,7 @@ typedef struct mk_exec_opts {
     mk_plan_t plan;               /* model, layout, schedule, recompute, ZeRO stage, stage
                                      bounds (n_vstages 0: uniform, filled by mk_exec_validate);
                                      the one source of every plan field (a --plan file's too) */
-    const mk_backend_t *be;
+    mk_backend_t *be;             /* the run's backend, caller-owned (mk_backend_new) */
     int steps;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
     int warmup;

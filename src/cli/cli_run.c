@@ -111,7 +111,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_exec_opts_t *o)
 {
     mk_exec_opts_init(o);
     if (unsupported(a) || fill_plan(a, world, &o->plan)) return -1;
-    if (!(o->be = mk_backend_get(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
+    if (!(o->be = mk_backend_new(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
     if (a->steps >= 0) o->steps = a->steps;
     if (a->lr >= 0) o->lr = a->lr;
     if (a->min_lr >= 0) o->min_lr = a->min_lr;
@@ -193,10 +193,12 @@ int mk_cmd_run(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     mk_args_t a;
     mk_exec_opts_t o;
+    o.be = NULL;  /* freed on every path; prepare may fail before it is made */
     const char *dump = NULL;
     int rc = prepare(argc, argv, rank, world, &a, &o, &dump);
     if (rc == 0 && mk_args_check_outputs(&a, 1)) rc = -1;
     if (rc) {
+        mk_backend_free(o.be);
         MPI_Finalize();
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
@@ -207,6 +209,7 @@ int mk_cmd_run(int argc, char **argv)
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);
+    mk_backend_free(o.be);  /* the executor has freed its buffers */
     if (rank == 0 && res.load_unverified)
         fprintf(stderr, "merak run: note: %s has no checksums (written by another tool?); its data was not verified\n",
                 o.load);

@@ -204,14 +204,14 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     double t0 = e->trace.on ? mk_exec_now(e) : 0.0;
     for (int k = 0; k < g->n_tensors; k++) {
         size_t a, n = counts_once(e, &g->t[k]) ? clip_to(&r, &g->t[k], &a) : 0;
-        if (n) sums[0] += g->be->sumsq(r.g + (a - r.lo), n);
+        if (n) sums[0] += g->be->sumsq(g->be->ctx, r.g + (a - r.lo), n);
     }
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
     if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
     e->step_loss = sums[1] / ((double)o->plan.gbs * o->plan.model.seq);
     if (e->eval) {  /* validation: the loss only */
-        g->be->zero(g->grads, g->n_params * sizeof(float));
+        g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
         return 0;
     }
     if (step == e->step0 && o->dump_grads && !e->zero.on && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
@@ -222,13 +222,13 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
         const mk_gpt_tensor_t *t = &g->t[k];
         size_t a, n = t->owned ? clip_to(&r, t, &a) : 0;
         if (!n) continue;
-        g->be->adamw(g->params + a, r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
+        g->be->adamw(g->be->ctx, g->params + a, r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
                      0.9f, 0.95f, bc1, bc2, (float)o->adam_eps,
                      t->decay ? (float)o->weight_decay : 0.0f, (float)scale);
     }
     mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
     if (e->zero.on && mk_exec_zero_gather(e) < 0) return -1;
-    g->be->zero(g->grads, g->n_params * sizeof(float));
+    g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
     if (loss_out) *loss_out = e->step_loss;
     return 0;
 }
@@ -245,7 +245,7 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path)
     float *full = calloc(total, sizeof *full);
     /* the gradients may live on a device: read them through the backend */
     float *gr = malloc((g->n_params ? g->n_params : 1) * sizeof *gr);
-    g->be->copy(gr, g->grads, g->n_params * sizeof *gr);
+    g->be->copy(g->be->ctx, gr, g->grads, g->n_params * sizeof *gr);
     for (int k = 0; k < g->n_tensors; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
         if (!counts_once(e, t)) continue;

@@ -117,7 +117,7 @@ static void state_get(mk_exec_t *e, int k, int kind, float *host)
     mk_gpt_t *g = e->g;
     if (kind && e->zero.on) { mk_exec_zero_get(e, k, kind, host); return; }
     float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
-    g->be->copy(host, base + g->t[k].off, shard_n(&g->t[k]) * sizeof(float));
+    g->be->copy(g->be->ctx, host, base + g->t[k].off, shard_n(&g->t[k]) * sizeof(float));
 }
 
 static void state_set(mk_exec_t *e, int k, int kind, const float *host)
@@ -125,7 +125,7 @@ static void state_set(mk_exec_t *e, int k, int kind, const float *host)
     mk_gpt_t *g = e->g;
     if (kind && e->zero.on) { mk_exec_zero_set(e, k, kind, host); return; }
     float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
-    g->be->copy(base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
+    g->be->copy(g->be->ctx, base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }
 
 static void config_json(const mk_model_config_t *c, char *buf, size_t n)

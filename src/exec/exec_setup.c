@@ -34,6 +34,7 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     int nl = mk_gpt_n_layers(&o->plan.model);
     e->o = o;
     if (mk_comm_init(&e->comm, world, o->plan.dp, o->plan.pp, o->plan.tp) < 0) return -1;
+    e->comm.be = o->be;  /* device buffers reach MPI through host copies */
     mk_runtime_bind(&e->comm);
     e->pipe.n_chunks = o->plan.vpp;
     e->pipe.n_vstages = o->plan.pp * o->plan.vpp;
@@ -136,7 +137,7 @@ int mk_exec_device_ok(mk_exec_t *e, int64_t step)
 {
     const mk_backend_t *be = e->o->be;
     if (!be->status && !mk_fault_device_armed()) return 0;
-    int bad = mk_fault_device(e->comm.rank, step) < 0 || (be->status && be->status() < 0);
+    int bad = mk_fault_device(e->comm.rank, step) < 0 || (be->status && be->status(be->ctx) < 0);
     return all_ok(e, !bad);
 }
 

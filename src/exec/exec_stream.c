@@ -20,7 +20,7 @@ static void send_done(mk_exec_t *e, mk_pending_t *p)
         mk_trace_instr_name(name, sizeof name, mk_instr_op_name(p->op), p->mb);
         mk_exec_trace_ev(e, MK_TRACE_P2P, name, p->ts, p->mb, p->chunk, -1);
     }
-    mk_comm_unstage(p->buf, p->host, p->n * sizeof(float), 0);
+    mk_comm_unstage(&e->comm, p->buf, p->host, p->n * sizeof(float), 0);
     mk_gpt_release(&e->run, e->g, p->buf, p->n);
 }
 
@@ -43,7 +43,7 @@ static void dp_done(mk_exec_t *e, int l)
     }
     if (!e->dp.host || !e->dp.host[l]) return;
     float *gr = layer_grads(e, l, &n);
-    mk_comm_unstage(gr, e->dp.host[l], n * sizeof(float), 1);
+    mk_comm_unstage(&e->comm, gr, e->dp.host[l], n * sizeof(float), 1);
     e->dp.host[l] = NULL;
 }
 
@@ -104,7 +104,7 @@ static int send(mk_exec_t *e, float *buf, int vdst, int kind, int mb, int chunk)
     p->ts = e->trace.on ? mk_exec_now(e) : 0.0;
     p->op = kind ? MK_INSTR_SEND_GRAD : MK_INSTR_SEND_ACT;
     p->mb = mb, p->chunk = chunk;
-    p->host = mk_comm_stage(buf, p->n * sizeof(float), 1);
+    p->host = mk_comm_stage(&e->comm, buf, p->n * sizeof(float), 1);
     MPI_Isend(p->host, (int)p->n, MPI_FLOAT, peer_rank(e, vdst), tag_of(e, kind, vdst, mb),
               e->comm.world, &p->req);
     return 0;
@@ -115,7 +115,7 @@ static float *recv(mk_exec_t *e, int vsrc, int vdst, int kind, int mb)
     float *buf = mk_gpt_alloc(&e->run, e->g, act_floats(e));
     if (!buf) return NULL;
     MPI_Request r;
-    void *h = mk_comm_stage(buf, act_floats(e) * sizeof(float), 0);
+    void *h = mk_comm_stage(&e->comm, buf, act_floats(e) * sizeof(float), 0);
     MPI_Irecv(h, (int)act_floats(e), MPI_FLOAT, peer_rank(e, vsrc), tag_of(e, kind, vdst, mb),
               e->comm.world, &r);
     /* keep earlier sends moving while we wait */
@@ -123,7 +123,7 @@ static float *recv(mk_exec_t *e, int vsrc, int vdst, int kind, int mb)
         int done = 0;
         MPI_Test(&r, &done, MPI_STATUS_IGNORE);
         if (done) {
-            mk_comm_unstage(buf, h, act_floats(e) * sizeof(float), 1);
+            mk_comm_unstage(&e->comm, buf, h, act_floats(e) * sizeof(float), 1);
             return buf;
         }
         mk_exec_poll(e);
@@ -175,7 +175,7 @@ static void start_dp(mk_exec_t *e, int l)
     float *gr = layer_grads(e, l, &n);
     /* device gradients go through a host copy (dp_done copies the sum back) */
     if (!e->dp.host) e->dp.host = calloc(e->g->n_layers, sizeof *e->dp.host);
-    void *h = mk_comm_stage(gr, n * sizeof(float), 1);
+    void *h = mk_comm_stage(&e->comm, gr, n * sizeof(float), 1);
     e->dp.host[l] = h != (void *)gr ? h : NULL;
     if (e->trace.on) {
         if (!e->trace.dp_t0) e->trace.dp_t0 = malloc(e->g->n_layers * sizeof *e->trace.dp_t0);

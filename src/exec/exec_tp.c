@@ -28,7 +28,7 @@ static int tp_start(void *ctx, float *buf, int n)
     s->buf = buf, s->n = n, s->used = 1, s->done = 0;
     s->mb = e->trace.cur_mb, s->chunk = e->trace.cur_chunk, s->layer = e->trace.cur_layer;
     s->t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-    s->host = mk_comm_stage(buf, (size_t)n * sizeof(float), 1);
+    s->host = mk_comm_stage(&e->comm, buf, (size_t)n * sizeof(float), 1);
     if (MPI_Iallreduce(MPI_IN_PLACE, s->host, n, MPI_FLOAT, MPI_SUM, e->comm.tpc, &s->req) != MPI_SUCCESS) {
         s->used = 0;
         return mk_error_set("MPI_Iallreduce (TP) failed");
@@ -63,7 +63,7 @@ static int tp_wait(void *ctx, int h)
             nanosleep(&ts, NULL);
         }
     }
-    mk_comm_unstage(s->buf, s->host, (size_t)s->n * sizeof(float), 1);
+    mk_comm_unstage(&e->comm, s->buf, s->host, (size_t)s->n * sizeof(float), 1);
     s->used = 0;
     return 0;
 }

@@ -26,14 +26,14 @@ int mk_exec_zero_init(mk_exec_t *e)
     e->zero.hi = e->zero.lo + e->zero.counts[e->comm.dp_rank];
     size_t s = e->zero.hi - e->zero.lo ? e->zero.hi - e->zero.lo : 1;
     /* the full moments go: 1/dp of them remain */
-    g->be->free(g->m); g->be->free(g->v);
+    g->be->free(g->be->ctx, g->m); g->be->free(g->be->ctx, g->v);
     g->m = g->v = NULL;
     e->run.mem_cur -= 2 * (n ? n : 1) * sizeof(float);
     if (!(e->zero.grads = mk_gpt_alloc(&e->run, g, s)) || !(e->zero.m = mk_gpt_alloc(&e->run, g, s)) ||
         !(e->zero.v = mk_gpt_alloc(&e->run, g, s)))
         return -1;
-    g->be->zero(e->zero.m, s * sizeof(float));
-    g->be->zero(e->zero.v, s * sizeof(float));
+    g->be->zero(g->be->ctx, e->zero.m, s * sizeof(float));
+    g->be->zero(g->be->ctx, e->zero.v, s * sizeof(float));
     e->run.mem_peak = e->run.mem_cur;  /* nothing transient so far */
     return 0;
 }
