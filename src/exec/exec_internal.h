@@ -8,6 +8,7 @@
 #include "exec/comm.h"
 #include "merak/exec.h"
 #include "merak/gpt.h"
+#include "merak/walk.h"
 
 /* One model chunk on this rank: layers [l0, l1) of virtual stage vs. */
 typedef struct mk_chunk {
@@ -49,6 +50,10 @@ typedef struct mk_exec_pipeline {
     float *grad_a, *grad_b;/* (n_tokens, C) ping-pong of the gradient between a chunk's layers */
     mk_pending_t *sends;   /* [n_sends] SEND_ACT / SEND_GRAD in flight; cap_sends allocated */
     int n_sends, cap_sends;
+    mk_walk_t walk;        /* this stage's stream walker (exec_stream.c, one-stage mode) */
+    int *ckpt_cap;         /* [pp * n_chunks] at stage * n_chunks + chunk: most layers an F
+                              checkpoints (the chunk's layers but the embedding) */
+    int64_t step;          /* the step mk_exec_step runs (OPT_STEP's lr and bias corrections) */
 } mk_exec_pipeline_t;
 
 /* Where a layer's data-parallel gradient reduction stands this step. */
@@ -125,7 +130,10 @@ typedef struct mk_exec {
  * or MK_TEST_DEVICE_FAIL armed), the same on every rank.  0, or -1 on every
  * rank with the lowest failing rank's message. */
 int mk_exec_device_ok(mk_exec_t *e, int64_t step);
-/* exec_stream.c */
+/* exec_stream.c: the walker over this stage's stream (after the schedule
+ * is built; 0 or -1), one step of it, polling and draining the sends. */
+int mk_exec_stream_init(mk_exec_t *e);
+void mk_exec_stream_free(mk_exec_t *e);
 int mk_exec_step(mk_exec_t *e, int64_t step);
 int mk_exec_poll(mk_exec_t *e);
 int mk_exec_drain(mk_exec_t *e);

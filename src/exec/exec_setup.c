@@ -86,6 +86,7 @@ static void teardown(mk_exec_t *e)
         if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
     }
     mk_gpt_free(e->g);
+    mk_exec_stream_free(e);
     mk_sched_free(e->sched);
     free(e->trace.ev); free(e->trace.dp_t0);
     free(e->pipe.bounds); free(e->dp.req); free(e->dp.state); free(e->dp.host); free(e->pipe.sends);
@@ -268,6 +269,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     e.zero.on = o->plan.zero > 0 && o->plan.dp > 1;
     int rc = setup(&e, o, world);
     if (rc == 0 && !(e.sched = mk_exec_build_sched(o))) rc = -1;
+    if (rc == 0) rc = mk_exec_stream_init(&e);
     if (rc == 0 && e.zero.on) rc = mk_exec_zero_init(&e);
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
