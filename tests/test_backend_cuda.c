@@ -38,7 +38,8 @@ int main(void)
 }
 #else
 
-static const mk_backend_t *cpu, *gpu;
+static const mk_backend_t *cpu;
+static mk_backend_t *gpu;  /* a table with its own context */
 static double gemm_bound;  /* mode-dependent extra bound for GEMM kernels */
 static const double U = 5.9604644775390625e-08;
 static double worst = 0;
@@ -60,8 +61,8 @@ static float *hrand(size_t n, float s)
 /* a device copy of host array h */
 static void *up(const void *h, size_t bytes)
 {
-    void *d = gpu->alloc(bytes);
-    gpu->copy(d, h, bytes);
+    void *d = gpu->alloc(gpu->ctx, bytes);
+    gpu->copy(gpu->ctx, d, h, bytes);
     return d;
 }
 
@@ -69,7 +70,7 @@ static void *up(const void *h, size_t bytes)
 static void cmp(const char *what, float *d, const float *c, size_t n, double bound)
 {
     float *g = malloc(n * sizeof *g);
-    gpu->copy(g, d, n * sizeof *g);
+    gpu->copy(gpu->ctx, g, d, n * sizeof *g);
     double num = 0, den = 0;
     int finite = 1;
     for (size_t i = 0; i < n; i++) {
@@ -83,7 +84,7 @@ static void cmp(const char *what, float *d, const float *c, size_t n, double bou
     CHECK(finite, "%s: non-finite entries differ", what);
     CHECK(err <= bound, "%s: err %.3e > %.1e", what, err, bound);
     free(g);
-    gpu->free(d);
+    gpu->free(gpu->ctx, d);
 }
 
 static double red_bound(int L) { double b = 4.0 * sqrt((double)L) * U; return b > 1e-6 ? b : 1e-6; }
@@ -96,25 +97,25 @@ static void test_linear(int N, int IC, int OC)
     float *dy = hrand((size_t)N * OC, 1), *dx = hrand((size_t)N * IC, 1), *dW = hrand((size_t)OC * IC, 1);
     float *db = hrand(OC, 1), *y = malloc((size_t)N * OC * sizeof *y);
     float *gx = up(x, (size_t)N * IC * 4), *gW = up(W, (size_t)OC * IC * 4), *gb = up(b, OC * 4);
-    float *gdy = up(dy, (size_t)N * OC * 4), *gy = gpu->alloc((size_t)N * OC * 4);
-    cpu->linear_fwd(y, x, W, b, N, IC, OC);
-    gpu->linear_fwd(gy, gx, gW, gb, N, IC, OC);
+    float *gdy = up(dy, (size_t)N * OC * 4), *gy = gpu->alloc(gpu->ctx, (size_t)N * OC * 4);
+    cpu->linear_fwd(cpu->ctx, y, x, W, b, N, IC, OC);
+    gpu->linear_fwd(gpu->ctx, gy, gx, gW, gb, N, IC, OC);
     snprintf(w, sizeof w, "linear_fwd %dx%dx%d", N, IC, OC);
     cmp(w, gy, y, (size_t)N * OC, gemm_b(IC));
-    gy = gpu->alloc((size_t)N * OC * 4);
-    cpu->linear_fwd(y, x, W, NULL, N, IC, OC);
-    gpu->linear_fwd(gy, gx, gW, NULL, N, IC, OC);
+    gy = gpu->alloc(gpu->ctx, (size_t)N * OC * 4);
+    cpu->linear_fwd(cpu->ctx, y, x, W, NULL, N, IC, OC);
+    gpu->linear_fwd(gpu->ctx, gy, gx, gW, NULL, N, IC, OC);
     cmp("linear_fwd (no bias)", gy, y, (size_t)N * OC, gemm_b(IC));
     float *gdx = up(dx, (size_t)N * IC * 4);
-    cpu->linear_bwd_in(dx, dy, W, N, IC, OC);
-    gpu->linear_bwd_in(gdx, gdy, gW, N, IC, OC);
+    cpu->linear_bwd_in(cpu->ctx, dx, dy, W, N, IC, OC);
+    gpu->linear_bwd_in(gpu->ctx, gdx, gdy, gW, N, IC, OC);
     cmp("linear_bwd_in (+=)", gdx, dx, (size_t)N * IC, gemm_b(OC));
     float *gdW = up(dW, (size_t)OC * IC * 4), *gdb = up(db, OC * 4);
-    cpu->linear_bwd_w(dW, db, dy, x, N, IC, OC);
-    gpu->linear_bwd_w(gdW, gdb, gdy, gx, N, IC, OC);
+    cpu->linear_bwd_w(cpu->ctx, dW, db, dy, x, N, IC, OC);
+    gpu->linear_bwd_w(gpu->ctx, gdW, gdb, gdy, gx, N, IC, OC);
     cmp("linear_bwd_w dw (+=)", gdW, dW, (size_t)OC * IC, gemm_b(N));
     cmp("linear_bwd_w dbias (+=)", gdb, db, OC, 1e-6);
-    gpu->free(gx); gpu->free(gW); gpu->free(gb); gpu->free(gdy);
+    gpu->free(gpu->ctx, gx); gpu->free(gpu->ctx, gW); gpu->free(gpu->ctx, gb); gpu->free(gpu->ctx, gdy);
     free(x); free(W); free(b); free(dy); free(dx); free(dW); free(db); free(y);
 }
 
@@ -126,22 +127,22 @@ static void test_embed(int B, int T, int C, int Vl, int v0, int V)
     float *wte = hrand((size_t)Vl * C, 1), *wpe = hrand((size_t)T * C, 1), *y = malloc((size_t)N * C * 4);
     float *dy = hrand((size_t)N * C, 1), *dwte = hrand((size_t)Vl * C, 1), *dwpe = hrand((size_t)T * C, 1);
     float *gwte = up(wte, (size_t)Vl * C * 4), *gwpe = up(wpe, (size_t)T * C * 4);
-    float *gy = gpu->alloc((size_t)N * C * 4), *gdy = up(dy, (size_t)N * C * 4);
+    float *gy = gpu->alloc(gpu->ctx, (size_t)N * C * 4), *gdy = up(dy, (size_t)N * C * 4);
     /* tokens from host memory (as the executor passes them) */
-    cpu->embed_fwd(y, tok, wte, wpe, N, T, C, v0, Vl);
-    gpu->embed_fwd(gy, tok, gwte, gwpe, N, T, C, v0, Vl);
+    cpu->embed_fwd(cpu->ctx, y, tok, wte, wpe, N, T, C, v0, Vl);
+    gpu->embed_fwd(gpu->ctx, gy, tok, gwte, gwpe, N, T, C, v0, Vl);
     cmp("embed_fwd", gy, y, (size_t)N * C, 1e-6);
-    gy = gpu->alloc((size_t)N * C * 4);
+    gy = gpu->alloc(gpu->ctx, (size_t)N * C * 4);
     int *dtok = up(tok, N * sizeof(int));  /* and from device memory */
-    cpu->embed_fwd(y, tok, wte, NULL, N, T, C, v0, Vl);
-    gpu->embed_fwd(gy, dtok, gwte, NULL, N, T, C, v0, Vl);
+    cpu->embed_fwd(cpu->ctx, y, tok, wte, NULL, N, T, C, v0, Vl);
+    gpu->embed_fwd(gpu->ctx, gy, dtok, gwte, NULL, N, T, C, v0, Vl);
     cmp("embed_fwd (no wpe, dev tok)", gy, y, (size_t)N * C, 1e-6);
     float *gdwte = up(dwte, (size_t)Vl * C * 4), *gdwpe = up(dwpe, (size_t)T * C * 4);
-    cpu->embed_bwd(dwte, dwpe, dy, tok, N, T, C, v0, Vl);
-    gpu->embed_bwd(gdwte, gdwpe, gdy, tok, N, T, C, v0, Vl);
+    cpu->embed_bwd(cpu->ctx, dwte, dwpe, dy, tok, N, T, C, v0, Vl);
+    gpu->embed_bwd(gpu->ctx, gdwte, gdwpe, gdy, tok, N, T, C, v0, Vl);
     cmp("embed_bwd dwte (+=)", gdwte, dwte, (size_t)Vl * C, 1e-6);
     cmp("embed_bwd dwpe (+=)", gdwpe, dwpe, (size_t)T * C, 1e-6);
-    gpu->free(gwte); gpu->free(gwpe); gpu->free(gdy); gpu->free(dtok);
+    gpu->free(gpu->ctx, gwte); gpu->free(gpu->ctx, gwpe); gpu->free(gpu->ctx, gdy); gpu->free(gpu->ctx, dtok);
     free(tok); free(wte); free(wpe); free(y); free(dy); free(dwte); free(dwpe);
 }
 
@@ -151,9 +152,9 @@ static void test_layernorm(int N, int C)
     float *mean = malloc(N * 4), *rstd = malloc(N * 4);
     for (size_t i = 0; i < (size_t)N * C; i++) x[i] += 0.5f;  /* nonzero mean */
     float *gx = up(x, (size_t)N * C * 4), *gw = up(w, C * 4), *gb = up(b, C * 4);
-    float *gy = gpu->alloc((size_t)N * C * 4), *gm = gpu->alloc(N * 4), *gr = gpu->alloc(N * 4);
-    cpu->layernorm_fwd(y, mean, rstd, x, w, b, N, C);
-    gpu->layernorm_fwd(gy, gm, gr, gx, gw, gb, N, C);
+    float *gy = gpu->alloc(gpu->ctx, (size_t)N * C * 4), *gm = gpu->alloc(gpu->ctx, N * 4), *gr = gpu->alloc(gpu->ctx, N * 4);
+    cpu->layernorm_fwd(cpu->ctx, y, mean, rstd, x, w, b, N, C);
+    gpu->layernorm_fwd(gpu->ctx, gy, gm, gr, gx, gw, gb, N, C);
     float *gm2 = up(mean, N * 4), *gr2 = up(rstd, N * 4);  /* the backward gets CPU stats */
     cmp("layernorm_fwd out", gy, y, (size_t)N * C, red_bound(C));
     cmp("layernorm_fwd mean", gm, mean, N, red_bound(C));
@@ -161,12 +162,12 @@ static void test_layernorm(int N, int C)
     float *dy = hrand((size_t)N * C, 1), *dx = hrand((size_t)N * C, 1), *dw = hrand(C, 1), *db = hrand(C, 1);
     float *gdy = up(dy, (size_t)N * C * 4), *gdx = up(dx, (size_t)N * C * 4), *gdw = up(dw, C * 4);
     float *gdb = up(db, C * 4);
-    cpu->layernorm_bwd(dx, dw, db, dy, x, w, mean, rstd, N, C);
-    gpu->layernorm_bwd(gdx, gdw, gdb, gdy, gx, gw, gm2, gr2, N, C);
+    cpu->layernorm_bwd(cpu->ctx, dx, dw, db, dy, x, w, mean, rstd, N, C);
+    gpu->layernorm_bwd(gpu->ctx, gdx, gdw, gdb, gdy, gx, gw, gm2, gr2, N, C);
     cmp("layernorm_bwd dinp (+=)", gdx, dx, (size_t)N * C, red_bound(C));
     cmp("layernorm_bwd dw (+=)", gdw, dw, C, 1e-6);
     cmp("layernorm_bwd db (+=)", gdb, db, C, 1e-6);
-    gpu->free(gx); gpu->free(gw); gpu->free(gb); gpu->free(gm2); gpu->free(gr2); gpu->free(gdy);
+    gpu->free(gpu->ctx, gx); gpu->free(gpu->ctx, gw); gpu->free(gpu->ctx, gb); gpu->free(gpu->ctx, gm2); gpu->free(gpu->ctx, gr2); gpu->free(gpu->ctx, gdy);
     free(x); free(w); free(b); free(y); free(mean); free(rstd); free(dy); free(dx); free(dw); free(db);
 }
 
@@ -175,41 +176,41 @@ static void test_attention(int B, int T, int NH, int hs)
     int C = NH * hs;
     size_t nq = (size_t)B * T * 3 * C, na = (size_t)B * NH * T * T, no = (size_t)B * T * C;
     float *qkv = hrand(nq, 1), *att = malloc(na * 4), *out = malloc(no * 4);
-    float *gqkv = up(qkv, nq * 4), *gatt = gpu->alloc(na * 4), *gout = gpu->alloc(no * 4);
-    cpu->attention_fwd(out, att, qkv, B, T, NH, hs);
-    gpu->attention_fwd(gout, gatt, gqkv, B, T, NH, hs);
+    float *gqkv = up(qkv, nq * 4), *gatt = gpu->alloc(gpu->ctx, na * 4), *gout = gpu->alloc(gpu->ctx, no * 4);
+    cpu->attention_fwd(cpu->ctx, out, att, qkv, B, T, NH, hs);
+    gpu->attention_fwd(gpu->ctx, gout, gatt, gqkv, B, T, NH, hs);
     float *gatt_cpu = up(att, na * 4);  /* the backward gets the CPU's probabilities */
     cmp("attention_fwd att", gatt, att, na, gemm_b(hs > T ? hs : T));
     cmp("attention_fwd out", gout, out, no, gemm_b(hs > T ? hs : T));
     float *dout = hrand(no, 1), *dqkv = hrand(nq, 1), *datt = malloc(na * 4);
-    float *gdout = up(dout, no * 4), *gdqkv = up(dqkv, nq * 4), *gdatt = gpu->alloc(na * 4);
-    cpu->attention_bwd(dqkv, datt, dout, qkv, att, B, T, NH, hs);
-    gpu->attention_bwd(gdqkv, gdatt, gdout, gqkv, gatt_cpu, B, T, NH, hs);
-    gpu->free(gdatt);
+    float *gdout = up(dout, no * 4), *gdqkv = up(dqkv, nq * 4), *gdatt = gpu->alloc(gpu->ctx, na * 4);
+    cpu->attention_bwd(cpu->ctx, dqkv, datt, dout, qkv, att, B, T, NH, hs);
+    gpu->attention_bwd(gpu->ctx, gdqkv, gdatt, gdout, gqkv, gatt_cpu, B, T, NH, hs);
+    gpu->free(gpu->ctx, gdatt);
     cmp("attention_bwd dqkv (+=)", gdqkv, dqkv, nq, gemm_b(hs > T ? hs : T));
-    gpu->free(gqkv); gpu->free(gatt_cpu); gpu->free(gdout);
+    gpu->free(gpu->ctx, gqkv); gpu->free(gpu->ctx, gatt_cpu); gpu->free(gpu->ctx, gdout);
     free(qkv); free(att); free(out); free(dout); free(dqkv); free(datt);
 }
 
 static void test_elementwise(int n)
 {
     float *x = hrand(n, 3), *a = hrand(n, 1), *y = malloc(n * 4), *d = hrand(n, 1), *dx = hrand(n, 1);
-    float *gx = up(x, n * 4), *ga = up(a, n * 4), *gy = gpu->alloc(n * 4), *gd = up(d, n * 4);
+    float *gx = up(x, n * 4), *ga = up(a, n * 4), *gy = gpu->alloc(gpu->ctx, n * 4), *gd = up(d, n * 4);
     float *gdx = up(dx, n * 4);
-    cpu->gelu_fwd(y, x, n);
-    gpu->gelu_fwd(gy, gx, n);
+    cpu->gelu_fwd(cpu->ctx, y, x, n);
+    gpu->gelu_fwd(gpu->ctx, gy, gx, n);
     cmp("gelu_fwd", gy, y, n, 1e-6);
-    cpu->gelu_bwd(dx, x, d, n);
-    gpu->gelu_bwd(gdx, gx, gd, n);
+    cpu->gelu_bwd(cpu->ctx, dx, x, d, n);
+    gpu->gelu_bwd(gpu->ctx, gdx, gx, gd, n);
     cmp("gelu_bwd (+=)", gdx, dx, n, 1e-6);
-    gy = gpu->alloc(n * 4);
-    cpu->add(y, x, a, n);
-    gpu->add(gy, gx, ga, n);
+    gy = gpu->alloc(gpu->ctx, n * 4);
+    cpu->add(cpu->ctx, y, x, a, n);
+    gpu->add(gpu->ctx, gy, gx, ga, n);
     cmp("add", gy, y, n, 1e-6);
-    cpu->acc(x, a, n);
-    gpu->acc(gx, ga, n);
+    cpu->acc(cpu->ctx, x, a, n);
+    gpu->acc(gpu->ctx, gx, ga, n);
     cmp("acc", gx, x, n, 1e-6);
-    gpu->free(ga); gpu->free(gd);
+    gpu->free(gpu->ctx, ga); gpu->free(gpu->ctx, gd);
     free(x); free(a); free(y); free(d); free(dx);
 }
 
@@ -220,32 +221,32 @@ static void test_xent(int N, int Vl, int v0, int V)
     float *l = hrand((size_t)N * Vl, 4), *mx = malloc(N * 4), *sum = malloc(N * 4), *tgt = malloc(N * 4);
     int *t = malloc(N * sizeof *t);
     for (int n = 0; n < N; n++) t[n] = v0 + (int)((urand() + 1) * 0.5f * (Vl + 8)) - 4; /* some not ours */
-    float *gl = up(l, (size_t)N * Vl * 4), *gmx = gpu->alloc(N * 4);
-    float *gsum = gpu->alloc(N * 4), *gtgt = gpu->alloc(N * 4);
-    cpu->xent_max(mx, l, N, Vl, v0, V);
-    gpu->xent_max(gmx, gl, N, Vl, v0, V);
+    float *gl = up(l, (size_t)N * Vl * 4), *gmx = gpu->alloc(gpu->ctx, N * 4);
+    float *gsum = gpu->alloc(gpu->ctx, N * 4), *gtgt = gpu->alloc(gpu->ctx, N * 4);
+    cpu->xent_max(cpu->ctx, mx, l, N, Vl, v0, V);
+    gpu->xent_max(gpu->ctx, gmx, gl, N, Vl, v0, V);
     float *gmx2 = up(mx, N * 4);
     snprintf(w, sizeof w, "xent_max Vl=%d v0=%d", Vl, v0);
     cmp(w, gmx, mx, N, 1e-6);
-    cpu->xent_exp(l, sum, tgt, mx, t, N, Vl, v0, V);
-    gpu->xent_exp(gl, gsum, gtgt, gmx2, t, N, Vl, v0, V);
+    cpu->xent_exp(cpu->ctx, l, sum, tgt, mx, t, N, Vl, v0, V);
+    gpu->xent_exp(gpu->ctx, gl, gsum, gtgt, gmx2, t, N, Vl, v0, V);
     float *gsum2 = up(sum, N * 4), *gtgt2 = up(tgt, N * 4), *gl2 = up(l, (size_t)N * Vl * 4);
     cmp("xent_exp exp", gl, l, (size_t)N * Vl, 1e-6);
     cmp("xent_exp rowsum", gsum, sum, N, red_bound(Vl));
     cmp("xent_exp tgt", gtgt, tgt, N, 1e-6);
     if (V > v0) {  /* the loss pass sees global sums, never zero: skip it on all-padding shards */
-        double lc = cpu->xent_loss(l, sum, tgt, N, Vl);
-        double lg = gpu->xent_loss(gl2, gsum2, gtgt2, N, Vl);
+        double lc = cpu->xent_loss(cpu->ctx, l, sum, tgt, N, Vl);
+        double lg = gpu->xent_loss(gpu->ctx, gl2, gsum2, gtgt2, N, Vl);
         cmp("xent_loss probs", gl2, l, (size_t)N * Vl, 1e-6);
         double e = fabs(lg - lc) / (fabs(lc) > 0 ? fabs(lc) : 1);
         printf("%-28s err %.3e  bound %.1e  %s\n", "xent_loss loss", e, 1e-6, e <= 1e-6 ? "ok" : "FAIL");
         CHECK(e <= 1e-6, "xent_loss: %.10g vs %.10g", lg, lc);
-    } else gpu->free(gl2);
-    float *d = malloc((size_t)N * Vl * 4), *gd = gpu->alloc((size_t)N * Vl * 4), *gp = up(l, (size_t)N * Vl * 4);
-    cpu->xent_bwd(d, l, t, 1.0f / 1024, N, Vl, v0);
-    gpu->xent_bwd(gd, gp, t, 1.0f / 1024, N, Vl, v0);
+    } else gpu->free(gpu->ctx, gl2);
+    float *d = malloc((size_t)N * Vl * 4), *gd = gpu->alloc(gpu->ctx, (size_t)N * Vl * 4), *gp = up(l, (size_t)N * Vl * 4);
+    cpu->xent_bwd(cpu->ctx, d, l, t, 1.0f / 1024, N, Vl, v0);
+    gpu->xent_bwd(gpu->ctx, gd, gp, t, 1.0f / 1024, N, Vl, v0);
     cmp("xent_bwd", gd, d, (size_t)N * Vl, 1e-6);
-    gpu->free(gp); gpu->free(gsum2); gpu->free(gtgt2); gpu->free(gmx2);
+    gpu->free(gpu->ctx, gp); gpu->free(gpu->ctx, gsum2); gpu->free(gpu->ctx, gtgt2); gpu->free(gpu->ctx, gmx2);
     free(l); free(mx); free(sum); free(tgt); free(t); free(d);
 }
 
@@ -256,16 +257,16 @@ static void test_adamw(size_t n)
     float *gp = up(p, n * 4), *gg = up(g, n * 4), *gm = up(m, n * 4), *gv = up(v, n * 4);
     for (int step = 0; step < 3; step++) {
         float bc1 = 1.0f - powf(0.9f, step + 1), bc2 = 1.0f - powf(0.95f, step + 1);
-        cpu->adamw(p, g, m, v, n, 6e-4f, 0.9f, 0.95f, bc1, bc2, 1e-8f, 0.1f, 0.5f);
-        gpu->adamw(gp, gg, gm, gv, n, 6e-4f, 0.9f, 0.95f, bc1, bc2, 1e-8f, 0.1f, 0.5f);
+        cpu->adamw(cpu->ctx, p, g, m, v, n, 6e-4f, 0.9f, 0.95f, bc1, bc2, 1e-8f, 0.1f, 0.5f);
+        gpu->adamw(gpu->ctx, gp, gg, gm, gv, n, 6e-4f, 0.9f, 0.95f, bc1, bc2, 1e-8f, 0.1f, 0.5f);
     }
-    double sc = cpu->sumsq(g, n), sg = gpu->sumsq(gg, n), e = fabs(sg - sc) / sc;
+    double sc = cpu->sumsq(cpu->ctx, g, n), sg = gpu->sumsq(gpu->ctx, gg, n), e = fabs(sg - sc) / sc;
     cmp("adamw p (3 steps)", gp, p, n, 1e-6);
     cmp("adamw m", gm, m, n, 1e-6);
     cmp("adamw v", gv, v, n, 1e-6);
     printf("%-28s err %.3e  bound %.1e  %s\n", "sumsq", e, 1e-12, e <= 1e-12 ? "ok" : "FAIL");
     CHECK(e <= 1e-12, "sumsq %.17g vs %.17g", sg, sc);
-    gpu->free(gg);
+    gpu->free(gpu->ctx, gg);
     free(p); free(g); free(m); free(v);
 }
 
@@ -279,12 +280,12 @@ int main(void)
     char name[256] = "?";
     mk_cuda_device_name(0, name, sizeof name);
     cpu = mk_backend_cpu();
-    gpu = mk_backend_cuda();
+    gpu = mk_backend_cuda_new();
     if (!gpu) {
-        fprintf(stderr, "mk_backend_cuda: %s\n", mk_error_last());
+        fprintf(stderr, "mk_backend_cuda_new: %s\n", mk_error_last());
         return 1;
     }
-    const char *mode = mk_cuda_math_name();
+    const char *mode = mk_cuda_math_name(gpu);
     gemm_bound = !strcmp(mode, "tf32") ? 2e-3 : !strcmp(mode, "bf16") ? 1.6e-2 : 0.0;
     printf("device 0: %s; GEMM math %s\n", name, mode);
     test_linear(64, 96, 288);
@@ -303,7 +304,8 @@ int main(void)
     test_xent(8, 50, 100, 90);     /* an all-padding shard: max -inf, sums 0 */
     test_adamw(100003);
     printf("worst err/bound %.3f\n", worst);
-    CHECK(gpu->status() == 0, "a CUDA error during the tests: %s", mk_error_last());
+    CHECK(gpu->status(gpu->ctx) == 0, "a CUDA error during the tests: %s", mk_error_last());
+    mk_backend_free(gpu);
     CHECK_DONE();
 }
 #endif

@@ -67,12 +67,12 @@ static void test_linear(void)
     double *g = malloc(nx * sizeof *g);
     fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
     float *in = xf, *w = xf + s.N * s.IC, *b = w + s.OC * s.IC;
-    mk_cpu_linear_fwd(out, in, w, b, s.N, s.IC, s.OC);
+    mk_cpu_linear_fwd(NULL, out, in, w, b, s.N, s.IC, s.OC);
     ref_linear(ref, x, &s);
     CHECK(rel(out, ref, no) < 1e-6, "linear fwd rel %g", rel(out, ref, no));
     float *dg = calloc(nx, sizeof *dg);
-    mk_cpu_linear_bwd_in(dg, r, w, s.N, s.IC, s.OC);
-    mk_cpu_linear_bwd_w(dg + s.N * s.IC, dg + s.N * s.IC + s.OC * s.IC, r, in, s.N, s.IC, s.OC);
+    mk_cpu_linear_bwd_in(NULL, dg, r, w, s.N, s.IC, s.OC);
+    mk_cpu_linear_bwd_w(NULL, dg + s.N * s.IC, dg + s.N * s.IC + s.OC * s.IC, r, in, s.N, s.IC, s.OC);
     fd(ref_linear, &s, x, nx, no, rd, g);
     CHECK(rel(dg, g, nx) < 1e-6, "linear bwd rel %g", rel(dg, g, nx));
     free(xf); free(out); free(r); free(x); free(ref); free(rd); free(g); free(dg);
@@ -102,10 +102,10 @@ static void test_layernorm(void)
     float xf[96], out[64], r[64], mean[4], rstd[4], dg[96] = {0};
     double x[96], ref[64], rd[64], g[96];
     fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
-    mk_cpu_layernorm_fwd(out, mean, rstd, xf, xf + no, xf + no + s.C, s.N, s.C);
+    mk_cpu_layernorm_fwd(NULL, out, mean, rstd, xf, xf + no, xf + no + s.C, s.N, s.C);
     ref_ln(ref, x, &s);
     CHECK(rel(out, ref, no) < 1e-5, "layernorm fwd rel %g", rel(out, ref, no));
-    mk_cpu_layernorm_bwd(dg, dg + no, dg + no + s.C, r, xf, xf + no, mean, rstd, s.N, s.C);
+    mk_cpu_layernorm_bwd(NULL, dg, dg + no, dg + no + s.C, r, xf, xf + no, mean, rstd, s.N, s.C);
     fd(ref_ln, &s, x, nx, no, rd, g);
     CHECK(rel(dg, g, nx) < 1e-4, "layernorm bwd rel %g", rel(dg, g, nx));
 }
@@ -147,10 +147,10 @@ static void test_attention(void)
     float *datt = malloc(na * 4), *dg = calloc(nx, 4);
     double *x = malloc(nx * 8), *ref = malloc(no * 8), *rd = malloc(no * 8), *g = malloc(nx * 8);
     fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
-    mk_cpu_attention_fwd(out, att, xf, s.B, s.T, s.NH, s.hs);
+    mk_cpu_attention_fwd(NULL, out, att, xf, s.B, s.T, s.NH, s.hs);
     ref_att(ref, x, &s);
     CHECK(rel(out, ref, no) < 1e-5, "attention fwd rel %g", rel(out, ref, no));
-    mk_cpu_attention_bwd(dg, datt, r, xf, att, s.B, s.T, s.NH, s.hs);
+    mk_cpu_attention_bwd(NULL, dg, datt, r, xf, att, s.B, s.T, s.NH, s.hs);
     fd(ref_att, &s, x, nx, no, rd, g);
     CHECK(rel(dg, g, nx) < 1e-4, "attention bwd rel %g", rel(dg, g, nx));
     free(xf); free(out); free(r); free(att); free(datt); free(dg); free(x); free(ref); free(rd); free(g);
@@ -170,10 +170,10 @@ static void test_gelu(void)
     float xf[50], out[50], r[50], dg[50] = {0};
     double x[50], ref[50], rd[50], g[50];
     fill(xf, x, n, 3.0); fill(r, rd, n, 1.0);
-    mk_cpu_gelu_fwd(out, xf, n);
+    mk_cpu_gelu_fwd(NULL, out, xf, n);
     ref_gelu(ref, x, &n);
     CHECK(rel(out, ref, n) < 1e-6, "gelu fwd rel %g", rel(out, ref, n));
-    mk_cpu_gelu_bwd(dg, xf, r, n);
+    mk_cpu_gelu_bwd(NULL, dg, xf, r, n);
     fd(ref_gelu, &n, x, n, n, rd, g);
     CHECK(rel(dg, g, n) < 1e-5, "gelu bwd rel %g", rel(dg, g, n));
 }
@@ -197,13 +197,13 @@ static void test_embedding(void)
     double x[36], ref[24], rd[24], g[36];
     fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
     /* two vocabulary shards: the first adds wpe, the sum is the whole */
-    mk_cpu_embed_fwd(o1, tok, xf, xf + s.V * s.C, s.N, s.T, s.C, 0, half);
-    mk_cpu_embed_fwd(o2, tok, xf + half * s.C, NULL, s.N, s.T, s.C, half, half);
-    mk_cpu_add(out, o1, o2, no);
+    mk_cpu_embed_fwd(NULL, o1, tok, xf, xf + s.V * s.C, s.N, s.T, s.C, 0, half);
+    mk_cpu_embed_fwd(NULL, o2, tok, xf + half * s.C, NULL, s.N, s.T, s.C, half, half);
+    mk_cpu_add(NULL, out, o1, o2, no);
     ref_emb(ref, x, &s);
     CHECK(rel(out, ref, no) < 1e-7, "embedding fwd rel %g", rel(out, ref, no));
-    mk_cpu_embed_bwd(dg, dg + s.V * s.C, r, tok, s.N, s.T, s.C, 0, half);
-    mk_cpu_embed_bwd(dg + half * s.C, NULL, r, tok, s.N, s.T, s.C, half, half);
+    mk_cpu_embed_bwd(NULL, dg, dg + s.V * s.C, r, tok, s.N, s.T, s.C, 0, half);
+    mk_cpu_embed_bwd(NULL, dg + half * s.C, NULL, r, tok, s.N, s.T, s.C, half, half);
     fd(ref_emb, &s, x, nx, no, rd, g);
     CHECK(rel(dg, g, nx) < 1e-7, "embedding bwd rel %g", rel(dg, g, nx));
 }
@@ -233,21 +233,21 @@ static void test_xent(void)
     fill(lf, x, nx, 3.0);
     for (int k = 0; k < 2; k++) {
         for (int n = 0; n < s.N; n++) memcpy(sh[k] + n * h, lf + n * s.Vp + k * h, h * 4);
-        mk_cpu_xent_max(mx[k], sh[k], s.N, h, k * h, s.V);
+        mk_cpu_xent_max(NULL, mx[k], sh[k], s.N, h, k * h, s.V);
     }
     for (int n = 0; n < s.N; n++) mx[0][n] = mx[1][n] = fmaxf(mx[0][n], mx[1][n]);
-    for (int k = 0; k < 2; k++) mk_cpu_xent_exp(sh[k], sum[k], tg[k], mx[k], tgt, s.N, h, k * h, s.V);
+    for (int k = 0; k < 2; k++) mk_cpu_xent_exp(NULL, sh[k], sum[k], tg[k], mx[k], tgt, s.N, h, k * h, s.V);
     for (int n = 0; n < s.N; n++) {
         sum[0][n] = sum[1][n] = sum[0][n] + sum[1][n];
         tg[0][n] = tg[1][n] = tg[0][n] + tg[1][n];
     }
     double L = 0;
-    for (int k = 0; k < 2; k++) L = mk_cpu_xent_loss(sh[k], sum[k], tg[k], s.N, h);
+    for (int k = 0; k < 2; k++) L = mk_cpu_xent_loss(NULL, sh[k], sum[k], tg[k], s.N, h);
     ref_xent(&ref, x, &s);
     CHECK_REL(L, ref, 1e-6, "cross-entropy loss");
     for (int k = 0; k < 2; k++) {
         float d[12];
-        mk_cpu_xent_bwd(d, sh[k], tgt, 1.0f, s.N, h, k * h);
+        mk_cpu_xent_bwd(NULL, d, sh[k], tgt, 1.0f, s.N, h, k * h);
         for (int n = 0; n < s.N; n++) memcpy(dg + n * s.Vp + k * h, d + n * h, h * 4);
     }
     fd(ref_xent, &s, x, nx, 1, &one, g);
@@ -258,13 +258,13 @@ static void test_adamw(void)
 {
     float p[4] = {1, -2, 0.5f, 0}, gr[4] = {0.1f, -0.3f, 0, 2}, m[4] = {0}, v[4] = {0};
     double pd[4] = {1, -2, 0.5, 0};
-    mk_cpu_adamw(p, gr, m, v, 4, 0.01f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-8f, 0.1f, 0.5f);
+    mk_cpu_adamw(NULL, p, gr, m, v, 4, 0.01f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-8f, 0.1f, 0.5f);
     for (int i = 0; i < 4; i++) {
         double gi = gr[i] * 0.5, mh = 0.1 * gi / 0.1, vh = 0.05 * gi * gi / 0.05;
         pd[i] -= 0.01 * (mh / (sqrt(vh) + 1e-8) + 0.1 * pd[i]);
         CHECK_REL(p[i], pd[i], 1e-6, "adamw");
     }
-    CHECK_REL(mk_cpu_sumsq(gr, 4), 0.01 + 0.09 + 4.0, 1e-6, "sumsq");
+    CHECK_REL(mk_cpu_sumsq(NULL, gr, 4), 0.01 + 0.09 + 4.0, 1e-6, "sumsq");
 }
 
 int main(void)

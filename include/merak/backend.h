@@ -5,8 +5,11 @@
  * our kernels, src/cuda/, merak/cuda.h) each fill one.  All pointers passed
  * to kernels are device memory obtained from alloc(); the executor hands MPI
  * the same pointers, staged through host memory for a device backend
- * (mk_comm_stage, merak/cuda.h: no CUDA-aware MPI needed).
- * Optional entries may be NULL.  Shapes: N = b*T tokens, C channels,
+ * (mk_comm_stage through the device entries below: no CUDA-aware MPI needed).
+ * Every entry takes the table's context (ctx) first, as ggml's backends do:
+ * the state of a backend (CUDA: device, streams, cuBLAS handle, the sticky
+ * error) lives there, none in file statics, so two tables are two
+ * independent backends.  Optional entries may be NULL.  Shapes: N = b*T tokens, C channels,
  * NH heads (local to the TP rank), hs head size, row-major everywhere.
  * Linear weights are stored (out, in), as in llm.c: y = x W^T + b. */
 #ifndef MERAK_BACKEND_H
@@ -20,71 +23,90 @@ extern "C" {
 
 typedef struct mk_backend {
     const char *name;
+    void *ctx;  /* the backend's state, passed first to every entry; NULL on the CPU */
     /* memory (bytes); zero-filled on allocation */
-    void *(*alloc)(size_t bytes);
-    void (*free)(void *p);
-    void (*zero)(void *p, size_t bytes);
-    void (*copy)(void *dst, const void *src, size_t bytes);
+    void *(*alloc)(void *ctx, size_t bytes);
+    void (*free)(void *ctx, void *p);
+    void (*zero)(void *ctx, void *p, size_t bytes);
+    void (*copy)(void *ctx, void *dst, const void *src, size_t bytes);
     /* out (N,OC) = inp (N,IC) W^T (W (OC,IC)) + bias (OC, may be NULL) */
-    void (*linear_fwd)(float *out, const float *inp, const float *w, const float *bias,
+    void (*linear_fwd)(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC);
     /* dinp (N,IC) += dout W  (dinp may be NULL) */
-    void (*linear_bwd_in)(float *dinp, const float *dout, const float *w, int N, int IC, int OC);
+    void (*linear_bwd_in)(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC);
     /* dw (OC,IC) += dout^T inp, dbias (OC) += sum_n dout (dbias may be NULL) */
-    void (*linear_bwd_w)(float *dw, float *dbias, const float *dout, const float *inp,
+    void (*linear_bwd_w)(void *ctx, float *dw, float *dbias, const float *dout, const float *inp,
                          int N, int IC, int OC);
     /* out (N,C) = wte[tok - v0] for tokens in [v0, v0+Vl), else 0; then + wpe (T,C) if
        wpe != NULL (position = n mod T) */
-    void (*embed_fwd)(float *out, const int *tok, const float *wte, const float *wpe,
+    void (*embed_fwd)(void *ctx, float *out, const int *tok, const float *wte, const float *wpe,
                       int N, int T, int C, int v0, int Vl);
     /* dwte (Vl,C) += rows of dout for owned tokens; dwpe (T,C) += dout (if not NULL) */
-    void (*embed_bwd)(float *dwte, float *dwpe, const float *dout, const int *tok,
+    void (*embed_bwd)(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok,
                       int N, int T, int C, int v0, int Vl);
     /* out (N,C), mean (N), rstd (N); eps 1e-5 */
-    void (*layernorm_fwd)(float *out, float *mean, float *rstd, const float *inp,
+    void (*layernorm_fwd)(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int N, int C);
     /* dinp += , dw += , db += */
-    void (*layernorm_bwd)(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+    void (*layernorm_bwd)(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N, int C);
     /* qkv (B,T,3*NH*hs) as [q heads | k heads | v heads]; att (B,NH,T,T) softmax
        probabilities (saved); out (B,T,NH*hs); causal, scaled 1/sqrt(hs) */
-    void (*attention_fwd)(float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
+    void (*attention_fwd)(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
     /* dqkv (B,T,3*NH*hs) += ; scratch datt (B,NH,T,T) is overwritten */
-    void (*attention_bwd)(float *dqkv, float *datt, const float *dout, const float *qkv,
+    void (*attention_bwd)(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int hs);
-    void (*gelu_fwd)(float *out, const float *inp, int n);              /* tanh approximation */
-    void (*gelu_bwd)(float *dinp, const float *inp, const float *dout, int n); /* dinp += */
-    void (*add)(float *out, const float *a, const float *b, int n);     /* out = a + b */
-    void (*acc)(float *out, const float *a, int n);                     /* out += a */
+    void (*gelu_fwd)(void *ctx, float *out, const float *inp, int n);              /* tanh approximation */
+    void (*gelu_bwd)(void *ctx, float *dinp, const float *inp, const float *dout, int n); /* dinp += */
+    void (*add)(void *ctx, float *out, const float *a, const float *b, int n);     /* out = a + b */
+    void (*acc)(void *ctx, float *out, const float *a, int n);                     /* out += a */
     /* Vocabulary-parallel cross-entropy over logits (N,Vl) holding columns
        [v0, v0+Vl) of the padded vocabulary; columns >= V (real) are masked.
        Pass 1: rowmax (N) = max over valid local columns (-inf if none). */
-    void (*xent_max)(float *rowmax, const float *logits, int N, int Vl, int v0, int V);
+    void (*xent_max)(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V);
     /* Pass 2 (rowmax now global): logits <- exp(logit - max) in place (0 for masked),
        rowsum (N) = local sum, tgt (N) = target's logit - max if owned, else 0. */
-    void (*xent_exp)(float *logits, float *rowsum, float *tgt, const float *rowmax,
+    void (*xent_exp)(void *ctx, float *logits, float *rowsum, float *tgt, const float *rowmax,
                      const int *targets, int N, int Vl, int v0, int V);
     /* Pass 3 (rowsum, tgt global): probs <- logits / rowsum; returns sum_n loss_n
        (log rowsum - tgt) in double; used by forward. */
-    double (*xent_loss)(float *probs, const float *rowsum, const float *tgt, int N, int Vl);
+    double (*xent_loss)(void *ctx, float *probs, const float *rowsum, const float *tgt, int N, int Vl);
     /* dlogits (N,Vl) = scale * (probs - onehot(target)) */
-    void (*xent_bwd)(float *dlogits, const float *probs, const int *targets, float scale,
+    void (*xent_bwd)(void *ctx, float *dlogits, const float *probs, const int *targets, float scale,
                      int N, int Vl, int v0);
     /* AdamW on n elements; decay 0 for vectors.  lr, bias corrections by the caller. */
-    void (*adamw)(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+    void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale);
-    double (*sumsq)(const float *x, size_t n);
+    double (*sumsq)(void *ctx, const float *x, size_t n);
     /* Optional (NULL: the backend cannot fail).  0, or -1 with mk_error_set
        once a device error has happened in any entry above (sticky: the
        entries return void, so they record it and carry on; results from
        then on are undefined).  The executor checks it after every step. */
-    int (*status)(void);
+    int (*status)(void *ctx);
+    /* Optional, device backends only (NULL on the CPU). */
+    /* one device per rank: local_rank mod the visible devices, local_rank
+       within the node; before the first allocation.  The device, or -1. */
+    int (*bind)(void *ctx, int local_rank, int local_size);
+    /* nonzero when p is device memory, which MPI is handed through host copies */
+    int (*is_device)(void *ctx, const void *p);
+    /* host <- dev after all compute queued so far; returns when host holds it */
+    void (*to_host)(void *ctx, void *host, const void *dev, size_t bytes);
+    /* dev <- host; compute queued after this waits for it; host reusable on return */
+    void (*to_device)(void *ctx, void *dev, const void *host, size_t bytes);
+    /* wait for all queued compute work */
+    void (*sync)(void *ctx);
+    /* frees ctx (mk_backend_free) */
+    void (*destroy)(void *ctx);
 } mk_backend_t;
 
-/* The CPU backend (OpenBLAS sgemm and C loops). */
+/* The CPU backend (OpenBLAS sgemm and C loops): stateless (ctx NULL), one
+ * shared table, never freed. */
 const mk_backend_t *mk_backend_cpu(void);
-/* "cpu" (or "cuda" when built).  NULL with mk_error_set when unknown/unavailable. */
-const mk_backend_t *mk_backend_get(const char *name);
+/* A new backend by name: "cpu", or "cuda" when built; NULL (no --backend):
+ * cuda when built with CUDA and a device is visible, else cpu.  NULL with
+ * mk_error_set when unknown or unavailable.  Free with mk_backend_free. */
+mk_backend_t *mk_backend_new(const char *name);
+void mk_backend_free(mk_backend_t *be);
 
 #ifdef __cplusplus
 }

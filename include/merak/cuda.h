@@ -18,32 +18,17 @@ int mk_cuda_device_count(void);
 /* Name of device i into buf; returns 0 or -1. */
 int mk_cuda_device_name(int i, char *buf, int n);
 
-/* The CUDA backend table (include/merak/backend.h).  Creating it touches no
- * device; the context (streams, cuBLAS handle) is made on first use, on the
- * device chosen by mk_cuda_bind() or else device 0.  Math mode of the GEMMs
- * from MK_CUDA_MATH = fp32 (default) | tf32 | bf16, read at context creation. */
-const struct mk_backend *mk_backend_cuda(void);  /* NULL (mk_error_set): bad MK_CUDA_MATH */
-/* Nonzero once mk_backend_cuda() has been handed out (the run uses the GPU). */
-int mk_cuda_active(void);
-/* One GPU per rank: device local_rank mod device count, where local_rank is
- * the rank within the node (MPI_COMM_TYPE_SHARED).  Call before the first
- * allocation.  Returns the device, or -1 with no device. */
-int mk_cuda_bind(int local_rank, int local_size);
-/* "fp32", "tf32" or "bf16": the GEMM math mode in effect (or to be;
- * "invalid" for a bad MK_CUDA_MATH). */
-const char *mk_cuda_math_name(void);
-
-/* Host staging for MPI (no CUDA-aware MPI): */
-/* nonzero when p is device memory (cudaMalloc'd; not managed, not host) */
-int mk_cuda_is_device(const void *p);
-/* host <- dev after all compute work queued so far (copy on the staging
- * stream, ordered by an event); returns when host holds the data */
-void mk_cuda_stage_d2h(void *host, const void *dev, size_t bytes);
-/* dev <- host on the staging stream; compute work queued after this call
- * waits for it (event); host may be reused when this returns */
-void mk_cuda_stage_h2d(void *dev, const void *host, size_t bytes);
-/* wait for all queued compute work */
-void mk_cuda_sync(void);
+/* A new CUDA backend table (include/merak/backend.h) with its own context
+ * (mk_backend_t.ctx), freed by mk_backend_free.  Creating it touches no
+ * device; the context's streams and cuBLAS handle are made on first use,
+ * on the device chosen by the table's bind entry or else device 0.  Math
+ * mode of the GEMMs from MK_CUDA_MATH = fp32 (default) | tf32 | bf16, read
+ * at context creation.  Host staging for MPI (no CUDA-aware MPI) goes
+ * through the table's device entries (is_device, to_host, to_device, sync). */
+struct mk_backend *mk_backend_cuda_new(void);  /* NULL (mk_error_set): bad MK_CUDA_MATH */
+/* "fp32", "tf32" or "bf16": the GEMM math mode of be (a CUDA table) in
+ * effect, or to be; "invalid" for a bad MK_CUDA_MATH. */
+const char *mk_cuda_math_name(const struct mk_backend *be);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,7 @@ typedef struct mk_exec_opts {
                                      count and check = mk_exec_check): model, layout, schedule,
                                      recompute, ZeRO, stage bounds, the scheduler's spec; the one
                                      source of every plan field (a --plan file's too) */
-    const mk_backend_t *be;
+    mk_backend_t *be;             /* the run's backend, caller-owned (mk_backend_new) */
     int steps;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
     int warmup;

@@ -111,7 +111,7 @@ static int run_ctx(const mk_args_t *a, int world, mk_dtype_t *given, mk_plan_ctx
  * (a refused plan gets its one line only). */
 static int run_backend(const mk_args_t *a, mk_dtype_t given, const mk_plan_ctx_t *ctx, mk_exec_opts_t *o)
 {
-    if (!(o->be = mk_backend_get(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
+    if (!(o->be = mk_backend_new(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
     if (mk_exec_validate(ctx) < 0) return mk_cli_fail("run", "%s", mk_error_last());
     plan_dtype_warn(given, o->be);
     return 0;
@@ -208,10 +208,12 @@ int mk_cmd_run(int argc, char **argv)
     mk_args_t a;
     mk_plan_ctx_t ctx;
     mk_exec_opts_t o;
+    o.be = NULL;  /* freed on every path; prepare may fail before it is made */
     const char *dump = NULL;
     int rc = prepare(argc, argv, rank, world, &a, &ctx, &o, &dump);
     if (rc == 0 && mk_args_check_outputs(&a, 1)) rc = -1, mk_plan_ctx_free(&ctx);
     if (rc) {
+        mk_backend_free(o.be);
         MPI_Finalize();
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
@@ -222,6 +224,7 @@ int mk_cmd_run(int argc, char **argv)
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);
+    mk_backend_free(o.be);  /* the executor has freed its buffers */
     if (rank == 0 && res.load_unverified)
         fprintf(stderr, "merak run: note: %s has no checksums (written by another tool?); its data was not verified\n",
                 o.load);

@@ -19,13 +19,14 @@ __global__ void k_adamw(float *p, const float *g, float *m, float *v, size_t n, 
     }
 }
 
-void mkc_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+void mkc_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                float bc1, float bc2, float eps, float decay, float gscale)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (!n) return;
-    k_adamw<<<mkc_grid(n, 256), 256, 0, mkc()->s>>>(p, g, m, v, n, lr, beta1, beta2, bc1, bc2, eps,
+    k_adamw<<<mkc_grid(n, 256), 256, 0, c->s>>>(p, g, m, v, n, lr, beta1, beta2, bc1, bc2, eps,
                                                     decay, gscale);
-    LAUNCHED();
+    LAUNCHED(c);
 }
 
 #define SB 256
@@ -50,18 +51,18 @@ __global__ void k_sum_parts(double *out, const double *part, int np)
     if (threadIdx.x == 0) out[0] = s;
 }
 
-double mkc_sumsq(const float *x, size_t n)
+double mkc_sumsq(void *ctx, const float *x, size_t n)
 {
     if (!n) return 0.0;
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     int nb = (int)((n + SB - 1) / SB);
     if (nb > SBLOCKS) nb = SBLOCKS;
-    double *red = mkc_red(SBLOCKS + 1), s = 0.0;
+    double *red = mkc_red(c, SBLOCKS + 1), s = 0.0;
     k_sumsq_part<<<nb, SB, 0, c->s>>>(red + 1, x, n);
-    LAUNCHED();
+    LAUNCHED(c);
     k_sum_parts<<<1, SB, 0, c->s>>>(red, red + 1, nb);
-    LAUNCHED();
-    CK(cudaMemcpyAsync(&s, red, sizeof s, cudaMemcpyDeviceToHost, c->s));
-    CK(cudaStreamSynchronize(c->s));
+    LAUNCHED(c);
+    CK(c, cudaMemcpyAsync(&s, red, sizeof s, cudaMemcpyDeviceToHost, c->s));
+    CK(c, cudaStreamSynchronize(c->s));
     return s;
 }

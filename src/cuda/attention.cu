@@ -56,9 +56,9 @@ __global__ void k_softmax_causal_bwd(float *datt, const float *att, int rows, in
     for (int u = lane; u < T; u += 32) da[u] = u <= t ? a[u] * (da[u] - dot) * scale : 0.0f;
 }
 
-void mkc_attention_fwd(float *out, float *att, const float *qkv, int B, int T, int NH, int hs)
+void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs)
 {
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     int C = NH * hs, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     long long TT = (long long)T * T;
@@ -66,24 +66,24 @@ void mkc_attention_fwd(float *out, float *att, const float *qkv, int B, int T, i
         const float *q = qkv + (size_t)b * T * C3, *k = q + C;
         float *ab = att + (size_t)b * NH * TT;
         // column-major S(u,t) = scale k_u . q_t, i.e. row-major att[t][u]
-        mkc_gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k, C3, hs, q, C3, hs, 0.0f, ab, T, TT, NH);
+        mkc_gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, k, C3, hs, q, C3, hs, 0.0f, ab, T, TT, NH);
     }
     int rows = B * NH * T;
     k_softmax_causal<<<(rows + 7) / 8, 256, 0, c->s>>>(att, rows, T);
-    LAUNCHED();
+    LAUNCHED(c);
     for (int b = 0; b < B; b++) {
         const float *v = qkv + (size_t)b * T * C3 + 2 * C;
         const float *ab = att + (size_t)b * NH * TT;
         // out_t (head h) = sum_u att[t][u] v_u: column-major O (hs,T) = V^T (hs,T) A^T (T,T)
-        mkc_gemm(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, C3, hs, ab, T, TT, 0.0f,
+        mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, v, C3, hs, ab, T, TT, 0.0f,
                  out + (size_t)b * T * C, C, hs, NH);
     }
 }
 
-void mkc_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+void mkc_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                        int B, int T, int NH, int hs)
 {
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     int C = NH * hs, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     long long TT = (long long)T * T;
@@ -92,20 +92,20 @@ void mkc_attention_bwd(float *dqkv, float *datt, const float *dout, const float 
         const float *ab = att + (size_t)b * NH * TT;
         float *dab = datt + (size_t)b * NH * TT, *dv = dqkv + (size_t)b * T * C3 + 2 * C;
         // datt[t][u] = v_u . d_t
-        mkc_gemm(CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, C3, hs, d, C, hs, 0.0f, dab, T, TT, NH);
+        mkc_gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, 1.0f, v, C3, hs, d, C, hs, 0.0f, dab, T, TT, NH);
         // dv_u += sum_t att[t][u] d_t
-        mkc_gemm(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d, C, hs, ab, T, TT, 1.0f, dv, C3, hs, NH);
+        mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, d, C, hs, ab, T, TT, 1.0f, dv, C3, hs, NH);
     }
     int rows = B * NH * T;
     k_softmax_causal_bwd<<<(rows + 7) / 8, 256, 0, c->s>>>(datt, att, rows, T, scale);
-    LAUNCHED();
+    LAUNCHED(c);
     for (int b = 0; b < B; b++) {
         const float *q = qkv + (size_t)b * T * C3, *k = q + C;
         const float *gb = datt + (size_t)b * NH * TT;
         float *dq = dqkv + (size_t)b * T * C3, *dk = dq + C;
         // dq_t += sum_u g[t][u] k_u
-        mkc_gemm(CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, C3, hs, gb, T, TT, 1.0f, dq, C3, hs, NH);
+        mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, C3, hs, gb, T, TT, 1.0f, dq, C3, hs, NH);
         // dk_u += sum_t g[t][u] q_t
-        mkc_gemm(CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, C3, hs, gb, T, TT, 1.0f, dk, C3, hs, NH);
+        mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, C3, hs, gb, T, TT, 1.0f, dk, C3, hs, NH);
     }
 }

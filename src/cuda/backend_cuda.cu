@@ -1,5 +1,6 @@
-// The CUDA backend table: context (streams, events, cuBLAS handle, math
-// mode), memory, host staging for MPI, device choice.  Kernels live in the
+// The CUDA backend table: its context (mkc_ctx_t behind mk_backend_t.ctx:
+// streams, events, cuBLAS handle, math mode, the sticky error), memory,
+// host staging for MPI, device choice.  Kernels live in the
 // other .cu files of this directory (see common.cuh).
 #include "config.h"
 #include "merak/backend.h"
@@ -10,38 +11,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-static mkc_ctx_t ctx;
-static int active;
-static int bound_device = -1;
-
-// The first device error of this process, kept (sticky) instead of exiting:
-// library code never exits.  Work queued after it still runs, on garbage or
-// failing fast (CUDA errors mostly poison the context); the executor asks
-// status() after every step and fails the run on every rank alike.
-static int failed;
-static char fail_msg[512];
-
-void mkc_fail(const char *what, const char *file, int line)
+void mkc_fail(mkc_ctx_t *c, const char *what, const char *file, int line)
 {
-    if (failed) return;
-    failed = 1;
-    snprintf(fail_msg, sizeof fail_msg, "CUDA error: %s (%s:%d)", what, file, line);
+    if (c->failed) return;
+    c->failed = 1;
+    snprintf(c->fail_msg, sizeof c->fail_msg, "CUDA error: %s (%s:%d)", what, file, line);
 }
 
-static int cu_status(void)
+static int cu_status(void *ctx)
 {
-    return failed ? mk_error_set("%s", fail_msg) : 0;
+    mkc_ctx_t *c = (mkc_ctx_t *)ctx;
+    return c->failed ? mk_error_set("%s", c->fail_msg) : 0;
 }
 
-void mkc_after_launch(const char *file, int line)
+void mkc_after_launch(mkc_ctx_t *c, const char *file, int line)
 {
     cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess && ctx.sync_each) e = cudaStreamSynchronize(ctx.s);
-    if (e != cudaSuccess) mkc_fail(cudaGetErrorString(e), file, line);
+    if (e == cudaSuccess && c->sync_each) e = cudaStreamSynchronize(c->s);
+    if (e != cudaSuccess) mkc_fail(c, cudaGetErrorString(e), file, line);
 }
 
 // MK_CUDA_MATH: fp32 (default), tf32 or bf16; -1 with mk_error_set
-// otherwise (mk_backend_cuda() refuses the backend then).
+// otherwise (mk_backend_cuda_new() refuses the backend then).
 static int math_from_env(void)
 {
     const char *m = getenv("MK_CUDA_MATH");
@@ -51,47 +42,49 @@ static int math_from_env(void)
     return mk_error_set("MK_CUDA_MATH must be fp32, tf32 or bf16 (got '%s')", m);
 }
 
-extern "C" const char *mk_cuda_math_name(void)
+extern "C" const char *mk_cuda_math_name(const struct mk_backend *be)
 {
     static const char *names[] = {"fp32", "tf32", "bf16"};
-    int m = ctx.ready ? (int)ctx.math : math_from_env();
+    const mkc_ctx_t *c = (const mkc_ctx_t *)be->ctx;
+    int m = c->ready ? (int)c->math : math_from_env();
     return m < 0 ? "invalid" : names[m];
 }
 
-mkc_ctx_t *mkc(void)
+mkc_ctx_t *mkc(void *ctx)
 {
-    if (ctx.ready) return &ctx;
-    if (bound_device >= 0) CK(cudaSetDevice(bound_device));
-    CK(cudaGetDevice(&ctx.device));
+    mkc_ctx_t *c = (mkc_ctx_t *)ctx;
+    if (c->ready) return c;
+    if (c->bound_device >= 0) CK(c, cudaSetDevice(c->bound_device));
+    CK(c, cudaGetDevice(&c->device));
     int math = math_from_env();
-    if (math < 0) mkc_fail(mk_error_last(), __FILE__, __LINE__);  // changed since mk_backend_cuda()
-    ctx.math = math < 0 ? MKC_MATH_FP32 : (mkc_math_t)math;
+    if (math < 0) mkc_fail(c, mk_error_last(), __FILE__, __LINE__);  // changed since mk_backend_cuda_new()
+    c->math = math < 0 ? MKC_MATH_FP32 : (mkc_math_t)math;
     const char *s = getenv("MK_CUDA_SYNC");
-    ctx.sync_each = s && atoi(s) > 0;
-    CK(cudaStreamCreateWithFlags(&ctx.s, cudaStreamNonBlocking));
-    CK(cudaStreamCreateWithFlags(&ctx.cs, cudaStreamNonBlocking));
-    CK(cudaEventCreateWithFlags(&ctx.ev_c, cudaEventDisableTiming));
-    CK(cudaEventCreateWithFlags(&ctx.ev_s, cudaEventDisableTiming));
-    CKB(cublasCreate(&ctx.h));
-    CKB(cublasSetStream(ctx.h, ctx.s));
+    c->sync_each = s && atoi(s) > 0;
+    CK(c, cudaStreamCreateWithFlags(&c->s, cudaStreamNonBlocking));
+    CK(c, cudaStreamCreateWithFlags(&c->cs, cudaStreamNonBlocking));
+    CK(c, cudaEventCreateWithFlags(&c->ev_c, cudaEventDisableTiming));
+    CK(c, cudaEventCreateWithFlags(&c->ev_s, cudaEventDisableTiming));
+    CKB(c, cublasCreate(&c->h));
+    CKB(c, cublasSetStream(c->h, c->s));
     // fp32 mode must not silently use TF32 tensor cores: pedantic math for it
-    CKB(cublasSetMathMode(ctx.h, ctx.math == MKC_MATH_FP32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
+    CKB(c, cublasSetMathMode(c->h, c->math == MKC_MATH_FP32 ? CUBLAS_PEDANTIC_MATH : CUBLAS_DEFAULT_MATH));
     // keep freed stream-ordered memory in the pool instead of returning it at each sync
     cudaMemPool_t pool;
-    if (cudaDeviceGetDefaultMemPool(&pool, ctx.device) == cudaSuccess) {
+    if (cudaDeviceGetDefaultMemPool(&pool, c->device) == cudaSuccess) {
         unsigned long long keep = ~0ULL;
         cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
     }
     cudaGetLastError();
-    ctx.ready = 1;
-    return &ctx;
+    c->ready = 1;
+    return c;
 }
 
 // ---- memory ----------------------------------------------------------------
 
-static void *cu_alloc(size_t bytes)
+static void *cu_alloc(void *ctx, size_t bytes)
 {
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     void *p = NULL;
     size_t n = (bytes + 255) & ~(size_t)255;
     if (!n) n = 256;
@@ -100,22 +93,26 @@ static void *cu_alloc(size_t bytes)
         cudaGetLastError();
         return NULL;  // the executor reports "out of memory"
     }
-    CK(cudaMemsetAsync(p, 0, n, c->s));
+    CK(c, cudaMemsetAsync(p, 0, n, c->s));
     return p;
 }
 
-static void cu_free(void *p)
+static void cu_free(void *ctx, void *p)
 {
-    if (p) CK(cudaFreeAsync(p, mkc()->s));
+    mkc_ctx_t *c = mkc(ctx);
+    if (p) CK(c, cudaFreeAsync(p, c->s));
 }
 
-static void cu_zero(void *p, size_t bytes)
+static void cu_zero(void *ctx, void *p, size_t bytes)
 {
-    if (bytes) CK(cudaMemsetAsync(p, 0, bytes, mkc()->s));
+    mkc_ctx_t *c = mkc(ctx);
+    if (bytes) CK(c, cudaMemsetAsync(p, 0, bytes, c->s));
 }
 
-extern "C" int mk_cuda_is_device(const void *p)
+// Stateless (the runtime's pointer attributes); ctx for the table's signature.
+static int cu_is_device(void *ctx, const void *p)
 {
+    (void)ctx;
     cudaPointerAttributes a;
     if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         cudaGetLastError();
@@ -126,93 +123,117 @@ extern "C" int mk_cuda_is_device(const void *p)
 
 // Any direction (UVA): the executor copies host arrays in (initial
 // parameters) and device buffers out (gradient dumps) through this entry.
-static void cu_copy(void *d, const void *s, size_t bytes)
+static void cu_copy(void *ctx, void *d, const void *s, size_t bytes)
 {
     if (!bytes || d == s) return;
-    mkc_ctx_t *c = mkc();
-    CK(cudaMemcpyAsync(d, s, bytes, cudaMemcpyDefault, c->s));
+    mkc_ctx_t *c = mkc(ctx);
+    CK(c, cudaMemcpyAsync(d, s, bytes, cudaMemcpyDefault, c->s));
     // host memory on either side: the caller may read or free it next
-    if (!mk_cuda_is_device(d) || !mk_cuda_is_device(s)) CK(cudaStreamSynchronize(c->s));
+    if (!cu_is_device(c, d) || !cu_is_device(c, s)) CK(c, cudaStreamSynchronize(c->s));
 }
 
-const int *mkc_ints(const int *p, int n)
+const int *mkc_ints(mkc_ctx_t *c, const int *p, int n)
 {
-    mkc_ctx_t *c = mkc();
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) == cudaSuccess &&
         (a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged))
         return p;
     cudaGetLastError();
     if ((size_t)n > c->tok_cap) {
-        if (c->tok) CK(cudaFreeAsync(c->tok, c->s));
+        if (c->tok) CK(c, cudaFreeAsync(c->tok, c->s));
         c->tok_cap = (size_t)n < 4096 ? 4096 : (size_t)n;
-        CK(cudaMallocAsync((void **)&c->tok, c->tok_cap * sizeof(int), c->s));
+        CK(c, cudaMallocAsync((void **)&c->tok, c->tok_cap * sizeof(int), c->s));
     }
     // from pageable memory: returns once the data is staged, so the caller
     // may overwrite p; the copy is ordered before the kernel that reads it
-    if (n > 0) CK(cudaMemcpyAsync(c->tok, p, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, c->s));
+    if (n > 0) CK(c, cudaMemcpyAsync(c->tok, p, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, c->s));
     return c->tok;
 }
 
-double *mkc_red(size_t n)
+double *mkc_red(mkc_ctx_t *c, size_t n)
 {
-    mkc_ctx_t *c = mkc();
     if (n > c->red_cap) {
-        if (c->red) CK(cudaFreeAsync(c->red, c->s));
+        if (c->red) CK(c, cudaFreeAsync(c->red, c->s));
         c->red_cap = n < 1024 ? 1024 : n;
-        CK(cudaMallocAsync((void **)&c->red, c->red_cap * sizeof(double), c->s));
+        CK(c, cudaMallocAsync((void **)&c->red, c->red_cap * sizeof(double), c->s));
     }
     return c->red;
 }
 
 // ---- host staging for MPI --------------------------------------------------
 
-extern "C" void mk_cuda_stage_d2h(void *host, const void *dev, size_t bytes)
+static void cu_to_host(void *ctx, void *host, const void *dev, size_t bytes)
 {
-    mkc_ctx_t *c = mkc();
-    CK(cudaEventRecord(c->ev_c, c->s));          // everything computed so far
-    CK(cudaStreamWaitEvent(c->cs, c->ev_c, 0));
-    CK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, c->cs));
-    CK(cudaStreamSynchronize(c->cs));
+    mkc_ctx_t *c = mkc(ctx);
+    CK(c, cudaEventRecord(c->ev_c, c->s));          // everything computed so far
+    CK(c, cudaStreamWaitEvent(c->cs, c->ev_c, 0));
+    CK(c, cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, c->cs));
+    CK(c, cudaStreamSynchronize(c->cs));
 }
 
-extern "C" void mk_cuda_stage_h2d(void *dev, const void *host, size_t bytes)
+static void cu_to_device(void *ctx, void *dev, const void *host, size_t bytes)
 {
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     // the staging stream must not overwrite dev before earlier compute reads end
-    CK(cudaEventRecord(c->ev_c, c->s));
-    CK(cudaStreamWaitEvent(c->cs, c->ev_c, 0));
-    CK(cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->cs));
+    CK(c, cudaEventRecord(c->ev_c, c->s));
+    CK(c, cudaStreamWaitEvent(c->cs, c->ev_c, 0));
+    CK(c, cudaMemcpyAsync(dev, host, bytes, cudaMemcpyHostToDevice, c->cs));
     // pageable host memory: the copy above has consumed host on return, but
     // the caller may also pass pinned memory, so wait for the copy itself
     // before host can be reused; compute work after this waits on the event
-    CK(cudaEventRecord(c->ev_s, c->cs));
-    CK(cudaStreamWaitEvent(c->s, c->ev_s, 0));
-    CK(cudaEventSynchronize(c->ev_s));
+    CK(c, cudaEventRecord(c->ev_s, c->cs));
+    CK(c, cudaStreamWaitEvent(c->s, c->ev_s, 0));
+    CK(c, cudaEventSynchronize(c->ev_s));
 }
 
-extern "C" void mk_cuda_sync(void) { CK(cudaStreamSynchronize(mkc()->s)); }
+static void cu_sync(void *ctx)
+{
+    mkc_ctx_t *c = mkc(ctx);
+    CK(c, cudaStreamSynchronize(c->s));
+}
 
 // ---- device choice -----------------------------------------------------------
 
-extern "C" int mk_cuda_bind(int local_rank, int local_size)
+static int cu_bind(void *ctx, int local_rank, int local_size)
 {
+    mkc_ctx_t *c = (mkc_ctx_t *)ctx;
     int n = mk_cuda_device_count();
     if (n < 1) return -1;
     // CUDA_VISIBLE_DEVICES already restricts what we see; ranks sharing a
     // node take devices round-robin (several ranks may share one GPU)
     int d = (local_rank >= 0 ? local_rank : 0) % n;
-    if (ctx.ready) return ctx.device;  // too late to move: keep the current device
-    bound_device = d;
-    CK(cudaSetDevice(d));
+    if (c->ready) return c->device;  // too late to move: keep the current device
+    c->bound_device = d;
+    CK(c, cudaSetDevice(d));
     (void)local_size;
     return d;
+}
+
+// Ends the context once its queued work is done (mk_backend_free; the
+// owner frees every buffer first).  Errors here change nothing any more.
+static void cu_destroy(void *ctx)
+{
+    mkc_ctx_t *c = (mkc_ctx_t *)ctx;
+    if (c && c->ready) {
+        cudaStreamSynchronize(c->s);
+        if (c->tok) cudaFreeAsync(c->tok, c->s);
+        if (c->red) cudaFreeAsync(c->red, c->s);
+        cudaStreamSynchronize(c->s);
+        cublasDestroy(c->h);
+        cudaEventDestroy(c->ev_c);
+        cudaEventDestroy(c->ev_s);
+        cudaStreamDestroy(c->s);
+        cudaStreamDestroy(c->cs);
+        cudaGetLastError();
+    }
+    free(c);
 }
 
 // ---- the table ---------------------------------------------------------------
 
 static const mk_backend_t mk_cuda = {
     /* .name = */ "cuda",
+    /* .ctx = */ NULL,
     /* .alloc = */ cu_alloc,
     /* .free = */ cu_free,
     /* .zero = */ cu_zero,
@@ -237,13 +258,26 @@ static const mk_backend_t mk_cuda = {
     /* .adamw = */ mkc_adamw,
     /* .sumsq = */ mkc_sumsq,
     /* .status = */ cu_status,
+    /* .bind = */ cu_bind,
+    /* .is_device = */ cu_is_device,
+    /* .to_host = */ cu_to_host,
+    /* .to_device = */ cu_to_device,
+    /* .sync = */ cu_sync,
+    /* .destroy = */ cu_destroy,
 };
 
-extern "C" const struct mk_backend *mk_backend_cuda(void)
+extern "C" struct mk_backend *mk_backend_cuda_new(void)
 {
     if (math_from_env() < 0) return NULL;
-    active = 1;
-    return &mk_cuda;
+    mk_backend_t *be = (mk_backend_t *)malloc(sizeof *be);
+    mkc_ctx_t *c = (mkc_ctx_t *)calloc(1, sizeof *c);
+    if (!be || !c) {
+        free(be); free(c);
+        mk_error_set("out of memory");
+        return NULL;
+    }
+    c->bound_device = -1;
+    *be = mk_cuda;
+    be->ctx = c;
+    return be;
 }
-
-extern "C" int mk_cuda_active(void) { return active; }

@@ -1,8 +1,10 @@
 // Internals shared by the CUDA backend's .cu files (not a public header).
 //
-// One process drives one GPU: a lazily created context (compute stream,
-// communication-staging stream, cuBLAS handle, math mode) on the device
-// chosen by mk_cuda_bind() (node-local rank) or device 0.  Every kernel is
+// One backend table drives one GPU through its context (mk_backend_t.ctx,
+// an mkc_ctx_t: compute stream, communication-staging stream, cuBLAS
+// handle, math mode, the sticky error), created lazily on first use on the
+// device chosen by the bind entry (node-local rank) or device 0.  No state
+// lives in file statics: every entry receives the context first.  Every kernel is
 // launched on the compute stream, so the executor's calls run in program
 // order on the GPU exactly as they do on the CPU; the host waits only where
 // a result comes back to it (xent_loss, sumsq, copies to host memory, MPI
@@ -20,6 +22,7 @@ typedef enum { MKC_MATH_FP32 = 0, MKC_MATH_TF32, MKC_MATH_BF16 } mkc_math_t;
 
 typedef struct mkc_ctx {
     int ready, device;
+    int bound_device;      // from the bind entry, -1: the current device
     cudaStream_t s;        // compute
     cudaStream_t cs;       // communication staging
     cudaEvent_t ev_c, ev_s;// compute -> staging, staging -> compute
@@ -30,34 +33,42 @@ typedef struct mkc_ctx {
     size_t tok_cap;        // ints
     double *red;           // reduction partials (sumsq, loss)
     size_t red_cap;        // doubles
+    // The first device error of this context, kept (sticky) instead of
+    // exiting: library code never exits.  Work queued after it still runs,
+    // on garbage or failing fast (CUDA errors mostly poison the context);
+    // the executor asks status() after every step and fails the run on
+    // every rank alike.
+    int failed;
+    char fail_msg[512];
 } mkc_ctx_t;
 
-// The context, created on first use (on the current device).
-mkc_ctx_t *mkc(void);
+// The context behind mk_backend_t.ctx, set up on first use (streams,
+// cuBLAS handle on the bound device); always returns ctx.
+mkc_ctx_t *mkc(void *ctx);
 
-// Record the first CUDA / cuBLAS error (one line, sticky) for the backend's
-// status() entry; the caller carries on (no exit in library code).
-void mkc_fail(const char *what, const char *file, int line);
-#define CK(x)                                                                \
+// Record the first CUDA / cuBLAS error of c (one line, sticky) for the
+// backend's status() entry; the caller carries on (no exit in library code).
+void mkc_fail(mkc_ctx_t *c, const char *what, const char *file, int line);
+#define CK(c, x)                                                             \
     do {                                                                     \
         cudaError_t e_ = (x);                                                \
-        if (e_ != cudaSuccess) mkc_fail(cudaGetErrorString(e_), __FILE__, __LINE__); \
+        if (e_ != cudaSuccess) mkc_fail((c), cudaGetErrorString(e_), __FILE__, __LINE__); \
     } while (0)
-#define CKB(x)                                                               \
+#define CKB(c, x)                                                            \
     do {                                                                     \
         cublasStatus_t e_ = (x);                                             \
-        if (e_ != CUBLAS_STATUS_SUCCESS) mkc_fail(cublasGetStatusString(e_), __FILE__, __LINE__); \
+        if (e_ != CUBLAS_STATUS_SUCCESS) mkc_fail((c), cublasGetStatusString(e_), __FILE__, __LINE__); \
     } while (0)
 // After a launch: launch errors always, execution errors with MK_CUDA_SYNC=1.
-void mkc_after_launch(const char *file, int line);
-#define LAUNCHED() mkc_after_launch(__FILE__, __LINE__)
+void mkc_after_launch(mkc_ctx_t *c, const char *file, int line);
+#define LAUNCHED(c) mkc_after_launch((c), __FILE__, __LINE__)
 
 // A device pointer to n ints equal to p[0..n): p itself when it is device
 // (or managed) memory, else a copy in a context buffer (stream-ordered, so
 // the buffer may be reused by the next call).
-const int *mkc_ints(const int *p, int n);
+const int *mkc_ints(mkc_ctx_t *c, const int *p, int n);
 // Device scratch of n doubles (valid until the next call).
-double *mkc_red(size_t n);
+double *mkc_red(mkc_ctx_t *c, size_t n);
 
 // Grid size for n independent items, bs threads per block (capped).
 static inline unsigned mkc_grid(size_t n, int bs)
@@ -85,36 +96,37 @@ static __device__ inline double mkc_block_sum_d(double v, double *sh, int nthrea
 // Row-major GEMM helpers go through one column-major cuBLAS call in the
 // context's math mode (fp32, TF32 or bf16 multiplies with fp32 accumulate):
 // C (m,n; ldc) = alpha op(A) op(B) + beta C, column-major, batched with strides.
-void mkc_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+void mkc_gemm(mkc_ctx_t *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
               const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
               float beta, float *C, int ldc, long long sc, int batch);
 
-// The kernels behind the table (C++ linkage, one .cu file per family).
-void mkc_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC);
-void mkc_linear_bwd_in(float *dinp, const float *dout, const float *w, int N, int IC, int OC);
-void mkc_linear_bwd_w(float *dw, float *dbias, const float *dout, const float *inp, int N, int IC, int OC);
-void mkc_embed_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C,
+// The kernels behind the table (C++ linkage, one .cu file per family);
+// ctx is mk_backend_t.ctx, an mkc_ctx_t.
+void mkc_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC);
+void mkc_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC);
+void mkc_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, const float *inp, int N, int IC, int OC);
+void mkc_embed_fwd(void *ctx, float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C,
                    int v0, int Vl);
-void mkc_embed_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C,
+void mkc_embed_bwd(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C,
                    int v0, int Vl);
-void mkc_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
+void mkc_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
                        const float *b, int N, int C);
-void mkc_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void mkc_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, const float *mean, const float *rstd, int N, int C);
-void mkc_attention_fwd(float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
-void mkc_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
+void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
+void mkc_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                        int B, int T, int NH, int hs);
-void mkc_gelu_fwd(float *out, const float *inp, int n);
-void mkc_gelu_bwd(float *dinp, const float *inp, const float *dout, int n);
-void mkc_add(float *out, const float *a, const float *b, int n);
-void mkc_acc(float *out, const float *a, int n);
-void mkc_xent_max(float *rowmax, const float *logits, int N, int Vl, int v0, int V);
-void mkc_xent_exp(float *logits, float *rowsum, float *tgt, const float *rowmax, const int *targets,
+void mkc_gelu_fwd(void *ctx, float *out, const float *inp, int n);
+void mkc_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n);
+void mkc_add(void *ctx, float *out, const float *a, const float *b, int n);
+void mkc_acc(void *ctx, float *out, const float *a, int n);
+void mkc_xent_max(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V);
+void mkc_xent_exp(void *ctx, float *logits, float *rowsum, float *tgt, const float *rowmax, const int *targets,
                   int N, int Vl, int v0, int V);
-double mkc_xent_loss(float *probs, const float *rowsum, const float *tgt, int N, int Vl);
-void mkc_xent_bwd(float *dlogits, const float *probs, const int *targets, float scale, int N, int Vl, int v0);
-void mkc_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
+double mkc_xent_loss(void *ctx, float *probs, const float *rowsum, const float *tgt, int N, int Vl);
+void mkc_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *targets, float scale, int N, int Vl, int v0);
+void mkc_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                float bc1, float bc2, float eps, float decay, float gscale);
-double mkc_sumsq(const float *x, size_t n);
+double mkc_sumsq(void *ctx, const float *x, size_t n);
 
 #endif

@@ -38,32 +38,36 @@ __global__ void k_acc(float *out, const float *a, int n)
     GRID_STRIDE(i, n) out[i] += a[i];
 }
 
-void mkc_gelu_fwd(float *out, const float *inp, int n)
+void mkc_gelu_fwd(void *ctx, float *out, const float *inp, int n)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (n <= 0) return;
-    k_gelu_fwd<<<mkc_grid(n, 256), 256, 0, mkc()->s>>>(out, inp, n);
-    LAUNCHED();
+    k_gelu_fwd<<<mkc_grid(n, 256), 256, 0, c->s>>>(out, inp, n);
+    LAUNCHED(c);
 }
 
-void mkc_gelu_bwd(float *dinp, const float *inp, const float *dout, int n)
+void mkc_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (n <= 0) return;
-    k_gelu_bwd<<<mkc_grid(n, 256), 256, 0, mkc()->s>>>(dinp, inp, dout, n);
-    LAUNCHED();
+    k_gelu_bwd<<<mkc_grid(n, 256), 256, 0, c->s>>>(dinp, inp, dout, n);
+    LAUNCHED(c);
 }
 
-void mkc_add(float *out, const float *a, const float *b, int n)
+void mkc_add(void *ctx, float *out, const float *a, const float *b, int n)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (n <= 0) return;
-    k_add<<<mkc_grid(n, 256), 256, 0, mkc()->s>>>(out, a, b, n);
-    LAUNCHED();
+    k_add<<<mkc_grid(n, 256), 256, 0, c->s>>>(out, a, b, n);
+    LAUNCHED(c);
 }
 
-void mkc_acc(float *out, const float *a, int n)
+void mkc_acc(void *ctx, float *out, const float *a, int n)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (n <= 0) return;
-    k_acc<<<mkc_grid(n, 256), 256, 0, mkc()->s>>>(out, a, n);
-    LAUNCHED();
+    k_acc<<<mkc_grid(n, 256), 256, 0, c->s>>>(out, a, n);
+    LAUNCHED(c);
 }
 
 // out[n][c] = (owned token ? wte[tok-v0][c] : 0) (+ wpe[n mod T][c])
@@ -100,27 +104,28 @@ __global__ void k_embed_bwd_wpe(float *dwpe, const float *dout, int N, int T, in
     }
 }
 
-void mkc_embed_fwd(float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C,
+void mkc_embed_fwd(void *ctx, float *out, const int *tok, const float *wte, const float *wpe, int N, int T, int C,
                    int v0, int Vl)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (N <= 0) return;
-    const int *dt = mkc_ints(tok, N);
-    k_embed_fwd<<<mkc_grid((size_t)N * C, 256), 256, 0, mkc()->s>>>(out, dt, wte, wpe, N, T, C, v0, Vl);
-    LAUNCHED();
+    const int *dt = mkc_ints(c, tok, N);
+    k_embed_fwd<<<mkc_grid((size_t)N * C, 256), 256, 0, c->s>>>(out, dt, wte, wpe, N, T, C, v0, Vl);
+    LAUNCHED(c);
 }
 
-void mkc_embed_bwd(float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C,
+void mkc_embed_bwd(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok, int N, int T, int C,
                    int v0, int Vl)
 {
     if (N <= 0) return;
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     if (dwte) {
-        const int *dt = mkc_ints(tok, N);
+        const int *dt = mkc_ints(c, tok, N);
         k_embed_bwd_wte<<<(C + 127) / 128, 128, 0, c->s>>>(dwte, dout, dt, N, C, v0, Vl);
-        LAUNCHED();
+        LAUNCHED(c);
     }
     if (dwpe) {
         k_embed_bwd_wpe<<<mkc_grid((size_t)T * C, 256), 256, 0, c->s>>>(dwpe, dout, N, T, C);
-        LAUNCHED();
+        LAUNCHED(c);
     }
 }

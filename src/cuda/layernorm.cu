@@ -71,21 +71,22 @@ __global__ void k_ln_bwd_w(float *dw, float *db, const float *dout, const float 
     db[c] = sb;
 }
 
-void mkc_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp, const float *w,
+void mkc_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *inp, const float *w,
                        const float *b, int N, int C)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (N <= 0) return;
-    k_ln_fwd<<<(N + 7) / 8, 256, 0, mkc()->s>>>(out, mean, rstd, inp, w, b, N, C);
-    LAUNCHED();
+    k_ln_fwd<<<(N + 7) / 8, 256, 0, c->s>>>(out, mean, rstd, inp, w, b, N, C);
+    LAUNCHED(c);
 }
 
-void mkc_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void mkc_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, const float *mean, const float *rstd, int N, int C)
 {
     if (N <= 0) return;
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     k_ln_bwd_in<<<(N + 7) / 8, 256, 0, c->s>>>(dinp, dout, inp, w, mean, rstd, N, C);
-    LAUNCHED();
+    LAUNCHED(c);
     k_ln_bwd_w<<<(C + 127) / 128, 128, 0, c->s>>>(dw, db, dout, inp, mean, rstd, N, C);
-    LAUNCHED();
+    LAUNCHED(c);
 }

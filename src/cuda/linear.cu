@@ -16,20 +16,19 @@ static cublasComputeType_t compute_type(mkc_math_t m)
     }
 }
 
-void mkc_gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
+void mkc_gemm(mkc_ctx_t *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
               const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
               float beta, float *C, int ldc, long long sc, int batch)
 {
-    mkc_ctx_t *c = mkc();
     if (m <= 0 || n <= 0 || batch <= 0) return;
     if (batch == 1)
-        CKB(cublasGemmEx(c->h, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
+        CKB(c, cublasGemmEx(c->h, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, B, CUDA_R_32F, ldb,
                          &beta, C, CUDA_R_32F, ldc, compute_type(c->math), CUBLAS_GEMM_DEFAULT));
     else
-        CKB(cublasGemmStridedBatchedEx(c->h, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, sa, B,
+        CKB(c, cublasGemmStridedBatchedEx(c->h, ta, tb, m, n, k, &alpha, A, CUDA_R_32F, lda, sa, B,
                                        CUDA_R_32F, ldb, sb, &beta, C, CUDA_R_32F, ldc, sc, batch,
                                        compute_type(c->math), CUBLAS_GEMM_DEFAULT));
-    if (c->sync_each) LAUNCHED();
+    if (c->sync_each) LAUNCHED(c);
 }
 
 // out (N,OC) rows = bias
@@ -51,30 +50,32 @@ __global__ void k_bias_grad(float *dbias, const float *dout, int N, int OC)
     dbias[o] = s;
 }
 
-void mkc_linear_fwd(float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC)
+void mkc_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC)
 {
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     if (bias) {
         k_bias_rows<<<mkc_grid((size_t)N * OC, 256), 256, 0, c->s>>>(out, bias, N, OC);
-        LAUNCHED();
+        LAUNCHED(c);
     }
     // out^T (OC,N) = W (OC,IC) inp^T (IC,N); W is stored as W^T (IC,OC) ld IC
-    mkc_gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, 1.0f, w, IC, 0, inp, IC, 0, bias ? 1.0f : 0.0f,
+    mkc_gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, 1.0f, w, IC, 0, inp, IC, 0, bias ? 1.0f : 0.0f,
              out, OC, 0, 1);
 }
 
-void mkc_linear_bwd_in(float *dinp, const float *dout, const float *w, int N, int IC, int OC)
+void mkc_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (!dinp) return;
     // dinp^T (IC,N) += W^T (IC,OC) dout^T (OC,N)
-    mkc_gemm(CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, 1.0f, w, IC, 0, dout, OC, 0, 1.0f, dinp, IC, 0, 1);
+    mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, 1.0f, w, IC, 0, dout, OC, 0, 1.0f, dinp, IC, 0, 1);
 }
 
-void mkc_linear_bwd_w(float *dw, float *dbias, const float *dout, const float *inp, int N, int IC, int OC)
+void mkc_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, const float *inp, int N, int IC, int OC)
 {
+    mkc_ctx_t *c = mkc(ctx);
     // dw^T (IC,OC) += inp^T (IC,N) dout (N,OC); dout is stored as dout^T (OC,N) ld OC
-    mkc_gemm(CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dw, IC, 0, 1);
+    mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dw, IC, 0, 1);
     if (!dbias) return;
-    k_bias_grad<<<(OC + 255) / 256, 256, 0, mkc()->s>>>(dbias, dout, N, OC);
-    LAUNCHED();
+    k_bias_grad<<<(OC + 255) / 256, 256, 0, c->s>>>(dbias, dout, N, OC);
+    LAUNCHED(c);
 }

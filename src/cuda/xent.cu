@@ -105,40 +105,43 @@ static int valid_cols(int Vl, int v0, int V)
     return valid < 0 ? 0 : valid;
 }
 
-void mkc_xent_max(float *rowmax, const float *logits, int N, int Vl, int v0, int V)
+void mkc_xent_max(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (N <= 0) return;
-    k_xent_max<<<N, XB, 0, mkc()->s>>>(rowmax, logits, N, Vl, valid_cols(Vl, v0, V));
-    LAUNCHED();
+    k_xent_max<<<N, XB, 0, c->s>>>(rowmax, logits, N, Vl, valid_cols(Vl, v0, V));
+    LAUNCHED(c);
 }
 
-void mkc_xent_exp(float *logits, float *rowsum, float *tgt, const float *rowmax, const int *targets,
+void mkc_xent_exp(void *ctx, float *logits, float *rowsum, float *tgt, const float *rowmax, const int *targets,
                   int N, int Vl, int v0, int V)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (N <= 0) return;
-    const int *dt = mkc_ints(targets, N);
-    k_xent_exp<<<N, XB, 0, mkc()->s>>>(logits, rowsum, tgt, rowmax, dt, N, Vl, v0, valid_cols(Vl, v0, V));
-    LAUNCHED();
+    const int *dt = mkc_ints(c, targets, N);
+    k_xent_exp<<<N, XB, 0, c->s>>>(logits, rowsum, tgt, rowmax, dt, N, Vl, v0, valid_cols(Vl, v0, V));
+    LAUNCHED(c);
 }
 
-double mkc_xent_loss(float *probs, const float *rowsum, const float *tgt, int N, int Vl)
+double mkc_xent_loss(void *ctx, float *probs, const float *rowsum, const float *tgt, int N, int Vl)
 {
     if (N <= 0) return 0.0;
-    mkc_ctx_t *c = mkc();
+    mkc_ctx_t *c = mkc(ctx);
     k_xent_norm<<<mkc_grid((size_t)N * Vl, 256), 256, 0, c->s>>>(probs, rowsum, N, Vl);
-    LAUNCHED();
-    double *red = mkc_red(1), loss = 0.0;
+    LAUNCHED(c);
+    double *red = mkc_red(c, 1), loss = 0.0;
     k_xent_loss<<<1, XB, 0, c->s>>>(red, rowsum, tgt, N);
-    LAUNCHED();
-    CK(cudaMemcpyAsync(&loss, red, sizeof loss, cudaMemcpyDeviceToHost, c->s));
-    CK(cudaStreamSynchronize(c->s));
+    LAUNCHED(c);
+    CK(c, cudaMemcpyAsync(&loss, red, sizeof loss, cudaMemcpyDeviceToHost, c->s));
+    CK(c, cudaStreamSynchronize(c->s));
     return loss;
 }
 
-void mkc_xent_bwd(float *dlogits, const float *probs, const int *targets, float scale, int N, int Vl, int v0)
+void mkc_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *targets, float scale, int N, int Vl, int v0)
 {
+    mkc_ctx_t *c = mkc(ctx);
     if (N <= 0) return;
-    const int *dt = mkc_ints(targets, N);
-    k_xent_bwd<<<mkc_grid((size_t)N * Vl, 256), 256, 0, mkc()->s>>>(dlogits, probs, dt, scale, N, Vl, v0);
-    LAUNCHED();
+    const int *dt = mkc_ints(c, targets, N);
+    k_xent_bwd<<<mkc_grid((size_t)N * Vl, 256), 256, 0, c->s>>>(dlogits, probs, dt, scale, N, Vl, v0);
+    LAUNCHED(c);
 }

@@ -1,4 +1,5 @@
-/* The CPU backend: fills the backend table with the OpenBLAS/C kernels. */
+/* The CPU backend: fills the backend table with the OpenBLAS/C kernels;
+ * mk_backend_new / mk_backend_free, the constructor of every backend. */
 #include "config.h"
 #include "merak/backend.h"
 #include "exec/kernels_cpu.h"
@@ -9,9 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void *cpu_alloc(size_t bytes)
+/* The CPU backend is stateless: its entries ignore ctx (NULL). */
+static void *cpu_alloc(void *ctx, size_t bytes)
 {
-
+    (void)ctx;
     /* 64-byte alignment for vector loads; calloc semantics (zeroed) */
     void *p = NULL;
     size_t n = (bytes + 63) & ~(size_t)63;
@@ -20,13 +22,14 @@ static void *cpu_alloc(size_t bytes)
     return p;
 }
 
-static void cpu_zero(void *p, size_t bytes) { memset(p, 0, bytes); }
-static void cpu_copy(void *d, const void *s, size_t bytes) { memmove(d, s, bytes); }
+static void cpu_free(void *ctx, void *p) { (void)ctx; free(p); }
+static void cpu_zero(void *ctx, void *p, size_t bytes) { (void)ctx; memset(p, 0, bytes); }
+static void cpu_copy(void *ctx, void *d, const void *s, size_t bytes) { (void)ctx; memmove(d, s, bytes); }
 
 static const mk_backend_t mk_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
-    .free = free,
+    .free = cpu_free,
     .zero = cpu_zero,
     .copy = cpu_copy,
     .linear_fwd = mk_cpu_linear_fwd,
@@ -52,17 +55,27 @@ static const mk_backend_t mk_cpu = {
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }
 
+/* A heap copy of a table, so that every backend from mk_backend_new is
+ * freed alike. */
+static mk_backend_t *copy_of(const mk_backend_t *t)
+{
+    mk_backend_t *be = malloc(sizeof *be);
+    if (!be) mk_error_set("out of memory");
+    else *be = *t;
+    return be;
+}
+
 /* NULL (no --backend): cuda when built with CUDA and a device is visible,
  * else cpu.  "cuda" without a device or without CUDA built in is an error. */
-const mk_backend_t *mk_backend_get(const char *name)
+mk_backend_t *mk_backend_new(const char *name)
 {
 #ifdef MK_HAVE_CUDA
-    if (!name) return mk_cuda_device_count() > 0 ? mk_backend_cuda() : &mk_cpu;
+    if (!name) return mk_cuda_device_count() > 0 ? mk_backend_cuda_new() : copy_of(&mk_cpu);
 #endif
-    if (!name || !strcmp(name, "cpu")) return &mk_cpu;
+    if (!name || !strcmp(name, "cpu")) return copy_of(&mk_cpu);
     if (!strcmp(name, "cuda")) {
 #ifdef MK_HAVE_CUDA
-        if (mk_cuda_device_count() > 0) return mk_backend_cuda();
+        if (mk_cuda_device_count() > 0) return mk_backend_cuda_new();
         mk_error_set("--backend cuda: no CUDA device is visible (use --backend cpu)");
 #else
         mk_error_set("--backend cuda: merak was built without CUDA (configure --with-cuda, "
@@ -72,4 +85,11 @@ const mk_backend_t *mk_backend_get(const char *name)
     }
     mk_error_set("unknown backend '%s' (cpu or cuda)", name);
     return NULL;
+}
+
+void mk_backend_free(mk_backend_t *be)
+{
+    if (!be) return;
+    if (be->destroy) be->destroy(be->ctx);
+    free(be);
 }

@@ -1,17 +1,28 @@
 /* The rank grid and polite waiting (see comm.h). */
 #include "config.h"
 #include "exec/comm.h"
+#include "merak/backend.h"
 #include "merak/common.h"
 
 #include <stdlib.h>
 #include <time.h>
-#ifdef MK_HAVE_CUDA
-#include "merak/cuda.h"
-#endif
 
 int mk_comm_rank_of(const mk_comm_t *c, int d, int p, int t)
 {
     return (p * c->dp + d) * c->tp + t;
+}
+
+/* MPI takes device pointers only when it says so (MPICH: MPIX_GPU_query_support);
+   MK_CUDA_AWARE_MPI=0|1 overrides. */
+static int mpi_cuda_aware(void)
+{
+    const char *env = getenv("MK_CUDA_AWARE_MPI");
+    if (env && *env) return atoi(env) > 0;
+#if defined(MK_HAVE_CUDA) && defined(MPIX_GPU_SUPPORT_CUDA)
+    int s = 0;
+    if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &s) == MPI_SUCCESS) return s != 0;
+#endif
+    return 0;
 }
 
 int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp)
@@ -24,6 +35,8 @@ int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp)
     c->dp_rank = (c->rank / tp) % dp;
     c->pp_rank = c->rank / (tp * dp);
     c->sleep_ns = 20000;
+    c->be = NULL;
+    c->mpi_device_aware = mpi_cuda_aware();
     MPI_Comm_split(world, c->pp_rank * dp + c->dp_rank, c->tp_rank, &c->tpc);
     MPI_Comm_split(world, c->pp_rank * tp + c->tp_rank, c->dp_rank, &c->dpc);
     int ends = pp > 1 && (c->pp_rank == 0 || c->pp_rank == pp - 1);
@@ -63,54 +76,25 @@ int mk_comm_waitall(const mk_comm_t *c, int n, MPI_Request *r)
 
 int mk_comm_wait(const mk_comm_t *c, MPI_Request *r) { return mk_comm_waitall(c, 1, r); }
 
-#ifdef MK_HAVE_CUDA
-/* MPI takes device pointers only when it says so (MPICH: MPIX_GPU_query_support);
-   MK_CUDA_AWARE_MPI=0|1 overrides. */
-static int mpi_cuda_aware(void)
+void *mk_comm_stage(const mk_comm_t *c, void *buf, size_t bytes, int copy_in)
 {
-    static int aware = -1;
-    if (aware < 0) {
-        const char *env = getenv("MK_CUDA_AWARE_MPI");
-        aware = 0;
-        if (env && *env) aware = atoi(env) > 0;
-#ifdef MPIX_GPU_SUPPORT_CUDA
-        else {
-            int s = 0;
-            if (MPIX_GPU_query_support(MPIX_GPU_SUPPORT_CUDA, &s) == MPI_SUCCESS) aware = s != 0;
-        }
-#endif
-    }
-    return aware;
-}
-#endif
-
-void *mk_comm_stage(void *buf, size_t bytes, int copy_in)
-{
-#ifdef MK_HAVE_CUDA
-    if (!bytes || !mk_cuda_active() || !mk_cuda_is_device(buf)) return buf;
-    if (mpi_cuda_aware()) {
-        mk_cuda_sync();  /* MPI reads and writes buf itself: queued kernels first */
+    const mk_backend_t *be = c->be;
+    if (!bytes || !be || !be->to_host || !be->is_device(be->ctx, buf)) return buf;
+    if (c->mpi_device_aware) {
+        be->sync(be->ctx);  /* MPI reads and writes buf itself: queued kernels first */
         return buf;
     }
     void *h = malloc(bytes);
     if (!h) return buf;  /* unreachable in practice; MPI then sees the device pointer */
-    if (copy_in) mk_cuda_stage_d2h(h, buf, bytes);
+    if (copy_in) be->to_host(be->ctx, h, buf, bytes);
     return h;
-#else
-    (void)bytes; (void)copy_in;
-    return buf;
-#endif
 }
 
-void mk_comm_unstage(void *buf, void *host, size_t bytes, int copy_out)
+void mk_comm_unstage(const mk_comm_t *c, void *buf, void *host, size_t bytes, int copy_out)
 {
-#ifdef MK_HAVE_CUDA
     if (host == buf || !host) return;
-    if (copy_out) mk_cuda_stage_h2d(buf, host, bytes);
+    if (copy_out) c->be->to_device(c->be->ctx, buf, host, bytes);
     free(host);
-#else
-    (void)buf; (void)host; (void)bytes; (void)copy_out;
-#endif
 }
 
 int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op)
@@ -119,13 +103,13 @@ int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_D
     int tsize = 0;
     MPI_Type_size(t, &tsize);
     size_t bytes = (size_t)n * tsize;
-    void *h = mk_comm_stage(buf, bytes, 1);  /* device buffers through host memory */
+    void *h = mk_comm_stage(c, buf, bytes, 1);  /* device buffers through host memory */
     if (MPI_Iallreduce(MPI_IN_PLACE, h, n, t, op, comm, &r) != MPI_SUCCESS) {
-        mk_comm_unstage(buf, h, bytes, 0);
+        mk_comm_unstage(c, buf, h, bytes, 0);
         return mk_error_set("MPI_Iallreduce failed");
     }
     int rc = mk_comm_wait(c, &r);
-    mk_comm_unstage(buf, h, bytes, rc == 0);
+    mk_comm_unstage(c, buf, h, bytes, rc == 0);
     return rc;
 }
 

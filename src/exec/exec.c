@@ -98,26 +98,26 @@ void mk_exec_make_batch(mk_exec_t *e, int64_t step)
         int32_t *buf = malloc((size_t)o->ctx->plan.mbs * (T + 1) * sizeof *buf);
         mk_data_split_t split = step >= 0 ? MK_DATA_TRAIN : MK_DATA_VAL;
         long k = step >= 0 ? (long)step : (long)(-1 - step);
-        for (int mb = 0; mb < e->m; mb++) {
-            int first = (e->comm.dp_rank * e->m + mb) * o->ctx->plan.mbs;
+        for (int mb = 0; mb < e->pipe.n_micro; mb++) {
+            int first = (e->comm.dp_rank * e->pipe.n_micro + mb) * o->ctx->plan.mbs;
             mk_data_batch(e->data, split, k, o->ctx->plan.gbs, first, o->ctx->plan.mbs, buf);
             for (int b = 0; b < o->ctx->plan.mbs; b++)
                 for (int t = 0; t < T; t++) {
-                    e->tok[mb][b * T + t] = buf[b * (T + 1) + t];
-                    e->tgt[mb][b * T + t] = buf[b * (T + 1) + t + 1];
+                    e->pipe.tokens[mb][b * T + t] = buf[b * (T + 1) + t];
+                    e->pipe.targets[mb][b * T + t] = buf[b * (T + 1) + t + 1];
                 }
         }
         free(buf);
         return;
     }
     for (int i = 0; i < 16; i++) pat[i] = (int)(hash32(o->seed * 31 + i) % (uint32_t)V);
-    for (int mb = 0; mb < e->m; mb++)
+    for (int mb = 0; mb < e->pipe.n_micro; mb++)
         for (int b = 0; b < o->ctx->plan.mbs; b++) {
-            long gseq = ((long)e->comm.dp_rank * e->m + mb) * o->ctx->plan.mbs + b;
+            long gseq = ((long)e->comm.dp_rank * e->pipe.n_micro + mb) * o->ctx->plan.mbs + b;
             int off = (int)(hash32(((uint64_t)o->seed << 40) ^ ((uint64_t)step << 24) ^ (uint64_t)gseq) % 16);
             for (int t = 0; t < T; t++) {
-                e->tok[mb][b * T + t] = pat[(off + t) % 16];
-                e->tgt[mb][b * T + t] = pat[(off + t + 1) % 16];
+                e->pipe.tokens[mb][b * T + t] = pat[(off + t) % 16];
+                e->pipe.targets[mb][b * T + t] = pat[(off + t + 1) % 16];
             }
         }
 }
@@ -135,7 +135,7 @@ static double lr_at(const mk_exec_opts_t *o, int64_t horizon, int64_t step)
  * every DP rank counts its own range). */
 static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t)
 {
-    return t->owned && !t->tied_copy && (e->zero || e->comm.dp_rank == 0) &&
+    return t->owned && !t->tied_copy && (e->zero.on || e->comm.dp_rank == 0) &&
            (t->split_dim >= 0 || e->comm.tp_rank == 0);
 }
 
@@ -157,24 +157,24 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     mk_gpt_t *g = e->g;
     double sums[2] = {0.0, 0.0};
     opt_range_t r = {0, g->n_params, g->grads, g->m, g->v};
-    if (e->zero) {
+    if (e->zero.on) {
         if (mk_exec_zero_scatter(e) < 0) return -1;
-        r = (opt_range_t){e->zlo, e->zhi, e->zg, e->zm, e->zv};
+        r = (opt_range_t){e->zero.lo, e->zero.hi, e->zero.grads, e->zero.m, e->zero.v};
     }
-    double t0 = e->tracing ? mk_exec_now(e) : 0.0;
+    double t0 = e->trace.on ? mk_exec_now(e) : 0.0;
     for (int k = 0; k < g->n_tensors; k++) {
         size_t a, n = counts_once(e, &g->t[k]) ? clip_to(&r, &g->t[k], &a) : 0;
-        if (n) sums[0] += g->be->sumsq(r.g + (a - r.lo), n);
+        if (n) sums[0] += g->be->sumsq(g->be->ctx, r.g + (a - r.lo), n);
     }
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
     if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
     e->step_loss = sums[1] / ((double)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     if (e->eval) {  /* validation: the loss only */
-        g->be->zero(g->grads, g->n_params * sizeof(float));
+        g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
         return 0;
     }
-    if (step == e->step0 && o->dump_grads && !e->zero && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
+    if (step == e->step0 && o->dump_grads && !e->zero.on && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
     double norm = sqrt(sums[0]), scale = o->clip_grad > 0 && norm > o->clip_grad ? o->clip_grad / norm : 1.0;
     float lr = (float)lr_at(o, e->horizon, step);
     float bc1 = 1.0f - powf(0.9f, (float)(step + 1)), bc2 = 1.0f - powf(0.95f, (float)(step + 1));
@@ -182,13 +182,13 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
         const mk_gpt_tensor_t *t = &g->t[k];
         size_t a, n = t->owned ? clip_to(&r, t, &a) : 0;
         if (!n) continue;
-        g->be->adamw(g->params + a, r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
+        g->be->adamw(g->be->ctx, g->params + a, r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
                      0.9f, 0.95f, bc1, bc2, (float)o->adam_eps,
                      t->decay ? (float)o->weight_decay : 0.0f, (float)scale);
     }
     mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
-    if (e->zero && mk_exec_zero_gather(e) < 0) return -1;
-    g->be->zero(g->grads, g->n_params * sizeof(float));
+    if (e->zero.on && mk_exec_zero_gather(e) < 0) return -1;
+    g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
     if (loss_out) *loss_out = e->step_loss;
     return 0;
 }
@@ -205,7 +205,7 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path)
     float *full = calloc(total, sizeof *full);
     /* the gradients may live on a device: read them through the backend */
     float *gr = malloc((g->n_params ? g->n_params : 1) * sizeof *gr);
-    g->be->copy(gr, g->grads, g->n_params * sizeof *gr);
+    g->be->copy(g->be->ctx, gr, g->grads, g->n_params * sizeof *gr);
     for (int k = 0; k < g->n_tensors; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
         if (!counts_once(e, t)) continue;

@@ -70,8 +70,8 @@ static void from_file(const mk_gpt_tensor_t *t, const float *file, float *ours)
 /* Pipeline stage holding layer l. */
 static int stage_of(const mk_exec_t *e, int l)
 {
-    for (int vs = 0; vs < e->nvs; vs++)
-        if (l >= e->bnd[vs] && l < e->bnd[vs + 1]) return vs % e->comm.pp;
+    for (int vs = 0; vs < e->pipe.n_vstages; vs++)
+        if (l >= e->pipe.bounds[vs] && l < e->pipe.bounds[vs + 1]) return vs % e->comm.pp;
     return 0;
 }
 
@@ -115,17 +115,17 @@ static void bufs_free(ckpt_bufs_t *b) { free(b->shard); free(b->full); free(b->f
 static void state_get(mk_exec_t *e, int k, int kind, float *host)
 {
     mk_gpt_t *g = e->g;
-    if (kind && e->zero) { mk_exec_zero_get(e, k, kind, host); return; }
+    if (kind && e->zero.on) { mk_exec_zero_get(e, k, kind, host); return; }
     float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
-    g->be->copy(host, base + g->t[k].off, shard_n(&g->t[k]) * sizeof(float));
+    g->be->copy(g->be->ctx, host, base + g->t[k].off, shard_n(&g->t[k]) * sizeof(float));
 }
 
 static void state_set(mk_exec_t *e, int k, int kind, const float *host)
 {
     mk_gpt_t *g = e->g;
-    if (kind && e->zero) { mk_exec_zero_set(e, k, kind, host); return; }
+    if (kind && e->zero.on) { mk_exec_zero_set(e, k, kind, host); return; }
     float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
-    g->be->copy(base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
+    g->be->copy(g->be->ctx, base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }
 
 static void config_json(const mk_model_config_t *c, char *buf, size_t n)

@@ -14,17 +14,17 @@ static int setup_chunks(mk_exec_t *e, int *own)
 {
     const mk_exec_opts_t *o = e->o;
     int s = e->comm.pp_rank;
-    e->ch = calloc(e->vpp, sizeof *e->ch);
-    for (int v = 0; v < e->vpp; v++) {
-        mk_chunk_t *c = &e->ch[v];
+    e->pipe.chunks = calloc(e->pipe.n_chunks, sizeof *e->pipe.chunks);
+    for (int v = 0; v < e->pipe.n_chunks; v++) {
+        mk_chunk_t *c = &e->pipe.chunks[v];
         c->vs = v * o->ctx->plan.pp + s;
-        c->l0 = e->bnd[c->vs];
-        c->l1 = e->bnd[c->vs + 1];
+        c->l0 = e->pipe.bounds[c->vs];
+        c->l1 = e->pipe.bounds[c->vs + 1];
         for (int l = c->l0; l < c->l1; l++) own[l] = 1;
-        c->act = calloc((size_t)e->m * (c->l1 - c->l0), sizeof *c->act);
-        c->out = calloc(e->m, sizeof *c->out);
-        c->gin = calloc(e->m, sizeof *c->gin);
-        c->gout = calloc(e->m, sizeof *c->gout);
+        c->act = calloc((size_t)e->pipe.n_micro * (c->l1 - c->l0), sizeof *c->act);
+        c->out = calloc(e->pipe.n_micro, sizeof *c->out);
+        c->gin = calloc(e->pipe.n_micro, sizeof *c->gin);
+        c->gout = calloc(e->pipe.n_micro, sizeof *c->gout);
     }
     return 0;
 }
@@ -38,14 +38,15 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     if (o->ctx->world != size) /* the layout's rank count was checked there, against this world */
         return mk_error_set("the plan was resolved for %d ranks, there are %d", o->ctx->world, size);
     if (mk_comm_init(&e->comm, world, o->ctx->plan.dp, o->ctx->plan.pp, o->ctx->plan.tp) < 0) return -1;
+    e->comm.be = o->be;  /* device buffers reach MPI through host copies */
     mk_runtime_bind(&e->comm);
-    e->vpp = o->ctx->plan.vpp;
-    e->nvs = o->ctx->plan.n_vstages;
-    e->m = o->ctx->plan.m;
-    e->N = o->ctx->plan.mbs * o->ctx->plan.model.seq;
-    e->bnd = malloc((e->nvs + 1) * sizeof *e->bnd);
-    for (int i = 0; i <= e->nvs; i++)
-        e->bnd[i] = o->ctx->plan.bounds[i];
+    e->pipe.n_chunks = o->ctx->plan.vpp;
+    e->pipe.n_vstages = o->ctx->plan.n_vstages;
+    e->pipe.n_micro = o->ctx->plan.m;
+    e->pipe.n_tokens = o->ctx->plan.mbs * o->ctx->plan.model.seq;
+    e->pipe.bounds = malloc((e->pipe.n_vstages + 1) * sizeof *e->pipe.bounds);
+    for (int i = 0; i <= e->pipe.n_vstages; i++)
+        e->pipe.bounds[i] = o->ctx->plan.bounds[i];
     int *own = calloc(nl, sizeof *own);
     setup_chunks(e, own);
     int tied_copy = o->ctx->plan.pp > 1 && own[nl - 1];
@@ -57,41 +58,42 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     free(own);
     if (!e->g || mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
     mk_gpt_init_params(e->g, o->seed);
-    e->tok = calloc(e->m, sizeof *e->tok);
-    e->tgt = calloc(e->m, sizeof *e->tgt);
-    for (int mb = 0; mb < e->m; mb++) {
-        e->tok[mb] = calloc(e->N, sizeof(int));
-        e->tgt[mb] = calloc(e->N, sizeof(int));
+    e->pipe.tokens = calloc(e->pipe.n_micro, sizeof *e->pipe.tokens);
+    e->pipe.targets = calloc(e->pipe.n_micro, sizeof *e->pipe.targets);
+    for (int mb = 0; mb < e->pipe.n_micro; mb++) {
+        e->pipe.tokens[mb] = calloc(e->pipe.n_tokens, sizeof(int));
+        e->pipe.targets[mb] = calloc(e->pipe.n_tokens, sizeof(int));
     }
-    e->dpreq = malloc(nl * sizeof *e->dpreq);
-    for (int l = 0; l < nl; l++) e->dpreq[l] = MPI_REQUEST_NULL;
-    e->dpstate = calloc(nl, sizeof *e->dpstate);
-    if (!(e->ga = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->ctx->plan.model.hidden)) ||
-        !(e->gb = mk_gpt_alloc(&e->run, e->g, (size_t)e->N * o->ctx->plan.model.hidden)))
+    e->dp.req = malloc(nl * sizeof *e->dp.req);
+    for (int l = 0; l < nl; l++) e->dp.req[l] = MPI_REQUEST_NULL;
+    e->dp.state = calloc(nl, sizeof *e->dp.state);
+    if (!(e->pipe.grad_a = mk_gpt_alloc(&e->run, e->g, (size_t)e->pipe.n_tokens * o->ctx->plan.model.hidden)) ||
+        !(e->pipe.grad_b = mk_gpt_alloc(&e->run, e->g, (size_t)e->pipe.n_tokens * o->ctx->plan.model.hidden)))
         return -1;
     return 0;
 }
 
 static void teardown(mk_exec_t *e)
 {
-    for (int v = 0; e->ch && v < e->vpp; v++) {
-        mk_chunk_t *c = &e->ch[v];
-        for (int i = 0; e->g && i < e->m * (c->l1 - c->l0); i++)
+    for (int v = 0; e->pipe.chunks && v < e->pipe.n_chunks; v++) {
+        mk_chunk_t *c = &e->pipe.chunks[v];
+        for (int i = 0; e->g && i < e->pipe.n_micro * (c->l1 - c->l0); i++)
             mk_gpt_act_clear(&e->run, e->g, c->l0 + i % (c->l1 - c->l0), &c->act[i]);
         free(c->act); free(c->out); free(c->gin); free(c->gout);
     }
-    free(e->ch);
-    for (int mb = 0; e->tok && mb < e->m; mb++) { free(e->tok[mb]); free(e->tgt[mb]); }
-    free(e->tok); free(e->tgt);
+    free(e->pipe.chunks);
+    for (int mb = 0; e->pipe.tokens && mb < e->pipe.n_micro; mb++) { free(e->pipe.tokens[mb]); free(e->pipe.targets[mb]); }
+    free(e->pipe.tokens); free(e->pipe.targets);
     if (e->g) {
-        mk_gpt_release(&e->run, e->g, e->ga, (size_t)e->N * e->g->C);
-        mk_gpt_release(&e->run, e->g, e->gb, (size_t)e->N * e->g->C);
+        mk_gpt_release(&e->run, e->g, e->pipe.grad_a, (size_t)e->pipe.n_tokens * e->g->C);
+        mk_gpt_release(&e->run, e->g, e->pipe.grad_b, (size_t)e->pipe.n_tokens * e->g->C);
         if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
     }
     mk_gpt_free(e->g);
+    mk_exec_stream_free(e);
     mk_sched_free(e->sched);
-    free(e->ev); free(e->dpt0);
-    free(e->bnd); free(e->dpreq); free(e->dpstate); free(e->dphost); free(e->pend);
+    free(e->trace.ev); free(e->trace.dp_t0);
+    free(e->pipe.bounds); free(e->dp.req); free(e->dp.state); free(e->dp.host); free(e->pipe.sends);
     mk_comm_free(&e->comm);
 }
 
@@ -140,7 +142,7 @@ int mk_exec_device_ok(mk_exec_t *e, int64_t step)
 {
     const mk_backend_t *be = e->o->be;
     if (!be->status && !mk_fault_device_armed()) return 0;
-    int bad = mk_fault_device(e->comm.rank, step) < 0 || (be->status && be->status() < 0);
+    int bad = mk_fault_device(e->comm.rank, step) < 0 || (be->status && be->status(be->ctx) < 0);
     return all_ok(e, !bad);
 }
 
@@ -225,7 +227,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         double t0 = mk_time_now();
         rc = mk_exec_step(e, k);
         mk_exec_trace_peak(e);
-        e->tracing = 0;
+        e->trace.on = 0;
         res->step_times[i] = mk_time_now() - t0;
         if (rc == 0 && mk_exec_device_ok(e, k) < 0) {
             res->fail_exit = 1, res->steps = i;
@@ -268,10 +270,11 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     mk_exec_t e;
     memset(&e, 0, sizeof e);
     memset(res, 0, sizeof *res);
-    e.zero = o->ctx->zero;
+    e.zero.on = o->ctx->zero;
     int rc = setup(&e, o, world);
     if (rc == 0 && !(e.sched = mk_exec_build_sched(o->ctx))) rc = -1;
-    if (rc == 0 && e.zero) rc = mk_exec_zero_init(&e);
+    if (rc == 0) rc = mk_exec_stream_init(&e);
+    if (rc == 0 && e.zero.on) rc = mk_exec_zero_init(&e);
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
@@ -290,7 +293,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (rc == 0) finish_result(&e, res);
     if (rc == 0 && o->save && mk_exec_save(&e, o->save, e.step0 + o->steps) < 0) rc = -1, res->fail_exit = 1;
     if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1, res->fail_exit = 1;
-    if (e.zero) mk_exec_zero_free(&e);
+    if (e.zero.on) mk_exec_zero_free(&e);
     mk_data_free(e.data);
     teardown(&e);
     return rc;

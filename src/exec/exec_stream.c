@@ -1,26 +1,28 @@
-/* The instruction interpreter: one step of this stage's stream, with the
- * semantics of sched.h (buffered sends via MPI_Isend, blocking receives,
+/* The instruction interpreter: one step of this stage's stream, walked by
+ * the stream walker (merak/walk.h: message keys, checkpoint counts, peers)
+ * with the semantics of sched.h (buffered sends via MPI_Isend, blocking receives,
  * DP reductions started per layer during the last backward pass and
  * completed at REDUCE_GRADS).  Communication progresses by polling
  * between layers. */
 #include "config.h"
 #include "exec/exec_internal.h"
 #include "merak/trace.h"
+#include "merak/walk.h"
 
 #include <stdlib.h>
 #include <time.h>
 
-static size_t act_floats(const mk_exec_t *e) { return (size_t)e->N * e->g->C; }
+static size_t act_floats(const mk_exec_t *e) { return (size_t)e->pipe.n_tokens * e->g->C; }
 
 /* A send finished: its host staging (if any) and its buffer go. */
 static void send_done(mk_exec_t *e, mk_pending_t *p)
 {
-    if (e->tracing) {
+    if (e->trace.on) {
         char name[32];
         mk_trace_instr_name(name, sizeof name, mk_instr_op_name(p->op), p->mb);
         mk_exec_trace_ev(e, MK_TRACE_P2P, name, p->ts, p->mb, p->chunk, -1);
     }
-    mk_comm_unstage(p->buf, p->host, p->n * sizeof(float), 0);
+    mk_comm_unstage(&e->comm, p->buf, p->host, p->n * sizeof(float), 0);
     mk_gpt_release(&e->run, e->g, p->buf, p->n);
 }
 
@@ -37,14 +39,14 @@ static float *layer_grads(mk_exec_t *e, int l, size_t *n)
 static void dp_done(mk_exec_t *e, int l)
 {
     size_t n;
-    if (e->tracing && e->dpt0 && e->dpt0[l] >= 0) {
-        mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", e->dpt0[l], -1, 0, l);
-        e->dpt0[l] = -1;
+    if (e->trace.on && e->trace.dp_t0 && e->trace.dp_t0[l] >= 0) {
+        mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", e->trace.dp_t0[l], -1, 0, l);
+        e->trace.dp_t0[l] = -1;
     }
-    if (!e->dphost || !e->dphost[l]) return;
+    if (!e->dp.host || !e->dp.host[l]) return;
     float *gr = layer_grads(e, l, &n);
-    mk_comm_unstage(gr, e->dphost[l], n * sizeof(float), 1);
-    e->dphost[l] = NULL;
+    mk_comm_unstage(&e->comm, gr, e->dp.host[l], n * sizeof(float), 1);
+    e->dp.host[l] = NULL;
 }
 
 static mk_gpt_act_t *act_of(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
@@ -55,17 +57,17 @@ static mk_gpt_act_t *act_of(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
 int mk_exec_poll(mk_exec_t *e)
 {
     int k = 0;
-    for (int i = 0; i < e->npend; i++) {
+    for (int i = 0; i < e->pipe.n_sends; i++) {
         int done = 0;
-        MPI_Test(&e->pend[i].req, &done, MPI_STATUS_IGNORE);
-        if (done) send_done(e, &e->pend[i]);
-        else e->pend[k++] = e->pend[i];
+        MPI_Test(&e->pipe.sends[i].req, &done, MPI_STATUS_IGNORE);
+        if (done) send_done(e, &e->pipe.sends[i]);
+        else e->pipe.sends[k++] = e->pipe.sends[i];
     }
-    e->npend = k;
+    e->pipe.n_sends = k;
     for (int l = 0; l < e->g->n_layers; l++)
-        if (e->dpreq[l] != MPI_REQUEST_NULL) {
+        if (e->dp.req[l] != MPI_REQUEST_NULL) {
             int done;
-            MPI_Test(&e->dpreq[l], &done, MPI_STATUS_IGNORE);
+            MPI_Test(&e->dp.req[l], &done, MPI_STATUS_IGNORE);
             if (done) dp_done(e, l);
         }
     return 0;
@@ -73,57 +75,51 @@ int mk_exec_poll(mk_exec_t *e)
 
 int mk_exec_drain(mk_exec_t *e)
 {
-    for (int i = 0; i < e->npend; i++) {
-        if (mk_comm_wait(&e->comm, &e->pend[i].req) < 0) return -1;
-        send_done(e, &e->pend[i]);
+    for (int i = 0; i < e->pipe.n_sends; i++) {
+        if (mk_comm_wait(&e->comm, &e->pipe.sends[i].req) < 0) return -1;
+        send_done(e, &e->pipe.sends[i]);
     }
-    e->npend = 0;
+    e->pipe.n_sends = 0;
     return 0;
 }
 
-/* Message tags: (kind, receiving virtual stage, micro-batch) are unique per step. */
-static int tag_of(const mk_exec_t *e, int kind, int vdst, int mb)
+static int peer_rank(const mk_exec_t *e, int stage)
 {
-    return (kind * e->nvs + vdst) * e->m + mb;
+    return mk_comm_rank_of(&e->comm, e->comm.dp_rank, stage, e->comm.tp_rank);
 }
 
-static int peer_rank(const mk_exec_t *e, int vs)
+/* The MPI tag of a message is the walker's message key (unique per step,
+ * the same on the SEND and its RECV); the peer is the walker's too. */
+static int send(mk_exec_t *e, float *buf, const mk_walk_ev_t *ev)
 {
-    return mk_comm_rank_of(&e->comm, e->comm.dp_rank, vs % e->comm.pp, e->comm.tp_rank);
-}
-
-static int send(mk_exec_t *e, float *buf, int vdst, int kind, int mb, int chunk)
-{
-    if (e->npend == e->cappend) {
-        e->cappend = e->cappend ? 2 * e->cappend : 16;
-        e->pend = realloc(e->pend, e->cappend * sizeof *e->pend);
+    if (e->pipe.n_sends == e->pipe.cap_sends) {
+        e->pipe.cap_sends = e->pipe.cap_sends ? 2 * e->pipe.cap_sends : 16;
+        e->pipe.sends = realloc(e->pipe.sends, e->pipe.cap_sends * sizeof *e->pipe.sends);
     }
-    mk_pending_t *p = &e->pend[e->npend++];
+    mk_pending_t *p = &e->pipe.sends[e->pipe.n_sends++];
     p->buf = buf;
     p->n = act_floats(e);
-    p->ts = e->tracing ? mk_exec_now(e) : 0.0;
-    p->op = kind ? MK_INSTR_SEND_GRAD : MK_INSTR_SEND_ACT;
-    p->mb = mb, p->chunk = chunk;
-    p->host = mk_comm_stage(buf, p->n * sizeof(float), 1);
-    MPI_Isend(p->host, (int)p->n, MPI_FLOAT, peer_rank(e, vdst), tag_of(e, kind, vdst, mb),
-              e->comm.world, &p->req);
+    p->ts = e->trace.on ? mk_exec_now(e) : 0.0;
+    p->op = ev->in->op;
+    p->mb = ev->in->mb, p->chunk = ev->in->chunk;
+    p->host = mk_comm_stage(&e->comm, buf, p->n * sizeof(float), 1);
+    MPI_Isend(p->host, (int)p->n, MPI_FLOAT, peer_rank(e, ev->peer), ev->key, e->comm.world, &p->req);
     return 0;
 }
 
-static float *recv(mk_exec_t *e, int vsrc, int vdst, int kind, int mb)
+static float *recv(mk_exec_t *e, const mk_walk_ev_t *ev)
 {
     float *buf = mk_gpt_alloc(&e->run, e->g, act_floats(e));
     if (!buf) return NULL;
     MPI_Request r;
-    void *h = mk_comm_stage(buf, act_floats(e) * sizeof(float), 0);
-    MPI_Irecv(h, (int)act_floats(e), MPI_FLOAT, peer_rank(e, vsrc), tag_of(e, kind, vdst, mb),
-              e->comm.world, &r);
+    void *h = mk_comm_stage(&e->comm, buf, act_floats(e) * sizeof(float), 0);
+    MPI_Irecv(h, (int)act_floats(e), MPI_FLOAT, peer_rank(e, ev->peer), ev->key, e->comm.world, &r);
     /* keep earlier sends moving while we wait */
     for (;;) {
         int done = 0;
         MPI_Test(&r, &done, MPI_STATUS_IGNORE);
         if (done) {
-            mk_comm_unstage(buf, h, act_floats(e) * sizeof(float), 1);
+            mk_comm_unstage(&e->comm, buf, h, act_floats(e) * sizeof(float), 1);
             return buf;
         }
         mk_exec_poll(e);
@@ -141,7 +137,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
     for (int l = c->l0; l < c->l1; l++) {
         mk_gpt_act_t *a = act_of(e, c, mb, l);
         float *out = NULL;
-        e->cur_layer = l;
+        e->trace.cur_layer = l;
         if (l > 0 && !a->in) return mk_error_set("F%d: no input for layer %d", mb, l);
         if (mk_gpt_layer_kind(e->g, l) != MK_GPT_HEAD) {
             if (!(out = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
@@ -151,7 +147,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
         }
         int cp = l > 0 && k++ < ckpt;
         e->run.next_local = l + 1 < c->l1;
-        if (mk_gpt_forward(e->g, &e->run, l, a, e->tok[mb], e->tgt[mb], out, cp, &e->loss) < 0)
+        if (mk_gpt_forward(e->g, &e->run, l, a, e->pipe.tokens[mb], e->pipe.targets[mb], out, cp, &e->loss) < 0)
             return -1;
         mk_exec_poll(e);
     }
@@ -161,8 +157,8 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
 static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 {
     for (int l = c->l0; l < c->l1; l++) {
-        e->cur_layer = l;
-        if (mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->tok[mb], e->tgt[mb]) < 0)
+        e->trace.cur_layer = l;
+        if (mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->pipe.tokens[mb], e->pipe.targets[mb]) < 0)
             return -1;
         mk_exec_poll(e);
     }
@@ -174,15 +170,15 @@ static void start_dp(mk_exec_t *e, int l)
     size_t n;
     float *gr = layer_grads(e, l, &n);
     /* device gradients go through a host copy (dp_done copies the sum back) */
-    if (!e->dphost) e->dphost = calloc(e->g->n_layers, sizeof *e->dphost);
-    void *h = mk_comm_stage(gr, n * sizeof(float), 1);
-    e->dphost[l] = h != (void *)gr ? h : NULL;
-    if (e->tracing) {
-        if (!e->dpt0) e->dpt0 = malloc(e->g->n_layers * sizeof *e->dpt0);
-        e->dpt0[l] = mk_exec_now(e);
+    if (!e->dp.host) e->dp.host = calloc(e->g->n_layers, sizeof *e->dp.host);
+    void *h = mk_comm_stage(&e->comm, gr, n * sizeof(float), 1);
+    e->dp.host[l] = h != (void *)gr ? h : NULL;
+    if (e->trace.on) {
+        if (!e->trace.dp_t0) e->trace.dp_t0 = malloc(e->g->n_layers * sizeof *e->trace.dp_t0);
+        e->trace.dp_t0[l] = mk_exec_now(e);
     }
-    MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dpreq[l]);
-    e->dpstate[l] = 2;
+    MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dp.req[l]);
+    e->dp.state[l] = MK_DP_STARTED;
 }
 
 /* A layer's gradient is final: start its DP reduction, unless it holds the
@@ -190,26 +186,26 @@ static void start_dp(mk_exec_t *e, int l)
  * reductions on one buffer at once). */
 static void layer_final(mk_exec_t *e, int l)
 {
-    if (e->comm.dp == 1 || e->zero) return;  /* ZeRO: reduce-scattered at OPT_STEP */
-    e->dpstate[l] = 1;
+    if (e->comm.dp == 1 || e->zero.on) return;  /* ZeRO: reduce-scattered at OPT_STEP */
+    e->dp.state[l] = MK_DP_FINAL;
     if (!(e->comm.pp > 1 && (l == 0 || l == e->g->n_layers - 1))) start_dp(e, l);
 }
 
 static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
 {
-    int last = mode != MK_BWD_IN && c->nbwd == e->m - 1;
+    int last = mode != MK_BWD_IN && c->nbwd == e->pipe.n_micro - 1;
     const float *dout = c->gin[mb];
     float *din = NULL;
     for (int l = c->l1 - 1; l >= c->l0; l--) {
         din = NULL;
-        e->cur_layer = l;
+        e->trace.cur_layer = l;
         if (mode != MK_BWD_W && l > 0) {
             if (l == c->l0) {
                 if (!(din = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
-            } else din = dout == e->ga ? e->gb : e->ga;
+            } else din = dout == e->pipe.grad_a ? e->pipe.grad_b : e->pipe.grad_a;
         }
-        if (mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->tok[mb],
-                            e->tgt[mb]) < 0)
+        if (mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
+                            e->pipe.targets[mb]) < 0)
             return -1;
         if (last) layer_final(e, l);
         mk_exec_poll(e);
@@ -232,10 +228,10 @@ static int reduce_tied(mk_exec_t *e)
     if (e->comm.tied == MPI_COMM_NULL) return 0;
     int k = e->comm.pp_rank == 0 ? 0 : g->n_tensors - 1;
     int l = g->t[k].layer;
-    if (e->dpreq[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dpreq[l]) < 0) return -1;
+    if (e->dp.req[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dp.req[l]) < 0) return -1;
     dp_done(e, l);
     size_t n = (size_t)g->t[k].lrows * g->t[k].lcols;
-    double t = e->tracing ? mk_exec_now(e) : 0.0;
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
     int rc = mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT, MPI_SUM);
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, l);
     return rc;
@@ -243,75 +239,132 @@ static int reduce_tied(mk_exec_t *e)
 
 static int reduce_grads(mk_exec_t *e)
 {
-    if (e->comm.dp == 1 || e->zero) return 0;
+    if (e->comm.dp == 1 || e->zero.on) return 0;
     for (int l = 0; l < e->g->n_layers; l++)
-        if (e->g->t[e->g->first[l]].owned && e->dpstate[l] != 2) start_dp(e, l);
-    if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dpreq) < 0) return -1;
+        if (e->g->t[e->g->first[l]].owned && e->dp.state[l] != MK_DP_STARTED) start_dp(e, l);
+    if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dp.req) < 0) return -1;
     for (int l = 0; l < e->g->n_layers; l++) dp_done(e, l);
     return 0;
 }
 
-static int run_instr1(mk_exec_t *e, const mk_instr_t *in, int64_t step)
+/* Tracing around every instruction: compute ops and receive waits are
+ * events on the compute stream (as the simulator's), and a memory sample
+ * follows each instruction.  begin sets the context of TP collectives. */
+static double instr_begin(mk_exec_t *e, const mk_walk_ev_t *ev)
 {
-    mk_chunk_t *c = &e->ch[in->chunk];
-    int mb = in->mb;
-    switch (in->op) {
-    case MK_INSTR_LOAD: return 0;  /* the step's batch is generated up front */
-    case MK_INSTR_F: return forward(e, c, mb, in->ckpt);
-    case MK_INSTR_F_PRE: return forward(e, c, mb, c->l1 - c->l0);
-    case MK_INSTR_R: return recompute(e, c, mb);
-    case MK_INSTR_B: return backward(e, c, mb, MK_BWD_FULL);
-    case MK_INSTR_B_IN: return backward(e, c, mb, MK_BWD_IN);
-    case MK_INSTR_B_W: return backward(e, c, mb, MK_BWD_W);
-    case MK_INSTR_SEND_ACT:
-        if (!c->out[mb]) return mk_error_set("SEND_ACT%d before its F", mb);
-        send(e, c->out[mb], c->vs + 1, 0, mb, in->chunk);
-        c->out[mb] = NULL;
-        return 0;
-    case MK_INSTR_SEND_GRAD:
-        if (!c->gout[mb]) return mk_error_set("SEND_GRAD%d before its B", mb);
-        send(e, c->gout[mb], c->vs - 1, 1, mb, in->chunk);
-        c->gout[mb] = NULL;
-        return 0;
-    case MK_INSTR_RECV_ACT:
-        return (act_of(e, c, mb, c->l0)->in = recv(e, c->vs - 1, c->vs, 0, mb)) ? 0 : -1;
-    case MK_INSTR_RECV_GRAD:
-        return (c->gin[mb] = recv(e, c->vs + 1, c->vs, 1, mb)) ? 0 : -1;
-    case MK_INSTR_REDUCE_TIED: return reduce_tied(e);
-    case MK_INSTR_REDUCE_GRADS: return reduce_grads(e);
-    case MK_INSTR_OPT_STEP: return mk_exec_opt_step(e, step, NULL);
-    default: return mk_error_set("unknown instruction %d", (int)in->op);
-    }
+    if (!e->trace.on) return 0.0;
+    e->trace.cur_mb = ev->in->mb, e->trace.cur_chunk = ev->in->chunk, e->trace.cur_layer = -1;
+    return mk_exec_now(e);
 }
 
-/* One instruction, traced: compute ops and receive waits on the compute
- * stream (as the simulator), OPT, and a memory sample after each. */
-static int run_instr(mk_exec_t *e, const mk_instr_t *in, int64_t step)
+static int instr_end(mk_exec_t *e, const mk_walk_ev_t *ev, double t, int timed, int rc)
 {
-    if (!e->tracing) return run_instr1(e, in, step);
-    double t = mk_exec_now(e);
-    e->cur_mb = in->mb, e->cur_chunk = in->chunk, e->cur_layer = -1;
-    int rc = run_instr1(e, in, step);
-    char name[32];
-    switch (in->op) {
-    case MK_INSTR_F: case MK_INSTR_F_PRE: case MK_INSTR_R: case MK_INSTR_B: case MK_INSTR_B_IN:
-    case MK_INSTR_B_W: case MK_INSTR_RECV_ACT: case MK_INSTR_RECV_GRAD:
-        mk_trace_instr_name(name, sizeof name, mk_instr_op_name(in->op), in->mb);
-        mk_exec_trace_ev(e, MK_TRACE_COMPUTE, name, t, in->mb, in->chunk, -1);
-        break;
-    default: break;
+    if (!e->trace.on) return rc;
+    if (timed) {
+        char name[32];
+        mk_trace_instr_name(name, sizeof name, mk_instr_op_name(ev->in->op), ev->in->mb);
+        mk_exec_trace_ev(e, MK_TRACE_COMPUTE, name, t, ev->in->mb, ev->in->chunk, -1);
     }
     mk_exec_trace_mem(e);
     return rc;
 }
 
+/* The walker's hooks (ctx = the executor): each returns MK_WALK_GO (0) or -1.
+ * F and F_PRE checkpoint the walker's count (capped by ckpt_cap). */
+static int on_compute(void *ctx, const mk_walk_ev_t *ev)
+{
+    mk_exec_t *e = ctx;
+    mk_chunk_t *c = &e->pipe.chunks[ev->in->chunk];
+    int mb = ev->in->mb, rc;
+    double t = instr_begin(e, ev);
+    switch (ev->in->op) {
+    case MK_INSTR_F: case MK_INSTR_F_PRE: rc = forward(e, c, mb, ev->ckpt); break;
+    case MK_INSTR_R: rc = recompute(e, c, mb); break;
+    case MK_INSTR_B: rc = backward(e, c, mb, MK_BWD_FULL); break;
+    case MK_INSTR_B_IN: rc = backward(e, c, mb, MK_BWD_IN); break;
+    case MK_INSTR_B_W: rc = backward(e, c, mb, MK_BWD_W); break;
+    default: rc = mk_error_set("unknown instruction %d", (int)ev->in->op); break;
+    }
+    return instr_end(e, ev, t, 1, rc);
+}
+
+static int on_send(void *ctx, const mk_walk_ev_t *ev)
+{
+    mk_exec_t *e = ctx;
+    mk_chunk_t *c = &e->pipe.chunks[ev->in->chunk];
+    int mb = ev->in->mb, act = ev->in->op == MK_INSTR_SEND_ACT, rc = 0;
+    float **buf = act ? &c->out[mb] : &c->gout[mb];
+    double t = instr_begin(e, ev);
+    if (!*buf) rc = mk_error_set("%s%d before its %s", act ? "SEND_ACT" : "SEND_GRAD", mb, act ? "F" : "B");
+    else send(e, *buf, ev), *buf = NULL;
+    return instr_end(e, ev, t, 0, rc);
+}
+
+static int on_recv(void *ctx, const mk_walk_ev_t *ev)
+{
+    mk_exec_t *e = ctx;
+    mk_chunk_t *c = &e->pipe.chunks[ev->in->chunk];
+    int mb = ev->in->mb;
+    double t = instr_begin(e, ev);
+    float *buf = recv(e, ev);
+    if (ev->in->op == MK_INSTR_RECV_ACT) act_of(e, c, mb, c->l0)->in = buf;
+    else c->gin[mb] = buf;
+    return instr_end(e, ev, t, 1, buf ? 0 : -1);
+}
+
+static int on_collective(void *ctx, const mk_walk_ev_t *ev)
+{
+    mk_exec_t *e = ctx;
+    double t = instr_begin(e, ev);
+    int rc = ev->in->op == MK_INSTR_REDUCE_TIED ? reduce_tied(e)
+           : ev->in->op == MK_INSTR_REDUCE_GRADS ? reduce_grads(e)
+           : mk_exec_opt_step(e, e->pipe.step, NULL);
+    return instr_end(e, ev, t, 0, rc);
+}
+
+static int on_load(void *ctx, const mk_walk_ev_t *ev)
+{
+    mk_exec_t *e = ctx;  /* the step's batch is generated up front */
+    return instr_end(e, ev, instr_begin(e, ev), 0, 0);
+}
+
+/* The most layers a forward of each chunk checkpoints: all of its layers
+ * but the embedding (the head too, unlike the graph's count), so F_PRE
+ * keeps only its input and an F's count is the instruction's. */
+int mk_exec_stream_init(mk_exec_t *e)
+{
+    int pp = e->comm.pp, vpp = e->pipe.n_chunks;
+    e->pipe.ckpt_cap = malloc((size_t)pp * vpp * sizeof *e->pipe.ckpt_cap);
+    if (!e->pipe.ckpt_cap) return mk_error_set("out of memory");
+    for (int s = 0; s < pp; s++)
+        for (int c = 0; c < vpp; c++) {
+            const int *b = &e->pipe.bounds[c * pp + s];
+            e->pipe.ckpt_cap[s * vpp + c] = b[1] - b[0] - (b[0] == 0);
+        }
+    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = e->pipe.ckpt_cap};
+    mk_walk_hooks_t h = {.ctx = e, .compute = on_compute, .send = on_send, .recv = on_recv,
+                         .collective = on_collective, .load = on_load};
+    if (mk_walk_init(&e->pipe.walk, e->sched, &wo, &h) < 0) return mk_error_set("out of memory");
+    return 0;
+}
+
+void mk_exec_stream_free(mk_exec_t *e)
+{
+    mk_walk_free(&e->pipe.walk);
+    free(e->pipe.ckpt_cap);
+}
+
+/* One step of this stage's stream, on the walker in one-stage mode: every
+ * instruction is ready, the hooks do the MPI receives and REDUCE_TIED. */
 int mk_exec_step(mk_exec_t *e, int64_t step)
 {
-    const mk_stream_t *s = &e->sched->streams[e->comm.pp_rank];
+    int s = e->comm.pp_rank;
     e->loss = 0.0;
-    for (int v = 0; v < e->vpp; v++) e->ch[v].nbwd = 0;
-    for (int l = 0; l < e->g->n_layers; l++) e->dpstate[l] = 0;
-    for (int i = 0; i < s->n; i++)
-        if (run_instr(e, &s->v[i], step) < 0) return -1;
+    e->pipe.step = step;
+    for (int v = 0; v < e->pipe.n_chunks; v++) e->pipe.chunks[v].nbwd = 0;
+    for (int l = 0; l < e->g->n_layers; l++) e->dp.state[l] = MK_DP_NOT_FINAL;
+    mk_walk_reset(&e->pipe.walk);
+    if (mk_walk_stage(&e->pipe.walk, s) < 0) return -1;
+    if (mk_walk_state(&e->pipe.walk, s) != MK_WALK_ENDED) return mk_walk_done(&e->pipe.walk);
     return mk_exec_drain(e);
 }

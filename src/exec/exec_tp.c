@@ -10,20 +10,9 @@
 
 #include <time.h>
 
-/* In flight at once: two halves, plus one carried from an attention layer
- * into its MLP at level 2.  One executor per process (mk_exec_train is not
- * reentrant), so the slots are static. */
-#define MK_TP_SLOTS 4
-typedef struct {
-    MPI_Request req;
-    float *buf;
-    void *host;     /* what MPI reduces: buf, or its host copy */
-    int n, used, done, mb, chunk, layer;
-    double t0;
-} tp_slot_t;
-static tp_slot_t slots[MK_TP_SLOTS];
+/* The slots live in mk_exec_t (tp_slots): no state outside the executor. */
 
-static void observed(mk_exec_t *e, tp_slot_t *s)
+static void observed(mk_exec_t *e, mk_tp_slot_t *s)
 {
     s->done = 1;
     mk_exec_trace_ev(e, MK_TRACE_TP, "AR.tp", s->t0, s->mb, s->chunk, s->layer);
@@ -33,13 +22,13 @@ static int tp_start(void *ctx, float *buf, int n)
 {
     mk_exec_t *e = ctx;
     int i = 0;
-    while (i < MK_TP_SLOTS && slots[i].used) i++;
+    while (i < MK_TP_SLOTS && e->tp_slots[i].used) i++;
     if (i == MK_TP_SLOTS) return mk_error_set("more than %d TP all-reduces in flight", MK_TP_SLOTS);
-    tp_slot_t *s = &slots[i];
+    mk_tp_slot_t *s = &e->tp_slots[i];
     s->buf = buf, s->n = n, s->used = 1, s->done = 0;
-    s->mb = e->cur_mb, s->chunk = e->cur_chunk, s->layer = e->cur_layer;
-    s->t0 = e->tracing ? mk_exec_now(e) : 0.0;
-    s->host = mk_comm_stage(buf, (size_t)n * sizeof(float), 1);
+    s->mb = e->trace.cur_mb, s->chunk = e->trace.cur_chunk, s->layer = e->trace.cur_layer;
+    s->t0 = e->trace.on ? mk_exec_now(e) : 0.0;
+    s->host = mk_comm_stage(&e->comm, buf, (size_t)n * sizeof(float), 1);
     if (MPI_Iallreduce(MPI_IN_PLACE, s->host, n, MPI_FLOAT, MPI_SUM, e->comm.tpc, &s->req) != MPI_SUCCESS) {
         s->used = 0;
         return mk_error_set("MPI_Iallreduce (TP) failed");
@@ -51,10 +40,10 @@ static void tp_poll(void *ctx)
 {
     mk_exec_t *e = ctx;
     for (int i = 0; i < MK_TP_SLOTS; i++)
-        if (slots[i].used && !slots[i].done) {
+        if (e->tp_slots[i].used && !e->tp_slots[i].done) {
             int done = 0;
-            MPI_Test(&slots[i].req, &done, MPI_STATUS_IGNORE);
-            if (done) observed(e, &slots[i]);
+            MPI_Test(&e->tp_slots[i].req, &done, MPI_STATUS_IGNORE);
+            if (done) observed(e, &e->tp_slots[i]);
         }
     mk_exec_poll(e);
 }
@@ -62,8 +51,8 @@ static void tp_poll(void *ctx)
 static int tp_wait(void *ctx, int h)
 {
     mk_exec_t *e = ctx;
-    if (h < 0 || h >= MK_TP_SLOTS || !slots[h].used) return mk_error_set("bad TP all-reduce handle %d", h);
-    tp_slot_t *s = &slots[h];
+    if (h < 0 || h >= MK_TP_SLOTS || !e->tp_slots[h].used) return mk_error_set("bad TP all-reduce handle %d", h);
+    mk_tp_slot_t *s = &e->tp_slots[h];
     while (!s->done) {
         int done = 0;
         if (MPI_Test(&s->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return mk_error_set("TP all-reduce failed");
@@ -74,7 +63,7 @@ static int tp_wait(void *ctx, int h)
             nanosleep(&ts, NULL);
         }
     }
-    mk_comm_unstage(s->buf, s->host, (size_t)s->n * sizeof(float), 1);
+    mk_comm_unstage(&e->comm, s->buf, s->host, (size_t)s->n * sizeof(float), 1);
     s->used = 0;
     return 0;
 }
@@ -85,5 +74,5 @@ void mk_exec_tp_setup(mk_exec_t *e)
     e->run.iallreduce = tp_start;
     e->run.tp_wait = tp_wait;
     e->run.tp_poll = tp_poll;
-    for (int i = 0; i < MK_TP_SLOTS; i++) slots[i].used = 0;
+    for (int i = 0; i < MK_TP_SLOTS; i++) e->tp_slots[i].used = 0;
 }

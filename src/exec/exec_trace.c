@@ -11,26 +11,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-double mk_exec_now(const mk_exec_t *e) { return MPI_Wtime() - e->t0; }
+double mk_exec_now(const mk_exec_t *e) { return MPI_Wtime() - e->trace.t0; }
 
 void mk_exec_trace_start(mk_exec_t *e)
 {
     MPI_Barrier(e->comm.world);
-    e->t0 = MPI_Wtime();
-    e->tracing = 1;
-    e->nev = 0;
+    e->trace.t0 = MPI_Wtime();
+    e->trace.on = 1;
+    e->trace.n = 0;
     mk_exec_trace_mem(e);
 }
 
 static mk_xev_t *push(mk_exec_t *e)
 {
-    if (e->nev == e->capev) {
-        int cap = e->capev ? 2 * e->capev : 256;
-        mk_xev_t *n = realloc(e->ev, cap * sizeof *n);
+    if (e->trace.n == e->trace.cap) {
+        int cap = e->trace.cap ? 2 * e->trace.cap : 256;
+        mk_xev_t *n = realloc(e->trace.ev, cap * sizeof *n);
         if (!n) return NULL;
-        e->ev = n, e->capev = cap;
+        e->trace.ev = n, e->trace.cap = cap;
     }
-    mk_xev_t *x = &e->ev[e->nev++];
+    mk_xev_t *x = &e->trace.ev[e->trace.n++];
     memset(x, 0, sizeof *x);
     return x;
 }
@@ -38,7 +38,7 @@ static mk_xev_t *push(mk_exec_t *e)
 /* An event from ts (mk_exec_now) to now. */
 void mk_exec_trace_ev(mk_exec_t *e, int tid, const char *name, double ts, int mb, int chunk, int layer)
 {
-    if (!e->tracing) return;
+    if (!e->trace.on) return;
     double now = mk_exec_now(e);
     mk_xev_t *x = push(e);
     if (!x) return;
@@ -51,7 +51,7 @@ void mk_exec_trace_ev(mk_exec_t *e, int tid, const char *name, double ts, int mb
 
 void mk_exec_trace_mem(mk_exec_t *e)
 {
-    if (!e->tracing) return;
+    if (!e->trace.on) return;
     mk_xev_t *x = push(e);
     if (!x) return;
     snprintf(x->name, sizeof x->name, "memory");
@@ -64,34 +64,34 @@ void mk_exec_trace_mem(mk_exec_t *e)
 int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max)
 {
     mk_exec_t *e = ctx;
-    double t = e->tracing ? mk_exec_now(e) : 0.0;
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
     int rc = mk_comm_tp_allreduce(&e->comm, buf, n, is_max);
-    mk_exec_trace_ev(e, MK_TRACE_TP, "AR.tp", t, e->cur_mb, e->cur_chunk, e->cur_layer);
+    mk_exec_trace_ev(e, MK_TRACE_TP, "AR.tp", t, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
     return rc;
 }
 
 /* The high-water mark so far, as a counter of its own. */
 void mk_exec_trace_peak(mk_exec_t *e)
 {
-    if (!e->tracing) return;
+    if (!e->trace.on) return;
     mk_exec_trace_mem(e);
-    if (e->nev) {
-        snprintf(e->ev[e->nev - 1].name, sizeof e->ev[0].name, "peak_memory");
-        e->ev[e->nev - 1].dur = (double)e->run.mem_peak;
+    if (e->trace.n) {
+        snprintf(e->trace.ev[e->trace.n - 1].name, sizeof e->trace.ev[0].name, "peak_memory");
+        e->trace.ev[e->trace.n - 1].dur = (double)e->run.mem_peak;
     }
 }
 
 /* Collective: gather every rank's events on rank 0, which writes path. */
 int mk_exec_trace_write(mk_exec_t *e, const char *path)
 {
-    int size = e->comm.size, rank = e->comm.rank, bytes = e->nev * (int)sizeof(mk_xev_t);
+    int size = e->comm.size, rank = e->comm.rank, bytes = e->trace.n * (int)sizeof(mk_xev_t);
     int *counts = rank == 0 ? calloc(size, sizeof *counts) : NULL;
     int *displs = rank == 0 ? calloc(size, sizeof *displs) : NULL;
     MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, e->comm.world);
     long total = 0;
     for (int r = 0; rank == 0 && r < size; r++) displs[r] = (int)total, total += counts[r];
     mk_xev_t *all = rank == 0 ? malloc(total ? total : 1) : NULL;
-    MPI_Gatherv(e->ev, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, e->comm.world);
+    MPI_Gatherv(e->trace.ev, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, e->comm.world);
     int rc = 0;
     if (rank == 0) {
         mk_trace_t *t = mk_trace_open(path);

@@ -80,7 +80,7 @@ static int alloc_block(mk_gpt_t *g, mk_gpt_run_t *run)
     size_t n = g->n_params ? g->n_params : 1;
     float **dst[4] = {&g->params, &g->grads, &g->m, &g->v};
     for (int i = 0; i < 4; i++) {
-        *dst[i] = g->be->alloc(n * sizeof(float));
+        *dst[i] = g->be->alloc(g->be->ctx, n * sizeof(float));
         if (!*dst[i]) return mk_error_set("out of memory for %zu parameters", n);
     }
     if (run) {
@@ -132,7 +132,7 @@ void mk_gpt_free(mk_gpt_t *g)
     if (!g) return;
     if (g->be) {
         float *p[4] = {g->params, g->grads, g->m, g->v};
-        for (int i = 0; i < 4; i++) if (p[i]) g->be->free(p[i]);
+        for (int i = 0; i < 4; i++) if (p[i]) g->be->free(g->be->ctx, p[i]);
     }
     free(g->t);
     free(g->first);
@@ -194,7 +194,7 @@ void mk_gpt_init_params(mk_gpt_t *g, uint64_t seed)
             else if (t->init_std > 0) p[i] = t->init_std * normal_at(seed, t->id, f);
             else p[i] = t->init_std < 0 ? 1.0f : 0.0f;
         }
-        g->be->copy(g->params + t->off, p, n * sizeof(float));
+        g->be->copy(g->be->ctx, g->params + t->off, p, n * sizeof(float));
         free(p);
     }
 }

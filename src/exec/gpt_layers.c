@@ -51,7 +51,7 @@ static size_t stash_size(const mk_gpt_t *g, int l, int B)
 
 float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
 {
-    float *p = g->be->alloc(floats * sizeof(float));
+    float *p = g->be->alloc(g->be->ctx, floats * sizeof(float));
     if (!p) { mk_error_set("out of memory for activations (%zu floats)", floats); return NULL; }
     run->mem_cur += floats * sizeof(float);
     if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
@@ -61,7 +61,7 @@ float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
 void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats)
 {
     if (!p) return;
-    g->be->free(p);
+    g->be->free(g->be->ctx, p);
     run->mem_cur -= floats * sizeof(float);
 }
 
@@ -174,7 +174,7 @@ static int settle(const mk_gpt_t *g, mk_gpt_run_t *run)
     run->defer.h = -1;
     if (run->tp_wait(run->ctx, h) < 0) return -1;
     size_t o = (size_t)run->defer.r0 * g->C;
-    g->be->acc(run->defer.out + o, run->defer.in + o, run->defer.n * g->C);
+    g->be->acc(g->be->ctx, run->defer.out + o, run->defer.in + o, run->defer.n * g->C);
     return 0;
 }
 
@@ -184,17 +184,17 @@ static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const fl
 {
     const mk_backend_t *be = g->be;
     size_t C = g->C, Cl = (size_t)g->nh * g->hs;
-    be->layernorm_fwd(p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)),
+    be->layernorm_fwd(be->ctx, p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)),
                       P(g, tix(g, l, 1)), nr, (int)C);
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) {
-        be->linear_fwd(p->x1 + r0 * 3 * Cl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C,
+        be->linear_fwd(be->ctx, p->x1 + r0 * 3 * Cl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C,
                        (int)(3 * Cl));
-        be->attention_fwd(p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * 3 * Cl,
+        be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * 3 * Cl,
                           nr / g->T, g->T, g->nh, g->hs);
     } else {
         size_t Fl = g->Fl;
-        be->linear_fwd(p->x1 + r0 * Fl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C, g->Fl);
-        be->gelu_fwd(p->x2 + r0 * Fl, p->x1 + r0 * Fl, nr * g->Fl);
+        be->linear_fwd(be->ctx, p->x1 + r0 * Fl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C, g->Fl);
+        be->gelu_fwd(be->ctx, p->x2 + r0 * Fl, p->x1 + r0 * Fl, nr * g->Fl);
     }
 }
 
@@ -205,9 +205,9 @@ static void row_rows(mk_gpt_t *g, int l, parts_t *p, float *out, int r0, int nr)
     const float *bias = g->tp_rank == 0 ? P(g, tix(g, l, 5)) : NULL;
     size_t C = g->C, Cl = (size_t)g->nh * g->hs;
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN)
-        g->be->linear_fwd(out + r0 * C, p->x3 + r0 * Cl, P(g, tix(g, l, 4)), bias, nr, (int)Cl, (int)C);
+        g->be->linear_fwd(g->be->ctx, out + r0 * C, p->x3 + r0 * Cl, P(g, tix(g, l, 4)), bias, nr, (int)Cl, (int)C);
     else
-        g->be->linear_fwd(out + r0 * C, p->x2 + (size_t)r0 * g->Fl, P(g, tix(g, l, 4)), bias, nr, g->Fl, (int)C);
+        g->be->linear_fwd(g->be->ctx, out + r0 * C, p->x2 + (size_t)r0 * g->Fl, P(g, tix(g, l, 4)), bias, nr, g->Fl, (int)C);
 }
 
 /* The internals: everything but the row-parallel output and its all-reduce
@@ -222,12 +222,12 @@ static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     if (kind != MK_GPT_HEAD) {
         fwd_rows(g, run, l, &p, a->in, 0, N);
     } else {
-        be->layernorm_fwd(p.ln, p.mean, p.rstd, a->in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), N, C);
+        be->layernorm_fwd(be->ctx, p.ln, p.mean, p.rstd, a->in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), N, C);
         float *mx = run->s_red, *sum = mx + N, *tgt = sum + N;
-        be->linear_fwd(p.x1, p.ln, P(g, head_wte(g)), NULL, N, C, g->Vl);
-        be->xent_max(mx, p.x1, N, g->Vl, g->v0, g->V);
+        be->linear_fwd(be->ctx, p.x1, p.ln, P(g, head_wte(g)), NULL, N, C, g->Vl);
+        be->xent_max(be->ctx, mx, p.x1, N, g->Vl, g->v0, g->V);
         if (tp_reduce(g, run, mx, N, 1) < 0) return -1;
-        be->xent_exp(p.x1, sum, tgt, mx, targets, N, g->Vl, g->v0, g->V);
+        be->xent_exp(be->ctx, p.x1, sum, tgt, mx, targets, N, g->Vl, g->v0, g->V);
         if (tp_reduce(g, run, sum, 2 * N, 0) < 0) return -1;
     }
     return 0;
@@ -261,7 +261,7 @@ static int fwd_overlap(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, c
             break;
         }
         if (run->tp_wait(run->ctx, h[i]) < 0) return -1;
-        g->be->acc(out + (size_t)r[i] * C, a->in + (size_t)r[i] * C, n[i] * C);
+        g->be->acc(g->be->ctx, out + (size_t)r[i] * C, a->in + (size_t)r[i] * C, n[i] * C);
     }
     return 0;
 }
@@ -277,7 +277,7 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
     if (!(kind == MK_GPT_MLP && chains(g, run, l)) && settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {
         /* wpe is added by TP rank 0 only, so the all-reduce counts it once */
-        be->embed_fwd(out, tokens, P(g, 0), g->tp_rank == 0 ? P(g, 1) : NULL, N, g->T, C, g->v0, g->Vl);
+        be->embed_fwd(be->ctx, out, tokens, P(g, 0), g->tp_rank == 0 ? P(g, 1) : NULL, N, g->T, C, g->v0, g->Vl);
         return tp_reduce(g, run, out, N * C, 0);
     }
     if (kind != MK_GPT_HEAD && ov_level(g, run)) {
@@ -287,11 +287,11 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
         parts_t p = split_buf(g, l, run->B, a->buf);
         if (kind == MK_GPT_HEAD) {
             float *sum = run->s_red + N;
-            *loss += be->xent_loss(p.x1, sum, sum + N, N, g->Vl);
+            *loss += be->xent_loss(be->ctx, p.x1, sum, sum + N, N, g->Vl);
         } else {
             row_rows(g, l, &p, out, 0, N);
             if (tp_reduce(g, run, out, N * C, 0) < 0) return -1;
-            be->acc(out, a->in, N * C);
+            be->acc(be->ctx, out, a->in, N * C);
         }
     }
     if (ckpt) free_internals(run, g, l, a);
@@ -306,7 +306,7 @@ int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     if (mk_gpt_layer_kind(g, l) == MK_GPT_HEAD) {
         int N = run->B * g->T;
         parts_t p = split_buf(g, l, run->B, a->buf);
-        g->be->xent_loss(p.x1, run->s_red + N, run->s_red + 2 * N, N, g->Vl);
+        g->be->xent_loss(g->be->ctx, p.x1, run->s_red + N, run->s_red + 2 * N, N, g->Vl);
     }
     return 0;
 }
@@ -331,15 +331,15 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
     size_t C = g->C, Cl = (size_t)g->nh * g->hs;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN;
     size_t mid = attn ? 3 * Cl : (size_t)g->Fl, inner = attn ? Cl : (size_t)g->Fl;
-    be->zero(run->s_a + r0 * inner, nr * inner * sizeof(float));
-    be->linear_bwd_in(run->s_a + r0 * inner, dy + r0 * C, P(g, tix(g, l, 4)), nr, (int)inner, (int)C);
-    be->zero(dmid + r0 * mid, nr * mid * sizeof(float));
+    be->zero(be->ctx, run->s_a + r0 * inner, nr * inner * sizeof(float));
+    be->linear_bwd_in(be->ctx, run->s_a + r0 * inner, dy + r0 * C, P(g, tix(g, l, 4)), nr, (int)inner, (int)C);
+    be->zero(be->ctx, dmid + r0 * mid, nr * mid * sizeof(float));
     if (attn) {
         size_t sq = (size_t)(r0 / g->T) * g->nh * g->T * g->T;
-        be->attention_bwd(dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
+        be->attention_bwd(be->ctx, dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
                           nr / g->T, g->T, g->nh, g->hs);
     } else {
-        be->gelu_bwd(dmid + r0 * mid, p->x1 + r0 * mid, run->s_a + r0 * inner, nr * g->Fl);
+        be->gelu_bwd(be->ctx, dmid + r0 * mid, p->x1 + r0 * mid, run->s_a + r0 * inner, nr * g->Fl);
     }
 }
 
@@ -347,15 +347,15 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
 static void bwd_col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *dmid, int r0, int nr)
 {
     size_t C = g->C, mid = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? 3 * (size_t)g->nh * g->hs : (size_t)g->Fl;
-    g->be->zero(run->s_c + r0 * C, nr * C * sizeof(float));
-    g->be->linear_bwd_in(run->s_c + r0 * C, dmid + r0 * mid, P(g, tix(g, l, 2)), nr, (int)C, (int)mid);
+    g->be->zero(g->be->ctx, run->s_c + r0 * C, nr * C * sizeof(float));
+    g->be->linear_bwd_in(g->be->ctx, run->s_c + r0 * C, dmid + r0 * mid, P(g, tix(g, l, 2)), nr, (int)C, (int)mid);
 }
 
 /* LayerNorm backward on rows [r0, r0+nr) (s_c already TP-reduced). */
 static void ln_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, int r0, int nr)
 {
     size_t C = g->C;
-    g->be->layernorm_bwd(din + r0 * C, G(g, tix(g, l, 0)), G(g, tix(g, l, 1)), run->s_c + r0 * C, a->in + r0 * C,
+    g->be->layernorm_bwd(g->be->ctx, din + r0 * C, G(g, tix(g, l, 0)), G(g, tix(g, l, 1)), run->s_c + r0 * C, a->in + r0 * C,
                          P(g, tix(g, l, 0)), p->mean + r0, p->rstd + r0, nr, (int)C);
 }
 
@@ -366,11 +366,11 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
 {
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C;
-    if (dy != dout) be->copy(dy, dout, (size_t)N * C * sizeof(float));
+    if (dy != dout) be->copy(be->ctx, dy, dout, (size_t)N * C * sizeof(float));
     if (!ov_level(g, run)) {
         bwd_mid_rows(g, run, l, p, dy, dmid, 0, N);
         bwd_col_rows(g, run, l, dmid, 0, N);
-        if (din != dout) be->copy(din, dout, (size_t)N * C * sizeof(float));
+        if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
         return ln_back(g, run, l, a, p, din);
     }
     /* sub-pipelined: each half's input-gradient all-reduce hides behind the
@@ -386,7 +386,7 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
         if ((h[i] = run->iallreduce(run->ctx, run->s_c + (size_t)r[i] * C, n[i] * C)) < 0) return -1;
         tp_poll(run);
     }
-    if (din != dout) be->copy(din, dout, (size_t)N * C * sizeof(float));
+    if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
     for (int i = 0; i < 2; i++) {
         if (run->tp_wait(run->ctx, h[i]) < 0) return -1;
         ln_rows(g, run, l, a, p, din, r[i], n[i]);
@@ -400,8 +400,8 @@ static void bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const
     int N = run->B * g->T, C = g->C, Cl = g->nh * g->hs;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = attn ? 3 * Cl : g->Fl;
     int inner = attn ? Cl : g->Fl;
-    g->be->linear_bwd_w(G(g, tix(g, l, 4)), G(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
-    g->be->linear_bwd_w(G(g, tix(g, l, 2)), G(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
+    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), G(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
+    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), G(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
 }
 
 static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
@@ -409,11 +409,11 @@ static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, part
 {
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C, w = head_wte(g);
-    be->xent_bwd(run->s_a, p->x1, targets, run->loss_scale, N, g->Vl, g->v0);
-    be->zero(run->s_c, (size_t)N * C * sizeof(float));
-    be->linear_bwd_in(run->s_c, run->s_a, P(g, w), N, C, g->Vl);
-    be->linear_bwd_w(G(g, w), NULL, run->s_a, p->ln, N, C, g->Vl);
-    be->zero(din, (size_t)N * C * sizeof(float));
+    be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->loss_scale, N, g->Vl, g->v0);
+    be->zero(be->ctx, run->s_c, (size_t)N * C * sizeof(float));
+    be->linear_bwd_in(be->ctx, run->s_c, run->s_a, P(g, w), N, C, g->Vl);
+    be->linear_bwd_w(be->ctx, G(g, w), NULL, run->s_a, p->ln, N, C, g->Vl);
+    be->zero(be->ctx, din, (size_t)N * C * sizeof(float));
     return ln_back(g, run, l, a, p, din);
 }
 
@@ -425,7 +425,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
     if (settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {       /* weights only: all of it in FULL or IN */
         if (mode != MK_BWD_W)
-            g->be->embed_bwd(G(g, 0), G(g, 1), dout, tokens, N, g->T, g->C, g->v0, g->Vl);
+            g->be->embed_bwd(g->be->ctx, G(g, 0), G(g, 1), dout, tokens, N, g->T, g->C, g->v0, g->Vl);
         return 0;
     }
     if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;

@@ -8,25 +8,28 @@
 #include <math.h>
 #include <string.h>
 
-void mk_cpu_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
+void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC)
 {
+    (void)ctx;
     if (bias)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, OC * sizeof(float));
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC,
                 bias ? 1.0f : 0.0f, out, OC);
 }
 
-void mk_cpu_linear_bwd_in(float *dinp, const float *dout, const float *w, int N, int IC, int OC)
+void mk_cpu_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC)
 {
+    (void)ctx;
     if (dinp)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC,
                     1.0f, dinp, IC);
 }
 
-void mk_cpu_linear_bwd_w(float *dw, float *dbias, const float *dout, const float *inp,
+void mk_cpu_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, const float *inp,
                          int N, int IC, int OC)
 {
+    (void)ctx;
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC,
                 1.0f, dw, IC);
     if (!dbias) return;
@@ -36,9 +39,10 @@ void mk_cpu_linear_bwd_w(float *dw, float *dbias, const float *dout, const float
     }
 }
 
-void mk_cpu_embed_fwd(float *out, const int *tok, const float *wte, const float *wpe,
+void mk_cpu_embed_fwd(void *ctx, float *out, const int *tok, const float *wte, const float *wpe,
                       int N, int T, int C, int v0, int Vl)
 {
+    (void)ctx;
     for (int n = 0; n < N; n++) {
         float *o = out + (size_t)n * C;
         int r = tok[n] - v0;
@@ -51,9 +55,10 @@ void mk_cpu_embed_fwd(float *out, const int *tok, const float *wte, const float 
     }
 }
 
-void mk_cpu_embed_bwd(float *dwte, float *dwpe, const float *dout, const int *tok,
+void mk_cpu_embed_bwd(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok,
                       int N, int T, int C, int v0, int Vl)
 {
+    (void)ctx;
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C;
         int r = tok[n] - v0;
@@ -64,9 +69,10 @@ void mk_cpu_embed_bwd(float *dwte, float *dwpe, const float *dout, const int *to
     }
 }
 
-void mk_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+void mk_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int N, int C)
 {
+    (void)ctx;
     for (int n = 0; n < N; n++) {
         const float *x = inp + (size_t)n * C;
         float m = 0.0f, v = 0.0f;
@@ -81,9 +87,10 @@ void mk_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp
     }
 }
 
-void mk_cpu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void mk_cpu_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N, int C)
 {
+    (void)ctx;
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * C, *x = inp + (size_t)n * C;
         float *di = dinp + (size_t)n * C;
@@ -104,8 +111,9 @@ void mk_cpu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, 
     }
 }
 
-void mk_cpu_attention_fwd(float *out, float *att, const float *qkv, int B, int T, int NH, int hs)
+void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs)
 {
+    (void)ctx;
     int C = NH * hs, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
@@ -132,9 +140,10 @@ void mk_cpu_attention_fwd(float *out, float *att, const float *qkv, int B, int T
             }
 }
 
-void mk_cpu_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
+void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int hs)
 {
+    (void)ctx;
     int C = NH * hs, C3 = 3 * C;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
@@ -165,16 +174,18 @@ void mk_cpu_attention_bwd(float *dqkv, float *datt, const float *dout, const flo
 
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
 
-void mk_cpu_gelu_fwd(float *out, const float *inp, int n)
+void mk_cpu_gelu_fwd(void *ctx, float *out, const float *inp, int n)
 {
+    (void)ctx;
     for (int i = 0; i < n; i++) {
         float x = inp[i];
         out[i] = 0.5f * x * (1.0f + tanhf(GELU_S * (x + 0.044715f * x * x * x)));
     }
 }
 
-void mk_cpu_gelu_bwd(float *dinp, const float *inp, const float *dout, int n)
+void mk_cpu_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n)
 {
+    (void)ctx;
     for (int i = 0; i < n; i++) {
         float x = inp[i], u = GELU_S * (x + 0.044715f * x * x * x);
         float th = tanhf(u), sech2 = 1.0f - th * th;
@@ -183,18 +194,21 @@ void mk_cpu_gelu_bwd(float *dinp, const float *inp, const float *dout, int n)
     }
 }
 
-void mk_cpu_add(float *out, const float *a, const float *b, int n)
+void mk_cpu_add(void *ctx, float *out, const float *a, const float *b, int n)
 {
+    (void)ctx;
     for (int i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void mk_cpu_acc(float *out, const float *a, int n)
+void mk_cpu_acc(void *ctx, float *out, const float *a, int n)
 {
+    (void)ctx;
     for (int i = 0; i < n; i++) out[i] += a[i];
 }
 
-void mk_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int v0, int V)
+void mk_cpu_xent_max(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V)
 {
+    (void)ctx;
     int valid = V - v0 < Vl ? V - v0 : Vl;
     for (int n = 0; n < N; n++) {
         const float *l = logits + (size_t)n * Vl;
@@ -204,9 +218,10 @@ void mk_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int v0, 
     }
 }
 
-void mk_cpu_xent_exp(float *logits, float *rowsum, float *tgt, const float *rowmax,
+void mk_cpu_xent_exp(void *ctx, float *logits, float *rowsum, float *tgt, const float *rowmax,
                      const int *targets, int N, int Vl, int v0, int V)
 {
+    (void)ctx;
     int valid = V - v0 < Vl ? V - v0 : Vl;
     if (valid < 0) valid = 0;
     for (int n = 0; n < N; n++) {
@@ -220,8 +235,9 @@ void mk_cpu_xent_exp(float *logits, float *rowsum, float *tgt, const float *rowm
     }
 }
 
-double mk_cpu_xent_loss(float *probs, const float *rowsum, const float *tgt, int N, int Vl)
+double mk_cpu_xent_loss(void *ctx, float *probs, const float *rowsum, const float *tgt, int N, int Vl)
 {
+    (void)ctx;
     double loss = 0.0;
     for (int n = 0; n < N; n++) {
         float inv = 1.0f / rowsum[n];
@@ -232,9 +248,10 @@ double mk_cpu_xent_loss(float *probs, const float *rowsum, const float *tgt, int
     return loss;
 }
 
-void mk_cpu_xent_bwd(float *dlogits, const float *probs, const int *targets, float scale,
+void mk_cpu_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *targets, float scale,
                      int N, int Vl, int v0)
 {
+    (void)ctx;
     for (int n = 0; n < N; n++) {
         const float *p = probs + (size_t)n * Vl;
         float *d = dlogits + (size_t)n * Vl;
@@ -244,9 +261,10 @@ void mk_cpu_xent_bwd(float *dlogits, const float *probs, const int *targets, flo
     }
 }
 
-void mk_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+void mk_cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale)
 {
+    (void)ctx;
     for (size_t i = 0; i < n; i++) {
         float gi = g[i] * gscale;
         m[i] = beta1 * m[i] + (1.0f - beta1) * gi;
@@ -256,8 +274,9 @@ void mk_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float 
     }
 }
 
-double mk_cpu_sumsq(const float *x, size_t n)
+double mk_cpu_sumsq(void *ctx, const float *x, size_t n)
 {
+    (void)ctx;
     double s = 0.0;
     for (size_t i = 0; i < n; i++) s += (double)x[i] * x[i];
     return s;

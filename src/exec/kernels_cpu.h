@@ -1,37 +1,39 @@
 /* The CPU kernels behind mk_backend_cpu() (see merak/backend.h for shapes);
- * declared here so tests can call them directly. */
+ * declared here so tests can call them directly.  Each has the table's
+ * signature, context first; the CPU backend has no state (ctx unused,
+ * NULL from the tests). */
 #ifndef MERAK_KERNELS_CPU_H
 #define MERAK_KERNELS_CPU_H
 #include <stddef.h>
 
-void mk_cpu_linear_fwd(float *out, const float *inp, const float *w, const float *bias,
+void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC);
-void mk_cpu_linear_bwd_in(float *dinp, const float *dout, const float *w, int N, int IC, int OC);
-void mk_cpu_linear_bwd_w(float *dw, float *dbias, const float *dout, const float *inp,
+void mk_cpu_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC);
+void mk_cpu_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, const float *inp,
                          int N, int IC, int OC);
-void mk_cpu_embed_fwd(float *out, const int *tok, const float *wte, const float *wpe,
+void mk_cpu_embed_fwd(void *ctx, float *out, const int *tok, const float *wte, const float *wpe,
                       int N, int T, int C, int v0, int Vl);
-void mk_cpu_embed_bwd(float *dwte, float *dwpe, const float *dout, const int *tok,
+void mk_cpu_embed_bwd(void *ctx, float *dwte, float *dwpe, const float *dout, const int *tok,
                       int N, int T, int C, int v0, int Vl);
-void mk_cpu_layernorm_fwd(float *out, float *mean, float *rstd, const float *inp,
+void mk_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const float *inp,
                           const float *w, const float *b, int N, int C);
-void mk_cpu_layernorm_bwd(float *dinp, float *dw, float *db, const float *dout, const float *inp,
+void mk_cpu_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N, int C);
-void mk_cpu_attention_fwd(float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
-void mk_cpu_attention_bwd(float *dqkv, float *datt, const float *dout, const float *qkv,
+void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
+void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int hs);
-void mk_cpu_gelu_fwd(float *out, const float *inp, int n);
-void mk_cpu_gelu_bwd(float *dinp, const float *inp, const float *dout, int n);
-void mk_cpu_add(float *out, const float *a, const float *b, int n);
-void mk_cpu_acc(float *out, const float *a, int n);
-void mk_cpu_xent_max(float *rowmax, const float *logits, int N, int Vl, int v0, int V);
-void mk_cpu_xent_exp(float *logits, float *rowsum, float *tgt, const float *rowmax,
+void mk_cpu_gelu_fwd(void *ctx, float *out, const float *inp, int n);
+void mk_cpu_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n);
+void mk_cpu_add(void *ctx, float *out, const float *a, const float *b, int n);
+void mk_cpu_acc(void *ctx, float *out, const float *a, int n);
+void mk_cpu_xent_max(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V);
+void mk_cpu_xent_exp(void *ctx, float *logits, float *rowsum, float *tgt, const float *rowmax,
                      const int *targets, int N, int Vl, int v0, int V);
-double mk_cpu_xent_loss(float *probs, const float *rowsum, const float *tgt, int N, int Vl);
-void mk_cpu_xent_bwd(float *dlogits, const float *probs, const int *targets, float scale,
+double mk_cpu_xent_loss(void *ctx, float *probs, const float *rowsum, const float *tgt, int N, int Vl);
+void mk_cpu_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *targets, float scale,
                      int N, int Vl, int v0);
-void mk_cpu_adamw(float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
+void mk_cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale);
-double mk_cpu_sumsq(const float *x, size_t n);
+double mk_cpu_sumsq(void *ctx, const float *x, size_t n);
 
 #endif

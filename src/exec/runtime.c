@@ -1,12 +1,10 @@
 /* Placement: hwloc binding, OpenBLAS threads, polite waiting (comm.h). */
 #include "config.h"
 #include "exec/comm.h"
+#include "merak/backend.h"
 
 #include <hwloc.h>
 #include <malloc.h>
-#ifdef MK_HAVE_CUDA
-#include "merak/cuda.h"
-#endif
 #include <stdlib.h>
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 void openblas_set_num_threads(int);
@@ -20,11 +18,9 @@ int mk_runtime_bind(mk_comm_t *c)
     MPI_Comm_rank(node, &lrank);
     MPI_Comm_size(node, &lsize);
     MPI_Comm_free(&node);
-#ifdef MK_HAVE_CUDA
-    /* CUDA backend: one GPU per rank, from the node-local rank (before the
-       backend's first allocation creates its context) */
-    if (mk_cuda_active()) mk_cuda_bind(lrank, lsize);
-#endif
+    /* a device backend: one device per rank, from the node-local rank
+       (before the backend's first allocation creates its context) */
+    if (c->be && c->be->bind) c->be->bind(c->be->ctx, lrank, lsize);
     hwloc_topology_t topo;
     if (hwloc_topology_init(&topo) < 0) return 1;
     hwloc_topology_load(topo);

@@ -47,13 +47,13 @@ typedef struct {
 static void k_gemm(void *p)
 {
     karg_t *g = p;
-    if (g->kind == 0) g->be->linear_fwd(g->c, g->a, g->b, NULL, g->m, g->k, g->n);
-    else if (g->kind == 1) g->be->linear_bwd_in(g->c, g->a, g->b, g->m, g->k, g->n);
-    else g->be->linear_bwd_w(g->c, NULL, g->a, g->b, g->m, g->k, g->n);
+    if (g->kind == 0) g->be->linear_fwd(g->be->ctx, g->c, g->a, g->b, NULL, g->m, g->k, g->n);
+    else if (g->kind == 1) g->be->linear_bwd_in(g->be->ctx, g->c, g->a, g->b, g->m, g->k, g->n);
+    else g->be->linear_bwd_w(g->be->ctx, g->c, NULL, g->a, g->b, g->m, g->k, g->n);
 }
-static void k_add(void *p) { karg_t *g = p; g->be->add(g->c, g->a, g->b, (int)g->len); }
-static void k_gelu(void *p) { karg_t *g = p; g->be->gelu_fwd(g->c, g->a, (int)g->len); }
-static void k_tiny(void *p) { karg_t *g = p; g->be->acc(g->c, g->a, 1); }
+static void k_add(void *p) { karg_t *g = p; g->be->add(g->be->ctx, g->c, g->a, g->b, (int)g->len); }
+static void k_gelu(void *p) { karg_t *g = p; g->be->gelu_fwd(g->be->ctx, g->c, g->a, (int)g->len); }
+static void k_tiny(void *p) { karg_t *g = p; g->be->acc(g->be->ctx, g->c, g->a, 1); }
 typedef struct {
     const mk_backend_t *be;
     int T, nh, hs;
@@ -62,12 +62,12 @@ typedef struct {
 static void k_attn_fwd(void *p)
 {
     attn_t *a = p; /* one sequence */
-    a->be->attention_fwd(a->out, a->att, a->qkv, 1, a->T, a->nh, a->hs);
+    a->be->attention_fwd(a->be->ctx, a->out, a->att, a->qkv, 1, a->T, a->nh, a->hs);
 }
 static void k_attn_bwd(void *p)
 {
     attn_t *a = p; /* the output gradient: the forward's output stands in */
-    a->be->attention_bwd(a->dqkv, a->datt, a->out, a->qkv, a->att, 1, a->T, a->nh, a->hs);
+    a->be->attention_bwd(a->be->ctx, a->dqkv, a->datt, a->out, a->qkv, a->att, 1, a->T, a->nh, a->hs);
 }
 static void k_copy(void *p) { karg_t *g = p; memcpy(g->c, g->a, g->len * sizeof(float)); }
 
@@ -175,7 +175,7 @@ static int measure_gemm(MPI_Comm comm, const mk_backend_t *be, const mk_model_co
     return 0;
 }
 
-static void k_gelu_bwd(void *p) { karg_t *g = p; g->be->gelu_bwd(g->c, g->a, g->b, (int)g->len); }
+static void k_gelu_bwd(void *p) { karg_t *g = p; g->be->gelu_bwd(g->be->ctx, g->c, g->a, g->b, (int)g->len); }
 
 static int measure_device(MPI_Comm comm, const mk_backend_t *be, const mk_model_config_t *cfg, int quick,
                           mk_profile_t *p)

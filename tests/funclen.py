@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""No function in src/ longer than 80 lines (the project's code style).
+
+A function body runs from a '{' in column 0 to the next '}' in column 0
+(the layout every source file uses); its length is the lines between.
+Prints each offender as file:line: N lines: signature."""
+import glob
+import os
+import sys
+
+LIMIT = 80
+
+
+def signature(lines, i):
+    """The nearest line above the brace that opens the declaration."""
+    for j in range(i - 1, max(i - 6, -1), -1):
+        if "(" in lines[j] and not lines[j].startswith((" ", "\t", "*", "/")):
+            return lines[j].strip()
+    return lines[i - 1].strip() if i else "?"
+
+
+def check(path):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    bad, start = [], None
+    for i, line in enumerate(lines):
+        if line.startswith("{"):
+            start = i
+        elif line.startswith("}") and start is not None:
+            n = i - start - 1
+            if n > LIMIT:
+                bad.append(f"{path}:{start + 1}: {n} lines: {signature(lines, start)[:72]}")
+            start = None
+    return bad
+
+
+def main():
+    top = os.environ.get("top_srcdir", ".")
+    files = sorted(glob.glob(os.path.join(top, "src", "*", "*.c")) +
+                   glob.glob(os.path.join(top, "src", "*", "*.cu")))
+    if not files:
+        print("skip: no sources under src/*/")
+        return 77
+    bad = [b for f in files for b in check(f)]
+    for b in bad:
+        print(b)
+    print(f"{len(files)} files, {len(bad)} functions over {LIMIT} lines")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
