@@ -1,9 +1,12 @@
 /* Internal to the simulator (src/sim/): per-layer TP pieces, per-chunk costs
- * and memory, shared by sim.c, tp.c and memory.c. */
+ * and memory (tp.c, sim_chunk.c, memory.c), and the state of one run that
+ * the engine (sim.c), the instruction handlers (sim_step.c) and the result
+ * (sim_result.c) share. */
 #ifndef MERAK_SIM_INTERNAL_H
 #define MERAK_SIM_INTERNAL_H
 
 #include "merak/sim.h"
+#include "sim/evq.h"
 
 /* One layer as the TP sub-pipeline sees it (one direction). */
 typedef struct mk_tpl {
@@ -47,5 +50,94 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
                       double *gbuf);
 int mk_sim_is_ckptable(const mk_graph_t *g, int l);
 double mk_sim_bucket_bytes(const mk_sim_opts_t *o);
+
+/* ---- one run (mk_sim_run) ---- */
+
+/* The costs of one chunk (virtual stage k), built once per run (sim_chunk.c).
+ * Seconds per micro-batch on one representative rank; bytes on one TP rank. */
+typedef struct mk_chunk_cost {
+    int k, nl, nck;             /* virtual stage, layers, checkpointable layers */
+    mk_tpl_t *fwd, *bwd, *bin;  /* [nl] per layer, bwd/bin in backward order */
+    mk_tpl_t *ckf;              /* [nck] forward pieces of checkpointable layers */
+    double f, f_comm;           /* forward, and the TP comm inside it */
+    double b, b_comm;           /* backward (no recompute) */
+    double bi, bi_comm;         /* B_IN: backward minus the weight-gradient GEMMs */
+    double bw;                  /* B_W: those GEMMs */
+    double sel;                 /* selective recompute: the attention cores' forward */
+    double *rec, *rec_comm;     /* [nck+1] recompute of the first k checkpointable layers */
+    double *stored, *wmax;      /* [nck+1] activation bytes kept / largest layer's, k checkpointed */
+    double s_full, gbuf;        /* stored with nothing checkpointed; backward gradient buffers */
+} mk_chunk_cost_t;
+
+/* One pipeline stage's representative rank. */
+typedef struct mk_sim_stage {
+    int pc;                     /* next instruction of its stream */
+    int blocked;                /* 0 running, MK_SIM_BLOCK_RECV or MK_SIM_BLOCK_TIED */
+    int wait_key;               /* the message a blocked RECV waits for */
+    int n_grads, last_bwd;      /* REDUCE_GRADS done; index of the last backward (-1 none) */
+    int rank, node;
+    double now, block_t;        /* compute stream's time; when it blocked */
+    double busy;                /* compute time, s */
+    double exposed[MK_COMM_KINDS], comm[MK_COMM_KINDS]; /* compute-stream waits on comm; comm time */
+    double stat, stored, peak;  /* bytes: static, stored activations, peak so far */
+    mk_mem_breakdown_t at_peak;
+    mk_stage_static_t ss;
+    double p2p_free, dp_free;   /* when the p2p and DP streams are free */
+    double *mb_stored;          /* [m*vpp] bytes stored by slot mb*vpp+chunk */
+    int *mb_ck;                 /* [m*vpp] F's checkpoint count (-1: none yet) */
+    unsigned char *mb_rec;      /* [m*vpp] R ran */
+    double *bucket_end;         /* [nb+1] when DP bucket k is reduced (-1: not launched) */
+    int inflight, max_inflight; /* micro-batch chunks with stored activations */
+} mk_sim_stage_t;
+
+enum { MK_SIM_BLOCK_RECV = 1, MK_SIM_BLOCK_TIED = 2 };
+
+typedef struct mk_sim_state {
+    const mk_cluster_t *c;
+    const mk_plan_t *p;         /* checked, recompute resolved */
+    const mk_graph_t *g;
+    const mk_sim_opts_t *o;
+    const mk_sched_t *sch;
+    mk_sched_t *own;            /* sch when built here */
+    mk_chunk_cost_t *ch;        /* [pp*vpp] by virtual stage k */
+    mk_sim_stage_t *st;         /* [pp] */
+    mk_evq_t q;
+    long events;                /* instructions and transfers simulated */
+    double *arrival, *xfer;     /* [2*m*V] message arrival and transfer time (-1: not sent) */
+    double *nic_free;           /* [nodes] when a node's NIC is free */
+    int nodes, nb, V;           /* nodes, DP buckets, virtual stages pp*vpp */
+    mk_group_t tpg, dpg, tiedg;
+    int tied_waiting;           /* stage blocked in REDUCE_TIED, or -1 */
+    mk_trace_t *tr;
+} mk_sim_state_t;
+
+/* Handler results: the instruction is done (the stage goes on), or the
+ * stage waits for a peer that will queue it again. */
+enum { MK_SIM_DONE = 0, MK_SIM_WAIT = 1 };
+
+/* sim_chunk.c: the chunk's costs (needs R->c, p, g, o, tpg).  0 or -1. */
+int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c);
+void mk_chunk_cost_free(mk_chunk_cost_t *c);
+/* A compute op's duration (s) on chunk c: ck = its F's checkpoint count,
+ * rec = R ran for it.  Sets *recomputes (B/B_IN replays the forward), *tpc
+ * (TP comm inside it, s) and *transient (bytes held only while it runs). */
+double mk_chunk_cost_time(const mk_chunk_cost_t *c, const mk_instr_t *in, int ck, int rec, int unit,
+                          int *recomputes, double *tpc, double *transient);
+/* The pure compute inside that duration d as the TP sub-pipeline counts
+ * it; the rest is exposed TP communication. */
+double mk_chunk_cost_pure(const mk_chunk_cost_t *c, const mk_instr_t *in, int level, int recomputes, int ck,
+                          double d);
+
+/* sim_step.c: run stage s from time T until an instruction takes time
+ * (then it is queued again at its end) or it blocks.  0 or -1. */
+int mk_sim_step(mk_sim_state_t *R, int s, double T);
+/* Queue stage s to go on at time t.  0 or -1. */
+int mk_sim_wake(mk_sim_state_t *R, int s, double t);
+/* Note the memory of stage s with `transient` bytes in use. */
+void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient);
+void mk_sim_mem_trace(mk_sim_state_t *R, int s, double t);
+
+/* sim_result.c: fill *out from a finished run of makespan `step` (s). */
+void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);
 
 #endif
