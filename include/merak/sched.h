@@ -1,6 +1,7 @@
 /* The shared pipeline scheduler: a plan's pipeline -> one ordered
  * instruction stream per stage.  The simulator and the executor both
- * interpret these streams; nothing else decides the order of work.
+ * interpret these streams, through the one stream walker (merak/walk.h);
+ * nothing else decides the order of work.
  *
  * Semantics the streams assume (the verifier checks them):
  *  - Each stage runs its stream in order, one instruction at a time.

@@ -36,10 +36,6 @@ int mk_sched_resolve_ckpt(mk_sched_t *s, const int *explicit_ckpt);
  * until the first backward is issued (merak's extra forward). */
 int mk_sched_gen_1f1b_stage(mk_sched_t *s, int stage, int cap, int cap2, const unsigned char *pre);
 
-/* Message slot of a SEND/RECV: (act or grad, mb, receiving virtual stage)
- * in [0, 2*m*pp*vpp); -1 for other ops or impossible fields. */
-int mk_sched_msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in);
-
 /* 1 if the streams also complete with rendezvous sends (sched_rendezvous.c). */
 int mk_sched_rendezvous_ok(const mk_sched_t *s);
 

@@ -8,9 +8,14 @@
  * compute that consumes it and a SEND after the one that produces it; every
  * SEND with exactly one RECV on its peer; LOAD once per micro-batch on the
  * first and last stage, before its forward; REDUCE_TIED / REDUCE_GRADS
- * after the last backward work, OPT_STEP last. */
+ * after the last backward work, OPT_STEP last.
+ *
+ * The scan decodes each stage through the stream walker (merak/walk.h, one
+ * stage, lenient): mb/chunk ranges, the peer a p2p must name, in-flight
+ * counts and the last backward come from it; the rules here only count. */
 #include "config.h"
 #include "sched/sched_internal.h"
+#include "merak/walk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +27,8 @@ typedef struct {
     int st, nmc;
     int *pos[P_N], *cnt[P_N];   /* [nmc] position (last seen) and count per kind */
     unsigned char *pre;
+    int last_bwd, most;         /* last backward work, most micro-batches in flight */
+    int bad_peer, want_peer;    /* first p2p naming a wrong peer, and the right one */
 } stage_chk_t;
 
 static int which(mk_instr_op_t op)
@@ -40,31 +47,39 @@ static int which(mk_instr_op_t op)
     }
 }
 
-/* Record each per-micro-batch instruction; returns the last backward work's index. */
-static int scan(stage_chk_t *c, int *last_bwd)
+/* Record each per-micro-batch instruction the walker decoded (it has
+ * checked mb and chunk); SEND peers must name the stage that receives,
+ * RECV peers the sender (reported after the scan). */
+static int scan_ev(void *ctx, const mk_walk_ev_t *ev)
 {
+    stage_chk_t *c = ctx;
     const mk_sched_t *s = c->s;
-    const mk_stream_t *str = &s->streams[c->st];
-    int zb = s->spec.kind == MK_SCHED_ZB_H1;
-    *last_bwd = -1;
-    for (int i = 0; i < str->n; i++) {
-        const mk_instr_t *in = &str->v[i];
-        int w = which(in->op);
-        if (w < 0) continue;
-        if (in->mb < 0 || in->mb >= s->spec.m || in->chunk < 0 || in->chunk >= s->spec.vpp)
-            return mk_error_set("stage %d instruction %d: %s has mb %d chunk %d out of range",
-                                c->st, i, mk_instr_op_name(in->op), in->mb, in->chunk);
-        if ((in->op == MK_INSTR_B && zb) || ((in->op == MK_INSTR_B_IN || in->op == MK_INSTR_B_W) && !zb))
-            return mk_error_set("stage %d: %s does not belong in %s", c->st,
-                                mk_instr_op_name(in->op), mk_sched_kind_name(s->spec.kind));
-        int sl = in->mb * s->spec.vpp + in->chunk;
-        if (w == P_LOAD) sl = in->mb * s->spec.vpp; /* one LOAD per micro-batch */
-        c->cnt[w][sl]++;
-        c->pos[w][sl] = i;
-        if (in->op == MK_INSTR_F_PRE) c->pre[sl] = 1;
-        if (w == P_B || w == P_BW) *last_bwd = i;
-    }
-    return 0;
+    const mk_instr_t *in = ev->in;
+    int w = which(in->op), zb = s->spec.kind == MK_SCHED_ZB_H1;
+    if (ev->inflight > c->most) c->most = ev->inflight;
+    if (ev->last_bwd) c->last_bwd = ev->index;
+    if (w < 0) return MK_WALK_GO;
+    if (w >= P_RA && in->peer != ev->peer && c->bad_peer < 0)
+        c->bad_peer = ev->index, c->want_peer = ev->peer;
+    if ((in->op == MK_INSTR_B && zb) || ((in->op == MK_INSTR_B_IN || in->op == MK_INSTR_B_W) && !zb))
+        return mk_error_set("stage %d: %s does not belong in %s", c->st,
+                            mk_instr_op_name(in->op), mk_sched_kind_name(s->spec.kind));
+    int sl = w == P_LOAD ? in->mb * s->spec.vpp : ev->slot; /* one LOAD per micro-batch */
+    c->cnt[w][sl]++;
+    c->pos[w][sl] = ev->index;
+    if (in->op == MK_INSTR_F_PRE) c->pre[sl] = 1;
+    return MK_WALK_GO;
+}
+
+static int scan(stage_chk_t *c, mk_walk_t *w)
+{
+    c->last_bwd = c->bad_peer = -1;
+    c->most = 0;
+    if (mk_walk_stage(w, c->st) < 0) return -1;
+    if (c->bad_peer < 0) return 0;
+    const mk_instr_t *in = &c->s->streams[c->st].v[c->bad_peer];
+    return mk_error_set("stage %d instruction %d: %s mb %d names peer %d, want %d", c->st,
+                        c->bad_peer, mk_instr_op_name(in->op), in->mb, in->peer, c->want_peer);
 }
 
 #define FAIL(...) return mk_error_set(__VA_ARGS__)
@@ -137,58 +152,21 @@ static int check_tail(const mk_sched_t *s, int st, int last_bwd)
     return 0;
 }
 
-/* SEND peers must name the stage that receives, RECV peers the sender. */
-static int check_peers(const mk_sched_t *s, int st)
+static int check_stage(const mk_sched_t *s, int st, stage_chk_t *c, mk_walk_t *w)
 {
-    int p = s->spec.pp;
-    const mk_stream_t *str = &s->streams[st];
-    for (int i = 0; i < str->n; i++) {
-        const mk_instr_t *in = &str->v[i];
-        int k = in->chunk * p + st, want;
-        switch (in->op) {
-        case MK_INSTR_SEND_ACT: case MK_INSTR_RECV_GRAD: want = (k + 1) % p; break;
-        case MK_INSTR_RECV_ACT: case MK_INSTR_SEND_GRAD: want = (k - 1 + p) % p; break;
-        default: continue;
-        }
-        if (in->peer != want)
-            FAIL("stage %d instruction %d: %s mb %d names peer %d, want %d", st, i,
-                 mk_instr_op_name(in->op), in->mb, in->peer, want);
-    }
-    return 0;
-}
-
-static int check_stage(const mk_sched_t *s, int st, stage_chk_t *c)
-{
-    int last_bwd;
-    for (int w = 0; w < P_N; w++) {
-        memset(c->pos[w], 0, (size_t)c->nmc * sizeof(int));
-        memset(c->cnt[w], 0, (size_t)c->nmc * sizeof(int));
+    for (int k = 0; k < P_N; k++) {
+        memset(c->pos[k], 0, (size_t)c->nmc * sizeof(int));
+        memset(c->cnt[k], 0, (size_t)c->nmc * sizeof(int));
     }
     memset(c->pre, 0, (size_t)c->nmc);
     c->st = st;
-    if (scan(c, &last_bwd) < 0 || check_peers(s, st) < 0 || check_tail(s, st, last_bwd) < 0)
-        return -1;
+    if (scan(c, w) < 0 || check_tail(s, st, c->last_bwd) < 0) return -1;
     for (int mb = 0; mb < s->spec.m; mb++) {
         if (check_links(c, mb) < 0) return -1;
         for (int ch = 0; ch < s->spec.vpp; ch++)
             if (check_slot(c, mb, ch) < 0) return -1;
     }
     return 0;
-}
-
-/* Held from F until the end of B (zb-h1: of B_W), along the stream order. */
-static int max_inflight(const mk_sched_t *s, int st)
-{
-    int held = 0, most = 0;
-    mk_instr_op_t release = s->spec.kind == MK_SCHED_ZB_H1 ? MK_INSTR_B_W : MK_INSTR_B;
-    const mk_stream_t *str = &s->streams[st];
-    for (int i = 0; i < str->n; i++) {
-        mk_instr_op_t op = str->v[i].op;
-        if (op == MK_INSTR_F || op == MK_INSTR_F_PRE) held++;
-        if (op == release) held--;
-        if (held > most) most = held;
-    }
-    return most;
 }
 
 int mk_sched_verify(const mk_sched_t *s, mk_sched_report_t *rep)
@@ -203,11 +181,18 @@ int mk_sched_verify(const mk_sched_t *s, mk_sched_report_t *rep)
     }
     c.pre = malloc((size_t)c.nmc);
     rep->max_inflight = calloc((size_t)p, sizeof(int));
-    if (rc < 0 || !c.pre || !rep->max_inflight) rc = mk_error_set("sched verify: out of memory");
+    /* the scan: each stage alone, decode only (the checks below name what is wrong) */
+    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .lenient = 1};
+    mk_walk_hooks_t h = {.ctx = &c, .compute = scan_ev, .send = scan_ev, .recv = scan_ev,
+                         .collective = scan_ev, .load = scan_ev};
+    mk_walk_t w = {0};
+    if (rc < 0 || !c.pre || !rep->max_inflight || mk_walk_init(&w, s, &wo, &h) < 0)
+        rc = mk_error_set("sched verify: out of memory");
     for (int st = 0; st < p && rc == 0; st++) {
-        rc = check_stage(s, st, &c);
-        rep->max_inflight[st] = max_inflight(s, st);
+        rc = check_stage(s, st, &c, &w);
+        rep->max_inflight[st] = c.most;
     }
+    mk_walk_free(&w);
     for (int w = 0; w < P_N; w++) { free(c.pos[w]); free(c.cnt[w]); }
     free(c.pre);
     mk_sched_timeline_t tl;

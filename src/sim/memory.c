@@ -14,6 +14,7 @@
  *              of the one leaving it (x2: activation and gradient), /t with
  *              SP; plus one DP gradient bucket when d > 1. */
 #include "sim/sim_internal.h"
+#include "merak/walk.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -186,60 +187,72 @@ static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, 
     *a = M->a[i], *w = M->wm[i], *gb = M->gb[i];
 }
 
+typedef struct {
+    const mk_plan_t *p;
+    const mk_graph_t *g;
+    int s;
+    mk_act_memo_t *M;
+    double stat, stored, peak; /* bytes: static, activations held now, the peak */
+    double *mbs;              /* [m*vpp] bytes each slot holds */
+} peak_walk_t;
+
+/* One compute op: F/F_PRE add the slot's stored bytes (working set: the
+ * largest checkpointed layer), R expands them to full, B/B_IN need the
+ * recomputed layer (when the walker says it recomputes) plus the gradient
+ * buffers, B or B_W frees. */
+static int peak_op(void *ctx, const mk_walk_ev_t *ev)
+{
+    peak_walk_t *x = ctx;
+    int ch = ev->in->chunk, sl = ev->slot;
+    double a, w, gb, cur;
+    if (ev->holds) {
+        memo_act(x->M, x->p, x->g, x->s, ch, ev->ckpt, &a, &w, &gb);
+        x->mbs[sl] = a, x->stored += a;
+        cur = x->stat + x->stored + w;
+    } else if (ev->regrows) {
+        memo_act(x->M, x->p, x->g, x->s, ch, 0, &a, &w, &gb);
+        x->stored += a - x->mbs[sl], x->mbs[sl] = a;
+        cur = x->stat + x->stored;
+    } else {
+        memo_act(x->M, x->p, x->g, x->s, ch, ev->recomputes ? ev->ckpt : 0, &a, &w, &gb);
+        cur = x->stat + x->stored + (ev->recomputes ? w : 0) + gb;
+        if (ev->releases) x->stored -= x->mbs[sl], x->mbs[sl] = 0;
+    }
+    if (cur > x->peak) x->peak = cur;
+    return MK_WALK_GO;
+}
+
 /* Peak of stage s along its own stream.  Memory depends only on the
  * order of a stage's instructions, not on timing, so this walk gives the
- * event engine's figure exactly (same rules as sim.c): F/F_PRE add the
- * micro-batch's stored bytes (working set: the largest checkpointed
- * layer), R expands them to full, B/B_IN need the recomputed layer (unless
- * R ran) plus the gradient buffers, B or B_W frees.  ck_override >= 0
- * replaces plain F's checkpoint count (clamped per chunk). */
+ * event engine's figure exactly: both take the per-slot rules (checkpoint
+ * counts, recomputes, what is held) from the stream walker (merak/walk.h).
+ * ck_override >= 0 replaces plain F's checkpoint count (capped per chunk
+ * at its checkpointable layers). */
 static double stream_peak(const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch, int s, int ck_override,
                           const mk_sim_opts_t *o)
 {
     mk_stage_static_t st;
     mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
-    double stat = st.weights + st.grads + st.optimizer + st.buffers, stored = 0, peak = stat;
-    int v = p->vpp, nmc = p->m * v, nck[MK_PLAN_MAX_VSTAGES];
-    int layers[MK_PLAN_MAX_VSTAGES];
+    int v = p->vpp, layers[MK_PLAN_MAX_VSTAGES], ckf[MK_PLAN_MAX_VSTAGES];
     mk_plan_ckpt_layers(p, g, layers);
-    for (int c = 0; c < v; c++) nck[c] = layers[s * v + c];
-    double *mbs = calloc(nmc, sizeof *mbs);
-    int *mck = calloc(nmc, sizeof *mck);
-    unsigned char *rec = calloc(nmc, 1);
+    for (int i = 0; i < p->pp * v; i++) ckf[i] = ck_override;
     mk_act_memo_t M = {v, 1, NULL, NULL, NULL, NULL};
     for (int c = 0; c < v; c++)
-        if (nck[c] + 1 > M.w) M.w = nck[c] + 1;
+        if (layers[s * v + c] + 1 > M.w) M.w = layers[s * v + c] + 1;
+    peak_walk_t x = {p, g, s, &M, st.weights + st.grads + st.optimizer + st.buffers, 0, 0, NULL};
+    x.peak = x.stat;
+    x.mbs = calloc((size_t)p->m * v, sizeof *x.mbs);
     M.a = malloc((size_t)v * M.w * sizeof(double)), M.wm = malloc((size_t)v * M.w * sizeof(double));
     M.gb = malloc((size_t)v * M.w * sizeof(double)), M.have = calloc((size_t)v * M.w, 1);
-    if (!mbs || !mck || !rec || !M.a || !M.wm || !M.gb || !M.have) {
-        free(mbs), free(mck), free(rec), free(M.a), free(M.wm), free(M.gb), free(M.have);
-        return 1e300;
+    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = layers, .ckpt_f = ck_override >= 0 ? ckf : NULL};
+    mk_walk_hooks_t h = {.ctx = &x, .memory = peak_op};
+    mk_walk_t w;
+    double peak = 1e300;
+    if (x.mbs && M.a && M.wm && M.gb && M.have && mk_walk_init(&w, sch, &wo, &h) == 0) {
+        if (mk_walk_stage(&w, s) >= 0) peak = x.peak;
+        mk_walk_free(&w);
     }
-    const mk_stream_t *str = &sch->streams[s];
-    for (int i = 0; i < str->n; i++) {
-        const mk_instr_t *in = &str->v[i];
-        if (!mk_instr_is_compute(in->op) || in->mb < 0 || in->mb >= p->m || in->chunk < 0 || in->chunk >= v) continue;
-        int slot = in->mb * v + in->chunk;
-        double a, w, gb, cur;
-        if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) {
-            int ck = in->op == MK_INSTR_F_PRE ? nck[in->chunk] : ck_override >= 0 ? ck_override : in->ckpt;
-            if (ck > nck[in->chunk]) ck = nck[in->chunk];
-            memo_act(&M, p, g, s, in->chunk, ck, &a, &w, &gb);
-            mck[slot] = ck, rec[slot] = 0, mbs[slot] = a, stored += a;
-            cur = stat + stored + w;
-        } else if (in->op == MK_INSTR_R) {
-            memo_act(&M, p, g, s, in->chunk, 0, &a, &w, &gb);
-            stored += a - mbs[slot], mbs[slot] = a, rec[slot] = 1;
-            cur = stat + stored;
-        } else {
-            int rc = (in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && mck[slot] > 0 && !rec[slot];
-            memo_act(&M, p, g, s, in->chunk, rc ? mck[slot] : 0, &a, &w, &gb);
-            cur = stat + stored + (rc ? w : 0) + gb;
-            if (in->op != MK_INSTR_B_IN) stored -= mbs[slot], mbs[slot] = 0;
-        }
-        if (cur > peak) peak = cur;
-    }
-    free(mbs), free(mck), free(rec), free(M.a), free(M.wm), free(M.gb), free(M.have);
+    free(x.mbs), free(M.a), free(M.wm), free(M.gb), free(M.have);
     return peak;
 }
 
