@@ -1,8 +1,9 @@
 /* The discrete-event engine (see include/merak/sim.h): one run sets up
- * the plan's streams and per-chunk costs (sim_chunk.c), queues every
- * stage at time 0 on the event queue (evq.c) and lets the instruction
- * handlers (sim_step.c) advance the stages until the queue is empty; the
- * result is then read off the stages (sim_result.c). */
+ * the plan's streams and per-chunk costs (sim_chunk.c) and the stream
+ * walker (merak/walk.h) with the instruction handlers as its hooks
+ * (sim_step.c), queues every stage at time 0 on the event queue (evq.c)
+ * and runs events until the queue is empty; the result is then read off
+ * the stages (sim_result.c). */
 #include "sim/sim_internal.h"
 
 #include <math.h>
@@ -101,7 +102,7 @@ static int setup_streams(mk_sim_state_t *R)
     return 0;
 }
 
-/* Communication groups, message and NIC tables, chunk costs. */
+/* Communication groups, message and NIC tables, chunk costs, the walker. */
 static int setup_shared(mk_sim_state_t *R)
 {
     const mk_plan_t *p = R->p;
@@ -112,7 +113,7 @@ static int setup_shared(mk_sim_state_t *R)
     R->dpg = mk_group_make(c, 0, p->tp, p->dp, sh);
     R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * p->dp * p->tp : 1, 2, sh);
     R->ch = calloc(R->V, sizeof *R->ch);
-    long nmsg = 2L * p->m * R->V;
+    long nmsg = mk_walk_n_keys(R->sch);
     R->arrival = malloc(nmsg * sizeof *R->arrival);
     R->xfer = malloc(nmsg * sizeof *R->xfer);
     R->nodes = (int)(((long)p->dp * p->pp * p->tp + gpn - 1) / gpn);
@@ -121,7 +122,13 @@ static int setup_shared(mk_sim_state_t *R)
     for (long i = 0; i < nmsg; i++) R->arrival[i] = -1, R->xfer[i] = 0;
     for (int k = 0; k < R->V; k++)
         if (mk_chunk_cost_build(R, k, &R->ch[k]) < 0) return -1;
-    return 0;
+    /* a forward checkpoints at most its chunk's checkpointable layers */
+    for (int s = 0; s < p->pp; s++)
+        for (int k = 0; k < p->vpp; k++) R->ckpt_cap[s * p->vpp + k] = R->ch[k * p->pp + s].nck;
+    mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = R->ckpt_cap};
+    mk_walk_hooks_t h;
+    mk_sim_hooks(R, &h);
+    return mk_walk_init(&R->w, R->sch, &wo, &h);
 }
 
 /* Stage s before its first instruction; queued at time 0. */
@@ -135,19 +142,9 @@ static int setup_stage(mk_sim_state_t *R, int s)
     S->node = S->rank / gpn;
     S->stat = S->ss.weights + S->ss.grads + S->ss.optimizer + S->ss.buffers;
     S->mb_stored = calloc(nmc, sizeof *S->mb_stored);
-    S->mb_ck = malloc(nmc * sizeof *S->mb_ck);
-    S->mb_rec = calloc(nmc, 1);
     S->bucket_end = malloc((R->nb + 1) * sizeof *S->bucket_end);
-    if (!S->mb_stored || !S->mb_ck || !S->mb_rec || !S->bucket_end) return mk_error_set("out of memory");
-    for (int i = 0; i < nmc; i++) S->mb_ck[i] = -1;
+    if (!S->mb_stored || !S->bucket_end) return mk_error_set("out of memory");
     for (int i = 0; i <= R->nb; i++) S->bucket_end[i] = -1;
-    /* the gradients are final after the last backward (B_W when split) */
-    S->last_bwd = -1;
-    const mk_stream_t *str = &R->sch->streams[s];
-    int has_bw = 0;
-    for (int i = 0; i < str->n; i++) has_bw |= str->v[i].op == MK_INSTR_B_W;
-    for (int i = 0; i < str->n; i++)
-        if (str->v[i].op == (has_bw ? MK_INSTR_B_W : MK_INSTR_B)) S->last_bwd = i;
     mk_sim_mem_note(R, s, 0);
     if (R->tr) {
         char label[64];
@@ -166,8 +163,8 @@ static int run_events(mk_sim_state_t *R, double *step)
     *step = 0;
     for (int s = 0; s < R->p->pp; s++) {
         const mk_sim_stage_t *S = &R->st[s];
-        if (S->pc < R->sch->streams[s].n) {
-            const mk_instr_t *in = &R->sch->streams[s].v[S->pc];
+        if (R->w.pos[s] < R->sch->streams[s].n) {
+            const mk_instr_t *in = &R->sch->streams[s].v[R->w.pos[s]];
             return mk_error_set("simulation deadlock: stage %d stuck at %s mb %d", s, mk_instr_op_name(in->op),
                                 in->mb);
         }
@@ -182,11 +179,11 @@ static void state_free(mk_sim_state_t *R)
         for (int k = 0; k < R->V; k++) mk_chunk_cost_free(&R->ch[k]);
     if (R->st)
         for (int s = 0; s < R->p->pp; s++) {
-            free(R->st[s].mb_stored), free(R->st[s].mb_ck), free(R->st[s].mb_rec);
-            free(R->st[s].bucket_end);
+            free(R->st[s].mb_stored), free(R->st[s].bucket_end);
         }
     free(R->ch), free(R->st), free(R->arrival), free(R->xfer), free(R->nic_free);
     mk_evq_free(&R->q);
+    mk_walk_free(&R->w);
     mk_sched_free(R->own);
 }
 
@@ -202,7 +199,6 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_t *plan, const mk_graph_t *g, const 
     mk_sim_state_t R;
     memset(&R, 0, sizeof R);
     R.c = &sim->c, R.p = &p, R.g = g, R.o = opts, R.tr = opts->trace, R.V = p.pp * p.vpp;
-    R.tied_waiting = -1;
     mk_evq_init(&R.q);
     double step;
     int rc = -1;

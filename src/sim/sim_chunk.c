@@ -156,30 +156,27 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     return 0;
 }
 
-double mk_chunk_cost_time(const mk_chunk_cost_t *c, const mk_instr_t *in, int ck, int rec, int unit,
-                          int *recomputes, double *tpc, double *transient)
+double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, int recomputes, int unit,
+                          double *tpc, double *transient)
 {
     if (ck > c->nck) ck = c->nck;
-    *recomputes = 0, *tpc = 0, *transient = 0;
-    switch (in->op) {
+    *tpc = 0, *transient = 0;
+    switch (op) {
     case MK_INSTR_F:
-    case MK_INSTR_F_PRE: {
-        int k = in->op == MK_INSTR_F_PRE ? c->nck : (in->ckpt < c->nck ? in->ckpt : c->nck);
-        *transient = c->wmax[k];
+    case MK_INSTR_F_PRE:
+        *transient = c->wmax[ck];
         *tpc = c->f_comm;
         return unit ? 1 : c->f;
-    }
     case MK_INSTR_R:
         *tpc = c->rec_comm[ck];
         return unit ? 1 : c->rec[ck];
     case MK_INSTR_B:
     case MK_INSTR_B_IN: {
-        int rc = ck > 0 && !rec;
-        *recomputes = rc;
+        int rc = recomputes;
         *transient = (rc ? c->wmax[ck] : 0) + c->gbuf;
-        if (unit) return (in->op == MK_INSTR_B ? 2 : 1) + rc;
-        double t = (in->op == MK_INSTR_B ? c->b : c->bi) + c->sel + (rc ? c->rec[ck] : 0);
-        *tpc = (in->op == MK_INSTR_B ? c->b_comm : c->bi_comm) + (rc ? c->rec_comm[ck] : 0);
+        if (unit) return (op == MK_INSTR_B ? 2 : 1) + rc;
+        double t = (op == MK_INSTR_B ? c->b : c->bi) + c->sel + (rc ? c->rec[ck] : 0);
+        *tpc = (op == MK_INSTR_B ? c->b_comm : c->bi_comm) + (rc ? c->rec_comm[ck] : 0);
         return t;
     }
     case MK_INSTR_B_W:
@@ -201,14 +198,13 @@ static double pure_sum(const mk_tpl_t *L, int n, int level)
     return cs;
 }
 
-double mk_chunk_cost_pure(const mk_chunk_cost_t *c, const mk_instr_t *in, int lvl, int rc, int ck, double d)
+double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double d)
 {
     double cs = 0;
-    if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) cs = pure_sum(c->fwd, c->nl, lvl);
-    else if (in->op == MK_INSTR_B) cs = pure_sum(c->bwd, c->nl, lvl) + c->sel;
-    else if (in->op == MK_INSTR_B_IN) cs = pure_sum(c->bin, c->nl, lvl) + c->sel;
-    else if (in->op == MK_INSTR_B_W) return d;
-    if (in->op == MK_INSTR_R || ((in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && rc))
-        cs += pure_sum(c->ckf, ck, lvl);
+    if (op == MK_INSTR_F || op == MK_INSTR_F_PRE) cs = pure_sum(c->fwd, c->nl, lvl);
+    else if (op == MK_INSTR_B) cs = pure_sum(c->bwd, c->nl, lvl) + c->sel;
+    else if (op == MK_INSTR_B_IN) cs = pure_sum(c->bin, c->nl, lvl) + c->sel;
+    else if (op == MK_INSTR_B_W) return d;
+    if (op == MK_INSTR_R || ((op == MK_INSTR_B || op == MK_INSTR_B_IN) && rc)) cs += pure_sum(c->ckf, ck, lvl);
     return cs;
 }

@@ -6,6 +6,7 @@
 #define MERAK_SIM_INTERNAL_H
 
 #include "merak/sim.h"
+#include "merak/walk.h"
 #include "sim/evq.h"
 
 /* One layer as the TP sub-pipeline sees it (one direction). */
@@ -69,14 +70,13 @@ typedef struct mk_chunk_cost {
     double s_full, gbuf;        /* stored with nothing checkpointed; backward gradient buffers */
 } mk_chunk_cost_t;
 
-/* One pipeline stage's representative rank. */
+/* One pipeline stage's representative rank: its streams' clocks and what
+ * it has used.  Where it is in its instruction stream, and every per-slot
+ * rule (a forward's checkpoint count, whether R ran, what is in flight),
+ * is the stream walker's (merak/walk.h). */
 typedef struct mk_sim_stage {
-    int pc;                     /* next instruction of its stream */
-    int blocked;                /* 0 running, MK_SIM_BLOCK_RECV or MK_SIM_BLOCK_TIED */
-    int wait_key;               /* the message a blocked RECV waits for */
-    int n_grads, last_bwd;      /* REDUCE_GRADS done; index of the last backward (-1 none) */
     int rank, node;
-    double now, block_t;        /* compute stream's time; when it blocked */
+    double now;                 /* compute stream's time (while blocked: when it blocked) */
     double busy;                /* compute time, s */
     double exposed[MK_COMM_KINDS], comm[MK_COMM_KINDS]; /* compute-stream waits on comm; comm time */
     double stat, stored, peak;  /* bytes: static, stored activations, peak so far */
@@ -84,13 +84,9 @@ typedef struct mk_sim_stage {
     mk_stage_static_t ss;
     double p2p_free, dp_free;   /* when the p2p and DP streams are free */
     double *mb_stored;          /* [m*vpp] bytes stored by slot mb*vpp+chunk */
-    int *mb_ck;                 /* [m*vpp] F's checkpoint count (-1: none yet) */
-    unsigned char *mb_rec;      /* [m*vpp] R ran */
     double *bucket_end;         /* [nb+1] when DP bucket k is reduced (-1: not launched) */
-    int inflight, max_inflight; /* micro-batch chunks with stored activations */
+    int max_inflight;           /* micro-batch chunks with stored activations */
 } mk_sim_stage_t;
-
-enum { MK_SIM_BLOCK_RECV = 1, MK_SIM_BLOCK_TIED = 2 };
 
 typedef struct mk_sim_state {
     const mk_cluster_t *c;
@@ -102,35 +98,32 @@ typedef struct mk_sim_state {
     mk_chunk_cost_t *ch;        /* [pp*vpp] by virtual stage k */
     mk_sim_stage_t *st;         /* [pp] */
     mk_evq_t q;
+    mk_walk_t w;                /* the streams' walker, buffered sends (the sim drives it) */
+    int ckpt_cap[MK_PLAN_MAX_VSTAGES]; /* [pp*vpp] at s*vpp+c: the chunk's checkpointable layers */
+    double T;                   /* when the stage being run was resumed */
     long events;                /* instructions and transfers simulated */
-    double *arrival, *xfer;     /* [2*m*V] message arrival and transfer time (-1: not sent) */
+    double *arrival, *xfer;     /* [mk_walk_n_keys] message arrival and transfer time */
     double *nic_free;           /* [nodes] when a node's NIC is free */
     int nodes, nb, V;           /* nodes, DP buckets, virtual stages pp*vpp */
     mk_group_t tpg, dpg, tiedg;
-    int tied_waiting;           /* stage blocked in REDUCE_TIED, or -1 */
     mk_trace_t *tr;
 } mk_sim_state_t;
-
-/* Handler results: the instruction is done (the stage goes on), or the
- * stage waits for a peer that will queue it again. */
-enum { MK_SIM_DONE = 0, MK_SIM_WAIT = 1 };
 
 /* sim_chunk.c: the chunk's costs (needs R->c, p, g, o, tpg).  0 or -1. */
 int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c);
 void mk_chunk_cost_free(mk_chunk_cost_t *c);
-/* A compute op's duration (s) on chunk c: ck = its F's checkpoint count,
- * rec = R ran for it.  Sets *recomputes (B/B_IN replays the forward), *tpc
- * (TP comm inside it, s) and *transient (bytes held only while it runs). */
-double mk_chunk_cost_time(const mk_chunk_cost_t *c, const mk_instr_t *in, int ck, int rec, int unit,
-                          int *recomputes, double *tpc, double *transient);
+/* A compute op's duration (s) on chunk c: ck = the checkpointed layers
+ * (F/F_PRE: its own, else its forward's), recomputes = B/B_IN replays the
+ * forward first (both from the walker).  Sets *tpc (TP comm inside it, s)
+ * and *transient (bytes held only while it runs). */
+double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, int recomputes, int unit,
+                          double *tpc, double *transient);
 /* The pure compute inside that duration d as the TP sub-pipeline counts
  * it; the rest is exposed TP communication. */
-double mk_chunk_cost_pure(const mk_chunk_cost_t *c, const mk_instr_t *in, int level, int recomputes, int ck,
-                          double d);
+double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck, double d);
 
-/* sim_step.c: run stage s from time T until an instruction takes time
- * (then it is queued again at its end) or it blocks.  0 or -1. */
-int mk_sim_step(mk_sim_state_t *R, int s, double T);
+/* sim_step.c: the walker's hooks for the state's walker (ctx = R). */
+void mk_sim_hooks(mk_sim_state_t *R, mk_walk_hooks_t *h);
 /* Queue stage s to go on at time t.  0 or -1. */
 int mk_sim_wake(mk_sim_state_t *R, int s, double t);
 /* Note the memory of stage s with `transient` bytes in use. */

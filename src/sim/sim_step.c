@@ -1,9 +1,13 @@
 /* The instruction handlers: what each instruction of a stage's stream
  * does to the simulated time (see include/merak/sim.h for the streams).
- * mk_sim_step runs a stage's instructions in order, each through the
- * handler of its kind, until one takes time (the stage is queued again at
- * its end) or blocks (a RECV whose send is not issued, REDUCE_TIED before
- * its peer); the matching send or the peer queues it again.
+ * The stream walker (merak/walk.h, buffered mode) decodes the streams and
+ * keeps the per-slot rules, the message keys and matching and the tied
+ * rendezvous; the event queue drives it.  A stage's event runs the walker
+ * on the stage, which calls the handler of each instruction's kind, until
+ * one takes time (the hook yields; the stage is queued again at its end)
+ * or the next one is not ready (a RECV whose send is not issued,
+ * REDUCE_TIED before its peer); the walker's wake hook then queues it
+ * again when the matching send or the peer has run.
  *
  *   F ... B_W    the chunk's cost (sim_chunk.c); the exposed part of the TP
  *                comm inside it counts as TP wait
@@ -23,17 +27,25 @@
 
 #include <stdio.h>
 
-/* A handler: instruction `in` of stage s, starting at t = the stage's now.
- * Returns MK_SIM_DONE, MK_SIM_WAIT or -1. */
-typedef int (*op_fn)(mk_sim_state_t *R, int s, const mk_instr_t *in, double t);
+/* A handler: instruction ev of stage ev->stage, starting at t = the
+ * stage's now.  Returns DONE, NOT_HERE (done by the other end: not counted
+ * as an event) or -1. */
+enum { DONE = 0, NOT_HERE = 1 };
+typedef int (*op_fn)(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t);
 
 enum { EV_STAGE = 0 }; /* the one event kind: a stage may go on */
 
+/* Run stage e->arg from time e->t until it yields, blocks or ends. */
 static int on_stage_event(void *ctx, const mk_ev_t *e)
 {
     mk_sim_state_t *R = ctx;
-    if (R->st[e->arg].blocked == MK_SIM_BLOCK_TIED) return 0; /* its peer runs it on (REDUCE_TIED) */
-    return mk_sim_step(R, e->arg, e->t);
+    int s = e->arg;
+    mk_sim_stage_t *S = &R->st[s];
+    /* a blocked stage resumes at its instruction, at the time it blocked */
+    if (mk_walk_state(&R->w, s) != MK_WALK_BLOCKED && e->t > S->now) S->now = e->t;
+    R->T = e->t;
+    if (mk_walk_stage(&R->w, s) < 0) return -1;
+    return mk_walk_state(&R->w, s) == MK_WALK_YIELDED ? mk_sim_wake(R, s, S->now) : 0;
 }
 
 int mk_sim_wake(mk_sim_state_t *R, int s, double t)
@@ -65,18 +77,6 @@ static void trace_instr(mk_sim_state_t *R, int s, const mk_instr_t *in, int stre
     char name[48];
     mk_trace_instr_name(name, sizeof name, mk_instr_op_name(in->op), in->mb);
     mk_trace_complete(R->tr, R->st[s].rank, stream, name, t, d, s, in->mb, in->chunk, -1);
-}
-
-/* Where a message goes: (grad, mb, destination virtual stage), -1 if out of range. */
-static int msg_key(const mk_sim_state_t *R, int stage, const mk_instr_t *in)
-{
-    int p = R->p->pp, k = in->chunk * p + stage, dst;
-    int grad = in->op == MK_INSTR_SEND_GRAD || in->op == MK_INSTR_RECV_GRAD;
-    if (in->op == MK_INSTR_SEND_ACT) dst = k + 1;
-    else if (in->op == MK_INSTR_SEND_GRAD) dst = k - 1;
-    else dst = k;
-    if (in->mb < 0 || in->mb >= R->p->m || dst < 0 || dst >= R->V) return -1;
-    return (grad * R->p->m + in->mb) * R->V + dst;
 }
 
 typedef struct emit_ctx {
@@ -128,34 +128,22 @@ static void launch_buckets(mk_sim_state_t *R, int s, double t0, double dur)
     }
 }
 
-/* F, F_PRE: the micro-batch's activations become stored. */
-static void forward_stores(mk_sim_stage_t *S, const mk_chunk_cost_t *c, const mk_instr_t *in, int slot)
-{
-    int k = in->op == MK_INSTR_F_PRE ? c->nck : (in->ckpt < c->nck ? in->ckpt : c->nck);
-    S->mb_ck[slot] = k;
-    S->mb_rec[slot] = 0;
-    S->mb_stored[slot] = c->stored[k];
-    S->stored += c->stored[k];
-    S->inflight++;
-    if (S->inflight > S->max_inflight) S->max_inflight = S->inflight;
-}
-
-static int op_compute(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
+static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     const mk_plan_t *p = R->p;
+    const mk_instr_t *in = ev->in;
+    int s = ev->stage, slot = ev->slot, ck = ev->ckpt, rc = ev->recomputes, unit = R->o->unit_costs;
     mk_sim_stage_t *S = &R->st[s];
-    int unit = R->o->unit_costs;
-    int slot = in->mb >= 0 && in->mb < p->m ? in->mb * p->vpp + in->chunk : -1;
-    if (slot < 0 || in->chunk < 0 || in->chunk >= p->vpp)
-        return mk_error_set("stage %d: %s with bad micro-batch %d / chunk %d", s, mk_instr_op_name(in->op), in->mb,
-                            in->chunk);
-    const mk_chunk_cost_t *c = &R->ch[in->chunk * p->pp + s];
-    if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) forward_stores(S, c, in, slot);
-    int rc, ck = S->mb_ck[slot] < 0 ? 0 : S->mb_ck[slot];
+    const mk_chunk_cost_t *c = &R->ch[ev->vstage];
+    if (ev->holds) { /* F, F_PRE: the micro-batch's activations become stored */
+        S->mb_stored[slot] = c->stored[ck];
+        S->stored += c->stored[ck];
+        if (ev->inflight > S->max_inflight) S->max_inflight = ev->inflight;
+    }
     double tpc, tr;
-    double d = mk_chunk_cost_time(c, in, ck, S->mb_rec[slot], unit, &rc, &tpc, &tr);
+    double d = mk_chunk_cost_time(c, in->op, ck, rc, unit, &tpc, &tr);
     mk_sim_mem_note(R, s, tr);
-    double pure = mk_chunk_cost_pure(c, in, p->tp_overlap, rc, ck, d);
+    double pure = mk_chunk_cost_pure(c, in->op, p->tp_overlap, rc, ck, d);
     if (!unit) {
         double ex = d - pure;
         if (ex < 0) ex = 0;
@@ -163,41 +151,32 @@ static int op_compute(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
         S->exposed[MK_COMM_TP] += ex;
         S->comm[MK_COMM_TP] += tpc;
     }
-    if (in->op == MK_INSTR_R) { /* the checkpointed layers' activations are back */
+    if (ev->regrows) { /* R: the checkpointed layers' activations are back */
         S->stored += c->s_full - S->mb_stored[slot];
         S->mb_stored[slot] = c->s_full;
-        S->mb_rec[slot] = 1;
     }
     if (R->tr) {
         trace_instr(R, s, in, MK_TRACE_COMPUTE, t, d);
         if (!unit) emit_compute_tp(R, s, in, c, rc, ck, t);
     }
-    if (S->pc == S->last_bwd) launch_buckets(R, s, t, d);
+    if (ev->last_bwd) launch_buckets(R, s, t, d);
     S->now = t + d;
     S->busy += d;
-    if (in->op == MK_INSTR_B || in->op == MK_INSTR_B_W) { /* the micro-batch is done here */
+    if (ev->releases) { /* B, B_W: the micro-batch is done here */
         S->stored -= S->mb_stored[slot];
         S->mb_stored[slot] = 0;
-        S->inflight--;
     }
     mk_sim_mem_note(R, s, 0);
     mk_sim_mem_trace(R, s, S->now);
-    return MK_SIM_DONE;
+    return DONE;
 }
 
-static int bad_p2p(int s, const mk_instr_t *in)
-{
-    return mk_error_set("stage %d: bad %s (mb %d, chunk %d)", s, mk_instr_op_name(in->op), in->mb, in->chunk);
-}
-
-static int op_send(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
+static int op_send(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     const mk_plan_t *p = R->p;
+    const mk_instr_t *in = ev->in;
+    int s = ev->stage, key = ev->key, kd = ev->vpeer, ds = ev->peer;
     mk_sim_stage_t *S = &R->st[s];
-    int key = msg_key(R, s, in);
-    if (key < 0) return bad_p2p(s, in);
-    int kd = in->op == MK_INSTR_SEND_ACT ? in->chunk * p->pp + s + 1 : in->chunk * p->pp + s - 1;
-    int ds = kd % p->pp;
     const mk_graph_t *g = R->g;
     /* the activation entering kd, or the gradient of the one leaving it */
     double bytes = in->op == MK_INSTR_SEND_ACT ? g->layers[p->bounds[kd]].in_bytes
@@ -215,45 +194,31 @@ static int op_send(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
     S->comm[MK_COMM_PP] += d;
     R->events++;
     if (R->tr) trace_instr(R, s, in, MK_TRACE_P2P, st, d);
-    mk_sim_stage_t *D = &R->st[ds];
-    if (D->blocked == MK_SIM_BLOCK_RECV && D->wait_key == key)
-        if (mk_sim_wake(R, ds, st + d > D->block_t ? st + d : D->block_t) < 0) return -1;
-    return MK_SIM_DONE;
+    return DONE; /* the walker wakes a receiver waiting for it (on_wake) */
 }
 
-static int op_recv(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
+/* Runs once the walker has seen the SEND: waits for the arrival. */
+static int op_recv(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
-    mk_sim_stage_t *S = &R->st[s];
-    int key = msg_key(R, s, in);
-    if (key < 0) return bad_p2p(s, in);
-    if (R->arrival[key] < 0) {
-        S->blocked = MK_SIM_BLOCK_RECV, S->wait_key = key, S->block_t = t;
-        return MK_SIM_WAIT;
-    }
-    double a = R->arrival[key], wait = a > t ? a - t : 0;
-    S->blocked = 0;
-    S->exposed[MK_COMM_PP] += wait < R->xfer[key] ? wait : R->xfer[key];
-    if (R->tr && wait > 0) trace_instr(R, s, in, MK_TRACE_COMPUTE, t, wait);
+    mk_sim_stage_t *S = &R->st[ev->stage];
+    double a = R->arrival[ev->key], wait = a > t ? a - t : 0;
+    S->exposed[MK_COMM_PP] += wait < R->xfer[ev->key] ? wait : R->xfer[ev->key];
+    if (R->tr && wait > 0) trace_instr(R, ev->stage, ev->in, MK_TRACE_COMPUTE, t, wait);
     S->now = t + wait;
-    return MK_SIM_DONE;
+    return DONE;
 }
 
-/* The first of the two stages waits; the second runs the all-reduce for
- * both and queues the first again at its end. */
-static int op_reduce_tied(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
+/* The walker lets the end that arrives second run it (tied_first): the
+ * all-reduce for both, from when both are there; the other end (waiting
+ * since its now) resumes at its end and has nothing left to do. */
+static int op_reduce_tied(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
-    mk_sim_stage_t *S = &R->st[s];
-    int other = s == 0 ? R->p->pp - 1 : 0;
-    if (R->tied_waiting < 0) {
-        R->tied_waiting = s;
-        S->blocked = MK_SIM_BLOCK_TIED, S->block_t = t;
-        return MK_SIM_WAIT;
-    }
-    mk_sim_stage_t *O = &R->st[other];
-    double st = t > O->block_t ? t : O->block_t;
+    if (!ev->tied_first) return NOT_HERE;
+    int s = ev->stage, other = ev->peer;
+    mk_sim_stage_t *S = &R->st[s], *O = &R->st[other];
+    double st = t > O->now ? t : O->now;
     double d = R->o->unit_costs ? 0
                                 : mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->tiedg, S->ss.tied_bytes);
-    R->tied_waiting = -1;
     R->events++;
     mk_sim_stage_t *both[2] = {S, O};
     for (int i = 0; i < 2; i++) {
@@ -262,25 +227,25 @@ static int op_reduce_tied(mk_sim_state_t *R, int s, const mk_instr_t *in, double
         X->comm[MK_COMM_DP] += d;
         if (R->tr) mk_trace_complete(R->tr, X->rank, MK_TRACE_DP, "AR.tied", st, d, X == S ? s : other, -1, 0, -1);
     }
-    O->blocked = 0, O->now = st + d, O->pc++;
-    if (mk_sim_wake(R, other, st + d) < 0) return -1;
-    S->now = st + d;
-    return MK_SIM_DONE;
+    O->now = S->now = st + d; /* the walker wakes the other end (on_wake) */
+    return DONE;
 }
 
-static int op_reduce_grads(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
+/* Waits for its bucket (launched now if the stage had no backward). */
+static int op_reduce_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
+    int s = ev->stage, b = ev->bucket;
     mk_sim_stage_t *S = &R->st[s];
-    if (S->n_grads < R->nb && S->bucket_end[S->n_grads] < 0) launch_buckets(R, s, t, 0);
-    double e = S->n_grads < R->nb ? S->bucket_end[S->n_grads] : t;
-    S->n_grads++;
+    if (b < R->nb && S->bucket_end[b] < 0) launch_buckets(R, s, t, 0);
+    double e = b < R->nb ? S->bucket_end[b] : t;
     if (e > t) S->exposed[MK_COMM_DP] += e - t, S->now = e;
-    return MK_SIM_DONE;
+    return DONE;
 }
 
-static int op_opt_step(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
+static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     const mk_plan_t *p = R->p;
+    int s = ev->stage;
     mk_sim_stage_t *S = &R->st[s];
     int unit = R->o->unit_costs;
     double d = 0;
@@ -299,12 +264,12 @@ static int op_opt_step(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
         S->now = S->dp_free = st + ag;
         R->events++;
     }
-    return MK_SIM_DONE;
+    return DONE;
 }
 
-static int op_load(mk_sim_state_t *R, int s, const mk_instr_t *in, double t)
+static int op_load(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
-    return MK_SIM_DONE;
+    return DONE;
 }
 
 static const op_fn handlers[MK_INSTR_COUNT] = {
@@ -318,20 +283,30 @@ static const op_fn handlers[MK_INSTR_COUNT] = {
     [MK_INSTR_OPT_STEP] = op_opt_step,
 };
 
-int mk_sim_step(mk_sim_state_t *R, int s, double T)
+/* The walker's hook for every instruction: its kind's handler; the stage
+ * stops (yields) once the instruction took it past its resume time. */
+static int on_instr(void *ctx, const mk_walk_ev_t *ev)
 {
-    mk_sim_stage_t *S = &R->st[s];
-    const mk_stream_t *str = &R->sch->streams[s];
-    if (!S->blocked && T > S->now) S->now = T;
-    while (S->pc < str->n) {
-        const mk_instr_t *in = &str->v[S->pc];
-        op_fn fn = (unsigned)in->op < MK_INSTR_COUNT ? handlers[in->op] : op_load;
-        int rc = fn(R, s, in, S->now);
-        if (rc < 0) return -1;
-        if (rc == MK_SIM_WAIT) return 0;
-        S->pc++;
-        R->events++;
-        if (S->now > T) return mk_sim_wake(R, s, S->now);
-    }
-    return 0;
+    mk_sim_state_t *R = ctx;
+    mk_instr_op_t op = ev->in->op;
+    int rc = ((unsigned)op < MK_INSTR_COUNT ? handlers[op] : op_load)(R, ev, R->st[ev->stage].now);
+    if (rc < 0) return -1;
+    if (rc == DONE) R->events++;
+    return R->st[ev->stage].now > R->T ? MK_WALK_YIELD : MK_WALK_GO;
+}
+
+/* Blocked stage q is ready because of ev (its SEND, or the other end's
+ * REDUCE_TIED, which set q's now): it goes on when the message is there. */
+static int on_wake(void *ctx, int q, const mk_walk_ev_t *ev)
+{
+    mk_sim_state_t *R = ctx;
+    double t = R->st[q].now;
+    if (ev->key >= 0 && R->arrival[ev->key] > t) t = R->arrival[ev->key];
+    return mk_sim_wake(R, q, t);
+}
+
+void mk_sim_hooks(mk_sim_state_t *R, mk_walk_hooks_t *h)
+{
+    *h = (mk_walk_hooks_t){.ctx = R, .compute = on_instr, .send = on_instr, .recv = on_instr,
+                           .collective = on_instr, .load = on_instr, .wake = on_wake};
 }
