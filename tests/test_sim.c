@@ -222,6 +222,52 @@ static void test_cluster_json(void)
     unlink(path);
 }
 
+/* Streams given by the caller (opts.sched): the same result as built ones;
+ * a SEND taken out leaves its receiver waiting (the walker-driven engine
+ * reports the deadlock); streams of another plan are refused. */
+static void test_given_streams(void)
+{
+    mk_plan_t p;
+    mk_graph_t *g = setup(stack_path, 1, 4, 1, 1, 1, 8, MK_SCHED_1F1B, "full", &p);
+    CHECK(g != NULL, "setup");
+    if (!g) return;
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    mk_sim_t *s = mk_sim_new(&c);
+    mk_sim_opts_t o;
+    mk_sim_opts_init(&o);
+    mk_sim_result_t built, given;
+    mk_plan_resolve_opts_t ro = {.cluster = &c, .graph = g, .resolve_auto = mk_sim_auto};
+    mk_plan_ctx_t ctx, other;
+    CHECK(mk_plan_resolve(&ctx, &p, &ro) == 0, "resolve: %s", mk_error_last());
+    CHECK(mk_sim_run(s, &ctx, &o, &built) == 0, "built streams: %s", mk_error_last());
+    mk_sched_t *sch = mk_sched_build(&ctx.spec);
+    CHECK(sch != NULL, "mk_sched_build");
+    if (sch) {
+        o.sched = sch;
+        CHECK(mk_sim_run(s, &ctx, &o, &given) == 0, "given streams: %s", mk_error_last());
+        CHECK(given.step_time_s == built.step_time_s && given.events == built.events, "given %.17g built %.17g",
+              given.step_time_s, built.step_time_s);
+        mk_stream_t *st = &sch->streams[0];
+        int i = 0;
+        while (i < st->n && st->v[i].op != MK_INSTR_SEND_ACT) i++;
+        CHECK(i < st->n, "stage 0 sends");
+        for (; i + 1 < st->n; i++) st->v[i] = st->v[i + 1];
+        st->n--;
+        CHECK(mk_sim_run(s, &ctx, &o, &given) < 0 && strstr(mk_error_last(), "simulation deadlock"),
+              "a missing SEND deadlocks: %s", mk_error_last());
+        p.gbs = 16;
+        CHECK(mk_plan_resolve(&other, &p, &ro) == 0, "resolve gbs 16: %s", mk_error_last());
+        CHECK(mk_sim_run(s, &other, &o, &given) < 0 && strstr(mk_error_last(), "do not match"),
+              "streams of another plan: %s", mk_error_last());
+        mk_plan_ctx_free(&other);
+        mk_sched_free(sch);
+    }
+    mk_plan_ctx_free(&ctx);
+    mk_sim_free(s);
+    mk_graph_free(g);
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -229,6 +275,7 @@ int main(void)
     test_collectives();
     test_pipeline_invariants();
     test_unit_costs();
+    test_given_streams();
     test_memory();
     test_cluster_json();
     CHECK_DONE();

@@ -1,7 +1,7 @@
 /* The discrete-event simulator: a plan's instruction streams (sched.h)
  * interpreted on the cost model (cost.h) of a cluster, with a memory
- * tracker.  Reusable and silent: the planner keeps one mk_sim_t per
- * cluster and calls mk_sim_run thousands of times.
+ * tracker.  Silent, and cheap to call thousands of times (the planner
+ * does): a mk_sim_t is a handle on a cluster, every run starts afresh.
  *
  * What is simulated: one representative rank per pipeline stage (DP
  * replicas and TP ranks are symmetric: their traffic is accounted as
@@ -73,7 +73,8 @@ typedef struct mk_sim_result {
 typedef struct mk_sim mk_sim_t;
 
 void mk_sim_opts_init(mk_sim_opts_t *o);
-/* A simulator for a cluster (copied).  NULL on allocation failure. */
+/* A simulator for a cluster (copied; no other state is kept between runs).
+ * NULL on allocation failure. */
 mk_sim_t *mk_sim_new(const mk_cluster_t *c);
 void mk_sim_free(mk_sim_t *s);
 

@@ -1,9 +1,13 @@
 /* Internal to the simulator (src/sim/): per-layer TP pieces, per-chunk costs
- * and memory, shared by sim.c, tp.c and memory.c. */
+ * and memory (tp.c, sim_chunk.c, memory.c), and the state of one run that
+ * the engine (sim.c), the instruction handlers (sim_step.c) and the result
+ * (sim_result.c) share. */
 #ifndef MERAK_SIM_INTERNAL_H
 #define MERAK_SIM_INTERNAL_H
 
 #include "merak/sim.h"
+#include "merak/walk.h"
+#include "sim/evq.h"
 
 /* One layer as the TP sub-pipeline sees it (one direction). */
 typedef struct mk_tpl {
@@ -47,5 +51,86 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
                       double *gbuf);
 int mk_sim_is_ckptable(const mk_graph_t *g, int l);
 double mk_sim_bucket_bytes(const mk_sim_opts_t *o);
+
+/* ---- one run (mk_sim_run) ---- */
+
+/* The costs of one chunk (virtual stage k), built once per run (sim_chunk.c).
+ * Seconds per micro-batch on one representative rank; bytes on one TP rank. */
+typedef struct mk_chunk_cost {
+    int k, nl, nck;             /* virtual stage, layers, checkpointable layers */
+    mk_tpl_t *fwd, *bwd, *bin;  /* [nl] per layer, bwd/bin in backward order */
+    mk_tpl_t *ckf;              /* [nck] forward pieces of checkpointable layers */
+    double f, f_comm;           /* forward, and the TP comm inside it */
+    double b, b_comm;           /* backward (no recompute) */
+    double bi, bi_comm;         /* B_IN: backward minus the weight-gradient GEMMs */
+    double bw;                  /* B_W: those GEMMs */
+    double sel;                 /* selective recompute: the attention cores' forward */
+    double *rec, *rec_comm;     /* [nck+1] recompute of the first k checkpointable layers */
+    double *stored, *wmax;      /* [nck+1] activation bytes kept / largest layer's, k checkpointed */
+    double s_full, gbuf;        /* stored with nothing checkpointed; backward gradient buffers */
+} mk_chunk_cost_t;
+
+/* One pipeline stage's representative rank: its streams' clocks and what
+ * it has used.  Where it is in its instruction stream, and every per-slot
+ * rule (a forward's checkpoint count, whether R ran, what is in flight),
+ * is the stream walker's (merak/walk.h). */
+typedef struct mk_sim_stage {
+    int rank, node;
+    double now;                 /* compute stream's time (while blocked: when it blocked) */
+    double busy;                /* compute time, s */
+    double exposed[MK_COMM_KINDS], comm[MK_COMM_KINDS]; /* compute-stream waits on comm; comm time */
+    double stat, stored, peak;  /* bytes: static, stored activations, peak so far */
+    mk_mem_breakdown_t at_peak;
+    mk_stage_static_t ss;
+    double p2p_free, dp_free;   /* when the p2p and DP streams are free */
+    double *mb_stored;          /* [m*vpp] bytes stored by slot mb*vpp+chunk */
+    double *bucket_end;         /* [nb+1] when DP bucket k is reduced (-1: not launched) */
+    int max_inflight;           /* micro-batch chunks with stored activations */
+} mk_sim_stage_t;
+
+typedef struct mk_sim_state {
+    const mk_cluster_t *c;
+    const mk_plan_t *p;         /* checked, recompute resolved */
+    const mk_graph_t *g;
+    const mk_sim_opts_t *o;
+    const mk_sched_t *sch;
+    mk_sched_t *own;            /* sch when built here */
+    mk_chunk_cost_t *ch;        /* [pp*vpp] by virtual stage k */
+    mk_sim_stage_t *st;         /* [pp] */
+    mk_evq_t q;
+    mk_walk_t w;                /* the streams' walker, buffered sends (the sim drives it) */
+    int ckpt_cap[MK_PLAN_MAX_VSTAGES]; /* [pp*vpp] at s*vpp+c: the chunk's checkpointable layers */
+    double T;                   /* when the stage being run was resumed */
+    long events;                /* instructions and transfers simulated */
+    double *arrival, *xfer;     /* [mk_walk_n_keys] message arrival and transfer time */
+    double *nic_free;           /* [nodes] when a node's NIC is free */
+    int nodes, nb, V;           /* nodes, DP buckets, virtual stages pp*vpp */
+    mk_group_t tpg, dpg, tiedg;
+    mk_trace_t *tr;
+} mk_sim_state_t;
+
+/* sim_chunk.c: the chunk's costs (needs R->c, p, g, o, tpg).  0 or -1. */
+int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c);
+void mk_chunk_cost_free(mk_chunk_cost_t *c);
+/* A compute op's duration (s) on chunk c: ck = the checkpointed layers
+ * (F/F_PRE: its own, else its forward's), recomputes = B/B_IN replays the
+ * forward first (both from the walker).  Sets *tpc (TP comm inside it, s)
+ * and *transient (bytes held only while it runs). */
+double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, int recomputes, int unit,
+                          double *tpc, double *transient);
+/* The pure compute inside that duration d as the TP sub-pipeline counts
+ * it; the rest is exposed TP communication. */
+double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck, double d);
+
+/* sim_step.c: the walker's hooks for the state's walker (ctx = R). */
+void mk_sim_hooks(mk_sim_state_t *R, mk_walk_hooks_t *h);
+/* Queue stage s to go on at time t.  0 or -1. */
+int mk_sim_wake(mk_sim_state_t *R, int s, double t);
+/* Note the memory of stage s with `transient` bytes in use. */
+void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient);
+void mk_sim_mem_trace(mk_sim_state_t *R, int s, double t);
+
+/* sim_result.c: fill *out from a finished run of makespan `step` (s). */
+void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);
 
 #endif

@@ -1,0 +1,210 @@
+/* Per-chunk costs of one run (sim_internal.h): every layer of a chunk as
+ * TP sub-pipeline pieces (forward, backward, B_IN), the chunk's F, B, B_IN,
+ * B_W and recompute times from them (src/sim/tp.c), and the activation
+ * bytes per checkpoint count (memory.c).  Built once per mk_sim_run; the
+ * instruction handlers (sim_step.c) only look them up.
+ *
+ *   F, F_PRE   the forward sub-pipeline over the chunk's layers
+ *   R          the same over the checkpointed layers
+ *   B          recompute of the checkpointed layers (unless R ran) + the
+ *              backward sub-pipeline (+ attention-core forward, selective)
+ *   B_IN, B_W  backward split: B_W = the linears' weight-gradient GEMMs
+ *              (one forward-sized GEMM each), B_IN = the rest, with TP comm
+ * Under opts.unit_costs the scheduler's unit costs (mk_sched_costs_unit). */
+#include "sim/sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static double tokens_of(const mk_graph_t *g)
+{
+    return (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1);
+}
+
+static int seqpar_of(const mk_plan_t *p)
+{
+    return p->seqpar && p->tp > 1;
+}
+
+/* One TP all-reduce of S bytes (or RS+AG with sequence parallelism). */
+static double tp_collective(const mk_sim_state_t *R, double S)
+{
+    if (!seqpar_of(R->p)) return mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->tpg, S);
+    return mk_cost_coll(R->c, MK_COLL_REDUCE_SCATTER, MK_ALGO_AUTO, &R->tpg, S) +
+           mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->tpg, S);
+}
+
+/* Fill a layer's forward (dir 0), backward (1) or input-gradient (2) pieces. */
+static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
+{
+    const mk_graph_t *g = R->g;
+    const mk_plan_t *p = R->p;
+    const mk_layer_t *L = &g->layers[l];
+    double N = tokens_of(g);
+    int sp = seqpar_of(p), bwd = dir != 0;
+    memset(t, 0, sizeof *t);
+    t->layer = l;
+    t->block = L->block;
+    int vocab_emb = 0, head = 0;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        const mk_op_t *o = &g->ops[i];
+        double full = mk_cost_op_time(R->c, g, i, p->tp, sp, N, p->dtype, bwd);
+        double half = mk_cost_op_time(R->c, g, i, p->tp, sp, N / 2, p->dtype, bwd);
+        if (dir == 2 && (o->kind == MK_OPK_LINEAR || o->kind == MK_OPK_LM_HEAD)) {
+            /* B_IN: the backward minus the weight-gradient GEMM */
+            double wf = mk_cost_op_time(R->c, g, i, p->tp, sp, N, p->dtype, 0);
+            double wh = mk_cost_op_time(R->c, g, i, p->tp, sp, N / 2, p->dtype, 0);
+            full = full > wf ? full - wf : 0;
+            half = half > wh ? half - wh : 0;
+        }
+        t->c_full += full;
+        t->c_half += 2 * half;
+        if (o->tp_role == (bwd ? MK_TP_COLUMN : MK_TP_ROW)) t->row_full += full, t->row_half += half;
+        if (o->kind == MK_OPK_EMBEDDING && o->tp_role == MK_TP_VOCAB) vocab_emb = 1;
+        if (o->kind == MK_OPK_LM_HEAD && o->tp_role == MK_TP_VOCAB) head = 1;
+    }
+    t->c_half /= 2; /* c_half is one half's time */
+    if (p->tp > 1 && !R->c->ideal && !R->o->unit_costs) {
+        t->n_ar = L->n_tp_allreduce + (bwd ? head : vocab_emb);
+        t->ar_full = tp_collective(R, L->out_bytes);
+        t->ar_half = tp_collective(R, L->out_bytes / 2);
+    }
+}
+
+/* Forward time of some of layer l's ops: the attention cores (attention = 1:
+ * what selective recompute replays), else the linears and the head (one
+ * forward-sized GEMM each: their weight gradients, B_W). */
+static double layer_ops_fwd(const mk_sim_state_t *R, int l, int attention)
+{
+    const mk_graph_t *g = R->g;
+    const mk_layer_t *L = &g->layers[l];
+    double t = 0;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        mk_opkind_t k = g->ops[i].kind;
+        if (attention ? k == MK_OPK_ATTENTION : (k == MK_OPK_LINEAR || k == MK_OPK_LM_HEAD))
+            t += mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(g), R->p->dtype, 0);
+    }
+    return t;
+}
+
+void mk_chunk_cost_free(mk_chunk_cost_t *c)
+{
+    free(c->fwd), free(c->bwd), free(c->bin), free(c->ckf);
+    free(c->rec), free(c->rec_comm), free(c->stored), free(c->wmax);
+}
+
+static int chunk_alloc(mk_chunk_cost_t *c)
+{
+    c->fwd = calloc(c->nl, sizeof *c->fwd);
+    c->bwd = calloc(c->nl, sizeof *c->bwd);
+    c->bin = calloc(c->nl, sizeof *c->bin);
+    c->ckf = calloc(c->nck + 1, sizeof *c->ckf);
+    c->rec = calloc(c->nck + 1, sizeof *c->rec);
+    c->rec_comm = calloc(c->nck + 1, sizeof *c->rec_comm);
+    c->stored = calloc(c->nck + 1, sizeof *c->stored);
+    c->wmax = calloc(c->nck + 1, sizeof *c->wmax);
+    if (!c->fwd || !c->bwd || !c->bin || !c->ckf || !c->rec || !c->rec_comm || !c->stored || !c->wmax)
+        return mk_error_set("out of memory");
+    return 0;
+}
+
+/* Recompute prefixes: rec[k] = the sub-pipeline over the first k
+ * checkpointable layers (synchronised at its end). */
+static int chunk_recompute(mk_chunk_cost_t *c, int lvl)
+{
+    double *end = calloc(c->nck + 1, sizeof *end);
+    if (!end) return mk_error_set("out of memory");
+    double comm = 0;
+    mk_tp_run(c->ckf, c->nck, lvl, end, &comm, NULL, NULL);
+    double csum = 0;
+    for (int i = 1; i <= c->nck; i++) {
+        c->rec[i] = end[i - 1];
+        double n = c->ckf[i - 1].n_ar;
+        csum += lvl >= 1 ? 2 * n * c->ckf[i - 1].ar_half : n * c->ckf[i - 1].ar_full;
+        c->rec_comm[i] = csum;
+    }
+    free(end);
+    return 0;
+}
+
+int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
+{
+    const mk_plan_t *p = R->p;
+    const mk_graph_t *g = R->g;
+    int l0 = p->bounds[k], l1 = p->bounds[k + 1], lvl = p->tp_overlap;
+    memset(c, 0, sizeof *c);
+    c->k = k;
+    c->nl = l1 - l0;
+    for (int l = l0; l < l1; l++) c->nck += mk_sim_is_ckptable(g, l);
+    if (chunk_alloc(c) < 0) return -1;
+    int j = 0;
+    for (int i = 0; i < c->nl; i++) {
+        int l = l0 + i;
+        layer_piece(R, l, 0, &c->fwd[i]);
+        layer_piece(R, l1 - 1 - i, 1, &c->bwd[i]);
+        layer_piece(R, l1 - 1 - i, 2, &c->bin[i]);
+        if (mk_sim_is_ckptable(g, l)) c->ckf[j++] = c->fwd[i];
+        if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) c->sel += layer_ops_fwd(R, l, 1);
+        c->bw += layer_ops_fwd(R, l1 - 1 - i, 0);
+    }
+    c->f = mk_tp_run(c->fwd, c->nl, lvl, NULL, &c->f_comm, NULL, NULL);
+    c->b = mk_tp_run(c->bwd, c->nl, lvl, NULL, &c->b_comm, NULL, NULL);
+    c->bi = mk_tp_run(c->bin, c->nl, lvl, NULL, &c->bi_comm, NULL, NULL);
+    if (chunk_recompute(c, lvl) < 0) return -1;
+    for (int i = 0; i <= c->nck; i++) mk_sim_chunk_act(p, g, k, i, &c->stored[i], &c->wmax[i], &c->gbuf);
+    c->s_full = c->stored[0];
+    return 0;
+}
+
+double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, int recomputes, int unit,
+                          double *tpc, double *transient)
+{
+    if (ck > c->nck) ck = c->nck;
+    *tpc = 0, *transient = 0;
+    switch (op) {
+    case MK_INSTR_F:
+    case MK_INSTR_F_PRE:
+        *transient = c->wmax[ck];
+        *tpc = c->f_comm;
+        return unit ? 1 : c->f;
+    case MK_INSTR_R:
+        *tpc = c->rec_comm[ck];
+        return unit ? 1 : c->rec[ck];
+    case MK_INSTR_B:
+    case MK_INSTR_B_IN: {
+        int rc = recomputes;
+        *transient = (rc ? c->wmax[ck] : 0) + c->gbuf;
+        if (unit) return (op == MK_INSTR_B ? 2 : 1) + rc;
+        double t = (op == MK_INSTR_B ? c->b : c->bi) + c->sel + (rc ? c->rec[ck] : 0);
+        *tpc = (op == MK_INSTR_B ? c->b_comm : c->bi_comm) + (rc ? c->rec_comm[ck] : 0);
+        return t;
+    }
+    case MK_INSTR_B_W:
+        *transient = c->gbuf;
+        return unit ? 1 : c->bw;
+    default: return 0;
+    }
+}
+
+/* Pure compute of layers L[0, n) in the sub-pipeline of the given level. */
+static double pure_sum(const mk_tpl_t *L, int n, int level)
+{
+    double cs = 0;
+    for (int i = 0; i < n; i++) {
+        if (level <= 0 || (level == 1 && L[i].n_ar == 0)) cs += L[i].c_full;
+        else if (level == 1) cs += L[i].c_full - L[i].row_full + 2 * L[i].row_half;
+        else cs += 2 * L[i].c_half;
+    }
+    return cs;
+}
+
+double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double d)
+{
+    double cs = 0;
+    if (op == MK_INSTR_F || op == MK_INSTR_F_PRE) cs = pure_sum(c->fwd, c->nl, lvl);
+    else if (op == MK_INSTR_B) cs = pure_sum(c->bwd, c->nl, lvl) + c->sel;
+    else if (op == MK_INSTR_B_IN) cs = pure_sum(c->bin, c->nl, lvl) + c->sel;
+    else if (op == MK_INSTR_B_W) return d;
+    if (op == MK_INSTR_R || ((op == MK_INSTR_B || op == MK_INSTR_B_IN) && rc)) cs += pure_sum(c->ckf, ck, lvl);
+    return cs;
+}

@@ -1,0 +1,312 @@
+/* The instruction handlers: what each instruction of a stage's stream
+ * does to the simulated time (see include/merak/sim.h for the streams).
+ * The stream walker (merak/walk.h, buffered mode) decodes the streams and
+ * keeps the per-slot rules, the message keys and matching and the tied
+ * rendezvous; the event queue drives it.  A stage's event runs the walker
+ * on the stage, which calls the handler of each instruction's kind, until
+ * one takes time (the hook yields; the stage is queued again at its end)
+ * or the next one is not ready (a RECV whose send is not issued,
+ * REDUCE_TIED before its peer); the walker's wake hook then queues it
+ * again when the matching send or the peer has run.
+ *
+ *   F ... B_W    the chunk's cost (sim_chunk.c); the exposed part of the TP
+ *                comm inside it counts as TP wait
+ *   SEND_*       alpha + S/beta on the p2p stream (NIC reserved when the peer
+ *                is on another node); RECV waits for the arrival
+ *   REDUCE_TIED  all-reduce of the tied embedding gradient, first <-> last
+ *   REDUCE_GRADS waits for its bucket: buckets of the stage's gradients
+ *                become final during the stage's last backward (bucket k of
+ *                nb at (k+1)/nb of it) and queue on the DP stream as ring/
+ *                hierarchical all-reduces (reduce-scatters with ZeRO-1)
+ *   OPT_STEP     launch + 28 bytes per local parameter / memory bandwidth
+ *                (reads grad, master, m, v; writes master, m, v, weight),
+ *                /d with ZeRO-1, then the ZeRO-1 all-gather of the weights
+ *   LOAD         0 (input tokens are tiny)
+ * Under opts.unit_costs everything but compute takes 0. */
+#include "sim/sim_internal.h"
+
+#include <stdio.h>
+
+/* A handler: instruction ev of stage ev->stage, starting at t = the
+ * stage's now.  Returns DONE, NOT_HERE (done by the other end: not counted
+ * as an event) or -1. */
+enum { DONE = 0, NOT_HERE = 1 };
+typedef int (*op_fn)(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t);
+
+enum { EV_STAGE = 0 }; /* the one event kind: a stage may go on */
+
+/* Run stage e->arg from time e->t until it yields, blocks or ends. */
+static int on_stage_event(void *ctx, const mk_ev_t *e)
+{
+    mk_sim_state_t *R = ctx;
+    int s = e->arg;
+    mk_sim_stage_t *S = &R->st[s];
+    /* a blocked stage resumes at its instruction, at the time it blocked */
+    if (mk_walk_state(&R->w, s) != MK_WALK_BLOCKED && e->t > S->now) S->now = e->t;
+    R->T = e->t;
+    if (mk_walk_stage(&R->w, s) < 0) return -1;
+    return mk_walk_state(&R->w, s) == MK_WALK_YIELDED ? mk_sim_wake(R, s, S->now) : 0;
+}
+
+int mk_sim_wake(mk_sim_state_t *R, int s, double t)
+{
+    return mk_evq_push(&R->q, t, EV_STAGE, s, on_stage_event, R);
+}
+
+void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient)
+{
+    mk_sim_stage_t *S = &R->st[s];
+    double cur = S->stat + S->stored + transient;
+    if (cur > S->peak) {
+        S->peak = cur;
+        S->at_peak.weights = S->ss.weights, S->at_peak.grads = S->ss.grads;
+        S->at_peak.optimizer = S->ss.optimizer, S->at_peak.buffers = S->ss.buffers;
+        S->at_peak.activations = S->stored, S->at_peak.working = transient;
+        S->at_peak.total = cur;
+    }
+}
+
+void mk_sim_mem_trace(mk_sim_state_t *R, int s, double t)
+{
+    if (R->tr) mk_trace_counter(R->tr, R->st[s].rank, "memory", t, R->st[s].stat + R->st[s].stored);
+}
+
+/* The compute-stream slice of an instruction in the trace. */
+static void trace_instr(mk_sim_state_t *R, int s, const mk_instr_t *in, int stream, double t, double d)
+{
+    char name[48];
+    mk_trace_instr_name(name, sizeof name, mk_instr_op_name(in->op), in->mb);
+    mk_trace_complete(R->tr, R->st[s].rank, stream, name, t, d, s, in->mb, in->chunk, -1);
+}
+
+typedef struct emit_ctx {
+    mk_sim_state_t *R;
+    int s, mb, chunk;
+    double base;
+} emit_ctx_t;
+
+static void emit_tp(void *ctx, double start, double dur, int layer)
+{
+    emit_ctx_t *e = ctx;
+    const char *name = e->R->p->seqpar ? "RS+AG.tp" : "AR.tp";
+    mk_trace_complete(e->R->tr, e->R->st[e->s].rank, MK_TRACE_TP, name, e->base + start, dur, e->s, e->mb,
+                      e->chunk, layer);
+}
+
+/* The TP collectives inside a compute op, on the trace's TP stream. */
+static void emit_compute_tp(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int rc,
+                            int ck, double t0)
+{
+    if (!R->tr || R->p->tp <= 1) return;
+    emit_ctx_t e = {R, s, in->mb, in->chunk, t0};
+    int lvl = R->p->tp_overlap;
+    if (in->op == MK_INSTR_R || ((in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && rc))
+        e.base += mk_tp_run(c->ckf, ck, lvl, NULL, NULL, emit_tp, &e);
+    if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) mk_tp_run(c->fwd, c->nl, lvl, NULL, NULL, emit_tp, &e);
+    else if (in->op == MK_INSTR_B) mk_tp_run(c->bwd, c->nl, lvl, NULL, NULL, emit_tp, &e);
+    else if (in->op == MK_INSTR_B_IN) mk_tp_run(c->bin, c->nl, lvl, NULL, NULL, emit_tp, &e);
+}
+
+/* Queue stage s's gradient buckets on its DP stream: bucket k becomes
+ * final at (k+1)/nb of the backward [t0, t0 + dur). */
+static void launch_buckets(mk_sim_state_t *R, int s, double t0, double dur)
+{
+    mk_sim_stage_t *S = &R->st[s];
+    if (R->nb <= 0) return;
+    double bytes = S->ss.grad_comm_bytes / R->nb;
+    mk_coll_kind_t kind = R->p->zero ? MK_COLL_REDUCE_SCATTER : MK_COLL_ALLREDUCE;
+    for (int k = 0; k < R->nb; k++) {
+        if (S->bucket_end[k] >= 0) continue;
+        double ready = t0 + dur * (k + 1) / R->nb;
+        double st = ready > S->dp_free ? ready : S->dp_free;
+        double d = R->o->unit_costs ? 0 : mk_cost_coll(R->c, kind, MK_ALGO_AUTO, &R->dpg, bytes);
+        S->bucket_end[k] = S->dp_free = st + d;
+        S->comm[MK_COMM_DP] += d;
+        R->events++;
+        if (R->tr)
+            mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, R->p->zero ? "RS.dp" : "AR.dp", st, d, s, -1, 0, -1);
+    }
+}
+
+static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    const mk_plan_t *p = R->p;
+    const mk_instr_t *in = ev->in;
+    int s = ev->stage, slot = ev->slot, ck = ev->ckpt, rc = ev->recomputes, unit = R->o->unit_costs;
+    mk_sim_stage_t *S = &R->st[s];
+    const mk_chunk_cost_t *c = &R->ch[ev->vstage];
+    if (ev->holds) { /* F, F_PRE: the micro-batch's activations become stored */
+        S->mb_stored[slot] = c->stored[ck];
+        S->stored += c->stored[ck];
+        if (ev->inflight > S->max_inflight) S->max_inflight = ev->inflight;
+    }
+    double tpc, tr;
+    double d = mk_chunk_cost_time(c, in->op, ck, rc, unit, &tpc, &tr);
+    mk_sim_mem_note(R, s, tr);
+    double pure = mk_chunk_cost_pure(c, in->op, p->tp_overlap, rc, ck, d);
+    if (!unit) {
+        double ex = d - pure;
+        if (ex < 0) ex = 0;
+        if (ex > tpc) ex = tpc;
+        S->exposed[MK_COMM_TP] += ex;
+        S->comm[MK_COMM_TP] += tpc;
+    }
+    if (ev->regrows) { /* R: the checkpointed layers' activations are back */
+        S->stored += c->s_full - S->mb_stored[slot];
+        S->mb_stored[slot] = c->s_full;
+    }
+    if (R->tr) {
+        trace_instr(R, s, in, MK_TRACE_COMPUTE, t, d);
+        if (!unit) emit_compute_tp(R, s, in, c, rc, ck, t);
+    }
+    if (ev->last_bwd) launch_buckets(R, s, t, d);
+    S->now = t + d;
+    S->busy += d;
+    if (ev->releases) { /* B, B_W: the micro-batch is done here */
+        S->stored -= S->mb_stored[slot];
+        S->mb_stored[slot] = 0;
+    }
+    mk_sim_mem_note(R, s, 0);
+    mk_sim_mem_trace(R, s, S->now);
+    return DONE;
+}
+
+static int op_send(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    const mk_plan_t *p = R->p;
+    const mk_instr_t *in = ev->in;
+    int s = ev->stage, key = ev->key, kd = ev->vpeer, ds = ev->peer;
+    mk_sim_stage_t *S = &R->st[s];
+    const mk_graph_t *g = R->g;
+    /* the activation entering kd, or the gradient of the one leaving it */
+    double bytes = in->op == MK_INSTR_SEND_ACT ? g->layers[p->bounds[kd]].in_bytes
+                                               : g->layers[p->bounds[kd + 1] - 1].out_bytes;
+    if (p->seqpar && p->tp > 1) bytes /= p->tp;
+    int inter = R->st[ds].node != S->node;
+    double st = t > S->p2p_free ? t : S->p2p_free;
+    if (inter && R->nic_free[S->node] > st) st = R->nic_free[S->node];
+    int sharers = p->dp * p->tp < R->c->gpus_per_node ? p->dp * p->tp : R->c->gpus_per_node;
+    double d = R->o->unit_costs ? 0 : mk_cost_p2p(R->c, inter, sharers, bytes);
+    S->p2p_free = st + d;
+    if (inter) R->nic_free[S->node] = st + d;
+    R->arrival[key] = st + d;
+    R->xfer[key] = d;
+    S->comm[MK_COMM_PP] += d;
+    R->events++;
+    if (R->tr) trace_instr(R, s, in, MK_TRACE_P2P, st, d);
+    return DONE; /* the walker wakes a receiver waiting for it (on_wake) */
+}
+
+/* Runs once the walker has seen the SEND: waits for the arrival. */
+static int op_recv(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    mk_sim_stage_t *S = &R->st[ev->stage];
+    double a = R->arrival[ev->key], wait = a > t ? a - t : 0;
+    S->exposed[MK_COMM_PP] += wait < R->xfer[ev->key] ? wait : R->xfer[ev->key];
+    if (R->tr && wait > 0) trace_instr(R, ev->stage, ev->in, MK_TRACE_COMPUTE, t, wait);
+    S->now = t + wait;
+    return DONE;
+}
+
+/* The walker lets the end that arrives second run it (tied_first): the
+ * all-reduce for both, from when both are there; the other end (waiting
+ * since its now) resumes at its end and has nothing left to do. */
+static int op_reduce_tied(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    if (!ev->tied_first) return NOT_HERE;
+    int s = ev->stage, other = ev->peer;
+    mk_sim_stage_t *S = &R->st[s], *O = &R->st[other];
+    double st = t > O->now ? t : O->now;
+    double d = R->o->unit_costs ? 0
+                                : mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->tiedg, S->ss.tied_bytes);
+    R->events++;
+    mk_sim_stage_t *both[2] = {S, O};
+    for (int i = 0; i < 2; i++) {
+        mk_sim_stage_t *X = both[i];
+        X->exposed[MK_COMM_DP] += d;
+        X->comm[MK_COMM_DP] += d;
+        if (R->tr) mk_trace_complete(R->tr, X->rank, MK_TRACE_DP, "AR.tied", st, d, X == S ? s : other, -1, 0, -1);
+    }
+    O->now = S->now = st + d; /* the walker wakes the other end (on_wake) */
+    return DONE;
+}
+
+/* Waits for its bucket (launched now if the stage had no backward). */
+static int op_reduce_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    int s = ev->stage, b = ev->bucket;
+    mk_sim_stage_t *S = &R->st[s];
+    if (b < R->nb && S->bucket_end[b] < 0) launch_buckets(R, s, t, 0);
+    double e = b < R->nb ? S->bucket_end[b] : t;
+    if (e > t) S->exposed[MK_COMM_DP] += e - t, S->now = e;
+    return DONE;
+}
+
+static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    const mk_plan_t *p = R->p;
+    int s = ev->stage;
+    mk_sim_stage_t *S = &R->st[s];
+    int unit = R->o->unit_costs;
+    double d = 0;
+    double local = S->ss.params / (mk_plan_zero(p) ? p->dp : 1);
+    if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
+    if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_COMPUTE, "OPT", t, d, s, -1, 0, -1);
+    S->now = t + d;
+    S->busy += d;
+    if (mk_plan_zero(p) && !unit) { /* ZeRO-1: gather the updated weights */
+        double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
+        double st = S->now > S->dp_free ? S->now : S->dp_free;
+        double ag = mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->dpg, w * S->ss.params);
+        if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", st, ag, s, -1, 0, -1);
+        S->exposed[MK_COMM_DP] += st + ag - S->now;
+        S->comm[MK_COMM_DP] += ag;
+        S->now = S->dp_free = st + ag;
+        R->events++;
+    }
+    return DONE;
+}
+
+static int op_load(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    return DONE;
+}
+
+static const op_fn handlers[MK_INSTR_COUNT] = {
+    [MK_INSTR_LOAD] = op_load,
+    [MK_INSTR_F] = op_compute, [MK_INSTR_F_PRE] = op_compute, [MK_INSTR_R] = op_compute,
+    [MK_INSTR_B] = op_compute, [MK_INSTR_B_IN] = op_compute, [MK_INSTR_B_W] = op_compute,
+    [MK_INSTR_SEND_ACT] = op_send, [MK_INSTR_SEND_GRAD] = op_send,
+    [MK_INSTR_RECV_ACT] = op_recv, [MK_INSTR_RECV_GRAD] = op_recv,
+    [MK_INSTR_REDUCE_TIED] = op_reduce_tied,
+    [MK_INSTR_REDUCE_GRADS] = op_reduce_grads,
+    [MK_INSTR_OPT_STEP] = op_opt_step,
+};
+
+/* The walker's hook for every instruction: its kind's handler; the stage
+ * stops (yields) once the instruction took it past its resume time. */
+static int on_instr(void *ctx, const mk_walk_ev_t *ev)
+{
+    mk_sim_state_t *R = ctx;
+    mk_instr_op_t op = ev->in->op;
+    int rc = ((unsigned)op < MK_INSTR_COUNT ? handlers[op] : op_load)(R, ev, R->st[ev->stage].now);
+    if (rc < 0) return -1;
+    if (rc == DONE) R->events++;
+    return R->st[ev->stage].now > R->T ? MK_WALK_YIELD : MK_WALK_GO;
+}
+
+/* Blocked stage q is ready because of ev (its SEND, or the other end's
+ * REDUCE_TIED, which set q's now): it goes on when the message is there. */
+static int on_wake(void *ctx, int q, const mk_walk_ev_t *ev)
+{
+    mk_sim_state_t *R = ctx;
+    double t = R->st[q].now;
+    if (ev->key >= 0 && R->arrival[ev->key] > t) t = R->arrival[ev->key];
+    return mk_sim_wake(R, q, t);
+}
+
+void mk_sim_hooks(mk_sim_state_t *R, mk_walk_hooks_t *h)
+{
+    *h = (mk_walk_hooks_t){.ctx = R, .compute = on_instr, .send = on_instr, .recv = on_instr,
+                           .collective = on_instr, .load = on_instr, .wake = on_wake};
+}
