@@ -141,8 +141,12 @@ double mk_recompute_stage_ratio(double r, int S, int i);
  * stage, as `merak sched` without --model) a stage counts 1 when ri > 0. */
 int mk_recompute_count(int n, double ri);
 
-/* Is this op a compute op (F, F_PRE, R, B, B_IN, B_W)? */
-int mk_instr_is_compute(mk_instr_op_t op);
+/* Is this op a compute op (F, F_PRE, R, B, B_IN, B_W)?  They are the
+ * enum's range F..B_W (inline: every stream walk asks it per instruction). */
+static inline int mk_instr_is_compute(mk_instr_op_t op)
+{
+    return op >= MK_INSTR_F && op <= MK_INSTR_B_W;
+}
 
 /* The streams as JSON: {"schedule","stages","micro_batches","vpp",
  * "makespan","streams":[[{op,mb,chunk,peer,ckpt}...]...], "max_inflight"}

@@ -125,7 +125,8 @@ typedef struct mk_walk {
     int *inflight, *nbucket, *last_bwd, *tied_in, *tied_done; /* [pp] */
     int *ck;                    /* [pp*m*vpp] forward's checkpoint count per (stage, slot) */
     unsigned char *rran;        /* [pp*m*vpp] R ran since that forward */
-    unsigned char *sent;        /* [mk_walk_n_keys] SEND issued (BUFFERED, LOCAL) */
+    unsigned char *sent;        /* [mk_walk_n_keys] SEND issued (BUFFERED, RENDEZVOUS; LOCAL: NULL:
+                                   a stage alone gates nothing on its sends) */
 } mk_walk_t;
 
 /* Message key of a SEND/RECV: (act or grad, micro-batch, receiving virtual
@@ -138,6 +139,9 @@ int mk_walk_n_keys(const mk_sched_t *s);    /* 2*m*pp*vpp */
 int mk_walk_init(mk_walk_t *w, const mk_sched_t *s, const mk_walk_opts_t *opts,
                  const mk_walk_hooks_t *hooks);
 void mk_walk_reset(mk_walk_t *w);           /* back to the start of the step */
+/* Stage s alone back to its start (LOCAL: walk it again, e.g. with other
+ * opts.ckpt_f contents); costs that stage's slots only. */
+void mk_walk_reset_stage(mk_walk_t *w, int s);
 void mk_walk_free(mk_walk_t *w);
 
 /* Run stage s until it yields, blocks or ends.  Returns how many

@@ -38,12 +38,6 @@ const char *mk_instr_op_name(mk_instr_op_t op)
     return op >= 0 && op < MK_INSTR_COUNT ? op_names[op] : "?";
 }
 
-int mk_instr_is_compute(mk_instr_op_t op)
-{
-    return op == MK_INSTR_F || op == MK_INSTR_F_PRE || op == MK_INSTR_R || op == MK_INSTR_B ||
-           op == MK_INSTR_B_IN || op == MK_INSTR_B_W;
-}
-
 int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk, int peer,
                   int ckpt)
 {

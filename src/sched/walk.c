@@ -7,11 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int is_p2p(mk_instr_op_t op)
-{
-    return op == MK_INSTR_SEND_ACT || op == MK_INSTR_RECV_ACT || op == MK_INSTR_SEND_GRAD ||
-           op == MK_INSTR_RECV_GRAD;
-}
+/* SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD: the enum's range SEND_ACT..RECV_GRAD. */
+static int is_p2p(mk_instr_op_t op) { return op >= MK_INSTR_SEND_ACT && op <= MK_INSTR_RECV_GRAD; }
 
 static int is_send(mk_instr_op_t op) { return op == MK_INSTR_SEND_ACT || op == MK_INSTR_SEND_GRAD; }
 
@@ -35,6 +32,20 @@ int mk_walk_msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in)
     return (grad * s->spec.m + in->mb) * V + dst;
 }
 
+/* The last backward work of stage st (it starts the stage's final gradients). */
+static int find_last_bwd(const mk_sched_t *s, int st)
+{
+    const mk_stream_t *str = &s->streams[st];
+    for (int i = str->n - 1; i >= 0; i--) {
+        mk_instr_op_t op = str->v[i].op;
+        if (op == MK_INSTR_B || op == MK_INSTR_B_IN || op == MK_INSTR_B_W) return i;
+    }
+    return -1;
+}
+
+/* One stage alone (LOCAL) touches only its own stream and slots: no send
+ * table, and its last backward is found when the stage is first walked, so
+ * walking one stage of many costs that stage's stream only. */
 int mk_walk_init(mk_walk_t *w, const mk_sched_t *s, const mk_walk_opts_t *opts,
                  const mk_walk_hooks_t *hooks)
 {
@@ -44,30 +55,25 @@ int mk_walk_init(mk_walk_t *w, const mk_sched_t *s, const mk_walk_opts_t *opts,
     if (hooks) w->h = *hooks;
     w->pp = s->spec.pp, w->vpp = s->spec.vpp, w->m = s->spec.m;
     w->V = w->pp * w->vpp, w->nmc = w->m * w->vpp;
+    int local = w->o.mode == MK_WALK_LOCAL;
     size_t p = (size_t)w->pp, nsl = p * (size_t)w->nmc;
     int **per_stage[] = {&w->pos, &w->state, &w->waiting, &w->inflight, &w->nbucket,
                          &w->last_bwd, &w->tied_in, &w->tied_done};
     for (size_t i = 0; i < sizeof per_stage / sizeof *per_stage; i++)
-        *per_stage[i] = malloc(p * sizeof(int));
-    w->ck = malloc(nsl * sizeof *w->ck);
-    w->rran = malloc(nsl);
-    w->sent = malloc((size_t)mk_walk_n_keys(s));
-    int ok = w->ck && w->rran && w->sent;
+        *per_stage[i] = calloc(p, sizeof(int));
+    w->ck = calloc(nsl, sizeof *w->ck);
+    w->rran = calloc(nsl, 1);
+    w->sent = local ? NULL : calloc((size_t)mk_walk_n_keys(s), 1);
+    int ok = w->ck && w->rran && (local || w->sent);
     for (size_t i = 0; i < sizeof per_stage / sizeof *per_stage; i++) ok &= *per_stage[i] != NULL;
     if (!ok) {
         mk_walk_free(w);
         return mk_error_set("stream walker: out of memory");
     }
-    /* The last backward work starts the stage's final gradients. */
     for (int st = 0; st < w->pp; st++) {
-        const mk_stream_t *str = &s->streams[st];
-        w->last_bwd[st] = -1;
-        for (int i = 0; i < str->n; i++) {
-            mk_instr_op_t op = str->v[i].op;
-            if (op == MK_INSTR_B || op == MK_INSTR_B_IN || op == MK_INSTR_B_W) w->last_bwd[st] = i;
-        }
+        w->last_bwd[st] = local ? -2 : find_last_bwd(s, st); /* -2: not looked for yet */
+        w->waiting[st] = -1;
     }
-    mk_walk_reset(w);
     return 0;
 }
 
@@ -79,7 +85,16 @@ void mk_walk_reset(mk_walk_t *w)
     for (int st = 0; st < w->pp; st++) w->waiting[st] = -1;
     memset(w->ck, 0, nsl * sizeof *w->ck);
     memset(w->rran, 0, nsl);
-    memset(w->sent, 0, (size_t)mk_walk_n_keys(w->s));
+    if (w->sent) memset(w->sent, 0, (size_t)mk_walk_n_keys(w->s));
+}
+
+void mk_walk_reset_stage(mk_walk_t *w, int s)
+{
+    w->pos[s] = w->state[s] = w->inflight[s] = w->nbucket[s] = 0;
+    w->tied_in[s] = w->tied_done[s] = 0;
+    w->waiting[s] = -1;
+    memset(w->ck + (size_t)s * w->nmc, 0, (size_t)w->nmc * sizeof *w->ck);
+    memset(w->rran + (size_t)s * w->nmc, 0, (size_t)w->nmc);
 }
 
 void mk_walk_free(mk_walk_t *w)
@@ -120,8 +135,10 @@ static void decode_compute(const mk_walk_t *w, mk_walk_ev_t *ev)
 
 static int decode_p2p(const mk_walk_t *w, mk_walk_ev_t *ev)
 {
-    ev->vpeer = goes_up(ev->in->op) ? ev->vstage + 1 : ev->vstage - 1;
-    ev->peer = (ev->vpeer % w->pp + w->pp) % w->pp;
+    int up = goes_up(ev->in->op), st = ev->stage;
+    ev->vpeer = up ? ev->vstage + 1 : ev->vstage - 1;
+    /* vpeer mod pp, as the neighbouring stage (no division: this runs per instruction) */
+    ev->peer = up ? (st + 1 == w->pp ? 0 : st + 1) : (st == 0 ? w->pp - 1 : st - 1);
     ev->key = mk_walk_msg_key(w->s, ev->stage, ev->in);
     if (ev->key < 0 && !w->o.lenient)
         return mk_error_set("stage %d instruction %d: bad %s", ev->stage, ev->index,
@@ -220,7 +237,7 @@ static void commit(mk_walk_t *w, const mk_walk_ev_t *ev)
     switch (ev->in->op) {
     case MK_INSTR_F: case MK_INSTR_F_PRE: w->ck[g] = ev->ckpt, w->rran[g] = 0; break;
     case MK_INSTR_R: w->rran[g] = 1; break;
-    case MK_INSTR_SEND_ACT: case MK_INSTR_SEND_GRAD: if (ev->key >= 0) w->sent[ev->key] = 1; break;
+    case MK_INSTR_SEND_ACT: case MK_INSTR_SEND_GRAD: if (w->sent && ev->key >= 0) w->sent[ev->key] = 1; break;
     case MK_INSTR_REDUCE_GRADS: w->nbucket[st]++; break;
     case MK_INSTR_REDUCE_TIED: w->tied_in[st] = ++w->tied_done[st]; break;
     default: break;
@@ -266,6 +283,18 @@ static int stop_blocked(mk_walk_t *w, const mk_walk_ev_t *ev)
     return w->h.block && w->h.block(w->h.ctx, ev) < 0 ? -1 : 0;
 }
 
+/* LOCAL: a communication op no hook watches changes nothing another op
+ * reads (the send table is off there), so it is passed over undecoded:
+ * a memory walk then costs its compute ops only. */
+static int unwatched(const mk_walk_t *w, mk_instr_op_t op)
+{
+    const mk_walk_hooks_t *h = &w->h;
+    if (w->o.mode != MK_WALK_LOCAL || mk_instr_is_compute(op)) return 0;
+    if (is_p2p(op)) return !(is_send(op) ? h->send : h->recv);
+    return op == MK_INSTR_LOAD ? !h->load : !h->collective && op != MK_INSTR_REDUCE_GRADS &&
+                                                op != MK_INSTR_REDUCE_TIED;
+}
+
 /* One instruction of stage st: 1 done, 2 done and yielded, 0 stopped, -1 error. */
 static int step(mk_walk_t *w, int st)
 {
@@ -274,8 +303,12 @@ static int step(mk_walk_t *w, int st)
         w->state[st] = MK_WALK_ENDED;
         return 0;
     }
+    if (unwatched(w, w->s->streams[st].v[w->pos[st]].op)) {
+        w->pos[st]++;
+        return 1;
+    }
     if (decode(w, st, w->pos[st], &ev) < 0) return -1;
-    if (is_send(ev.in->op) && ev.key >= 0 && w->sent[ev.key] && !w->o.lenient)
+    if (is_send(ev.in->op) && ev.key >= 0 && w->sent && w->sent[ev.key] && !w->o.lenient)
         return mk_error_set("stage %d: %s mb %d chunk %d sent twice", st,
                             mk_instr_op_name(ev.in->op), ev.in->mb, ev.in->chunk);
     int r = ready(w, &ev);
@@ -296,6 +329,7 @@ static int step(mk_walk_t *w, int st)
 int mk_walk_stage(mk_walk_t *w, int s)
 {
     int ran = 0, rc;
+    if (w->last_bwd[s] == -2) w->last_bwd[s] = find_last_bwd(w->s, s);
     while ((rc = step(w, s)) > 0) {
         ran++;
         if (rc == 2) break;

@@ -222,38 +222,63 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
     return MK_WALK_GO;
 }
 
-/* Peak of stage s along its own stream.  Memory depends only on the
- * order of a stage's instructions, not on timing, so this walk gives the
- * event engine's figure exactly: both take the per-slot rules (checkpoint
- * counts, recomputes, what is held) from the stream walker (merak/walk.h).
- * ck_override >= 0 replaces plain F's checkpoint count (capped per chunk
- * at its checkpointable layers). */
-static double stream_peak(const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch, int s, int ck_override,
-                          const mk_sim_opts_t *o)
+/* One stage's peak search on fixed streams: the walker, the static bytes
+ * and the activation memo are made once and reused by every probe (the
+ * binary search walks the same stage many times with other F counts). */
+typedef struct {
+    peak_walk_t x;
+    mk_act_memo_t M;
+    int layers[MK_PLAN_MAX_VSTAGES], ckf[MK_PLAN_MAX_VSTAGES];
+    mk_walk_t w;
+    int have_walk;
+} peak_search_t;
+
+static void peak_search_free(peak_search_t *S)
 {
+    if (S->have_walk) mk_walk_free(&S->w);
+    free(S->x.mbs), free(S->M.a), free(S->M.wm), free(S->M.gb), free(S->M.have);
+}
+
+static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch,
+                            int s, const mk_sim_opts_t *o)
+{
+    memset(S, 0, sizeof *S);
     mk_stage_static_t st;
     mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
-    int v = p->vpp, layers[MK_PLAN_MAX_VSTAGES], ckf[MK_PLAN_MAX_VSTAGES];
-    mk_plan_ckpt_layers(p, g, layers);
-    for (int i = 0; i < p->pp * v; i++) ckf[i] = ck_override;
-    mk_act_memo_t M = {v, 1, NULL, NULL, NULL, NULL};
+    int v = p->vpp;
+    mk_plan_ckpt_layers(p, g, S->layers);
+    S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL};
     for (int c = 0; c < v; c++)
-        if (layers[s * v + c] + 1 > M.w) M.w = layers[s * v + c] + 1;
-    peak_walk_t x = {p, g, s, &M, st.weights + st.grads + st.optimizer + st.buffers, 0, 0, NULL};
-    x.peak = x.stat;
-    x.mbs = calloc((size_t)p->m * v, sizeof *x.mbs);
-    M.a = malloc((size_t)v * M.w * sizeof(double)), M.wm = malloc((size_t)v * M.w * sizeof(double));
-    M.gb = malloc((size_t)v * M.w * sizeof(double)), M.have = calloc((size_t)v * M.w, 1);
-    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = layers, .ckpt_f = ck_override >= 0 ? ckf : NULL};
-    mk_walk_hooks_t h = {.ctx = &x, .memory = peak_op};
-    mk_walk_t w;
-    double peak = 1e300;
-    if (x.mbs && M.a && M.wm && M.gb && M.have && mk_walk_init(&w, sch, &wo, &h) == 0) {
-        if (mk_walk_stage(&w, s) >= 0) peak = x.peak;
-        mk_walk_free(&w);
+        if (S->layers[s * v + c] + 1 > S->M.w) S->M.w = S->layers[s * v + c] + 1;
+    S->x = (peak_walk_t){p, g, s, &S->M, st.weights + st.grads + st.optimizer + st.buffers, 0, 0, NULL};
+    S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
+    size_t n = (size_t)v * S->M.w;
+    S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
+    S->M.gb = malloc(n * sizeof(double)), S->M.have = calloc(n, 1);
+    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = S->layers, .ckpt_f = S->ckf};
+    mk_walk_hooks_t h = {.ctx = &S->x, .memory = peak_op};
+    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || mk_walk_init(&S->w, sch, &wo, &h) < 0) {
+        peak_search_free(S);
+        return mk_error_set("out of memory");
     }
-    free(x.mbs), free(M.a), free(M.wm), free(M.gb), free(M.have);
-    return peak;
+    S->have_walk = 1;
+    return 0;
+}
+
+/* Peak of the stage along its own stream with every plain F checkpointing
+ * k layers (capped per chunk at its checkpointable layers).  Memory
+ * depends only on the order of a stage's instructions, not on timing, so
+ * this walk gives the event engine's figure exactly: both take the
+ * per-slot rules (checkpoint counts, recomputes, what is held) from the
+ * stream walker (merak/walk.h).  1e300 when the walk fails. */
+static double peak_search_probe(peak_search_t *S, int k)
+{
+    const mk_plan_t *p = S->x.p;
+    for (int i = 0; i < p->pp * p->vpp; i++) S->ckf[i] = k;
+    memset(S->x.mbs, 0, (size_t)p->m * p->vpp * sizeof *S->x.mbs);
+    S->x.stored = 0, S->x.peak = S->x.stat;
+    mk_walk_reset_stage(&S->w, S->x.s);
+    return mk_walk_stage(&S->w, S->x.s) >= 0 ? S->x.peak : 1e300;
 }
 
 /* Resolve `auto`: a closed-form first guess, then per stage the fewest
@@ -293,11 +318,17 @@ int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
             for (int ch = 0; ch < p->vpp; ch++)
                 if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
             int lo = 0, hi = nmax; /* fewest k that fits on these streams (nmax if none) */
+            peak_search_t S;
+            if (peak_search_init(&S, p, g, sch, s, o) < 0) {
+                mk_sched_free(sch);
+                return -1;
+            }
             while (lo < hi) {
                 int mid = (lo + hi) / 2;
-                if (stream_peak(p, g, sch, s, mid, o) <= limit) hi = mid;
+                if (peak_search_probe(&S, mid) <= limit) hi = mid;
                 else lo = mid + 1;
             }
+            peak_search_free(&S);
             for (int ch = 0; ch < p->vpp; ch++) {
                 int v = lo < layers[s * p->vpp + ch] ? lo : layers[s * p->vpp + ch];
                 if (p->ckpt[s * p->vpp + ch] != v) changed = 1;
