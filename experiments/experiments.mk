@@ -18,3 +18,9 @@ EXTRA_DIST += \
 	experiments/merak-paper/results/gpt-8.3b-megatron-sp.plan.json \
 	experiments/merak-paper/results/gpt-8.3b-megatron.plan.json \
 	experiments/merak-paper/results/gpt-8.3b-merak.plan.json
+# Published measured runs (issue 15): the data, the replay and its
+# committed figures; tests/published.sh is the MAPE regression check.
+EXTRA_DIST += experiments/published/README.md experiments/published/run.sh experiments/published/replay.py \
+	experiments/published/multi-node.json experiments/published/single-node.json \
+	experiments/published/recorded.json tests/published.sh
+TESTS += tests/published.sh

@@ -32,6 +32,10 @@ typedef struct mk_device {
     double gemm_fwd_scale;   /* optional: forward GEMMs take this times the curve's time
                                 (OpenBLAS runs y = x W^T slower than the backward's
                                 GEMMs); 0: 1 */
+    double host_op_s;        /* optional: host (CPU) time the training framework takes to
+                                issue one op's kernels (Python, dispatcher, launch); the
+                                device runs ahead of the host only when its work is longer,
+                                so an op takes at least this; 0: no host bound */
 } mk_device_t;
 
 typedef struct mk_cluster {

@@ -3,7 +3,9 @@
  * Formulas (implemented in src/sim/cost.c and src/sim/collective.c, each repeated
  * in the comment of the function that implements it):
  *
- *   op time       t = launch + max(F / (P_mm[dtype] * eff(d)), V / P_vec, M / BW)
+ *   op time       t = max(host, launch + max(F / (P_mm[dtype] * eff(d)), V / P_vec, M / BW))
+ *                 host = host_op_s (2x in backward): the framework issues the op's
+ *                 kernels no faster than that; a collective takes at least host_op_s too
  *                 F matmul FLOPs, V vector FLOPs, M bytes moved (per TP rank),
  *                 eff(d) = gemm_eff * d / (d + gemm_half_dim), d the GEMM's
  *                 smallest dimension; backward: 2 launches, 2x bytes and

@@ -29,6 +29,19 @@
 
 #define TF 1e12
 #define GB 1e9
+/* Host time to issue one graph op (host_op_s), a property of the host CPU
+ * and of an eager PyTorch framework (Megatron-LM / Megatron-DeepSpeed), not
+ * of the GPU.  Measured: vTrain's single-node DGX A100 runs
+ * (experiments/published/single-node.json, Megatron-DeepSpeed) take a floor
+ * of ~3.2 ms per transformer block per micro-batch (forward + recomputed
+ * forward + backward) whatever the micro-batch: 48 graph-op issues (12 ops
+ * forward, 12 recomputed, 24 backward) -> ~65 us each.  A graph op is 2-6
+ * framework kernels (linear: GEMM + bias; attention core: two batched
+ * GEMMs, softmax, dropout, transposes), i.e. ~15-30 us per PyTorch op, the
+ * eager dispatch + autograd + launch range.  The H100/H200 presets use the
+ * same figure (no H100 measurement here); the RTX 3090 servers' host is
+ * unknown (0, no host bound). */
+#define HOST_OP_S 65e-6
 
 typedef struct {
     const char *about;
@@ -38,18 +51,18 @@ typedef struct {
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
      {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 2039 * GB, 80 * GB,
-                   4e-6, 0.80, 256, 1, 0, 0, 0}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
+                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3350 * GB, 80 * GB,
-                   4e-6, 0.75, 384, 1, 0, 0, 0}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
+                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
-                       5e-6, 0.75, 128, 1, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
+                       5e-6, 0.75, 128, 1, 0, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
     {"one H200 SXM (141 GB)",
      {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4800 * GB, 141 * GB,
-               4e-6, 0.75, 384, 1, 0, 0, 0}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
+               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
-     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0}, 8, 0,
+     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0, 0}, 8, 0,
       {0, 1e30}, {0, 1e30}, 8, 1}},
 };
 #define MK_NCLUSTERS (sizeof mk_cluster_presets / sizeof mk_cluster_presets[0])
@@ -92,7 +105,8 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  * LINK = {"alpha_s": X, "beta_Bps": X}
  * DEVICE = {"name": S, "matmul_flops": {"fp32": X, "fp16": X, "bf16": X},
  *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
- *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B} */
+ *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "attention_flops",
+ *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X} */
 
 static int get_str(json_t *o, const char *what, const char *key, char *buf, size_t n)
 {
@@ -141,7 +155,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "inter", "device", "about", NULL};
     static const char *const dev[] = {"name", "matmul_flops", "vector_flops", "mem_bw_Bps", "mem_bytes",
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "attention_flops",
-                                      "attention_bwd_flops", "gemm_fwd_scale", NULL};
+                                      "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
@@ -167,6 +181,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         (json_object_get(d, "attention_bwd_flops") &&
          mk_json_num(d, path, "attention_bwd_flops", 0, &c->dev.attention_bwd_flops) < 0) ||
         (json_object_get(d, "gemm_fwd_scale") && mk_json_num(d, path, "gemm_fwd_scale", 0, &c->dev.gemm_fwd_scale) < 0) ||
+        (json_object_get(d, "host_op_s") && mk_json_num(d, path, "host_op_s", 0, &c->dev.host_op_s) < 0) ||
         mk_cluster_validate(c, path) < 0)
         return -1;
     return 0;
@@ -200,6 +215,8 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(json_object_get(j, "device"), "attention_bwd_flops", json_real(d->attention_bwd_flops));
     if (j && d->gemm_fwd_scale > 0)
         json_object_set_new(json_object_get(j, "device"), "gemm_fwd_scale", json_real(d->gemm_fwd_scale));
+    if (j && d->host_op_s > 0)
+        json_object_set_new(json_object_get(j, "device"), "host_op_s", json_real(d->host_op_s));
     return j;
 }
 

@@ -55,6 +55,9 @@ static double tree(mk_coll_kind_t kind, int n, double alpha, double beta, double
  *   AR: RS_intra(g, S) + AR_inter(k, S/g, beta_eff) + AG_intra(g, S)
  *     = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
  *   RS: RS_intra(g, S) + RS_inter(k, S/g);  AG: AG_inter(k, S/g) + AG_intra(g, S). */
+static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
+                        double bytes);
+
 static double hier(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
 {
     int per = g->per_node, k = (g->n + per - 1) / per;
@@ -64,8 +67,18 @@ static double hier(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t 
     return (kind == MK_COLL_ALLREDUCE ? 2 : 1) * intra + inter;
 }
 
+/* A collective is one op the framework issues: it takes at least the
+ * host's time to issue it (see mk_cost_op_time). */
 double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
                     double bytes)
+{
+    double t = coll_time(c, kind, algo, g, bytes);
+    double host = c->ideal ? 0 : c->dev.host_op_s;
+    return t > 0 && host > t ? host : t;
+}
+
+static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
+                        double bytes)
 {
     if (c->ideal || g->n <= 1 || bytes <= 0) return 0;
     int one_node = g->per_node >= g->n;

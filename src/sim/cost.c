@@ -47,9 +47,9 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
     return d;
 }
 
-/* t = launch + max(F / (P_mm[dtype] * eff(d)) (times gemm_fwd_scale in a
- * forward when the device gives one), V / P_vec, M / BW) per forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
- * and bytes.  F, V, M scale with the tokens of the micro-batch (or of a
+/* t = max(host, launch + max(F / (P_mm[dtype] * eff(d)) (times gemm_fwd_scale in a
+ * forward when the device gives one), V / P_vec, M / BW)) per forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
+ * and bytes, twice the host time (host = host_op_s: the framework's time to issue the op).  F, V, M scale with the tokens of the micro-batch (or of a
  * half) and with the op's TP share.  Under `ideal` only matmuls cost. */
 double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
                        double tokens, mk_dtype_t dtype, int bwd)
@@ -74,7 +74,11 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     double t = tc;
     if (tv > t) t = tv;
     if (tm > t) t = tm;
-    return t + d->launch_s * (bwd ? 2 : 1);
+    t += d->launch_s * (bwd ? 2 : 1);
+    /* kernels launch asynchronously: the device waits for the host only
+       when the host issues an op more slowly than the device runs it */
+    double host = d->host_op_s * (bwd ? 2 : 1);
+    return host > t ? host : t;
 }
 
 double mk_cost_layer_compute(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
