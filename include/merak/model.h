@@ -58,6 +58,19 @@ typedef struct mk_model_overrides {
  * once they are known), LayerNorm, GELU MLP, learned positions, theta
  * 10000, eps 1e-5, tied head, biases. */
 void mk_model_defaults(mk_model_config_t *cfg);
+/* The Llama architecture on top: RMSNorm, SwiGLU, rotary positions, an
+ * untied head, no biases (the sizes, kv_heads and theta are the caller's). */
+void mk_model_llama_arch(mk_model_config_t *cfg);
+
+/* Names: "gpt", "bert", "custom", "llama"; Megatron-LM's "LayerNorm",
+ * "RMSNorm" and "learned_absolute", "rope".  The parsers return 0 or -1. */
+const char *mk_family_name(mk_family_t f);
+const char *mk_norm_name(mk_norm_kind_t k);
+const char *mk_pos_name(mk_pos_kind_t k);
+int mk_norm_parse(const char *s, mk_norm_kind_t *out);
+int mk_pos_parse(const char *s, mk_pos_kind_t *out);
+/* 1 when the architecture fields are the GPT's (mk_model_defaults, MHA). */
+int mk_model_arch_is_gpt(const mk_model_config_t *cfg);
 
 /* Fill *cfg from a preset name.  Returns -1 (unknown preset) otherwise. */
 int mk_model_preset(const char *name, mk_model_config_t *cfg);

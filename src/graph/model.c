@@ -60,26 +60,6 @@ const char *mk_model_preset_about(const char *name)
     return "";
 }
 
-void mk_model_defaults(mk_model_config_t *cfg)
-{
-    memset(cfg, 0, sizeof *cfg);
-    cfg->norm = MK_NORM_LAYERNORM;
-    cfg->pos = MK_POS_LEARNED;
-    cfg->rope_theta = 10000;
-    cfg->norm_eps = 1e-5;
-    cfg->bias = 1;
-}
-
-/* The Llama architecture: RMSNorm, SwiGLU, rotary positions, untied head, no biases. */
-static void set_llama(mk_model_config_t *cfg)
-{
-    cfg->norm = MK_NORM_RMSNORM;
-    cfg->swiglu = 1;
-    cfg->pos = MK_POS_ROPE;
-    cfg->untied = 1;
-    cfg->bias = 0;
-}
-
 int mk_model_preset(const char *name, mk_model_config_t *cfg)
 {
     for (size_t i = 0; i < MK_NPRESETS; i++) {
@@ -96,7 +76,7 @@ int mk_model_preset(const char *name, mk_model_config_t *cfg)
         cfg->vocab = p->vocab;
         cfg->ffn = p->ffn ? p->ffn : 4 * p->hidden;
         if (p->family == MK_FAMILY_LLAMA) {
-            set_llama(cfg);
+            mk_model_llama_arch(cfg);
             cfg->rope_theta = p->rope_theta;
         }
         return 0;
