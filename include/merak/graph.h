@@ -34,6 +34,9 @@ typedef enum {
     MK_OPK_DROPOUT,
     MK_OPK_LM_HEAD,       /* logits = x E^T over the (padded) vocabulary */
     MK_OPK_LOSS,          /* softmax cross-entropy; labels are a broadcast input */
+    MK_OPK_RMSNORM,       /* x * rsqrt(mean(x^2) + eps) * w */
+    MK_OPK_ROPE,          /* rotary positions on the q and k parts of a fused q,k,v; same width */
+    MK_OPK_SWIGLU,        /* silu(gate) * up: input [gate | up] 2f, output f */
     MK_OPK_COUNT
 } mk_opkind_t;
 
@@ -53,7 +56,8 @@ typedef struct mk_op {
     mk_opkind_t kind;
     int n_in, in[2];          /* producer op indices, or MK_GRAPH_INPUT */
     int in_width, width;      /* features per token in and out */
-    int heads;                /* attention */
+    int heads;                /* attention, rope */
+    int kv_heads;             /* attention, rope: K/V heads (GQA); 0 means heads (MHA) */
     int vocab, vocab_padded;  /* embedding, LM head, loss */
     int causal, bias, tied;
     int block;                /* transformer block, -1 outside blocks */

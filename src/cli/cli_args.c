@@ -15,6 +15,7 @@
 
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
+    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_NORM_EPS,
     O_DP, O_PP, O_TP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_SEQPAR, O_PARTITION, O_PLAN, O_TRACE,
@@ -47,6 +48,15 @@ static const mk_flag_t mk_flags[] = {
     {"seq-length", O_SEQ, MK_OPTG_MODEL, I, 1, 1, MK_MAX_SEQ},
     {"vocab-size", O_VOCAB, MK_OPTG_MODEL, I, 1, 1, MK_MAX_VOCAB},
     {"ffn-hidden-size", O_FFN, MK_OPTG_MODEL, I, 1, 1, MK_MAX_FFN},
+    {"normalization", O_NORM, MK_OPTG_MODEL, S, 1, 0, 0},
+    {"swiglu", O_SWIGLU, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"position-embedding-type", O_POS, MK_OPTG_MODEL, S, 1, 0, 0},
+    {"rotary-base", O_ROPE_BASE, MK_OPTG_MODEL, R, 1, 0, MK_MAX_ROPE_THETA},
+    {"group-query-attention", O_GQA, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"num-query-groups", O_KV_GROUPS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEADS},
+    {"untie-embeddings-and-output-weights", O_UNTIE, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"disable-bias-linear", O_NO_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
     {"dtype", O_DTYPE, MK_OPTG_MODEL, S, 0, 0, 0},
     {"dp", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
     {"data-parallel-size", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
@@ -232,6 +242,7 @@ static int *int_slot(mk_args_t *a, int id)
     case O_SEQ: return &a->ov.seq;
     case O_VOCAB: return &a->ov.vocab;
     case O_FFN: return &a->ov.ffn;
+    case O_KV_GROUPS: return &a->ov.kv_heads;
     case O_DP: return &a->dp;
     case O_PP: return &a->pp;
     case O_TP: return &a->tp;
@@ -263,6 +274,8 @@ static double *real_slot(mk_args_t *a, int id)
     case O_WD: return &a->weight_decay;
     case O_CLIP: return &a->clip_grad;
     case O_EPS: return &a->adam_eps;
+    case O_ROPE_BASE: return &a->ov.rope_theta;
+    case O_NORM_EPS: return &a->ov.norm_eps;
     }
     return NULL;
 }
@@ -289,10 +302,35 @@ static const char **str_slot(mk_args_t *a, int id)
     return NULL;
 }
 
+/* The architecture flags given as names or alone (model.h's overrides). */
+static int arch_store(mk_args_t *a, int id, const char *v)
+{
+    mk_norm_kind_t nk;
+    mk_pos_kind_t pk;
+    switch (id) {
+    case O_NORM:
+        if (mk_norm_parse(v, &nk) < 0) return mk_cli_fail(a->cmd, "--normalization: %s", mk_error_last()), -1;
+        a->ov.norm = (int)nk;
+        return 0;
+    case O_POS:
+        if (mk_pos_parse(v, &pk) < 0)
+            return mk_cli_fail(a->cmd, "--position-embedding-type: %s", mk_error_last()), -1;
+        a->ov.pos = (int)pk;
+        return 0;
+    case O_SWIGLU: a->ov.swiglu = 1; return 0;
+    case O_GQA: a->ov.group_query_attention = 1; return 0;
+    case O_UNTIE: a->ov.untied = 1; return 0;
+    case O_NO_BIAS: a->ov.bias = 0; return 0;
+    }
+    return 1;
+}
+
 /* Store one parsed flag; returns 0 or -1 (message printed). */
 static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
 {
     if (f->layout) a->layout_given = 1;
+    int rc = arch_store(a, f->id, v);
+    if (rc <= 0) return rc;
     switch (f->kind) {
     case I: return parse_int(a->cmd, f, v, int_slot(a, f->id));
     case R: return parse_double(a->cmd, f, v, real_slot(a, f->id));

@@ -4,6 +4,7 @@
 #include "cli/cli.h"
 #include "merak/cluster.h"
 #include "merak/graph.h"
+#include "merak/model_json.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -23,15 +24,16 @@ int mk_cmd_models(int argc, char **argv)
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos) return mk_cli_fail("models", "unexpected argument '%s'", a.pos[0]);
     printf("Models (--model NAME, or a path to a JSON description):\n");
-    printf("  %-12s %6s %7s %6s %6s %7s  %s\n", "name", "blocks", "hidden", "heads", "seq", "vocab", "params");
+    printf("  %-14s %6s %7s %6s %4s %6s %7s  %s\n", "name", "blocks", "hidden", "heads", "kv", "seq", "vocab",
+           "params");
     for (const char *const *n = mk_model_preset_names(); *n; n++) {
         mk_model_config_t c;
         mk_model_preset(*n, &c);
         mk_graph_opts_t o;
         mk_graph_opts_init(&o);
         mk_graph_t *g = mk_graph_build(&c, &o);
-        printf("  %-12s %6d %7d %6d %6d %7d  %.3gB  %s\n", c.name, c.num_layers, c.hidden, c.heads,
-               c.seq, c.vocab, g ? mk_graph_params(g) / 1e9 : 0.0, mk_model_preset_about(*n));
+        printf("  %-14s %6d %7d %6d %4d %6d %7d  %.4gB  %s\n", c.name, c.num_layers, c.hidden, c.heads,
+               c.kv_heads, c.seq, c.vocab, g ? mk_graph_params(g) / 1e9 : 0.0, mk_model_preset_about(*n));
         mk_graph_free(g);
     }
     printf("\nClusters (--cluster NAME, or a path to a cluster JSON):\n");
@@ -49,6 +51,10 @@ static const char *model_usage =
     "  --model NAME     preset (see 'merak models') or JSON description (default @model@)\n"
     "  --num-layers N --hidden-size H --num-attention-heads A --seq-length S\n"
     "  --vocab-size V --ffn-hidden-size F   override the preset (any order)\n"
+    "  --normalization LayerNorm|RMSNorm --swiglu --position-embedding-type\n"
+    "  learned_absolute|rope --rotary-base B --group-query-attention\n"
+    "  --num-query-groups G --untie-embeddings-and-output-weights\n"
+    "  --disable-bias-linear --norm-epsilon E   the architecture (Megatron-LM's flags)\n"
     "  --tp T           tensor-parallel degree (default 1)\n"
     "  --mbs b          micro-batch size in sequences (default 1)\n"
     "  --gbs B          global batch for FLOPs per iteration (default @gbs@)\n"
@@ -73,15 +79,17 @@ static int print_json(const mk_graph_t *g, int tp, int gbs)
     for (int l = 0; l < g->n_layers; l++) json_array_append_new(layers, layer_json(g, l, tp));
     json_t *o = json_pack(
         "{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:f, s:f, s:f, s:o}",
-        "name", c->name, "family",
-        c->family == MK_FAMILY_GPT ? "gpt" : c->family == MK_FAMILY_BERT ? "bert" : "custom",
+        "name", c->name, "family", mk_family_name(c->family),
         "num_layers", c->num_layers, "hidden_size", c->hidden, "num_attention_heads", c->heads,
         "seq_length", c->seq, "vocab_size", c->vocab, "vocab_padded", mk_model_padded_vocab(c, tp),
         "ffn_hidden_size", c->ffn, "tp", tp, "mbs", g->opts.mbs, "gbs", gbs,
         "dtype", mk_dtype_name(g->opts.dtype), "params", mk_graph_params(g),
         "flops_per_iteration", mk_graph_flops_per_iteration(g, gbs, 0),
         "flops_per_iteration_recompute", mk_graph_flops_per_iteration(g, gbs, 1), "layers", layers);
-    if (!o) return mk_cli_fail("model", "cannot build the JSON output");
+    if (!o || (c->family != MK_FAMILY_CUSTOM && mk_model_arch_to_json(c, o) < 0)) {
+        json_decref(o);
+        return mk_cli_fail("model", "cannot build the JSON output");
+    }
     json_dumpf(o, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(o);
@@ -94,6 +102,11 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
     printf("model %s: %d blocks, hidden %d, %d heads, seq %d, vocab %d (padded %d at tp %d), ffn %d\n",
            c->name, c->num_layers, c->hidden, c->heads, c->seq, c->vocab,
            mk_model_padded_vocab(c, tp), tp, c->ffn);
+    if (c->family != MK_FAMILY_CUSTOM && !mk_model_arch_is_gpt(c))
+        printf("architecture: %d KV heads (query groups), %s, %s MLP, %s positions (theta %g), eps %g, %s head, %s\n",
+               c->kv_heads, mk_norm_name(c->norm), c->swiglu ? "SwiGLU" : "GELU",
+               c->pos == MK_POS_ROPE ? "rotary" : "learned", c->rope_theta, c->norm_eps,
+               c->untied ? "untied" : "tied", c->bias ? "biases" : "no biases");
     printf("micro-batch %d, dtype %s, %d ops in %d layers; per micro-batch, activations per TP rank:\n",
            g->opts.mbs, mk_dtype_name(g->opts.dtype), g->n_ops, g->n_layers);
     printf("  %-16s %-10s %14s %12s %12s %12s\n", "layer", "kind", "params", "fwd GFLOP", "bwd GFLOP",

@@ -3,9 +3,14 @@
  * Per op, N = b*s tokens, dt = bytes of the dtype, w = output width:
  *   linear     params in*out(+out)  fwd 2*N*in*out   bwd 2*fwd   saves input N*in*dt
  *   attention  fwd 4*N*s*w (non-causal; causal (s+1)/(2s) of it), bwd 2*fwd,
- *              saves q,k,v 3*N*w*dt and scores a*s*s*b*dt (+ mask a*s*s*b and
- *              dropped scores a*s*s*b*dt with dropout)
+ *              saves q,k,v N*in*dt (in = 3w, or w + 2*kv*d with grouped K/V
+ *              heads) and scores a*s*s*b*dt (+ mask a*s*s*b and dropped
+ *              scores a*s*s*b*dt with dropout)
  *   layernorm  saves input N*w*dt    gelu saves input N*w*dt
+ *   rmsnorm    params w, 4 vector FLOPs an element, saves input N*w*dt
+ *   rope       rotates q and k (r = w - kv*d per token): 3*N*r vector FLOPs,
+ *              saves nothing (backward is the inverse rotation)
+ *   swiglu     input 2f, output f: 6*N*f vector FLOPs, saves input 2*N*f*dt
  *   dropout    saves a 1-byte mask N*w        add saves nothing
  *   lm head    fwd 2*N*h*Vp (padded vocabulary), saves input N*h*dt
  *   loss       saves fp32 softmax N*Vp*4 (split over the vocabulary)
@@ -21,7 +26,7 @@
 
 static const char *const mk_opkind_names[MK_OPK_COUNT] = {
     "embedding", "pos_embedding", "layernorm", "linear", "attention",
-    "gelu", "add", "dropout", "lm_head", "loss"};
+    "gelu", "add", "dropout", "lm_head", "loss", "rmsnorm", "rope", "swiglu"};
 
 const char *mk_opkind_name(mk_opkind_t k) { return k < MK_OPK_COUNT ? mk_opkind_names[k] : "?"; }
 
@@ -72,6 +77,20 @@ static int producer_width(const mk_graph_t *g, int p)
     return p == MK_GRAPH_INPUT ? g->input_width : g->ops[p].width;
 }
 
+/* A fused q,k,v input of width (heads + 2*kv)*d: attention outputs the
+ * heads*d context, rope the same q,k,v rotated.  kv 0 means heads (MHA). */
+static int qkv_shape(mk_op_t *o, int w)
+{
+    if (o->kv_heads == 0) o->kv_heads = o->heads;
+    int a = o->heads, kv = o->kv_heads;
+    if (a < 1 || kv < 1 || a % kv || w % (a + 2 * kv))
+        return mk_error_set("op '%s': %s needs an input of width (heads + 2*kv_heads)*d with kv_heads "
+                            "dividing heads (got width %d, %d heads, %d KV heads)",
+                            o->name, mk_opkind_name(o->kind), w, a, kv);
+    o->width = o->kind == MK_OPK_ROPE ? w : w / (a + 2 * kv) * a;
+    return 0;
+}
+
 /* Check the op's inputs and fill in its widths. */
 static int op_shape(const mk_graph_t *g, mk_op_t *o)
 {
@@ -104,18 +123,20 @@ static int op_shape(const mk_graph_t *g, mk_op_t *o)
     case MK_OPK_LINEAR:
         if (o->width < 1) return mk_error_set("op '%s': linear 'out' must be >= 1", o->name);
         break;
-    case MK_OPK_ATTENTION:
-        if (w % 3 || o->heads < 1 || (w / 3) % o->heads)
-            return mk_error_set("op '%s': attention needs an input of width 3*d with heads dividing d "
-                                "(got width %d, %d heads)", o->name, w, o->heads);
-        o->width = w / 3;
+    case MK_OPK_ATTENTION: case MK_OPK_ROPE:
+        if (qkv_shape(o, w) < 0) return -1;
+        break;
+    case MK_OPK_SWIGLU:
+        if (w % 2) return mk_error_set("op '%s': swiglu needs an input [gate | up] of even width, got %d",
+                                       o->name, w);
+        o->width = w / 2;
         break;
     case MK_OPK_ADD:
         if (producer_width(g, o->in[1]) != w)
             return mk_error_set("op '%s': add of widths %d and %d", o->name, w,
                                 producer_width(g, o->in[1]));
         /* fall through */
-    case MK_OPK_LAYERNORM: case MK_OPK_GELU: case MK_OPK_DROPOUT:
+    case MK_OPK_LAYERNORM: case MK_OPK_GELU: case MK_OPK_DROPOUT: case MK_OPK_RMSNORM:
         o->width = w;
         break;
     case MK_OPK_LM_HEAD:
@@ -132,6 +153,55 @@ static int op_shape(const mk_graph_t *g, mk_op_t *o)
         return mk_error_set("op '%s': unknown kind", o->name);
     }
     return 0;
+}
+
+/* Costs of the elementwise ops and norms: vector work over N tokens of
+ * width w (input width in). */
+static void vector_costs(mk_op_t *o, double N, double dt, int drop)
+{
+    const double w = o->width, in = o->in_width;
+    switch (o->kind) {
+    case MK_OPK_LAYERNORM:
+        o->params = 2 * w;
+        o->vec_flops = 8 * N * w;
+        o->bytes_moved = 2 * N * w * dt;
+        o->act_rep = N * w * dt;
+        break;
+    case MK_OPK_RMSNORM:
+        o->params = w;
+        o->vec_flops = 4 * N * w;
+        o->bytes_moved = 2 * N * w * dt;
+        o->act_rep = N * w * dt;
+        break;
+    case MK_OPK_ROPE: {
+        double r = w - w / (o->heads + 2 * o->kv_heads) * o->kv_heads; /* q and k, not v */
+        o->vec_flops = 3 * N * r;
+        o->bytes_moved = 2 * N * r * dt;
+        break;
+    }
+    case MK_OPK_SWIGLU:
+        o->vec_flops = 6 * N * w;
+        o->bytes_moved = 3 * N * w * dt;
+        o->act_rep = N * in * dt;
+        break;
+    case MK_OPK_GELU:
+        o->vec_flops = 20 * N * w;
+        o->bytes_moved = 2 * N * w * dt;
+        o->act_rep = N * w * dt;
+        break;
+    case MK_OPK_ADD:
+        o->vec_flops = N * w;
+        o->bytes_moved = 3 * N * w * dt;
+        break;
+    case MK_OPK_DROPOUT:
+        if (!drop) break;
+        o->vec_flops = 2 * N * w;
+        o->bytes_moved = 2 * N * w * dt + N * w;
+        o->act_rep = N * w;
+        break;
+    default:
+        break;
+    }
 }
 
 /* Costs of one op for one micro-batch (see the table on top). */
@@ -153,12 +223,6 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->params = s * w;
         o->bytes_moved = 2 * N * w * dt;
         break;
-    case MK_OPK_LAYERNORM:
-        o->params = 2 * w;
-        o->vec_flops = 8 * N * w;
-        o->bytes_moved = 2 * N * w * dt;
-        o->act_rep = N * w * dt;
-        break;
     case MK_OPK_LINEAR:
         o->params = in * w + (o->bias ? w : 0);
         o->fwd_flops = o->fwd_flops_causal = 2 * N * in * w;
@@ -172,26 +236,11 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->fwd_flops_causal = o->causal ? o->fwd_flops * (s + 1) / (2 * s) : o->fwd_flops;
         o->bwd_flops = 2 * o->fwd_flops;
         o->vec_flops = (drop ? 7 : 5) * scores;
-        o->bytes_moved = (3 * N * w + N * w) * dt + 2 * scores * dt;
-        o->act_rep = 3 * N * w * dt;
+        o->bytes_moved = (N * in + N * w) * dt + 2 * scores * dt;
+        o->act_rep = N * in * dt;
         o->act_scores = scores * dt + (drop ? scores * (1 + dt) : 0);
         break;
     }
-    case MK_OPK_GELU:
-        o->vec_flops = 20 * N * w;
-        o->bytes_moved = 2 * N * w * dt;
-        o->act_rep = N * w * dt;
-        break;
-    case MK_OPK_ADD:
-        o->vec_flops = N * w;
-        o->bytes_moved = 3 * N * w * dt;
-        break;
-    case MK_OPK_DROPOUT:
-        if (!drop) break;
-        o->vec_flops = 2 * N * w;
-        o->bytes_moved = 2 * N * w * dt + N * w;
-        o->act_rep = N * w;
-        break;
     case MK_OPK_LM_HEAD:
         o->params = (o->tied ? 0 : (double)o->vocab * in) + (o->bias ? o->vocab : 0);
         o->fwd_flops = o->fwd_flops_causal = 2 * N * in * Vp;
@@ -207,6 +256,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->out_bytes = N * 4;
         break;
     default:
+        vector_costs(o, N, dt, drop);
         break;
     }
 }

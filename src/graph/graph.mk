@@ -1,11 +1,11 @@
 # graph module: model descriptions (JSON or built-in GPT), the proxy graph,
 # its sharding for tensor parallelism.
-libmerak_a_SOURCES += src/graph/dtype.c src/graph/model.c src/graph/graph.c src/graph/graph_shard.c \
+libmerak_a_SOURCES += src/graph/dtype.c src/graph/model_arch.c src/graph/model.c src/graph/graph.c src/graph/graph_shard.c \
 	src/graph/graph_gpt.c src/graph/graph_json.c
-noinst_HEADERS += include/merak/model.h include/merak/graph.h
+noinst_HEADERS += include/merak/model.h include/merak/model_json.h include/merak/graph.h
 
 dist_pkgdata_DATA += traces/models/gpt-small.json traces/models/bert-small.json \
-	traces/models/stack.json
+	traces/models/stack.json traces/models/llama-small.json
 EXTRA_DIST += traces/models/README.md tests/models/skip2.json tests/models/bad-syntax.json \
 	tests/models/missing-field.json tests/models/wrong-type.json tests/models/unknown-op.json \
 	tests/models/cycle.json tests/models/undefined-input.json tests/models/width-mismatch.json \
@@ -14,3 +14,7 @@ EXTRA_DIST += traces/models/README.md tests/models/skip2.json tests/models/bad-s
 check_PROGRAMS += tests/test_graph
 tests_test_graph_SOURCES = tests/test_graph.c tests/check.h
 TESTS += tests/test_graph
+
+check_PROGRAMS += tests/test_graph_llama
+tests_test_graph_llama_SOURCES = tests/test_graph_llama.c tests/check.h
+TESTS += tests/test_graph_llama

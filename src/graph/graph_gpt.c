@@ -1,6 +1,13 @@
-/* Built-in families: GPT (pre-norm decoder, causal, tied LM head) and BERT
- * (post-norm encoder, bidirectional, MLM head tied to the word embedding).
- * They emit plain ops; roles and layers are derived by graph_shard.c. */
+/* Built-in families: GPT (pre-norm decoder, causal, tied LM head), Llama
+ * (the same decoder with RMSNorm, grouped K/V heads, rotary positions,
+ * SwiGLU, an untied head, no biases and no dropout: Hugging Face
+ * LlamaForCausalLM) and BERT (post-norm encoder, bidirectional, MLM head
+ * tied to the word embedding).  The architecture fields of the config
+ * (model.h) select each part on any family, as Megatron-LM's flags do.
+ * Like Megatron-LM, q,k,v are one fused linear (h -> h + 2*kv*d) and so
+ * are gate and up (h -> 2f): the same FLOPs and parameters as separate
+ * projections.  They emit plain ops; roles and layers come from
+ * graph_shard.c. */
 #include "merak/graph.h"
 
 #include <stdio.h>
@@ -28,9 +35,10 @@ static int emit_op(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0,
     o.width = width;
     o.block = b->block;
     o.bias = bias;
-    o.tied = 1;
-    o.causal = b->g->cfg.family == MK_FAMILY_GPT;
+    o.tied = !b->g->cfg.untied;
+    o.causal = b->g->cfg.family != MK_FAMILY_BERT;
     o.heads = b->g->cfg.heads;
+    o.kv_heads = b->g->cfg.kv_heads;
     o.vocab = b->g->cfg.vocab;
     if (mk_graph_add_op(b->g, &o) < 0) {
         b->err = 1;
@@ -41,7 +49,12 @@ static int emit_op(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0,
 
 static int emit(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0, int in1, int width)
 {
-    return emit_op(b, kind, name, in0, in1, width, 1);
+    return emit_op(b, kind, name, in0, in1, width, b->g->cfg.bias);
+}
+
+static int norm(mk_builder_t *b, const char *name, int x)
+{
+    return emit(b, b->g->cfg.norm == MK_NORM_RMSNORM ? MK_OPK_RMSNORM : MK_OPK_LAYERNORM, name, x, 0, 0);
 }
 
 static int dropout(mk_builder_t *b, const char *name, int x)
@@ -52,8 +65,10 @@ static int dropout(mk_builder_t *b, const char *name, int x)
 /* Attention sub-block on input y (already normalised for pre-norm). */
 static int attention(mk_builder_t *b, int y)
 {
-    int h = b->g->cfg.hidden;
-    int qkv = emit(b, MK_OPK_LINEAR, "qkv", y, 0, 3 * h);
+    const mk_model_config_t *c = &b->g->cfg;
+    int h = c->hidden, kv_width = c->kv_heads * (h / c->heads);
+    int qkv = emit(b, MK_OPK_LINEAR, "qkv", y, 0, h + 2 * kv_width);
+    if (c->pos == MK_POS_ROPE) qkv = emit(b, MK_OPK_ROPE, "rope", qkv, 0, 0);
     int att = emit(b, MK_OPK_ATTENTION, "attn", qkv, 0, 0);
     int proj = emit(b, MK_OPK_LINEAR, "proj", att, 0, h);
     return dropout(b, "attn_drop", proj);
@@ -62,23 +77,32 @@ static int attention(mk_builder_t *b, int y)
 static int mlp(mk_builder_t *b, int y)
 {
     const mk_model_config_t *c = &b->g->cfg;
-    int fc1 = emit(b, MK_OPK_LINEAR, "fc1", y, 0, c->ffn);
-    int act = emit(b, MK_OPK_GELU, "gelu", fc1, 0, 0);
-    int fc2 = emit(b, MK_OPK_LINEAR, "fc2", act, 0, c->hidden);
+    int act, fc2;
+    if (c->swiglu) {
+        int gate_up = emit(b, MK_OPK_LINEAR, "gate_up", y, 0, 2 * c->ffn);
+        act = emit(b, MK_OPK_SWIGLU, "swiglu", gate_up, 0, 0);
+        fc2 = emit(b, MK_OPK_LINEAR, "down", act, 0, c->hidden);
+    } else {
+        int fc1 = emit(b, MK_OPK_LINEAR, "fc1", y, 0, c->ffn);
+        act = emit(b, MK_OPK_GELU, "gelu", fc1, 0, 0);
+        fc2 = emit(b, MK_OPK_LINEAR, "fc2", act, 0, c->hidden);
+    }
     return dropout(b, "mlp_drop", fc2);
 }
 
 static int embeddings(mk_builder_t *b, int bert)
 {
     int h = b->g->cfg.hidden;
-    int wte = emit(b, MK_OPK_EMBEDDING, "wte", MK_GRAPH_INPUT, 0, h);
-    int wpe = emit(b, MK_OPK_POS_EMBEDDING, "wpe", 0, 0, h);
-    int x = emit(b, MK_OPK_ADD, "embed_add", wte, wpe, 0);
+    int x = emit(b, MK_OPK_EMBEDDING, "wte", MK_GRAPH_INPUT, 0, h);
+    if (b->g->cfg.pos == MK_POS_LEARNED) {
+        int wpe = emit(b, MK_OPK_POS_EMBEDDING, "wpe", 0, 0, h);
+        x = emit(b, MK_OPK_ADD, "embed_add", x, wpe, 0);
+    }
     if (bert) {
         int tte = emit(b, MK_OPK_POS_EMBEDDING, "token_type", 0, 0, h);
         if (!b->err) b->g->ops[tte].params = 2.0 * h; /* two segment types, not seq rows */
         x = emit(b, MK_OPK_ADD, "type_add", x, tte, 0);
-        x = emit(b, MK_OPK_LAYERNORM, "embed_ln", x, 0, 0);
+        x = norm(b, "embed_ln", x);
     }
     return dropout(b, "embed_drop", x);
 }
@@ -90,13 +114,13 @@ static void build_gpt(mk_builder_t *b)
     int x = embeddings(b, 0);
     for (int i = 0; i < c->num_layers; i++) {
         b->block = i;
-        int a = attention(b, emit(b, MK_OPK_LAYERNORM, "ln1", x, 0, 0));
+        int a = attention(b, norm(b, "ln1", x));
         x = emit(b, MK_OPK_ADD, "add1", x, a, 0);
-        int m = mlp(b, emit(b, MK_OPK_LAYERNORM, "ln2", x, 0, 0));
+        int m = mlp(b, norm(b, "ln2", x));
         x = emit(b, MK_OPK_ADD, "add2", x, m, 0);
     }
     b->block = -1;
-    x = emit(b, MK_OPK_LAYERNORM, "ln_f", x, 0, 0);
+    x = norm(b, "ln_f", x);
     x = emit_op(b, MK_OPK_LM_HEAD, "lm_head", x, 0, 0, 0);
     emit(b, MK_OPK_LOSS, "loss", x, 0, 0);
 }
@@ -109,14 +133,14 @@ static void build_bert(mk_builder_t *b)
     for (int i = 0; i < c->num_layers; i++) {
         b->block = i;
         x = emit(b, MK_OPK_ADD, "add1", x, attention(b, x), 0);
-        x = emit(b, MK_OPK_LAYERNORM, "ln1", x, 0, 0);
+        x = norm(b, "ln1", x);
         x = emit(b, MK_OPK_ADD, "add2", x, mlp(b, x), 0);
-        x = emit(b, MK_OPK_LAYERNORM, "ln2", x, 0, 0);
+        x = norm(b, "ln2", x);
     }
     b->block = -1;
     x = emit(b, MK_OPK_LINEAR, "mlm_dense", x, 0, c->hidden);
     x = emit(b, MK_OPK_GELU, "mlm_gelu", x, 0, 0);
-    x = emit(b, MK_OPK_LAYERNORM, "mlm_ln", x, 0, 0);
+    x = norm(b, "mlm_ln", x);
     x = emit(b, MK_OPK_LM_HEAD, "mlm_decoder", x, 0, 0);
     emit(b, MK_OPK_LOSS, "loss", x, 0, 0);
 }
@@ -128,6 +152,7 @@ mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *
     if (mk_model_validate(cfg) < 0) return NULL;
     mk_builder_t b = {mk_graph_new(cfg, opts), -1, 0};
     if (!b.g) return mk_error_set("out of memory"), NULL;
+    if (cfg->family == MK_FAMILY_LLAMA) b.g->opts.dropout = 0; /* Llama trains without dropout */
     if (cfg->family == MK_FAMILY_BERT) build_bert(&b);
     else build_gpt(&b);
     if (b.err || mk_graph_finish(b.g) < 0) {

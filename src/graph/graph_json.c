@@ -75,14 +75,14 @@ static int check_keys(const mk_jctx_t *c, json_t *obj, const char *where, const 
 static int op_fields(const mk_jctx_t *c, json_t *jo, const char *where, mk_op_t *o)
 {
     static const char *const keys[] = {"name", "op", "inputs", "out", "dim", "vocab", "heads",
-                                       "bias", "tied", "causal", NULL};
+                                       "kv_heads", "bias", "tied", "causal", NULL};
     if (check_keys(c, jo, where, keys) < 0) return -1;
     json_t *kind = json_object_get(jo, "op");
     if (!json_is_string(kind)) return jerr(c, where, "missing string field 'op'");
     if (mk_opkind_parse(json_string_value(kind), &o->kind) < 0) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "unknown op '%s' (embedding, pos_embedding, layernorm, linear, "
-                 "attention, gelu, add, dropout, lm_head, loss)", json_string_value(kind));
+        char msg[256];
+        snprintf(msg, sizeof msg, "unknown op '%s' (embedding, pos_embedding, layernorm, rmsnorm, linear, "
+                 "attention, rope, gelu, swiglu, add, dropout, lm_head, loss)", json_string_value(kind));
         return jerr(c, where, msg);
     }
     o->width = o->kind == MK_OPK_EMBEDDING || o->kind == MK_OPK_POS_EMBEDDING ? c->hidden : 0;
@@ -95,6 +95,7 @@ static int op_fields(const mk_jctx_t *c, json_t *jo, const char *where, mk_op_t 
         get_int(c, jo, where, "dim", 1, MK_MAX_WIDTH, &o->width) < 0 ||
         get_int(c, jo, where, "vocab", 1, MK_MAX_VOCAB, &o->vocab) < 0 ||
         get_int(c, jo, where, "heads", 1, MK_MAX_HEADS, &o->heads) < 0 ||
+        get_int(c, jo, where, "kv_heads", 1, MK_MAX_HEADS, &o->kv_heads) < 0 ||
         get_bool(c, jo, where, "bias", &o->bias) < 0 || get_bool(c, jo, where, "tied", &o->tied) < 0 ||
         get_bool(c, jo, where, "causal", &o->causal) < 0)
         return -1;
@@ -323,7 +324,7 @@ int mk_graph_json_probe(const char *path, mk_model_config_t *cfg)
     mk_jctx_t c;
     int nb;
     char name[64];
-    memset(cfg, 0, sizeof *cfg);
+    mk_model_defaults(cfg);
     int rc = json_open(&c, path, &nb, name, sizeof name);
     json_decref(c.root);
     if (rc < 0) return -1;
@@ -333,7 +334,7 @@ int mk_graph_json_probe(const char *path, mk_model_config_t *cfg)
     cfg->seq = c.seq;
     cfg->vocab = c.vocab;
     cfg->hidden = c.hidden;
-    cfg->heads = c.heads;
+    cfg->heads = cfg->kv_heads = c.heads;
     cfg->ffn = 4 * c.hidden;
     mk_graph_opts_t o;
     mk_graph_opts_init(&o);

@@ -3,7 +3,9 @@
  * TP roles come from a pattern, not a per-model table: a linear that widens
  * its input (width w -> more), then a simple chain of elementwise ops or an
  * attention core, then a linear whose output returns to width w, is a
- * Megatron column/row pair; the chain between runs on split tensors.
+ * Megatron column/row pair; the chain between runs on split tensors.  So
+ * Llama's fused q,k,v (rope and attention between) and fused gate/up
+ * (swiglu between) are column-parallel, o and down row-parallel.
  * Embeddings, the LM head and the loss split over the vocabulary.
  *
  * Layers: cut after op i when exactly one activation produced at or before
@@ -35,7 +37,7 @@ static int *sole_consumers(const mk_graph_t *g)
 
 static int is_elementwise(mk_opkind_t k)
 {
-    return k == MK_OPK_GELU || k == MK_OPK_DROPOUT;
+    return k == MK_OPK_GELU || k == MK_OPK_DROPOUT || k == MK_OPK_ROPE || k == MK_OPK_SWIGLU;
 }
 
 static int assign_tp_roles(mk_graph_t *g)
@@ -92,7 +94,8 @@ static int is_anchor(mk_opkind_t k)
 /* Ops that finish their producer's work rather than start new work. */
 static int is_post_op(mk_opkind_t k)
 {
-    return k == MK_OPK_DROPOUT || k == MK_OPK_GELU || k == MK_OPK_ADD || k == MK_OPK_LOSS;
+    return k == MK_OPK_DROPOUT || k == MK_OPK_GELU || k == MK_OPK_ADD || k == MK_OPK_LOSS ||
+           k == MK_OPK_ROPE || k == MK_OPK_SWIGLU;
 }
 
 /* Candidate cut points: after op i, one live activation.  Linear in the
@@ -148,7 +151,7 @@ static void layer_name(const mk_graph_t *g, mk_layer_t *L)
     const char *kind = has[MK_OPK_EMBEDDING] ? "embedding"
                        : has[MK_OPK_LOSS] || has[MK_OPK_LM_HEAD] ? "head"
                        : has[MK_OPK_ATTENTION] ? "attention"
-                       : has[MK_OPK_GELU] && has[MK_OPK_LINEAR] ? "mlp"
+                       : (has[MK_OPK_GELU] || has[MK_OPK_SWIGLU]) && has[MK_OPK_LINEAR] ? "mlp"
                        : "layer";
     mk_strlcpy(L->kind, kind, sizeof L->kind);
     L->block = block;

@@ -160,7 +160,7 @@ void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_bucket
     spec->layers = layers;
     spec->ckpt = p->has_ckpt ? p->ckpt : NULL;
     spec->grad_buckets = grad_buckets;
-    spec->tied = p->pp > 1 && (g->cfg.family == MK_FAMILY_GPT || g->cfg.family == MK_FAMILY_BERT);
+    spec->tied = p->pp > 1 && g->cfg.family != MK_FAMILY_CUSTOM && !g->cfg.untied;
 }
 
 void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)

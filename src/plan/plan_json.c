@@ -7,6 +7,7 @@
  * version 1: the releases before versioning wrote exactly version 1's
  * fields. */
 #include "merak/jsonio.h"
+#include "merak/model_json.h"
 #include "merak/plan.h"
 
 #include <stdio.h>
@@ -15,18 +16,18 @@
 
 #define MK_PLAN_FORMAT_VERSION 1
 
-static const char *family_name(mk_family_t f)
-{
-    return f == MK_FAMILY_GPT ? "gpt" : f == MK_FAMILY_BERT ? "bert" : "custom";
-}
-
 static json_t *model_json(const mk_model_config_t *c)
 {
     json_t *m = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "name", c->name, "family",
-                          family_name(c->family), "num_layers", c->num_layers, "hidden_size", c->hidden,
+                          mk_family_name(c->family), "num_layers", c->num_layers, "hidden_size", c->hidden,
                           "num_attention_heads", c->heads, "seq_length", c->seq, "vocab_size", c->vocab,
                           "ffn_hidden_size", c->ffn);
     if (c->family == MK_FAMILY_CUSTOM) json_object_set_new(m, "json_path", json_string(c->json_path));
+    /* GPT plan files stay as they were; other architectures say theirs */
+    else if (m && (c->family == MK_FAMILY_LLAMA || !mk_model_arch_is_gpt(c)) && mk_model_arch_to_json(c, m) < 0) {
+        json_decref(m);
+        return NULL;
+    }
     return m;
 }
 
@@ -60,16 +61,20 @@ static int need_str(json_t *j, const char *what, const char *key, const char **o
     return 0;
 }
 
-/* Model keys: a custom model also names its description file. */
+/* Model keys: a custom model names its description file, the others may
+ * give their architecture (model_json.h). */
 static const char *const model_keys[] = {"name", "family", "num_layers", "hidden_size", "num_attention_heads",
-                                         "seq_length", "vocab_size", "ffn_hidden_size", "json_path", NULL};
-enum { MODEL_KEY_JSON_PATH = 8 };
+                                         "seq_length", "vocab_size", "ffn_hidden_size"};
+#define MODEL_NKEYS (sizeof model_keys / sizeof *model_keys)
 
 static int model_keys_check(json_t *m, const char *what, int custom)
 {
-    const char *keys[sizeof model_keys / sizeof *model_keys];
-    memcpy(keys, model_keys, sizeof keys);
-    if (!custom) keys[MODEL_KEY_JSON_PATH] = NULL;
+    const char *keys[MODEL_NKEYS + 16] = {NULL};
+    memcpy(keys, model_keys, sizeof model_keys);
+    const char *const *arch = mk_model_arch_keys();
+    if (custom) keys[MODEL_NKEYS] = "json_path";
+    else
+        for (size_t i = 0; arch[i] && MODEL_NKEYS + i < MODEL_NKEYS + 15; i++) keys[MODEL_NKEYS + i] = arch[i];
     char where[4200];
     snprintf(where, sizeof where, "%s: model", what);
     return mk_json_only_keys(m, where, keys);
@@ -81,7 +86,7 @@ static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
     if (!json_is_object(m)) return mk_error_set("%s: field 'model' must be an object", what);
     if (need_str(m, what, "name", &name) < 0 || need_str(m, what, "family", &family) < 0) return -1;
     if (model_keys_check(m, what, !strcmp(family, "custom")) < 0) return -1;
-    memset(c, 0, sizeof *c);
+    mk_model_defaults(c);
     mk_strlcpy(c->name, name, sizeof c->name);
     if (!strcmp(family, "custom")) {
         const char *path = NULL;
@@ -89,15 +94,18 @@ static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
         if (mk_graph_json_probe(path, c) < 0) return -1;
         return mk_json_int(m, what, "seq_length", 1, &c->seq);
     }
-    if (strcmp(family, "gpt") && strcmp(family, "bert"))
-        return mk_error_set("%s: model family '%s' is not gpt, bert or custom", what, family);
-    c->family = !strcmp(family, "gpt") ? MK_FAMILY_GPT : MK_FAMILY_BERT;
+    if (strcmp(family, "gpt") && strcmp(family, "bert") && strcmp(family, "llama"))
+        return mk_error_set("%s: model family '%s' is not gpt, bert, llama or custom", what, family);
+    c->family = !strcmp(family, "gpt") ? MK_FAMILY_GPT : !strcmp(family, "bert") ? MK_FAMILY_BERT : MK_FAMILY_LLAMA;
     if (mk_json_int(m, what, "num_layers", 1, &c->num_layers) < 0 ||
         mk_json_int(m, what, "hidden_size", 1, &c->hidden) < 0 ||
         mk_json_int(m, what, "num_attention_heads", 1, &c->heads) < 0 ||
         mk_json_int(m, what, "seq_length", 1, &c->seq) < 0 || mk_json_int(m, what, "vocab_size", 1, &c->vocab) < 0 ||
         mk_json_int(m, what, "ffn_hidden_size", 1, &c->ffn) < 0)
         return -1;
+    c->kv_heads = c->heads;
+    if (c->family == MK_FAMILY_LLAMA) mk_model_llama_arch(c);
+    if (mk_model_arch_from_json(m, what, c) < 0) return -1;
     return mk_model_validate(c);
 }
 

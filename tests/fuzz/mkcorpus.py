@@ -61,6 +61,28 @@ def models():
     # widths whose products overflow int (hidden 2^30: "ffn must be >= 1" today)
     put("model", "reject-width-2p30.json", js(dict(stack, input_width=1 << 30)))
     put("model", "reject-seq-2p30.json", js(dict(stack, seq_length=1 << 30)))
+    llama_models()
+
+
+def llama_models():
+    """The Llama ops (issue 16): grouped K/V heads, rope, swiglu, rmsnorm."""
+    copy("model", "accept-llama-small.json", "traces/models/llama-small.json")
+    with open(os.path.join(TOP, "traces/models/llama-small.json")) as f:
+        llama = json.load(f)
+
+    def with_op(name, **fields):
+        block = [dict(o, **fields) if o["name"] == name else o for o in llama["block"]]
+        return js(dict(llama, block=block))
+    # kv_heads must divide heads, and the fused q,k,v width must be (heads + 2*kv)*d
+    put("model", "reject-kv-heads-3.json", with_op("attn", kv_heads=3))
+    put("model", "reject-kv-heads-0.json", with_op("attn", kv_heads=0))
+    put("model", "reject-kv-heads-2p30.json", with_op("rope", kv_heads=1 << 30))
+    put("model", "reject-qkv-width.json", with_op("qkv", out=130))
+    # MQA and MHA are the cases kv = 1 and kv = heads
+    put("model", "accept-mqa.json", js(dict(llama, block=[
+        dict(o, out=96) if o["name"] == "qkv" else dict(o, kv_heads=1) if o["name"] in ("rope", "attn") else o
+        for o in llama["block"]])))
+    put("model", "reject-swiglu-odd.json", with_op("gate_up", out=383))
 
 
 def clusters():
@@ -93,6 +115,26 @@ def plans(merak):
     big = dict(plan["model"], hidden_size=1 << 30, num_attention_heads=1, ffn_hidden_size=1 << 30)
     put("plan", "reject-hidden-2p30.json", js(dict(plan, model=big)))
     put("plan", "gbs-2p30.json", js(dict(plan, global_batch_size=1 << 30, micro_batches=1 << 28)))
+    llama_plans(merak)
+
+
+def llama_plans(merak):
+    """Plan files with the architecture fields (issue 16)."""
+    out = subprocess.run([merak, "sim", "--model", "llama-tiny", "--dp", "2", "--pp", "2", "--tp", "2",
+                          "--gbs", "8", "--json"], check=True, capture_output=True, text=True).stdout
+    plan = json.loads(out)["plan"]
+    put("plan", "accept-llama-tiny-dp2-pp2-tp2.json", js(plan))
+
+    def model(**fields):
+        return js(dict(plan, model=dict(plan["model"], **fields)))
+    put("plan", "reject-llama-groups-3.json", model(num_query_groups=3))
+    put("plan", "reject-llama-norm-typo.json", model(normalization="RMSnorm"))
+    put("plan", "reject-llama-rotary-base-string.json", model(rotary_base="1e4"))
+    put("plan", "reject-llama-rotary-base-0.json", model(rotary_base=0))
+    put("plan", "reject-llama-eps-huge.json", model(norm_epsilon=1e300))
+    put("plan", "reject-llama-swiglu-int.json", model(swiglu=1))
+    put("plan", "reject-llama-unknown-key.json", model(num_key_value_heads=2))
+    put("plan", "reject-llama-tp-kv.json", js(dict(plan, model=dict(plan["model"], num_query_groups=1))))
 
 
 def traces(merak):

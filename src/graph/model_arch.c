@@ -1,0 +1,136 @@
+/* The architecture fields of a model configuration (model.h): the GPT
+ * defaults, their names on the command line and in files, and their JSON
+ * form in plan files and `merak model --json`.  Uses nothing else in the
+ * graph module but dtype.c's header. */
+#include "merak/model.h"
+#include "merak/model_json.h"
+
+#include <string.h>
+
+void mk_model_defaults(mk_model_config_t *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->norm = MK_NORM_LAYERNORM;
+    cfg->pos = MK_POS_LEARNED;
+    cfg->rope_theta = 10000;
+    cfg->norm_eps = 1e-5;
+    cfg->bias = 1;
+}
+
+void mk_model_llama_arch(mk_model_config_t *cfg)
+{
+    cfg->norm = MK_NORM_RMSNORM;
+    cfg->swiglu = 1;
+    cfg->pos = MK_POS_ROPE;
+    cfg->untied = 1;
+    cfg->bias = 0;
+}
+
+const char *mk_family_name(mk_family_t f)
+{
+    switch (f) {
+    case MK_FAMILY_GPT: return "gpt";
+    case MK_FAMILY_BERT: return "bert";
+    case MK_FAMILY_LLAMA: return "llama";
+    default: return "custom";
+    }
+}
+
+/* Megatron-LM's spellings (--normalization, --position-embedding-type). */
+static const char *const norm_names[] = {"LayerNorm", "RMSNorm", NULL};
+static const char *const pos_names[] = {"learned_absolute", "rope", NULL};
+
+static int name_index(const char *const *names, const char *s)
+{
+    for (int i = 0; names[i]; i++)
+        if (!strcmp(s, names[i])) return i;
+    return -1;
+}
+
+const char *mk_norm_name(mk_norm_kind_t k) { return k <= MK_NORM_RMSNORM ? norm_names[k] : "?"; }
+const char *mk_pos_name(mk_pos_kind_t k) { return k <= MK_POS_ROPE ? pos_names[k] : "?"; }
+
+int mk_norm_parse(const char *s, mk_norm_kind_t *out)
+{
+    int i = name_index(norm_names, s);
+    if (i < 0) return mk_error_set("normalization '%s' is not LayerNorm or RMSNorm", s);
+    *out = (mk_norm_kind_t)i;
+    return 0;
+}
+
+int mk_pos_parse(const char *s, mk_pos_kind_t *out)
+{
+    int i = name_index(pos_names, s);
+    if (i < 0) return mk_error_set("position embedding type '%s' is not learned_absolute or rope", s);
+    *out = (mk_pos_kind_t)i;
+    return 0;
+}
+
+int mk_model_arch_is_gpt(const mk_model_config_t *c)
+{
+    return c->kv_heads == c->heads && c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED &&
+           c->rope_theta == 10000 && c->norm_eps == 1e-5 && !c->untied && c->bias;
+}
+
+static const char *const arch_keys[] = {"num_query_groups", "normalization", "swiglu",
+                                        "position_embedding_type", "rotary_base", "norm_epsilon",
+                                        "untie_embeddings_and_output_weights", "add_bias_linear", NULL};
+
+const char *const *mk_model_arch_keys(void) { return arch_keys; }
+
+int mk_model_arch_to_json(const mk_model_config_t *c, json_t *obj)
+{
+    json_t *a = json_pack("{s:i, s:s, s:b, s:s, s:f, s:f, s:b, s:b}", arch_keys[0], c->kv_heads, arch_keys[1],
+                          mk_norm_name(c->norm), arch_keys[2], c->swiglu, arch_keys[3], mk_pos_name(c->pos),
+                          arch_keys[4], c->rope_theta, arch_keys[5], c->norm_eps, arch_keys[6], c->untied,
+                          arch_keys[7], c->bias);
+    if (!a || json_object_update(obj, a) < 0) {
+        json_decref(a);
+        return mk_error_set("out of memory");
+    }
+    json_decref(a);
+    return 0;
+}
+
+/* An optional string field naming an enum value. */
+static int enum_field(json_t *o, const char *what, const char *key, int (*parse)(const char *, int *), int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v) return 0;
+    if (!json_is_string(v)) return mk_error_set("%s: field '%s' must be a string", what, key);
+    if (parse(json_string_value(v), out) < 0) return mk_error_set("%s: %s", what, mk_error_last());
+    return 0;
+}
+
+static int parse_norm(const char *s, int *out)
+{
+    mk_norm_kind_t k;
+    if (mk_norm_parse(s, &k) < 0) return -1;
+    *out = (int)k;
+    return 0;
+}
+
+static int parse_pos(const char *s, int *out)
+{
+    mk_pos_kind_t k;
+    if (mk_pos_parse(s, &k) < 0) return -1;
+    *out = (int)k;
+    return 0;
+}
+
+int mk_model_arch_from_json(json_t *o, const char *what, mk_model_config_t *c)
+{
+    int norm = (int)c->norm, pos = (int)c->pos;
+    if ((json_object_get(o, arch_keys[0]) && mk_json_int(o, what, arch_keys[0], 1, &c->kv_heads) < 0) ||
+        enum_field(o, what, arch_keys[1], parse_norm, &norm) < 0 ||
+        (json_object_get(o, arch_keys[2]) && mk_json_bool(o, what, arch_keys[2], &c->swiglu) < 0) ||
+        enum_field(o, what, arch_keys[3], parse_pos, &pos) < 0 ||
+        (json_object_get(o, arch_keys[4]) && mk_json_num(o, what, arch_keys[4], 0, &c->rope_theta) < 0) ||
+        (json_object_get(o, arch_keys[5]) && mk_json_num(o, what, arch_keys[5], 0, &c->norm_eps) < 0) ||
+        (json_object_get(o, arch_keys[6]) && mk_json_bool(o, what, arch_keys[6], &c->untied) < 0) ||
+        (json_object_get(o, arch_keys[7]) && mk_json_bool(o, what, arch_keys[7], &c->bias) < 0))
+        return -1;
+    c->norm = (mk_norm_kind_t)norm;
+    c->pos = (mk_pos_kind_t)pos;
+    return 0;
+}

@@ -1,0 +1,196 @@
+/* The Llama family in the proxy graph: the presets' exact parameter counts
+ * and FLOPs (issue 16's closed forms), grouped-query attention, RoPE and
+ * SwiGLU shapes, saved activations, TP roles, sharding, the Megatron-LM
+ * flags on a GPT preset and the JSON description of llama-tiny. */
+#include "check.h"
+#include "merak/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int dropout = 1; /* the graph option (the Llama builder turns it off itself) */
+
+static mk_graph_t *build_cfg(const mk_model_config_t *c, int mbs, int tp)
+{
+    mk_graph_opts_t o = {mbs, MK_DTYPE_BF16, dropout, tp};
+    mk_graph_t *g = mk_graph_build(c, &o);
+    if (!g) {
+        fprintf(stderr, "build %s: %s\n", c->name, mk_error_last());
+        exit(1);
+    }
+    return g;
+}
+
+static mk_graph_t *build(const char *model, int mbs, int tp)
+{
+    mk_model_config_t c;
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    if (mk_model_resolve(model, &ov, &c) < 0) {
+        fprintf(stderr, "resolve %s: %s\n", model, mk_error_last());
+        exit(1);
+    }
+    return build_cfg(&c, mbs, tp);
+}
+
+static const struct {
+    const char *name;
+    double params;
+} presets[] = {
+    {"llama-2-7b", 6738415616.0},   {"llama-2-13b", 13015864320.0}, {"llama-2-70b", 68976648192.0},
+    {"llama-3-8b", 8030261248.0},   {"llama-3-70b", 70553706496.0}, {"llama-3.1-405b", 405853388800.0},
+};
+
+/* 3*B*s*(2*P_mm + 4*l*s*h), P_mm = l*(2h^2 + 2h*h_kv + 3hf) + hV; full
+ * recompute adds one forward of every block: B*s*(2*P_blocks + 4*l*s*h). */
+static void test_params_and_flops(void)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof *presets; i++) {
+        mk_graph_t *g = build(presets[i].name, 1, 1);
+        const mk_model_config_t *c = &g->cfg;
+        CHECK(mk_graph_params(g) == presets[i].params, "%s params %.0f", c->name, mk_graph_params(g));
+        double l = c->num_layers, h = c->hidden, f = c->ffn, V = c->vocab, s = c->seq;
+        double hkv = (double)c->kv_heads * (c->hidden / c->heads);
+        double blocks = l * (2 * h * h + 2 * h * hkv + 3 * h * f), att = 4 * l * s * h;
+        for (int B = 1; B <= 1024; B *= 32) {
+            double want = 3 * B * s * (2 * (blocks + h * V) + att);
+            CHECK_REL(mk_graph_flops_per_iteration(g, B, 0), want, 1e-12, c->name);
+            CHECK_REL(mk_graph_flops_per_iteration(g, B, 1), want + B * s * (2 * blocks + att), 1e-12, c->name);
+        }
+        mk_graph_free(g);
+    }
+}
+
+/* Grouped K/V heads: the fused q,k,v is h + 2*kv*d wide, the context h;
+ * the attention saves its input (smaller K and V); RoPE keeps the width;
+ * SwiGLU halves it; no dropout, no biases, untied head. */
+static void test_shapes(void)
+{
+    mk_graph_t *g = build("llama-3-8b", 2, 1);
+    const double N = 2.0 * 8192, dt = 2;
+    int qkv = mk_graph_find_op(g, "qkv.0"), rope = mk_graph_find_op(g, "rope.0");
+    int att = mk_graph_find_op(g, "attn.0"), sw = mk_graph_find_op(g, "swiglu.0");
+    int gu = mk_graph_find_op(g, "gate_up.0"), head = mk_graph_find_op(g, "lm_head");
+    CHECK(qkv >= 0 && rope >= 0 && att >= 0 && sw >= 0 && gu >= 0 && head >= 0, "ops present");
+    if (qkv < 0 || rope < 0 || att < 0 || sw < 0 || gu < 0 || head < 0) return;
+    CHECK(g->ops[qkv].width == 4096 + 2 * 1024 && g->ops[rope].width == 6144, "qkv %d", g->ops[qkv].width);
+    CHECK(g->ops[att].width == 4096 && g->ops[att].kv_heads == 8, "attn %d", g->ops[att].width);
+    CHECK(g->ops[qkv].params == 4096.0 * 6144, "no bias on qkv");
+    CHECK_REL(g->ops[att].act_rep + g->ops[att].act_split, N * 6144 * dt, 1e-15, "attention saves q,k,v");
+    CHECK_REL(g->ops[att].act_scores, 32.0 * 8192 * 8192 * 2 * dt, 1e-15, "scores, no dropout mask");
+    CHECK(g->ops[rope].act_rep + g->ops[rope].act_split == 0, "rope saves nothing");
+    CHECK_REL(g->ops[rope].vec_flops, 3 * N * (4096 + 1024), 1e-15, "rope rotates q and k");
+    CHECK(g->ops[gu].width == 2 * 14336 && g->ops[sw].width == 14336, "swiglu halves");
+    CHECK(g->ops[head].params == 128256.0 * 4096 && g->tied_rep + g->tied_split == 0, "untied head");
+    CHECK(mk_graph_find_op(g, "wpe") < 0 && mk_graph_find_op(g, "attn_drop.0") < 0, "no positions, no dropout");
+    mk_graph_free(g);
+}
+
+/* Per block with 16-bit types: replicated 8*N*h (two norms' and two
+ * column linears' inputs), split 2*N*(2h + 2*h_kv + 3f), scores 2*a*s*s*b. */
+static void test_activations(void)
+{
+    mk_graph_t *g = build("llama-2-70b", 1, 1);
+    double s = 4096, N = s, h = 8192, hkv = 1024, f = 28672, a = 64;
+    double rep = 8 * N * h, split = 2 * N * (2 * h + 2 * hkv + 3 * f), scores = 2 * a * s * s;
+    double got[4] = {0, 0, 0, 0};
+    for (int l = 0; l < g->n_layers; l++) {
+        if (g->layers[l].block != 1) continue;
+        got[0] += mk_layer_act_bytes(g, l, 1, 0, 0);
+        got[1] += mk_layer_act_bytes(g, l, 8, 0, 0);
+        got[2] += mk_layer_act_bytes(g, l, 8, 0, 1);
+        got[3] += mk_layer_act_bytes(g, l, 8, 1, 1);
+    }
+    CHECK_REL(got[0], rep + split + scores, 1e-12, "block, no TP");
+    CHECK_REL(got[1], rep + (split + scores) / 8, 1e-12, "block, tp 8");
+    CHECK_REL(got[2], rep + split / 8, 1e-12, "block, tp 8 selective");
+    CHECK_REL(got[3], (rep + split) / 8, 1e-12, "block, tp 8 SP selective");
+    mk_graph_free(g);
+}
+
+static void test_roles_and_sharding(void)
+{
+    mk_graph_t *g = build("llama-tiny", 1, 2);
+    static const struct {
+        const char *op;
+        mk_tp_role_t role;
+    } roles[] = {{"ln1.0", MK_TP_REPLICATED}, {"qkv.0", MK_TP_COLUMN},   {"rope.0", MK_TP_SPLIT},
+                 {"attn.0", MK_TP_HEADS},     {"proj.0", MK_TP_ROW},      {"ln2.0", MK_TP_REPLICATED},
+                 {"gate_up.0", MK_TP_COLUMN}, {"swiglu.0", MK_TP_SPLIT},  {"down.0", MK_TP_ROW},
+                 {"wte", MK_TP_VOCAB},        {"lm_head", MK_TP_VOCAB}};
+    for (size_t i = 0; i < sizeof roles / sizeof *roles; i++) {
+        int k = mk_graph_find_op(g, roles[i].op);
+        CHECK(k >= 0 && g->ops[k].tp_role == roles[i].role, "%s role %s", roles[i].op,
+              k >= 0 ? mk_tp_role_name(g->ops[k].tp_role) : "missing");
+    }
+    CHECK(g->n_layers == 2 + 2 * 4, "layers %d", g->n_layers);
+    for (int l = 0; l < g->n_layers; l++) {
+        const char *want = l == 0 ? "embedding" : l == g->n_layers - 1 ? "head" : l % 2 ? "attention" : "mlp";
+        CHECK(!strcmp(g->layers[l].kind, want), "layer %d is %s, want %s", l, g->layers[l].kind, want);
+        if (l > 0 && l < g->n_layers - 1) CHECK(g->layers[l].n_tp_allreduce == 1, "one all-reduce per layer");
+    }
+    mk_graph_free(g);
+    mk_model_config_t c;
+    mk_model_preset("llama-3-8b", &c);
+    CHECK(mk_model_check_tp(&c, 8) == 0, "tp 8 divides 8 KV heads");
+    CHECK(mk_model_check_tp(&c, 16) < 0 && strstr(mk_error_last(), "8 KV heads"), "tp 16: %s", mk_error_last());
+}
+
+/* Megatron-LM's flags turn gpt-tiny into llama-tiny (parameters and FLOPs). */
+static void test_flags(void)
+{
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    ov.norm = MK_NORM_RMSNORM, ov.swiglu = 1, ov.pos = MK_POS_ROPE, ov.untied = 1, ov.bias = 0;
+    ov.group_query_attention = 1, ov.kv_heads = 2, ov.ffn = 192;
+    mk_model_config_t c;
+    CHECK(mk_model_resolve("gpt-tiny", &ov, &c) == 0, "resolve: %s", mk_error_last());
+    mk_graph_t *a = build_cfg(&c, 1, 1), *b = build("llama-tiny", 1, 1);
+    CHECK(mk_graph_params(a) == mk_graph_params(b), "params %.0f vs %.0f", mk_graph_params(a), mk_graph_params(b));
+    CHECK(mk_graph_flops_per_iteration(a, 8, 1) == mk_graph_flops_per_iteration(b, 8, 1), "flops");
+    mk_graph_free(a), mk_graph_free(b);
+    mk_model_overrides_init(&ov);
+    ov.swiglu = 1, ov.hidden = 96;
+    CHECK(mk_model_resolve("gpt-tiny", &ov, &c) == 0 && c.ffn == 256, "swiglu ffn 2/3 of 4h: %d", c.ffn);
+    mk_model_overrides_init(&ov);
+    ov.heads = 8;
+    CHECK(mk_model_resolve("llama-2-7b", &ov, &c) == 0 && c.kv_heads == 8, "MHA stays MHA: %d", c.kv_heads);
+    CHECK(mk_model_resolve("llama-3-8b", &ov, &c) == 0 && c.kv_heads == 8, "GQA keeps its groups");
+    ov.heads = 12;
+    CHECK(mk_model_resolve("llama-3-8b", &ov, &c) < 0 && strstr(mk_error_last(), "does not divide"),
+          "groups must divide heads: %s", mk_error_last());
+    mk_model_overrides_init(&ov);
+    ov.kv_heads = 2;
+    CHECK(mk_model_resolve("gpt-tiny", &ov, &c) < 0, "--num-query-groups alone");
+}
+
+static void test_json(const char *srcdir)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/traces/models/llama-small.json", srcdir);
+    dropout = 0; /* a JSON attention takes the option; the description has no dropout */
+    mk_graph_t *j = build(path, 2, 1), *g = build("llama-tiny", 2, 1);
+    CHECK(j->n_layers == g->n_layers, "layers %d vs %d", j->n_layers, g->n_layers);
+    for (int l = 0; l < g->n_layers && l < j->n_layers; l++) {
+        CHECK(!strcmp(j->layers[l].kind, g->layers[l].kind), "layer %d kind", l);
+        CHECK(j->layers[l].params == g->layers[l].params, "layer %d params", l);
+        CHECK(j->layers[l].fwd_flops == g->layers[l].fwd_flops, "layer %d flops", l);
+        CHECK(mk_layer_act_bytes(j, l, 2, 0, 0) == mk_layer_act_bytes(g, l, 2, 0, 0), "layer %d act", l);
+        CHECK(j->layers[l].bytes_moved == g->layers[l].bytes_moved, "layer %d bytes", l);
+    }
+    mk_graph_free(j), mk_graph_free(g);
+    dropout = 1;
+}
+
+int main(void)
+{
+    const char *srcdir = getenv("top_srcdir");
+    if (!srcdir) srcdir = ".";
+    test_params_and_flops();
+    test_shapes();
+    test_activations();
+    test_roles_and_sharding();
+    test_flags();
+    test_json(srcdir);
+    CHECK_DONE();
+}
