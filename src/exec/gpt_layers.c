@@ -190,7 +190,7 @@ static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const fl
         be->linear_fwd(be->ctx, p->x1 + r0 * 3 * Cl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C,
                        (int)(3 * Cl));
         be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * 3 * Cl,
-                          nr / g->T, g->T, g->nh, g->hs);
+                          nr / g->T, g->T, g->nh, g->nh, g->hs);
     } else {
         size_t Fl = g->Fl;
         be->linear_fwd(be->ctx, p->x1 + r0 * Fl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C, g->Fl);
@@ -337,7 +337,7 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
     if (attn) {
         size_t sq = (size_t)(r0 / g->T) * g->nh * g->T * g->T;
         be->attention_bwd(be->ctx, dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
-                          nr / g->T, g->T, g->nh, g->hs);
+                          nr / g->T, g->T, g->nh, g->nh, g->hs);
     } else {
         be->gelu_bwd(be->ctx, dmid + r0 * mid, p->x1 + r0 * mid, run->s_a + r0 * inner, nr * g->Fl);
     }
