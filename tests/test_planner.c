@@ -12,7 +12,7 @@ static mk_model_config_t small_gpt(void)
 {
     mk_model_config_t m;
     mk_model_preset("gpt-tiny", &m);
-    m.num_layers = 8, m.hidden = 512, m.heads = 8, m.seq = 512, m.vocab = 8000, m.ffn = 2048;
+    m.num_layers = 8, m.hidden = 512, m.heads = m.kv_heads = 8, m.seq = 512, m.vocab = 8000, m.ffn = 2048;
     return m;
 }
 

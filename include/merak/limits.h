@@ -24,6 +24,8 @@
 #define MK_MAX_VOCAB    4194304   /* 16x a 250,680-token vocabulary */
 #define MK_MAX_FFN      (4 * MK_MAX_HIDDEN) /* the default 4h of the widest model */
 #define MK_MAX_WIDTH    MK_MAX_FFN /* any op width of a JSON model */
+#define MK_MAX_ROPE_THETA 1e12   /* rotary base: 10^6x Llama-3's 500,000 */
+#define MK_MAX_NORM_EPS 1.0       /* normalization epsilon (--norm-epsilon) */
 #define MK_MAX_GRAPH_OPS 32768    /* ops of one graph: 1024 GPT blocks have 16,384 */
 
 /* Layout and batch (flags and plan files). */

@@ -14,7 +14,11 @@ extern "C" {
 
 typedef enum { MK_DTYPE_FP32 = 0, MK_DTYPE_FP16, MK_DTYPE_BF16 } mk_dtype_t;
 
-typedef enum { MK_FAMILY_GPT = 0, MK_FAMILY_BERT, MK_FAMILY_CUSTOM } mk_family_t;
+typedef enum { MK_FAMILY_GPT = 0, MK_FAMILY_BERT, MK_FAMILY_CUSTOM, MK_FAMILY_LLAMA } mk_family_t;
+
+/* Block normalization and position encoding (GPT: LayerNorm, learned positions). */
+typedef enum { MK_NORM_LAYERNORM = 0, MK_NORM_RMSNORM } mk_norm_kind_t;
+typedef enum { MK_POS_LEARNED = 0, MK_POS_ROPE } mk_pos_kind_t;
 
 typedef struct mk_model_config {
     char name[64];
@@ -25,13 +29,35 @@ typedef struct mk_model_config {
     int seq;              /* s */
     int vocab;            /* V, the real vocabulary (padding is computational only) */
     int ffn;              /* MLP width, 4h by default */
+    /* The Llama architecture (Hugging Face LlamaForCausalLM); the defaults
+     * (mk_model_defaults) give the GPT.  Head dim d = hidden / heads; the K/V
+     * width is kv_heads * d; query head i uses K/V head floor(i*kv/heads). */
+    int kv_heads;          /* num_key_value_heads (GQA); == heads for MHA (GPT: heads) */
+    mk_norm_kind_t norm;   /* MK_NORM_LAYERNORM (GPT) | MK_NORM_RMSNORM */
+    int swiglu;            /* MLP = down(silu(gate(x)) * up(x)); 0: GELU MLP */
+    mk_pos_kind_t pos;     /* MK_POS_LEARNED (GPT) | MK_POS_ROPE */
+    double rope_theta;     /* rotary base (--rotary-base), 10000 */
+    double norm_eps;       /* 1e-5 */
+    int untied;            /* LM head separate from the embedding (--untie-embeddings-and-output-weights) */
+    int bias;              /* linears have biases (GPT 1; --disable-bias-linear -> 0) */
     char json_path[512];  /* MK_FAMILY_CUSTOM: the JSON description it came from */
 } mk_model_config_t;
 
-/* Overrides from Megatron-LM flags; a field < 0 means "not given". */
+/* Overrides from Megatron-LM flags; a field < 0 means "not given".  The
+ * architecture switches (norm, swiglu, pos, untied, bias) are 0/1 or enum
+ * values when given; kv_heads is --num-query-groups (only with
+ * group_query_attention: Megatron's default is 1 group). */
 typedef struct mk_model_overrides {
     int num_layers, hidden, heads, seq, vocab, ffn;
+    int group_query_attention, kv_heads;
+    int norm, swiglu, pos, untied, bias;
+    double rope_theta, norm_eps;
 } mk_model_overrides_t;
+
+/* The GPT architecture fields: zero sizes, kv_heads 0 (set it to the heads
+ * once they are known), LayerNorm, GELU MLP, learned positions, theta
+ * 10000, eps 1e-5, tied head, biases. */
+void mk_model_defaults(mk_model_config_t *cfg);
 
 /* Fill *cfg from a preset name.  Returns -1 (unknown preset) otherwise. */
 int mk_model_preset(const char *name, mk_model_config_t *cfg);

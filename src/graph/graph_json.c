@@ -323,7 +323,7 @@ int mk_graph_json_probe(const char *path, mk_model_config_t *cfg)
     mk_jctx_t c;
     int nb;
     char name[64];
-    memset(cfg, 0, sizeof *cfg);
+    mk_model_defaults(cfg);
     int rc = json_open(&c, path, &nb, name, sizeof name);
     json_decref(c.root);
     if (rc < 0) return -1;
@@ -333,7 +333,7 @@ int mk_graph_json_probe(const char *path, mk_model_config_t *cfg)
     cfg->seq = c.seq;
     cfg->vocab = c.vocab;
     cfg->hidden = c.hidden;
-    cfg->heads = c.heads;
+    cfg->heads = cfg->kv_heads = c.heads;
     cfg->ffn = 4 * c.hidden;
     mk_graph_opts_t o;
     mk_graph_opts_init(&o);

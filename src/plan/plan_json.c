@@ -81,7 +81,7 @@ static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
     if (!json_is_object(m)) return mk_error_set("%s: field 'model' must be an object", what);
     if (need_str(m, what, "name", &name) < 0 || need_str(m, what, "family", &family) < 0) return -1;
     if (model_keys_check(m, what, !strcmp(family, "custom")) < 0) return -1;
-    memset(c, 0, sizeof *c);
+    mk_model_defaults(c);
     mk_strlcpy(c->name, name, sizeof c->name);
     if (!strcmp(family, "custom")) {
         const char *path = NULL;
@@ -98,6 +98,7 @@ static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
         mk_json_int(m, what, "seq_length", 1, &c->seq) < 0 || mk_json_int(m, what, "vocab_size", 1, &c->vocab) < 0 ||
         mk_json_int(m, what, "ffn_hidden_size", 1, &c->ffn) < 0)
         return -1;
+    c->kv_heads = c->heads;
     return mk_model_validate(c);
 }
 
