@@ -254,24 +254,30 @@ static void test_rope(void)
     free(xf); free(out); free(r); free(dg); free(x); free(ref); free(rd); free(g);
 }
 
-/* ---- SwiGLU: x = [gate (n) | up (n)] ---- */
+/* ---- SwiGLU: x = gu (N, 2F), rows [gate (F) | up (F)] ---- */
+typedef struct { int N, F; } glu_t;
 static void ref_swiglu(double *out, const double *x, const void *c)
 {
-    int n = *(const int *)c;
-    for (int i = 0; i < n; i++) out[i] = x[i] / (1 + exp(-x[i])) * x[n + i];
+    const glu_t *s = c;
+    for (int n = 0; n < s->N; n++)
+        for (int i = 0; i < s->F; i++) {
+            double g = x[n * 2 * s->F + i], u = x[n * 2 * s->F + s->F + i];
+            out[n * s->F + i] = g / (1 + exp(-g)) * u;
+        }
 }
 
 static void test_swiglu(void)
 {
-    int n = 50;
+    glu_t s = {5, 10};
+    int n = s.N * s.F;
     float xf[100], out[50], r[50], dg[100] = {0};
     double x[100], ref[50], rd[50], g[100];
     fill(xf, x, 2 * n, 4.0); fill(r, rd, n, 1.0);
-    mk_cpu_swiglu_fwd(NULL, out, xf, xf + n, n);
-    ref_swiglu(ref, x, &n);
+    mk_cpu_swiglu_fwd(NULL, out, xf, s.N, s.F);
+    ref_swiglu(ref, x, &s);
     CHECK(rel(out, ref, n) < 1e-6, "swiglu fwd rel %g", rel(out, ref, n));
-    mk_cpu_swiglu_bwd(NULL, dg, dg + n, r, xf, xf + n, n);
-    fd(ref_swiglu, &n, x, 2 * n, n, rd, g);
+    mk_cpu_swiglu_bwd(NULL, dg, r, xf, s.N, s.F);
+    fd(ref_swiglu, &s, x, 2 * n, n, rd, g);
     CHECK(rel(dg, g, 2 * n) < 1e-5, "swiglu bwd rel %g", rel(dg, g, 2 * n));
 }
 

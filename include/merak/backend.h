@@ -78,11 +78,11 @@ typedef struct mk_backend {
                      float theta);
     void (*gelu_fwd)(void *ctx, float *out, const float *inp, int n);              /* tanh approximation */
     void (*gelu_bwd)(void *ctx, float *dinp, const float *inp, const float *dout, int n); /* dinp += */
-    /* SwiGLU: out = silu(gate) * up, silu(g) = g / (1 + exp(-g)); n entries (N*F) */
-    void (*swiglu_fwd)(void *ctx, float *out, const float *gate, const float *up, int n);
-    /* dgate += , dup += */
-    void (*swiglu_bwd)(void *ctx, float *dgate, float *dup, const float *dout, const float *gate,
-                       const float *up, int n);
+    /* SwiGLU: out (N,F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)), where each row of
+       gu (N,2F) is [gate (F) | up (F)] (one GEMM with the gate and up weights stacked) */
+    void (*swiglu_fwd)(void *ctx, float *out, const float *gu, int N, int F);
+    /* dgu (N,2F) += [d gate | d up] */
+    void (*swiglu_bwd)(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
     void (*add)(void *ctx, float *out, const float *a, const float *b, int n);     /* out = a + b */
     void (*acc)(void *ctx, float *out, const float *a, int n);                     /* out += a */
     /* Vocabulary-parallel cross-entropy over logits (N,Vl) holding columns

@@ -135,8 +135,8 @@ void mkc_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh,
 void mkc_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld, float theta);
 void mkc_gelu_fwd(void *ctx, float *out, const float *inp, int n);
 void mkc_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n);
-void mkc_swiglu_fwd(void *ctx, float *out, const float *gate, const float *up, int n);
-void mkc_swiglu_bwd(void *ctx, float *dgate, float *dup, const float *dout, const float *gate, const float *up, int n);
+void mkc_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);
+void mkc_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
 void mkc_add(void *ctx, float *out, const float *a, const float *b, int n);
 void mkc_acc(void *ctx, float *out, const float *a, int n);
 void mkc_xent_max(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V);

@@ -32,9 +32,8 @@ void mk_cpu_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int 
                      float theta);
 void mk_cpu_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld,
                      float theta);
-void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gate, const float *up, int n);
-void mk_cpu_swiglu_bwd(void *ctx, float *dgate, float *dup, const float *dout, const float *gate,
-                       const float *up, int n);
+void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);
+void mk_cpu_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
 void mk_cpu_gelu_fwd(void *ctx, float *out, const float *inp, int n);
 void mk_cpu_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n);
 void mk_cpu_add(void *ctx, float *out, const float *a, const float *b, int n);

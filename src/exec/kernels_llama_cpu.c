@@ -80,23 +80,30 @@ void mk_cpu_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, in
     rope(dinp, dout, N, T, nh, hs, ld, theta, -1);
 }
 
-void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gate, const float *up, int n)
+void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F)
 {
     (void)ctx;
-    for (int i = 0; i < n; i++) {
-        float g = gate[i];
-        out[i] = g / (1.0f + expf(-g)) * up[i];
+    for (int n = 0; n < N; n++) {
+        const float *gate = gu + (size_t)n * 2 * F, *up = gate + F;
+        float *o = out + (size_t)n * F;
+        for (int i = 0; i < F; i++) {
+            float g = gate[i];
+            o[i] = g / (1.0f + expf(-g)) * up[i];
+        }
     }
 }
 
 /* d silu(g)/dg = sig(g) (1 + g (1 - sig(g))) */
-void mk_cpu_swiglu_bwd(void *ctx, float *dgate, float *dup, const float *dout, const float *gate,
-                       const float *up, int n)
+void mk_cpu_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F)
 {
     (void)ctx;
-    for (int i = 0; i < n; i++) {
-        float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
-        dup[i] += g * sg * dout[i];
-        dgate[i] += sg * (1.0f + g * (1.0f - sg)) * up[i] * dout[i];
+    for (int n = 0; n < N; n++) {
+        const float *gate = gu + (size_t)n * 2 * F, *up = gate + F, *d = dout + (size_t)n * F;
+        float *dg = dgu + (size_t)n * 2 * F, *du = dg + F;
+        for (int i = 0; i < F; i++) {
+            float g = gate[i], sg = 1.0f / (1.0f + expf(-g));
+            du[i] += g * sg * d[i];
+            dg[i] += sg * (1.0f + g * (1.0f - sg)) * up[i] * d[i];
+        }
     }
 }
