@@ -60,7 +60,8 @@ static int exec_fits_host(const mk_plan_t *p)
 
 int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
 {
-    if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
+    if (p->model.family != MK_FAMILY_GPT && p->model.family != MK_FAMILY_LLAMA)
+        return mk_error_set("merak run trains GPT and Llama models only");
     if (g->n_layers != mk_gpt_n_layers(&p->model))
         return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
                             mk_gpt_n_layers(&p->model));
