@@ -171,25 +171,79 @@ static void test_layernorm(int N, int C)
     free(x); free(w); free(b); free(y); free(mean); free(rstd); free(dy); free(dx); free(dw); free(db);
 }
 
-static void test_attention(int B, int T, int NH, int hs)
+static void test_attention(int B, int T, int NH, int KV, int hs)
 {
     int C = NH * hs;
-    size_t nq = (size_t)B * T * 3 * C, na = (size_t)B * NH * T * T, no = (size_t)B * T * C;
+    char w[64];
+    size_t nq = (size_t)B * T * (C + 2 * KV * hs), na = (size_t)B * NH * T * T, no = (size_t)B * T * C;
     float *qkv = hrand(nq, 1), *att = malloc(na * 4), *out = malloc(no * 4);
     float *gqkv = up(qkv, nq * 4), *gatt = gpu->alloc(gpu->ctx, na * 4), *gout = gpu->alloc(gpu->ctx, no * 4);
-    cpu->attention_fwd(cpu->ctx, out, att, qkv, B, T, NH, hs);
-    gpu->attention_fwd(gpu->ctx, gout, gatt, gqkv, B, T, NH, hs);
+    cpu->attention_fwd(cpu->ctx, out, att, qkv, B, T, NH, KV, hs);
+    gpu->attention_fwd(gpu->ctx, gout, gatt, gqkv, B, T, NH, KV, hs);
     float *gatt_cpu = up(att, na * 4);  /* the backward gets the CPU's probabilities */
-    cmp("attention_fwd att", gatt, att, na, gemm_b(hs > T ? hs : T));
+    snprintf(w, sizeof w, "attention_fwd att NH%d KV%d", NH, KV);
+    cmp(w, gatt, att, na, gemm_b(hs > T ? hs : T));
     cmp("attention_fwd out", gout, out, no, gemm_b(hs > T ? hs : T));
     float *dout = hrand(no, 1), *dqkv = hrand(nq, 1), *datt = malloc(na * 4);
     float *gdout = up(dout, no * 4), *gdqkv = up(dqkv, nq * 4), *gdatt = gpu->alloc(gpu->ctx, na * 4);
-    cpu->attention_bwd(cpu->ctx, dqkv, datt, dout, qkv, att, B, T, NH, hs);
-    gpu->attention_bwd(gpu->ctx, gdqkv, gdatt, gdout, gqkv, gatt_cpu, B, T, NH, hs);
+    cpu->attention_bwd(cpu->ctx, dqkv, datt, dout, qkv, att, B, T, NH, KV, hs);
+    gpu->attention_bwd(gpu->ctx, gdqkv, gdatt, gdout, gqkv, gatt_cpu, B, T, NH, KV, hs);
     gpu->free(gpu->ctx, gdatt);
-    cmp("attention_bwd dqkv (+=)", gdqkv, dqkv, nq, gemm_b(hs > T ? hs : T));
+    /* dK/dV sum G = NH/KV heads' reductions of length T */
+    cmp("attention_bwd dqkv (+=)", gdqkv, dqkv, nq, gemm_b((hs > T ? hs : T) * NH / KV));
     gpu->free(gpu->ctx, gqkv); gpu->free(gpu->ctx, gatt_cpu); gpu->free(gpu->ctx, gdout);
     free(qkv); free(att); free(out); free(dout); free(dqkv); free(datt);
+}
+
+static void test_rmsnorm(int N, int C)
+{
+    float *x = hrand((size_t)N * C, 2), *w = hrand(C, 1), *y = malloc((size_t)N * C * 4), *rstd = malloc(N * 4);
+    float *gx = up(x, (size_t)N * C * 4), *gw = up(w, C * 4);
+    float *gy = gpu->alloc(gpu->ctx, (size_t)N * C * 4), *gr = gpu->alloc(gpu->ctx, N * 4);
+    cpu->rmsnorm_fwd(cpu->ctx, y, rstd, x, w, 1e-5f, N, C);
+    gpu->rmsnorm_fwd(gpu->ctx, gy, gr, gx, gw, 1e-5f, N, C);
+    float *gr2 = up(rstd, N * 4);  /* the backward gets the CPU's rstd */
+    cmp("rmsnorm_fwd out", gy, y, (size_t)N * C, red_bound(C));
+    cmp("rmsnorm_fwd rstd", gr, rstd, N, red_bound(C));
+    float *dy = hrand((size_t)N * C, 1), *dx = hrand((size_t)N * C, 1), *dw = hrand(C, 1);
+    float *gdy = up(dy, (size_t)N * C * 4), *gdx = up(dx, (size_t)N * C * 4), *gdw = up(dw, C * 4);
+    cpu->rmsnorm_bwd(cpu->ctx, dx, dw, dy, x, w, rstd, N, C);
+    gpu->rmsnorm_bwd(gpu->ctx, gdx, gdw, gdy, gx, gw, gr2, N, C);
+    cmp("rmsnorm_bwd dinp (+=)", gdx, dx, (size_t)N * C, red_bound(C));
+    cmp("rmsnorm_bwd dw (+=)", gdw, dw, C, 1e-6);
+    gpu->free(gpu->ctx, gx); gpu->free(gpu->ctx, gw); gpu->free(gpu->ctx, gr2); gpu->free(gpu->ctx, gdy);
+    free(x); free(w); free(y); free(rstd); free(dy); free(dx); free(dw);
+}
+
+/* q and k heads of a GQA qkv row rotated, v copied (out of place), then back in place */
+static void test_rope(int B, int T, int NH, int KV, int hs, float theta)
+{
+    int N = B * T, ld = (NH + 2 * KV) * hs;
+    size_t n = (size_t)N * ld;
+    float *x = hrand(n, 1), *y = malloc(n * 4), *gx = up(x, n * 4), *gy = gpu->alloc(gpu->ctx, n * 4);
+    cpu->rope_fwd(cpu->ctx, y, x, N, T, NH + KV, hs, ld, theta);
+    gpu->rope_fwd(gpu->ctx, gy, gx, N, T, NH + KV, hs, ld, theta);
+    cmp("rope_fwd", gy, y, n, 1e-6);
+    cpu->rope_bwd(cpu->ctx, x, x, N, T, NH + KV, hs, ld, theta);
+    gpu->rope_bwd(gpu->ctx, gx, gx, N, T, NH + KV, hs, ld, theta);
+    cmp("rope_bwd (in place)", gx, x, n, 1e-6);
+    free(x); free(y);
+}
+
+static void test_swiglu(int N, int F)
+{
+    size_t n = (size_t)N * F;
+    float *gu = hrand(2 * n, 4), *y = malloc(n * 4), *d = hrand(n, 1), *dgu = hrand(2 * n, 1);
+    float *ggu = up(gu, 2 * n * 4), *gy = gpu->alloc(gpu->ctx, n * 4), *gd = up(d, n * 4);
+    float *gdgu = up(dgu, 2 * n * 4);
+    cpu->swiglu_fwd(cpu->ctx, y, gu, N, F);
+    gpu->swiglu_fwd(gpu->ctx, gy, ggu, N, F);
+    cmp("swiglu_fwd", gy, y, n, 1e-6);
+    cpu->swiglu_bwd(cpu->ctx, dgu, d, gu, N, F);
+    gpu->swiglu_bwd(gpu->ctx, gdgu, gd, ggu, N, F);
+    cmp("swiglu_bwd [dgate | dup] (+=)", gdgu, dgu, 2 * n, 1e-6);
+    gpu->free(gpu->ctx, ggu); gpu->free(gpu->ctx, gd);
+    free(gu); free(y); free(d); free(dgu);
 }
 
 static void test_elementwise(int n)
@@ -295,9 +349,16 @@ int main(void)
     test_embed(2, 16, 48, 40, 40, 70);  /* TP shard with padding rows */
     test_layernorm(70, 96);
     test_layernorm(33, 768);
-    test_attention(2, 16, 3, 8);
-    test_attention(2, 64, 4, 32);
-    test_attention(1, 100, 2, 64);  /* T not a multiple of 32 */
+    test_attention(2, 16, 3, 3, 8);
+    test_attention(2, 64, 4, 4, 32);
+    test_attention(1, 100, 2, 2, 64);  /* T not a multiple of 32 */
+    test_attention(2, 64, 8, 2, 16);   /* GQA, 4 query heads per K/V head */
+    test_attention(1, 40, 3, 1, 32);   /* MQA */
+    test_rmsnorm(70, 96);
+    test_rmsnorm(33, 4096);
+    test_rope(2, 64, 8, 2, 16, 10000.0f);
+    test_rope(1, 300, 4, 4, 128, 500000.0f);  /* Llama-3's theta, long positions */
+    test_swiglu(61, 173);
     test_elementwise(10007);
     test_xent(48, 64, 0, 64);
     test_xent(48, 500, 500, 901);  /* shard with 99 padding columns and foreign targets */

@@ -1,4 +1,5 @@
-/* One-rank GPT: the backward of the whole model (every layer, through
+/* One-rank GPT and Llama (GQA, RoPE, RMSNorm, SwiGLU; untied and tied
+ * heads): the backward of the whole model (every layer, through
  * mk_gpt_forward / mk_gpt_backward) against central finite differences of
  * the loss, per tensor along its own gradient direction and along random
  * directions.  fp32 forward, so the tolerance is documented: 1e-2 relative
@@ -14,11 +15,14 @@
 
 #define B 2
 
-static mk_model_config_t small_cfg(void)
+/* a small model of the preset's family; Llama: 2 K/V heads for 4 query heads */
+static mk_model_config_t small_cfg(const char *preset)
 {
     mk_model_config_t c;
-    mk_model_preset("gpt-tiny", &c);
-    c.num_layers = 2; c.hidden = 32; c.heads = 4; c.seq = 8; c.vocab = 50; c.ffn = 128;
+    mk_model_preset(preset, &c);
+    c.num_layers = 2; c.hidden = 32; c.heads = 4; c.seq = 8; c.vocab = 50;
+    c.ffn = c.family == MK_FAMILY_LLAMA ? 64 : 128;
+    if (c.family == MK_FAMILY_LLAMA) c.kv_heads = 2;
     return c;
 }
 
@@ -72,9 +76,10 @@ static void check_direction(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, c
     CHECK(fabs(fd - an) <= 1e-2 * fabs(an) + 1e-6, "%s: analytic %.8g finite-difference %.8g", what, an, fd);
 }
 
-static void test_fd(void)
+static void test_fd(const char *preset, int tied)
 {
-    mk_model_config_t c = small_cfg();
+    mk_model_config_t c = small_cfg(preset);
+    if (tied) c.untied = 0;
     int own[6] = {1, 1, 1, 1, 1, 1};
     mk_gpt_run_t run;
     memset(&run, 0, sizeof run);
@@ -118,9 +123,9 @@ static void test_fd(void)
 }
 
 /* TP shards of every tensor are slices of the one-rank tensor. */
-static void test_sharded_init(void)
+static void test_sharded_init(const char *preset)
 {
-    mk_model_config_t c = small_cfg();
+    mk_model_config_t c = small_cfg(preset);
     int own[6] = {1, 1, 1, 1, 1, 1};
     mk_gpt_t *full = mk_gpt_new(&c, mk_backend_cpu(), 1, 0, own, 0, NULL);
     mk_gpt_init_params(full, 3);
@@ -145,8 +150,11 @@ static void test_sharded_init(void)
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
-    test_sharded_init();
-    test_fd();
+    test_sharded_init("gpt-tiny");
+    test_sharded_init("llama-tiny");
+    test_fd("gpt-tiny", 1);
+    test_fd("llama-tiny", 0);
+    test_fd("llama-tiny", 1);
     MPI_Finalize();
     CHECK_DONE();
 }

@@ -1,4 +1,5 @@
-/* Every CPU kernel against a naive double-precision reference written here:
+/* Every CPU kernel (the GPT's and the Llama family's) against a naive
+ * double-precision reference written here:
  * forwards compared directly, backwards against central finite differences
  * of the reference forward (L = sum(out * r) for a random r). */
 #include "config.h"
@@ -110,20 +111,22 @@ static void test_layernorm(void)
     CHECK(rel(dg, g, nx) < 1e-4, "layernorm bwd rel %g", rel(dg, g, nx));
 }
 
-/* ---- causal attention: x = qkv (B,T,3C) ---- */
-typedef struct { int B, T, NH, hs; } att_t;
+/* ---- causal grouped-query attention: x = qkv (B,T,(NH+2KV)hs); query
+   head h uses K/V head h*KV/NH (repeat_kv) ---- */
+typedef struct { int B, T, NH, KV, hs; } att_t;
 static void ref_att(double *out, const double *x, const void *c)
 {
     const att_t *s = c;
-    int C = s->NH * s->hs;
+    int C = s->NH * s->hs, C3 = C + 2 * s->KV * s->hs;
     double *p = malloc(s->T * sizeof *p);
     for (int b = 0; b < s->B; b++)
         for (int h = 0; h < s->NH; h++)
             for (int t = 0; t < s->T; t++) {
-                const double *q = x + (b * s->T + t) * 3 * C + h * s->hs;
+                int kh = h / (s->NH / s->KV), ko = C + kh * s->hs, vo = C + (s->KV + kh) * s->hs;
+                const double *q = x + (b * s->T + t) * C3 + h * s->hs;
                 double mx = -1e300, sum = 0;
                 for (int u = 0; u <= t; u++) {
-                    const double *k = x + (b * s->T + u) * 3 * C + C + h * s->hs;
+                    const double *k = x + (b * s->T + u) * C3 + ko;
                     double d = 0;
                     for (int i = 0; i < s->hs; i++) d += q[i] * k[i];
                     p[u] = d / sqrt((double)s->hs);
@@ -132,27 +135,28 @@ static void ref_att(double *out, const double *x, const void *c)
                 for (int u = 0; u <= t; u++) { p[u] = exp(p[u] - mx); sum += p[u]; }
                 for (int i = 0; i < s->hs; i++) {
                     double a = 0;
-                    for (int u = 0; u <= t; u++) a += p[u] / sum * x[(b * s->T + u) * 3 * C + 2 * C + h * s->hs + i];
+                    for (int u = 0; u <= t; u++) a += p[u] / sum * x[(b * s->T + u) * C3 + vo + i];
                     out[(b * s->T + t) * C + h * s->hs + i] = a;
                 }
             }
     free(p);
 }
 
-static void test_attention(void)
+/* MHA (KV = NH, the GPT's), GQA and MQA (KV = 1) */
+static void test_attention(int NH, int KV)
 {
-    att_t s = {2, 5, 2, 3};
-    int C = s.NH * s.hs, nx = s.B * s.T * 3 * C, no = s.B * s.T * C, na = s.B * s.NH * s.T * s.T;
+    att_t s = {2, 5, NH, KV, 3};
+    int C = s.NH * s.hs, nx = s.B * s.T * (C + 2 * KV * s.hs), no = s.B * s.T * C, na = s.B * s.NH * s.T * s.T;
     float *xf = malloc(nx * 4), *out = malloc(no * 4), *r = malloc(no * 4), *att = malloc(na * 4);
     float *datt = malloc(na * 4), *dg = calloc(nx, 4);
     double *x = malloc(nx * 8), *ref = malloc(no * 8), *rd = malloc(no * 8), *g = malloc(nx * 8);
     fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
-    mk_cpu_attention_fwd(NULL, out, att, xf, s.B, s.T, s.NH, s.hs);
+    mk_cpu_attention_fwd(NULL, out, att, xf, s.B, s.T, s.NH, s.KV, s.hs);
     ref_att(ref, x, &s);
-    CHECK(rel(out, ref, no) < 1e-5, "attention fwd rel %g", rel(out, ref, no));
-    mk_cpu_attention_bwd(NULL, dg, datt, r, xf, att, s.B, s.T, s.NH, s.hs);
+    CHECK(rel(out, ref, no) < 1e-5, "attention NH %d KV %d fwd rel %g", NH, KV, rel(out, ref, no));
+    mk_cpu_attention_bwd(NULL, dg, datt, r, xf, att, s.B, s.T, s.NH, s.KV, s.hs);
     fd(ref_att, &s, x, nx, no, rd, g);
-    CHECK(rel(dg, g, nx) < 1e-4, "attention bwd rel %g", rel(dg, g, nx));
+    CHECK(rel(dg, g, nx) < 1e-4, "attention NH %d KV %d bwd rel %g", NH, KV, rel(dg, g, nx));
     free(xf); free(out); free(r); free(att); free(datt); free(dg); free(x); free(ref); free(rd); free(g);
 }
 
@@ -176,6 +180,105 @@ static void test_gelu(void)
     mk_cpu_gelu_bwd(NULL, dg, xf, r, n);
     fd(ref_gelu, &n, x, n, n, rd, g);
     CHECK(rel(dg, g, n) < 1e-5, "gelu bwd rel %g", rel(dg, g, n));
+}
+
+/* ---- RMSNorm: x = [inp (N,C) | w (C)] ---- */
+typedef struct { int N, C; double eps; } rms_t;
+static void ref_rms(double *out, const double *x, const void *c)
+{
+    const rms_t *s = c;
+    const double *w = x + s->N * s->C;
+    for (int n = 0; n < s->N; n++) {
+        const double *v = x + n * s->C;
+        double ms = 0;
+        for (int i = 0; i < s->C; i++) ms += v[i] * v[i];
+        ms /= s->C;
+        for (int i = 0; i < s->C; i++) out[n * s->C + i] = v[i] / sqrt(ms + s->eps) * w[i];
+    }
+}
+
+static void test_rmsnorm(void)
+{
+    rms_t s = {4, 16, 1e-2};  /* a large eps, so that a dropped eps fails */
+    int nx = s.N * s.C + s.C, no = s.N * s.C;
+    float xf[80], out[64], r[64], rstd[4], dg[80] = {0};
+    double x[80], ref[64], rd[64], g[80];
+    fill(xf, x, nx, 0.3); fill(r, rd, no, 1.0);
+    mk_cpu_rmsnorm_fwd(NULL, out, rstd, xf, xf + no, (float)s.eps, s.N, s.C);
+    ref_rms(ref, x, &s);
+    CHECK(rel(out, ref, no) < 1e-5, "rmsnorm fwd rel %g", rel(out, ref, no));
+    mk_cpu_rmsnorm_bwd(NULL, dg, dg + no, r, xf, xf + no, rstd, s.N, s.C);
+    fd(ref_rms, &s, x, nx, no, rd, g);
+    CHECK(rel(dg, g, nx) < 1e-4, "rmsnorm bwd rel %g", rel(dg, g, nx));
+}
+
+/* ---- RoPE (rotate-half): x = rows (N, ld), the first nh heads rotated ---- */
+typedef struct { int N, T, nh, hs, ld; double theta; } rope_t;
+static void ref_rope(double *out, const double *x, const void *c)
+{
+    const rope_t *s = c;
+    int h2 = s->hs / 2;
+    for (int n = 0; n < s->N; n++) {
+        for (int k = 0; k < s->ld; k++) out[n * s->ld + k] = x[n * s->ld + k];
+        for (int h = 0; h < s->nh; h++)
+            for (int i = 0; i < h2; i++) {
+                /* Hugging Face: q cos + rotate_half(q) sin, inv_freq_i = theta^(-2i/d) */
+                double a = (n % s->T) / pow(s->theta, 2.0 * i / s->hs);
+                double x1 = x[n * s->ld + h * s->hs + i], x2 = x[n * s->ld + h * s->hs + i + h2];
+                out[n * s->ld + h * s->hs + i] = x1 * cos(a) - x2 * sin(a);
+                out[n * s->ld + h * s->hs + i + h2] = x2 * cos(a) + x1 * sin(a);
+            }
+    }
+}
+
+static void test_rope(void)
+{
+    /* two sequences (positions restart at n = T), 3 rotated heads of 8 and one left alone */
+    rope_t s = {2 * 6, 6, 3, 8, 4 * 8, 10000.0};
+    int n = s.N * s.ld;
+    float *xf = malloc(n * 4), *out = malloc(n * 4), *r = malloc(n * 4), *dg = malloc(n * 4);
+    double *x = malloc(n * 8), *ref = malloc(n * 8), *rd = malloc(n * 8), *g = malloc(n * 8);
+    fill(xf, x, n, 1.0); fill(r, rd, n, 1.0);
+    mk_cpu_rope_fwd(NULL, out, xf, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    ref_rope(ref, x, &s);
+    CHECK(rel(out, ref, n) < 1e-6, "rope fwd rel %g", rel(out, ref, n));
+    mk_cpu_rope_bwd(NULL, dg, r, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    fd(ref_rope, &s, x, n, n, rd, g);
+    CHECK(rel(dg, g, n) < 1e-6, "rope bwd rel %g", rel(dg, g, n));
+    memcpy(dg, xf, n * 4);  /* in place gives the same; the backward undoes the forward */
+    mk_cpu_rope_fwd(NULL, dg, dg, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    CHECK(!memcmp(dg, out, n * 4), "rope fwd in place differs");
+    mk_cpu_rope_bwd(NULL, dg, dg, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    for (int i = 0; i < n; i++) ref[i] = xf[i];
+    CHECK(rel(dg, ref, n) < 1e-6, "rope bwd(fwd(x)) rel %g", rel(dg, ref, n));
+    free(xf); free(out); free(r); free(dg); free(x); free(ref); free(rd); free(g);
+}
+
+/* ---- SwiGLU: x = gu (N, 2F), rows [gate (F) | up (F)] ---- */
+typedef struct { int N, F; } glu_t;
+static void ref_swiglu(double *out, const double *x, const void *c)
+{
+    const glu_t *s = c;
+    for (int n = 0; n < s->N; n++)
+        for (int i = 0; i < s->F; i++) {
+            double g = x[n * 2 * s->F + i], u = x[n * 2 * s->F + s->F + i];
+            out[n * s->F + i] = g / (1 + exp(-g)) * u;
+        }
+}
+
+static void test_swiglu(void)
+{
+    glu_t s = {5, 10};
+    int n = s.N * s.F;
+    float xf[100], out[50], r[50], dg[100] = {0};
+    double x[100], ref[50], rd[50], g[100];
+    fill(xf, x, 2 * n, 4.0); fill(r, rd, n, 1.0);
+    mk_cpu_swiglu_fwd(NULL, out, xf, s.N, s.F);
+    ref_swiglu(ref, x, &s);
+    CHECK(rel(out, ref, n) < 1e-6, "swiglu fwd rel %g", rel(out, ref, n));
+    mk_cpu_swiglu_bwd(NULL, dg, r, xf, s.N, s.F);
+    fd(ref_swiglu, &s, x, 2 * n, n, rd, g);
+    CHECK(rel(dg, g, 2 * n) < 1e-5, "swiglu bwd rel %g", rel(dg, g, 2 * n));
 }
 
 /* ---- embedding: x = [wte (V,C) | wpe (T,C)], tokens fixed; vocab split in two ---- */
@@ -271,7 +374,12 @@ int main(void)
 {
     test_linear();
     test_layernorm();
-    test_attention();
+    test_attention(2, 2);  /* MHA */
+    test_attention(4, 2);  /* GQA */
+    test_attention(3, 1);  /* MQA */
+    test_rmsnorm();
+    test_rope();
+    test_swiglu();
     test_gelu();
     test_embedding();
     test_xent();

@@ -50,14 +50,39 @@ typedef struct mk_backend {
     /* dinp += , dw += , db += */
     void (*layernorm_bwd)(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N, int C);
-    /* qkv (B,T,3*NH*hs) as [q heads | k heads | v heads]; att (B,NH,T,T) softmax
-       probabilities (saved); out (B,T,NH*hs); causal, scaled 1/sqrt(hs) */
-    void (*attention_fwd)(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
-    /* dqkv (B,T,3*NH*hs) += ; scratch datt (B,NH,T,T) is overwritten */
+    /* RMSNorm: out (N,C) = inp * rstd * w, rstd (N) = 1/sqrt(mean_c inp^2 + eps) (saved); no bias */
+    void (*rmsnorm_fwd)(void *ctx, float *out, float *rstd, const float *inp, const float *w, float eps,
+                        int N, int C);
+    /* dinp (N,C) += , dw (C) += */
+    void (*rmsnorm_bwd)(void *ctx, float *dinp, float *dw, const float *dout, const float *inp,
+                        const float *w, const float *rstd, int N, int C);
+    /* Grouped-query causal attention, scaled 1/sqrt(hs).  qkv (B,T,(NH+2*KV)*hs) as
+       [q heads (NH*hs) | k heads (KV*hs) | v heads (KV*hs)]; query head h uses K/V head
+       floor(h*KV/NH) (Hugging Face repeat_kv; KV divides NH; KV == NH: multi-head, the
+       GPT's).  att (B,NH,T,T) softmax probabilities (saved); out (B,T,NH*hs). */
+    void (*attention_fwd)(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
+                          int hs);
+    /* dqkv (B,T,(NH+2*KV)*hs) += (dK/dV summed over the query heads sharing them);
+       scratch datt (B,NH,T,T) is overwritten */
     void (*attention_bwd)(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
-                          const float *att, int B, int T, int NH, int hs);
+                          const float *att, int B, int T, int NH, int KV, int hs);
+    /* Rotary position embedding, rotate-half form (Hugging Face Llama): in each of the
+       first nh heads (hs even) of every row of inp (N rows of ld floats), the pair
+       (i, i + hs/2) turns by angle p * theta^(-2i/hs), position p = n mod T:
+       out_i = x_i cos - x_{i+hs/2} sin, out_{i+hs/2} = x_{i+hs/2} cos + x_i sin.
+       Columns past nh*hs are copied.  out may equal inp (in place). */
+    void (*rope_fwd)(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld,
+                     float theta);
+    /* the inverse rotation (the backward): dinp = R^T dout, same shapes; may be in place */
+    void (*rope_bwd)(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld,
+                     float theta);
     void (*gelu_fwd)(void *ctx, float *out, const float *inp, int n);              /* tanh approximation */
     void (*gelu_bwd)(void *ctx, float *dinp, const float *inp, const float *dout, int n); /* dinp += */
+    /* SwiGLU: out (N,F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)), where each row of
+       gu (N,2F) is [gate (F) | up (F)] (one GEMM with the gate and up weights stacked) */
+    void (*swiglu_fwd)(void *ctx, float *out, const float *gu, int N, int F);
+    /* dgu (N,2F) += [d gate | d up] */
+    void (*swiglu_bwd)(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
     void (*add)(void *ctx, float *out, const float *a, const float *b, int n);     /* out = a + b */
     void (*acc)(void *ctx, float *out, const float *a, int n);                     /* out += a */
     /* Vocabulary-parallel cross-entropy over logits (N,Vl) holding columns

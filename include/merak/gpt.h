@@ -3,7 +3,11 @@
  * forward / backward / recompute on one micro-batch.
  *
  * Layers (as in src/graph/graph_gpt.c): 0 embedding | 1+2i attention.i |
- * 2+2i mlp.i | 2L+1 head (ln_f + tied LM head + loss).  A rank owns any
+ * 2+2i mlp.i | 2L+1 head (ln_f + tied LM head + loss).  The Llama family
+ * (llama != 0) has the same layers: RMSNorm, q|k|v (grouped-query, KV
+ * heads), RoPE, attention, o | RMSNorm, gate|up, SwiGLU, down | RMSNorm,
+ * LM head (untied unless the config ties it); no biases, no positions
+ * table; Hugging Face LlamaForCausalLM names, weights (out, in) as stored.  A rank owns any
  * subset of layers (its pipeline chunks); its tensors are packed in layer
  * order, so each chunk is one contiguous range of the parameter block.
  * Weights are stored (out, in) as in llm.c; the checkpoint code transposes
@@ -41,6 +45,9 @@ typedef struct mk_gpt {
     const mk_backend_t *be;
     int tp, tp_rank;
     int L, C, T, NH, nh, hs, F, Fl, V, Vp, Vl, v0;  /* nh, Fl, Vl: this TP rank's share */
+    int llama;                    /* Llama blocks (see above); 0: GPT */
+    int KV, kv;                   /* K/V heads, all and this TP rank's (GPT: NH, nh) */
+    float eps, theta;             /* Llama: RMSNorm eps, RoPE base */
     int n_layers;                 /* 2L + 2 */
     int n_tensors;
     mk_gpt_tensor_t *t;           /* [n_tensors] */
@@ -84,6 +91,10 @@ typedef struct mk_gpt_run {
 /* The executor's layer count for cfg: the embedding, attention and MLP of
  * each of the L blocks, the head: 2L + 2 (the graph's layers, graph_gpt.c). */
 int mk_gpt_n_layers(const mk_model_config_t *cfg);
+/* The block the executor builds for cfg: 0 the GPT's, 1 the Llama
+ * family's; -1 (a family it does not train, or a mixture of the two). */
+int mk_gpt_block_kind(const mk_model_config_t *cfg);
+
 /* Lay out the model for TP rank tp_rank of tp, owning the layers with
  * own[l] != 0; tied_copy: the head keeps its own wte (pipeline).  Allocates
  * params, grads and the two Adam moments (counted in run->mem_*). */

@@ -79,6 +79,18 @@ static inline unsigned mkc_grid(size_t n, int bs)
     return (unsigned)g;
 }
 
+// for (i over [0, n)) spread over the whole grid
+#define MKC_GRID_STRIDE(i, n) \
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (size_t)(n); \
+         i += (size_t)gridDim.x * blockDim.x)
+
+// Sum over a warp, the same value in every lane.
+static __device__ inline float mkc_warp_sum(float v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return __shfl_sync(0xffffffffu, v, 0);
+}
+
 // Sum of v over a block of exactly nthreads (a power of two) threads in a
 // fixed tree order (deterministic); sh holds nthreads doubles; the result is
 // valid in thread 0.
@@ -113,11 +125,18 @@ void mkc_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const fl
                        const float *b, int N, int C);
 void mkc_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                        const float *w, const float *mean, const float *rstd, int N, int C);
-void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
+void mkc_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *inp, const float *w, float eps, int N, int C);
+void mkc_rmsnorm_bwd(void *ctx, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
+                     const float *rstd, int N, int C);
+void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hs);
 void mkc_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
-                       int B, int T, int NH, int hs);
+                       int B, int T, int NH, int KV, int hs);
+void mkc_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld, float theta);
+void mkc_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld, float theta);
 void mkc_gelu_fwd(void *ctx, float *out, const float *inp, int n);
 void mkc_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n);
+void mkc_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);
+void mkc_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
 void mkc_add(void *ctx, float *out, const float *a, const float *b, int n);
 void mkc_acc(void *ctx, float *out, const float *a, int n);
 void mkc_xent_max(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V);

@@ -4,7 +4,8 @@
 # roundings as the CPU kernels (src/exec/kernels_cpu.c); cuBLAS is unaffected.
 NVCCFLAGS += --fmad=false
 CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/cuda/layernorm.cu \
-	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu
+	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
+	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu
 noinst_HEADERS += include/merak/cuda.h src/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SRCS) tests/gpu/check.sh tests/gpu/README.md
 if HAVE_CUDA

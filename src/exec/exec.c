@@ -60,10 +60,7 @@ static int exec_fits_host(const mk_plan_t *p)
 
 int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
 {
-    if (p->model.family == MK_FAMILY_LLAMA || (p->model.family == MK_FAMILY_GPT && !mk_model_arch_is_gpt(&p->model)))
-        return mk_error_set("the executor does not run the Llama family yet (RMSNorm, grouped-query attention, RoPE, "
-                            "SwiGLU, untied head, no biases): merak model, sim and plan do");
-    if (p->model.family != MK_FAMILY_GPT) return mk_error_set("merak run trains GPT models only");
+    if (mk_gpt_block_kind(&p->model) < 0) return -1;
     if (g->n_layers != mk_gpt_n_layers(&p->model))
         return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
                             mk_gpt_n_layers(&p->model));

@@ -1,7 +1,7 @@
 # exec module: backends, kernels, the GPT, MPI runtime, stream interpreter,
 # sub-pipelined TP, checkpoints, ZeRO; the checkpoint files and token data it
 # reads and writes.  `merak run` is in cli/.
-libmerak_a_SOURCES += src/exec/backend_cpu.c src/exec/kernels_cpu.c src/exec/gpt.c src/exec/gpt_layers.c \
+libmerak_a_SOURCES += src/exec/backend_cpu.c src/exec/kernels_cpu.c src/exec/kernels_llama_cpu.c src/exec/gpt.c src/exec/gpt_layers.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_zero.c src/exec/exec_faults.c src/exec/exec_tp.c
 noinst_HEADERS += include/merak/backend.h include/merak/gpt.h include/merak/exec.h \
@@ -24,9 +24,9 @@ tests_test_gpt_SOURCES = tests/test_gpt.c tests/check.h
 tests_test_gpt_gradcmp_SOURCES = tests/test_gpt_gradcmp.c
 TESTS += tests/test_kernels tests/test_gpt
 EXTRA_DIST += experiments/bench-exec.sh
-TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/run-errors.sh tests/mpi-run-errors.sh \
+TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
 	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh
-EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh \
+EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh \
 	tests/mpi-ckpt.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
 	experiments/train-shakespeare/tinyshakespeare.txt experiments/train-shakespeare/README.md \

@@ -36,8 +36,12 @@ static int n_canon(const mk_gpt_t *g)
     return n;
 }
 
-/* Linear weights are stored (out, in); the file holds (in, out). */
-static int transposed(const mk_gpt_tensor_t *t) { return t->rows > 1 && t->layer != 0; }
+/* Linear weights are stored (out, in); a GPT-2 file holds its Conv1D
+ * blocks (in, out); Llama's nn.Linear weights are (out, in) as ours. */
+static int transposed(const mk_gpt_tensor_t *t)
+{
+    return t->rows > 1 && t->layer != 0 && !strncmp(t->name, "transformer.", 12);
+}
 
 /* The file's name and shape of tensor k's state `kind`, shared by save and load. */
 static void file_entry(const mk_gpt_t *g, int k, int kind, mk_st_tensor_t *d)
@@ -128,8 +132,17 @@ static void state_set(mk_exec_t *e, int k, int kind, const float *host)
     g->be->copy(g->be->ctx, base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }
 
+/* Hugging Face's config.json fields (GPT2Config, LlamaConfig). */
 static void config_json(const mk_model_config_t *c, char *buf, size_t n)
 {
+    if (c->family == MK_FAMILY_LLAMA) {
+        snprintf(buf, n, "{\"model_type\":\"llama\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
+                 "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
+                 "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%.17g,"
+                 "\"rope_theta\":%.17g,\"tie_word_embeddings\":%s}", c->num_layers, c->hidden, c->heads,
+                 c->kv_heads, c->ffn, c->vocab, c->seq, c->norm_eps, c->rope_theta, c->untied ? "false" : "true");
+        return;
+    }
     snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
              "\"vocab_size\":%d,\"n_inner\":%d}", c->num_layers, c->hidden, c->heads, c->seq, c->vocab, c->ffn);
 }

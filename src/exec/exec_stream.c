@@ -225,7 +225,7 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
 static int reduce_tied(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
-    if (e->comm.tied == MPI_COMM_NULL) return 0;
+    if (e->comm.tied == MPI_COMM_NULL || g->cfg.untied) return 0;  /* untied: nothing shared */
     int k = e->comm.pp_rank == 0 ? 0 : g->n_tensors - 1;
     int l = g->t[k].layer;
     if (e->dp.req[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dp.req[l]) < 0) return -1;

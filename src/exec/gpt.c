@@ -1,4 +1,4 @@
-/* GPT parameter layout, sharding and initialisation (see merak/gpt.h). */
+/* GPT and Llama parameter layout, sharding and initialisation (see merak/gpt.h). */
 #include "config.h"
 #include "merak/gpt.h"
 
@@ -32,6 +32,54 @@ static void add_tensor(mk_gpt_t *g, int l, int blk, const tdesc_t *d)
     t->decay = d->rows > 1;
 }
 
+/* One model from its tensor lists: embedding, each block's attention and
+ * MLP (fmt takes the block), head; the vocabulary tensors (the first and,
+ * untied, the head's last) have V real rows of the padded Vp. */
+typedef struct {
+    const tdesc_t *emb, *attn, *mlp, *head;
+    int ne, na, nm, nh;
+} tlist_t;
+
+static void build_from(mk_gpt_t *g, const tlist_t *d)
+{
+    g->first[0] = 0;
+    for (int i = 0; i < d->ne; i++) add_tensor(g, 0, 0, &d->emb[i]);
+    g->t[0].real_rows = g->V;
+    for (int b = 0; b < g->L; b++) {
+        g->first[1 + 2 * b] = g->n_tensors;
+        for (int i = 0; i < d->na; i++) add_tensor(g, 1 + 2 * b, b, &d->attn[i]);
+        g->first[2 + 2 * b] = g->n_tensors;
+        for (int i = 0; i < d->nm; i++) add_tensor(g, 2 + 2 * b, b, &d->mlp[i]);
+    }
+    g->first[g->n_layers - 1] = g->n_tensors;
+    for (int i = 0; i < d->nh; i++) add_tensor(g, g->n_layers - 1, 0, &d->head[i]);
+    if (d->head[d->nh - 1].rows == g->Vp) g->t[g->n_tensors - 1].real_rows = g->V;
+}
+
+/* Llama (Hugging Face names): q, k, v and gate, up column-parallel (each
+ * split by rows on its own, so a rank's q|k|v and gate|up shards lie
+ * next to each other: one GEMM each), o and down row-parallel; every
+ * matrix normal(0, 0.02) (Hugging Face's initializer_range), norms ones.
+ * An untied head has its own lm_head (vocabulary-parallel). */
+static void build_llama_tensors(mk_gpt_t *g)
+{
+    int C = g->C, F = g->F, Q = g->NH * g->hs, K = g->KV * g->hs;
+    float s = 0.02f;
+    tdesc_t emb[] = {{"model.embed_tokens.weight", g->Vp, C, 0, 1, s}};
+    tdesc_t attn[] = {{"model.layers.%d.input_layernorm.weight", 1, C, -1, 1, -1},
+                      {"model.layers.%d.self_attn.q_proj.weight", Q, C, 0, 1, s},
+                      {"model.layers.%d.self_attn.k_proj.weight", K, C, 0, 1, s},
+                      {"model.layers.%d.self_attn.v_proj.weight", K, C, 0, 1, s},
+                      {"model.layers.%d.self_attn.o_proj.weight", C, Q, 1, 1, s}};
+    tdesc_t mlp[] = {{"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1},
+                     {"model.layers.%d.mlp.gate_proj.weight", F, C, 0, 1, s},
+                     {"model.layers.%d.mlp.up_proj.weight", F, C, 0, 1, s},
+                     {"model.layers.%d.mlp.down_proj.weight", C, F, 1, 1, s}};
+    tdesc_t head[] = {{"model.norm.weight", 1, C, -1, 1, -1}, {"lm_head.weight", g->Vp, C, 0, 1, s}};
+    tlist_t d = {emb, attn, mlp, head, 1, 5, 4, g->cfg.untied ? 2 : 1};
+    build_from(g, &d);
+}
+
 static void build_tensors(mk_gpt_t *g)
 {
     int C = g->C, F = g->F;
@@ -52,17 +100,8 @@ static void build_tensors(mk_gpt_t *g)
                      {"transformer.h.%d.mlp.c_proj.bias", 1, C, -1, 1, 0}};
     tdesc_t head[] = {{"transformer.ln_f.weight", 1, C, -1, 1, -1},
                       {"transformer.ln_f.bias", 1, C, -1, 1, 0}};
-    g->first[0] = 0;
-    for (int i = 0; i < 2; i++) add_tensor(g, 0, 0, &emb[i]);
-    g->t[0].real_rows = g->V;
-    for (int b = 0; b < g->L; b++) {
-        g->first[1 + 2 * b] = g->n_tensors;
-        for (int i = 0; i < 6; i++) add_tensor(g, 1 + 2 * b, b, &attn[i]);
-        g->first[2 + 2 * b] = g->n_tensors;
-        for (int i = 0; i < 6; i++) add_tensor(g, 2 + 2 * b, b, &mlp[i]);
-    }
-    g->first[g->n_layers - 1] = g->n_tensors;
-    for (int i = 0; i < 2; i++) add_tensor(g, g->n_layers - 1, 0, &head[i]);
+    tlist_t d = {emb, attn, mlp, head, 2, 6, 6, 2};
+    build_from(g, &d);
 }
 
 /* The head's own copy of wte when the embedding lives on another stage. */
@@ -95,11 +134,27 @@ int mk_gpt_n_layers(const mk_model_config_t *cfg)
     return 2 * cfg->num_layers + 2;
 }
 
+/* The block the executor builds: 0 the GPT's (LayerNorm, GELU, learned
+ * positions, biases, tied head, MHA), 1 the Llama family's (RMSNorm,
+ * SwiGLU, RoPE, no biases; GQA; tied or not); -1 for a mixture. */
+int mk_gpt_block_kind(const mk_model_config_t *c)
+{
+    if (c->family != MK_FAMILY_GPT && c->family != MK_FAMILY_LLAMA)
+        return mk_error_set("the executor trains GPT and Llama models only");
+    if (c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED && c->bias && !c->untied &&
+        (c->kv_heads == c->heads || c->kv_heads == 0))
+        return 0;
+    if (c->norm == MK_NORM_RMSNORM && c->swiglu && c->pos == MK_POS_ROPE && !c->bias) return 1;
+    return mk_error_set("the executor runs GPT blocks (LayerNorm, GELU, learned positions, biases, tied head, "
+                        "multi-head) or Llama blocks (RMSNorm, SwiGLU, rotary positions, no biases), "
+                        "not a mixture of the two");
+}
+
 mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank,
                      const int *own, int tied_copy, mk_gpt_run_t *run)
 {
-    if (cfg->family != MK_FAMILY_GPT) { mk_error_set("the executor trains GPT models only"); return NULL; }
-    if (mk_model_check_tp(cfg, tp) < 0) return NULL;
+    int llama = mk_gpt_block_kind(cfg);
+    if (llama < 0 || mk_model_check_tp(cfg, tp) < 0) return NULL;
     mk_gpt_t *g = calloc(1, sizeof *g);
     g->cfg = *cfg;
     g->be = be;
@@ -109,12 +164,18 @@ mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int t
     g->hs = g->C / g->NH; g->nh = g->NH / tp; g->F = cfg->ffn; g->Fl = g->F / tp;
     g->V = cfg->vocab; g->Vp = mk_model_padded_vocab(cfg, tp); g->Vl = g->Vp / tp;
     g->v0 = tp_rank * g->Vl;
+    g->llama = llama;
+    g->KV = llama && cfg->kv_heads > 0 ? cfg->kv_heads : g->NH;
+    g->kv = g->KV / tp;
+    g->eps = (float)cfg->norm_eps;
+    g->theta = (float)cfg->rope_theta;
     if (g->F % tp) { mk_error_set("--tp %d does not divide the MLP width %d", tp, g->F); free(g); return NULL; }
     g->n_layers = mk_gpt_n_layers(cfg);
     g->t = calloc(12 * g->L + 5, sizeof *g->t);
     g->first = calloc(g->n_layers + 1, sizeof *g->first);
-    build_tensors(g);
-    if (tied_copy) add_tied_copy(g);
+    if (llama) build_llama_tensors(g);
+    else build_tensors(g);
+    if (tied_copy && !cfg->untied) add_tied_copy(g);
     g->first[g->n_layers] = g->n_tensors;
     for (int i = 0; i < g->n_tensors; i++) {
         mk_gpt_tensor_t *t = &g->t[i];

@@ -1,8 +1,11 @@
-/* GPT layers on one micro-batch: forward, recompute, backward (full, or
- * split into input and weight gradients for zero-bubble schedules), with
- * Megatron tensor parallelism: column-parallel QKV / MLP-up, row-parallel
- * attention-out / MLP-down followed by an all-reduce, heads split, and a
- * vocabulary-parallel embedding, LM head and cross-entropy. */
+/* GPT and Llama layers on one micro-batch: forward, recompute, backward
+ * (full, or split into input and weight gradients for zero-bubble
+ * schedules), with Megatron tensor parallelism: column-parallel QKV /
+ * MLP-up (Llama: q|k|v, gate|up), row-parallel attention-out / MLP-down
+ * followed by an all-reduce, heads (and K/V heads) split, and a
+ * vocabulary-parallel embedding, LM head and cross-entropy.  A Llama block
+ * is the GPT's with RMSNorm for LayerNorm, RoPE on q and k between the
+ * QKV GEMM and the attention core, SwiGLU for GELU, no biases. */
 #include "config.h"
 #include "merak/gpt.h"
 
@@ -12,14 +15,48 @@
 #define P(g, k) ((g)->params + (g)->t[k].off)
 #define G(g, k) ((g)->grads + (g)->t[k].off)
 
-/* Parameters of layer l, in build order (see gpt.c). */
-static int tix(const mk_gpt_t *g, int l, int i) { return g->first[l] + i; }
+/* A block layer's parameters by role, in the GPT's build order (gpt.c):
+ * 0 norm weight, 1 norm bias, 2 column-parallel weight, 3 its bias, 4
+ * row-parallel weight, 5 its bias.  Llama has no biases (-1) and its q|k|v
+ * and gate|up are consecutive tensors, used as one stacked weight. */
+static int tix(const mk_gpt_t *g, int l, int role)
+{
+    if (!g->llama) return g->first[l] + role;
+    switch (role) {
+    case 0: return g->first[l];
+    case 2: return g->first[l] + 1;
+    case 4: return g->first[l + 1] - 1;
+    default: return -1;
+    }
+}
+static float *PN(const mk_gpt_t *g, int k) { return k < 0 ? NULL : P(g, k); }
+static float *GN(const mk_gpt_t *g, int k) { return k < 0 ? NULL : G(g, k); }
 
-/* The wte the head multiplies with: its tied copy, or the embedding's. */
+/* The LM head's weight: its own (untied), the tied copy, or the embedding's. */
 static int head_wte(const mk_gpt_t *g)
 {
-    int k = g->first[g->n_layers - 1] + 2;
+    int k = g->first[g->n_layers - 1] + (g->llama ? 1 : 2);
     return k < g->first[g->n_layers] ? k : 0;
+}
+
+/* Floats per token row of a block layer's column-parallel output (mid:
+ * q|k|v, the MLP's up or gate|up) and of its row-parallel input (inner). */
+static size_t mid_w(const mk_gpt_t *g, int l)
+{
+    if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) return (size_t)(g->nh + 2 * g->kv) * g->hs;
+    return (size_t)(g->llama ? 2 : 1) * g->Fl;
+}
+static size_t inner_w(const mk_gpt_t *g, int l)
+{
+    return mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? (size_t)g->nh * g->hs : (size_t)g->Fl;
+}
+
+/* The widest token row of the scratch buffers: hidden, mid widths, logits. */
+static size_t wide_w(const mk_gpt_t *g)
+{
+    size_t wide = (size_t)g->C, cand[3] = {mid_w(g, 1), mid_w(g, 2), (size_t)g->Vl};
+    for (int i = 0; i < 3; i++) if (cand[i] > wide) wide = cand[i];
+    return wide;
 }
 
 static int tp_reduce(const mk_gpt_t *g, mk_gpt_run_t *run, float *x, int n, int is_max)
@@ -28,12 +65,14 @@ static int tp_reduce(const mk_gpt_t *g, mk_gpt_run_t *run, float *x, int n, int 
     return run->allreduce(run->ctx, x, n, is_max);
 }
 
+/* norm out (N,C), mean, rstd (N), mid (N, mid), inner (N, inner), the
+ * attention probabilities (B, nh, T, T) */
 static size_t internals(const mk_gpt_t *g, int l, int B)
 {
-    size_t N = (size_t)B * g->T, Cl = (size_t)g->nh * g->hs;
+    size_t N = (size_t)B * g->T;
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: return N * g->C + 2 * N + 4 * N * Cl + (size_t)B * g->nh * g->T * g->T;
-    case MK_GPT_MLP: return N * g->C + 2 * N + 2 * N * g->Fl;
+    case MK_GPT_ATTN: return N * g->C + 2 * N + N * (mid_w(g, l) + inner_w(g, l)) + (size_t)B * g->nh * g->T * g->T;
+    case MK_GPT_MLP: return N * g->C + 2 * N + N * (mid_w(g, l) + inner_w(g, l));
     case MK_GPT_HEAD: return N * g->C + 2 * N + N * g->Vl;
     default: return 0;
     }
@@ -41,10 +80,9 @@ static size_t internals(const mk_gpt_t *g, int l, int B)
 
 static size_t stash_size(const mk_gpt_t *g, int l, int B)
 {
-    size_t N = (size_t)B * g->T, Cl = (size_t)g->nh * g->hs;
+    size_t N = (size_t)B * g->T;
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: return N * g->C + 3 * N * Cl;
-    case MK_GPT_MLP: return N * g->C + N * g->Fl;
+    case MK_GPT_ATTN: case MK_GPT_MLP: return N * g->C + N * mid_w(g, l);
     default: return 0;
     }
 }
@@ -67,9 +105,7 @@ void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t float
 
 int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
 {
-    size_t N = (size_t)B * g->T, wide = (size_t)g->C;
-    size_t cand[3] = {3 * (size_t)g->nh * g->hs, (size_t)g->Fl, (size_t)g->Vl};
-    for (int i = 0; i < 3; i++) if (cand[i] > wide) wide = cand[i];
+    size_t N = (size_t)B * g->T, wide = wide_w(g);
     run->B = B;
     run->defer.h = -1;
     if (!(run->s_a = mk_gpt_alloc(run, g, N * wide)) || !(run->s_b = mk_gpt_alloc(run, g, N * wide)) ||
@@ -81,9 +117,7 @@ int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
 
 void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
 {
-    size_t N = (size_t)run->B * g->T, wide = (size_t)g->C;
-    size_t cand[3] = {3 * (size_t)g->nh * g->hs, (size_t)g->Fl, (size_t)g->Vl};
-    for (int i = 0; i < 3; i++) if (cand[i] > wide) wide = cand[i];
+    size_t N = (size_t)run->B * g->T, wide = wide_w(g);
     mk_gpt_release(run, g, run->s_a, N * wide);
     mk_gpt_release(run, g, run->s_b, N * wide);
     mk_gpt_release(run, g, run->s_att, (size_t)run->B * g->nh * g->T * g->T);
@@ -112,12 +146,12 @@ typedef struct { float *ln, *mean, *rstd, *x1, *x2, *x3; } parts_t;
 
 static parts_t split_buf(const mk_gpt_t *g, int l, int B, float *buf)
 {
-    size_t N = (size_t)B * g->T, Cl = (size_t)g->nh * g->hs;
+    size_t N = (size_t)B * g->T;
     parts_t p;
     p.ln = buf; p.mean = buf + N * g->C; p.rstd = p.mean + N; p.x1 = p.rstd + N;
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: p.x2 = p.x1 + 3 * N * Cl; p.x3 = p.x2 + (size_t)B * g->nh * g->T * g->T; break;
-    case MK_GPT_MLP: p.x2 = p.x1 + N * g->Fl; p.x3 = NULL; break;
+    case MK_GPT_ATTN: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = p.x2 + (size_t)B * g->nh * g->T * g->T; break;
+    case MK_GPT_MLP: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = NULL; break;
     default: p.x2 = p.x3 = NULL;
     }
     return p;
@@ -178,22 +212,39 @@ static int settle(const mk_gpt_t *g, mk_gpt_run_t *run)
     return 0;
 }
 
-/* LayerNorm and the column-parallel part of an attention or MLP layer on
- * rows [r0, r0+nr) (attention: whole sequences). */
+/* The block's norm (LayerNorm, or RMSNorm for Llama) of layer l on rows
+ * [r0, r0+nr): in -> p->ln, its statistics kept in p->mean, p->rstd. */
+static void norm_rows(const mk_gpt_t *g, int l, parts_t *p, const float *in, int r0, int nr)
+{
+    const mk_backend_t *be = g->be;
+    size_t C = g->C;
+    if (g->llama)
+        be->rmsnorm_fwd(be->ctx, p->ln + r0 * C, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)), g->eps, nr, (int)C);
+    else
+        be->layernorm_fwd(be->ctx, p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)),
+                          P(g, tix(g, l, 1)), nr, (int)C);
+}
+
+/* The norm and the column-parallel part of an attention or MLP layer on
+ * rows [r0, r0+nr) (attention: whole sequences, so RoPE's position is the
+ * row mod T). */
 static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in, int r0, int nr)
 {
     const mk_backend_t *be = g->be;
-    size_t C = g->C, Cl = (size_t)g->nh * g->hs;
-    be->layernorm_fwd(be->ctx, p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)),
-                      P(g, tix(g, l, 1)), nr, (int)C);
+    size_t C = g->C, Cl = (size_t)g->nh * g->hs, mid = mid_w(g, l);
+    (void)run;
+    norm_rows(g, l, p, in, r0, nr);
+    be->linear_fwd(be->ctx, p->x1 + r0 * mid, p->ln + r0 * C, P(g, tix(g, l, 2)), PN(g, tix(g, l, 3)), nr, (int)C,
+                   (int)mid);
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) {
-        be->linear_fwd(be->ctx, p->x1 + r0 * 3 * Cl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C,
-                       (int)(3 * Cl));
-        be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * 3 * Cl,
-                          nr / g->T, g->T, g->nh, g->hs);
+        if (g->llama)  /* q and k heads, in place */
+            be->rope_fwd(be->ctx, p->x1 + r0 * mid, p->x1 + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, g->theta);
+        be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * mid,
+                          nr / g->T, g->T, g->nh, g->kv, g->hs);
+    } else if (g->llama) {
+        be->swiglu_fwd(be->ctx, p->x2 + r0 * g->Fl, p->x1 + r0 * mid, nr, g->Fl);
     } else {
         size_t Fl = g->Fl;
-        be->linear_fwd(be->ctx, p->x1 + r0 * Fl, p->ln + r0 * C, P(g, tix(g, l, 2)), P(g, tix(g, l, 3)), nr, (int)C, g->Fl);
         be->gelu_fwd(be->ctx, p->x2 + r0 * Fl, p->x1 + r0 * Fl, nr * g->Fl);
     }
 }
@@ -202,7 +253,7 @@ static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const fl
  * the bias is added by TP rank 0 only, before the sum. */
 static void row_rows(mk_gpt_t *g, int l, parts_t *p, float *out, int r0, int nr)
 {
-    const float *bias = g->tp_rank == 0 ? P(g, tix(g, l, 5)) : NULL;
+    const float *bias = g->tp_rank == 0 ? PN(g, tix(g, l, 5)) : NULL;
     size_t C = g->C, Cl = (size_t)g->nh * g->hs;
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN)
         g->be->linear_fwd(g->be->ctx, out + r0 * C, p->x3 + r0 * Cl, P(g, tix(g, l, 4)), bias, nr, (int)Cl, (int)C);
@@ -222,7 +273,7 @@ static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     if (kind != MK_GPT_HEAD) {
         fwd_rows(g, run, l, &p, a->in, 0, N);
     } else {
-        be->layernorm_fwd(be->ctx, p.ln, p.mean, p.rstd, a->in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), N, C);
+        norm_rows(g, l, &p, a->in, 0, N);
         float *mx = run->s_red, *sum = mx + N, *tgt = sum + N;
         be->linear_fwd(be->ctx, p.x1, p.ln, P(g, head_wte(g)), NULL, N, C, g->Vl);
         be->xent_max(be->ctx, mx, p.x1, N, g->Vl, g->v0, g->V);
@@ -277,7 +328,8 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
     if (!(kind == MK_GPT_MLP && chains(g, run, l)) && settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {
         /* wpe is added by TP rank 0 only, so the all-reduce counts it once */
-        be->embed_fwd(be->ctx, out, tokens, P(g, 0), g->tp_rank == 0 ? P(g, 1) : NULL, N, g->T, C, g->v0, g->Vl);
+        const float *wpe = g->tp_rank == 0 && !g->llama ? P(g, 1) : NULL;  /* Llama: no positions table */
+        be->embed_fwd(be->ctx, out, tokens, P(g, 0), wpe, N, g->T, C, g->v0, g->Vl);
         return tp_reduce(g, run, out, N * C, 0);
     }
     if (kind != MK_GPT_HEAD && ov_level(g, run)) {
@@ -328,16 +380,20 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
                          int r0, int nr)
 {
     const mk_backend_t *be = g->be;
-    size_t C = g->C, Cl = (size_t)g->nh * g->hs;
+    size_t C = g->C;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN;
-    size_t mid = attn ? 3 * Cl : (size_t)g->Fl, inner = attn ? Cl : (size_t)g->Fl;
+    size_t mid = mid_w(g, l), inner = inner_w(g, l);
     be->zero(be->ctx, run->s_a + r0 * inner, nr * inner * sizeof(float));
     be->linear_bwd_in(be->ctx, run->s_a + r0 * inner, dy + r0 * C, P(g, tix(g, l, 4)), nr, (int)inner, (int)C);
     be->zero(be->ctx, dmid + r0 * mid, nr * mid * sizeof(float));
     if (attn) {
         size_t sq = (size_t)(r0 / g->T) * g->nh * g->T * g->T;
         be->attention_bwd(be->ctx, dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
-                          nr / g->T, g->T, g->nh, g->hs);
+                          nr / g->T, g->T, g->nh, g->kv, g->hs);
+        if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
+            be->rope_bwd(be->ctx, dmid + r0 * mid, dmid + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, g->theta);
+    } else if (g->llama) {
+        be->swiglu_bwd(be->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, nr, g->Fl);
     } else {
         be->gelu_bwd(be->ctx, dmid + r0 * mid, p->x1 + r0 * mid, run->s_a + r0 * inner, nr * g->Fl);
     }
@@ -346,15 +402,20 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
 /* The column-parallel linear's input gradient on rows [r0, r0+nr) into s_c. */
 static void bwd_col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *dmid, int r0, int nr)
 {
-    size_t C = g->C, mid = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? 3 * (size_t)g->nh * g->hs : (size_t)g->Fl;
+    size_t C = g->C, mid = mid_w(g, l);
     g->be->zero(g->be->ctx, run->s_c + r0 * C, nr * C * sizeof(float));
     g->be->linear_bwd_in(g->be->ctx, run->s_c + r0 * C, dmid + r0 * mid, P(g, tix(g, l, 2)), nr, (int)C, (int)mid);
 }
 
-/* LayerNorm backward on rows [r0, r0+nr) (s_c already TP-reduced). */
+/* The norm's backward on rows [r0, r0+nr) (s_c already TP-reduced). */
 static void ln_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, int r0, int nr)
 {
     size_t C = g->C;
+    if (g->llama) {
+        g->be->rmsnorm_bwd(g->be->ctx, din + r0 * C, G(g, tix(g, l, 0)), run->s_c + r0 * C, a->in + r0 * C,
+                           P(g, tix(g, l, 0)), p->rstd + r0, nr, (int)C);
+        return;
+    }
     g->be->layernorm_bwd(g->be->ctx, din + r0 * C, G(g, tix(g, l, 0)), G(g, tix(g, l, 1)), run->s_c + r0 * C, a->in + r0 * C,
                          P(g, tix(g, l, 0)), p->mean + r0, p->rstd + r0, nr, (int)C);
 }
@@ -397,11 +458,10 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
 static void bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
                         const float *dmid)
 {
-    int N = run->B * g->T, C = g->C, Cl = g->nh * g->hs;
-    int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = attn ? 3 * Cl : g->Fl;
-    int inner = attn ? Cl : g->Fl;
-    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), G(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
-    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), G(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
+    int N = run->B * g->T, C = g->C;
+    int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = (int)mid_w(g, l), inner = (int)inner_w(g, l);
+    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), GN(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
+    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
 }
 
 static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
@@ -425,7 +485,8 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
     if (settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {       /* weights only: all of it in FULL or IN */
         if (mode != MK_BWD_W)
-            g->be->embed_bwd(g->be->ctx, G(g, 0), G(g, 1), dout, tokens, N, g->T, g->C, g->v0, g->Vl);
+            g->be->embed_bwd(g->be->ctx, G(g, 0), g->llama ? NULL : G(g, 1), dout, tokens, N, g->T, g->C, g->v0,
+                             g->Vl);
         return 0;
     }
     if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;

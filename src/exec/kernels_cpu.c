@@ -111,19 +111,26 @@ void mk_cpu_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const fl
     }
 }
 
-void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs)
+/* Query head h reads K/V head h*KV/NH (Hugging Face repeat_kv); the row of
+ * qkv is [q (NH*hs) | k (KV*hs) | v (KV*hs)].  KV == NH is the GPT's MHA
+ * with the same operations in the same order. */
+#define KV_HEAD(h, NH, KV) ((int)((long)(h) * (KV) / (NH)))
+
+void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
+                          int hs)
 {
     (void)ctx;
-    int C = NH * hs, C3 = 3 * C;
+    int C = NH * hs, C3 = C + 2 * KV * hs;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            int ko = C + KV_HEAD(h, NH, KV) * hs, vo = ko + KV * hs;
             for (int t = 0; t < T; t++) {
                 const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
                 float *a = att + (((size_t)b * NH + h) * T + t) * T;
                 float mx = -INFINITY, sum = 0.0f;
                 for (int u = 0; u <= t; u++) {
-                    const float *k = qkv + ((size_t)b * T + u) * C3 + C + h * hs;
+                    const float *k = qkv + ((size_t)b * T + u) * C3 + ko;
                     float dot = 0.0f;
                     for (int i = 0; i < hs; i++) dot += q[i] * k[i];
                     a[u] = dot * scale;
@@ -134,20 +141,24 @@ void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, i
                 float *o = out + ((size_t)b * T + t) * C + h * hs;
                 memset(o, 0, hs * sizeof(float));
                 for (int u = 0; u <= t; u++) {
-                    const float *v = qkv + ((size_t)b * T + u) * C3 + 2 * C + h * hs;
+                    const float *v = qkv + ((size_t)b * T + u) * C3 + vo;
                     for (int i = 0; i < hs; i++) o[i] += a[u] * v[i];
                 }
             }
+        }
 }
 
+/* dK/dV of a K/V head accumulate over the query heads that share it, in
+ * head order. */
 void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
-                          const float *att, int B, int T, int NH, int hs)
+                          const float *att, int B, int T, int NH, int KV, int hs)
 {
     (void)ctx;
-    int C = NH * hs, C3 = 3 * C;
+    int C = NH * hs, C3 = C + 2 * KV * hs;
     float scale = 1.0f / sqrtf((float)hs);
     for (int b = 0; b < B; b++)
-        for (int h = 0; h < NH; h++)
+        for (int h = 0; h < NH; h++) {
+            int ko = C + KV_HEAD(h, NH, KV) * hs, vo = ko + KV * hs;
             for (int t = 0; t < T; t++) {
                 const float *a = att + (((size_t)b * NH + h) * T + t) * T;
                 float *da = datt + (((size_t)b * NH + h) * T + t) * T;
@@ -156,8 +167,8 @@ void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout
                 float *dq = dqkv + ((size_t)b * T + t) * C3 + h * hs;
                 float dot = 0.0f;
                 for (int u = 0; u <= t; u++) {   /* through the value mix */
-                    const float *v = qkv + ((size_t)b * T + u) * C3 + 2 * C + h * hs;
-                    float *dv = dqkv + ((size_t)b * T + u) * C3 + 2 * C + h * hs;
+                    const float *v = qkv + ((size_t)b * T + u) * C3 + vo;
+                    float *dv = dqkv + ((size_t)b * T + u) * C3 + vo;
                     float s = 0.0f;
                     for (int i = 0; i < hs; i++) { s += v[i] * d[i]; dv[i] += a[u] * d[i]; }
                     da[u] = s;
@@ -165,11 +176,12 @@ void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout
                 }
                 for (int u = 0; u <= t; u++) {   /* through the softmax and q.k */
                     float g = a[u] * (da[u] - dot) * scale;
-                    const float *k = qkv + ((size_t)b * T + u) * C3 + C + h * hs;
-                    float *dk = dqkv + ((size_t)b * T + u) * C3 + C + h * hs;
+                    const float *k = qkv + ((size_t)b * T + u) * C3 + ko;
+                    float *dk = dqkv + ((size_t)b * T + u) * C3 + ko;
                     for (int i = 0; i < hs; i++) { dq[i] += g * k[i]; dk[i] += g * q[i]; }
                 }
             }
+        }
 }
 
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */

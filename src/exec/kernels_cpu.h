@@ -19,9 +19,21 @@ void mk_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const
                           const float *w, const float *b, int N, int C);
 void mk_cpu_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N, int C);
-void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int hs);
+void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
+                          int hs);
 void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
-                          const float *att, int B, int T, int NH, int hs);
+                          const float *att, int B, int T, int NH, int KV, int hs);
+/* the Llama family's kernels (src/exec/kernels_llama_cpu.c) */
+void mk_cpu_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *inp, const float *w, float eps,
+                        int N, int C);
+void mk_cpu_rmsnorm_bwd(void *ctx, float *dinp, float *dw, const float *dout, const float *inp,
+                        const float *w, const float *rstd, int N, int C);
+void mk_cpu_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld,
+                     float theta);
+void mk_cpu_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld,
+                     float theta);
+void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);
+void mk_cpu_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
 void mk_cpu_gelu_fwd(void *ctx, float *out, const float *inp, int n);
 void mk_cpu_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n);
 void mk_cpu_add(void *ctx, float *out, const float *a, const float *b, int n);

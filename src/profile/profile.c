@@ -62,12 +62,12 @@ typedef struct {
 static void k_attn_fwd(void *p)
 {
     attn_t *a = p; /* one sequence */
-    a->be->attention_fwd(a->be->ctx, a->out, a->att, a->qkv, 1, a->T, a->nh, a->hs);
+    a->be->attention_fwd(a->be->ctx, a->out, a->att, a->qkv, 1, a->T, a->nh, a->nh, a->hs);
 }
 static void k_attn_bwd(void *p)
 {
     attn_t *a = p; /* the output gradient: the forward's output stands in */
-    a->be->attention_bwd(a->be->ctx, a->dqkv, a->datt, a->out, a->qkv, a->att, 1, a->T, a->nh, a->hs);
+    a->be->attention_bwd(a->be->ctx, a->dqkv, a->datt, a->out, a->qkv, a->att, 1, a->T, a->nh, a->nh, a->hs);
 }
 static void k_copy(void *p) { karg_t *g = p; memcpy(g->c, g->a, g->len * sizeof(float)); }
 

@@ -1,0 +1,21 @@
+#!/bin/sh
+# llama-tiny (GQA 4/2 heads, RoPE, RMSNorm, SwiGLU, untied head) on up to 8
+# ranks gives the one-rank losses (3 steps, 1e-5 relative) and step-1
+# gradients (per tensor, 1e-5) under the layouts, schedules, TP overlap and
+# ZeRO-1 the GPT is held to (a tied Llama head is covered by tests/test_gpt's
+# finite differences only).
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/mpi-exec-lib.sh"
+RUN_COMMON="$RUN_COMMON --model llama-tiny"
+make_reference
+equiv 2 2 2 --schedule merak --recompute full
+equiv 1 2 2 --schedule 1f1b --recompute none
+equiv 2 4 1 --schedule gpipe
+equiv 1 4 2 --schedule zb-h1 --recompute full
+equiv 2 2 2 --schedule interleaved --vpp 2 --recompute none
+equiv 1 1 2 --tp-overlap 1
+equiv 1 1 2 --tp-overlap 2 --mbs 2
+equiv 2 1 2 --tp-overlap 2 --mbs 2 --recompute none
+equiv 4 1 2 --zero 1
+equiv 2 2 2 --zero 1 --schedule merak
+finish
