@@ -96,6 +96,7 @@ typedef struct mk_sched {
     int *ckpt;                  /* [pp*vpp] resolved checkpoint counts of plain F */
     int *layers;                /* [pp*vpp] layers of (stage, chunk) (1 each if not given) */
     int layers_given;           /* spec.layers was given */
+    int n_vstages;              /* pp*vpp virtual stages (mk_vstages) */
     mk_stream_t *streams;       /* [pp] */
 } mk_sched_t;
 
@@ -140,6 +141,11 @@ double mk_recompute_stage_ratio(double r, int S, int i);
  * floor(n*ri) layers.  Without spec.layers (one layer of unknown size per
  * stage, as `merak sched` without --model) a stage counts 1 when ri > 0. */
 int mk_recompute_count(int n, double ri);
+
+/* Virtual stages of pp stages x vpp chunks (k = chunk*pp + stage): the one
+ * place this product is taken, in 64 bits (mk_sched_check_size bounds it);
+ * the plan (mk_plan_vstages) and mk_sched_t.n_vstages come from it. */
+int64_t mk_vstages(int pp, int vpp);
 
 /* Is this op a compute op (F, F_PRE, R, B, B_IN, B_W)?  They are the
  * enum's range F..B_W (inline: every stream walk asks it per instruction). */

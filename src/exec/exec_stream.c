@@ -334,7 +334,7 @@ static int on_load(void *ctx, const mk_walk_ev_t *ev)
 int mk_exec_stream_init(mk_exec_t *e)
 {
     int pp = e->comm.pp, vpp = e->pipe.n_chunks;
-    e->pipe.ckpt_cap = malloc((size_t)pp * vpp * sizeof *e->pipe.ckpt_cap);
+    e->pipe.ckpt_cap = malloc((size_t)e->pipe.n_vstages * sizeof *e->pipe.ckpt_cap);
     if (!e->pipe.ckpt_cap) return mk_error_set("out of memory");
     for (int s = 0; s < pp; s++)
         for (int c = 0; c < vpp; c++) {

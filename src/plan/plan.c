@@ -35,7 +35,7 @@ int mk_plan_micro_batches(const mk_plan_t *p)
     return rep > 0 && p->gbs % rep == 0 ? (int)(p->gbs / rep) : 0;
 }
 
-int64_t mk_plan_vstages(const mk_plan_t *p) { return (int64_t)p->pp * p->vpp; }
+int64_t mk_plan_vstages(const mk_plan_t *p) { return mk_vstages(p->pp, p->vpp); }
 
 int mk_plan_zero(const mk_plan_t *p) { return p->dp > 1 ? p->zero : 0; }
 

@@ -38,6 +38,8 @@ const char *mk_instr_op_name(mk_instr_op_t op)
     return op >= 0 && op < MK_INSTR_COUNT ? op_names[op] : "?";
 }
 
+int64_t mk_vstages(int pp, int vpp) { return (int64_t)pp * vpp; }
+
 int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk, int peer,
                   int ckpt)
 {
@@ -57,7 +59,7 @@ int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk,
  * last stage's chunk c feeds the first stage's chunk c+1. */
 int mk_sched_emit(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk)
 {
-    int p = s->spec.pp, k = chunk * p + stage, last = p * s->spec.vpp - 1;
+    int p = s->spec.pp, k = chunk * p + stage, last = s->n_vstages - 1;
     int prev = (k + p - 1) % p, next = (k + 1) % p;
     int fwd = op == MK_INSTR_F || op == MK_INSTR_F_PRE;
     int bwd = op == MK_INSTR_B || op == MK_INSTR_B_IN;
@@ -111,7 +113,7 @@ static int check_spec(const mk_sched_spec_t *sp, int vpp)
     if (sp->grad_buckets < 0)
         return mk_error_set("grad_buckets must be >= 0, got %d", sp->grad_buckets);
     if (sp->layers)
-        for (int i = 0; i < sp->pp * vpp; i++)
+        for (int i = 0; i < (int)mk_vstages(sp->pp, vpp); i++) /* pp, vpp checked above */
             if (sp->layers[i] < 0)
                 return mk_error_set("layers of stage %d chunk %d is negative (%d)", i / vpp,
                                     i % vpp, sp->layers[i]);
@@ -147,12 +149,13 @@ mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec)
 {
     int vpp = spec->vpp ? spec->vpp : 1;
     if (check_spec(spec, vpp) < 0) return NULL;
-    int nc = spec->pp * vpp;
+    int nc = (int)mk_vstages(spec->pp, vpp); /* within MK_MAX_VSTAGES (check_spec) */
     mk_sched_t *s = calloc(1, sizeof *s);
     if (!s) return mk_error_set("sched: out of memory"), NULL;
     s->spec = *spec;
     s->spec.vpp = vpp;
     s->spec.layers = s->spec.ckpt = NULL;
+    s->n_vstages = nc;
     s->ckpt = calloc((size_t)nc, sizeof *s->ckpt);
     s->layers = calloc((size_t)nc, sizeof *s->layers);
     s->streams = calloc((size_t)spec->pp, sizeof *s->streams);

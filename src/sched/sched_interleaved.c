@@ -11,13 +11,14 @@
 #include "config.h"
 #include "sched/sched_internal.h"
 
-static int vmb(int k, int p, int v) { return (k / (p * v)) * p + k % p; }
+/* micro-batch of the k-th forward (V = pp*vpp virtual stages) */
+static int vmb(int k, int p, int V) { return (k / V) * p + k % p; }
 
 static int emit_k(mk_sched_t *s, int st, int k, int fwd)
 {
-    int p = s->spec.pp, v = s->spec.vpp, c = (k % (p * v)) / p;
-    if (fwd) return mk_sched_emit(s, st, MK_INSTR_F, vmb(k, p, v), c);
-    return mk_sched_emit(s, st, MK_INSTR_B, vmb(k, p, v), v - 1 - c);
+    int p = s->spec.pp, v = s->spec.vpp, V = s->n_vstages, c = (k % V) / p;
+    if (fwd) return mk_sched_emit(s, st, MK_INSTR_F, vmb(k, p, V), c);
+    return mk_sched_emit(s, st, MK_INSTR_B, vmb(k, p, V), v - 1 - c);
 }
 
 int mk_sched_gen_interleaved(mk_sched_t *s)

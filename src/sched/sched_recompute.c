@@ -56,7 +56,7 @@ int mk_recompute_count(int n, double ri)
 
 static int resolve_explicit(mk_sched_t *s, const int *ck)
 {
-    int nc = s->spec.pp * s->spec.vpp;
+    int nc = s->n_vstages;
     if (!ck)
         return mk_error_set(s->spec.recompute.kind == MK_RECOMPUTE_AUTO
                                 ? "recompute auto must first be resolved to per-stage "
@@ -81,12 +81,12 @@ int mk_sched_resolve_ckpt(mk_sched_t *s, const int *explicit_ckpt)
     case MK_RECOMPUTE_SELECTIVE: /* attention core only: the engines handle it */
         return 0;
     case MK_RECOMPUTE_FULL:
-        memcpy(s->ckpt, s->layers, (size_t)(p * v) * sizeof *s->ckpt);
+        memcpy(s->ckpt, s->layers, (size_t)s->n_vstages * sizeof *s->ckpt);
         return 0;
     case MK_RECOMPUTE_STAGE_AWARE:
         if (!(rc->ratio >= 0.0 && rc->ratio <= 1.0))
             return mk_error_set("stage-aware ratio %g is outside [0, 1]", rc->ratio);
-        for (int i = 0; i < p * v; i++) {
+        for (int i = 0; i < s->n_vstages; i++) {
             double ri = mk_recompute_stage_ratio(rc->ratio, p, i / v);
             s->ckpt[i] = s->layers_given ? mk_recompute_count(s->layers[i], ri) : ri > 0.0;
         }

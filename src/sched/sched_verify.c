@@ -88,7 +88,7 @@ static int scan(stage_chk_t *c, mk_walk_t *w)
 static int check_slot(const stage_chk_t *c, int mb, int ch)
 {
     const mk_sched_t *s = c->s;
-    int p = s->spec.pp, V = p * s->spec.vpp, k = ch * p + c->st, sl = mb * s->spec.vpp + ch;
+    int p = s->spec.pp, V = s->n_vstages, k = ch * p + c->st, sl = mb * s->spec.vpp + ch;
     int st = c->st, zb = s->spec.kind == MK_SCHED_ZB_H1;
     int pf = c->pos[P_F][sl], pb = c->pos[P_B][sl];
     if (c->cnt[P_F][sl] != 1 || c->cnt[P_B][sl] != 1 || c->cnt[P_BW][sl] != zb)

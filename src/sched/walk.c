@@ -17,13 +17,13 @@ static int goes_up(mk_instr_op_t op) { return op == MK_INSTR_SEND_ACT || op == M
 
 int mk_walk_n_keys(const mk_sched_t *s)
 {
-    return 2 * s->spec.m * s->spec.pp * s->spec.vpp;
+    return 2 * s->spec.m * s->n_vstages;
 }
 
 int mk_walk_msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in)
 {
     if (!is_p2p(in->op)) return -1;
-    int p = s->spec.pp, V = p * s->spec.vpp, k = in->chunk * p + stage;
+    int p = s->spec.pp, V = s->n_vstages, k = in->chunk * p + stage;
     int dst = is_send(in->op) ? (goes_up(in->op) ? k + 1 : k - 1) : k;
     int grad = in->op == MK_INSTR_SEND_GRAD || in->op == MK_INSTR_RECV_GRAD;
     if (in->mb < 0 || in->mb >= s->spec.m || in->chunk < 0 || in->chunk >= s->spec.vpp ||
@@ -54,7 +54,7 @@ int mk_walk_init(mk_walk_t *w, const mk_sched_t *s, const mk_walk_opts_t *opts,
     if (opts) w->o = *opts;
     if (hooks) w->h = *hooks;
     w->pp = s->spec.pp, w->vpp = s->spec.vpp, w->m = s->spec.m;
-    w->V = w->pp * w->vpp, w->nmc = w->m * w->vpp;
+    w->V = s->n_vstages, w->nmc = w->m * w->vpp;
     int local = w->o.mode == MK_WALK_LOCAL;
     size_t p = (size_t)w->pp, nsl = p * (size_t)w->nmc;
     int **per_stage[] = {&w->pos, &w->state, &w->waiting, &w->inflight, &w->nbucket,
