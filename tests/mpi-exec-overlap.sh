@@ -28,4 +28,24 @@ for ov in 0 2; do
 done
 check "AR.tp events per step on rank 0: $(ars "$tmpdir/tr0.json") without overlap, $(ars "$tmpdir/tr2.json") with level 2" \
   test "$(ars "$tmpdir/tr0.json")" = 80 -a "$(ars "$tmpdir/tr2.json")" = 144
+
+# --no-overlap-grad-reduce: the same sums, started at REDUCE_GRADS.  Prints
+# how many AR.dp of rank 0's last step start before its last backward ends.
+early() { "$PYTHON" -c "import json,sys; j=json.load(open(sys.argv[1])); ev=j['traceEvents'] if isinstance(j,dict) else j
+ev=[e for e in ev if e.get('pid')==0 and e.get('ph')=='X']
+b=max(e['ts']+e['dur'] for e in ev if e['name'].startswith('B'))
+print(sum(1 for e in ev if e['name']=='AR.dp' and e['ts']<b))" "$1"; }
+for lay in "2 1" "2 2"; do
+  set -- $lay
+  for ov in overlap no-overlap; do
+    "$MPIEXEC" $MPIEXEC_FLAGS -n $(($1 * $2)) "$MERAK" run --dp $1 --pp $2 $RUN_COMMON --$ov-grad-reduce \
+      --dump-grads "$tmpdir/g-$ov.bin" --trace "$tmpdir/t-$ov.json" >"$tmpdir/o-$ov.json" 2>"$tmpdir/o.err" ||
+      cat "$tmpdir/o.err"
+  done
+  check "dp $1 pp $2: same losses bitwise without DP overlap" \
+    test -n "$(losses_of "$tmpdir/o-overlap.json")" -a "$(losses_of "$tmpdir/o-overlap.json")" = "$(losses_of "$tmpdir/o-no-overlap.json")"
+  check "dp $1 pp $2: same step-1 gradients bitwise" cmp -s "$tmpdir/g-overlap.bin" "$tmpdir/g-no-overlap.bin"
+  check "dp $1 pp $2: DP all-reduces inside the backward with overlap ($(early "$tmpdir/t-overlap.json")), none without" \
+    test "$(early "$tmpdir/t-overlap.json")" -gt 0 -a "$(early "$tmpdir/t-no-overlap.json")" = 0
+done
 finish

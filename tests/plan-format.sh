@@ -14,6 +14,12 @@ $3
 json.dump(p, open(sys.argv[2], 'w'))" "$1" "$2"
 }
 step() { "$PY" -c "import json, sys; print(repr(json.load(open(sys.argv[1]))['step_time_s']))" "$1"; }
+# runs_as SRC PYTHON-STATEMENT DESCRIPTION REF.json: the edited plan runs to REF's step time
+runs_as() {
+  edit "$1" "$tmpdir/edited.json" "$2"
+  expect_ok "$3" $MERAK sim --plan "$tmpdir/edited.json" --json
+  check "... same step time as $(basename "$4")" [ "$(step "$4")" = "$(step "$tmpdir/out")" ]
+}
 
 # sim --json: the plan object carries the version and runs unchanged
 expect_ok "sim --json" $MERAK sim $M --dp 2 --pp 2 --tp 2 --schedule zb-h1 --json
@@ -35,9 +41,7 @@ check "same step time as the planner's" [ "$("$PY" -c "import json, sys
 print(repr(json.load(open(sys.argv[1]))['plans'][0]['step_time_s']))" "$tmpdir/plans.json")" = "$(step "$tmpdir/out")" ]
 
 # a file of the releases before versioning (no format_version) is version 1
-edit "$tmpdir/p.json" "$tmpdir/old.json" "del p['format_version']"
-expect_ok "plan without format_version" $MERAK sim --plan "$tmpdir/old.json" --json
-check "... reads as version 1: same step time" [ "$(step "$tmpdir/sim.json")" = "$(step "$tmpdir/out")" ]
+runs_as "$tmpdir/p.json" "del p['format_version']" "plan without format_version (read as version 1)" "$tmpdir/sim.json"
 
 # refused: other versions, unknown keys at every level, contradictions
 edit "$tmpdir/p.json" "$tmpdir/e1.json" "p['format_version'] = 99"
@@ -56,6 +60,29 @@ edit "$tmpdir/p.json" "$tmpdir/e6.json" "p['micro_batches'] = 3"
 expect_fail "micro_batches contradicting the batch" "'micro_batches' is 3, but .* = 16" -- \
   $MERAK sim --plan "$tmpdir/e6.json"
 expect_fail "run --plan reads the same way" "unknown field 'shedule'" -- $MERAK run --plan "$tmpdir/e3.json" --steps 0
+
+# overlap_grad_reduce: absent means on (files from before the field); only
+# --no-overlap-grad-reduce writes it (false), and the file runs to the same
+# time; it costs time on a real cluster with DP, none on the ideal one
+key() { "$PY" -c "import json, sys; print(json.load(open(sys.argv[1]))['plan'].get('overlap_grad_reduce', '-'))" "$1"; }
+D="$M --dp 2 --pp 2 --tp 2 --schedule zb-h1 --json"
+check "default plan: no overlap_grad_reduce key" [ "$(key "$tmpdir/sim.json")" = "-" ]
+expect_ok "sim --no-overlap-grad-reduce" $MERAK sim $D --no-overlap-grad-reduce
+cp "$tmpdir/out" "$tmpdir/nov.json"
+check "... writes overlap_grad_reduce false" [ "$(key "$tmpdir/nov.json")" = "False" ]
+check "... a longer step on dgx-a100 (DP all-reduce exposed)" "$PY" -c "import json, sys
+a, b = (json.load(open(f))['step_time_s'] for f in sys.argv[1:])
+assert b > a, (a, b)" "$tmpdir/sim.json" "$tmpdir/nov.json"
+runs_as "$tmpdir/nov.json" "p = p['plan']" "sim --plan with overlap_grad_reduce false" "$tmpdir/nov.json"
+runs_as "$tmpdir/p.json" "p['overlap_grad_reduce'] = True" "overlap_grad_reduce true" "$tmpdir/sim.json"
+edit "$tmpdir/p.json" "$tmpdir/e7.json" "p['overlap_grad_reduce'] = 1"
+expect_fail "overlap_grad_reduce not a boolean" "'overlap_grad_reduce' must be true or false" -- \
+  $MERAK sim --plan "$tmpdir/e7.json"
+I="--model gpt-tiny --cluster ideal --gbs 32 --dp 4 --pp 2 --json"
+expect_ok "ideal, overlap" $MERAK sim $I
+cp "$tmpdir/out" "$tmpdir/i1.json"
+expect_ok "ideal, no overlap" $MERAK sim $I --no-overlap-grad-reduce
+check "ideal cluster: the same step time either way (DP costs 0)" [ "$(step "$tmpdir/i1.json")" = "$(step "$tmpdir/out")" ]
 
 # the committed plan files carry the version and load
 for f in "$top_srcdir"/experiments/merak-paper/results/gpt-1.5b-*.plan.json; do

@@ -24,6 +24,11 @@ source (it is also how the simulator is judged on runs not in this folder):
               fastest plan that fits (the published runs were tuned)
   vocab       the row's; unknown (vTrain): 50257, the GPT-2 tokenizer's
               and vTrain's config default (not a measured-run fact)
+  DP overlap  the row's software: Megatron-Core overlaps the gradient
+              all-reduce with the backward (--overlap-grad-reduce, the
+              merak default); Megatron-LM before Megatron-Core (its local
+              DDP, SC21 and the 2021 README) and Megatron-DeepSpeed (vTrain)
+              all-reduce after the backward: --no-overlap-grad-reduce
 
 A row published as TFLOP/s per GPU becomes an iteration time through the
 model's own FLOP count (`merak model --json`): the sources that count the
@@ -88,6 +93,16 @@ def run_year(row):
 def megatron_core(row):
     text = (row["source"] + " " + row.get("notes", "")).lower()
     return "megatron-core" in text or "mcore" in text
+
+
+def overlap_flags(row):
+    """The software's DP gradient reduction: after the backward
+    (--no-overlap-grad-reduce) unless the row ran Megatron-Core or says it
+    overlapped (a row field overlap_grad_reduce, when a source gives it)."""
+    on = row.get("overlap_grad_reduce")
+    if on is None:
+        on = megatron_core(row)
+    return [] if on else ["--no-overlap-grad-reduce"]
 
 
 def cluster_of(row):
@@ -184,7 +199,8 @@ def express(row):
         return opt
     dp, pp, tp = lay
     base = ["--cluster", cl] + model_flags(row["model"]) + \
-        ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + opt + dtype_flags(row)
+        ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + opt + dtype_flags(row) + \
+        overlap_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]
     mbs = [row["mbs"]] if row.get("mbs") else [b for b in MBS_SEARCH if (row["gbs"] // dp) % b == 0]

@@ -36,6 +36,11 @@ typedef struct mk_device {
                                 issue one op's kernels (Python, dispatcher, launch); the
                                 device runs ahead of the host only when its work is longer,
                                 so an op takes at least this; 0: no host bound */
+    int sms;                 /* optional: streaming multiprocessors; with the tile below, a
+                                GEMM's output tiles run in waves of sms (tile and wave
+                                quantization, src/sim/cost.c); 0: no quantization */
+    double gemm_tile_m, gemm_tile_n; /* optional: the library's output tile for large GEMMs,
+                                rows x columns (either orientation is used) */
 } mk_device_t;
 
 typedef struct mk_cluster {

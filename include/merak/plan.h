@@ -36,6 +36,11 @@ typedef struct mk_plan {
     int tp_overlap;             /* 0: none, 1-3: sub-pipelined TP levels */
     int zero;                   /* 0 or 1 (ZeRO-1) */
     int seqpar;                 /* sequence parallelism */
+    int overlap_grad_reduce;    /* 1 (default): each gradient bucket's DP reduction starts as the
+                                 * last backward makes it final (Megatron-Core's --overlap-grad-reduce,
+                                 * merak run's executor); 0: all of them start at REDUCE_GRADS, after
+                                 * the backward (Megatron-LM's local DDP before Megatron-Core,
+                                 * Megatron-DeepSpeed) */
     char partition[16];         /* uniform | parameters | compute | refine | explicit */
     int n_vstages;              /* pp*vpp */
     int bounds[MK_PLAN_MAX_VSTAGES + 1];
@@ -43,7 +48,8 @@ typedef struct mk_plan {
     int ckpt[MK_PLAN_MAX_VSTAGES];
 } mk_plan_t;
 
-/* Defaults: dp=pp=tp=vpp=1, mbs=1, 1f1b, full recompute, uniform. */
+/* Defaults: dp=pp=tp=vpp=1, mbs=1, 1f1b, full recompute, uniform, gradient
+ * reduction overlapped with the backward. */
 void mk_plan_init(mk_plan_t *p);
 
 /* The layout's derived sizes, each computed here and nowhere else (plans

@@ -1,8 +1,8 @@
 /* The instruction interpreter: one step of this stage's stream, walked by
  * the stream walker (merak/walk.h: message keys, checkpoint counts, peers)
  * with the semantics of sched.h (buffered sends via MPI_Isend, blocking receives,
- * DP reductions started per layer during the last backward pass and
- * completed at REDUCE_GRADS).  Communication progresses by polling
+ * DP reductions started per layer during the last backward pass, or all
+ * at REDUCE_GRADS without plan.overlap_grad_reduce, and completed there).  Communication progresses by polling
  * between layers. */
 #include "config.h"
 #include "exec/exec_internal.h"
@@ -174,8 +174,11 @@ static void start_dp(mk_exec_t *e, int l)
     void *h = mk_comm_stage(&e->comm, gr, n * sizeof(float), 1);
     e->dp.host[l] = h != (void *)gr ? h : NULL;
     if (e->trace.on) {
-        if (!e->trace.dp_t0) e->trace.dp_t0 = malloc(e->g->n_layers * sizeof *e->trace.dp_t0);
-        e->trace.dp_t0[l] = mk_exec_now(e);
+        if (!e->trace.dp_t0) { /* -1: no reduction of that layer to trace (dp_done) */
+            e->trace.dp_t0 = malloc(e->g->n_layers * sizeof *e->trace.dp_t0);
+            for (int i = 0; e->trace.dp_t0 && i < e->g->n_layers; i++) e->trace.dp_t0[i] = -1;
+        }
+        if (e->trace.dp_t0) e->trace.dp_t0[l] = mk_exec_now(e);
     }
     MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dp.req[l]);
     e->dp.state[l] = MK_DP_STARTED;
@@ -183,11 +186,13 @@ static void start_dp(mk_exec_t *e, int l)
 
 /* A layer's gradient is final: start its DP reduction, unless it holds the
  * tied embedding (then REDUCE_TIED or REDUCE_GRADS starts it, never both
- * reductions on one buffer at once). */
+ * reductions on one buffer at once) or the plan does not overlap the
+ * gradient reduction (REDUCE_GRADS starts all; the sums are the same). */
 static void layer_final(mk_exec_t *e, int l)
 {
     if (e->comm.dp == 1 || e->zero.on) return;  /* ZeRO: reduce-scattered at OPT_STEP */
     e->dp.state[l] = MK_DP_FINAL;
+    if (!e->o->ctx->plan.overlap_grad_reduce) return;
     if (!(e->comm.pp > 1 && (l == 0 || l == e->g->n_layers - 1))) start_dp(e, l);
 }
 

@@ -12,6 +12,24 @@
  *    this kind): 8 GPUs on PCIe 4.0 x16 (32 GB/s each way, shared through
  *    the host), one 100 Gb/s InfiniBand NIC (12.5 GB/s) per node.
  *  - H200 SXM: 989 TFLOP/s dense BF16, 4.8 TB/s HBM3e, 141 GB (H200 datasheet).
+ *  - Tile and wave quantization (sms, gemm_tile_m x gemm_tile_n; cost.c) is
+ *    not on in the presets: on the published replay (experiments/published)
+ *    with 256x128 and 128x128 tiles it moved the multi-node MAPE from
+ *    14.5% to 12.9% but the single-node one from 7.6% to 8.7% (256x128
+ *    alone: 11.4% and 11.4%; a fixed tile set overstates the loss of
+ *    mid-sized GEMMs, for which cuBLAS picks among more tiles and
+ *    split-K), so it is a cluster-file option until the library's tile
+ *    choice is modelled.  Values for a cluster file:
+ *  - SMs: A100 108 (NVIDIA A100 Tensor Core GPU Architecture whitepaper,
+ *    "108 SMs" in the A100 product), H100 SXM5 132 (NVIDIA H100 Tensor Core
+ *    GPU Architecture whitepaper), H200 SXM 132 (the same GH100 die
+ *    configuration with HBM3e), RTX 3090 82 (GA102 whitepaper, appendix A).
+ *  - GEMM tile 256 x 128: the largest of cuBLAS's typical tensor-core tiles
+ *    (256x128, 128x256, 128x128, ...), the one large 16-bit GEMMs run on;
+ *    its wave-quantization example is A100's 108 SMs (NVIDIA, "Matrix
+ *    Multiplication Background User's Guide", DU-09799-001, sections 2.3
+ *    and 3.2).  Hopper's CUTLASS/cuBLAS kernels use 128x256 for bf16
+ *    (the same area; either orientation is taken).
  * Latencies (alpha) are typical measured figures, not datasheet numbers:
  * ~3 us NVLink, ~10 us PCIe through host memory, ~5 us InfiniBand.
  * gemm_eff/gemm_half_dim shape the efficiency curve the cost model uses,
@@ -51,18 +69,18 @@ typedef struct {
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
      {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 2039 * GB, 80 * GB,
-                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
+                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3350 * GB, 80 * GB,
-                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
+                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
-                       5e-6, 0.75, 128, 1, 0, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
+                       5e-6, 0.75, 128, 1, 0, 0, 0, 0, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
     {"one H200 SXM (141 GB)",
      {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4800 * GB, 141 * GB,
-               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
+               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
-     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0, 0}, 8, 0,
+     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, 8, 0,
       {0, 1e30}, {0, 1e30}, 8, 1}},
 };
 #define MK_NCLUSTERS (sizeof mk_cluster_presets / sizeof mk_cluster_presets[0])
@@ -106,7 +124,8 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  * DEVICE = {"name": S, "matmul_flops": {"fp32": X, "fp16": X, "bf16": X},
  *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
  *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "attention_flops",
- *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X} */
+ *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X, "sms": I, "gemm_tile_m": X,
+ *  "gemm_tile_n": X} */
 
 static int get_str(json_t *o, const char *what, const char *key, char *buf, size_t n)
 {
@@ -142,11 +161,19 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     if (!(d->vector_flops > 0) || !(d->mem_bw_Bps > 0) || !(d->mem_bytes > 0))
         return mk_error_set("%s: vector_flops, mem_bw_Bps and mem_bytes must be > 0", what);
     if (!(d->gemm_eff > 0 && d->gemm_eff <= 1)) return mk_error_set("%s: gemm_eff must be in (0, 1]", what);
+    if (d->sms > 0 && !(d->gemm_tile_m >= 1 && d->gemm_tile_n >= 1))
+        return mk_error_set("%s: sms needs gemm_tile_m and gemm_tile_n >= 1", what);
     if (c->gpus_per_node < 1 || c->nics_per_node < 1 || c->max_nodes < 0)
         return mk_error_set("%s: gpus_per_node and nics_per_node must be >= 1, max_nodes >= 0", what);
     if (!(c->intra.beta_Bps > 0) || !(c->inter.beta_Bps > 0))
         return mk_error_set("%s: link bandwidths must be > 0", what);
     return 0;
+}
+
+/* An optional non-negative number: left as it is (0) when absent. */
+static int opt_num(json_t *o, const char *what, const char *key, double *out)
+{
+    return json_object_get(o, key) ? mk_json_num(o, what, key, 0, out) : 0;
 }
 
 int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
@@ -155,7 +182,8 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "inter", "device", "about", NULL};
     static const char *const dev[] = {"name", "matmul_flops", "vector_flops", "mem_bw_Bps", "mem_bytes",
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "attention_flops",
-                                      "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", NULL};
+                                      "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
+                                      "gemm_tile_n", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
@@ -176,13 +204,13 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         mk_json_num(d, path, "launch_s", 0, &c->dev.launch_s) < 0 || mk_json_num(d, path, "gemm_eff", 0, &c->dev.gemm_eff) < 0 ||
         mk_json_num(d, path, "gemm_half_dim", 0, &c->dev.gemm_half_dim) < 0 ||
         mk_json_bool(d, path, "has_bf16", &c->dev.has_bf16) < 0 ||
-        (json_object_get(d, "attention_flops") &&
-         mk_json_num(d, path, "attention_flops", 0, &c->dev.attention_flops) < 0) ||
-        (json_object_get(d, "attention_bwd_flops") &&
-         mk_json_num(d, path, "attention_bwd_flops", 0, &c->dev.attention_bwd_flops) < 0) ||
-        (json_object_get(d, "gemm_fwd_scale") && mk_json_num(d, path, "gemm_fwd_scale", 0, &c->dev.gemm_fwd_scale) < 0) ||
-        (json_object_get(d, "host_op_s") && mk_json_num(d, path, "host_op_s", 0, &c->dev.host_op_s) < 0) ||
-        mk_cluster_validate(c, path) < 0)
+        opt_num(d, path, "attention_flops", &c->dev.attention_flops) < 0 ||
+        opt_num(d, path, "attention_bwd_flops", &c->dev.attention_bwd_flops) < 0 ||
+        opt_num(d, path, "gemm_fwd_scale", &c->dev.gemm_fwd_scale) < 0 ||
+        opt_num(d, path, "host_op_s", &c->dev.host_op_s) < 0 ||
+        (json_object_get(d, "sms") && mk_json_int(d, path, "sms", 0, &c->dev.sms) < 0) ||
+        opt_num(d, path, "gemm_tile_m", &c->dev.gemm_tile_m) < 0 ||
+        opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 || mk_cluster_validate(c, path) < 0)
         return -1;
     return 0;
 }
@@ -217,6 +245,12 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(json_object_get(j, "device"), "gemm_fwd_scale", json_real(d->gemm_fwd_scale));
     if (j && d->host_op_s > 0)
         json_object_set_new(json_object_get(j, "device"), "host_op_s", json_real(d->host_op_s));
+    if (j && d->sms > 0) {
+        json_t *dj = json_object_get(j, "device");
+        json_object_set_new(dj, "sms", json_integer(d->sms));
+        json_object_set_new(dj, "gemm_tile_m", json_real(d->gemm_tile_m));
+        json_object_set_new(dj, "gemm_tile_n", json_real(d->gemm_tile_n));
+    }
     return j;
 }
 

@@ -50,6 +50,9 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
         "recompute", rc, "tp_overlap", p->tp_overlap, "zero", p->zero, "sequence_parallel", p->seqpar,
         "partition", p->partition, "stage_bounds", int_array(p->bounds, p->n_vstages + 1));
     if (j && p->has_ckpt) json_object_set_new(j, "checkpoint_layers", int_array(p->ckpt, p->n_vstages));
+    /* written only when off: absent means on, so files written before the
+     * field (and every plan with the default) read and print unchanged */
+    if (j && !p->overlap_grad_reduce) json_object_set_new(j, "overlap_grad_reduce", json_false());
     return j;
 }
 
@@ -123,6 +126,15 @@ static int int_list(json_t *j, const char *what, const char *key, int n, int lo,
     return 0;
 }
 
+/* An optional boolean field: deflt when absent. */
+static int opt_bool(json_t *j, const char *what, const char *key, int deflt, int *out)
+{
+    json_t *v = json_object_get(j, key);
+    if (v && !json_is_boolean(v)) return mk_error_set("%s: '%s' must be true or false", what, key);
+    *out = v ? json_is_true(v) : deflt;
+    return 0;
+}
+
 /* The version first (a newer file's new keys are not "unknown" but
  * "too new"), then the keys. */
 static int plan_version_and_keys(json_t *j, const char *what)
@@ -130,7 +142,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
     static const char *const keys[] = {"format_version", "model", "cluster", "dtype", "global_batch_size", "dp",
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
-                                       "stage_bounds", "checkpoint_layers", NULL};
+                                       "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -180,9 +192,9 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
     if (strcmp(rc, "explicit") && mk_recompute_parse(rc, &p->recompute) < 0)
         return mk_error_set("%s: %s", what, mk_error_last());
     if (!strcmp(rc, "explicit")) p->recompute.kind = MK_RECOMPUTE_EXPLICIT;
-    json_t *sp = json_object_get(j, "sequence_parallel");
-    if (sp && !json_is_boolean(sp)) return mk_error_set("%s: 'sequence_parallel' must be true or false", what);
-    p->seqpar = json_is_true(sp);
+    if (opt_bool(j, what, "sequence_parallel", 0, &p->seqpar) < 0 ||
+        opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0)
+        return -1;
     if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||
         mk_json_int(j, what, "vpp", 1, &p->vpp) < 0 || mk_json_int(j, what, "micro_batch_size", 1, &p->mbs) < 0 ||

@@ -24,16 +24,62 @@ static double tp_share(const mk_op_t *o, int tp, int seqpar)
     return 1.0 / tp;
 }
 
+/* A weight GEMM's shape on one TP rank, tokens x in -> tokens x out
+ * (linear layers, the LM head); 0 for other ops. */
+static int weight_gemm(const mk_op_t *o, int tp, double *in, double *out)
+{
+    double t = tp > 1 ? tp : 1;
+    *in = o->in_width, *out = o->width;
+    switch (o->kind) {
+    case MK_OPK_LINEAR:
+        if (o->tp_role == MK_TP_ROW) *in /= t;
+        if (o->tp_role == MK_TP_COLUMN) *out /= t;
+        return 1;
+    case MK_OPK_LM_HEAD: *out = o->vocab_padded / t; return 1;
+    default: return 0;
+    }
+}
+
+/* Tile and wave quantization (NVIDIA, "Matrix Multiplication Background
+ * User's Guide", section 3): an m x n output is computed in
+ * ceil(m/tm) * ceil(n/tn) tiles, which run in waves of one tile per SM; a
+ * padded tile or a partly filled last wave takes a full tile's time.
+ * A GEMM too small to fill the SMs once with these tiles runs on smaller
+ * tiles or split-K instead (the guide, section 2.3): the efficiency curve
+ * eff(d) of its smallest dimension covers it, and it is not quantized
+ * here.  Returns the useful share of the SM-time, (0, 1]. */
+static double wave_util(double m, double n, double tm, double tn, int sms)
+{
+    double tiles = ceil(m / tm) * ceil(n / tn);
+    if (tiles < sms) return 1.0;
+    return m * n / (ceil(tiles / sms) * sms * tm * tn);
+}
+
+/* The time factor (>= 1) of quantization for a weight GEMM's pass: the
+ * forward's tokens x out output, or the backward's two GEMMs of equal
+ * FLOPs, data gradient (tokens x in) and weight gradient (in x out).  The
+ * better of the device's tile and the half-height one (cuBLAS's 256x128
+ * and 128x128), in either orientation, is taken; 1 without the device's
+ * SM count (the presets and the ideal cluster: see cluster.c). */
+static double quant_factor(const mk_device_t *d, double tokens, double in, double out, int bwd)
+{
+    if (d->sms <= 0) return 1.0;
+    double tm = d->gemm_tile_m, tn = d->gemm_tile_n;
+#define UTIL1(m, n, a, b) fmax(wave_util(m, n, a, b, d->sms), wave_util(m, n, b, a, d->sms))
+#define UTIL(m, n) fmax(UTIL1(m, n, tm, tn), UTIL1(m, n, tm / 2, tn))
+    if (!bwd) return 1.0 / UTIL(tokens, out);
+    return 0.5 / UTIL(tokens, in) + 0.5 / UTIL(in, out);
+#undef UTIL
+#undef UTIL1
+}
+
 /* Smallest GEMM dimension of an op on one TP rank (tokens x in x out). */
 static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tokens)
 {
-    double t = tp > 1 ? tp : 1, in = o->in_width, out = o->width, d = tokens;
+    double in = o->in_width, out = o->width, d = tokens;
     switch (o->kind) {
     case MK_OPK_LINEAR:
-        if (o->tp_role == MK_TP_ROW) in /= t;
-        if (o->tp_role == MK_TP_COLUMN) out /= t;
-        break;
-    case MK_OPK_LM_HEAD: out = o->vocab_padded / t; break;
+    case MK_OPK_LM_HEAD: weight_gemm(o, tp, &in, &out); break;
     case MK_OPK_ATTENTION: {
         double hd = o->heads > 0 ? (double)g->cfg.hidden / g->cfg.heads : in;
         if (hd <= 0) hd = in;
@@ -63,6 +109,8 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     double tc = 0;
     if (f > 0) tc = f / (d->matmul_flops[dtype] * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
     if (f > 0 && !bwd && d->gemm_fwd_scale > 0 && !c->ideal) tc *= d->gemm_fwd_scale; /* see cluster.h */
+    double in, out;
+    if (f > 0 && !c->ideal && weight_gemm(o, tp, &in, &out)) tc *= quant_factor(d, tokens, in, out, bwd);
     /* Measured (merak profile, CPU backend, 2-core EPYC): the attention
        core runs as loops at 6.6 GFLOP/s forward and 11.2 backward (graph
        count) where the GEMM curve at head_dim 64 gives ~90, so a device

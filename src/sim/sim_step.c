@@ -17,7 +17,9 @@
  *   REDUCE_GRADS waits for its bucket: buckets of the stage's gradients
  *                become final during the stage's last backward (bucket k of
  *                nb at (k+1)/nb of it) and queue on the DP stream as ring/
- *                hierarchical all-reduces (reduce-scatters with ZeRO-1)
+ *                hierarchical all-reduces (reduce-scatters with ZeRO-1);
+ *                without plan.overlap_grad_reduce all of them queue at the
+ *                first REDUCE_GRADS, after the backward
  *   OPT_STEP     launch + 28 bytes per local parameter / memory bandwidth
  *                (reads grad, master, m, v; writes master, m, v, weight),
  *                /d with ZeRO-1, then the ZeRO-1 all-gather of the weights
@@ -159,7 +161,8 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         trace_instr(R, s, in, MK_TRACE_COMPUTE, t, d);
         if (!unit) emit_compute_tp(R, s, in, c, rc, ck, t);
     }
-    if (ev->last_bwd) launch_buckets(R, s, t, d);
+    /* without overlap_grad_reduce the buckets wait for REDUCE_GRADS */
+    if (ev->last_bwd && p->overlap_grad_reduce) launch_buckets(R, s, t, d);
     S->now = t + d;
     S->busy += d;
     if (ev->releases) { /* B, B_W: the micro-batch is done here */
@@ -231,7 +234,8 @@ static int op_reduce_tied(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     return DONE;
 }
 
-/* Waits for its bucket (launched now if the stage had no backward). */
+/* Waits for its bucket (launched now if the stage had no backward or the
+ * plan does not overlap the gradient reduction). */
 static int op_reduce_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     int s = ev->stage, b = ev->bucket;
