@@ -132,17 +132,35 @@ static void state_set(mk_exec_t *e, int k, int kind, const float *host)
     g->be->copy(g->be->ctx, base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }
 
+/* JSON text for v as a person writes it: whole numbers as integers
+ * (500000, not 5e+05), else the shortest "%g" that reads back as v (1e-05,
+ * not 1.0000000000000001e-05). */
+static void shortest_real(double v, char *buf, size_t n)
+{
+    if (v > -1e15 && v < 1e15 && (double)(long long)v == v) {
+        snprintf(buf, n, "%lld", (long long)v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
 /* Hugging Face's config.json fields (GPT2Config, LlamaConfig), after the
  * blocks the executor built: a GPT preset given the Llama flags is a Llama. */
 static void config_json(const mk_gpt_t *g, char *buf, size_t n)
 {
     const mk_model_config_t *c = &g->cfg;
     if (g->llama) {
+        char eps[32], theta[32];
+        shortest_real(c->norm_eps, eps, sizeof eps);
+        shortest_real(c->rope_theta, theta, sizeof theta);
         snprintf(buf, n, "{\"model_type\":\"llama\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
                  "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
-                 "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%.17g,"
-                 "\"rope_theta\":%.17g,\"tie_word_embeddings\":%s}", c->num_layers, c->hidden, c->heads,
-                 c->kv_heads, c->ffn, c->vocab, c->seq, c->norm_eps, c->rope_theta, c->untied ? "false" : "true");
+                 "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
+                 "\"rope_theta\":%s,\"tie_word_embeddings\":%s}", c->num_layers, c->hidden, c->heads,
+                 c->kv_heads, c->ffn, c->vocab, c->seq, eps, theta, c->untied ? "false" : "true");
         return;
     }
     snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
