@@ -1,11 +1,12 @@
 /* --save / --load: one safetensors file with the full unsharded model and
- * its Adam moments under Hugging Face GPT-2 names and shapes (README.md "Checkpoints"),
- * whatever the layout.  Rank 0 moves one tensor at a time: on save it
+ * its Adam moments under Hugging Face GPT-2 or LlamaForCausalLM names and
+ * shapes (README.md "Checkpoints"), whatever the layout.  Rank 0 moves one tensor at a time: on save it
  * receives the shards of one tensor from their owners (DP rank 0 of the
  * owning stage, every TP rank of a split tensor), assembles it, transposes
  * linear weights from (out, in) to (in, out), and appends it to the
  * streaming writer; on load it reads one tensor and sends every holder
- * (all DP replicas, the head's tied wte copy) its TP slice.
+ * (all DP replicas, the head's tied wte copy; an untied head has its own
+ * lm_head) its TP slice.
  *
  * A padded vocabulary (Vp rows, a multiple of 128*tp) is stored with its V
  * real rows, the Hugging Face shape (V, C): padding rows are dropped on save
