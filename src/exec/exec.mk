@@ -12,11 +12,11 @@ libmerak_a_SOURCES += src/exec/safetensors.c src/exec/ckpt_meta.c src/exec/data.
 noinst_HEADERS += include/merak/safetensors.h include/merak/ckpt.h include/merak/data.h
 check_PROGRAMS += tests/test_io
 tests_test_io_SOURCES = tests/test_io.c tests/check.h
-TESTS += tests/test_io tests/io-python.sh
+TESTS += tests/test_io tests/io-python.sh tests/llama-numpy.sh
 check_PROGRAMS += tests/test_readers
 tests_test_readers_SOURCES = tests/test_readers.c tests/check.h
 TESTS += tests/test_readers
-EXTRA_DIST += tests/io-python.sh tests/st_read.py
+EXTRA_DIST += tests/io-python.sh tests/st_read.py tests/llama-numpy.sh tests/llama_ref.py
 
 check_PROGRAMS += tests/test_kernels tests/test_gpt tests/test_gpt_gradcmp
 tests_test_kernels_SOURCES = tests/test_kernels.c tests/check.h
@@ -25,9 +25,9 @@ tests_test_gpt_gradcmp_SOURCES = tests/test_gpt_gradcmp.c
 TESTS += tests/test_kernels tests/test_gpt
 EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
-	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh
+	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh \
-	tests/mpi-ckpt.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
+	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
 	experiments/train-shakespeare/tinyshakespeare.txt experiments/train-shakespeare/README.md \
 	experiments/train-shakespeare/run.sh experiments/train-shakespeare/plot.py

@@ -1,11 +1,12 @@
 /* --save / --load: one safetensors file with the full unsharded model and
- * its Adam moments under Hugging Face GPT-2 names and shapes (README.md "Checkpoints"),
- * whatever the layout.  Rank 0 moves one tensor at a time: on save it
+ * its Adam moments under Hugging Face GPT-2 or LlamaForCausalLM names and
+ * shapes (README.md "Checkpoints"), whatever the layout.  Rank 0 moves one tensor at a time: on save it
  * receives the shards of one tensor from their owners (DP rank 0 of the
  * owning stage, every TP rank of a split tensor), assembles it, transposes
  * linear weights from (out, in) to (in, out), and appends it to the
  * streaming writer; on load it reads one tensor and sends every holder
- * (all DP replicas, the head's tied wte copy) its TP slice.
+ * (all DP replicas, the head's tied wte copy; an untied head has its own
+ * lm_head) its TP slice.
  *
  * A padded vocabulary (Vp rows, a multiple of 128*tp) is stored with its V
  * real rows, the Hugging Face shape (V, C): padding rows are dropped on save
@@ -132,15 +133,35 @@ static void state_set(mk_exec_t *e, int k, int kind, const float *host)
     g->be->copy(g->be->ctx, base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }
 
-/* Hugging Face's config.json fields (GPT2Config, LlamaConfig). */
-static void config_json(const mk_model_config_t *c, char *buf, size_t n)
+/* JSON text for v as a person writes it: whole numbers as integers
+ * (500000, not 5e+05), else the shortest "%g" that reads back as v (1e-05,
+ * not 1.0000000000000001e-05). */
+static void shortest_real(double v, char *buf, size_t n)
 {
-    if (c->family == MK_FAMILY_LLAMA) {
+    if (v > -1e15 && v < 1e15 && (double)(long long)v == v) {
+        snprintf(buf, n, "%lld", (long long)v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(buf, n, "%.*g", p, v);
+        if (strtod(buf, NULL) == v) return;
+    }
+}
+
+/* Hugging Face's config.json fields (GPT2Config, LlamaConfig), after the
+ * blocks the executor built: a GPT preset given the Llama flags is a Llama. */
+static void config_json(const mk_gpt_t *g, char *buf, size_t n)
+{
+    const mk_model_config_t *c = &g->cfg;
+    if (g->llama) {
+        char eps[32], theta[32];
+        shortest_real(c->norm_eps, eps, sizeof eps);
+        shortest_real(c->rope_theta, theta, sizeof theta);
         snprintf(buf, n, "{\"model_type\":\"llama\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
                  "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
-                 "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%.17g,"
-                 "\"rope_theta\":%.17g,\"tie_word_embeddings\":%s}", c->num_layers, c->hidden, c->heads,
-                 c->kv_heads, c->ffn, c->vocab, c->seq, c->norm_eps, c->rope_theta, c->untied ? "false" : "true");
+                 "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
+                 "\"rope_theta\":%s,\"tie_word_embeddings\":%s}", c->num_layers, c->hidden, c->heads,
+                 c->kv_heads, c->ffn, c->vocab, c->seq, eps, theta, c->untied ? "false" : "true");
         return;
     }
     snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
@@ -157,7 +178,7 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
     char cfg[512], num[MK_CKPT_N_META][32];
-    config_json(&e->o->ctx->plan.model, cfg, sizeof cfg);
+    config_json(g, cfg, sizeof cfg);
     uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
     const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
     const char *vals[MK_CKPT_N_META + 3] = {"merak", MK_CKPT_FORMAT, cfg};
@@ -255,12 +276,14 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
     if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
     for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */
     const char *fc = mk_st_meta(r, "config");
-    config_json(&e->o->ctx->plan.model, cfg, sizeof cfg);
+    config_json(g, cfg, sizeof cfg);
     if (!fc || strcmp(fc, cfg))
         return mk_error_set("%s: model mismatch: the checkpoint holds %s, this run's model is %s", path,
                             fc ? fc : "(no config)", cfg);
     int nc = n_canon(g);
-    *has_optim = mk_st_find(r, "optim.m.transformer.wte.weight") != NULL;
+    mk_st_tensor_t m0;  /* the embedding's first moment: named after the family */
+    file_entry(g, 0, 1, &m0);
+    *has_optim = mk_st_find(r, m0.name) != NULL;
     for (int kind = 0; kind < (*has_optim ? 3 : 1); kind++)
         for (int k = 0; k < nc; k++) {
             mk_st_tensor_t want;
@@ -287,7 +310,7 @@ static void scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Co
     int last = e->comm.pp - 1;
     for (int dst = 0; dst < e->comm.size; dst++) {
         int s = dst / (e->comm.tp * e->comm.dp);
-        int tied = k == 0 && e->comm.pp > 1 && s == last;
+        int tied = k == 0 && !g->cfg.untied && e->comm.pp > 1 && s == last;
         if (s != stage_of(e, t->layer) && !tied) continue;
         int tr = dst % e->comm.tp;
         for (size_t i = 0; i < shard_n(t); i++) {

@@ -1,0 +1,65 @@
+#!/bin/sh
+# A llama-tiny checkpoint rebuilt in numpy from its tensors and config
+# alone (tests/llama_ref.py: LlamaForCausalLM's forward, float64) gives the
+# executor's loss on the same batch (1e-6 relative): the untied GQA preset
+# and a tied multi-query variant with another rotary base and epsilon, each
+# trained 10 steps at a high learning rate so that attention (and with it
+# RoPE) moves the loss by far more than the tolerance; a config with another
+# rope_theta misses it.  The same text as bytes and as
+# uint16 ids trains to bitwise the same losses.  Skipped (77) without numpy.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/mpi-exec-lib.sh"
+PY=
+for p in ${PYTHON:-python3} python3 /usr/bin/python3; do
+  "$p" -c "import numpy" 2>/dev/null && { PY=$p; break; }
+done
+[ -n "$PY" ] || { echo "no python3 with numpy: skipped"; exit 77; }
+REF="$top_srcdir/tests/llama_ref.py"
+EDIT="$top_srcdir/tests/st_edit.py"
+D="$top_srcdir/experiments/train-shakespeare/tinyshakespeare.txt"
+first_loss() { losses_of "$1" | cut -d' ' -f1; }
+
+# case NAME FLAGS...: train 10 steps, save; the 11th step's loss is the
+# loss of the saved model on global batch 10
+ref_case() {
+  name=$1; shift
+  R="--gbs 8 --lr 3e-2 --json --data $D $*"
+  expect_ok "$name: train 10 steps, save" timeout 120 "$MERAK" run $R --steps 10 --save "$tmpdir/$name.st"
+  expect_ok "$name: the saved model's loss on batch 10" timeout 60 "$MERAK" run $R --steps 1 --load "$tmpdir/$name.st"
+  want=$(first_loss "$tmpdir/out")
+  expect_ok "$name: numpy gives the executor's loss $want (1e-6)" \
+    "$PY" "$REF" "$tmpdir/$name.st" "$D" --gbs 8 --batch 10 --want "$want" --rtol 1e-6
+  echo "  numpy: $(cat "$tmpdir/out")"
+}
+ref_case untied --model llama-tiny
+ref_case tied --model gpt-tiny --normalization RMSNorm --swiglu --position-embedding-type rope \
+  --disable-bias-linear --group-query-attention --num-query-groups 1 --ffn-hidden-size 192 \
+  --rotary-base 500000 --norm-epsilon 1e-6
+check "tied: no lm_head.weight in the file" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"])
+assert "lm_head.weight" not in t and c["tie_word_embeddings"] is True and c["num_key_value_heads"] == 1
+assert c["rope_theta"] == 500000 and c["rms_norm_eps"] == 1e-6' "$top_srcdir/tests" "$tmpdir/tied.st"
+
+# the rebuild can fail: the same tensors under a config with another rotary base
+cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read
+print(st_read.read(sys.argv[2])[0]["config"])' "$top_srcdir/tests" "$tmpdir/untied.st")
+"$PY" "$EDIT" "$tmpdir/untied.st" "$tmpdir/theta.st" "--meta=config=$(echo "$cfg" | sed 's/"rope_theta":10000/"rope_theta":500000/')"
+"$MERAK" run --model llama-tiny --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/untied.st" >"$tmpdir/u.json"
+want=$(first_loss "$tmpdir/u.json")
+check "the executor's loss on batch 10 again: $want" test -n "$want"
+if "$PY" "$REF" "$tmpdir/theta.st" "$D" --gbs 8 --batch 10 --want "$want" --rtol 1e-6 >"$tmpdir/o" 2>&1; then
+  echo "FAIL: a wrong rope_theta still gives the executor's loss: $(cat "$tmpdir/o")"; fails=$((fails + 1))
+else echo "ok: a wrong rope_theta misses: $(tail -1 "$tmpdir/o")"; fi
+
+# bytes and uint16 ids of the same text: the same tokens, bitwise the same losses
+"$PY" -c 'import sys, numpy as np
+np.frombuffer(open(sys.argv[1], "rb").read(), dtype=np.uint8).astype("<u2").tofile(sys.argv[2])' "$D" "$tmpdir/t.u16"
+L="--model llama-tiny --gbs 8 --json --steps 3 --lr-decay-iters 3"
+expect_ok "llama-tiny on the byte file" timeout 60 "$MERAK" run $L --data "$D"
+cp "$tmpdir/out" "$tmpdir/bytes.json"
+expect_ok "llama-tiny on the uint16 file" timeout 60 "$MERAK" run $L --data "$tmpdir/t.u16"
+check "uint16 file: bitwise the byte file's losses ($(losses_of "$tmpdir/out"))" \
+  test -n "$(losses_of "$tmpdir/out")" -a "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/bytes.json")"
+check "uint16 file: format reported" grep -q '"data":".*t.u16"' "$tmpdir/out"
+finish

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""Hugging Face LlamaForCausalLM's forward in numpy (float64), built from a
+merak safetensors checkpoint and its __metadata__["config"] alone, and its
+mean cross-entropy on one global batch of a token file.
+
+    llama_ref.py CKPT DATA --gbs B --batch K [--want LOSS --rtol R]
+
+DATA is read as merak reads it (include/merak/data.h): a name ending in
+.bin, .u16 or .tok holds little-endian uint16 ids (an llm.c header,
+magic 20240520, is skipped), anything else one id per byte; training uses
+the first 90% of the ids; sequence j of global batch K is window
+(K*B + j) mod W of seq + 1 ids, W = (train ids - 1) // seq.  Prints the
+loss; with --want exits 1 unless |loss - want| <= rtol * want."""
+import argparse, json, os, sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st_read  # noqa: E402  (the standard-library reader; verifies checksums)
+
+
+def load(path):
+    meta, tensors = st_read.read(path)
+    cfg = json.loads(meta["config"])
+    assert cfg["model_type"] == "llama", cfg["model_type"]
+    w = {k: np.array(v, dtype=np.float64).reshape(s) for k, (s, v) in tensors.items() if not k.startswith("optim.")}
+    return cfg, w
+
+
+def tokens(path, seq, gbs, k):
+    with open(path, "rb") as f:
+        raw = f.read()
+    if path.endswith((".bin", ".u16", ".tok")):
+        if len(raw) >= 1024 and int.from_bytes(raw[:4], "little") == 20240520:
+            raw = raw[1024:]
+        ids = np.frombuffer(raw, dtype="<u2").astype(np.int64)
+    else:
+        ids = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
+    train = ids[: len(ids) - len(ids) // 10]
+    windows = (len(train) - 1) // seq
+    rows = [train[w * seq : w * seq + seq + 1] for w in ((k * gbs + j) % windows for j in range(gbs))]
+    return np.stack(rows)  # (B, seq + 1)
+
+
+def rms_norm(x, w, eps):
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * w
+
+
+def rotate_half(x):
+    h = x.shape[-1] // 2
+    return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
+
+
+def rope(T, d, theta):
+    """cos, sin (T, d): angle p * theta^(-2i/d) for pairs (i, i + d/2)."""
+    inv = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    ang = np.outer(np.arange(T, dtype=np.float64), inv)
+    ang = np.concatenate([ang, ang], axis=-1)
+    return np.cos(ang), np.sin(ang)
+
+
+def attention(x, w, p, cfg, cos, sin):
+    B, T, C = x.shape
+    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    d = C // H
+    q = (x @ w[p + "q_proj.weight"].T).reshape(B, T, H, d).transpose(0, 2, 1, 3)
+    k = (x @ w[p + "k_proj.weight"].T).reshape(B, T, KV, d).transpose(0, 2, 1, 3)
+    v = (x @ w[p + "v_proj.weight"].T).reshape(B, T, KV, d).transpose(0, 2, 1, 3)
+    q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+    k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)  # repeat_kv
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
+    s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    y = (s / s.sum(axis=-1, keepdims=True)) @ v  # (B, H, T, d)
+    return y.transpose(0, 2, 1, 3).reshape(B, T, H * d) @ w[p + "o_proj.weight"].T
+
+
+def silu(x):
+    return x / (1.0 + np.exp(-x))
+
+
+def loss(cfg, w, batch):
+    inp, tgt = batch[:, :-1], batch[:, 1:]
+    eps = cfg["rms_norm_eps"]
+    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
+    cos, sin = rope(inp.shape[1], C // H, cfg["rope_theta"])
+    x = w["model.embed_tokens.weight"][inp]
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        x = x + attention(rms_norm(x, w[p + "input_layernorm.weight"], eps), w, p + "self_attn.", cfg, cos, sin)
+        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
+        m = silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
+        x = x + m @ w[p + "mlp.down_proj.weight"].T
+    x = rms_norm(x, w["model.norm.weight"], eps)
+    head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
+    assert cfg["tie_word_embeddings"] == ("lm_head.weight" not in w)
+    logits = x @ head.T  # (B, T, V)
+    mx = logits.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(logits - mx).sum(axis=-1)) + mx[..., 0]
+    picked = np.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
+    return float(np.mean(lse - picked))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("ckpt")
+    ap.add_argument("data")
+    ap.add_argument("--gbs", type=int, required=True)
+    ap.add_argument("--batch", type=int, default=0)
+    ap.add_argument("--want", type=float)
+    ap.add_argument("--rtol", type=float, default=1e-5)
+    a = ap.parse_args()
+    cfg, w = load(a.ckpt)
+    got = loss(cfg, w, tokens(a.data, cfg["max_position_embeddings"], a.gbs, a.batch))
+    print("%.9f" % got)
+    if a.want is not None and not abs(got - a.want) <= a.rtol * abs(a.want):
+        sys.exit("loss %.9f, the executor's %.9f (rtol %g)" % (got, a.want, a.rtol))
+
+
+if __name__ == "__main__":
+    main()
