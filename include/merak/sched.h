@@ -175,6 +175,11 @@ int mk_sched_check_size(int pp, int vpp, int m);
 mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec);
 void mk_sched_free(mk_sched_t *s);
 
+/* The checkpoint count of every plain F (ckpt[pp*vpp] at s*vpp+c, as
+ * mk_sched_t.ckpt) that mk_sched_build would resolve from spec, without
+ * building the streams.  Returns 0, or -1 on a bad spec as mk_sched_build. */
+int mk_sched_ckpt_counts(const mk_sched_spec_t *spec, int *ckpt);
+
 /* Completeness and deadlock freedom; fills rep (caller frees
  * rep->max_inflight with free()).  Returns 0, or -1 naming the violation. */
 int mk_sched_verify(const mk_sched_t *s, mk_sched_report_t *rep);

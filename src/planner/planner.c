@@ -152,13 +152,9 @@ static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
     int layers[MK_PLAN_MAX_VSTAGES];
     mk_sched_spec_t spec;
     mk_plan_t q = *p;
-    q.m = q.pp; /* counts do not depend on m: build the smallest valid streams */
+    q.m = q.pp; /* counts do not depend on m: the smallest valid spec */
     mk_plan_sched_spec(&q, g, 0, layers, &spec);
-    mk_sched_t *s = mk_sched_build(&spec);
-    if (!s) return -1;
-    memcpy(out, s->ckpt, (size_t)p->n_vstages * sizeof *out);
-    mk_sched_free(s);
-    return 0;
+    return mk_sched_ckpt_counts(&spec, out);
 }
 
 /* Remember the candidate closest to fitting, for the no-fit report. */
