@@ -152,15 +152,43 @@ static void (*const adjusters[MK_SCHED_COUNT])(mk_sched_t *) = {
 /* The most instructions a stage's stream holds: per (micro-batch, chunk)
  * LOAD, RECV_ACT, F, SEND_ACT, R, RECV_GRAD, B (or B_IN), SEND_GRAD and
  * B_W (mk_sched_emit), then the tail's REDUCE_TIED, buckets and OPT_STEP.
- * Reserved up front (malloc: pages a stream does not fill are never
- * touched), so a build does not realloc; a failed reservation only leaves
- * mk_sched_push to grow the stream. */
-static void reserve_streams(mk_sched_t *s)
+ * Each stream gets that room up front, from the pool's spare buffers when
+ * it has one (pages already touched) or malloc (pages a stream does not
+ * fill are never touched), so a build does not realloc; a failed
+ * reservation only leaves mk_sched_push to grow the stream. */
+static void reserve_streams(mk_sched_t *s, mk_sched_pool_t *pool)
 {
     int64_t n = 9 * (int64_t)s->spec.m * s->spec.vpp + 2 + s->spec.grad_buckets;
-    for (int st = 0; st < s->spec.pp; st++)
-        if ((s->streams[st].v = malloc((size_t)n * sizeof *s->streams[st].v)))
-            s->streams[st].cap = (int)n; /* within 9 MK_MAX_SCHED_UNITS + the buckets */
+    for (int st = 0; st < s->spec.pp; st++) {
+        mk_stream_t b = {0, 0, NULL};
+        if (pool && pool->n) b = pool->spare[--pool->n];
+        if (b.cap < n) { /* the old contents are not needed: no realloc copy */
+            free(b.v);
+            b.v = malloc((size_t)n * sizeof *b.v);
+            b.cap = b.v ? (int)n : 0; /* within 9 MK_MAX_SCHED_UNITS + the buckets */
+        }
+        s->streams[st] = (mk_stream_t){0, b.cap, b.v};
+    }
+}
+
+/* Keep a stream's buffer for the next build (freed when the pool is full
+ * or cannot grow). */
+static void pool_put(mk_sched_pool_t *pool, mk_stream_t *b)
+{
+    if (pool && pool->n == pool->cap && pool->cap < MK_SCHED_POOL_MAX) {
+        int cap = pool->cap ? 2 * pool->cap : 64;
+        mk_stream_t *v = realloc(pool->spare, (size_t)cap * sizeof *v);
+        if (v) pool->spare = v, pool->cap = cap;
+    }
+    if (pool && b->v && pool->n < pool->cap) pool->spare[pool->n++] = (mk_stream_t){0, b->cap, b->v};
+    else free(b->v);
+}
+
+void mk_sched_pool_free(mk_sched_pool_t *pool)
+{
+    for (int i = 0; i < pool->n; i++) free(pool->spare[i].v);
+    free(pool->spare);
+    memset(pool, 0, sizeof *pool);
 }
 
 /* The spec checked and its checkpoint counts resolved (the policy, then
@@ -194,16 +222,21 @@ fail:
     return NULL;
 }
 
-mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec)
+mk_sched_t *mk_sched_build_pooled(const mk_sched_spec_t *spec, mk_sched_pool_t *pool)
 {
     mk_sched_t *s = sched_prepare(spec, 1);
     if (!s) return NULL;
-    reserve_streams(s);
+    reserve_streams(s, pool);
     if (generators[s->spec.kind](s) < 0 || emit_tail(s) < 0) {
-        mk_sched_free(s);
+        mk_sched_recycle(s, pool);
         return NULL;
     }
     return s;
+}
+
+mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec)
+{
+    return mk_sched_build_pooled(spec, NULL);
 }
 
 int mk_sched_ckpt_counts(const mk_sched_spec_t *spec, int *ckpt)
@@ -215,13 +248,18 @@ int mk_sched_ckpt_counts(const mk_sched_spec_t *spec, int *ckpt)
     return 0;
 }
 
-void mk_sched_free(mk_sched_t *s)
+void mk_sched_recycle(mk_sched_t *s, mk_sched_pool_t *pool)
 {
     if (!s) return;
     if (s->streams)
-        for (int i = 0; i < s->spec.pp; i++) free(s->streams[i].v);
+        for (int i = 0; i < s->spec.pp; i++) pool_put(pool, &s->streams[i]);
     free(s->streams);
     free(s->ckpt);
     free(s->layers);
     free(s);
+}
+
+void mk_sched_free(mk_sched_t *s)
+{
+    mk_sched_recycle(s, NULL);
 }

@@ -378,7 +378,8 @@ static int search_streams(mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t
  * checkpointed layers whose stream walk fits (binary search over plain F's
  * count on the current streams), rebuilding the streams until the counts
  * are stable (the streams may depend on them). */
-int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
+int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                               mk_sched_pool_t *pool)
 {
     int layers[MK_PLAN_MAX_VSTAGES];
     if (p->n_vstages != mk_plan_vstages(p) || p->m < 1) return mk_error_set("plan has no stage bounds (check it first)");
@@ -390,14 +391,19 @@ int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
         int spl[MK_PLAN_MAX_VSTAGES], changed = 0;
         mk_sched_spec_t spec;
         mk_plan_sched_spec(p, g, p->dp > 1, spl, &spec);
-        mk_sched_t *sch = mk_sched_build(&spec);
+        mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
         rc = sch ? search_streams(p, g, o, sch, prev, c->dev.mem_bytes, &changed) : -1;
-        mk_sched_free(prev);
+        mk_sched_recycle(prev, pool);
         prev = sch;
         if (!changed) break;
     }
-    mk_sched_free(prev);
+    mk_sched_recycle(prev, pool);
     return rc;
+}
+
+int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
+{
+    return mk_sim_resolve_auto_pooled(c, p, g, o, NULL);
 }
 
 int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g)
