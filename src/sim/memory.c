@@ -143,8 +143,9 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
 {
     if (s < 0 || s >= p->pp) return mk_error_set("stage %d out of range (pp %d)", s, p->pp);
     if (p->n_vstages != mk_plan_vstages(p)) return mk_error_set("plan has no stage bounds (check it first)");
-    int layers[MK_PLAN_MAX_VSTAGES];
-    mk_plan_ckpt_layers(p, g, layers);
+    int layers[MK_PLAN_MAX_VSTAGES] = {0};
+    /* only the policy's counts need them; the planner's many calls give ckpt */
+    if (!ckpt) mk_plan_ckpt_layers(p, g, layers);
     mk_stage_static_t st;
     mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
     memset(out, 0, sizeof *out);
