@@ -163,9 +163,52 @@ static void test_policies(void)
             }
 }
 
+static int same_streams(const mk_sched_t *a, const mk_sched_t *b)
+{
+    if (a->spec.pp != b->spec.pp || memcmp(a->ckpt, b->ckpt, (size_t)a->n_vstages * sizeof *a->ckpt)) return 0;
+    for (int st = 0; st < a->spec.pp; st++)
+        if (a->streams[st].n != b->streams[st].n ||
+            memcmp(a->streams[st].v, b->streams[st].v, (size_t)a->streams[st].n * sizeof *a->streams[st].v))
+            return 0;
+    return 1;
+}
+
+/* mk_sched_ckpt_counts gives the build's counts (merak's adjustments
+ * included) without streams, and a build from a pool that earlier builds
+ * of other shapes filled gives the streams of a fresh build. */
+static void test_counts_and_pool(void)
+{
+    int layers[8] = {4, 4, 4, 4, 4, 4, 4, 4};
+    mk_recompute_kind_t rks[] = {MK_RECOMPUTE_NONE, MK_RECOMPUTE_FULL, MK_RECOMPUTE_STAGE_AWARE};
+    mk_sched_pool_t pool = {0};
+    for (int k = 0; k < MK_SCHED_COUNT; k++)
+        for (int p = 1; p <= 8; p++)
+            for (int r = 0; r < 3; r++) {
+                int v = k == MK_SCHED_INTERLEAVED && p <= 4 ? 2 : 1, ck[8] = {-1};
+                mk_sched_spec_t sp = {.kind = k, .pp = p, .m = 2 * p, .vpp = v, .recompute = {rks[r], 0.5},
+                                      .layers = layers, .grad_buckets = 2, .tied = 1};
+                mk_sched_t *s = mk_sched_build(&sp), *q = mk_sched_build_pooled(&sp, &pool);
+                CHECK(s && q && mk_sched_ckpt_counts(&sp, ck) == 0, "%s p=%d: %s", mk_sched_kind_name(k), p,
+                      mk_error_last());
+                if (!s || !q) exit(1);
+                CHECK(!memcmp(ck, s->ckpt, (size_t)s->n_vstages * sizeof *ck), "%s p=%d r=%d: counts differ",
+                      mk_sched_kind_name(k), p, r);
+                CHECK(same_streams(s, q), "%s p=%d r=%d: pooled streams differ", mk_sched_kind_name(k), p, r);
+                mk_sched_free(s);
+                mk_sched_recycle(q, &pool);
+            }
+    CHECK(pool.n > 0, "the pool kept no buffer");
+    mk_sched_spec_t bad = {.kind = MK_SCHED_INTERLEAVED, .pp = 4, .m = 6, .vpp = 2};
+    int ck[8];
+    CHECK(mk_sched_ckpt_counts(&bad, ck) < 0 && strstr(mk_error_last(), "multiple"), "bad spec: %s",
+          mk_error_last());
+    mk_sched_pool_free(&pool);
+}
+
 int main(void)
 {
     test_policies();
+    test_counts_and_pool();
     test_golden();
     test_stage_ratio();
     test_errors();

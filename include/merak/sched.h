@@ -170,10 +170,32 @@ const char *mk_instr_op_name(mk_instr_op_t op);
  * is built.  Returns 0 or -1 naming the cap. */
 int mk_sched_check_size(int pp, int vpp, int m);
 
+/* Stream buffers kept between builds: a search builds streams thousands
+ * of times, and fresh memory for each cost more in page faults than the
+ * build itself (a third of `merak plan`'s time).  A pooled build takes its
+ * streams' buffers from the pool and mk_sched_recycle gives them back, so
+ * the pages are touched once.  Zero-initialise; at most MK_SCHED_POOL_MAX
+ * buffers (two builds of MK_MAX_VSTAGES stages) are kept. */
+#define MK_SCHED_POOL_MAX 1024
+typedef struct mk_sched_pool {
+    mk_stream_t *spare;         /* [n] buffers (their n is 0), cap slots */
+    int n, cap;
+} mk_sched_pool_t;
+
+void mk_sched_pool_free(mk_sched_pool_t *pool);
+
 /* Build the streams.  Returns NULL on a bad spec (p or m < 1, interleaved
  * with m not a multiple of p, ...) with mk_error_last() naming it. */
 mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec);
 void mk_sched_free(mk_sched_t *s);
+/* The same with the streams' buffers from and back to pool (NULL: none). */
+mk_sched_t *mk_sched_build_pooled(const mk_sched_spec_t *spec, mk_sched_pool_t *pool);
+void mk_sched_recycle(mk_sched_t *s, mk_sched_pool_t *pool);
+
+/* The checkpoint count of every plain F (ckpt[pp*vpp] at s*vpp+c, as
+ * mk_sched_t.ckpt) that mk_sched_build would resolve from spec, without
+ * building the streams.  Returns 0, or -1 on a bad spec as mk_sched_build. */
+int mk_sched_ckpt_counts(const mk_sched_spec_t *spec, int *ckpt);
 
 /* Completeness and deadlock freedom; fills rep (caller frees
  * rep->max_inflight with free()).  Returns 0, or -1 naming the violation. */

@@ -99,6 +99,10 @@ int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_grap
  * layers such that mk_sim_stage_memory fits the device (all layers where
  * nothing fits).  Sets p->ckpt and p->has_ckpt.  Returns 0 or -1. */
 int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
+/* The same with the search's streams built from and recycled to pool
+ * (merak/sched.h; the planner keeps one for all its candidates). */
+int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                               mk_sched_pool_t *pool);
 /* mk_sim_resolve_auto with the default options: the resolve_auto of
  * mk_plan_resolve_opts_t (merak/plan_ctx.h) on the simulator's paths. */
 int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);

@@ -127,6 +127,7 @@ typedef struct mk_walk {
     unsigned char *rran;        /* [pp*m*vpp] R ran since that forward */
     unsigned char *sent;        /* [mk_walk_n_keys] SEND issued (BUFFERED, RENDEZVOUS; LOCAL: NULL:
                                    a stage alone gates nothing on its sends) */
+    unsigned char skip[MK_INSTR_COUNT]; /* per op: LOCAL, no hook watches it: passed over undecoded */
 } mk_walk_t;
 
 /* Message key of a SEND/RECV: (act or grad, micro-batch, receiving virtual

@@ -33,6 +33,7 @@ typedef struct {
     mk_planner_result_t *r;
     mk_sim_opts_t so;
     long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */
+    mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
 } mk_search_t;
 
 void mk_planner_opts_init(mk_planner_opts_t *o)
@@ -152,13 +153,9 @@ static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
     int layers[MK_PLAN_MAX_VSTAGES];
     mk_sched_spec_t spec;
     mk_plan_t q = *p;
-    q.m = q.pp; /* counts do not depend on m: build the smallest valid streams */
+    q.m = q.pp; /* counts do not depend on m: the smallest valid spec */
     mk_plan_sched_spec(&q, g, 0, layers, &spec);
-    mk_sched_t *s = mk_sched_build(&spec);
-    if (!s) return -1;
-    memcpy(out, s->ckpt, (size_t)p->n_vstages * sizeof *out);
-    mk_sched_free(s);
-    return 0;
+    return mk_sched_ckpt_counts(&spec, out);
 }
 
 /* Remember the candidate closest to fitting, for the no-fit report. */
@@ -211,7 +208,7 @@ static int state_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
 static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g, int *ck)
 {
     if (p->recompute.kind == MK_RECOMPUTE_AUTO) {
-        if (mk_sim_resolve_auto(S->cl, p, g, &S->so) < 0) return 0;
+        if (mk_sim_resolve_auto_pooled(S->cl, p, g, &S->so, &S->pool) < 0) return 0;
         return plan_fits(S, p, g, 1, ck);
     }
     if (p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return plan_fits(S, p, g, 1, ck);
@@ -531,6 +528,7 @@ static void search_free(mk_search_t *S)
     }
     free(S->gc);
     free(S->c);
+    mk_sched_pool_free(&S->pool);
 }
 
 int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,

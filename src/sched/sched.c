@@ -40,18 +40,14 @@ const char *mk_instr_op_name(mk_instr_op_t op)
 
 int64_t mk_vstages(int pp, int vpp) { return (int64_t)pp * vpp; }
 
-int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk, int peer,
-                  int ckpt)
+int mk_sched_grow(mk_sched_t *s, int stage)
 {
     mk_stream_t *st = &s->streams[stage];
-    if (st->n == st->cap) {
-        int cap = st->cap ? 2 * st->cap : 64;
-        mk_instr_t *v = realloc(st->v, (size_t)cap * sizeof *v);
-        if (!v) return mk_error_set("sched: out of memory for stage %d's stream", stage);
-        st->v = v;
-        st->cap = cap;
-    }
-    st->v[st->n++] = (mk_instr_t){op, mb, chunk, peer, ckpt};
+    int cap = st->cap ? 2 * st->cap : 64;
+    mk_instr_t *v = realloc(st->v, (size_t)cap * sizeof *v);
+    if (!v) return mk_error_set("sched: out of memory for stage %d's stream", stage);
+    st->v = v;
+    st->cap = cap;
     return 0;
 }
 
@@ -60,7 +56,8 @@ int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk,
 int mk_sched_emit(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk)
 {
     int p = s->spec.pp, k = chunk * p + stage, last = s->n_vstages - 1;
-    int prev = (k + p - 1) % p, next = (k + 1) % p;
+    /* the stages of k-1 and k+1: (k -+ 1) mod p, as neighbours (no division per instruction) */
+    int prev = stage == 0 ? p - 1 : stage - 1, next = stage + 1 == p ? 0 : stage + 1;
     int fwd = op == MK_INSTR_F || op == MK_INSTR_F_PRE;
     int bwd = op == MK_INSTR_B || op == MK_INSTR_B_IN;
     int rc = 0;
@@ -145,7 +142,59 @@ static int (*const generators[MK_SCHED_COUNT])(mk_sched_t *) = {
     [MK_SCHED_ZB_H1] = mk_sched_gen_zbh1,
 };
 
-mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec)
+/* A schedule's own changes to the policy's counts, made before its streams. */
+static void (*const adjusters[MK_SCHED_COUNT])(mk_sched_t *) = {
+    [MK_SCHED_MERAK] = mk_sched_merak_adjust_ckpt,
+    [MK_SCHED_MERAK_PRE] = mk_sched_merak_adjust_ckpt,
+    [MK_SCHED_MERAK_LAST] = mk_sched_merak_adjust_ckpt,
+};
+
+/* The most instructions a stage's stream holds: per (micro-batch, chunk)
+ * LOAD, RECV_ACT, F, SEND_ACT, R, RECV_GRAD, B (or B_IN), SEND_GRAD and
+ * B_W (mk_sched_emit), then the tail's REDUCE_TIED, buckets and OPT_STEP.
+ * Each stream gets that room up front, from the pool's spare buffers when
+ * it has one (pages already touched) or malloc (pages a stream does not
+ * fill are never touched), so a build does not realloc; a failed
+ * reservation only leaves mk_sched_push to grow the stream. */
+static void reserve_streams(mk_sched_t *s, mk_sched_pool_t *pool)
+{
+    int64_t n = 9 * (int64_t)s->spec.m * s->spec.vpp + 2 + s->spec.grad_buckets;
+    for (int st = 0; st < s->spec.pp; st++) {
+        mk_stream_t b = {0, 0, NULL};
+        if (pool && pool->n) b = pool->spare[--pool->n];
+        if (b.cap < n) { /* the old contents are not needed: no realloc copy */
+            free(b.v);
+            b.v = malloc((size_t)n * sizeof *b.v);
+            b.cap = b.v ? (int)n : 0; /* within 9 MK_MAX_SCHED_UNITS + the buckets */
+        }
+        s->streams[st] = (mk_stream_t){0, b.cap, b.v};
+    }
+}
+
+/* Keep a stream's buffer for the next build (freed when the pool is full
+ * or cannot grow). */
+static void pool_put(mk_sched_pool_t *pool, mk_stream_t *b)
+{
+    if (pool && pool->n == pool->cap && pool->cap < MK_SCHED_POOL_MAX) {
+        int cap = pool->cap ? 2 * pool->cap : 64;
+        mk_stream_t *v = realloc(pool->spare, (size_t)cap * sizeof *v);
+        if (v) pool->spare = v, pool->cap = cap;
+    }
+    if (pool && b->v && pool->n < pool->cap) pool->spare[pool->n++] = (mk_stream_t){0, b->cap, b->v};
+    else free(b->v);
+}
+
+void mk_sched_pool_free(mk_sched_pool_t *pool)
+{
+    for (int i = 0; i < pool->n; i++) free(pool->spare[i].v);
+    free(pool->spare);
+    memset(pool, 0, sizeof *pool);
+}
+
+/* The spec checked and its checkpoint counts resolved (the policy, then
+ * the schedule's adjustment); with_streams: also the empty streams.  NULL
+ * on a bad spec. */
+static mk_sched_t *sched_prepare(const mk_sched_spec_t *spec, int with_streams)
 {
     int vpp = spec->vpp ? spec->vpp : 1;
     if (check_spec(spec, vpp) < 0) return NULL;
@@ -158,28 +207,59 @@ mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec)
     s->n_vstages = nc;
     s->ckpt = calloc((size_t)nc, sizeof *s->ckpt);
     s->layers = calloc((size_t)nc, sizeof *s->layers);
-    s->streams = calloc((size_t)spec->pp, sizeof *s->streams);
-    if (!s->ckpt || !s->layers || !s->streams) {
+    if (with_streams) s->streams = calloc((size_t)spec->pp, sizeof *s->streams);
+    if (!s->ckpt || !s->layers || (with_streams && !s->streams)) {
         mk_error_set("sched: out of memory");
         goto fail;
     }
     for (int i = 0; i < nc; i++) s->layers[i] = spec->layers ? spec->layers[i] : 1;
     s->layers_given = spec->layers != NULL;
     if (mk_sched_resolve_ckpt(s, spec->ckpt) < 0) goto fail;
-    if (generators[s->spec.kind](s) < 0 || emit_tail(s) < 0) goto fail;
+    if (adjusters[s->spec.kind]) adjusters[s->spec.kind](s);
     return s;
 fail:
     mk_sched_free(s);
     return NULL;
 }
 
-void mk_sched_free(mk_sched_t *s)
+mk_sched_t *mk_sched_build_pooled(const mk_sched_spec_t *spec, mk_sched_pool_t *pool)
+{
+    mk_sched_t *s = sched_prepare(spec, 1);
+    if (!s) return NULL;
+    reserve_streams(s, pool);
+    if (generators[s->spec.kind](s) < 0 || emit_tail(s) < 0) {
+        mk_sched_recycle(s, pool);
+        return NULL;
+    }
+    return s;
+}
+
+mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec)
+{
+    return mk_sched_build_pooled(spec, NULL);
+}
+
+int mk_sched_ckpt_counts(const mk_sched_spec_t *spec, int *ckpt)
+{
+    mk_sched_t *s = sched_prepare(spec, 0);
+    if (!s) return -1;
+    memcpy(ckpt, s->ckpt, (size_t)s->n_vstages * sizeof *ckpt);
+    mk_sched_free(s);
+    return 0;
+}
+
+void mk_sched_recycle(mk_sched_t *s, mk_sched_pool_t *pool)
 {
     if (!s) return;
     if (s->streams)
-        for (int i = 0; i < s->spec.pp; i++) free(s->streams[i].v);
+        for (int i = 0; i < s->spec.pp; i++) pool_put(pool, &s->streams[i]);
     free(s->streams);
     free(s->ckpt);
     free(s->layers);
     free(s);
+}
+
+void mk_sched_free(mk_sched_t *s)
+{
+    mk_sched_recycle(s, NULL);
 }

@@ -20,15 +20,29 @@ static inline int mk_sched_ckpt(const mk_sched_t *s, int stage, int chunk)
     return s->ckpt[stage * s->spec.vpp + chunk];
 }
 
-/* Append one instruction to a stage's stream. */
-int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk, int peer,
-                  int ckpt);
+/* Make room for one more instruction on a stage's stream (mk_sched_push's
+ * slow path: mk_sched_build reserves each stream's bound up front). */
+int mk_sched_grow(mk_sched_t *s, int stage);
+
+/* Append one instruction to a stage's stream (inline: every instruction of
+ * every build goes through it). */
+static inline int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk,
+                                int peer, int ckpt)
+{
+    mk_stream_t *st = &s->streams[stage];
+    if (st->n == st->cap && mk_sched_grow(s, stage) < 0) return -1;
+    st->v[st->n++] = (mk_instr_t){op, mb, chunk, peer, ckpt};
+    return 0;
+}
 
 /* Append a compute op with the LOAD / RECV before it and the SEND after it. */
 int mk_sched_emit(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk);
 
 /* Fill s->ckpt from the recompute policy (sched_recompute.c). */
 int mk_sched_resolve_ckpt(mk_sched_t *s, const int *explicit_ckpt);
+
+/* merak-last / merak: the policy counts' adjustments (sched_merak.c). */
+void mk_sched_merak_adjust_ckpt(mk_sched_t *s);
 
 /* 1F1B-family order on one stage: issue F while fewer than cap(nb)
  * micro-batches are in flight, else B.  pre[mb] != 0 makes that forward

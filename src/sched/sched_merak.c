@@ -26,8 +26,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Policy adjustments of merak-last / merak (one chunk per stage). */
-static void adjust_ckpt(mk_sched_t *s)
+/* Policy adjustments of merak-last / merak (one chunk per stage); the
+ * builder makes them with the policy (sched.c), before the streams. */
+void mk_sched_merak_adjust_ckpt(mk_sched_t *s)
 {
     int p = s->spec.pp;
     mk_recompute_kind_t rk = s->spec.recompute.kind;
@@ -65,7 +66,6 @@ int mk_sched_gen_merak(mk_sched_t *s)
 {
     unsigned char *pre = malloc((size_t)s->spec.m);
     if (!pre) return mk_error_set("sched: out of memory");
-    adjust_ckpt(s);
     int rc = 0;
     for (int st = 0; st < s->spec.pp && rc == 0; st++) {
         int cap2 = pre_set(s, st, pre);

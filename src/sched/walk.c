@@ -7,6 +7,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The hot path's pieces are inlined into the stage loop: the walk's cost
+ * is per instruction, and the calls were a third of it (callgrind). */
+#if defined(__GNUC__)
+#define WALK_INLINE inline __attribute__((always_inline))
+#else
+#define WALK_INLINE inline
+#endif
+
 /* SEND_ACT, RECV_ACT, SEND_GRAD, RECV_GRAD: the enum's range SEND_ACT..RECV_GRAD. */
 static int is_p2p(mk_instr_op_t op) { return op >= MK_INSTR_SEND_ACT && op <= MK_INSTR_RECV_GRAD; }
 
@@ -20,7 +28,7 @@ int mk_walk_n_keys(const mk_sched_t *s)
     return 2 * s->spec.m * s->n_vstages;
 }
 
-int mk_walk_msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in)
+static WALK_INLINE int msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in)
 {
     if (!is_p2p(in->op)) return -1;
     int p = s->spec.pp, V = s->n_vstages, k = in->chunk * p + stage;
@@ -32,6 +40,11 @@ int mk_walk_msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in)
     return (grad * s->spec.m + in->mb) * V + dst;
 }
 
+int mk_walk_msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in)
+{
+    return msg_key(s, stage, in);
+}
+
 /* The last backward work of stage st (it starts the stage's final gradients). */
 static int find_last_bwd(const mk_sched_t *s, int st)
 {
@@ -41,6 +54,19 @@ static int find_last_bwd(const mk_sched_t *s, int st)
         if (op == MK_INSTR_B || op == MK_INSTR_B_IN || op == MK_INSTR_B_W) return i;
     }
     return -1;
+}
+
+/* LOCAL: a communication op no hook watches changes nothing another op
+ * reads (the send table is off there), so it is passed over undecoded:
+ * a memory walk then costs its compute ops only.  Asked once per op at
+ * init (mk_walk_t.skip), not per instruction. */
+static int unwatched(const mk_walk_t *w, mk_instr_op_t op)
+{
+    const mk_walk_hooks_t *h = &w->h;
+    if (w->o.mode != MK_WALK_LOCAL || mk_instr_is_compute(op)) return 0;
+    if (is_p2p(op)) return !(is_send(op) ? h->send : h->recv);
+    return op == MK_INSTR_LOAD ? !h->load : !h->collective && op != MK_INSTR_REDUCE_GRADS &&
+                                                op != MK_INSTR_REDUCE_TIED;
 }
 
 /* One stage alone (LOCAL) touches only its own stream and slots: no send
@@ -70,6 +96,7 @@ int mk_walk_init(mk_walk_t *w, const mk_sched_t *s, const mk_walk_opts_t *opts,
         mk_walk_free(w);
         return mk_error_set("stream walker: out of memory");
     }
+    for (int op = 0; op < MK_INSTR_COUNT; op++) w->skip[op] = (unsigned char)unwatched(w, (mk_instr_op_t)op);
     for (int st = 0; st < w->pp; st++) {
         w->last_bwd[st] = local ? -2 : find_last_bwd(s, st); /* -2: not looked for yet */
         w->waiting[st] = -1;
@@ -106,7 +133,7 @@ void mk_walk_free(mk_walk_t *w)
 }
 
 /* F/F_PRE fix the slot's checkpoint count; R, B, B_IN and B_W read it. */
-static void decode_compute(const mk_walk_t *w, mk_walk_ev_t *ev)
+static WALK_INLINE void decode_compute(const mk_walk_t *w, mk_walk_ev_t *ev)
 {
     const mk_instr_t *in = ev->in;
     int c = ev->stage * w->vpp + in->chunk;
@@ -133,35 +160,41 @@ static void decode_compute(const mk_walk_t *w, mk_walk_ev_t *ev)
     ev->inflight += ev->holds - ev->releases;
 }
 
-static int decode_p2p(const mk_walk_t *w, mk_walk_ev_t *ev)
+static WALK_INLINE int decode_p2p(const mk_walk_t *w, mk_walk_ev_t *ev)
 {
     int up = goes_up(ev->in->op), st = ev->stage;
     ev->vpeer = up ? ev->vstage + 1 : ev->vstage - 1;
     /* vpeer mod pp, as the neighbouring stage (no division: this runs per instruction) */
     ev->peer = up ? (st + 1 == w->pp ? 0 : st + 1) : (st == 0 ? w->pp - 1 : st - 1);
-    ev->key = mk_walk_msg_key(w->s, ev->stage, ev->in);
+    ev->key = msg_key(w->s, ev->stage, ev->in);
     if (ev->key < 0 && !w->o.lenient)
         return mk_error_set("stage %d instruction %d: bad %s", ev->stage, ev->index,
                             mk_instr_op_name(ev->in->op));
     return 0;
 }
 
-static int decode(const mk_walk_t *w, int st, int i, mk_walk_ev_t *ev)
+/* Ops of one (micro-batch, chunk): LOAD, compute and p2p, the enum's LOAD..RECV_GRAD. */
+static int per_slot(mk_instr_op_t op) { return (unsigned)op <= MK_INSTR_RECV_GRAD; }
+
+/* Instruction i (in) of stage st into ev.  Inline: the walk's hot path
+ * decodes every instruction it does not pass over. */
+static WALK_INLINE int decode(const mk_walk_t *w, int st, int i, const mk_instr_t *in, mk_walk_ev_t *ev)
 {
-    const mk_instr_t *in = &w->s->streams[st].v[i];
     mk_instr_op_t op = in->op;
     *ev = (mk_walk_ev_t){.in = in, .stage = st, .index = i, .slot = -1,
                          .vstage = in->chunk * w->pp + st, .vpeer = -1, .peer = -1, .key = -1,
                          .inflight = w->inflight[st], .last_bwd = i == w->last_bwd[st],
                          .bucket = -1};
-    if (op == MK_INSTR_LOAD || mk_instr_is_compute(op) || is_p2p(op)) {
-        if (in->mb < 0 || in->mb >= w->m || in->chunk < 0 || in->chunk >= w->vpp)
+    if (per_slot(op)) {
+        /* unsigned: one compare per range (m, vpp >= 1) */
+        if ((unsigned)in->mb >= (unsigned)w->m || (unsigned)in->chunk >= (unsigned)w->vpp)
             return mk_error_set("stage %d instruction %d: %s has mb %d chunk %d out of range", st,
                                 i, mk_instr_op_name(op), in->mb, in->chunk);
         ev->slot = in->mb * w->vpp + in->chunk;
+        if (mk_instr_is_compute(op)) decode_compute(w, ev);
+        else if (is_p2p(op)) return decode_p2p(w, ev);
+        return 0;
     }
-    if (mk_instr_is_compute(op)) decode_compute(w, ev);
-    if (is_p2p(op)) return decode_p2p(w, ev);
     if (op == MK_INSTR_REDUCE_GRADS) ev->bucket = w->nbucket[st];
     if (op == MK_INSTR_REDUCE_TIED) {
         ev->peer = st == 0 ? w->pp - 1 : 0;
@@ -173,10 +206,16 @@ static int decode(const mk_walk_t *w, int st, int i, mk_walk_ev_t *ev)
     return 0;
 }
 
+/* Stage st's next instruction (pos < n). */
+static const mk_instr_t *next_instr(const mk_walk_t *w, int st)
+{
+    return &w->s->streams[st].v[w->pos[st]];
+}
+
 int mk_walk_peek(const mk_walk_t *w, int s, mk_walk_ev_t *ev)
 {
     if (w->pos[s] >= w->s->streams[s].n) return mk_error_set("stage %d: the stream has ended", s);
-    return decode(w, s, w->pos[s], ev);
+    return decode(w, s, w->pos[s], next_instr(w, s), ev);
 }
 
 static mk_instr_op_t partner_op(mk_instr_op_t op)
@@ -196,12 +235,12 @@ static int meets(const mk_walk_t *w, const mk_walk_ev_t *ev)
     int q = ev->peer;
     if (q < 0 || w->pos[q] >= w->s->streams[q].n) return 0;
     mk_walk_ev_t o;
-    if (decode(w, q, w->pos[q], &o) < 0) return -1;
+    if (decode(w, q, w->pos[q], next_instr(w, q), &o) < 0) return -1;
     return o.in->op == partner_op(ev->in->op) && o.peer == ev->stage && o.key == ev->key;
 }
 
 /* 1 ready, 0 not yet, -1 error.  Reaching a REDUCE_TIED counts as arriving. */
-static int ready(mk_walk_t *w, const mk_walk_ev_t *ev)
+static WALK_INLINE int ready(mk_walk_t *w, const mk_walk_ev_t *ev)
 {
     mk_instr_op_t op = ev->in->op;
     int st = ev->stage;
@@ -214,7 +253,7 @@ static int ready(mk_walk_t *w, const mk_walk_ev_t *ev)
     return is_send(op) || w->sent[ev->key];
 }
 
-static int call_hooks(mk_walk_t *w, const mk_walk_ev_t *ev)
+static WALK_INLINE int call_hooks(mk_walk_t *w, const mk_walk_ev_t *ev)
 {
     const mk_walk_hooks_t *h = &w->h;
     mk_instr_op_t op = ev->in->op;
@@ -230,7 +269,7 @@ static int call_hooks(mk_walk_t *w, const mk_walk_ev_t *ev)
     return f ? f(h->ctx, ev) : MK_WALK_GO;
 }
 
-static void commit(mk_walk_t *w, const mk_walk_ev_t *ev)
+static WALK_INLINE void commit(mk_walk_t *w, const mk_walk_ev_t *ev)
 {
     int st = ev->stage;
     size_t g = (size_t)st * w->nmc + ev->slot;
@@ -266,7 +305,7 @@ static int wake_peer(mk_walk_t *w, const mk_walk_ev_t *ev)
 static int move_peer(mk_walk_t *w, int q)
 {
     mk_walk_ev_t o;
-    if (decode(w, q, w->pos[q], &o) < 0) return -1;
+    if (decode(w, q, w->pos[q], next_instr(w, q), &o) < 0) return -1;
     int rc = call_hooks(w, &o);
     if (rc < 0) return -1;
     commit(w, &o);
@@ -283,18 +322,6 @@ static int stop_blocked(mk_walk_t *w, const mk_walk_ev_t *ev)
     return w->h.block && w->h.block(w->h.ctx, ev) < 0 ? -1 : 0;
 }
 
-/* LOCAL: a communication op no hook watches changes nothing another op
- * reads (the send table is off there), so it is passed over undecoded:
- * a memory walk then costs its compute ops only. */
-static int unwatched(const mk_walk_t *w, mk_instr_op_t op)
-{
-    const mk_walk_hooks_t *h = &w->h;
-    if (w->o.mode != MK_WALK_LOCAL || mk_instr_is_compute(op)) return 0;
-    if (is_p2p(op)) return !(is_send(op) ? h->send : h->recv);
-    return op == MK_INSTR_LOAD ? !h->load : !h->collective && op != MK_INSTR_REDUCE_GRADS &&
-                                                op != MK_INSTR_REDUCE_TIED;
-}
-
 /* One instruction of stage st: 1 done, 2 done and yielded, 0 stopped, -1 error. */
 static int step(mk_walk_t *w, int st)
 {
@@ -303,14 +330,15 @@ static int step(mk_walk_t *w, int st)
         w->state[st] = MK_WALK_ENDED;
         return 0;
     }
-    if (unwatched(w, w->s->streams[st].v[w->pos[st]].op)) {
+    const mk_instr_t *in = next_instr(w, st);
+    if ((unsigned)in->op < MK_INSTR_COUNT ? w->skip[in->op] : unwatched(w, in->op)) {
         w->pos[st]++;
         return 1;
     }
-    if (decode(w, st, w->pos[st], &ev) < 0) return -1;
-    if (is_send(ev.in->op) && ev.key >= 0 && w->sent && w->sent[ev.key] && !w->o.lenient)
+    if (decode(w, st, w->pos[st], in, &ev) < 0) return -1;
+    if (is_send(in->op) && ev.key >= 0 && w->sent && w->sent[ev.key] && !w->o.lenient)
         return mk_error_set("stage %d: %s mb %d chunk %d sent twice", st,
-                            mk_instr_op_name(ev.in->op), ev.in->mb, ev.in->chunk);
+                            mk_instr_op_name(in->op), in->mb, in->chunk);
     int r = ready(w, &ev);
     if (r <= 0) return r < 0 ? -1 : stop_blocked(w, &ev);
     int rc = call_hooks(w, &ev);
@@ -320,7 +348,7 @@ static int step(mk_walk_t *w, int st)
         return 0;
     }
     commit(w, &ev);
-    int paired = w->o.mode == MK_WALK_RENDEZVOUS && (is_p2p(ev.in->op) || ev.in->op == MK_INSTR_REDUCE_TIED);
+    int paired = w->o.mode == MK_WALK_RENDEZVOUS && (is_p2p(in->op) || in->op == MK_INSTR_REDUCE_TIED);
     if ((paired && move_peer(w, ev.peer) < 0) || wake_peer(w, &ev) < 0) return -1;
     w->state[st] = rc == MK_WALK_YIELD ? MK_WALK_YIELDED : MK_WALK_READY;
     return rc == MK_WALK_YIELD ? 2 : 1;

@@ -143,8 +143,9 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
 {
     if (s < 0 || s >= p->pp) return mk_error_set("stage %d out of range (pp %d)", s, p->pp);
     if (p->n_vstages != mk_plan_vstages(p)) return mk_error_set("plan has no stage bounds (check it first)");
-    int layers[MK_PLAN_MAX_VSTAGES];
-    mk_plan_ckpt_layers(p, g, layers);
+    int layers[MK_PLAN_MAX_VSTAGES] = {0};
+    /* only the policy's counts need them; the planner's many calls give ckpt */
+    if (!ckpt) mk_plan_ckpt_layers(p, g, layers);
     mk_stage_static_t st;
     mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
     memset(out, 0, sizeof *out);
@@ -222,12 +223,14 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
     return MK_WALK_GO;
 }
 
-/* One stage's peak search on fixed streams: the walker, the static bytes
- * and the activation memo are made once and reused by every probe (the
- * binary search walks the same stage many times with other F counts). */
+/* The peak search on one set of streams: the walker (one stage at a time)
+ * and the buffers are made once and reused by every stage and probe (the
+ * binary search walks each stage many times with other F counts); the
+ * static bytes and the activation memo are the stage's (peak_search_stage). */
 typedef struct {
     peak_walk_t x;
     mk_act_memo_t M;
+    const mk_sim_opts_t *o;
     int layers[MK_PLAN_MAX_VSTAGES], ckf[MK_PLAN_MAX_VSTAGES];
     mk_walk_t w;
     int have_walk;
@@ -240,17 +243,16 @@ static void peak_search_free(peak_search_t *S)
 }
 
 static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch,
-                            int s, const mk_sim_opts_t *o)
+                            const mk_sim_opts_t *o)
 {
     memset(S, 0, sizeof *S);
-    mk_stage_static_t st;
-    mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
     int v = p->vpp;
     mk_plan_ckpt_layers(p, g, S->layers);
+    S->o = o;
     S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL};
-    for (int c = 0; c < v; c++)
-        if (S->layers[s * v + c] + 1 > S->M.w) S->M.w = S->layers[s * v + c] + 1;
-    S->x = (peak_walk_t){p, g, s, &S->M, st.weights + st.grads + st.optimizer + st.buffers, 0, 0, NULL};
+    for (int i = 0; i < p->n_vstages; i++) /* room for every stage's counts */
+        if (S->layers[i] + 1 > S->M.w) S->M.w = S->layers[i] + 1;
+    S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL};
     S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
     size_t n = (size_t)v * S->M.w;
     S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
@@ -265,6 +267,17 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     return 0;
 }
 
+/* Probes walk stage s from now on: its static bytes, a memo of its chunks. */
+static void peak_search_stage(peak_search_t *S, int s)
+{
+    const mk_plan_t *p = S->x.p;
+    mk_stage_static_t st;
+    mk_sim_stage_static(p, S->x.g, s, S->o, p->dp > 1, &st);
+    S->x.s = s;
+    S->x.stat = st.weights + st.grads + st.optimizer + st.buffers;
+    memset(S->M.have, 0, (size_t)S->M.v * S->M.w);
+}
+
 /* Peak of the stage along its own stream with every plain F checkpointing
  * k layers (capped per chunk at its checkpointable layers).  Memory
  * depends only on the order of a stage's instructions, not on timing, so
@@ -274,71 +287,124 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
 static double peak_search_probe(peak_search_t *S, int k)
 {
     const mk_plan_t *p = S->x.p;
-    for (int i = 0; i < p->pp * p->vpp; i++) S->ckf[i] = k;
+    for (int i = 0; i < p->n_vstages; i++) S->ckf[i] = k;
     memset(S->x.mbs, 0, (size_t)p->m * p->vpp * sizeof *S->x.mbs);
     S->x.stored = 0, S->x.peak = S->x.stat;
     mk_walk_reset_stage(&S->w, S->x.s);
     return mk_walk_stage(&S->w, S->x.s) >= 0 ? S->x.peak : 1e300;
 }
 
-/* Resolve `auto`: a closed-form first guess, then per stage the fewest
- * checkpointed layers whose stream walk fits (binary search over plain F's
- * count on the current streams), rebuilding the streams until the counts
- * are stable (the streams may depend on them). */
-int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
+/* Most checkpointable layers of a chunk of stage s. */
+static int stage_nmax(const mk_plan_t *p, const int *layers, int s)
 {
-    int layers[MK_PLAN_MAX_VSTAGES];
-    if (p->n_vstages != mk_plan_vstages(p) || p->m < 1) return mk_error_set("plan has no stage bounds (check it first)");
-    mk_plan_ckpt_layers(p, g, layers);
-    double limit = c->dev.mem_bytes;
+    int nmax = 0;
+    for (int ch = 0; ch < p->vpp; ch++)
+        if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
+    return nmax;
+}
+
+/* Set stage s's counts to k layers per chunk (capped at the chunk's);
+ * returns 1 if that changed any. */
+static int set_stage_ckpt(mk_plan_t *p, const int *layers, int s, int k)
+{
+    int changed = 0;
+    for (int ch = 0; ch < p->vpp; ch++) {
+        int v = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
+        changed |= p->ckpt[s * p->vpp + ch] != v;
+        p->ckpt[s * p->vpp + ch] = v;
+    }
+    return changed;
+}
+
+/* The closed-form first guess: per stage the fewest k whose
+ * mk_sim_stage_memory fits (the most when none does). */
+static int closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                        const int *layers)
+{
     for (int s = 0; s < p->pp; s++) {
-        int nmax = 0, ck[MK_PLAN_MAX_VSTAGES];
-        for (int ch = 0; ch < p->vpp; ch++)
-            if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
-        int k;
+        int nmax = stage_nmax(p, layers, s), ck[MK_PLAN_MAX_VSTAGES], k;
         for (k = 0; k <= nmax; k++) {
             for (int ch = 0; ch < p->vpp; ch++) ck[ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
             mk_mem_breakdown_t m;
             if (mk_sim_stage_memory(c, p, g, s, ck, -1, o, &m) < 0) return -1;
-            if (m.total <= limit) break;
+            if (m.total <= c->dev.mem_bytes) break;
         }
-        if (k > nmax) k = nmax;
-        for (int ch = 0; ch < p->vpp; ch++)
-            p->ckpt[s * p->vpp + ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
+        set_stage_ckpt(p, layers, s, k > nmax ? nmax : k);
     }
     p->has_ckpt = 1;
-    for (int iter = 0; iter < 8; iter++) {
+    return 0;
+}
+
+/* Stage s's streams in a and b are the same for the peak walk: it reads
+ * every field of every instruction but a plain F's checkpoint count (the
+ * probe's ckpt_f replaces it), so the same streams give the same search. */
+static int same_walk(const mk_sched_t *a, const mk_sched_t *b, int s)
+{
+    const mk_stream_t *x = &a->streams[s], *y = &b->streams[s];
+    if (x->n != y->n) return 0;
+    for (int i = 0; i < x->n; i++) {
+        const mk_instr_t *u = &x->v[i], *v = &y->v[i];
+        if (u->op != v->op || u->mb != v->mb || u->chunk != v->chunk || u->peer != v->peer ||
+            (u->op != MK_INSTR_F && u->ckpt != v->ckpt))
+            return 0;
+    }
+    return 1;
+}
+
+/* Per stage the fewest k that fits on the streams sch (nmax if none), into
+ * p->ckpt; a stage whose stream walks as in prev (the streams the counts
+ * came from) keeps them.  *changed: some count moved.  0 or -1. */
+static int search_streams(mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o, const mk_sched_t *sch,
+                          const mk_sched_t *prev, double limit, int *changed)
+{
+    peak_search_t S;
+    if (peak_search_init(&S, p, g, sch, o) < 0) return -1;
+    *changed = 0;
+    for (int s = 0; s < p->pp; s++) {
+        if (prev && same_walk(prev, sch, s)) continue;
+        int lo = 0, hi = stage_nmax(p, S.layers, s);
+        peak_search_stage(&S, s);
+        while (lo < hi) {
+            int mid = (lo + hi) / 2;
+            if (peak_search_probe(&S, mid) <= limit) hi = mid;
+            else lo = mid + 1;
+        }
+        *changed |= set_stage_ckpt(p, S.layers, s, lo);
+    }
+    peak_search_free(&S);
+    return 0;
+}
+
+/* Resolve `auto`: a closed-form first guess, then per stage the fewest
+ * checkpointed layers whose stream walk fits (binary search over plain F's
+ * count on the current streams), rebuilding the streams until the counts
+ * are stable (the streams may depend on them). */
+int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                               mk_sched_pool_t *pool)
+{
+    int layers[MK_PLAN_MAX_VSTAGES];
+    if (p->n_vstages != mk_plan_vstages(p) || p->m < 1) return mk_error_set("plan has no stage bounds (check it first)");
+    mk_plan_ckpt_layers(p, g, layers);
+    if (closed_guess(c, p, g, o, layers) < 0) return -1;
+    mk_sched_t *prev = NULL;
+    int rc = 0;
+    for (int iter = 0; iter < 8 && rc == 0; iter++) {
         int spl[MK_PLAN_MAX_VSTAGES], changed = 0;
         mk_sched_spec_t spec;
         mk_plan_sched_spec(p, g, p->dp > 1, spl, &spec);
-        mk_sched_t *sch = mk_sched_build(&spec);
-        if (!sch) return -1;
-        for (int s = 0; s < p->pp; s++) {
-            int nmax = 0;
-            for (int ch = 0; ch < p->vpp; ch++)
-                if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
-            int lo = 0, hi = nmax; /* fewest k that fits on these streams (nmax if none) */
-            peak_search_t S;
-            if (peak_search_init(&S, p, g, sch, s, o) < 0) {
-                mk_sched_free(sch);
-                return -1;
-            }
-            while (lo < hi) {
-                int mid = (lo + hi) / 2;
-                if (peak_search_probe(&S, mid) <= limit) hi = mid;
-                else lo = mid + 1;
-            }
-            peak_search_free(&S);
-            for (int ch = 0; ch < p->vpp; ch++) {
-                int v = lo < layers[s * p->vpp + ch] ? lo : layers[s * p->vpp + ch];
-                if (p->ckpt[s * p->vpp + ch] != v) changed = 1;
-                p->ckpt[s * p->vpp + ch] = v;
-            }
-        }
-        mk_sched_free(sch);
+        mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
+        rc = sch ? search_streams(p, g, o, sch, prev, c->dev.mem_bytes, &changed) : -1;
+        mk_sched_recycle(prev, pool);
+        prev = sch;
         if (!changed) break;
     }
-    return 0;
+    mk_sched_recycle(prev, pool);
+    return rc;
+}
+
+int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
+{
+    return mk_sim_resolve_auto_pooled(c, p, g, o, NULL);
 }
 
 int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g)

@@ -11,14 +11,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A handle holding a copy of the cluster, nothing else.  A cache of the
- * per-layer costs (the only thing a run computes that candidates on one
- * cluster could share) is not worth keeping: building the chunk costs is
- * 5.7% of `merak plan`'s time on GPT-20B / 64 GPUs and 0.9% on GPT-175B /
- * 1024 (perf); the stream builds and the recompute resolution, which take
- * no mk_sim_t, are most of the rest. */
+/* A handle holding a copy of the cluster and the buffers of the streams
+ * its runs built (merak/sched.h's pool: the planner runs one handle over
+ * thousands of candidates, and fresh stream memory for each run cost more
+ * in page faults than the build).  A cache of the per-layer costs (the
+ * only thing a run computes that candidates on one cluster could share)
+ * is not worth keeping: building the chunk costs is 5.7% of `merak plan`'s
+ * time on GPT-20B / 64 GPUs and 0.9% on GPT-175B / 1024 (perf). */
 struct mk_sim {
     mk_cluster_t c;
+    mk_sched_pool_t pool;
 };
 
 void mk_sim_opts_init(mk_sim_opts_t *o)
@@ -36,6 +38,7 @@ mk_sim_t *mk_sim_new(const mk_cluster_t *c)
 
 void mk_sim_free(mk_sim_t *s)
 {
+    if (s) mk_sched_pool_free(&s->pool);
     free(s);
 }
 
@@ -62,14 +65,14 @@ static int setup_statics(mk_sim_state_t *R)
 
 /* The streams: the caller's (which then fix the buckets), or built from
  * the context's spec with this run's bucket count. */
-static int setup_streams(mk_sim_state_t *R, const mk_plan_ctx_t *ctx)
+static int setup_streams(mk_sim_state_t *R, const mk_plan_ctx_t *ctx, mk_sched_pool_t *pool)
 {
     const mk_plan_t *p = R->p;
     const mk_sched_t *sch = R->o->sched;
     if (!sch) {
         mk_sched_spec_t spec = ctx->spec;
         spec.grad_buckets = R->nb;
-        if (!(R->own = mk_sched_build(&spec))) return -1;
+        if (!(R->own = mk_sched_build_pooled(&spec, pool))) return -1;
         sch = R->own;
     } else {
         R->nb = sch->spec.grad_buckets;
@@ -151,7 +154,7 @@ static int run_events(mk_sim_state_t *R, double *step)
     return 0;
 }
 
-static void state_free(mk_sim_state_t *R)
+static void state_free(mk_sim_state_t *R, mk_sched_pool_t *pool)
 {
     if (R->ch)
         for (int k = 0; k < R->V; k++) mk_chunk_cost_free(&R->ch[k]);
@@ -162,7 +165,7 @@ static void state_free(mk_sim_state_t *R)
     free(R->ch), free(R->st), free(R->arrival), free(R->xfer), free(R->nic_free);
     mk_evq_free(&R->q);
     mk_walk_free(&R->w);
-    mk_sched_free(R->own);
+    mk_sched_recycle(R->own, pool);
 }
 
 int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opts, mk_sim_result_t *out)
@@ -179,13 +182,13 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     mk_evq_init(&R.q);
     double step;
     int rc = -1;
-    if (setup_statics(&R) < 0 || setup_streams(&R, ctx) < 0 || setup_shared(&R) < 0) goto done;
+    if (setup_statics(&R) < 0 || setup_streams(&R, ctx, &sim->pool) < 0 || setup_shared(&R) < 0) goto done;
     for (int s = 0; s < p.pp; s++)
         if (setup_stage(&R, s) < 0) goto done;
     if (run_events(&R, &step) < 0) goto done;
     mk_sim_result_fill(&R, step, out);
     rc = 0;
 done:
-    state_free(&R);
+    state_free(&R, &sim->pool);
     return rc;
 }
