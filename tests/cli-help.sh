@@ -3,7 +3,7 @@
 # @key@ of a usage text is filled in, with the value the parser uses.
 . "$top_srcdir/tests/lib.sh"
 
-for c in sim plan run sched profile trace model; do
+for c in sim plan run sched profile trace model models; do
   "$MERAK" $c --help >"$tmpdir/$c.txt" 2>&1
   check "$c --help exits 0" [ $? -eq 0 ]
   check "$c --help leaves no @key@" sh -c "! grep -E '@[a-z_]+@' '$tmpdir/$c.txt'"

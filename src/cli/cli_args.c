@@ -354,7 +354,8 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
     int n = 0;
     args_init(a, argv[0]);
     for (size_t i = 0; i < MK_NFLAGS; i++) {
-        if (!(mk_flags[i].group & groups)) continue;
+        /* --help belongs to every subcommand, even one without flag groups */
+        if (!(mk_flags[i].group & groups) && mk_flags[i].id != O_HELP) continue;
         opts[n].name = mk_flags[i].name;
         opts[n].has_arg = mk_flags[i].kind != N ? required_argument : no_argument;
         opts[n].flag = NULL;
