@@ -229,6 +229,7 @@ int mk_cmd_run(int argc, char **argv)
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);
     mk_backend_free(o.be);  /* the executor has freed its buffers */
+    mk_plan_ctx_free(&ctx); /* the graph goes; ctx.plan stays for print_json */
     if (rank == 0 && res.load_unverified)
         fprintf(stderr, "merak run: note: %s has no checksums (written by another tool?); its data was not verified\n",
                 o.load);
