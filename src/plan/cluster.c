@@ -163,6 +163,10 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     if (!(d->gemm_eff > 0 && d->gemm_eff <= 1)) return mk_error_set("%s: gemm_eff must be in (0, 1]", what);
     if (d->sms > 0 && !(d->gemm_tile_m >= 1 && d->gemm_tile_n >= 1))
         return mk_error_set("%s: sms needs gemm_tile_m and gemm_tile_n >= 1", what);
+    /* maxima: a GEMM tile is at most 2^16 per side, a host op at most a second */
+    if (d->gemm_tile_m > 65536 || d->gemm_tile_n > 65536)
+        return mk_error_set("%s: gemm_tile_m and gemm_tile_n must be at most 65536", what);
+    if (d->host_op_s > 1) return mk_error_set("%s: host_op_s must be at most 1 (seconds)", what);
     if (c->gpus_per_node < 1 || c->nics_per_node < 1 || c->max_nodes < 0)
         return mk_error_set("%s: gpus_per_node and nics_per_node must be >= 1, max_nodes >= 0", what);
     if (!(c->intra.beta_Bps > 0) || !(c->inter.beta_Bps > 0))

@@ -95,6 +95,13 @@ def clusters():
     put("cluster", "reject-format-version-99.json", js(dict(c, format_version=99)))
     put("cluster", "reject-gpus-per-node-0.json", js(dict(c, gpus_per_node=0)))
     put("cluster", "reject-not-object.json", "[1, 2, 3]\n")
+    # the optional device fields of issue 15 (cost.c: host-bound ops, GEMM quantization)
+    quant = dict(c["device"], host_op_s=65e-6, sms=108, gemm_tile_m=256, gemm_tile_n=128)
+    put("cluster", "accept-ideal-8-host-quant.json", js(dict(c, device=quant)))
+    put("cluster", "reject-sms-without-tile.json", js(dict(c, device=dict(c["device"], sms=108))))
+    put("cluster", "reject-sms-string.json", js(dict(c, device=dict(quant, sms="108"))))
+    put("cluster", "reject-host-op-1e300.json", js(dict(c, device=dict(quant, host_op_s=1e300))))
+    put("cluster", "reject-tile-2p20.json", js(dict(c, device=dict(quant, gemm_tile_m=1 << 20))))
 
 
 def plans(merak):
@@ -110,6 +117,9 @@ def plans(merak):
     # a typo and a future version must be refused, not run with defaults
     put("plan", "reject-shedule-typo.json", js(dict(plan, shedule="merak")))
     put("plan", "reject-format-version-99.json", js(dict(plan, format_version=99)))
+    # overlap_grad_reduce (issue 15): a boolean, absent = on
+    put("plan", "accept-no-overlap-grad-reduce.json", js(dict(plan, overlap_grad_reduce=False)))
+    put("plan", "reject-overlap-grad-reduce-int.json", js(dict(plan, overlap_grad_reduce=1)))
     # pp*vpp and hidden products past int
     put("plan", "reject-vpp-2p30.json", js(dict(plan, vpp=1 << 30, schedule="interleaved")))
     big = dict(plan["model"], hidden_size=1 << 30, num_attention_heads=1, ffn_hidden_size=1 << 30)
