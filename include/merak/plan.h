@@ -34,7 +34,12 @@ typedef struct mk_plan {
     mk_sched_kind_t schedule;
     mk_recompute_t recompute;
     int tp_overlap;             /* 0: none, 1-3: sub-pipelined TP levels */
-    int zero;                   /* 0 or 1 (ZeRO-1) */
+    int zero;                   /* ZeRO stage over the sharding group: 0 none, 1 optimizer state
+                                 * (Megatron's distributed optimizer), 2 + gradients (reduce-scattered),
+                                 * 3 + parameters (FSDP: gathered per layer before use) */
+    int zero_shard;             /* the sharding group's size: 0 = the whole data-parallel group;
+                                 * k < dp (hybrid sharding, --zero-shard-group node): shard over k
+                                 * consecutive DP ranks, replicate across the dp/k groups */
     int seqpar;                 /* sequence parallelism */
     int overlap_grad_reduce;    /* 1 (default): each gradient bucket's DP reduction starts as the
                                  * last backward makes it final (Megatron-Core's --overlap-grad-reduce,
@@ -61,6 +66,15 @@ int mk_plan_micro_batches(const mk_plan_t *p);
 int64_t mk_plan_vstages(const mk_plan_t *p);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
 int mk_plan_zero(const mk_plan_t *p);
+/* The size of the ZeRO sharding group (the DP ranks that split optimizer
+ * state, gradients, parameters): zero_shard, or dp when 0.  The replicas
+ * across groups are dp / mk_plan_zero_group. */
+int mk_plan_zero_group(const mk_plan_t *p);
+/* --zero-shard-group node: the DP ranks inside one node of gpus_per_node
+ * GPUs (rank order TP fastest, then DP: gpus_per_node / tp of them, at
+ * least 1, at most dp) become the sharding group.  Sets p->zero_shard;
+ * -1 when it does not divide dp. */
+int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node);
 
 /* Check the layout against the model: sizes from 1 to their maxima
  * (merak/limits.h, products in 64 bits), tp divides the heads,

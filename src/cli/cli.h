@@ -31,6 +31,7 @@ typedef struct mk_args {
     int dp, pp, tp, mbs, gbs, vpp; /* 0: not given */
     int micro_batches;
     const char *schedule, *recompute, *partition;
+    const char *zero_shard_group;  /* --zero-shard-group dp|node (NULL: dp) */
     int tp_overlap, zero, seqpar, verify, json;
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
     const char *plan_file, *trace_file, *save_plan, *out;

@@ -18,7 +18,7 @@ enum {
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_NORM_EPS,
     O_DP, O_PP, O_TP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
-    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_PARTITION, O_PLAN, O_TRACE,
+    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
@@ -76,7 +76,8 @@ static const mk_flag_t mk_flags[] = {
     {"verify", O_VERIFY, MK_OPTG_SCHED, N, 0, 0, 0},
     {"cluster", O_CLUSTER, MK_OPTG_SIM | MK_OPTG_PLAN, S, 0, 0, 0},
     {"tp-overlap", O_TP_OVERLAP, MK_OPTG_SIM, I, 1, 0, 3},
-    {"zero", O_ZERO, MK_OPTG_SIM, I, 1, 0, 1},
+    {"zero", O_ZERO, MK_OPTG_SIM, I, 1, 0, 3},
+    {"zero-shard-group", O_ZERO_SHARD, MK_OPTG_SIM, S, 1, 0, 0},
     {"sequence-parallel", O_SEQPAR, MK_OPTG_SIM, N, 1, 0, 0},
     {"overlap-grad-reduce", O_OVERLAP_GRAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"no-overlap-grad-reduce", O_NO_OVERLAP_GRAD, MK_OPTG_SIM, N, 1, 0, 0},
@@ -292,6 +293,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_RECOMPUTE: return &a->recompute;
     case O_CLUSTER: return &a->cluster;
     case O_PARTITION: return &a->partition;
+    case O_ZERO_SHARD: return &a->zero_shard_group;
     case O_PLAN: return &a->plan_file;
     case O_TRACE: return &a->trace_file;
     case O_SAVE_PLAN: return &a->save_plan;

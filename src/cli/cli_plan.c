@@ -59,11 +59,25 @@ int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int 
     return 0;
 }
 
+/* --zero-shard-group dp (the whole DP group, the default) or node (the DP
+ * ranks of one node of the cluster: hybrid sharding). */
+static int zero_shard_group(const mk_args_t *a, const mk_cluster_t *c, mk_plan_t *p)
+{
+    const char *g = a->zero_shard_group;
+    if (!g) return 0;
+    if (!strcmp(g, "dp")) return p->zero_shard = 0, 0;
+    if (strcmp(g, "node")) return mk_error_set("--zero-shard-group must be dp or node, not '%s'", g);
+    if (!c) return mk_error_set("--zero-shard-group node needs a cluster (not supported by merak run yet)");
+    return mk_plan_zero_shard_node(p, c->gpus_per_node);
+}
+
 int mk_args_resolve(const mk_args_t *a, const mk_cli_defaults_t *d, const mk_plan_t *p, mk_plan_resolve_opts_t *ro,
                     mk_plan_ctx_t *ctx)
 {
     /* a plan file carries its bounds */
     ro->partition = a->plan_file ? NULL : a->partition ? a->partition : d->partition;
-    if (mk_plan_resolve(ctx, p, ro) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    mk_plan_t q = *p;
+    if (zero_shard_group(a, ro->cluster, &q) < 0 || mk_plan_resolve(ctx, &q, ro) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     return 0;
 }

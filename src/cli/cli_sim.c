@@ -11,7 +11,7 @@
 
 static const char *sim_usage =
     "usage: merak sim [--model M] [--cluster C] --dp D --pp P --tp T --mbs b --gbs B\n"
-    "                 [--schedule S] [--recompute R] [--vpp V] [--tp-overlap L] [--zero 1]\n"
+    "                 [--schedule S] [--recompute R] [--vpp V] [--tp-overlap L] [--zero Z]\n"
     "                 [--sequence-parallel] [--no-overlap-grad-reduce] [--dtype D]\n"
     "                 [--partition P] [--plan FILE]\n"
     "                 [--json] [--trace FILE]\n\n"
@@ -27,7 +27,8 @@ static const char *sim_usage =
     "  --recompute R      none, @recompute@ (default), selective, stage-aware:R, auto\n"
     "  --vpp V            model chunks per stage (interleaved)\n"
     "  --tp-overlap L     sub-pipelined TP: 0 none, 1, 2, 3 (README.md \"Cost model\")\n"
-    "  --zero 1           ZeRO-1: optimizer state sharded over DP\n"
+    "  --zero 0|1|2|3     ZeRO stage (1: optimizer state sharded over DP; 2, 3: not simulated yet)\n"
+    "  --zero-shard-group dp|node  shard over the whole DP group (default) or within a node\n"
     "  --sequence-parallel  Megatron sequence parallelism\n"
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                     start each gradient bucket's DP reduction during the last\n"

@@ -68,6 +68,8 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
     if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
+    if (p->zero_shard) return mk_error_set("hybrid ZeRO sharding (a group of %d of dp %d) is not supported by run yet",
+                                           p->zero_shard, p->dp);
     if (p->seqpar)
         return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
     return exec_fits_host(p);

@@ -40,6 +40,19 @@ int64_t mk_plan_vstages(const mk_plan_t *p) { return mk_vstages(p->pp, p->vpp); 
 
 int mk_plan_zero(const mk_plan_t *p) { return p->dp > 1 ? p->zero : 0; }
 
+int mk_plan_zero_group(const mk_plan_t *p) { return p->zero_shard > 0 ? p->zero_shard : p->dp; }
+
+int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node)
+{
+    int k = p->tp > 0 && gpus_per_node > p->tp ? gpus_per_node / p->tp : 1;
+    if (k > p->dp) k = p->dp;
+    if (p->dp % k)
+        return mk_error_set("--zero-shard-group node: the %d data-parallel ranks of a node (%d GPUs / tp %d) "
+                            "do not divide dp %d", k, gpus_per_node, p->tp, p->dp);
+    p->zero_shard = k < p->dp ? k : 0;
+    return 0;
+}
+
 int mk_plan_check_sizes(mk_plan_t *p)
 {
     if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
@@ -91,7 +104,10 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     } else if (p->vpp != 1) {
         return mk_error_set("--vpp %d needs the interleaved schedule", p->vpp);
     }
-    if (p->zero != 0 && p->zero != 1) return mk_error_set("--zero must be 0 or 1");
+    if (p->zero < 0 || p->zero > 3) return mk_error_set("--zero must be 0, 1, 2 or 3");
+    if (p->zero_shard < 0 || p->zero_shard > p->dp || (p->zero_shard && p->dp % p->zero_shard))
+        return mk_error_set("ZeRO sharding group %d does not divide dp %d", p->zero_shard, p->dp);
+    if (p->zero_shard && !p->zero) return mk_error_set("a ZeRO sharding group needs --zero 1, 2 or 3");
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
     return check_bounds(p, g);
 }

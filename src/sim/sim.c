@@ -175,6 +175,9 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     if (!sim || !ctx || !out) return mk_error_set("mk_sim_run: NULL argument");
     const mk_plan_t p = ctx->plan; /* resolved: checked, auto settled (mk_plan_resolve) */
     const mk_graph_t *g = ctx->g;
+    if (ctx->zero > 1 || p.zero_shard)
+        return mk_error_set("--zero %d%s: the simulator models ZeRO-1 over the whole DP group only", p.zero,
+                            p.zero_shard ? " with a hybrid sharding group" : "");
 
     mk_sim_state_t R;
     memset(&R, 0, sizeof R);

@@ -141,7 +141,7 @@ def sim_errors(cluster):
     yield sim_line("gpt-tiny", cluster, (1, 1, 3), "--gbs 16")  # 4 heads over 3
     yield sim_line("gpt-tiny", cluster, (1, 3, 1), "--gbs 16 --schedule interleaved --vpp 2")
     yield sim_line("gpt-tiny", cluster, (3, 1, 1), "--gbs 16")  # gbs not divisible
-    yield sim_line("gpt-tiny", cluster, (1, 1, 1), "--gbs 16 --zero 2")
+    yield sim_line("gpt-tiny", cluster, (1, 1, 1), "--gbs 16 --zero 4")
     yield sim_line("gpt-tiny", cluster, (1, 64, 1), "--gbs 16")
 
 
