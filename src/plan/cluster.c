@@ -1,4 +1,5 @@
-/* Cluster presets.  Figures are vendors' public peak numbers:
+/* Cluster presets.  Compute peaks are vendors' public numbers; link and
+ * memory bandwidths are what software measurably gets (below):
  *  - A100 80GB SXM: 312 TFLOP/s dense FP16/BF16, 156 TF32, 19.5 FP32,
  *    2039 GB/s HBM2e (NVIDIA A100 datasheet); NVLink 3 via NVSwitch 600 GB/s
  *    bidirectional per GPU = 300 GB/s each way; DGX A100: 8x 200 Gb/s HDR
@@ -12,10 +13,29 @@
  *    this kind): 8 GPUs on PCIe 4.0 x16 (32 GB/s each way, shared through
  *    the host), one 100 Gb/s InfiniBand NIC (12.5 GB/s) per node.
  *  - H200 SXM: 989 TFLOP/s dense BF16, 4.8 TB/s HBM3e, 141 GB (H200 datasheet).
+ *  - Sustained, not line-rate, bandwidths (the presets use these):
+ *    NVLink: NCCL's ring moves 128-byte payloads from the SMs, so an A100's
+ *    12 NVLinks (25 GB/s each way) carry ~20 GB/s each, 240 GB/s, and
+ *    "other bottlenecks limit it to ~230 GB/s" bus bandwidth (NCCL
+ *    maintainer, github.com/NVIDIA/nccl-tests/issues/149); measured
+ *    232.5 GB/s all_reduce_perf busbw on 8 A100s (nccl-tests/issues/175).
+ *    H100: "with the protocol overhead (~20%) NCCL can get an effective
+ *    NVLink bandwidth of 370 GB/s" of the 450 line rate (NCCL maintainer,
+ *    nccl-tests/issues/212; NVLink SHARP all-reduce is not modelled).
+ *    InfiniBand: "on an Nvidia DGX-A100 system we have 8x200Gbit/s IB
+ *    cards and we measure 192GB/s AllReduce BusBW" = 24 GB/s per NIC
+ *    (NVIDIA, github.com/NVIDIA/nccl/issues/812); DGX H100's NDR keeps
+ *    its 50 GB/s line rate (no measurement at hand).
+ *    HBM: A100-80GB reaches 1.80 TB/s (88% of 2039; Nsight Compute agrees)
+ *    and "the maximum memory bandwidth achieved by any kernel was around
+ *    90%" (forums.developer.nvidia.com/t/trouble-to-reach-peak-bandwidth-
+ *    of-a100/339083, citing a GTC 2025 talk); H100 and H200 get the same
+ *    90% of their datasheet figure (3.0 and 4.3 TB/s).
  *  - Tile and wave quantization (sms, gemm_tile_m x gemm_tile_n; cost.c) is
  *    not on in the presets: on the published replay (experiments/published)
  *    with 256x128 and 128x128 tiles it moved the multi-node MAPE from
- *    14.5% to 12.9% but the single-node one from 7.6% to 8.7% (256x128
+ *    14.5% to 12.9% but the single-node one from 7.6% to 8.7% (measured
+ *    with the line-rate NVLink/IB/HBM figures of before; 256x128
  *    alone: 11.4% and 11.4%; a fixed tile set overstates the loss of
  *    mid-sized GEMMs, for which cuBLAS picks among more tiles and
  *    split-K), so it is a cluster-file option until the library's tile
@@ -68,17 +88,17 @@ typedef struct {
 
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
-     {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 2039 * GB, 80 * GB,
-                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 300 * GB}, {5e-6, 25 * GB}, 8, 0}},
+     {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 1800 * GB, 80 * GB,
+                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 230 * GB}, {5e-6, 24 * GB}, 8, 0}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
-     {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3350 * GB, 80 * GB,
-                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 8, 0}},
+     {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3015 * GB, 80 * GB,
+                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 8, 0}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
                        5e-6, 0.75, 128, 1, 0, 0, 0, 0, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
     {"one H200 SXM (141 GB)",
-     {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4800 * GB, 141 * GB,
-               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 1, 1, {3e-6, 450 * GB}, {5e-6, 50 * GB}, 1, 0}},
+     {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4320 * GB, 141 * GB,
+               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 1, 1, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 1, 0}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
      {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, 8, 0,
       {0, 1e30}, {0, 1e30}, 8, 1}},
