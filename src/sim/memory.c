@@ -80,14 +80,14 @@ static void zero3_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double 
 /* Weights, gradients and optimizer state of P parameters (one TP rank)
  * over a ZeRO group of k = mk_plan_zero_group ranks (README "ZeRO"):
  *   ZeRO-0  w P, g P, o P          ZeRO-1  optimizer o P / k
- *   ZeRO-2  + gradients g P / k, plus the bucket being reduce-scattered
- *           (min(g P, bucket), held whole until its RS ends)
+ *   ZeRO-2  + gradients g P / k (the bucket being reduce-scattered, held
+ *           whole until its RS ends, is the DP bucket of the buffers)
  *   ZeRO-3  + weights w P / k; gradients also the largest layer's whole
  *           gradient (reduce-scattered as its backward ends); gathered:
  *           the working set w (two neighbouring layers whole) while a
  *           layer computes (DeepSpeed ZeRO-3 / FSDP with prefetch 1). */
 static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w, double gr, double opt, double P,
-                       const mk_sim_opts_t *o, mk_stage_static_t *out)
+                       mk_stage_static_t *out)
 {
     int z = mk_plan_zero(p), k = z ? mk_plan_zero_group(p) : 1;
     out->weights = w * P;
@@ -95,8 +95,7 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
     out->optimizer = opt * P / k;
     out->gathered = 0;
     if (z == 2) {
-        double bb = mk_sim_bucket_bytes(o);
-        out->grads = gr * P / k + (gr * P < bb ? gr * P : bb);
+        out->grads = gr * P / k;
     } else if (z == 3) {
         double layer, pair;
         zero3_layers(p, g, s, &layer, &pair);
@@ -125,7 +124,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
         if (s == 0 || s == p->pp - 1) out->tied_bytes = tied * gr;
     }
     out->params = P;
-    zero_state(p, g, s, w, gr, opt, P, o, out);
+    zero_state(p, g, s, w, gr, opt, P, out);
     out->grad_comm_bytes = gr * P;
     if (p->dp > 1 && dp_bucket) {
         double bb = mk_sim_bucket_bytes(o);
