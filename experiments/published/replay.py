@@ -16,8 +16,8 @@ source (it is also how the simulator is judged on runs not in this folder):
   recompute   the row's; unknown: full for runs before 2023, none or
               selective (the faster that fits) for later Megatron-Core runs
   seq. par.   the row's; unknown: on only for Megatron-Core runs from 2023
-  optimizer   distributed optimizer / ZeRO-1 -> --zero 1; ZeRO-3 / FSDP is
-              not expressible (merak sim has --zero 0 or 1)
+  optimizer   distributed optimizer / ZeRO-1 -> --zero 1, ZeRO-2 -> --zero 2,
+              ZeRO-3 / FSDP -> --zero 3 (over the whole DP group)
   dtype       fp16 / bf16 / fp32 when the row names one, else the
               cluster's 16-bit type (A100: fp16 and bf16 have one peak)
   micro-batch the row's; unknown: searched over 1, 2, 4, 8, keeping the
@@ -148,9 +148,9 @@ def optimizer_flags(row):
         return []
     s = str(d).lower()
     if "zero-3" in s or "fsdp" in s or "zero3" in s:
-        return "ZeRO-3 / FSDP (merak sim has --zero 0 or 1)"
+        return ["--zero", "3"]
     if "zero-2" in s:
-        return "ZeRO-2 (merak sim has --zero 0 or 1)"
+        return ["--zero", "2"]
     return ["--zero", "1"]
 
 

@@ -6,8 +6,9 @@
  * max_mbs dividing the per-replica batch); schedules 1f1b, interleaved
  * (v = 2, 4 where defined), merak, zb-h1; recompute none, full,
  * selective, stage-aware (the smallest ratio on a 0.1 grid that fits) and
- * auto; sequence parallelism, TP overlap and ZeRO-1 on and off where they
- * apply; uniform and compute partitioning.  The best plan is refined by
+ * auto; sequence parallelism and TP overlap on and off where they apply;
+ * ZeRO 0..3 over the whole DP group and (hybrid) a node's DP ranks where
+ * that divides dp; uniform and compute partitioning.  The best plan is refined by
  * moving layers off its slowest stage while the simulated step drops.
  *
  * Branch and bound: every candidate gets a lower bound on its step time
@@ -37,7 +38,12 @@ typedef struct mk_planner_opts {
     int top;                  /* K plans to return (default 5) */
     unsigned sched_mask;      /* bits 1u << mk_sched_kind_t; 0: 1f1b|interleaved|merak|zb-h1 */
     unsigned recompute_mask;  /* bits 1u << mk_recompute_kind_t; 0: all but explicit */
-    int seqpar, tp_overlap, zero; /* -1 search on and off, else fixed (tp_overlap: the level used when on) */
+    int seqpar, tp_overlap, zero; /* -1 search on and off (zero: 0..3), else fixed (tp_overlap: the level
+                                     used when on) */
+    int zero_max;             /* zero -1: stages 0..zero_max (default 3) */
+    int zero_hybrid;          /* -1 search ZeRO over the whole DP group and (where it divides dp) a
+                                 node's DP ranks; 0 the whole group only; 1 the node's only */
+    int max_pp;               /* 0: any; else pipeline stages at most (1: the fsdp baseline) */
     unsigned partition_mask;  /* 1 uniform, 2 parameters, 4 compute; 0: uniform|compute */
     int max_mbs;              /* 0: 8 */
     int exhaustive;           /* simulate every candidate that fits (tests) */

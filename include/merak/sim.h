@@ -14,8 +14,10 @@
  * FIFO), so contention between stages on one node shows.
  *
  * Memory per stage (mixed-precision Adam, 16-bit weights and grads):
- * weights 2P, grads 2P (4P with fp32_grads), optimizer 12P (/dp with
- * ZeRO-1); fp32 plans: 4P + 4P + 8P.  P = the stage's parameters on one TP
+ * weights 2P, grads 2P (4P with fp32_grads), optimizer 12P; fp32 plans:
+ * 4P + 4P + 8P; ZeRO over a group of k ranks divides the optimizer state
+ * (1), the gradients (2) and the weights (3) by k (src/sim/memory.c
+ * zero_state; ZeRO-3 adds `gathered`, two layers whole, while F/B/R run).  P = the stage's parameters on one TP
  * rank (split ops /t, replicated ops whole; the last stage holds a copy of
  * a tied embedding when pp > 1).  Activations: every in-flight micro-batch
  * keeps mk_layer_ckpt_bytes for checkpointed layers and mk_layer_act_bytes
@@ -50,6 +52,7 @@ typedef struct mk_sim_opts {
 
 typedef struct mk_mem_breakdown {
     double weights, grads, optimizer, activations, working, buffers;
+    double gathered;         /* ZeRO-3: the layer in use and the prefetched one, whole */
     double total;            /* their sum: the stage's peak */
 } mk_mem_breakdown_t;
 
@@ -68,6 +71,7 @@ typedef struct mk_sim_result {
     double exposed_comm_s[MK_COMM_KINDS];    /* mean over stages of compute-stream waits on comm */
     double overlapped_comm_s[MK_COMM_KINDS]; /* the rest of that comm's time */
     long events;             /* instructions and transfers simulated */
+    int zero, zero_group;    /* ZeRO stage in effect and its sharding group (mk_plan_zero_group) */
 } mk_sim_result_t;
 
 typedef struct mk_sim mk_sim_t;

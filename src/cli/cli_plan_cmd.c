@@ -16,7 +16,8 @@ static const char *plan_usage =
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, pp, tp) layout of N GPUs, micro-batch size, schedule (1f1b,\n"
     "interleaved, merak, zb-h1), recompute policy (none, full, selective, stage-aware,\n"
-    "auto), sequence parallelism, TP overlap, ZeRO-1 and partitioning; rank candidates by\n"
+    "auto), sequence parallelism, TP overlap, ZeRO 0-3 (over the DP group or a node's\n"
+    "DP ranks) and partitioning; rank candidates by\n"
     "a lower bound, simulate the survivors, and print the K fastest plans that fit.\n\n"
     "  --model M        preset or JSON description (default @model@)\n"
     "  --cluster C      preset or cluster JSON (default @cluster@)\n"
@@ -28,7 +29,9 @@ static const char *plan_usage =
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
     "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
     "                   (parameter partition, 1f1b, full recompute), merak (merak schedule,\n"
-    "                   stage-aware/auto recompute, compute partition, sub-pipelined TP), all\n"
+    "                   stage-aware/auto recompute, compute partition, sub-pipelined TP), fsdp\n"
+    "                   (ZeRO-3 data parallelism, optionally TP, no PP; none or full recompute;\n"
+    "                   whole-group or node sharding), all\n"
     "  --save-plan F    write the best plan (runs unchanged under merak sim/run --plan)\n"
     "  --trace F        Chrome trace of the best plan's simulated step\n"
     "  --json           one JSON object: plans (best first, each with the sim keys),\n"
@@ -63,9 +66,11 @@ static void print_plan_row(int i, const mk_planner_entry_t *e)
         mb += r->bubble_fraction[s] / r->pp;
         if (r->peak_memory_bytes[s] > peak) peak = r->peak_memory_bytes[s];
     }
-    printf(" %2d  %3d %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2d %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f\n",
+    char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
+    snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
+    printf(" %2d  %3d %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f\n",
            i + 1, p->dp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
-           p->seqpar ? "on" : "-", p->tp_overlap, p->zero, p->partition, r->step_time_s, r->tokens_per_s,
+           p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, r->step_time_s, r->tokens_per_s,
            r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30));
 }
 
@@ -175,22 +180,27 @@ static int apply_baseline(const char *b, mk_planner_opts_t *o)
         o->sched_mask = SB(MK_SCHED_1F1B) | SB(MK_SCHED_INTERLEAVED);
         o->recompute_mask = SB(MK_RECOMPUTE_FULL);
         o->partition_mask = 1u;
-        if (b[8]) {
+        if (b[8]) { /* the distributed optimizer: ZeRO-1 over the whole DP group */
             o->recompute_mask |= SB(MK_RECOMPUTE_SELECTIVE);
-            o->seqpar = -1, o->zero = -1;
+            o->seqpar = -1, o->zero = -1, o->zero_max = 1, o->zero_hybrid = 0;
         }
-    } else if (!strcmp(b, "deepspeed")) {
+    } else if (!strcmp(b, "deepspeed")) { /* its pipeline engine takes ZeRO-1 at most */
         o->sched_mask = SB(MK_SCHED_1F1B);
         o->recompute_mask = SB(MK_RECOMPUTE_FULL);
         o->partition_mask = 2u;
-        o->zero = -1;
+        o->zero = -1, o->zero_max = 1, o->zero_hybrid = 0;
+    } else if (!strcmp(b, "fsdp")) { /* PyTorch FSDP: ZeRO-3 data parallelism, optionally TP, no PP */
+        o->sched_mask = SB(MK_SCHED_1F1B);
+        o->recompute_mask = SB(MK_RECOMPUTE_NONE) | SB(MK_RECOMPUTE_FULL);
+        o->partition_mask = 1u;
+        o->zero = 3, o->max_pp = 1;
     } else if (!strcmp(b, "merak")) {
         o->sched_mask = SB(MK_SCHED_MERAK);
         o->recompute_mask = SB(MK_RECOMPUTE_STAGE_AWARE) | SB(MK_RECOMPUTE_AUTO);
         o->partition_mask = 4u;
         o->tp_overlap = -1;
     } else {
-        return mk_error_set("unknown --baseline '%s' (megatron, megatron-sp, deepspeed, merak, all)", b);
+        return mk_error_set("unknown --baseline '%s' (megatron, megatron-sp, deepspeed, merak, fsdp, all)", b);
     }
     o->refine = !strcmp(b, "merak") ? -1 : 0;
     return 0;

@@ -27,8 +27,11 @@ static const char *sim_usage =
     "  --recompute R      none, @recompute@ (default), selective, stage-aware:R, auto\n"
     "  --vpp V            model chunks per stage (interleaved)\n"
     "  --tp-overlap L     sub-pipelined TP: 0 none, 1, 2, 3 (README.md \"Cost model\")\n"
-    "  --zero 0|1|2|3     ZeRO stage (1: optimizer state sharded over DP; 2, 3: not simulated yet)\n"
-    "  --zero-shard-group dp|node  shard over the whole DP group (default) or within a node\n"
+    "  --zero 0|1|2|3     ZeRO stage over the DP group: 1 optimizer state, 2 + gradients\n"
+    "                     (reduce-scattered), 3 + parameters (FSDP: each layer gathered\n"
+    "                     before its forward and backward)\n"
+    "  --zero-shard-group dp|node  shard over the whole DP group (default) or within a\n"
+    "                     node (hybrid: replicas all-reduce the gradient shards)\n"
     "  --sequence-parallel  Megatron sequence parallelism\n"
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                     start each gradient bucket's DP reduction during the last\n"
@@ -54,21 +57,27 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     printf("merak sim: %s on %s, %d GPUs (dp %d x pp %d x tp %d), %s, recompute %s, %s\n", p->model.name,
            c->name, p->dp * p->pp * p->tp, p->dp, p->pp, p->tp, mk_sched_kind_name(p->schedule), rc,
            mk_dtype_name(p->dtype));
+    char zero[64] = "";
+    if (r->zero) snprintf(zero, sizeof zero, ", ZeRO-%d over %d of dp %d", r->zero, r->zero_group, p->dp);
+    if (r->zero && r->zero_group == p->dp) snprintf(zero, sizeof zero, ", ZeRO-%d", r->zero);
     printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s\n",
-           p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, p->zero ? ", ZeRO-1" : "",
-           p->seqpar ? ", sequence parallel" : "", p->overlap_grad_reduce ? "" : ", DP reduction after the backward");
+           p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
+           p->overlap_grad_reduce ? "" : ", DP reduction after the backward");
     printf("step time        %.4f s\n", r->step_time_s);
     printf("tokens/s         %.1f\n", r->tokens_per_s);
     printf("TFLOP/s per GPU  %.2f   MFU %.1f%%  (Megatron's matmul count: 72·B·s·l·h²-form%s)\n",
            r->tflops_per_gpu, 100 * r->mfu,
            r->flops_recompute ? " + the forwards recomputed (96· with full recompute)" : ", no recompute");
-    printf("\n%5s %7s %9s %10s %9s %9s %9s %9s %9s %9s\n", "stage", "bubble", "inflight", "peak GiB",
-           "weights", "grads", "optim", "activ", "working", "buffers");
+    int z3 = r->zero == 3; /* the gathered working set: a column of its own */
+    printf("\n%5s %7s %9s %10s %9s %9s %9s %9s %9s %9s%s\n", "stage", "bubble", "inflight", "peak GiB",
+           "weights", "grads", "optim", "activ", "working", "buffers", z3 ? "  gathered" : "");
     for (int s = 0; s < r->pp; s++) {
         const mk_mem_breakdown_t *m = &r->mem[s];
-        printf("%5d %6.1f%% %9d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f%s\n", s, 100 * r->bubble_fraction[s],
+        char gath[16] = "";
+        if (z3) snprintf(gath, sizeof gath, " %9.2f", m->gathered / GIB);
+        printf("%5d %6.1f%% %9d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f%s%s\n", s, 100 * r->bubble_fraction[s],
                r->max_inflight[s], r->peak_memory_bytes[s] / GIB, m->weights / GIB, m->grads / GIB,
-               m->optimizer / GIB, m->activations / GIB, m->working / GIB, m->buffers / GIB,
+               m->optimizer / GIB, m->activations / GIB, m->working / GIB, m->buffers / GIB, gath,
                r->peak_memory_bytes[s] > r->memory_limit_bytes ? "  > limit" : "");
     }
     printf("memory limit %.2f GiB per GPU: %s", r->memory_limit_bytes / GIB, r->fits ? "fits\n" : "");

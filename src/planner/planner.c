@@ -43,7 +43,8 @@ void mk_planner_opts_init(mk_planner_opts_t *o)
     o->gbs = 512;
     o->dtype = MK_DTYPE_BF16;
     o->top = 5;
-    o->seqpar = o->tp_overlap = o->zero = -1;
+    o->seqpar = o->tp_overlap = o->zero = o->zero_hybrid = -1;
+    o->zero_max = 3;
     o->refine = -1;
     o->size = 1;
 }
@@ -85,6 +86,11 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
     return e;
 }
 
+/* Ties between plans (equal simulated steps: the ideal cluster) go to the
+ * ones the search had before ZeRO-2/3 and hybrid groups (issue 17): the
+ * less sharded plan does less communication on a real cluster. */
+#define MK_LATE_VARIANT (1L << 40)
+
 static int push(mk_search_t *S, const mk_plan_t *p, double lb)
 {
     if (S->n >= MK_MAX_PLAN_CANDIDATES)
@@ -99,6 +105,7 @@ static int push(mk_search_t *S, const mk_plan_t *p, double lb)
     S->c[S->n].plan = *p;
     S->c[S->n].lb = lb;
     S->c[S->n].index = S->combo * 1000000 + S->combo_seq++; /* the same whatever the rank split */
+    if (p->zero >= 2 || p->zero_shard) S->c[S->n].index += MK_LATE_VARIANT;
     S->n++;
     return 0;
 }
@@ -267,12 +274,34 @@ static int same_as_uniform(mk_search_t *S, const mk_plan_t *p, const mk_graph_t 
     return !memcmp(u.bounds, p->bounds, (p->n_vstages + 1) * sizeof *p->bounds);
 }
 
+/* auto and stage-aware recompute less where memory is freed. */
+static int rcon_adapts(int rk) { return rk == MK_RECOMPUTE_AUTO || rk == MK_RECOMPUTE_STAGE_AWARE; }
+
+/* The ZeRO variants of a layout: (stage, sharding group) pairs, stage 0..3
+ * (1..3 need dp > 1), over the whole DP group or (hybrid) a node's DP
+ * ranks where that is a smaller group dividing dp.  Returns the count. */
+static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][2])
+{
+    const mk_planner_opts_t *o = S->o;
+    mk_plan_t q = *base;
+    int n = 0, node = mk_plan_zero_shard_node(&q, S->cl->gpus_per_node) == 0 ? q.zero_shard : 0;
+    for (int z = 0; z <= 3; z++) {
+        if ((o->zero >= 0 ? z != o->zero : z > o->zero_max) || (z && base->dp == 1)) continue;
+        for (int h = 0; h <= (z && node); h++) {
+            if (o->zero_hybrid >= 0 && h != o->zero_hybrid) continue;
+            zs[n][0] = z, zs[n][1] = h ? node : 0, n++;
+        }
+    }
+    return n;
+}
+
 /* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp). */
 static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
-    int have[2] = {0, 0}, state_ok[2][2] = {{-1, -1}, {-1, -1}};
+    int have[2] = {0, 0}, state_ok[2][8], zs[8][2], nz = zero_variants(S, base, zs);
+    memset(state_ok, -1, sizeof state_ok);
     mk_plan_t bp[2];
     for (int rk = 0; rk <= MK_RECOMPUTE_AUTO; rk++) {
         if (!has(rm, rk) || (rk == MK_RECOMPUTE_STAGE_AWARE && base->pp == 1)) continue;
@@ -283,15 +312,21 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
             if (same_as_uniform(S, &bp[rcon], e->g, method)) return 0; /* already a uniform candidate */
             have[rcon] = 1;
         }
-        for (int z = 0; z <= 1; z++) {
-            if ((o->zero >= 0 && z != o->zero) || (z && base->dp == 1)) continue;
+        int fit1[2] = {0, 0}; /* ZeRO-1 fits, over the whole group / hybrid */
+        for (int zi = 0; zi < nz; zi++) {
+            int h = zs[zi][1] != 0;
+            /* with a fixed policy ZeRO-2 is never faster than ZeRO-1 (the same
+             * reductions, plus one per micro-batch): only worth it where ZeRO-1
+             * does not fit */
+            if (zs[zi][0] == 2 && fit1[h] && !rcon_adapts(rk)) continue;
             mk_plan_t p = bp[rcon];
             p.recompute.kind = (mk_recompute_kind_t)rk;
             p.recompute.ratio = 1.0;
-            p.zero = z;
-            if (state_ok[rcon][z] < 0) state_ok[rcon][z] = state_fits(S, &p, e->g);
+            p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
+            if (state_ok[rcon][zi] < 0) state_ok[rcon][zi] = state_fits(S, &p, e->g);
             /* memory does not depend on TP overlap: settle once for both */
-            int ck[MK_PLAN_MAX_VSTAGES], fit = state_ok[rcon][z] && settle_recompute(S, &p, e->g, ck);
+            int ck[MK_PLAN_MAX_VSTAGES], fit = state_ok[rcon][zi] && settle_recompute(S, &p, e->g, ck);
+            if (p.zero == 1) fit1[h] = fit;
             if (fit && duplicates_fixed_policy(S, &p, e->g, ck)) continue;
             for (int ov = 0; ov <= 1; ov++) {
                 if ((o->tp_overlap >= 0 && ov != (o->tp_overlap > 0)) || (ov && base->tp == 1)) continue;
@@ -389,7 +424,7 @@ static int enumerate(mk_search_t *S)
     char too_long[256] = "";
     for (int tp = 1; tp <= N && tp <= S->cl->gpus_per_node; tp++) {
         if (!divides(tp, N) || mk_model_check_tp(S->model, tp) < 0) continue;
-        for (int pp = 1; pp <= N / tp && pp <= blocks; pp++) {
+        for (int pp = 1; pp <= N / tp && pp <= blocks && (!o->max_pp || pp <= o->max_pp); pp++) {
             if (!divides(pp, N / tp)) continue;
             int dp = N / (tp * pp);
             any_layout = 1;
@@ -496,6 +531,7 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     DIFF(p->seqpar != q->seqpar, "sequence parallel %s", p->seqpar ? "on vs off" : "off vs on");
     DIFF(p->tp_overlap != q->tp_overlap, "TP overlap %d vs %d", p->tp_overlap, q->tp_overlap);
     DIFF(p->zero != q->zero, "ZeRO-%d vs ZeRO-%d", p->zero, q->zero);
+    DIFF(p->zero_shard != q->zero_shard, "ZeRO group %d vs %d", mk_plan_zero_group(p), mk_plan_zero_group(q));
     DIFF(strcmp(p->partition, q->partition), "partition %s vs %s", p->partition, q->partition);
 #undef DIFF
     const mk_sim_result_t *x = &a->res, *y = &b->res;

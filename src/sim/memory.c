@@ -1,7 +1,7 @@
 /* The memory model: static per-stage bytes, per-chunk activation figures,
  * the closed-form stage peak (mk_sim_stage_memory) and `auto` recompute.
  *
- *   weights    w P, grads g P, optimizer o P / (ZeRO-1 ? d : 1)
+ *   weights    w P, grads g P, optimizer o P (ZeRO divides them: zero_state)
  *              16-bit plans: w = 2, g = 2 (4 with fp32 grads), o = 12
  *              (fp32 master copy, Adam m and v): 16 (18) bytes/parameter;
  *              fp32 plans: 4 + 4 + 8 = 16.
@@ -50,6 +50,61 @@ double mk_sim_tied_params(const mk_graph_t *g, int tp)
     return g->tied_rep + g->tied_split / tp;
 }
 
+/* ---- ZeRO (issue 17): the per-rank state over the sharding group ---- */
+
+double mk_sim_layer_zparams(const mk_plan_t *p, const mk_graph_t *g, int l, int gather)
+{
+    double x = g->layers[l].params_rep + g->layers[l].params_split / p->tp;
+    if (l == g->n_layers - 1 && (gather || p->pp > 1)) x += mk_sim_tied_params(g, p->tp);
+    return x;
+}
+
+/* ZeRO-3 on stage s: the largest whole layer (tied copy where the stage
+ * reduces it) and the largest pair of neighbouring layers of a chunk
+ * as gathered (a layer in use and the next one prefetched), parameters on
+ * one TP rank. */
+static void zero3_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *layer, double *pair)
+{
+    *layer = *pair = 0;
+    for (int c = 0; c < p->vpp; c++) {
+        int k = c * p->pp + s;
+        for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
+            double r = mk_sim_layer_zparams(p, g, l, 0), a = mk_sim_layer_zparams(p, g, l, 1);
+            double b = l + 1 < p->bounds[k + 1] ? mk_sim_layer_zparams(p, g, l + 1, 1) : 0;
+            if (r > *layer) *layer = r;
+            if (a + b > *pair) *pair = a + b;
+        }
+    }
+}
+
+/* Weights, gradients and optimizer state of P parameters (one TP rank)
+ * over a ZeRO group of k = mk_plan_zero_group ranks (README "ZeRO"):
+ *   ZeRO-0  w P, g P, o P          ZeRO-1  optimizer o P / k
+ *   ZeRO-2  + gradients g P / k (the bucket being reduce-scattered, held
+ *           whole until its RS ends, is the DP bucket of the buffers)
+ *   ZeRO-3  + weights w P / k; gradients also the largest layer's whole
+ *           gradient (reduce-scattered as its backward ends); gathered:
+ *           the working set w (two neighbouring layers whole) while a
+ *           layer computes (DeepSpeed ZeRO-3 / FSDP with prefetch 1). */
+static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w, double gr, double opt, double P,
+                       mk_stage_static_t *out)
+{
+    int z = mk_plan_zero(p), k = z ? mk_plan_zero_group(p) : 1;
+    out->weights = w * P;
+    out->grads = gr * P;
+    out->optimizer = opt * P / k;
+    out->gathered = 0;
+    if (z == 2) {
+        out->grads = gr * P / k;
+    } else if (z == 3) {
+        double layer, pair;
+        zero3_layers(p, g, s, &layer, &pair);
+        out->weights = w * P / k;
+        out->grads = gr * P / k + gr * layer;
+        out->gathered = w * pair;
+    }
+}
+
 int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk_sim_opts_t *o,
                         int dp_bucket, mk_stage_static_t *out)
 {
@@ -69,9 +124,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
         if (s == 0 || s == p->pp - 1) out->tied_bytes = tied * gr;
     }
     out->params = P;
-    out->weights = w * P;
-    out->grads = gr * P;
-    out->optimizer = opt * P / (mk_plan_zero(p) ? p->dp : 1);
+    zero_state(p, g, s, w, gr, opt, P, out);
     out->grad_comm_bytes = gr * P;
     if (p->dp > 1 && dp_bucket) {
         double bb = mk_sim_bucket_bytes(o);
@@ -151,6 +204,7 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
     memset(out, 0, sizeof *out);
     out->weights = st.weights, out->grads = st.grads, out->optimizer = st.optimizer;
     out->buffers = st.buffers;
+    out->gathered = st.gathered; /* ZeRO-3: every F and B holds it */
     int inf = inflight >= 0 ? inflight : closed_inflight(p, s);
     /* Interleaved counts chunks: spread them over the stage's chunks. */
     double per_mb = 0, wm = 0, gb = 0;
@@ -165,6 +219,7 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
     out->activations = inf * per_mb;
     out->working = wm + gb;
     out->total = out->weights + out->grads + out->optimizer + out->activations + out->working + out->buffers;
+    out->total += out->gathered;
     (void)cl;
     return 0;
 }
@@ -195,6 +250,7 @@ typedef struct {
     mk_act_memo_t *M;
     double stat, stored, peak; /* bytes: static, activations held now, the peak */
     double *mbs;              /* [m*vpp] bytes each slot holds */
+    double gath;              /* ZeRO-3: gathered weights while an op other than B_W runs */
 } peak_walk_t;
 
 /* One compute op: F/F_PRE add the slot's stored bytes (working set: the
@@ -219,6 +275,7 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
         cur = x->stat + x->stored + (ev->recomputes ? w : 0) + gb;
         if (ev->releases) x->stored -= x->mbs[sl], x->mbs[sl] = 0;
     }
+    if (ev->in->op != MK_INSTR_B_W) cur += x->gath;
     if (cur > x->peak) x->peak = cur;
     return MK_WALK_GO;
 }
@@ -252,7 +309,7 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL};
     for (int i = 0; i < p->n_vstages; i++) /* room for every stage's counts */
         if (S->layers[i] + 1 > S->M.w) S->M.w = S->layers[i] + 1;
-    S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL};
+    S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL, 0};
     S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
     size_t n = (size_t)v * S->M.w;
     S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
@@ -275,6 +332,7 @@ static void peak_search_stage(peak_search_t *S, int s)
     mk_sim_stage_static(p, S->x.g, s, S->o, p->dp > 1, &st);
     S->x.s = s;
     S->x.stat = st.weights + st.grads + st.optimizer + st.buffers;
+    S->x.gath = st.gathered;
     memset(S->M.have, 0, (size_t)S->M.v * S->M.w);
 }
 

@@ -93,6 +93,11 @@ static int setup_shared(mk_sim_state_t *R)
     int sh = p->dp * p->tp < gpn ? p->dp * p->tp : gpn;
     R->dpg = mk_group_make(c, 0, p->tp, p->dp, sh);
     R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * p->dp * p->tp : 1, 2, sh);
+    /* ZeRO: k consecutive DP ranks shard, the dp/k groups replicate */
+    R->zk = mk_plan_zero(p) ? mk_plan_zero_group(p) : p->dp;
+    R->nrep = p->dp / R->zk;
+    R->zg = mk_group_make(c, 0, p->tp, R->zk, sh);
+    R->rg = mk_group_make(c, 0, p->tp * R->zk, R->nrep, sh);
     R->ch = calloc(R->V, sizeof *R->ch);
     long nmsg = mk_walk_n_keys(R->sch);
     R->arrival = malloc(nmsg * sizeof *R->arrival);
@@ -122,11 +127,12 @@ static int setup_stage(mk_sim_state_t *R, int s)
     S->rank = s * p->dp * p->tp;
     S->node = S->rank / gpn;
     S->stat = S->ss.weights + S->ss.grads + S->ss.optimizer + S->ss.buffers;
+    S->final_bytes = S->ss.grad_comm_bytes;
     S->mb_stored = calloc(nmc, sizeof *S->mb_stored);
     S->bucket_end = malloc((R->nb + 1) * sizeof *S->bucket_end);
     if (!S->mb_stored || !S->bucket_end) return mk_error_set("out of memory");
     for (int i = 0; i <= R->nb; i++) S->bucket_end[i] = -1;
-    mk_sim_mem_note(R, s, 0);
+    mk_sim_mem_note(R, s, 0, 0);
     if (R->tr) {
         char label[64];
         snprintf(label, sizeof label, "rank %d (stage %d)", S->rank, s);
@@ -175,9 +181,6 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     if (!sim || !ctx || !out) return mk_error_set("mk_sim_run: NULL argument");
     const mk_plan_t p = ctx->plan; /* resolved: checked, auto settled (mk_plan_resolve) */
     const mk_graph_t *g = ctx->g;
-    if (ctx->zero > 1 || p.zero_shard)
-        return mk_error_set("--zero %d%s: the simulator models ZeRO-1 over the whole DP group only", p.zero,
-                            p.zero_shard ? " with a hybrid sharding group" : "");
 
     mk_sim_state_t R;
     memset(&R, 0, sizeof R);

@@ -74,7 +74,7 @@ static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 /* Forward time of some of layer l's ops: the attention cores (attention = 1:
  * what selective recompute replays), else the linears and the head (one
  * forward-sized GEMM each: their weight gradients, B_W). */
-static double layer_ops_fwd(const mk_sim_state_t *R, int l, int attention)
+double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention)
 {
     const mk_graph_t *g = R->g;
     const mk_layer_t *L = &g->layers[l];
@@ -91,6 +91,7 @@ void mk_chunk_cost_free(mk_chunk_cost_t *c)
 {
     free(c->fwd), free(c->bwd), free(c->bin), free(c->ckf);
     free(c->rec), free(c->rec_comm), free(c->stored), free(c->wmax);
+    mk_zero_chunk_free(c);
 }
 
 static int chunk_alloc(mk_chunk_cost_t *c)
@@ -144,8 +145,8 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
         layer_piece(R, l1 - 1 - i, 1, &c->bwd[i]);
         layer_piece(R, l1 - 1 - i, 2, &c->bin[i]);
         if (mk_sim_is_ckptable(g, l)) c->ckf[j++] = c->fwd[i];
-        if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) c->sel += layer_ops_fwd(R, l, 1);
-        c->bw += layer_ops_fwd(R, l1 - 1 - i, 0);
+        if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) c->sel += mk_chunk_ops_fwd(R, l, 1);
+        c->bw += mk_chunk_ops_fwd(R, l1 - 1 - i, 0);
     }
     c->f = mk_tp_run(c->fwd, c->nl, lvl, NULL, &c->f_comm, NULL, NULL);
     c->b = mk_tp_run(c->bwd, c->nl, lvl, NULL, &c->b_comm, NULL, NULL);
@@ -153,7 +154,7 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     if (chunk_recompute(c, lvl) < 0) return -1;
     for (int i = 0; i <= c->nck; i++) mk_sim_chunk_act(p, g, k, i, &c->stored[i], &c->wmax[i], &c->gbuf);
     c->s_full = c->stored[0];
-    return 0;
+    return mk_zero_chunk_build(R, c);
 }
 
 double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, int recomputes, int unit,

@@ -32,6 +32,7 @@ double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm,
 typedef struct mk_stage_static {
     double params;     /* P on one TP rank (tied copy included) */
     double weights, grads, optimizer, buffers;
+    double gathered;          /* ZeRO-3: weights gathered whole while a layer computes */
     double grad_comm_bytes;   /* gradients reduced over DP (comm dtype) */
     double tied_bytes;        /* tied embedding gradient (first/last stage) */
 } mk_stage_static_t;
@@ -42,6 +43,11 @@ void mk_sim_param_bytes(const mk_plan_t *p, const mk_sim_opts_t *o, double *w, d
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp);
 /* Tied embedding parameters on one TP rank (0 if none). */
 double mk_sim_tied_params(const mk_graph_t *g, int tp);
+/* Layer l's parameters on one TP rank as ZeRO-3 moves them: gather 1 what
+ * its compute gathers (the head of a tied model: the embedding too), 0
+ * what its gradient reduce-scatters (the tied copy where the stage holds
+ * one, pp > 1). */
+double mk_sim_layer_zparams(const mk_plan_t *p, const mk_graph_t *g, int l, int gather);
 int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int stage, const mk_sim_opts_t *o,
                         int dp_bucket, mk_stage_static_t *out);
 /* Chunk (virtual stage k) activation figures for ck checkpointed layers:
@@ -53,6 +59,21 @@ int mk_sim_is_ckptable(const mk_graph_t *g, int l);
 double mk_sim_bucket_bytes(const mk_sim_opts_t *o);
 
 /* ---- one run (mk_sim_run) ---- */
+
+/* ZeRO-3 (zero.c): a chunk's layers in the order an op runs them.  Seconds. */
+typedef struct mk_zseq {
+    int n;
+    double *dur;                /* [n] the layer's compute (its share of the TP sub-pipeline) */
+    double *ag;                 /* [n] all-gather of its weights over the sharding group (0: none) */
+    double *rs, *ar;            /* [n] reduce-scatter of its gradient; hybrid: the shard's
+                                   all-reduce over the replicas (0: none) */
+    int *layer;                 /* [n] graph layer */
+} mk_zseq_t;
+
+typedef struct mk_zero_chunk {
+    mk_zseq_t f, b, bi, bw;     /* F, B, B_IN, B_W (B_W gathers nothing) */
+    mk_zseq_t ck;               /* the checkpointable layers: R, and the replay of a recomputing B */
+} mk_zero_chunk_t;
 
 /* The costs of one chunk (virtual stage k), built once per run (sim_chunk.c).
  * Seconds per micro-batch on one representative rank; bytes on one TP rank. */
@@ -68,6 +89,8 @@ typedef struct mk_chunk_cost {
     double *rec, *rec_comm;     /* [nck+1] recompute of the first k checkpointable layers */
     double *stored, *wmax;      /* [nck+1] activation bytes kept / largest layer's, k checkpointed */
     double s_full, gbuf;        /* stored with nothing checkpointed; backward gradient buffers */
+    double gbytes;              /* ZeRO-2/3: gradient bytes one backward of the chunk makes */
+    mk_zero_chunk_t *z;         /* ZeRO-3's per-layer pieces (NULL otherwise) */
 } mk_chunk_cost_t;
 
 /* One pipeline stage's representative rank: its streams' clocks and what
@@ -83,6 +106,8 @@ typedef struct mk_sim_stage {
     mk_mem_breakdown_t at_peak;
     mk_stage_static_t ss;
     double p2p_free, dp_free;   /* when the p2p and DP streams are free */
+    double final_bytes;         /* gradient bytes the buckets of the last backward reduce (the
+                                   stage's; ZeRO-2: that backward's chunk's) */
     double *mb_stored;          /* [m*vpp] bytes stored by slot mb*vpp+chunk */
     double *bucket_end;         /* [nb+1] when DP bucket k is reduced (-1: not launched) */
     int max_inflight;           /* micro-batch chunks with stored activations */
@@ -106,6 +131,8 @@ typedef struct mk_sim_state {
     double *nic_free;           /* [nodes] when a node's NIC is free */
     int nodes, nb, V;           /* nodes, DP buckets, virtual stages pp*vpp */
     mk_group_t tpg, dpg, tiedg;
+    mk_group_t zg, rg;          /* ZeRO: the sharding group (dpg unless hybrid), the replicas */
+    int zk, nrep;               /* their sizes: zk x nrep = dp */
     mk_trace_t *tr;
 } mk_sim_state_t;
 
@@ -122,12 +149,26 @@ double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, in
  * it; the rest is exposed TP communication. */
 double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck, double d);
 
+/* The forward time of layer l's attention cores (attention 1) or of its
+ * linears and head (0: its weight-gradient GEMMs, B_W). */
+double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention);
+
+/* zero.c: ZeRO-2/3 pieces of chunk c (gbytes; ZeRO-3: z), after its TP
+ * pieces.  0 or -1. */
+int mk_zero_chunk_build(const mk_sim_state_t *R, mk_chunk_cost_t *c);
+void mk_zero_chunk_free(mk_chunk_cost_t *c);
+/* ZeRO-3: the duration of compute op `in` of chunk c on stage s started at
+ * t0 with its layers' gathers and gradient reductions on the DP stream
+ * (queued behind S->dp_free, which it moves; DP comm counted). */
+double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int ck, int rc,
+                  double t0);
+
 /* sim_step.c: the walker's hooks for the state's walker (ctx = R). */
 void mk_sim_hooks(mk_sim_state_t *R, mk_walk_hooks_t *h);
 /* Queue stage s to go on at time t.  0 or -1. */
 int mk_sim_wake(mk_sim_state_t *R, int s, double t);
 /* Note the memory of stage s with `transient` bytes in use. */
-void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient);
+void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient, double gathered);
 void mk_sim_mem_trace(mk_sim_state_t *R, int s, double t);
 
 /* sim_result.c: fill *out from a finished run of makespan `step` (s). */

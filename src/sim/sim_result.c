@@ -68,6 +68,8 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
     out->worst_stage = -1;
     result_stages(R, step, out);
     out->events = R->events;
+    out->zero = mk_plan_zero(p);
+    out->zero_group = out->zero ? mk_plan_zero_group(p) : 1;
 }
 
 json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
@@ -77,10 +79,12 @@ json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
         json_array_append_new(bub, json_real(r->bubble_fraction[s]));
         json_array_append_new(peak, json_real(r->peak_memory_bytes[s]));
         const mk_mem_breakdown_t *m = &r->mem[s];
-        json_array_append_new(mem, json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m->weights,
-                                             "grads", m->grads, "optimizer", m->optimizer, "activations",
-                                             m->activations, "working", m->working, "buffers", m->buffers,
-                                             "total", m->total));
+        json_t *mj = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f}", "weights", m->weights, "grads", m->grads,
+                               "optimizer", m->optimizer, "activations", m->activations, "working", m->working,
+                               "buffers", m->buffers, "total", m->total);
+        /* only with ZeRO-3, so that every other result reads as before */
+        if (mj && r->zero == 3) json_object_set_new(mj, "gathered", json_real(m->gathered));
+        json_array_append_new(mem, mj);
         json_array_append_new(inf, json_integer(r->max_inflight[s]));
     }
     json_t *ex = json_pack("{s:f, s:f, s:f}", "pp", r->exposed_comm_s[MK_COMM_PP], "tp", r->exposed_comm_s[MK_COMM_TP],

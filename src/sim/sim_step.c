@@ -17,12 +17,18 @@
  *   REDUCE_GRADS waits for its bucket: buckets of the stage's gradients
  *                become final during the stage's last backward (bucket k of
  *                nb at (k+1)/nb of it) and queue on the DP stream as ring/
- *                hierarchical all-reduces (reduce-scatters with ZeRO-1);
+ *                hierarchical all-reduces (reduce-scatters over the ZeRO
+ *                group with ZeRO-1/2, then hybrid the replicas' all-reduce);
  *                without plan.overlap_grad_reduce all of them queue at the
- *                first REDUCE_GRADS, after the backward
+ *                first REDUCE_GRADS, after the backward.  ZeRO-2 also
+ *                reduce-scatters every other backward's gradient (the micro-
+ *                batch's is not kept whole); ZeRO-3 reduces each layer's
+ *                inside its backward and gathers its weights inside F/B/R
+ *                (zero.c)
  *   OPT_STEP     launch + 28 bytes per local parameter / memory bandwidth
  *                (reads grad, master, m, v; writes master, m, v, weight),
- *                /d with ZeRO-1, then the ZeRO-1 all-gather of the weights
+ *                /k with ZeRO over k ranks, then (ZeRO-1/2) the all-gather
+ *                of the updated weights
  *   LOAD         0 (input tokens are tiny)
  * Under opts.unit_costs everything but compute takes 0. */
 #include "sim/sim_internal.h"
@@ -55,15 +61,17 @@ int mk_sim_wake(mk_sim_state_t *R, int s, double t)
     return mk_evq_push(&R->q, t, EV_STAGE, s, on_stage_event, R);
 }
 
-void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient)
+void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient, double gathered)
 {
     mk_sim_stage_t *S = &R->st[s];
     double cur = S->stat + S->stored + transient;
+    cur += gathered;
     if (cur > S->peak) {
         S->peak = cur;
         S->at_peak.weights = S->ss.weights, S->at_peak.grads = S->ss.grads;
         S->at_peak.optimizer = S->ss.optimizer, S->at_peak.buffers = S->ss.buffers;
         S->at_peak.activations = S->stored, S->at_peak.working = transient;
+        S->at_peak.gathered = gathered;
         S->at_peak.total = cur;
     }
 }
@@ -109,25 +117,58 @@ static void emit_compute_tp(mk_sim_state_t *R, int s, const mk_instr_t *in, cons
     else if (in->op == MK_INSTR_B_IN) mk_tp_run(c->bin, c->nl, lvl, NULL, NULL, emit_tp, &e);
 }
 
-/* Queue stage s's gradient buckets on its DP stream: bucket k becomes
- * final at (k+1)/nb of the backward [t0, t0 + dur). */
-static void launch_buckets(mk_sim_state_t *R, int s, double t0, double dur)
+/* One gradient bucket of `bytes` ready at `ready` on stage s's DP stream:
+ * all-reduced (ZeRO-0), or reduce-scattered over the sharding group and,
+ * hybrid, the shard all-reduced over the replicas.  Returns its end. */
+static double queue_bucket(mk_sim_state_t *R, int s, double ready, double bytes)
+{
+    mk_sim_stage_t *S = &R->st[s];
+    int z = R->p->zero, unit = R->o->unit_costs;
+    double st = ready > S->dp_free ? ready : S->dp_free;
+    double d = unit ? 0 : mk_cost_coll(R->c, z ? MK_COLL_REDUCE_SCATTER : MK_COLL_ALLREDUCE, MK_ALGO_AUTO,
+                                       z ? &R->zg : &R->dpg, bytes);
+    S->dp_free = st + d;
+    S->comm[MK_COMM_DP] += d;
+    R->events++;
+    if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, z ? "RS.dp" : "AR.dp", st, d, s, -1, 0, -1);
+    if (z && R->nrep > 1) {
+        double a = unit ? 0 : mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->rg, bytes / R->zk);
+        if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AR.dp", S->dp_free, a, s, -1, 0, -1);
+        S->dp_free += a;
+        S->comm[MK_COMM_DP] += a;
+        R->events++;
+    }
+    return S->dp_free;
+}
+
+/* Queue `bytes` of stage s's gradients as its nb buckets on the DP stream:
+ * bucket k becomes final at (k+1)/nb of the backward [t0, t0 + dur).  The
+ * final ones (the stage's last backward) are what REDUCE_GRADS waits for;
+ * ZeRO-3 has reduced them inside that backward (zero.c). */
+static void launch_buckets(mk_sim_state_t *R, int s, double t0, double dur, double bytes, int final)
 {
     mk_sim_stage_t *S = &R->st[s];
     if (R->nb <= 0) return;
-    double bytes = S->ss.grad_comm_bytes / R->nb;
-    mk_coll_kind_t kind = R->p->zero ? MK_COLL_REDUCE_SCATTER : MK_COLL_ALLREDUCE;
+    int z3 = mk_plan_zero(R->p) == 3;
     for (int k = 0; k < R->nb; k++) {
-        if (S->bucket_end[k] >= 0) continue;
+        if (final && S->bucket_end[k] >= 0) continue;
         double ready = t0 + dur * (k + 1) / R->nb;
-        double st = ready > S->dp_free ? ready : S->dp_free;
-        double d = R->o->unit_costs ? 0 : mk_cost_coll(R->c, kind, MK_ALGO_AUTO, &R->dpg, bytes);
-        S->bucket_end[k] = S->dp_free = st + d;
-        S->comm[MK_COMM_DP] += d;
-        R->events++;
-        if (R->tr)
-            mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, R->p->zero ? "RS.dp" : "AR.dp", st, d, s, -1, 0, -1);
+        double e = z3 ? (S->dp_free > t0 ? S->dp_free : t0) : queue_bucket(R, s, ready, bytes / R->nb);
+        if (final) S->bucket_end[k] = e;
     }
+}
+
+/* The gradients a backward makes: the last one's buckets during it
+ * (overlap_grad_reduce; else at REDUCE_GRADS); with ZeRO-2 every other
+ * weight-gradient backward's too (its micro-batch's gradient is not kept
+ * whole), after it without overlap. */
+static void backward_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, const mk_chunk_cost_t *c, double t, double d)
+{
+    mk_sim_stage_t *S = &R->st[ev->stage];
+    int z = mk_plan_zero(R->p), ov = R->p->overlap_grad_reduce;
+    if (ev->last_bwd && z >= 2) S->final_bytes = c->gbytes;
+    if (ev->last_bwd && (ov || z == 3)) launch_buckets(R, ev->stage, t, d, S->final_bytes, 1);
+    else if (z == 2 && ev->releases && !ev->last_bwd) launch_buckets(R, ev->stage, ov ? t : t + d, ov ? d : 0, c->gbytes, 0);
 }
 
 static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
@@ -144,7 +185,7 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     }
     double tpc, tr;
     double d = mk_chunk_cost_time(c, in->op, ck, rc, unit, &tpc, &tr);
-    mk_sim_mem_note(R, s, tr);
+    mk_sim_mem_note(R, s, tr, in->op != MK_INSTR_B_W ? S->ss.gathered : 0);
     double pure = mk_chunk_cost_pure(c, in->op, p->tp_overlap, rc, ck, d);
     if (!unit) {
         double ex = d - pure;
@@ -152,6 +193,10 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         if (ex > tpc) ex = tpc;
         S->exposed[MK_COMM_TP] += ex;
         S->comm[MK_COMM_TP] += tpc;
+        if (c->z) { /* ZeRO-3: the layers wait for their gathers */
+            double dz = mk_zero_op(R, s, in, c, ck, rc, t);
+            if (dz > d) S->exposed[MK_COMM_DP] += dz - d, d = dz;
+        }
     }
     if (ev->regrows) { /* R: the checkpointed layers' activations are back */
         S->stored += c->s_full - S->mb_stored[slot];
@@ -161,15 +206,14 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         trace_instr(R, s, in, MK_TRACE_COMPUTE, t, d);
         if (!unit) emit_compute_tp(R, s, in, c, rc, ck, t);
     }
-    /* without overlap_grad_reduce the buckets wait for REDUCE_GRADS */
-    if (ev->last_bwd && p->overlap_grad_reduce) launch_buckets(R, s, t, d);
+    backward_grads(R, ev, c, t, d);
     S->now = t + d;
     S->busy += d;
     if (ev->releases) { /* B, B_W: the micro-batch is done here */
         S->stored -= S->mb_stored[slot];
         S->mb_stored[slot] = 0;
     }
-    mk_sim_mem_note(R, s, 0);
+    mk_sim_mem_note(R, s, 0, 0);
     mk_sim_mem_trace(R, s, S->now);
     return DONE;
 }
@@ -240,7 +284,7 @@ static int op_reduce_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     int s = ev->stage, b = ev->bucket;
     mk_sim_stage_t *S = &R->st[s];
-    if (b < R->nb && S->bucket_end[b] < 0) launch_buckets(R, s, t, 0);
+    if (b < R->nb && S->bucket_end[b] < 0) launch_buckets(R, s, t, 0, S->final_bytes, 1);
     double e = b < R->nb ? S->bucket_end[b] : t;
     if (e > t) S->exposed[MK_COMM_DP] += e - t, S->now = e;
     return DONE;
@@ -253,15 +297,16 @@ static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     mk_sim_stage_t *S = &R->st[s];
     int unit = R->o->unit_costs;
     double d = 0;
-    double local = S->ss.params / (mk_plan_zero(p) ? p->dp : 1);
+    int z = mk_plan_zero(p);
+    double local = S->ss.params / (z ? mk_plan_zero_group(p) : 1);
     if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
     if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_COMPUTE, "OPT", t, d, s, -1, 0, -1);
     S->now = t + d;
     S->busy += d;
-    if (mk_plan_zero(p) && !unit) { /* ZeRO-1: gather the updated weights */
+    if ((z == 1 || z == 2) && !unit) { /* gather the updated weights (ZeRO-3 keeps its shard) */
         double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
         double st = S->now > S->dp_free ? S->now : S->dp_free;
-        double ag = mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->dpg, w * S->ss.params);
+        double ag = mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->zg, w * S->ss.params);
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", st, ag, s, -1, 0, -1);
         S->exposed[MK_COMM_DP] += st + ag - S->now;
         S->comm[MK_COMM_DP] += ag;

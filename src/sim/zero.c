@@ -1,0 +1,187 @@
+/* ZeRO-3 (FSDP) inside a chunk's compute ops (issue 17).  The parameters
+ * are sharded over the group of k = mk_plan_zero_group ranks; every layer's
+ * weights are all-gathered (AG.zero, on the DP stream) before it computes,
+ * in F, R, B and B_IN (a recomputing B gathers the recomputed layers
+ * again), and freed after it.  The gather of the next layer is issued as a
+ * layer starts computing (prefetch depth 1, DeepSpeed ZeRO-3's and FSDP's
+ * default), so with compute dominating only the op's first gather is
+ * exposed.  A backward that makes a layer's weight gradient (B, B_W)
+ * reduce-scatters it (RS.dp; hybrid: then the shard all-reduced over the
+ * dp/k replicas, AR.dp) as the layer ends, after the op without
+ * overlap_grad_reduce.  One DP stream, FIFO: gathers and reductions queue
+ * in issue order behind whatever the stream still carries.  The
+ * scheduler's streams do not change: like the TP collectives, this lives
+ * inside F/B/R.
+ *
+ * Per layer the compute is its share of the chunk's TP sub-pipeline
+ * (mk_tp_run's per-layer ends), so without gathers the op takes what it
+ * takes without ZeRO-3. */
+#include "sim/sim_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static int seq_alloc(mk_zseq_t *q, int n)
+{
+    q->n = n;
+    q->dur = calloc(n + 1, sizeof *q->dur), q->ag = calloc(n + 1, sizeof *q->ag);
+    q->rs = calloc(n + 1, sizeof *q->rs), q->ar = calloc(n + 1, sizeof *q->ar);
+    q->layer = calloc(n + 1, sizeof *q->layer);
+    return q->dur && q->ag && q->rs && q->ar && q->layer ? 0 : -1;
+}
+
+static void seq_free(mk_zseq_t *q)
+{
+    free(q->dur), free(q->ag), free(q->rs), free(q->ar), free(q->layer);
+}
+
+void mk_zero_chunk_free(mk_chunk_cost_t *c)
+{
+    if (!c->z) return;
+    mk_zseq_t *q[] = {&c->z->f, &c->z->b, &c->z->bi, &c->z->bw, &c->z->ck};
+    for (int i = 0; i < 5; i++) seq_free(q[i]);
+    free(c->z);
+    c->z = NULL;
+}
+
+/* dur[i] = layer i's share of the sub-pipeline over L[0, n). */
+static int tp_durations(const mk_tpl_t *L, int n, int lvl, double *dur)
+{
+    double *end = calloc(n + 1, sizeof *end);
+    if (!end) return -1;
+    mk_tp_run(L, n, lvl, end, NULL, NULL, NULL);
+    for (int i = 0; i < n; i++) dur[i] = end[i] - (i ? end[i - 1] : 0);
+    free(end);
+    return 0;
+}
+
+/* The gather of layer l's weights, and the reduction of its gradient
+ * (reduce-scatter over the group; hybrid: the shard's all-reduce over the
+ * replicas). */
+static void layer_comm(const mk_sim_state_t *R, int l, double *ag, double *rs, double *ar)
+{
+    double w, gr, opt;
+    mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
+    const mk_cluster_t *c = R->c;
+    *ag = mk_cost_coll(c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->zg, w * mk_sim_layer_zparams(R->p, R->g, l, 1));
+    double gb = gr * mk_sim_layer_zparams(R->p, R->g, l, 0);
+    *rs = mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, MK_ALGO_AUTO, &R->zg, gb);
+    *ar = R->nrep > 1 ? mk_cost_coll(c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->rg, gb / R->zk) : 0;
+}
+
+/* Fill the per-layer pieces of chunk c (its TP pieces built). */
+static int zero3_fill(const mk_sim_state_t *R, mk_chunk_cost_t *c)
+{
+    const mk_plan_t *p = R->p;
+    mk_zero_chunk_t *z = c->z;
+    int l0 = p->bounds[c->k], l1 = p->bounds[c->k + 1], lvl = p->tp_overlap, j = 0;
+    if (tp_durations(c->fwd, c->nl, lvl, z->f.dur) < 0 || tp_durations(c->bwd, c->nl, lvl, z->b.dur) < 0 ||
+        tp_durations(c->bin, c->nl, lvl, z->bi.dur) < 0 || tp_durations(c->ckf, c->nck, lvl, z->ck.dur) < 0)
+        return mk_error_set("out of memory");
+    for (int i = 0; i < c->nl; i++) {
+        int lf = l0 + i, lb = l1 - 1 - i;
+        double ag, rs, ar;
+        layer_comm(R, lf, &ag, &rs, &ar);
+        z->f.ag[i] = ag, z->f.layer[i] = lf;
+        if (mk_sim_is_ckptable(R->g, lf)) z->ck.ag[j] = ag, z->ck.layer[j++] = lf;
+        layer_comm(R, lb, &ag, &rs, &ar);
+        z->b.ag[i] = z->bi.ag[i] = ag, z->b.rs[i] = z->bw.rs[i] = rs, z->b.ar[i] = z->bw.ar[i] = ar;
+        z->b.layer[i] = z->bi.layer[i] = z->bw.layer[i] = lb;
+        /* selective recompute replays the layer's attention cores in its backward */
+        if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) z->b.dur[i] += mk_chunk_ops_fwd(R, lb, 1);
+        z->bw.dur[i] = mk_chunk_ops_fwd(R, lb, 0);
+    }
+    return 0;
+}
+
+int mk_zero_chunk_build(const mk_sim_state_t *R, mk_chunk_cost_t *c)
+{
+    int z = mk_plan_zero(R->p);
+    if (z >= 2) { /* what one backward of the chunk reduces (ZeRO-2's per-micro-batch buckets) */
+        double w, gr, opt;
+        mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
+        int l0 = R->p->bounds[c->k], l1 = R->p->bounds[c->k + 1];
+        double P = mk_sim_layers_params(R->g, l0, l1, R->p->tp);
+        if (c->k == R->V - 1 && R->p->pp > 1) P += mk_sim_tied_params(R->g, R->p->tp);
+        c->gbytes = gr * P;
+    }
+    if (z != 3) return 0;
+    if (!(c->z = calloc(1, sizeof *c->z))) return mk_error_set("out of memory");
+    mk_zseq_t *q[] = {&c->z->f, &c->z->b, &c->z->bi, &c->z->bw, &c->z->ck};
+    for (int i = 0; i < 5; i++)
+        if (seq_alloc(q[i], i == 4 ? c->nck : c->nl) < 0) return mk_error_set("out of memory");
+    return zero3_fill(R, c);
+}
+
+/* The DP stream of one op: free from *q; issues collectives. */
+typedef struct {
+    mk_sim_state_t *R;
+    int s, mb, chunk;
+    double t0, q, comm;   /* op start (absolute, for the trace); DP stream free (relative); comm time */
+} zrun_t;
+
+/* Queue d seconds named `name` at `ready` (relative); returns its end. */
+static double issue(zrun_t *x, const char *name, double ready, double d, int layer)
+{
+    if (d <= 0) return ready;
+    double st = ready > x->q ? ready : x->q;
+    x->q = st + d;
+    x->comm += d;
+    x->R->events++;
+    if (x->R->tr)
+        mk_trace_complete(x->R->tr, x->R->st[x->s].rank, MK_TRACE_DP, name, x->t0 + st, d, x->s, x->mb, x->chunk,
+                          layer);
+    return x->q;
+}
+
+static void reduce(zrun_t *x, const mk_zseq_t *q, int i, double ready)
+{
+    double e = issue(x, "RS.dp", ready, q->rs[i], q->layer[i]);
+    issue(x, "AR.dp", e, q->ar[i], q->layer[i]);
+}
+
+/* Layers a[0, na) then b[0, nb) on the compute stream, each after its
+ * gather; the next gather issued as a layer starts.  Returns the time. */
+static double run_layers(zrun_t *x, const mk_zseq_t *a, int na, const mk_zseq_t *b, int nb, int late)
+{
+    int n = na + nb;
+    double t = 0, ready = 0;
+#define ZQ(j) ((j) < na ? a : b)
+#define ZI(j) ((j) < na ? (j) : (j) - na)
+    if (n > 0) ready = issue(x, "AG.zero", 0, ZQ(0)->ag[ZI(0)], ZQ(0)->layer[ZI(0)]);
+    for (int j = 0; j < n; j++) {
+        double start = t > ready ? t : ready;
+        if (j + 1 < n) ready = issue(x, "AG.zero", start, ZQ(j + 1)->ag[ZI(j + 1)], ZQ(j + 1)->layer[ZI(j + 1)]);
+        t = start + ZQ(j)->dur[ZI(j)];
+        if (!late) reduce(x, ZQ(j), ZI(j), t);
+    }
+    for (int j = 0; late && j < n; j++) reduce(x, ZQ(j), ZI(j), t);
+#undef ZQ
+#undef ZI
+    return t;
+}
+
+double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int ck, int rc,
+                  double t0)
+{
+    const mk_zero_chunk_t *z = c->z;
+    mk_sim_stage_t *S = &R->st[s];
+    static const mk_zseq_t none = {0};
+    if (ck > c->nck) ck = c->nck;
+    zrun_t x = {R, s, in->mb, in->chunk, t0, S->dp_free > t0 ? S->dp_free - t0 : 0, 0};
+    int late = !R->p->overlap_grad_reduce;
+    const mk_zseq_t *rec = rc ? &z->ck : &none;
+    double d = 0;
+    switch (in->op) {
+    case MK_INSTR_F:
+    case MK_INSTR_F_PRE: d = run_layers(&x, &z->f, c->nl, &none, 0, late); break;
+    case MK_INSTR_R: d = run_layers(&x, &z->ck, ck, &none, 0, late); break;
+    case MK_INSTR_B: d = run_layers(&x, rec, rc ? ck : 0, &z->b, c->nl, late); break;
+    case MK_INSTR_B_IN: d = run_layers(&x, rec, rc ? ck : 0, &z->bi, c->nl, late); break;
+    case MK_INSTR_B_W: d = run_layers(&x, &z->bw, c->nl, &none, 0, late); break;
+    default: return 0;
+    }
+    if (x.comm > 0) S->dp_free = t0 + x.q;
+    S->comm[MK_COMM_DP] += x.comm;
+    return d;
+}

@@ -1,0 +1,106 @@
+#!/bin/sh
+# ZeRO-2 and ZeRO-3 in merak sim (issue 17): the per-rank memory against
+# its closed forms, the collectives a trace shows (AG.zero, RS.dp, AR.dp),
+# step times ordered on a bandwidth-bound cluster, the peaks the README
+# quotes, saved plans, and bad input.
+. "${top_srcdir:-.}/tests/lib.sh"
+"${PYTHON:=python3}" -c "import json" 2>/dev/null || { echo "no python: skipped"; exit 77; }
+sim() { $MERAK sim --model gpt-tiny --cluster dgx-a100 "$@"; }
+for z in 0 1 2 3; do
+  expect_ok "gpt-tiny dp 4 --zero $z" sh -c "'$MERAK' sim --model gpt-tiny --cluster dgx-a100 --dp 4 --gbs 4 \
+    --zero $z --json >'$tmpdir/z$z.json'"
+done
+expect_ok "hybrid: dp 16, --zero 3 --zero-shard-group node" sh -c "'$MERAK' sim --model gpt-tiny --cluster dgx-a100 \
+  --dp 16 --gbs 16 --zero 3 --zero-shard-group node --json >'$tmpdir/h3.json'"
+# P = 220544 parameters (merak model), layers: embedding 20480, attention
+# 16768, mlp 33216 (x4), head 128 (+ the tied embedding's 16384 words)
+check "memory closed forms (weights, grads, optimizer, gathered per rank)" "$PYTHON" - "$tmpdir" <<'PY'
+import json, sys
+d = sys.argv[1]
+m = [json.load(open("%s/z%d.json" % (d, z)))["memory_breakdown"][0] for z in range(4)]
+h = json.load(open(d + "/h3.json"))["memory_breakdown"][0]
+P, k, attn, mlp = 220544.0, 4, 16768.0, 33216.0
+want = [(2 * P, 2 * P, 12 * P), (2 * P, 2 * P, 12 * P / k), (2 * P, 2 * P / k, 12 * P / k),
+        (2 * P / k, 2 * P / k + 2 * mlp, 12 * P / k)]
+ok = True
+for z in range(4):
+    got = (m[z]["weights"], m[z]["grads"], m[z]["optimizer"])
+    if any(abs(a - b) > 1e-6 * b for a, b in zip(got, want[z])):
+        print("zero %d: got %s, want %s" % (z, got, want[z])); ok = False
+    if ("gathered" in m[z]) != (z == 3):
+        print("zero %d: 'gathered' key %s" % (z, "present" if "gathered" in m[z] else "missing")); ok = False
+# the layer in use and the prefetched one, whole: attention + mlp of a block
+if abs(m[3]["gathered"] - 2 * (attn + mlp)) > 1e-6:
+    print("gathered", m[3]["gathered"]); ok = False
+for z in range(4):
+    s = sum(m[z][x] for x in ("weights", "grads", "optimizer", "activations", "working", "buffers", "gathered")
+            if x in m[z])
+    if abs(s - m[z]["total"]) > 1e-6 * s:
+        print("zero %d: parts %g, total %g" % (z, s, m[z]["total"])); ok = False
+# hybrid over the 8 ranks of a node: divides by 8, not by dp 16
+if abs(h["weights"] - 2 * P / 8) > 1e-6 or abs(h["optimizer"] - 12 * P / 8) > 1e-6:
+    print("hybrid", h); ok = False
+tot = [x["total"] for x in m]
+if not (tot[3] < tot[2] < tot[1] < tot[0]):
+    print("peaks not falling with the stage:", tot); ok = False
+sys.exit(0 if ok else 1)
+PY
+# traces: per micro-batch F gathers its 10 layers, B gathers them again and
+# reduce-scatters each gradient; a full-recompute B gathers the 8 block
+# layers a third time; ZeRO-3 gathers nothing after the optimizer
+count() { "$PYTHON" -c "
+import json, sys
+t = json.load(open(sys.argv[1])); ev = t['traceEvents'] if isinstance(t, dict) else t
+print(sum(1 for e in ev if e.get('ph') == 'X' and e.get('name') == sys.argv[2]))" "$@"; }
+sim --dp 2 --gbs 4 --zero 3 --recompute none --trace "$tmpdir/t0.json" >/dev/null
+sim --dp 2 --gbs 4 --zero 3 --recompute full --trace "$tmpdir/t1.json" >/dev/null
+sim --dp 2 --pp 2 --gbs 8 --zero 3 --trace "$tmpdir/t2.json" >/dev/null
+sim --dp 2 --gbs 4 --zero 2 --trace "$tmpdir/t3.json" >/dev/null
+sim --dp 16 --gbs 16 --zero 3 --zero-shard-group node --trace "$tmpdir/t4.json" >/dev/null
+check "zero 3, no recompute, m 2: 40 AG.zero, 20 RS.dp, no AG.dp" \
+  [ "$(count "$tmpdir/t0.json" AG.zero) $(count "$tmpdir/t0.json" RS.dp) $(count "$tmpdir/t0.json" AG.dp)" = "40 20 0" ]
+check "zero 3, full recompute: 56 AG.zero" [ "$(count "$tmpdir/t1.json" AG.zero)" = 56 ]
+check "zero 3, pp 2, m 4: each stage its own 5 layers (112 AG.zero, 40 RS.dp)" \
+  [ "$(count "$tmpdir/t2.json" AG.zero) $(count "$tmpdir/t2.json" RS.dp)" = "112 40" ]
+check "zero 2, m 2: a bucket per backward (2 RS.dp), one AG.dp" \
+  [ "$(count "$tmpdir/t3.json" RS.dp) $(count "$tmpdir/t3.json" AG.dp)" = "2 1" ]
+check "hybrid zero 3: each RS.dp followed by the replicas' AR.dp" \
+  [ "$(count "$tmpdir/t4.json" RS.dp) $(count "$tmpdir/t4.json" AR.dp)" = "10 10" ]
+# a bandwidth-bound cluster (PCIe, one 100 Gb/s NIC): more sharding, more traffic
+for z in 0 1 2 3; do
+  $MERAK sim --model gpt2-124m --cluster rtx3090-pcie --dp 8 --gbs 32 --zero $z --json >"$tmpdir/b$z.json"
+done
+check "rtx3090-pcie: step(zero 3) > step(2) >= step(1) >= step(0)" "$PYTHON" -c "
+import json, sys
+t = [json.load(open('$tmpdir/b%d.json' % z))['step_time_s'] for z in range(4)]
+print(t); sys.exit(0 if t[3] > t[2] >= t[1] >= t[0] else 1)"
+# the README's comparison: ZeRO-3 lowers the peak below ZeRO-1's
+peak() { $MERAK sim "$@" --json | "$PYTHON" -c "import json, sys; print(max(json.load(sys.stdin)['peak_memory_bytes']))"; }
+for m in "gpt-175b --dp 8 --pp 8 --tp 8 --gbs 512" "llama-2-70b --dp 8 --pp 4 --tp 8 --gbs 512"; do
+  p1=$(peak --model $m --cluster dgx-a100 --zero 1); p3=$(peak --model $m --cluster dgx-a100 --zero 3)
+  check "${m%% *}: ZeRO-3 peak $p3 < ZeRO-1 peak $p1" "$PYTHON" -c "import sys; sys.exit(0 if $p3 < $p1 else 1)"
+done
+expect_ok "zero 3 with recompute auto" sim --dp 2 --pp 2 --gbs 8 --zero 3 --recompute auto
+expect_ok "zero 3 interleaved, zb-h1" sh -c "'$MERAK' sim --model gpt-tiny --cluster dgx-a100 --dp 2 --pp 2 --gbs 8 \
+  --zero 3 --schedule interleaved --vpp 2 >/dev/null && '$MERAK' sim --model gpt-tiny --cluster dgx-a100 --dp 2 \
+  --pp 2 --gbs 8 --zero 3 --schedule zb-h1 --no-overlap-grad-reduce >/dev/null"
+expect_ok "text output shows the gathered column" sh -c "'$MERAK' sim --model gpt-tiny --cluster dgx-a100 --dp 2 \
+  --gbs 4 --zero 3 | grep -q 'buffers  gathered'"
+# bad input: one line, exit 2
+expect_fail "--zero 4" "at most 3" -- sim --dp 4 --gbs 4 --zero 4
+expect_fail "node group not dividing dp" "do not divide dp 12" -- sim --dp 12 --gbs 12 --zero 3 --zero-shard-group node
+expect_fail "bad --zero-shard-group" "dp or node" -- sim --dp 4 --gbs 4 --zero 3 --zero-shard-group rack
+expect_fail "shard group without ZeRO" "needs --zero" -- sim --dp 16 --gbs 16 --zero-shard-group node
+# a plan file: a hybrid zero 3 plan runs from its JSON as from flags; a
+# sharding group that does not divide dp is refused
+"$PYTHON" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))['plan']; json.dump(p, open(sys.argv[2], 'w'))
+p['zero_shard_size'] = 3; json.dump(p, open(sys.argv[3], 'w'))" "$tmpdir/h3.json" "$tmpdir/h3p.json" "$tmpdir/bad.json"
+check "the plan's JSON carries zero 3 and zero_shard_size 8" grep -q '"zero_shard_size": 8' "$tmpdir/h3p.json"
+check "merak sim --plan reproduces the hybrid plan" sh -c "'$MERAK' sim --plan '$tmpdir/h3p.json' --json | \
+  '$PYTHON' -c 'import json, sys; a = json.load(sys.stdin); b = json.load(open(sys.argv[1])); \
+  sys.exit(0 if a[\"step_time_s\"] == b[\"step_time_s\"] and a[\"memory_breakdown\"] == b[\"memory_breakdown\"] else 1)' \
+  '$tmpdir/h3.json'"
+expect_fail "plan with zero_shard_size 3 of dp 16" "group 3 does not divide dp 16" -- $MERAK sim --plan "$tmpdir/bad.json"
+finish
