@@ -20,8 +20,10 @@ d = sys.argv[1]
 m = [json.load(open("%s/z%d.json" % (d, z)))["memory_breakdown"][0] for z in range(4)]
 h = json.load(open(d + "/h3.json"))["memory_breakdown"][0]
 P, k, attn, mlp = 220544.0, 4, 16768.0, 33216.0
-want = [(2 * P, 2 * P, 12 * P), (2 * P, 2 * P, 12 * P / k), (2 * P, 2 * P / k, 12 * P / k),
-        (2 * P / k, 2 * P / k + 2 * mlp, 12 * P / k)]
+# ZeRO-2/3 gradients: the shard plus two whole layer gradients (the one
+# being written and the one being reduce-scattered; the largest is an mlp)
+want = [(2 * P, 2 * P, 12 * P), (2 * P, 2 * P, 12 * P / k), (2 * P, 2 * P / k + 4 * mlp, 12 * P / k),
+        (2 * P / k, 2 * P / k + 4 * mlp, 12 * P / k)]
 ok = True
 for z in range(4):
     got = (m[z]["weights"], m[z]["grads"], m[z]["optimizer"])

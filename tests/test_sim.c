@@ -158,7 +158,9 @@ static void test_memory(void)
         double P = 12 * h * h / t + 7 * h / t + 6 * h;
         double sbh = s * b * h, act;
         int full = !strcmp(cases[i].rc, "full"), sel = !strcmp(cases[i].rc, "selective");
-        if (full) act = 2 * 2 * sbh / (sp ? t : 1);            /* two layers keep their inputs */
+        double tsp = sp ? t : 1;
+        /* full: the block keeps its input, 2sbh (Korthikanti et al. 2022, sec. 5) */
+        if (full) act = 2 * sbh / tsp;
         else if (sp && sel) act = 34 * sbh / t;
         else if (sp) act = sbh / t * (34 + 5 * a * s / h);
         else if (sel) act = sbh * (10 + 24.0 / t);
@@ -172,16 +174,19 @@ static void test_memory(void)
         MEMCHK(M->grads, 2 * P, "grads");
         MEMCHK(M->optimizer, 12 * P, "optimizer");
         MEMCHK(M->activations, inflight * act, "activations");
-        double attn_full = sel ? sbh * (10 + 24.0 / t) : 0; (void)attn_full;
-        double gbuf = 2 * 2 * sbh / (sp ? t : 1);
+        /* backward gradients: the layer's arriving and leaving ones (2sbh
+         * each) and the largest op pair: the attention core's (out 2sbh,
+         * in q|k|v 6sbh, scores 2as^2b) or the GELU's (8sbh each), /t */
+        double core = 8 * sbh + 2 * a * s * s * b, gelu = 16 * sbh;
+        double gbuf = 2 * 2 * sbh / tsp + (core > gelu ? core : gelu) / t;
         double wmax = 0;
-        if (full) { /* the larger of the two layers' full activations, recomputed in B */
-            double at = mk_layer_act_bytes(g, p.bounds[1], t, sp, 0), ml = mk_layer_act_bytes(g, p.bounds[1] + 1, t, sp, 0);
-            wmax = at > ml ? at : ml;
-        }
+        if (full) /* the block's attention and MLP rebuilt at once, less its stored input */
+            wmax = mk_layer_act_bytes(g, p.bounds[1], t, sp, 0) + mk_layer_act_bytes(g, p.bounds[1] + 1, t, sp, 0) -
+                   2 * sbh / tsp;
         MEMCHK(M->working, wmax + gbuf, "working set");
-        MEMCHK(M->buffers, 4 * 2 * sbh / (sp ? t : 1), "p2p buffers");
-        MEMCHK(res.peak_memory_bytes[1], 16 * P + inflight * act + wmax + gbuf + 8 * sbh / (sp ? t : 1), "peak");
+        /* p2p: activation sent and gradient received at the output, gradient sent at the input */
+        MEMCHK(M->buffers, 3 * 2 * sbh / tsp, "p2p buffers");
+        MEMCHK(res.peak_memory_bytes[1], 16 * P + inflight * act + wmax + gbuf + 6 * sbh / tsp, "peak");
         /* the closed-form function agrees with the tracker */
         mk_cluster_t c;
         mk_cluster_get("dgx-a100", &c);

@@ -20,10 +20,13 @@
  * zero_state; ZeRO-3 adds `gathered`, two layers whole, while F/B/R run).  P = the stage's parameters on one TP
  * rank (split ops /t, replicated ops whole; the last stage holds a copy of
  * a tied embedding when pp > 1).  Activations: every in-flight micro-batch
- * keeps mk_layer_ckpt_bytes for checkpointed layers and mk_layer_act_bytes
- * for the rest; working set: the largest checkpointed layer's activations
- * while it is recomputed in F/B, plus two activation-gradient buffers in
- * backward; buffers: p2p send/receive buffers and one DP bucket. */
+ * keeps, per transformer block checkpointed, its input (mk_layer_ckpt_bytes
+ * of its first checkpointed layer) and mk_layer_act_bytes for the rest;
+ * working set: the largest recompute group's (block's) activations while
+ * it is rebuilt, plus the backward's gradients of the layer that needs
+ * most (its own and its widest op's); buffers: the p2p activation sent,
+ * gradient received and gradient sent (no DP bucket: gradients are reduced
+ * in place).  Details in src/sim/memory.c. */
 #ifndef MERAK_SIM_H
 #define MERAK_SIM_H
 

@@ -130,10 +130,20 @@ static float *recv(mk_exec_t *e, const mk_walk_ev_t *ev)
     }
 }
 
+/* Layer l of chunk c is the MLP of a block whose attention is the layer
+ * before it in the chunk: with both checkpointed they are one recompute
+ * group, as in Megatron-LM's full recompute (one checkpoint per
+ * transformer layer), and only the attention's input (the block's) is
+ * kept; the simulator counts the same (src/sim/memory.c). */
+static int joins_block(const mk_exec_t *e, const mk_chunk_t *c, int l)
+{
+    return l > c->l0 && mk_gpt_layer_kind(e->g, l) == MK_GPT_MLP && mk_gpt_layer_kind(e->g, l - 1) == MK_GPT_ATTN;
+}
+
 /* Checkpointable layers are the chunk's layers but the embedding, in order. */
 static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
 {
-    int k = 0;
+    int k = 0, prev_cp = 0;
     for (int l = c->l0; l < c->l1; l++) {
         mk_gpt_act_t *a = act_of(e, c, mb, l);
         float *out = NULL;
@@ -149,16 +159,42 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
         e->run.next_local = l + 1 < c->l1;
         if (mk_gpt_forward(e->g, &e->run, l, a, e->pipe.tokens[mb], e->pipe.targets[mb], out, cp, &e->loss) < 0)
             return -1;
+        if (cp && prev_cp && joins_block(e, c, l)) { /* regrow_input rebuilds it */
+            mk_gpt_release(&e->run, e->g, a->in, act_floats(e));
+            a->in = NULL;
+        }
+        prev_cp = cp;
         mk_exec_poll(e);
     }
     return 0;
 }
 
+/* The MLP l of a block checkpointed whole gave its input up at F: rebuild
+ * it by the attention's full forward from the block's input.  The
+ * attention keeps its internals for its own backward, which then
+ * recomputes nothing (the group's activations are all live at once). */
+static int regrow_input(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
+{
+    mk_gpt_act_t *a = act_of(e, c, mb, l);
+    if (a->in || !joins_block(e, c, l)) return 0;
+    if (!(a->in = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
+    double loss = 0; /* an attention layer adds none */
+    int next = e->run.next_local;
+    e->run.next_local = 0; /* no all-reduce left in flight into the MLP */
+    int rc = mk_gpt_forward(e->g, &e->run, l - 1, act_of(e, c, mb, l - 1), e->pipe.tokens[mb], e->pipe.targets[mb],
+                            a->in, 0, &loss);
+    e->run.next_local = next;
+    return rc;
+}
+
+/* R: every layer's internals, and the inputs the checkpointed blocks gave
+ * up (the attention's forward then leaves nothing to recompute). */
 static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 {
     for (int l = c->l0; l < c->l1; l++) {
         e->trace.cur_layer = l;
-        if (mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->pipe.tokens[mb], e->pipe.targets[mb]) < 0)
+        if ((l + 1 < c->l1 && regrow_input(e, c, mb, l + 1) < 0) ||
+            mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->pipe.tokens[mb], e->pipe.targets[mb]) < 0)
             return -1;
         mk_exec_poll(e);
     }
@@ -209,7 +245,8 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
                 if (!(din = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
             } else din = dout == e->pipe.grad_a ? e->pipe.grad_b : e->pipe.grad_a;
         }
-        if (mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
+        if ((mode != MK_BWD_W && regrow_input(e, c, mb, l) < 0) ||
+            mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
                             e->pipe.targets[mb]) < 0)
             return -1;
         if (last) layer_final(e, l);

@@ -5,14 +5,12 @@
  *              16-bit plans: w = 2, g = 2 (4 with fp32 grads), o = 12
  *              (fp32 master copy, Adam m and v): 16 (18) bytes/parameter;
  *              fp32 plans: 4 + 4 + 8 = 16.
- *   activations  inflight x sum over the chunk's layers of
- *              (checkpointed ? mk_layer_ckpt_bytes : mk_layer_act_bytes)
- *   working    max act bytes of a checkpointed layer (recomputed in B) +
- *              gbuf = 2 x the largest activation entering or leaving a
- *              layer (gradient in, gradient out) during backward
- *   buffers    p2p: send + receive of the activation entering the stage and
- *              of the one leaving it (x2: activation and gradient), /t with
- *              SP; plus one DP gradient bucket when d > 1. */
+ *   activations  inflight x the chunk's stored bytes per micro-batch
+ *              (mk_sim_chunk_act: a checkpointed block keeps its input)
+ *   working    the largest recompute group's activations (rebuilt in B) +
+ *              the backward's gradients of the layer that needs most
+ *   buffers    p2p: the activation sent and the gradient received at the
+ *              chunk's output, the gradient sent at its input (mk_sim_stage_static). */
 #include "sim/sim_internal.h"
 #include "merak/walk.h"
 
@@ -59,11 +57,11 @@ double mk_sim_layer_zparams(const mk_plan_t *p, const mk_graph_t *g, int l, int 
     return x;
 }
 
-/* ZeRO-3 on stage s: the largest whole layer (tied copy where the stage
+/* ZeRO-2/3 on stage s: the largest whole layer (tied copy where the stage
  * reduces it) and the largest pair of neighbouring layers of a chunk
  * as gathered (a layer in use and the next one prefetched), parameters on
  * one TP rank. */
-static void zero3_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *layer, double *pair)
+static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *layer, double *pair)
 {
     *layer = *pair = 0;
     for (int c = 0; c < p->vpp; c++) {
@@ -80,12 +78,13 @@ static void zero3_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double 
 /* Weights, gradients and optimizer state of P parameters (one TP rank)
  * over a ZeRO group of k = mk_plan_zero_group ranks (README "ZeRO"):
  *   ZeRO-0  w P, g P, o P          ZeRO-1  optimizer o P / k
- *   ZeRO-2  + gradients g P / k (the bucket being reduce-scattered, held
- *           whole until its RS ends, is the DP bucket of the buffers)
- *   ZeRO-3  + weights w P / k; gradients also the largest layer's whole
- *           gradient (reduce-scattered as its backward ends); gathered:
- *           the working set w (two neighbouring layers whole) while a
- *           layer computes (DeepSpeed ZeRO-3 / FSDP with prefetch 1). */
+ *   ZeRO-2  + gradients g P / k, and two whole layer gradients: the one
+ *           the backward is writing and the one being reduce-scattered
+ *           (one reduction in flight: merak run's exec_zero.c; DeepSpeed's
+ *           double-buffered reduce buckets)
+ *   ZeRO-3  + weights w P / k; gathered: the working set w (two
+ *           neighbouring layers whole) while a layer computes (DeepSpeed
+ *           ZeRO-3 / FSDP with prefetch 1). */
 static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w, double gr, double opt, double P,
                        mk_stage_static_t *out)
 {
@@ -94,19 +93,28 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
     out->grads = gr * P;
     out->optimizer = opt * P / k;
     out->gathered = 0;
-    if (z == 2) {
-        out->grads = gr * P / k;
-    } else if (z == 3) {
+    if (z >= 2) {
         double layer, pair;
-        zero3_layers(p, g, s, &layer, &pair);
-        out->weights = w * P / k;
-        out->grads = gr * P / k + gr * layer;
-        out->gathered = w * pair;
+        zero_layers(p, g, s, &layer, &pair);
+        out->grads = gr * P / k + 2 * gr * layer;
+        if (z == 3) out->weights = w * P / k, out->gathered = w * pair;
     }
 }
 
+/* Static bytes of stage s on one TP rank: parameters, their gradients and
+ * the optimizer state (mk_sim_param_bytes), and the p2p buffers of each of
+ * its chunks: at the chunk's output the activation being sent and the
+ * gradient received for it, at its input the gradient being sent.  The
+ * activation received at the input is not a buffer of its own: it is the
+ * first layer's input, counted in the stored activations (merak run:
+ * recv's buffer becomes that layer's input; Megatron-LM's 1F1B keeps the
+ * received tensor as input_tensor for the backward).  No DP bucket either:
+ * gradients are all-reduced in place in the gradient buffer (merak run:
+ * MPI_IN_PLACE per layer, exec_stream.c start_dp; Megatron-LM's
+ * DistributedDataParallel: buckets are views into its contiguous grad
+ * buffer), so the bucket size is a time figure only (sim.c). */
 int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk_sim_opts_t *o,
-                        int dp_bucket, mk_stage_static_t *out)
+                        mk_stage_static_t *out)
 {
     memset(out, 0, sizeof *out);
     double w, gr, opt, P = 0, buf = 0, tsp = p->seqpar && p->tp > 1 ? p->tp : 1;
@@ -115,7 +123,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     for (int c = 0; c < p->vpp; c++) {
         int k = c * p->pp + s, l0 = p->bounds[k], l1 = p->bounds[k + 1];
         P += mk_sim_layers_params(g, l0, l1, p->tp);
-        if (k > 0) buf += 2 * g->layers[l0].in_bytes / tsp;
+        if (k > 0) buf += g->layers[l0].in_bytes / tsp;
         if (k < V - 1) buf += 2 * g->layers[l1 - 1].out_bytes / tsp;
     }
     double tied = mk_sim_tied_params(g, p->tp);
@@ -126,32 +134,81 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     out->params = P;
     zero_state(p, g, s, w, gr, opt, P, out);
     out->grad_comm_bytes = gr * P;
-    if (p->dp > 1 && dp_bucket) {
-        double bb = mk_sim_bucket_bytes(o);
-        buf += out->grad_comm_bytes < bb ? out->grad_comm_bytes : bb;
-    }
     out->buffers = buf;
     return 0;
 }
 
+/* Bytes of the gradients at op i's output and input on one TP rank while
+ * its backward runs (both live), the attention core's also the gradient of
+ * its scores (heads x s^2 x b on this rank, the model dtype): a split
+ * tensor is /t (column outputs, row inputs, inside a pair, the
+ * vocabulary-split logits), a replicated one /t only under SP.  The
+ * largest is the LM head's (the logits' gradient, s b V/t), the MLP's
+ * 4h-wide pair or the attention's with its scores. */
+static double op_grads(const mk_graph_t *g, int i, int tp, double tsp)
+{
+    const mk_op_t *o = &g->ops[i];
+    double N = (double)g->opts.mbs * g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype);
+    mk_tp_role_t r = o->tp_role;
+    int inside = r == MK_TP_SPLIT || r == MK_TP_HEADS;
+    int out_split = inside || r == MK_TP_COLUMN || o->kind == MK_OPK_LM_HEAD;
+    int in_split = inside || r == MK_TP_ROW || o->kind == MK_OPK_LOSS;
+    double gout = o->kind == MK_OPK_LOSS ? 0 : o->out_bytes / (out_split ? tp : tsp);
+    double gin = o->n_in < 1 || o->in[0] == MK_GRAPH_INPUT ? 0 : N * o->in_width * dt / (in_split ? tp : tsp);
+    if (o->kind == MK_OPK_ATTENTION) gin += (double)o->heads * g->cfg.seq * g->cfg.seq * g->opts.mbs * dt / tp;
+    return gout + gin;
+}
+
+/* Gradient bytes live during layer l's backward on one TP rank: the
+ * gradient arriving at its output (kept for the residual branch) and the
+ * one it builds at its input, plus the largest pair of one of its ops
+ * (merak run's scratch: grad_a/grad_b and s_a, s_b, s_att, s_c). */
+static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp)
+{
+    const mk_layer_t *L = &g->layers[l];
+    double inner = 0;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        double x = op_grads(g, i, tp, tsp);
+        if (x > inner) inner = x;
+    }
+    return (L->out_bytes + (l > 0 ? L->in_bytes : 0)) / tsp + inner;
+}
+
+/* Activation figures of chunk k (virtual stage) per micro-batch on one TP
+ * rank, with its first ck checkpointable layers checkpointed:
+ *   stored  what F keeps for B.  Checkpointing is per transformer block:
+ *           consecutive checkpointed layers of one block (attention and
+ *           MLP) form a recompute group that keeps only its input, as
+ *           Megatron-LM's full recompute (--recompute-granularity full
+ *           --recompute-method uniform --recompute-num-layers 1: one
+ *           tensor_parallel.checkpoint per ParallelTransformerLayer),
+ *           Megatron-DeepSpeed's --checkpoint-activations and merak run
+ *           (exec_stream.c) do; Korthikanti et al. 2022 (arXiv:2205.05198,
+ *           sec. 5): 2sbh bytes per transformer layer with full recompute.
+ *   wmax    the largest group's activations rebuilt in B (all of its
+ *           layers at once, less its input, already stored).
+ *   gbuf    the largest layer's backward gradients (layer_grads). */
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf)
 {
     int sel = p->recompute.kind == MK_RECOMPUTE_SELECTIVE, sp = p->seqpar && p->tp > 1;
-    double tsp = sp ? p->tp : 1, st = 0, wm = 0, gb = 0;
-    int seen = 0;
+    double tsp = sp ? p->tp : 1, st = 0, wm = 0, gb = 0, grp = 0;
+    int seen = 0, in_grp = 0;
     for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
         double a = mk_layer_act_bytes(g, l, p->tp, sp, sel);
-        int is_ck = 0;
-        if (mk_sim_is_ckptable(g, l)) is_ck = seen++ < ck;
-        if (is_ck) {
-            st += mk_layer_ckpt_bytes(g, l, p->tp, sp);
-            if (a > wm) wm = a;
+        int is_ck = mk_sim_is_ckptable(g, l) && seen++ < ck;
+        if (is_ck && in_grp && g->layers[l].block == g->layers[l - 1].block) {
+            grp += a; /* joins the group: its input is rebuilt from the group's */
+        } else if (is_ck) {
+            double in = mk_layer_ckpt_bytes(g, l, p->tp, sp);
+            st += in, grp = a > in ? a - in : 0;
         } else {
             st += a;
         }
-        double io = g->layers[l].in_bytes > g->layers[l].out_bytes ? g->layers[l].in_bytes : g->layers[l].out_bytes;
-        if (2 * io / tsp > gb) gb = 2 * io / tsp;
+        in_grp = is_ck;
+        if (is_ck && grp > wm) wm = grp;
+        double lg = layer_grads(g, l, p->tp, tsp);
+        if (lg > gb) gb = lg;
     }
     if (stored) *stored = st;
     if (wmax) *wmax = wm;
@@ -200,7 +257,7 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
     /* only the policy's counts need them; the planner's many calls give ckpt */
     if (!ckpt) mk_plan_ckpt_layers(p, g, layers);
     mk_stage_static_t st;
-    mk_sim_stage_static(p, g, s, o, p->dp > 1, &st);
+    mk_sim_stage_static(p, g, s, o, &st);
     memset(out, 0, sizeof *out);
     out->weights = st.weights, out->grads = st.grads, out->optimizer = st.optimizer;
     out->buffers = st.buffers;
@@ -254,7 +311,7 @@ typedef struct {
 } peak_walk_t;
 
 /* One compute op: F/F_PRE add the slot's stored bytes (working set: the
- * largest checkpointed layer), R expands them to full, B/B_IN need the
+ * largest recompute group), R expands them to full, B/B_IN need the
  * recomputed layer (when the walker says it recomputes) plus the gradient
  * buffers, B or B_W frees. */
 static int peak_op(void *ctx, const mk_walk_ev_t *ev)
@@ -329,7 +386,7 @@ static void peak_search_stage(peak_search_t *S, int s)
 {
     const mk_plan_t *p = S->x.p;
     mk_stage_static_t st;
-    mk_sim_stage_static(p, S->x.g, s, S->o, p->dp > 1, &st);
+    mk_sim_stage_static(p, S->x.g, s, S->o, &st);
     S->x.s = s;
     S->x.stat = st.weights + st.grads + st.optimizer + st.buffers;
     S->x.gath = st.gathered;

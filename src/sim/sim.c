@@ -51,7 +51,7 @@ static int setup_statics(mk_sim_state_t *R)
     if (!R->st) return mk_error_set("out of memory");
     double gmax = 0;
     for (int s = 0; s < p->pp; s++) {
-        mk_sim_stage_static(p, R->g, s, R->o, p->dp > 1, &R->st[s].ss);
+        mk_sim_stage_static(p, R->g, s, R->o, &R->st[s].ss);
         if (R->st[s].ss.grad_comm_bytes > gmax) gmax = R->st[s].ss.grad_comm_bytes;
     }
     R->nb = 0;

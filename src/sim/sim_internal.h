@@ -49,10 +49,11 @@ double mk_sim_tied_params(const mk_graph_t *g, int tp);
  * one, pp > 1). */
 double mk_sim_layer_zparams(const mk_plan_t *p, const mk_graph_t *g, int l, int gather);
 int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int stage, const mk_sim_opts_t *o,
-                        int dp_bucket, mk_stage_static_t *out);
+                        mk_stage_static_t *out);
 /* Chunk (virtual stage k) activation figures for ck checkpointed layers:
- * stored bytes per micro-batch, the largest checkpointed layer's
- * activations, and the backward gradient buffers. */
+ * stored bytes per micro-batch, the largest recompute group's rebuilt
+ * activations (a block's checkpointed layers, see memory.c), and the
+ * backward gradient buffers. */
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf);
 int mk_sim_is_ckptable(const mk_graph_t *g, int l);

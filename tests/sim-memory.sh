@@ -1,0 +1,42 @@
+#!/bin/sh
+# The memory model's closed forms on `merak sim --json` (src/sim/memory.c),
+# from the layer figures of `merak model --json` (gpt-tiny, bf16, tp 1):
+#  - full recompute keeps one input per transformer block (Megatron-LM's
+#    per-layer checkpoint; Korthikanti et al. 2022: 2sbh per layer), not one
+#    per attention and one per MLP;
+#  - recomputing a block rebuilds its attention and MLP at once (working);
+#  - no DP gradient bucket: gradients are reduced in place (dp 2 = dp 1);
+#  - the received activation is the stage's stored input, not a buffer.
+. "${top_srcdir:-.}/tests/lib.sh"
+M="--model gpt-tiny --cluster dgx-a100 --dtype bf16 --pp 2 --mbs 1 --gbs 8 --schedule 1f1b"
+$MERAK model --model gpt-tiny --json >"$tmpdir/model.json" || { echo "FAIL: merak model"; exit 1; }
+for dp in 1 2; do
+  for rec in full none; do
+    $MERAK sim $M --dp $dp --recompute $rec --json >"$tmpdir/$rec-$dp.json" 2>"$tmpdir/err" ||
+      { echo "FAIL: merak sim --dp $dp --recompute $rec"; cat "$tmpdir/err"; exit 1; }
+  done
+done
+closed() { # closed NAME PYTHON-ASSERTION: m = model layers by name, s = sim JSON of full-1
+  check "$1" "$PYTHON" -c "
+import json, sys
+m = {l['name']: l for l in json.load(open('$tmpdir/model.json'))['layers']}
+s = json.load(open('$tmpdir/full-1.json'))
+n = json.load(open('$tmpdir/none-1.json'))
+d = json.load(open('$tmpdir/full-2.json'))
+st = s['memory_breakdown']
+ok = $2
+if not ok: print('  breakdown', st, file=sys.stderr)
+sys.exit(0 if ok else 1)"
+}
+# stage 0 of 4 layers on pp 2: the embedding and blocks 0 and 1, 2 micro-batches in flight (1F1B)
+closed "full recompute stores one block input per block (stage 0: 2 x (embedding + 2 x 2sbh))" \
+  "st[0]['activations'] == 2 * (m['embedding']['act_bytes'] + 2 * m['attention.0']['ckpt_bytes'])"
+closed "without recompute every layer's activations are stored (stage 0)" \
+  "n['memory_breakdown'][0]['activations'] == 2 * (m['embedding']['act_bytes'] + 2 * (m['attention.0']['act_bytes'] + m['mlp.0']['act_bytes']))"
+closed "a recomputed block holds its attention and MLP at once (working >= both, less the stored input)" \
+  "st[0]['working'] >= m['attention.0']['act_bytes'] + m['mlp.0']['act_bytes'] - m['attention.0']['ckpt_bytes']"
+closed "no DP gradient bucket: buffers equal at dp 2 and dp 1" \
+  "[x['buffers'] for x in d['memory_breakdown']] == [x['buffers'] for x in st]"
+closed "p2p buffers: stage 0 sends an activation and receives its gradient, stage 1 sends a gradient" \
+  "st[0]['buffers'] == 2 * m['mlp.1']['out_bytes'] and st[1]['buffers'] == m['attention.2']['ckpt_bytes']"
+finish
