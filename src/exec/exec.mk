@@ -25,9 +25,9 @@ tests_test_gpt_gradcmp_SOURCES = tests/test_gpt_gradcmp.c
 TESTS += tests/test_kernels tests/test_gpt
 EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
-	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh
+	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-run-data.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh \
-	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
+	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-run-data.sh \
 	experiments/train-shakespeare/tinyshakespeare.txt experiments/train-shakespeare/README.md \
 	experiments/train-shakespeare/run.sh experiments/train-shakespeare/plot.py
