@@ -171,7 +171,6 @@ static void zero_grads(mk_exec_t *e)
     mk_gpt_t *g = e->g;
     if (e->zero.on >= 2) g->be->zero(g->be->ctx, e->zero.grads, (e->zero.ns ? e->zero.ns : 1) * sizeof(float));
     else g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
-    e->zero.reduced = 0;
 }
 
 /* --dump-grads at the run's first step: the summed gradients (ZeRO-2/3:

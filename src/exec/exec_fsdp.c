@@ -10,7 +10,8 @@
  * every micro-batch's gradient, not only the last one's: m reductions per
  * step for m micro-batches).  Without overlap_grad_reduce the buffers
  * accumulate the whole step and REDUCE_GRADS reduces them all.  A hybrid
- * group sums its pieces over the replicas at REDUCE_GRADS (`AR.dp`).
+ * group then sums each reduced piece over the replicas (`AR.dp`, as
+ * PyTorch's HYBRID_SHARD).
  *
  * Parameters (ZeRO-3): each rank keeps its pieces; before a layer's
  * forward, recompute or backward its units are all-gathered into working
@@ -69,25 +70,38 @@ static size_t piece(const mk_exec_t *e, const mk_zunit_t *u) { return (size_t)u-
 
 /* ---- gradients ---- */
 
-static void rs_done(mk_exec_t *e, mk_zunit_t *u)
+/* Unit u's request completed.  After the reduce-scatter a hybrid group
+ * all-reduces the piece over the replicas (the same request); then the
+ * piece joins this rank's gradients and the buffers go.  1: finished, 0:
+ * the all-reduce is in flight, -1. */
+static int rs_step(mk_exec_t *e, mk_zunit_t *u)
 {
     size_t c = piece(e, u);
+    mk_exec_trace_ev(e, MK_TRACE_DP, u->ar_on ? "AR.dp" : "RS.dp", u->rs_t0, -1, 0, u->layer);
+    if (!u->ar_on && e->zero.zrc != MPI_COMM_NULL) {
+        u->ar_on = 1;
+        u->rs_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
+        if (MPI_Iallreduce(MPI_IN_PLACE, u->hr, (int)c, MPI_FLOAT, MPI_SUM, e->zero.zrc, &u->rs) != MPI_SUCCESS)
+            return mk_error_set("MPI_Iallreduce failed");
+        return 0;
+    }
     mk_comm_unstage(&e->comm, u->rfly, u->hr, c * sizeof(float), 1);
     mk_comm_unstage(&e->comm, u->gfly, u->hg, u->n * sizeof(float), 0);
     e->g->be->acc(e->g->be->ctx, e->zero.grads + u->soff, u->rfly, (int)c);
     mk_gpt_release(&e->run, e->g, u->rfly, c ? c : 1);
     mk_gpt_release(&e->run, e->g, u->gfly, u->n);
     u->rfly = u->gfly = NULL;
+    u->ar_on = 0;
     e->zero.fly = -1;
-    mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", u->rs_t0, -1, 0, u->layer);
+    return 1;
 }
 
 static int rs_wait(mk_exec_t *e, mk_zunit_t *u)
 {
-    if (!u->gfly) return 0;
-    if (mk_comm_wait(&e->comm, &u->rs) < 0) return -1;
-    rs_done(e, u);
-    return 0;
+    int rc = 0;
+    while (u->gfly && rc == 0)
+        if ((rc = mk_comm_wait(&e->comm, &u->rs)) == 0) rc = rs_step(e, u) < 0 ? -1 : 0;
+    return rc;
 }
 
 /* Reduce-scatter unit u's accumulated gradient.  One reduce-scatter in
@@ -209,7 +223,7 @@ void mk_exec_fsdp_poll(mk_exec_t *e)
     if (e->zero.on < 2) return;
     int done = 0;
     mk_zunit_t *f = e->zero.fly >= 0 ? &e->zero.u[e->zero.fly] : NULL;
-    if (f && MPI_Test(&f->rs, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) rs_done(e, f);
+    if (f && MPI_Test(&f->rs, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) rs_step(e, f);
     for (int j = 0; j < e->zero.n_units; j++) {
         mk_zunit_t *u = &e->zero.u[j];
         done = 0;
@@ -219,17 +233,12 @@ void mk_exec_fsdp_poll(mk_exec_t *e)
 
 int mk_exec_fsdp_reduce(mk_exec_t *e)
 {
-    if (e->zero.on < 2 || e->zero.reduced) return 0;
+    if (e->zero.on < 2) return 0;
     for (int j = 0; j < e->zero.n_units; j++)
         if (rs_start(e, &e->zero.u[j]) < 0) return -1;
     for (int j = 0; j < e->zero.n_units; j++)
         if (rs_wait(e, &e->zero.u[j]) < 0) return -1;
-    e->zero.reduced = 1;
-    if (e->zero.zrc == MPI_COMM_NULL) return 0;
-    double t = e->trace.on ? mk_exec_now(e) : 0.0;  /* hybrid: the replicas hold the same pieces */
-    int rc = mk_comm_allreduce(&e->comm, e->zero.zrc, e->zero.grads, (int)e->zero.ns, MPI_FLOAT, MPI_SUM);
-    mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", t, -1, 0, -1);
-    return rc;
+    return 0;
 }
 
 int mk_exec_fsdp_tied(mk_exec_t *e)

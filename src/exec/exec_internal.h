@@ -72,8 +72,8 @@ typedef struct mk_exec_dp {
  * local parameter block (this TP rank's slices, this stage's layers) cut
  * into `group` pieces of S = ceil(n / group) floats; sharding-group rank i
  * holds [min(i S, n), min((i + 1) S, n)).  ZeRO-1: one unit, the block;
- * ZeRO-2/3: one per layer, the word embedding (or the head's tied copy)
- * a unit of its own, so both ends of the tied pair cut it alike. */
+ * ZeRO-2/3: one per layer; with the tied pair on two stages (pp > 1) the
+ * word embedding and the head's copy a unit each, so both ends cut it alike. */
 typedef struct mk_zunit {
     size_t off, n;         /* the range (floats) */
     size_t S, soff;        /* piece size; this rank's piece in the shard arrays */
@@ -83,7 +83,8 @@ typedef struct mk_zunit {
     /* ZeRO-2/3 (exec_fsdp.c) */
     float *gbuf;           /* (n) the gradient accumulating, or NULL */
     float *gfly, *rfly;    /* its reduce-scatter in flight: input (n), this rank's summed piece */
-    MPI_Request rs;
+    MPI_Request rs;        /* the reduce-scatter, then (hybrid, ar_on) the piece's all-reduce over the replicas */
+    int ar_on;
     float *work;           /* ZeRO-3: (n) the gathered parameters, or NULL */
     int pins;              /* ZeRO-3: uses of work acquired and not yet released */
     MPI_Request ag;        /* ZeRO-3: the gather into work in flight (ag_on) */
@@ -108,7 +109,6 @@ typedef struct mk_exec_zero {
     float *params, *grads, *m, *v;  /* [max(ns, 1)]; params: ZeRO-3 only */
     int pre;               /* ZeRO-3: the layer gathered ahead by the last begin, or -1 */
     int fly;               /* ZeRO-2/3: the unit whose reduce-scatter is in flight, or -1 */
-    int reduced;           /* ZeRO-2/3: this step's gradients are summed over the DP group */
 } mk_exec_zero_t;
 
 /* The optimizer's ranges of the parameter block: all of it, or (ZeRO)
@@ -208,11 +208,10 @@ void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
  * parameters (started ahead by the previous layer's begin) and starts the
  * next one's; around a backward, the layer's gradient buffers are made
  * and, once a micro-batch's gradient of a unit is complete, reduce-scattered.
- * poll completes what finished; reduce waits for every reduce-scatter
- * (starting any left) and sums over the replicas (REDUCE_GRADS, idempotent
- * per step); tied all-reduces the tied unit's piece (REDUCE_TIED); after
- * the update, ZeRO-2 gathers the parameters; full_grads assembles the
- * summed gradient block on the host (--dump-grads). */
+ * poll completes what finished; reduce (REDUCE_GRADS, OPT_STEP) starts
+ * the reductions left and waits for all; tied all-reduces the tied unit's
+ * piece (REDUCE_TIED); after the update, ZeRO-2 gathers the parameters;
+ * full_grads assembles the summed gradient block on the host (--dump-grads). */
 enum { MK_FSDP_FWD = -2, MK_FSDP_RECOMPUTE = -1, MK_FSDP_BWD = 0 };
 int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase);
 int mk_exec_fsdp_end(mk_exec_t *e, int l, int phase);

@@ -37,13 +37,14 @@ static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
     u->rs = u->ag = MPI_REQUEST_NULL;
 }
 
-/* ZeRO-2/3: each owned layer's tensors a unit, tensor 0 (wte) and the
- * head's tied copy one each. */
+/* ZeRO-2/3: each owned layer's tensors a unit; with a tied pair across
+ * stages (pp > 1), wte and the head's copy of it one each. */
 static void layer_units(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
+    int pair = !g->cfg.untied && e->comm.pp > 1;
     e->zero.lu = calloc(g->n_layers + 1, sizeof *e->zero.lu);
-    e->zero.wte_unit = -1;
+    e->zero.wte_unit = g->t[0].owned ? 0 : -1;  /* wte opens layer 0's first unit */
     for (int l = 0; l < g->n_layers; l++) {
         e->zero.lu[l] = e->zero.n_units;
         size_t a = 0, n = 0;
@@ -51,11 +52,9 @@ static void layer_units(mk_exec_t *e)
             const mk_gpt_tensor_t *t = &g->t[k];
             size_t tn = (size_t)t->lrows * t->lcols;
             if (!t->owned) continue;
-            int alone = t->id == 0;  /* wte, or the head's copy of it */
-            if (n && alone) add_unit(e, a, n, l, 0), n = 0;
-            if (alone) {
-                if (k == 0) e->zero.wte_unit = e->zero.n_units;
-                add_unit(e, t->off, tn, l, !g->cfg.untied && e->comm.pp > 1);
+            if (pair && t->id == 0) {  /* wte, or the head's copy of it */
+                if (n) add_unit(e, a, n, l, 0), n = 0;
+                add_unit(e, t->off, tn, l, 1);
                 continue;
             }
             if (!n) a = t->off;
