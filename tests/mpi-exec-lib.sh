@@ -22,11 +22,12 @@ make_reference() {
 }
 
 # equiv DP PP TP [merak run flags]: losses and gradients equal the reference
+# (a run past EQUIV_TIMEOUT seconds, default 300, fails)
 equiv() {
   dp=$1; pp=$2; tp=$3; shift 3
   n=$((dp * pp * tp))
   desc="dp=$dp pp=$pp tp=$tp $*"
-  if ! "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --dp $dp --pp $pp --tp $tp $RUN_COMMON "$@" \
+  if ! timeout "${EQUIV_TIMEOUT:-300}" "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --dp $dp --pp $pp --tp $tp $RUN_COMMON "$@" \
       --dump-grads "$tmpdir/g.bin" >"$tmpdir/o.json" 2>"$tmpdir/o.err"; then
     echo "FAIL: $desc: run failed"; cat "$tmpdir/o.err"; fails=$((fails + 1)); return
   fi

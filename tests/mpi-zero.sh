@@ -2,7 +2,8 @@
 # ZeRO-1: losses of plain DP within 1e-5; Adam state 1/dp (lower peak
 # memory); a ZeRO checkpoint continues without ZeRO with the same losses.
 # `run --plan` runs all of a plan: "zero": 1 as --zero 1 (bitwise), a bf16
-# plan in fp32 with a warning, fields run cannot honour refused by name.
+# plan in fp32 with a warning, fields run cannot honour refused by name
+# (ZeRO-2/3 plans: tests/mpi-zero23.sh).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 run() { n=$1; shift; timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --json --steps 4 --lr-decay-iters 4 "$@"; }
@@ -41,8 +42,6 @@ expect_ok "a bf16 plan runs" runp 8 --plan "$tmpdir/b.plan"
 check "bf16 plan: one warning naming bf16 and fp32" \
   test "$(grep -c 'warning: .*dtype is bf16; the cpu backend trains in fp32' "$tmpdir/err")" -eq 1
 check "bf16 plan: trained in fp32 (bitwise the fp32 losses)" test "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/flag.json")"
-plan_of "$tmpdir/z2.plan" '{"zero": 2}' --dp 2
-expect_fail "a plan with zero 2 is refused by name" 'zero must be 0 or 1' -- runp 2 --plan "$tmpdir/z2.plan"
 plan_of "$tmpdir/sp.plan" '{"sequence_parallel": true}' --dp 2
 expect_fail "a plan with sequence parallelism is refused by name" '"sequence_parallel"' -- runp 2 --plan "$tmpdir/sp.plan"
 finish

@@ -8,7 +8,8 @@ expect_fail "gbs not a multiple of dp*mbs" "not divisible by dp" -- "$MERAK" run
 expect_fail "plan with layout flags" "combine" -- "$MERAK" run --plan p.json --tp 1
 expect_fail "unknown option" "unknown option" -- "$MERAK" run --bogus 1
 expect_fail "unknown backend" "unknown backend" -- "$MERAK" run --backend tpu
-expect_fail "zero stage 2" "zero" -- "$MERAK" run --zero 2
+expect_fail "zero stage 4" "zero must be at most 3" -- "$MERAK" run --zero 4
+expect_fail "unknown ZeRO sharding group" "must be dp or node" -- "$MERAK" run --zero 3 --zero-shard-group rack
 expect_fail "bad --save-interval" "save-interval" -- "$MERAK" run --save-interval x
 expect_fail "vpp with a schedule other than interleaved" "interleaved" -- "$MERAK" run --vpp 2 --schedule 1f1b
 expect_fail "a bert model" "GPT" -- "$MERAK" run --model bert-large --num-layers 2 --hidden-size 64 --num-attention-heads 4

@@ -54,7 +54,17 @@ typedef struct mk_gpt {
     int *first;                   /* [n_layers + 1] first tensor of each layer */
     size_t n_params;              /* floats owned by this rank */
     float *params, *grads, *m, *v;/* (n_params) each, one allocation per kind */
+    /* ZeRO-2/3 (src/exec/exec_fsdp.c): tensor k's parameters at pw[k] and
+       its gradient at gw[k], working buffers the executor gathers and
+       frees per layer; NULL arrays: in the blocks above, at t[k].off */
+    float **pw, **gw;
 } mk_gpt_t;
+
+/* Where the layers read tensor k's parameters and accumulate its gradient. */
+static inline float *mk_gpt_param(const mk_gpt_t *g, int k) { return g->pw ? g->pw[k] : g->params + g->t[k].off; }
+static inline float *mk_gpt_grad(const mk_gpt_t *g, int k) { return g->gw ? g->gw[k] : g->grads + g->t[k].off; }
+/* The LM head's weight: its own (untied), the tied copy, or the embedding's (0). */
+int mk_gpt_head_weight(const mk_gpt_t *g);
 
 /* Saved state of one layer for one micro-batch. */
 typedef struct mk_gpt_act {

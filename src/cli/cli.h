@@ -32,6 +32,8 @@ typedef struct mk_args {
     int micro_batches;
     const char *schedule, *recompute, *partition;
     const char *zero_shard_group;  /* --zero-shard-group dp|node (NULL: dp) */
+    int node_ranks;                /* merak run: ranks per node (the node of --zero-shard-group node
+                                      without a cluster); 0 unknown, -1 nodes differ */
     int tp_overlap, zero, seqpar, verify, json;
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
     const char *plan_file, *trace_file, *save_plan, *out;

@@ -60,15 +60,18 @@ int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int 
 }
 
 /* --zero-shard-group dp (the whole DP group, the default) or node (the DP
- * ranks of one node of the cluster: hybrid sharding). */
+ * ranks of one node of the cluster, or for run of the ranks MPI places on
+ * one node: hybrid sharding). */
 static int zero_shard_group(const mk_args_t *a, const mk_cluster_t *c, mk_plan_t *p)
 {
     const char *g = a->zero_shard_group;
     if (!g) return 0;
     if (!strcmp(g, "dp")) return p->zero_shard = 0, 0;
     if (strcmp(g, "node")) return mk_error_set("--zero-shard-group must be dp or node, not '%s'", g);
-    if (!c) return mk_error_set("--zero-shard-group node needs a cluster (not supported by merak run yet)");
-    return mk_plan_zero_shard_node(p, c->gpus_per_node);
+    int per_node = c ? c->gpus_per_node : a->node_ranks;
+    if (per_node < 0) return mk_error_set("--zero-shard-group node: the nodes hold different numbers of ranks");
+    if (!per_node) return mk_error_set("--zero-shard-group node needs a cluster");
+    return mk_plan_zero_shard_node(p, per_node);
 }
 
 int mk_args_resolve(const mk_args_t *a, const mk_cli_defaults_t *d, const mk_plan_t *p, mk_plan_resolve_opts_t *ro,

@@ -20,8 +20,8 @@ static const char *run_usage =
     "              [--clip-grad X] [--adam-eps X] [--seed N] [--backend cpu|cuda]\n"
     "              [--tp-overlap 0|1|2] [--plan FILE] [--partition P]\n"
     "              [--data FILE] [--eval-interval N] [--save FILE] [--load FILE]\n"
-    "              [--save-interval N] [--lr-decay-iters N] [--zero 1] [--trace FILE]\n"
-    "              [--no-overlap-grad-reduce]\n\n"
+    "              [--save-interval N] [--lr-decay-iters N] [--zero Z] [--trace FILE]\n"
+    "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce]\n\n"
     "Train the GPT for real (README.md \"Training for real\"; fp32; CPU backend on\n"
     "OpenBLAS, CUDA when built and a GPU is visible), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
@@ -50,7 +50,11 @@ static const char *run_usage =
     "  --load FILE      start from a checkpoint (any layout; checksums verified); --steps more\n"
     "                   steps follow\n"
     "  --lr-decay-iters N  cosine horizon (default: the checkpoint's, else the last step)\n"
-    "  --zero 1         ZeRO-1: Adam state sharded over the DP group\n"
+    "  --zero Z         ZeRO over the DP group: 1 Adam state sharded, 2 + gradients\n"
+    "                   (reduce-scattered per micro-batch), 3 + parameters (FSDP:\n"
+    "                   gathered per layer, the next one prefetched); same results\n"
+    "  --zero-shard-group G  dp (default) or node: shard within the ranks of a node,\n"
+    "                   replicate across nodes (a plan's zero_shard_size sets any group)\n"
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                   start each layer's DP all-reduce as the last backward makes its\n"
     "                   gradient final (default), or all of them at REDUCE_GRADS; same results\n"
@@ -180,10 +184,25 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_decref(j);
 }
 
+/* The ranks MPI placed on this node (its shared-memory split), alike on
+ * every rank: -1 when nodes hold different numbers (collective). */
+static int node_ranks(void)
+{
+    MPI_Comm node;
+    int n = 1, lo, hi;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+    MPI_Comm_size(node, &n);
+    MPI_Comm_free(&node);
+    MPI_Allreduce(&n, &lo, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&n, &hi, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return lo == hi ? lo : -1;
+}
+
 /* Parse and validate with stderr silenced on ranks other than 0. */
 static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_plan_ctx_t *ctx,
                    mk_exec_opts_t *o, const char **dump)
 {
+    int per_node = node_ranks();
     int saved = -1, rc;
     if (rank) {
         fflush(stderr);
@@ -193,6 +212,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     *dump = take_flag(&argc, argv, "--dump-grads");
     rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage, &run_defaults);
+    a->node_ranks = per_node;
     if (rc == 0 && fill_opts(a, world, ctx, o) != 0) rc = -1;
     if (rank && saved >= 0) {
         fflush(stderr);

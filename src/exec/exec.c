@@ -67,9 +67,6 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
-    if (p->zero > 1) return mk_error_set("--zero %d: run implements ZeRO stage 1 only", p->zero);
-    if (p->zero_shard) return mk_error_set("hybrid ZeRO sharding (a group of %d of dp %d) is not supported by run yet",
-                                           p->zero_shard, p->dp);
     if (p->seqpar)
         return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
     return exec_fits_host(p);
@@ -133,19 +130,16 @@ static double lr_at(const mk_exec_opts_t *o, int64_t horizon, int64_t step)
     return min + 0.5 * (o->lr - min) * (1.0 + cos(M_PI * p));
 }
 
-/* Whether this rank's copy of tensor t counts once in global sums (ZeRO:
- * every DP rank counts its own range). */
-static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t)
+/* Whether this rank's copy of tensor t counts once in global sums: of
+ * gradients summed over DP, DP rank 0's; of ZeRO's pieces, every rank of
+ * the first sharding group counts its own. */
+static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t, int pieces)
 {
-    return t->owned && !t->tied_copy && (e->zero.on || e->comm.dp_rank == 0) &&
+    return t->owned && !t->tied_copy && (pieces ? e->zero.ri == 0 : e->comm.dp_rank == 0) &&
            (t->split_dim >= 0 || e->comm.tp_rank == 0);
 }
 
-/* The optimizer's range of the parameter block: all of it, or (ZeRO) this
- * DP rank's; gradients and moments of element i at base[i - lo]. */
-typedef struct { size_t lo, hi; float *g, *m, *v; } opt_range_t;
-
-static size_t clip_to(const opt_range_t *r, const mk_gpt_tensor_t *t, size_t *a)
+static size_t clip_to(const mk_opt_range_t *r, const mk_gpt_tensor_t *t, size_t *a)
 {
     size_t o = t->off, b = o + (size_t)t->lrows * t->lcols;
     *a = o > r->lo ? o : r->lo;
@@ -153,51 +147,94 @@ static size_t clip_to(const opt_range_t *r, const mk_gpt_tensor_t *t, size_t *a)
     return b > *a ? b - *a : 0;
 }
 
+/* The gradients' reduction before the update (ZeRO-1's reduce-scatter;
+ * ZeRO-2/3 finish theirs) and the sum of squares of this rank's share. */
+static int reduced_sumsq(mk_exec_t *e, double *sumsq)
+{
+    mk_gpt_t *g = e->g;
+    if (e->zero.on == 1 && mk_exec_zero_scatter(e) < 0) return -1;
+    if (mk_exec_fsdp_reduce(e) < 0) return -1;
+    for (int i = 0; i < mk_exec_zero_n_ranges(e); i++) {
+        mk_opt_range_t r;
+        mk_exec_zero_range(e, i, &r);
+        for (int k = 0; k < g->n_tensors; k++) {
+            size_t a, n = counts_once(e, &g->t[k], e->zero.on) ? clip_to(&r, &g->t[k], &a) : 0;
+            if (n) *sumsq += g->be->sumsq(g->be->ctx, r.g + (a - r.lo), n);
+        }
+    }
+    return 0;
+}
+
+/* The step's gradients go (ZeRO-2/3: this rank's pieces). */
+static void zero_grads(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    if (e->zero.on >= 2) g->be->zero(g->be->ctx, e->zero.grads, (e->zero.ns ? e->zero.ns : 1) * sizeof(float));
+    else g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
+}
+
+/* --dump-grads at the run's first step: the summed gradients (ZeRO-2/3:
+ * assembled from the pieces; ZeRO-1 dumps none). */
+static int dump_first(mk_exec_t *e)
+{
+    if (e->zero.on == 1) return 0;
+    if (e->zero.on < 2) return mk_exec_dump_grads(e, e->o->dump_grads, e->g->grads);
+    float *full = mk_exec_fsdp_full_grads(e);
+    int rc = full ? mk_exec_dump_grads(e, e->o->dump_grads, full) : mk_error_set("out of memory");
+    free(full);
+    return rc;
+}
+
+static void adam_ranges(mk_exec_t *e, int64_t step, double scale)
+{
+    const mk_exec_opts_t *o = e->o;
+    mk_gpt_t *g = e->g;
+    float lr = (float)lr_at(o, e->horizon, step);
+    float bc1 = 1.0f - powf(0.9f, (float)(step + 1)), bc2 = 1.0f - powf(0.95f, (float)(step + 1));
+    for (int i = 0; i < mk_exec_zero_n_ranges(e); i++) {
+        mk_opt_range_t r;
+        mk_exec_zero_range(e, i, &r);
+        for (int k = 0; k < g->n_tensors; k++) {
+            const mk_gpt_tensor_t *t = &g->t[k];
+            size_t a, n = t->owned ? clip_to(&r, t, &a) : 0;
+            if (!n) continue;
+            g->be->adamw(g->be->ctx, r.p + (a - r.lo), r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
+                         0.9f, 0.95f, bc1, bc2, (float)o->adam_eps,
+                         t->decay ? (float)o->weight_decay : 0.0f, (float)scale);
+        }
+    }
+}
+
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
 {
     const mk_exec_opts_t *o = e->o;
     mk_gpt_t *g = e->g;
     double sums[2] = {0.0, 0.0};
-    opt_range_t r = {0, g->n_params, g->grads, g->m, g->v};
-    if (e->zero.on) {
-        if (mk_exec_zero_scatter(e) < 0) return -1;
-        r = (opt_range_t){e->zero.lo, e->zero.hi, e->zero.grads, e->zero.m, e->zero.v};
-    }
+    if (reduced_sumsq(e, &sums[0]) < 0) return -1;
     double t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-    for (int k = 0; k < g->n_tensors; k++) {
-        size_t a, n = counts_once(e, &g->t[k]) ? clip_to(&r, &g->t[k], &a) : 0;
-        if (n) sums[0] += g->be->sumsq(g->be->ctx, r.g + (a - r.lo), n);
-    }
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
     if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
     e->step_loss = sums[1] / ((double)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     if (e->eval) {  /* validation: the loss only */
-        g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
+        zero_grads(e);
         return 0;
     }
-    if (step == e->step0 && o->dump_grads && !e->zero.on && mk_exec_dump_grads(e, o->dump_grads) < 0) return -1;
+    if (step == e->step0 && o->dump_grads && dump_first(e) < 0) return -1;
     double norm = sqrt(sums[0]), scale = o->clip_grad > 0 && norm > o->clip_grad ? o->clip_grad / norm : 1.0;
-    float lr = (float)lr_at(o, e->horizon, step);
-    float bc1 = 1.0f - powf(0.9f, (float)(step + 1)), bc2 = 1.0f - powf(0.95f, (float)(step + 1));
-    for (int k = 0; k < g->n_tensors; k++) {
-        const mk_gpt_tensor_t *t = &g->t[k];
-        size_t a, n = t->owned ? clip_to(&r, t, &a) : 0;
-        if (!n) continue;
-        g->be->adamw(g->be->ctx, g->params + a, r.g + (a - r.lo), r.m + (a - r.lo), r.v + (a - r.lo), n, lr,
-                     0.9f, 0.95f, bc1, bc2, (float)o->adam_eps,
-                     t->decay ? (float)o->weight_decay : 0.0f, (float)scale);
-    }
+    adam_ranges(e, step, scale);
     mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
-    if (e->zero.on && mk_exec_zero_gather(e) < 0) return -1;
-    g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
+    if (e->zero.on == 1 && mk_exec_zero_gather(e) < 0) return -1;
+    if (mk_exec_fsdp_gather(e) < 0) return -1;
+    zero_grads(e);
     if (loss_out) *loss_out = e->step_loss;
     return 0;
 }
 
-/* Testing: full unsharded gradients, summed to rank 0.  Format: "MKGRAD1\n",
+/* Testing: full unsharded gradients (grads: the DP-summed block, on the
+ * device or the host), summed over TP and PP to rank 0.  Format: "MKGRAD1\n",
  * int32 count, then per tensor int32 name length, name, int64 n, n float32. */
-int mk_exec_dump_grads(mk_exec_t *e, const char *path)
+int mk_exec_dump_grads(mk_exec_t *e, const char *path, const float *grads)
 {
     mk_gpt_t *g = e->g;
     size_t total = 0, *off = calloc(g->n_tensors, sizeof *off);
@@ -207,10 +244,10 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path)
     float *full = calloc(total, sizeof *full);
     /* the gradients may live on a device: read them through the backend */
     float *gr = malloc((g->n_params ? g->n_params : 1) * sizeof *gr);
-    g->be->copy(g->be->ctx, gr, g->grads, g->n_params * sizeof *gr);
+    g->be->copy(g->be->ctx, gr, grads, g->n_params * sizeof *gr);
     for (int k = 0; k < g->n_tensors; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
-        if (!counts_once(e, t)) continue;
+        if (!counts_once(e, t, 0)) continue;
         for (size_t i = 0; i < (size_t)t->lrows * t->lcols; i++) {
             long f = mk_gpt_full_index(g, t, i);
             if (f >= 0) full[off[k] + f] = gr[t->off + i];

@@ -116,11 +116,14 @@ static int bufs_alloc(const mk_gpt_t *g, int rank, ckpt_bufs_t *b)
 static void bufs_free(ckpt_bufs_t *b) { free(b->shard); free(b->full); free(b->file); }
 
 /* This rank's shard of tensor k's state (0 params, 1 m, 2 v), on the host.
- * ZeRO-1: the moments are spread over the DP group (collective over dpc). */
+ * ZeRO: the moments (ZeRO-3: the parameters too) are spread over the
+ * sharding group (collective over it). */
+static int sharded(const mk_exec_t *e, int kind) { return e->zero.on && (kind || e->zero.on == 3); }
+
 static void state_get(mk_exec_t *e, int k, int kind, float *host)
 {
     mk_gpt_t *g = e->g;
-    if (kind && e->zero.on) { mk_exec_zero_get(e, k, kind, host); return; }
+    if (sharded(e, kind)) { mk_exec_zero_get(e, k, kind, host); return; }
     float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
     g->be->copy(g->be->ctx, host, base + g->t[k].off, shard_n(&g->t[k]) * sizeof(float));
 }
@@ -128,7 +131,7 @@ static void state_get(mk_exec_t *e, int k, int kind, float *host)
 static void state_set(mk_exec_t *e, int k, int kind, const float *host)
 {
     mk_gpt_t *g = e->g;
-    if (kind && e->zero.on) { mk_exec_zero_set(e, k, kind, host); return; }
+    if (sharded(e, kind)) { mk_exec_zero_set(e, k, kind, host); return; }
     float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
     g->be->copy(g->be->ctx, base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }

@@ -1,7 +1,7 @@
 /* Executor internals shared by its files: exec.c (validation, optimizer,
  * data), exec_setup.c (setup, training loop, results), exec_stream.c (the
  * instruction interpreter), exec_tp.c, exec_trace.c, exec_ckpt.c,
- * exec_zero.c and exec_faults.c. */
+ * exec_zero.c, exec_fsdp.c and exec_faults.c. */
 #ifndef MERAK_EXEC_INTERNAL_H
 #define MERAK_EXEC_INTERNAL_H
 
@@ -68,14 +68,53 @@ typedef struct mk_exec_dp {
     void **host;           /* [n_layers] host staging of a started reduction, or NULL (lazily allocated) */
 } mk_exec_dp_t;
 
-/* ZeRO-1 (exec_zero.c): this DP rank's range [lo, hi) of the parameter
- * block (floats), its reduced gradients and Adam moments. */
+/* A ZeRO sharding unit (exec_zero.c): a range of whole tensors of the
+ * local parameter block (this TP rank's slices, this stage's layers) cut
+ * into `group` pieces of S = ceil(n / group) floats; sharding-group rank i
+ * holds [min(i S, n), min((i + 1) S, n)).  ZeRO-1: one unit, the block;
+ * ZeRO-2/3: one per layer; with the tied pair on two stages (pp > 1) the
+ * word embedding and the head's copy a unit each, so both ends cut it alike. */
+typedef struct mk_zunit {
+    size_t off, n;         /* the range (floats) */
+    size_t S, soff;        /* piece size; this rank's piece in the shard arrays */
+    int layer;             /* the layer whose backward completes a micro-batch's gradient of it */
+    int tied;              /* the tied word embedding (or its copy): REDUCE_TIED */
+    int *cnt, *dsp;        /* [group] every piece's size and start in the unit */
+    /* ZeRO-2/3 (exec_fsdp.c) */
+    float *gbuf;           /* (n) the gradient accumulating, or NULL */
+    float *gfly, *rfly;    /* its reduce-scatter in flight: input (n), this rank's summed piece */
+    MPI_Request rs;        /* the reduce-scatter, then (hybrid, ar_on) the piece's all-reduce over the replicas */
+    int ar_on;
+    float *work;           /* ZeRO-3: (n) the gathered parameters, or NULL */
+    int pins;              /* ZeRO-3: uses of work acquired and not yet released */
+    MPI_Request ag;        /* ZeRO-3: the gather into work in flight (ag_on) */
+    int ag_on;
+    void *hg, *hr, *hs, *hw;  /* what MPI reads and writes for gfly, rfly, the piece sent, work
+                              (host copies of device buffers, mk_comm_stage) */
+    double rs_t0, ag_t0;   /* traced: their starts */
+} mk_zunit_t;
+
+/* ZeRO (exec_zero.c, exec_fsdp.c): this rank's pieces of the sharded
+ * state, contiguous in unit order. */
 typedef struct mk_exec_zero {
-    int on;                /* --zero 1 with dp > 1 */
-    size_t lo, hi;
-    float *grads, *m, *v;  /* [max(hi - lo, 1)] */
-    int *counts, *displs;  /* [dp] every DP rank's range size and start (floats) */
+    int on;                /* the stage in effect (mk_plan_zero): 0 off, 1, 2, 3 */
+    int group, gi, ri;     /* the sharding group's size, this rank's index in it, its replica (dp_rank / group) */
+    MPI_Comm zsc, zrc;     /* the sharding group (dpc when it is the DP group); the replicas of
+                              this piece (hybrid only, else MPI_COMM_NULL) */
+    mk_zunit_t *u;
+    int n_units;
+    int *lu;               /* [n_layers + 1] ZeRO-2/3: layer l's units are [lu[l], lu[l + 1]) */
+    int wte_unit;          /* ZeRO-2/3: the unit of tensor 0 (the head borrows it at pp 1), or -1 */
+    size_t ns;             /* floats of this rank's pieces */
+    float *params, *grads, *m, *v;  /* [max(ns, 1)]; params: ZeRO-3 only */
+    int pre;               /* ZeRO-3: the layer gathered ahead by the last begin, or -1 */
+    int fly;               /* ZeRO-2/3: the unit whose reduce-scatter is in flight, or -1 */
 } mk_exec_zero_t;
+
+/* The optimizer's ranges of the parameter block: all of it, or (ZeRO)
+ * this rank's piece of a unit; element i's parameter, gradient and moments
+ * at p[i - lo], g[i - lo], m[i - lo], v[i - lo]. */
+typedef struct { size_t lo, hi; float *p, *g, *m, *v; } mk_opt_range_t;
 
 /* Tracing (--trace, exec_trace.c): the events of the traced step, times from t0. */
 typedef struct mk_exec_tracing {
@@ -151,13 +190,37 @@ int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max);
  * each checked on load to lie in [0, INT64_MAX] */
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step);
 int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta);
-/* exec_zero.c */
+/* exec_zero.c: the units and shard arrays (after mk_gpt_new; collective
+ * over dpc), the ranges of the optimizer, ZeRO-1's reduce-scatter and
+ * gather at OPT_STEP, tensor k's sharded state (kind 0 params, 1 m, 2 v)
+ * assembled on the host (collective over zsc) or set from it */
 int mk_exec_zero_init(mk_exec_t *e);
 void mk_exec_zero_free(mk_exec_t *e);
+int mk_exec_zero_n_ranges(const mk_exec_t *e);
+void mk_exec_zero_range(const mk_exec_t *e, int i, mk_opt_range_t *r);
 int mk_exec_zero_scatter(mk_exec_t *e);
 int mk_exec_zero_gather(mk_exec_t *e);
 void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host);
 void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
+/* exec_fsdp.c: ZeRO-2/3 during a step.  begin/end around each layer of a
+ * pass (phase: MK_FSDP_FWD, _RECOMPUTE, or the backward's mode + _BWD;
+ * next: the pass's next layer or -1): ZeRO-3 gathers the layer's
+ * parameters (started ahead by the previous layer's begin) and starts the
+ * next one's; around a backward, the layer's gradient buffers are made
+ * and, once a micro-batch's gradient of a unit is complete, reduce-scattered.
+ * poll completes what finished; reduce (REDUCE_GRADS, OPT_STEP) starts
+ * the reductions left and waits for all; tied all-reduces the tied unit's
+ * piece (REDUCE_TIED); after the update, ZeRO-2 gathers the parameters;
+ * full_grads assembles the summed gradient block on the host (--dump-grads). */
+enum { MK_FSDP_FWD = -2, MK_FSDP_RECOMPUTE = -1, MK_FSDP_BWD = 0 };
+int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase);
+int mk_exec_fsdp_end(mk_exec_t *e, int l, int phase);
+void mk_exec_fsdp_poll(mk_exec_t *e);
+int mk_exec_fsdp_reduce(mk_exec_t *e);
+int mk_exec_fsdp_tied(mk_exec_t *e);
+int mk_exec_fsdp_gather(mk_exec_t *e);
+float *mk_exec_fsdp_full_grads(mk_exec_t *e);
+void mk_exec_fsdp_free(mk_exec_t *e);
 /* exec_faults.c: fault injection for the tests (MK_TEST_*; no-ops when unset) */
 void mk_fault_rank_step(int rank, int64_t step);  /* MK_TEST_FAIL: exit(1) here */
 int mk_fault_nan(int64_t step);                   /* MK_TEST_NAN: nonzero at that step */
@@ -167,7 +230,7 @@ int mk_fault_device(int rank, int64_t step);      /* -1 (mk_error_set) at that r
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);
-int mk_exec_dump_grads(mk_exec_t *e, const char *path);
+int mk_exec_dump_grads(mk_exec_t *e, const char *path, const float *grads);
 void mk_exec_make_batch(mk_exec_t *e, int64_t step);
 
 #endif

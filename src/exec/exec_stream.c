@@ -2,8 +2,9 @@
  * the stream walker (merak/walk.h: message keys, checkpoint counts, peers)
  * with the semantics of sched.h (buffered sends via MPI_Isend, blocking receives,
  * DP reductions started per layer during the last backward pass, or all
- * at REDUCE_GRADS without plan.overlap_grad_reduce, and completed there).  Communication progresses by polling
- * between layers. */
+ * at REDUCE_GRADS without plan.overlap_grad_reduce, and completed there;
+ * ZeRO-2/3: exec_fsdp.c's hooks around each layer).  Communication
+ * progresses by polling between layers. */
 #include "config.h"
 #include "exec/exec_internal.h"
 #include "merak/trace.h"
@@ -64,6 +65,7 @@ int mk_exec_poll(mk_exec_t *e)
         else e->pipe.sends[k++] = e->pipe.sends[i];
     }
     e->pipe.n_sends = k;
+    mk_exec_fsdp_poll(e);
     for (int l = 0; l < e->g->n_layers; l++)
         if (e->dp.req[l] != MPI_REQUEST_NULL) {
             int done;
@@ -157,7 +159,9 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
         }
         int cp = l > 0 && k++ < ckpt;
         e->run.next_local = l + 1 < c->l1;
-        if (mk_gpt_forward(e->g, &e->run, l, a, e->pipe.tokens[mb], e->pipe.targets[mb], out, cp, &e->loss) < 0)
+        if (mk_exec_fsdp_begin(e, l, l + 1 < c->l1 ? l + 1 : -1, MK_FSDP_FWD) < 0 ||
+            mk_gpt_forward(e->g, &e->run, l, a, e->pipe.tokens[mb], e->pipe.targets[mb], out, cp, &e->loss) < 0 ||
+            mk_exec_fsdp_end(e, l, MK_FSDP_FWD) < 0)
             return -1;
         if (cp && prev_cp && joins_block(e, c, l)) { /* regrow_input rebuilds it */
             mk_gpt_release(&e->run, e->g, a->in, act_floats(e));
@@ -179,11 +183,15 @@ static int regrow_input(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
     if (a->in || !joins_block(e, c, l)) return 0;
     if (!(a->in = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
     double loss = 0; /* an attention layer adds none */
-    int next = e->run.next_local;
+    int next = e->run.next_local, pre = e->zero.pre;
     e->run.next_local = 0; /* no all-reduce left in flight into the MLP */
-    int rc = mk_gpt_forward(e->g, &e->run, l - 1, act_of(e, c, mb, l - 1), e->pipe.tokens[mb], e->pipe.targets[mb],
-                            a->in, 0, &loss);
+    e->zero.pre = -1;      /* ZeRO-3: pin the attention's weights for this forward, keep the prefetch */
+    int rc = mk_exec_fsdp_begin(e, l - 1, -1, MK_FSDP_RECOMPUTE) < 0 ||
+             mk_gpt_forward(e->g, &e->run, l - 1, act_of(e, c, mb, l - 1), e->pipe.tokens[mb],
+                            e->pipe.targets[mb], a->in, 0, &loss) < 0 ||
+             mk_exec_fsdp_end(e, l - 1, MK_FSDP_RECOMPUTE) < 0 ? -1 : 0;
     e->run.next_local = next;
+    e->zero.pre = pre;
     return rc;
 }
 
@@ -193,8 +201,10 @@ static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 {
     for (int l = c->l0; l < c->l1; l++) {
         e->trace.cur_layer = l;
-        if ((l + 1 < c->l1 && regrow_input(e, c, mb, l + 1) < 0) ||
-            mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->pipe.tokens[mb], e->pipe.targets[mb]) < 0)
+        if (mk_exec_fsdp_begin(e, l, l + 1 < c->l1 ? l + 1 : -1, MK_FSDP_RECOMPUTE) < 0 ||
+            (l + 1 < c->l1 && regrow_input(e, c, mb, l + 1) < 0) ||
+            mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->pipe.tokens[mb], e->pipe.targets[mb]) < 0 ||
+            mk_exec_fsdp_end(e, l, MK_FSDP_RECOMPUTE) < 0)
             return -1;
         mk_exec_poll(e);
     }
@@ -245,9 +255,11 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
                 if (!(din = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
             } else din = dout == e->pipe.grad_a ? e->pipe.grad_b : e->pipe.grad_a;
         }
-        if ((mode != MK_BWD_W && regrow_input(e, c, mb, l) < 0) ||
+        if (mk_exec_fsdp_begin(e, l, l > c->l0 ? l - 1 : -1, (int)mode) < 0 ||
+            (mode != MK_BWD_W && regrow_input(e, c, mb, l) < 0) ||
             mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
-                            e->pipe.targets[mb]) < 0)
+                            e->pipe.targets[mb]) < 0 ||
+            mk_exec_fsdp_end(e, l, (int)mode) < 0)
             return -1;
         if (last) layer_final(e, l);
         mk_exec_poll(e);
@@ -268,6 +280,7 @@ static int reduce_tied(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
     if (e->comm.tied == MPI_COMM_NULL || g->cfg.untied) return 0;  /* untied: nothing shared */
+    if (e->zero.on >= 2) return mk_exec_fsdp_tied(e);
     int k = e->comm.pp_rank == 0 ? 0 : g->n_tensors - 1;
     int l = g->t[k].layer;
     if (e->dp.req[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dp.req[l]) < 0) return -1;
@@ -281,6 +294,7 @@ static int reduce_tied(mk_exec_t *e)
 
 static int reduce_grads(mk_exec_t *e)
 {
+    if (e->zero.on >= 2) return mk_exec_fsdp_reduce(e);
     if (e->comm.dp == 1 || e->zero.on) return 0;
     for (int l = 0; l < e->g->n_layers; l++)
         if (e->g->t[e->g->first[l]].owned && e->dp.state[l] != MK_DP_STARTED) start_dp(e, l);

@@ -1,102 +1,228 @@
-/* ZeRO-1 (--zero 1): the parameter block of a rank is cut into dp equal
- * contiguous ranges, one per DP rank.  OPT_STEP reduce-scatters the
- * gradients over the DP group (instead of the per-layer all-reduces),
- * runs AdamW on this rank's range only (so the Adam moments are 1/dp of
- * the model), and all-gathers the updated parameters. */
+/* ZeRO's layout (--zero 1|2|3): the rank's parameter block is cut into
+ * units (exec_internal.h, mk_zunit_t), each into `group` pieces, one per
+ * rank of the sharding group (the DP group, or k consecutive DP ranks of
+ * a hybrid group; the dp/k groups replicate each other).  This rank keeps
+ * the Adam moments of its pieces (ZeRO-1), their summed gradients too
+ * (ZeRO-2) and their parameters (ZeRO-3); the full blocks go.
+ *
+ * ZeRO-1: one unit, the whole block.  OPT_STEP reduce-scatters the
+ * gradients over the sharding group (instead of the per-layer
+ * all-reduces; a hybrid group then sums its piece over the replicas), runs
+ * AdamW on this rank's piece only, and all-gathers the updated parameters.
+ * ZeRO-2/3 reduce during the step (exec_fsdp.c). */
 #include "config.h"
 #include "exec/exec_internal.h"
 #include "merak/trace.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Unit [off, off + n) of layer l: pieces of this group and this rank's. */
+static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
+{
+    mk_zunit_t *u = &e->zero.u[e->zero.n_units++];
+    int G = e->zero.group;
+    memset(u, 0, sizeof *u);
+    u->off = off, u->n = n, u->layer = l, u->tied = tied;
+    u->S = (n + G - 1) / G;
+    u->cnt = calloc(G, sizeof *u->cnt);
+    u->dsp = calloc(G, sizeof *u->dsp);
+    for (int i = 0; i < G; i++) {
+        size_t lo = i * u->S < n ? i * u->S : n, hi = lo + u->S < n ? lo + u->S : n;
+        u->dsp[i] = (int)lo, u->cnt[i] = (int)(hi - lo);
+    }
+    u->soff = e->zero.ns;
+    e->zero.ns += u->cnt[e->zero.gi];
+    u->rs = u->ag = MPI_REQUEST_NULL;
+}
+
+/* ZeRO-2/3: each owned layer's tensors a unit; with a tied pair across
+ * stages (pp > 1), wte and the head's copy of it one each. */
+static void layer_units(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    int pair = !g->cfg.untied && e->comm.pp > 1;
+    e->zero.lu = calloc(g->n_layers + 1, sizeof *e->zero.lu);
+    e->zero.wte_unit = g->t[0].owned ? 0 : -1;  /* wte opens layer 0's first unit */
+    for (int l = 0; l < g->n_layers; l++) {
+        e->zero.lu[l] = e->zero.n_units;
+        size_t a = 0, n = 0;
+        for (int k = g->first[l]; k < g->first[l + 1]; k++) {
+            const mk_gpt_tensor_t *t = &g->t[k];
+            size_t tn = (size_t)t->lrows * t->lcols;
+            if (!t->owned) continue;
+            if (pair && t->id == 0) {  /* wte, or the head's copy of it */
+                if (n) add_unit(e, a, n, l, 0), n = 0;
+                add_unit(e, t->off, tn, l, 1);
+                continue;
+            }
+            if (!n) a = t->off;
+            n += tn;
+        }
+        if (n) add_unit(e, a, n, l, 0);
+    }
+    e->zero.lu[g->n_layers] = e->zero.n_units;
+}
+
+/* The sharding group and its replicas: dpc, or consecutive DP ranks. */
+static void split_groups(mk_exec_t *e)
+{
+    int G = mk_plan_zero_group(&e->o->ctx->plan), d = e->comm.dp_rank;
+    e->zero.group = G, e->zero.gi = d % G, e->zero.ri = d / G;
+    e->zero.zsc = e->comm.dpc, e->zero.zrc = MPI_COMM_NULL;
+    if (G == e->comm.dp) return;
+    MPI_Comm_split(e->comm.dpc, e->zero.ri, e->zero.gi, &e->zero.zsc);
+    MPI_Comm_split(e->comm.dpc, e->zero.gi, e->zero.ri, &e->zero.zrc);
+}
+
+/* The full blocks this stage shards go (their bytes leave the counters);
+ * ZeRO-3 keeps its pieces of the initialised parameters. */
+static int shard_blocks(mk_exec_t *e, size_t s)
+{
+    mk_gpt_t *g = e->g;
+    int st = e->zero.on;
+    size_t full = (g->n_params ? g->n_params : 1) * sizeof(float);
+    float **blk[4] = {&g->m, &g->v, &g->grads, &g->params};
+    float **mine[4] = {&e->zero.m, &e->zero.v, &e->zero.grads, &e->zero.params};
+    for (int i = 0; i < 4; i++) {
+        if (i == 3 && st < 3) break;
+        if (!(*mine[i] = mk_gpt_alloc(&e->run, g, s))) return -1;
+        if (i == 2 && st < 2) continue;  /* ZeRO-1: the full gradients stay */
+        if (i == 3)
+            for (int j = 0; j < e->zero.n_units; j++) {
+                const mk_zunit_t *u = &e->zero.u[j];
+                g->be->copy(g->be->ctx, e->zero.params + u->soff, g->params + u->off + u->dsp[e->zero.gi],
+                            u->cnt[e->zero.gi] * sizeof(float));
+            }
+        g->be->free(g->be->ctx, *blk[i]);
+        *blk[i] = NULL;
+        e->run.mem_cur -= full;
+    }
+    return 0;
+}
 
 int mk_exec_zero_init(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
-    int dp = e->comm.dp;
-    size_t n = g->n_params, S = (n + dp - 1) / dp;
-    e->zero.counts = calloc(dp, sizeof *e->zero.counts);
-    e->zero.displs = calloc(dp, sizeof *e->zero.displs);
-    for (int d = 0; d < dp; d++) {
-        size_t lo = d * S < n ? d * S : n, hi = lo + S < n ? lo + S : n;
-        e->zero.displs[d] = (int)lo;
-        e->zero.counts[d] = (int)(hi - lo);
+    if (g->n_params >= INT_MAX)  /* MPI counts are ints */
+        return mk_error_set("ZeRO: a rank's %zu parameters exceed MPI's count limit (%d)", g->n_params, INT_MAX);
+    split_groups(e);
+    e->zero.u = calloc(g->n_tensors + 1, sizeof *e->zero.u);
+    e->zero.pre = e->zero.fly = -1;
+    if (e->zero.on == 1) add_unit(e, 0, g->n_params, -1, 0);
+    else layer_units(e);
+    size_t s = e->zero.ns ? e->zero.ns : 1;
+    if (e->zero.on >= 2) {
+        g->gw = calloc(g->n_tensors, sizeof *g->gw);
+        if (e->zero.on == 3) g->pw = calloc(g->n_tensors, sizeof *g->pw);
     }
-    e->zero.lo = e->zero.displs[e->comm.dp_rank];
-    e->zero.hi = e->zero.lo + e->zero.counts[e->comm.dp_rank];
-    size_t s = e->zero.hi - e->zero.lo ? e->zero.hi - e->zero.lo : 1;
-    /* the full moments go: 1/dp of them remain */
-    g->be->free(g->be->ctx, g->m); g->be->free(g->be->ctx, g->v);
-    g->m = g->v = NULL;
-    e->run.mem_cur -= 2 * (n ? n : 1) * sizeof(float);
-    if (!(e->zero.grads = mk_gpt_alloc(&e->run, g, s)) || !(e->zero.m = mk_gpt_alloc(&e->run, g, s)) ||
-        !(e->zero.v = mk_gpt_alloc(&e->run, g, s)))
-        return -1;
-    g->be->zero(g->be->ctx, e->zero.m, s * sizeof(float));
-    g->be->zero(g->be->ctx, e->zero.v, s * sizeof(float));
+    if (shard_blocks(e, s) < 0) return -1;
     e->run.mem_peak = e->run.mem_cur;  /* nothing transient so far */
     return 0;
 }
 
 void mk_exec_zero_free(mk_exec_t *e)
 {
-    size_t s = e->zero.hi - e->zero.lo ? e->zero.hi - e->zero.lo : 1;
+    size_t s = e->zero.ns ? e->zero.ns : 1;
     if (e->g) {
-        mk_gpt_release(&e->run, e->g, e->zero.grads, s);
-        mk_gpt_release(&e->run, e->g, e->zero.m, s);
-        mk_gpt_release(&e->run, e->g, e->zero.v, s);
+        mk_exec_fsdp_free(e);
+        float *a[4] = {e->zero.grads, e->zero.m, e->zero.v, e->zero.params};
+        for (int i = 0; i < 4; i++) mk_gpt_release(&e->run, e->g, a[i], s);
+        free(e->g->pw); free(e->g->gw);
+        e->g->pw = e->g->gw = NULL;
     }
-    free(e->zero.counts); free(e->zero.displs);
+    for (int j = 0; e->zero.u && j < e->zero.n_units; j++) { free(e->zero.u[j].cnt); free(e->zero.u[j].dsp); }
+    free(e->zero.u); free(e->zero.lu);
+    if (e->zero.zrc != MPI_COMM_NULL) { MPI_Comm_free(&e->zero.zsc); MPI_Comm_free(&e->zero.zrc); }
+}
+
+int mk_exec_zero_n_ranges(const mk_exec_t *e) { return e->zero.on ? e->zero.n_units : 1; }
+
+void mk_exec_zero_range(const mk_exec_t *e, int i, mk_opt_range_t *r)
+{
+    mk_gpt_t *g = e->g;
+    if (!e->zero.on) { *r = (mk_opt_range_t){0, g->n_params, g->params, g->grads, g->m, g->v}; return; }
+    const mk_zunit_t *u = &e->zero.u[i];
+    r->lo = u->off + u->dsp[e->zero.gi];
+    r->hi = r->lo + u->cnt[e->zero.gi];
+    r->p = e->zero.on == 3 ? e->zero.params + u->soff : g->params + r->lo;
+    r->g = e->zero.grads + u->soff, r->m = e->zero.m + u->soff, r->v = e->zero.v + u->soff;
 }
 
 int mk_exec_zero_scatter(mk_exec_t *e)
 {
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
-    int rc = MPI_Reduce_scatter(e->g->grads, e->zero.grads, e->zero.counts, MPI_FLOAT, MPI_SUM, e->comm.dpc);
+    const mk_zunit_t *u = &e->zero.u[0];
+    int rc = MPI_Reduce_scatter(e->g->grads, e->zero.grads, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc);
     mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
-    return rc == MPI_SUCCESS ? 0 : mk_error_set("MPI_Reduce_scatter failed");
+    if (rc != MPI_SUCCESS) return mk_error_set("MPI_Reduce_scatter failed");
+    if (e->zero.zrc == MPI_COMM_NULL) return 0;
+    t = e->trace.on ? mk_exec_now(e) : 0.0;  /* hybrid: the replicas' sum of this piece */
+    rc = mk_comm_allreduce(&e->comm, e->zero.zrc, e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, MPI_SUM);
+    mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", t, -1, 0, -1);
+    return rc;
 }
 
 int mk_exec_zero_gather(mk_exec_t *e)
 {
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, e->g->params, e->zero.counts, e->zero.displs, MPI_FLOAT,
-                            e->comm.dpc);
+    const mk_zunit_t *u = &e->zero.u[0];
+    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, e->g->params, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc);
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
     return rc == MPI_SUCCESS ? 0 : mk_error_set("MPI_Allgatherv failed");
 }
 
-/* The part [a, b) of tensor k's range that DP rank d holds. */
-static void isect(const mk_exec_t *e, int k, int d, size_t *a, size_t *b)
+/* The unit holding tensor k, and the part [a, b) of the tensor's range
+ * that sharding-group rank d holds. */
+static const mk_zunit_t *unit_of(const mk_exec_t *e, int k)
+{
+    size_t o = e->g->t[k].off;
+    for (int j = 0; j < e->zero.n_units; j++)
+        if (o >= e->zero.u[j].off && o < e->zero.u[j].off + e->zero.u[j].n) return &e->zero.u[j];
+    return &e->zero.u[0];  /* an empty tensor at the end of the block */
+}
+
+static void isect(const mk_exec_t *e, const mk_zunit_t *u, int k, int d, size_t *a, size_t *b)
 {
     const mk_gpt_tensor_t *t = &e->g->t[k];
-    size_t lo = e->zero.displs[d], hi = lo + e->zero.counts[d], o = t->off, n = (size_t)t->lrows * t->lcols;
+    size_t lo = u->off + u->dsp[d], hi = lo + u->cnt[d], o = t->off, n = (size_t)t->lrows * t->lcols;
     *a = o > lo ? o : lo;
     *b = o + n < hi ? o + n : hi;
     if (*b < *a) *b = *a;
 }
 
-/* Tensor k's moment (kind 1 m, 2 v), assembled from the DP group (collective over dpc). */
+static float *kind_base(const mk_exec_t *e, int kind)
+{
+    return kind == 0 ? e->zero.params : kind == 1 ? e->zero.m : e->zero.v;
+}
+
+/* Tensor k's state `kind`, assembled from the sharding group (collective over zsc). */
 void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host)
 {
-    int dp = e->comm.dp;
-    int *cnt = calloc(dp, sizeof *cnt), *dsp = calloc(dp, sizeof *dsp);
-    for (int d = 0; d < dp; d++) {
+    int G = e->zero.group;
+    const mk_zunit_t *u = unit_of(e, k);
+    int *cnt = calloc(G, sizeof *cnt), *dsp = calloc(G, sizeof *dsp);
+    for (int d = 0; d < G; d++) {
         size_t a, b;
-        isect(e, k, d, &a, &b);
+        isect(e, u, k, d, &a, &b);
         cnt[d] = (int)(b - a);
         dsp[d] = (int)(a - e->g->t[k].off);
     }
     size_t a, b;
-    isect(e, k, e->comm.dp_rank, &a, &b);
-    float *src = (kind == 1 ? e->zero.m : e->zero.v) + (a - e->zero.lo);
-    MPI_Allgatherv(src, (int)(b - a), MPI_FLOAT, host, cnt, dsp, MPI_FLOAT, e->comm.dpc);
+    isect(e, u, k, e->zero.gi, &a, &b);
+    float *src = kind_base(e, kind) + u->soff + (a - u->off - u->dsp[e->zero.gi]);
+    void *h = mk_comm_stage(&e->comm, src, (b - a) * sizeof(float), 1);
+    MPI_Allgatherv(h, (int)(b - a), MPI_FLOAT, host, cnt, dsp, MPI_FLOAT, e->zero.zsc);
+    mk_comm_unstage(&e->comm, src, h, (b - a) * sizeof(float), 0);
     free(cnt); free(dsp);
 }
 
 void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host)
 {
     size_t a, b;
-    isect(e, k, e->comm.dp_rank, &a, &b);
-    memcpy((kind == 1 ? e->zero.m : e->zero.v) + (a - e->zero.lo), host + (a - e->g->t[k].off), (b - a) * sizeof(float));
+    const mk_zunit_t *u = unit_of(e, k);
+    isect(e, u, k, e->zero.gi, &a, &b);
+    e->g->be->copy(e->g->be->ctx, kind_base(e, kind) + u->soff + (a - u->off - u->dsp[e->zero.gi]),
+                   host + (a - e->g->t[k].off), (b - a) * sizeof(float));
 }

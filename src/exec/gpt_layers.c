@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define P(g, k) ((g)->params + (g)->t[k].off)
-#define G(g, k) ((g)->grads + (g)->t[k].off)
+#define P(g, k) mk_gpt_param(g, k)
+#define G(g, k) mk_gpt_grad(g, k)
 
 /* A block layer's parameters by role, in the GPT's build order (gpt.c):
  * 0 norm weight, 1 norm bias, 2 column-parallel weight, 3 its bias, 4
@@ -32,8 +32,7 @@ static int tix(const mk_gpt_t *g, int l, int role)
 static float *PN(const mk_gpt_t *g, int k) { return k < 0 ? NULL : P(g, k); }
 static float *GN(const mk_gpt_t *g, int k) { return k < 0 ? NULL : G(g, k); }
 
-/* The LM head's weight: its own (untied), the tied copy, or the embedding's. */
-static int head_wte(const mk_gpt_t *g)
+int mk_gpt_head_weight(const mk_gpt_t *g)
 {
     int k = g->first[g->n_layers - 1] + (g->llama ? 1 : 2);
     return k < g->first[g->n_layers] ? k : 0;
@@ -275,7 +274,7 @@ static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     } else {
         norm_rows(g, l, &p, a->in, 0, N);
         float *mx = run->s_red, *sum = mx + N, *tgt = sum + N;
-        be->linear_fwd(be->ctx, p.x1, p.ln, P(g, head_wte(g)), NULL, N, C, g->Vl);
+        be->linear_fwd(be->ctx, p.x1, p.ln, P(g, mk_gpt_head_weight(g)), NULL, N, C, g->Vl);
         be->xent_max(be->ctx, mx, p.x1, N, g->Vl, g->v0, g->V);
         if (tp_reduce(g, run, mx, N, 1) < 0) return -1;
         be->xent_exp(be->ctx, p.x1, sum, tgt, mx, targets, N, g->Vl, g->v0, g->V);
@@ -468,7 +467,7 @@ static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, part
                     const int *targets, float *din)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C, w = head_wte(g);
+    int N = run->B * g->T, C = g->C, w = mk_gpt_head_weight(g);
     be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->loss_scale, N, g->Vl, g->v0);
     be->zero(be->ctx, run->s_c, (size_t)N * C * sizeof(float));
     be->linear_bwd_in(be->ctx, run->s_c, run->s_a, P(g, w), N, C, g->Vl);

@@ -1,0 +1,306 @@
+/* ZeRO-2 and ZeRO-3 (FSDP) during a step (--zero 2|3; layout: exec_zero.c).
+ *
+ * Gradients: a unit's gradient buffer (its full size) exists from the
+ * first backward that writes it until that micro-batch's gradient of the
+ * unit is complete (the layer's B or B_W; the embedding's and the head's
+ * B or B_IN); then it is reduce-scattered over the sharding group
+ * (MPI_Ireduce_scatter, traced `RS.dp`) and this rank's summed piece is
+ * added to its shard of the gradients, so no rank holds the full gradient
+ * block beyond the buffers in flight (DeepSpeed ZeRO-2 and FSDP reduce
+ * every micro-batch's gradient, not only the last one's: m reductions per
+ * step for m micro-batches).  Without overlap_grad_reduce the buffers
+ * accumulate the whole step and REDUCE_GRADS reduces them all.  A hybrid
+ * group then sums each reduced piece over the replicas (`AR.dp`, as
+ * PyTorch's HYBRID_SHARD).
+ *
+ * Parameters (ZeRO-3): each rank keeps its pieces; before a layer's
+ * forward, recompute or backward its units are all-gathered into working
+ * buffers (MPI_Iallgatherv, traced `AG.zero`), the next layer's gather of
+ * the pass is started behind the layer's compute (polled between layers),
+ * and the buffers are freed after the layer (pinned while a prefetch or a
+ * use still needs them).  B_W reads no weights, nor does the embedding's
+ * backward.  The head at pp 1 reads the embedding's wte unit too.
+ * ZeRO-2 all-gathers the updated parameters after OPT_STEP (`AG.dp`). */
+#include "config.h"
+#include "exec/exec_internal.h"
+#include "merak/trace.h"
+
+#include <stdlib.h>
+
+static int is_block(const mk_gpt_t *g, int l)
+{
+    mk_gpt_kind_t k = mk_gpt_layer_kind(g, l);
+    return k == MK_GPT_ATTN || k == MK_GPT_MLP;
+}
+
+/* A block's B_IN writes its norm's gradients, B_W its linears'; the
+ * embedding and the head do all of theirs in B or B_IN. */
+static int writes(const mk_gpt_t *g, int l, int mode) { return is_block(g, l) || mode != MK_BWD_W; }
+static int completes(const mk_gpt_t *g, int l, int mode)
+{
+    return is_block(g, l) ? mode != MK_BWD_IN : mode != MK_BWD_W;
+}
+
+static int needs_params(const mk_exec_t *e, int l, int phase)
+{
+    if (e->zero.on < 3) return 0;
+    if (phase == MK_FSDP_FWD) return 1;
+    return phase != MK_BWD_W && mk_gpt_layer_kind(e->g, l) != MK_GPT_EMBED;
+}
+
+/* The units layer l reads: its own, and the head's borrowed wte (pp 1). */
+static int units_of(const mk_exec_t *e, int l, int *out)
+{
+    int n = 0;
+    for (int j = e->zero.lu[l]; j < e->zero.lu[l + 1]; j++) out[n++] = j;
+    if (l == e->g->n_layers - 1 && mk_gpt_head_weight(e->g) == 0 && e->zero.wte_unit >= 0) out[n++] = e->zero.wte_unit;
+    return n;
+}
+
+/* Point the tensors of unit u at base (their unit offsets), or at NULL. */
+static void point(mk_exec_t *e, const mk_zunit_t *u, float **ptr, float *base)
+{
+    const mk_gpt_t *g = e->g;
+    for (int k = g->first[u->layer]; k < g->first[u->layer + 1]; k++)
+        if (g->t[k].owned && g->t[k].off >= u->off && g->t[k].off < u->off + u->n)
+            ptr[k] = base ? base + (g->t[k].off - u->off) : NULL;
+}
+
+static size_t piece(const mk_exec_t *e, const mk_zunit_t *u) { return (size_t)u->cnt[e->zero.gi]; }
+
+/* ---- gradients ---- */
+
+/* Unit u's request completed.  After the reduce-scatter a hybrid group
+ * all-reduces the piece over the replicas (the same request); then the
+ * piece joins this rank's gradients and the buffers go.  1: finished, 0:
+ * the all-reduce is in flight, -1. */
+static int rs_step(mk_exec_t *e, mk_zunit_t *u)
+{
+    size_t c = piece(e, u);
+    mk_exec_trace_ev(e, MK_TRACE_DP, u->ar_on ? "AR.dp" : "RS.dp", u->rs_t0, -1, 0, u->layer);
+    if (!u->ar_on && e->zero.zrc != MPI_COMM_NULL) {
+        u->ar_on = 1;
+        u->rs_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
+        if (MPI_Iallreduce(MPI_IN_PLACE, u->hr, (int)c, MPI_FLOAT, MPI_SUM, e->zero.zrc, &u->rs) != MPI_SUCCESS)
+            return mk_error_set("MPI_Iallreduce failed");
+        return 0;
+    }
+    mk_comm_unstage(&e->comm, u->rfly, u->hr, c * sizeof(float), 1);
+    mk_comm_unstage(&e->comm, u->gfly, u->hg, u->n * sizeof(float), 0);
+    e->g->be->acc(e->g->be->ctx, e->zero.grads + u->soff, u->rfly, (int)c);
+    mk_gpt_release(&e->run, e->g, u->rfly, c ? c : 1);
+    mk_gpt_release(&e->run, e->g, u->gfly, u->n);
+    u->rfly = u->gfly = NULL;
+    u->ar_on = 0;
+    e->zero.fly = -1;
+    return 1;
+}
+
+static int rs_wait(mk_exec_t *e, mk_zunit_t *u)
+{
+    int rc = 0;
+    while (u->gfly && rc == 0)
+        if ((rc = mk_comm_wait(&e->comm, &u->rs)) == 0) rc = rs_step(e, u) < 0 ? -1 : 0;
+    return rc;
+}
+
+/* Reduce-scatter unit u's accumulated gradient.  One reduce-scatter in
+ * flight per rank: the one before completes first, so at most one unit's
+ * full gradient waits for the network beside those being computed. */
+static int rs_start(mk_exec_t *e, mk_zunit_t *u)
+{
+    if (!u->gbuf) return 0;
+    if (e->zero.fly >= 0 && rs_wait(e, &e->zero.u[e->zero.fly]) < 0) return -1;
+    e->zero.fly = (int)(u - e->zero.u);
+    size_t c = piece(e, u);
+    point(e, u, e->g->gw, NULL);
+    u->gfly = u->gbuf, u->gbuf = NULL;
+    if (!(u->rfly = mk_gpt_alloc(&e->run, e->g, c ? c : 1))) return -1;
+    u->hg = mk_comm_stage(&e->comm, u->gfly, u->n * sizeof(float), 1);
+    u->hr = mk_comm_stage(&e->comm, u->rfly, c * sizeof(float), 0);
+    u->rs_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
+    if (MPI_Ireduce_scatter(u->hg, u->hr, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc, &u->rs) != MPI_SUCCESS)
+        return mk_error_set("MPI_Ireduce_scatter failed");
+    return 0;
+}
+
+/* Layer l's gradient buffers, zeroed when new (the layers accumulate). */
+static int grads_ready(mk_exec_t *e, int l)
+{
+    int js[4], n = units_of(e, l, js);
+    for (int i = 0; i < n; i++) {
+        mk_zunit_t *u = &e->zero.u[js[i]];
+        if (!u->gbuf && !(u->gbuf = mk_gpt_alloc(&e->run, e->g, u->n))) return -1;
+        point(e, u, e->g->gw, u->gbuf);
+    }
+    return 0;
+}
+
+/* ---- parameters (ZeRO-3) ---- */
+
+static void ag_done(mk_exec_t *e, mk_zunit_t *u)
+{
+    mk_comm_unstage(&e->comm, u->work, u->hw, u->n * sizeof(float), 1);
+    mk_comm_unstage(&e->comm, e->zero.params + u->soff, u->hs, piece(e, u) * sizeof(float), 0);
+    u->ag_on = 0;
+    mk_exec_trace_ev(e, MK_TRACE_DP, "AG.zero", u->ag_t0, -1, 0, u->layer);
+}
+
+/* Pin layer l's units, starting the gather of those not held. */
+static int acquire(mk_exec_t *e, int l)
+{
+    int js[4], n = units_of(e, l, js);
+    for (int i = 0; i < n; i++) {
+        mk_zunit_t *u = &e->zero.u[js[i]];
+        if (u->pins++ || u->work) continue;
+        if (!(u->work = mk_gpt_alloc(&e->run, e->g, u->n))) return -1;
+        size_t c = piece(e, u);
+        u->hs = mk_comm_stage(&e->comm, e->zero.params + u->soff, c * sizeof(float), 1);
+        u->hw = mk_comm_stage(&e->comm, u->work, u->n * sizeof(float), 0);
+        u->ag_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
+        if (MPI_Iallgatherv(u->hs, (int)c, MPI_FLOAT, u->hw, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &u->ag) !=
+            MPI_SUCCESS)
+            return mk_error_set("MPI_Iallgatherv failed");
+        u->ag_on = 1;
+    }
+    return 0;
+}
+
+static int await(mk_exec_t *e, int l)
+{
+    int js[4], n = units_of(e, l, js);
+    for (int i = 0; i < n; i++) {
+        mk_zunit_t *u = &e->zero.u[js[i]];
+        if (u->ag_on) {
+            if (mk_comm_wait(&e->comm, &u->ag) < 0) return -1;
+            ag_done(e, u);
+        }
+        point(e, u, e->g->pw, u->work);
+    }
+    return 0;
+}
+
+static void release(mk_exec_t *e, int l)
+{
+    int js[4], n = units_of(e, l, js);
+    for (int i = 0; i < n; i++) {
+        mk_zunit_t *u = &e->zero.u[js[i]];
+        if (--u->pins > 0) continue;
+        point(e, u, e->g->pw, NULL);
+        mk_gpt_release(&e->run, e->g, u->work, u->n);
+        u->work = NULL, u->pins = 0;
+    }
+}
+
+/* ---- the step's hooks ---- */
+
+int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase)
+{
+    if (e->zero.on < 2) return 0;
+    int p = needs_params(e, l, phase);
+    if (p && e->zero.pre != l && acquire(e, l) < 0) return -1;
+    e->zero.pre = -1;
+    if (next >= 0 && needs_params(e, next, phase)) {
+        if (acquire(e, next) < 0) return -1;
+        e->zero.pre = next;
+    }
+    if (p && await(e, l) < 0) return -1;
+    return phase >= MK_FSDP_BWD && writes(e->g, l, phase) ? grads_ready(e, l) : 0;
+}
+
+int mk_exec_fsdp_end(mk_exec_t *e, int l, int phase)
+{
+    if (e->zero.on < 2) return 0;
+    if (needs_params(e, l, phase)) release(e, l);
+    if (phase < MK_FSDP_BWD || !completes(e->g, l, phase) || !e->o->ctx->plan.overlap_grad_reduce) return 0;
+    for (int j = e->zero.lu[l]; j < e->zero.lu[l + 1]; j++)
+        if (rs_start(e, &e->zero.u[j]) < 0) return -1;
+    return 0;
+}
+
+void mk_exec_fsdp_poll(mk_exec_t *e)
+{
+    if (e->zero.on < 2) return;
+    int done = 0;
+    mk_zunit_t *f = e->zero.fly >= 0 ? &e->zero.u[e->zero.fly] : NULL;
+    if (f && MPI_Test(&f->rs, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) rs_step(e, f);
+    for (int j = 0; j < e->zero.n_units; j++) {
+        mk_zunit_t *u = &e->zero.u[j];
+        done = 0;
+        if (u->ag_on && MPI_Test(&u->ag, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && done) ag_done(e, u);
+    }
+}
+
+int mk_exec_fsdp_reduce(mk_exec_t *e)
+{
+    if (e->zero.on < 2) return 0;
+    for (int j = 0; j < e->zero.n_units; j++)
+        if (rs_start(e, &e->zero.u[j]) < 0) return -1;
+    for (int j = 0; j < e->zero.n_units; j++)
+        if (rs_wait(e, &e->zero.u[j]) < 0) return -1;
+    return 0;
+}
+
+int mk_exec_fsdp_tied(mk_exec_t *e)
+{
+    for (int j = 0; j < e->zero.n_units; j++) {
+        mk_zunit_t *u = &e->zero.u[j];
+        if (!u->tied) continue;
+        if (rs_start(e, u) < 0 || rs_wait(e, u) < 0) return -1;
+        double t = e->trace.on ? mk_exec_now(e) : 0.0;
+        int rc = mk_comm_allreduce(&e->comm, e->comm.tied, e->zero.grads + u->soff, (int)piece(e, u), MPI_FLOAT,
+                                   MPI_SUM);
+        mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, u->layer);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+int mk_exec_fsdp_gather(mk_exec_t *e)
+{
+    if (e->zero.on != 2) return 0;
+    int n = e->zero.n_units, rc = 0;
+    MPI_Request *r = malloc((n ? n : 1) * sizeof *r);
+    void **h = calloc(n ? n : 1, sizeof *h);
+    if (!r || !h) { free(r); free(h); return mk_error_set("out of memory"); }
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
+    for (int j = 0; j < n; j++) {
+        const mk_zunit_t *u = &e->zero.u[j];
+        h[j] = mk_comm_stage(&e->comm, e->g->params + u->off, u->n * sizeof(float), 1);
+        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, h[j], u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r[j]) !=
+            MPI_SUCCESS)
+            rc = mk_error_set("MPI_Iallgatherv failed"), r[j] = MPI_REQUEST_NULL;
+    }
+    if (mk_comm_waitall(&e->comm, n, r) < 0) rc = -1;
+    for (int j = 0; j < n; j++)
+        mk_comm_unstage(&e->comm, e->g->params + e->zero.u[j].off, h[j], e->zero.u[j].n * sizeof(float), rc == 0);
+    mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
+    free(r); free(h);
+    return rc;
+}
+
+float *mk_exec_fsdp_full_grads(mk_exec_t *e)
+{
+    float *full = calloc(e->g->n_params ? e->g->n_params : 1, sizeof *full);
+    for (int j = 0; full && j < e->zero.n_units; j++) {
+        const mk_zunit_t *u = &e->zero.u[j];
+        size_t c = piece(e, u);
+        void *h = mk_comm_stage(&e->comm, e->zero.grads + u->soff, c * sizeof(float), 1);
+        MPI_Allgatherv(h, (int)c, MPI_FLOAT, full + u->off, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc);
+        mk_comm_unstage(&e->comm, e->zero.grads + u->soff, h, c * sizeof(float), 0);
+    }
+    return full;
+}
+
+void mk_exec_fsdp_free(mk_exec_t *e)
+{
+    for (int j = 0; e->zero.u && j < e->zero.n_units; j++) {
+        mk_zunit_t *u = &e->zero.u[j];
+        size_t c = piece(e, u);
+        mk_gpt_release(&e->run, e->g, u->gbuf, u->n);
+        mk_gpt_release(&e->run, e->g, u->gfly, u->n);
+        mk_gpt_release(&e->run, e->g, u->rfly, c ? c : 1);
+        mk_gpt_release(&e->run, e->g, u->work, u->n);
+        u->gbuf = u->gfly = u->rfly = u->work = NULL;
+    }
+}
