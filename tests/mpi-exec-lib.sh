@@ -40,3 +40,15 @@ equiv() {
   fi
   echo "ok: $desc: $(echo "$g" | tail -1)"
 }
+
+# same_checkpoints A B: two checkpoint files hold the same tensors, shapes
+# and values (1e-5)
+same_checkpoints() {
+  "${PY:-${PYTHON:-python3}}" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read
+_, a = st_read.read(sys.argv[2]); _, b = st_read.read(sys.argv[3])
+assert a.keys() == b.keys()
+for k in a:
+    assert a[k][0] == b[k][0], k
+    assert max(abs(x - y) for x, y in zip(a[k][1], b[k][1])) < 1e-5, k' "$top_srcdir/tests" "$1" "$2"
+}
