@@ -66,6 +66,13 @@ typedef struct mk_profile {
     double gemm_peak, gemm_fit_rate, gemm_fit_half, gemm_fit_rms;  /* fit, and its rms relative error */
     double gemm_fwd_scale;   /* forward GEMM time over the curve (fitted on the backward's) */
     double attn_rate, attn_bwd_rate; /* the backend's attention forward, backward, FLOP/s (graph's count) */
+    /* in-step phase (src/profile/profile_step.c): per direction (forward,
+       backward) and class (GEMMs, attention core, the rest), seconds per
+       micro-batch of one sequence: measured in the step, and the cost
+       model's on the isolated figures; step_mbs 0: not run */
+    double step_meas[2][3], step_iso[2][3];
+    int step_mbs;
+    mk_device_t iso;         /* the device as the isolated measurements gave it (before the fit) */
     int n_gemm, n_p2p, n_inter, n_ar;
     mk_prof_sample_t gemm[MK_PROF_MAX], p2p[32], inter[32], ar[32];
     double seconds;          /* wall time of the profile */
@@ -74,6 +81,12 @@ typedef struct mk_profile {
 /* Collective over comm.  cfg: the model whose GEMM shapes to measure (NULL:
  * gpt-tiny's and a generic set).  quick: fewer repetitions (tests). */
 int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_profile_t *p);
+/* The in-step phase (profile_step.c): the model's training step on every
+ * rank, its GEMM, attention and other times fitted into p->c's rates (run
+ * by mk_profile_run after the isolated figures).  Skipped (0, step_mbs 0)
+ * without a model the executor trains or one too large for the rank's
+ * memory.  Collective; 0 or -1. */
+int mk_profile_step(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_profile_t *p);
 /* Write p->c as a cluster JSON with an "about" line, atomically (temporary
  * file, validated by mk_cluster_load, then renamed).  0 or -1. */
 int mk_profile_write(const mk_profile_t *p, const char *path);
