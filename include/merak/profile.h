@@ -71,6 +71,7 @@ typedef struct mk_profile {
        micro-batch of one sequence: measured in the step, and the cost
        model's on the isolated figures; step_mbs 0: not run */
     double step_meas[2][3], step_iso[2][3];
+    double step_opt;         /* seconds of the optimizer step over the model's parameters */
     int step_mbs;
     mk_device_t iso;         /* the device as the isolated measurements gave it (before the fit) */
     int n_gemm, n_p2p, n_inter, n_ar;

@@ -38,7 +38,7 @@ static void print_text(const mk_profile_t *p, const char *out)
         printf("attention core (loops) at the model's shape: forward %.2f, backward %.2f GFLOP/s -> "
                "attention_flops, attention_bwd_flops\n", p->attn_rate / 1e9, p->attn_bwd_rate / 1e9);
     printf("memory %.2f GB/s, vector (GELU) %.2f GFLOP/s, kernel overhead %.3g s, memory per rank %.2f GB\n",
-           c->dev.mem_bw_Bps / 1e9, p->iso.vector_flops / 1e9, c->dev.launch_s, c->dev.mem_bytes / 1e9);
+           p->iso.mem_bw_Bps / 1e9, p->iso.vector_flops / 1e9, c->dev.launch_s, c->dev.mem_bytes / 1e9);
     if (p->step_mbs) {
         static const char *cls[3] = {"GEMMs", "attention core", "other ops"};
         printf("in the model's training step (%d micro-batches of 1 sequence, minimum): ms per micro-batch, "
@@ -46,8 +46,10 @@ static void print_text(const mk_profile_t *p, const char *out)
         for (int k = 0; k < 3; k++)
             printf("  %-15s forward %8.3f / %8.3f   backward %8.3f / %8.3f\n", cls[k], 1e3 * p->step_meas[0][k],
                    1e3 * p->step_iso[0][k], 1e3 * p->step_meas[1][k], 1e3 * p->step_iso[1][k]);
-        printf("  -> matmul_flops %.3g, gemm_fwd_scale %.3f, attention %.2f / %.2f GFLOP/s, vector %.2f / %.2f "
-               "GFLOP/s (forward / backward)\n", c->dev.matmul_flops[0], c->dev.gemm_fwd_scale,
+        printf("  optimizer step %.3f ms (the isolated memory bandwidth would give %.3f)\n", 1e3 * p->step_opt,
+               1e3 * p->step_opt * c->dev.mem_bw_Bps / p->iso.mem_bw_Bps);
+        printf("  -> mem_bw %.2f GB/s, matmul_flops %.3g, gemm_fwd_scale %.3f, attention %.2f / %.2f GFLOP/s, vector %.2f / %.2f "
+               "GFLOP/s (forward / backward)\n", c->dev.mem_bw_Bps / 1e9, c->dev.matmul_flops[0], c->dev.gemm_fwd_scale,
                c->dev.attention_flops / 1e9, c->dev.attention_bwd_flops / 1e9, c->dev.vector_flops / 1e9,
                c->dev.vector_bwd_flops / 1e9);
     }

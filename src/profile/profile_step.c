@@ -19,7 +19,10 @@
  *   the rest of each layer (norms, GELU, residual adds, embedding, loss,
  *          the activations' allocation): vector_flops (forward) and
  *          vector_bwd_flops (backward) solved so that the cost model's sum
- *          over those ops equals the measured time.
+ *          over those ops equals the measured time;
+ *   the optimizer step (gradient norm and AdamW over every parameter):
+ *          mem_bw_Bps = the cost model's 28 bytes per parameter / its time
+ *          (fitted first: memory-bound ops in the classes above use it).
  * Each figure is the minimum over the measured micro-batches (interference
  * from other jobs only adds), then the slowest rank's. */
 #include "config.h"
@@ -83,6 +86,8 @@ static void t_ab(void *c, float *d, float *da, const float *o, const float *q, c
 typedef struct {
     int n_layers;
     double (*t)[2][N_CLS];
+    double opt;        /* the optimizer step: gradient norm and AdamW over every parameter */
+    double n_params;
 } step_times_t;
 
 static void layer_done(step_times_t *st, int l, int dir, double wall, int first)
@@ -150,6 +155,15 @@ static int run_steps(const mk_model_config_t *cfg, int n_mb, step_times_t *st)
         goto out;
     for (int mb = 0; mb <= n_mb; mb++)
         if (one_mb(g, &run, act, ga, tok, tok + cfg->seq, st, mb) < 0) goto out;
+    for (int rep = 0; rep < 3; rep++) { /* the executor's OPT (exec.c mk_exec_opt_step), whole block at once */
+        double t0 = MPI_Wtime();
+        be.sumsq(be.ctx, g->grads, g->n_params);
+        be.adamw(be.ctx, g->params, g->grads, g->m, g->v, g->n_params, 1e-4f, 0.9f, 0.95f, 0.1f, 0.05f, 1e-8f, 0.0f,
+                 1.0f);
+        double t = MPI_Wtime() - t0;
+        if (rep == 0 || t < st->opt) st->opt = t;
+    }
+    st->n_params = (double)g->n_params;
     rc = 0;
 out:
     if (g) {
@@ -207,9 +221,14 @@ static double fit_vector(mk_cluster_t *c, const mk_graph_t *g, int bwd, double m
 
 /* Fit the device's rates to the measured class times m[dir][cls] (see the
  * top).  The GEMM scales are iterated: launch_s does not scale. */
-static void fit_step(mk_cluster_t *c, const mk_graph_t *g, double m[2][N_CLS])
+static void fit_step(mk_cluster_t *c, const mk_graph_t *g, double m[2][N_CLS], const step_times_t *st)
 {
     mk_device_t *d = &c->dev;
+    /* the cost model's optimizer step moves 28 bytes per parameter at
+       mem_bw (sim_step.c OPT_STEP); the CPU's AdamW loop is bound by its
+       arithmetic (sqrt, divide), so the bandwidth that gives its time is
+       the one measured in it */
+    if (st->opt > 0) d->mem_bw_Bps = 28.0 * st->n_params / st->opt;
     for (int it = 0; it < 4; it++) {
         double kb = class_time(c, g, C_GEMM, 1) / m[1][C_GEMM];
         for (int i = 0; i < 3; i++) d->matmul_flops[i] *= kb;
@@ -238,7 +257,7 @@ int mk_profile_step(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_p
         return 0;
     }
     int L = mk_gpt_n_layers(cfg), n_mb = quick ? 2 : 8;
-    step_times_t st = {L, calloc(L, sizeof *st.t)};
+    step_times_t st = {L, calloc(L, sizeof *st.t), 0, 0};
     int rc = st.t ? run_steps(cfg, n_mb, &st) : mk_error_set("profile: out of memory");
     int all;  /* every rank agrees before the reduction */
     MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, comm);
@@ -251,7 +270,9 @@ int mk_profile_step(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_p
         for (int dir = 0; dir < 2; dir++)
             for (int k = 0; k < N_CLS; k++)
                 p->step_meas[dir][k] = m[dir][k], p->step_iso[dir][k] = class_time(&p->c, g, k, dir);
-        fit_step(&p->c, g, m);
+        MPI_Allreduce(MPI_IN_PLACE, &st.opt, 1, MPI_DOUBLE, MPI_MAX, comm);
+        p->step_opt = st.opt;
+        fit_step(&p->c, g, m, &st);
         p->step_mbs = n_mb;
     }
     free(st.t);
