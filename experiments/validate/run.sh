@@ -103,9 +103,9 @@ while IFS='|' read -r name n flags; do
   "$MERAK" trace diff "$out/runs/$name.sim-trace.json" "$out/runs/$name.run-trace.json" --json \
     >"$out/runs/$name.diff.json" || echo "(trace diff failed for $name)" >&2
 done <"$out/plans.txt"
-rm -f "$out"/runs/*.sim-trace.json "$out"/runs/*.run-trace.json
 echo "load after: $(cat /proc/loadavg)" | tee -a "$out/machine.txt"
 "$PYTHON" "$here/plot.py" "$out" >/dev/null
+rm -f "$out"/runs/*.sim-trace.json "$out"/runs/*.run-trace.json  # large; the diffs and the CSV keep what they say
 # keep the earlier runs filed under the old folder (its subfolders but runs/)
 if [ -d "$final" ]; then
   for d in "$final"/*/; do

@@ -23,6 +23,12 @@
  *    graph counts it (20 FLOPs per element); the cost model charges a
  *    backward twice the forward's vector FLOPs, so the rate is fitted to
  *    forward + backward: 3*20n / (t_fwd + t_bwd).
+ *  - then, for a model the executor trains, the in-step phase
+ *    (profile_step.c, issue 15) refits matmul_flops, gemm_fwd_scale, the
+ *    attention rates, vector_flops, vector_bwd_flops and mem_bw_Bps to the
+ *    model's own training step (its GEMMs with their weights out of cache,
+ *    its non-GEMM ops on its data, its optimizer step); the isolated
+ *    figures above stay the GEMM curve's shape and are reported.
  *  - launch_s: median time of a one-element kernel call.
  *  - MPI p2p ping-pong (8 B .. 4 MiB): alpha = one-way time of the
  *    smallest message, beta = the largest message / (its time - alpha);
