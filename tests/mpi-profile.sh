@@ -20,12 +20,16 @@ check "intra link measured (alpha > 0, beta > 1 MB/s)" test "$(field "$tmpdir/p2
   "j['intra']['alpha_s'] > 0 and j['intra']['beta_Bps'] > 1e6")" = True
 check "gemm_eff in (0, 1], half_dim >= 0" test "$(field "$tmpdir/p2.json" \
   "0 < j['device']['gemm_eff'] <= 1 and j['device']['gemm_half_dim'] >= 0")" = True
+check "two ranks: the in-step phase ran and reported" grep -q "in the model's training step" "$tmpdir/out"
+check "in-step fit: vector_bwd_flops and attention rates > 0" test "$(field "$tmpdir/p2.json" \
+  "j['device']['vector_bwd_flops'] > 0 and j['device']['attention_flops'] > 0 and j['device']['gemm_fwd_scale'] > 0")" = True
+check "about says the rates were fitted in the step" grep -q "fitted in the model's training step" "$tmpdir/p2.json"
 check "no temporary file left" test -z "$(ls "$tmpdir" | grep tmp)"
 expect_ok "sim --cluster with the two-rank profile (pp 2)" "$MERAK" sim --cluster "$tmpdir/p2.json" $SIM --dp 1 --pp 2 --tp 1
 expect_ok "sim --cluster with the two-rank profile (tp 2)" "$MERAK" sim --cluster "$tmpdir/p2.json" $SIM --dp 1 --pp 1 --tp 2
 expect_ok "plan --cluster with the two-rank profile" "$MERAK" plan --cluster "$tmpdir/p2.json" --model gpt-tiny --dtype fp32 --gpus 2 --gbs 8
 expect_ok "profile --json: one object on stdout" "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" profile --quick --json --out "$tmpdir/p3.json"
-check "--json parses, has the all-reduce samples" "$PYTHON" -c "import json; j = json.load(open('$tmpdir/out')); assert len(j['allreduce']) > 0 and j['ranks'] == 2"
+check "--json parses, has the all-reduce samples and the in-step times" "$PYTHON" -c "import json; j = json.load(open('$tmpdir/out')); assert len(j['allreduce']) > 0 and j['ranks'] == 2 and j['step']['forward_measured_s']['gemm'] > 0"
 
 # a real pair: the simulator's prediction on this profile against a measured
 # run of the same plan (the executor traces every rank and the last step;

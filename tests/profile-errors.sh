@@ -21,6 +21,14 @@ bad negative-bandwidth "beta_Bps" "j['intra']['beta_Bps'] = -1"
 bad string-number "must be a number" "j['device']['mem_bw_Bps'] = 'fast'"
 bad zero-gpus "gpus_per_node" "j['gpus_per_node'] = 0"
 bad not-an-object "must be a JSON object" "j = [1, 2]"
+bad negative-vector-bwd "vector_bwd_flops" "j['device']['vector_bwd_flops'] = -1"
+# vector_bwd_flops (issue 15): the backward's vector rate; equal to
+# vector_flops it changes nothing, slower it slows the step
+step() { "$MERAK" sim --cluster "$1" $SIM --json | "$PYTHON" -c "import json,sys; print(json.load(sys.stdin)['step_time_s'])"; }
+with_vb() { echo "$good" | "$PYTHON" -c "import json,sys; j=json.load(sys.stdin); j['device']['vector_bwd_flops'] = $1; print(json.dumps(j))" >"$tmpdir/vb.json"; }
+t0=$(step "$tmpdir/good.json"); with_vb 1e9; t1=$(step "$tmpdir/vb.json"); with_vb 1e7; t2=$(step "$tmpdir/vb.json")
+check "vector_bwd_flops = vector_flops: the same step ($t0 s)" test "$t0" = "$t1"
+check "vector_bwd_flops 100x lower: a slower step ($t2 > $t0 s)" "$PYTHON" -c "assert $t2 > $t0 * 1.01"
 printf '{"name": "p", "gpus_per_node": 2,' >"$tmpdir/truncated.json"
 expect_fail "profile truncated" "malformed JSON" -- "$MERAK" sim --cluster "$tmpdir/truncated.json" $SIM
 expect_fail "profile missing" "cannot read cluster file" -- "$MERAK" sim --cluster "$tmpdir/nope.json" $SIM

@@ -62,13 +62,17 @@ def main():
             loadavg = open(os.path.join(out, "runs", name + ".load")).read().strip()
         except OSError:
             loadavg = ""
+        try:
+            rnd = open(os.path.join(out, "runs", name + ".round")).read().strip()
+        except OSError:
+            rnd = ""
         pm, mm = sim["peak_memory_bytes"], run["peak_memory_bytes"]
         rows.append({
             "plan": name, "ranks": n, "flags": flags,
             "pred_step_s": ps, "meas_step_s": ms, "step_err": (ps - ms) / ms,
             "meas_min_step_s": min(later), "min_step_err": (ps - min(later)) / min(later),
             "meas_step_times_s": " ".join("%.4f" % t for t in run["step_times_s"]),
-            "load1_runnable": loadavg,
+            "load1_runnable": loadavg, "round": rnd,
             "pred_bubble": " ".join("%.3f" % b for b in sim["bubble_fraction"]),
             "meas_bubble": " ".join("%.3f" % b for b in mb),
             "pred_peak_mem": " ".join(str(int(m)) for m in pm),
@@ -113,6 +117,11 @@ def main():
         rel = [abs(r["pred_step_s"] / ratio - r["meas_step_s"]) / r["meas_step_s"] for r in rows]
         f.write("\ncommon-mode ratio predicted/measured %.3f; with it divided out: median |error| %.1f%%, worst %.1f%% (%s)\n"
                 % (ratio, 100 * statistics.median(rel), 100 * max(rel), rows[rel.index(max(rel))]["plan"]))
+        loads = [float(r["load1_runnable"].split()[0]) for r in rows if r["load1_runnable"]]
+        if loads:
+            f.write("\nload (1-minute average) when each kept measurement started: median %.2f, max %.2f "
+                    "(the machine has %d cores; per plan in validation.csv)\n"
+                    % (statistics.median(loads), max(loads), os.cpu_count() or 0))
         f.write("\npeak memory per stage: median |error| %.1f%%, worst %.1f%%\n"
                 % (100 * statistics.median(merrs), 100 * max(merrs)))
         f.write("\n| ablation | predicted speedup | measured speedup |\n|---|---|---|\n")

@@ -41,6 +41,9 @@ typedef struct mk_device {
                                 quantization, src/sim/cost.c); 0: no quantization */
     double gemm_tile_m, gemm_tile_n; /* optional: the library's output tile for large GEMMs,
                                 rows x columns (either orientation is used) */
+    double vector_bwd_flops; /* optional: the same in a backward, where its loops differ from
+                                the forward's (`merak profile` measures both inside a training
+                                step on the CPU); 0: vector_flops */
 } mk_device_t;
 
 typedef struct mk_cluster {

@@ -23,6 +23,12 @@
  *    graph counts it (20 FLOPs per element); the cost model charges a
  *    backward twice the forward's vector FLOPs, so the rate is fitted to
  *    forward + backward: 3*20n / (t_fwd + t_bwd).
+ *  - then, for a model the executor trains, the in-step phase
+ *    (profile_step.c, issue 15) refits matmul_flops, gemm_fwd_scale, the
+ *    attention rates, vector_flops, vector_bwd_flops and mem_bw_Bps to the
+ *    model's own training step (its GEMMs with their weights out of cache,
+ *    its non-GEMM ops on its data, its optimizer step); the isolated
+ *    figures above stay the GEMM curve's shape and are reported.
  *  - launch_s: median time of a one-element kernel call.
  *  - MPI p2p ping-pong (8 B .. 4 MiB): alpha = one-way time of the
  *    smallest message, beta = the largest message / (its time - alpha);
@@ -66,6 +72,14 @@ typedef struct mk_profile {
     double gemm_peak, gemm_fit_rate, gemm_fit_half, gemm_fit_rms;  /* fit, and its rms relative error */
     double gemm_fwd_scale;   /* forward GEMM time over the curve (fitted on the backward's) */
     double attn_rate, attn_bwd_rate; /* the backend's attention forward, backward, FLOP/s (graph's count) */
+    /* in-step phase (src/profile/profile_step.c): per direction (forward,
+       backward) and class (GEMMs, attention core, the rest), seconds per
+       micro-batch of one sequence: measured in the step, and the cost
+       model's on the isolated figures; step_mbs 0: not run */
+    double step_meas[2][3], step_iso[2][3];
+    double step_opt;         /* seconds of the optimizer step over the model's parameters */
+    int step_mbs;
+    mk_device_t iso;         /* the device as the isolated measurements gave it (before the fit) */
     int n_gemm, n_p2p, n_inter, n_ar;
     mk_prof_sample_t gemm[MK_PROF_MAX], p2p[32], inter[32], ar[32];
     double seconds;          /* wall time of the profile */
@@ -74,6 +88,12 @@ typedef struct mk_profile {
 /* Collective over comm.  cfg: the model whose GEMM shapes to measure (NULL:
  * gpt-tiny's and a generic set).  quick: fewer repetitions (tests). */
 int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_profile_t *p);
+/* The in-step phase (profile_step.c): the model's training step on every
+ * rank, its GEMM, attention and other times fitted into p->c's rates (run
+ * by mk_profile_run after the isolated figures).  Skipped (0, step_mbs 0)
+ * without a model the executor trains or one too large for the rank's
+ * memory.  Collective; 0 or -1. */
+int mk_profile_step(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_profile_t *p);
 /* Write p->c as a cluster JSON with an "about" line, atomically (temporary
  * file, validated by mk_cluster_load, then renamed).  0 or -1. */
 int mk_profile_write(const mk_profile_t *p, const char *path);

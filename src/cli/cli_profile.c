@@ -32,13 +32,27 @@ static void print_text(const mk_profile_t *p, const char *out)
     printf("GEMM (backend sgemm, %d shapes): peak %.2f GFLOP/s; backward fit rate(d) = %.2f GFLOP/s * d/(d + %.1f), "
            "rms error %.1f%%; forwards take %.3fx the curve's time\n", p->n_gemm, p->gemm_peak / 1e9,
            p->gemm_fit_rate / 1e9, p->gemm_fit_half, 100 * p->gemm_fit_rms, p->gemm_fwd_scale);
-    printf("  -> matmul_flops %.3g, gemm_eff %.3f, gemm_half_dim %.1f, gemm_fwd_scale %.3f\n", c->dev.matmul_flops[0],
-           c->dev.gemm_eff, c->dev.gemm_half_dim, c->dev.gemm_fwd_scale);
+    printf("  -> matmul_flops %.3g, gemm_eff %.3f, gemm_half_dim %.1f, gemm_fwd_scale %.3f\n", p->iso.matmul_flops[0],
+           c->dev.gemm_eff, c->dev.gemm_half_dim, p->iso.gemm_fwd_scale);
     if (p->attn_rate > 0)
         printf("attention core (loops) at the model's shape: forward %.2f, backward %.2f GFLOP/s -> "
                "attention_flops, attention_bwd_flops\n", p->attn_rate / 1e9, p->attn_bwd_rate / 1e9);
-    printf("memory %.2f GB/s, vector %.2f GFLOP/s, kernel overhead %.3g s, memory per rank %.2f GB\n",
-           c->dev.mem_bw_Bps / 1e9, c->dev.vector_flops / 1e9, c->dev.launch_s, c->dev.mem_bytes / 1e9);
+    printf("memory %.2f GB/s, vector (GELU) %.2f GFLOP/s, kernel overhead %.3g s, memory per rank %.2f GB\n",
+           p->iso.mem_bw_Bps / 1e9, p->iso.vector_flops / 1e9, c->dev.launch_s, c->dev.mem_bytes / 1e9);
+    if (p->step_mbs) {
+        static const char *cls[3] = {"GEMMs", "attention core", "other ops"};
+        printf("in the model's training step (%d micro-batches of 1 sequence, minimum): ms per micro-batch, "
+               "measured / predicted from the isolated figures\n", p->step_mbs);
+        for (int k = 0; k < 3; k++)
+            printf("  %-15s forward %8.3f / %8.3f   backward %8.3f / %8.3f\n", cls[k], 1e3 * p->step_meas[0][k],
+                   1e3 * p->step_iso[0][k], 1e3 * p->step_meas[1][k], 1e3 * p->step_iso[1][k]);
+        printf("  optimizer step %.3f ms (the isolated memory bandwidth would give %.3f)\n", 1e3 * p->step_opt,
+               1e3 * p->step_opt * c->dev.mem_bw_Bps / p->iso.mem_bw_Bps);
+        printf("  -> mem_bw %.2f GB/s, matmul_flops %.3g, gemm_fwd_scale %.3f, attention %.2f / %.2f GFLOP/s, vector %.2f / %.2f "
+               "GFLOP/s (forward / backward)\n", c->dev.mem_bw_Bps / 1e9, c->dev.matmul_flops[0], c->dev.gemm_fwd_scale,
+               c->dev.attention_flops / 1e9, c->dev.attention_bwd_flops / 1e9, c->dev.vector_flops / 1e9,
+               c->dev.vector_bwd_flops / 1e9);
+    }
     printf("intra: alpha %.3g s, beta %.2f GB/s%s\n", c->intra.alpha_s, c->intra.beta_Bps / 1e9,
            p->intra_measured ? "" : " (not measured)");
     printf("inter: alpha %.3g s, beta %.2f GB/s%s\n", c->inter.alpha_s, c->inter.beta_Bps / 1e9,
@@ -79,6 +93,18 @@ static void print_json(const mk_profile_t *p, const char *out)
                           "p2p_intra", samples(p->p2p, p->n_p2p, "bytes", "s", NULL), "p2p_inter",
                           samples(p->inter, p->n_inter, "bytes", "s", NULL), "allreduce",
                           samples(p->ar, p->n_ar, "bytes", "s", "model_s"), "seconds", p->seconds);
+    if (p->step_mbs) {
+        json_t *s = json_pack("{s:i}", "micro_batches", p->step_mbs);
+        static const char *keys[2][2] = {{"forward_measured_s", "forward_isolated_s"},
+                                         {"backward_measured_s", "backward_isolated_s"}};
+        for (int dir = 0; dir < 2; dir++) {
+            json_object_set_new(s, keys[dir][0], json_pack("{s:f, s:f, s:f}", "gemm", p->step_meas[dir][0],
+                                                           "attention", p->step_meas[dir][1], "other", p->step_meas[dir][2]));
+            json_object_set_new(s, keys[dir][1], json_pack("{s:f, s:f, s:f}", "gemm", p->step_iso[dir][0],
+                                                           "attention", p->step_iso[dir][1], "other", p->step_iso[dir][2]));
+        }
+        json_object_set_new(j, "step", s);
+    }
     json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(6));
     fputc('\n', stdout);
     json_decref(j);

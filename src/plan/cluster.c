@@ -89,18 +89,18 @@ typedef struct {
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
      {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 1800 * GB, 80 * GB,
-                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 230 * GB}, {5e-6, 24 * GB}, 8, 0}},
+                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0, 0}, 8, 0, {3e-6, 230 * GB}, {5e-6, 24 * GB}, 8, 0}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3015 * GB, 80 * GB,
-                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 8, 0, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 8, 0}},
+                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0, 0}, 8, 0, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 8, 0}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
-                       5e-6, 0.75, 128, 1, 0, 0, 0, 0, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
+                       5e-6, 0.75, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
     {"one H200 SXM (141 GB)",
      {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4320 * GB, 141 * GB,
-               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0}, 1, 1, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 1, 0}},
+               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0, 0}, 1, 1, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 1, 0}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
-     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0, 0, 0, 0, 0}, 8, 0,
+     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 8, 0,
       {0, 1e30}, {0, 1e30}, 8, 1}},
 };
 #define MK_NCLUSTERS (sizeof mk_cluster_presets / sizeof mk_cluster_presets[0])
@@ -143,7 +143,7 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  * LINK = {"alpha_s": X, "beta_Bps": X}
  * DEVICE = {"name": S, "matmul_flops": {"fp32": X, "fp16": X, "bf16": X},
  *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
- *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "attention_flops",
+ *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "vector_bwd_flops", "attention_flops",
  *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X, "sms": I, "gemm_tile_m": X,
  *  "gemm_tile_n": X} */
 
@@ -205,7 +205,8 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
     static const char *const top[] = {"name", "gpus_per_node", "max_nodes", "nics_per_node", "ideal", "intra",
                                       "inter", "device", "about", NULL};
     static const char *const dev[] = {"name", "matmul_flops", "vector_flops", "mem_bw_Bps", "mem_bytes",
-                                      "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "attention_flops",
+                                      "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "vector_bwd_flops",
+                                      "attention_flops",
                                       "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
                                       "gemm_tile_n", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
@@ -228,6 +229,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         mk_json_num(d, path, "launch_s", 0, &c->dev.launch_s) < 0 || mk_json_num(d, path, "gemm_eff", 0, &c->dev.gemm_eff) < 0 ||
         mk_json_num(d, path, "gemm_half_dim", 0, &c->dev.gemm_half_dim) < 0 ||
         mk_json_bool(d, path, "has_bf16", &c->dev.has_bf16) < 0 ||
+        opt_num(d, path, "vector_bwd_flops", &c->dev.vector_bwd_flops) < 0 ||
         opt_num(d, path, "attention_flops", &c->dev.attention_flops) < 0 ||
         opt_num(d, path, "attention_bwd_flops", &c->dev.attention_bwd_flops) < 0 ||
         opt_num(d, path, "gemm_fwd_scale", &c->dev.gemm_fwd_scale) < 0 ||
@@ -261,6 +263,8 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
                           "vector_flops", d->vector_flops, "mem_bw_Bps", d->mem_bw_Bps, "mem_bytes", d->mem_bytes,
                           "launch_s", d->launch_s, "gemm_eff", d->gemm_eff, "gemm_half_dim", d->gemm_half_dim,
                           "has_bf16", d->has_bf16);
+    if (j && d->vector_bwd_flops > 0)
+        json_object_set_new(json_object_get(j, "device"), "vector_bwd_flops", json_real(d->vector_bwd_flops));
     if (j && d->attention_flops > 0)
         json_object_set_new(json_object_get(j, "device"), "attention_flops", json_real(d->attention_flops));
     if (j && d->attention_bwd_flops > 0)

@@ -401,6 +401,8 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
     c->dev.gemm_fwd_scale = p->gemm_fwd_scale;
     c->dev.attention_flops = p->attn_rate;
     c->dev.attention_bwd_flops = p->attn_bwd_rate;
+    p->iso = c->dev;
+    if (mk_profile_step(comm, cfg, quick, p) < 0) return -1;
     int n = 0;
     n += snprintf(p->note + n, sizeof p->note - n,
                   "merak profile on %s (%s): %d rank(s) on %d host(s), %d per host, %d OpenBLAS thread(s) each",
@@ -413,6 +415,10 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
                       "; one rank: links not measured (intra beta = memcpy bandwidth, alpha = MPI self-send)");
     if (!p->inter_measured)
         n += snprintf(p->note + n, sizeof p->note - n, "; one host: inter copies intra (not measured)");
+    if (p->step_mbs)
+        n += snprintf(p->note + n, sizeof p->note - n, "; compute rates fitted in the model's training step");
+    else
+        n += snprintf(p->note + n, sizeof p->note - n, "; compute rates isolated (no in-step phase for this model)");
     snprintf(p->note + n, sizeof p->note - n, "; fp32 only: fp16/bf16 entries copy fp32");
     p->seconds = now() - t0;
     return 0;

@@ -118,7 +118,9 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     if (f > 0 && o->kind == MK_OPK_ATTENTION && d->attention_flops > 0 && !c->ideal)
         tc = f / (bwd && d->attention_bwd_flops > 0 ? d->attention_bwd_flops : d->attention_flops);
     if (c->ideal) return tc;
-    double tv = d->vector_flops > 0 ? v / d->vector_flops : 0, tm = d->mem_bw_Bps > 0 ? m / d->mem_bw_Bps : 0;
+    /* a device may give its backward vector rate apart (cluster.h) */
+    double vr = bwd && d->vector_bwd_flops > 0 ? d->vector_bwd_flops : d->vector_flops;
+    double tv = vr > 0 ? v / vr : 0, tm = d->mem_bw_Bps > 0 ? m / d->mem_bw_Bps : 0;
     double t = tc;
     if (tv > t) t = tv;
     if (tm > t) t = tm;

@@ -102,6 +102,10 @@ def clusters():
     put("cluster", "reject-sms-string.json", js(dict(c, device=dict(quant, sms="108"))))
     put("cluster", "reject-host-op-1e300.json", js(dict(c, device=dict(quant, host_op_s=1e300))))
     put("cluster", "reject-tile-2p20.json", js(dict(c, device=dict(quant, gemm_tile_m=1 << 20))))
+    # the CPU profile's backward vector rate (issue 15: fitted inside a training step)
+    put("cluster", "accept-ideal-8-vector-bwd.json", js(dict(c, device=dict(c["device"], vector_bwd_flops=1.8e9))))
+    put("cluster", "reject-vector-bwd-negative.json", js(dict(c, device=dict(c["device"], vector_bwd_flops=-1))))
+    put("cluster", "reject-vector-bwd-string.json", js(dict(c, device=dict(c["device"], vector_bwd_flops="fast"))))
 
 
 def plans(merak):
