@@ -33,14 +33,19 @@ typedef struct mk_device {
                                 (OpenBLAS runs y = x W^T slower than the backward's
                                 GEMMs); 0: 1 */
     double host_op_s;        /* optional: host (CPU) time the training framework takes to
-                                issue one op's kernels (Python, dispatcher, launch); the
-                                device runs ahead of the host only when its work is longer,
-                                so an op takes at least this; 0: no host bound */
+                                issue one kernel (Python, dispatcher, autograd, launch); a
+                                graph op is several kernels (src/sim/cost.c op_kernels), and
+                                the device runs ahead of the host only when its work is
+                                longer, so an op takes at least its kernels' host time; 0: no
+                                host bound */
     int sms;                 /* optional: streaming multiprocessors; with the tile below, a
                                 GEMM's output tiles run in waves of sms (tile and wave
                                 quantization, src/sim/cost.c); 0: no quantization */
     double gemm_tile_m, gemm_tile_n; /* optional: the library's output tile for large GEMMs,
                                 rows x columns (either orientation is used) */
+    double flash_attn_flops; /* optional: FLOP/s of the fused FlashAttention kernel, forward
+                                and backward (plans with use_flash_attn; at most the matmul
+                                peak); 0: such plans run the core at the GEMM curve */
 } mk_device_t;
 
 typedef struct mk_cluster {

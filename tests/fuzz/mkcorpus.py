@@ -102,6 +102,9 @@ def clusters():
     put("cluster", "reject-sms-string.json", js(dict(c, device=dict(quant, sms="108"))))
     put("cluster", "reject-host-op-1e300.json", js(dict(c, device=dict(quant, host_op_s=1e300))))
     put("cluster", "reject-tile-2p20.json", js(dict(c, device=dict(quant, gemm_tile_m=1 << 20))))
+    # flash_attn_flops (issue 15): optional, at most the matmul peak
+    put("cluster", "accept-flash-attn-flops.json", js(dict(c, device=dict(quant, flash_attn_flops=5e11))))
+    put("cluster", "reject-flash-attn-above-peak.json", js(dict(c, device=dict(quant, flash_attn_flops=1e30))))
 
 
 def plans(merak):
@@ -120,6 +123,9 @@ def plans(merak):
     # overlap_grad_reduce (issue 15): a boolean, absent = on
     put("plan", "accept-no-overlap-grad-reduce.json", js(dict(plan, overlap_grad_reduce=False)))
     put("plan", "reject-overlap-grad-reduce-int.json", js(dict(plan, overlap_grad_reduce=1)))
+    # use_flash_attn (issue 15): a boolean, absent = the materialised core
+    put("plan", "accept-use-flash-attn.json", js(dict(plan, use_flash_attn=True)))
+    put("plan", "reject-use-flash-attn-string.json", js(dict(plan, use_flash_attn="yes")))
     # pp*vpp and hidden products past int
     put("plan", "reject-vpp-2p30.json", js(dict(plan, vpp=1 << 30, schedule="interleaved")))
     big = dict(plan["model"], hidden_size=1 << 30, num_attention_heads=1, ffn_hidden_size=1 << 30)
