@@ -29,6 +29,11 @@ source (it is also how the simulator is judged on runs not in this folder):
               merak default); Megatron-LM before Megatron-Core (its local
               DDP, SC21 and the 2021 README) and Megatron-DeepSpeed (vTrain)
               all-reduce after the backward: --no-overlap-grad-reduce
+  attention   the row's software: Megatron-Core runs from 2023 use flash
+              attention (--use-flash-attn; a row field flash_attn, when a
+              source gives it, wins); Megatron-LM 2021 (SC21, the README)
+              and Megatron-DeepSpeed (vTrain) the materialised core
+              (baddbmm, fused softmax, dropout, bmm)
 
 A row published as TFLOP/s per GPU becomes an iteration time through the
 model's own FLOP count (`merak model --json`): the sources that count the
@@ -103,6 +108,15 @@ def overlap_flags(row):
     if on is None:
         on = megatron_core(row)
     return [] if on else ["--no-overlap-grad-reduce"]
+
+
+def flash_flags(row):
+    """--use-flash-attn for Megatron-Core runs from 2023 (or a row field
+    flash_attn when a source gives it)."""
+    on = row.get("flash_attn")
+    if on is None:
+        on = megatron_core(row) and run_year(row) >= 2023
+    return ["--use-flash-attn"] if on else []
 
 
 def cluster_of(row):
@@ -200,7 +214,7 @@ def express(row):
     dp, pp, tp = lay
     base = ["--cluster", cl] + model_flags(row["model"]) + \
         ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + opt + dtype_flags(row) + \
-        overlap_flags(row)
+        overlap_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]
     mbs = [row["mbs"]] if row.get("mbs") else [b for b in MBS_SEARCH if (row["gbs"] // dp) % b == 0]

@@ -33,9 +33,11 @@ typedef struct mk_device {
                                 (OpenBLAS runs y = x W^T slower than the backward's
                                 GEMMs); 0: 1 */
     double host_op_s;        /* optional: host (CPU) time the training framework takes to
-                                issue one op's kernels (Python, dispatcher, launch); the
-                                device runs ahead of the host only when its work is longer,
-                                so an op takes at least this; 0: no host bound */
+                                issue one kernel (Python, dispatcher, autograd, launch); a
+                                graph op is several kernels (src/sim/cost.c op_kernels), and
+                                the device runs ahead of the host only when its work is
+                                longer, so an op takes at least its kernels' host time; 0: no
+                                host bound */
     int sms;                 /* optional: streaming multiprocessors; with the tile below, a
                                 GEMM's output tiles run in waves of sms (tile and wave
                                 quantization, src/sim/cost.c); 0: no quantization */
@@ -44,6 +46,10 @@ typedef struct mk_device {
     double vector_bwd_flops; /* optional: the same in a backward, where its loops differ from
                                 the forward's (`merak profile` measures both inside a training
                                 step on the CPU); 0: vector_flops */
+
+    double flash_attn_flops; /* optional: FLOP/s of the fused FlashAttention kernel, forward
+                                and backward (plans with use_flash_attn; at most the matmul
+                                peak); 0: such plans run the core at the GEMM curve */
 } mk_device_t;
 
 typedef struct mk_cluster {

@@ -92,6 +92,7 @@ typedef struct mk_graph_opts {
     mk_dtype_t dtype;   /* activation and weight type for bytes */
     int dropout;        /* dropout layers save masks */
     int tp;             /* for vocabulary padding only */
+    int flash_attn;     /* the attention core keeps no s x s scores (FlashAttention) */
 } mk_graph_opts_t;
 
 typedef struct mk_graph {

@@ -46,6 +46,11 @@ typedef struct mk_plan {
                                  * merak run's executor); 0: all of them start at REDUCE_GRADS, after
                                  * the backward (Megatron-LM's local DDP before Megatron-Core,
                                  * Megatron-DeepSpeed) */
+    int use_flash_attn;         /* the attention core as one fused kernel (FlashAttention; Megatron's
+                                 * --use-flash-attn): its time at the device's flash_attn_flops, no
+                                 * b x heads x s x s scores stored or passed through memory; 0
+                                 * (default): the materialised core (baddbmm, fused softmax,
+                                 * dropout, bmm).  The executor's attention is exact either way. */
     char partition[16];         /* uniform | parameters | compute | refine | explicit */
     int n_vstages;              /* pp*vpp */
     int bounds[MK_PLAN_MAX_VSTAGES + 1];

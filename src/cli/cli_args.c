@@ -18,7 +18,7 @@ enum {
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_NORM_EPS,
     O_DP, O_PP, O_TP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
-    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_PARTITION, O_PLAN, O_TRACE,
+    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_FLASH_ATTN, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
@@ -81,6 +81,7 @@ static const mk_flag_t mk_flags[] = {
     {"sequence-parallel", O_SEQPAR, MK_OPTG_SIM, N, 1, 0, 0},
     {"overlap-grad-reduce", O_OVERLAP_GRAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"no-overlap-grad-reduce", O_NO_OVERLAP_GRAD, MK_OPTG_SIM, N, 1, 0, 0},
+    {"use-flash-attn", O_FLASH_ATTN, MK_OPTG_SIM, N, 1, 0, 0},
     {"partition", O_PARTITION, MK_OPTG_SIM, S, 1, 0, 0},
     {"plan", O_PLAN, MK_OPTG_SIM, S, 0, 0, 0},
     {"trace", O_TRACE, MK_OPTG_SIM | MK_OPTG_PLAN | MK_OPTG_RUN, S, 0, 0, 0},
@@ -343,6 +344,7 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
     }
     if (f->id == O_VERIFY) a->verify = 1;
     else if (f->id == O_SEQPAR) a->seqpar = 1;
+    else if (f->id == O_FLASH_ATTN) a->flash_attn = 1;
     else if (f->id == O_OVERLAP_GRAD || f->id == O_NO_OVERLAP_GRAD) a->overlap_grad_reduce = f->id == O_OVERLAP_GRAD;
     else if (f->id == O_JSON) a->json = 1;
     return 0;

@@ -44,6 +44,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->tp_overlap = a->tp_overlap > 0 ? a->tp_overlap : 0;
     p->zero = a->zero;
     p->seqpar = a->seqpar;
+    p->use_flash_attn = a->flash_attn;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
     return 0;
 }

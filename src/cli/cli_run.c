@@ -21,7 +21,7 @@ static const char *run_usage =
     "              [--tp-overlap 0|1|2] [--plan FILE] [--partition P]\n"
     "              [--data FILE] [--eval-interval N] [--save FILE] [--load FILE]\n"
     "              [--save-interval N] [--lr-decay-iters N] [--zero Z] [--trace FILE]\n"
-    "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce]\n\n"
+    "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--use-flash-attn]\n\n"
     "Train the GPT for real (README.md \"Training for real\"; fp32; CPU backend on\n"
     "OpenBLAS, CUDA when built and a GPU is visible), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
@@ -58,6 +58,8 @@ static const char *run_usage =
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                   start each layer's DP all-reduce as the last backward makes its\n"
     "                   gradient final (default), or all of them at REDUCE_GRADS; same results\n"
+    "  --use-flash-attn accepted for plans that set it: the executor's attention is exact\n"
+    "                   either way (same results); it changes only merak sim's costs\n"
     "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
     "  --json           one JSON object on stdout (rank 0): losses, step times, memory\n"
     "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";

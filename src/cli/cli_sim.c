@@ -13,7 +13,7 @@ static const char *sim_usage =
     "usage: merak sim [--model M] [--cluster C] --dp D --pp P --tp T --mbs b --gbs B\n"
     "                 [--schedule S] [--recompute R] [--vpp V] [--tp-overlap L] [--zero Z]\n"
     "                 [--sequence-parallel] [--no-overlap-grad-reduce] [--dtype D]\n"
-    "                 [--partition P] [--plan FILE]\n"
+    "                 [--use-flash-attn] [--partition P] [--plan FILE]\n"
     "                 [--json] [--trace FILE]\n\n"
     "Simulate one training step: step time, tokens/s, TFLOP/s per GPU and MFU,\n"
     "pipeline bubbles, peak memory per stage against the device, and how much\n"
@@ -36,6 +36,9 @@ static const char *sim_usage =
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                     start each gradient bucket's DP reduction during the last\n"
     "                     backward (default, as merak run does), or all after it\n"
+    "  --use-flash-attn   the attention core as FlashAttention (one fused kernel at the\n"
+    "                     device's flash_attn_flops, no s x s scores in memory); default:\n"
+    "                     the materialised core (baddbmm, softmax, dropout, bmm)\n"
     "  --dtype D          fp16, bf16, fp32 (default: the cluster's 16-bit type)\n"
     "  --partition P      @partition@ (default), parameters, compute\n"
     "  --plan FILE        run a saved plan (no model or layout flags)\n"
@@ -60,9 +63,10 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     char zero[64] = "";
     if (r->zero) snprintf(zero, sizeof zero, ", ZeRO-%d over %d of dp %d", r->zero, r->zero_group, p->dp);
     if (r->zero && r->zero_group == p->dp) snprintf(zero, sizeof zero, ", ZeRO-%d", r->zero);
-    printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s\n",
+    printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s%s\n",
            p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
-           p->overlap_grad_reduce ? "" : ", DP reduction after the backward");
+           p->overlap_grad_reduce ? "" : ", DP reduction after the backward",
+           p->use_flash_attn ? ", flash attention" : "");
     printf("step time        %.4f s\n", r->step_time_s);
     printf("tokens/s         %.1f\n", r->tokens_per_s);
     printf("TFLOP/s per GPU  %.2f   MFU %.1f%%  (Megatron's matmul count: 72·B·s·l·h²-form%s)\n",

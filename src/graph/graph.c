@@ -5,7 +5,8 @@
  *   attention  fwd 4*N*s*w (non-causal; causal (s+1)/(2s) of it), bwd 2*fwd,
  *              saves q,k,v N*in*dt (in = 3w, or w + 2*kv*d with grouped K/V
  *              heads) and scores a*s*s*b*dt (+ mask a*s*s*b and dropped
- *              scores a*s*s*b*dt with dropout)
+ *              scores a*s*s*b*dt with dropout); with flash attention
+ *              q,k,v and an fp32 log-sum-exp a*s*b*4, no s*s terms
  *   layernorm  saves input N*w*dt    gelu saves input N*w*dt
  *   rmsnorm    params w, 4 vector FLOPs an element, saves input N*w*dt
  *   rope       rotates q and k (r = w - kv*d per token): 3*N*r vector FLOPs,
@@ -48,6 +49,7 @@ const char *mk_tp_role_name(mk_tp_role_t r)
 
 void mk_graph_opts_init(mk_graph_opts_t *o)
 {
+    memset(o, 0, sizeof *o); /* options added later are off */
     o->mbs = 1;
     o->dtype = MK_DTYPE_BF16;
     o->dropout = 1;
@@ -239,6 +241,15 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->bytes_moved = (N * in + N * w) * dt + 2 * scores * dt;
         o->act_rep = N * in * dt;
         o->act_scores = scores * dt + (drop ? scores * (1 + dt) : 0);
+        if (g->opts.flash_attn) {
+            /* FlashAttention (Dao et al., arXiv:2205.14135, sec. 3.1) tiles
+               the scores through on-chip memory: the kernel reads q, k, v
+               and writes the context; backward it recomputes the scores
+               from the fp32 log-sum-exp per row it saved (b x heads x s),
+               instead of Korthikanti's 5as^2b of scores, softmax and mask */
+            o->bytes_moved = (N * in + N * w) * dt;
+            o->act_scores = 4 * (double)o->heads * s * b;
+        }
         break;
     }
     case MK_OPK_LM_HEAD:

@@ -62,46 +62,76 @@
 #include "merak/cluster.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #define TF 1e12
 #define GB 1e9
-/* Host time to issue one graph op (host_op_s), a property of the host CPU
+/* Host time to issue one kernel (host_op_s), a property of the host CPU
  * and of an eager PyTorch framework (Megatron-LM / Megatron-DeepSpeed), not
- * of the GPU.  Measured: vTrain's single-node DGX A100 runs
- * (experiments/published/single-node.json, Megatron-DeepSpeed) take a floor
- * of ~3.2 ms per transformer block per micro-batch (forward + recomputed
- * forward + backward) whatever the micro-batch: 48 graph-op issues (12 ops
- * forward, 12 recomputed, 24 backward) -> ~65 us each.  A graph op is 2-6
- * framework kernels (linear: GEMM + bias; attention core: two batched
- * GEMMs, softmax, dropout, transposes), i.e. ~15-30 us per PyTorch op, the
- * eager dispatch + autograd + launch range.  The H100/H200 presets use the
- * same figure (no H100 measurement here); the RTX 3090 servers' host is
- * unknown (0, no host bound). */
-#define HOST_OP_S 65e-6
+ * of the GPU.  Calibrated on one published floor, not measured on a host:
+ * vTrain's single-node DGX A100 runs (experiments/published/
+ * single-node.json, Megatron-DeepSpeed) take ~3.1 ms per transformer block
+ * per micro-batch (forward + recomputed forward + backward) whatever the
+ * micro-batch while the device's work is shorter; the block launches 71
+ * kernels there (14 forward, 14 recomputed, 43 backward: src/sim/cost.c
+ * op_kernels counts them in Megatron's code) -> ~44 us a kernel, the eager
+ * dispatch + autograd + launch range of a PyTorch op with DeepSpeed's
+ * hooks (an earlier count per graph op, 48 of them, gave 65 us from the
+ * same floor).  The H100/H200 presets use the same figure (no H100
+ * measurement here); the RTX 3090 servers' host is unknown (0, no host
+ * bound). */
+#define HOST_OP_S 44e-6
+/* FlashAttention-2's throughput, forward and backward (plans with
+ * use_flash_attn): A100, the low end of "50-73% of the theoretical maximum
+ * FLOPs/s" (Dao, arXiv:2307.08691, abstract; the top of the range is long
+ * sequences at head dim 128, and the backward runs below the forward) =
+ * 156 TFLOP/s; H100/H200, "FlashAttention-2 achieves only 35% utilization
+ * on the H100" (Shah et al., FlashAttention-3, arXiv:2407.08608,
+ * abstract) = 346 TFLOP/s (cuDNN's and FlashAttention-3's faster kernels
+ * are not modelled).  RTX 3090: no published figure at hand (0). */
+#define FLASH_A100 (0.50 * 312 * TF)
+#define FLASH_H100 (0.35 * 989 * TF)
 
 typedef struct {
     const char *about;
     mk_cluster_t c;
 } mk_cluster_preset_t;
 
+/* Designated fields: a device field added later is 0 (off) in every
+ * preset unless a preset names it. */
+#define DGX_LINKS(nvlink) .gpus_per_node = 8, .intra = {3e-6, nvlink}, .nics_per_node = 8
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
-     {"dgx-a100", {"A100-SXM4-80GB", {156 * TF, 312 * TF, 312 * TF}, 78 * TF, 1800 * GB, 80 * GB,
-                   4e-6, 0.80, 256, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0, 0}, 8, 0, {3e-6, 230 * GB}, {5e-6, 24 * GB}, 8, 0}},
+     {.name = "dgx-a100",
+      .dev = {.name = "A100-SXM4-80GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
+              .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
+              .gemm_half_dim = 256, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
+      DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
-     {"dgx-h100", {"H100-SXM5-80GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 3015 * GB, 80 * GB,
-                   4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0, 0}, 8, 0, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 8, 0}},
+     {.name = "dgx-h100",
+      .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF}, .vector_flops = 134 * TF,
+              .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
+              .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+      DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
-     {"rtx3090-pcie", {"GeForce RTX 3090", {35.6 * TF, 71 * TF, 71 * TF}, 35.6 * TF, 936 * GB, 24 * GB,
-                       5e-6, 0.75, 128, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 8, 0, {10e-6, 25 * GB}, {5e-6, 12.5 * GB}, 1, 0}},
+     {.name = "rtx3090-pcie",
+      .dev = {.name = "GeForce RTX 3090", .matmul_flops = {35.6 * TF, 71 * TF, 71 * TF}, .vector_flops = 35.6 * TF,
+              .mem_bw_Bps = 936 * GB, .mem_bytes = 24 * GB, .launch_s = 5e-6, .gemm_eff = 0.75,
+              .gemm_half_dim = 128, .has_bf16 = 1},
+      .gpus_per_node = 8, .intra = {10e-6, 25 * GB}, .inter = {5e-6, 12.5 * GB}, .nics_per_node = 1}},
     {"one H200 SXM (141 GB)",
-     {"h200", {"H200-SXM-141GB", {494.7 * TF, 989 * TF, 989 * TF}, 134 * TF, 4320 * GB, 141 * GB,
-               4e-6, 0.75, 384, 1, 0, 0, 0, HOST_OP_S, 0, 0, 0, 0}, 1, 1, {3e-6, 370 * GB}, {5e-6, 50 * GB}, 1, 0}},
+     {.name = "h200",
+      .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF}, .vector_flops = 134 * TF,
+              .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
+              .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+      .gpus_per_node = 1, .max_nodes = 1, .intra = {3e-6, 370 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 1}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
-     {"ideal", {"ideal", {1 * TF, 1 * TF, 1 * TF}, 1e30, 1e30, 1e30, 0, 1.0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0}, 8, 0,
-      {0, 1e30}, {0, 1e30}, 8, 1}},
+     {.name = "ideal",
+      .dev = {.name = "ideal", .matmul_flops = {1 * TF, 1 * TF, 1 * TF}, .vector_flops = 1e30, .mem_bw_Bps = 1e30,
+              .mem_bytes = 1e30, .gemm_eff = 1.0, .has_bf16 = 1},
+      .gpus_per_node = 8, .intra = {0, 1e30}, .inter = {0, 1e30}, .nics_per_node = 8, .ideal = 1}},
 };
 #define MK_NCLUSTERS (sizeof mk_cluster_presets / sizeof mk_cluster_presets[0])
 
@@ -187,6 +217,10 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     if (d->gemm_tile_m > 65536 || d->gemm_tile_n > 65536)
         return mk_error_set("%s: gemm_tile_m and gemm_tile_n must be at most 65536", what);
     if (d->host_op_s > 1) return mk_error_set("%s: host_op_s must be at most 1 (seconds)", what);
+    /* a fused kernel on the tensor cores runs at most at their peak */
+    double peak = fmax(d->matmul_flops[0], fmax(d->matmul_flops[1], d->matmul_flops[2]));
+    if (d->flash_attn_flops > peak)
+        return mk_error_set("%s: flash_attn_flops must be at most the matmul peak (%g)", what, peak);
     if (c->gpus_per_node < 1 || c->nics_per_node < 1 || c->max_nodes < 0)
         return mk_error_set("%s: gpus_per_node and nics_per_node must be >= 1, max_nodes >= 0", what);
     if (!(c->intra.beta_Bps > 0) || !(c->inter.beta_Bps > 0))
@@ -208,7 +242,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "vector_bwd_flops",
                                       "attention_flops",
                                       "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
-                                      "gemm_tile_n", NULL};
+                                      "gemm_tile_n", "flash_attn_flops", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
@@ -236,7 +270,8 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         opt_num(d, path, "host_op_s", &c->dev.host_op_s) < 0 ||
         (json_object_get(d, "sms") && mk_json_int(d, path, "sms", 0, &c->dev.sms) < 0) ||
         opt_num(d, path, "gemm_tile_m", &c->dev.gemm_tile_m) < 0 ||
-        opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 || mk_cluster_validate(c, path) < 0)
+        opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 ||
+        opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 || mk_cluster_validate(c, path) < 0)
         return -1;
     return 0;
 }
@@ -273,6 +308,8 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(json_object_get(j, "device"), "gemm_fwd_scale", json_real(d->gemm_fwd_scale));
     if (j && d->host_op_s > 0)
         json_object_set_new(json_object_get(j, "device"), "host_op_s", json_real(d->host_op_s));
+    if (j && d->flash_attn_flops > 0)
+        json_object_set_new(json_object_get(j, "device"), "flash_attn_flops", json_real(d->flash_attn_flops));
     if (j && d->sms > 0) {
         json_t *dj = json_object_get(j, "device");
         json_object_set_new(dj, "sms", json_integer(d->sms));

@@ -187,6 +187,7 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->dtype = p->dtype;
     o->tp = p->tp;
     o->dropout = mk_plan_dropout(p->dtype);
+    o->flash_attn = p->use_flash_attn;
 }
 
 int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }

@@ -3,8 +3,8 @@
 libmerak_a_SOURCES += src/plan/cluster.c src/plan/plan.c src/plan/plan_json.c src/plan/partition.c \
 	src/plan/plan_ctx.c
 noinst_HEADERS += include/merak/cluster.h include/merak/plan.h include/merak/plan_ctx.h include/merak/partition.h
-TESTS += tests/plan-format.sh
-EXTRA_DIST += tests/plan-format.sh
+TESTS += tests/plan-format.sh tests/flash-attn.sh
+EXTRA_DIST += tests/plan-format.sh tests/flash-attn.sh
 # The plan resolved once (plan_ctx.h): sizes, order of the checks, hooks.
 check_PROGRAMS += tests/test_plan_ctx
 tests_test_plan_ctx_SOURCES = tests/test_plan_ctx.c tests/check.h

@@ -53,6 +53,8 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* written only when off: absent means on, so files written before the
      * field (and every plan with the default) read and print unchanged */
     if (j && !p->overlap_grad_reduce) json_object_set_new(j, "overlap_grad_reduce", json_false());
+    /* likewise only when on: absent means the materialised attention core */
+    if (j && p->use_flash_attn) json_object_set_new(j, "use_flash_attn", json_true());
     /* likewise only when hybrid: absent means the whole DP group */
     if (j && p->zero_shard) json_object_set_new(j, "zero_shard_size", json_integer(p->zero_shard));
     return j;
@@ -144,7 +146,8 @@ static int plan_version_and_keys(json_t *j, const char *what)
     static const char *const keys[] = {"format_version", "model", "cluster", "dtype", "global_batch_size", "dp",
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
-                                       "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", NULL};
+                                       "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size",
+                                       "use_flash_attn", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -195,7 +198,8 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         return mk_error_set("%s: %s", what, mk_error_last());
     if (!strcmp(rc, "explicit")) p->recompute.kind = MK_RECOMPUTE_EXPLICIT;
     if (opt_bool(j, what, "sequence_parallel", 0, &p->seqpar) < 0 ||
-        opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0)
+        opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 ||
+        opt_bool(j, what, "use_flash_attn", 0, &p->use_flash_attn) < 0)
         return -1;
     if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||

@@ -93,9 +93,67 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
     return d;
 }
 
+/* Kernels the framework launches for one op: the host issues each one (see
+ * host_op_s in cluster.h).  Counted in Megatron-LM's GPT layer as
+ * Megatron-LM 2021 and Megatron-DeepSpeed run it (megatron/model/
+ * transformer.py; vTrain's src/model/gpt_modeling.py replays the same):
+ * forward, fused layer norm 1; a linear 1 GEMM (bias in the epilogue or
+ * in the fused bias-gelu / bias-dropout-add that follows); the
+ * materialised attention core 5 (baddbmm, fused scale-mask-softmax,
+ * dropout, bmm, the context's permute copy; 4 without dropout), flash
+ * attention 1; gelu 1 (bias_gelu); dropout 1, the residual add fused into
+ * it (bias_dropout_add) or 1 alone.  Backward, a layer norm 5 (apex's
+ * three gradient kernels, the gradient accumulation of weight and bias),
+ * a linear 5 (data- and weight-gradient GEMMs, the bias-gradient
+ * reduction, two gradient accumulations; 3 without bias), the core 8
+ * (permute copy, two bmm gradients each of two GEMMs, dropout and softmax
+ * gradients, the q/k/v gradient gather; 7 without dropout; flash 3:
+ * FlashAttention-2's preprocess, dq/dk/dv and dq-convert kernels), the
+ * LM head 1 / 3; one kernel for the others (elementwise ops; the
+ * embeddings and the loss, once per micro-batch, are not counted in
+ * detail).  A GPT block with dropout: 14 forward, 43 backward. */
+static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
+{
+    int drop = g->opts.dropout;
+    switch (o->kind) {
+    case MK_OPK_LAYERNORM:
+    case MK_OPK_RMSNORM: return bwd ? 5 : 1;
+    case MK_OPK_LINEAR: return bwd ? (o->bias ? 5 : 3) : 1;
+    case MK_OPK_LM_HEAD: return bwd ? 3 : 1;
+    case MK_OPK_ATTENTION:
+        if (g->opts.flash_attn) return bwd ? 3 : 1;
+        return bwd ? 7 + drop : 4 + drop;
+    case MK_OPK_ADD: return bwd || !drop ? 1 : 0;
+    default: return 1;
+    }
+}
+
+/* Bytes the materialised core's softmax and dropout kernels move between
+ * its GEMMs, per micro-batch, whole op (the GEMMs' own score traffic is in
+ * the op's bytes_moved).  Forward, Megatron's fused scale-mask-softmax
+ * reads the scores and writes the probabilities; with a causal mask it
+ * reads only the rows' unmasked halves (scaled_upper_triang_masked_softmax
+ * loads elements up to the diagonal, writes whole rows).  Dropout reads
+ * them and writes the kept ones and a 1-byte mask.  Backward: dropout
+ * reads the gradient and mask and writes the gradient; softmax reads the
+ * gradient and its output (halves when causal) and writes the gradient. */
+static double score_pass_bytes(const mk_graph_t *g, const mk_op_t *o, mk_dtype_t dtype, int bwd)
+{
+    double s = g->cfg.seq > 0 ? g->cfg.seq : 1, dt = mk_dtype_bytes(dtype), rd = o->causal ? 0.5 : 1;
+    double scores = (double)o->heads * s * s * g->opts.mbs;
+    double softmax = bwd ? (1 + 2 * rd) * dt : (1 + rd) * dt;
+    return scores * (softmax + (g->opts.dropout ? 2 * dt + 1 : 0));
+}
+
+/* FlashAttention-2's backward runs 2.5x the forward's matmul FLOPs (it
+ * recomputes the scores; the FLOP count of its benchmark,
+ * benchmarks/benchmark_flash_attention.py) where the graph counts 2x. */
+#define FLASH_BWD_FLOPS 1.25
+
 /* t = max(host, launch + max(F / (P_mm[dtype] * eff(d)) (times gemm_fwd_scale in a
  * forward when the device gives one), V / P_vec, M / BW)) per forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
- * and bytes, twice the host time (host = host_op_s: the framework's time to issue the op).  F, V, M scale with the tokens of the micro-batch (or of a
+ * and bytes.  host = host_op_s x the op's kernels (op_kernels).  The attention core adds its score passes (score_pass_bytes / BW), or
+ * with flash attention runs as F / flash_attn_flops.  F, V, M scale with the tokens of the micro-batch (or of a
  * half) and with the op's TP share.  Under `ideal` only matmuls cost. */
 double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
                        double tokens, mk_dtype_t dtype, int bwd)
@@ -115,19 +173,26 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
        core runs as loops at 6.6 GFLOP/s forward and 11.2 backward (graph
        count) where the GEMM curve at head_dim 64 gives ~90, so a device
        may give the core's own rates, forward and backward. */
+    int core = o->kind == MK_OPK_ATTENTION && d->attention_flops <= 0;
     if (f > 0 && o->kind == MK_OPK_ATTENTION && d->attention_flops > 0 && !c->ideal)
         tc = f / (bwd && d->attention_bwd_flops > 0 ? d->attention_bwd_flops : d->attention_flops);
     if (c->ideal) return tc;
+    int flash = core && g->opts.flash_attn && d->flash_attn_flops > 0;
+    if (flash) tc = f * (bwd ? FLASH_BWD_FLOPS : 1) / d->flash_attn_flops, v = 0; /* softmax on-chip */
     /* a device may give its backward vector rate apart (cluster.h) */
     double vr = bwd && d->vector_bwd_flops > 0 ? d->vector_bwd_flops : d->vector_flops;
     double tv = vr > 0 ? v / vr : 0, tm = d->mem_bw_Bps > 0 ? m / d->mem_bw_Bps : 0;
     double t = tc;
     if (tv > t) t = tv;
     if (tm > t) t = tm;
+    /* the materialised core's softmax and dropout are kernels of their
+       own between its GEMMs: their passes follow the GEMMs' time */
+    if (core && !g->opts.flash_attn && d->mem_bw_Bps > 0)
+        t += score_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
     t += d->launch_s * (bwd ? 2 : 1);
     /* kernels launch asynchronously: the device waits for the host only
        when the host issues an op more slowly than the device runs it */
-    double host = d->host_op_s * (bwd ? 2 : 1);
+    double host = d->host_op_s * op_kernels(g, o, bwd);
     return host > t ? host : t;
 }
 

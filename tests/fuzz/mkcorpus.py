@@ -107,6 +107,10 @@ def clusters():
     put("cluster", "reject-vector-bwd-negative.json", js(dict(c, device=dict(c["device"], vector_bwd_flops=-1))))
     put("cluster", "reject-vector-bwd-string.json", js(dict(c, device=dict(c["device"], vector_bwd_flops="fast"))))
 
+    # flash_attn_flops (issue 15): optional, at most the matmul peak
+    put("cluster", "accept-flash-attn-flops.json", js(dict(c, device=dict(quant, flash_attn_flops=5e11))))
+    put("cluster", "reject-flash-attn-above-peak.json", js(dict(c, device=dict(quant, flash_attn_flops=1e30))))
+
 
 def plans(merak):
     out = subprocess.run([merak, "sim", "--model", "gpt-tiny", "--dp", "2", "--pp", "2", "--gbs", "8", "--json"],
@@ -124,6 +128,9 @@ def plans(merak):
     # overlap_grad_reduce (issue 15): a boolean, absent = on
     put("plan", "accept-no-overlap-grad-reduce.json", js(dict(plan, overlap_grad_reduce=False)))
     put("plan", "reject-overlap-grad-reduce-int.json", js(dict(plan, overlap_grad_reduce=1)))
+    # use_flash_attn (issue 15): a boolean, absent = the materialised core
+    put("plan", "accept-use-flash-attn.json", js(dict(plan, use_flash_attn=True)))
+    put("plan", "reject-use-flash-attn-string.json", js(dict(plan, use_flash_attn="yes")))
     # pp*vpp and hidden products past int
     put("plan", "reject-vpp-2p30.json", js(dict(plan, vpp=1 << 30, schedule="interleaved")))
     big = dict(plan["model"], hidden_size=1 << 30, num_attention_heads=1, ffn_hidden_size=1 << 30)
