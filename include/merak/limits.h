@@ -31,6 +31,7 @@
 /* Layout and batch (flags and plan files). */
 #define MK_MAX_GPUS     1048576   /* 10x 100,000 GPUs; also dp and dp*pp*tp */
 #define MK_MAX_TP       1024      /* 64x the widest published (16); must divide the heads */
+#define MK_MAX_CP       1024      /* context parallel: 2*cp chunks must divide the sequence */
 #define MK_MAX_VSTAGES  512       /* pp x vpp: virtual pipeline stages (plan arrays) */
 #define MK_MAX_MBS      65536     /* 1000x the largest published micro-batch (64) */
 #define MK_MAX_GBS      268435456 /* 2^28 sequences: 100,000 replicas x 2,684 micro-batches */

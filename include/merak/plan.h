@@ -2,8 +2,9 @@
  * self-contained so a file written by `merak plan --save-plan` runs
  * unchanged under `merak sim --plan` and `merak run --plan`.
  *
- * Rank order: TP fastest, then DP, then PP (TP groups stay inside a node):
- *   rank = tp_rank + tp * (dp_rank + dp * pp_rank).
+ * Rank order: TP fastest, then CP, then DP, then PP (Megatron-LM's; TP
+ * groups stay inside a node):
+ *   rank = tp_rank + tp * (cp_rank + cp * (dp_rank + dp * pp_rank)).
  * Virtual stages (chunks) are numbered chunk-major, k = chunk*pp + stage,
  * and virtual stage k owns graph layers [bounds[k], bounds[k+1]).  The
  * scheduler's per-(stage, chunk) arrays are indexed stage*vpp + chunk. */
@@ -29,6 +30,9 @@ typedef struct mk_plan {
     mk_dtype_t dtype;
     int gbs;                    /* global batch, sequences */
     int dp, pp, tp, vpp;
+    int cp;                     /* context parallel (Megatron's --context-parallel-size): the
+                                 * sequence split over cp ranks in 2*cp chunks (rank i holds
+                                 * chunks i and 2cp-1-i); 1: none */
     int mbs;                    /* micro-batch size b */
     int m;                      /* micro-batches per replica: gbs / (dp*mbs) */
     mk_sched_kind_t schedule;
@@ -71,9 +75,17 @@ int mk_plan_micro_batches(const mk_plan_t *p);
 int64_t mk_plan_vstages(const mk_plan_t *p);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
 int mk_plan_zero(const mk_plan_t *p);
-/* The size of the ZeRO sharding group (the DP ranks that split optimizer
- * state, gradients, parameters): zero_shard, or dp when 0.  The replicas
- * across groups are dp / mk_plan_zero_group. */
+/* The GPUs of a plan, dp*cp*pp*tp (the one place it is computed; within
+ * MK_MAX_GPUS once mk_plan_check_sizes accepted the plan). */
+int64_t mk_plan_gpus(const mk_plan_t *p);
+/* "dp D<sep>pp P<sep>tp T", with "cp C" after dp when cp > 1 (messages). */
+typedef struct { char s[96]; } mk_plan_layout_str_t;
+mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep);
+/* The size of the ZeRO sharding group (the ranks that split optimizer
+ * state, gradients, parameters): (zero_shard, or dp when 0) x cp, since
+ * gradients are reduced over dp x cp (Megatron's convention: adding CP
+ * never multiplies optimizer memory).  The replicas across groups are
+ * dp*cp / mk_plan_zero_group. */
 int mk_plan_zero_group(const mk_plan_t *p);
 /* --zero-shard-group node: the DP ranks inside one node of gpus_per_node
  * GPUs (rank order TP fastest, then DP: gpus_per_node / tp of them, at

@@ -28,7 +28,7 @@ typedef struct mk_args {
     mk_model_overrides_t ov;
     const char *dtype;             /* NULL: the subcommand's default */
     const char *cluster;
-    int dp, pp, tp, mbs, gbs, vpp; /* 0: not given */
+    int dp, pp, tp, cp, mbs, gbs, vpp; /* 0: not given */
     int micro_batches;
     const char *schedule, *recompute, *partition;
     const char *zero_shard_group;  /* --zero-shard-group dp|node (NULL: dp) */

@@ -16,7 +16,7 @@
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_NORM_EPS,
-    O_DP, O_PP, O_TP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
+    O_DP, O_PP, O_TP, O_CP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_FLASH_ATTN, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
@@ -63,6 +63,8 @@ static const mk_flag_t mk_flags[] = {
     {"pp", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
     {"pipeline-model-parallel-size", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
     {"tp", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
+    {"cp", O_CP, G_L, I, 1, 1, MK_MAX_CP},
+    {"context-parallel-size", O_CP, G_L, I, 1, 1, MK_MAX_CP},
     {"tensor-model-parallel-size", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
     {"mbs", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
     {"micro-batch-size", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
@@ -251,6 +253,7 @@ static int *int_slot(mk_args_t *a, int id)
     case O_DP: return &a->dp;
     case O_PP: return &a->pp;
     case O_TP: return &a->tp;
+    case O_CP: return &a->cp;
     case O_MBS: return &a->mbs;
     case O_GBS: return &a->gbs;
     case O_VPP: return &a->vpp;

@@ -32,9 +32,10 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     if (a->dtype && mk_dtype_parse(a->dtype, &p->dtype) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     p->pp = a->pp ? a->pp : 1;
     p->tp = a->tp ? a->tp : 1;
+    p->cp = a->cp ? a->cp : 1;
     p->mbs = a->mbs ? a->mbs : 1;
     if (a->dp) p->dp = a->dp;
-    else if (world > 0 && world % (p->pp * p->tp) == 0) p->dp = world / (p->pp * p->tp);
+    else if (world > 0 && world % (p->pp * p->tp * p->cp) == 0) p->dp = world / (p->pp * p->tp * p->cp);
     else p->dp = 1;
     p->gbs = a->gbs ? a->gbs : d->gbs ? d->gbs : 2 * p->dp * p->mbs * p->pp;
     if (mk_sched_kind_parse(a->schedule ? a->schedule : d->schedule, &p->schedule) < 0 ||

@@ -21,6 +21,7 @@ static const char *sim_usage =
     "  --model M          preset or JSON description (default @model@); model flags override it\n"
     "  --cluster C        preset (see 'merak models') or cluster JSON (default @cluster@)\n"
     "  --dp --pp --tp     data, pipeline and tensor parallel degrees (default 1)\n"
+    "  --cp C             context parallel size (Megatron's --context-parallel-size; not simulated yet)\n"
     "  --mbs b --gbs B    micro-batch and global batch in sequences (default 1, @gbs@);\n"
     "                     --micro-batches M sets B = dp x b x M when --gbs is not given\n"
     "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre, merak-last, zb-h1\n"

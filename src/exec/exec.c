@@ -67,6 +67,7 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
+    if (p->cp > 1) return mk_error_set("--cp %d: context parallelism is not supported by run yet", p->cp);
     if (p->seqpar)
         return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
     return exec_fits_host(p);

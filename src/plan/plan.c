@@ -12,7 +12,7 @@ void mk_plan_init(mk_plan_t *p)
 {
     memset(p, 0, sizeof *p);
     p->dtype = MK_DTYPE_BF16;
-    p->dp = p->pp = p->tp = p->vpp = p->mbs = 1;
+    p->dp = p->pp = p->tp = p->cp = p->vpp = p->mbs = 1;
     p->gbs = 1;
     p->schedule = MK_SCHED_1F1B;
     p->recompute.kind = MK_RECOMPUTE_FULL;
@@ -38,9 +38,22 @@ int mk_plan_micro_batches(const mk_plan_t *p)
 
 int64_t mk_plan_vstages(const mk_plan_t *p) { return mk_vstages(p->pp, p->vpp); }
 
-int mk_plan_zero(const mk_plan_t *p) { return p->dp > 1 ? p->zero : 0; }
+int mk_plan_zero(const mk_plan_t *p) { return p->dp * (p->cp > 1 ? p->cp : 1) > 1 ? p->zero : 0; }
 
-int mk_plan_zero_group(const mk_plan_t *p) { return p->zero_shard > 0 ? p->zero_shard : p->dp; }
+int mk_plan_zero_group(const mk_plan_t *p)
+{
+    return (p->zero_shard > 0 ? p->zero_shard : p->dp) * (p->cp > 1 ? p->cp : 1);
+}
+
+int64_t mk_plan_gpus(const mk_plan_t *p) { return (int64_t)p->dp * (p->cp > 1 ? p->cp : 1) * p->pp * p->tp; }
+
+mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep)
+{
+    mk_plan_layout_str_t r;
+    if (p->cp > 1) snprintf(r.s, sizeof r.s, "dp %d%scp %d%spp %d%stp %d", p->dp, sep, p->cp, sep, p->pp, sep, p->tp);
+    else snprintf(r.s, sizeof r.s, "dp %d%spp %d%stp %d", p->dp, sep, p->pp, sep, p->tp);
+    return r;
+}
 
 int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node)
 {
@@ -55,16 +68,17 @@ int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node)
 
 int mk_plan_check_sizes(mk_plan_t *p)
 {
-    if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
-        return mk_error_set("dp, pp, tp, vpp, mbs and gbs must all be >= 1");
+    if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->cp < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
+        return mk_error_set("dp, pp, tp, cp, vpp, mbs and gbs must all be >= 1");
     if (mk_limit_check("dp", p->dp, MK_MAX_GPUS) < 0 || mk_limit_check("pp", p->pp, MK_MAX_VSTAGES) < 0 ||
-        mk_limit_check("tp", p->tp, MK_MAX_TP) < 0 || mk_limit_check("vpp", p->vpp, MK_MAX_VSTAGES) < 0 ||
+        mk_limit_check("tp", p->tp, MK_MAX_TP) < 0 || mk_limit_check("cp", p->cp, MK_MAX_CP) < 0 ||
+        mk_limit_check("vpp", p->vpp, MK_MAX_VSTAGES) < 0 ||
         mk_limit_check("mbs", p->mbs, MK_MAX_MBS) < 0 || mk_limit_check("gbs", p->gbs, MK_MAX_GBS) < 0)
         return -1;
     int64_t n, nv = mk_plan_vstages(p);
-    if (MK_PROD_WITHIN(MK_MAX_GPUS, &n, p->dp, p->pp, p->tp) < 0)
-        return mk_error_set("dp %d x pp %d x tp %d is more than %d GPUs, the most a plan may use", p->dp, p->pp,
-                            p->tp, MK_MAX_GPUS);
+    if (MK_PROD_WITHIN(MK_MAX_GPUS, &n, p->dp, p->cp, p->pp, p->tp) < 0)
+        return mk_error_set("%s is more than %d GPUs, the most a plan may use", mk_plan_layout_str(p, " x ").s,
+                            MK_MAX_GPUS);
     if (nv > MK_MAX_VSTAGES)
         return mk_error_set("pp %d x vpp %d = %lld virtual stages; at most %d are supported", p->pp, p->vpp,
                             (long long)nv, MK_MAX_VSTAGES);
@@ -79,10 +93,10 @@ int mk_plan_check_sizes(mk_plan_t *p)
 
 int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c)
 {
-    long gpus = (long)p->dp * p->pp * p->tp;
+    long gpus = (long)mk_plan_gpus(p);
     if (c->max_nodes > 0 && gpus > (long)c->max_nodes * c->gpus_per_node)
-        return mk_error_set("the layout needs %ld GPUs (dp %d x pp %d x tp %d) but cluster '%s' has %d",
-                            gpus, p->dp, p->pp, p->tp, c->name, c->max_nodes * c->gpus_per_node);
+        return mk_error_set("the layout needs %ld GPUs (%s) but cluster '%s' has %d", gpus,
+                            mk_plan_layout_str(p, " x ").s, c->name, c->max_nodes * c->gpus_per_node);
     return 0;
 }
 
@@ -104,6 +118,9 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     } else if (p->vpp != 1) {
         return mk_error_set("--vpp %d needs the interleaved schedule", p->vpp);
     }
+    if (p->cp > 1 && g->cfg.seq % (2 * p->cp))
+        return mk_error_set("--cp %d: the sequence (%d) must split into 2 x cp = %d equal chunks", p->cp, g->cfg.seq,
+                            2 * p->cp);
     if (p->zero < 0 || p->zero > 3) return mk_error_set("--zero must be 0, 1, 2 or 3");
     if (p->zero_shard < 0 || p->zero_shard > p->dp || (p->zero_shard && p->dp % p->zero_shard))
         return mk_error_set("ZeRO sharding group %d does not divide dp %d", p->zero_shard, p->dp);

@@ -33,9 +33,9 @@ static int ctx_partition(mk_plan_ctx_t *ctx, const char *method)
 static int ctx_fit(const mk_plan_t *p, const mk_plan_resolve_opts_t *o)
 {
     if (o->cluster && mk_plan_check_gpus(p, o->cluster) < 0) return -1;
-    if (o->world > 0 && p->dp * p->pp * p->tp != o->world) /* within MK_MAX_GPUS: checked sizes */
-        return mk_error_set("dp*pp*tp = %d*%d*%d = %d but there are %d ranks", p->dp, p->pp, p->tp,
-                            p->dp * p->pp * p->tp, o->world);
+    if (o->world > 0 && mk_plan_gpus(p) != o->world) /* within MK_MAX_GPUS: checked sizes */
+        return mk_error_set("the layout's ranks, %s = %lld but there are %d ranks", mk_plan_layout_str(p, " x ").s,
+                            (long long)mk_plan_gpus(p), o->world);
     return 0;
 }
 

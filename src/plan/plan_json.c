@@ -57,6 +57,7 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     if (j && p->use_flash_attn) json_object_set_new(j, "use_flash_attn", json_true());
     /* likewise only when hybrid: absent means the whole DP group */
     if (j && p->zero_shard) json_object_set_new(j, "zero_shard_size", json_integer(p->zero_shard));
+    if (j && p->cp > 1) json_object_set_new(j, "cp", json_integer(p->cp)); /* likewise: absent means 1 */
     return j;
 }
 
@@ -146,7 +147,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
     static const char *const keys[] = {"format_version", "model", "cluster", "dtype", "global_batch_size", "dp",
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
-                                       "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size",
+                                       "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
                                        "use_flash_attn", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
@@ -206,6 +207,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         mk_json_int(j, what, "vpp", 1, &p->vpp) < 0 || mk_json_int(j, what, "micro_batch_size", 1, &p->mbs) < 0 ||
         mk_json_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || mk_json_int(j, what, "zero", 0, &p->zero) < 0 ||
         (json_object_get(j, "zero_shard_size") && mk_json_int(j, what, "zero_shard_size", 1, &p->zero_shard) < 0) ||
+        (json_object_get(j, "cp") && mk_json_int(j, what, "cp", 1, &p->cp) < 0) ||
         plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
     /* n_vstages: filled by plan_sizes, within MK_PLAN_MAX_VSTAGES */

@@ -181,6 +181,7 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     if (!sim || !ctx || !out) return mk_error_set("mk_sim_run: NULL argument");
     const mk_plan_t p = ctx->plan; /* resolved: checked, auto settled (mk_plan_resolve) */
     const mk_graph_t *g = ctx->g;
+    if (p.cp > 1) return mk_error_set("--cp %d: the simulator does not model context parallelism yet", p.cp);
 
     mk_sim_state_t R;
     memset(&R, 0, sizeof R);
