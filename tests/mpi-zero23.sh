@@ -54,6 +54,11 @@ check "node on one host: the whole DP group (bitwise --zero 3's losses)" \
   test -n "$(losses_of "$tmpdir/z3.json")" -a "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/z3.json")"
 expect_ok "a plan with zero 3 runs under --plan" runp 4 --plan "$(plan_of "$tmpdir/z3.plan" '{"zero": 3}' --dp 4; echo "$tmpdir/z3.plan")"
 check "plan zero 3: bitwise the losses of --zero 3" test "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/z3.json")"
+# a plan the planner chose (the fsdp baseline: ZeRO-3 data parallelism) runs as saved
+expect_ok "merak plan --baseline fsdp saves a ZeRO-3 plan" "$MERAK" plan --model gpt-tiny --cluster dgx-a100 --gpus 4 \
+  --gbs 8 --baseline fsdp --save-plan "$tmpdir/fsdp.plan"
+check "... which is ZeRO-3" grep -q '"zero": 3' "$tmpdir/fsdp.plan"
+expect_ok "merak run --plan runs the planner's ZeRO-3 plan" runp 4 --plan "$tmpdir/fsdp.plan"
 
 # the traced step: gradient reduce-scatters and parameter gathers by name
 expect_ok "traced ZeRO-3 run" run4 --steps 2 --zero 3 --trace "$tmpdir/t.json"
