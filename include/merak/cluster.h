@@ -17,7 +17,8 @@ typedef struct mk_link {
 
 typedef struct mk_device {
     char name[64];
-    double matmul_flops[3];  /* peak dense matmul FLOP/s by mk_dtype_t (fp32 entry: TF32 where used) */
+    double matmul_flops[MK_DTYPE_COUNT]; /* peak dense matmul FLOP/s by mk_dtype_t (fp32 entry: TF32
+                                where used); fp8: 0 when the device has no FP8 tensor cores */
     double vector_flops;     /* peak elementwise FLOP/s */
     double mem_bw_Bps;       /* device memory bandwidth */
     double mem_bytes;        /* device memory capacity */
@@ -79,6 +80,9 @@ int mk_cluster_from_json(struct json_t *j, const char *what, mk_cluster_t *c);
 int mk_cluster_validate(const mk_cluster_t *c, const char *what);
 const char *const *mk_cluster_preset_names(void);
 const char *mk_cluster_preset_about(const char *name);
+/* A plan of dtype dt can run on the cluster's device: fp8 needs its FP8
+ * peak (matmul_flops fp8).  Returns 0 or -1. */
+int mk_cluster_check_dtype(const mk_cluster_t *c, mk_dtype_t dt);
 /* The cluster's default 16-bit type: bf16 where the device has it. */
 mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c);
 

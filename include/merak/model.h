@@ -12,7 +12,10 @@
 extern "C" {
 #endif
 
-typedef enum { MK_DTYPE_FP32 = 0, MK_DTYPE_FP16, MK_DTYPE_BF16 } mk_dtype_t;
+/* fp8: Transformer-Engine-style mixed precision: the linear layers' GEMMs in
+ * FP8 (E4M3 forward, E5M2 gradients), everything else, the weights and the
+ * tensors between ops in bf16 (README "FP8"). */
+typedef enum { MK_DTYPE_FP32 = 0, MK_DTYPE_FP16, MK_DTYPE_BF16, MK_DTYPE_FP8, MK_DTYPE_COUNT } mk_dtype_t;
 
 typedef enum { MK_FAMILY_GPT = 0, MK_FAMILY_BERT, MK_FAMILY_CUSTOM, MK_FAMILY_LLAMA } mk_family_t;
 
@@ -98,10 +101,20 @@ int mk_model_padded_vocab(const mk_model_config_t *cfg, int tp);
 /* The same for any vocabulary (an op of a JSON model). */
 int mk_pad_vocab(int vocab, int tp);
 
-/* dtype names: "fp32", "fp16", "bf16".  Returns 0 or -1. */
+/* dtype names: "fp32", "fp16", "bf16", "fp8".  Returns 0 or -1. */
 int mk_dtype_parse(const char *s, mk_dtype_t *out);
 const char *mk_dtype_name(mk_dtype_t d);
+/* Bytes of an activation or weight element: fp8 plans keep them in bf16
+ * (2); only a linear layer's GEMM operands are FP8 (mk_dtype_gemm_bytes). */
 int mk_dtype_bytes(mk_dtype_t d);
+/* Bytes of a linear layer's GEMM input element (and of the input it saves
+ * for its weight gradient): 1 for fp8, else mk_dtype_bytes. */
+int mk_dtype_gemm_bytes(mk_dtype_t d);
+/* Bytes per element of Transformer Engine's fused cast-transpose to FP8
+ * (reads the bf16 tensor, writes the FP8 copy and its transpose: Hopper's
+ * FP8 GEMMs take only the TN layout), 2 + 1 + 1; 0 for other dtypes (no
+ * cast). */
+int mk_dtype_cast_bytes(mk_dtype_t d);
 
 #ifdef __cplusplus
 }

@@ -44,7 +44,7 @@ int mk_cmd_models(int argc, char **argv)
 
 static const char *model_usage =
     "usage: merak model [--model NAME|FILE.json] [--tp T] [--mbs b] [--gbs B]\n"
-    "                   [--dtype fp16|bf16|fp32] [--json] [model flags]\n\n"
+    "                   [--dtype fp16|bf16|fp32|fp8] [--json] [model flags]\n\n"
     "Build a model's proxy graph, shard it into layers and print each layer's\n"
     "parameters, FLOPs per micro-batch and activation bytes saved for backward\n"
     "(per tensor-parallel rank), with totals.\n\n"
@@ -58,7 +58,7 @@ static const char *model_usage =
     "  --tp T           tensor-parallel degree (default 1)\n"
     "  --mbs b          micro-batch size in sequences (default 1)\n"
     "  --gbs B          global batch for FLOPs per iteration (default @gbs@)\n"
-    "  --dtype D        fp16, bf16 or fp32 (default: the default cluster's, bf16)\n"
+    "  --dtype D        fp16, bf16, fp32 or fp8 (default: the default cluster's, bf16)\n"
     "  --json           one JSON object on stdout\n";
 
 static json_t *layer_json(const mk_graph_t *g, int l, int tp)

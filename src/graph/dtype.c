@@ -18,13 +18,18 @@ int mk_dtype_parse(const char *s, mk_dtype_t *out)
     if (!strcmp(s, "fp32")) *out = MK_DTYPE_FP32;
     else if (!strcmp(s, "fp16")) *out = MK_DTYPE_FP16;
     else if (!strcmp(s, "bf16")) *out = MK_DTYPE_BF16;
-    else return mk_error_set("unknown dtype '%s' (fp32, fp16 or bf16)", s);
+    else if (!strcmp(s, "fp8")) *out = MK_DTYPE_FP8;
+    else return mk_error_set("unknown dtype '%s' (fp32, fp16, bf16 or fp8)", s);
     return 0;
 }
 
 const char *mk_dtype_name(mk_dtype_t d)
 {
-    return d == MK_DTYPE_FP32 ? "fp32" : d == MK_DTYPE_FP16 ? "fp16" : "bf16";
+    return d == MK_DTYPE_FP32 ? "fp32" : d == MK_DTYPE_FP16 ? "fp16" : d == MK_DTYPE_FP8 ? "fp8" : "bf16";
 }
 
 int mk_dtype_bytes(mk_dtype_t d) { return d == MK_DTYPE_FP32 ? 4 : 2; }
+
+int mk_dtype_gemm_bytes(mk_dtype_t d) { return d == MK_DTYPE_FP8 ? 1 : mk_dtype_bytes(d); }
+
+int mk_dtype_cast_bytes(mk_dtype_t d) { return d == MK_DTYPE_FP8 ? mk_dtype_bytes(d) + 2 * mk_dtype_gemm_bytes(d) : 0; }

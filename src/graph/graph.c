@@ -2,6 +2,7 @@
  *
  * Per op, N = b*s tokens, dt = bytes of the dtype, w = output width:
  *   linear     params in*out(+out)  fwd 2*N*in*out   bwd 2*fwd   saves input N*in*dt
+ *              (fp8 plans: the input cast to FP8, below)
  *   attention  fwd 4*N*s*w (non-causal; causal (s+1)/(2s) of it), bwd 2*fwd,
  *              saves q,k,v N*in*dt (in = 3w, or w + 2*kv*d with grouped K/V
  *              heads) and scores a*s*s*b*dt (+ mask a*s*s*b and dropped
@@ -17,7 +18,18 @@
  *   loss       saves fp32 softmax N*Vp*4 (split over the vocabulary)
  * With 16-bit types and dropout a GPT block saves s*b*h*(34 + 5*a*s/h)
  * bytes (Korthikanti et al. 2022), of which 10*s*b*h is replicated over TP
- * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores. */
+ * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores.
+ *
+ * fp8 plans (Transformer Engine's te.Linear with delayed scaling,
+ * transformer_engine/pytorch/module/linear.py): the linear's bf16 input is
+ * cast by one fused cast-transpose kernel that reads it (N*in*2), writes
+ * the FP8 input and its transpose (N*in*1 each) and takes the amax as it
+ * goes: 2 vector FLOPs an element (scale, compare); the GEMM reads FP8
+ * operands (N*in + in*out) and writes its output in bf16 (N*out*2); the
+ * op saves the FP8 transpose (N*in*1) for its weight gradient.  The other
+ * ops (norms, the attention core, which TE's DotProductAttention runs in
+ * bf16, the LM head, which Megatron-Core's output layer runs outside TE)
+ * are bf16's. */
 #include "merak/graph.h"
 #include "merak/limits.h"
 
@@ -206,6 +218,24 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop)
     }
 }
 
+/* A linear layer's bytes moved, vector FLOPs and saved bytes (the table
+ * on top): operands of gb = mk_dtype_gemm_bytes, the output in dt; fp8
+ * adds the input's cast-transpose. */
+static void linear_bytes(const mk_graph_t *g, mk_op_t *o, double N)
+{
+    const double dt = mk_dtype_bytes(g->opts.dtype), gb = mk_dtype_gemm_bytes(g->opts.dtype);
+    const double in = o->in_width, w = o->width;
+    if (gb == dt) { /* one type throughout */
+        o->bytes_moved = (N * in + N * w + in * w) * dt;
+        o->act_rep = N * in * dt;
+        return;
+    }
+    /* fp8: the GEMM, and the cast-transpose of the input, amax on the way */
+    o->bytes_moved = (N * in + in * w) * gb + N * w * dt + N * in * mk_dtype_cast_bytes(g->opts.dtype);
+    o->vec_flops = 2 * N * in;
+    o->act_rep = N * in * gb;
+}
+
 /* Costs of one op for one micro-batch (see the table on top). */
 static void op_costs(const mk_graph_t *g, mk_op_t *o)
 {
@@ -229,8 +259,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->params = in * w + (o->bias ? w : 0);
         o->fwd_flops = o->fwd_flops_causal = 2 * N * in * w;
         o->bwd_flops = 2 * o->fwd_flops;
-        o->bytes_moved = (N * in + N * w + in * w) * dt;
-        o->act_rep = N * in * dt;
+        linear_bytes(g, o, N);
         break;
     case MK_OPK_ATTENTION: {
         double scores = (double)o->heads * s * s * b;

@@ -13,6 +13,23 @@
  *    this kind): 8 GPUs on PCIe 4.0 x16 (32 GB/s each way, shared through
  *    the host), one 100 Gb/s InfiniBand NIC (12.5 GB/s) per node.
  *  - H200 SXM: 989 TFLOP/s dense BF16, 4.8 TB/s HBM3e, 141 GB (H200 datasheet).
+ *    DGX H200: 8x H200 on NVLink 4 / NVSwitch, 900 GB/s bidirectional per
+ *    GPU as the H100's; 8x ConnectX-7 400 Gb/s NDR (DGX H200 datasheet).
+ *  - FP8 (E4M3/E5M2) dense tensor-core peaks: H100 SXM and H200 SXM 1979
+ *    TFLOP/s (datasheets: 3958 "with sparsity", halved); A100 and RTX 3090
+ *    have no FP8 tensor cores (0: fp8 plans are refused there).
+ *  - A100 40GB SXM (the first DGX A100, 320 GB): HBM2 1555 GB/s, 40 GB (A100
+ *    datasheet), otherwise as the 80 GB part and dgx-a100.
+ *  - B200 (DGX B200 datasheet and the HGX B200 specification table, 8
+ *    GPUs: FP8 72 PFLOP/s, FP16/BF16 36, TF32 18, all "with sparsity", FP32
+ *    600 TFLOP/s; 1440 GB of HBM3e at 64 TB/s; NVLink 5 14.4 TB/s): per
+ *    GPU 4.5 PFLOP/s dense FP8, 2.25 dense BF16, 1.125 dense TF32, 180 GB
+ *    at 8 TB/s, NVLink 5 1.8 TB/s bidirectional = 900 GB/s each way;
+ *    8x ConnectX-7 400 Gb/s (50 GB/s each).  Its elementwise rate is not
+ *    published: twice its FP32 rate (75 TFLOP/s), the ratio of the H100's
+ *    134 FP16 non-tensor to its 66.9 FP32.  Not measured here either:
+ *    gemm_eff/gemm_half_dim, host_op_s and launch_s are the H100's, and
+ *    flash_attn_flops the H100's share (35%) of the BF16 peak.
  *  - Sustained, not line-rate, bandwidths (the presets use these):
  *    NVLink: NCCL's ring moves 128-byte payloads from the SMs, so an A100's
  *    12 NVLinks (25 GB/s each way) carry ~20 GB/s each, 240 GB/s, and
@@ -25,12 +42,15 @@
  *    InfiniBand: "on an Nvidia DGX-A100 system we have 8x200Gbit/s IB
  *    cards and we measure 192GB/s AllReduce BusBW" = 24 GB/s per NIC
  *    (NVIDIA, github.com/NVIDIA/nccl/issues/812); DGX H100's NDR keeps
- *    its 50 GB/s line rate (no measurement at hand).
+ *    its 50 GB/s line rate (no measurement at hand), as do DGX H200's and
+ *    DGX B200's.  B200's NVLink 5: no measured NCCL bus bandwidth at hand;
+ *    the H100's share, 370/450 of the line rate = 740 GB/s.
  *    HBM: A100-80GB reaches 1.80 TB/s (88% of 2039; Nsight Compute agrees)
  *    and "the maximum memory bandwidth achieved by any kernel was around
  *    90%" (forums.developer.nvidia.com/t/trouble-to-reach-peak-bandwidth-
- *    of-a100/339083, citing a GTC 2025 talk); H100 and H200 get the same
- *    90% of their datasheet figure (3.0 and 4.3 TB/s).
+ *    of-a100/339083, citing a GTC 2025 talk); H100, H200, A100-40GB and
+ *    B200 get the same 90% of their datasheet figure (3.0, 4.3, 1.4 and
+ *    7.2 TB/s; no measurement of the last three at hand).
  *  - Tile and wave quantization (sms, gemm_tile_m x gemm_tile_n; cost.c) is
  *    not on in the presets: on the published replay (experiments/published)
  *    with 256x128 and 128x128 tiles it moved the multi-node MAPE from
@@ -93,6 +113,10 @@
  * are not modelled).  RTX 3090: no published figure at hand (0). */
 #define FLASH_A100 (0.50 * 312 * TF)
 #define FLASH_H100 (0.35 * 989 * TF)
+#define FLASH_B200 (0.35 * 2250 * TF)
+/* Dense FP8 tensor-core peaks (sources on top). */
+#define FP8_H100 (1979 * TF)
+#define FP8_B200 (4500 * TF)
 
 typedef struct {
     const char *about;
@@ -109,12 +133,33 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
               .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
               .gemm_half_dim = 256, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
       DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}}},
+    {"8x A100-40GB SXM per node (the first DGX A100), NVSwitch, 8x200 Gb/s InfiniBand",
+     {.name = "a100-40gb",
+      .dev = {.name = "A100-SXM4-40GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
+              .mem_bw_Bps = 1400 * GB, .mem_bytes = 40 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
+              .gemm_half_dim = 256, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
+      DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h100",
-      .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF}, .vector_flops = 134 * TF,
+      .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
+              .vector_flops = 134 * TF,
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
               .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
+    {"8x H200-141GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
+     {.name = "dgx-h200",
+      .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
+              .vector_flops = 134 * TF, .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
+              .flash_attn_flops = FLASH_H100},
+      DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
+    {"8x B200-180GB per node, NVLink 5 / NVSwitch, 8x400 Gb/s InfiniBand",
+     {.name = "dgx-b200",
+      .dev = {.name = "B200-180GB", .matmul_flops = {1125 * TF, 2250 * TF, 2250 * TF, FP8_B200},
+              .vector_flops = 150 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 180 * GB, .launch_s = 4e-6,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
+              .flash_attn_flops = FLASH_B200},
+      DGX_LINKS(740 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {.name = "rtx3090-pcie",
       .dev = {.name = "GeForce RTX 3090", .matmul_flops = {35.6 * TF, 71 * TF, 71 * TF}, .vector_flops = 35.6 * TF,
@@ -123,14 +168,15 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .gpus_per_node = 8, .intra = {10e-6, 25 * GB}, .inter = {5e-6, 12.5 * GB}, .nics_per_node = 1}},
     {"one H200 SXM (141 GB)",
      {.name = "h200",
-      .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF}, .vector_flops = 134 * TF,
+      .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
+              .vector_flops = 134 * TF,
               .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
               .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
       .gpus_per_node = 1, .max_nodes = 1, .intra = {3e-6, 370 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 1}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
      {.name = "ideal",
-      .dev = {.name = "ideal", .matmul_flops = {1 * TF, 1 * TF, 1 * TF}, .vector_flops = 1e30, .mem_bw_Bps = 1e30,
-              .mem_bytes = 1e30, .gemm_eff = 1.0, .has_bf16 = 1},
+      .dev = {.name = "ideal", .matmul_flops = {1 * TF, 1 * TF, 1 * TF, 1 * TF}, .vector_flops = 1e30,
+              .mem_bw_Bps = 1e30, .mem_bytes = 1e30, .gemm_eff = 1.0, .has_bf16 = 1},
       .gpus_per_node = 8, .intra = {0, 1e30}, .inter = {0, 1e30}, .nics_per_node = 8, .ideal = 1}},
 };
 #define MK_NCLUSTERS (sizeof mk_cluster_presets / sizeof mk_cluster_presets[0])
@@ -162,6 +208,14 @@ int mk_cluster_get(const char *name, mk_cluster_t *c)
     return mk_error_set("unknown cluster '%s' (see 'merak models'; or give a path to a cluster .json)", name);
 }
 
+int mk_cluster_check_dtype(const mk_cluster_t *c, mk_dtype_t dt)
+{
+    if (dt == MK_DTYPE_FP8 && !(c->dev.matmul_flops[MK_DTYPE_FP8] > 0))
+        return mk_error_set("dtype fp8 needs FP8 tensor cores, which %s (cluster '%s') has not (a cluster file "
+                            "gives them as matmul_flops \"fp8\")", c->dev.name, c->name);
+    return 0;
+}
+
 mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
 {
     return c->dev.has_bf16 ? MK_DTYPE_BF16 : MK_DTYPE_FP16;
@@ -171,7 +225,7 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  * {"name": S, "gpus_per_node": I, "max_nodes": I, "nics_per_node": I,
  *  "ideal": B, "intra": LINK, "inter": LINK, "device": DEVICE}
  * LINK = {"alpha_s": X, "beta_Bps": X}
- * DEVICE = {"name": S, "matmul_flops": {"fp32": X, "fp16": X, "bf16": X},
+ * DEVICE = {"name": S, "matmul_flops": {"fp32": X, "fp16": X, "bf16": X, optional "fp8": X},
  *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
  *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "vector_bwd_flops", "attention_flops",
  *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X, "sms": I, "gemm_tile_m": X,
@@ -206,8 +260,11 @@ static int link_from(json_t *o, const char *what, const char *key, mk_link_t *l)
 int mk_cluster_validate(const mk_cluster_t *c, const char *what)
 {
     const mk_device_t *d = &c->dev;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < MK_DTYPE_FP8; i++)
         if (!(d->matmul_flops[i] > 0)) return mk_error_set("%s: matmul_flops must be > 0", what);
+    /* fp8 optional (0: no FP8 tensor cores); at most 2^60 FLOP/s (1e18, far above any device) */
+    if (!(d->matmul_flops[MK_DTYPE_FP8] >= 0) || d->matmul_flops[MK_DTYPE_FP8] > 0x1p60)
+        return mk_error_set("%s: matmul_flops fp8 must be in [0, 2^60]", what);
     if (!(d->vector_flops > 0) || !(d->mem_bw_Bps > 0) || !(d->mem_bytes > 0))
         return mk_error_set("%s: vector_flops, mem_bw_Bps and mem_bytes must be > 0", what);
     if (!(d->gemm_eff > 0 && d->gemm_eff <= 1)) return mk_error_set("%s: gemm_eff must be in (0, 1]", what);
@@ -243,7 +300,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "attention_flops",
                                       "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
                                       "gemm_tile_n", "flash_attn_flops", NULL};
-    static const char *const dt[] = {"fp32", "fp16", "bf16", NULL};
+    static const char *const dt[] = {"fp32", "fp16", "bf16", "fp8", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
     if (!json_is_object(j)) return mk_error_set("%s: a cluster must be a JSON object", path);
@@ -257,6 +314,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         mk_json_only_keys(mm, path, dt) < 0 || mk_json_num(mm, path, "fp32", 1, &c->dev.matmul_flops[MK_DTYPE_FP32]) < 0 ||
         mk_json_num(mm, path, "fp16", 1, &c->dev.matmul_flops[MK_DTYPE_FP16]) < 0 ||
         mk_json_num(mm, path, "bf16", 1, &c->dev.matmul_flops[MK_DTYPE_BF16]) < 0 ||
+        (json_object_get(mm, "fp8") && mk_json_num(mm, path, "fp8", 1, &c->dev.matmul_flops[MK_DTYPE_FP8]) < 0) ||
         mk_json_num(d, path, "vector_flops", 1, &c->dev.vector_flops) < 0 ||
         mk_json_num(d, path, "mem_bw_Bps", 1, &c->dev.mem_bw_Bps) < 0 ||
         mk_json_num(d, path, "mem_bytes", 1, &c->dev.mem_bytes) < 0 ||
@@ -298,6 +356,9 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
                           "vector_flops", d->vector_flops, "mem_bw_Bps", d->mem_bw_Bps, "mem_bytes", d->mem_bytes,
                           "launch_s", d->launch_s, "gemm_eff", d->gemm_eff, "gemm_half_dim", d->gemm_half_dim,
                           "has_bf16", d->has_bf16);
+    if (j && d->matmul_flops[MK_DTYPE_FP8] > 0)
+        json_object_set_new(json_object_get(json_object_get(j, "device"), "matmul_flops"), "fp8",
+                            json_real(d->matmul_flops[MK_DTYPE_FP8]));
     if (j && d->vector_bwd_flops > 0)
         json_object_set_new(json_object_get(j, "device"), "vector_bwd_flops", json_real(d->vector_bwd_flops));
     if (j && d->attention_flops > 0)

@@ -29,10 +29,11 @@ static int ctx_partition(mk_plan_ctx_t *ctx, const char *method)
     return ctx->plan.pp <= blocks ? mk_partition(&ctx->plan, g, method) : 0;
 }
 
-/* What the plan must fit: the cluster's GPUs, the world's ranks. */
+/* What the plan must fit: the cluster's GPUs and dtype, the world's ranks. */
 static int ctx_fit(const mk_plan_t *p, const mk_plan_resolve_opts_t *o)
 {
-    if (o->cluster && mk_plan_check_gpus(p, o->cluster) < 0) return -1;
+    if (o->cluster && (mk_plan_check_gpus(p, o->cluster) < 0 || mk_cluster_check_dtype(o->cluster, p->dtype) < 0))
+        return -1;
     if (o->world > 0 && mk_plan_gpus(p) != o->world) /* within MK_MAX_GPUS: checked sizes */
         return mk_error_set("the layout's ranks, %s = %lld but there are %d ranks", mk_plan_layout_str(p, " x ").s,
                             (long long)mk_plan_gpus(p), o->world);

@@ -582,6 +582,7 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     if (c->max_nodes > 0 && o->gpus > c->max_nodes * c->gpus_per_node)
         return mk_error_set("%d GPUs exceed cluster '%s' (%d nodes of %d)", o->gpus, c->name, c->max_nodes,
                             c->gpus_per_node);
+    if (mk_cluster_check_dtype(c, o->dtype) < 0) return -1; /* fp8 only where asked and present */
     r->best = calloc(top, sizeof *r->best);
     mk_sim_t *sim = mk_sim_new(c);
     int rc = (!r->best || !sim) ? mk_error_set("out of memory") : enumerate(&S);

@@ -111,14 +111,16 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
  * FlashAttention-2's preprocess, dq/dk/dv and dq-convert kernels), the
  * LM head 1 / 3; one kernel for the others (elementwise ops; the
  * embeddings and the loss, once per micro-batch, are not counted in
- * detail).  A GPT block with dropout: 14 forward, 43 backward. */
+ * detail).  A GPT block with dropout: 14 forward, 43 backward.  fp8
+ * plans: a linear also launches TE's cast-transpose of its input (forward)
+ * and of its output gradient (backward). */
 static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
 {
-    int drop = g->opts.dropout;
+    int drop = g->opts.dropout, cast = g->opts.dtype == MK_DTYPE_FP8;
     switch (o->kind) {
     case MK_OPK_LAYERNORM:
     case MK_OPK_RMSNORM: return bwd ? 5 : 1;
-    case MK_OPK_LINEAR: return bwd ? (o->bias ? 5 : 3) : 1;
+    case MK_OPK_LINEAR: return (bwd ? (o->bias ? 5 : 3) : 1) + cast;
     case MK_OPK_LM_HEAD: return bwd ? 3 : 1;
     case MK_OPK_ATTENTION:
         if (g->opts.flash_attn) return bwd ? 3 : 1;
@@ -150,6 +152,15 @@ static double score_pass_bytes(const mk_graph_t *g, const mk_op_t *o, mk_dtype_t
  * benchmarks/benchmark_flash_attention.py) where the graph counts 2x. */
 #define FLASH_BWD_FLOPS 1.25
 
+/* The matmul peak an op's GEMMs run at: the dtype's; fp8 plans run the
+ * linear layers' GEMMs at the FP8 peak and the others (the attention
+ * core, the LM head) at bf16's (see graph.c, fp8 plans). */
+static double matmul_peak(const mk_device_t *d, const mk_op_t *o, mk_dtype_t dtype)
+{
+    if (dtype == MK_DTYPE_FP8 && o->kind != MK_OPK_LINEAR) dtype = MK_DTYPE_BF16;
+    return d->matmul_flops[dtype];
+}
+
 /* t = max(host, launch + max(F / (P_mm[dtype] * eff(d)) (times gemm_fwd_scale in a
  * forward when the device gives one), V / P_vec, M / BW)) per forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
  * and bytes.  host = host_op_s x the op's kernels (op_kernels).  The attention core adds its score passes (score_pass_bytes / BW), or
@@ -165,7 +176,7 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     double v = o->vec_flops * scale * (bwd ? 2 : 1), m = o->bytes_moved * scale * (bwd ? 2 : 1);
     const mk_device_t *d = &c->dev;
     double tc = 0;
-    if (f > 0) tc = f / (d->matmul_flops[dtype] * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
+    if (f > 0) tc = f / (matmul_peak(d, o, dtype) * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
     if (f > 0 && !bwd && d->gemm_fwd_scale > 0 && !c->ideal) tc *= d->gemm_fwd_scale; /* see cluster.h */
     double in, out;
     if (f > 0 && !c->ideal && weight_gemm(o, tp, &in, &out)) tc *= quant_factor(d, tokens, in, out, bwd);

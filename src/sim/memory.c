@@ -5,6 +5,8 @@
  *              16-bit plans: w = 2, g = 2 (4 with fp32 grads), o = 12
  *              (fp32 master copy, Adam m and v): 16 (18) bytes/parameter;
  *              fp32 plans: 4 + 4 + 8 = 16.
+ *              fp8 plans: bf16's, and the weights term holds + 2 bytes per
+ *              linear-layer parameter (fp8_copies).
  *   activations  inflight x the chunk's stored bytes per micro-batch
  *              (mk_sim_chunk_act: a checkpointed block keeps its input)
  *   working    the largest recompute group's activations (rebuilt in B) +
@@ -101,6 +103,24 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
     }
 }
 
+/* fp8 plans: parameters of the linear layers of [l0, l1) on one TP rank.
+ * Transformer Engine keeps an FP8 copy of each linear weight and its
+ * transpose (weight_fp8, weight_t_fp8: transformer_engine/pytorch/module/
+ * linear.py), cast once per step on the first micro-batch
+ * (is_first_microbatch, which Megatron-Core passes) and kept across the
+ * step's micro-batches, 2 x 1 byte per parameter beside the bf16 weight;
+ * it is not sharded by ZeRO (a ZeRO-3 stage would cache the copies of
+ * its gathered layers the same way).  0 for other dtypes. */
+static double fp8_copies(const mk_plan_t *p, const mk_graph_t *g, int l0, int l1)
+{
+    double P = 0;
+    if (p->dtype != MK_DTYPE_FP8 || l1 <= l0) return 0;
+    for (int i = g->layers[l0].first_op; i < g->layers[l1 - 1].first_op + g->layers[l1 - 1].n_ops; i++)
+        if (g->ops[i].kind == MK_OPK_LINEAR)
+            P += g->ops[i].params / (g->ops[i].tp_role == MK_TP_REPLICATED ? 1 : p->tp);
+    return P;
+}
+
 /* Static bytes of stage s on one TP rank: parameters, their gradients and
  * the optimizer state (mk_sim_param_bytes), and the p2p buffers of each of
  * its chunks: at the chunk's output the activation being sent and the
@@ -123,6 +143,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     for (int c = 0; c < p->vpp; c++) {
         int k = c * p->pp + s, l0 = p->bounds[k], l1 = p->bounds[k + 1];
         P += mk_sim_layers_params(g, l0, l1, p->tp);
+        out->fp8_params += fp8_copies(p, g, l0, l1);
         if (k > 0) buf += g->layers[l0].in_bytes / tsp;
         if (k < V - 1) buf += 2 * g->layers[l1 - 1].out_bytes / tsp;
     }
@@ -133,6 +154,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     }
     out->params = P;
     zero_state(p, g, s, w, gr, opt, P, out);
+    out->weights += 2.0 * mk_dtype_gemm_bytes(p->dtype) * out->fp8_params;
     out->grad_comm_bytes = gr * P;
     out->buffers = buf;
     return 0;

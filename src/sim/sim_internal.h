@@ -35,6 +35,8 @@ typedef struct mk_stage_static {
     double gathered;          /* ZeRO-3: weights gathered whole while a layer computes */
     double grad_comm_bytes;   /* gradients reduced over DP (comm dtype) */
     double tied_bytes;        /* tied embedding gradient (first/last stage) */
+    double fp8_params;        /* fp8 plans: linear-layer parameters (one TP rank), whose FP8
+                                 copy and transpose TE keeps beside the bf16 weights */
 } mk_stage_static_t;
 
 /* Bytes per parameter of each kind for the plan. */

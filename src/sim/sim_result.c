@@ -61,7 +61,10 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
     if (step > 0) {
         out->tokens_per_s = (double)p->gbs * g->cfg.seq / step;
         out->tflops_per_gpu = out->flops_per_iteration / step / gpus / 1e12;
-        out->mfu = out->flops_per_iteration / step / gpus / c->dev.matmul_flops[p->dtype];
+        /* fp8 plans: against the bf16 peak, the bf16 plan's denominator (the
+           attention core and LM head run in bf16; a faster step shows) */
+        out->mfu = out->flops_per_iteration / step / gpus /
+                   c->dev.matmul_flops[p->dtype == MK_DTYPE_FP8 ? MK_DTYPE_BF16 : p->dtype];
     }
     out->memory_limit_bytes = c->dev.mem_bytes;
     out->fits = 1;

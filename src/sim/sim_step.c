@@ -300,6 +300,8 @@ static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     int z = mk_plan_zero(p);
     double local = S->ss.params / (z ? mk_plan_zero_group(p) : 1);
     if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
+    /* fp8: the step's cast of the linear weights to FP8 (memory.c fp8_copies) */
+    if (!unit && !R->c->ideal) d += mk_dtype_cast_bytes(p->dtype) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
     if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_COMPUTE, "OPT", t, d, s, -1, 0, -1);
     S->now = t + d;
     S->busy += d;

@@ -111,6 +111,17 @@ def clusters():
     put("cluster", "accept-flash-attn-flops.json", js(dict(c, device=dict(quant, flash_attn_flops=5e11))))
     put("cluster", "reject-flash-attn-above-peak.json", js(dict(c, device=dict(quant, flash_attn_flops=1e30))))
 
+    # matmul_flops "fp8" (issue 18): optional (absent: no FP8), >= 1 when given, at most 2^60
+    def fp8(v):
+        return js(dict(c, device=dict(c["device"], matmul_flops=dict(c["device"]["matmul_flops"], fp8=v))))
+    put("cluster", "accept-fp8.json", fp8(2e12))
+    put("cluster", "reject-fp8-zero.json", fp8(0))
+    put("cluster", "reject-fp8-negative.json", fp8(-1e12))
+    put("cluster", "reject-fp8-string.json", fp8("1979e12"))
+    put("cluster", "reject-fp8-1e300.json", fp8(1e300))
+    put("cluster", "reject-fp4-key.json", js(dict(c, device=dict(c["device"], matmul_flops=dict(
+        c["device"]["matmul_flops"], fp4=1e12)))))
+
 
 def plans(merak):
     out = subprocess.run([merak, "sim", "--model", "gpt-tiny", "--dp", "2", "--pp", "2", "--gbs", "8", "--json"],
@@ -131,6 +142,9 @@ def plans(merak):
     # use_flash_attn (issue 15): a boolean, absent = the materialised core
     put("plan", "accept-use-flash-attn.json", js(dict(plan, use_flash_attn=True)))
     put("plan", "reject-use-flash-attn-string.json", js(dict(plan, use_flash_attn="yes")))
+    # dtype fp8 (issue 18) reads; an unknown dtype is refused
+    put("plan", "accept-dtype-fp8.json", js(dict(plan, dtype="fp8")))
+    put("plan", "reject-dtype-fp4.json", js(dict(plan, dtype="fp4")))
     # pp*vpp and hidden products past int
     put("plan", "reject-vpp-2p30.json", js(dict(plan, vpp=1 << 30, schedule="interleaved")))
     big = dict(plan["model"], hidden_size=1 << 30, num_attention_heads=1, ffn_hidden_size=1 << 30)

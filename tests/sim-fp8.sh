@@ -1,0 +1,93 @@
+#!/bin/sh
+# FP8 (issue 18): --dtype fp8 in merak sim / merak plan, Transformer-Engine
+# style (src/graph/graph.c "fp8 plans", src/sim/memory.c fp8_copies):
+#  - refused (one line, exit 2) where the device has no FP8 tensor cores
+#    and by the CPU executor;
+#  - a step is 1.05x..2x faster than bf16 (llama-3-70b on dgx-h100);
+#  - memory: weights + 2 bytes per linear parameter (FP8 copy and
+#    transpose), gradients and optimizer as bf16's; a linear's saved input
+#    1 byte an element instead of 2;
+#  - nothing changes on `ideal` (all rates equal): the same step;
+#  - the planner searches fp8 only when asked;
+#  - the new presets are listed and load.
+. "${top_srcdir:-.}/tests/lib.sh"
+L="--model llama-3-70b --seq-length 8192 --dp 4 --pp 4 --tp 8 --zero 1"
+T="--model gpt-tiny --pp 2 --gbs 8 --schedule 1f1b"
+for c in dgx-a100 a100-40gb rtx3090-pcie; do
+  expect_fail "sim fp8 on $c" "fp8 needs FP8 tensor cores" -- $MERAK sim $T --cluster $c --dtype fp8
+done
+expect_fail "plan fp8 on dgx-a100" "fp8 needs FP8 tensor cores" -- \
+  $MERAK plan --model gpt-tiny --cluster dgx-a100 --gpus 8 --gbs 8 --dtype fp8
+expect_fail "sim fp8 on a cluster file without fp8" "fp8 needs FP8 tensor cores" -- \
+  $MERAK sim $T --cluster "$top_srcdir/traces/clusters/rtx3090-pcie.json" --dtype fp8
+expect_fail "run fp8 on the CPU backend" "fp32 only.*fp8" -- $MERAK run --dtype fp8 --steps 1
+expect_fail "unknown dtype" "unknown dtype 'fp4'.*fp8" -- $MERAK sim $T --cluster dgx-h100 --dtype fp4
+
+# a cluster file with an fp8 entry takes fp8 plans; one dumped from a preset keeps it
+sed 's/"bf16": 1e12}/"bf16": 1e12, "fp8": 2e12}/' "$top_srcdir/traces/clusters/ideal-8.json" >"$tmpdir/fp8.json"
+expect_ok "sim fp8 on a cluster file with fp8" $MERAK sim $T --cluster "$tmpdir/fp8.json" --dtype fp8
+
+# the acceptance speed-up, both figures printed
+for d in bf16 fp8; do
+  $MERAK sim $L --cluster dgx-h100 --dtype $d --json >"$tmpdir/l-$d.json" || { echo "FAIL: llama $d"; exit 1; }
+done
+check "fp8 speeds llama-3-70b on dgx-h100 by 1.05x..2x" "$PYTHON" -c "
+import json
+b = json.load(open('$tmpdir/l-bf16.json'))['step_time_s']; f = json.load(open('$tmpdir/l-fp8.json'))['step_time_s']
+print('  bf16 %.4f s, fp8 %.4f s: %.3fx' % (b, f, b / f))
+assert 1.05 < b / f < 2"
+
+# memory closed forms on gpt-tiny (tp 2: linears split, norms whole)
+$MERAK model --model gpt-tiny --json >"$tmpdir/model.json" || { echo "FAIL: merak model"; exit 1; }
+for d in bf16 fp8; do
+  for rc in full none; do
+    $MERAK sim $T --tp 2 --cluster dgx-h100 --dtype $d --recompute $rc --json >"$tmpdir/t-$d-$rc.json" ||
+      { echo "FAIL: gpt-tiny $d $rc"; exit 1; }
+  done
+done
+check "fp8 memory: weights + 2 B per linear parameter, grads and optimizer as bf16" "$PYTHON" -c "
+import json
+m = json.load(open('$tmpdir/model.json')); h = m['hidden_size']
+lin = sum(l['params'] - 2 * h for l in m['layers'] if l['kind'] in ('attention', 'mlp'))  # less the layernorm
+b = json.load(open('$tmpdir/t-bf16-full.json'))['memory_breakdown']
+f = json.load(open('$tmpdir/t-fp8-full.json'))['memory_breakdown']
+dw = sum(x['weights'] for x in f) - sum(x['weights'] for x in b)
+print('  fp8 copies %g B, closed form %g B' % (dw, 2 * lin / 2))
+assert dw == 2 * lin / 2
+assert all(x['grads'] == y['grads'] and x['optimizer'] == y['optimizer'] for x, y in zip(b, f))"
+check "fp8 activations: a linear's saved input 1 B an element (recompute none)" "$PYTHON" -c "
+import json
+m = json.load(open('$tmpdir/model.json')); h, ffn, N = m['hidden_size'], m['ffn_hidden_size'], m['seq_length'] * m['mbs']
+B = json.load(open('$tmpdir/t-bf16-none.json')); F = json.load(open('$tmpdir/t-fp8-none.json'))
+# per block on one TP rank: qkv and fc1 inputs h whole, proj h / 2 and fc2 ffn / 2 split
+per = N * (2 * h + h / 2 + ffn / 2) * m['num_layers'] / 2  # a stage's 2 blocks
+da = [x['activations'] - y['activations'] for x, y in zip(B['memory_breakdown'], F['memory_breakdown'])]
+want = [i * per for i in B['max_inflight']]
+print('  saved bytes less', da, 'closed form', want)
+assert da == want"
+
+# ideal: every rate equal, no cast cost: fp8 = bf16
+for d in bf16 fp8; do $MERAK sim $T --cluster ideal --dtype $d --json >"$tmpdir/i-$d.json" || exit 1; done
+check "ideal: fp8 step = bf16 step" "$PYTHON" -c "
+import json
+a, b = (json.load(open('$tmpdir/i-%s.json' % d))['step_time_s'] for d in ('bf16', 'fp8'))
+assert abs(a - b) <= 1e-12 * a, (a, b)"
+
+# the planner: fp8 only when asked
+P="--model gpt-tiny --cluster dgx-h100 --gpus 8 --gbs 8 --top 3 --json"
+$MERAK plan $P >"$tmpdir/p.json" && $MERAK plan $P --dtype fp8 >"$tmpdir/p8.json" || { echo "FAIL: merak plan"; exit 1; }
+check "plan: bf16 unless asked, fp8 when asked" "$PYTHON" -c "
+import json, re
+a, b = open('$tmpdir/p.json').read(), open('$tmpdir/p8.json').read()
+assert '\"fp8\"' not in a and '\"bf16\"' in a, 'default plan'
+assert '\"fp8\"' in b and '\"bf16\"' not in b, 'fp8 plan'"
+
+# presets
+$MERAK models >"$tmpdir/models" || exit 1
+for c in dgx-h200 dgx-b200 a100-40gb; do
+  check "preset $c listed" grep -q "^  $c " "$tmpdir/models"
+  expect_ok "preset $c loads" $MERAK sim $T --cluster $c
+done
+expect_ok "fp8 on dgx-b200" $MERAK sim $T --cluster dgx-b200 --dtype fp8
+expect_ok "fp8 on dgx-h200" $MERAK sim $T --cluster dgx-h200 --dtype fp8
+finish
