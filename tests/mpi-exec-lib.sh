@@ -22,12 +22,14 @@ make_reference() {
 }
 
 # equiv DP PP TP [merak run flags]: losses and gradients equal the reference
-# (a run past EQUIV_TIMEOUT seconds, default 300, fails)
+# (a run past EQUIV_TIMEOUT seconds, default 300, fails); EQUIV_CP=C runs
+# it with --cp C on dp*pp*tp*C ranks
 equiv() {
   dp=$1; pp=$2; tp=$3; shift 3
-  n=$((dp * pp * tp))
-  desc="dp=$dp pp=$pp tp=$tp $*"
-  if ! timeout "${EQUIV_TIMEOUT:-300}" "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --dp $dp --pp $pp --tp $tp $RUN_COMMON "$@" \
+  cp=${EQUIV_CP:-1}
+  n=$((dp * pp * tp * cp))
+  desc="dp=$dp pp=$pp tp=$tp cp=$cp $*"
+  if ! timeout "${EQUIV_TIMEOUT:-300}" "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --dp $dp --pp $pp --tp $tp --cp $cp $RUN_COMMON "$@" \
       --dump-grads "$tmpdir/g.bin" >"$tmpdir/o.json" 2>"$tmpdir/o.err"; then
     echo "FAIL: $desc: run failed"; cat "$tmpdir/o.err"; fails=$((fails + 1)); return
   fi

@@ -48,6 +48,8 @@ typedef struct mk_gpt {
     int llama;                    /* Llama blocks (see above); 0: GPT */
     int KV, kv;                   /* K/V heads, all and this TP rank's (GPT: NH, nh) */
     float eps, theta;             /* Llama: RMSNorm eps, RoPE base */
+    int cp, cp_rank;              /* context parallel (src/exec/cp.h): T is this rank's 2 chunks of
+                                     each sequence; cp <= 1: none */
     int n_layers;                 /* 2L + 2 */
     int n_tensors;
     mk_gpt_tensor_t *t;           /* [n_tensors] */
@@ -93,6 +95,13 @@ typedef struct mk_gpt_run {
     void (*tp_poll)(void *ctx);
     int next_local;
     struct { int h, r0, n; float *out; const float *in; } defer; /* h < 0: none */
+    /* Context parallelism (g->cp > 1, src/exec/exec_cp.c): the attention
+       core on B local sequences as a ring over the CP group; the forward
+       writes out (B,T,nh*hs) and lse (B,nh,T) (in the probabilities' place),
+       the backward adds dQ|dK|dV to dqkv.  MPI errors are fatal there. */
+    void (*cp_attn_fwd)(void *ctx, float *out, float *lse, const float *qkv, int B);
+    void (*cp_attn_bwd)(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                        const float *lse, int B);
     float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, wide), (B, nh, T, T), (N, C) */
     float *s_red;                 /* (3N) row statistics of the loss */
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */

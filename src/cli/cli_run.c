@@ -176,6 +176,7 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "tokens_per_s", json_real(r->tokens_per_s));
     json_object_set_new(j, "peak_memory_bytes", mem);
     json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->ctx->plan.dp, "pp", o->ctx->plan.pp, "tp", o->ctx->plan.tp));
+    if (o->ctx->plan.cp > 1) json_object_set_new(json_object_get(j, "layout"), "cp", json_integer(o->ctx->plan.cp));
     json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->ctx->plan.schedule)));
     json_object_set_new(j, "model", json_string(o->ctx->plan.model.name));
     json_object_set_new(j, "global_batch", json_integer(o->ctx->plan.gbs));

@@ -67,7 +67,6 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
-    if (p->cp > 1) return mk_error_set("--cp %d: context parallelism is not supported by run yet", p->cp);
     if (p->seqpar)
         return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
     return exec_fits_host(p);
@@ -90,7 +89,7 @@ static uint32_t hash32(uint64_t x)
     return (uint32_t)(x ^ (x >> 33));
 }
 
-void mk_exec_make_batch(mk_exec_t *e, int64_t step)
+static void make_whole(mk_exec_t *e, int64_t step)
 {
     const mk_exec_opts_t *o = e->o;
     int T = o->ctx->plan.model.seq, V = o->ctx->plan.model.vocab < 256 ? o->ctx->plan.model.vocab : 256, pat[16];
@@ -99,7 +98,7 @@ void mk_exec_make_batch(mk_exec_t *e, int64_t step)
         mk_data_split_t split = step >= 0 ? MK_DATA_TRAIN : MK_DATA_VAL;
         long k = step >= 0 ? (long)step : (long)(-1 - step);
         for (int mb = 0; mb < e->pipe.n_micro; mb++) {
-            int first = (e->comm.dp_rank * e->pipe.n_micro + mb) * o->ctx->plan.mbs;
+            int first = (mk_exec_replica(e) * e->pipe.n_micro + mb) * o->ctx->plan.mbs;
             mk_data_batch(e->data, split, k, o->ctx->plan.gbs, first, o->ctx->plan.mbs, buf);
             for (int b = 0; b < o->ctx->plan.mbs; b++)
                 for (int t = 0; t < T; t++) {
@@ -113,13 +112,20 @@ void mk_exec_make_batch(mk_exec_t *e, int64_t step)
     for (int i = 0; i < 16; i++) pat[i] = (int)(hash32(o->seed * 31 + i) % (uint32_t)V);
     for (int mb = 0; mb < e->pipe.n_micro; mb++)
         for (int b = 0; b < o->ctx->plan.mbs; b++) {
-            long gseq = ((long)e->comm.dp_rank * e->pipe.n_micro + mb) * o->ctx->plan.mbs + b;
+            long gseq = ((long)mk_exec_replica(e) * e->pipe.n_micro + mb) * o->ctx->plan.mbs + b;
             int off = (int)(hash32(((uint64_t)o->seed << 40) ^ ((uint64_t)step << 24) ^ (uint64_t)gseq) % 16);
             for (int t = 0; t < T; t++) {
                 e->pipe.tokens[mb][b * T + t] = pat[(off + t) % 16];
                 e->pipe.targets[mb][b * T + t] = pat[(off + t + 1) % 16];
             }
         }
+}
+
+/* The micro-batches' whole sequences, then this rank's chunks of them. */
+void mk_exec_make_batch(mk_exec_t *e, int64_t step)
+{
+    make_whole(e, step);
+    mk_exec_cp_select(e);
 }
 
 static double lr_at(const mk_exec_opts_t *o, int64_t horizon, int64_t step)

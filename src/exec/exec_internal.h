@@ -1,7 +1,7 @@
 /* Executor internals shared by its files: exec.c (validation, optimizer,
  * data), exec_setup.c (setup, training loop, results), exec_stream.c (the
  * instruction interpreter), exec_tp.c, exec_trace.c, exec_ckpt.c,
- * exec_zero.c, exec_fsdp.c and exec_faults.c. */
+ * exec_zero.c, exec_fsdp.c, exec_faults.c and exec_cp.c. */
 #ifndef MERAK_EXEC_INTERNAL_H
 #define MERAK_EXEC_INTERNAL_H
 
@@ -140,6 +140,17 @@ typedef struct mk_tp_slot {
     double t0;             /* start (traced) */
 } mk_tp_slot_t;
 
+/* Context parallelism (exec_cp.c): the CP ring of this replica, stage
+ * and TP rank, and its buffers (mbs sequences). */
+typedef struct mk_exec_cp {
+    int n, rank;           /* cp (1: none), this rank's place in the ring */
+    MPI_Comm c;            /* the CP group, MPI_COMM_NULL when n == 1 */
+    int next, prev;        /* ring neighbours in c */
+    float *kv[2];          /* (mbs, T, 2 kv hs) the K/V block in hand and the one arriving */
+    float *dkv[3];         /* the same shape: dK|dV parts sent (alternating) and the sum arriving */
+    float *m, *l;          /* (mbs, nh, T) forward: running max, sum; backward: rowsum(dO O) in m */
+} mk_exec_cp_t;
+
 /* One rank of a run (mk_exec_train). */
 typedef struct mk_exec {
     const mk_exec_opts_t *o;
@@ -151,6 +162,7 @@ typedef struct mk_exec {
     mk_exec_dp_t dp;
     mk_exec_zero_t zero;
     mk_exec_tracing_t trace;
+    mk_exec_cp_t cp;
     mk_tp_slot_t tp_slots[MK_TP_SLOTS];
     double loss;           /* sum of token losses this step (head rank) */
     double step_loss;      /* mean loss over the global batch, after OPT_STEP */
@@ -227,6 +239,15 @@ int mk_fault_nan(int64_t step);                   /* MK_TEST_NAN: nonzero at tha
 void mk_fault_save_written(int written);          /* MK_TEST_SAVE_DIE_AFTER: _exit(3) */
 int mk_fault_device_armed(void);                  /* MK_TEST_DEVICE_FAIL is set (on every rank) */
 int mk_fault_device(int rank, int64_t step);      /* -1 (mk_error_set) at that rank and step */
+/* exec_cp.c: the CP group and ring attention (after mk_gpt_new, before
+ * mk_gpt_run_init: makes g->T the local rows; collective over dpc), its
+ * end, and this rank's chunks of the micro-batches' whole sequences
+ * (tokens and targets, in place) */
+int mk_exec_cp_init(mk_exec_t *e);
+void mk_exec_cp_free(mk_exec_t *e);
+void mk_exec_cp_select(mk_exec_t *e);
+/* The data-parallel replica of this rank: its DP-group rank over cp. */
+static inline int mk_exec_replica(const mk_exec_t *e) { return e->comm.dp_rank / e->cp.n; }
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);

@@ -37,13 +37,16 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     MPI_Comm_size(world, &size);
     if (o->ctx->world != size) /* the layout's rank count was checked there, against this world */
         return mk_error_set("the plan was resolved for %d ranks, there are %d", o->ctx->world, size);
-    if (mk_comm_init(&e->comm, world, o->ctx->plan.dp, o->ctx->plan.pp, o->ctx->plan.tp) < 0) return -1;
+    /* the CP ranks of a replica are consecutive: to the grid, dp x cp DP ranks (exec_cp.c) */
+    e->cp.n = o->ctx->plan.cp > 1 ? o->ctx->plan.cp : 1;
+    e->cp.c = MPI_COMM_NULL;
+    if (mk_comm_init(&e->comm, world, o->ctx->plan.dp * e->cp.n, o->ctx->plan.pp, o->ctx->plan.tp) < 0) return -1;
     e->comm.be = o->be;  /* device buffers reach MPI through host copies */
     mk_runtime_bind(&e->comm);
     e->pipe.n_chunks = o->ctx->plan.vpp;
     e->pipe.n_vstages = o->ctx->plan.n_vstages;
     e->pipe.n_micro = o->ctx->plan.m;
-    e->pipe.n_tokens = o->ctx->plan.mbs * o->ctx->plan.model.seq;
+    e->pipe.n_tokens = o->ctx->plan.mbs * o->ctx->plan.model.seq / e->cp.n;  /* this rank's rows */
     e->pipe.bounds = malloc((e->pipe.n_vstages + 1) * sizeof *e->pipe.bounds);
     for (int i = 0; i <= e->pipe.n_vstages; i++)
         e->pipe.bounds[i] = o->ctx->plan.bounds[i];
@@ -56,13 +59,14 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     mk_exec_tp_setup(e);
     e->g = mk_gpt_new(&o->ctx->plan.model, o->be, o->ctx->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
     free(own);
-    if (!e->g || mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
+    if (!e->g || mk_exec_cp_init(e) < 0 || mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
     mk_gpt_init_params(e->g, o->seed);
     e->pipe.tokens = calloc(e->pipe.n_micro, sizeof *e->pipe.tokens);
     e->pipe.targets = calloc(e->pipe.n_micro, sizeof *e->pipe.targets);
     for (int mb = 0; mb < e->pipe.n_micro; mb++) {
-        e->pipe.tokens[mb] = calloc(e->pipe.n_tokens, sizeof(int));
-        e->pipe.targets[mb] = calloc(e->pipe.n_tokens, sizeof(int));
+        /* whole sequences, then (cp > 1) this rank's chunks: mk_exec_make_batch */
+        e->pipe.tokens[mb] = calloc((size_t)o->ctx->plan.mbs * o->ctx->plan.model.seq, sizeof(int));
+        e->pipe.targets[mb] = calloc((size_t)o->ctx->plan.mbs * o->ctx->plan.model.seq, sizeof(int));
     }
     e->dp.req = malloc(nl * sizeof *e->dp.req);
     for (int l = 0; l < nl; l++) e->dp.req[l] = MPI_REQUEST_NULL;
@@ -89,6 +93,7 @@ static void teardown(mk_exec_t *e)
         mk_gpt_release(&e->run, e->g, e->pipe.grad_b, (size_t)e->pipe.n_tokens * e->g->C);
         if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
     }
+    mk_exec_cp_free(e);
     mk_gpt_free(e->g);
     mk_exec_stream_free(e);
     mk_sched_free(e->sched);

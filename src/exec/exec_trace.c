@@ -97,9 +97,11 @@ int mk_exec_trace_write(mk_exec_t *e, const char *path)
         mk_trace_t *t = mk_trace_open(path);
         if (!t) rc = -1;
         for (int r = 0; t && r < size; r++) {
-            char label[96];
-            snprintf(label, sizeof label, "rank %d (stage %d, dp %d, tp %d)", r, r / (e->comm.tp * e->comm.dp),
-                     (r / e->comm.tp) % e->comm.dp, r % e->comm.tp);
+            char label[96], cpl[24] = "";
+            int d = (r / e->comm.tp) % e->comm.dp;  /* the DP group is dp x cp (exec_cp.c) */
+            if (e->cp.n > 1) snprintf(cpl, sizeof cpl, ", cp %d", d % e->cp.n);
+            snprintf(label, sizeof label, "rank %d (stage %d, dp %d%s, tp %d)", r, r / (e->comm.tp * e->comm.dp),
+                     d / e->cp.n, cpl, r % e->comm.tp);
             mk_trace_rank(t, r, label);
             const mk_xev_t *x = (const mk_xev_t *)((const char *)all + displs[r]);
             for (int i = 0; i < counts[r] / (int)sizeof *x; i++) {
@@ -113,7 +115,9 @@ int mk_exec_trace_write(mk_exec_t *e, const char *path)
             mk_trace_meta(t, "source", "merak run (measured)");
             snprintf(v, sizeof v, "%d", e->o->steps);
             mk_trace_meta(t, "step", v);
-            snprintf(v, sizeof v, "dp=%d pp=%d tp=%d", e->comm.dp, e->comm.pp, e->comm.tp);
+            if (e->cp.n > 1)
+                snprintf(v, sizeof v, "dp=%d cp=%d pp=%d tp=%d", e->comm.dp / e->cp.n, e->cp.n, e->comm.pp, e->comm.tp);
+            else snprintf(v, sizeof v, "dp=%d pp=%d tp=%d", e->comm.dp, e->comm.pp, e->comm.tp);
             mk_trace_meta(t, "layout", v);
             rc = mk_trace_close(t);
         }

@@ -8,6 +8,7 @@
  * QKV GEMM and the attention core, SwiGLU for GELU, no biases. */
 #include "config.h"
 #include "merak/gpt.h"
+#include "exec/cp.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -231,14 +232,18 @@ static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const fl
 {
     const mk_backend_t *be = g->be;
     size_t C = g->C, Cl = (size_t)g->nh * g->hs, mid = mid_w(g, l);
-    (void)run;
     norm_rows(g, l, p, in, r0, nr);
     be->linear_fwd(be->ctx, p->x1 + r0 * mid, p->ln + r0 * C, P(g, tix(g, l, 2)), PN(g, tix(g, l, 3)), nr, (int)C,
                    (int)mid);
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) {
-        if (g->llama)  /* q and k heads, in place */
+        if (g->llama && g->cp > 1)  /* context parallel: global positions, ring attention */
+            mk_cp_rope(g, p->x1 + r0 * mid, nr, (int)mid, 1);
+        else if (g->llama)  /* q and k heads, in place */
             be->rope_fwd(be->ctx, p->x1 + r0 * mid, p->x1 + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, g->theta);
-        be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * mid,
+        if (g->cp > 1)
+            run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T,
+                             p->x1 + r0 * mid, nr / g->T);
+        else be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * mid,
                           nr / g->T, g->T, g->nh, g->kv, g->hs);
     } else if (g->llama) {
         be->swiglu_fwd(be->ctx, p->x2 + r0 * g->Fl, p->x1 + r0 * mid, nr, g->Fl);
@@ -328,7 +333,8 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
     if (kind == MK_GPT_EMBED) {
         /* wpe is added by TP rank 0 only, so the all-reduce counts it once */
         const float *wpe = g->tp_rank == 0 && !g->llama ? P(g, 1) : NULL;  /* Llama: no positions table */
-        be->embed_fwd(be->ctx, out, tokens, P(g, 0), wpe, N, g->T, C, g->v0, g->Vl);
+        be->embed_fwd(be->ctx, out, tokens, P(g, 0), g->cp > 1 ? NULL : wpe, N, g->T, C, g->v0, g->Vl);
+        if (g->cp > 1 && wpe) mk_cp_pos_fwd(g, out, wpe, run->B);  /* positions of the rank's chunks */
         return tp_reduce(g, run, out, N * C, 0);
     }
     if (kind != MK_GPT_HEAD && ov_level(g, run)) {
@@ -387,9 +393,13 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
     be->zero(be->ctx, dmid + r0 * mid, nr * mid * sizeof(float));
     if (attn) {
         size_t sq = (size_t)(r0 / g->T) * g->nh * g->T * g->T;
-        be->attention_bwd(be->ctx, dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
+        if (g->cp > 1)
+            run->cp_attn_bwd(run->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x3 + r0 * inner,
+                             p->x2 + sq, nr / g->T);
+        else be->attention_bwd(be->ctx, dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
                           nr / g->T, g->T, g->nh, g->kv, g->hs);
-        if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
+        if (g->llama && g->cp > 1) mk_cp_rope(g, dmid + r0 * mid, nr, (int)mid, -1);
+        else if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
             be->rope_bwd(be->ctx, dmid + r0 * mid, dmid + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, g->theta);
     } else if (g->llama) {
         be->swiglu_bwd(be->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, nr, g->Fl);
@@ -483,9 +493,11 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
     if (settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {       /* weights only: all of it in FULL or IN */
-        if (mode != MK_BWD_W)
-            g->be->embed_bwd(g->be->ctx, G(g, 0), g->llama ? NULL : G(g, 1), dout, tokens, N, g->T, g->C, g->v0,
-                             g->Vl);
+        if (mode != MK_BWD_W) {
+            float *dwpe = g->llama ? NULL : G(g, 1);
+            g->be->embed_bwd(g->be->ctx, G(g, 0), g->cp > 1 ? NULL : dwpe, dout, tokens, N, g->T, g->C, g->v0, g->Vl);
+            if (g->cp > 1 && dwpe) mk_cp_pos_bwd(g, dwpe, dout, run->B);
+        }
         return 0;
     }
     if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;

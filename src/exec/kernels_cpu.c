@@ -113,9 +113,7 @@ void mk_cpu_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const fl
 
 /* Query head h reads K/V head h*KV/NH (Hugging Face repeat_kv); the row of
  * qkv is [q (NH*hs) | k (KV*hs) | v (KV*hs)].  KV == NH is the GPT's MHA
- * with the same operations in the same order. */
-#define KV_HEAD(h, NH, KV) ((int)((long)(h) * (KV) / (NH)))
-
+ * with the same operations in the same order (KV_HEAD: kernels_cpu.h). */
 void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
                           int hs)
 {

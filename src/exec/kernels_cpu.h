@@ -23,6 +23,8 @@ void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, i
                           int hs);
 void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int KV, int hs);
+/* The K/V head of query head h (NH query heads, KV K/V heads; Hugging Face repeat_kv). */
+#define KV_HEAD(h, NH, KV) ((int)((long)(h) * (KV) / (NH)))
 /* the Llama family's kernels (src/exec/kernels_llama_cpu.c) */
 void mk_cpu_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *inp, const float *w, float eps,
                         int N, int C);
@@ -32,6 +34,9 @@ void mk_cpu_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int 
                      float theta);
 void mk_cpu_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld,
                      float theta);
+/* RoPE in place on N rows at positions p0 .. p0+N-1 (sign 1: forward, -1: inverse;
+   context parallelism's chunks, src/exec/kernels_cp_cpu.c) */
+void mk_cpu_rope_at(float *x, int N, int p0, int nh, int hs, int ld, float theta, int sign);
 void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);
 void mk_cpu_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
 void mk_cpu_gelu_fwd(void *ctx, float *out, const float *inp, int n);
