@@ -80,8 +80,7 @@ static const char *take_flag(int *argc, char **argv, const char *flag)
 /* Flags of the contract that this executor does not take yet. */
 static int unsupported(const mk_args_t *a)
 {
-    if (a->cluster || a->seqpar)
-        return mk_cli_fail("run", "--cluster and --sequence-parallel are not run flags");
+    if (a->cluster) return mk_cli_fail("run", "--cluster is not a run flag");
     if (a->dtype && strcmp(a->dtype, "fp32"))
         return mk_cli_fail("run", "the CPU executor trains in fp32 only (got --dtype %s)", a->dtype);
     if (a->npos) return mk_cli_fail("run", "unexpected argument '%s'", a->pos[0]);
