@@ -72,6 +72,7 @@ static int tp_reduce(const mk_gpt_t *g, mk_gpt_run_t *run, float *x, int n, int 
 }
 
 /* ---- sequence parallelism ---- */
+typedef struct parts parts_t;
 static int sp_on(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->sp && g->tp > 1; }
 
 /* Token rows at the layer boundaries on this rank: N, or N/tp with SP. */
@@ -95,15 +96,17 @@ static int tp_sum_out(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *
     return tp_reduce(g, run, full, run->B * g->T * g->C, 0);
 }
 
-/* norm out (N,C), mean, rstd (N), mid (N, mid), inner (N, inner), the
- * attention probabilities (B, nh, T, T) */
-static size_t internals(const mk_gpt_t *g, int l, int B)
+/* norm out (n,C), mean, rstd (n) with n = N (SP: this rank's N/tp rows,
+ * gathered again where a linear needs them: Korthikanti et al. keep the
+ * sequence-parallel shard), mid (N, mid), inner (N, inner), the attention
+ * probabilities (B, nh, T, T) */
+static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 {
-    size_t N = (size_t)B * g->T;
+    size_t B = run->B, N = B * g->T, n = loc_rows(g, run), norm = n * g->C + 2 * n;
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: return N * g->C + 2 * N + N * (mid_w(g, l) + inner_w(g, l)) + (size_t)B * g->nh * g->T * g->T;
-    case MK_GPT_MLP: return N * g->C + 2 * N + N * (mid_w(g, l) + inner_w(g, l));
-    case MK_GPT_HEAD: return N * g->C + 2 * N + N * g->Vl;
+    case MK_GPT_ATTN: return norm + N * (mid_w(g, l) + inner_w(g, l)) + B * g->nh * g->T * g->T;
+    case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
+    case MK_GPT_HEAD: return norm + N * g->Vl;
     default: return 0;
     }
 }
@@ -160,7 +163,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
     if (l > 0) mk_gpt_release(run, g, a->in, (size_t)loc_rows(g, run) * g->C);
-    mk_gpt_release(run, g, a->buf, internals(g, l, run->B));
+    mk_gpt_release(run, g, a->buf, internals(g, l, run));
     mk_gpt_release(run, g, a->stash, stash_size(g, l, run->B));
     a->in = NULL; /* the embedding's input is the token array, not ours */
     a->buf = a->stash = NULL;
@@ -168,18 +171,28 @@ void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
 
 static void free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
-    mk_gpt_release(run, g, a->buf, internals(g, l, run->B));
+    mk_gpt_release(run, g, a->buf, internals(g, l, run));
     a->buf = NULL;
 }
 
 /* Pointers into the internals of an attention / MLP / head layer. */
-typedef struct { float *ln, *mean, *rstd, *x1, *x2, *x3; } parts_t;
+struct parts { float *ln, *mean, *rstd, *x1, *x2, *x3; };
 
-static parts_t split_buf(const mk_gpt_t *g, int l, int B, float *buf)
+/* SP: the saved norm output (N/tp, C) all-gathered into full (N, C), which
+ * p->ln then points to. */
+static int ln_full(const mk_gpt_t *g, mk_gpt_run_t *run, parts_t *p, float *full)
 {
-    size_t N = (size_t)B * g->T;
+    float *mine = full + (size_t)g->tp_rank * loc_rows(g, run) * g->C;
+    g->be->copy(g->be->ctx, mine, p->ln, (size_t)loc_rows(g, run) * g->C * sizeof(float));
+    p->ln = full;
+    return sp_coll(g, run, full, mine, 1);
+}
+
+static parts_t split_buf(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, float *buf)
+{
+    size_t B = run->B, N = B * g->T, n = loc_rows(g, run);
     parts_t p;
-    p.ln = buf; p.mean = buf + N * g->C; p.rstd = p.mean + N; p.x1 = p.rstd + N;
+    p.ln = buf; p.mean = buf + n * g->C; p.rstd = p.mean + n; p.x1 = p.rstd + n;
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = p.x2 + (size_t)B * g->nh * g->T * g->T; break;
     case MK_GPT_MLP: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = NULL; break;
@@ -260,18 +273,17 @@ static void norm_rows(const mk_gpt_t *g, int l, parts_t *p, const float *in, int
     norm_at(g, l, p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, nr);
 }
 
-/* The norm of the whole micro-batch into p->ln (N, C): with SP, of this
- * rank's rows (statistics in the first N/tp of p->mean, p->rstd), then the
- * all-gather of p->ln. */
+/* The norm of the whole micro-batch into p->ln (N, C); with SP, of this
+ * rank's rows into the saved p->ln (N/tp, C), all-gathered into s_d, which
+ * p->ln then points to for the linear that follows. */
 static int norm_all(const mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in)
 {
     if (!sp_on(g, run)) {
         norm_rows(g, l, p, in, 0, run->B * g->T);
         return 0;
     }
-    float *mine = p->ln + (size_t)g->tp_rank * loc_rows(g, run) * g->C;
-    norm_at(g, l, mine, p->mean, p->rstd, in, loc_rows(g, run));
-    return sp_coll(g, run, p->ln, mine, 1);
+    norm_rows(g, l, p, in, 0, loc_rows(g, run));
+    return ln_full(g, run, p, run->s_d);
 }
 
 /* The norm and the column-parallel part of an attention or MLP layer on
@@ -321,8 +333,8 @@ static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     const mk_backend_t *be = g->be;
     int B = run->B, N = B * g->T, C = g->C;
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
-    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, B)))) return -1;
-    parts_t p = split_buf(g, l, B, a->buf);
+    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run)))) return -1;
+    parts_t p = split_buf(g, l, run, a->buf);
     if (norm_all(g, run, l, &p, a->in) < 0) return -1;
     if (kind != MK_GPT_HEAD) {
         col_rows(g, l, &p, 0, N);
@@ -343,8 +355,8 @@ static int fwd_overlap(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, c
     int N = run->B * g->T, C = g->C, r[2] = {0, half_rows(g, run)}, n[2] = {r[1], N - r[1]}, h[2];
     int two = chains(g, run, l);
     if (!two && fwd_inner(g, run, l, a, targets) < 0) return -1;
-    if (two && !a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run->B)))) return -1;
-    parts_t p = split_buf(g, l, run->B, a->buf);
+    if (two && !a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run)))) return -1;
+    parts_t p = split_buf(g, l, run, a->buf);
     for (int i = 0; i < 2; i++) {
         if (two) {
             if (i == 1 && settle(g, run) < 0) return -1; /* the previous layer's half 2 */
@@ -390,7 +402,7 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
         if (fwd_overlap(g, run, l, a, targets, out) < 0) return -1;
     } else {
         if (fwd_inner(g, run, l, a, targets) < 0) return -1;
-        parts_t p = split_buf(g, l, run->B, a->buf);
+        parts_t p = split_buf(g, l, run, a->buf);
         if (kind == MK_GPT_HEAD) {
             float *sum = run->s_red + N;
             *loss += be->xent_loss(be->ctx, p.x1, sum, sum + N, N, g->Vl);
@@ -412,7 +424,7 @@ int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     if (fwd_inner(g, run, l, a, targets) < 0) return -1;
     if (mk_gpt_layer_kind(g, l) == MK_GPT_HEAD) {
         int N = run->B * g->T;
-        parts_t p = split_buf(g, l, run->B, a->buf);
+        parts_t p = split_buf(g, l, run, a->buf);
         g->be->xent_loss(g->be->ctx, p.x1, run->s_red + N, run->s_red + 2 * N, N, g->Vl);
     }
     return 0;
@@ -542,13 +554,17 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     return 0;
 }
 
-static void bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
-                        const float *dmid)
+/* The linears' weight gradients (SP: the norm output gathered again into
+ * s_c, free once the input gradient is done). */
+static int bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
+                       const float *dmid)
 {
     int N = run->B * g->T, C = g->C;
+    if (sp_on(g, run) && ln_full(g, run, p, run->s_c) < 0) return -1;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = (int)mid_w(g, l), inner = (int)inner_w(g, l);
     g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), GN(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
     g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
+    return 0;
 }
 
 static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
@@ -557,9 +573,11 @@ static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, part
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C, w = mk_gpt_head_weight(g);
     be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->loss_scale, N, g->Vl, g->v0);
+    parts_t q = *p;  /* SP: q.ln gathered into s_c, overwritten next */
+    if (sp_on(g, run) && ln_full(g, run, &q, run->s_c) < 0) return -1;
+    be->linear_bwd_w(be->ctx, G(g, w), NULL, run->s_a, q.ln, N, C, g->Vl);
     be->zero(be->ctx, run->s_c, (size_t)N * C * sizeof(float));
     be->linear_bwd_in(be->ctx, run->s_c, run->s_a, P(g, w), N, C, g->Vl);
-    be->linear_bwd_w(be->ctx, G(g, w), NULL, run->s_a, p->ln, N, C, g->Vl);
     be->zero(be->ctx, din, (size_t)loc_rows(g, run) * C * sizeof(float));
     return ln_back(g, run, l, a, p, din);
 }
@@ -581,7 +599,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         return 0;
     }
     if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;
-    parts_t p = split_buf(g, l, run->B, a->buf);
+    parts_t p = split_buf(g, l, run, a->buf);
     if (kind == MK_GPT_HEAD) {
         if (mode != MK_BWD_W) {
             if (bwd_head(g, run, l, a, &p, targets, din) < 0) return -1;
@@ -593,7 +611,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         /* the linears' output gradients: dout itself and scratch */
         float *dy = sp_on(g, run) ? run->s_d : (float *)dout, *dmid = run->s_b;
         if (bwd_block_in(g, run, l, a, &p, dout, din, dy, dmid) < 0) return -1;
-        bwd_block_w(g, run, l, &p, dy, dmid);
+        if (bwd_block_w(g, run, l, &p, dy, dmid) < 0) return -1;
         mk_gpt_act_clear(run, g, l, a);
         return 0;
     }
@@ -602,7 +620,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         return bwd_block_in(g, run, l, a, &p, dout, din, a->stash, a->stash + (size_t)N * g->C);
     }
     if (!a->stash || !a->buf) return mk_error_set("B_W of layer %d without its B_IN", l);
-    bwd_block_w(g, run, l, &p, a->stash, a->stash + (size_t)N * g->C);
+    if (bwd_block_w(g, run, l, &p, a->stash, a->stash + (size_t)N * g->C) < 0) return -1;
     mk_gpt_act_clear(run, g, l, a);
     return 0;
 }
