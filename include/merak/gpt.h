@@ -102,6 +102,17 @@ typedef struct mk_gpt_run {
     void (*cp_attn_fwd)(void *ctx, float *out, float *lse, const float *qkv, int B);
     void (*cp_attn_bwd)(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
                         const float *lse, int B);
+
+    /* Megatron sequence parallelism (gpt_layers.c; sp needs tp > 1, no
+       tp_overlap): between the TP regions (layer inputs and outputs, the
+       norms, the residual adds) this rank holds N/tp token rows, rows
+       [tp_rank*N/tp, (tp_rank+1)*N/tp) of the micro-batch.  sp_coll over the
+       TP group: gather != 0 all-gathers local (n floats) into full (tp*n
+       floats, rank order); gather == 0 reduce-scatters full into local (sum;
+       local may be full itself).  0 or -1. */
+    int sp;
+    int (*sp_coll)(void *ctx, float *full, float *local, int n, int gather);
+    float *s_d;                   /* sp: (N, C) a gathered output gradient, then (2C) norm weight gradients */
     float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, wide), (B, nh, T, T), (N, C) */
     float *s_red;                 /* (3N) row statistics of the loss */
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */
@@ -138,7 +149,7 @@ void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t float
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 
 /* Forward of one layer.  a->in holds the input (tokens for the embedding);
- * out (N, C) receives the output (NULL for the head, which adds the sum of
+ * out (N, C) (sp: (N/tp, C), as a->in, dout and din) receives the output (NULL for the head, which adds the sum of
  * its token losses to *loss).  ckpt: keep only a->in (internals freed). */
 int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int layer, mk_gpt_act_t *a,
                    const int *tokens, const int *targets, float *out, int ckpt, double *loss);

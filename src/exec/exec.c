@@ -67,8 +67,12 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt)
         return mk_error_set("--recompute auto needs a plan with checkpoint counts (--plan FILE)");
-    if (p->seqpar)
-        return mk_error_set("sequence parallelism (plan \"sequence_parallel\": true) is not supported by run yet");
+    if (p->seqpar && p->tp > 1 && p->tp_overlap > 0)  /* the halves' all-reduces have no SP form here */
+        return mk_error_set("--sequence-parallel with --tp-overlap %d is not supported by run (use one of them)",
+                            p->tp_overlap);
+    if (p->seqpar && p->tp > 1 && ((long)p->mbs * p->model.seq) % p->tp)
+        return mk_error_set("--sequence-parallel: --tp %d does not divide the %ld tokens of a micro-batch "
+                            "(micro-batch size x sequence length)", p->tp, (long)p->mbs * p->model.seq);
     return exec_fits_host(p);
 }
 

@@ -198,6 +198,7 @@ void mk_exec_trace_start(mk_exec_t *e);
 void mk_exec_trace_peak(mk_exec_t *e);
 int mk_exec_trace_write(mk_exec_t *e, const char *path);
 int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max);
+size_t mk_exec_act_floats(const mk_exec_t *e);
 /* exec_ckpt.c: collective; meta = {step, data position, lr decay steps},
  * each checked on load to lie in [0, INT64_MAX] */
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step);

@@ -71,8 +71,8 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->dp.req = malloc(nl * sizeof *e->dp.req);
     for (int l = 0; l < nl; l++) e->dp.req[l] = MPI_REQUEST_NULL;
     e->dp.state = calloc(nl, sizeof *e->dp.state);
-    if (!(e->pipe.grad_a = mk_gpt_alloc(&e->run, e->g, (size_t)e->pipe.n_tokens * o->ctx->plan.model.hidden)) ||
-        !(e->pipe.grad_b = mk_gpt_alloc(&e->run, e->g, (size_t)e->pipe.n_tokens * o->ctx->plan.model.hidden)))
+    if (!(e->pipe.grad_a = mk_gpt_alloc(&e->run, e->g, mk_exec_act_floats(e))) ||
+        !(e->pipe.grad_b = mk_gpt_alloc(&e->run, e->g, mk_exec_act_floats(e))))
         return -1;
     return 0;
 }
@@ -89,8 +89,8 @@ static void teardown(mk_exec_t *e)
     for (int mb = 0; e->pipe.tokens && mb < e->pipe.n_micro; mb++) { free(e->pipe.tokens[mb]); free(e->pipe.targets[mb]); }
     free(e->pipe.tokens); free(e->pipe.targets);
     if (e->g) {
-        mk_gpt_release(&e->run, e->g, e->pipe.grad_a, (size_t)e->pipe.n_tokens * e->g->C);
-        mk_gpt_release(&e->run, e->g, e->pipe.grad_b, (size_t)e->pipe.n_tokens * e->g->C);
+        mk_gpt_release(&e->run, e->g, e->pipe.grad_a, mk_exec_act_floats(e));
+        mk_gpt_release(&e->run, e->g, e->pipe.grad_b, mk_exec_act_floats(e));
         if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
     }
     mk_exec_cp_free(e);

@@ -13,7 +13,13 @@
 #include <stdlib.h>
 #include <time.h>
 
-static size_t act_floats(const mk_exec_t *e) { return (size_t)e->pipe.n_tokens * e->g->C; }
+/* A layer boundary's activation: (N, C), with sequence parallelism this
+ * TP rank's (N/tp, C). */
+size_t mk_exec_act_floats(const mk_exec_t *e)
+{
+    return (size_t)e->pipe.n_tokens / (e->run.sp ? e->g->tp : 1) * e->g->C;
+}
+static size_t act_floats(const mk_exec_t *e) { return mk_exec_act_floats(e); }
 
 /* A send finished: its host staging (if any) and its buffer go. */
 static void send_done(mk_exec_t *e, mk_pending_t *p)

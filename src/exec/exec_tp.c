@@ -68,8 +68,37 @@ static int tp_wait(void *ctx, int h)
     return 0;
 }
 
+/* Sequence parallelism's collectives (mk_gpt_run_t.sp_coll) over the TP
+ * group, blocking, traced as AG.sp / RS.sp on the TP stream.  A local
+ * buffer that is full's own slot (or full itself, for the reduce-scatter)
+ * goes in place. */
+static int sp_coll(void *ctx, float *full, float *local, int n, int gather)
+{
+    mk_exec_t *e = ctx;
+    const mk_comm_t *c = &e->comm;
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
+    size_t nb = (size_t)n * sizeof(float), fb = nb * c->tp;
+    int in_place = gather ? local == full + (size_t)c->tp_rank * n : local == full, rc;
+    float *hf = mk_comm_stage(c, full, fb, !gather || in_place);
+    float *hl = in_place ? NULL : mk_comm_stage(c, local, nb, gather);
+    if (gather)
+        rc = MPI_Allgather(in_place ? MPI_IN_PLACE : hl, n, MPI_FLOAT, hf, n, MPI_FLOAT, c->tpc);
+    else
+        rc = MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : hf, in_place ? hf : hl, n, MPI_FLOAT, MPI_SUM,
+                                      c->tpc);
+    if (hl) mk_comm_unstage(c, local, hl, nb, !gather && rc == MPI_SUCCESS);
+    /* in place the result is full's first n floats */
+    mk_comm_unstage(c, full, hf, gather ? fb : nb, rc == MPI_SUCCESS && (gather || in_place));
+    mk_exec_trace_ev(e, MK_TRACE_TP, gather ? "AG.sp" : "RS.sp", t, e->trace.cur_mb, e->trace.cur_chunk,
+                     e->trace.cur_layer);
+    return rc == MPI_SUCCESS ? 0 : mk_error_set("MPI %s (sequence-parallel TP) failed",
+                                                gather ? "Allgather" : "Reduce_scatter_block");
+}
+
 void mk_exec_tp_setup(mk_exec_t *e)
 {
+    e->run.sp = e->o->ctx->plan.seqpar && e->o->ctx->plan.tp > 1;
+    e->run.sp_coll = sp_coll;
     e->run.tp_overlap = e->o->ctx->plan.tp_overlap;
     e->run.iallreduce = tp_start;
     e->run.tp_wait = tp_wait;

@@ -5,7 +5,14 @@
  * followed by an all-reduce, heads (and K/V heads) split, and a
  * vocabulary-parallel embedding, LM head and cross-entropy.  A Llama block
  * is the GPT's with RMSNorm for LayerNorm, RoPE on q and k between the
- * QKV GEMM and the attention core, SwiGLU for GELU, no biases. */
+ * QKV GEMM and the attention core, SwiGLU for GELU, no biases.
+ * Megatron sequence parallelism (run->sp; Korthikanti et al. 2022, "Reducing
+ * Activation Recomputation in Large Transformer Models"): the layer
+ * boundaries, norms and residual adds on this rank's N/tp token rows; the
+ * norm output all-gathered (AG.sp) before the column-parallel linear, the
+ * row-parallel output reduce-scattered (RS.sp) for the all-reduce; backward
+ * the conjugates, and the norm weights' gradients (replicated parameters
+ * computed on sharded rows) summed over the TP group. */
 #include "config.h"
 #include "merak/gpt.h"
 #include "exec/cp.h"
@@ -65,15 +72,42 @@ static int tp_reduce(const mk_gpt_t *g, mk_gpt_run_t *run, float *x, int n, int 
     return run->allreduce(run->ctx, x, n, is_max);
 }
 
-/* norm out (N,C), mean, rstd (N), mid (N, mid), inner (N, inner), the
- * attention probabilities (B, nh, T, T) */
-static size_t internals(const mk_gpt_t *g, int l, int B)
+/* ---- sequence parallelism ---- */
+typedef struct parts parts_t;
+static int sp_on(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->sp && g->tp > 1; }
+
+/* Token rows at the layer boundaries on this rank: N, or N/tp with SP. */
+static int loc_rows(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
-    size_t N = (size_t)B * g->T;
+    return run->B * g->T / (sp_on(g, run) ? g->tp : 1);
+}
+
+/* This rank's (loc_rows, C) shard of full (N, C) <-> full: all-gather
+ * (gather) or the reduce-scatter of a partial sum. */
+static int sp_coll(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *local, int gather)
+{
+    return run->sp_coll(run->ctx, full, local, loc_rows(g, run) * g->C, gather);
+}
+
+/* A layer's output (rows x C) -> the layer boundary: the TP sum in place
+ * (all-reduce), or with SP its reduce-scatter to out's N/tp rows. */
+static int tp_sum_out(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *out)
+{
+    if (sp_on(g, run)) return sp_coll(g, run, full, out, 0);
+    return tp_reduce(g, run, full, run->B * g->T * g->C, 0);
+}
+
+/* norm out (n,C), mean, rstd (n) with n = N (SP: this rank's N/tp rows,
+ * gathered again where a linear needs them: Korthikanti et al. keep the
+ * sequence-parallel shard), mid (N, mid), inner (N, inner), the attention
+ * probabilities (B, nh, T, T) */
+static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
+{
+    size_t B = run->B, N = B * g->T, n = loc_rows(g, run), norm = n * g->C + 2 * n;
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: return N * g->C + 2 * N + N * (mid_w(g, l) + inner_w(g, l)) + (size_t)B * g->nh * g->T * g->T;
-    case MK_GPT_MLP: return N * g->C + 2 * N + N * (mid_w(g, l) + inner_w(g, l));
-    case MK_GPT_HEAD: return N * g->C + 2 * N + N * g->Vl;
+    case MK_GPT_ATTN: return norm + N * (mid_w(g, l) + inner_w(g, l)) + B * g->nh * g->T * g->T;
+    case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
+    case MK_GPT_HEAD: return norm + N * g->Vl;
     default: return 0;
     }
 }
@@ -112,6 +146,7 @@ int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
         !(run->s_att = mk_gpt_alloc(run, g, (size_t)B * g->nh * g->T * g->T)) ||
         !(run->s_c = mk_gpt_alloc(run, g, N * g->C)) || !(run->s_red = mk_gpt_alloc(run, g, 3 * N)))
         return -1;
+    if (sp_on(g, run) && !(run->s_d = mk_gpt_alloc(run, g, N * g->C + 2 * (size_t)g->C))) return -1;
     return 0;
 }
 
@@ -123,13 +158,13 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
     mk_gpt_release(run, g, run->s_att, (size_t)run->B * g->nh * g->T * g->T);
     mk_gpt_release(run, g, run->s_c, N * g->C);
     mk_gpt_release(run, g, run->s_red, 3 * N);
+    if (sp_on(g, run)) mk_gpt_release(run, g, run->s_d, N * g->C + 2 * (size_t)g->C);
 }
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
-    size_t N = (size_t)run->B * g->T;
-    if (l > 0) mk_gpt_release(run, g, a->in, N * g->C);
-    mk_gpt_release(run, g, a->buf, internals(g, l, run->B));
+    if (l > 0) mk_gpt_release(run, g, a->in, (size_t)loc_rows(g, run) * g->C);
+    mk_gpt_release(run, g, a->buf, internals(g, l, run));
     mk_gpt_release(run, g, a->stash, stash_size(g, l, run->B));
     a->in = NULL; /* the embedding's input is the token array, not ours */
     a->buf = a->stash = NULL;
@@ -137,18 +172,28 @@ void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
 
 static void free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
-    mk_gpt_release(run, g, a->buf, internals(g, l, run->B));
+    mk_gpt_release(run, g, a->buf, internals(g, l, run));
     a->buf = NULL;
 }
 
 /* Pointers into the internals of an attention / MLP / head layer. */
-typedef struct { float *ln, *mean, *rstd, *x1, *x2, *x3; } parts_t;
+struct parts { float *ln, *mean, *rstd, *x1, *x2, *x3; };
 
-static parts_t split_buf(const mk_gpt_t *g, int l, int B, float *buf)
+/* SP: the saved norm output (N/tp, C) all-gathered into full (N, C), which
+ * p->ln then points to. */
+static int ln_full(const mk_gpt_t *g, mk_gpt_run_t *run, parts_t *p, float *full)
 {
-    size_t N = (size_t)B * g->T;
+    float *mine = full + (size_t)g->tp_rank * loc_rows(g, run) * g->C;
+    g->be->copy(g->be->ctx, mine, p->ln, (size_t)loc_rows(g, run) * g->C * sizeof(float));
+    p->ln = full;
+    return sp_coll(g, run, full, mine, 1);
+}
+
+static parts_t split_buf(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, float *buf)
+{
+    size_t B = run->B, N = B * g->T, n = loc_rows(g, run);
     parts_t p;
-    p.ln = buf; p.mean = buf + N * g->C; p.rstd = p.mean + N; p.x1 = p.rstd + N;
+    p.ln = buf; p.mean = buf + n * g->C; p.rstd = p.mean + n; p.x1 = p.rstd + n;
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = p.x2 + (size_t)B * g->nh * g->T * g->T; break;
     case MK_GPT_MLP: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = NULL; break;
@@ -179,7 +224,7 @@ static parts_t split_buf(const mk_gpt_t *g, int l, int B, float *buf)
  * kernels (tp_poll): MPI progresses only inside MPI calls. */
 static int ov_level(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
-    if (g->tp == 1 || run->tp_overlap <= 0 || !run->iallreduce || !run->tp_wait) return 0;
+    if (g->tp == 1 || sp_on(g, run) || run->tp_overlap <= 0 || !run->iallreduce || !run->tp_wait) return 0;
     return run->tp_overlap >= 2 ? 2 : 1;
 }
 
@@ -214,25 +259,41 @@ static int settle(const mk_gpt_t *g, mk_gpt_run_t *run)
 
 /* The block's norm (LayerNorm, or RMSNorm for Llama) of layer l on rows
  * [r0, r0+nr): in -> p->ln, its statistics kept in p->mean, p->rstd. */
-static void norm_rows(const mk_gpt_t *g, int l, parts_t *p, const float *in, int r0, int nr)
+static void norm_at(const mk_gpt_t *g, int l, float *ln, float *mean, float *rstd, const float *in, int nr)
 {
     const mk_backend_t *be = g->be;
-    size_t C = g->C;
     if (g->llama)
-        be->rmsnorm_fwd(be->ctx, p->ln + r0 * C, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)), g->eps, nr, (int)C);
+        be->rmsnorm_fwd(be->ctx, ln, rstd, in, P(g, tix(g, l, 0)), g->eps, nr, g->C);
     else
-        be->layernorm_fwd(be->ctx, p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, P(g, tix(g, l, 0)),
-                          P(g, tix(g, l, 1)), nr, (int)C);
+        be->layernorm_fwd(be->ctx, ln, mean, rstd, in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), nr, g->C);
+}
+
+static void norm_rows(const mk_gpt_t *g, int l, parts_t *p, const float *in, int r0, int nr)
+{
+    size_t C = g->C;
+    norm_at(g, l, p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, nr);
+}
+
+/* The norm of the whole micro-batch into p->ln (N, C); with SP, of this
+ * rank's rows into the saved p->ln (N/tp, C), all-gathered into s_d, which
+ * p->ln then points to for the linear that follows. */
+static int norm_all(const mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in)
+{
+    if (!sp_on(g, run)) {
+        norm_rows(g, l, p, in, 0, run->B * g->T);
+        return 0;
+    }
+    norm_rows(g, l, p, in, 0, loc_rows(g, run));
+    return ln_full(g, run, p, run->s_d);
 }
 
 /* The norm and the column-parallel part of an attention or MLP layer on
  * rows [r0, r0+nr) (attention: whole sequences, so RoPE's position is the
  * row mod T). */
-static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in, int r0, int nr)
+static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, int nr)
 {
     const mk_backend_t *be = g->be;
     size_t C = g->C, Cl = (size_t)g->nh * g->hs, mid = mid_w(g, l);
-    norm_rows(g, l, p, in, r0, nr);
     be->linear_fwd(be->ctx, p->x1 + r0 * mid, p->ln + r0 * C, P(g, tix(g, l, 2)), PN(g, tix(g, l, 3)), nr, (int)C,
                    (int)mid);
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) {
@@ -251,6 +312,12 @@ static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const fl
         size_t Fl = g->Fl;
         be->gelu_fwd(be->ctx, p->x2 + r0 * Fl, p->x1 + r0 * Fl, nr * g->Fl);
     }
+}
+
+static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in, int r0, int nr)
+{
+    norm_rows(g, l, p, in, r0, nr);
+    col_rows(g, run, l, p, r0, nr);
 }
 
 /* The row-parallel linear of an attention or MLP layer on rows [r0, r0+nr):
@@ -272,12 +339,12 @@ static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     const mk_backend_t *be = g->be;
     int B = run->B, N = B * g->T, C = g->C;
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
-    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, B)))) return -1;
-    parts_t p = split_buf(g, l, B, a->buf);
+    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run)))) return -1;
+    parts_t p = split_buf(g, l, run, a->buf);
+    if (norm_all(g, run, l, &p, a->in) < 0) return -1;
     if (kind != MK_GPT_HEAD) {
-        fwd_rows(g, run, l, &p, a->in, 0, N);
+        col_rows(g, run, l, &p, 0, N);
     } else {
-        norm_rows(g, l, &p, a->in, 0, N);
         float *mx = run->s_red, *sum = mx + N, *tgt = sum + N;
         be->linear_fwd(be->ctx, p.x1, p.ln, P(g, mk_gpt_head_weight(g)), NULL, N, C, g->Vl);
         be->xent_max(be->ctx, mx, p.x1, N, g->Vl, g->v0, g->V);
@@ -294,8 +361,8 @@ static int fwd_overlap(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, c
     int N = run->B * g->T, C = g->C, r[2] = {0, half_rows(g, run)}, n[2] = {r[1], N - r[1]}, h[2];
     int two = chains(g, run, l);
     if (!two && fwd_inner(g, run, l, a, targets) < 0) return -1;
-    if (two && !a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run->B)))) return -1;
-    parts_t p = split_buf(g, l, run->B, a->buf);
+    if (two && !a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run)))) return -1;
+    parts_t p = split_buf(g, l, run, a->buf);
     for (int i = 0; i < 2; i++) {
         if (two) {
             if (i == 1 && settle(g, run) < 0) return -1; /* the previous layer's half 2 */
@@ -333,22 +400,24 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
     if (kind == MK_GPT_EMBED) {
         /* wpe is added by TP rank 0 only, so the all-reduce counts it once */
         const float *wpe = g->tp_rank == 0 && !g->llama ? P(g, 1) : NULL;  /* Llama: no positions table */
-        be->embed_fwd(be->ctx, out, tokens, P(g, 0), g->cp > 1 ? NULL : wpe, N, g->T, C, g->v0, g->Vl);
-        if (g->cp > 1 && wpe) mk_cp_pos_fwd(g, out, wpe, run->B);  /* positions of the rank's chunks */
-        return tp_reduce(g, run, out, N * C, 0);
+        float *full = sp_on(g, run) ? run->s_c : out;
+        be->embed_fwd(be->ctx, full, tokens, P(g, 0), g->cp > 1 ? NULL : wpe, N, g->T, C, g->v0, g->Vl);
+        if (g->cp > 1 && wpe) mk_cp_pos_fwd(g, full, wpe, run->B);  /* positions of the rank's chunks */
+        return tp_sum_out(g, run, full, out);
     }
     if (kind != MK_GPT_HEAD && ov_level(g, run)) {
         if (fwd_overlap(g, run, l, a, targets, out) < 0) return -1;
     } else {
         if (fwd_inner(g, run, l, a, targets) < 0) return -1;
-        parts_t p = split_buf(g, l, run->B, a->buf);
+        parts_t p = split_buf(g, l, run, a->buf);
         if (kind == MK_GPT_HEAD) {
             float *sum = run->s_red + N;
             *loss += be->xent_loss(be->ctx, p.x1, sum, sum + N, N, g->Vl);
         } else {
-            row_rows(g, l, &p, out, 0, N);
-            if (tp_reduce(g, run, out, N * C, 0) < 0) return -1;
-            be->acc(be->ctx, out, a->in, N * C);
+            float *full = sp_on(g, run) ? run->s_c : out;
+            row_rows(g, l, &p, full, 0, N);
+            if (tp_sum_out(g, run, full, out) < 0) return -1;
+            be->acc(be->ctx, out, a->in, (size_t)loc_rows(g, run) * C);
         }
     }
     if (ckpt) free_internals(run, g, l, a);
@@ -362,7 +431,7 @@ int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     if (fwd_inner(g, run, l, a, targets) < 0) return -1;
     if (mk_gpt_layer_kind(g, l) == MK_GPT_HEAD) {
         int N = run->B * g->T;
-        parts_t p = split_buf(g, l, run->B, a->buf);
+        parts_t p = split_buf(g, l, run, a->buf);
         g->be->xent_loss(g->be->ctx, p.x1, run->s_red + N, run->s_red + 2 * N, N, g->Vl);
     }
     return 0;
@@ -371,9 +440,30 @@ int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
 /* Gradient at the layer norm's output (in s_c, TP-reduced) -> din += . */
 static void ln_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, int r0, int nr);
 
+static void norm_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, float *dw,
+                     float *db, int r0, int nr);
+
+/* SP: s_c's reduce-scatter to this rank's rows, the norm's backward on
+ * them, its weight gradients summed over the TP group (every rank saw only
+ * its rows of a replicated parameter) and added to the gradient. */
+static int sp_ln_back(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din)
+{
+    const mk_backend_t *be = g->be;
+    size_t C = g->C, nw = g->llama ? C : 2 * C;
+    float *dw = run->s_d + (size_t)run->B * g->T * C, *db = dw + C;
+    if (sp_coll(g, run, run->s_c, run->s_c, 0) < 0) return -1;
+    be->zero(be->ctx, dw, nw * sizeof(float));
+    norm_bwd(g, run, l, a, p, din, dw, db, 0, loc_rows(g, run));
+    if (tp_reduce(g, run, dw, (int)nw, 0) < 0) return -1;
+    be->acc(be->ctx, G(g, tix(g, l, 0)), dw, C);
+    if (!g->llama) be->acc(be->ctx, G(g, tix(g, l, 1)), db, C);
+    return 0;
+}
+
 static int ln_back(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din)
 {
     int N = run->B * g->T;
+    if (sp_on(g, run)) return sp_ln_back(g, run, l, a, p, din);
     if (tp_reduce(g, run, run->s_c, N * g->C, 0) < 0) return -1;
     ln_rows(g, run, l, a, p, din, 0, N);
     return 0;
@@ -416,17 +506,24 @@ static void bwd_col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *dmi
     g->be->linear_bwd_in(g->be->ctx, run->s_c + r0 * C, dmid + r0 * mid, P(g, tix(g, l, 2)), nr, (int)C, (int)mid);
 }
 
-/* The norm's backward on rows [r0, r0+nr) (s_c already TP-reduced). */
-static void ln_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, int r0, int nr)
+/* The norm's backward on rows [r0, r0+nr) (s_c already TP-reduced), its
+ * weight (and bias) gradients added to dw (db). */
+static void norm_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, float *dw,
+                     float *db, int r0, int nr)
 {
     size_t C = g->C;
     if (g->llama) {
-        g->be->rmsnorm_bwd(g->be->ctx, din + r0 * C, G(g, tix(g, l, 0)), run->s_c + r0 * C, a->in + r0 * C,
-                           P(g, tix(g, l, 0)), p->rstd + r0, nr, (int)C);
+        g->be->rmsnorm_bwd(g->be->ctx, din + r0 * C, dw, run->s_c + r0 * C, a->in + r0 * C, P(g, tix(g, l, 0)),
+                           p->rstd + r0, nr, (int)C);
         return;
     }
-    g->be->layernorm_bwd(g->be->ctx, din + r0 * C, G(g, tix(g, l, 0)), G(g, tix(g, l, 1)), run->s_c + r0 * C, a->in + r0 * C,
-                         P(g, tix(g, l, 0)), p->mean + r0, p->rstd + r0, nr, (int)C);
+    g->be->layernorm_bwd(g->be->ctx, din + r0 * C, dw, db, run->s_c + r0 * C, a->in + r0 * C, P(g, tix(g, l, 0)),
+                         p->mean + r0, p->rstd + r0, nr, (int)C);
+}
+
+static void ln_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p, float *din, int r0, int nr)
+{
+    norm_bwd(g, run, l, a, p, din, G(g, tix(g, l, 0)), GN(g, tix(g, l, 1)), r0, nr);
 }
 
 /* Attention or MLP: input gradients; the linears' output gradients go to
@@ -436,11 +533,15 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
 {
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C;
-    if (dy != dout) be->copy(be->ctx, dy, dout, (size_t)N * C * sizeof(float));
+    if (sp_on(g, run)) {
+        if (sp_coll(g, run, dy, (float *)dout, 1) < 0) return -1;
+    } else if (dy != dout) {
+        be->copy(be->ctx, dy, dout, (size_t)N * C * sizeof(float));
+    }
     if (!ov_level(g, run)) {
         bwd_mid_rows(g, run, l, p, dy, dmid, 0, N);
         bwd_col_rows(g, run, l, dmid, 0, N);
-        if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
+        if (din != dout) be->copy(be->ctx, din, dout, (size_t)loc_rows(g, run) * C * sizeof(float));
         return ln_back(g, run, l, a, p, din);
     }
     /* sub-pipelined: each half's input-gradient all-reduce hides behind the
@@ -464,13 +565,17 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     return 0;
 }
 
-static void bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
-                        const float *dmid)
+/* The linears' weight gradients (SP: the norm output gathered again into
+ * s_c, free once the input gradient is done). */
+static int bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
+                       const float *dmid)
 {
     int N = run->B * g->T, C = g->C;
+    if (sp_on(g, run) && ln_full(g, run, p, run->s_c) < 0) return -1;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = (int)mid_w(g, l), inner = (int)inner_w(g, l);
     g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), GN(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
     g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
+    return 0;
 }
 
 static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
@@ -479,10 +584,12 @@ static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, part
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C, w = mk_gpt_head_weight(g);
     be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->loss_scale, N, g->Vl, g->v0);
+    parts_t q = *p;  /* SP: q.ln gathered into s_c, overwritten next */
+    if (sp_on(g, run) && ln_full(g, run, &q, run->s_c) < 0) return -1;
+    be->linear_bwd_w(be->ctx, G(g, w), NULL, run->s_a, q.ln, N, C, g->Vl);
     be->zero(be->ctx, run->s_c, (size_t)N * C * sizeof(float));
     be->linear_bwd_in(be->ctx, run->s_c, run->s_a, P(g, w), N, C, g->Vl);
-    be->linear_bwd_w(be->ctx, G(g, w), NULL, run->s_a, p->ln, N, C, g->Vl);
-    be->zero(be->ctx, din, (size_t)N * C * sizeof(float));
+    be->zero(be->ctx, din, (size_t)loc_rows(g, run) * C * sizeof(float));
     return ln_back(g, run, l, a, p, din);
 }
 
@@ -493,15 +600,19 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
     if (settle(g, run) < 0) return -1;
     if (kind == MK_GPT_EMBED) {       /* weights only: all of it in FULL or IN */
-        if (mode != MK_BWD_W) {
-            float *dwpe = g->llama ? NULL : G(g, 1);
-            g->be->embed_bwd(g->be->ctx, G(g, 0), g->cp > 1 ? NULL : dwpe, dout, tokens, N, g->T, g->C, g->v0, g->Vl);
-            if (g->cp > 1 && dwpe) mk_cp_pos_bwd(g, dwpe, dout, run->B);
+        if (mode == MK_BWD_W) return 0;
+        const float *dfull = dout;
+        if (sp_on(g, run)) {
+            if (sp_coll(g, run, run->s_d, (float *)dout, 1) < 0) return -1;
+            dfull = run->s_d;
         }
+        float *dwpe = g->llama ? NULL : G(g, 1);
+        g->be->embed_bwd(g->be->ctx, G(g, 0), g->cp > 1 ? NULL : dwpe, dfull, tokens, N, g->T, g->C, g->v0, g->Vl);
+        if (g->cp > 1 && dwpe) mk_cp_pos_bwd(g, dwpe, dfull, run->B);
         return 0;
     }
     if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;
-    parts_t p = split_buf(g, l, run->B, a->buf);
+    parts_t p = split_buf(g, l, run, a->buf);
     if (kind == MK_GPT_HEAD) {
         if (mode != MK_BWD_W) {
             if (bwd_head(g, run, l, a, &p, targets, din) < 0) return -1;
@@ -511,9 +622,9 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
     }
     if (mode == MK_BWD_FULL) {
         /* the linears' output gradients: dout itself and scratch */
-        float *dy = (float *)dout, *dmid = run->s_b;
+        float *dy = sp_on(g, run) ? run->s_d : (float *)dout, *dmid = run->s_b;
         if (bwd_block_in(g, run, l, a, &p, dout, din, dy, dmid) < 0) return -1;
-        bwd_block_w(g, run, l, &p, dy, dmid);
+        if (bwd_block_w(g, run, l, &p, dy, dmid) < 0) return -1;
         mk_gpt_act_clear(run, g, l, a);
         return 0;
     }
@@ -522,7 +633,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         return bwd_block_in(g, run, l, a, &p, dout, din, a->stash, a->stash + (size_t)N * g->C);
     }
     if (!a->stash || !a->buf) return mk_error_set("B_W of layer %d without its B_IN", l);
-    bwd_block_w(g, run, l, &p, a->stash, a->stash + (size_t)N * g->C);
+    if (bwd_block_w(g, run, l, &p, a->stash, a->stash + (size_t)N * g->C) < 0) return -1;
     mk_gpt_act_clear(run, g, l, a);
     return 0;
 }
