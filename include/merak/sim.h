@@ -42,7 +42,8 @@ extern "C" {
 
 #define MK_SIM_MAX_STAGES MK_PLAN_MAX_VSTAGES
 
-enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_KINDS };
+/* MK_COMM_CP: context parallelism's K/V ring inside the attention (cp > 1) */
+enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_CP, MK_COMM_KINDS };
 
 typedef struct mk_sim_opts {
     int unit_costs;          /* the unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
@@ -75,6 +76,7 @@ typedef struct mk_sim_result {
     double overlapped_comm_s[MK_COMM_KINDS]; /* the rest of that comm's time */
     long events;             /* instructions and transfers simulated */
     int zero, zero_group;    /* ZeRO stage in effect and its sharding group (mk_plan_zero_group) */
+    int cp;                  /* the plan's context parallel size (MK_COMM_CP's figures when > 1) */
 } mk_sim_result_t;
 
 typedef struct mk_sim mk_sim_t;
