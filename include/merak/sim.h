@@ -26,7 +26,16 @@
  * it is rebuilt, plus the backward's gradients of the layer that needs
  * most (its own and its widest op's); buffers: the p2p activation sent,
  * gradient received and gradient sent (no DP bucket: gradients are reduced
- * in place).  Details in src/sim/memory.c. */
+ * in place).  Details in src/sim/memory.c.
+ *
+ * Context parallelism (cp > 1, Megatron-LM's): a rank holds s/cp tokens of
+ * every sequence, so every op (the attention core balanced by the 2cp
+ * chunks) is 1/cp of the sequence's work, every activation, p2p tensor and
+ * TP collective 1/cp of its bytes; the attention passes K/V blocks around
+ * the CP group (cp-1 steps forward, K/V and dK/dV backward), each step's
+ * transfer exposed only beyond its block's attention (src/sim/sim_chunk.c
+ * cp_ring; MK_COMM_CP, the trace's cp stream); two K/V blocks are
+ * buffers; gradients are reduced and ZeRO shards over dp x cp. */
 #ifndef MERAK_SIM_H
 #define MERAK_SIM_H
 
