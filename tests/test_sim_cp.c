@@ -149,6 +149,24 @@ static void test_ring_bytes(void)
         }
 }
 
+/* tp 4 x cp 4 = 16 ranks > a node's 8: the ring crosses nodes, rank i's
+ * CP neighbours 4 apart, 2 of a ring per node, 4 rings sharing its NICs. */
+static void test_ring_inter(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    mk_plan_t p;
+    int m = 2, b = 1, cp = 4, t = 4;
+    mk_graph_t *g = setup(cp, t, 1, b, m, "none", &p);
+    CHECK(g != NULL, "setup");
+    if (!g) return;
+    CHECK(run_on(&c, &p, g) == 0, "run");
+    double blk = 2.0 * b * (64.0 / cp) * (64.0 / t) * 2;
+    double want = (double)m * attention_layers(g) * (cp - 1) * (mk_cost_p2p(&c, 1, 4, blk) + mk_cost_p2p(&c, 1, 4, 2 * blk));
+    CHECK_REL(res.exposed_comm_s[MK_COMM_CP] + res.overlapped_comm_s[MK_COMM_CP], want, 1e-9, "inter-node ring");
+    mk_graph_free(g);
+}
+
 /* Gradients are reduced over dp x cp: dp 1, cp 2 reduces, ZeRO shards by 2. */
 static void test_grad_group(void)
 {
@@ -203,6 +221,7 @@ int main(void)
     test_memory();
     test_ideal_work();
     test_ring_bytes();
+    test_ring_inter();
     test_grad_group();
     test_planner();
     CHECK_DONE();
