@@ -22,4 +22,9 @@ expect_fail "gbs not divisible" "divisible" -- $MERAK sim --model gpt-tiny --gbs
 expect_fail "bad schedule" "schedule" -- $MERAK sim --schedule nosuch
 expect_fail "bad tp-overlap" "tp-overlap" -- $MERAK sim --model gpt-tiny --tp-overlap 4
 expect_fail "unknown option" "unknown option" -- $MERAK sim --bogus
+# context parallelism: the sequence (64) in 2 x cp equal chunks
+expect_fail "cp not splitting the sequence" "--cp 3: the sequence \\(64\\) must split into 2 x cp = 6" -- $MERAK sim --model gpt-tiny --cp 3
+expect_fail "cp chunks longer than the sequence" "--cp 64: the sequence" -- $MERAK sim --model gpt-tiny --cp 64 --cluster dgx-a100
+expect_fail "cp above its maximum" "cp" -- $MERAK sim --model gpt-tiny --cp 2048
+expect_fail "cp too many GPUs" "needs 4 GPUs" -- $MERAK sim --model gpt-tiny --cluster h200 --cp 2 --dp 2
 finish

@@ -75,6 +75,9 @@ int mk_plan_micro_batches(const mk_plan_t *p);
 int64_t mk_plan_vstages(const mk_plan_t *p);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
 int mk_plan_zero(const mk_plan_t *p);
+/* The ranks a gradient is reduced over, dp x cp (each CP rank's gradient
+ * covers only its tokens: Megatron-LM reduces over the DP x CP group). */
+int mk_plan_dp_cp(const mk_plan_t *p);
 /* The GPUs of a plan, dp*cp*pp*tp (the one place it is computed; within
  * MK_MAX_GPUS once mk_plan_check_sizes accepted the plan). */
 int64_t mk_plan_gpus(const mk_plan_t *p);

@@ -1,8 +1,10 @@
 /* The planner: given a model, a cluster, a GPU count and a global batch,
  * find the fastest plan that fits.
  *
- * Search space: every dp*pp*tp = N with tp inside a node and dividing the
- * heads, pp not above the blocks; micro-batch sizes (powers of two up to
+ * Search space: every dp*cp*pp*tp = N with tp inside a node and dividing the
+ * heads, pp not above the blocks, cp 1 and, where the sequence is at least
+ * 4096 tokens, every cp whose 2cp chunks of at least 512 tokens divide it
+ * (planner.c cp_searched); micro-batch sizes (powers of two up to
  * max_mbs dividing the per-replica batch); schedules 1f1b, interleaved
  * (v = 2, 4 where defined), merak, zb-h1; recompute none, full,
  * selective, stage-aware (the smallest ratio on a 0.1 grid that fits) and

@@ -26,7 +26,16 @@
  * it is rebuilt, plus the backward's gradients of the layer that needs
  * most (its own and its widest op's); buffers: the p2p activation sent,
  * gradient received and gradient sent (no DP bucket: gradients are reduced
- * in place).  Details in src/sim/memory.c. */
+ * in place).  Details in src/sim/memory.c.
+ *
+ * Context parallelism (cp > 1, Megatron-LM's): a rank holds s/cp tokens of
+ * every sequence, so every op (the attention core balanced by the 2cp
+ * chunks) is 1/cp of the sequence's work, every activation, p2p tensor and
+ * TP collective 1/cp of its bytes; the attention passes K/V blocks around
+ * the CP group (cp-1 steps forward, K/V and dK/dV backward), each step's
+ * transfer exposed only beyond its block's attention (src/sim/sim_chunk.c
+ * cp_ring; MK_COMM_CP, the trace's cp stream); two K/V blocks are
+ * buffers; gradients are reduced and ZeRO shards over dp x cp. */
 #ifndef MERAK_SIM_H
 #define MERAK_SIM_H
 
@@ -42,7 +51,8 @@ extern "C" {
 
 #define MK_SIM_MAX_STAGES MK_PLAN_MAX_VSTAGES
 
-enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_KINDS };
+/* MK_COMM_CP: context parallelism's K/V ring inside the attention (cp > 1) */
+enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_CP, MK_COMM_KINDS };
 
 typedef struct mk_sim_opts {
     int unit_costs;          /* the unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
@@ -75,6 +85,7 @@ typedef struct mk_sim_result {
     double overlapped_comm_s[MK_COMM_KINDS]; /* the rest of that comm's time */
     long events;             /* instructions and transfers simulated */
     int zero, zero_group;    /* ZeRO stage in effect and its sharding group (mk_plan_zero_group) */
+    int cp;                  /* the plan's context parallel size (MK_COMM_CP's figures when > 1) */
 } mk_sim_result_t;
 
 typedef struct mk_sim mk_sim_t;

@@ -2,7 +2,7 @@
  * (format: traces/README.md).  pid = global rank, tid = stream, complete
  * events "ph":"X" in microseconds, names = instruction op + micro-batch
  * (F3, B_IN3, SEND_ACT3, ...), collectives AR.tp, RS.tp, AG.tp, AR.dp,
- * RS.dp, AG.dp, AR.tied, and OPT; args {stage, mb, chunk, layer}; memory as
+ * RS.dp, AG.dp, AR.tied, the CP ring's SEND_KV/RECV_KV, and OPT; args {stage, mb, chunk, layer}; memory as
  * counter events "ph":"C" named "memory" with args {"bytes": N}.  Written
  * through the safe writer of fileio.h (a temporary renamed over PATH by
  * mk_trace_close). */
@@ -15,7 +15,10 @@
 extern "C" {
 #endif
 
-enum { MK_TRACE_COMPUTE = 0, MK_TRACE_P2P, MK_TRACE_TP, MK_TRACE_DP, MK_TRACE_STREAMS };
+/* MK_TRACE_CP: the context-parallel ring (SEND_KV/RECV_KV); named by
+ * mk_trace_stream only on plans with cp > 1, so other traces keep their
+ * four streams. */
+enum { MK_TRACE_COMPUTE = 0, MK_TRACE_P2P, MK_TRACE_TP, MK_TRACE_DP, MK_TRACE_CP, MK_TRACE_STREAMS };
 
 typedef struct mk_trace mk_trace_t;
 
@@ -23,6 +26,8 @@ typedef struct mk_trace mk_trace_t;
 mk_trace_t *mk_trace_open(const char *path);
 /* Name a rank (process) and its four streams (threads). */
 void mk_trace_rank(mk_trace_t *t, int pid, const char *label);
+/* Name stream tid of rank pid (the streams mk_trace_rank leaves out: MK_TRACE_CP). */
+void mk_trace_stream(mk_trace_t *t, int pid, int tid);
 /* A complete event; times in seconds (written as microseconds). layer -1
  * when not per layer; mb -1 when not per micro-batch. */
 void mk_trace_complete(mk_trace_t *t, int pid, int tid, const char *name, double ts_s, double dur_s,

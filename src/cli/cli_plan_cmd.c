@@ -14,7 +14,8 @@ static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
     "                  [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
-    "Search every (dp, pp, tp) layout of N GPUs, micro-batch size, schedule (1f1b,\n"
+    "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
+    "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
     "interleaved, merak, zb-h1), recompute policy (none, full, selective, stage-aware,\n"
     "auto), sequence parallelism, TP overlap, ZeRO 0-3 (over the DP group or a node's\n"
     "DP ranks) and partitioning; rank candidates by\n"
@@ -56,7 +57,9 @@ static void progress(void *ctx, long done, long total)
     if (done == total) fputc('\n', stderr);
 }
 
-static void print_plan_row(int i, const mk_planner_entry_t *e)
+/* with_cp: a cp column after dp (only when a listed plan uses CP, so that
+ * every other table reads as before) */
+static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp)
 {
     const mk_plan_t *p = &e->plan;
     const mk_sim_result_t *r = &e->res;
@@ -69,8 +72,10 @@ static void print_plan_row(int i, const mk_planner_entry_t *e)
     }
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
-    printf(" %2d  %3d %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f\n",
-           i + 1, p->dp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
+    char cp[8] = "";
+    if (with_cp) snprintf(cp, sizeof cp, " %3d", p->cp);
+    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f\n",
+           i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
            p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, r->step_time_s, r->tokens_per_s,
            r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30));
 }
@@ -109,9 +114,9 @@ static int report_no_fit(const mk_planner_result_t *r)
     const char *knob = state > m->activations
                            ? "more GPUs (more pipeline or tensor parallelism) or a device with more memory"
                            : "a smaller global batch or micro-batch, or more GPUs";
-    return mk_cli_fail("plan", "no plan fits: the closest (dp %d, pp %d, tp %d, mbs %d, %s) needs %.2f GiB more "
+    return mk_cli_fail("plan", "no plan fits: the closest (%s, mbs %d, %s) needs %.2f GiB more "
                        "on stage %d (weights+grads+optimizer %.2f GiB, activations %.2f GiB); try %s",
-                       p->dp, p->pp, p->tp, p->mbs, mk_sched_kind_name(p->schedule),
+                       mk_plan_layout_str(p, ", ").s, p->mbs, mk_sched_kind_name(p->schedule),
                        r->closest_shortfall / (1 << 30), r->closest_stage, state / (1 << 30),
                        m->activations / (1 << 30), knob);
 }
@@ -141,8 +146,11 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
     printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %.3f s "
            "(%.3f s generating)\n", r->candidates, r->layouts, r->pruned_memory, r->simulated, r->search_time_s,
            r->enumerate_time_s);
-    printf("  #   dp  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  TFLOP/s   MFU  bubble  peak GiB\n");
-    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i]);
+    int with_cp = 0;
+    for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1;
+    printf("  #   dp%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  TFLOP/s   MFU  bubble  peak GiB\n",
+           with_cp ? "  cp" : "");
+    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp);
     if (r->n > 1) {
         char why[512];
         mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);

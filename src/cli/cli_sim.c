@@ -17,11 +17,12 @@ static const char *sim_usage =
     "                 [--json] [--trace FILE]\n\n"
     "Simulate one training step: step time, tokens/s, TFLOP/s per GPU and MFU,\n"
     "pipeline bubbles, peak memory per stage against the device, and how much\n"
-    "communication hides behind computation.  The GPU count is dp x pp x tp.\n\n"
+    "communication hides behind computation.  The GPU count is dp x cp x pp x tp.\n\n"
     "  --model M          preset or JSON description (default @model@); model flags override it\n"
     "  --cluster C        preset (see 'merak models') or cluster JSON (default @cluster@)\n"
     "  --dp --pp --tp     data, pipeline and tensor parallel degrees (default 1)\n"
-    "  --cp C             context parallel size (Megatron's --context-parallel-size; not simulated yet)\n"
+    "  --cp C             context parallel size (Megatron's --context-parallel-size): each\n"
+    "                     sequence split over C ranks in 2C chunks, attention as a K/V ring\n"
     "  --mbs b --gbs B    micro-batch and global batch in sequences (default 1, @gbs@);\n"
     "                     --micro-batches M sets B = dp x b x M when --gbs is not given\n"
     "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre, merak-last, zb-h1\n"
@@ -59,12 +60,14 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
 {
     char rc[48];
     mk_recompute_format(&p->recompute, rc, sizeof rc);
-    printf("merak sim: %s on %s, %d GPUs (dp %d x pp %d x tp %d), %s, recompute %s, %s\n", p->model.name,
-           c->name, p->dp * p->pp * p->tp, p->dp, p->pp, p->tp, mk_sched_kind_name(p->schedule), rc,
+    printf("merak sim: %s on %s, %lld GPUs (%s), %s, recompute %s, %s\n", p->model.name, c->name,
+           (long long)mk_plan_gpus(p), mk_plan_layout_str(p, " x ").s, mk_sched_kind_name(p->schedule), rc,
            mk_dtype_name(p->dtype));
     char zero[64] = "";
-    if (r->zero) snprintf(zero, sizeof zero, ", ZeRO-%d over %d of dp %d", r->zero, r->zero_group, p->dp);
-    if (r->zero && r->zero_group == p->dp) snprintf(zero, sizeof zero, ", ZeRO-%d", r->zero);
+    int dcp = mk_plan_dp_cp(p);
+    if (r->zero) snprintf(zero, sizeof zero, ", ZeRO-%d over %d of dp%s %d", r->zero, r->zero_group,
+                          p->cp > 1 ? " x cp" : "", dcp);
+    if (r->zero && r->zero_group == dcp) snprintf(zero, sizeof zero, ", ZeRO-%d", r->zero);
     printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s%s\n",
            p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward",
@@ -90,8 +93,8 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     if (!r->fits)
         printf("does NOT fit (stage %d over by %.2f GiB)\n", r->worst_stage, r->shortfall_bytes / GIB);
     printf("\ncommunication (mean per stage)  exposed s  overlapped s\n");
-    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)"};
-    for (int i = 0; i < MK_COMM_KINDS; i++)
+    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)", "cp (K/V ring)"};
+    for (int i = 0; i < (r->cp > 1 ? MK_COMM_KINDS : MK_COMM_CP); i++)
         printf("  %-29s %10.4f %12.4f\n", k[i], r->exposed_comm_s[i], r->overlapped_comm_s[i]);
 }
 

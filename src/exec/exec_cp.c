@@ -44,8 +44,8 @@ static void post_kv(mk_exec_cp_t *c, float *send, float *recv, size_t n, int tag
 static void wait_kv(mk_exec_t *e, MPI_Request r[2], double t0)
 {
     mk_comm_waitall(&e->comm, 2, r);
-    mk_exec_trace_ev(e, MK_TRACE_P2P, "SEND_KV", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
-    mk_exec_trace_ev(e, MK_TRACE_P2P, "RECV_KV", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
+    mk_exec_trace_ev(e, MK_TRACE_CP, "SEND_KV", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
+    mk_exec_trace_ev(e, MK_TRACE_CP, "RECV_KV", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
 }
 
 static void swap(float **a, float **b)

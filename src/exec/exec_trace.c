@@ -103,6 +103,7 @@ int mk_exec_trace_write(mk_exec_t *e, const char *path)
             snprintf(label, sizeof label, "rank %d (stage %d, dp %d%s, tp %d)", r, r / (e->comm.tp * e->comm.dp),
                      d / e->cp.n, cpl, r % e->comm.tp);
             mk_trace_rank(t, r, label);
+            if (e->cp.n > 1) mk_trace_stream(t, r, MK_TRACE_CP); /* the K/V ring, as the simulator names it */
             const mk_xev_t *x = (const mk_xev_t *)((const char *)all + displs[r]);
             for (int i = 0; i < counts[r] / (int)sizeof *x; i++) {
                 if (x[i].tid < 0) mk_trace_counter(t, r, x[i].name, x[i].ts, x[i].dur);

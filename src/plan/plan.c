@@ -38,7 +38,9 @@ int mk_plan_micro_batches(const mk_plan_t *p)
 
 int64_t mk_plan_vstages(const mk_plan_t *p) { return mk_vstages(p->pp, p->vpp); }
 
-int mk_plan_zero(const mk_plan_t *p) { return p->dp * (p->cp > 1 ? p->cp : 1) > 1 ? p->zero : 0; }
+int mk_plan_dp_cp(const mk_plan_t *p) { return p->dp * (p->cp > 1 ? p->cp : 1); }
+
+int mk_plan_zero(const mk_plan_t *p) { return mk_plan_dp_cp(p) > 1 ? p->zero : 0; }
 
 int mk_plan_zero_group(const mk_plan_t *p)
 {
@@ -57,7 +59,8 @@ mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep)
 
 int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node)
 {
-    int k = p->tp > 0 && gpus_per_node > p->tp ? gpus_per_node / p->tp : 1;
+    int tc = p->tp * (p->cp > 1 ? p->cp : 1); /* a DP rank's tp x cp GPUs */
+    int k = tc > 0 && gpus_per_node > tc ? gpus_per_node / tc : 1;
     if (k > p->dp) k = p->dp;
     if (p->dp % k)
         return mk_error_set("--zero-shard-group node: the %d data-parallel ranks of a node (%d GPUs / tp %d) "

@@ -70,7 +70,7 @@ int mk_plan_resolve(mk_plan_ctx_t *ctx, const mk_plan_t *p, const mk_plan_resolv
     ctx->world = o->world;
     ctx->zero = mk_plan_zero(&ctx->plan);
     /* a gradient bucket when gradients are reduced: over dp x cp */
-    mk_plan_sched_spec(&ctx->plan, ctx->g, ctx->plan.dp * ctx->plan.cp > 1, ctx->layers, &ctx->spec);
+    mk_plan_sched_spec(&ctx->plan, ctx->g, mk_plan_dp_cp(&ctx->plan) > 1, ctx->layers, &ctx->spec);
     return 0;
 }
 

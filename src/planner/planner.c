@@ -14,9 +14,10 @@ typedef struct {
     long index;
 } mk_cand_t;
 
-/* Cached per (mbs, tp): the graph; per seqpar: per-layer fwd/bwd times. */
+/* Cached per (mbs, tp, cp): the graph; per seqpar: per-layer fwd/bwd times
+ * of one rank's tokens (b s / cp). */
 typedef struct {
-    int mbs, tp;
+    int mbs, tp, cp;
     mk_graph_t *g;
     double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
     double *ar[2];        /* [seqpar][layer] TP collectives of one forward (same again in backward) */
@@ -49,10 +50,10 @@ void mk_planner_opts_init(mk_planner_opts_t *o)
     o->size = 1;
 }
 
-static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
+static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp)
 {
     for (int i = 0; i < S->ngc; i++)
-        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp) return &S->gc[i];
+        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].cp == cp) return &S->gc[i];
     if (S->ngc == S->capgc) {
         int cap = S->capgc ? 2 * S->capgc : 16;
         mk_gcache_t *n = realloc(S->gc, cap * sizeof *n);
@@ -64,10 +65,11 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
     mk_plan_t q; /* the graph of every plan with this (mbs, tp) */
     mk_plan_init(&q);
     q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp;
-    e->mbs = mbs, e->tp = tp;
+    e->mbs = mbs, e->tp = tp, e->cp = cp;
     if (!(e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
-    double tokens = (double)mbs * S->model->seq;
+    double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
+    mk_group_t tpg = mk_group_make(S->cl, 0, 1, tp, tp);
     for (int sp = 0; sp < 2; sp++) {
         e->f[sp] = malloc(L * sizeof(double));
         e->b[sp] = malloc(L * sizeof(double));
@@ -76,9 +78,15 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp)
         for (int l = 0; l < L; l++) {
             e->f[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 0);
             e->b[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 1);
-            /* mk_cost_layer_time = f + b + 2 ar without recompute */
+            /* mk_cost_layer_time = f + b + 2 ar without recompute; a CP
+               rank's all-reduces carry its s/cp tokens */
             double t = mk_cost_layer_time(S->cl, e->g, l, tp, sp, 0, S->o->dtype);
             e->ar[sp][l] = (t - e->f[sp][l] - e->b[sp][l]) / 2;
+            if (cp > 1)
+                e->ar[sp][l] = tp > 1 ? e->g->layers[l].n_tp_allreduce *
+                                            mk_cost_coll(S->cl, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &tpg,
+                                                         e->g->layers[l].out_bytes / cp)
+                                      : 0;
             if (e->ar[sp][l] < 0) e->ar[sp][l] = 0;
         }
     }
@@ -286,7 +294,7 @@ static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][
     mk_plan_t q = *base;
     int n = 0, node = mk_plan_zero_shard_node(&q, S->cl->gpus_per_node) == 0 ? q.zero_shard : 0;
     for (int z = 0; z <= 3; z++) {
-        if ((o->zero >= 0 ? z != o->zero : z > o->zero_max) || (z && base->dp == 1)) continue;
+        if ((o->zero >= 0 ? z != o->zero : z > o->zero_max) || (z && mk_plan_dp_cp(base) == 1)) continue;
         for (int h = 0; h <= (z && node); h++) {
             if (o->zero_hybrid >= 0 && h != o->zero_hybrid) continue;
             zs[n][0] = z, zs[n][1] = h ? node : 0, n++;
@@ -340,11 +348,11 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
     return 0;
 }
 
-/* Candidates of one layout (dp, pp, tp) and micro-batch size. */
-static int layout_candidates(mk_search_t *S, int dp, int pp, int tp, int mbs)
+/* Candidates of one layout (dp, cp, pp, tp) and micro-batch size. */
+static int layout_candidates(mk_search_t *S, int dp, int cp, int pp, int tp, int mbs)
 {
     const mk_planner_opts_t *o = S->o;
-    mk_gcache_t *e = graph_for(S, mbs, tp);
+    mk_gcache_t *e = graph_for(S, mbs, tp, cp);
     if (!e) return -1;
     unsigned sm = o->sched_mask ? o->sched_mask
                                 : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
@@ -365,7 +373,7 @@ static int layout_candidates(mk_search_t *S, int dp, int pp, int tp, int mbs)
                     p.model = *S->model;
                     mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
                     p.dtype = o->dtype, p.gbs = o->gbs;
-                    p.dp = dp, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
+                    p.dp = dp, p.cp = cp, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
                     p.schedule = (mk_sched_kind_t)k;
                     p.n_vstages = (int)mk_plan_vstages(&p);
                     p.m = mk_plan_micro_batches(&p);
@@ -415,35 +423,66 @@ void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n
 
 static int divides(int a, int b) { return b % a == 0; }
 
-/* Every layout of N GPUs and micro-batch size. */
+/* Context parallelism is searched only where the sequence is long: at
+ * s >= MK_PLANNER_CP_MIN_SEQ tokens (Megatron-LM's and NeMo's long-context
+ * recipes start CP at 8K, Llama 3's long-context stage at 8K too (Dubey et
+ * al. 2024, sec. 3.3.2): half that is a safe floor), and with chunks of
+ * at least MK_PLANNER_CP_MIN_CHUNK tokens (2cp chunks of the sequence;
+ * smaller ones make the ring's per-step attention, which shrinks as
+ * 1/cp^2 while a step's K/V transfer shrinks as 1/cp, too short to hide
+ * it).  A rule on the model alone, so every rank of an MPI search agrees;
+ * below it a plan that needs CP to fit is not found (merak sim --cp
+ * still simulates it). */
+#define MK_PLANNER_CP_MIN_SEQ 4096
+#define MK_PLANNER_CP_MIN_CHUNK 512
+
+static int cp_searched(const mk_model_config_t *m, int cp)
+{
+    if (cp == 1) return 1;
+    return m->seq >= MK_PLANNER_CP_MIN_SEQ && m->seq % (2 * cp) == 0 && m->seq / (2 * cp) >= MK_PLANNER_CP_MIN_CHUNK;
+}
+
+/* The micro-batch sizes of one layout: its (layout, micro-batch) combos. */
+static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *any_batch, char *too_long, size_t n)
+{
+    const mk_planner_opts_t *o = S->o;
+    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8, size = o->size > 0 ? o->size : 1;
+    for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
+        mk_plan_t sz;
+        mk_plan_init(&sz);
+        sz.dp = dp, sz.cp = cp, sz.pp = pp, sz.tp = tp, sz.mbs = mbs, sz.gbs = o->gbs;
+        if (!mk_plan_micro_batches(&sz)) continue;
+        /* a step too long to schedule: skipped, named if all are */
+        if (mk_plan_check_sizes(&sz) < 0) {
+            mk_strlcpy(too_long, mk_error_last(), n);
+            continue;
+        }
+        *any_batch = 1;
+        /* ranks take every size-th (layout, micro-batch): each
+         * generates, checks and simulates only its own share */
+        S->combo++, S->combo_seq = 0;
+        if ((S->combo - 1) % size != o->rank) continue;
+        if (layout_candidates(S, dp, cp, pp, tp, mbs) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Every layout of N GPUs and micro-batch size; cp 1's first, so that
+ * their candidate indices (ties) are what they were without CP. */
 static int enumerate(mk_search_t *S)
 {
     const mk_planner_opts_t *o = S->o;
     int N = o->gpus, blocks = S->model->num_layers, any_layout = 0, any_batch = 0;
-    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8, size = o->size > 0 ? o->size : 1;
     char too_long[256] = "";
-    for (int tp = 1; tp <= N && tp <= S->cl->gpus_per_node; tp++) {
-        if (!divides(tp, N) || mk_model_check_tp(S->model, tp) < 0) continue;
-        for (int pp = 1; pp <= N / tp && pp <= blocks && (!o->max_pp || pp <= o->max_pp); pp++) {
-            if (!divides(pp, N / tp)) continue;
-            int dp = N / (tp * pp);
-            any_layout = 1;
-            for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
-                mk_plan_t sz;
-                mk_plan_init(&sz);
-                sz.dp = dp, sz.pp = pp, sz.tp = tp, sz.mbs = mbs, sz.gbs = o->gbs;
-                if (!mk_plan_micro_batches(&sz)) continue;
-                /* a step too long to schedule: skipped, named if all are */
-                if (mk_plan_check_sizes(&sz) < 0) {
-                    mk_strlcpy(too_long, mk_error_last(), sizeof too_long);
-                    continue;
-                }
-                any_batch = 1;
-                /* ranks take every size-th (layout, micro-batch): each
-                 * generates, checks and simulates only its own share */
-                S->combo++, S->combo_seq = 0;
-                if ((S->combo - 1) % size != o->rank) continue;
-                if (layout_candidates(S, dp, pp, tp, mbs) < 0) return -1;
+    for (int cp = 1; cp <= N && cp <= MK_MAX_CP; cp++) {
+        if (!divides(cp, N) || !cp_searched(S->model, cp)) continue;
+        for (int tp = 1; tp <= N / cp && tp <= S->cl->gpus_per_node; tp++) {
+            if (!divides(tp, N / cp) || mk_model_check_tp(S->model, tp) < 0) continue;
+            int M = N / (cp * tp);
+            for (int pp = 1; pp <= M && pp <= blocks && (!o->max_pp || pp <= o->max_pp); pp++) {
+                if (!divides(pp, M)) continue;
+                any_layout = 1;
+                if (layout_batches(S, M / pp, cp, pp, tp, &any_batch, too_long, sizeof too_long) < 0) return -1;
             }
         }
     }
@@ -463,7 +502,7 @@ static int enumerate(mk_search_t *S)
 static const mk_gcache_t *cache_of(mk_search_t *S, const mk_plan_t *p)
 {
     for (int i = 0; i < S->ngc; i++)
-        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp) return &S->gc[i];
+        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp) return &S->gc[i];
     return NULL;
 }
 
@@ -524,6 +563,7 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     }
     DIFF(p->dp != q->dp || p->pp != q->pp || p->tp != q->tp, "layout dp%d pp%d tp%d vs dp%d pp%d tp%d", p->dp,
          p->pp, p->tp, q->dp, q->pp, q->tp);
+    DIFF(p->cp != q->cp, "cp %d vs %d", p->cp, q->cp);
     DIFF(p->mbs != q->mbs, "micro-batch %d vs %d", p->mbs, q->mbs);
     DIFF(p->schedule != q->schedule || p->vpp != q->vpp, "schedule %s vs %s", mk_sched_kind_name(p->schedule),
          mk_sched_kind_name(q->schedule));

@@ -156,8 +156,21 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     zero_state(p, g, s, w, gr, opt, P, out);
     out->weights += 2.0 * mk_dtype_gemm_bytes(p->dtype) * out->fp8_params;
     out->grad_comm_bytes = gr * P;
-    out->buffers = buf;
+    /* CP: the p2p tensors are the rank's s/cp tokens; the ring keeps two
+       K/V blocks in flight (the one computed on, the one arriving) */
+    out->buffers = p->cp > 1 ? buf / p->cp + 2 * mk_sim_kv_block_bytes(p, g) : buf;
     return 0;
+}
+
+/* One K/V block of the CP ring on one TP rank: K and V of the rank's
+ * b x s/cp tokens, kv_heads x head_dim wide split over tp (TP splits the
+ * heads), in the model dtype.  0 without CP. */
+double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g)
+{
+    if (p->cp <= 1 || g->cfg.heads <= 0) return 0;
+    int kvh = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : g->cfg.heads;
+    double width = (double)kvh * ((double)g->cfg.hidden / g->cfg.heads) / (p->tp > 1 ? p->tp : 1);
+    return 2.0 * g->opts.mbs * ((double)g->cfg.seq / p->cp) * width * mk_dtype_bytes(g->opts.dtype);
 }
 
 /* Bytes of the gradients at op i's output and input on one TP rank while
@@ -232,9 +245,13 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
         double lg = layer_grads(g, l, p->tp, tsp);
         if (lg > gb) gb = lg;
     }
-    if (stored) *stored = st;
-    if (wmax) *wmax = wm;
-    if (gbuf) *gbuf = gb;
+    /* context parallelism: every one of these is per token, and a CP rank
+       holds s/cp tokens of each sequence (the attention scores too: its
+       queries against one K/V block at a time) */
+    double cp = p->cp > 1 ? p->cp : 1;
+    if (stored) *stored = st / cp;
+    if (wmax) *wmax = wm / cp;
+    if (gbuf) *gbuf = gb / cp;
 }
 
 /* Checkpoint count of (stage s, chunk c) under the plan's policy when the
@@ -528,7 +545,7 @@ int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_gra
     for (int iter = 0; iter < 8 && rc == 0; iter++) {
         int spl[MK_PLAN_MAX_VSTAGES], changed = 0;
         mk_sched_spec_t spec;
-        mk_plan_sched_spec(p, g, p->dp > 1, spl, &spec);
+        mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, spl, &spec);
         mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
         rc = sch ? search_streams(p, g, o, sch, prev, c->dev.mem_bytes, &changed) : -1;
         mk_sched_recycle(prev, pool);

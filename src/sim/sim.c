@@ -55,7 +55,7 @@ static int setup_statics(mk_sim_state_t *R)
         if (R->st[s].ss.grad_comm_bytes > gmax) gmax = R->st[s].ss.grad_comm_bytes;
     }
     R->nb = 0;
-    if (p->dp > 1) {
+    if (mk_plan_dp_cp(p) > 1) {
         R->nb = (int)ceil(gmax / mk_sim_bucket_bytes(R->o));
         if (R->nb < 1) R->nb = 1;
         if (R->nb > 64) R->nb = 64;
@@ -89,20 +89,23 @@ static int setup_shared(mk_sim_state_t *R)
     const mk_plan_t *p = R->p;
     const mk_cluster_t *c = R->c;
     int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
+    /* a stage's ranks: tp fastest, then cp, then dp (merak/plan.h) */
+    int dcp = mk_plan_dp_cp(p), stage_ranks = dcp * p->tp;
     R->tpg = mk_group_make(c, 0, 1, p->tp, p->tp);
-    int sh = p->dp * p->tp < gpn ? p->dp * p->tp : gpn;
-    R->dpg = mk_group_make(c, 0, p->tp, p->dp, sh);
-    R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * p->dp * p->tp : 1, 2, sh);
-    /* ZeRO: k consecutive DP ranks shard, the dp/k groups replicate */
-    R->zk = mk_plan_zero(p) ? mk_plan_zero_group(p) : p->dp;
-    R->nrep = p->dp / R->zk;
+    int sh = stage_ranks < gpn ? stage_ranks : gpn;
+    R->dpg = mk_group_make(c, 0, p->tp, dcp, sh);
+    R->cpg = mk_group_make(c, 0, p->tp, p->cp > 1 ? p->cp : 1, sh);
+    R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * stage_ranks : 1, 2, sh);
+    /* ZeRO: k consecutive DP x CP ranks shard, the dp*cp/k groups replicate */
+    R->zk = mk_plan_zero(p) ? mk_plan_zero_group(p) : dcp;
+    R->nrep = dcp / R->zk;
     R->zg = mk_group_make(c, 0, p->tp, R->zk, sh);
     R->rg = mk_group_make(c, 0, p->tp * R->zk, R->nrep, sh);
     R->ch = calloc(R->V, sizeof *R->ch);
     long nmsg = mk_walk_n_keys(R->sch);
     R->arrival = malloc(nmsg * sizeof *R->arrival);
     R->xfer = malloc(nmsg * sizeof *R->xfer);
-    R->nodes = (int)(((long)p->dp * p->pp * p->tp + gpn - 1) / gpn);
+    R->nodes = (int)((mk_plan_gpus(p) + gpn - 1) / gpn);
     R->nic_free = calloc(R->nodes, sizeof *R->nic_free);
     if (!R->ch || !R->arrival || !R->xfer || !R->nic_free) return mk_error_set("out of memory");
     for (long i = 0; i < nmsg; i++) R->arrival[i] = -1, R->xfer[i] = 0;
@@ -124,7 +127,7 @@ static int setup_stage(mk_sim_state_t *R, int s)
     mk_sim_stage_t *S = &R->st[s];
     int gpn = R->c->gpus_per_node > 0 ? R->c->gpus_per_node : 1;
     int nmc = p->m * p->vpp;
-    S->rank = s * p->dp * p->tp;
+    S->rank = s * mk_plan_dp_cp(p) * p->tp;
     S->node = S->rank / gpn;
     S->stat = S->ss.weights + S->ss.grads + S->ss.optimizer + S->ss.buffers;
     S->final_bytes = S->ss.grad_comm_bytes;
@@ -137,6 +140,7 @@ static int setup_stage(mk_sim_state_t *R, int s)
         char label[64];
         snprintf(label, sizeof label, "rank %d (stage %d)", S->rank, s);
         mk_trace_rank(R->tr, S->rank, label);
+        if (p->cp > 1) mk_trace_stream(R->tr, S->rank, MK_TRACE_CP);
         mk_sim_mem_trace(R, s, 0);
     }
     return mk_sim_wake(R, s, 0);
@@ -181,7 +185,6 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     if (!sim || !ctx || !out) return mk_error_set("mk_sim_run: NULL argument");
     const mk_plan_t p = ctx->plan; /* resolved: checked, auto settled (mk_plan_resolve) */
     const mk_graph_t *g = ctx->g;
-    if (p.cp > 1) return mk_error_set("--cp %d: the simulator does not model context parallelism yet", p.cp);
 
     mk_sim_state_t R;
     memset(&R, 0, sizeof R);

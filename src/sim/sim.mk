@@ -4,12 +4,14 @@ libmerak_a_SOURCES += src/sim/cost.c src/sim/collective.c src/sim/tp.c src/sim/m
 	src/sim/sim.c src/sim/sim_chunk.c src/sim/sim_step.c src/sim/sim_result.c src/sim/zero.c
 noinst_HEADERS += include/merak/sim.h include/merak/cost.h src/sim/sim_internal.h src/sim/evq.h
 
-check_PROGRAMS += tests/test_sim tests/test_evq
+check_PROGRAMS += tests/test_sim tests/test_evq tests/test_sim_cp
 tests_test_sim_SOURCES = tests/test_sim.c tests/check.h
+tests_test_sim_cp_SOURCES = tests/test_sim_cp.c tests/check.h
 tests_test_evq_SOURCES = tests/test_evq.c tests/check.h
-TESTS += tests/test_sim tests/test_evq tests/sim-cli.sh tests/sim-errors.sh tests/sim-merak.sh tests/sim-valgrind.sh tests/sim-memory.sh tests/sim-fp8.sh \
-	tests/sim-plots.sh tests/sim-quant.sh tests/sim-zero.sh
-EXTRA_DIST += tests/sim-cli.sh tests/sim-zero.sh tests/sim-errors.sh tests/sim-merak.sh tests/sim-valgrind.sh tests/sim-memory.sh tests/sim-fp8.sh \
+TESTS += tests/test_sim tests/test_evq tests/test_sim_cp tests/sim-cp.sh tests/sim-cli.sh tests/sim-errors.sh tests/sim-merak.sh \
+	tests/sim-valgrind.sh tests/sim-memory.sh tests/sim-fp8.sh tests/sim-plots.sh tests/sim-quant.sh tests/sim-zero.sh
+EXTRA_DIST += tests/sim-cp.sh tests/sim-cli.sh tests/sim-zero.sh tests/sim-errors.sh tests/sim-merak.sh tests/sim-valgrind.sh \
+	tests/sim-memory.sh tests/sim-fp8.sh \
 	tests/sim-plots.sh tests/sim-quant.sh traces/README.md experiments/plot_timeline.py \
 	experiments/plot_memory.py experiments/bench-sim.sh traces/clusters/rtx3090-pcie.json \
 	traces/clusters/ideal-8.json

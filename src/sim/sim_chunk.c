@@ -16,9 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-static double tokens_of(const mk_graph_t *g)
+/* The tokens of a micro-batch one rank computes: b x s, of which a CP
+ * rank holds s/cp of each sequence (chunks i and 2cp-1-i: with a causal
+ * mask the attention work balances too, so every op, the attention core
+ * included, is 1/cp of the sequence's on each CP rank). */
+static double tokens_of(const mk_plan_t *p, const mk_graph_t *g)
 {
-    return (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1);
+    return (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1) / (p->cp > 1 ? p->cp : 1);
 }
 
 static int seqpar_of(const mk_plan_t *p)
@@ -34,13 +38,42 @@ static double tp_collective(const mk_sim_state_t *R, double S)
            mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->tpg, S);
 }
 
+/* Context parallelism's ring inside layer l's attention core (op i),
+ * Megatron-LM's (Liu et al. 2023, Ring Attention): the rank computes on
+ * the K/V block it holds while it passes that block on and receives the
+ * next, cp-1 transfers over cp blocks.  Forward a step carries K and V
+ * (mk_sim_kv_block_bytes for N tokens); backward K, V and dK, dV (twice
+ * that).  A step's transfer hides behind its block's attention (1/cp of
+ * the rank's core time) and is exposed only where it is longer.  The ring
+ * runs between the CP neighbours, stride tp ranks apart: inside a node
+ * when tp*cp <= gpus_per_node, else the node's rings share its NICs. */
+static void cp_ring(const mk_sim_state_t *R, int i, double N, int bwd, mk_tpl_t *t)
+{
+    const mk_plan_t *p = R->p;
+    const mk_graph_t *g = R->g;
+    int cp = p->cp, gpn = R->c->gpus_per_node > 0 ? R->c->gpus_per_node : 1;
+    int inter = R->cpg.per_node < R->cpg.n, rings = gpn / R->cpg.per_node;
+    double blk = mk_sim_kv_block_bytes(p, g) * (bwd ? 2 : 1); /* for tokens_of's N */
+    double step[2], xfer[2], exp[2];
+    for (int h = 0; h < 2; h++) { /* whole micro-batch, one half */
+        double n = h ? N / 2 : N;
+        step[h] = mk_cost_op_time(R->c, g, i, p->tp, seqpar_of(p), n, p->dtype, bwd) / cp;
+        xfer[h] = mk_cost_p2p(R->c, inter, rings, h ? blk / 2 : blk);
+        exp[h] = (cp - 1) * (xfer[h] > step[h] ? xfer[h] - step[h] : 0);
+    }
+    t->n_kv = cp - 1;
+    t->kv_full = xfer[0], t->kv_half = xfer[1];
+    t->ring_full = exp[0], t->ring_half = exp[1];
+    t->kv_step = xfer[0] > step[0] ? xfer[0] : step[0];
+}
+
 /* Fill a layer's forward (dir 0), backward (1) or input-gradient (2) pieces. */
 static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 {
     const mk_graph_t *g = R->g;
     const mk_plan_t *p = R->p;
     const mk_layer_t *L = &g->layers[l];
-    double N = tokens_of(g);
+    double N = tokens_of(p, g);
     int sp = seqpar_of(p), bwd = dir != 0;
     memset(t, 0, sizeof *t);
     t->layer = l;
@@ -62,12 +95,14 @@ static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
         if (o->tp_role == (bwd ? MK_TP_COLUMN : MK_TP_ROW)) t->row_full += full, t->row_half += half;
         if (o->kind == MK_OPK_EMBEDDING && o->tp_role == MK_TP_VOCAB) vocab_emb = 1;
         if (o->kind == MK_OPK_LM_HEAD && o->tp_role == MK_TP_VOCAB) head = 1;
+        if (o->kind == MK_OPK_ATTENTION && p->cp > 1 && !R->c->ideal && !R->o->unit_costs) cp_ring(R, i, N, bwd, t);
     }
     t->c_half /= 2; /* c_half is one half's time */
     if (p->tp > 1 && !R->c->ideal && !R->o->unit_costs) {
         t->n_ar = L->n_tp_allreduce + (bwd ? head : vocab_emb);
-        t->ar_full = tp_collective(R, L->out_bytes);
-        t->ar_half = tp_collective(R, L->out_bytes / 2);
+        double S = L->out_bytes / (p->cp > 1 ? p->cp : 1); /* a CP rank's s/cp tokens */
+        t->ar_full = tp_collective(R, S);
+        t->ar_half = tp_collective(R, S / 2);
     }
 }
 
@@ -82,7 +117,7 @@ double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention)
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
         mk_opkind_t k = g->ops[i].kind;
         if (attention ? k == MK_OPK_ATTENTION : (k == MK_OPK_LINEAR || k == MK_OPK_LM_HEAD))
-            t += mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(g), R->p->dtype, 0);
+            t += mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(R->p, g), R->p->dtype, 0);
     }
     return t;
 }
@@ -192,11 +227,35 @@ static double pure_sum(const mk_tpl_t *L, int n, int level)
 {
     double cs = 0;
     for (int i = 0; i < n; i++) {
-        if (level <= 0 || (level == 1 && L[i].n_ar == 0)) cs += L[i].c_full;
-        else if (level == 1) cs += L[i].c_full - L[i].row_full + 2 * L[i].row_half;
-        else cs += 2 * L[i].c_half;
+        if (level <= 0 || (level == 1 && L[i].n_ar == 0)) cs += L[i].c_full + L[i].ring_full;
+        else if (level == 1) cs += L[i].c_full - L[i].row_full + L[i].ring_full + 2 * L[i].row_half;
+        else cs += 2 * (L[i].c_half + L[i].ring_half);
     }
     return cs;
+}
+
+/* The CP ring of layers L[0, n): exposed seconds; *comm += transfers. */
+static double ring_sum(const mk_tpl_t *L, int n, int level, double *comm)
+{
+    double ex = 0;
+    for (int i = 0; i < n; i++) {
+        int halves = level >= 2; /* mk_tp_run's halves */
+        ex += halves ? 2 * L[i].ring_half : L[i].ring_full;
+        *comm += L[i].n_kv * (halves ? 2 * L[i].kv_half : L[i].kv_full);
+    }
+    return ex;
+}
+
+double mk_chunk_cost_ring(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double *comm)
+{
+    double ex = 0;
+    *comm = 0;
+    if (op == MK_INSTR_F || op == MK_INSTR_F_PRE) ex = ring_sum(c->fwd, c->nl, lvl, comm);
+    else if (op == MK_INSTR_B) ex = ring_sum(c->bwd, c->nl, lvl, comm);
+    else if (op == MK_INSTR_B_IN) ex = ring_sum(c->bin, c->nl, lvl, comm);
+    if (ck > c->nck) ck = c->nck;
+    if (op == MK_INSTR_R || ((op == MK_INSTR_B || op == MK_INSTR_B_IN) && rc)) ex += ring_sum(c->ckf, ck, lvl, comm);
+    return ex;
 }
 
 double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double d)

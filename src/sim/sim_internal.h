@@ -15,11 +15,18 @@ typedef struct mk_tpl {
     double row_full, row_half; /* the part after which the all-reduce starts (level 1) */
     double ar_full, ar_half;   /* one TP all-reduce (or RS+AG with SP), whole / half */
     int n_ar;                  /* all-reduces after this layer */
+    /* context parallelism (sim_chunk.c cp_ring): the attention's K/V ring
+       of n_kv steps, each a transfer of kv_* seconds overlapping one
+       block's attention; ring_* = what it leaves exposed (compute-stream
+       seconds added to the layer); kv_step: one step's span (full) */
+    int n_kv;
+    double kv_full, kv_half, ring_full, ring_half, kv_step;
     int block;                 /* transformer block (-1 outside) */
     int layer;                 /* graph layer index */
 } mk_tpl_t;
 
-typedef void (*mk_tp_emit_fn)(void *ctx, double start, double dur, int layer);
+/* kind 0: a TP collective; 1: one K/V step of the CP ring. */
+typedef void (*mk_tp_emit_fn)(void *ctx, int kind, double start, double dur, int layer);
 
 /* Run layers [0, n) through the TP sub-pipeline of the given overlap
  * level; end[i] (optional) receives the time at which everything up to
@@ -59,6 +66,8 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int stage, cons
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf);
 int mk_sim_is_ckptable(const mk_graph_t *g, int l);
+/* One K/V block the CP ring passes (bytes on one TP rank; 0 without CP). */
+double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g);
 double mk_sim_bucket_bytes(const mk_sim_opts_t *o);
 
 /* ---- one run (mk_sim_run) ---- */
@@ -133,9 +142,10 @@ typedef struct mk_sim_state {
     double *arrival, *xfer;     /* [mk_walk_n_keys] message arrival and transfer time */
     double *nic_free;           /* [nodes] when a node's NIC is free */
     int nodes, nb, V;           /* nodes, DP buckets, virtual stages pp*vpp */
-    mk_group_t tpg, dpg, tiedg;
+    mk_group_t tpg, dpg, tiedg; /* dpg: the dp x cp ranks gradients are reduced over */
+    mk_group_t cpg;             /* the CP ring (stride tp) */
     mk_group_t zg, rg;          /* ZeRO: the sharding group (dpg unless hybrid), the replicas */
-    int zk, nrep;               /* their sizes: zk x nrep = dp */
+    int zk, nrep;               /* their sizes: zk x nrep = dp x cp */
     mk_trace_t *tr;
 } mk_sim_state_t;
 
@@ -151,6 +161,10 @@ double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, in
 /* The pure compute inside that duration d as the TP sub-pipeline counts
  * it; the rest is exposed TP communication. */
 double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck, double d);
+/* The CP ring inside that op: its exposed seconds (part of the pure
+ * compute above) and, in *comm, its transfer seconds. */
+double mk_chunk_cost_ring(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck,
+                          double *comm);
 
 /* The forward time of layer l's attention cores (attention 1) or of its
  * linears and head (0: its weight-gradient GEMMs, B_W). */

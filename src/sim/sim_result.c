@@ -54,7 +54,7 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
     memset(out, 0, sizeof *out);
     out->pp = p->pp;
     out->step_time_s = step;
-    double gpus = (double)p->dp * p->pp * p->tp;
+    double gpus = (double)mk_plan_gpus(p);
     double rf = recompute_flops(R->sch, p, g);
     out->flops_recompute = rf > 0;
     out->flops_per_iteration = mk_graph_flops_per_iteration(g, p->gbs, 0) + rf;
@@ -73,6 +73,7 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
     out->events = R->events;
     out->zero = mk_plan_zero(p);
     out->zero_group = out->zero ? mk_plan_zero_group(p) : 1;
+    out->cp = p->cp > 1 ? p->cp : 1;
 }
 
 json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
@@ -94,6 +95,10 @@ json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
                            "dp", r->exposed_comm_s[MK_COMM_DP]);
     json_t *ov = json_pack("{s:f, s:f, s:f}", "pp", r->overlapped_comm_s[MK_COMM_PP], "tp",
                            r->overlapped_comm_s[MK_COMM_TP], "dp", r->overlapped_comm_s[MK_COMM_DP]);
+    if (r->cp > 1 && ex && ov) { /* only with CP, so that every other result reads as before */
+        json_object_set_new(ex, "cp", json_real(r->exposed_comm_s[MK_COMM_CP]));
+        json_object_set_new(ov, "cp", json_real(r->overlapped_comm_s[MK_COMM_CP]));
+    }
     json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:s, s:f, s:o, s:o, s:o, s:o, s:f, s:b, s:i, s:f, s:o, s:o, s:I}",
                           "step_time_s", r->step_time_s, "tokens_per_s", r->tokens_per_s, "tflops_per_gpu",
                           r->tflops_per_gpu, "mfu", r->mfu, "flops_convention",

@@ -95,19 +95,26 @@ typedef struct emit_ctx {
     double base;
 } emit_ctx_t;
 
-static void emit_tp(void *ctx, double start, double dur, int layer)
+/* kind 1: a step of the CP ring, the block sent and the one received */
+static void emit_tp(void *ctx, int kind, double start, double dur, int layer)
 {
     emit_ctx_t *e = ctx;
+    int rank = e->R->st[e->s].rank;
+    if (kind == 1) {
+        mk_trace_complete(e->R->tr, rank, MK_TRACE_CP, "SEND_KV", e->base + start, dur, e->s, e->mb, e->chunk, layer);
+        mk_trace_complete(e->R->tr, rank, MK_TRACE_CP, "RECV_KV", e->base + start, dur, e->s, e->mb, e->chunk, layer);
+        return;
+    }
     const char *name = e->R->p->seqpar ? "RS+AG.tp" : "AR.tp";
-    mk_trace_complete(e->R->tr, e->R->st[e->s].rank, MK_TRACE_TP, name, e->base + start, dur, e->s, e->mb,
-                      e->chunk, layer);
+    mk_trace_complete(e->R->tr, rank, MK_TRACE_TP, name, e->base + start, dur, e->s, e->mb, e->chunk, layer);
 }
 
-/* The TP collectives inside a compute op, on the trace's TP stream. */
+/* The TP collectives and the CP ring inside a compute op, on the trace's
+ * TP and CP streams. */
 static void emit_compute_tp(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int rc,
                             int ck, double t0)
 {
-    if (!R->tr || R->p->tp <= 1) return;
+    if (!R->tr || (R->p->tp <= 1 && R->p->cp <= 1)) return;
     emit_ctx_t e = {R, s, in->mb, in->chunk, t0};
     int lvl = R->p->tp_overlap;
     if (in->op == MK_INSTR_R || ((in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && rc))
@@ -193,6 +200,11 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         if (ex > tpc) ex = tpc;
         S->exposed[MK_COMM_TP] += ex;
         S->comm[MK_COMM_TP] += tpc;
+        if (p->cp > 1) { /* the ring's exposed part is inside `pure` */
+            double kv, rex = mk_chunk_cost_ring(c, in->op, p->tp_overlap, rc, ck, &kv);
+            S->exposed[MK_COMM_CP] += rex;
+            S->comm[MK_COMM_CP] += kv;
+        }
         if (c->z) { /* ZeRO-3: the layers wait for their gathers */
             double dz = mk_zero_op(R, s, in, c, ck, rc, t);
             if (dz > d) S->exposed[MK_COMM_DP] += dz - d, d = dz;
@@ -229,10 +241,12 @@ static int op_send(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     double bytes = in->op == MK_INSTR_SEND_ACT ? g->layers[p->bounds[kd]].in_bytes
                                                : g->layers[p->bounds[kd + 1] - 1].out_bytes;
     if (p->seqpar && p->tp > 1) bytes /= p->tp;
+    if (p->cp > 1) bytes /= p->cp; /* the rank's s/cp tokens */
     int inter = R->st[ds].node != S->node;
     double st = t > S->p2p_free ? t : S->p2p_free;
     if (inter && R->nic_free[S->node] > st) st = R->nic_free[S->node];
-    int sharers = p->dp * p->tp < R->c->gpus_per_node ? p->dp * p->tp : R->c->gpus_per_node;
+    int sr = mk_plan_dp_cp(p) * p->tp; /* a stage's ranks, all sending at once */
+    int sharers = sr < R->c->gpus_per_node ? sr : R->c->gpus_per_node;
     double d = R->o->unit_costs ? 0 : mk_cost_p2p(R->c, inter, sharers, bytes);
     S->p2p_free = st + d;
     if (inter) R->nic_free[S->node] = st + d;

@@ -21,7 +21,9 @@
  *           overlap carries across blocks; only the chunk end (the p2p
  *           send or the end of the backward) waits for everything.
  * Backward mirrors forward (layers in reverse, the column-parallel
- * linear's input-gradient all-reduce in place of the row one's). */
+ * linear's input-gradient all-reduce in place of the row one's).
+ * Context parallelism's K/V ring (sim_chunk.c) lives inside a layer's
+ * compute: its exposed part (ring_*) lengthens the layer's compute. */
 #include "sim/sim_internal.h"
 
 double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm, mk_tp_emit_fn emit,
@@ -30,20 +32,22 @@ double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm,
     double t = 0, cf = 0, cs = 0, ready[2] = {0, 0};
     for (int i = 0; i < n; i++) {
         const mk_tpl_t *l = &L[i];
+        if (emit) /* the ring's steps from the layer's start */
+            for (int k = 0; k < l->n_kv; k++) emit(ctx, 1, t + k * l->kv_step, l->kv_full, l->layer);
         if (level <= 0 || (l->n_ar == 0 && level == 1)) {
-            t += l->c_full;
+            t += l->c_full + l->ring_full;
             for (int a = 0; a < l->n_ar; a++) {
-                if (emit) emit(ctx, t, l->ar_full, l->layer);
+                if (emit) emit(ctx, 0, t, l->ar_full, l->layer);
                 t += l->ar_full;
                 cs += l->ar_full;
             }
             cf = t;
         } else if (level == 1) {
-            t += l->c_full - l->row_full;
+            t += l->c_full - l->row_full + l->ring_full;
             for (int h = 0; h < 2; h++) {
                 t += l->row_half;
                 double s = cf > t ? cf : t, d = l->n_ar * l->ar_half;
-                if (emit && d > 0) emit(ctx, s, d, l->layer);
+                if (emit && d > 0) emit(ctx, 0, s, d, l->layer);
                 cf = s + d;
                 cs += d;
             }
@@ -51,10 +55,10 @@ double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm,
         } else {
             for (int h = 0; h < 2; h++) {
                 double s = t > ready[h] ? t : ready[h];
-                t = s + l->c_half;
+                t = s + l->c_half + l->ring_half;
                 if (l->n_ar > 0) {
                     double c0 = cf > t ? cf : t, d = l->n_ar * l->ar_half;
-                    if (emit) emit(ctx, c0, d, l->layer);
+                    if (emit) emit(ctx, 0, c0, d, l->layer);
                     cf = c0 + d;
                     cs += d;
                     ready[h] = cf;

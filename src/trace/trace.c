@@ -13,7 +13,7 @@ struct mk_trace {
     char meta[4096];    /* "otherData" members, JSON text */
 };
 
-static const char *stream_names[MK_TRACE_STREAMS] = {"compute", "p2p", "tp", "dp"};
+static const char *stream_names[MK_TRACE_STREAMS] = {"compute", "p2p", "tp", "dp", "cp"};
 
 mk_trace_t *mk_trace_open(const char *path)
 {
@@ -49,11 +49,15 @@ void mk_trace_rank(mk_trace_t *t, int pid, const char *label)
     fprintf(t->f, "{\"ph\":\"M\",\"pid\":%d,\"name\":\"process_name\",\"args\":{\"name\":", pid);
     put_str(t->f, label);
     fputs("}}", t->f);
-    for (int i = 0; i < MK_TRACE_STREAMS; i++) {
-        sep(t);
-        fprintf(t->f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}",
-                pid, i, stream_names[i]);
-    }
+    for (int i = 0; i < MK_TRACE_CP; i++) mk_trace_stream(t, pid, i);
+}
+
+void mk_trace_stream(mk_trace_t *t, int pid, int tid)
+{
+    if (!t || tid < 0 || tid >= MK_TRACE_STREAMS) return;
+    sep(t);
+    fprintf(t->f, "{\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"name\":\"thread_name\",\"args\":{\"name\":\"%s\"}}", pid,
+            tid, stream_names[tid]);
 }
 
 void mk_trace_complete(mk_trace_t *t, int pid, int tid, const char *name, double ts_s, double dur_s,

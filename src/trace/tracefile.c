@@ -83,12 +83,12 @@ static int int_arg(const mk_trace_load_t *L, size_t i, json_t *args, const char 
     return 0;
 }
 
-/* Stream name from tid: a string, or a number (0 compute, 1 p2p, 2 tp, 3 dp). */
+/* Stream name from tid: a string, or a number (0 compute, 1 p2p, 2 tp, 3 dp, 4 cp). */
 static void stream_of(json_t *tid, char *out, size_t n)
 {
-    static const char *const names[] = {"compute", "p2p", "tp", "dp"};
+    static const char *const names[] = {"compute", "p2p", "tp", "dp", "cp"};
     if (json_is_string(tid)) mk_strlcpy(out, json_string_value(tid), n);
-    else if (json_is_integer(tid) && json_integer_value(tid) >= 0 && json_integer_value(tid) < 4)
+    else if (json_is_integer(tid) && json_integer_value(tid) >= 0 && json_integer_value(tid) < 5)
         mk_strlcpy(out, names[json_integer_value(tid)], n);
     else mk_strlcpy(out, "other", n);
 }

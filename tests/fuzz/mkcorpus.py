@@ -150,7 +150,23 @@ def plans(merak):
     big = dict(plan["model"], hidden_size=1 << 30, num_attention_heads=1, ffn_hidden_size=1 << 30)
     put("plan", "reject-hidden-2p30.json", js(dict(plan, model=big)))
     put("plan", "gbs-2p30.json", js(dict(plan, global_batch_size=1 << 30, micro_batches=1 << 28)))
+    cp_plans(merak)
     llama_plans(merak)
+
+
+def cp_plans(merak):
+    # context parallelism (issue 18): cp an integer, absent = 1; 2*cp chunks must divide the sequence
+    out = subprocess.run([merak, "sim", "--model", "gpt-tiny", "--cp", "2", "--pp", "2", "--gbs", "8", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    plan = json.loads(out)["plan"]
+    put("plan", "accept-gpt-tiny-cp2-pp2.json", js(plan))
+    put("plan", "accept-cp1-explicit.json", js(dict(plan, cp=1)))
+    put("plan", "reject-cp-3-seq-64.json", js(dict(plan, cp=3)))
+    put("plan", "reject-cp-64-seq-64.json", js(dict(plan, cp=64)))
+    put("plan", "reject-cp-0.json", js(dict(plan, cp=0)))
+    put("plan", "reject-cp-string.json", js(dict(plan, cp="2")))
+    put("plan", "reject-cp-above-max.json", js(dict(plan, cp=2048)))
+    put("plan", "reject-cp-dp-gpus-overflow.json", js(dict(plan, cp=1024, dp=1 << 20, global_batch_size=1 << 20)))
 
 
 def llama_plans(merak):

@@ -1,0 +1,46 @@
+#!/bin/sh
+# merak sim --cp (issue 18): the header names cp, the trace's cp stream has
+# cp-1 SEND_KV and RECV_KV per attention layer for every forward, recompute
+# and backward of a micro-batch, a saved plan with cp loads under --plan
+# with the same result, and CP lowers llama-3-70b's peak at 8K tokens.
+. "${top_srcdir:-.}/tests/lib.sh"
+peak() { python3 -c 'import json,sys; print(max(json.load(sys.stdin)["peak_memory_bytes"]))'; }
+
+$MERAK sim --model gpt-tiny --cluster dgx-a100 --cp 2 --pp 2 --gbs 8 >"$tmpdir/h" 2>&1
+check "header names cp" grep -q "4 GPUs (dp 1 x cp 2 x pp 2 x tp 1)" "$tmpdir/h"
+check "cp ring line" grep -q "cp (K/V ring)" "$tmpdir/h"
+$MERAK sim --model gpt-tiny --cluster dgx-a100 --pp 2 --gbs 8 >"$tmpdir/h1" 2>&1
+check "no cp, no ring line" sh -c "! grep -q 'cp' '$tmpdir/h1'"
+
+# gpt-tiny: 4 blocks, 2 per stage; m = 4 micro-batches; cp 4: 3 steps
+for rc in none full; do
+  $MERAK sim --model gpt-tiny --cluster dgx-a100 --cp 4 --pp 2 --tp 2 --gbs 4 --recompute $rc \
+    --trace "$tmpdir/t.json" >/dev/null 2>&1
+  per=2; [ $rc = full ] && per=3   # F, B (+ the recompute of a full-recompute B)
+  for name in SEND_KV RECV_KV; do
+    for rank in 0 8; do
+      n=$(grep "\"name\":\"$name\"" "$tmpdir/t.json" | grep -c "\"pid\":$rank,\"tid\":4,")
+      check "$rc: $name on rank $rank: $n = 4 mb x 2 layers x 3 steps x $per" [ "$n" -eq $((4 * 2 * 3 * per)) ]
+    done
+  done
+  l=$(grep '"name":"SEND_KV"' "$tmpdir/t.json" | grep -c '"mb":1,"chunk":0,"layer":1}')
+  check "$rc: SEND_KV per layer and micro-batch: $l = 3 x $per" [ "$l" -eq $((3 * per)) ]
+done
+check "cp stream named" grep -q '"tid":4,"name":"thread_name","args":{"name":"cp"}' "$tmpdir/t.json"
+$MERAK sim --model gpt-tiny --cluster dgx-a100 --pp 2 --gbs 4 --trace "$tmpdir/t1.json" >/dev/null 2>&1
+check "no cp: no cp stream" sh -c "! grep -q '\"cp\"\\|KV' '$tmpdir/t1.json'"
+
+# plan JSON round trip: merak plan picks cp (64K tokens), sim --plan reproduces it
+$MERAK plan --model llama-3-8b --cluster dgx-h100 --seq-length 65536 --gpus 16 --gbs 8 --top 1 \
+  --save-plan "$tmpdir/p.json" >"$tmpdir/plan" 2>&1
+check "plan table has cp" grep -q "dp  cp  pp" "$tmpdir/plan"
+check "saved plan has cp" python3 -c "import json,sys; sys.exit(json.load(open('$tmpdir/p.json'))['cp'] < 2)"
+want=$(awk '$1 == "1" {print $15}' "$tmpdir/plan")   # the step s column after cp's
+got=$($MERAK sim --plan "$tmpdir/p.json" | awk '/^step time/ {print $3}')
+check "sim --plan: step $got = plan's $want" [ "$got" = "$want" ]
+
+# acceptance: llama-3-70b, 8K tokens, 128 H100s: dp 2 x cp 2 peaks lower than dp 4
+a="--model llama-3-70b --cluster dgx-h100 --seq-length 8192 --pp 4 --tp 8 --zero 1 --json"
+pc=$($MERAK sim $a --dp 2 --cp 2 | peak); pd=$($MERAK sim $a --dp 4 | peak)
+check "llama-3-70b peak: cp 2 $pc < dp 4 $pd" python3 -c "import sys; sys.exit(not $pc < $pd)"
+finish
