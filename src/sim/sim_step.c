@@ -105,8 +105,13 @@ static void emit_tp(void *ctx, int kind, double start, double dur, int layer)
         mk_trace_complete(e->R->tr, rank, MK_TRACE_CP, "RECV_KV", e->base + start, dur, e->s, e->mb, e->chunk, layer);
         return;
     }
-    const char *name = e->R->p->seqpar ? "RS+AG.tp" : "AR.tp";
-    mk_trace_complete(e->R->tr, rank, MK_TRACE_TP, name, e->base + start, dur, e->s, e->mb, e->chunk, layer);
+    if (e->R->p->seqpar) { /* the all-reduce's place: reduce-scatter, then the next region's all-gather */
+        mk_trace_complete(e->R->tr, rank, MK_TRACE_TP, "RS.sp", e->base + start, dur / 2, e->s, e->mb, e->chunk, layer);
+        mk_trace_complete(e->R->tr, rank, MK_TRACE_TP, "AG.sp", e->base + start + dur / 2, dur / 2, e->s, e->mb,
+                          e->chunk, layer);
+        return;
+    }
+    mk_trace_complete(e->R->tr, rank, MK_TRACE_TP, "AR.tp", e->base + start, dur, e->s, e->mb, e->chunk, layer);
 }
 
 /* The TP collectives and the CP ring inside a compute op, on the trace's
