@@ -17,7 +17,7 @@ expect_fail "heads not dividing hidden" "heads 5 does not divide --hidden-size 6
 expect_fail "tp not dividing heads" "tensor parallel size 3 does not divide the 4 attention heads" -- \
   "$MERAK" model --model gpt-tiny --tp 3
 expect_fail "gbs not a multiple of mbs" "not a multiple of --mbs" -- "$MERAK" model --gbs 10 --mbs 4
-expect_fail "unknown dtype" "unknown dtype 'fp8'" -- "$MERAK" model --dtype fp8
+expect_fail "unknown dtype" "unknown dtype 'fp4'" -- "$MERAK" model --dtype fp4
 expect_fail "stray argument" "unexpected argument" -- "$MERAK" model extra
 expect_fail "missing JSON file" "cannot read model description" -- "$MERAK" model --model "$M/none.json"
 expect_fail "malformed JSON" "malformed JSON" -- "$MERAK" model --model "$M/bad-syntax.json"

@@ -80,6 +80,8 @@ typedef struct mk_zseq {
     double *rs, *ar;            /* [n] reduce-scatter of its gradient; hybrid: the shard's
                                    all-reduce over the replicas (0: none) */
     int *layer;                 /* [n] graph layer */
+    int *ckj;                   /* [n] B, B_IN: the layer's index among the chunk's checkpointable
+                                   layers (its replay in z->ck), -1 if it has none */
 } mk_zseq_t;
 
 typedef struct mk_zero_chunk {

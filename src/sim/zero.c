@@ -1,8 +1,11 @@
 /* ZeRO-3 (FSDP) inside a chunk's compute ops (issue 17).  The parameters
  * are sharded over the group of k = mk_plan_zero_group ranks; every layer's
  * weights are all-gathered (AG.zero, on the DP stream) before it computes,
- * in F, R, B and B_IN (a recomputing B gathers the recomputed layers
- * again), and freed after it.  The gather of the next layer is issued as a
+ * in F, R, B and B_IN, and freed after it.  A recomputing B replays each
+ * checkpointed layer's forward just before that layer's backward, under
+ * the same gather (activation checkpointing per layer: the recomputed
+ * forward and the backward share the unsharded weights, as `merak run`'s
+ * executor does).  The gather of the next layer is issued as a
  * layer starts computing (prefetch depth 1, DeepSpeed ZeRO-3's and FSDP's
  * default), so with compute dominating only the op's first gather is
  * exposed.  A backward that makes a layer's weight gradient (B, B_W)
@@ -26,13 +29,13 @@ static int seq_alloc(mk_zseq_t *q, int n)
     q->n = n;
     q->dur = calloc(n + 1, sizeof *q->dur), q->ag = calloc(n + 1, sizeof *q->ag);
     q->rs = calloc(n + 1, sizeof *q->rs), q->ar = calloc(n + 1, sizeof *q->ar);
-    q->layer = calloc(n + 1, sizeof *q->layer);
-    return q->dur && q->ag && q->rs && q->ar && q->layer ? 0 : -1;
+    q->layer = calloc(n + 1, sizeof *q->layer), q->ckj = calloc(n + 1, sizeof *q->ckj);
+    return q->dur && q->ag && q->rs && q->ar && q->layer && q->ckj ? 0 : -1;
 }
 
 static void seq_free(mk_zseq_t *q)
 {
-    free(q->dur), free(q->ag), free(q->rs), free(q->ar), free(q->layer);
+    free(q->dur), free(q->ag), free(q->rs), free(q->ar), free(q->layer), free(q->ckj);
 }
 
 void mk_zero_chunk_free(mk_chunk_cost_t *c)
@@ -78,6 +81,11 @@ static int zero3_fill(const mk_sim_state_t *R, mk_chunk_cost_t *c)
     if (tp_durations(c->fwd, c->nl, lvl, z->f.dur) < 0 || tp_durations(c->bwd, c->nl, lvl, z->b.dur) < 0 ||
         tp_durations(c->bin, c->nl, lvl, z->bi.dur) < 0 || tp_durations(c->ckf, c->nck, lvl, z->ck.dur) < 0)
         return mk_error_set("out of memory");
+    for (int i = 0; i < c->nl; i++) { /* ckj: the backward's layers are the forward's reversed */
+        int lb = l1 - 1 - i, before = 0;
+        for (int l = l0; l < lb; l++) before += mk_sim_is_ckptable(R->g, l);
+        z->b.ckj[i] = z->bi.ckj[i] = mk_sim_is_ckptable(R->g, lb) ? before : -1;
+    }
     for (int i = 0; i < c->nl; i++) {
         int lf = l0 + i, lb = l1 - 1 - i;
         double ag, rs, ar;
@@ -140,24 +148,22 @@ static void reduce(zrun_t *x, const mk_zseq_t *q, int i, double ready)
     issue(x, "AR.dp", e, q->ar[i], q->layer[i]);
 }
 
-/* Layers a[0, na) then b[0, nb) on the compute stream, each after its
- * gather; the next gather issued as a layer starts.  Returns the time. */
-static double run_layers(zrun_t *x, const mk_zseq_t *a, int na, const mk_zseq_t *b, int nb, int late)
+/* Layers q[0, n) on the compute stream, each after its gather; the next
+ * gather issued as a layer starts.  rec (a recomputing B): the replay of
+ * the first rck checkpointable layers, each added to its layer's
+ * backward (q->ckj).  Returns the time. */
+static double run_layers(zrun_t *x, const mk_zseq_t *q, int n, const mk_zseq_t *rec, int rck, int late)
 {
-    int n = na + nb;
     double t = 0, ready = 0;
-#define ZQ(j) ((j) < na ? a : b)
-#define ZI(j) ((j) < na ? (j) : (j) - na)
-    if (n > 0) ready = issue(x, "AG.zero", 0, ZQ(0)->ag[ZI(0)], ZQ(0)->layer[ZI(0)]);
+    if (n > 0) ready = issue(x, "AG.zero", 0, q->ag[0], q->layer[0]);
     for (int j = 0; j < n; j++) {
         double start = t > ready ? t : ready;
-        if (j + 1 < n) ready = issue(x, "AG.zero", start, ZQ(j + 1)->ag[ZI(j + 1)], ZQ(j + 1)->layer[ZI(j + 1)]);
-        t = start + ZQ(j)->dur[ZI(j)];
-        if (!late) reduce(x, ZQ(j), ZI(j), t);
+        if (j + 1 < n) ready = issue(x, "AG.zero", start, q->ag[j + 1], q->layer[j + 1]);
+        int r = rec && q->ckj[j] >= 0 && q->ckj[j] < rck ? q->ckj[j] : -1;
+        t = start + q->dur[j] + (r >= 0 ? rec->dur[r] : 0);
+        if (!late) reduce(x, q, j, t);
     }
-    for (int j = 0; late && j < n; j++) reduce(x, ZQ(j), ZI(j), t);
-#undef ZQ
-#undef ZI
+    for (int j = 0; late && j < n; j++) reduce(x, q, j, t);
     return t;
 }
 
@@ -166,19 +172,18 @@ double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk
 {
     const mk_zero_chunk_t *z = c->z;
     mk_sim_stage_t *S = &R->st[s];
-    static const mk_zseq_t none = {0};
     if (ck > c->nck) ck = c->nck;
     zrun_t x = {R, s, in->mb, in->chunk, t0, S->dp_free > t0 ? S->dp_free - t0 : 0, 0};
     int late = !R->p->overlap_grad_reduce;
-    const mk_zseq_t *rec = rc ? &z->ck : &none;
+    const mk_zseq_t *rec = rc ? &z->ck : NULL;
     double d = 0;
     switch (in->op) {
     case MK_INSTR_F:
-    case MK_INSTR_F_PRE: d = run_layers(&x, &z->f, c->nl, &none, 0, late); break;
-    case MK_INSTR_R: d = run_layers(&x, &z->ck, ck, &none, 0, late); break;
-    case MK_INSTR_B: d = run_layers(&x, rec, rc ? ck : 0, &z->b, c->nl, late); break;
-    case MK_INSTR_B_IN: d = run_layers(&x, rec, rc ? ck : 0, &z->bi, c->nl, late); break;
-    case MK_INSTR_B_W: d = run_layers(&x, &z->bw, c->nl, &none, 0, late); break;
+    case MK_INSTR_F_PRE: d = run_layers(&x, &z->f, c->nl, NULL, 0, late); break;
+    case MK_INSTR_R: d = run_layers(&x, &z->ck, ck, NULL, 0, late); break;
+    case MK_INSTR_B: d = run_layers(&x, &z->b, c->nl, rec, ck, late); break;
+    case MK_INSTR_B_IN: d = run_layers(&x, &z->bi, c->nl, rec, ck, late); break;
+    case MK_INSTR_B_W: d = run_layers(&x, &z->bw, c->nl, NULL, 0, late); break;
     default: return 0;
     }
     if (x.comm > 0) S->dp_free = t0 + x.q;
