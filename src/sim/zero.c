@@ -72,6 +72,10 @@ static void layer_comm(const mk_sim_state_t *R, int l, double *ag, double *rs, d
     *ar = R->nrep > 1 ? mk_cost_coll(c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->rg, gb / R->zk) : 0;
 }
 
+/* An embedding layer's backward scatters its gradient into the table's
+ * rows and reads no weights: no gather (as in merak run). */
+static int reads_no_weights_bwd(const mk_graph_t *g, int l) { return !strcmp(g->layers[l].kind, "embedding"); }
+
 /* Fill the per-layer pieces of chunk c (its TP pieces built). */
 static int zero3_fill(const mk_sim_state_t *R, mk_chunk_cost_t *c)
 {
@@ -93,6 +97,7 @@ static int zero3_fill(const mk_sim_state_t *R, mk_chunk_cost_t *c)
         z->f.ag[i] = ag, z->f.layer[i] = lf;
         if (mk_sim_is_ckptable(R->g, lf)) z->ck.ag[j] = ag, z->ck.layer[j++] = lf;
         layer_comm(R, lb, &ag, &rs, &ar);
+        if (reads_no_weights_bwd(R->g, lb)) ag = 0;
         z->b.ag[i] = z->bi.ag[i] = ag, z->b.rs[i] = z->bw.rs[i] = rs, z->b.ar[i] = z->bw.ar[i] = ar;
         z->b.layer[i] = z->bi.layer[i] = z->bw.layer[i] = lb;
         /* selective recompute replays the layer's attention cores in its backward */
