@@ -37,6 +37,7 @@ typedef enum {
     MK_OPK_RMSNORM,       /* x * rsqrt(mean(x^2) + eps) * w */
     MK_OPK_ROPE,          /* rotary positions on the q and k parts of a fused q,k,v; same width */
     MK_OPK_SWIGLU,        /* silu(gate) * up: input [gate | up] 2f, output f */
+    MK_OPK_MOE,           /* routed experts: inputs x (w) and router logits (E); output w */
     MK_OPK_COUNT
 } mk_opkind_t;
 
@@ -61,9 +62,13 @@ typedef struct mk_op {
     int vocab, vocab_padded;  /* embedding, LM head, loss */
     int causal, bias, tied;
     int block;                /* transformer block, -1 outside blocks */
+    /* moe: E experts of width ffn (gated: SwiGLU, else GELU), top-k of them
+     * per token, a shared expert of width shared_ffn (0: none) */
+    int experts, topk, ffn, shared_ffn, gated;
     mk_tp_role_t tp_role;
     /* per micro-batch, whole (unsharded) op: */
     double params;
+    double active_params;          /* the parameters one token uses (moe: k of E experts) */
     double fwd_flops, bwd_flops;   /* matmul FLOPs, non-causal attention */
     double fwd_flops_causal;       /* matmul FLOPs, causal attention */
     double vec_flops;              /* elementwise FLOPs, forward */
@@ -77,7 +82,7 @@ typedef struct mk_layer {
     char kind[16];           /* embedding | attention | mlp | head | layer */
     int first_op, n_ops;
     int block;
-    double params;
+    double params, active_params;
     double fwd_flops, bwd_flops, fwd_flops_causal, vec_flops, bytes_moved;
     double in_bytes;         /* activation entering the layer (what a checkpoint keeps) */
     double out_bytes;        /* activation leaving it (what a stage boundary sends) */
@@ -134,6 +139,9 @@ int mk_layer_checkpointable(const mk_graph_t *g, int layer);
 
 /* Totals over all layers. */
 double mk_graph_params(const mk_graph_t *g);
+/* Parameters one token goes through (an MoE layer counts k of its E
+ * experts and the shared expert; the same as mk_graph_params when dense). */
+double mk_graph_active_params(const mk_graph_t *g);
 /* Matmul FLOPs of one training iteration with global batch gbs (sequences):
  * forward + backward, plus a second forward of every block when recompute
  * is set (the head and embedding are never recomputed). */

@@ -26,6 +26,14 @@
 #define MK_MAX_WIDTH    MK_MAX_FFN /* any op width of a JSON model */
 #define MK_MAX_ROPE_THETA 1e12   /* rotary base: 10^6x Llama-3's 500,000 */
 #define MK_MAX_NORM_EPS 1.0       /* normalization epsilon (--norm-epsilon) */
+/* Mixture of experts: 64x the most routed experts published (DeepSeek-V3,
+ * 256); top-k at most the experts; the capacity factor beyond E/k drops
+ * nothing, so 1024 admits every E/k up to it; the aux-loss coefficient is
+ * 1e-3 to 1e-2 in the published runs (Switch, Mixtral, DeepSeek). */
+#define MK_MAX_EXPERTS  16384
+#define MK_MAX_MOE_FFN  MK_MAX_FFN /* expert and shared-expert widths */
+#define MK_MAX_MOE_CAPACITY 1024.0
+#define MK_MAX_MOE_AUX_COEFF 100.0
 #define MK_MAX_GRAPH_OPS 32768    /* ops of one graph: 1024 GPT blocks have 16,384 */
 
 /* Layout and batch (flags and plan files). */

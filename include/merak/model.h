@@ -43,6 +43,23 @@ typedef struct mk_model_config {
     double norm_eps;       /* 1e-5 */
     int untied;            /* LM head separate from the embedding (--untie-embeddings-and-output-weights) */
     int bias;              /* linears have biases (GPT 1; --disable-bias-linear -> 0) */
+    /* Mixture of experts (Megatron-LM's --num-experts and --moe-* flags): the
+     * MLP of each MoE block is a router linear (h -> E), softmax and top-k
+     * selection, E expert MLPs of width moe_ffn (SwiGLU or GELU as swiglu
+     * says) and an optional shared expert MLP every token goes through.
+     * Block i is MoE when i >= moe_first_dense and i % moe_layer_freq == 0
+     * (Megatron's --moe-layer-freq N or "([0]*K+[1]*M)"); the others keep
+     * the dense MLP of width ffn.  num_experts 0: a dense model. */
+    int num_experts;       /* E (--num-experts), 0 = dense */
+    int moe_topk;          /* k experts per token (--moe-router-topk, 2) */
+    int moe_ffn;           /* expert width (--moe-ffn-hidden-size, default ffn) */
+    int moe_shared_ffn;    /* shared expert width, 0 = none (--moe-shared-expert-intermediate-size) */
+    int moe_pre_softmax;   /* 1: softmax over E then top-k, not renormalised (DeepSeek;
+                              --moe-router-pre-softmax); 0: the k weights sum to 1 (Mixtral) */
+    double moe_aux_coeff;  /* load-balancing loss coefficient (--moe-aux-loss-coeff, Megatron 0) */
+    double moe_capacity;   /* expert capacity factor, 0 = dropless (--moe-expert-capacity-factor) */
+    int moe_layer_freq;    /* 1: every block (from moe_first_dense on) */
+    int moe_first_dense;   /* leading dense blocks */
     char json_path[512];  /* MK_FAMILY_CUSTOM: the JSON description it came from */
 } mk_model_config_t;
 
@@ -55,6 +72,13 @@ typedef struct mk_model_overrides {
     int group_query_attention, kv_heads;
     int norm, swiglu, pos, untied, bias;
     double rope_theta, norm_eps;
+    /* --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
+     * --moe-shared-expert-intermediate-size, --moe-router-pre-softmax (1),
+     * --moe-layer-freq as (freq, first dense, pattern length: 0 for the
+     * integer form), --moe-aux-loss-coeff, --moe-expert-capacity-factor */
+    int num_experts, moe_topk, moe_ffn, moe_shared_ffn, moe_pre_softmax;
+    int moe_layer_freq, moe_first_dense, moe_pattern_len;
+    double moe_aux_coeff, moe_capacity;
 } mk_model_overrides_t;
 
 /* The GPT architecture fields: zero sizes, kv_heads 0 (set it to the heads
@@ -72,6 +96,15 @@ const char *mk_norm_name(mk_norm_kind_t k);
 const char *mk_pos_name(mk_pos_kind_t k);
 int mk_norm_parse(const char *s, mk_norm_kind_t *out);
 int mk_pos_parse(const char *s, mk_pos_kind_t *out);
+/* 1 for a mixture-of-experts model (num_experts > 0), 0 for a dense one. */
+int mk_model_is_moe(const mk_model_config_t *cfg);
+/* 1 when block i (0-based) has an MoE layer instead of the dense MLP. */
+int mk_model_block_is_moe(const mk_model_config_t *cfg, int block);
+/* --moe-layer-freq: an integer N (every N-th block) or Megatron's pattern
+ * "([0]*K+[1]*M)" (K dense blocks then M MoE blocks; quotes and the
+ * parentheses optional).  Sets *freq, *first_dense and *len (K+M, 0 for
+ * the integer form).  Returns 0 or -1. */
+int mk_moe_layer_freq_parse(const char *s, int *freq, int *first_dense, int *len);
 /* 1 when the architecture fields are the GPT's (mk_model_defaults, MHA). */
 int mk_model_arch_is_gpt(const mk_model_config_t *cfg);
 

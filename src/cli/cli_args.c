@@ -16,6 +16,7 @@
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_NORM_EPS,
+    O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_FLASH_ATTN, O_PARTITION, O_PLAN, O_TRACE,
@@ -57,6 +58,14 @@ static const mk_flag_t mk_flags[] = {
     {"untie-embeddings-and-output-weights", O_UNTIE, MK_OPTG_MODEL, N, 1, 0, 0},
     {"disable-bias-linear", O_NO_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
+    {"num-experts", O_EXPERTS, MK_OPTG_MODEL, I, 1, 0, MK_MAX_EXPERTS},
+    {"moe-router-topk", O_MOE_TOPK, MK_OPTG_MODEL, I, 1, 1, MK_MAX_EXPERTS},
+    {"moe-ffn-hidden-size", O_MOE_FFN, MK_OPTG_MODEL, I, 1, 1, MK_MAX_MOE_FFN},
+    {"moe-shared-expert-intermediate-size", O_MOE_SHARED, MK_OPTG_MODEL, I, 1, 0, MK_MAX_MOE_FFN},
+    {"moe-router-pre-softmax", O_MOE_PRE_SOFTMAX, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"moe-aux-loss-coeff", O_MOE_AUX, MK_OPTG_MODEL, R, 1, 0, MK_MAX_MOE_AUX_COEFF},
+    {"moe-expert-capacity-factor", O_MOE_CAPACITY, MK_OPTG_MODEL, R, 1, 0, MK_MAX_MOE_CAPACITY},
+    {"moe-layer-freq", O_MOE_FREQ, MK_OPTG_MODEL, S, 1, 0, 0},
     {"dtype", O_DTYPE, MK_OPTG_MODEL, S, 0, 0, 0},
     {"dp", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
     {"data-parallel-size", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
@@ -250,6 +259,10 @@ static int *int_slot(mk_args_t *a, int id)
     case O_VOCAB: return &a->ov.vocab;
     case O_FFN: return &a->ov.ffn;
     case O_KV_GROUPS: return &a->ov.kv_heads;
+    case O_EXPERTS: return &a->ov.num_experts;
+    case O_MOE_TOPK: return &a->ov.moe_topk;
+    case O_MOE_FFN: return &a->ov.moe_ffn;
+    case O_MOE_SHARED: return &a->ov.moe_shared_ffn;
     case O_DP: return &a->dp;
     case O_PP: return &a->pp;
     case O_TP: return &a->tp;
@@ -284,6 +297,8 @@ static double *real_slot(mk_args_t *a, int id)
     case O_EPS: return &a->adam_eps;
     case O_ROPE_BASE: return &a->ov.rope_theta;
     case O_NORM_EPS: return &a->ov.norm_eps;
+    case O_MOE_AUX: return &a->ov.moe_aux_coeff;
+    case O_MOE_CAPACITY: return &a->ov.moe_capacity;
     }
     return NULL;
 }
@@ -326,6 +341,11 @@ static int arch_store(mk_args_t *a, int id, const char *v)
             return mk_cli_fail(a->cmd, "--position-embedding-type: %s", mk_error_last()), -1;
         a->ov.pos = (int)pk;
         return 0;
+    case O_MOE_FREQ:
+        if (mk_moe_layer_freq_parse(v, &a->ov.moe_layer_freq, &a->ov.moe_first_dense, &a->ov.moe_pattern_len) < 0)
+            return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+        return 0;
+    case O_MOE_PRE_SOFTMAX: a->ov.moe_pre_softmax = 1; return 0;
     case O_SWIGLU: a->ov.swiglu = 1; return 0;
     case O_GQA: a->ov.group_query_attention = 1; return 0;
     case O_UNTIE: a->ov.untied = 1; return 0;

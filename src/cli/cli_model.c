@@ -36,6 +36,7 @@ int mk_cmd_models(int argc, char **argv)
                c.kv_heads, c.seq, c.vocab, g ? mk_graph_params(g) / 1e9 : 0.0, mk_model_preset_about(*n));
         mk_graph_free(g);
     }
+    printf("  (MoE presets: described by 'merak model'; not yet simulated, planned or run)\n");
     printf("\nClusters (--cluster NAME, or a path to a cluster JSON):\n");
     for (const char *const *n = mk_cluster_preset_names(); *n; n++)
         printf("  %-13s %s\n", *n, mk_cluster_preset_about(*n));
@@ -55,6 +56,10 @@ static const char *model_usage =
     "  learned_absolute|rope --rotary-base B --group-query-attention\n"
     "  --num-query-groups G --untie-embeddings-and-output-weights\n"
     "  --disable-bias-linear --norm-epsilon E   the architecture (Megatron-LM's flags)\n"
+    "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
+    "  --moe-shared-expert-intermediate-size F --moe-router-pre-softmax\n"
+    "  --moe-aux-loss-coeff C --moe-expert-capacity-factor C --moe-layer-freq N|'([0]*K+[1]*M)'\n"
+    "                   mixture of experts (Megatron-LM's flags)\n"
     "  --tp T           tensor-parallel degree (default 1)\n"
     "  --mbs b          micro-batch size in sequences (default 1)\n"
     "  --gbs B          global batch for FLOPs per iteration (default @gbs@)\n"
@@ -86,6 +91,7 @@ static int print_json(const mk_graph_t *g, int tp, int gbs)
         "dtype", mk_dtype_name(g->opts.dtype), "params", mk_graph_params(g),
         "flops_per_iteration", mk_graph_flops_per_iteration(g, gbs, 0),
         "flops_per_iteration_recompute", mk_graph_flops_per_iteration(g, gbs, 1), "layers", layers);
+    if (o) json_object_set_new(o, "active_params", json_real(mk_graph_active_params(g)));
     if (!o || (c->family != MK_FAMILY_CUSTOM && mk_model_arch_to_json(c, o) < 0)) {
         json_decref(o);
         return mk_cli_fail("model", "cannot build the JSON output");
@@ -107,6 +113,11 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
                c->kv_heads, mk_norm_name(c->norm), c->swiglu ? "SwiGLU" : "GELU",
                c->pos == MK_POS_ROPE ? "rotary" : "learned", c->rope_theta, c->norm_eps,
                c->untied ? "untied" : "tied", c->bias ? "biases" : "no biases");
+    if (mk_model_is_moe(c))
+        printf("experts: %d of width %d, top-%d (%s), shared expert %d, aux-loss coefficient %g, %s\n",
+               c->num_experts, c->moe_ffn, c->moe_topk,
+               c->moe_pre_softmax ? "softmax then top-k, not renormalised" : "top-k renormalised",
+               c->moe_shared_ffn, c->moe_aux_coeff, c->moe_capacity > 0 ? "capacity-limited" : "dropless");
     printf("micro-batch %d, dtype %s, %d ops in %d layers; per micro-batch, activations per TP rank:\n",
            g->opts.mbs, mk_dtype_name(g->opts.dtype), g->n_ops, g->n_layers);
     printf("  %-16s %-10s %14s %12s %12s %12s\n", "layer", "kind", "params", "fwd GFLOP", "bwd GFLOP",
@@ -125,6 +136,9 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
     }
     printf("total: %.0f parameters (%.4gB); activations %.1f MiB per micro-batch per TP rank\n",
            mk_graph_params(g), mk_graph_params(g) / 1e9, act / (1 << 20));
+    if (mk_model_is_moe(c))
+        printf("active: %.0f parameters per token (%.4gB)\n", mk_graph_active_params(g),
+               mk_graph_active_params(g) / 1e9);
     printf("FLOPs per iteration (global batch %d, matmuls, non-causal): %.4g without recompute, "
            "%.4g with full recompute\n",
            gbs, mk_graph_flops_per_iteration(g, gbs, 0), mk_graph_flops_per_iteration(g, gbs, 1));

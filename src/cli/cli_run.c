@@ -113,6 +113,8 @@ static int run_ctx(const mk_args_t *a, int world, mk_dtype_t *given, mk_plan_ctx
 {
     mk_plan_t p;
     if (mk_args_plan(a, &run_defaults, world, run_defaults.dtype, &p) < 0) return -1;
+    if (mk_model_is_moe(&p.model))
+        return mk_cli_fail(a->cmd, "mixture-of-experts models are not supported by run yet"), -1;
     *given = p.dtype;
     p.dtype = MK_DTYPE_FP32;
     mk_plan_resolve_opts_t ro = {.world = world, .check = mk_exec_check};

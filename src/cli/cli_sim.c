@@ -123,6 +123,9 @@ static int sim_ctx(const mk_args_t *a, mk_cluster_t *cl, mk_plan_ctx_t *ctx)
     }
     mk_plan_t plan;
     if (mk_args_plan(a, d, 0, dtype, &plan) < 0) return -1;
+    /* the one check of the simulator's commands (issue 19 adds experts to it) */
+    if (mk_model_is_moe(&plan.model))
+        return mk_cli_fail(a->cmd, "mixture-of-experts models are not simulated yet"), -1;
     if (mk_cluster_get(plan.cluster, cl) < 0) return mk_cli_fail("sim", "%s", mk_error_last()), -1;
     mk_plan_resolve_opts_t ro = {.cluster = cl, .resolve_auto = mk_sim_auto};
     return mk_args_resolve(a, d, &plan, &ro, ctx);

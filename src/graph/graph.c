@@ -16,6 +16,16 @@
  *   dropout    saves a 1-byte mask N*w        add saves nothing
  *   lm head    fwd 2*N*h*Vp (padded vocabulary), saves input N*h*dt
  *   loss       saves fp32 softmax N*Vp*4 (split over the vocabulary)
+ *   moe        E experts of width f (m = 3 matrices gated, 2 GELU) and a
+ *              shared expert of width fs: params E*m*w*f + m*w*fs (+ biases),
+ *              active k*m*w*f + m*w*fs; fwd 2*N*(k*m*w*f + m*w*fs), bwd
+ *              2*fwd; the router's softmax and top-k 5*N*E and the combine
+ *              2*N*k*w vector FLOPs, activation as swiglu/gelu on N*k*f;
+ *              saves the fp32 router probabilities N*E*4 and, for each of
+ *              the k routed copies of a token, its input w, the expert's
+ *              activation input and its down-projection input f (the
+ *              shared expert's likewise); the block input the router
+ *              linear saves already
  * With 16-bit types and dropout a GPT block saves s*b*h*(34 + 5*a*s/h)
  * bytes (Korthikanti et al. 2022), of which 10*s*b*h is replicated over TP
  * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores.
@@ -39,7 +49,7 @@
 
 static const char *const mk_opkind_names[MK_OPK_COUNT] = {
     "embedding", "pos_embedding", "layernorm", "linear", "attention",
-    "gelu", "add", "dropout", "lm_head", "loss", "rmsnorm", "rope", "swiglu"};
+    "gelu", "add", "dropout", "lm_head", "loss", "rmsnorm", "rope", "swiglu", "moe"};
 
 const char *mk_opkind_name(mk_opkind_t k) { return k < MK_OPK_COUNT ? mk_opkind_names[k] : "?"; }
 
@@ -105,13 +115,29 @@ static int qkv_shape(mk_op_t *o, int w)
     return 0;
 }
 
+/* An MoE op: k of E experts, widths in range, router logits of width E. */
+static int moe_shape(const mk_graph_t *g, mk_op_t *o, int w)
+{
+    if (o->experts < 1 || o->experts > MK_MAX_EXPERTS || o->topk < 1 || o->topk > o->experts)
+        return mk_error_set("op '%s': moe needs 1 <= topk <= experts <= %d (got %d of %d)", o->name,
+                            MK_MAX_EXPERTS, o->topk, o->experts);
+    if (o->ffn < 1 || o->ffn > MK_MAX_MOE_FFN || o->shared_ffn < 0 || o->shared_ffn > MK_MAX_MOE_FFN)
+        return mk_error_set("op '%s': moe expert widths must be 1 to %d (shared 0 to %d)", o->name,
+                            MK_MAX_MOE_FFN, MK_MAX_MOE_FFN);
+    if (producer_width(g, o->in[1]) != o->experts)
+        return mk_error_set("op '%s': moe's second input (the router logits) has width %d, not the %d experts",
+                            o->name, producer_width(g, o->in[1]), o->experts);
+    o->width = w;
+    return 0;
+}
+
 /* Check the op's inputs and fill in its widths. */
 static int op_shape(const mk_graph_t *g, mk_op_t *o)
 {
     for (int i = 0; i < o->n_in; i++)
         if (o->in[i] != MK_GRAPH_INPUT && (o->in[i] < 0 || o->in[i] >= g->n_ops))
             return mk_error_set("op '%s': input %d is not an earlier op", o->name, o->in[i]);
-    int need = o->kind == MK_OPK_ADD ? 2 : o->kind == MK_OPK_POS_EMBEDDING ? 0 : 1;
+    int need = o->kind == MK_OPK_ADD || o->kind == MK_OPK_MOE ? 2 : o->kind == MK_OPK_POS_EMBEDDING ? 0 : 1;
     if (o->n_in != need)
         return mk_error_set("op '%s' (%s) takes %d input(s), got %d", o->name,
                             mk_opkind_name(o->kind), need, o->n_in);
@@ -144,6 +170,9 @@ static int op_shape(const mk_graph_t *g, mk_op_t *o)
         if (w % 2) return mk_error_set("op '%s': swiglu needs an input [gate | up] of even width, got %d",
                                        o->name, w);
         o->width = w / 2;
+        break;
+    case MK_OPK_MOE:
+        if (moe_shape(g, o, w) < 0) return -1;
         break;
     case MK_OPK_ADD:
         if (producer_width(g, o->in[1]) != w)
@@ -236,6 +265,24 @@ static void linear_bytes(const mk_graph_t *g, mk_op_t *o, double N)
     o->act_rep = N * in * gb;
 }
 
+/* An MoE op's costs (the table on top). */
+static void moe_costs(mk_op_t *o, double N, double dt)
+{
+    const double w = o->width, E = o->experts, k = o->topk, f = o->ffn, fs = o->shared_ffn;
+    const double m = o->gated ? 3 : 2, act_in = o->gated ? 2 : 1, act_flops = o->gated ? 6 : 20;
+    const double bias = o->bias ? (o->gated ? 2 : 1) * f + w : 0, sbias = o->bias && fs ? fs * act_in + w : 0;
+    const double expert = m * w * f + bias, shared = m * w * fs + sbias;
+    o->params = E * expert + shared;
+    o->active_params = k * expert + shared;
+    o->fwd_flops = o->fwd_flops_causal = 2 * N * (k * m * w * f + m * w * fs);
+    o->bwd_flops = 2 * o->fwd_flops;
+    o->vec_flops = 5 * N * E + 2 * N * k * w + act_flops * N * (k * f + fs);
+    /* tokens in and out (k copies each way), the expert weights, the
+       intermediate activations written and read */
+    o->bytes_moved = (2 * N * w + 2 * N * k * w + o->params + 2 * N * (act_in + 1) * (k * f + fs)) * dt;
+    o->act_rep = N * E * 4 + N * k * (w + (act_in + 1) * f) * dt + N * (act_in + 1) * fs * dt;
+}
+
 /* Costs of one op for one micro-batch (see the table on top). */
 static void op_costs(const mk_graph_t *g, mk_op_t *o)
 {
@@ -295,10 +342,14 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->act_rep = N * Vp * 4;
         o->out_bytes = N * 4;
         break;
+    case MK_OPK_MOE:
+        moe_costs(o, N, dt);
+        return;
     default:
         vector_costs(o, N, dt, drop);
         break;
     }
+    o->active_params = o->params;
 }
 
 /* FNV-1a over the name, reduced to a slot of a table of cap slots. */

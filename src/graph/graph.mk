@@ -18,3 +18,7 @@ TESTS += tests/test_graph
 check_PROGRAMS += tests/test_graph_llama
 tests_test_graph_llama_SOURCES = tests/test_graph_llama.c tests/check.h
 TESTS += tests/test_graph_llama
+
+# mixture of experts, the model description (issue 19)
+TESTS += tests/cli-moe.sh
+EXTRA_DIST += tests/cli-moe.sh

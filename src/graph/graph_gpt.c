@@ -47,6 +47,31 @@ static int emit_op(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0,
     return b->g->n_ops - 1;
 }
 
+/* The experts' op reading the block input y and the router logits. */
+static int emit_moe(mk_builder_t *b, int y, int router)
+{
+    const mk_model_config_t *c = &b->g->cfg;
+    mk_op_t o;
+    memset(&o, 0, sizeof o);
+    o.kind = MK_OPK_MOE;
+    snprintf(o.name, sizeof o.name, "experts.%d", b->block);
+    o.n_in = 2;
+    o.in[0] = y;
+    o.in[1] = router;
+    o.block = b->block;
+    o.bias = c->bias;
+    o.experts = c->num_experts;
+    o.topk = c->moe_topk;
+    o.ffn = c->moe_ffn;
+    o.shared_ffn = c->moe_shared_ffn;
+    o.gated = c->swiglu;
+    if (mk_graph_add_op(b->g, &o) < 0) {
+        b->err = 1;
+        return -1;
+    }
+    return b->g->n_ops - 1;
+}
+
 static int emit(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0, int in1, int width)
 {
     return emit_op(b, kind, name, in0, in1, width, b->g->cfg.bias);
@@ -74,9 +99,21 @@ static int attention(mk_builder_t *b, int y)
     return dropout(b, "attn_drop", proj);
 }
 
+/* The MoE layer in place of the MLP: a router linear (h -> E, no bias:
+ * Megatron-Core's TopKRouter, HF Mixtral's gate) and the experts' op. */
+static int moe(mk_builder_t *b, int y)
+{
+    const mk_model_config_t *c = &b->g->cfg;
+    int router = emit_op(b, MK_OPK_LINEAR, "router", y, 0, c->num_experts, 0);
+    if (b->err) return -1;
+    int e = emit_moe(b, y, router);
+    return dropout(b, "mlp_drop", e);
+}
+
 static int mlp(mk_builder_t *b, int y)
 {
     const mk_model_config_t *c = &b->g->cfg;
+    if (mk_model_block_is_moe(c, b->block)) return moe(b, y);
     int act, fc2;
     if (c->swiglu) {
         int gate_up = emit(b, MK_OPK_LINEAR, "gate_up", y, 0, 2 * c->ffn);

@@ -88,7 +88,8 @@ static int assign_tp_roles(mk_graph_t *g)
 
 static int is_anchor(mk_opkind_t k)
 {
-    return k == MK_OPK_EMBEDDING || k == MK_OPK_LINEAR || k == MK_OPK_ATTENTION || k == MK_OPK_LM_HEAD;
+    return k == MK_OPK_EMBEDDING || k == MK_OPK_LINEAR || k == MK_OPK_ATTENTION || k == MK_OPK_LM_HEAD ||
+           k == MK_OPK_MOE;
 }
 
 /* Ops that finish their producer's work rather than start new work. */
@@ -151,6 +152,7 @@ static void layer_name(const mk_graph_t *g, mk_layer_t *L)
     const char *kind = has[MK_OPK_EMBEDDING] ? "embedding"
                        : has[MK_OPK_LOSS] || has[MK_OPK_LM_HEAD] ? "head"
                        : has[MK_OPK_ATTENTION] ? "attention"
+                       : has[MK_OPK_MOE] ? "moe"
                        : (has[MK_OPK_GELU] || has[MK_OPK_SWIGLU]) && has[MK_OPK_LINEAR] ? "mlp"
                        : "layer";
     mk_strlcpy(L->kind, kind, sizeof L->kind);
@@ -164,6 +166,7 @@ static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
         const mk_op_t *o = &g->ops[i];
         L->params += o->params;
+        L->active_params += o->active_params;
         L->fwd_flops += o->fwd_flops;
         L->bwd_flops += o->bwd_flops;
         L->fwd_flops_causal += o->fwd_flops_causal;
@@ -257,6 +260,13 @@ double mk_graph_params(const mk_graph_t *g)
 {
     double p = 0;
     for (int l = 0; l < g->n_layers; l++) p += g->layers[l].params;
+    return p;
+}
+
+double mk_graph_active_params(const mk_graph_t *g)
+{
+    double p = 0;
+    for (int l = 0; l < g->n_layers; l++) p += g->layers[l].active_params;
     return p;
 }
 

@@ -4,7 +4,18 @@
  * Llama presets are Meta's Hugging Face config.json files (hidden_size,
  * intermediate_size, num_attention_heads, num_key_value_heads, vocab_size,
  * max_position_embeddings as the sequence, rope_theta, rms_norm_eps;
- * untied heads, no biases). */
+ * untied heads, no biases).  The MoE presets are the Llama architecture
+ * with the experts of mk_moe_presets: Mixtral's from Mistral AI's Hugging
+ * Face config.json (mistralai/Mixtral-8x7B-v0.1: num_local_experts 8,
+ * num_experts_per_tok 2, intermediate_size 14336, max_position_embeddings
+ * 32768, rope_theta 1e6, router_aux_loss_coef 0.02; Mixtral-8x22B-v0.1 /
+ * Instruct: 56 layers, hidden 6144, 48 heads, 8 KV heads, 16384, vocab
+ * 32768, 65536 positions), DeepSeek-MoE 16B from deepseek-ai/
+ * deepseek-moe-16b-base's config.json (28 layers, hidden 2048, 16 heads,
+ * first_k_dense_replace 1 with intermediate_size 10944, 64 routed experts
+ * of moe_intermediate_size 1408, n_shared_experts 2 (one shared MLP of
+ * 2816), num_experts_per_tok 6, norm_topk_prob false, aux_loss_alpha
+ * 0.001, vocab 102400, 4096 positions, rms_norm_eps 1e-6). */
 #include "merak/graph.h"
 #include "merak/model.h"
 #include "merak/limits.h"
@@ -42,7 +53,46 @@ static const mk_preset_t mk_presets[] = {
      500000},
     {"llama-3.1-405b", MK_FAMILY_LLAMA, 126, 16384, 128, 131072, 128256, "Llama 3.1 405B (GQA, 8 KV heads)", 8,
      53248, 500000},
+    {"moe-tiny", MK_FAMILY_LLAMA, 4, 64, 4, 64, 256, "llama-tiny with 4 SwiGLU experts of 128, top-2: for tests",
+     2, 128, 10000},
+    {"mixtral-8x7b", MK_FAMILY_LLAMA, 32, 4096, 32, 32768, 32000, "Mixtral 8x7B (8 experts, top-2)", 8, 14336,
+     1e6},
+    {"mixtral-8x22b", MK_FAMILY_LLAMA, 56, 6144, 48, 65536, 32768, "Mixtral 8x22B (8 experts, top-2)", 8, 16384,
+     1e6},
+    {"deepseek-moe-16b", MK_FAMILY_LLAMA, 28, 2048, 16, 4096, 102400,
+     "DeepSeek-MoE 16B (64 experts of 1408, top-6, a shared expert)", 16, 10944, 10000},
 };
+
+/* The experts of the MoE presets (the sources on top); the first block
+ * of DeepSeek-MoE is dense. */
+typedef struct {
+    const char *name;
+    int experts, topk, moe_ffn, shared_ffn, first_dense, pre_softmax;
+    double aux_coeff, norm_eps;
+} mk_moe_preset_t;
+
+static const mk_moe_preset_t mk_moe_presets[] = {
+    {"moe-tiny", 4, 2, 128, 0, 0, 0, 0.01, 1e-5},
+    {"mixtral-8x7b", 8, 2, 14336, 0, 0, 0, 0.02, 1e-5},
+    {"mixtral-8x22b", 8, 2, 16384, 0, 0, 0, 0.001, 1e-5},
+    {"deepseek-moe-16b", 64, 6, 1408, 2816, 1, 1, 0.001, 1e-6},
+};
+
+static void moe_preset(const char *name, mk_model_config_t *cfg)
+{
+    for (size_t i = 0; i < sizeof mk_moe_presets / sizeof *mk_moe_presets; i++) {
+        const mk_moe_preset_t *m = &mk_moe_presets[i];
+        if (strcmp(name, m->name)) continue;
+        cfg->num_experts = m->experts;
+        cfg->moe_topk = m->topk;
+        cfg->moe_ffn = m->moe_ffn;
+        cfg->moe_shared_ffn = m->shared_ffn;
+        cfg->moe_first_dense = m->first_dense;
+        cfg->moe_pre_softmax = m->pre_softmax;
+        cfg->moe_aux_coeff = m->aux_coeff;
+        cfg->norm_eps = m->norm_eps;
+    }
+}
 #define MK_NPRESETS (sizeof mk_presets / sizeof mk_presets[0])
 
 const char *const *mk_model_preset_names(void)
@@ -79,6 +129,7 @@ int mk_model_preset(const char *name, mk_model_config_t *cfg)
             mk_model_llama_arch(cfg);
             cfg->rope_theta = p->rope_theta;
         }
+        moe_preset(name, cfg);
         return 0;
     }
     return mk_error_set("unknown model '%s' (see 'merak models'; or give a path to a .json description)", name);
@@ -90,6 +141,9 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->group_query_attention = ov->kv_heads = -1;
     ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = -1;
     ov->rope_theta = ov->norm_eps = -1;
+    ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
+    ov->moe_layer_freq = ov->moe_first_dense = ov->moe_pattern_len = -1;
+    ov->moe_aux_coeff = ov->moe_capacity = -1;
 }
 
 /* One model size against its range [1, max], named by its flag. */
@@ -117,6 +171,34 @@ static int validate_arch(const mk_model_config_t *c)
     return check_real("--norm-epsilon", c->norm_eps, MK_MAX_NORM_EPS);
 }
 
+/* The experts: E and the widths in range, 1 <= k <= E, the MoE blocks
+ * inside the model, the coefficients in range. */
+static int validate_moe(const mk_model_config_t *c)
+{
+    if (c->num_experts < 0) return mk_error_set("--num-experts must be >= 0, got %d", c->num_experts);
+    if (!c->num_experts) return 0;
+    if (mk_limit_check("--num-experts", c->num_experts, MK_MAX_EXPERTS) < 0) return -1;
+    if (c->moe_topk < 1) return mk_error_set("--moe-router-topk must be >= 1, got %d", c->moe_topk);
+    if (c->moe_topk > c->num_experts)
+        return mk_error_set("--moe-router-topk %d is above --num-experts %d", c->moe_topk, c->num_experts);
+    if (check_size("--moe-ffn-hidden-size", c->moe_ffn, MK_MAX_MOE_FFN) < 0) return -1;
+    if (c->moe_shared_ffn < 0) return mk_error_set("--moe-shared-expert-intermediate-size must be >= 0");
+    if (mk_limit_check("--moe-shared-expert-intermediate-size", c->moe_shared_ffn, MK_MAX_MOE_FFN) < 0) return -1;
+    if (c->moe_layer_freq < 1 || c->moe_layer_freq > c->num_layers)
+        return mk_error_set("--moe-layer-freq %d must be from 1 to the %d blocks", c->moe_layer_freq,
+                            c->num_layers);
+    if (c->moe_first_dense < 0 || c->moe_first_dense >= c->num_layers)
+        return mk_error_set("--moe-layer-freq: %d dense blocks leave no MoE block of %d", c->moe_first_dense,
+                            c->num_layers);
+    if (c->moe_aux_coeff < 0 || c->moe_aux_coeff > MK_MAX_MOE_AUX_COEFF)
+        return mk_error_set("--moe-aux-loss-coeff must be in [0, %g], got %g", MK_MAX_MOE_AUX_COEFF,
+                            c->moe_aux_coeff);
+    if (c->moe_capacity < 0 || c->moe_capacity > MK_MAX_MOE_CAPACITY)
+        return mk_error_set("--moe-expert-capacity-factor must be 0 (dropless) to %g, got %g", MK_MAX_MOE_CAPACITY,
+                            c->moe_capacity);
+    return 0;
+}
+
 int mk_model_validate(const mk_model_config_t *c)
 {
     if (c->family == MK_FAMILY_CUSTOM) {
@@ -133,7 +215,8 @@ int mk_model_validate(const mk_model_config_t *c)
     if (c->hidden % c->heads)
         return mk_error_set("--num-attention-heads %d does not divide --hidden-size %d",
                             c->heads, c->hidden);
-    return validate_arch(c);
+    if (validate_arch(c) < 0) return -1;
+    return validate_moe(c);
 }
 
 int mk_model_check_tp(const mk_model_config_t *c, int tp)
@@ -184,6 +267,41 @@ static int arch_given(const mk_model_overrides_t *ov)
            ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0;
 }
 
+static int moe_given(const mk_model_overrides_t *ov)
+{
+    return ov->moe_topk >= 0 || ov->moe_ffn >= 0 || ov->moe_shared_ffn >= 0 || ov->moe_pre_softmax >= 0 ||
+           ov->moe_layer_freq >= 0 || ov->moe_aux_coeff >= 0 || ov->moe_capacity >= 0;
+}
+
+/* The MoE flags, after the sizes (an expert width not given follows the
+ * final ffn).  MoE options on a model without experts are refused. */
+static int apply_moe(const mk_model_overrides_t *ov, mk_model_config_t *c)
+{
+    if (ov->num_experts >= 0) {
+        if (ov->num_experts > 0 && !c->num_experts) c->moe_ffn = 0; /* a dense model gets experts */
+        c->num_experts = ov->num_experts;
+    }
+    if (!c->num_experts) {
+        if (moe_given(ov)) return mk_error_set("MoE options need experts: the model has none (give --num-experts)");
+        return 0;
+    }
+    if (ov->moe_topk >= 0) c->moe_topk = ov->moe_topk;
+    if (ov->moe_ffn >= 0) c->moe_ffn = ov->moe_ffn;
+    if (!c->moe_ffn) c->moe_ffn = c->ffn;
+    if (ov->moe_shared_ffn >= 0) c->moe_shared_ffn = ov->moe_shared_ffn;
+    if (ov->moe_pre_softmax >= 0) c->moe_pre_softmax = ov->moe_pre_softmax;
+    if (ov->moe_aux_coeff >= 0) c->moe_aux_coeff = ov->moe_aux_coeff;
+    if (ov->moe_capacity >= 0) c->moe_capacity = ov->moe_capacity;
+    if (ov->moe_layer_freq >= 0) {
+        if (ov->moe_pattern_len > 0 && ov->moe_pattern_len != c->num_layers)
+            return mk_error_set("--moe-layer-freq: the pattern has %d blocks, the model %d", ov->moe_pattern_len,
+                                c->num_layers);
+        c->moe_layer_freq = ov->moe_layer_freq;
+        c->moe_first_dense = ov->moe_first_dense;
+    }
+    return 0;
+}
+
 static int is_json_path(const char *s)
 {
     size_t n = strlen(s);
@@ -196,7 +314,7 @@ int mk_model_resolve(const char *model, const mk_model_overrides_t *ov, mk_model
         if (mk_graph_json_probe(model, cfg) < 0) return -1;
         if (ov->num_layers > 0 || ov->hidden > 0 || ov->heads > 0 || ov->vocab > 0 || ov->ffn > 0)
             return mk_error_set("model size flags cannot change a JSON model description (%s)", model);
-        if (arch_given(ov))
+        if (arch_given(ov) || moe_given(ov) || ov->num_experts >= 0)
             return mk_error_set("architecture flags cannot change a JSON model description (%s): its ops say it",
                                 model);
         if (ov->seq > 0) cfg->seq = ov->seq;
@@ -216,5 +334,6 @@ int mk_model_resolve(const char *model, const mk_model_overrides_t *ov, mk_model
         cfg->ffn = default_ffn(cfg);
     }
     if (ov->ffn > 0) cfg->ffn = ov->ffn;
+    if (apply_moe(ov, cfg) < 0) return -1;
     return mk_model_validate(cfg);
 }

@@ -5,6 +5,9 @@
 #include "merak/model.h"
 #include "merak/model_json.h"
 
+#include "merak/limits.h"
+
+#include <stdio.h>
 #include <string.h>
 
 void mk_model_defaults(mk_model_config_t *cfg)
@@ -15,6 +18,37 @@ void mk_model_defaults(mk_model_config_t *cfg)
     cfg->rope_theta = 10000;
     cfg->norm_eps = 1e-5;
     cfg->bias = 1;
+    cfg->moe_topk = 2;       /* Megatron-LM's --moe-router-topk default */
+    cfg->moe_layer_freq = 1; /* every block */
+}
+
+int mk_model_is_moe(const mk_model_config_t *c) { return c->num_experts > 0; }
+
+int mk_model_block_is_moe(const mk_model_config_t *c, int block)
+{
+    return c->num_experts > 0 && block >= c->moe_first_dense && block % c->moe_layer_freq == 0;
+}
+
+int mk_moe_layer_freq_parse(const char *s, int *freq, int *first_dense, int *len)
+{
+    char buf[64];
+    size_t n = 0;
+    for (const char *p = s; *p && n + 1 < sizeof buf; p++)
+        if (*p != '\'' && *p != '"' && *p != '(' && *p != ')' && *p != ' ') buf[n++] = *p;
+    buf[n] = 0;
+    int a, b, end = 0;
+    if (sscanf(buf, "%d%n", &a, &end) == 1 && !buf[end]) {
+        if (a < 1) return mk_error_set("--moe-layer-freq must be >= 1, got %d", a);
+        *freq = a, *first_dense = 0, *len = 0;
+        return 0;
+    }
+    end = 0;
+    if (sscanf(buf, "[0]*%d+[1]*%d%n", &a, &b, &end) == 2 && !buf[end] && a >= 0 && b >= 1 &&
+        a <= MK_MAX_LAYERS && b <= MK_MAX_LAYERS) {
+        *freq = 1, *first_dense = a, *len = a + b;
+        return 0;
+    }
+    return mk_error_set("--moe-layer-freq '%s' is not an integer or \"([0]*K+[1]*M)\"", s);
 }
 
 void mk_model_llama_arch(mk_model_config_t *cfg)
@@ -74,7 +108,40 @@ int mk_model_arch_is_gpt(const mk_model_config_t *c)
 
 static const char *const arch_keys[] = {"num_query_groups", "normalization", "swiglu",
                                         "position_embedding_type", "rotary_base", "norm_epsilon",
-                                        "untie_embeddings_and_output_weights", "add_bias_linear", NULL};
+                                        "untie_embeddings_and_output_weights", "add_bias_linear",
+                                        /* the experts (arch_keys + MOE_KEYS), only with num_experts > 0 */
+                                        "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
+                                        "moe_shared_expert_intermediate_size", "moe_router_pre_softmax",
+                                        "moe_aux_loss_coeff", "moe_expert_capacity_factor", "moe_layer_freq",
+                                        "moe_first_dense_layers", NULL};
+#define MOE_KEYS 8 /* the index of num_experts */
+
+/* The experts of an MoE model as keys of obj (a dense model has none, so
+ * its JSON is unchanged). */
+static json_t *moe_to_json(const mk_model_config_t *c)
+{
+    const char *const *k = arch_keys + MOE_KEYS;
+    if (!c->num_experts) return json_object();
+    return json_pack("{s:i, s:i, s:i, s:i, s:b, s:f, s:f, s:i, s:i}", k[0], c->num_experts, k[1], c->moe_topk,
+                     k[2], c->moe_ffn, k[3], c->moe_shared_ffn, k[4], c->moe_pre_softmax, k[5], c->moe_aux_coeff,
+                     k[6], c->moe_capacity, k[7], c->moe_layer_freq, k[8], c->moe_first_dense);
+}
+
+static int moe_from_json(json_t *o, const char *what, mk_model_config_t *c)
+{
+    const char *const *k = arch_keys + MOE_KEYS;
+    int *ints[] = {&c->num_experts, &c->moe_topk, &c->moe_ffn, &c->moe_shared_ffn};
+    for (int i = 0; i < 4; i++)
+        if (json_object_get(o, k[i]) && mk_json_int(o, what, k[i], 0, ints[i]) < 0) return -1;
+    if ((json_object_get(o, k[4]) && mk_json_bool(o, what, k[4], &c->moe_pre_softmax) < 0) ||
+        (json_object_get(o, k[5]) && mk_json_num(o, what, k[5], 0, &c->moe_aux_coeff) < 0) ||
+        (json_object_get(o, k[6]) && mk_json_num(o, what, k[6], 0, &c->moe_capacity) < 0) ||
+        (json_object_get(o, k[7]) && mk_json_int(o, what, k[7], 1, &c->moe_layer_freq) < 0) ||
+        (json_object_get(o, k[8]) && mk_json_int(o, what, k[8], 0, &c->moe_first_dense) < 0))
+        return -1;
+    if (c->num_experts && !c->moe_ffn) c->moe_ffn = c->ffn;
+    return 0;
+}
 
 const char *const *mk_model_arch_keys(void) { return arch_keys; }
 
@@ -84,12 +151,11 @@ int mk_model_arch_to_json(const mk_model_config_t *c, json_t *obj)
                           mk_norm_name(c->norm), arch_keys[2], c->swiglu, arch_keys[3], mk_pos_name(c->pos),
                           arch_keys[4], c->rope_theta, arch_keys[5], c->norm_eps, arch_keys[6], c->untied,
                           arch_keys[7], c->bias);
-    if (!a || json_object_update(obj, a) < 0) {
-        json_decref(a);
-        return mk_error_set("out of memory");
-    }
+    json_t *m = moe_to_json(c);
+    int bad = !a || !m || json_object_update(obj, a) < 0 || json_object_update(obj, m) < 0;
     json_decref(a);
-    return 0;
+    json_decref(m);
+    return bad ? mk_error_set("out of memory") : 0;
 }
 
 /* An optional string field naming an enum value. */
@@ -132,5 +198,5 @@ int mk_model_arch_from_json(json_t *o, const char *what, mk_model_config_t *c)
         return -1;
     c->norm = (mk_norm_kind_t)norm;
     c->pos = (mk_pos_kind_t)pos;
-    return 0;
+    return moe_from_json(o, what, c);
 }
