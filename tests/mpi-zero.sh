@@ -42,6 +42,8 @@ expect_ok "a bf16 plan runs" runp 8 --plan "$tmpdir/b.plan"
 check "bf16 plan: one warning naming bf16 and fp32" \
   test "$(grep -c 'warning: .*dtype is bf16; the cpu backend trains in fp32' "$tmpdir/err")" -eq 1
 check "bf16 plan: trained in fp32 (bitwise the fp32 losses)" test "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/flag.json")"
-plan_of "$tmpdir/sp.plan" '{"sequence_parallel": true}' --dp 2
-expect_fail "a plan with sequence parallelism is refused by name" '"sequence_parallel"' -- runp 2 --plan "$tmpdir/sp.plan"
+# a plan field combination the executor cannot honour is refused by name
+plan_of "$tmpdir/sp.plan" '{"sequence_parallel": true, "tp_overlap": 1}' --tp 2
+expect_fail "a plan with sequence parallelism and TP overlap is refused by name" "sequence-parallel with --tp-overlap" \
+  -- runp 2 --plan "$tmpdir/sp.plan"
 finish
