@@ -51,8 +51,9 @@ extern "C" {
 
 #define MK_SIM_MAX_STAGES MK_PLAN_MAX_VSTAGES
 
-/* MK_COMM_CP: context parallelism's K/V ring inside the attention (cp > 1) */
-enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_CP, MK_COMM_KINDS };
+/* MK_COMM_CP: context parallelism's K/V ring inside the attention (cp > 1);
+ * MK_COMM_EP: expert parallelism's all-to-alls inside MoE layers (ep > 1) */
+enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_CP, MK_COMM_EP, MK_COMM_KINDS };
 
 typedef struct mk_sim_opts {
     int unit_costs;          /* the unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
@@ -86,6 +87,7 @@ typedef struct mk_sim_result {
     long events;             /* instructions and transfers simulated */
     int zero, zero_group;    /* ZeRO stage in effect and its sharding group (mk_plan_zero_group) */
     int cp;                  /* the plan's context parallel size (MK_COMM_CP's figures when > 1) */
+    int ep;                  /* the plan's expert parallel size (MK_COMM_EP's figures when > 1) */
 } mk_sim_result_t;
 
 typedef struct mk_sim mk_sim_t;

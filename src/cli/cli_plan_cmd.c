@@ -223,8 +223,6 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     mk_cluster_t cl;
     const mk_cli_defaults_t *d = &plan_defaults;
     if (mk_args_model(a, d->model, &base.model) < 0) return MK_EXIT_USAGE;
-    if (mk_model_is_moe(&base.model))
-        return mk_cli_fail("plan", "mixture-of-experts models are not simulated yet (so not planned)");
     mk_strlcpy(base.cluster, a->cluster ? a->cluster : d->cluster, sizeof base.cluster);
     if (mk_cluster_get(base.cluster, &cl) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     mk_planner_opts_t o;

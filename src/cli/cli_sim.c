@@ -93,9 +93,10 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     if (!r->fits)
         printf("does NOT fit (stage %d over by %.2f GiB)\n", r->worst_stage, r->shortfall_bytes / GIB);
     printf("\ncommunication (mean per stage)  exposed s  overlapped s\n");
-    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)", "cp (K/V ring)"};
-    for (int i = 0; i < (r->cp > 1 ? MK_COMM_KINDS : MK_COMM_CP); i++)
-        printf("  %-29s %10.4f %12.4f\n", k[i], r->exposed_comm_s[i], r->overlapped_comm_s[i]);
+    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)", "cp (K/V ring)", "ep (all-to-all)"};
+    for (int i = 0; i < MK_COMM_KINDS; i++)
+        if (i < MK_COMM_CP || (i == MK_COMM_CP && r->cp > 1) || (i == MK_COMM_EP && r->ep > 1))
+            printf("  %-29s %10.4f %12.4f\n", k[i], r->exposed_comm_s[i], r->overlapped_comm_s[i]);
 }
 
 /* --micro-batches M: the global batch dp x mbs x M. */
@@ -123,9 +124,6 @@ static int sim_ctx(const mk_args_t *a, mk_cluster_t *cl, mk_plan_ctx_t *ctx)
     }
     mk_plan_t plan;
     if (mk_args_plan(a, d, 0, dtype, &plan) < 0) return -1;
-    /* the one check of the simulator's commands (issue 19 adds experts to it) */
-    if (mk_model_is_moe(&plan.model))
-        return mk_cli_fail(a->cmd, "mixture-of-experts models are not simulated yet"), -1;
     if (mk_cluster_get(plan.cluster, cl) < 0) return mk_cli_fail("sim", "%s", mk_error_last()), -1;
     mk_plan_resolve_opts_t ro = {.cluster = cl, .resolve_auto = mk_sim_auto};
     return mk_args_resolve(a, d, &plan, &ro, ctx);

@@ -14,10 +14,10 @@ typedef struct {
     long index;
 } mk_cand_t;
 
-/* Cached per (mbs, tp, cp): the graph; per seqpar: per-layer fwd/bwd times
+/* Cached per (mbs, tp, cp, ep): the graph (ep: its experts' GEMM shapes); per seqpar: per-layer fwd/bwd times
  * of one rank's tokens (b s / cp). */
 typedef struct {
-    int mbs, tp, cp;
+    int mbs, tp, cp, ep;
     mk_graph_t *g;
     double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
     double *ar[2];        /* [seqpar][layer] TP collectives of one forward (same again in backward) */
@@ -50,10 +50,10 @@ void mk_planner_opts_init(mk_planner_opts_t *o)
     o->size = 1;
 }
 
-static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp)
+static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
 {
     for (int i = 0; i < S->ngc; i++)
-        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].cp == cp) return &S->gc[i];
+        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].cp == cp && S->gc[i].ep == ep) return &S->gc[i];
     if (S->ngc == S->capgc) {
         int cap = S->capgc ? 2 * S->capgc : 16;
         mk_gcache_t *n = realloc(S->gc, cap * sizeof *n);
@@ -62,10 +62,10 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp)
     }
     mk_gcache_t *e = &S->gc[S->ngc];
     memset(e, 0, sizeof *e);
-    mk_plan_t q; /* the graph of every plan with this (mbs, tp) */
+    mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
-    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp;
-    e->mbs = mbs, e->tp = tp, e->cp = cp;
+    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep;
+    e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
     if (!(e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
@@ -348,11 +348,11 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
     return 0;
 }
 
-/* Candidates of one layout (dp, cp, pp, tp) and micro-batch size. */
-static int layout_candidates(mk_search_t *S, int dp, int cp, int pp, int tp, int mbs)
+/* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
+static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int tp, int mbs)
 {
     const mk_planner_opts_t *o = S->o;
-    mk_gcache_t *e = graph_for(S, mbs, tp, cp);
+    mk_gcache_t *e = graph_for(S, mbs, tp, cp, ep);
     if (!e) return -1;
     unsigned sm = o->sched_mask ? o->sched_mask
                                 : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
@@ -373,7 +373,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int pp, int tp, int
                     p.model = *S->model;
                     mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
                     p.dtype = o->dtype, p.gbs = o->gbs;
-                    p.dp = dp, p.cp = cp, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
+                    p.dp = dp, p.cp = cp, p.ep = ep, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
                     p.schedule = (mk_sched_kind_t)k;
                     p.n_vstages = (int)mk_plan_vstages(&p);
                     p.m = mk_plan_micro_batches(&p);
@@ -462,7 +462,12 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
          * generates, checks and simulates only its own share */
         S->combo++, S->combo_seq = 0;
         if ((S->combo - 1) % size != o->rank) continue;
-        if (layout_candidates(S, dp, cp, pp, tp, mbs) < 0) return -1;
+        /* expert parallelism: every ep dividing dp and the experts, 1 first
+           (a dense model has only ep 1: its candidates are unchanged) */
+        for (int ep = 1; ep <= dp; ep++)
+            if (divides(ep, dp) && (ep == 1 || (S->model->num_experts > 0 && divides(ep, S->model->num_experts))) &&
+                layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0)
+                return -1;
     }
     return 0;
 }
@@ -502,7 +507,8 @@ static int enumerate(mk_search_t *S)
 static const mk_gcache_t *cache_of(mk_search_t *S, const mk_plan_t *p)
 {
     for (int i = 0; i < S->ngc; i++)
-        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp) return &S->gc[i];
+        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp && S->gc[i].ep == p->ep)
+            return &S->gc[i];
     return NULL;
 }
 
