@@ -58,8 +58,9 @@ static void progress(void *ctx, long done, long total)
 }
 
 /* with_cp: a cp column after dp (only when a listed plan uses CP, so that
- * every other table reads as before) */
-static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp)
+ * every other table reads as before); moe: an ep column after them and
+ * the all-to-alls' share of the step last (MoE models only, likewise) */
+static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe)
 {
     const mk_plan_t *p = &e->plan;
     const mk_sim_result_t *r = &e->res;
@@ -72,12 +73,16 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp)
     }
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
-    char cp[8] = "";
-    if (with_cp) snprintf(cp, sizeof cp, " %3d", p->cp);
-    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f\n",
+    char cp[16] = "", a2a[16] = "";
+    snprintf(cp, sizeof cp, with_cp ? " %3d" : "", p->cp);
+    if (moe) { /* the ep column, and the exposed all-to-alls (mean per stage) over the step */
+        snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " %3d", p->ep);
+        snprintf(a2a, sizeof a2a, " %5.1f%%", r->step_time_s > 0 ? 100 * r->exposed_comm_s[MK_COMM_EP] / r->step_time_s : 0);
+    }
+    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f%s\n",
            i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
            p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, r->step_time_s, r->tokens_per_s,
-           r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30));
+           r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30), a2a);
 }
 
 /* Rank 0 receives every rank's top-K list and the counters. */
@@ -148,9 +153,10 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
            r->enumerate_time_s);
     int with_cp = 0;
     for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1;
-    printf("  #   dp%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  TFLOP/s   MFU  bubble  peak GiB\n",
-           with_cp ? "  cp" : "");
-    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp);
+    int moe = mk_model_is_moe(&base->model);
+    printf("  #   dp%s%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  "
+           "TFLOP/s   MFU  bubble  peak GiB%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", moe ? "   a2a" : "");
+    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe);
     if (r->n > 1) {
         char why[512];
         mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);

@@ -79,12 +79,13 @@ static const char *const model_keys[] = {"name", "family", "num_layers", "hidden
 
 static int model_keys_check(json_t *m, const char *what, int custom)
 {
-    const char *keys[MODEL_NKEYS + 16] = {NULL};
+#define ARCH_MAXKEYS 32 /* room for mk_model_arch_keys (17 with the experts') and json_path */
+    const char *keys[MODEL_NKEYS + ARCH_MAXKEYS + 1] = {NULL};
     memcpy(keys, model_keys, sizeof model_keys);
     const char *const *arch = mk_model_arch_keys();
     if (custom) keys[MODEL_NKEYS] = "json_path";
     else
-        for (size_t i = 0; arch[i] && MODEL_NKEYS + i < MODEL_NKEYS + 15; i++) keys[MODEL_NKEYS + i] = arch[i];
+        for (size_t i = 0; arch[i] && i < ARCH_MAXKEYS; i++) keys[MODEL_NKEYS + i] = arch[i];
     char where[4200];
     snprintf(where, sizeof where, "%s: model", what);
     return mk_json_only_keys(m, where, keys);
