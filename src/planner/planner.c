@@ -570,6 +570,7 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     DIFF(p->dp != q->dp || p->pp != q->pp || p->tp != q->tp, "layout dp%d pp%d tp%d vs dp%d pp%d tp%d", p->dp,
          p->pp, p->tp, q->dp, q->pp, q->tp);
     DIFF(p->cp != q->cp, "cp %d vs %d", p->cp, q->cp);
+    DIFF(p->ep != q->ep, "ep %d vs %d", p->ep, q->ep);
     DIFF(p->mbs != q->mbs, "micro-batch %d vs %d", p->mbs, q->mbs);
     DIFF(p->schedule != q->schedule || p->vpp != q->vpp, "schedule %s vs %s", mk_sched_kind_name(p->schedule),
          mk_sched_kind_name(q->schedule));
@@ -581,14 +582,17 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     DIFF(strcmp(p->partition, q->partition), "partition %s vs %s", p->partition, q->partition);
 #undef DIFF
     const mk_sim_result_t *x = &a->res, *y = &b->res;
-    const char *what[5] = {"compute", "pipeline idle time", "exposed p2p time", "exposed TP communication",
-                           "exposed DP communication"};
-    double va[5] = {x->step_time_s * (1 - mean_bubble(x)), x->step_time_s * mean_bubble(x), x->exposed_comm_s[0],
-                    x->exposed_comm_s[1], x->exposed_comm_s[2]};
-    double vb[5] = {y->step_time_s * (1 - mean_bubble(y)), y->step_time_s * mean_bubble(y), y->exposed_comm_s[0],
-                    y->exposed_comm_s[1], y->exposed_comm_s[2]};
-    int k = 0;
-    for (int i = 1; i < 5; i++)
+    /* the all-to-alls block the compute stream: apart from compute, and a
+       component of their own only where a plan has them */
+    const char *what[6] = {"compute", "pipeline idle time", "exposed p2p time", "exposed TP communication",
+                           "exposed DP communication", "all-to-all time"};
+    double xe = x->exposed_comm_s[MK_COMM_EP], ye = y->exposed_comm_s[MK_COMM_EP];
+    double va[6] = {x->step_time_s * (1 - mean_bubble(x)) - xe, x->step_time_s * mean_bubble(x),
+                    x->exposed_comm_s[0], x->exposed_comm_s[1], x->exposed_comm_s[2], xe};
+    double vb[6] = {y->step_time_s * (1 - mean_bubble(y)) - ye, y->step_time_s * mean_bubble(y),
+                    y->exposed_comm_s[0], y->exposed_comm_s[1], y->exposed_comm_s[2], ye};
+    int k = 0, nk = p->ep > 1 || q->ep > 1 ? 6 : 5;
+    for (int i = 1; i < nk; i++)
         if (vb[i] - va[i] > vb[k] - va[k]) k = i;
     snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step",
              100 * (y->step_time_s - x->step_time_s) / y->step_time_s, d ? diff : "same knobs", what[k], va[k],
