@@ -37,6 +37,16 @@ assert d["plan"].get("ep", 1) == ep, d["plan"]
 ' "$tmpdir/m$ep.json" $ep
 done
 
+# ZeRO-1 over the 4 DP ranks: the dense optimizer state /4, an EP rank's
+# E/2 experts' over the 4/2 ranks that hold them: 12 x 476736 / 4 in all
+"$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --zero 1 --gbs 8 --json >"$tmpdir/z.json"
+check "ZeRO-1, ep 2: optimizer 12 x 476736 / 4, weights 2 x (83520 + 393216 / 2)" "$PY" -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["memory_breakdown"][0]
+assert abs(m["optimizer"] - 12 * 476736 / 4) <= 1e-6, m
+assert abs(m["weights"] - 2 * (83520 + 393216 / 2)) <= 1e-6, m
+' "$tmpdir/z.json"
+
 # A2A.ep events: 4 MoE layers x m micro-batches x (2 forward + 2 backward (+ 2 recompute))
 for rc in none full; do
   per=4; [ $rc = full ] && per=6
@@ -138,6 +148,11 @@ expect_fail "expert tensor parallelism" "--expert-tensor-parallel-size 2: only 1
 expect_ok "expert tensor parallelism 1" "$MERAK" sim --model moe-tiny --expert-tensor-parallel-size 1
 expect_fail "imbalance below 1" "--moe-imbalance must be from 1" -- "$MERAK" sim --model moe-tiny --moe-imbalance 0.5
 expect_fail "imbalance too big" "--moe-imbalance must be at most" -- "$MERAK" sim --model moe-tiny --moe-imbalance 1e9
-expect_fail "plan: ep on a dense model" "--ep 2 needs a model with experts" -- \
+expect_fail "the long flag: ep on a dense model" "--ep 2 needs a model with experts" -- \
   "$MERAK" sim --model llama-tiny --dp 2 --expert-model-parallel-size 2
+expect_fail "imbalance on a dense model" "--moe-imbalance 2 needs a model with experts" -- \
+  "$MERAK" sim --model llama-tiny --moe-imbalance 2
+expect_fail "plan: imbalance on a dense model" "--moe-imbalance 2 needs a model with experts" -- \
+  "$MERAK" plan --model llama-tiny --moe-imbalance 2
+expect_fail "plan: imbalance below 1" "--moe-imbalance must be from 1" -- "$MERAK" plan --model moe-tiny --moe-imbalance 0.5
 finish

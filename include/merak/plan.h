@@ -112,8 +112,9 @@ int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
  * sizes and tp), on a plan mk_plan_check_sizes accepted. */
 int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g);
 /* Expert parallelism's rules (part of mk_plan_check_layout): ep divides dp
- * and the model's experts, ep > 1 only with experts, 1 <= moe_imbalance. */
-int mk_plan_check_ep(const mk_plan_t *p, const mk_graph_t *g);
+ * and the plan model's experts, ep > 1 only with experts, 1 <=
+ * moe_imbalance, other than 1 only with experts. */
+int mk_plan_check_ep(const mk_plan_t *p);
 /* The part of mk_plan_check that needs no graph: each size against its
  * maximum (merak/limits.h), then the products in 64 bits: GPUs dp*pp*tp,
  * virtual stages pp*vpp, a replica's batch dp*mbs, micro-batches m and

@@ -77,7 +77,7 @@ static const mk_flag_t mk_flags[] = {
     {"ep", O_EP, G_L, I, 1, 1, MK_MAX_EP},
     {"expert-model-parallel-size", O_EP, G_L, I, 1, 1, MK_MAX_EP},
     {"expert-tensor-parallel-size", O_ETP, G_L, I, 1, 1, MK_MAX_TP},
-    {"moe-imbalance", O_MOE_IMBALANCE, G_L, R, 1, 0, MK_MAX_MOE_IMBALANCE},
+    {"moe-imbalance", O_MOE_IMBALANCE, G_L | MK_OPTG_PLAN, R, 1, 1, MK_MAX_MOE_IMBALANCE},
     {"tensor-model-parallel-size", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
     {"mbs", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
     {"micro-batch-size", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
@@ -161,7 +161,8 @@ static int parse_int(const char *cmd, const mk_flag_t *f, const char *s, int *ou
     return 0;
 }
 
-/* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum. */
+/* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum; from lo
+ * when the flag has one (lo > 0). */
 static int parse_double(const char *cmd, const mk_flag_t *f, const char *s, double *out)
 {
     char *end;
@@ -172,6 +173,10 @@ static int parse_double(const char *cmd, const mk_flag_t *f, const char *s, doub
     }
     if (v > f->max) {
         mk_cli_fail(cmd, "--%s must be at most %g, got %s", f->name, f->max, s);
+        return -1;
+    }
+    if (f->lo > 0 && v < f->lo) {
+        mk_cli_fail(cmd, "--%s must be from %d to %g, got %s", f->name, f->lo, f->max, s);
         return -1;
     }
     if (v > 0 && v < MK_MIN_POSITIVE_REAL) {
@@ -197,6 +202,7 @@ static void print_limits(unsigned groups)
         for (size_t j = i + 1; j < MK_NFLAGS && mk_flags[j].id == f->id && n < (int)sizeof names; j++)
             n += snprintf(names + n, sizeof names - n, ", --%s", mk_flags[j].name);
         if (f->kind == I) printf("  %-44s %d to %.0f\n", names, f->lo, f->max);
+        else if (f->lo > 0) printf("  %-44s %d to %g\n", names, f->lo, f->max);
         else printf("  %-44s 0, or %g to %g\n", names, MK_MIN_POSITIVE_REAL, f->max);
     }
 }

@@ -18,7 +18,9 @@ static const char *plan_usage =
     "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
     "interleaved, merak, zb-h1), recompute policy (none, full, selective, stage-aware,\n"
     "auto), sequence parallelism, TP overlap, ZeRO 0-3 (over the DP group or a node's\n"
-    "DP ranks) and partitioning; rank candidates by\n"
+    "DP ranks) and partitioning, and for MoE models the expert parallel size ep (every\n"
+    "divisor of dp that divides the experts; the table adds ep and the all-to-alls'\n"
+    "share of the step); rank candidates by\n"
     "a lower bound, simulate the survivors, and print the K fastest plans that fit.\n\n"
     "  --model M        preset or JSON description (default @model@)\n"
     "  --cluster C      preset or cluster JSON (default @cluster@)\n"
@@ -27,6 +29,7 @@ static const char *plan_usage =
     "  --dtype D        fp16, bf16, fp32, or fp8 on devices with FP8 tensor cores (default: the\n"
     "                   cluster's 16-bit type; fp8 is never chosen unless given)\n"
     "  --top K          plans to show (default @top@)\n"
+    "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
     "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
@@ -238,6 +241,9 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.gpus = a->gpus ? a->gpus : d->gpus;
     o.gbs = a->gbs ? a->gbs : d->gbs;
     o.top = a->top > 0 ? a->top : d->top;
+    o.moe_imbalance = a->moe_imbalance;
+    if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
+    if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
     if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (rank == 0 && isatty(2)) o.progress = progress;

@@ -110,12 +110,14 @@ int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c)
 }
 
 /* Expert parallelism: ep divides dp and the experts; > 1 needs experts;
- * the imbalance factor from 1 to its maximum. */
-int mk_plan_check_ep(const mk_plan_t *p, const mk_graph_t *g)
+ * the imbalance factor from 1 to its maximum, other than 1 only with experts. */
+int mk_plan_check_ep(const mk_plan_t *p)
 {
-    int E = g->cfg.num_experts;
+    int E = p->model.num_experts;
     if (!(p->moe_imbalance >= 1.0 && p->moe_imbalance <= MK_MAX_MOE_IMBALANCE))
         return mk_error_set("--moe-imbalance must be from 1 to %g, got %g", MK_MAX_MOE_IMBALANCE, p->moe_imbalance);
+    if (p->moe_imbalance != 1.0 && E <= 0)
+        return mk_error_set("--moe-imbalance %g needs a model with experts (this one is dense)", p->moe_imbalance);
     if (p->ep == 1) return 0;
     if (E <= 0) return mk_error_set("--ep %d needs a model with experts (this one is dense)", p->ep);
     if (p->dp % p->ep) return mk_error_set("--ep %d does not divide dp %d (EP ranks come from the data-parallel group)", p->ep, p->dp);
@@ -144,7 +146,7 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->cp > 1 && g->cfg.seq % (2 * p->cp))
         return mk_error_set("--cp %d: the sequence (%d) must split into 2 x cp = %d equal chunks", p->cp, g->cfg.seq,
                             2 * p->cp);
-    if (mk_plan_check_ep(p, g) < 0) return -1;
+    if (mk_plan_check_ep(p) < 0) return -1;
     if (p->zero < 0 || p->zero > 3) return mk_error_set("--zero must be 0, 1, 2 or 3");
     if (p->zero_shard < 0 || p->zero_shard > p->dp || (p->zero_shard && p->dp % p->zero_shard))
         return mk_error_set("ZeRO sharding group %d does not divide dp %d", p->zero_shard, p->dp);

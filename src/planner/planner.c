@@ -65,6 +65,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
     q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep;
+    if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
     e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
     if (!(e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
@@ -374,6 +375,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                     mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
                     p.dtype = o->dtype, p.gbs = o->gbs;
                     p.dp = dp, p.cp = cp, p.ep = ep, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
+                    if (o->moe_imbalance > 0) p.moe_imbalance = o->moe_imbalance;
                     p.schedule = (mk_sched_kind_t)k;
                     p.n_vstages = (int)mk_plan_vstages(&p);
                     p.m = mk_plan_micro_batches(&p);
