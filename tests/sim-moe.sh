@@ -79,6 +79,24 @@ assert abs(r["exposed_comm_s"]["ep"] - len(ev) * want) <= 1e-9, (r["exposed_comm
 ' "$tmpdir/t.json" $gpn "$tmpdir/r.json"
 done
 
+# gradients: the dense 83,520 parameters' all-reduced over dp 4, the
+# experts' over dp / ep ranks (none at ep 4): one bucket, bf16, auto =
+# min(ring 2(n-1)(a + S/(n b)), tree 2 ceil(log2 n) a + 2 S / b) over 4 ranks
+for ep in 1 2 4; do
+  "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep $ep --gbs 8 --trace "$tmpdir/t.json" \
+    >/dev/null 2>&1
+  check "ep $ep: AR.dp of the dense gradients over 4 ranks, the experts' over 4/$ep" "$PY" -c '
+import json, math, sys
+ep = int(sys.argv[2])
+def ar(n, S):
+    if n == 1: return 0
+    return min(2 * (n - 1) * (1e-5 + S / n / 1e10), 2 * math.ceil(math.log2(n)) * 1e-5 + 2 * S / 1e10)
+want = ar(4, 2 * 83520) + ar(4 // ep, 2 * 393216 / ep)
+got = sum(e["dur"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") == "AR.dp") * 1e-6
+assert abs(got - want) <= 1e-9, (got, want)
+' "$tmpdir/t.json" $ep
+done
+
 # ep 1: no all-to-all, no ep line
 "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --gbs 8 --trace "$tmpdir/t.json" >"$tmpdir/h" 2>&1
 check "ep 1: no A2A.ep" sh -c "! grep -q A2A.ep '$tmpdir/t.json'"
