@@ -97,6 +97,20 @@ assert abs(got - want) <= 1e-9, (got, want)
 ' "$tmpdir/t.json" $ep
 done
 
+# tp 2 (4 layers x 4 micro-batches x 4): each TP rank runs its own all-to-all of the buffer; with
+# sequence parallelism it holds half the tokens, so half the buffer
+for sp in "" --sequence-parallel; do
+  "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 2 --tp 2 --ep 2 --gbs 8 --recompute none $sp \
+    --trace "$tmpdir/t.json" >/dev/null 2>&1
+  check "tp 2 $sp: A2A.ep = 1 (a_i + S/2 / b_i)" "$PY" -c '
+import json, sys
+S = 64 * 2 * 64 * 2 / (2 if sys.argv[2] else 1)
+want = 1e-5 + S / 2 / 1e10
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") == "A2A.ep"]
+assert len(ev) == 4 * 4 * 4 and all(abs(e["dur"] * 1e-6 - want) <= 1e-9 for e in ev), (len(ev), ev[0]["dur"], want)
+' "$tmpdir/t.json" "$sp"
+done
+
 # ep 1: no all-to-all, no ep line
 "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --gbs 8 --trace "$tmpdir/t.json" >"$tmpdir/h" 2>&1
 check "ep 1: no A2A.ep" sh -c "! grep -q A2A.ep '$tmpdir/t.json'"
