@@ -10,7 +10,7 @@ expect_ok "merak models" "$MERAK" models
 for m in moe-tiny mixtral-8x7b mixtral-8x22b deepseek-moe-16b; do
   check "models lists $m" grep -q -- "^  $m " "$tmpdir/out"
 done
-check "models says MoE is not simulated yet" grep -q "not yet simulated" "$tmpdir/out"
+check "models says MoE is not run yet" grep -q "not yet run" "$tmpdir/out"
 
 # name params active layers hidden heads kv E k f shared first_dense dense_ffn vocab seq
 while read -r m p act l h a kv E k f fs fd fdense V s; do
@@ -76,13 +76,9 @@ assert "num_experts" not in d and d["params"] == d["active_params"]
 expect_ok "human output names the experts" "$MERAK" model --model mixtral-8x7b
 check "active line" grep -q "^active: 12879925248 parameters" "$tmpdir/out"
 
-# the engines refuse until they support experts (one line, exit 2)
-expect_fail "sim refuses MoE" "mixture-of-experts models are not simulated yet" -- "$MERAK" sim --model moe-tiny
-expect_fail "plan refuses MoE" "mixture-of-experts models are not simulated yet" -- \
-  "$MERAK" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256
+# run refuses until the executor supports experts (one line, exit 2); sim
+# and plan take them (tests/sim-moe.sh)
 expect_fail "run refuses MoE" "not supported by run yet" -- "$MERAK" run --model moe-tiny --steps 1
-expect_fail "sim refuses experts added by flag" "not simulated yet" -- \
-  "$MERAK" sim --model llama-tiny --num-experts 4
 
 # bad input
 expect_fail "top-k above E" "--moe-router-topk 5 is above --num-experts 4" -- \

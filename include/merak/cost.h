@@ -20,6 +20,13 @@
  *                 = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
  *   auto          min(ring, tree) when the group fits in a node or has one
  *                 member per node; hierarchical otherwise.
+ *   all-to-all    pairwise exchange (MPICH's MPI_Alltoall for long messages,
+ *                 Thakur, Rabenseifner & Gropp 2005): n-1 steps, each sending
+ *                 S/n to one peer and receiving S/n from another; of the n-1
+ *                 peers g-1 share the node, n-g do not:
+ *                 (g-1)(a_i + S/(n b_i)) + (n-g)(a_e + S/(n b_e)),
+ *                 = (n-1)(alpha + S/(n beta)) inside one node; S = the rank's
+ *                 whole send buffer (its own S/n stays), any algorithm.
  * Under the `ideal` cluster every collective, p2p and non-F/B/R cost is 0. */
 #ifndef MERAK_COST_H
 #define MERAK_COST_H
@@ -31,7 +38,7 @@
 extern "C" {
 #endif
 
-typedef enum { MK_COLL_ALLREDUCE = 0, MK_COLL_REDUCE_SCATTER, MK_COLL_ALLGATHER } mk_coll_kind_t;
+typedef enum { MK_COLL_ALLREDUCE = 0, MK_COLL_REDUCE_SCATTER, MK_COLL_ALLGATHER, MK_COLL_ALLTOALL } mk_coll_kind_t;
 typedef enum { MK_ALGO_AUTO = 0, MK_ALGO_RING, MK_ALGO_TREE, MK_ALGO_HIER } mk_coll_algo_t;
 
 /* A communication group: n ranks, g of them on each node it spans

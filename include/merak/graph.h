@@ -69,6 +69,7 @@ typedef struct mk_op {
     /* per micro-batch, whole (unsharded) op: */
     double params;
     double active_params;          /* the parameters one token uses (moe: k of E experts) */
+    double expert_params;          /* moe: the E routed experts' (what expert parallelism splits) */
     double fwd_flops, bwd_flops;   /* matmul FLOPs, non-causal attention */
     double fwd_flops_causal;       /* matmul FLOPs, causal attention */
     double vec_flops;              /* elementwise FLOPs, forward */
@@ -98,6 +99,10 @@ typedef struct mk_graph_opts {
     int dropout;        /* dropout layers save masks */
     int tp;             /* for vocabulary padding only */
     int flash_attn;     /* the attention core keeps no s x s scores (FlashAttention) */
+    double moe_imbalance; /* MoE: the busiest expert's load over the mean (the plan's; 0 or 1:
+                             balanced); a time figure only, the graph's FLOPs stay the mean */
+    int ep;             /* MoE: expert parallel ranks (0 or 1: none): an expert's GEMMs see the
+                           tokens of ep ranks, ep N k / E (time only) */
 } mk_graph_opts_t;
 
 typedef struct mk_graph {

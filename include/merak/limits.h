@@ -34,6 +34,11 @@
 #define MK_MAX_MOE_FFN  MK_MAX_FFN /* expert and shared-expert widths */
 #define MK_MAX_MOE_CAPACITY 1024.0
 #define MK_MAX_MOE_AUX_COEFF 100.0
+/* Expert parallelism: ep divides the experts, so MK_MAX_EXPERTS bounds it;
+ * the imbalance factor at most E (every token on one expert) of the most
+ * experts: the busiest expert's load over the mean. */
+#define MK_MAX_EP       MK_MAX_EXPERTS
+#define MK_MAX_MOE_IMBALANCE ((double)MK_MAX_EXPERTS)
 #define MK_MAX_GRAPH_OPS 32768    /* ops of one graph: 1024 GPT blocks have 16,384 */
 
 /* Layout and batch (flags and plan files). */

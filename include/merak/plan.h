@@ -33,6 +33,12 @@ typedef struct mk_plan {
     int cp;                     /* context parallel (Megatron's --context-parallel-size): the
                                  * sequence split over cp ranks in 2*cp chunks (rank i holds
                                  * chunks i and 2cp-1-i); 1: none */
+    int ep;                     /* expert parallel (Megatron's --expert-model-parallel-size): an
+                                 * MoE layer's E experts split over ep ranks taken from the
+                                 * data-parallel group (rank order tp, cp, ep-within-dp, pp), E/ep
+                                 * each; ep divides dp and E; 1: none (dense models: always 1) */
+    double moe_imbalance;       /* the busiest expert's load over the mean N*k/E (>= 1; 1:
+                                 * balanced; the executor's measured routing calibrates it) */
     int mbs;                    /* micro-batch size b */
     int m;                      /* micro-batches per replica: gbs / (dp*mbs) */
     mk_sched_kind_t schedule;
@@ -105,6 +111,10 @@ int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
 /* The part of mk_plan_check that needs the graph (everything after the
  * sizes and tp), on a plan mk_plan_check_sizes accepted. */
 int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g);
+/* Expert parallelism's rules (part of mk_plan_check_layout): ep divides dp
+ * and the plan model's experts, ep > 1 only with experts, 1 <=
+ * moe_imbalance, other than 1 only with experts. */
+int mk_plan_check_ep(const mk_plan_t *p);
 /* The part of mk_plan_check that needs no graph: each size against its
  * maximum (merak/limits.h), then the products in 64 bits: GPUs dp*pp*tp,
  * virtual stages pp*vpp, a replica's batch dp*mbs, micro-batches m and

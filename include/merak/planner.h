@@ -50,6 +50,7 @@ typedef struct mk_planner_opts {
     int max_mbs;              /* 0: 8 */
     int exhaustive;           /* simulate every candidate that fits (tests) */
     int refine;               /* refine the best plan's partition (default on: -1) */
+    double moe_imbalance;     /* MoE: every candidate's --moe-imbalance (0: 1, balanced) */
     int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
     void (*progress)(void *ctx, long done, long total);
     void *progress_ctx;

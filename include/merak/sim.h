@@ -35,7 +35,16 @@
  * the CP group (cp-1 steps forward, K/V and dK/dV backward), each step's
  * transfer exposed only beyond its block's attention (src/sim/sim_chunk.c
  * cp_ring; MK_COMM_CP, the trace's cp stream); two K/V blocks are
- * buffers; gradients are reduced and ZeRO shards over dp x cp. */
+ * buffers; gradients are reduced and ZeRO shards over dp x cp.
+ *
+ * Expert parallelism (ep > 1, MoE models): ep consecutive DP ranks split
+ * each MoE layer's experts (E/ep each: their weights, gradients and
+ * optimizer state /ep); the layer dispatches and combines its tokens by
+ * two all-to-alls forward and two backward over the EP group (pairwise
+ * exchange, merak/cost.h; blocking: they lengthen the layer, MK_COMM_EP,
+ * A2A.ep in the trace); the experts' GEMMs run at the busiest expert's
+ * load, ep N k / E x min(moe_imbalance, capacity factor); expert gradients
+ * are reduced over dp x cp / ep ranks, dense ones over dp x cp. */
 #ifndef MERAK_SIM_H
 #define MERAK_SIM_H
 
@@ -51,8 +60,9 @@ extern "C" {
 
 #define MK_SIM_MAX_STAGES MK_PLAN_MAX_VSTAGES
 
-/* MK_COMM_CP: context parallelism's K/V ring inside the attention (cp > 1) */
-enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_CP, MK_COMM_KINDS };
+/* MK_COMM_CP: context parallelism's K/V ring inside the attention (cp > 1);
+ * MK_COMM_EP: expert parallelism's all-to-alls inside MoE layers (ep > 1) */
+enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_CP, MK_COMM_EP, MK_COMM_KINDS };
 
 typedef struct mk_sim_opts {
     int unit_costs;          /* the unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
@@ -86,6 +96,7 @@ typedef struct mk_sim_result {
     long events;             /* instructions and transfers simulated */
     int zero, zero_group;    /* ZeRO stage in effect and its sharding group (mk_plan_zero_group) */
     int cp;                  /* the plan's context parallel size (MK_COMM_CP's figures when > 1) */
+    int ep;                  /* the plan's expert parallel size (MK_COMM_EP's figures when > 1) */
 } mk_sim_result_t;
 
 typedef struct mk_sim mk_sim_t;

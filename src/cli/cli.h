@@ -29,6 +29,8 @@ typedef struct mk_args {
     const char *dtype;             /* NULL: the subcommand's default */
     const char *cluster;
     int dp, pp, tp, cp, mbs, gbs, vpp; /* 0: not given */
+    int ep, etp;                   /* --ep, --expert-tensor-parallel-size (0: not given) */
+    double moe_imbalance;          /* --moe-imbalance (0: not given) */
     int micro_batches;
     const char *schedule, *recompute, *partition;
     const char *zero_shard_group;  /* --zero-shard-group dp|node (NULL: dp) */

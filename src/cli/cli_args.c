@@ -17,7 +17,7 @@ enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
-    O_DP, O_PP, O_TP, O_CP, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
+    O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_FLASH_ATTN, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
@@ -74,6 +74,10 @@ static const mk_flag_t mk_flags[] = {
     {"tp", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
     {"cp", O_CP, G_L, I, 1, 1, MK_MAX_CP},
     {"context-parallel-size", O_CP, G_L, I, 1, 1, MK_MAX_CP},
+    {"ep", O_EP, G_L, I, 1, 1, MK_MAX_EP},
+    {"expert-model-parallel-size", O_EP, G_L, I, 1, 1, MK_MAX_EP},
+    {"expert-tensor-parallel-size", O_ETP, G_L, I, 1, 1, MK_MAX_TP},
+    {"moe-imbalance", O_MOE_IMBALANCE, G_L | MK_OPTG_PLAN, R, 1, 1, MK_MAX_MOE_IMBALANCE},
     {"tensor-model-parallel-size", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
     {"mbs", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
     {"micro-batch-size", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
@@ -157,7 +161,8 @@ static int parse_int(const char *cmd, const mk_flag_t *f, const char *s, int *ou
     return 0;
 }
 
-/* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum. */
+/* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum; from lo
+ * when the flag has one (lo > 0). */
 static int parse_double(const char *cmd, const mk_flag_t *f, const char *s, double *out)
 {
     char *end;
@@ -168,6 +173,10 @@ static int parse_double(const char *cmd, const mk_flag_t *f, const char *s, doub
     }
     if (v > f->max) {
         mk_cli_fail(cmd, "--%s must be at most %g, got %s", f->name, f->max, s);
+        return -1;
+    }
+    if (f->lo > 0 && v < f->lo) {
+        mk_cli_fail(cmd, "--%s must be from %d to %g, got %s", f->name, f->lo, f->max, s);
         return -1;
     }
     if (v > 0 && v < MK_MIN_POSITIVE_REAL) {
@@ -193,6 +202,7 @@ static void print_limits(unsigned groups)
         for (size_t j = i + 1; j < MK_NFLAGS && mk_flags[j].id == f->id && n < (int)sizeof names; j++)
             n += snprintf(names + n, sizeof names - n, ", --%s", mk_flags[j].name);
         if (f->kind == I) printf("  %-44s %d to %.0f\n", names, f->lo, f->max);
+        else if (f->lo > 0) printf("  %-44s %d to %g\n", names, f->lo, f->max);
         else printf("  %-44s 0, or %g to %g\n", names, MK_MIN_POSITIVE_REAL, f->max);
     }
 }
@@ -267,6 +277,8 @@ static int *int_slot(mk_args_t *a, int id)
     case O_PP: return &a->pp;
     case O_TP: return &a->tp;
     case O_CP: return &a->cp;
+    case O_EP: return &a->ep;
+    case O_ETP: return &a->etp;
     case O_MBS: return &a->mbs;
     case O_GBS: return &a->gbs;
     case O_VPP: return &a->vpp;
@@ -299,6 +311,7 @@ static double *real_slot(mk_args_t *a, int id)
     case O_NORM_EPS: return &a->ov.norm_eps;
     case O_MOE_AUX: return &a->ov.moe_aux_coeff;
     case O_MOE_CAPACITY: return &a->ov.moe_capacity;
+    case O_MOE_IMBALANCE: return &a->moe_imbalance;
     }
     return NULL;
 }

@@ -36,7 +36,7 @@ int mk_cmd_models(int argc, char **argv)
                c.kv_heads, c.seq, c.vocab, g ? mk_graph_params(g) / 1e9 : 0.0, mk_model_preset_about(*n));
         mk_graph_free(g);
     }
-    printf("  (MoE presets: described by 'merak model'; not yet simulated, planned or run)\n");
+    printf("  (MoE presets: described, simulated and planned; not yet run)\n");
     printf("\nClusters (--cluster NAME, or a path to a cluster JSON):\n");
     for (const char *const *n = mk_cluster_preset_names(); *n; n++)
         printf("  %-13s %s\n", *n, mk_cluster_preset_about(*n));

@@ -33,6 +33,11 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->pp = a->pp ? a->pp : 1;
     p->tp = a->tp ? a->tp : 1;
     p->cp = a->cp ? a->cp : 1;
+    p->ep = a->ep ? a->ep : 1;
+    if (a->moe_imbalance > 0) p->moe_imbalance = a->moe_imbalance;
+    if (a->etp > 1)
+        return mk_cli_fail(a->cmd, "--expert-tensor-parallel-size %d: only 1 is supported (the experts are "
+                           "not split over tensor-parallel ranks yet)", a->etp), -1;
     p->mbs = a->mbs ? a->mbs : 1;
     if (a->dp) p->dp = a->dp;
     else if (world > 0 && world % (p->pp * p->tp * p->cp) == 0) p->dp = world / (p->pp * p->tp * p->cp);

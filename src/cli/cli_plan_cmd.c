@@ -18,7 +18,9 @@ static const char *plan_usage =
     "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
     "interleaved, merak, zb-h1), recompute policy (none, full, selective, stage-aware,\n"
     "auto), sequence parallelism, TP overlap, ZeRO 0-3 (over the DP group or a node's\n"
-    "DP ranks) and partitioning; rank candidates by\n"
+    "DP ranks) and partitioning, and for MoE models the expert parallel size ep (every\n"
+    "divisor of dp that divides the experts; the table adds ep and the all-to-alls'\n"
+    "share of the step); rank candidates by\n"
     "a lower bound, simulate the survivors, and print the K fastest plans that fit.\n\n"
     "  --model M        preset or JSON description (default @model@)\n"
     "  --cluster C      preset or cluster JSON (default @cluster@)\n"
@@ -27,6 +29,7 @@ static const char *plan_usage =
     "  --dtype D        fp16, bf16, fp32, or fp8 on devices with FP8 tensor cores (default: the\n"
     "                   cluster's 16-bit type; fp8 is never chosen unless given)\n"
     "  --top K          plans to show (default @top@)\n"
+    "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
     "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
@@ -58,8 +61,9 @@ static void progress(void *ctx, long done, long total)
 }
 
 /* with_cp: a cp column after dp (only when a listed plan uses CP, so that
- * every other table reads as before) */
-static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp)
+ * every other table reads as before); moe: an ep column after them and
+ * the all-to-alls' share of the step last (MoE models only, likewise) */
+static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe)
 {
     const mk_plan_t *p = &e->plan;
     const mk_sim_result_t *r = &e->res;
@@ -72,12 +76,16 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp)
     }
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
-    char cp[8] = "";
-    if (with_cp) snprintf(cp, sizeof cp, " %3d", p->cp);
-    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f\n",
+    char cp[16] = "", a2a[16] = "";
+    snprintf(cp, sizeof cp, with_cp ? " %3d" : "", p->cp);
+    if (moe) { /* the ep column, and the exposed all-to-alls (mean per stage) over the step */
+        snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " %3d", p->ep);
+        snprintf(a2a, sizeof a2a, " %5.1f%%", r->step_time_s > 0 ? 100 * r->exposed_comm_s[MK_COMM_EP] / r->step_time_s : 0);
+    }
+    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f%s\n",
            i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
            p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, r->step_time_s, r->tokens_per_s,
-           r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30));
+           r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30), a2a);
 }
 
 /* Rank 0 receives every rank's top-K list and the counters. */
@@ -148,9 +156,10 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
            r->enumerate_time_s);
     int with_cp = 0;
     for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1;
-    printf("  #   dp%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  TFLOP/s   MFU  bubble  peak GiB\n",
-           with_cp ? "  cp" : "");
-    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp);
+    int moe = mk_model_is_moe(&base->model);
+    printf("  #   dp%s%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  "
+           "TFLOP/s   MFU  bubble  peak GiB%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", moe ? "   a2a" : "");
+    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe);
     if (r->n > 1) {
         char why[512];
         mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
@@ -223,8 +232,6 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     mk_cluster_t cl;
     const mk_cli_defaults_t *d = &plan_defaults;
     if (mk_args_model(a, d->model, &base.model) < 0) return MK_EXIT_USAGE;
-    if (mk_model_is_moe(&base.model))
-        return mk_cli_fail("plan", "mixture-of-experts models are not simulated yet (so not planned)");
     mk_strlcpy(base.cluster, a->cluster ? a->cluster : d->cluster, sizeof base.cluster);
     if (mk_cluster_get(base.cluster, &cl) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     mk_planner_opts_t o;
@@ -234,6 +241,9 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.gpus = a->gpus ? a->gpus : d->gpus;
     o.gbs = a->gbs ? a->gbs : d->gbs;
     o.top = a->top > 0 ? a->top : d->top;
+    o.moe_imbalance = a->moe_imbalance;
+    if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
+    if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
     if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (rank == 0 && isatty(2)) o.progress = progress;

@@ -23,6 +23,12 @@ static const char *sim_usage =
     "  --dp --pp --tp     data, pipeline and tensor parallel degrees (default 1)\n"
     "  --cp C             context parallel size (Megatron's --context-parallel-size): each\n"
     "                     sequence split over C ranks in 2C chunks, attention as a K/V ring\n"
+    "  --ep E             expert parallel size (Megatron's --expert-model-parallel-size, MoE\n"
+    "                     models): E consecutive DP ranks split each MoE layer's experts,\n"
+    "                     tokens dispatched and combined by all-to-alls; E divides dp and\n"
+    "                     the experts (default 1; --expert-tensor-parallel-size: only 1)\n"
+    "  --moe-imbalance F  the busiest expert's load over the mean N k / E (default 1;\n"
+    "                     a capacity factor caps it)\n"
     "  --mbs b --gbs B    micro-batch and global batch in sequences (default 1, @gbs@);\n"
     "                     --micro-batches M sets B = dp x b x M when --gbs is not given\n"
     "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre, merak-last, zb-h1\n"
@@ -93,9 +99,10 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     if (!r->fits)
         printf("does NOT fit (stage %d over by %.2f GiB)\n", r->worst_stage, r->shortfall_bytes / GIB);
     printf("\ncommunication (mean per stage)  exposed s  overlapped s\n");
-    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)", "cp (K/V ring)"};
-    for (int i = 0; i < (r->cp > 1 ? MK_COMM_KINDS : MK_COMM_CP); i++)
-        printf("  %-29s %10.4f %12.4f\n", k[i], r->exposed_comm_s[i], r->overlapped_comm_s[i]);
+    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)", "cp (K/V ring)", "ep (all-to-all)"};
+    for (int i = 0; i < MK_COMM_KINDS; i++)
+        if (i < MK_COMM_CP || (i == MK_COMM_CP && r->cp > 1) || (i == MK_COMM_EP && r->ep > 1))
+            printf("  %-29s %10.4f %12.4f\n", k[i], r->exposed_comm_s[i], r->overlapped_comm_s[i]);
 }
 
 /* --micro-batches M: the global batch dp x mbs x M. */
@@ -123,9 +130,6 @@ static int sim_ctx(const mk_args_t *a, mk_cluster_t *cl, mk_plan_ctx_t *ctx)
     }
     mk_plan_t plan;
     if (mk_args_plan(a, d, 0, dtype, &plan) < 0) return -1;
-    /* the one check of the simulator's commands (issue 19 adds experts to it) */
-    if (mk_model_is_moe(&plan.model))
-        return mk_cli_fail(a->cmd, "mixture-of-experts models are not simulated yet"), -1;
     if (mk_cluster_get(plan.cluster, cl) < 0) return mk_cli_fail("sim", "%s", mk_error_last()), -1;
     mk_plan_resolve_opts_t ro = {.cluster = cl, .resolve_auto = mk_sim_auto};
     return mk_args_resolve(a, d, &plan, &ro, ctx);

@@ -274,6 +274,7 @@ static void moe_costs(mk_op_t *o, double N, double dt)
     const double expert = m * w * f + bias, shared = m * w * fs + sbias;
     o->params = E * expert + shared;
     o->active_params = k * expert + shared;
+    o->expert_params = E * expert;
     o->fwd_flops = o->fwd_flops_causal = 2 * N * (k * m * w * f + m * w * fs);
     o->bwd_flops = 2 * o->fwd_flops;
     o->vec_flops = 5 * N * E + 2 * N * k * w + act_flops * N * (k * f + fs);

@@ -12,7 +12,8 @@ void mk_plan_init(mk_plan_t *p)
 {
     memset(p, 0, sizeof *p);
     p->dtype = MK_DTYPE_BF16;
-    p->dp = p->pp = p->tp = p->cp = p->vpp = p->mbs = 1;
+    p->dp = p->pp = p->tp = p->cp = p->ep = p->vpp = p->mbs = 1;
+    p->moe_imbalance = 1.0;
     p->gbs = 1;
     p->schedule = MK_SCHED_1F1B;
     p->recompute.kind = MK_RECOMPUTE_FULL;
@@ -54,6 +55,10 @@ mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep)
     mk_plan_layout_str_t r;
     if (p->cp > 1) snprintf(r.s, sizeof r.s, "dp %d%scp %d%spp %d%stp %d", p->dp, sep, p->cp, sep, p->pp, sep, p->tp);
     else snprintf(r.s, sizeof r.s, "dp %d%spp %d%stp %d", p->dp, sep, p->pp, sep, p->tp);
+    if (p->ep > 1) { /* the EP ranks are DP ranks: named after the layout, not a factor of it */
+        size_t n = strlen(r.s);
+        snprintf(r.s + n, sizeof r.s - n, " (ep %d)", p->ep);
+    }
     return r;
 }
 
@@ -71,10 +76,11 @@ int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node)
 
 int mk_plan_check_sizes(mk_plan_t *p)
 {
-    if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->cp < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
-        return mk_error_set("dp, pp, tp, cp, vpp, mbs and gbs must all be >= 1");
+    if (p->dp < 1 || p->pp < 1 || p->tp < 1 || p->cp < 1 || p->ep < 1 || p->vpp < 1 || p->mbs < 1 || p->gbs < 1)
+        return mk_error_set("dp, pp, tp, cp, ep, vpp, mbs and gbs must all be >= 1");
     if (mk_limit_check("dp", p->dp, MK_MAX_GPUS) < 0 || mk_limit_check("pp", p->pp, MK_MAX_VSTAGES) < 0 ||
         mk_limit_check("tp", p->tp, MK_MAX_TP) < 0 || mk_limit_check("cp", p->cp, MK_MAX_CP) < 0 ||
+        mk_limit_check("ep", p->ep, MK_MAX_EP) < 0 ||
         mk_limit_check("vpp", p->vpp, MK_MAX_VSTAGES) < 0 ||
         mk_limit_check("mbs", p->mbs, MK_MAX_MBS) < 0 || mk_limit_check("gbs", p->gbs, MK_MAX_GBS) < 0)
         return -1;
@@ -103,6 +109,22 @@ int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c)
     return 0;
 }
 
+/* Expert parallelism: ep divides dp and the experts; > 1 needs experts;
+ * the imbalance factor from 1 to its maximum, other than 1 only with experts. */
+int mk_plan_check_ep(const mk_plan_t *p)
+{
+    int E = p->model.num_experts;
+    if (!(p->moe_imbalance >= 1.0 && p->moe_imbalance <= MK_MAX_MOE_IMBALANCE))
+        return mk_error_set("--moe-imbalance must be from 1 to %g, got %g", MK_MAX_MOE_IMBALANCE, p->moe_imbalance);
+    if (p->moe_imbalance != 1.0 && E <= 0)
+        return mk_error_set("--moe-imbalance %g needs a model with experts (this one is dense)", p->moe_imbalance);
+    if (p->ep == 1) return 0;
+    if (E <= 0) return mk_error_set("--ep %d needs a model with experts (this one is dense)", p->ep);
+    if (p->dp % p->ep) return mk_error_set("--ep %d does not divide dp %d (EP ranks come from the data-parallel group)", p->ep, p->dp);
+    if (E % p->ep) return mk_error_set("--ep %d does not divide the %d experts", p->ep, E);
+    return 0;
+}
+
 /* The rules of mk_plan_check that need the graph, on a plan whose sizes
  * are checked (n_vstages and m filled). */
 int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
@@ -124,6 +146,7 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->cp > 1 && g->cfg.seq % (2 * p->cp))
         return mk_error_set("--cp %d: the sequence (%d) must split into 2 x cp = %d equal chunks", p->cp, g->cfg.seq,
                             2 * p->cp);
+    if (mk_plan_check_ep(p) < 0) return -1;
     if (p->zero < 0 || p->zero > 3) return mk_error_set("--zero must be 0, 1, 2 or 3");
     if (p->zero_shard < 0 || p->zero_shard > p->dp || (p->zero_shard && p->dp % p->zero_shard))
         return mk_error_set("ZeRO sharding group %d does not divide dp %d", p->zero_shard, p->dp);
@@ -208,6 +231,8 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->tp = p->tp;
     o->dropout = mk_plan_dropout(p->dtype);
     o->flash_attn = p->use_flash_attn;
+    o->moe_imbalance = p->moe_imbalance;
+    o->ep = p->ep;
 }
 
 int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }

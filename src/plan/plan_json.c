@@ -58,6 +58,8 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* likewise only when hybrid: absent means the whole DP group */
     if (j && p->zero_shard) json_object_set_new(j, "zero_shard_size", json_integer(p->zero_shard));
     if (j && p->cp > 1) json_object_set_new(j, "cp", json_integer(p->cp)); /* likewise: absent means 1 */
+    if (j && p->ep > 1) json_object_set_new(j, "ep", json_integer(p->ep)); /* likewise: absent means 1 */
+    if (j && p->moe_imbalance != 1.0) json_object_set_new(j, "moe_imbalance", json_real(p->moe_imbalance));
     return j;
 }
 
@@ -77,12 +79,13 @@ static const char *const model_keys[] = {"name", "family", "num_layers", "hidden
 
 static int model_keys_check(json_t *m, const char *what, int custom)
 {
-    const char *keys[MODEL_NKEYS + 16] = {NULL};
+#define ARCH_MAXKEYS 32 /* room for mk_model_arch_keys (17 with the experts') and json_path */
+    const char *keys[MODEL_NKEYS + ARCH_MAXKEYS + 1] = {NULL};
     memcpy(keys, model_keys, sizeof model_keys);
     const char *const *arch = mk_model_arch_keys();
     if (custom) keys[MODEL_NKEYS] = "json_path";
     else
-        for (size_t i = 0; arch[i] && MODEL_NKEYS + i < MODEL_NKEYS + 15; i++) keys[MODEL_NKEYS + i] = arch[i];
+        for (size_t i = 0; arch[i] && i < ARCH_MAXKEYS; i++) keys[MODEL_NKEYS + i] = arch[i];
     char where[4200];
     snprintf(where, sizeof where, "%s: model", what);
     return mk_json_only_keys(m, where, keys);
@@ -148,7 +151,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
                                        "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
-                                       "use_flash_attn", NULL};
+                                       "use_flash_attn", "ep", "moe_imbalance", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -208,6 +211,8 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         mk_json_int(j, what, "tp_overlap", 0, &p->tp_overlap) < 0 || mk_json_int(j, what, "zero", 0, &p->zero) < 0 ||
         (json_object_get(j, "zero_shard_size") && mk_json_int(j, what, "zero_shard_size", 1, &p->zero_shard) < 0) ||
         (json_object_get(j, "cp") && mk_json_int(j, what, "cp", 1, &p->cp) < 0) ||
+        (json_object_get(j, "ep") && mk_json_int(j, what, "ep", 1, &p->ep) < 0) ||
+        (json_object_get(j, "moe_imbalance") && mk_json_num(j, what, "moe_imbalance", 1.0, &p->moe_imbalance) < 0) ||
         plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
     /* n_vstages: filled by plan_sizes, within MK_PLAN_MAX_VSTAGES */

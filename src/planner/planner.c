@@ -14,10 +14,10 @@ typedef struct {
     long index;
 } mk_cand_t;
 
-/* Cached per (mbs, tp, cp): the graph; per seqpar: per-layer fwd/bwd times
+/* Cached per (mbs, tp, cp, ep): the graph (ep: its experts' GEMM shapes); per seqpar: per-layer fwd/bwd times
  * of one rank's tokens (b s / cp). */
 typedef struct {
-    int mbs, tp, cp;
+    int mbs, tp, cp, ep;
     mk_graph_t *g;
     double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
     double *ar[2];        /* [seqpar][layer] TP collectives of one forward (same again in backward) */
@@ -50,10 +50,10 @@ void mk_planner_opts_init(mk_planner_opts_t *o)
     o->size = 1;
 }
 
-static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp)
+static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
 {
     for (int i = 0; i < S->ngc; i++)
-        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].cp == cp) return &S->gc[i];
+        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].cp == cp && S->gc[i].ep == ep) return &S->gc[i];
     if (S->ngc == S->capgc) {
         int cap = S->capgc ? 2 * S->capgc : 16;
         mk_gcache_t *n = realloc(S->gc, cap * sizeof *n);
@@ -62,10 +62,11 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp)
     }
     mk_gcache_t *e = &S->gc[S->ngc];
     memset(e, 0, sizeof *e);
-    mk_plan_t q; /* the graph of every plan with this (mbs, tp) */
+    mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
-    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp;
-    e->mbs = mbs, e->tp = tp, e->cp = cp;
+    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep;
+    if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
+    e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
     if (!(e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
@@ -348,11 +349,11 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
     return 0;
 }
 
-/* Candidates of one layout (dp, cp, pp, tp) and micro-batch size. */
-static int layout_candidates(mk_search_t *S, int dp, int cp, int pp, int tp, int mbs)
+/* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
+static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int tp, int mbs)
 {
     const mk_planner_opts_t *o = S->o;
-    mk_gcache_t *e = graph_for(S, mbs, tp, cp);
+    mk_gcache_t *e = graph_for(S, mbs, tp, cp, ep);
     if (!e) return -1;
     unsigned sm = o->sched_mask ? o->sched_mask
                                 : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
@@ -373,7 +374,8 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int pp, int tp, int
                     p.model = *S->model;
                     mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
                     p.dtype = o->dtype, p.gbs = o->gbs;
-                    p.dp = dp, p.cp = cp, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
+                    p.dp = dp, p.cp = cp, p.ep = ep, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
+                    if (o->moe_imbalance > 0) p.moe_imbalance = o->moe_imbalance;
                     p.schedule = (mk_sched_kind_t)k;
                     p.n_vstages = (int)mk_plan_vstages(&p);
                     p.m = mk_plan_micro_batches(&p);
@@ -462,7 +464,12 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
          * generates, checks and simulates only its own share */
         S->combo++, S->combo_seq = 0;
         if ((S->combo - 1) % size != o->rank) continue;
-        if (layout_candidates(S, dp, cp, pp, tp, mbs) < 0) return -1;
+        /* expert parallelism: every ep dividing dp and the experts, 1 first
+           (a dense model has only ep 1: its candidates are unchanged) */
+        for (int ep = 1; ep <= dp; ep++)
+            if (divides(ep, dp) && (ep == 1 || (S->model->num_experts > 0 && divides(ep, S->model->num_experts))) &&
+                layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0)
+                return -1;
     }
     return 0;
 }
@@ -502,7 +509,8 @@ static int enumerate(mk_search_t *S)
 static const mk_gcache_t *cache_of(mk_search_t *S, const mk_plan_t *p)
 {
     for (int i = 0; i < S->ngc; i++)
-        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp) return &S->gc[i];
+        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp && S->gc[i].ep == p->ep)
+            return &S->gc[i];
     return NULL;
 }
 
@@ -564,6 +572,7 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     DIFF(p->dp != q->dp || p->pp != q->pp || p->tp != q->tp, "layout dp%d pp%d tp%d vs dp%d pp%d tp%d", p->dp,
          p->pp, p->tp, q->dp, q->pp, q->tp);
     DIFF(p->cp != q->cp, "cp %d vs %d", p->cp, q->cp);
+    DIFF(p->ep != q->ep, "ep %d vs %d", p->ep, q->ep);
     DIFF(p->mbs != q->mbs, "micro-batch %d vs %d", p->mbs, q->mbs);
     DIFF(p->schedule != q->schedule || p->vpp != q->vpp, "schedule %s vs %s", mk_sched_kind_name(p->schedule),
          mk_sched_kind_name(q->schedule));
@@ -575,14 +584,17 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     DIFF(strcmp(p->partition, q->partition), "partition %s vs %s", p->partition, q->partition);
 #undef DIFF
     const mk_sim_result_t *x = &a->res, *y = &b->res;
-    const char *what[5] = {"compute", "pipeline idle time", "exposed p2p time", "exposed TP communication",
-                           "exposed DP communication"};
-    double va[5] = {x->step_time_s * (1 - mean_bubble(x)), x->step_time_s * mean_bubble(x), x->exposed_comm_s[0],
-                    x->exposed_comm_s[1], x->exposed_comm_s[2]};
-    double vb[5] = {y->step_time_s * (1 - mean_bubble(y)), y->step_time_s * mean_bubble(y), y->exposed_comm_s[0],
-                    y->exposed_comm_s[1], y->exposed_comm_s[2]};
-    int k = 0;
-    for (int i = 1; i < 5; i++)
+    /* the all-to-alls block the compute stream: apart from compute, and a
+       component of their own only where a plan has them */
+    const char *what[6] = {"compute", "pipeline idle time", "exposed p2p time", "exposed TP communication",
+                           "exposed DP communication", "all-to-all time"};
+    double xe = x->exposed_comm_s[MK_COMM_EP], ye = y->exposed_comm_s[MK_COMM_EP];
+    double va[6] = {x->step_time_s * (1 - mean_bubble(x)) - xe, x->step_time_s * mean_bubble(x),
+                    x->exposed_comm_s[0], x->exposed_comm_s[1], x->exposed_comm_s[2], xe};
+    double vb[6] = {y->step_time_s * (1 - mean_bubble(y)) - ye, y->step_time_s * mean_bubble(y),
+                    y->exposed_comm_s[0], y->exposed_comm_s[1], y->exposed_comm_s[2], ye};
+    int k = 0, nk = p->ep > 1 || q->ep > 1 ? 6 : 5;
+    for (int i = 1; i < nk; i++)
         if (vb[i] - va[i] > vb[k] - va[k]) k = i;
     snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step",
              100 * (y->step_time_s - x->step_time_s) / y->step_time_s, d ? diff : "same knobs", what[k], va[k],

@@ -77,10 +77,22 @@ double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t a
     return t > 0 && host > t ? host : t;
 }
 
+/* Pairwise all-to-all of an S-byte send buffer over g: (g-1)(a_i + S/(n b_i))
+ * + (n-g)(a_e + S/(n b_e)), b_e the NIC share of the node's sharers. */
+static double alltoall(const mk_cluster_t *c, const mk_group_t *g, double bytes)
+{
+    int n = g->n, per = g->per_node < n ? g->per_node : n;
+    double piece = bytes / n;
+    double intra = (per - 1) * (c->intra.alpha_s + piece / c->intra.beta_Bps);
+    double inter = (n - per) * (c->inter.alpha_s + piece / nic_beta(c, g->sharers));
+    return intra + inter;
+}
+
 static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
                         double bytes)
 {
     if (c->ideal || g->n <= 1 || bytes <= 0) return 0;
+    if (kind == MK_COLL_ALLTOALL) return alltoall(c, g, bytes);
     int one_node = g->per_node >= g->n;
     double a = one_node ? c->intra.alpha_s : c->inter.alpha_s;
     double b = one_node ? c->intra.beta_Bps : nic_beta(c, g->sharers);

@@ -93,6 +93,28 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
     return d;
 }
 
+/* An MoE op's matmul time at peak P: the routed experts' GEMMs at the
+ * per-expert token count, the busiest expert's load L = ep N k / E x
+ * min(imbalance, capacity factor) (an EP rank runs E/ep experts on the
+ * tokens of ep ranks: the same FLOPs as E experts on its own, taller GEMMs) (dropless: no cap; tokens above the
+ * capacity are dropped, so a factor below 1 computes fewer), its FLOPs
+ * L / (N k / E) x the mean's; the shared expert's at all N tokens.  Every
+ * expert of a rank waits for the busiest (the combine all-to-all needs all
+ * of them).  dims: the smallest GEMM dimension, tokens x w x f. */
+static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const mk_op_t *o, double f, double tokens,
+                              double peak)
+{
+    double m = o->gated ? 3 : 2, w = o->width, fe = o->ffn, fs = o->shared_ffn, k = o->topk;
+    double routed = k * m * w * fe / (k * m * w * fe + m * w * fs); /* the routed share of F */
+    double lf = g->opts.moe_imbalance > 1 ? g->opts.moe_imbalance : 1.0, cap = g->cfg.moe_capacity;
+    if (cap > 0 && cap < lf) lf = cap;
+    double ep = g->opts.ep > 1 ? g->opts.ep : 1;
+    double te = ep * tokens * k / o->experts * lf, de = fmin(te, fmin(w, fe)), ds = fmin(tokens, fmin(w, fs));
+    double t = f * routed * lf / (peak * mk_cost_gemm_eff(d, de));
+    if (fs > 0) t += f * (1 - routed) / (peak * mk_cost_gemm_eff(d, ds));
+    return t;
+}
+
 /* Kernels the framework launches for one op: the host issues each one (see
  * host_op_s in cluster.h).  Counted in Megatron-LM's GPT layer as
  * Megatron-LM 2021 and Megatron-DeepSpeed run it (megatron/model/
@@ -176,7 +198,8 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     double v = o->vec_flops * scale * (bwd ? 2 : 1), m = o->bytes_moved * scale * (bwd ? 2 : 1);
     const mk_device_t *d = &c->dev;
     double tc = 0;
-    if (f > 0) tc = f / (matmul_peak(d, o, dtype) * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
+    if (f > 0 && o->kind == MK_OPK_MOE) tc = moe_matmul_time(d, g, o, f, tokens, matmul_peak(d, o, dtype));
+    else if (f > 0) tc = f / (matmul_peak(d, o, dtype) * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
     if (f > 0 && !bwd && d->gemm_fwd_scale > 0 && !c->ideal) tc *= d->gemm_fwd_scale; /* see cluster.h */
     double in, out;
     if (f > 0 && !c->ideal && weight_gemm(o, tp, &in, &out)) tc *= quant_factor(d, tokens, in, out, bwd);

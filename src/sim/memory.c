@@ -45,6 +45,16 @@ double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)
     return sum;
 }
 
+double mk_sim_expert_params(const mk_graph_t *g, int l0, int l1, int tp)
+{
+    double sum = 0;
+    for (int l = l0; l < l1; l++)
+        for (int i = g->layers[l].first_op; i < g->layers[l].first_op + g->layers[l].n_ops; i++)
+            if (g->ops[i].kind == MK_OPK_MOE)
+                sum += g->ops[i].expert_params / (g->ops[i].tp_role == MK_TP_REPLICATED ? 1 : tp);
+    return sum;
+}
+
 double mk_sim_tied_params(const mk_graph_t *g, int tp)
 {
     return g->tied_rep + g->tied_split / tp;
@@ -78,7 +88,10 @@ static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *
 }
 
 /* Weights, gradients and optimizer state of P parameters (one TP rank)
- * over a ZeRO group of k = mk_plan_zero_group ranks (README "ZeRO"):
+ * over a ZeRO group of k = mk_plan_zero_group ranks (README "ZeRO"); of
+ * P, the out->expert_params experts this EP rank holds are sharded over
+ * k_e = k / ep ranks (at least 1: the ranks that hold the same experts),
+ * which makes an expert's state per rank E/ep x 1/k_e = E/k as dense:
  *   ZeRO-0  w P, g P, o P          ZeRO-1  optimizer o P / k
  *   ZeRO-2  + gradients g P / k, and two whole layer gradients: the one
  *           the backward is writing and the one being reduce-scattered
@@ -91,15 +104,17 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
                        mk_stage_static_t *out)
 {
     int z = mk_plan_zero(p), k = z ? mk_plan_zero_group(p) : 1;
+    int ep = p->ep > 1 ? p->ep : 1;
+    double Pe = out->expert_params, ke = z && k / ep > 1 ? k / ep : 1;
     out->weights = w * P;
     out->grads = gr * P;
-    out->optimizer = opt * P / k;
+    out->optimizer = opt * (P - Pe) / k + opt * Pe / ke;
     out->gathered = 0;
     if (z >= 2) {
         double layer, pair;
         zero_layers(p, g, s, &layer, &pair);
-        out->grads = gr * P / k + 2 * gr * layer;
-        if (z == 3) out->weights = w * P / k, out->gathered = w * pair;
+        out->grads = gr * (P - Pe) / k + gr * Pe / ke + 2 * gr * layer;
+        if (z == 3) out->weights = w * (P - Pe) / k + w * Pe / ke, out->gathered = w * pair;
     }
 }
 
@@ -142,7 +157,10 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     int V = p->n_vstages;
     for (int c = 0; c < p->vpp; c++) {
         int k = c * p->pp + s, l0 = p->bounds[k], l1 = p->bounds[k + 1];
-        P += mk_sim_layers_params(g, l0, l1, p->tp);
+        /* EP: this rank's E/ep of each MoE layer's experts */
+        double pe = mk_sim_expert_params(g, l0, l1, p->tp), ep = p->ep > 1 ? p->ep : 1;
+        P += mk_sim_layers_params(g, l0, l1, p->tp) - pe + pe / ep;
+        out->expert_params += pe / ep;
         out->fp8_params += fp8_copies(p, g, l0, l1);
         if (k > 0) buf += g->layers[l0].in_bytes / tsp;
         if (k < V - 1) buf += 2 * g->layers[l1 - 1].out_bytes / tsp;

@@ -96,10 +96,17 @@ static int setup_shared(mk_sim_state_t *R)
     R->dpg = mk_group_make(c, 0, p->tp, dcp, sh);
     R->cpg = mk_group_make(c, 0, p->tp, p->cp > 1 ? p->cp : 1, sh);
     R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * stage_ranks : 1, 2, sh);
+    /* EP: ep consecutive DP ranks (tp*cp apart); an expert's gradient is
+       reduced over the dp*cp/ep ranks holding it (stride tp*ep: exact for
+       cp 1, the cp ranks' placement approximated otherwise) */
+    int ep = p->ep > 1 ? p->ep : 1;
+    R->epg = mk_group_make(c, 0, p->tp * (p->cp > 1 ? p->cp : 1), ep, sh);
+    R->edpg = mk_group_make(c, 0, p->tp * ep, dcp / ep, sh);
     /* ZeRO: k consecutive DP x CP ranks shard, the dp*cp/k groups replicate */
     R->zk = mk_plan_zero(p) ? mk_plan_zero_group(p) : dcp;
     R->nrep = dcp / R->zk;
     R->zg = mk_group_make(c, 0, p->tp, R->zk, sh);
+    R->ezg = mk_group_make(c, 0, p->tp * ep, R->zk / ep > 1 ? R->zk / ep : 1, sh);
     R->rg = mk_group_make(c, 0, p->tp * R->zk, R->nrep, sh);
     R->ch = calloc(R->V, sizeof *R->ch);
     long nmsg = mk_walk_n_keys(R->sch);

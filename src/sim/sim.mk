@@ -15,3 +15,6 @@ EXTRA_DIST += tests/sim-cp.sh tests/sim-cli.sh tests/sim-zero.sh tests/sim-error
 	tests/sim-plots.sh tests/sim-quant.sh traces/README.md experiments/plot_timeline.py \
 	experiments/plot_memory.py experiments/bench-sim.sh traces/clusters/rtx3090-pcie.json \
 	traces/clusters/ideal-8.json
+# expert parallelism (issue 19)
+TESTS += tests/sim-moe.sh
+EXTRA_DIST += tests/sim-moe.sh

@@ -67,6 +67,23 @@ static void cp_ring(const mk_sim_state_t *R, int i, double N, int bwd, mk_tpl_t 
     t->kv_step = xfer[0] > step[0] ? xfer[0] : step[0];
 }
 
+/* Expert parallelism's all-to-alls of layer l's MoE op (Megatron-Core's
+ * MoEAlltoAllTokenDispatcher): forward, dispatch (the k routed copies of
+ * the rank's N tokens to the experts' ranks) and combine (the expert
+ * outputs back); backward, the same two with the gradients.  A rank's send
+ * buffer is N k w x dtype (one TP rank: the experts are whole on each;
+ * with sequence parallelism a TP rank holds, and computes, N/t of the
+ * tokens), of which (ep-1)/ep leaves it; the group spans ep
+ * consecutive DP ranks, tp*cp apart (inside a node when tp*cp*ep <=
+ * gpus_per_node), every rank of the node in one at once (sharers). */
+static void ep_alltoall(const mk_sim_state_t *R, const mk_op_t *o, double N, mk_tpl_t *t)
+{
+    double S = N * o->topk * o->width * mk_dtype_bytes(R->p->dtype) / (seqpar_of(R->p) ? R->p->tp : 1);
+    t->n_a2a = 2;
+    t->a2a_full = mk_cost_coll(R->c, MK_COLL_ALLTOALL, MK_ALGO_AUTO, &R->epg, S);
+    t->a2a_half = mk_cost_coll(R->c, MK_COLL_ALLTOALL, MK_ALGO_AUTO, &R->epg, S / 2);
+}
+
 /* Fill a layer's forward (dir 0), backward (1) or input-gradient (2) pieces. */
 static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 {
@@ -96,6 +113,7 @@ static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
         if (o->kind == MK_OPK_EMBEDDING && o->tp_role == MK_TP_VOCAB) vocab_emb = 1;
         if (o->kind == MK_OPK_LM_HEAD && o->tp_role == MK_TP_VOCAB) head = 1;
         if (o->kind == MK_OPK_ATTENTION && p->cp > 1 && !R->c->ideal && !R->o->unit_costs) cp_ring(R, i, N, bwd, t);
+        if (o->kind == MK_OPK_MOE && p->ep > 1 && !R->c->ideal && !R->o->unit_costs) ep_alltoall(R, o, N, t);
     }
     t->c_half /= 2; /* c_half is one half's time */
     if (p->tp > 1 && !R->c->ideal && !R->o->unit_costs) {
@@ -227,35 +245,54 @@ static double pure_sum(const mk_tpl_t *L, int n, int level)
 {
     double cs = 0;
     for (int i = 0; i < n; i++) {
-        if (level <= 0 || (level == 1 && L[i].n_ar == 0)) cs += L[i].c_full + L[i].ring_full;
-        else if (level == 1) cs += L[i].c_full - L[i].row_full + L[i].ring_full + 2 * L[i].row_half;
-        else cs += 2 * (L[i].c_half + L[i].ring_half);
+        if (level <= 0 || (level == 1 && L[i].n_ar == 0)) cs += L[i].c_full + mk_tpl_block_full(&L[i]);
+        else if (level == 1) cs += L[i].c_full - L[i].row_full + mk_tpl_block_full(&L[i]) + 2 * L[i].row_half;
+        else cs += 2 * (L[i].c_half + mk_tpl_block_half(&L[i]));
     }
     return cs;
 }
 
-/* The CP ring of layers L[0, n): exposed seconds; *comm += transfers. */
-static double ring_sum(const mk_tpl_t *L, int n, int level, double *comm)
+/* The CP ring (a2a 0) or the EP all-to-alls (1) of layers L[0, n):
+ * exposed seconds; *comm += transfers (the all-to-alls: all exposed). */
+static double ring_sum(const mk_tpl_t *L, int n, int level, int a2a, double *comm)
 {
     double ex = 0;
     for (int i = 0; i < n; i++) {
         int halves = level >= 2; /* mk_tp_run's halves */
+        if (a2a) {
+            double t = L[i].n_a2a * (halves ? 2 * L[i].a2a_half : L[i].a2a_full);
+            ex += t, *comm += t;
+            continue;
+        }
         ex += halves ? 2 * L[i].ring_half : L[i].ring_full;
         *comm += L[i].n_kv * (halves ? 2 * L[i].kv_half : L[i].kv_full);
     }
     return ex;
 }
 
-double mk_chunk_cost_ring(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double *comm)
+/* The blocking communication of one compute op (ring_sum's kinds). */
+static double blocking_comm(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, int a2a,
+                            double *comm)
 {
     double ex = 0;
     *comm = 0;
-    if (op == MK_INSTR_F || op == MK_INSTR_F_PRE) ex = ring_sum(c->fwd, c->nl, lvl, comm);
-    else if (op == MK_INSTR_B) ex = ring_sum(c->bwd, c->nl, lvl, comm);
-    else if (op == MK_INSTR_B_IN) ex = ring_sum(c->bin, c->nl, lvl, comm);
+    if (op == MK_INSTR_F || op == MK_INSTR_F_PRE) ex = ring_sum(c->fwd, c->nl, lvl, a2a, comm);
+    else if (op == MK_INSTR_B) ex = ring_sum(c->bwd, c->nl, lvl, a2a, comm);
+    else if (op == MK_INSTR_B_IN) ex = ring_sum(c->bin, c->nl, lvl, a2a, comm);
     if (ck > c->nck) ck = c->nck;
-    if (op == MK_INSTR_R || ((op == MK_INSTR_B || op == MK_INSTR_B_IN) && rc)) ex += ring_sum(c->ckf, ck, lvl, comm);
+    if (op == MK_INSTR_R || ((op == MK_INSTR_B || op == MK_INSTR_B_IN) && rc))
+        ex += ring_sum(c->ckf, ck, lvl, a2a, comm);
     return ex;
+}
+
+double mk_chunk_cost_ring(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double *comm)
+{
+    return blocking_comm(c, op, lvl, rc, ck, 0, comm);
+}
+
+double mk_chunk_cost_a2a(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double *comm)
+{
+    return blocking_comm(c, op, lvl, rc, ck, 1, comm);
 }
 
 double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double d)

@@ -21,11 +21,22 @@ typedef struct mk_tpl {
        seconds added to the layer); kv_step: one step's span (full) */
     int n_kv;
     double kv_full, kv_half, ring_full, ring_half, kv_step;
+    /* expert parallelism (sim_chunk.c ep_alltoall): an MoE layer's n_a2a
+       all-to-alls over the EP group (dispatch and combine), each a2a_*
+       seconds, blocking: the experts need the dispatched tokens, the next
+       op the combined ones, so all of it lengthens the layer */
+    int n_a2a;
+    double a2a_full, a2a_half;
     int block;                 /* transformer block (-1 outside) */
     int layer;                 /* graph layer index */
 } mk_tpl_t;
 
-/* kind 0: a TP collective; 1: one K/V step of the CP ring. */
+/* What a layer's blocking communication adds to its compute: the CP ring's
+ * exposed part and the EP all-to-alls, whole micro-batch / one half. */
+static inline double mk_tpl_block_full(const mk_tpl_t *l) { return l->ring_full + l->n_a2a * l->a2a_full; }
+static inline double mk_tpl_block_half(const mk_tpl_t *l) { return l->ring_half + l->n_a2a * l->a2a_half; }
+
+/* kind 0: a TP collective; 1: one K/V step of the CP ring; 2: an EP all-to-all. */
 typedef void (*mk_tp_emit_fn)(void *ctx, int kind, double start, double dur, int layer);
 
 /* Run layers [0, n) through the TP sub-pipeline of the given overlap
@@ -42,6 +53,7 @@ typedef struct mk_stage_static {
     double gathered;          /* ZeRO-3: weights gathered whole while a layer computes */
     double grad_comm_bytes;   /* gradients reduced over DP (comm dtype) */
     double tied_bytes;        /* tied embedding gradient (first/last stage) */
+    double expert_params;     /* of params: the routed experts this EP rank holds (E/ep per layer) */
     double fp8_params;        /* fp8 plans: linear-layer parameters (one TP rank), whose FP8
                                  copy and transpose TE keeps beside the bf16 weights */
 } mk_stage_static_t;
@@ -50,6 +62,8 @@ typedef struct mk_stage_static {
 void mk_sim_param_bytes(const mk_plan_t *p, const mk_sim_opts_t *o, double *w, double *gr, double *opt);
 /* Parameters of layers [l0, l1) on one TP rank. */
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp);
+/* The routed experts' parameters of layers [l0, l1) on one TP rank (all E). */
+double mk_sim_expert_params(const mk_graph_t *g, int l0, int l1, int tp);
 /* Tied embedding parameters on one TP rank (0 if none). */
 double mk_sim_tied_params(const mk_graph_t *g, int tp);
 /* Layer l's parameters on one TP rank as ZeRO-3 moves them: gather 1 what
@@ -145,6 +159,9 @@ typedef struct mk_sim_state {
     double *nic_free;           /* [nodes] when a node's NIC is free */
     int nodes, nb, V;           /* nodes, DP buckets, virtual stages pp*vpp */
     mk_group_t tpg, dpg, tiedg; /* dpg: the dp x cp ranks gradients are reduced over */
+    mk_group_t epg, edpg, ezg;  /* the EP group (ep consecutive DP ranks), the dp x cp / ep
+                                   ranks an expert's gradient is reduced over, and ZeRO's
+                                   expert sharding group (zk / ep of them, at least 1) */
     mk_group_t cpg;             /* the CP ring (stride tp) */
     mk_group_t zg, rg;          /* ZeRO: the sharding group (dpg unless hybrid), the replicas */
     int zk, nrep;               /* their sizes: zk x nrep = dp x cp */
@@ -167,6 +184,9 @@ double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int level,
  * compute above) and, in *comm, its transfer seconds. */
 double mk_chunk_cost_ring(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck,
                           double *comm);
+/* The same for the EP all-to-alls (all exposed: seconds both ways). */
+double mk_chunk_cost_a2a(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck,
+                         double *comm);
 
 /* The forward time of layer l's attention cores (attention 1) or of its
  * linears and head (0: its weight-gradient GEMMs, B_W). */

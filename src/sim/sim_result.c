@@ -74,6 +74,7 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
     out->zero = mk_plan_zero(p);
     out->zero_group = out->zero ? mk_plan_zero_group(p) : 1;
     out->cp = p->cp > 1 ? p->cp : 1;
+    out->ep = p->ep > 1 ? p->ep : 1;
 }
 
 json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
@@ -98,6 +99,10 @@ json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
     if (r->cp > 1 && ex && ov) { /* only with CP, so that every other result reads as before */
         json_object_set_new(ex, "cp", json_real(r->exposed_comm_s[MK_COMM_CP]));
         json_object_set_new(ov, "cp", json_real(r->overlapped_comm_s[MK_COMM_CP]));
+    }
+    if (r->ep > 1) {
+        json_object_set_new(ex, "ep", json_real(r->exposed_comm_s[MK_COMM_EP]));
+        json_object_set_new(ov, "ep", json_real(r->overlapped_comm_s[MK_COMM_EP]));
     }
     json_t *j = json_pack("{s:f, s:f, s:f, s:f, s:s, s:f, s:o, s:o, s:o, s:o, s:f, s:b, s:i, s:f, s:o, s:o, s:I}",
                           "step_time_s", r->step_time_s, "tokens_per_s", r->tokens_per_s, "tflops_per_gpu",

@@ -95,11 +95,16 @@ typedef struct emit_ctx {
     double base;
 } emit_ctx_t;
 
-/* kind 1: a step of the CP ring, the block sent and the one received */
+/* kind 1: a step of the CP ring, the block sent and the one received;
+ * kind 2: an EP all-to-all (on the TP stream: it blocks the layer too) */
 static void emit_tp(void *ctx, int kind, double start, double dur, int layer)
 {
     emit_ctx_t *e = ctx;
     int rank = e->R->st[e->s].rank;
+    if (kind == 2) {
+        mk_trace_complete(e->R->tr, rank, MK_TRACE_TP, "A2A.ep", e->base + start, dur, e->s, e->mb, e->chunk, layer);
+        return;
+    }
     if (kind == 1) {
         mk_trace_complete(e->R->tr, rank, MK_TRACE_CP, "SEND_KV", e->base + start, dur, e->s, e->mb, e->chunk, layer);
         mk_trace_complete(e->R->tr, rank, MK_TRACE_CP, "RECV_KV", e->base + start, dur, e->s, e->mb, e->chunk, layer);
@@ -119,7 +124,7 @@ static void emit_tp(void *ctx, int kind, double start, double dur, int layer)
 static void emit_compute_tp(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int rc,
                             int ck, double t0)
 {
-    if (!R->tr || (R->p->tp <= 1 && R->p->cp <= 1)) return;
+    if (!R->tr || (R->p->tp <= 1 && R->p->cp <= 1 && R->p->ep <= 1)) return;
     emit_ctx_t e = {R, s, in->mb, in->chunk, t0};
     int lvl = R->p->tp_overlap;
     if (in->op == MK_INSTR_R || ((in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN) && rc))
@@ -137,8 +142,12 @@ static double queue_bucket(mk_sim_state_t *R, int s, double ready, double bytes)
     mk_sim_stage_t *S = &R->st[s];
     int z = R->p->zero, unit = R->o->unit_costs;
     double st = ready > S->dp_free ? ready : S->dp_free;
-    double d = unit ? 0 : mk_cost_coll(R->c, z ? MK_COLL_REDUCE_SCATTER : MK_COLL_ALLREDUCE, MK_ALGO_AUTO,
-                                       z ? &R->zg : &R->dpg, bytes);
+    /* the experts' share of the stage's gradients goes over their own,
+       ep-times smaller group (0 without experts: the dense reduction alone) */
+    double fe = S->ss.params > 0 ? S->ss.expert_params / S->ss.params : 0;
+    mk_coll_kind_t kind = z ? MK_COLL_REDUCE_SCATTER : MK_COLL_ALLREDUCE;
+    double d = unit ? 0 : mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->zg : &R->dpg, bytes * (1 - fe)) +
+                              mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->ezg : &R->edpg, bytes * fe);
     S->dp_free = st + d;
     S->comm[MK_COMM_DP] += d;
     R->events++;
@@ -209,6 +218,11 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
             double kv, rex = mk_chunk_cost_ring(c, in->op, p->tp_overlap, rc, ck, &kv);
             S->exposed[MK_COMM_CP] += rex;
             S->comm[MK_COMM_CP] += kv;
+        }
+        if (p->ep > 1) { /* likewise the all-to-alls, all exposed */
+            double a2a, aex = mk_chunk_cost_a2a(c, in->op, p->tp_overlap, rc, ck, &a2a);
+            S->exposed[MK_COMM_EP] += aex;
+            S->comm[MK_COMM_EP] += a2a;
         }
         if (c->z) { /* ZeRO-3: the layers wait for their gathers */
             double dz = mk_zero_op(R, s, in, c, ck, rc, t);

@@ -23,8 +23,21 @@
  * Backward mirrors forward (layers in reverse, the column-parallel
  * linear's input-gradient all-reduce in place of the row one's).
  * Context parallelism's K/V ring (sim_chunk.c) lives inside a layer's
- * compute: its exposed part (ring_*) lengthens the layer's compute. */
+ * compute: its exposed part (ring_*) lengthens the layer's compute; so do
+ * an MoE layer's EP all-to-alls (a2a_*, all of them: dispatch at the
+ * layer's start, combine at its end, traced there). */
 #include "sim/sim_internal.h"
+
+/* The layer's all-to-alls for the trace: the first half of them (the
+ * dispatches) from its start t0, the rest (the combines) ending at t1;
+ * with halves (level >= 2) each is two half-size ones. */
+static void a2a_emit(const mk_tpl_t *l, int level, double t0, double t1, mk_tp_emit_fn emit, void *ctx)
+{
+    int halves = level >= 2, n = l->n_a2a * (halves ? 2 : 1);
+    double d = halves ? l->a2a_half : l->a2a_full;
+    for (int a = 0; a < n / 2; a++) emit(ctx, 2, t0 + a * d, d, l->layer);
+    for (int a = n / 2; a < n; a++) emit(ctx, 2, t1 - (n - a) * d, d, l->layer);
+}
 
 double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm, mk_tp_emit_fn emit,
                  void *ctx)
@@ -34,8 +47,9 @@ double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm,
         const mk_tpl_t *l = &L[i];
         if (emit) /* the ring's steps from the layer's start */
             for (int k = 0; k < l->n_kv; k++) emit(ctx, 1, t + k * l->kv_step, l->kv_full, l->layer);
+        double t_in = t; /* the layer's start (the dispatch's) */
         if (level <= 0 || (l->n_ar == 0 && level == 1)) {
-            t += l->c_full + l->ring_full;
+            t += l->c_full + mk_tpl_block_full(l);
             for (int a = 0; a < l->n_ar; a++) {
                 if (emit) emit(ctx, 0, t, l->ar_full, l->layer);
                 t += l->ar_full;
@@ -43,7 +57,7 @@ double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm,
             }
             cf = t;
         } else if (level == 1) {
-            t += l->c_full - l->row_full + l->ring_full;
+            t += l->c_full - l->row_full + mk_tpl_block_full(l);
             for (int h = 0; h < 2; h++) {
                 t += l->row_half;
                 double s = cf > t ? cf : t, d = l->n_ar * l->ar_half;
@@ -55,7 +69,7 @@ double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm,
         } else {
             for (int h = 0; h < 2; h++) {
                 double s = t > ready[h] ? t : ready[h];
-                t = s + l->c_half + l->ring_half;
+                t = s + l->c_half + mk_tpl_block_half(l);
                 if (l->n_ar > 0) {
                     double c0 = cf > t ? cf : t, d = l->n_ar * l->ar_half;
                     if (emit) emit(ctx, 0, c0, d, l->layer);
@@ -72,6 +86,7 @@ double mk_tp_run(const mk_tpl_t *L, int n, int level, double *end, double *comm,
                 ready[0] = ready[1] = r;
             }
         }
+        if (emit && l->n_a2a) a2a_emit(l, level, t_in, t, emit, ctx);
         if (end) {
             double e = t;
             if (cf > e) e = cf;

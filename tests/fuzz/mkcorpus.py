@@ -152,6 +152,7 @@ def plans(merak):
     put("plan", "gbs-2p30.json", js(dict(plan, global_batch_size=1 << 30, micro_batches=1 << 28)))
     cp_plans(merak)
     llama_plans(merak)
+    moe_plans(merak)
 
 
 def cp_plans(merak):
@@ -167,6 +168,29 @@ def cp_plans(merak):
     put("plan", "reject-cp-string.json", js(dict(plan, cp="2")))
     put("plan", "reject-cp-above-max.json", js(dict(plan, cp=2048)))
     put("plan", "reject-cp-dp-gpus-overflow.json", js(dict(plan, cp=1024, dp=1 << 20, global_batch_size=1 << 20)))
+
+
+def moe_plans(merak):
+    # expert parallelism (issue 19): ep divides dp and the experts, only
+    # with experts; the imbalance factor from 1; absent = 1
+    out = subprocess.run([merak, "sim", "--model", "moe-tiny", "--dp", "4", "--ep", "2", "--gbs", "8", "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    plan = json.loads(out)["plan"]
+    put("plan", "accept-moe-tiny-dp4-ep2.json", js(plan))
+    put("plan", "accept-moe-ep4.json", js(dict(plan, ep=4)))
+    put("plan", "accept-moe-ep1-explicit.json", js(dict(plan, ep=1)))
+    put("plan", "accept-moe-imbalance-1.5.json", js(dict(plan, moe_imbalance=1.5)))
+    put("plan", "reject-moe-ep-3-dp-4.json", js(dict(plan, ep=3)))
+    put("plan", "reject-moe-ep-8-experts-4.json", js(dict(plan, ep=8, dp=8, global_batch_size=16)))
+    put("plan", "reject-moe-ep-0.json", js(dict(plan, ep=0)))
+    put("plan", "reject-moe-ep-string.json", js(dict(plan, ep="2")))
+    put("plan", "reject-moe-ep-above-max.json", js(dict(plan, ep=1 << 20, dp=1 << 20, global_batch_size=1 << 20)))
+    put("plan", "reject-moe-imbalance-0.5.json", js(dict(plan, moe_imbalance=0.5)))
+    put("plan", "reject-moe-imbalance-huge.json", js(dict(plan, moe_imbalance=1e300)))
+    dense = dict(plan["model"])
+    for k in [k for k in dense if k.startswith("moe_") or k == "num_experts"]:
+        del dense[k]
+    put("plan", "reject-moe-ep2-dense-model.json", js(dict(plan, model=dense)))
 
 
 def llama_plans(merak):

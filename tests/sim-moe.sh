@@ -1,0 +1,190 @@
+#!/bin/sh
+# Expert parallelism in the simulator and the planner (issue 19): the
+# experts' weights, gradients and optimizer state per rank divided by ep
+# (the dense parts not), four A2A.ep per MoE layer and micro-batch (two
+# forward, two backward; two more for a recompute), the pairwise
+# all-to-all's closed form inside a node and across nodes, ep 1 without
+# any, the ideal cluster's step at the active FLOPs' time, the imbalance
+# factor and the capacity that caps it, the planner searching ep, bad input.
+. "${top_srcdir:-.}/tests/lib.sh"
+PY=${PYTHON:-python3}
+
+# a cluster with round numbers: intra alpha 10 us, 10 GB/s; inter 100 us,
+# 1 GB/s over one NIC; 1 TFLOP/s at efficiency 1, no host or launch cost
+mkcl() {
+  cat >"$tmpdir/c$1.json" <<EOF
+{"name": "ep-test", "gpus_per_node": $1, "max_nodes": 0, "nics_per_node": 1, "ideal": false,
+ "intra": {"alpha_s": 1e-5, "beta_Bps": 1e10}, "inter": {"alpha_s": 1e-4, "beta_Bps": 1e9},
+ "device": {"name": "t", "matmul_flops": {"fp32": 1e12, "fp16": 1e12, "bf16": 1e12}, "vector_flops": 1e30,
+  "mem_bw_Bps": 1e30, "mem_bytes": 1e30, "launch_s": 0, "gemm_eff": 1.0, "gemm_half_dim": 0, "has_bf16": true}}
+EOF
+}
+mkcl 4; mkcl 2
+
+# moe-tiny: 476,736 parameters, of which 4 MoE layers x 4 experts x 3 x 64 x 128
+# = 393,216 are routed experts; bf16 Adam: weights 2P, grads 2P, optimizer 12P
+for ep in 1 2 4; do
+  "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep $ep --gbs 8 --json >"$tmpdir/m$ep.json"
+  check "ep $ep: weights, grads, optimizer of 476736 - 393216 (1 - 1/$ep) parameters" "$PY" -c '
+import json, sys
+d = json.load(open(sys.argv[1])); ep = int(sys.argv[2])
+m = d["memory_breakdown"][0]
+P = 476736 - 393216 * (1 - 1 / ep)
+for k, b in (("weights", 2), ("grads", 2), ("optimizer", 12)):
+    assert abs(m[k] - b * P) <= 1e-9 * b * P, (k, m[k], b * P)
+assert ("ep" in d["exposed_comm_s"]) == (ep > 1), d["exposed_comm_s"]
+assert d["plan"].get("ep", 1) == ep, d["plan"]
+' "$tmpdir/m$ep.json" $ep
+done
+
+# ZeRO-1 over the 4 DP ranks: the dense optimizer state /4, an EP rank's
+# E/2 experts' over the 4/2 ranks that hold them: 12 x 476736 / 4 in all
+"$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --zero 1 --gbs 8 --json >"$tmpdir/z.json"
+check "ZeRO-1, ep 2: optimizer 12 x 476736 / 4, weights 2 x (83520 + 393216 / 2)" "$PY" -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["memory_breakdown"][0]
+assert abs(m["optimizer"] - 12 * 476736 / 4) <= 1e-6, m
+assert abs(m["weights"] - 2 * (83520 + 393216 / 2)) <= 1e-6, m
+' "$tmpdir/z.json"
+
+# A2A.ep events: 4 MoE layers x m micro-batches x (2 forward + 2 backward (+ 2 recompute))
+for rc in none full; do
+  per=4; [ $rc = full ] && per=6
+  "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 4 --gbs 8 --recompute $rc \
+    --trace "$tmpdir/t.json" >"$tmpdir/h" 2>&1
+  n=$(grep -c '"name":"A2A.ep"' "$tmpdir/t.json")
+  check "$rc: $n A2A.ep = 4 layers x 2 micro-batches x $per" [ "$n" -eq $((4 * 2 * per)) ]
+  l=$(grep '"name":"A2A.ep"' "$tmpdir/t.json" | grep -c '"mb":1,"chunk":0,"layer":2}')
+  check "$rc: A2A.ep per layer and micro-batch: $l = $per" [ "$l" -eq $per ]
+done
+check "sim shows the ep (all-to-all) line" grep -q "ep (all-to-all)" "$tmpdir/h"
+check "header names ep" grep -q "dp 4 x pp 1 x tp 1 (ep 4)" "$tmpdir/h"
+
+# the all-to-all's closed form: a rank's send buffer S = N k h x 2 bytes
+# = 64 x 2 x 64 x 2 = 16384; inside a node of 4: 3 (a_i + S/4 / b_i);
+# 2 GPUs per node: 1 (a_i + S/4 / b_i) + 2 (a_e + S/4 / (b_e / 2)), the
+# node's two EP ranks sharing its NIC
+for gpn in 4 2; do
+  "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c$gpn.json" --dp 4 --ep 4 --gbs 8 --recompute none \
+    --trace "$tmpdir/t.json" --json >"$tmpdir/r.json"
+  check "gpus_per_node $gpn: every A2A.ep lasts the pairwise exchange's time, the exposed ep sum of them" "$PY" -c '
+import json, sys
+gpn = int(sys.argv[2]); S = 64 * 2 * 64 * 2; n = 4
+intra = (1e-5 + S / n / 1e10)
+want = 3 * intra if gpn == 4 else intra + 2 * (1e-4 + S / n / 0.5e9)
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") == "A2A.ep"]
+assert ev and all(abs(e["dur"] * 1e-6 - want) <= 1e-9 for e in ev), (ev[0]["dur"], want)
+r = json.load(open(sys.argv[3]))
+assert abs(r["exposed_comm_s"]["ep"] - len(ev) * want) <= 1e-9, (r["exposed_comm_s"], len(ev) * want)
+' "$tmpdir/t.json" $gpn "$tmpdir/r.json"
+done
+
+# gradients: the dense 83,520 parameters' all-reduced over dp 4, the
+# experts' over dp / ep ranks (none at ep 4): one bucket, bf16, auto =
+# min(ring 2(n-1)(a + S/(n b)), tree 2 ceil(log2 n) a + 2 S / b) over 4 ranks
+for ep in 1 2 4; do
+  "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep $ep --gbs 8 --trace "$tmpdir/t.json" \
+    >/dev/null 2>&1
+  check "ep $ep: AR.dp of the dense gradients over 4 ranks, the experts' over 4/$ep" "$PY" -c '
+import json, math, sys
+ep = int(sys.argv[2])
+def ar(n, S):
+    if n == 1: return 0
+    return min(2 * (n - 1) * (1e-5 + S / n / 1e10), 2 * math.ceil(math.log2(n)) * 1e-5 + 2 * S / 1e10)
+want = ar(4, 2 * 83520) + ar(4 // ep, 2 * 393216 / ep)
+got = sum(e["dur"] for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") == "AR.dp") * 1e-6
+assert abs(got - want) <= 1e-9, (got, want)
+' "$tmpdir/t.json" $ep
+done
+
+# tp 2 (4 layers x 4 micro-batches x 4): each TP rank runs its own all-to-all of the buffer; with
+# sequence parallelism it holds half the tokens, so half the buffer
+for sp in "" --sequence-parallel; do
+  "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 2 --tp 2 --ep 2 --gbs 8 --recompute none $sp \
+    --trace "$tmpdir/t.json" >/dev/null 2>&1
+  check "tp 2 $sp: A2A.ep = 1 (a_i + S/2 / b_i)" "$PY" -c '
+import json, sys
+S = 64 * 2 * 64 * 2 / (2 if sys.argv[2] else 1)
+want = 1e-5 + S / 2 / 1e10
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") == "A2A.ep"]
+assert len(ev) == 4 * 4 * 4 and all(abs(e["dur"] * 1e-6 - want) <= 1e-9 for e in ev), (len(ev), ev[0]["dur"], want)
+' "$tmpdir/t.json" "$sp"
+done
+
+# ep 1: no all-to-all, no ep line
+"$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --gbs 8 --trace "$tmpdir/t.json" >"$tmpdir/h" 2>&1
+check "ep 1: no A2A.ep" sh -c "! grep -q A2A.ep '$tmpdir/t.json'"
+check "ep 1: no ep line" sh -c "! grep -q 'ep (all-to-all)' '$tmpdir/h'"
+
+# the ideal cluster: the step is the active FLOPs' time (MFU 1) at any ep;
+# an imbalance of 2 adds the routed experts' FLOPs once more (forward,
+# recompute, backward: 4 x 2 N k 3 h f per MoE layer and micro-batch), a
+# capacity factor of 1 caps it back to the mean
+ideal() { "$MERAK" sim --model moe-tiny --cluster ideal --gbs 8 "$@" --json; }
+ideal >"$tmpdir/i1.json"; ideal --dp 4 --ep 4 >"$tmpdir/i4.json"
+ideal --moe-imbalance 2 >"$tmpdir/im.json"
+ideal --moe-imbalance 2 --moe-expert-capacity-factor 1 >"$tmpdir/ic.json"
+check "ideal: MFU 1 at ep 1 and 4; imbalance 2: + routed FLOPs / peak; capacity 1 caps it" "$PY" -c '
+import json, sys
+d1, d4, dm, dc = (json.load(open(f)) for f in sys.argv[1:5])
+for d in (d1, d4):
+    assert abs(d["mfu"] - 1) <= 1e-9, d["mfu"]
+peak = d1["flops_per_iteration"] / d1["step_time_s"]
+routed = 8 * 4 * 4 * 2 * 64 * 2 * 3 * 64 * 128   # gbs x layers x (F + R + 2 B) x 2 N k 3 h f
+assert abs(dm["step_time_s"] - (d1["step_time_s"] + routed / peak)) <= 1e-9 * dm["step_time_s"], dm["step_time_s"]
+assert abs(dc["step_time_s"] - d1["step_time_s"]) <= 1e-12 * d1["step_time_s"], dc["step_time_s"]
+' "$tmpdir/i1.json" "$tmpdir/i4.json" "$tmpdir/im.json" "$tmpdir/ic.json"
+
+# a plan file keeps ep and the imbalance
+"$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --gbs 8 --moe-imbalance 1.5 --json \
+  >"$tmpdir/p.json"
+"$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["plan"], open(sys.argv[2], "w"))' \
+  "$tmpdir/p.json" "$tmpdir/plan.json"
+check "plan JSON: ep 2, moe_imbalance 1.5" "$PY" -c '
+import json, sys; p = json.load(open(sys.argv[1])); assert p["ep"] == 2 and p["moe_imbalance"] == 1.5, p' \
+  "$tmpdir/plan.json"
+a=$("$MERAK" sim --plan "$tmpdir/plan.json" --cluster "$tmpdir/c4.json" | awk '/^step time/ {print $3}')
+b=$("$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --gbs 8 --moe-imbalance 1.5 |
+  awk '/^step time/ {print $3}')
+check "sim --plan: step $a = flags' $b" [ "$a" = "$b" ]
+"$MERAK" sim --model llama-tiny --dp 2 --json >"$tmpdir/d.json"
+check "dense plan JSON has no ep" "$PY" -c '
+import json, sys; p = json.load(open(sys.argv[1]))["plan"]; assert "ep" not in p and "moe_imbalance" not in p' \
+  "$tmpdir/d.json"
+
+# the planner searches ep (dividing dp and the experts)
+"$MERAK" plan --model moe-tiny --cluster "$tmpdir/c4.json" --gpus 8 --gbs 16 --top 1000 >"$tmpdir/plan" 2>&1
+check "plan table: ep and a2a columns" grep -q "  #   dp  ep  pp .* a2a$" "$tmpdir/plan"
+check "plan: ep 1, 2 and 4 searched, each dividing dp and the 4 experts" awk '
+  $1 ~ /^[0-9]+$/ { seen[$3] = 1; if ($2 % $3 || 4 % $3) bad = 1 }
+  END { exit !(seen[1] && seen[2] && seen[4] && !bad) }' "$tmpdir/plan"
+# the acceptance command: Mixtral 8x7B on 64 H100s answers with ep > 1 and
+# names the all-to-alls' share of the step
+"$MERAK" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq-length 4096 --top 2 \
+  >"$tmpdir/plan" 2>&1
+check "mixtral-8x7b plan: the best has ep > 1 and an all-to-all share" awk '
+  $1 == "1" { f = $3 > 1 && $NF ~ /%$/ && $NF + 0 > 0 } END { exit !f }' "$tmpdir/plan"
+"$MERAK" plan --model llama-tiny --cluster "$tmpdir/c4.json" --gpus 8 --gbs 16 --top 3 >"$tmpdir/plan" 2>&1
+check "dense plan table: no ep column" sh -c "! grep -q ' ep \\|a2a' '$tmpdir/plan'"
+
+# bad input: one line, exit 2
+expect_fail "ep not dividing dp" "--ep 3 does not divide dp 4" -- "$MERAK" sim --model moe-tiny --dp 4 --ep 3 --gbs 8
+expect_fail "ep not dividing the experts" "--ep 8 does not divide the 4 experts" -- \
+  "$MERAK" sim --model moe-tiny --dp 8 --ep 8 --gbs 8
+expect_fail "ep on a dense model" "--ep 2 needs a model with experts" -- "$MERAK" sim --model llama-tiny --dp 2 --ep 2
+expect_ok "ep 1 on a dense model" "$MERAK" sim --model llama-tiny --ep 1
+expect_fail "ep 0" "--ep must be an integer >= 1" -- "$MERAK" sim --model moe-tiny --ep 0
+expect_fail "ep above its maximum" "--ep must be at most 16384" -- "$MERAK" sim --model moe-tiny --ep 99999
+expect_fail "expert tensor parallelism" "--expert-tensor-parallel-size 2: only 1 is supported" -- \
+  "$MERAK" sim --model moe-tiny --expert-tensor-parallel-size 2
+expect_ok "expert tensor parallelism 1" "$MERAK" sim --model moe-tiny --expert-tensor-parallel-size 1
+expect_fail "imbalance below 1" "--moe-imbalance must be from 1" -- "$MERAK" sim --model moe-tiny --moe-imbalance 0.5
+expect_fail "imbalance too big" "--moe-imbalance must be at most" -- "$MERAK" sim --model moe-tiny --moe-imbalance 1e9
+expect_fail "the long flag: ep on a dense model" "--ep 2 needs a model with experts" -- \
+  "$MERAK" sim --model llama-tiny --dp 2 --expert-model-parallel-size 2
+expect_fail "imbalance on a dense model" "--moe-imbalance 2 needs a model with experts" -- \
+  "$MERAK" sim --model llama-tiny --moe-imbalance 2
+expect_fail "plan: imbalance on a dense model" "--moe-imbalance 2 needs a model with experts" -- \
+  "$MERAK" plan --model llama-tiny --moe-imbalance 2
+expect_fail "plan: imbalance below 1" "--moe-imbalance must be from 1" -- "$MERAK" plan --model moe-tiny --moe-imbalance 0.5
+finish
