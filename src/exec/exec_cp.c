@@ -48,10 +48,37 @@ static void wait_kv(mk_exec_t *e, MPI_Request r[2], double t0)
     mk_exec_trace_ev(e, MK_TRACE_CP, "RECV_KV", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
 }
 
-static void swap(float **a, float **b)
+/* The K/V ring of one attention pass: the block in hand (cur, first this
+ * rank's own), passed on at each step while the previous rank's arrives. */
+typedef struct {
+    float *cur, *nxt;
+    MPI_Request r[2];
+    double t0;
+} kv_ring_t;
+
+static void ring_start(mk_exec_t *e, kv_ring_t *k, const float *qkv, int B)
 {
-    float *t = *a;
-    *a = *b, *b = t;
+    k->cur = e->cp.kv[0], k->nxt = e->cp.kv[1];
+    mk_cp_kv_pack(e->g, k->cur, qkv, B);
+}
+
+/* Step s begins: the next block is in flight (but at the last step);
+ * returns the CP rank whose block is in hand. */
+static int ring_step(mk_exec_t *e, kv_ring_t *k, int s, size_t n)
+{
+    mk_exec_cp_t *c = &e->cp;
+    k->t0 = mk_exec_now(e);
+    if (s + 1 < c->n) post_kv(c, k->cur, k->nxt, n, TAG_KV, k->r);
+    return (c->rank - s + c->n) % c->n;
+}
+
+/* Step s ends: the next block has arrived and is in hand. */
+static void ring_next(mk_exec_t *e, kv_ring_t *k, int s)
+{
+    if (s + 1 >= e->cp.n) return;
+    wait_kv(e, k->r, k->t0);
+    float *t = k->cur;
+    k->cur = k->nxt, k->nxt = t;
 }
 
 static void ring_fwd(void *ctx, float *out, float *lse, const float *qkv, int B)
@@ -62,14 +89,12 @@ static void ring_fwd(void *ctx, float *out, float *lse, const float *qkv, int B)
     size_t n = kv_floats(g, B), st = (size_t)B * g->nh * g->T;
     for (size_t i = 0; i < st; i++) c->m[i] = -INFINITY, c->l[i] = 0.0f;
     memset(out, 0, (size_t)B * g->T * g->nh * g->hs * sizeof(float));
-    float *cur = c->kv[0], *nxt = c->kv[1];
-    mk_cp_kv_pack(g, cur, qkv, B);
+    kv_ring_t k;
+    ring_start(e, &k, qkv, B);
     for (int s = 0; s < c->n; s++) {
-        MPI_Request r[2];
-        double t0 = mk_exec_now(e);
-        if (s + 1 < c->n) post_kv(c, cur, nxt, n, TAG_KV, r);
-        mk_cp_block_fwd(g, qkv, cur, (c->rank - s + c->n) % c->n, B, c->m, c->l, out);
-        if (s + 1 < c->n) wait_kv(e, r, t0), swap(&cur, &nxt);
+        int src = ring_step(e, &k, s, n);
+        mk_cp_block_fwd(g, qkv, k.cur, src, B, c->m, c->l, out);
+        ring_next(e, &k, s);
     }
     mk_cp_fwd_finish(g, out, lse, c->m, c->l, B);
 }
@@ -98,17 +123,15 @@ static void ring_bwd(void *ctx, float *dqkv, const float *dout, const float *qkv
     size_t n = kv_floats(g, B);
     MPI_Request racc = MPI_REQUEST_NULL, sacc = MPI_REQUEST_NULL;
     mk_cp_bwd_rowdot(g, c->m, dout, out, B);
-    float *cur = c->kv[0], *nxt = c->kv[1];
-    mk_cp_kv_pack(g, cur, qkv, B);
+    kv_ring_t k;
+    ring_start(e, &k, qkv, B);
     for (int s = 0; s < c->n; s++) {
-        MPI_Request r[2];
-        double t0 = mk_exec_now(e);
-        if (s + 1 < c->n) post_kv(c, cur, nxt, n, TAG_KV, r);
+        int src = ring_step(e, &k, s, n);
         float *part = c->dkv[s % 2];
         memset(part, 0, n * sizeof(float));
-        mk_cp_block_bwd(g, qkv, cur, (c->rank - s + c->n) % c->n, B, dout, lse, c->m, dqkv, part);
+        mk_cp_block_bwd(g, qkv, k.cur, src, B, dout, lse, c->m, dqkv, part);
         bwd_pass(e, s, part, n, &racc, &sacc);
-        if (s + 1 < c->n) wait_kv(e, r, t0), swap(&cur, &nxt);
+        ring_next(e, &k, s);
     }
     double t0 = mk_exec_now(e);
     MPI_Request r[2] = {racc, sacc};  /* this rank's own block, home after cp sends */

@@ -155,11 +155,15 @@ def plans(merak):
     moe_plans(merak)
 
 
+def sim_plan(merak, *flags):
+    """The plan object of `merak sim FLAGS --json` (a plan file)."""
+    out = subprocess.run([merak, "sim", *flags, "--json"], check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["plan"]
+
+
 def cp_plans(merak):
     # context parallelism (issue 18): cp an integer, absent = 1; 2*cp chunks must divide the sequence
-    out = subprocess.run([merak, "sim", "--model", "gpt-tiny", "--cp", "2", "--pp", "2", "--gbs", "8", "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    plan = json.loads(out)["plan"]
+    plan = sim_plan(merak, "--model", "gpt-tiny", "--cp", "2", "--pp", "2", "--gbs", "8")
     put("plan", "accept-gpt-tiny-cp2-pp2.json", js(plan))
     put("plan", "accept-cp1-explicit.json", js(dict(plan, cp=1)))
     put("plan", "reject-cp-3-seq-64.json", js(dict(plan, cp=3)))
@@ -173,9 +177,7 @@ def cp_plans(merak):
 def moe_plans(merak):
     # expert parallelism (issue 19): ep divides dp and the experts, only
     # with experts; the imbalance factor from 1; absent = 1
-    out = subprocess.run([merak, "sim", "--model", "moe-tiny", "--dp", "4", "--ep", "2", "--gbs", "8", "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    plan = json.loads(out)["plan"]
+    plan = sim_plan(merak, "--model", "moe-tiny", "--dp", "4", "--ep", "2", "--gbs", "8")
     put("plan", "accept-moe-tiny-dp4-ep2.json", js(plan))
     put("plan", "accept-moe-ep4.json", js(dict(plan, ep=4)))
     put("plan", "accept-moe-ep1-explicit.json", js(dict(plan, ep=1)))
