@@ -56,6 +56,13 @@
 /* What `merak sched` prints (text or JSON: about 5 KB of JSON per unit). */
 #define MK_MAX_SCHED_PRINT_UNITS (1 << 15)
 #define MK_MAX_TOP      1000      /* plans merak plan reports */
+/* merak plan's cost and scaling (issue 21): a GPU-hour at 1000x today's
+ * cloud list prices (about $2-10 for an H100); 10^16 tokens, 600x the
+ * largest published pretraining run (Llama 3: 15.6T); GPU counts of one
+ * --gpus sweep (each a search of its own). */
+#define MK_MAX_GPU_HOUR_PRICE 10000.0
+#define MK_MAX_TRAIN_TOKENS 1e16
+#define MK_MAX_GPU_COUNTS 16
 #define MK_MAX_PLAN_CANDIDATES (1L << 16) /* candidates the planner keeps (~5 KB each: 350 MB) */
 
 /* Training (merak run). */

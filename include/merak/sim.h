@@ -79,6 +79,23 @@ typedef struct mk_mem_breakdown {
     double total;            /* their sum: the stage's peak */
 } mk_mem_breakdown_t;
 
+/* Where one stage's step goes (src/sim/explain.c): the stage whose compute
+ * stream ends last (the critical one: its timeline spans the step; ties to
+ * the busiest), its compute stream split into measured parts.  forward ..
+ * optimizer: busy seconds by class without the comm waits inside them;
+ * exposed: its compute-stream waits on each comm kind (TP/CP/EP inside
+ * F/B/R, PP at RECV, DP at REDUCE_GRADS, REDUCE_TIED, the ZeRO gathers);
+ * bubble = step - all of them, and idle_s the gaps measured in its timeline
+ * (waits on peers, the tail after its last instruction): the two agree. */
+typedef struct mk_sim_explain {
+    int stage;
+    double forward, backward, recompute, optimizer;
+    double exposed[MK_COMM_KINDS];
+    double bubble, idle_s;
+    double flops_gpu;        /* model FLOPs one GPU of the stage performs in the step (recompute included) */
+    double peak_flops;       /* the MFU denominator's device rate, FLOP/s */
+} mk_sim_explain_t;
+
 typedef struct mk_sim_result {
     int pp;
     double step_time_s, tokens_per_s, tflops_per_gpu, mfu;
@@ -97,6 +114,7 @@ typedef struct mk_sim_result {
     int zero, zero_group;    /* ZeRO stage in effect and its sharding group (mk_plan_zero_group) */
     int cp;                  /* the plan's context parallel size (MK_COMM_CP's figures when > 1) */
     int ep;                  /* the plan's expert parallel size (MK_COMM_EP's figures when > 1) */
+    mk_sim_explain_t explain;
 } mk_sim_result_t;
 
 typedef struct mk_sim mk_sim_t;
@@ -135,6 +153,16 @@ int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_gra
 /* mk_sim_resolve_auto with the default options: the resolve_auto of
  * mk_plan_resolve_opts_t (merak/plan_ctx.h) on the simulator's paths. */
 int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);
+
+/* The step breakdown as the `explain` object of --json: breakdown_s
+ * (additive seconds summing to step_time_s), memory_bytes (the worst
+ * stage's peak), mfu_gap (fractions of the step summing to 1 with the
+ * MFU) and kernel_efficiency.  New reference. */
+json_t *mk_sim_explain_json(const mk_sim_result_t *r);
+/* breakdown_s's parts, names ("forward", ..., "exposed_tp", ..., "bubble")
+ * and seconds, in the order every output lists them.  Returns their count. */
+#define MK_SIM_EXPLAIN_PARTS 10
+int mk_sim_explain_parts(const mk_sim_explain_t *e, const char **names, double *secs);
 
 /* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
  * plan attached when p != NULL.  New reference. */

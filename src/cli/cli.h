@@ -7,6 +7,7 @@
 #define MERAK_CLI_H
 
 #include <stdio.h>
+#include "merak/limits.h"
 #include "merak/model.h"
 
 /* Option groups a subcommand accepts. */
@@ -19,7 +20,8 @@ enum {
     MK_OPTG_RUN     = 1 << 5,  /* --steps --backend --data --save --load --lr ... */
     MK_OPTG_OUT     = 1 << 6,  /* --out */
     MK_OPTG_JSON    = 1 << 7,  /* --json */
-    MK_OPTG_BATCH   = 1 << 8   /* --tp --mbs --gbs alone (merak model) */
+    MK_OPTG_BATCH   = 1 << 8,  /* --tp --mbs --gbs alone (merak model) */
+    MK_OPTG_EXPLAIN = 1 << 9   /* --explain (merak sim, merak plan) */
 };
 
 typedef struct mk_args {
@@ -51,6 +53,12 @@ typedef struct mk_args {
     int layout_given;              /* any layout/model flag was given (for --plan checks) */
     int npos;                      /* positional arguments after the options */
     char **pos;
+    /* issue 21 (src/cli/cli_explain.c) */
+    int explain, what_if;          /* --explain, --what-if */
+    double gpu_hour_price, train_tokens; /* 0: not given */
+    const char *objective;         /* --objective time|cost (NULL: time) */
+    int n_gpus_list;               /* --gpus N1,N2,...: the counts (gpus = the first); 0: one count */
+    int gpus_list[MK_MAX_GPU_COUNTS];
 } mk_args_t;
 
 /* A subcommand's defaults: one static table per subcommand (in its
@@ -87,6 +95,10 @@ int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg)
  * MPI is initialised; rank 0 (the writer) checks, every rank returns its
  * answer (collective over MPI_COMM_WORLD). */
 int mk_args_check_outputs(const mk_args_t *a, int mpi);
+
+/* --gpus N1,N2,...: the GPU counts of a scaling sweep (cli_explain.c).
+ * Prints the error and returns -1, or 0. */
+int mk_args_gpus_list(mk_args_t *a, const char *v);
 
 /* Print "merak CMD: MESSAGE" on stderr and return MK_EXIT_USAGE. */
 int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

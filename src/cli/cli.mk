@@ -14,3 +14,7 @@ EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli
 TESTS += tests/bounds.sh tests/flag-sweep.sh tests/mpi-run-sweep.sh
 EXTRA_DIST += tests/bounds.sh tests/flag-sweep.sh tests/mpi-run-sweep.sh tests/sweep-lib.sh \
 	tests/models/bounds-vocab.json
+# issue 21: --explain, --what-if, cost and scaling (merak sim, merak plan)
+merak_SOURCES += src/cli/cli_explain.c
+noinst_HEADERS += src/cli/cli_explain.h
+EXTRA_DIST += experiments/plot_scaling.py

@@ -23,7 +23,8 @@ enum {
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
-    O_BASELINE, O_OUT, O_JSON, O_HELP
+    O_BASELINE, O_OUT, O_JSON, O_HELP,
+    O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE /* issue 21 */
 };
 
 /* A flag: its value kind (I integer, R real, S string, N none), whether
@@ -123,6 +124,12 @@ static const mk_flag_t mk_flags[] = {
     {"out", O_OUT, MK_OPTG_OUT, S, 0, 0, 0},
     {"json", O_JSON, MK_OPTG_JSON, N, 0, 0, 0},
     {"help", O_HELP, ~0u, N, 0, 0, 0},
+    /* issue 21: explain, what-if, cost (src/cli/cli_explain.c) */
+    {"explain", O_EXPLAIN, MK_OPTG_EXPLAIN, N, 0, 0, 0},
+    {"what-if", O_WHAT_IF, MK_OPTG_PLAN, N, 0, 0, 0},
+    {"gpu-hour-price", O_GPU_HOUR_PRICE, MK_OPTG_PLAN, R, 0, 0, MK_MAX_GPU_HOUR_PRICE},
+    {"train-tokens", O_TRAIN_TOKENS, MK_OPTG_PLAN, R, 0, 0, MK_MAX_TRAIN_TOKENS},
+    {"objective", O_OBJECTIVE, MK_OPTG_PLAN, S, 0, 0, 0},
 };
 #undef G_L
 #define MK_NFLAGS (sizeof mk_flags / sizeof mk_flags[0])
@@ -312,6 +319,8 @@ static double *real_slot(mk_args_t *a, int id)
     case O_MOE_AUX: return &a->ov.moe_aux_coeff;
     case O_MOE_CAPACITY: return &a->ov.moe_capacity;
     case O_MOE_IMBALANCE: return &a->moe_imbalance;
+    case O_GPU_HOUR_PRICE: return &a->gpu_hour_price;
+    case O_TRAIN_TOKENS: return &a->train_tokens;
     }
     return NULL;
 }
@@ -335,6 +344,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_SAVE: return &a->save;
     case O_LOAD: return &a->load;
     case O_OUT: return &a->out;
+    case O_OBJECTIVE: return &a->objective;
     }
     return NULL;
 }
@@ -371,6 +381,7 @@ static int arch_store(mk_args_t *a, int id, const char *v)
 static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
 {
     if (f->layout) a->layout_given = 1;
+    if (f->id == O_GPUS && strchr(v, ',')) return mk_args_gpus_list(a, v); /* cli_explain.c */
     int rc = arch_store(a, f->id, v);
     if (rc <= 0) return rc;
     switch (f->kind) {
@@ -383,6 +394,8 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
     else if (f->id == O_FLASH_ATTN) a->flash_attn = 1;
     else if (f->id == O_OVERLAP_GRAD || f->id == O_NO_OVERLAP_GRAD) a->overlap_grad_reduce = f->id == O_OVERLAP_GRAD;
     else if (f->id == O_JSON) a->json = 1;
+    else if (f->id == O_EXPLAIN) a->explain = 1;
+    else if (f->id == O_WHAT_IF) a->what_if = 1;
     return 0;
 }
 

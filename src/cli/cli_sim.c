@@ -1,6 +1,7 @@
 /* `merak sim`: simulate one training step of a plan on a cluster. */
 #include "config.h"
 #include "cli/cli.h"
+#include "cli/cli_explain.h"
 #include "merak/checked.h"
 #include "merak/cluster.h"
 #include "merak/sim.h"
@@ -51,7 +52,10 @@ static const char *sim_usage =
     "                     devices with FP8 tensor cores only) (default: the cluster's 16-bit type)\n"
     "  --partition P      @partition@ (default), parameters, compute\n"
     "  --plan FILE        run a saved plan (no model or layout flags)\n"
-    "  --json             one JSON object on stdout\n"
+    "  --json             one JSON object on stdout (with `explain`: the step breakdown)\n"
+    "  --explain          also print where the step goes: one stage's step split into forward,\n"
+    "                     backward, recompute, optimizer, exposed comm by kind and bubble; memory\n"
+    "                     at the highest peak; the MFU's gap to 100% by the same parts\n"
     "  --trace FILE       Chrome Trace Event JSON of the step (one rank per stage)\n\n"
     "A plan that does not fit in memory is a result: fits false, exit 0, a warning.\n";
 
@@ -143,6 +147,7 @@ static int print_result(const mk_args_t *a, const mk_plan_ctx_t *ctx, const mk_s
                 r->shortfall_bytes / GIB, r->memory_limit_bytes / GIB);
     if (!a->json) {
         print_human(&ctx->plan, ctx->cluster, r);
+        if (a->explain) mk_cli_explain_print(r);
         return 0;
     }
     json_t *j = mk_sim_result_json(r, &ctx->plan);
@@ -180,8 +185,8 @@ static int simulate(const mk_args_t *a, const mk_plan_ctx_t *ctx, mk_sim_result_
 int mk_cmd_sim(int argc, char **argv)
 {
     mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM | MK_OPTG_JSON,
-                           sim_usage, &sim_defaults);
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM | MK_OPTG_JSON |
+                           MK_OPTG_EXPLAIN, sim_usage, &sim_defaults);
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos) return mk_cli_fail("sim", "unexpected argument '%s'", a.pos[0]);
     if (a.verify) return mk_cli_fail("sim", "--verify belongs to 'merak sched'");

@@ -305,3 +305,16 @@ double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, i
     if (op == MK_INSTR_R || ((op == MK_INSTR_B || op == MK_INSTR_B_IN) && rc)) cs += pure_sum(c->ckf, ck, lvl);
     return cs;
 }
+
+double mk_chunk_cost_rec(const mk_chunk_cost_t *c, mk_instr_op_t op, int lvl, int rc, int ck, double d)
+{
+    if (op != MK_INSTR_R && op != MK_INSTR_B && op != MK_INSTR_B_IN) return 0;
+    if (op == MK_INSTR_R) return d;
+    double t = c->sel;
+    if (rc) {
+        if (ck > c->nck) ck = c->nck;
+        double comm = 0;
+        t += pure_sum(c->ckf, ck, lvl) - ring_sum(c->ckf, ck, lvl, 0, &comm) - ring_sum(c->ckf, ck, lvl, 1, &comm);
+    }
+    return t;
+}

@@ -121,6 +121,9 @@ typedef struct mk_chunk_cost {
     mk_zero_chunk_t *z;         /* ZeRO-3's per-layer pieces (NULL otherwise) */
 } mk_chunk_cost_t;
 
+/* Classes of compute-stream busy time (mk_sim_explain_t). */
+enum { MK_SIM_FWD = 0, MK_SIM_BWD, MK_SIM_REC, MK_SIM_OPT, MK_SIM_CLASSES };
+
 /* One pipeline stage's representative rank: its streams' clocks and what
  * it has used.  Where it is in its instruction stream, and every per-slot
  * rule (a forward's checkpoint count, whether R ran, what is in flight),
@@ -130,6 +133,8 @@ typedef struct mk_sim_stage {
     double now;                 /* compute stream's time (while blocked: when it blocked) */
     double busy;                /* compute time, s */
     double exposed[MK_COMM_KINDS], comm[MK_COMM_KINDS]; /* compute-stream waits on comm; comm time */
+    double cls[MK_SIM_CLASSES]; /* busy seconds by class, comm waits inside them removed (explain.c) */
+    double idle;                /* compute-stream gaps: waits on peers not counted as comm */
     double stat, stored, peak;  /* bytes: static, stored activations, peak so far */
     mk_mem_breakdown_t at_peak;
     mk_stage_static_t ss;
@@ -180,6 +185,10 @@ double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, in
 /* The pure compute inside that duration d as the TP sub-pipeline counts
  * it; the rest is exposed TP communication. */
 double mk_chunk_cost_pure(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck, double d);
+/* The recompute inside that op (R: all of it; B, B_IN: the replayed
+ * forward and the selective attention cores), as the pure compute above
+ * counts it, without its blocking communication.  Seconds. */
+double mk_chunk_cost_rec(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck, double d);
 /* The CP ring inside that op: its exposed seconds (part of the pure
  * compute above) and, in *comm, its transfer seconds. */
 double mk_chunk_cost_ring(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck,
@@ -209,6 +218,9 @@ int mk_sim_wake(mk_sim_state_t *R, int s, double t);
 /* Note the memory of stage s with `transient` bytes in use. */
 void mk_sim_mem_note(mk_sim_state_t *R, int s, double transient, double gathered);
 void mk_sim_mem_trace(mk_sim_state_t *R, int s, double t);
+
+/* explain.c: the step breakdown of a finished run (out->explain). */
+void mk_sim_explain_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);
 
 /* sim_result.c: fill *out from a finished run of makespan `step` (s). */
 void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);

@@ -70,6 +70,7 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
     out->fits = 1;
     out->worst_stage = -1;
     result_stages(R, step, out);
+    mk_sim_explain_fill(R, step, out);
     out->events = R->events;
     out->zero = mk_plan_zero(p);
     out->zero_group = out->zero ? mk_plan_zero_group(p) : 1;
@@ -114,6 +115,7 @@ json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
                           "memory_limit_bytes", r->memory_limit_bytes, "fits", r->fits, "worst_stage",
                           r->worst_stage, "shortfall_bytes", r->shortfall_bytes, "exposed_comm_s", ex,
                           "overlapped_comm_s", ov, "events", (json_int_t)r->events);
+    if (j) json_object_set_new(j, "explain", mk_sim_explain_json(r));
     if (j && p) json_object_set_new(j, "plan", mk_plan_to_json(p));
     return j;
 }

@@ -50,7 +50,7 @@ static int on_stage_event(void *ctx, const mk_ev_t *e)
     int s = e->arg;
     mk_sim_stage_t *S = &R->st[s];
     /* a blocked stage resumes at its instruction, at the time it blocked */
-    if (mk_walk_state(&R->w, s) != MK_WALK_BLOCKED && e->t > S->now) S->now = e->t;
+    if (mk_walk_state(&R->w, s) != MK_WALK_BLOCKED && e->t > S->now) S->idle += e->t - S->now, S->now = e->t;
     R->T = e->t;
     if (mk_walk_stage(&R->w, s) < 0) return -1;
     return mk_walk_state(&R->w, s) == MK_WALK_YIELDED ? mk_sim_wake(R, s, S->now) : 0;
@@ -192,6 +192,18 @@ static void backward_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, const mk_c
     else if (z == 2 && ev->releases && !ev->last_bwd) launch_buckets(R, ev->stage, ov ? t : t + d, ov ? d : 0, c->gbytes, 0);
 }
 
+/* Split `part` seconds of a compute op (its duration without the comm
+ * waits inside it) into forward, backward and recompute (explain.c). */
+static void explain_classes(mk_sim_stage_t *S, mk_instr_op_t op, const mk_chunk_cost_t *c, int lvl, int rc, int ck,
+                            double part)
+{
+    double rec = mk_chunk_cost_rec(c, op, lvl, rc, ck, part);
+    if (rec > part) rec = part;
+    if (rec < 0) rec = 0;
+    S->cls[MK_SIM_REC] += rec;
+    S->cls[op == MK_INSTR_F || op == MK_INSTR_F_PRE ? MK_SIM_FWD : MK_SIM_BWD] += part - rec;
+}
+
 static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     const mk_plan_t *p = R->p;
@@ -208,7 +220,9 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     double d = mk_chunk_cost_time(c, in->op, ck, rc, unit, &tpc, &tr);
     mk_sim_mem_note(R, s, tr, in->op != MK_INSTR_B_W ? S->ss.gathered : 0);
     double pure = mk_chunk_cost_pure(c, in->op, p->tp_overlap, rc, ck, d);
+    if (unit) S->cls[MK_SIM_FWD] += d; /* unit costs: one class (explain is for real costs) */
     if (!unit) {
+        double cp0 = S->exposed[MK_COMM_CP], ep0 = S->exposed[MK_COMM_EP];
         double ex = d - pure;
         if (ex < 0) ex = 0;
         if (ex > tpc) ex = tpc;
@@ -224,6 +238,8 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
             S->exposed[MK_COMM_EP] += aex;
             S->comm[MK_COMM_EP] += a2a;
         }
+        explain_classes(S, in->op, c, p->tp_overlap, rc, ck, d - ex - (p->cp > 1 ? S->exposed[MK_COMM_CP] - cp0 : 0) -
+                                                                (p->ep > 1 ? S->exposed[MK_COMM_EP] - ep0 : 0));
         if (c->z) { /* ZeRO-3: the layers wait for their gathers */
             double dz = mk_zero_op(R, s, in, c, ck, rc, t);
             if (dz > d) S->exposed[MK_COMM_DP] += dz - d, d = dz;
@@ -282,7 +298,9 @@ static int op_recv(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     mk_sim_stage_t *S = &R->st[ev->stage];
     double a = R->arrival[ev->key], wait = a > t ? a - t : 0;
-    S->exposed[MK_COMM_PP] += wait < R->xfer[ev->key] ? wait : R->xfer[ev->key];
+    double ex = wait < R->xfer[ev->key] ? wait : R->xfer[ev->key];
+    S->exposed[MK_COMM_PP] += ex;
+    S->idle += wait - ex; /* the rest: the sender was late */
     if (R->tr && wait > 0) trace_instr(R, ev->stage, ev->in, MK_TRACE_COMPUTE, t, wait);
     S->now = t + wait;
     return DONE;
@@ -300,6 +318,7 @@ static int op_reduce_tied(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     double d = R->o->unit_costs ? 0
                                 : mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->tiedg, S->ss.tied_bytes);
     R->events++;
+    S->idle += st - t, O->idle += st - O->now; /* waiting for the other end */
     mk_sim_stage_t *both[2] = {S, O};
     for (int i = 0; i < 2; i++) {
         mk_sim_stage_t *X = both[i];
@@ -338,6 +357,7 @@ static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_COMPUTE, "OPT", t, d, s, -1, 0, -1);
     S->now = t + d;
     S->busy += d;
+    S->cls[MK_SIM_OPT] += d;
     if ((z == 1 || z == 2) && !unit) { /* gather the updated weights (ZeRO-3 keeps its shard) */
         double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
         double st = S->now > S->dp_free ? S->now : S->dp_free;

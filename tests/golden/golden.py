@@ -191,6 +191,20 @@ CASES = {"sched": sched_cases, "sim-ideal": sim_ideal_cases, "sim-clusters": sim
          "plan": plan_cases, "run": run_cases}
 DROP = {"plan": {"search_time_s"},
         "run": {"step_times_s", "step_time_s", "tokens_per_s", "peak_memory_bytes"}}
+# Keys added after the recording, dropped at any depth (tests/golden/README.md
+# "Ignored keys"): the step breakdown of issue 21, derived from the same run.
+DROP_NESTED = {"explain"}
+
+
+def drop_nested(j):
+    if isinstance(j, dict):
+        for k in DROP_NESTED:
+            j.pop(k, None)
+        for v in j.values():
+            drop_nested(v)
+    elif isinstance(j, list):
+        for v in j:
+            drop_nested(v)
 
 
 # ---- running cases --------------------------------------------------------
@@ -282,6 +296,8 @@ def make_record(kind, case, rc, so, se):
         j["streams"] = streams_digest(j.get("streams"))
     for k in DROP.get(kind, ()):
         j.pop(k, None)
+    if kind in ("sim-ideal", "sim-clusters", "plan"):
+        drop_nested(j)
     rec["json"] = j
     return rec
 
