@@ -98,3 +98,319 @@ void mk_cli_explain_print(const mk_sim_result_t *r)
     print_memory(r);
     print_mfu_gap(r);
 }
+
+/* ---- merak plan: alternatives ---------------------------------------- */
+
+static const char *const baselines[] = {"megatron", "megatron-sp", "deepspeed", "merak", "fsdp"};
+#define N_BASELINES ((int)(sizeof baselines / sizeof *baselines))
+
+int mk_cli_plan_check(const mk_args_t *a)
+{
+    if (a->objective && strcmp(a->objective, "time") && strcmp(a->objective, "cost"))
+        return mk_cli_fail("plan", "--objective must be time or cost, not '%s'", a->objective);
+    return 0;
+}
+
+static int by_cost(const mk_args_t *a)
+{
+    return a->objective && !strcmp(a->objective, "cost");
+}
+
+/* What differs from plan b in plan p ("tp 4->2, schedule 1f1b->merak"), or
+ * "the same plan". */
+static void plan_changes(const mk_plan_t *b, const mk_plan_t *p, char *buf, size_t n)
+{
+    const char *what[] = {"dp", "cp", "pp", "tp", "ep", "vpp", "mbs", "sp", "tp-overlap", "zero"};
+    int vb[] = {b->dp, b->cp, b->pp, b->tp, b->ep, b->vpp, b->mbs, b->seqpar, b->tp_overlap, b->zero};
+    int vp[] = {p->dp, p->cp, p->pp, p->tp, p->ep, p->vpp, p->mbs, p->seqpar, p->tp_overlap, p->zero};
+    size_t k = 0;
+    buf[0] = 0;
+    for (int i = 0; i < (int)(sizeof vb / sizeof *vb); i++)
+        if (vb[i] != vp[i] && k < n) k += snprintf(buf + k, n - k, "%s%s %d->%d", k ? ", " : "", what[i], vb[i], vp[i]);
+    if (b->schedule != p->schedule && k < n)
+        k += snprintf(buf + k, n - k, "%sschedule %s->%s", k ? ", " : "", mk_sched_kind_name(b->schedule),
+                      mk_sched_kind_name(p->schedule));
+    char rb[32], rp[32];
+    mk_recompute_format(&b->recompute, rb, sizeof rb);
+    mk_recompute_format(&p->recompute, rp, sizeof rp);
+    if (strcmp(rb, rp) && k < n) k += snprintf(buf + k, n - k, "%srecompute %s->%s", k ? ", " : "", rb, rp);
+    char pb[16], pq[16]; /* copies: buf may be a field beside p's (mk_cli_alt_t) */
+    mk_strlcpy(pb, b->partition, sizeof pb), mk_strlcpy(pq, p->partition, sizeof pq);
+    if (strcmp(pb, pq) && k < n) k += snprintf(buf + k, n - k, "%spartition %s->%s", k ? ", " : "", pb, pq);
+    if (!k) mk_strlcpy(buf, "the same plan", n);
+}
+
+/* Where best gains most on alt: the breakdown part alt spends most more
+ * seconds in. */
+static void winner_gains(const mk_planner_entry_t *best, const mk_planner_entry_t *alt, char *buf, size_t n)
+{
+    const char *nm[MK_SIM_EXPLAIN_PARTS];
+    double vb[MK_SIM_EXPLAIN_PARTS], va[MK_SIM_EXPLAIN_PARTS];
+    int np = mk_sim_explain_parts(&best->res.explain, nm, vb);
+    mk_sim_explain_parts(&alt->res.explain, nm, va);
+    int k = 0;
+    for (int i = 1; i < np; i++)
+        if (va[i] - vb[i] > va[k] - vb[k]) k = i;
+    double sb = best->res.step_time_s, sa = alt->res.step_time_s;
+    if (sa <= sb) {
+        snprintf(buf, n, "as fast as the winner or faster (%.1f%%)", sb > 0 ? 100 * (sb - sa) / sb : 0);
+        return;
+    }
+    char name[32];
+    part_label(nm[k], name, sizeof name);
+    snprintf(buf, n, "winner %.2fx faster; gains most in %s (%.4f s vs %.4f s)", sa / sb, name, vb[k], va[k]);
+}
+
+/* One search for an alternative: o's space on cluster c with g GPUs. */
+static int run_alt(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o, int g,
+                   mk_cli_alt_t *alt)
+{
+    mk_planner_opts_t q = *o;
+    q.gpus = alt->gpus = g;
+    q.rank = 0, q.size = 1; /* rank 0 alone runs the alternatives */
+    int rc = mk_planner_best(m, c, &q, &alt->e);
+    if (rc < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    alt->found = rc;
+    if (!rc) snprintf(alt->note, sizeof alt->note, "no plan: %s", mk_error_last());
+    return 0;
+}
+
+/* The baseline systems' best plans, on the same GPUs and batch. */
+static int run_baselines(const mk_model_config_t *m, const mk_cluster_t *cl, const mk_planner_opts_t *o,
+                         const mk_planner_entry_t *best, mk_cli_extras_t *x)
+{
+    for (int i = 0; i < N_BASELINES; i++) {
+        mk_cli_alt_t *alt = &x->base[x->nb++];
+        mk_planner_opts_t q;
+        mk_planner_opts_init(&q);
+        q.gpus = o->gpus, q.gbs = o->gbs, q.dtype = o->dtype, q.moe_imbalance = o->moe_imbalance;
+        mk_strlcpy(alt->label, baselines[i], sizeof alt->label);
+        if (mk_cli_plan_baseline(baselines[i], &q) < 0 || run_alt(m, cl, &q, o->gpus, alt) < 0)
+            return mk_cli_fail("plan", "%s", mk_error_last());
+        if (alt->found) winner_gains(best, &alt->e, alt->note, sizeof alt->note);
+    }
+    return 0;
+}
+
+/* The what-if clusters: one knob changed at a time (issue 21's list). */
+static const struct {
+    mk_cluster_knob_t k;
+    double f;
+} knobs[] = {{MK_KNOB_INTRA_BW, 2}, {MK_KNOB_INTRA_BW, 0.5}, {MK_KNOB_INTER_BW, 2}, {MK_KNOB_INTER_BW, 0.5},
+             {MK_KNOB_FLOPS, 2},    {MK_KNOB_MEMORY, 2},      {MK_KNOB_GPUS, 2},     {MK_KNOB_GPUS, 0.5}};
+#define N_KNOBS ((int)(sizeof knobs / sizeof *knobs))
+
+static int run_whatif(const mk_model_config_t *m, const mk_cluster_t *cl, const mk_planner_opts_t *o,
+                      const mk_planner_entry_t *best, mk_cli_extras_t *x)
+{
+    for (int i = 0; i < N_KNOBS; i++) {
+        mk_cli_alt_t *alt = &x->whatif[x->nw++];
+        mk_cluster_t c = *cl;
+        snprintf(alt->label, sizeof alt->label, "%s %s", mk_cluster_knob_name(knobs[i].k),
+                 knobs[i].f > 1 ? "x2" : "/2");
+        if (mk_cluster_scale(&c, knobs[i].k, knobs[i].f) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+        int g = knobs[i].k == MK_KNOB_GPUS ? (int)(o->gpus * knobs[i].f) : o->gpus;
+        if (g < 1 || g > MK_MAX_GPUS) {
+            alt->gpus = g;
+            snprintf(alt->note, sizeof alt->note, "no plan: %d GPUs is outside 1 to %d", g, MK_MAX_GPUS);
+            continue;
+        }
+        if (run_alt(m, &c, o, g, alt) < 0) return MK_EXIT_USAGE;
+        if (alt->found) plan_changes(&best->plan, &alt->e.plan, alt->note, sizeof alt->note);
+    }
+    return 0;
+}
+
+/* The scaling sweep: the best plan of each --gpus count. */
+static int run_scaling(const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
+                       const mk_planner_opts_t *o, mk_cli_extras_t *x)
+{
+    for (int i = 0; i < a->n_gpus_list; i++) {
+        mk_cli_alt_t *alt = &x->scaling[x->ns++];
+        snprintf(alt->label, sizeof alt->label, "%d GPUs", a->gpus_list[i]);
+        if (run_alt(m, cl, o, a->gpus_list[i], alt) < 0) return MK_EXIT_USAGE;
+    }
+    return 0;
+}
+
+int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
+                       const mk_planner_opts_t *o, const mk_planner_entry_t *best, mk_cli_extras_t *x)
+{
+    double t0 = mk_time_now();
+    memset(x, 0, sizeof *x);
+    int rc = 0;
+    if (a->explain || a->what_if) rc = run_baselines(m, cl, o, best, x);
+    if (!rc && a->what_if) rc = run_whatif(m, cl, o, best, x);
+    if (!rc && a->n_gpus_list > 1) rc = run_scaling(a, m, cl, o, x);
+    x->wall_s = mk_time_now() - t0;
+    return rc;
+}
+
+/* ---- time and cost to train ------------------------------------------ */
+
+/* Tokens per GPU-second of a plan (the cost objective's figure). */
+static double per_gpu(const mk_planner_entry_t *e)
+{
+    double g = (double)mk_plan_gpus(&e->plan);
+    return g > 0 ? e->res.tokens_per_s / g : 0;
+}
+
+void mk_cli_plan_cost_json(const mk_args_t *a, const mk_planner_entry_t *e, json_t *plan)
+{
+    double tps = e->res.tokens_per_s, g = (double)mk_plan_gpus(&e->plan);
+    json_object_set_new(plan, "gpus", json_integer((json_int_t)g));
+    json_object_set_new(plan, "tokens_per_s_per_gpu", json_real(per_gpu(e)));
+    if (a->gpu_hour_price > 0 && tps > 0)
+        json_object_set_new(plan, "usd_per_million_tokens", json_real(1e6 / tps * g / 3600 * a->gpu_hour_price));
+    if (!(a->train_tokens > 0) || !(tps > 0)) return;
+    double t = a->train_tokens / tps;
+    json_object_set_new(plan, "train_tokens", json_real(a->train_tokens));
+    json_object_set_new(plan, "train_time_s", json_real(t));
+    json_object_set_new(plan, "gpu_hours", json_real(g * t / 3600));
+    if (a->gpu_hour_price > 0) json_object_set_new(plan, "cost_usd", json_real(g * t / 3600 * a->gpu_hour_price));
+}
+
+/* " 12.3 d  45,600 GPU-h  $91,200" for --train-tokens (and the price). */
+static void cost_cols(const mk_args_t *a, const mk_planner_entry_t *e, char *buf, size_t n)
+{
+    double tps = e->res.tokens_per_s, g = (double)mk_plan_gpus(&e->plan);
+    buf[0] = 0;
+    if (!(a->train_tokens > 0) || !(tps > 0)) return;
+    double t = a->train_tokens / tps, gh = g * t / 3600;
+    int k = snprintf(buf, n, " %9.2f d %12.0f GPU-h", t / 86400, gh);
+    char usd[32];
+    snprintf(usd, sizeof usd, "$%.0f", gh * a->gpu_hour_price);
+    if (a->gpu_hour_price > 0 && k > 0 && (size_t)k < n) snprintf(buf + k, n - k, " %14s", usd);
+}
+
+void mk_cli_plan_cost_human(const mk_args_t *a, const mk_planner_entry_t *e, int i)
+{
+    char c[96];
+    cost_cols(a, e, c, sizeof c);
+    if (!c[0]) return;
+    printf("#%d to train %.3g tokens:%s\n", i + 1, a->train_tokens, c);
+}
+
+/* ---- printing the alternatives ---------------------------------------- */
+
+/* One row: label, layout, schedule, recompute, step, tokens/s (per GPU),
+ * MFU, [time and cost], then `tail`. */
+static void alt_row(const mk_args_t *a, const char *label, const mk_cli_alt_t *x, const char *tail)
+{
+    if (!x->found) {
+        printf("  %-26s %5d  %s\n", label, x->gpus, x->note);
+        return;
+    }
+    const mk_plan_t *p = &x->e.plan;
+    const mk_sim_result_t *r = &x->e.res;
+    char rc[32], c[96];
+    mk_recompute_format(&p->recompute, rc, sizeof rc);
+    cost_cols(a, &x->e, c, sizeof c);
+    printf("  %-26s %5d  %-24s %-11s %-15s %9.4f %10.0f %8.1f %5.1f%%%s  %s\n", label, x->gpus,
+           mk_plan_layout_str(p, " x ").s, mk_sched_kind_name(p->schedule), rc, r->step_time_s, r->tokens_per_s,
+           per_gpu(&x->e), 100 * r->mfu, c, tail);
+}
+
+static void alt_header(const mk_args_t *a, const char *first, const char *last)
+{
+    printf("  %-26s %5s  %-24s %-11s %-15s %9s %10s %8s %6s%s  %s\n", first, "GPUs", "layout", "schedule", "recompute",
+           "step s", "tok/s", "tok/s/GPU", "MFU",
+           a->train_tokens > 0 ? (a->gpu_hour_price > 0 ? "   time to train      GPU-hours           cost"
+                                                        : "   time to train      GPU-hours")
+                               : "",
+           last);
+}
+
+static void print_scaling(const mk_args_t *a, const mk_cli_extras_t *x)
+{
+    int s0 = -1, win = -1;
+    for (int i = 0; i < x->ns; i++)
+        if (x->scaling[i].found && (s0 < 0 || x->scaling[i].gpus < x->scaling[s0].gpus)) s0 = i;
+    for (int i = 0; i < x->ns; i++) { /* the objective's best: fastest, or most tokens per GPU-second */
+        const mk_cli_alt_t *c = &x->scaling[i];
+        if (!c->found) continue;
+        double v = by_cost(a) ? per_gpu(&c->e) : c->e.res.tokens_per_s;
+        if (win < 0 || v > (by_cost(a) ? per_gpu(&x->scaling[win].e) : x->scaling[win].e.res.tokens_per_s)) win = i;
+    }
+    printf("\nscaling (the best plan per GPU count, same global batch; efficiency: tokens/s per GPU over %d GPUs'; "
+           "* best by %s)\n", s0 >= 0 ? x->scaling[s0].gpus : 0, by_cost(a) ? "cost" : "time");
+    alt_header(a, "count", "efficiency");
+    for (int i = 0; i < x->ns; i++) {
+        const mk_cli_alt_t *c = &x->scaling[i];
+        char tail[32] = "";
+        if (c->found && s0 >= 0)
+            snprintf(tail, sizeof tail, "%6.1f%%%s", 100 * per_gpu(&c->e) / per_gpu(&x->scaling[s0].e), i == win ? " *" : "");
+        alt_row(a, c->label, c, tail);
+    }
+}
+
+void mk_cli_plan_extras_human(const mk_args_t *a, const mk_planner_entry_t *best, const mk_cli_extras_t *x)
+{
+    if (a->explain) {
+        printf("\nwhy #1 is fast: its step, memory and MFU gap\n");
+        mk_cli_explain_print(&best->res);
+    }
+    mk_cli_alt_t me = {.gpus = (int)mk_plan_gpus(&best->plan), .found = 1, .e = *best};
+    if (x->nb) {
+        printf("\nbaselines (each system's best plan on the same GPUs and batch)\n");
+        alt_header(a, "system", "where the winner gains");
+        alt_row(a, "this search: #1", &me, "the winner");
+        for (int i = 0; i < x->nb; i++) alt_row(a, x->base[i].label, &x->base[i], x->base[i].note);
+    }
+    if (x->nw) {
+        printf("\nwhat if (the cluster changed one knob at a time, the same search)\n");
+        alt_header(a, "change", "what changed in the best plan");
+        alt_row(a, "as is: #1", &me, "");
+        for (int i = 0; i < x->nw; i++) alt_row(a, x->whatif[i].label, &x->whatif[i], x->whatif[i].note);
+    }
+    if (x->ns) print_scaling(a, x);
+    if (x->nb || x->nw || x->ns) printf("(%.2f s for these searches)\n", x->wall_s);
+}
+
+/* An alternative as JSON: its label under `key`, the summary figures, the
+ * note, and the full `merak sim --json` object of its plan. */
+static json_t *alt_json(const mk_args_t *a, const char *key, const mk_cli_alt_t *x)
+{
+    json_t *j = json_pack("{s:s, s:i, s:b, s:s}", key, x->label, "gpus", x->gpus, "found", x->found, "note", x->note);
+    if (!x->found) return j;
+    const mk_plan_t *p = &x->e.plan;
+    char rc[32];
+    mk_recompute_format(&p->recompute, rc, sizeof rc);
+    json_object_set_new(j, "layout", json_string(mk_plan_layout_str(p, " x ").s));
+    json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(p->schedule)));
+    json_object_set_new(j, "recompute", json_string(rc));
+    json_object_set_new(j, "step_time_s", json_real(x->e.res.step_time_s));
+    json_object_set_new(j, "tokens_per_s", json_real(x->e.res.tokens_per_s));
+    json_object_set_new(j, "mfu", json_real(x->e.res.mfu));
+    mk_cli_plan_cost_json(a, &x->e, j);
+    json_object_set_new(j, "summary", mk_sim_result_json(&x->e.res, p));
+    return j;
+}
+
+void mk_cli_plan_extras_json(const mk_args_t *a, const mk_planner_entry_t *best, const mk_cli_extras_t *x,
+                             json_t *top)
+{
+    (void)best;
+    json_t *l;
+    if (x->nb) {
+        json_object_set_new(top, "baselines", l = json_array());
+        for (int i = 0; i < x->nb; i++) json_array_append_new(l, alt_json(a, "system", &x->base[i]));
+    }
+    if (x->nw) {
+        json_object_set_new(top, "what_if", l = json_array());
+        for (int i = 0; i < x->nw; i++) json_array_append_new(l, alt_json(a, "change", &x->whatif[i]));
+    }
+    if (x->ns) {
+        const mk_cli_alt_t *s0 = NULL;
+        for (int i = 0; i < x->ns; i++)
+            if (x->scaling[i].found && (!s0 || x->scaling[i].gpus < s0->gpus)) s0 = &x->scaling[i];
+        json_object_set_new(top, "scaling", l = json_array());
+        for (int i = 0; i < x->ns; i++) {
+            json_t *j = alt_json(a, "count", &x->scaling[i]);
+            if (x->scaling[i].found && s0)
+                json_object_set_new(j, "scaling_efficiency", json_real(per_gpu(&x->scaling[i].e) / per_gpu(&s0->e)));
+            json_array_append_new(l, j);
+        }
+    }
+    if (x->nb || x->nw || x->ns) json_object_set_new(top, "explain_search_time_s", json_real(x->wall_s));
+}

@@ -3,6 +3,7 @@
  * simulations and rank 0 merges their top-K lists. */
 #include "config.h"
 #include "cli/cli.h"
+#include "cli/cli_explain.h"
 #include "merak/planner.h"
 
 #include <mpi.h>
@@ -40,7 +41,19 @@ static const char *plan_usage =
     "  --save-plan F    write the best plan (runs unchanged under merak sim/run --plan)\n"
     "  --trace F        Chrome trace of the best plan's simulated step\n"
     "  --json           one JSON object: plans (best first, each with the sim keys),\n"
-    "                   evaluated, simulated, search_time_s\n";
+    "                   evaluated, simulated, search_time_s\n"
+    "  --explain        #1's step breakdown, memory and MFU gap, and the best plan of each\n"
+    "                   --baseline system (megatron, megatron-sp, deepspeed, merak, fsdp) with\n"
+    "                   where #1 gains on it (--json: baselines)\n"
+    "  --what-if        --explain's baselines, and the search again with the cluster changed one\n"
+    "                   knob at a time: intra- and inter-node bandwidth x2 and /2, device FLOP/s\n"
+    "                   x2, device memory x2, GPUs x2 and /2 (--json: what_if)\n"
+    "  --gpus N1,N2,... the best plan per GPU count and its scaling efficiency (tokens/s per\n"
+    "                   GPU over the smallest count's; --json: scaling); the table is N1's\n"
+    "  --train-tokens N, --gpu-hour-price P  each plan's time and GPU-hours to train N tokens,\n"
+    "                   and its cost at P dollars per GPU-hour\n"
+    "  --objective time|cost  which --gpus count is best: the fastest (default) or the most\n"
+    "                   tokens per GPU-hour; at one GPU count the two rank plans alike\n";
 
 static const mk_cli_defaults_t plan_defaults = {
     .model = "gpt-8.3b", .cluster = "rtx3090-pcie", .dtype = -1, .gbs = 512, .gpus = 64, .top = 5,
@@ -129,10 +142,15 @@ static int report_no_fit(const mk_planner_result_t *r)
                        m->activations / (1 << 30), knob);
 }
 
-static int print_json(const mk_planner_result_t *r, long evaluated)
+static int print_json(const mk_planner_result_t *r, long evaluated, const mk_args_t *a, const mk_cli_extras_t *x)
 {
     json_t *plans = json_array();
-    for (int i = 0; i < r->n; i++) json_array_append_new(plans, mk_sim_result_json(&r->best[i].res, &r->best[i].plan));
+    int cost = a->train_tokens > 0 || a->gpu_hour_price > 0 || a->objective; /* issue 21: only when asked */
+    for (int i = 0; i < r->n; i++) {
+        json_t *pj = mk_sim_result_json(&r->best[i].res, &r->best[i].plan);
+        if (cost && pj) mk_cli_plan_cost_json(a, &r->best[i], pj);
+        json_array_append_new(plans, pj);
+    }
     json_t *o = json_pack("{s:o, s:I, s:I, s:I, s:f}", "plans", plans, "evaluated", (json_int_t)evaluated,
                           "simulated", (json_int_t)r->simulated, "layouts", (json_int_t)r->layouts,
                           "search_time_s", r->search_time_s);
@@ -141,13 +159,15 @@ static int print_json(const mk_planner_result_t *r, long evaluated)
         mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
         json_object_set_new(o, "why", json_string(why));
     }
+    mk_cli_plan_extras_json(a, &r->best[0], x, o);
     json_dumpf(o, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
     fputc('\n', stdout);
     json_decref(o);
     return 0;
 }
 
-static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, const mk_planner_opts_t *o)
+static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, const mk_planner_opts_t *o,
+                        const mk_args_t *a)
 {
     printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", base->model.name, o->gpus, base->cluster,
            o->gbs, mk_dtype_name(o->dtype));
@@ -165,6 +185,9 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
         mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
         printf("why: %s\n", why);
     }
+    for (int i = 0; i < r->n; i++) mk_cli_plan_cost_human(a, &r->best[i], i);
+    if (a->objective && !strcmp(a->objective, "cost") && a->n_gpus_list < 2)
+        printf("objective cost: at one GPU count cost is GPUs x time, so the ranking is the time's\n");
 }
 
 /* The best plan: save it and trace its simulated step (rank 0). */
@@ -246,6 +269,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
     if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    if (mk_cli_plan_check(a)) return MK_EXIT_USAGE;
     if (rank == 0 && isatty(2)) o.progress = progress;
     mk_planner_result_t r;
     if (mk_planner_search(&base.model, &cl, &o, &r) < 0) {
@@ -259,9 +283,11 @@ static int plan_main(const mk_args_t *a, int rank, int size)
         if (r.n == 0) rc = report_no_fit(&r);
         else if (o.refine && mk_planner_refine(&cl, &r.best[0], 4 * r.best[0].plan.pp) < 0)
             rc = mk_cli_fail("plan", "%s", mk_error_last());
+        static mk_cli_extras_t x; /* issue 21: nothing runs without its flags */
+        if (rc == 0) rc = mk_cli_plan_extras(a, &base.model, &cl, &o, &r.best[0], &x);
         if (rc == 0) {
-            if (a->json) print_json(&r, evaluated);
-            else print_human(&r, &base, &o);
+            if (a->json) print_json(&r, evaluated, a, &x);
+            else print_human(&r, &base, &o, a), mk_cli_plan_extras_human(a, &r.best[0], &x);
             rc = finish_best(a, &cl, &r.best[0]);
         }
     }
@@ -281,7 +307,7 @@ int mk_cmd_plan(int argc, char **argv)
             return MK_EXIT_USAGE;
     }
     mk_args_t a;
-    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_PLAN | MK_OPTG_JSON, plan_usage, &plan_defaults);
+    int rc = mk_args_parse(&a, argc, argv, MK_OPTG_MODEL | MK_OPTG_PLAN | MK_OPTG_JSON | MK_OPTG_EXPLAIN, plan_usage, &plan_defaults);
     if (rc) rc = rc < 0 ? MK_EXIT_USAGE : 0; /* every rank parses alike: all stop here */
     else if (a.npos) rc = mk_cli_fail("plan", "unexpected argument '%s'", a.pos[0]);
     else if (!(rc = mk_args_check_outputs(&a, mpi))) rc = plan_main(&a, rank, size);
@@ -290,4 +316,9 @@ int mk_cmd_plan(int argc, char **argv)
         MPI_Finalize();
     }
     return rc;
+}
+
+int mk_cli_plan_baseline(const char *b, mk_planner_opts_t *o)
+{
+    return apply_baseline(b, o);
 }
