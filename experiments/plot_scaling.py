@@ -33,9 +33,10 @@ def main():
     ax.plot(g, tps, "o-", label="best plan")
     ax.plot(g, [tps[0] * x / g[0] for x in g], "--", color="gray", label="linear from %d GPUs" % g[0])
     for x, y, s in zip(g, tps, pts):
-        ax.annotate("%s\n%s" % (s["layout"], s["schedule"]), (x, y), textcoords="offset points", xytext=(4, -22),
+        ax.annotate("%s\n%s" % (s["layout"], s["schedule"]), (x, y), textcoords="offset points", xytext=(-6, 8), ha="right",
                     fontsize=7)
     ax.set_xscale("log", base=2)
+    ax.set_yscale("log")  # log-log: linear scaling is a straight line
     ax.set_xticks(g)
     ax.set_xticklabels([str(x) for x in g])
     ax.set_xlabel("GPUs")

@@ -153,7 +153,8 @@ static void winner_gains(const mk_planner_entry_t *best, const mk_planner_entry_
         if (va[i] - vb[i] > va[k] - vb[k]) k = i;
     double sb = best->res.step_time_s, sa = alt->res.step_time_s;
     if (sa <= sb) {
-        snprintf(buf, n, "as fast as the winner or faster (%.1f%%)", sb > 0 ? 100 * (sb - sa) / sb : 0);
+        if (sa == sb) mk_strlcpy(buf, "ties the winner", n);
+        else snprintf(buf, n, "faster than the winner by %.1f%%", sb > 0 ? 100 * (sb - sa) / sb : 0);
         return;
     }
     char name[32];
@@ -223,11 +224,15 @@ static int run_whatif(const mk_model_config_t *m, const mk_cluster_t *cl, const 
 
 /* The scaling sweep: the best plan of each --gpus count. */
 static int run_scaling(const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
-                       const mk_planner_opts_t *o, mk_cli_extras_t *x)
+                       const mk_planner_opts_t *o, const mk_planner_entry_t *best, mk_cli_extras_t *x)
 {
     for (int i = 0; i < a->n_gpus_list; i++) {
         mk_cli_alt_t *alt = &x->scaling[x->ns++];
         snprintf(alt->label, sizeof alt->label, "%d GPUs", a->gpus_list[i]);
+        if (a->gpus_list[i] == o->gpus) { /* the main search's: not searched twice */
+            alt->gpus = o->gpus, alt->found = 1, alt->e = *best;
+            continue;
+        }
         if (run_alt(m, cl, o, a->gpus_list[i], alt) < 0) return MK_EXIT_USAGE;
     }
     return 0;
@@ -241,7 +246,7 @@ int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_
     int rc = 0;
     if (a->explain || a->what_if) rc = run_baselines(m, cl, o, best, x);
     if (!rc && a->what_if) rc = run_whatif(m, cl, o, best, x);
-    if (!rc && a->n_gpus_list > 1) rc = run_scaling(a, m, cl, o, x);
+    if (!rc && a->n_gpus_list > 1) rc = run_scaling(a, m, cl, o, best, x);
     x->wall_s = mk_time_now() - t0;
     return rc;
 }
