@@ -151,6 +151,23 @@ static void shortest_real(double v, char *buf, size_t n)
     }
 }
 
+/* MixtralConfig's expert fields, then (only when used) what Mixtral has no
+ * field for: the shared expert's width (Qwen2-MoE's name), norm_topk_prob
+ * false (softmax then top-k, not renormalised: Qwen2-MoE / DeepSeek), the
+ * dense MLP width, the leading dense blocks and the MoE frequency
+ * (DeepSeek-V2's first_k_dense_replace, moe_layer_freq). */
+static void moe_config_json(const mk_gpt_t *g, char *buf, size_t n)
+{
+    const mk_model_config_t *c = &g->cfg;
+    int len = snprintf(buf, n, ",\"num_local_experts\":%d,\"num_experts_per_tok\":%d", g->E, g->topk);
+    if (g->Fs) len += snprintf(buf + len, n - len, ",\"shared_expert_intermediate_size\":%d", g->Fs);
+    if (c->moe_pre_softmax) len += snprintf(buf + len, n - len, ",\"norm_topk_prob\":false");
+    if (c->moe_first_dense > 0 || c->moe_layer_freq > 1)
+        len += snprintf(buf + len, n - len, ",\"dense_intermediate_size\":%d,\"first_k_dense_replace\":%d,"
+                        "\"moe_layer_freq\":%d", c->ffn, c->moe_first_dense, c->moe_layer_freq);
+    snprintf(buf + len, n - len, "}");
+}
+
 /* Hugging Face's config.json fields (GPT2Config, LlamaConfig), after the
  * blocks the executor built: a GPT preset given the Llama flags is a Llama. */
 static void config_json(const mk_gpt_t *g, char *buf, size_t n)
@@ -160,11 +177,15 @@ static void config_json(const mk_gpt_t *g, char *buf, size_t n)
         char eps[32], theta[32];
         shortest_real(c->norm_eps, eps, sizeof eps);
         shortest_real(c->rope_theta, theta, sizeof theta);
-        snprintf(buf, n, "{\"model_type\":\"llama\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
-                 "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
-                 "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
-                 "\"rope_theta\":%s,\"tie_word_embeddings\":%s}", c->num_layers, c->hidden, c->heads,
-                 c->kv_heads, c->ffn, c->vocab, c->seq, eps, theta, c->untied ? "false" : "true");
+        int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width */
+        len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
+                       "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
+                       "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
+                       "\"rope_theta\":%s,\"tie_word_embeddings\":%s", moe ? "mixtral" : "llama", c->num_layers,
+                       c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
+                       c->untied ? "false" : "true");
+        if (moe) moe_config_json(g, buf + len, n - len);
+        else snprintf(buf + len, n - len, "}");
         return;
     }
     snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
@@ -180,7 +201,7 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     if (!tab) return mk_error_set("out of memory"), NULL;
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
-    char cfg[512], num[MK_CKPT_N_META][32];
+    char cfg[1024], num[MK_CKPT_N_META][32];
     config_json(g, cfg, sizeof cfg);
     uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
     const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
@@ -274,7 +295,7 @@ static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
 static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t *meta, int *has_optim)
 {
     mk_gpt_t *g = e->g;
-    char cfg[512];
+    char cfg[1024];
     uint64_t v[MK_CKPT_N_META];
     if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
     for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */

@@ -166,6 +166,7 @@ typedef struct mk_exec {
     mk_tp_slot_t tp_slots[MK_TP_SLOTS];
     double loss;           /* sum of token losses this step (head rank) */
     double step_loss;      /* mean loss over the global batch, after OPT_STEP */
+    double step_aux;       /* MoE: the aux losses' share of the objective (run.aux summed), after OPT_STEP */
     /* first step of this run (after --load) and the lr schedule's length:
        64-bit, as a checkpoint's step may be anything a 64-bit counter holds */
     int64_t step0, horizon;

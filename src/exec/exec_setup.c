@@ -240,6 +240,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         }
         if (rc == 0 && mk_fault_nan(k)) e->step_loss = NAN;
         res->losses[i] = e->step_loss;
+        if (res->aux_losses) res->aux_losses[i] = e->step_aux;
         if (rc == 0 && !isfinite(e->step_loss)) {
             nan_message(&log, k, e->step_loss);  /* the loss is all-reduced: every rank sees it */
             res->fail_exit = 1, res->steps = i;
@@ -283,6 +284,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
+    if (mk_model_is_moe(&o->ctx->plan.model)) res->aux_losses = calloc(o->steps + 1, sizeof *res->aux_losses);
     int nval_max = (o->eval_interval > 0 ? o->steps / o->eval_interval : 0) + 1;
     res->val_steps = calloc(nval_max, sizeof *res->val_steps);
     res->val_losses = calloc(nval_max, sizeof *res->val_losses);
@@ -307,6 +309,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
 void mk_exec_result_free(mk_exec_result_t *r)
 {
     free(r->losses);
+    free(r->aux_losses);
     free(r->step_times);
     free(r->peak_mem);
     free(r->val_steps);

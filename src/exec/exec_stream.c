@@ -422,6 +422,7 @@ int mk_exec_step(mk_exec_t *e, int64_t step)
 {
     int s = e->comm.pp_rank;
     e->loss = 0.0;
+    e->run.aux = 0.0;
     e->pipe.step = step;
     for (int v = 0; v < e->pipe.n_chunks; v++) e->pipe.chunks[v].nbwd = 0;
     for (int l = 0; l < e->g->n_layers; l++) e->dp.state[l] = MK_DP_NOT_FINAL;
