@@ -67,7 +67,12 @@ static int exec_check_moe(const mk_plan_t *p)
     if (p->cp > 1) return mk_error_set("mixture-of-experts models with --cp %d are not supported by run", p->cp);
     if (p->seqpar && p->tp > 1)
         return mk_error_set("mixture-of-experts models with --sequence-parallel are not supported by run");
-    if (p->ep > 1) return mk_error_set("expert parallelism (--ep %d) is not supported by run yet", p->ep);
+    int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
+    if (p->ep > 1 && p->zero > 0)
+        return mk_error_set("expert parallelism (--ep %d) with --zero %d is not supported by run", p->ep, p->zero);
+    if (MK_PROD_WITHIN(INT_MAX, &x, p->ep, p->mbs, p->model.seq, p->model.moe_topk, p->model.hidden) < 0)
+        return mk_error_set("a micro-batch's expert all-to-all (ep x mbs x seq x top-k x hidden) is over %d floats",
+                            INT_MAX);
     return 0;
 }
 
@@ -159,7 +164,9 @@ static double lr_at(const mk_exec_opts_t *o, int64_t horizon, int64_t step)
  * the first sharding group counts its own. */
 static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t, int pieces)
 {
-    return t->owned && !t->tied_copy && (pieces ? e->zero.ri == 0 : e->comm.dp_rank == 0) &&
+    /* an expert's gradient is summed over the replicas holding it: the first EP group's */
+    int first = t->expert >= 0 ? e->comm.dp_rank < e->ep.n : e->comm.dp_rank == 0;
+    return t->owned && !t->tied_copy && (pieces ? e->zero.ri == 0 : first) &&
            (t->split_dim >= 0 || e->comm.tp_rank == 0);
 }
 

@@ -4,7 +4,7 @@
 libmerak_a_SOURCES += src/exec/backend_cpu.c src/exec/kernels_cpu.c src/exec/kernels_llama_cpu.c src/exec/gpt.c src/exec/gpt_layers.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_zero.c src/exec/exec_fsdp.c src/exec/exec_faults.c src/exec/exec_tp.c \
-	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/kernels_moe_cpu.c src/exec/gpt_moe.c
+	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/kernels_moe_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c
 noinst_HEADERS += include/merak/backend.h include/merak/gpt.h include/merak/exec.h \
 	src/exec/kernels_cpu.h src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exec/gpt_moe.h
 

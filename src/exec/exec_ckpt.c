@@ -215,6 +215,20 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     return w;
 }
 
+/* The DP rank whose copy of t is saved: 0, or for an expert's tensor the
+ * first replica holding it (its EP rank). */
+static int saved_dp(const mk_exec_t *e, const mk_gpt_tensor_t *t)
+{
+    return t->expert >= 0 ? t->expert / (e->g->E / e->ep.n) : 0;
+}
+
+/* Whether global rank dst holds t's expert (every rank holds the others). */
+static int holds_expert(const mk_exec_t *e, const mk_gpt_tensor_t *t, int dst)
+{
+    int d = (dst / e->comm.tp) % e->comm.dp;
+    return t->expert < 0 || t->expert / (e->g->E / e->ep.n) == d % e->ep.n;
+}
+
 /* Rank 0 assembles tensor k's state `kind` in b->full (real rows only:
  * padding rows of a padded vocabulary are dropped) from its owners. */
 static void gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
@@ -225,12 +239,12 @@ static void gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Com
     /* holders of a distinct shard send it (DP rank 0 only) */
     if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == 0)) {
         state_get(e, k, kind, b->shard);
-        if (e->comm.dp_rank == 0 && e->comm.rank != 0) MPI_Send(b->shard, (int)n, MPI_FLOAT, 0, k, cc);
+        if (e->comm.dp_rank == saved_dp(e, t) && e->comm.rank != 0) MPI_Send(b->shard, (int)n, MPI_FLOAT, 0, k, cc);
     }
     if (e->comm.rank != 0) return;
     int s = stage_of(e, t->layer), ntp = t->split_dim >= 0 ? e->comm.tp : 1;
     for (int tr = 0; tr < ntp; tr++) {
-        int src = mk_comm_rank_of(&e->comm, 0, s, tr);
+        int src = mk_comm_rank_of(&e->comm, saved_dp(e, t), s, tr);
         float *in = b->shard;
         if (src != 0) {
             in = b->file;  /* free until to_file */
@@ -335,7 +349,7 @@ static void scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Co
     for (int dst = 0; dst < e->comm.size; dst++) {
         int s = dst / (e->comm.tp * e->comm.dp);
         int tied = k == 0 && !g->cfg.untied && e->comm.pp > 1 && s == last;
-        if (s != stage_of(e, t->layer) && !tied) continue;
+        if ((s != stage_of(e, t->layer) && !tied) || !holds_expert(e, t, dst)) continue;
         int tr = dst % e->comm.tp;
         for (size_t i = 0; i < shard_n(t); i++) {
             long f = full_index_at(g, t, tr, i);

@@ -57,7 +57,9 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;
     mk_exec_tp_setup(e);
-    e->g = mk_gpt_new(&o->ctx->plan.model, o->be, o->ctx->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
+    mk_exec_ep_init(e);
+    e->g = mk_gpt_new_ep(&o->ctx->plan.model, o->be, o->ctx->plan.tp, e->comm.tp_rank, e->ep.n, e->ep.rank, own,
+                         tied_copy, &e->run);
     free(own);
     if (!e->g || mk_exec_cp_init(e) < 0 || mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
     mk_gpt_init_params(e->g, o->seed);
@@ -94,6 +96,7 @@ static void teardown(mk_exec_t *e)
         if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
     }
     mk_exec_cp_free(e);
+    mk_exec_ep_free(e);
     mk_gpt_free(e->g);
     mk_exec_stream_free(e);
     mk_sched_free(e->sched);

@@ -166,6 +166,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
+    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
     if (l > 0) mk_gpt_release(run, g, a->in, (size_t)loc_rows(g, run) * g->C);
     mk_gpt_release(run, g, a->buf, internals(g, l, run));
     mk_gpt_release(run, g, a->stash, stash_size(g, l, run->B));
@@ -175,6 +176,7 @@ void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
 
 static void free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
+    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
     mk_gpt_release(run, g, a->buf, internals(g, l, run));
     a->buf = NULL;
 }

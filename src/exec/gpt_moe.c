@@ -30,7 +30,8 @@
 #define P(g, k) mk_gpt_param(g, k)
 #define G(g, k) mk_gpt_grad(g, k)
 
-/* Saved internals, A = N*k assignment slots (the kept ones first, by expert). */
+/* Saved internals (a->buf), A = N*k assignment slots (the kept ones first,
+ * by expert, so by EP peer too). */
 typedef struct {
     float *ln, *rstd;       /* (N, C), (N) the norm */
     float *probs, *topw;    /* (N, E) router probabilities, (N, k) the top-k weights */
@@ -39,28 +40,61 @@ typedef struct {
     float *slot_w;          /* (A) its weight */
     int *off;               /* (E+1) expert e's slots [off[e], off[e+1]); off[E] kept */
     float *cnt;             /* (E) assignments routed to e before drops */
-    float *xg, *gu, *h, *y; /* (A, C) dispatched inputs, (A, 2F) gate|up, (A, F), (A, C) expert outputs */
+    int *rcnt;              /* (E) rows this rank's local expert j got from EP peer s: [s*El + j] */
+    int *nrecv;             /* (1) their sum R, the expert side's rows */
+    float *xg, *y;          /* (A, C) the kept slots' inputs, and their experts' outputs back */
     float *sgu, *sh;        /* shared expert: (N, 2Fs), (N, Fs) */
 } moe_parts_t;
 
+/* The expert side (a->stash): the R rows dispatched to this rank's El
+ * experts, expert-major (expert j's rows [eoff[j], eoff[j+1]), from peer 0
+ * first, each peer's in its slot order); perm[i] is row i's place in the
+ * peer-major order the all-to-all delivers. */
+typedef struct {
+    int *perm, *eoff;       /* (R), (El+1) */
+    float *xe, *gu, *h;     /* (R, C), (R, 2F), (R, F) */
+} moe_side_t;
+
 static size_t slots(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)run->B * g->T * g->topk; }
+static int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
 
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
     size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
-    return N * (C + 1 + E + 2 * k) + 3 * A + 2 * E + 1 + A * (2 * C + 3 * (size_t)g->Fe) + N * 3 * (size_t)g->Fs;
+    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs;
 }
 
 static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
 {
-    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C, F = g->Fe;
+    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
     moe_parts_t p;
     p.ln = b; p.rstd = p.ln + N * C; p.probs = p.rstd + N; p.topw = p.probs + N * E;
     p.topi = (int *)(p.topw + N * k); p.slot_tok = p.topi + N * k; p.slot_src = p.slot_tok + A;
     p.slot_w = (float *)(p.slot_src + A); p.off = (int *)(p.slot_w + A); p.cnt = (float *)(p.off + E + 1);
-    p.xg = p.cnt + E; p.gu = p.xg + A * C; p.h = p.gu + A * 2 * F; p.y = p.h + A * F;
+    p.rcnt = (int *)(p.cnt + E); p.nrecv = p.rcnt + E;
+    p.xg = (float *)(p.nrecv + 1); p.y = p.xg + A * C;
     p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs;
     return p;
+}
+
+static size_t side_size(const mk_gpt_t *g, size_t R)
+{
+    return R + n_local(g) + 1 + R * (g->C + 3 * (size_t)g->Fe);
+}
+
+static moe_side_t side_split(const mk_gpt_t *g, float *b, size_t R)
+{
+    moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
+    q.perm = (int *)b; q.eoff = q.perm + R;
+    q.xe = (float *)(q.eoff + n_local(g) + 1); q.gu = q.xe + R * g->C; q.h = q.gu + R * 2 * g->Fe;
+    return q;
+}
+
+void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a)
+{
+    if (!a->stash || !a->buf) return;
+    mk_gpt_release(run, g, a->stash, side_size(g, (size_t)*split(g, run, a->buf).nrecv));
+    a->stash = NULL;
 }
 
 int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
@@ -77,9 +111,23 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
 /* Tensor indices of an MoE layer l (gpt.c moe_tensors' order). */
 static int t_norm(const mk_gpt_t *g, int l) { return g->first[l]; }
 static int t_router(const mk_gpt_t *g, int l) { return g->first[l] + 1; }
-static int t_w13(const mk_gpt_t *g, int l, int e) { return g->first[l] + 2 + 3 * e; }
-static int t_w2(const mk_gpt_t *g, int l, int e) { return g->first[l] + 4 + 3 * e; }
-static int t_shared(const mk_gpt_t *g, int l) { return g->first[l] + 2 + 3 * g->E; } /* gate|up, then down */
+static int t_shared(const mk_gpt_t *g, int l) { return g->first[l] + 2; } /* gate|up, then down */
+static int t_w13(const mk_gpt_t *g, int l, int e) { return g->first[l] + 2 + (g->Fs ? 3 : 0) + 3 * e; }
+static int t_w2(const mk_gpt_t *g, int l, int e) { return t_w13(g, l, e) + 2; }
+
+size_t mk_gpt_moe_dense_floats(const mk_gpt_t *g, int l)
+{
+    const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[t_w13(g, l, 0) - 1];
+    return z->off + (size_t)z->lrows * z->lcols - a->off;
+}
+
+void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n)
+{
+    int El = n_local(g);
+    const mk_gpt_tensor_t *a = &g->t[t_w13(g, l, g->ep_rank * El)], *z = &g->t[t_w2(g, l, (g->ep_rank + 1) * El - 1)];
+    *off = a->off;
+    *n = z->off + (size_t)z->lrows * z->lcols - a->off;
+}
 
 /* Expert capacity from the micro-batch's N tokens: ceil(c*N*k/E); -1 dropless. */
 static long capacity(const mk_gpt_t *g, int N)
@@ -125,22 +173,101 @@ static void swiglu_mlp(const mk_gpt_t *g, const float *x, float *gu, float *h, f
     if (y) be->linear_fwd(be->ctx, y, h, w2, NULL, n, F, g->C);
 }
 
+/* The rows each EP peer gets (dir 0: this rank's kept slots, by their
+ * experts' owners) or sends back (dir 1: the expert side's, by source). */
+static void peer_rows(const mk_gpt_t *g, const moe_parts_t *p, int dir, int *rows)
+{
+    int El = n_local(g);
+    for (int r = 0; r < g->ep; r++)
+        rows[r] = dir ? 0 : p->off[(r + 1) * El] - p->off[r * El];
+    for (int i = 0; dir && i < g->E; i++) rows[i / El] += p->rcnt[i];
+}
+
+/* Token rows of width floats between the two sides: dir 0 the kept slots
+ * (slot order) to their experts' ranks, arriving peer-major; dir 1 back.
+ * One rank: a copy.  0 or -1. */
+static int exchange(const mk_gpt_t *g, mk_gpt_run_t *run, const moe_parts_t *p, int dir, const float *send,
+                    float *recv, int width)
+{
+    if (g->ep == 1) {
+        g->be->copy(g->be->ctx, recv, send, (size_t)p->off[g->E] * width * sizeof(float));
+        return 0;
+    }
+    int *rows = calloc(2 * (size_t)g->ep, sizeof *rows);
+    if (!rows) return mk_error_set("out of memory");
+    peer_rows(g, p, dir, rows);
+    peer_rows(g, p, !dir, rows + g->ep);
+    int rc = run->ep_a2a(run->ctx, send, rows, recv, rows + g->ep, width);
+    free(rows);
+    return rc;
+}
+
+/* The counts of the rows each local expert gets from each peer (rcnt, R),
+ * then the expert side, its order and expert offsets.  0 or -1. */
+static int open_side(const mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *a, moe_parts_t *p, moe_side_t *q)
+{
+    int E = g->E, El = n_local(g), *kept = malloc(E * sizeof *kept), rc = 0;
+    if (!kept) return mk_error_set("out of memory");
+    for (int e = 0; e < E; e++) kept[e] = p->off[e + 1] - p->off[e];
+    if (g->ep == 1) memcpy(p->rcnt, kept, E * sizeof *kept);
+    else rc = run->ep_counts(run->ctx, kept, p->rcnt, El);
+    free(kept);
+    if (rc < 0) return -1;
+    size_t R = 0;
+    for (int i = 0; i < E; i++) R += p->rcnt[i];
+    *p->nrecv = (int)R;  /* at most ep * N * k rows: mk_exec_check keeps that an int */
+    mk_gpt_moe_free_side(run, g, a);
+    if (!(a->stash = mk_gpt_alloc(run, g, side_size(g, R)))) return -1;
+    *q = side_split(g, a->stash, R);
+    int pos = 0;
+    for (int j = 0; j < El; j++) {
+        q->eoff[j] = pos;
+        for (int s = 0, base = 0; s < g->ep; s++) {
+            int at = base;  /* peer s's rows for expert j start after its rows for experts < j */
+            for (int i = 0; i < j; i++) at += p->rcnt[s * El + i];
+            for (int i = 0; i < p->rcnt[s * El + j]; i++) q->perm[pos++] = at + i;
+            for (int i = 0; i < El; i++) base += p->rcnt[s * El + i];
+        }
+    }
+    q->eoff[El] = pos;
+    return 0;
+}
+
+/* Dispatch, this rank's experts, combine: p->y (kept, C) from p->xg. */
+static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, moe_side_t *q)
+{
+    const mk_backend_t *be = g->be;
+    size_t R = *p->nrecv, C = g->C, F = g->Fe;
+    float *t = mk_gpt_alloc(run, g, 2 * R * C);
+    if (!t) return -1;
+    int rc = exchange(g, run, p, 0, p->xg, t, (int)C);
+    be->moe_gather(be->ctx, q->xe, t, q->perm, NULL, (int)R, (int)C);
+    for (int j = 0; rc == 0 && j < n_local(g); j++) {
+        size_t r = q->eoff[j];
+        int e = g->ep_rank * n_local(g) + j;
+        swiglu_mlp(g, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t + r * C, P(g, t_w13(g, l, e)),
+                   P(g, t_w2(g, l, e)), q->eoff[j + 1] - q->eoff[j], (int)F);
+    }
+    be->zero(be->ctx, t + R * C, R * C * sizeof(float));
+    be->moe_scatter(be->ctx, t + R * C, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
+    if (rc == 0) rc = exchange(g, run, p, 1, t + R * C, p->y, (int)C);
+    mk_gpt_release(run, g, t, 2 * R * C);
+    return rc;
+}
+
 int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C, F = g->Fe;
+    int N = run->B * g->T, C = g->C;
     if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, mk_gpt_moe_internals(g, run)))) return -1;
     moe_parts_t p = split(g, run, a->buf);
+    moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
     be->rmsnorm_fwd(be->ctx, p.ln, p.rstd, a->in, P(g, t_norm(g, l)), g->eps, N, C);
     be->linear_fwd(be->ctx, p.probs, p.ln, P(g, t_router(g, l)), NULL, N, C, g->E);
     be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !g->cfg.moe_pre_softmax);
-    if (plan(g, N, &p) < 0) return -1;
+    if (plan(g, N, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
     be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
-    for (int e = 0; e < g->E; e++) {
-        size_t r = p.off[e];
-        swiglu_mlp(g, p.xg + r * C, p.gu + r * 2 * F, p.h + r * F, p.y + r * C, P(g, t_w13(g, l, e)),
-                   P(g, t_w2(g, l, e)), p.off[e + 1] - p.off[e], F);
-    }
+    if (run_experts(g, run, l, &p, &q) < 0) return -1;
     if (g->Fs) swiglu_mlp(g, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
     return 0;
 }
@@ -177,6 +304,7 @@ int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, f
         be->acc(be->ctx, out, run->s_c, N * C);
     }
     run->aux += aux_loss(g, &p, N) * run->loss_scale * N;
+    if (run->ep_tokens) run->ep_tokens(run->ctx, p.cnt, g->E);
     return 0;
 }
 
@@ -196,14 +324,14 @@ static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, c
     be->linear_bwd_in(be->ctx, dx, dgu, P(g, w13), n, g->C, 2 * F);
 }
 
-/* Scratch of the backward: dys, dxg (A, C), dh (A, F), dgu (A, 2F), dwslot
- * (A), dtopw (N, k), dlogits (N, E), dpe (E); the shared expert's in dh/dgu
- * when wider (N >= A / k rows). */
-static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t *wf)
+/* Scratch of the backward: two (R, C) for the expert side, dh and dgu
+ * (3 wf: the experts' R rows or the shared expert's N, the wider), dys and
+ * dxg (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E). */
+static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R, size_t *wf)
 {
     size_t N = (size_t)run->B * g->T, A = slots(g, run), C = g->C;
-    *wf = A * g->Fe > N * g->Fs ? A * g->Fe : N * g->Fs;  /* dh's floats */
-    return 2 * A * C + 3 * *wf + A + N * (g->topk + g->E) + g->E;
+    *wf = R * g->Fe > N * g->Fs ? R * g->Fe : N * g->Fs;
+    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + g->E) + g->E;
 }
 
 /* The router's backward: dlogits from the weights' and the aux gradients,
@@ -224,23 +352,45 @@ static void router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, co
     be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_router(g, l)), N, C, E);
 }
 
+/* The experts' backward: dys (kept, C) at the kept slots' outputs (weighted)
+ * to their ranks, each local expert's gradients, dxg (kept, C) back. */
+static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t *p, const moe_side_t *q,
+                       const float *dys, float *dxg, float *t, float *dh, float *dgu)
+{
+    const mk_backend_t *be = g->be;
+    size_t R = *p->nrecv, C = g->C, F = g->Fe;
+    float *dye = t + R * C;
+    if (exchange(g, run, p, 0, dys, t, (int)C) < 0) return -1;
+    be->moe_gather(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);
+    be->zero(be->ctx, t, R * C * sizeof(float));
+    for (int j = 0; j < n_local(g); j++) {
+        size_t r = q->eoff[j];
+        int e = g->ep_rank * n_local(g) + j;
+        swiglu_mlp_bwd(g, dye + r * C, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t_w13(g, l, e), t_w2(g, l, e),
+                       t + r * C, dh, dgu, q->eoff[j + 1] - q->eoff[j], (int)F);
+    }
+    be->zero(be->ctx, dye, R * C * sizeof(float));
+    be->moe_scatter(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
+    return exchange(g, run, p, 1, dye, dxg, (int)C);
+}
+
 int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C, F = g->Fe, E = g->E;
-    size_t A = slots(g, run), wf, ns = bwd_scratch(g, run, &wf);
+    int N = run->B * g->T, C = g->C, E = g->E;
+    moe_parts_t p = split(g, run, a->buf);
+    size_t A = slots(g, run), R = *p.nrecv, wf, ns = bwd_scratch(g, run, R, &wf);
+    moe_side_t q = side_split(g, a->stash, R);
     float *s = mk_gpt_alloc(run, g, ns);
     if (!s) return -1;
-    float *dys = s, *dxg = dys + A * C, *dh = dxg + A * C, *dgu = dh + wf, *dwslot = dgu + 2 * wf;
-    float *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk, *dpe = dlog + (size_t)N * E, *dln = run->s_c;
-    moe_parts_t p = split(g, run, a->buf);
+    float *t = s, *dh = t + 2 * R * C, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
+    float *dwslot = dxg + A * C, *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk;
+    float *dpe = dlog + (size_t)N * E, *dln = run->s_c;
     int kept = p.off[E];
     be->moe_gather(be->ctx, dys, dout, p.slot_tok, p.slot_w, kept, C);  /* d expert output = w * dout */
-    be->zero(be->ctx, dxg, (size_t)kept * C * sizeof(float));
-    for (int e = 0; e < E; e++) {
-        size_t r = p.off[e];
-        swiglu_mlp_bwd(g, dys + r * C, p.xg + r * C, p.gu + r * 2 * F, p.h + r * F, t_w13(g, l, e), t_w2(g, l, e),
-                       dxg + r * C, dh, dgu, p.off[e + 1] - p.off[e], F);
+    if (experts_bwd(g, run, l, &p, &q, dys, dxg, t, dh, dgu) < 0) {
+        mk_gpt_release(run, g, s, ns);
+        return -1;
     }
     be->zero(be->ctx, dln, (size_t)N * C * sizeof(float));
     be->moe_scatter(be->ctx, dln, dxg, p.slot_tok, NULL, kept, C);

@@ -16,6 +16,12 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a);
 const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_act_t *a, const float **probs);
 /* Forward: out (N, C) = in + the layer; run->aux += its aux loss's share. */
 int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out);
+/* Floats of MoE layer l's dense tensors (the norm, router, shared
+ * expert: the layer's first), and the range of this rank's experts'. */
+size_t mk_gpt_moe_dense_floats(const mk_gpt_t *g, int l);
+void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n);
+/* Release the expert side (a->stash; before a->buf, which sizes it). */
+void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a);
 /* Every gradient of the layer (input and weights): din (N, C) = dout + . */
 int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din);
 #endif
