@@ -39,12 +39,21 @@ EQUIV_TIMEOUT=120 equiv 2 2 2 --ep 2
 
 make_reference --moe-expert-capacity-factor 1.0
 equiv 2 1 1 --moe-expert-capacity-factor 1.0 --ep 2
-equiv 2 2 1 --moe-expert-capacity-factor 1.0 --schedule gpipe --ep 2
-equiv 1 1 2 --moe-expert-capacity-factor 1.0
+equiv 1 2 1 --moe-expert-capacity-factor 1.0 --schedule gpipe
+cp "$tmpdir/ref.json" "$tmpdir/cap.json"
+
+# a shared expert with DeepSeek's unnormalised top-k (the shared expert is
+# dense: summed over the whole DP group); MoE every other block; ZeRO-2 (ep 1)
+SH="--moe-shared-expert-intermediate-size 64 --moe-router-pre-softmax"
+make_reference $SH
+equiv 2 1 1 --ep 2 $SH
+make_reference --moe-layer-freq 2
+equiv 2 2 1 --ep 2 --moe-layer-freq 2
+equiv 2 1 1 --zero 2 --moe-layer-freq 2
 
 # a capacity factor drops tokens: the losses differ from the dropless run
 a=$(sed -n 's/.*"losses":\[\([^],]*\).*/\1/p' "$tmpdir/one.json")
-b=$(sed -n 's/.*"losses":\[\([^],]*\).*/\1/p' "$tmpdir/ref.json")
+b=$(sed -n 's/.*"losses":\[\([^],]*\).*/\1/p' "$tmpdir/cap.json")
 [ -n "$a" ] && [ "$a" != "$b" ] || { echo "FAIL: capacity 1.0 changed nothing ($a vs $b)"; fails=$((fails + 1)); }
 
 # checkpoints: Hugging Face Mixtral names and config, one file for any layout
