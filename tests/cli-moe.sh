@@ -76,9 +76,14 @@ assert "num_experts" not in d and d["params"] == d["active_params"]
 expect_ok "human output names the experts" "$MERAK" model --model mixtral-8x7b
 check "active line" grep -q "^active: 12879925248 parameters" "$tmpdir/out"
 
-# run refuses until the executor supports experts (one line, exit 2); sim
-# and plan take them (tests/sim-moe.sh)
-expect_fail "run refuses MoE" "not supported by run yet" -- "$MERAK" run --model moe-tiny --steps 1
+# run trains MoE models with Llama blocks (tests/mpi-moe.sh); GPT blocks
+# with experts and bad ep: one line, exit 2
+expect_fail "run: MoE on GPT blocks" "MoE layers are Llama blocks" -- "$MERAK" run --model gpt-tiny --num-experts 4 --steps 1
+expect_fail "run: ep not dividing dp" "--ep 2 does not divide dp 1" -- "$MERAK" run --model moe-tiny --ep 2 --steps 1
+expect_fail "run: top-k above E" "--moe-router-topk 5 is above --num-experts 4" -- \
+  "$MERAK" run --model moe-tiny --moe-router-topk 5 --steps 1
+expect_fail "run: MoE option on a dense model" "MoE options need experts" -- \
+  "$MERAK" run --model llama-tiny --moe-expert-capacity-factor 1.0 --steps 1
 
 # bad input
 expect_fail "top-k above E" "--moe-router-topk 5 is above --num-experts 4" -- \

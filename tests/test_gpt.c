@@ -8,6 +8,7 @@
 #include "config.h"
 #include "check.h"
 #include "merak/gpt.h"
+#include "exec/gpt_moe.h"
 
 #include <mpi.h>
 #include <stdlib.h>
@@ -23,10 +24,31 @@ static mk_model_config_t small_cfg(const char *preset)
     c.num_layers = 2; c.hidden = 32; c.heads = 4; c.seq = 8; c.vocab = 50;
     c.ffn = c.family == MK_FAMILY_LLAMA ? 64 : 128;
     if (c.family == MK_FAMILY_LLAMA) c.kv_heads = 2;
+    if (c.num_experts) c.moe_ffn = 32;  /* moe-tiny: 4 experts, top-2 */
     return c;
 }
 
 static int tok[B * 8], tgt[B * 8];
+static uint64_t routes;  /* MoE: a hash of the last forward's top-k choices */
+static double margin;    /* MoE: the smallest gap between a k-th and a (k+1)-th probability */
+
+static void hash_routes(mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *a)
+{
+    routes = 1469598103934665603ULL;
+    margin = 1;
+    for (int l = 0; l < g->n_layers; l++) {
+        if (!mk_gpt_layer_is_moe(g, l)) continue;
+        const float *pr;
+        const int *t = mk_gpt_moe_routes(g, run, &a[l], &pr);
+        for (int i = 0; i < B * g->T * g->topk; i++) routes = (routes ^ (uint64_t)t[i]) * 1099511628211ULL;
+        for (int n = 0; n < B * g->T; n++) {
+            const float *p = pr + (size_t)n * g->E;
+            float kth = p[t[(n + 1) * g->topk - 1]], next = 0;
+            for (int e = 0; e < g->E; e++) if (p[e] < kth && p[e] > next) next = p[e];
+            if (kth - next < margin) margin = kth - next;
+        }
+    }
+}
 
 /* Loss (mean over tokens) of the whole model; grads accumulated when bwd. */
 static double run_model(mk_gpt_t *g, mk_gpt_run_t *run, int bwd)
@@ -34,11 +56,13 @@ static double run_model(mk_gpt_t *g, mk_gpt_run_t *run, int bwd)
     int n = g->n_layers, N = B * g->T;
     mk_gpt_act_t *a = calloc(n, sizeof *a);
     double loss = 0;
+    run->aux = 0;
     for (int l = 0; l < n; l++) {
         float *out = l + 1 < n ? mk_gpt_alloc(run, g, (size_t)N * g->C) : NULL;
         mk_gpt_forward(g, run, l, &a[l], tok, tgt, out, l % 2, &loss); /* checkpoint odd layers */
         if (out) a[l + 1].in = out;
     }
+    hash_routes(g, run, a);
     if (bwd) {
         float *d1 = mk_gpt_alloc(run, g, (size_t)N * g->C), *d2 = mk_gpt_alloc(run, g, (size_t)N * g->C);
         const float *dout = NULL;
@@ -56,7 +80,7 @@ static double run_model(mk_gpt_t *g, mk_gpt_run_t *run, int bwd)
     } else
         for (int l = 0; l < n; l++) mk_gpt_act_clear(run, g, l, &a[l]);
     free(a);
-    return loss * run->loss_scale;
+    return loss * run->loss_scale + run->aux;  /* MoE: plus the load-balancing losses */
 }
 
 static double loss_along(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, const double *dir, double eps)
@@ -70,16 +94,35 @@ static double loss_along(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, cons
 static void check_direction(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, const double *dir,
                             const char *what)
 {
-    double an = 0, eps = 1e-2;
+    double an = 0, eps = 1e-2, fd = 0;
     for (size_t i = 0; i < g->n_params; i++) an += g->grads[i] * dir[i];
-    double fd = (loss_along(g, run, base, dir, eps) - loss_along(g, run, base, dir, -eps)) / (2 * eps);
+    /* MoE: routing is piecewise constant; a step that changes a top-k choice
+       crosses a discontinuity, so shrink it until both sides route as the
+       base point does (dense models: routes stay the empty hash) */
+    uint64_t base_routes = routes;
+    int same = 0;
+    for (;; eps /= 2) {
+        double lp = loss_along(g, run, base, dir, eps);
+        uint64_t rp = routes;
+        fd = (lp - loss_along(g, run, base, dir, -eps)) / (2 * eps);
+        if ((same = rp == base_routes && routes == base_routes) || eps < 1e-3) break;
+    }
+    routes = base_routes;
+    CHECK(same, "%s: the routing changes within a step of %g", what, eps);
+    if (!same) return;
     CHECK(fabs(fd - an) <= 1e-2 * fabs(an) + 1e-6, "%s: analytic %.8g finite-difference %.8g", what, an, fd);
 }
 
-static void test_fd(const char *preset, int tied)
+/* MoE variants (moe-tiny): shared expert width, DeepSeek's unnormalised
+ * top-k, capacity factor, a larger aux coefficient (its gradient visible) */
+typedef struct { int shared, pre_softmax; double capacity, aux; } moe_var_t;
+
+static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
 {
     mk_model_config_t c = small_cfg(preset);
     if (tied) c.untied = 0;
+    if (v) c.moe_shared_ffn = v->shared, c.moe_pre_softmax = v->pre_softmax, c.moe_capacity = v->capacity,
+           c.moe_aux_coeff = v->aux;
     int own[6] = {1, 1, 1, 1, 1, 1};
     mk_gpt_run_t run;
     memset(&run, 0, sizeof run);
@@ -88,8 +131,13 @@ static void test_fd(const char *preset, int tied)
     if (!g) return;
     mk_gpt_run_init(&run, g, B);
     run.loss_scale = 1.0f / (B * g->T);
-    mk_gpt_init_params(g, 7);
     for (int i = 0; i < B * g->T; i++) { tok[i] = (i * 7) % c.vocab; tgt[i] = (i * 11 + 3) % c.vocab; }
+    /* MoE: a seed whose routing decisions are not near ties (see check_direction) */
+    for (uint64_t seed = 7; seed < 107; seed++) {
+        mk_gpt_init_params(g, seed);
+        run_model(g, &run, 0);
+        if (margin > 2e-3) break;
+    }
     double L = run_model(g, &run, 1);
     CHECK(L > 3.0 && L < 5.0, "initial loss %g near ln(50) = 3.9", L);
     float *base = malloc(g->n_params * sizeof *base);
@@ -121,6 +169,8 @@ static void test_fd(const char *preset, int tied)
           run.mem_cur - 4 * g->n_params * sizeof(float));
     mk_gpt_free(g);
 }
+
+static void test_fd(const char *preset, int tied) { test_fd_moe(preset, tied, NULL); }
 
 /* TP shards of every tensor are slices of the one-rank tensor. */
 static void test_sharded_init(const char *preset)
@@ -155,6 +205,10 @@ int main(int argc, char **argv)
     test_fd("gpt-tiny", 1);
     test_fd("llama-tiny", 0);
     test_fd("llama-tiny", 1);
+    test_sharded_init("moe-tiny");
+    test_fd("moe-tiny", 0);
+    const moe_var_t vars[] = {{24, 0, 0, 0.5}, {0, 1, 0, 0.5}, {0, 0, 1.0, 0.5}};
+    for (int i = 0; i < 3; i++) test_fd_moe("moe-tiny", 0, &vars[i]);
     MPI_Finalize();
     CHECK_DONE();
 }

@@ -281,6 +281,81 @@ static void test_swiglu(void)
     CHECK(rel(dg, g, 2 * n) < 1e-5, "swiglu bwd rel %g", rel(dg, g, 2 * n));
 }
 
+/* ---- MoE router: x = logits (N,E); out = [top-k weights (N,k) | probs (N,E)]
+ * for the top-k sets fixed at the base point (their gradient is the
+ * kernel's: the aux term enters as dpe on every row's probabilities) ---- */
+typedef struct { int N, E, k, renorm; const int *topi; } route_t;
+static void ref_route(double *out, const double *x, const void *c)
+{
+    const route_t *s = c;
+    for (int n = 0; n < s->N; n++) {
+        const double *l = x + n * s->E;
+        double *p = out + s->N * s->k + n * s->E, mx = l[0], sum = 0, sk = 0;
+        for (int e = 1; e < s->E; e++) if (l[e] > mx) mx = l[e];
+        for (int e = 0; e < s->E; e++) sum += (p[e] = exp(l[e] - mx));
+        for (int e = 0; e < s->E; e++) p[e] /= sum;
+        for (int j = 0; j < s->k; j++) sk += p[s->topi[n * s->k + j]];
+        for (int j = 0; j < s->k; j++) out[n * s->k + j] = p[s->topi[n * s->k + j]] / (s->renorm ? sk : 1.0);
+    }
+}
+
+static void test_moe_route(int renorm)
+{
+    enum { N = 6, E = 5, K = 2 };
+    float lf[N * E], pf[N * E], tw[N * K], dtw[N * K], dpe[E], dl[N * E];
+    double x[N * E], r[N * K + N * E], g[N * E], ref[N * K + N * E];
+    int ti[N * K];
+    fill(lf, x, N * E, 2.0);
+    lf[1] = lf[3] = lf[0] = 5.0f; x[1] = x[3] = x[0] = 5.0;  /* row 0: a three-way tie: experts 0, 1 win */
+    memcpy(pf, lf, sizeof pf);
+    mk_cpu_moe_route(NULL, pf, ti, tw, N, E, K, renorm);
+    CHECK(ti[0] == 0 && ti[1] == 1, "ties go to the lower index (got %d, %d)", ti[0], ti[1]);
+    int order = 1;
+    for (int n = 0; n < N; n++)
+        for (int e = 0; e < E; e++) {  /* every expert outside the top-k is no more probable than the k-th */
+            int in = 0;
+            for (int j = 0; j < K; j++) in |= ti[n * K + j] == e;
+            order &= in || pf[n * E + e] <= pf[n * E + ti[n * K + K - 1]];
+        }
+    CHECK(order, "the top-k are the k most probable");
+    route_t s = {N, E, K, renorm, ti};
+    ref_route(ref, x, &s);
+    CHECK(rel(tw, ref, N * K) < 1e-6 && rel(pf, ref + N * K, N * E) < 1e-6, "route fwd rel %g",
+          rel(tw, ref, N * K));
+    fill(dtw, r, N * K, 1.0);
+    fill(dpe, NULL, E, 1.0);
+    for (int n = 0; n < N; n++) for (int e = 0; e < E; e++) r[N * K + n * E + e] = dpe[e];
+    mk_cpu_moe_route_bwd(NULL, dl, pf, ti, tw, dtw, dpe, N, E, K, renorm);
+    fd(ref_route, &s, x, N * E, N * K + N * E, r, g);
+    CHECK(rel(dl, g, N * E) < 1e-5, "route bwd (renorm %d) rel %g", renorm, rel(dl, g, N * E));
+}
+
+/* gather, scatter (its adjoint) and rowdot against direct loops */
+static void test_moe_rows(void)
+{
+    enum { n = 5, R = 4, C = 3 };
+    int idx[n] = {2, 0, 2, 3, 1};
+    float src[R * C], w[n], got[n * C], back[R * C] = {0}, dot[n];
+    double want = 0, have = 0;
+    fill(src, NULL, R * C, 1.0); fill(w, NULL, n, 1.0);
+    mk_cpu_moe_gather(NULL, got, src, idx, w, n, C);
+    mk_cpu_moe_rowdot(NULL, dot, src, idx, got, n, C);
+    int ok = 1;
+    for (int i = 0; i < n; i++) {
+        double d = 0;
+        for (int c = 0; c < C; c++) {
+            ok &= got[i * C + c] == w[i] * src[idx[i] * C + c];
+            d += (double)got[i * C + c] * src[idx[i] * C + c];
+        }
+        ok &= fabs(dot[i] - d) < 1e-6;
+    }
+    CHECK(ok, "moe gather / rowdot");
+    mk_cpu_moe_scatter(NULL, back, got, idx, w, n, C);  /* <scatter(y), s> = <y, gather(s)> */
+    for (int i = 0; i < R * C; i++) have += (double)back[i] * src[i];
+    for (int i = 0; i < n * C; i++) want += (double)got[i] * got[i];
+    CHECK(fabs(have - want) < 1e-5, "moe scatter is gather's adjoint (%g vs %g)", have, want);
+}
+
 /* ---- embedding: x = [wte (V,C) | wpe (T,C)], tokens fixed; vocab split in two ---- */
 typedef struct { int N, T, C, V; const int *tok; } emb_t;
 static void ref_emb(double *out, const double *x, const void *c)
@@ -380,6 +455,9 @@ int main(void)
     test_rmsnorm();
     test_rope();
     test_swiglu();
+    test_moe_route(1);
+    test_moe_route(0);
+    test_moe_rows();
     test_gelu();
     test_embedding();
     test_xent();

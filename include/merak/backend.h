@@ -103,6 +103,23 @@ typedef struct mk_backend {
     void (*adamw)(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale);
     double (*sumsq)(void *ctx, const float *x, size_t n);
+    /* Mixture of experts (optional: NULL where a backend has none; the MoE
+       layer needs all five).  topi is host-visible int memory (the dispatch
+       plan is made on the host).  moe_route: logits (N,E) -> probs in place
+       (softmax over E), topi (N,k) the k most probable experts in descending
+       order (ties: the lower index), topw (N,k) their weights, renormalised
+       to sum 1 over the k when renorm (Mixtral), else the probabilities. */
+    void (*moe_route)(void *ctx, float *probs, int *topi, float *topw, int N, int E, int k, int renorm);
+    /* dlogits (N,E) = the softmax's backward of d probs = dpe (E, per expert, added to every row; NULL:
+       0) + dtopw (N,k) through the top-k weights (and the renormalisation) */
+    void (*moe_route_bwd)(void *ctx, float *dlogits, const float *probs, const int *topi, const float *topw,
+                          const float *dtopw, const float *dpe, int N, int E, int k, int renorm);
+    /* dst (n,C) row i = scale[i] * src row idx[i] (scale NULL: 1) */
+    void (*moe_gather)(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
+    /* dst row idx[i] += scale[i] * src (n,C) row i (scale NULL: 1) */
+    void (*moe_scatter)(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
+    /* out (n) [i] = a row idx[i] . b (n,C) row i */
+    void (*moe_rowdot)(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);
     /* Optional (NULL: the backend cannot fail).  0, or -1 with mk_error_set
        once a device error has happened in any entry above (sticky: the
        entries return void, so they record it and carry on; results from

@@ -35,6 +35,8 @@ typedef struct mk_exec_opts {
 typedef struct mk_exec_result {
     int steps;
     double *losses;               /* [steps] mean loss over the global batch */
+    double *aux_losses;           /* [steps] MoE models: the load-balancing losses (summed over the
+                                     MoE layers, mean over the micro-batches); NULL for dense ones */
     double *step_times;           /* [steps] seconds */
     double tokens_per_s;          /* from the median step after the first */
     double step_time;             /* that median */

@@ -7,7 +7,10 @@
  * (llama != 0) has the same layers: RMSNorm, q|k|v (grouped-query, KV
  * heads), RoPE, attention, o | RMSNorm, gate|up, SwiGLU, down | RMSNorm,
  * LM head (untied unless the config ties it); no biases, no positions
- * table; Hugging Face LlamaForCausalLM names, weights (out, in) as stored.  A rank owns any
+ * table; Hugging Face LlamaForCausalLM names, weights (out, in) as stored.
+ * An MoE block's MLP layer (Llama blocks only) holds the RMSNorm, the
+ * router and E SwiGLU experts with Hugging Face Mixtral's names and an
+ * optional shared expert with DeepSeek's (src/exec/gpt_moe.c).  A rank owns any
  * subset of layers (its pipeline chunks); its tensors are packed in layer
  * order, so each chunk is one contiguous range of the parameter block.
  * Weights are stored (out, in) as in llm.c; the checkpoint code transposes
@@ -37,6 +40,7 @@ typedef struct mk_gpt_tensor {
     int decay;          /* matrices decay, vectors do not */
     int owned;          /* held by this rank */
     int tied_copy;      /* the head's copy of wte (pipeline: other rank holds the embedding) */
+    int expert;         /* MoE: the expert whose weight it is, -1 for every other tensor */
     size_t off;         /* offset (floats) in the rank's parameter block, if owned */
 } mk_gpt_tensor_t;
 
@@ -48,6 +52,9 @@ typedef struct mk_gpt {
     int llama;                    /* Llama blocks (see above); 0: GPT */
     int KV, kv;                   /* K/V heads, all and this TP rank's (GPT: NH, nh) */
     float eps, theta;             /* Llama: RMSNorm eps, RoPE base */
+    int E, topk, Fe, Fs;          /* MoE (src/exec/gpt_moe.c): experts, k, expert and shared-expert
+                                     widths (0: a dense model / no shared expert) */
+    int ep, ep_rank;              /* expert parallel: this rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep) */
     int cp, cp_rank;              /* context parallel (src/exec/cp.h): T is this rank's 2 chunks of
                                      each sequence; cp <= 1: none */
     int n_layers;                 /* 2L + 2 */
@@ -112,9 +119,20 @@ typedef struct mk_gpt_run {
        local may be full itself).  0 or -1. */
     int sp;
     int (*sp_coll)(void *ctx, float *full, float *local, int n, int gather);
+    /* Expert parallelism (g->ep > 1, src/exec/exec_ep.c), over the EP
+       group: ep_counts sends n ints to each peer and receives n from each
+       (send, recv: ep*n, peer order); ep_a2a sends scount[r] rows of width
+       floats to peer r and receives rcount[r] rows from it (rows in peer
+       order).  0 or -1.  ep_tokens (may be NULL): the tokens routed to each
+       of the E experts by this rank's micro-batch, for the trace. */
+    int (*ep_counts)(void *ctx, const int *send, int *recv, int n);
+    int (*ep_a2a)(void *ctx, const float *send, const int *scount, float *recv, const int *rcount, int width);
+    void (*ep_tokens)(void *ctx, const float *count, int E);
     float *s_d;                   /* sp: (N, C) a gathered output gradient, then (2C) norm weight gradients */
     float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, wide), (B, nh, T, T), (N, C) */
     float *s_red;                 /* (3N) row statistics of the loss */
+    double aux;                   /* MoE: the load-balancing losses' share of the objective, summed by
+                                     the forwards (each micro-batch's aux loss x loss_scale x N) */
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */
 } mk_gpt_run_t;
 
@@ -130,8 +148,14 @@ int mk_gpt_block_kind(const mk_model_config_t *cfg);
  * params, grads and the two Adam moments (counted in run->mem_*). */
 mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank,
                      const int *own, int tied_copy, mk_gpt_run_t *run);
+/* The same as EP rank ep_rank of ep (ep divides the experts): of the
+ * experts' tensors, it owns only its experts' (mk_gpt_new: ep 1). */
+mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank, int ep,
+                        int ep_rank, const int *own, int tied_copy, mk_gpt_run_t *run);
 void mk_gpt_free(mk_gpt_t *g);
 mk_gpt_kind_t mk_gpt_layer_kind(const mk_gpt_t *g, int layer);
+/* 1 when layer is the MLP of an MoE block (mk_model_block_is_moe). */
+int mk_gpt_layer_is_moe(const mk_gpt_t *g, int layer);
 
 /* Initialise owned parameters from the seed, independent of the layout. */
 void mk_gpt_init_params(mk_gpt_t *g, uint64_t seed);

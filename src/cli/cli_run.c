@@ -39,6 +39,9 @@ static const char *run_usage =
     "  --sequence-parallel  Megatron's: norms and residuals on N/tp token rows of each\n"
     "                   micro-batch (tp must divide mbs*seq), all-gather / reduce-scatter\n"
     "                   for each TP all-reduce; not with --tp-overlap; same results\n"
+    "  --ep E           expert parallelism (MoE models): E consecutive DP replicas share\n"
+    "                   the experts (all-to-all dispatch); divides dp and the experts; not\n"
+    "                   with --zero, --cp or --sequence-parallel; same results\n"
     "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
     "                   with it); a 16-bit plan trains in fp32, with a warning\n"
     "  --backend B      cpu or cuda (default: cuda when built and a GPU is visible)\n"
@@ -65,6 +68,7 @@ static const char *run_usage =
     "                   either way (same results); it changes only merak sim's costs\n"
     "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
     "  --json           one JSON object on stdout (rank 0): losses, step times, memory\n"
+    "                   (MoE models: aux_losses, the load-balancing losses, apart)\n"
     "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";
 
 /* Testing flags handled here, removed from argv before the shared parser. */
@@ -113,8 +117,6 @@ static int run_ctx(const mk_args_t *a, int world, mk_dtype_t *given, mk_plan_ctx
 {
     mk_plan_t p;
     if (mk_args_plan(a, &run_defaults, world, run_defaults.dtype, &p) < 0) return -1;
-    if (mk_model_is_moe(&p.model))
-        return mk_cli_fail(a->cmd, "mixture-of-experts models are not supported by run yet"), -1;
     *given = p.dtype;
     p.dtype = MK_DTYPE_FP32;
     mk_plan_resolve_opts_t ro = {.world = world, .check = mk_exec_check};
@@ -168,6 +170,11 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     }
     for (int s = 0; s < o->ctx->plan.pp; s++) json_array_append_new(mem, json_integer((json_int_t)r->peak_mem[s]));
     json_object_set_new(j, "losses", losses);
+    if (r->aux_losses) {  /* MoE: the load-balancing losses, apart from the language-model loss */
+        json_t *aux = json_array();
+        for (int k = 0; k < r->steps; k++) json_array_append_new(aux, json_real(r->aux_losses[k]));
+        json_object_set_new(j, "aux_losses", aux);
+    }
     json_object_set_new(j, "first_step", json_integer((json_int_t)r->first_step));
     if (o->eval_interval > 0) {
         json_t *val = json_array();

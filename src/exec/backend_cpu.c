@@ -57,6 +57,11 @@ static const mk_backend_t mk_cpu = {
     .xent_bwd = mk_cpu_xent_bwd,
     .adamw = mk_cpu_adamw,
     .sumsq = mk_cpu_sumsq,
+    .moe_route = mk_cpu_moe_route,
+    .moe_route_bwd = mk_cpu_moe_route_bwd,
+    .moe_gather = mk_cpu_moe_gather,
+    .moe_scatter = mk_cpu_moe_scatter,
+    .moe_rowdot = mk_cpu_moe_rowdot,
 };
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }

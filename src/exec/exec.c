@@ -3,6 +3,7 @@
  * (setup and the training loop: exec_setup.c). */
 #include "config.h"
 #include "exec/exec_internal.h"
+#include "exec/gpt_moe.h"
 #include "merak/checked.h"
 #include "merak/data.h"
 #include "merak/fileio.h"
@@ -58,9 +59,26 @@ static int exec_fits_host(const mk_plan_t *p)
     return 0;
 }
 
+/* What the executor's MoE layers (src/exec/gpt_moe.c) do not cover yet. */
+static int exec_check_moe(const mk_plan_t *p)
+{
+    if (!mk_model_is_moe(&p->model)) return 0;
+    if (mk_gpt_moe_check(&p->model, NULL) < 0) return -1;
+    if (p->cp > 1) return mk_error_set("mixture-of-experts models with --cp %d are not supported by run", p->cp);
+    if (p->seqpar && p->tp > 1)
+        return mk_error_set("mixture-of-experts models with --sequence-parallel are not supported by run");
+    int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
+    if (p->ep > 1 && p->zero > 0)
+        return mk_error_set("expert parallelism (--ep %d) with --zero %d is not supported by run", p->ep, p->zero);
+    if (MK_PROD_WITHIN(INT_MAX, &x, p->ep, p->mbs, p->model.seq, p->model.moe_topk, p->model.hidden) < 0)
+        return mk_error_set("a micro-batch's expert all-to-all (ep x mbs x seq x top-k x hidden) is over %d floats",
+                            INT_MAX);
+    return 0;
+}
+
 int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
 {
-    if (mk_gpt_block_kind(&p->model) < 0) return -1;
+    if (mk_gpt_block_kind(&p->model) < 0 || exec_check_moe(p) < 0) return -1;
     if (g->n_layers != mk_gpt_n_layers(&p->model))
         return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
                             mk_gpt_n_layers(&p->model));
@@ -146,7 +164,9 @@ static double lr_at(const mk_exec_opts_t *o, int64_t horizon, int64_t step)
  * the first sharding group counts its own. */
 static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t, int pieces)
 {
-    return t->owned && !t->tied_copy && (pieces ? e->zero.ri == 0 : e->comm.dp_rank == 0) &&
+    /* an expert's gradient is summed over the replicas holding it: the first EP group's */
+    int first = t->expert >= 0 ? e->comm.dp_rank < e->ep.n : e->comm.dp_rank == 0;
+    return t->owned && !t->tied_copy && (pieces ? e->zero.ri == 0 : first) &&
            (t->split_dim >= 0 || e->comm.tp_rank == 0);
 }
 
@@ -220,13 +240,15 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
 {
     const mk_exec_opts_t *o = e->o;
     mk_gpt_t *g = e->g;
-    double sums[2] = {0.0, 0.0};
+    double sums[3] = {0.0, 0.0, 0.0};  /* squared gradient norm, token losses, aux losses (TP rank 0) */
     if (reduced_sumsq(e, &sums[0]) < 0) return -1;
     double t0 = e->trace.on ? mk_exec_now(e) : 0.0;
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
-    if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 2, MPI_DOUBLE, MPI_SUM) < 0) return -1;
+    if (e->comm.tp_rank == 0) sums[2] = e->run.aux;
+    if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 3, MPI_DOUBLE, MPI_SUM) < 0) return -1;
     e->step_loss = sums[1] / ((double)o->ctx->plan.gbs * o->ctx->plan.model.seq);
+    e->step_aux = sums[2];
     if (e->eval) {  /* validation: the loss only */
         zero_grads(e);
         return 0;

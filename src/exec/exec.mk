@@ -4,9 +4,9 @@
 libmerak_a_SOURCES += src/exec/backend_cpu.c src/exec/kernels_cpu.c src/exec/kernels_llama_cpu.c src/exec/gpt.c src/exec/gpt_layers.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_zero.c src/exec/exec_fsdp.c src/exec/exec_faults.c src/exec/exec_tp.c \
-	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c
+	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/kernels_moe_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c
 noinst_HEADERS += include/merak/backend.h include/merak/gpt.h include/merak/exec.h \
-	src/exec/kernels_cpu.h src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h
+	src/exec/kernels_cpu.h src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exec/gpt_moe.h
 
 # Checkpoint files and token data.
 libmerak_a_SOURCES += src/exec/safetensors.c src/exec/ckpt_meta.c src/exec/data.c
@@ -27,10 +27,10 @@ TESTS += tests/test_kernels tests/test_gpt
 EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
 	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh \
-	tests/mpi-run-data.sh tests/mpi-memory.sh tests/mpi-cp.sh tests/mpi-sp.sh
+	tests/mpi-run-data.sh tests/mpi-memory.sh tests/mpi-cp.sh tests/mpi-sp.sh tests/mpi-moe.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh tests/mpi-memory.sh \
 	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh \
-	tests/mpi-run-data.sh tests/mpi-cp.sh tests/mpi-sp.sh \
+	tests/mpi-run-data.sh tests/mpi-cp.sh tests/mpi-sp.sh tests/mpi-moe.sh \
 	experiments/train-shakespeare/tinyshakespeare.txt experiments/train-shakespeare/README.md \
 	experiments/train-shakespeare/run.sh experiments/train-shakespeare/plot.py

@@ -151,6 +151,23 @@ static void shortest_real(double v, char *buf, size_t n)
     }
 }
 
+/* MixtralConfig's expert fields, then (only when used) what Mixtral has no
+ * field for: the shared expert's width (Qwen2-MoE's name), norm_topk_prob
+ * false (softmax then top-k, not renormalised: Qwen2-MoE / DeepSeek), the
+ * dense MLP width, the leading dense blocks and the MoE frequency
+ * (DeepSeek-V2's first_k_dense_replace, moe_layer_freq). */
+static void moe_config_json(const mk_gpt_t *g, char *buf, size_t n)
+{
+    const mk_model_config_t *c = &g->cfg;
+    int len = snprintf(buf, n, ",\"num_local_experts\":%d,\"num_experts_per_tok\":%d", g->E, g->topk);
+    if (g->Fs) len += snprintf(buf + len, n - len, ",\"shared_expert_intermediate_size\":%d", g->Fs);
+    if (c->moe_pre_softmax) len += snprintf(buf + len, n - len, ",\"norm_topk_prob\":false");
+    if (c->moe_first_dense > 0 || c->moe_layer_freq > 1)
+        len += snprintf(buf + len, n - len, ",\"dense_intermediate_size\":%d,\"first_k_dense_replace\":%d,"
+                        "\"moe_layer_freq\":%d", c->ffn, c->moe_first_dense, c->moe_layer_freq);
+    snprintf(buf + len, n - len, "}");
+}
+
 /* Hugging Face's config.json fields (GPT2Config, LlamaConfig), after the
  * blocks the executor built: a GPT preset given the Llama flags is a Llama. */
 static void config_json(const mk_gpt_t *g, char *buf, size_t n)
@@ -160,11 +177,15 @@ static void config_json(const mk_gpt_t *g, char *buf, size_t n)
         char eps[32], theta[32];
         shortest_real(c->norm_eps, eps, sizeof eps);
         shortest_real(c->rope_theta, theta, sizeof theta);
-        snprintf(buf, n, "{\"model_type\":\"llama\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
-                 "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
-                 "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
-                 "\"rope_theta\":%s,\"tie_word_embeddings\":%s}", c->num_layers, c->hidden, c->heads,
-                 c->kv_heads, c->ffn, c->vocab, c->seq, eps, theta, c->untied ? "false" : "true");
+        int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width */
+        len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
+                       "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
+                       "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
+                       "\"rope_theta\":%s,\"tie_word_embeddings\":%s", moe ? "mixtral" : "llama", c->num_layers,
+                       c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
+                       c->untied ? "false" : "true");
+        if (moe) moe_config_json(g, buf + len, n - len);
+        else snprintf(buf + len, n - len, "}");
         return;
     }
     snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
@@ -180,7 +201,7 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     if (!tab) return mk_error_set("out of memory"), NULL;
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
-    char cfg[512], num[MK_CKPT_N_META][32];
+    char cfg[1024], num[MK_CKPT_N_META][32];
     config_json(g, cfg, sizeof cfg);
     uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
     const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
@@ -194,6 +215,20 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     return w;
 }
 
+/* The DP rank whose copy of t is saved: 0, or for an expert's tensor the
+ * first replica holding it (its EP rank). */
+static int saved_dp(const mk_exec_t *e, const mk_gpt_tensor_t *t)
+{
+    return t->expert >= 0 ? t->expert / (e->g->E / e->ep.n) : 0;
+}
+
+/* Whether global rank dst holds t's expert (every rank holds the others). */
+static int holds_expert(const mk_exec_t *e, const mk_gpt_tensor_t *t, int dst)
+{
+    int d = (dst / e->comm.tp) % e->comm.dp;
+    return t->expert < 0 || t->expert / (e->g->E / e->ep.n) == d % e->ep.n;
+}
+
 /* Rank 0 assembles tensor k's state `kind` in b->full (real rows only:
  * padding rows of a padded vocabulary are dropped) from its owners. */
 static void gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
@@ -204,12 +239,12 @@ static void gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Com
     /* holders of a distinct shard send it (DP rank 0 only) */
     if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == 0)) {
         state_get(e, k, kind, b->shard);
-        if (e->comm.dp_rank == 0 && e->comm.rank != 0) MPI_Send(b->shard, (int)n, MPI_FLOAT, 0, k, cc);
+        if (e->comm.dp_rank == saved_dp(e, t) && e->comm.rank != 0) MPI_Send(b->shard, (int)n, MPI_FLOAT, 0, k, cc);
     }
     if (e->comm.rank != 0) return;
     int s = stage_of(e, t->layer), ntp = t->split_dim >= 0 ? e->comm.tp : 1;
     for (int tr = 0; tr < ntp; tr++) {
-        int src = mk_comm_rank_of(&e->comm, 0, s, tr);
+        int src = mk_comm_rank_of(&e->comm, saved_dp(e, t), s, tr);
         float *in = b->shard;
         if (src != 0) {
             in = b->file;  /* free until to_file */
@@ -274,7 +309,7 @@ static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
 static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t *meta, int *has_optim)
 {
     mk_gpt_t *g = e->g;
-    char cfg[512];
+    char cfg[1024];
     uint64_t v[MK_CKPT_N_META];
     if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
     for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */
@@ -314,7 +349,7 @@ static void scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Co
     for (int dst = 0; dst < e->comm.size; dst++) {
         int s = dst / (e->comm.tp * e->comm.dp);
         int tied = k == 0 && !g->cfg.untied && e->comm.pp > 1 && s == last;
-        if (s != stage_of(e, t->layer) && !tied) continue;
+        if ((s != stage_of(e, t->layer) && !tied) || !holds_expert(e, t, dst)) continue;
         int tr = dst % e->comm.tp;
         for (size_t i = 0; i < shard_n(t); i++) {
             long f = full_index_at(g, t, tr, i);

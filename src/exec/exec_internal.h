@@ -151,6 +151,12 @@ typedef struct mk_exec_cp {
     float *m, *l;          /* (mbs, nh, T) forward: running max, sum; backward: rowsum(dO O) in m */
 } mk_exec_cp_t;
 
+/* Expert parallelism (exec_ep.c). */
+typedef struct mk_exec_ep {
+    int n, rank;           /* ep (1: none), this rank's place in the EP group: replica mod ep */
+    MPI_Comm c, dc;        /* the EP group; the replicas holding the same experts (MPI_COMM_NULL: ep 1) */
+} mk_exec_ep_t;
+
 /* One rank of a run (mk_exec_train). */
 typedef struct mk_exec {
     const mk_exec_opts_t *o;
@@ -163,9 +169,11 @@ typedef struct mk_exec {
     mk_exec_zero_t zero;
     mk_exec_tracing_t trace;
     mk_exec_cp_t cp;
+    mk_exec_ep_t ep;
     mk_tp_slot_t tp_slots[MK_TP_SLOTS];
     double loss;           /* sum of token losses this step (head rank) */
     double step_loss;      /* mean loss over the global batch, after OPT_STEP */
+    double step_aux;       /* MoE: the aux losses' share of the objective (run.aux summed), after OPT_STEP */
     /* first step of this run (after --load) and the lr schedule's length:
        64-bit, as a checkpoint's step may be anything a 64-bit counter holds */
     int64_t step0, horizon;
@@ -194,6 +202,8 @@ void mk_exec_tp_setup(mk_exec_t *e);
 double mk_exec_now(const mk_exec_t *e);
 void mk_exec_trace_ev(mk_exec_t *e, int tid, const char *name, double ts, int mb, int chunk, int layer);
 void mk_exec_trace_mem(mk_exec_t *e);
+/* a counter sample: name's value now */
+void mk_exec_trace_count(mk_exec_t *e, const char *name, double value);
 void mk_exec_trace_start(mk_exec_t *e);
 void mk_exec_trace_peak(mk_exec_t *e);
 int mk_exec_trace_write(mk_exec_t *e, const char *path);
@@ -249,6 +259,12 @@ void mk_exec_cp_free(mk_exec_t *e);
 void mk_exec_cp_select(mk_exec_t *e);
 /* The data-parallel replica of this rank: its DP-group rank over cp. */
 static inline int mk_exec_replica(const mk_exec_t *e) { return e->comm.dp_rank / e->cp.n; }
+/* exec_ep.c: the EP group and the run's all-to-all callbacks (before the
+ * model is built), their end; the experts' gradient sum over the replicas
+ * holding them (REDUCE_GRADS). */
+int mk_exec_ep_init(mk_exec_t *e);
+void mk_exec_ep_free(mk_exec_t *e);
+int mk_exec_ep_reduce(mk_exec_t *e);
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);

@@ -57,7 +57,9 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;
     mk_exec_tp_setup(e);
-    e->g = mk_gpt_new(&o->ctx->plan.model, o->be, o->ctx->plan.tp, e->comm.tp_rank, own, tied_copy, &e->run);
+    mk_exec_ep_init(e);
+    e->g = mk_gpt_new_ep(&o->ctx->plan.model, o->be, o->ctx->plan.tp, e->comm.tp_rank, e->ep.n, e->ep.rank, own,
+                         tied_copy, &e->run);
     free(own);
     if (!e->g || mk_exec_cp_init(e) < 0 || mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
     mk_gpt_init_params(e->g, o->seed);
@@ -94,6 +96,7 @@ static void teardown(mk_exec_t *e)
         if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
     }
     mk_exec_cp_free(e);
+    mk_exec_ep_free(e);
     mk_gpt_free(e->g);
     mk_exec_stream_free(e);
     mk_sched_free(e->sched);
@@ -240,6 +243,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         }
         if (rc == 0 && mk_fault_nan(k)) e->step_loss = NAN;
         res->losses[i] = e->step_loss;
+        if (res->aux_losses) res->aux_losses[i] = e->step_aux;
         if (rc == 0 && !isfinite(e->step_loss)) {
             nan_message(&log, k, e->step_loss);  /* the loss is all-reduced: every rank sees it */
             res->fail_exit = 1, res->steps = i;
@@ -283,6 +287,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
+    if (mk_model_is_moe(&o->ctx->plan.model)) res->aux_losses = calloc(o->steps + 1, sizeof *res->aux_losses);
     int nval_max = (o->eval_interval > 0 ? o->steps / o->eval_interval : 0) + 1;
     res->val_steps = calloc(nval_max, sizeof *res->val_steps);
     res->val_losses = calloc(nval_max, sizeof *res->val_losses);
@@ -307,6 +312,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
 void mk_exec_result_free(mk_exec_result_t *r)
 {
     free(r->losses);
+    free(r->aux_losses);
     free(r->step_times);
     free(r->peak_mem);
     free(r->val_steps);

@@ -7,6 +7,7 @@
  * progresses by polling between layers. */
 #include "config.h"
 #include "exec/exec_internal.h"
+#include "exec/gpt_moe.h"
 #include "merak/trace.h"
 #include "merak/walk.h"
 
@@ -39,6 +40,9 @@ static float *layer_grads(mk_exec_t *e, int l, size_t *n)
     mk_gpt_t *g = e->g;
     const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[g->first[l + 1] - 1];
     *n = z->off + (size_t)z->lrows * z->lcols - a->off;
+    /* expert parallel: the MoE layer's dense tensors here, its experts over
+       the replicas holding them (mk_exec_ep_reduce) */
+    if (e->ep.n > 1 && mk_gpt_layer_is_moe(g, l)) *n = mk_gpt_moe_dense_floats(g, l);
     return g->grads + a->off;
 }
 
@@ -306,7 +310,7 @@ static int reduce_grads(mk_exec_t *e)
         if (e->g->t[e->g->first[l]].owned && e->dp.state[l] != MK_DP_STARTED) start_dp(e, l);
     if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dp.req) < 0) return -1;
     for (int l = 0; l < e->g->n_layers; l++) dp_done(e, l);
-    return 0;
+    return mk_exec_ep_reduce(e);
 }
 
 /* Tracing around every instruction: compute ops and receive waits are
@@ -422,6 +426,7 @@ int mk_exec_step(mk_exec_t *e, int64_t step)
 {
     int s = e->comm.pp_rank;
     e->loss = 0.0;
+    e->run.aux = 0.0;
     e->pipe.step = step;
     for (int v = 0; v < e->pipe.n_chunks; v++) e->pipe.chunks[v].nbwd = 0;
     for (int l = 0; l < e->g->n_layers; l++) e->dp.state[l] = MK_DP_NOT_FINAL;

@@ -49,16 +49,18 @@ void mk_exec_trace_ev(mk_exec_t *e, int tid, const char *name, double ts, int mb
     x->ts = ts, x->dur = now - ts;
 }
 
-void mk_exec_trace_mem(mk_exec_t *e)
+void mk_exec_trace_count(mk_exec_t *e, const char *name, double value)
 {
     if (!e->trace.on) return;
     mk_xev_t *x = push(e);
     if (!x) return;
-    snprintf(x->name, sizeof x->name, "memory");
-    x->tid = -1;
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->tid = -1;  /* counters have no stream */
     x->ts = mk_exec_now(e);
-    x->dur = (double)e->run.mem_cur;
+    x->dur = value;
 }
+
+void mk_exec_trace_mem(mk_exec_t *e) { mk_exec_trace_count(e, "memory", (double)e->run.mem_cur); }
 
 /* The TP all-reduce of mk_gpt_run_t (ctx = the executor), traced as AR.tp. */
 int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max)

@@ -1,6 +1,7 @@
 /* GPT and Llama parameter layout, sharding and initialisation (see merak/gpt.h). */
 #include "config.h"
 #include "merak/gpt.h"
+#include "exec/gpt_moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -30,14 +31,16 @@ static void add_tensor(mk_gpt_t *g, int l, int blk, const tdesc_t *d)
     t->lcols = t->split_dim == 1 ? d->cols / g->tp : d->cols;
     t->init_std = d->std;
     t->decay = d->rows > 1;
+    t->expert = -1;
 }
 
 /* One model from its tensor lists: embedding, each block's attention and
  * MLP (fmt takes the block), head; the vocabulary tensors (the first and,
  * untied, the head's last) have V real rows of the padded Vp. */
 typedef struct {
-    const tdesc_t *emb, *attn, *mlp, *head;
-    int ne, na, nm, nh;
+    const tdesc_t *emb, *attn, *mlp, *head, *moe;
+    int ne, na, nm, nh, nmoe;  /* moe: an MoE block's MLP (mk_model_block_is_moe), nmoe tensors, */
+    int moe_dense;             /* the first moe_dense not experts' (then 3 per expert) */
 } tlist_t;
 
 static void build_from(mk_gpt_t *g, const tlist_t *d)
@@ -49,11 +52,46 @@ static void build_from(mk_gpt_t *g, const tlist_t *d)
         g->first[1 + 2 * b] = g->n_tensors;
         for (int i = 0; i < d->na; i++) add_tensor(g, 1 + 2 * b, b, &d->attn[i]);
         g->first[2 + 2 * b] = g->n_tensors;
-        for (int i = 0; i < d->nm; i++) add_tensor(g, 2 + 2 * b, b, &d->mlp[i]);
+        int moe = d->moe && mk_model_block_is_moe(&g->cfg, b);
+        for (int i = 0; i < (moe ? d->nmoe : d->nm); i++) {
+            add_tensor(g, 2 + 2 * b, b, moe ? &d->moe[i] : &d->mlp[i]);
+            if (moe && i >= d->moe_dense) g->t[g->n_tensors - 1].expert = (i - d->moe_dense) / 3;
+        }
     }
     g->first[g->n_layers - 1] = g->n_tensors;
     for (int i = 0; i < d->nh; i++) add_tensor(g, g->n_layers - 1, 0, &d->head[i]);
     if (d->head[d->nh - 1].rows == g->Vp) g->t[g->n_tensors - 1].real_rows = g->V;
+}
+
+/* An MoE block's MLP layer (src/exec/gpt_moe.c relies on this order): the
+ * norm, the router (E, C), the shared expert (width Fs, every token: gate,
+ * up, down) under DeepSeek-V2/V3's names (mlp.shared_experts.*_proj;
+ * Mixtral has none), then per expert j w1 (gate, F x C), w3 (up) and w2
+ * (down, C x F): Hugging Face Mixtral's names; the gate|up pairs are
+ * consecutive, one stacked GEMM.  The experts come last, so the layer's
+ * dense tensors are one range and an EP rank's experts another.  Expert
+ * tensor parallelism is 1 (Megatron's default): all replicated on the TP
+ * ranks.  Returns the list (names in *names). */
+static tdesc_t *moe_tensors(const mk_gpt_t *g, char (**names)[64], int *n)
+{
+    int C = g->C, F = g->Fe, Fs = g->Fs, k = 0;
+    float s = 0.02f;
+    *n = 2 + 3 * g->E + (Fs ? 3 : 0);
+    tdesc_t *d = calloc(*n, sizeof *d);
+    *names = calloc(*n, sizeof **names);
+    static const char *const w[3] = {"w1", "w3", "w2"}, *const sh[3] = {"gate_proj", "up_proj", "down_proj"};
+    d[k++] = (tdesc_t){"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1};
+    d[k++] = (tdesc_t){"model.layers.%d.block_sparse_moe.gate.weight", g->E, C, -1, 1, s};
+    for (int i = 0; Fs && i < 3; i++, k++) {
+        snprintf((*names)[k], 64, "model.layers.%%d.mlp.shared_experts.%s.weight", sh[i]);
+        d[k] = (tdesc_t){(*names)[k], i < 2 ? Fs : C, i < 2 ? C : Fs, -1, 1, s};
+    }
+    for (int j = 0; j < g->E; j++)
+        for (int i = 0; i < 3; i++, k++) {
+            snprintf((*names)[k], 64, "model.layers.%%d.block_sparse_moe.experts.%d.%s.weight", j, w[i]);
+            d[k] = (tdesc_t){(*names)[k], i < 2 ? F : C, i < 2 ? C : F, -1, 1, s};
+        }
+    return d;
 }
 
 /* Llama (Hugging Face names): q, k, v and gate, up column-parallel (each
@@ -76,8 +114,13 @@ static void build_llama_tensors(mk_gpt_t *g)
                      {"model.layers.%d.mlp.up_proj.weight", F, C, 0, 1, s},
                      {"model.layers.%d.mlp.down_proj.weight", C, F, 1, 1, s}};
     tdesc_t head[] = {{"model.norm.weight", 1, C, -1, 1, -1}, {"lm_head.weight", g->Vp, C, 0, 1, s}};
-    tlist_t d = {emb, attn, mlp, head, 1, 5, 4, g->cfg.untied ? 2 : 1};
+    tlist_t d = {emb, attn, mlp, head, NULL, 1, 5, 4, g->cfg.untied ? 2 : 1, 0, 2 + (g->Fs ? 3 : 0)};
+    char (*names)[64] = NULL;
+    tdesc_t *moe = g->E ? moe_tensors(g, &names, &d.nmoe) : NULL;
+    d.moe = moe;
     build_from(g, &d);
+    free(moe);
+    free(names);
 }
 
 static void build_tensors(mk_gpt_t *g)
@@ -100,7 +143,7 @@ static void build_tensors(mk_gpt_t *g)
                      {"transformer.h.%d.mlp.c_proj.bias", 1, C, -1, 1, 0}};
     tdesc_t head[] = {{"transformer.ln_f.weight", 1, C, -1, 1, -1},
                       {"transformer.ln_f.bias", 1, C, -1, 1, 0}};
-    tlist_t d = {emb, attn, mlp, head, 2, 6, 6, 2};
+    tlist_t d = {emb, attn, mlp, head, NULL, 2, 6, 6, 2, 0, 0};
     build_from(g, &d);
 }
 
@@ -153,13 +196,26 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
 mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank,
                      const int *own, int tied_copy, mk_gpt_run_t *run)
 {
+    return mk_gpt_new_ep(cfg, be, tp, tp_rank, 1, 0, own, tied_copy, run);
+}
+
+/* Whether this rank holds tensor t: its layer's, and of the experts its EP rank's. */
+static int holds(const mk_gpt_t *g, const mk_gpt_tensor_t *t, const int *own)
+{
+    return own[t->layer] != 0 && (t->expert < 0 || t->expert / (g->E / g->ep) == g->ep_rank);
+}
+
+mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, int tp, int tp_rank, int ep,
+                        int ep_rank, const int *own, int tied_copy, mk_gpt_run_t *run)
+{
     int llama = mk_gpt_block_kind(cfg);
-    if (llama < 0 || mk_model_check_tp(cfg, tp) < 0) return NULL;
+    if (llama < 0 || mk_model_check_tp(cfg, tp) < 0 || mk_gpt_moe_check(cfg, be) < 0) return NULL;
     mk_gpt_t *g = calloc(1, sizeof *g);
     g->cfg = *cfg;
     g->be = be;
     g->tp = tp;
     g->tp_rank = tp_rank;
+    g->ep = ep, g->ep_rank = ep_rank;
     g->L = cfg->num_layers; g->C = cfg->hidden; g->T = cfg->seq; g->NH = cfg->heads;
     g->hs = g->C / g->NH; g->nh = g->NH / tp; g->F = cfg->ffn; g->Fl = g->F / tp;
     g->V = cfg->vocab; g->Vp = mk_model_padded_vocab(cfg, tp); g->Vl = g->Vp / tp;
@@ -171,7 +227,11 @@ mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int t
     g->theta = (float)cfg->rope_theta;
     if (g->F % tp) { mk_error_set("--tp %d does not divide the MLP width %d", tp, g->F); free(g); return NULL; }
     g->n_layers = mk_gpt_n_layers(cfg);
-    g->t = calloc(12 * g->L + 5, sizeof *g->t);
+    if (mk_model_is_moe(cfg)) {
+        g->E = cfg->num_experts, g->topk = cfg->moe_topk;
+        g->Fe = cfg->moe_ffn > 0 ? cfg->moe_ffn : g->F, g->Fs = cfg->moe_shared_ffn > 0 ? cfg->moe_shared_ffn : 0;
+    }
+    g->t = calloc((12 + 3 * (size_t)g->E) * g->L + 5, sizeof *g->t);
     g->first = calloc(g->n_layers + 1, sizeof *g->first);
     if (llama) build_llama_tensors(g);
     else build_tensors(g);
@@ -179,7 +239,7 @@ mk_gpt_t *mk_gpt_new(const mk_model_config_t *cfg, const mk_backend_t *be, int t
     g->first[g->n_layers] = g->n_tensors;
     for (int i = 0; i < g->n_tensors; i++) {
         mk_gpt_tensor_t *t = &g->t[i];
-        t->owned = own[t->layer] != 0;
+        t->owned = holds(g, t, own);
         if (!t->owned) continue;
         t->off = g->n_params;
         g->n_params += (size_t)t->lrows * t->lcols;
@@ -198,6 +258,11 @@ void mk_gpt_free(mk_gpt_t *g)
     free(g->t);
     free(g->first);
     free(g);
+}
+
+int mk_gpt_layer_is_moe(const mk_gpt_t *g, int l)
+{
+    return g->E > 0 && mk_gpt_layer_kind(g, l) == MK_GPT_MLP && mk_model_block_is_moe(&g->cfg, (l - 2) / 2);
 }
 
 mk_gpt_kind_t mk_gpt_layer_kind(const mk_gpt_t *g, int l)

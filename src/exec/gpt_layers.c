@@ -16,6 +16,7 @@
 #include "config.h"
 #include "merak/gpt.h"
 #include "exec/cp.h"
+#include "exec/gpt_moe.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,7 @@ static int tp_sum_out(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *
 static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 {
     size_t B = run->B, N = B * g->T, n = loc_rows(g, run), norm = n * g->C + 2 * n;
+    if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_internals(g, run);
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN: return norm + N * (mid_w(g, l) + inner_w(g, l)) + B * g->nh * g->T * g->T;
     case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
@@ -115,6 +117,7 @@ static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 static size_t stash_size(const mk_gpt_t *g, int l, int B)
 {
     size_t N = (size_t)B * g->T;
+    if (mk_gpt_layer_is_moe(g, l)) return 0;  /* B_IN does all of it */
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN: case MK_GPT_MLP: return N * g->C + N * mid_w(g, l);
     default: return 0;
@@ -163,6 +166,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
+    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
     if (l > 0) mk_gpt_release(run, g, a->in, (size_t)loc_rows(g, run) * g->C);
     mk_gpt_release(run, g, a->buf, internals(g, l, run));
     mk_gpt_release(run, g, a->stash, stash_size(g, l, run->B));
@@ -172,6 +176,7 @@ void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
 
 static void free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
+    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
     mk_gpt_release(run, g, a->buf, internals(g, l, run));
     a->buf = NULL;
 }
@@ -394,6 +399,11 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C;
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
+    if (mk_gpt_layer_is_moe(g, l)) {  /* gpt_moe.c: its input complete first */
+        if (settle(g, run) < 0 || mk_gpt_moe_forward(g, run, l, a, out) < 0) return -1;
+        if (ckpt) free_internals(run, g, l, a);
+        return 0;
+    }
     /* a carried all-reduce belongs to this layer's input only if it is the
        block's MLP that runs in two chains */
     if (!(kind == MK_GPT_MLP && chains(g, run, l)) && settle(g, run) < 0) return -1;
@@ -428,6 +438,7 @@ int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
                      const int *targets)
 {
     if (mk_gpt_layer_kind(g, l) == MK_GPT_EMBED || a->buf) return 0;
+    if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_inner(g, run, l, a);
     if (fwd_inner(g, run, l, a, targets) < 0) return -1;
     if (mk_gpt_layer_kind(g, l) == MK_GPT_HEAD) {
         int N = run->B * g->T;
@@ -612,6 +623,11 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         return 0;
     }
     if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;
+    if (mk_gpt_layer_is_moe(g, l)) {  /* B_IN does all of it (weights too), B_W releases */
+        if (mode != MK_BWD_W && mk_gpt_moe_backward(g, run, l, a, dout, din) < 0) return -1;
+        if (mode != MK_BWD_IN) mk_gpt_act_clear(run, g, l, a);
+        return 0;
+    }
     parts_t p = split_buf(g, l, run, a->buf);
     if (kind == MK_GPT_HEAD) {
         if (mode != MK_BWD_W) {

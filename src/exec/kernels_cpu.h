@@ -52,5 +52,12 @@ void mk_cpu_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *t
 void mk_cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale);
 double mk_cpu_sumsq(void *ctx, const float *x, size_t n);
+/* mixture of experts (src/exec/kernels_moe_cpu.c) */
+void mk_cpu_moe_route(void *ctx, float *probs, int *topi, float *topw, int N, int E, int k, int renorm);
+void mk_cpu_moe_route_bwd(void *ctx, float *dlogits, const float *probs, const int *topi, const float *topw,
+                          const float *dtopw, const float *dpe, int N, int E, int k, int renorm);
+void mk_cpu_moe_gather(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
+void mk_cpu_moe_scatter(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
+void mk_cpu_moe_rowdot(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);
 
 #endif

@@ -1,0 +1,96 @@
+/* Expert parallelism in the executor (README.md "Mixture of experts"; the
+ * MoE layer: gpt_moe.c).  The EP group: ep consecutive data-parallel
+ * replicas with the same TP and pipeline coordinates (the simulator's
+ * rank order tp, cp, ep-within-dp, pp); EP rank r = replica mod ep holds
+ * experts [r E/ep, (r+1) E/ep).  Its all-to-alls are MPI_Ialltoall(v),
+ * completed politely (mk_comm_wait) and traced as A2A.ep on the TP stream
+ * (as the simulator draws them); a failed MPI call fails the run on every
+ * rank (MPI's default handler aborts the job).  The experts' gradients are
+ * summed over the dp/ep replicas holding the same experts (REDUCE_GRADS);
+ * the dense tensors over the whole DP group as before (exec_stream.c).
+ * The traced step records each MoE layer's tokens per expert as counters
+ * ("tokens.expert.E", the rank's micro-batch before drops). */
+#include "config.h"
+#include "exec/exec_internal.h"
+#include "exec/gpt_moe.h"
+#include "merak/trace.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static int ep_counts(void *ctx, const int *send, int *recv, int n)
+{
+    mk_exec_t *e = ctx;
+    MPI_Request r;
+    if (MPI_Ialltoall(send, n, MPI_INT, recv, n, MPI_INT, e->ep.c, &r) != MPI_SUCCESS)
+        return mk_error_set("MPI_Ialltoall failed");
+    return mk_comm_wait(&e->comm, &r);
+}
+
+/* Rows of width floats to and from each peer; counts and displacements in
+ * floats (mk_exec_check keeps ep * N * k * C within an int). */
+static int ep_a2a(void *ctx, const float *send, const int *scount, float *recv, const int *rcount, int width)
+{
+    mk_exec_t *e = ctx;
+    int n = e->ep.n, *v = malloc(4 * (size_t)n * sizeof *v), rc;
+    if (!v) return mk_error_set("out of memory");
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
+    for (int r = 0, so = 0, ro = 0; r < n; r++) {
+        v[r] = scount[r] * width, v[n + r] = so, so += v[r];
+        v[2 * n + r] = rcount[r] * width, v[3 * n + r] = ro, ro += v[2 * n + r];
+    }
+    MPI_Request req;
+    if (MPI_Ialltoallv(send, v, v + n, MPI_FLOAT, recv, v + 2 * n, v + 3 * n, MPI_FLOAT, e->ep.c, &req) !=
+        MPI_SUCCESS)
+        rc = mk_error_set("MPI_Ialltoallv failed");
+    else rc = mk_comm_wait(&e->comm, &req);
+    free(v);
+    mk_exec_trace_ev(e, MK_TRACE_TP, "A2A.ep", t, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
+    return rc;
+}
+
+static void ep_tokens(void *ctx, const float *count, int E)
+{
+    mk_exec_t *e = ctx;
+    char name[32];
+    for (int j = 0; e->trace.on && j < E; j++) {
+        snprintf(name, sizeof name, "tokens.expert.%d", j);
+        mk_exec_trace_count(e, name, count[j]);
+    }
+}
+
+int mk_exec_ep_init(mk_exec_t *e)
+{
+    int ep = e->o->ctx->plan.ep > 1 ? e->o->ctx->plan.ep : 1, d = e->comm.dp_rank;  /* cp 1 with MoE */
+    e->ep.n = ep, e->ep.rank = d % ep;
+    e->ep.c = e->ep.dc = MPI_COMM_NULL;
+    if (ep == 1) return 0;
+    MPI_Comm_split(e->comm.dpc, d / ep, e->ep.rank, &e->ep.c);   /* ep consecutive replicas */
+    MPI_Comm_split(e->comm.dpc, e->ep.rank, d / ep, &e->ep.dc);  /* the replicas with my experts */
+    e->run.ep_counts = ep_counts;
+    e->run.ep_a2a = ep_a2a;
+    e->run.ep_tokens = ep_tokens;
+    return 0;
+}
+
+void mk_exec_ep_free(mk_exec_t *e)
+{
+    if (e->ep.c != MPI_COMM_NULL) MPI_Comm_free(&e->ep.c);
+    if (e->ep.dc != MPI_COMM_NULL) MPI_Comm_free(&e->ep.dc);
+}
+
+/* The experts' gradients of every owned MoE layer, summed over ep.dc. */
+int mk_exec_ep_reduce(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    if (e->ep.n == 1 || e->comm.dp == e->ep.n) return 0;
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
+    for (int l = 0; l < g->n_layers; l++) {
+        size_t off, n;
+        if (!mk_gpt_layer_is_moe(g, l) || !g->t[g->first[l]].owned) continue;
+        mk_gpt_moe_expert_range(g, l, &off, &n);
+        if (mk_comm_allreduce(&e->comm, e->ep.dc, g->grads + off, (int)n, MPI_FLOAT, MPI_SUM) < 0) return -1;
+    }
+    mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp.experts", t, -1, 0, -1);
+    return 0;
+}

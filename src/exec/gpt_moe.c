@@ -1,0 +1,404 @@
+/* The MoE layer (README.md "Mixture of experts"): the MLP of an MoE block
+ * on one micro-batch of N = B*T tokens.  RMSNorm, router logits x Wr^T
+ * (N, E) in fp32, softmax over E, top-k (ties: the lower expert index), the
+ * k weights renormalised (Mixtral) or not (moe_pre_softmax, DeepSeek);
+ * y = in + sum_k w_k expert_k(x) (+ the shared expert), SwiGLU experts.
+ * Dispatch: the N*k token-assignments sorted by expert in token order, so
+ * expert e's rows are one range (one GEMM each); with a capacity factor c
+ * each expert keeps at most ceil(c*N*k/E) of them, the first in token
+ * order (then choice order), the rest dropped (they add nothing; the
+ * residual carries the token), the same in every layout since N is the
+ * micro-batch's global token count.  The load-balancing loss (Switch /
+ * Mixtral): aux = coeff * E * sum_e f_e P_e over the micro-batch, f_e the
+ * fraction of assignments routed to e (before drops; constant in the
+ * backward, as in Megatron), P_e the mean probability of e; its share of
+ * the objective, aux * loss_scale * N (the mean over micro-batches), adds
+ * loss_scale * coeff * E * f_e to every d prob of e.  Tensors (gpt.c
+ * moe_tensors): norm, router, per expert w1|w3 (stacked gate|up) and w2,
+ * the shared expert's gate|up and down; all replicated over TP (expert
+ * tensor parallelism 1), so each TP rank computes the layer for all its
+ * tokens redundantly (its input is already replicated) and nothing is
+ * reduced.  The dispatch plan is made on the host from topi and probs
+ * (host-visible memory: the CPU backend). */
+#include "config.h"
+#include "exec/gpt_moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define P(g, k) mk_gpt_param(g, k)
+#define G(g, k) mk_gpt_grad(g, k)
+
+/* Saved internals (a->buf), A = N*k assignment slots (the kept ones first,
+ * by expert, so by EP peer too). */
+typedef struct {
+    float *ln, *rstd;       /* (N, C), (N) the norm */
+    float *probs, *topw;    /* (N, E) router probabilities, (N, k) the top-k weights */
+    int *topi;              /* (N, k) the top-k experts */
+    int *slot_tok, *slot_src; /* (A) each kept slot's token, and n*k + j (its choice) */
+    float *slot_w;          /* (A) its weight */
+    int *off;               /* (E+1) expert e's slots [off[e], off[e+1]); off[E] kept */
+    float *cnt;             /* (E) assignments routed to e before drops */
+    int *rcnt;              /* (E) rows this rank's local expert j got from EP peer s: [s*El + j] */
+    int *nrecv;             /* (1) their sum R, the expert side's rows */
+    float *xg, *y;          /* (A, C) the kept slots' inputs, and their experts' outputs back */
+    float *sgu, *sh;        /* shared expert: (N, 2Fs), (N, Fs) */
+} moe_parts_t;
+
+/* The expert side (a->stash): the R rows dispatched to this rank's El
+ * experts, expert-major (expert j's rows [eoff[j], eoff[j+1]), from peer 0
+ * first, each peer's in its slot order); perm[i] is row i's place in the
+ * peer-major order the all-to-all delivers. */
+typedef struct {
+    int *perm, *eoff;       /* (R), (El+1) */
+    float *xe, *gu, *h;     /* (R, C), (R, 2F), (R, F) */
+} moe_side_t;
+
+static size_t slots(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)run->B * g->T * g->topk; }
+static int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
+
+size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
+{
+    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
+    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs;
+}
+
+static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
+{
+    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
+    moe_parts_t p;
+    p.ln = b; p.rstd = p.ln + N * C; p.probs = p.rstd + N; p.topw = p.probs + N * E;
+    p.topi = (int *)(p.topw + N * k); p.slot_tok = p.topi + N * k; p.slot_src = p.slot_tok + A;
+    p.slot_w = (float *)(p.slot_src + A); p.off = (int *)(p.slot_w + A); p.cnt = (float *)(p.off + E + 1);
+    p.rcnt = (int *)(p.cnt + E); p.nrecv = p.rcnt + E;
+    p.xg = (float *)(p.nrecv + 1); p.y = p.xg + A * C;
+    p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs;
+    return p;
+}
+
+static size_t side_size(const mk_gpt_t *g, size_t R)
+{
+    return R + n_local(g) + 1 + R * (g->C + 3 * (size_t)g->Fe);
+}
+
+static moe_side_t side_split(const mk_gpt_t *g, float *b, size_t R)
+{
+    moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
+    q.perm = (int *)b; q.eoff = q.perm + R;
+    q.xe = (float *)(q.eoff + n_local(g) + 1); q.gu = q.xe + R * g->C; q.h = q.gu + R * 2 * g->Fe;
+    return q;
+}
+
+void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a)
+{
+    if (!a->stash || !a->buf) return;
+    mk_gpt_release(run, g, a->stash, side_size(g, (size_t)*split(g, run, a->buf).nrecv));
+    a->stash = NULL;
+}
+
+int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
+{
+    if (!mk_model_is_moe(cfg)) return 0;
+    if (!(cfg->norm == MK_NORM_RMSNORM && cfg->swiglu && cfg->pos == MK_POS_ROPE && !cfg->bias))
+        return mk_error_set("the executor's MoE layers are Llama blocks with SwiGLU experts (RMSNorm, "
+                            "rotary positions, no biases)");
+    if (be && !(be->moe_route && be->moe_route_bwd && be->moe_gather && be->moe_scatter && be->moe_rowdot))
+        return mk_error_set("the %s backend has no mixture-of-experts kernels (use --backend cpu)", be->name);
+    return 0;
+}
+
+/* Tensor indices of an MoE layer l (gpt.c moe_tensors' order). */
+static int t_norm(const mk_gpt_t *g, int l) { return g->first[l]; }
+static int t_router(const mk_gpt_t *g, int l) { return g->first[l] + 1; }
+static int t_shared(const mk_gpt_t *g, int l) { return g->first[l] + 2; } /* gate|up, then down */
+static int t_w13(const mk_gpt_t *g, int l, int e) { return g->first[l] + 2 + (g->Fs ? 3 : 0) + 3 * e; }
+static int t_w2(const mk_gpt_t *g, int l, int e) { return t_w13(g, l, e) + 2; }
+
+size_t mk_gpt_moe_dense_floats(const mk_gpt_t *g, int l)
+{
+    const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[t_w13(g, l, 0) - 1];
+    return z->off + (size_t)z->lrows * z->lcols - a->off;
+}
+
+void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n)
+{
+    int El = n_local(g);
+    const mk_gpt_tensor_t *a = &g->t[t_w13(g, l, g->ep_rank * El)], *z = &g->t[t_w2(g, l, (g->ep_rank + 1) * El - 1)];
+    *off = a->off;
+    *n = z->off + (size_t)z->lrows * z->lcols - a->off;
+}
+
+/* Expert capacity from the micro-batch's N tokens: ceil(c*N*k/E); -1 dropless. */
+static long capacity(const mk_gpt_t *g, int N)
+{
+    double c = g->cfg.moe_capacity;
+    return c > 0 ? (long)ceil(c * N * g->topk / g->E) : -1;
+}
+
+/* The dispatch plan from topi: counts, kept slots sorted by expert in token
+ * order (two passes with the same keep rule).  0 or -1. */
+static int plan(const mk_gpt_t *g, int N, moe_parts_t *p)
+{
+    int E = g->E, k = g->topk;
+    long cap = capacity(g, N);
+    int *fill = calloc(E, sizeof *fill);
+    if (!fill) return mk_error_set("out of memory");
+    memset(p->off, 0, (E + 1) * sizeof *p->off);
+    for (int e = 0; e < E; e++) p->cnt[e] = 0;
+    for (int s = 0; s < N * k; s++) {
+        int e = p->topi[s];
+        p->cnt[e] += 1;
+        if (cap < 0 || p->off[e + 1] < cap) p->off[e + 1]++;
+    }
+    for (int e = 0; e < E; e++) p->off[e + 1] += p->off[e];
+    for (int s = 0; s < N * k; s++) {
+        int e = p->topi[s];
+        if (cap >= 0 && fill[e] >= cap) continue;
+        int slot = p->off[e] + fill[e]++;
+        p->slot_tok[slot] = s / k, p->slot_src[slot] = s, p->slot_w[slot] = p->topw[s];
+    }
+    free(fill);
+    return 0;
+}
+
+/* Rows [r0, r0+n) of xg through one SwiGLU MLP: gu = x [w1;w3]^T, h = silu(gate)*up, y = h w2^T. */
+static void swiglu_mlp(const mk_gpt_t *g, const float *x, float *gu, float *h, float *y, const float *w13,
+                       const float *w2, int n, int F)
+{
+    const mk_backend_t *be = g->be;
+    if (n == 0) return;
+    be->linear_fwd(be->ctx, gu, x, w13, NULL, n, g->C, 2 * F);
+    be->swiglu_fwd(be->ctx, h, gu, n, F);
+    if (y) be->linear_fwd(be->ctx, y, h, w2, NULL, n, F, g->C);
+}
+
+/* The rows each EP peer gets (dir 0: this rank's kept slots, by their
+ * experts' owners) or sends back (dir 1: the expert side's, by source). */
+static void peer_rows(const mk_gpt_t *g, const moe_parts_t *p, int dir, int *rows)
+{
+    int El = n_local(g);
+    for (int r = 0; r < g->ep; r++)
+        rows[r] = dir ? 0 : p->off[(r + 1) * El] - p->off[r * El];
+    for (int i = 0; dir && i < g->E; i++) rows[i / El] += p->rcnt[i];
+}
+
+/* Token rows of width floats between the two sides: dir 0 the kept slots
+ * (slot order) to their experts' ranks, arriving peer-major; dir 1 back.
+ * One rank: a copy.  0 or -1. */
+static int exchange(const mk_gpt_t *g, mk_gpt_run_t *run, const moe_parts_t *p, int dir, const float *send,
+                    float *recv, int width)
+{
+    if (g->ep == 1) {
+        g->be->copy(g->be->ctx, recv, send, (size_t)p->off[g->E] * width * sizeof(float));
+        return 0;
+    }
+    int *rows = calloc(2 * (size_t)g->ep, sizeof *rows);
+    if (!rows) return mk_error_set("out of memory");
+    peer_rows(g, p, dir, rows);
+    peer_rows(g, p, !dir, rows + g->ep);
+    int rc = run->ep_a2a(run->ctx, send, rows, recv, rows + g->ep, width);
+    free(rows);
+    return rc;
+}
+
+/* The counts of the rows each local expert gets from each peer (rcnt, R),
+ * then the expert side, its order and expert offsets.  0 or -1. */
+static int open_side(const mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *a, moe_parts_t *p, moe_side_t *q)
+{
+    int E = g->E, El = n_local(g), *kept = malloc(E * sizeof *kept), rc = 0;
+    if (!kept) return mk_error_set("out of memory");
+    for (int e = 0; e < E; e++) kept[e] = p->off[e + 1] - p->off[e];
+    if (g->ep == 1) memcpy(p->rcnt, kept, E * sizeof *kept);
+    else rc = run->ep_counts(run->ctx, kept, p->rcnt, El);
+    free(kept);
+    if (rc < 0) return -1;
+    size_t R = 0;
+    for (int i = 0; i < E; i++) R += p->rcnt[i];
+    *p->nrecv = (int)R;  /* at most ep * N * k rows: mk_exec_check keeps that an int */
+    mk_gpt_moe_free_side(run, g, a);
+    if (!(a->stash = mk_gpt_alloc(run, g, side_size(g, R)))) return -1;
+    *q = side_split(g, a->stash, R);
+    int pos = 0;
+    for (int j = 0; j < El; j++) {
+        q->eoff[j] = pos;
+        for (int s = 0, base = 0; s < g->ep; s++) {
+            int at = base;  /* peer s's rows for expert j start after its rows for experts < j */
+            for (int i = 0; i < j; i++) at += p->rcnt[s * El + i];
+            for (int i = 0; i < p->rcnt[s * El + j]; i++) q->perm[pos++] = at + i;
+            for (int i = 0; i < El; i++) base += p->rcnt[s * El + i];
+        }
+    }
+    q->eoff[El] = pos;
+    return 0;
+}
+
+/* Dispatch, this rank's experts, combine: p->y (kept, C) from p->xg. */
+static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, moe_side_t *q)
+{
+    const mk_backend_t *be = g->be;
+    size_t R = *p->nrecv, C = g->C, F = g->Fe;
+    float *t = mk_gpt_alloc(run, g, 2 * R * C);
+    if (!t) return -1;
+    int rc = exchange(g, run, p, 0, p->xg, t, (int)C);
+    be->moe_gather(be->ctx, q->xe, t, q->perm, NULL, (int)R, (int)C);
+    for (int j = 0; rc == 0 && j < n_local(g); j++) {
+        size_t r = q->eoff[j];
+        int e = g->ep_rank * n_local(g) + j;
+        swiglu_mlp(g, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t + r * C, P(g, t_w13(g, l, e)),
+                   P(g, t_w2(g, l, e)), q->eoff[j + 1] - q->eoff[j], (int)F);
+    }
+    be->zero(be->ctx, t + R * C, R * C * sizeof(float));
+    be->moe_scatter(be->ctx, t + R * C, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
+    if (rc == 0) rc = exchange(g, run, p, 1, t + R * C, p->y, (int)C);
+    mk_gpt_release(run, g, t, 2 * R * C);
+    return rc;
+}
+
+int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
+{
+    const mk_backend_t *be = g->be;
+    int N = run->B * g->T, C = g->C;
+    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, mk_gpt_moe_internals(g, run)))) return -1;
+    moe_parts_t p = split(g, run, a->buf);
+    moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
+    be->rmsnorm_fwd(be->ctx, p.ln, p.rstd, a->in, P(g, t_norm(g, l)), g->eps, N, C);
+    be->linear_fwd(be->ctx, p.probs, p.ln, P(g, t_router(g, l)), NULL, N, C, g->E);
+    be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !g->cfg.moe_pre_softmax);
+    if (plan(g, N, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
+    be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
+    if (run_experts(g, run, l, &p, &q) < 0) return -1;
+    if (g->Fs) swiglu_mlp(g, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
+    return 0;
+}
+
+const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_act_t *a, const float **probs)
+{
+    moe_parts_t p = split(g, run, a->buf);
+    *probs = p.probs;
+    return p.topi;
+}
+
+/* The micro-batch's aux loss: coeff * E * sum_e f_e P_e. */
+static double aux_loss(const mk_gpt_t *g, const moe_parts_t *p, int N)
+{
+    double aux = 0;
+    for (int e = 0; e < g->E; e++) {
+        double pe = 0;
+        for (int n = 0; n < N; n++) pe += p->probs[(size_t)n * g->E + e];
+        aux += (p->cnt[e] / ((double)N * g->topk)) * (pe / N);
+    }
+    return g->cfg.moe_aux_coeff * g->E * aux;
+}
+
+int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out)
+{
+    const mk_backend_t *be = g->be;
+    int N = run->B * g->T, C = g->C;
+    if (mk_gpt_moe_inner(g, run, l, a) < 0) return -1;
+    moe_parts_t p = split(g, run, a->buf);
+    be->copy(be->ctx, out, a->in, (size_t)N * C * sizeof(float));
+    be->moe_scatter(be->ctx, out, p.y, p.slot_tok, p.slot_w, p.off[g->E], C);
+    if (g->Fs) {
+        be->linear_fwd(be->ctx, run->s_c, p.sh, P(g, t_shared(g, l) + 2), NULL, N, g->Fs, C);
+        be->acc(be->ctx, out, run->s_c, N * C);
+    }
+    run->aux += aux_loss(g, &p, N) * run->loss_scale * N;
+    if (run->ep_tokens) run->ep_tokens(run->ctx, p.cnt, g->E);
+    return 0;
+}
+
+/* Backward of one SwiGLU MLP on n rows: dy (n, C) at its output; dW2, dW13
+ * added; dx (n, C) += its input gradient; scratch dh (n, F), dgu (n, 2F). */
+static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, const float *gu, const float *h,
+                           int w13, int w2, float *dx, float *dh, float *dgu, int n, int F)
+{
+    const mk_backend_t *be = g->be;
+    if (n == 0) return;
+    be->linear_bwd_w(be->ctx, G(g, w2), NULL, dy, h, n, F, g->C);
+    be->zero(be->ctx, dh, (size_t)n * F * sizeof(float));
+    be->linear_bwd_in(be->ctx, dh, dy, P(g, w2), n, F, g->C);
+    be->zero(be->ctx, dgu, (size_t)n * 2 * F * sizeof(float));
+    be->swiglu_bwd(be->ctx, dgu, dh, gu, n, F);
+    be->linear_bwd_w(be->ctx, G(g, w13), NULL, dgu, x, n, g->C, 2 * F);
+    be->linear_bwd_in(be->ctx, dx, dgu, P(g, w13), n, g->C, 2 * F);
+}
+
+/* Scratch of the backward: two (R, C) for the expert side, dh and dgu
+ * (3 wf: the experts' R rows or the shared expert's N, the wider), dys and
+ * dxg (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E). */
+static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R, size_t *wf)
+{
+    size_t N = (size_t)run->B * g->T, A = slots(g, run), C = g->C;
+    *wf = R * g->Fe > N * g->Fs ? R * g->Fe : N * g->Fs;
+    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + g->E) + g->E;
+}
+
+/* The router's backward: dlogits from the weights' and the aux gradients,
+ * then Wr's gradient and dln += dlogits Wr. */
+static void router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, const float *dout, float *dwslot,
+                       float *dtopw, float *dlog, float *dpe, float *dln)
+{
+    const mk_backend_t *be = g->be;
+    int N = run->B * g->T, C = g->C, E = g->E, kept = p->off[E];
+    be->moe_rowdot(be->ctx, dwslot, dout, p->slot_tok, p->y, kept, C);
+    memset(dtopw, 0, (size_t)N * g->topk * sizeof *dtopw);
+    for (int s = 0; s < kept; s++) dtopw[p->slot_src[s]] = dwslot[s];
+    for (int e = 0; e < E; e++)
+        dpe[e] = (float)(run->loss_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] / ((double)N * g->topk));
+    be->moe_route_bwd(be->ctx, dlog, p->probs, p->topi, p->topw, dtopw, dpe, N, E, g->topk,
+                      !g->cfg.moe_pre_softmax);
+    be->linear_bwd_w(be->ctx, G(g, t_router(g, l)), NULL, dlog, p->ln, N, C, E);
+    be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_router(g, l)), N, C, E);
+}
+
+/* The experts' backward: dys (kept, C) at the kept slots' outputs (weighted)
+ * to their ranks, each local expert's gradients, dxg (kept, C) back. */
+static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t *p, const moe_side_t *q,
+                       const float *dys, float *dxg, float *t, float *dh, float *dgu)
+{
+    const mk_backend_t *be = g->be;
+    size_t R = *p->nrecv, C = g->C, F = g->Fe;
+    float *dye = t + R * C;
+    if (exchange(g, run, p, 0, dys, t, (int)C) < 0) return -1;
+    be->moe_gather(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);
+    be->zero(be->ctx, t, R * C * sizeof(float));
+    for (int j = 0; j < n_local(g); j++) {
+        size_t r = q->eoff[j];
+        int e = g->ep_rank * n_local(g) + j;
+        swiglu_mlp_bwd(g, dye + r * C, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t_w13(g, l, e), t_w2(g, l, e),
+                       t + r * C, dh, dgu, q->eoff[j + 1] - q->eoff[j], (int)F);
+    }
+    be->zero(be->ctx, dye, R * C * sizeof(float));
+    be->moe_scatter(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
+    return exchange(g, run, p, 1, dye, dxg, (int)C);
+}
+
+int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
+{
+    const mk_backend_t *be = g->be;
+    int N = run->B * g->T, C = g->C, E = g->E;
+    moe_parts_t p = split(g, run, a->buf);
+    size_t A = slots(g, run), R = *p.nrecv, wf, ns = bwd_scratch(g, run, R, &wf);
+    moe_side_t q = side_split(g, a->stash, R);
+    float *s = mk_gpt_alloc(run, g, ns);
+    if (!s) return -1;
+    float *t = s, *dh = t + 2 * R * C, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
+    float *dwslot = dxg + A * C, *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk;
+    float *dpe = dlog + (size_t)N * E, *dln = run->s_c;
+    int kept = p.off[E];
+    be->moe_gather(be->ctx, dys, dout, p.slot_tok, p.slot_w, kept, C);  /* d expert output = w * dout */
+    if (experts_bwd(g, run, l, &p, &q, dys, dxg, t, dh, dgu) < 0) {
+        mk_gpt_release(run, g, s, ns);
+        return -1;
+    }
+    be->zero(be->ctx, dln, (size_t)N * C * sizeof(float));
+    be->moe_scatter(be->ctx, dln, dxg, p.slot_tok, NULL, kept, C);
+    if (g->Fs)
+        swiglu_mlp_bwd(g, dout, p.ln, p.sgu, p.sh, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N, g->Fs);
+    router_bwd(g, run, l, &p, dout, dwslot, dtopw, dlog, dpe, dln);
+    if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
+    be->rmsnorm_bwd(be->ctx, din, G(g, t_norm(g, l)), dln, a->in, P(g, t_norm(g, l)), p.rstd, N, C);
+    mk_gpt_release(run, g, s, ns);
+    return 0;
+}

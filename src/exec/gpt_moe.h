@@ -1,0 +1,27 @@
+/* The MoE layer of the executor's GPT (src/exec/gpt_moe.c), called by
+ * gpt_layers.c for the MLP layer of an MoE block (mk_gpt_layer_is_moe). */
+#ifndef MERAK_EXEC_GPT_MOE_H
+#define MERAK_EXEC_GPT_MOE_H
+#include "merak/gpt.h"
+
+/* Whether the executor trains cfg's MoE blocks: Llama blocks (SwiGLU
+ * experts); be (NULL: not checked) has the MoE kernels.  0 or -1. */
+int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be);
+/* Floats of the saved internals of an MoE layer for run->B sequences. */
+size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run);
+/* The internals from a->in (forward and recompute); no aux loss added. */
+int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a);
+/* The saved top-k experts (N, k) and router probabilities (N, E) of a
+ * forward's internals (tests). */
+const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_act_t *a, const float **probs);
+/* Forward: out (N, C) = in + the layer; run->aux += its aux loss's share. */
+int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out);
+/* Floats of MoE layer l's dense tensors (the norm, router, shared
+ * expert: the layer's first), and the range of this rank's experts'. */
+size_t mk_gpt_moe_dense_floats(const mk_gpt_t *g, int l);
+void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n);
+/* Release the expert side (a->stash; before a->buf, which sizes it). */
+void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a);
+/* Every gradient of the layer (input and weights): din (N, C) = dout + . */
+int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din);
+#endif
