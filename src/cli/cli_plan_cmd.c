@@ -182,6 +182,10 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
     so.trace = mk_trace_open(a->trace_file);
     mk_sim_result_t res;
     int rc = (sim && so.trace) ? mk_sim_run(sim, &ctx, &so, &res) : -1;
+    if (rc == 0) {
+        mk_trace_meta(so.trace, "source", "merak plan (the best plan, simulated)");
+        mk_plan_trace_meta(&ctx.plan, so.trace);
+    }
     if (so.trace && (rc < 0 ? (mk_trace_abort(so.trace), -1) : mk_trace_close(so.trace)) < 0) rc = -1;
     mk_sim_free(sim);
     mk_plan_ctx_free(&ctx);

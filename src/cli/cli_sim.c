@@ -171,7 +171,7 @@ static int simulate(const mk_args_t *a, const mk_plan_ctx_t *ctx, mk_sim_result_
         mk_trace_meta(o.trace, "source", "merak sim");
         snprintf(buf, sizeof buf, "%.9g", r->step_time_s);
         mk_trace_meta(o.trace, "step_time_s", buf);
-        mk_trace_meta(o.trace, "schedule", mk_sched_kind_name(ctx->plan.schedule));
+        mk_plan_trace_meta(&ctx->plan, o.trace);
         if (mk_trace_close(o.trace) < 0) return mk_cli_fail("sim", "%s", mk_error_last());
     }
     return 0;
