@@ -34,6 +34,8 @@
 extern "C" {
 #endif
 
+struct mk_planner_progress;
+
 typedef struct mk_planner_opts {
     int gpus, gbs;
     mk_dtype_t dtype;
@@ -52,9 +54,22 @@ typedef struct mk_planner_opts {
     int refine;               /* refine the best plan's partition (default on: -1) */
     double moe_imbalance;     /* MoE: every candidate's --moe-imbalance (0: 1, balanced) */
     int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
-    void (*progress)(void *ctx, long done, long total);
+    /* progress of the whole search (this rank's share), called after each
+       layout while generating, after each candidate while
+       simulating, and once at the end */
+    void (*progress)(void *ctx, const struct mk_planner_progress *p);
     void *progress_ctx;
 } mk_planner_opts_t;
+
+typedef struct mk_planner_progress {
+    int phase;                /* 0 generating candidates, 1 simulating them, 2 done */
+    long combos_done, combos; /* layouts generated, of this rank's share (the summary's "layouts":
+                                 dp, cp, ep, pp, tp and micro-batch size) */
+    long candidates;          /* generated so far (= the summary's "searched") */
+    long pruned_memory;       /* of them, over the memory limit */
+    long fit, simulated, pruned_bound; /* phase 1: the rest; simulated + pruned_bound reach fit */
+    double elapsed_s;         /* since the search started */
+} mk_planner_progress_t;
 
 typedef struct mk_planner_entry {
     mk_plan_t plan;

@@ -92,6 +92,14 @@ int mk_args_check_outputs(const mk_args_t *a, int mpi);
 int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Subcommands: each returns the process exit status. */
+/* Human-readable numbers in the unit that fits the magnitude (cli_fmt.c):
+ * seconds with 4 significant digits as ns/µs/ms/s (min/h past a minute:
+ * 0.0007 -> "700 µs", 20.62 -> "20.62 s"); with 3, bytes as B/KiB/MiB/GiB/TiB (binary), counts as
+ * K/M/B/T (decimal: 220500 -> "221 K", 1.558e9 -> "1.56 B").  Return buf. */
+char *mk_fmt_seconds(char *buf, size_t n, double s);
+char *mk_fmt_bytes(char *buf, size_t n, double bytes);
+char *mk_fmt_count(char *buf, size_t n, double x);
+
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
 int mk_cmd_sim(int argc, char **argv);

@@ -51,13 +51,41 @@ static int launched_by_mpiexec(void)
     return getenv("PMI_RANK") || getenv("PMI_SIZE") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
 }
 
-static void progress(void *ctx, long done, long total)
+/* The search's progress bar on stderr: redrawn at most every 0.1 s and
+ * at each phase change; generating fills it by (layout, micro-batch)
+ * pairs, simulating by candidates that fit (the bound may prune the rest
+ * at once, so that ETA is an upper bound). */
+typedef struct {
+    int phase;
+    double phase_t0, drawn_t; /* elapsed_s at the phase's start, at the last redraw */
+} mk_bar_t;
+
+static void progress(void *ctx, const mk_planner_progress_t *p)
 {
-    (void)ctx;
-    int w = 40, k = total ? (int)(w * done / total) : w;
-    fprintf(stderr, "\rsimulating [%.*s%*s] %ld/%ld", k, "########################################", w - k, "",
-            done, total);
-    if (done == total) fputc('\n', stderr);
+    mk_bar_t *b = ctx;
+    if (p->phase != b->phase) b->phase = p->phase, b->phase_t0 = p->elapsed_s, b->drawn_t = -1;
+    else if (p->elapsed_s - b->drawn_t < 0.1) return;
+    b->drawn_t = p->elapsed_s;
+    long done = p->phase == 0 ? p->combos_done : p->simulated + p->pruned_bound;
+    long total = p->phase == 0 ? p->combos : p->fit;
+    int w = 30, k = p->phase == 2 || total <= 0 ? w : (int)(w * done / total);
+    double t = p->elapsed_s - b->phase_t0, eta = done > 0 && done < total ? t * (total - done) / done : 0;
+    char msg[200], e[32] = "";
+    if (p->phase < 2 && done > 0) mk_fmt_seconds(e, sizeof e, eta);
+    if (p->phase == 0)
+        snprintf(msg, sizeof msg, "1/2 generating: %ld/%ld layouts, %ld candidates (%ld over memory)%s%s", done,
+                 total, p->candidates, p->pruned_memory, e[0] ? ", ETA " : "", e);
+    else if (p->phase == 1)
+        snprintf(msg, sizeof msg, "2/2 simulating: %ld of %ld that fit simulated%s%s", p->simulated, total,
+                 e[0] ? ", ETA at most " : "", e);
+    else {
+        mk_fmt_seconds(e, sizeof e, p->elapsed_s);
+        snprintf(msg, sizeof msg, "done: %ld layouts, %ld candidates, %ld over memory, %ld simulated, %ld pruned "
+                 "by bound, %s", p->combos_done, p->candidates, p->pruned_memory, p->simulated, p->pruned_bound, e);
+    }
+    fprintf(stderr, "\rplan [%.*s%*s] %-90s", k, "##############################", w - k, "", msg);
+    if (p->phase == 2) fputc('\n', stderr);
+    fflush(stderr);
 }
 
 /* with_cp: a cp column after dp (only when a listed plan uses CP, so that
@@ -250,7 +278,11 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
     if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
-    if (rank == 0 && isatty(2)) o.progress = progress;
+    /* on a terminal; MERAK_PROGRESS=1 forces it (tests), =0 silences it */
+    const char *force = getenv("MERAK_PROGRESS");
+    mk_bar_t bar = {-1, 0, 0};
+    if (rank == 0 && (force && *force ? strcmp(force, "0") != 0 : isatty(2)))
+        o.progress = progress, o.progress_ctx = &bar;
     mk_planner_result_t r;
     if (mk_planner_search(&base.model, &cl, &o, &r) < 0) {
         mk_planner_result_free(&r);

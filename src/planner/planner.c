@@ -34,6 +34,9 @@ typedef struct {
     mk_planner_result_t *r;
     mk_sim_opts_t so;
     long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */
+    long combos, combos_done; /* this rank's layouts (dp, cp, ep, pp, tp, micro-batch), those generated */
+    int counting;             /* enumerate() only counts this rank's layouts into combos (progress) */
+    double t0;                /* search start (progress) */
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
 } mk_search_t;
 
@@ -444,6 +447,18 @@ static int cp_searched(const mk_model_config_t *m, int cp)
     return m->seq >= MK_PLANNER_CP_MIN_SEQ && m->seq % (2 * cp) == 0 && m->seq / (2 * cp) >= MK_PLANNER_CP_MIN_CHUNK;
 }
 
+/* Progress to o->progress: phase 0 generating, 1 simulating (i: the
+ * candidates handled), 2 done. */
+static void report(const mk_search_t *S, int phase, long i)
+{
+    if (!S->o->progress) return;
+    const mk_planner_result_t *r = S->r;
+    mk_planner_progress_t p = {phase, S->combos_done, S->combos, r->candidates, r->pruned_memory,
+                               phase ? S->n : 0, r->simulated, phase == 1 ? i - r->simulated : r->pruned_bound,
+                               mk_time_now() - S->t0};
+    S->o->progress(S->o->progress_ctx, &p);
+}
+
 /* The micro-batch sizes of one layout: its (layout, micro-batch) combos. */
 static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *any_batch, char *too_long, size_t n)
 {
@@ -466,10 +481,17 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
         if ((S->combo - 1) % size != o->rank) continue;
         /* expert parallelism: every ep dividing dp and the experts, 1 first
            (a dense model has only ep 1: its candidates are unchanged) */
-        for (int ep = 1; ep <= dp; ep++)
-            if (divides(ep, dp) && (ep == 1 || (S->model->num_experts > 0 && divides(ep, S->model->num_experts))) &&
-                layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0)
-                return -1;
+        for (int ep = 1; ep <= dp; ep++) {
+            if (!divides(ep, dp) || (ep > 1 && !(S->model->num_experts > 0 && divides(ep, S->model->num_experts))))
+                continue;
+            if (S->counting) {
+                S->combos++;
+                continue;
+            }
+            if (layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0) return -1;
+            S->combos_done++;
+            report(S, 0, 0);
+        }
     }
     return 0;
 }
@@ -535,7 +557,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
     if (S->n > 1) qsort(S->c, S->n, sizeof *S->c, cand_cmp); /* S->c is NULL when nothing fits */
     mk_planner_entry_t e;
     for (long i = 0; i < S->n; i++) {
-        if (o->progress && i % 64 == 0) o->progress(o->progress_ctx, i, S->n);
+        report(S, 1, i);
         if (!o->exhaustive && S->r->n == top && S->c[i].lb >= S->r->best[top - 1].res.step_time_s) {
             S->r->pruned_bound += S->n - i;
             break;
@@ -545,7 +567,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
         if (e.res.step_time_s < S->c[i].lb * (1 - 1e-9)) S->r->bound_violations++;
         if (rc > 0) top_insert(S->r, &e, top);
     }
-    if (o->progress) o->progress(o->progress_ctx, S->n, S->n);
+    report(S, 2, S->n);
     return 0;
 }
 
@@ -637,7 +659,15 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     if (mk_cluster_check_dtype(c, o->dtype) < 0) return -1; /* fp8 only where asked and present */
     r->best = calloc(top, sizeof *r->best);
     mk_sim_t *sim = mk_sim_new(c);
-    int rc = (!r->best || !sim) ? mk_error_set("out of memory") : enumerate(&S);
+    S.t0 = t0;
+    int rc = (!r->best || !sim) ? mk_error_set("out of memory") : 0;
+    if (rc == 0 && o->progress) { /* a first pass counts the pairs: the bar's length while generating */
+        S.counting = 1;
+        rc = enumerate(&S);
+        S.counting = 0, S.combo = 0;
+        report(&S, 0, 0);
+    }
+    if (rc == 0) rc = enumerate(&S);
     r->enumerate_time_s = mk_time_now() - t0;
     if (rc == 0) rc = bound_and_simulate(&S, sim);
     mk_sim_free(sim);

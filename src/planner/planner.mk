@@ -3,5 +3,5 @@ libmerak_a_SOURCES += src/planner/planner.c
 noinst_HEADERS += include/merak/planner.h
 check_PROGRAMS += tests/test_planner
 tests_test_planner_SOURCES = tests/test_planner.c tests/check.h
-TESTS += tests/test_planner tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh
-EXTRA_DIST += tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh
+TESTS += tests/test_planner tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh tests/plan-progress.sh
+EXTRA_DIST += tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh tests/plan-progress.sh
