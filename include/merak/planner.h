@@ -104,7 +104,18 @@ void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n
  * Updates *e when it finds a faster plan that fits; returns the number of
  * moves kept, or -1 on error. */
 int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves);
-/* One line on why best beats the runner-up. */
+/* Why best beats the runner-up: its lead, the knobs that differ ("ZeRO-0
+ * vs ZeRO-1", or "same knobs"), and the step-time component that moved
+ * most, in the best and the runner-up plan (seconds per step). */
+typedef struct mk_planner_why {
+    double faster_pct;
+    char knobs[256];
+    const char *what;       /* "compute", "exposed DP communication", ... */
+    const char *what_long;  /* the same, saying what the figure is */
+    double a_s, b_s;
+} mk_planner_why_t;
+void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w);
+/* One line on why best beats the runner-up (the JSON "why"). */
 void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n);
 
 #ifdef __cplusplus

@@ -94,11 +94,25 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(pri
 /* Subcommands: each returns the process exit status. */
 /* Human-readable numbers in the unit that fits the magnitude (cli_fmt.c):
  * seconds with 4 significant digits as ns/µs/ms/s (min/h past a minute:
- * 0.0007 -> "700 µs", 20.62 -> "20.62 s"); with 3, bytes as B/KiB/MiB/GiB/TiB (binary), counts as
- * K/M/B/T (decimal: 220500 -> "221 K", 1.558e9 -> "1.56 B").  Return buf. */
+ * 0.0007 -> "700 µs", 20.62 -> "20.62 s"); with 3, bytes as
+ * B/KiB/MiB/GiB/TiB (binary: 0.01 GiB -> "10.2 MiB"), counts as K/M/B/T
+ * (decimal: 220544 -> "221 K", 1.558e9 -> "1.56 B").  Return buf. */
 char *mk_fmt_seconds(char *buf, size_t n, double s);
 char *mk_fmt_bytes(char *buf, size_t n, double bytes);
 char *mk_fmt_count(char *buf, size_t n, double x);
+/* A table column in one unit, picked by a reference value (its largest
+ * or first entry): mk_unit_*(ref), then each cell as mk_fmt_in (the number
+ * alone, `digits` significant digits) under a header naming u.name. */
+typedef struct {
+    double f;          /* the unit in base units (s, B, 1) */
+    const char *name;  /* "ms", "MiB", "K"; "" for a plain count */
+} mk_unit_t;
+mk_unit_t mk_unit_seconds(double ref);
+mk_unit_t mk_unit_bytes(double ref);
+mk_unit_t mk_unit_count(double ref);
+char *mk_fmt_in(char *buf, size_t n, double v, mk_unit_t u, int digits);
+/* The printf field width that pads s to w columns ("µ" is 2 bytes, 1 column). */
+int mk_fmt_width(const char *s, int w);
 
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);

@@ -5,6 +5,7 @@
 #include "cli/cli.h"
 #include "merak/planner.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,17 +92,27 @@ static void progress(void *ctx, const mk_planner_progress_t *p)
 /* with_cp: a cp column after dp (only when a listed plan uses CP, so that
  * every other table reads as before); moe: an ep column after them and
  * the all-to-alls' share of the step last (MoE models only, likewise) */
-static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe)
+/* The peak memory of a plan's most loaded stage. */
+static double plan_peak(const mk_sim_result_t *r)
+{
+    double peak = 0;
+    for (int s = 0; s < r->pp; s++)
+        if (r->peak_memory_bytes[s] > peak) peak = r->peak_memory_bytes[s];
+    return peak;
+}
+
+/* us, ub: the table's units of step time and memory */
+static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe, mk_unit_t us, mk_unit_t ub)
 {
     const mk_plan_t *p = &e->plan;
     const mk_sim_result_t *r = &e->res;
     char rc[32];
     mk_recompute_format(&p->recompute, rc, sizeof rc);
-    double mb = 0, peak = 0;
-    for (int s = 0; s < r->pp; s++) {
-        mb += r->bubble_fraction[s] / r->pp;
-        if (r->peak_memory_bytes[s] > peak) peak = r->peak_memory_bytes[s];
-    }
+    double mb = 0; /* the compute stream's idle share, mean over stages */
+    for (int s = 0; s < r->pp; s++) mb += r->bubble_fraction[s] / r->pp;
+    char step[24], peak[24];
+    mk_fmt_in(step, sizeof step, r->step_time_s, us, 4);
+    mk_fmt_in(peak, sizeof peak, plan_peak(r), ub, 3);
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
     char cp[16] = "", a2a[16] = "";
@@ -110,10 +121,10 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int 
         snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " %3d", p->ep);
         snprintf(a2a, sizeof a2a, " %5.1f%%", r->step_time_s > 0 ? 100 * r->exposed_comm_s[MK_COMM_EP] / r->step_time_s : 0);
     }
-    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f%s\n",
+    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9s %10.0f %8.1f %5.1f%% %6.1f%% %8s%s\n",
            i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
-           p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, r->step_time_s, r->tokens_per_s,
-           r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30), a2a);
+           p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, step, r->tokens_per_s, r->tflops_per_gpu,
+           100 * r->mfu, 100 * mb, peak, a2a);
 }
 
 /* Rank 0 receives every rank's top-K list and the counters. */
@@ -150,11 +161,12 @@ static int report_no_fit(const mk_planner_result_t *r)
     const char *knob = state > m->activations
                            ? "more GPUs (more pipeline or tensor parallelism) or a device with more memory"
                            : "a smaller global batch or micro-batch, or more GPUs";
-    return mk_cli_fail("plan", "no plan fits: the closest (%s, mbs %d, %s) needs %.2f GiB more "
-                       "on stage %d (weights+grads+optimizer %.2f GiB, activations %.2f GiB); try %s",
+    char more[32], st[32], act[32];
+    return mk_cli_fail("plan", "no plan fits: the closest (%s, mbs %d, %s) needs %s more "
+                       "on stage %d (weights+grads+optimizer %s, activations %s); try %s",
                        mk_plan_layout_str(p, ", ").s, p->mbs, mk_sched_kind_name(p->schedule),
-                       r->closest_shortfall / (1 << 30), r->closest_stage, state / (1 << 30),
-                       m->activations / (1 << 30), knob);
+                       mk_fmt_bytes(more, sizeof more, r->closest_shortfall), r->closest_stage,
+                       mk_fmt_bytes(st, sizeof st, state), mk_fmt_bytes(act, sizeof act, m->activations), knob);
 }
 
 static int print_json(const mk_planner_result_t *r, long evaluated)
@@ -175,24 +187,41 @@ static int print_json(const mk_planner_result_t *r, long evaluated)
     return 0;
 }
 
+/* The why line: the planner's comparison (mk_planner_why), its figures in
+ * units and named (the JSON "why" keeps mk_planner_explain's text). */
+static void print_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
+{
+    mk_planner_why_t w;
+    mk_planner_why(a, b, &w);
+    char x[32], y[32];
+    printf("why: #1 is %.1f%% faster than #2 (#1 vs #2: %s); #1 spends less on %s: %s vs %s per step\n", w.faster_pct,
+           w.knobs, w.what_long, mk_fmt_seconds(x, sizeof x, w.a_s), mk_fmt_seconds(y, sizeof y, w.b_s));
+}
+
 static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, const mk_planner_opts_t *o)
 {
+    char t[32], g[32];
     printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", base->model.name, o->gpus, base->cluster,
            o->gbs, mk_dtype_name(o->dtype));
-    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %.3f s "
-           "(%.3f s generating)\n", r->candidates, r->layouts, r->pruned_memory, r->simulated, r->search_time_s,
-           r->enumerate_time_s);
+    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %s (%s generating)\n",
+           r->candidates, r->layouts, r->pruned_memory, r->simulated, mk_fmt_seconds(t, sizeof t, r->search_time_s),
+           mk_fmt_seconds(g, sizeof g, r->enumerate_time_s));
     int with_cp = 0;
-    for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1;
+    double top = 0;
+    for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1, top = fmax(top, plan_peak(&r->best[i].res));
     int moe = mk_model_is_moe(&base->model);
-    printf("  #   dp%s%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  "
-           "TFLOP/s   MFU  bubble  peak GiB%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", moe ? "   a2a" : "");
-    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe);
-    if (r->n > 1) {
-        char why[512];
-        mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
-        printf("why: %s\n", why);
-    }
+    /* one unit per column: step time by the best plan's, memory by the largest peak */
+    mk_unit_t us = mk_unit_seconds(r->n ? r->best[0].res.step_time_s : 0), ub = mk_unit_bytes(top);
+    char sh[16], ph[16];
+    snprintf(sh, sizeof sh, "step %s", us.name);
+    snprintf(ph, sizeof ph, "peak %s", ub.name);
+    printf("  #   dp%s%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition %*s      tok/s  "
+           "TFLOP/s   MFU    idle %*s%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", mk_fmt_width(sh, 9), sh,
+           mk_fmt_width(ph, 8), ph, moe ? "   a2a" : "");
+    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe, us, ub);
+    if (r->n > 1) print_why(&r->best[0], &r->best[1]);
+    printf("(idle: the compute stream's idle share of the step, mean over stages: the pipeline bubble and "
+           "exposed waits)\n");
 }
 
 /* The best plan: save it and trace its simulated step (rank 0). */

@@ -578,8 +578,8 @@ static double mean_bubble(const mk_sim_result_t *r)
     return r->pp ? s / r->pp : 0;
 }
 
-/* Names the knobs that differ, then the step-time component that moved most. */
-void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
+/* The comparison behind mk_planner_explain. */
+void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w)
 {
     const mk_plan_t *p = &a->plan, *q = &b->plan;
     char diff[256] = "", ra[32], rb[32];
@@ -610,6 +610,14 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
        component of their own only where a plan has them */
     const char *what[6] = {"compute", "pipeline idle time", "exposed p2p time", "exposed TP communication",
                            "exposed DP communication", "all-to-all time"};
+    /* the same figures, said in full (mean per stage, as the simulator reports them) */
+    const char *what_long[6] = {
+        "compute (the step less the compute stream's idle time, mean per stage)",
+        "idle time of the compute stream (pipeline bubble and waits, mean per stage)",
+        "exposed pipeline sends (p2p not hidden behind compute, mean per stage)",
+        "exposed TP communication (collectives not hidden behind compute, mean per stage)",
+        "exposed DP communication (gradient reductions not hidden behind compute, mean per stage)",
+        "all-to-all time (expert dispatch and combine, mean per stage)"};
     double xe = x->exposed_comm_s[MK_COMM_EP], ye = y->exposed_comm_s[MK_COMM_EP];
     double va[6] = {x->step_time_s * (1 - mean_bubble(x)) - xe, x->step_time_s * mean_bubble(x),
                     x->exposed_comm_s[0], x->exposed_comm_s[1], x->exposed_comm_s[2], xe};
@@ -618,9 +626,19 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     int k = 0, nk = p->ep > 1 || q->ep > 1 ? 6 : 5;
     for (int i = 1; i < nk; i++)
         if (vb[i] - va[i] > vb[k] - va[k]) k = i;
-    snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step",
-             100 * (y->step_time_s - x->step_time_s) / y->step_time_s, d ? diff : "same knobs", what[k], va[k],
-             vb[k]);
+    w->faster_pct = 100 * (y->step_time_s - x->step_time_s) / y->step_time_s;
+    mk_strlcpy(w->knobs, d ? diff : "same knobs", sizeof w->knobs);
+    w->what = what[k], w->what_long = what_long[k];
+    w->a_s = va[k], w->b_s = vb[k];
+}
+
+/* Names the knobs that differ, then the step-time component that moved most. */
+void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
+{
+    mk_planner_why_t w;
+    mk_planner_why(a, b, &w);
+    snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step", w.faster_pct, w.knobs,
+             w.what, w.a_s, w.b_s);
 }
 
 void mk_planner_result_free(mk_planner_result_t *r)
@@ -653,9 +671,12 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     if (mk_limit_check("--gpus", o->gpus, MK_MAX_GPUS) < 0 || mk_limit_check("--gbs", o->gbs, MK_MAX_GBS) < 0 ||
         mk_limit_check("--top", top, MK_MAX_TOP) < 0)
         return -1;
-    if (c->max_nodes > 0 && o->gpus > c->max_nodes * c->gpus_per_node)
-        return mk_error_set("%d GPUs exceed cluster '%s' (%d nodes of %d)", o->gpus, c->name, c->max_nodes,
-                            c->gpus_per_node);
+    if (c->max_nodes > 0 && o->gpus > c->max_nodes * c->gpus_per_node) {
+        long long all = (long long)c->max_nodes * c->gpus_per_node; /* > all >= 1 GPUs asked: "GPUs" */
+        return mk_error_set("%d GPUs exceed cluster '%s', which has %d node%s of %d GPU%s (%lld GPU%s in all)",
+                            o->gpus, c->name, c->max_nodes, c->max_nodes == 1 ? "" : "s", c->gpus_per_node,
+                            c->gpus_per_node == 1 ? "" : "s", all, all == 1 ? "" : "s");
+    }
     if (mk_cluster_check_dtype(c, o->dtype) < 0) return -1; /* fp8 only where asked and present */
     r->best = calloc(top, sizeof *r->best);
     mk_sim_t *sim = mk_sim_new(c);
