@@ -161,12 +161,12 @@ static int report_no_fit(const mk_planner_result_t *r)
     const char *knob = state > m->activations
                            ? "more GPUs (more pipeline or tensor parallelism) or a device with more memory"
                            : "a smaller global batch or micro-batch, or more GPUs";
-    char more[32], st[32], act[32];
-    return mk_cli_fail("plan", "no plan fits: the closest (%s, mbs %d, %s) needs %s more "
-                       "on stage %d (weights+grads+optimizer %s, activations %s); try %s",
+    /* fixed GiB: recorded by the goldens (tests/golden/plan.jsonl.gz, stderr) */
+    return mk_cli_fail("plan", "no plan fits: the closest (%s, mbs %d, %s) needs %.2f GiB more "
+                       "on stage %d (weights+grads+optimizer %.2f GiB, activations %.2f GiB); try %s",
                        mk_plan_layout_str(p, ", ").s, p->mbs, mk_sched_kind_name(p->schedule),
-                       mk_fmt_bytes(more, sizeof more, r->closest_shortfall), r->closest_stage,
-                       mk_fmt_bytes(st, sizeof st, state), mk_fmt_bytes(act, sizeof act, m->activations), knob);
+                       r->closest_shortfall / (1 << 30), r->closest_stage, state / (1 << 30),
+                       m->activations / (1 << 30), knob);
 }
 
 static int print_json(const mk_planner_result_t *r, long evaluated)
