@@ -15,7 +15,7 @@ measured.  --window T0:T1 (ms from the trace's start) zooms in.
 bins and stacks, per bin, the share of the bin each kind kept the track
 busy (the pipeline's shape without one solid band); `auto` (the default)
 draws events unless a row holds more events in the window than the plot
-has room for (1 per 4 pixels: 256 micro-batches on one stage are ~770),
+has room for (one per 4 pixels, ~310: 256 micro-batches on one stage are ~770),
 then the density view.  The title comes from the trace's metadata (model,
 layout, schedule, micro-batches, source); the legend sits right of the
 plot.  A file that cannot be read is one line on stderr, exit 2."""
