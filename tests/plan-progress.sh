@@ -8,7 +8,7 @@ MERAK_PROGRESS=1 "$MERAK" plan $A >"$tmpdir/out" 2>"$tmpdir/err"
 check "forced: exit 0" [ $? -eq 0 ]
 tr '\r' '\n' <"$tmpdir/err" | grep . >"$tmpdir/bar"
 check "generating first, from 0 of the layouts" grep -q '^plan \[ *\] 1/2 generating: 0/[0-9]* layouts, 0 candidates' "$tmpdir/bar"
-check "then simulating" grep -q '^plan \[.*\] 2/2 simulating: [0-9]* of [0-9]* that fit simulated' "$tmpdir/bar"
+check "then simulating" grep -q "^plan \[.*\] 2/2 simulating: [0-9]* simulated, at most [0-9]* to go of [0-9]* that fit" "$tmpdir/bar"
 tail -n 1 "$tmpdir/bar" >"$tmpdir/last"
 check "the last line: a full bar, done" grep -q '^plan \[#\{30\}\] done: ' "$tmpdir/last"
 # done: L layouts, C candidates, M over memory, S simulated, B pruned by bound
@@ -20,6 +20,10 @@ check "... = the summary's" grep -q "^searched $2 candidates in $1 layouts ($3 p
 check "counts never go down, layouts never past their total" awk '
 /generating/ { split($0, a, "generating: "); split(a[2], b, "[/ ]"); if (b[1] + 0 > b[2] + 0 || b[1] + 0 < last) bad = 1; last = b[1] + 0 }
 END { exit bad }' "$tmpdir/bar"
+check "simulating: simulated + at most to go never grows (the bound only prunes more)" awk '
+/simulating/ { split($0, a, "simulating: "); split(a[2], b, " "); t = b[1] + b[5]
+               if (seen && t > last) bad = 1; last = t; seen = 1 }
+END { exit bad || !seen }' "$tmpdir/bar"
 MERAK_PROGRESS=1 "$MERAK" plan $A --json >"$tmpdir/j" 2>"$tmpdir/err"
 check "--json: stdout is still one JSON object" python3 -c "import json,sys; json.load(open(sys.argv[1]))" "$tmpdir/j"
 "$MERAK" plan $A >"$tmpdir/out" 2>"$tmpdir/err"

@@ -68,6 +68,8 @@ typedef struct mk_planner_progress {
     long candidates;          /* generated so far (= the summary's "searched") */
     long pruned_memory;       /* of them, over the memory limit */
     long fit, simulated, pruned_bound; /* phase 1: the rest; simulated + pruned_bound reach fit */
+    long left_at_most;        /* phase 1: candidates still to simulate at most (their bound is below
+                                 the K-th best so far); the rest will be pruned by the bound */
     double elapsed_s;         /* since the search started */
 } mk_planner_progress_t;
 

@@ -53,9 +53,9 @@ static int launched_by_mpiexec(void)
 }
 
 /* The search's progress bar on stderr: redrawn at most every 0.1 s and
- * at each phase change; generating fills it by (layout, micro-batch)
- * pairs, simulating by candidates that fit (the bound may prune the rest
- * at once, so that ETA is an upper bound). */
+ * at each phase change; generating fills it by layouts, simulating by
+ * the candidates simulated of those the bound has not yet ruled out (so
+ * that ETA is an upper bound: the bound only prunes more). */
 typedef struct {
     int phase;
     double phase_t0, drawn_t; /* elapsed_s at the phase's start, at the last redraw */
@@ -68,7 +68,7 @@ static void progress(void *ctx, const mk_planner_progress_t *p)
     else if (p->elapsed_s - b->drawn_t < 0.1) return;
     b->drawn_t = p->elapsed_s;
     long done = p->phase == 0 ? p->combos_done : p->simulated + p->pruned_bound;
-    long total = p->phase == 0 ? p->combos : p->fit;
+    long total = p->phase == 0 ? p->combos : done + p->left_at_most; /* the bound shrinks it */
     int w = 30, k = p->phase == 2 || total <= 0 ? w : (int)(w * done / total);
     double t = p->elapsed_s - b->phase_t0, eta = done > 0 && done < total ? t * (total - done) / done : 0;
     char msg[200], e[32] = "";
@@ -77,8 +77,8 @@ static void progress(void *ctx, const mk_planner_progress_t *p)
         snprintf(msg, sizeof msg, "1/2 generating: %ld/%ld layouts, %ld candidates (%ld over memory)%s%s", done,
                  total, p->candidates, p->pruned_memory, e[0] ? ", ETA " : "", e);
     else if (p->phase == 1)
-        snprintf(msg, sizeof msg, "2/2 simulating: %ld of %ld that fit simulated%s%s", p->simulated, total,
-                 e[0] ? ", ETA at most " : "", e);
+        snprintf(msg, sizeof msg, "2/2 simulating: %ld simulated, at most %ld to go of %ld that fit%s%s",
+                 p->simulated, p->left_at_most, p->fit, e[0] ? ", ETA at most " : "", e);
     else {
         mk_fmt_seconds(e, sizeof e, p->elapsed_s);
         snprintf(msg, sizeof msg, "done: %ld layouts, %ld candidates, %ld over memory, %ld simulated, %ld pruned "

@@ -453,9 +453,20 @@ static void report(const mk_search_t *S, int phase, long i)
 {
     if (!S->o->progress) return;
     const mk_planner_result_t *r = S->r;
+    int top = S->o->top > 0 ? S->o->top : 5;
+    /* at most the candidates whose bound is below the K-th best so far are
+       still simulated (the candidates are sorted by bound, the K-th best
+       only drops): the first one at or above it, by bisection */
+    long lo = i, hi = S->n;
+    if (phase == 1 && !S->o->exhaustive && r->n == top)
+        while (lo < hi) {
+            long mid = lo + (hi - lo) / 2;
+            if (S->c[mid].lb >= r->best[top - 1].res.step_time_s) hi = mid;
+            else lo = mid + 1;
+        }
     mk_planner_progress_t p = {phase, S->combos_done, S->combos, r->candidates, r->pruned_memory,
                                phase ? S->n : 0, r->simulated, phase == 1 ? i - r->simulated : r->pruned_bound,
-                               mk_time_now() - S->t0};
+                               phase == 1 ? hi - i : 0, mk_time_now() - S->t0};
     S->o->progress(S->o->progress_ctx, &p);
 }
 
