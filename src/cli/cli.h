@@ -101,8 +101,9 @@ char *mk_fmt_seconds(char *buf, size_t n, double s);
 char *mk_fmt_bytes(char *buf, size_t n, double bytes);
 char *mk_fmt_count(char *buf, size_t n, double x);
 /* A table column in one unit, picked by a reference value (its largest
- * or first entry): mk_unit_*(ref), then each cell as mk_fmt_in (the number
- * alone, `digits` significant digits) under a header naming u.name. */
+ * or first entry): mk_unit_*(ref), the decimals that give ref `digits`
+ * significant digits (mk_unit_decimals), then each cell as mk_fmt_in (the
+ * number alone, those decimals) under a header naming u.name. */
 typedef struct {
     double f;          /* the unit in base units (s, B, 1) */
     const char *name;  /* "ms", "MiB", "K"; "" for a plain count */
@@ -110,7 +111,8 @@ typedef struct {
 mk_unit_t mk_unit_seconds(double ref);
 mk_unit_t mk_unit_bytes(double ref);
 mk_unit_t mk_unit_count(double ref);
-char *mk_fmt_in(char *buf, size_t n, double v, mk_unit_t u, int digits);
+int mk_unit_decimals(double ref, mk_unit_t u, int digits);
+char *mk_fmt_in(char *buf, size_t n, double v, mk_unit_t u, int dec);
 /* The printf field width that pads s to w columns ("µ" is 2 bytes, 1 column). */
 int mk_fmt_width(const char *s, int w);
 

@@ -6,8 +6,8 @@ merak_SOURCES += src/cli/cli.c src/cli/cli_args.c src/cli/cli_files.c src/cli/cl
 noinst_HEADERS += src/cli/cli.h
 merak_LDADD = $(LDADD)
 
-TESTS += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli-llama.sh
-EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli-llama.sh
+TESTS += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli-llama.sh tests/cli-format.sh
+EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli-llama.sh tests/cli-format.sh
 
 # Bounds: sizes past their maxima, and every numeric flag of every
 # subcommand swept with edge values (merak run and profile start MPI).

@@ -8,22 +8,17 @@
 #include <stdio.h>
 #include <string.h>
 
-/* v (already in the unit) with `digits` significant digits and no exponent:
- * 0.7 -> "0.7", 12.34 -> "12.3" (3 digits), 221 -> "221"; trailing zeros
- * dropped. */
-char *mk_fmt_in(char *buf, size_t n, double v, mk_unit_t u, int digits)
+int mk_unit_decimals(double ref, mk_unit_t u, int digits)
 {
-    double a = fabs(v / u.f);
-    if (!isfinite(a)) return snprintf(buf, n, "%g", v), buf;
+    double a = fabs(ref / u.f);
     int dec = digits - (a >= 100 ? 3 : a >= 10 ? 2 : 1);
-    snprintf(buf, n, "%.*f", dec < 0 ? 0 : dec, v / u.f);
-    char *dot = strchr(buf, '.');
-    if (dot) {
-        char *e = buf + strlen(buf) - 1;
-        while (e > dot && *e == '0') *e-- = 0;
-        if (e == dot) *e = 0;
-    }
-    if (!strcmp(buf, "-0")) snprintf(buf, n, "0");
+    return dec < 0 ? 0 : dec;
+}
+
+char *mk_fmt_in(char *buf, size_t n, double v, mk_unit_t u, int dec)
+{
+    if (!isfinite(v)) snprintf(buf, n, "%g", v);
+    else snprintf(buf, n, "%.*f", dec, v / u.f);
     return buf;
 }
 
@@ -62,11 +57,18 @@ mk_unit_t mk_unit_count(double ref)
     return pick(ref, f, u, 5, 4);
 }
 
-/* "number unit" (a count without a unit: just the number). */
+/* "number unit" (a count without a unit: just the number): `digits`
+ * significant digits, trailing zeros dropped (0.70 ms -> "0.7 ms"). */
 static char *with_unit(char *buf, size_t n, double v, mk_unit_t u, int digits)
 {
     char num[64];
-    mk_fmt_in(num, sizeof num, v, u, digits);
+    mk_fmt_in(num, sizeof num, v, u, mk_unit_decimals(v, u, digits));
+    char *dot = strchr(num, '.');
+    if (dot) {
+        char *e = num + strlen(num) - 1;
+        while (e > dot && *e == '0') *e-- = 0;
+        if (e == dot) *e = 0;
+    }
     snprintf(buf, n, *u.name ? "%s %s" : "%s", num, u.name);
     return buf;
 }

@@ -101,8 +101,14 @@ static double plan_peak(const mk_sim_result_t *r)
     return peak;
 }
 
-/* us, ub: the table's units of step time and memory */
-static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe, mk_unit_t us, mk_unit_t ub)
+/* The table's columns in one unit and precision each: step time by the
+ * best plan's, memory by the largest peak. */
+typedef struct {
+    mk_unit_t us, ub;
+    int ds, db;
+} mk_plan_cols_t;
+
+static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe, const mk_plan_cols_t *u)
 {
     const mk_plan_t *p = &e->plan;
     const mk_sim_result_t *r = &e->res;
@@ -111,8 +117,8 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int 
     double mb = 0; /* the compute stream's idle share, mean over stages */
     for (int s = 0; s < r->pp; s++) mb += r->bubble_fraction[s] / r->pp;
     char step[24], peak[24];
-    mk_fmt_in(step, sizeof step, r->step_time_s, us, 4);
-    mk_fmt_in(peak, sizeof peak, plan_peak(r), ub, 3);
+    mk_fmt_in(step, sizeof step, r->step_time_s, u->us, u->ds);
+    mk_fmt_in(peak, sizeof peak, plan_peak(r), u->ub, u->db);
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
     char cp[16] = "", a2a[16] = "";
@@ -210,15 +216,16 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
     double top = 0;
     for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1, top = fmax(top, plan_peak(&r->best[i].res));
     int moe = mk_model_is_moe(&base->model);
-    /* one unit per column: step time by the best plan's, memory by the largest peak */
-    mk_unit_t us = mk_unit_seconds(r->n ? r->best[0].res.step_time_s : 0), ub = mk_unit_bytes(top);
+    double best = r->n ? r->best[0].res.step_time_s : 0;
+    mk_plan_cols_t u = {mk_unit_seconds(best), mk_unit_bytes(top), 0, 0};
+    u.ds = mk_unit_decimals(best, u.us, 4), u.db = mk_unit_decimals(top, u.ub, 3);
     char sh[16], ph[16];
-    snprintf(sh, sizeof sh, "step %s", us.name);
-    snprintf(ph, sizeof ph, "peak %s", ub.name);
+    snprintf(sh, sizeof sh, "step %s", u.us.name);
+    snprintf(ph, sizeof ph, "peak %s", u.ub.name);
     printf("  #   dp%s%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition %*s      tok/s  "
            "TFLOP/s   MFU    idle %*s%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", mk_fmt_width(sh, 9), sh,
            mk_fmt_width(ph, 8), ph, moe ? "   a2a" : "");
-    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe, us, ub);
+    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe, &u);
     if (r->n > 1) print_why(&r->best[0], &r->best[1]);
     printf("(idle: the compute stream's idle share of the step, mean over stages: the pipeline bubble and "
            "exposed waits)\n");

@@ -71,7 +71,7 @@ static void print_stages(const mk_sim_result_t *r)
     double top = 0;
     for (int s = 0; s < r->pp; s++) top = fmax(top, r->peak_memory_bytes[s]);
     mk_unit_t u = mk_unit_bytes(top);
-    int z3 = r->zero == 3; /* the gathered working set: a column of its own */
+    int dec = mk_unit_decimals(top, u, 3), z3 = r->zero == 3; /* the gathered working set: a column of its own */
     char peak[16], gh[16] = "";
     snprintf(peak, sizeof peak, "peak %s", u.name);
     if (z3) snprintf(gh, sizeof gh, "  gathered");
@@ -82,7 +82,7 @@ static void print_stages(const mk_sim_result_t *r)
         double col[8] = {r->peak_memory_bytes[s], m->weights, m->grads, m->optimizer, m->activations, m->working,
                          m->buffers, m->gathered};
         char c[8][24];
-        for (int j = 0; j < 8; j++) mk_fmt_in(c[j], sizeof c[j], col[j], u, 3);
+        for (int j = 0; j < 8; j++) mk_fmt_in(c[j], sizeof c[j], col[j], u, dec);
         printf("%5d %6.1f%% %9d %10s %9s %9s %9s %9s %9s %9s", s, 100 * r->bubble_fraction[s], r->max_inflight[s],
                c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
         if (z3) printf(" %9s", c[7]);
@@ -107,7 +107,9 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward",
            p->use_flash_attn ? ", flash attention" : "");
     char v[48], w[48];
-    printf("step time        %s\n", mk_fmt_seconds(v, sizeof v, r->step_time_s));
+    mk_unit_t su = mk_unit_seconds(r->step_time_s); /* 4 digits, zeros kept: as merak plan's step column */
+    printf("step time        %s %s\n", mk_fmt_in(v, sizeof v, r->step_time_s, su, mk_unit_decimals(r->step_time_s, su, 4)),
+           su.name);
     printf("tokens/s         %.1f\n", r->tokens_per_s);
     printf("TFLOP/s per GPU  %.2f   MFU %.1f%%  (Megatron's matmul count: 72·B·s·l·h²-form%s)\n",
            r->tflops_per_gpu, 100 * r->mfu,
@@ -123,14 +125,15 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
         shown[i] = i < MK_COMM_CP || (i == MK_COMM_CP && r->cp > 1) || (i == MK_COMM_EP && r->ep > 1);
         if (shown[i]) top = fmax(top, fmax(r->exposed_comm_s[i], r->overlapped_comm_s[i]));
     }
-    mk_unit_t u = mk_unit_seconds(top); /* one unit for the table */
+    mk_unit_t u = mk_unit_seconds(top); /* one unit and precision for the table */
+    int dec = mk_unit_decimals(top, u, 4);
     snprintf(v, sizeof v, "exposed %s", u.name);
     snprintf(w, sizeof w, "overlapped %s", u.name);
     printf("\ncommunication (mean per stage) %*s %*s\n", mk_fmt_width(v, 10), v, mk_fmt_width(w, 13), w);
     for (int i = 0; i < MK_COMM_KINDS; i++)
         if (shown[i])
-            printf("  %-29s %10s %13s\n", k[i], mk_fmt_in(v, sizeof v, r->exposed_comm_s[i], u, 4),
-                   mk_fmt_in(w, sizeof w, r->overlapped_comm_s[i], u, 4));
+            printf("  %-29s %10s %13s\n", k[i], mk_fmt_in(v, sizeof v, r->exposed_comm_s[i], u, dec),
+                   mk_fmt_in(w, sizeof w, r->overlapped_comm_s[i], u, dec));
 }
 
 /* --micro-batches M: the global batch dp x mbs x M. */
