@@ -6,7 +6,7 @@ M="--model gpt-tiny --cluster dgx-a100 --gbs 32"
 
 expect_ok "human summary" $MERAK sim $M --dp 2 --pp 2 --tp 2
 check "summary names step time, MFU, memory and comm" sh -c \
-  "grep -q 'step time' $tmpdir/out && grep -q MFU $tmpdir/out && grep -q 'peak GiB' $tmpdir/out && grep -q 'tp (collectives)' $tmpdir/out"
+  "grep -q 'step time' $tmpdir/out && grep -q MFU $tmpdir/out && grep -q 'peak [KMGT]iB' $tmpdir/out && grep -q 'tp (collectives)' $tmpdir/out"
 
 expect_ok "json" $MERAK sim $M --dp 2 --pp 2 --tp 2 --json
 cp "$tmpdir/out" "$tmpdir/a.json"

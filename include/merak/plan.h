@@ -90,6 +90,11 @@ int64_t mk_plan_gpus(const mk_plan_t *p);
 /* "dp D<sep>pp P<sep>tp T", with "cp C" after dp when cp > 1 (messages). */
 typedef struct { char s[96]; } mk_plan_layout_str_t;
 mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep);
+/* A trace's metadata for this plan ("otherData": model, layout as
+ * mk_plan_layout_str, schedule with its vpp, micro_batches): what
+ * experiments/plot_*.py title a figure with.  Both engines call it. */
+struct mk_trace;
+void mk_plan_trace_meta(const mk_plan_t *p, struct mk_trace *t);
 /* The size of the ZeRO sharding group (the ranks that split optimizer
  * state, gradients, parameters): (zero_shard, or dp when 0) x cp, since
  * gradients are reduced over dp x cp (Megatron's convention: adding CP

@@ -34,6 +34,8 @@
 extern "C" {
 #endif
 
+struct mk_planner_progress;
+
 typedef struct mk_planner_opts {
     int gpus, gbs;
     mk_dtype_t dtype;
@@ -52,9 +54,24 @@ typedef struct mk_planner_opts {
     int refine;               /* refine the best plan's partition (default on: -1) */
     double moe_imbalance;     /* MoE: every candidate's --moe-imbalance (0: 1, balanced) */
     int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
-    void (*progress)(void *ctx, long done, long total);
+    /* progress of the whole search (this rank's share), called after each
+       layout while generating, after each candidate while
+       simulating, and once at the end */
+    void (*progress)(void *ctx, const struct mk_planner_progress *p);
     void *progress_ctx;
 } mk_planner_opts_t;
+
+typedef struct mk_planner_progress {
+    int phase;                /* 0 generating candidates, 1 simulating them, 2 done */
+    long combos_done, combos; /* layouts generated, of this rank's share (the summary's "layouts":
+                                 dp, cp, ep, pp, tp and micro-batch size) */
+    long candidates;          /* generated so far (= the summary's "searched") */
+    long pruned_memory;       /* of them, over the memory limit */
+    long fit, simulated, pruned_bound; /* phase 1: the rest; simulated + pruned_bound reach fit */
+    long left_at_most;        /* phase 1: candidates still to simulate at most (their bound is below
+                                 the K-th best so far); the rest will be pruned by the bound */
+    double elapsed_s;         /* since the search started */
+} mk_planner_progress_t;
 
 typedef struct mk_planner_entry {
     mk_plan_t plan;
@@ -89,7 +106,18 @@ void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n
  * Updates *e when it finds a faster plan that fits; returns the number of
  * moves kept, or -1 on error. */
 int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves);
-/* One line on why best beats the runner-up. */
+/* Why best beats the runner-up: its lead, the knobs that differ ("ZeRO-0
+ * vs ZeRO-1", or "same knobs"), and the step-time component that moved
+ * most, in the best and the runner-up plan (seconds per step). */
+typedef struct mk_planner_why {
+    double faster_pct;
+    char knobs[256];
+    const char *what;       /* "compute", "exposed DP communication", ... */
+    const char *what_long;  /* the same, saying what the figure is */
+    double a_s, b_s;
+} mk_planner_why_t;
+void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w);
+/* One line on why best beats the runner-up (the JSON "why"). */
 void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n);
 
 #ifdef __cplusplus

@@ -20,6 +20,21 @@ extern "C" {
  * four streams. */
 enum { MK_TRACE_COMPUTE = 0, MK_TRACE_P2P, MK_TRACE_TP, MK_TRACE_DP, MK_TRACE_CP, MK_TRACE_STREAMS };
 
+/* Lanes: events of one stream that overlap (two sends in flight, a ZeRO
+ * reduce-scatter beside the tied-embedding all-reduce) go to extra tracks
+ * of that stream, tid = stream + MK_TRACE_LANE_TID * lane (p2p's second
+ * lane is tid 11, named "p2p #2"), the lowest lane free at the event's
+ * start, so that the events of every track are disjoint (properly nested
+ * for Perfetto).  A reader maps a tid to its stream as tid %
+ * MK_TRACE_LANE_TID. */
+#define MK_TRACE_LANE_TID 10
+#define MK_TRACE_MAX_LANES 100
+/* Complete events per trace (the reader's limit; 80 B each held until close, 11 GB at most;
+ * a 16,384-GPU simulator trace holds ~1M) and the largest time, 1e8 s
+ * (3 years; its ticks of 1e-4 us fit 64 bits). */
+#define MK_TRACE_WRITE_MAX_EVENTS (1 << 27)
+#define MK_TRACE_MAX_S 1e8
+
 typedef struct mk_trace mk_trace_t;
 
 /* Open PATH for writing (via a temporary file).  NULL with mk_error_last(). */
@@ -36,7 +51,8 @@ void mk_trace_complete(mk_trace_t *t, int pid, int tid, const char *name, double
 void mk_trace_counter(mk_trace_t *t, int pid, const char *name, double ts_s, double value);
 /* A string in the top-level "otherData" object (e.g. source, step time). */
 void mk_trace_meta(mk_trace_t *t, const char *key, const char *value);
-/* Finish, flush and rename.  Returns 0 or -1 (file removed). */
+/* Assign lanes, write the complete events (sorted by rank, stream and
+ * start), finish, flush and rename.  Returns 0 or -1 (file removed). */
 int mk_trace_close(mk_trace_t *t);
 /* Discard (removes the temporary file). */
 void mk_trace_abort(mk_trace_t *t);

@@ -14,8 +14,9 @@ extern "C" {
 typedef struct mk_tev {
     char name[40];      /* F3, B_IN2, AR.tp, OPT, ... */
     char kind[24];      /* name without its micro-batch number: F, B_IN, AR.tp */
-    char stream[16];    /* compute, p2p, tp, dp (the tid) */
+    char stream[16];    /* compute, p2p, tp, dp, cp (the tid's stream) */
     int pid;            /* global rank */
+    int tid;            /* the track: stream + 10 * lane (merak/trace.h); -1 not an integer */
     int stage, mb;      /* from args; -1 when absent */
     double ts, dur;     /* microseconds */
 } mk_tev_t;
@@ -35,6 +36,12 @@ void mk_tracefile_free(mk_tracefile_t *t);
 /* Print a per-rank summary: step time, busy and idle share of the compute
  * stream, time per event kind. */
 void mk_tracefile_summary(const mk_tracefile_t *t, FILE *out);
+
+/* The nesting check of `merak trace check`: on every track (pid, tid),
+ * two complete events are disjoint or one holds the other, compared at
+ * the written precision (1e-4 us).  Returns 0, or 1 with the first
+ * partial overlap described in msg (one line), -1 out of memory. */
+int mk_tracefile_check(const mk_tracefile_t *t, char *msg, size_t n);
 
 typedef struct mk_tracefile_diff {
     double step_pred_s, step_meas_s, step_rel_err;

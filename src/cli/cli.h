@@ -104,6 +104,30 @@ int mk_args_gpus_list(mk_args_t *a, const char *v);
 int mk_cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Subcommands: each returns the process exit status. */
+/* Human-readable numbers in the unit that fits the magnitude (cli_fmt.c):
+ * seconds with 4 significant digits as ns/µs/ms/s (min/h past a minute:
+ * 0.0007 -> "700 µs", 20.62 -> "20.62 s"); with 3, bytes as
+ * B/KiB/MiB/GiB/TiB (binary: 0.01 GiB -> "10.2 MiB"), counts as K/M/B/T
+ * (decimal: 220544 -> "221 K", 1.558e9 -> "1.56 B").  Return buf. */
+char *mk_fmt_seconds(char *buf, size_t n, double s);
+char *mk_fmt_bytes(char *buf, size_t n, double bytes);
+char *mk_fmt_count(char *buf, size_t n, double x);
+/* A table column in one unit, picked by a reference value (its largest
+ * or first entry): mk_unit_*(ref), the decimals that give ref `digits`
+ * significant digits (mk_unit_decimals), then each cell as mk_fmt_in (the
+ * number alone, those decimals) under a header naming u.name. */
+typedef struct {
+    double f;          /* the unit in base units (s, B, 1) */
+    const char *name;  /* "ms", "MiB", "K"; "" for a plain count */
+} mk_unit_t;
+mk_unit_t mk_unit_seconds(double ref);
+mk_unit_t mk_unit_bytes(double ref);
+mk_unit_t mk_unit_count(double ref);
+int mk_unit_decimals(double ref, mk_unit_t u, int digits);
+char *mk_fmt_in(char *buf, size_t n, double v, mk_unit_t u, int dec);
+/* The printf field width that pads s to w columns ("µ" is 2 bytes, 1 column). */
+int mk_fmt_width(const char *s, int w);
+
 int mk_cmd_models(int argc, char **argv);
 int mk_cmd_model(int argc, char **argv);
 int mk_cmd_sim(int argc, char **argv);

@@ -24,7 +24,7 @@ int mk_cmd_models(int argc, char **argv)
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos) return mk_cli_fail("models", "unexpected argument '%s'", a.pos[0]);
     printf("Models (--model NAME, or a path to a JSON description):\n");
-    printf("  %-14s %6s %7s %6s %4s %6s %7s  %s\n", "name", "blocks", "hidden", "heads", "kv", "seq", "vocab",
+    printf("  %-14s %6s %7s %6s %4s %6s %7s  %6s\n", "name", "blocks", "hidden", "heads", "kv", "seq", "vocab",
            "params");
     for (const char *const *n = mk_model_preset_names(); *n; n++) {
         mk_model_config_t c;
@@ -32,8 +32,10 @@ int mk_cmd_models(int argc, char **argv)
         mk_graph_opts_t o;
         mk_graph_opts_init(&o);
         mk_graph_t *g = mk_graph_build(&c, &o);
-        printf("  %-14s %6d %7d %6d %4d %6d %7d  %.4gB  %s\n", c.name, c.num_layers, c.hidden, c.heads,
-               c.kv_heads, c.seq, c.vocab, g ? mk_graph_params(g) / 1e9 : 0.0, mk_model_preset_about(*n));
+        char np[24];
+        mk_fmt_count(np, sizeof np, g ? mk_graph_params(g) : 0.0);
+        printf("  %-14s %6d %7d %6d %4d %6d %7d  %6s  %s\n", c.name, c.num_layers, c.hidden, c.heads, c.kv_heads,
+               c.seq, c.vocab, np, mk_model_preset_about(*n));
         mk_graph_free(g);
     }
     printf("  (MoE presets: described, simulated and planned; not yet run)\n");
@@ -134,11 +136,12 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
         printf("  %-16s %-10s %14.0f %12.3f %12.3f %12.3f\n", L->name, L->kind, L->params,
                L->fwd_flops / 1e9, L->bwd_flops / 1e9, a / (1 << 20));
     }
-    printf("total: %.0f parameters (%.4gB); activations %.1f MiB per micro-batch per TP rank\n",
-           mk_graph_params(g), mk_graph_params(g) / 1e9, act / (1 << 20));
+    char np[24], ab[24];
+    printf("total: %.0f parameters (%s); activations %s per micro-batch per TP rank\n", mk_graph_params(g),
+           mk_fmt_count(np, sizeof np, mk_graph_params(g)), mk_fmt_bytes(ab, sizeof ab, act));
     if (mk_model_is_moe(c))
-        printf("active: %.0f parameters per token (%.4gB)\n", mk_graph_active_params(g),
-               mk_graph_active_params(g) / 1e9);
+        printf("active: %.0f parameters per token (%s)\n", mk_graph_active_params(g),
+               mk_fmt_count(np, sizeof np, mk_graph_active_params(g)));
     printf("FLOPs per iteration (global batch %d, matmuls, non-causal): %.4g without recompute, "
            "%.4g with full recompute\n",
            gbs, mk_graph_flops_per_iteration(g, gbs, 0), mk_graph_flops_per_iteration(g, gbs, 1));

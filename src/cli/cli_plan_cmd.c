@@ -6,6 +6,7 @@
 #include "cli/cli_explain.h"
 #include "merak/planner.h"
 
+#include <math.h>
 #include <mpi.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,29 +65,73 @@ static int launched_by_mpiexec(void)
     return getenv("PMI_RANK") || getenv("PMI_SIZE") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
 }
 
-static void progress(void *ctx, long done, long total)
+/* The search's progress bar on stderr: redrawn at most every 0.1 s and
+ * at each phase change; generating fills it by layouts, simulating by
+ * the candidates simulated of those the bound has not yet ruled out (so
+ * that ETA is an upper bound: the bound only prunes more). */
+typedef struct {
+    int phase;
+    double phase_t0, drawn_t; /* elapsed_s at the phase's start, at the last redraw */
+} mk_bar_t;
+
+static void progress(void *ctx, const mk_planner_progress_t *p)
 {
-    (void)ctx;
-    int w = 40, k = total ? (int)(w * done / total) : w;
-    fprintf(stderr, "\rsimulating [%.*s%*s] %ld/%ld", k, "########################################", w - k, "",
-            done, total);
-    if (done == total) fputc('\n', stderr);
+    mk_bar_t *b = ctx;
+    if (p->phase != b->phase) b->phase = p->phase, b->phase_t0 = p->elapsed_s, b->drawn_t = -1;
+    else if (p->elapsed_s - b->drawn_t < 0.1) return;
+    b->drawn_t = p->elapsed_s;
+    long done = p->phase == 0 ? p->combos_done : p->simulated + p->pruned_bound;
+    long total = p->phase == 0 ? p->combos : done + p->left_at_most; /* the bound shrinks it */
+    int w = 30, k = p->phase == 2 || total <= 0 ? w : (int)(w * done / total);
+    double t = p->elapsed_s - b->phase_t0, eta = done > 0 && done < total ? t * (total - done) / done : 0;
+    char msg[200], e[32] = "";
+    if (p->phase < 2 && done > 0) mk_fmt_seconds(e, sizeof e, eta);
+    if (p->phase == 0)
+        snprintf(msg, sizeof msg, "1/2 generating: %ld/%ld layouts, %ld candidates (%ld over memory)%s%s", done,
+                 total, p->candidates, p->pruned_memory, e[0] ? ", ETA " : "", e);
+    else if (p->phase == 1)
+        snprintf(msg, sizeof msg, "2/2 simulating: %ld simulated, at most %ld to go of %ld that fit%s%s",
+                 p->simulated, p->left_at_most, p->fit, e[0] ? ", ETA at most " : "", e);
+    else {
+        mk_fmt_seconds(e, sizeof e, p->elapsed_s);
+        snprintf(msg, sizeof msg, "done: %ld layouts, %ld candidates, %ld over memory, %ld simulated, %ld pruned "
+                 "by bound, %s", p->combos_done, p->candidates, p->pruned_memory, p->simulated, p->pruned_bound, e);
+    }
+    fprintf(stderr, "\rplan [%.*s%*s] %-90s", k, "##############################", w - k, "", msg);
+    if (p->phase == 2) fputc('\n', stderr);
+    fflush(stderr);
 }
 
 /* with_cp: a cp column after dp (only when a listed plan uses CP, so that
  * every other table reads as before); moe: an ep column after them and
  * the all-to-alls' share of the step last (MoE models only, likewise) */
-static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe)
+/* The peak memory of a plan's most loaded stage. */
+static double plan_peak(const mk_sim_result_t *r)
+{
+    double peak = 0;
+    for (int s = 0; s < r->pp; s++)
+        if (r->peak_memory_bytes[s] > peak) peak = r->peak_memory_bytes[s];
+    return peak;
+}
+
+/* The table's columns in one unit and precision each: step time by the
+ * best plan's, memory by the largest peak. */
+typedef struct {
+    mk_unit_t us, ub;
+    int ds, db;
+} mk_plan_cols_t;
+
+static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int moe, const mk_plan_cols_t *u)
 {
     const mk_plan_t *p = &e->plan;
     const mk_sim_result_t *r = &e->res;
     char rc[32];
     mk_recompute_format(&p->recompute, rc, sizeof rc);
-    double mb = 0, peak = 0;
-    for (int s = 0; s < r->pp; s++) {
-        mb += r->bubble_fraction[s] / r->pp;
-        if (r->peak_memory_bytes[s] > peak) peak = r->peak_memory_bytes[s];
-    }
+    double mb = 0; /* the compute stream's idle share, mean over stages */
+    for (int s = 0; s < r->pp; s++) mb += r->bubble_fraction[s] / r->pp;
+    char step[24], peak[24];
+    mk_fmt_in(step, sizeof step, r->step_time_s, u->us, u->ds);
+    mk_fmt_in(peak, sizeof peak, plan_peak(r), u->ub, u->db);
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
     char cp[16] = "", a2a[16] = "";
@@ -95,10 +140,10 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int 
         snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " %3d", p->ep);
         snprintf(a2a, sizeof a2a, " %5.1f%%", r->step_time_s > 0 ? 100 * r->exposed_comm_s[MK_COMM_EP] / r->step_time_s : 0);
     }
-    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9.4f %10.0f %8.1f %5.1f%% %6.1f%% %8.2f%s\n",
+    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9s %10.0f %8.1f %5.1f%% %6.1f%% %8s%s\n",
            i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
-           p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, r->step_time_s, r->tokens_per_s,
-           r->tflops_per_gpu, 100 * r->mfu, 100 * mb, peak / (1 << 30), a2a);
+           p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, step, r->tokens_per_s, r->tflops_per_gpu,
+           100 * r->mfu, 100 * mb, peak, a2a);
 }
 
 /* Rank 0 receives every rank's top-K list and the counters. */
@@ -135,6 +180,7 @@ static int report_no_fit(const mk_planner_result_t *r)
     const char *knob = state > m->activations
                            ? "more GPUs (more pipeline or tensor parallelism) or a device with more memory"
                            : "a smaller global batch or micro-batch, or more GPUs";
+    /* fixed GiB: recorded by the goldens (tests/golden/plan.jsonl.gz, stderr) */
     return mk_cli_fail("plan", "no plan fits: the closest (%s, mbs %d, %s) needs %.2f GiB more "
                        "on stage %d (weights+grads+optimizer %.2f GiB, activations %.2f GiB); try %s",
                        mk_plan_layout_str(p, ", ").s, p->mbs, mk_sched_kind_name(p->schedule),
@@ -166,25 +212,43 @@ static int print_json(const mk_planner_result_t *r, long evaluated, const mk_arg
     return 0;
 }
 
+/* The why line: the planner's comparison (mk_planner_why), its figures in
+ * units and named (the JSON "why" keeps mk_planner_explain's text). */
+static void print_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
+{
+    mk_planner_why_t w;
+    mk_planner_why(a, b, &w);
+    char x[32], y[32];
+    printf("why: #1 is %.1f%% faster than #2 (#1 vs #2: %s); #1 spends less on %s: %s vs %s per step\n", w.faster_pct,
+           w.knobs, w.what_long, mk_fmt_seconds(x, sizeof x, w.a_s), mk_fmt_seconds(y, sizeof y, w.b_s));
+}
+
 static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, const mk_planner_opts_t *o,
                         const mk_args_t *a)
 {
+    char t[32], g[32];
     printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", base->model.name, o->gpus, base->cluster,
            o->gbs, mk_dtype_name(o->dtype));
-    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %.3f s "
-           "(%.3f s generating)\n", r->candidates, r->layouts, r->pruned_memory, r->simulated, r->search_time_s,
-           r->enumerate_time_s);
+    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %s (%s generating)\n",
+           r->candidates, r->layouts, r->pruned_memory, r->simulated, mk_fmt_seconds(t, sizeof t, r->search_time_s),
+           mk_fmt_seconds(g, sizeof g, r->enumerate_time_s));
     int with_cp = 0;
-    for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1;
+    double top = 0;
+    for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1, top = fmax(top, plan_peak(&r->best[i].res));
     int moe = mk_model_is_moe(&base->model);
-    printf("  #   dp%s%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition  step s      tok/s  "
-           "TFLOP/s   MFU  bubble  peak GiB%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", moe ? "   a2a" : "");
-    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe);
-    if (r->n > 1) {
-        char why[512];
-        mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
-        printf("why: %s\n", why);
-    }
+    double best = r->n ? r->best[0].res.step_time_s : 0;
+    mk_plan_cols_t u = {mk_unit_seconds(best), mk_unit_bytes(top), 0, 0};
+    u.ds = mk_unit_decimals(best, u.us, 4), u.db = mk_unit_decimals(top, u.ub, 3);
+    char sh[16], ph[16];
+    snprintf(sh, sizeof sh, "step %s", u.us.name);
+    snprintf(ph, sizeof ph, "peak %s", u.ub.name);
+    printf("  #   dp%s%s  pp  tp vpp  mbs    m  schedule    recompute       sp ov  z partition %*s      tok/s  "
+           "TFLOP/s   MFU    idle %*s%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", mk_fmt_width(sh, 9), sh,
+           mk_fmt_width(ph, 8), ph, moe ? "   a2a" : "");
+    for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe, &u);
+    if (r->n > 1) print_why(&r->best[0], &r->best[1]);
+    printf("(idle: the compute stream's idle share of the step, mean over stages: the pipeline bubble and "
+           "exposed waits)\n");
     for (int i = 0; i < r->n; i++) mk_cli_plan_cost_human(a, &r->best[i], i);
     if (a->objective && !strcmp(a->objective, "cost") && a->n_gpus_list < 2)
         printf("objective cost: at one GPU count cost is GPUs x time, so the ranking is the time's\n");
@@ -205,6 +269,10 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
     so.trace = mk_trace_open(a->trace_file);
     mk_sim_result_t res;
     int rc = (sim && so.trace) ? mk_sim_run(sim, &ctx, &so, &res) : -1;
+    if (rc == 0) {
+        mk_trace_meta(so.trace, "source", "merak plan (the best plan, simulated)");
+        mk_plan_trace_meta(&ctx.plan, so.trace);
+    }
     if (so.trace && (rc < 0 ? (mk_trace_abort(so.trace), -1) : mk_trace_close(so.trace)) < 0) rc = -1;
     mk_sim_free(sim);
     mk_plan_ctx_free(&ctx);
@@ -270,7 +338,11 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.rank = rank, o.size = size;
     if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (mk_cli_plan_check(a)) return MK_EXIT_USAGE;
-    if (rank == 0 && isatty(2)) o.progress = progress;
+    /* on a terminal; MERAK_PROGRESS=1 forces it (tests), =0 silences it */
+    const char *force = getenv("MERAK_PROGRESS");
+    mk_bar_t bar = {-1, 0, 0};
+    if (rank == 0 && (force && *force ? strcmp(force, "0") != 0 : isatty(2)))
+        o.progress = progress, o.progress_ctx = &bar;
     mk_planner_result_t r;
     if (mk_planner_search(&base.model, &cl, &o, &r) < 0) {
         mk_planner_result_free(&r);

@@ -37,8 +37,10 @@ static void print_text(const mk_profile_t *p, const char *out)
     if (p->attn_rate > 0)
         printf("attention core (loops) at the model's shape: forward %.2f, backward %.2f GFLOP/s -> "
                "attention_flops, attention_bwd_flops\n", p->attn_rate / 1e9, p->attn_bwd_rate / 1e9);
-    printf("memory %.2f GB/s, vector (GELU) %.2f GFLOP/s, kernel overhead %.3g s, memory per rank %.2f GB\n",
-           p->iso.mem_bw_Bps / 1e9, p->iso.vector_flops / 1e9, c->dev.launch_s, c->dev.mem_bytes / 1e9);
+    char t1[32], t2[32];
+    printf("memory %.2f GB/s, vector (GELU) %.2f GFLOP/s, kernel overhead %s, memory per rank %s\n",
+           p->iso.mem_bw_Bps / 1e9, p->iso.vector_flops / 1e9, mk_fmt_seconds(t1, sizeof t1, c->dev.launch_s),
+           mk_fmt_bytes(t2, sizeof t2, c->dev.mem_bytes));
     if (p->step_mbs) {
         static const char *cls[3] = {"GEMMs", "attention core", "other ops"};
         printf("in the model's training step (%d micro-batches of 1 sequence, minimum): ms per micro-batch, "
@@ -53,17 +55,17 @@ static void print_text(const mk_profile_t *p, const char *out)
                c->dev.attention_flops / 1e9, c->dev.attention_bwd_flops / 1e9, c->dev.vector_flops / 1e9,
                c->dev.vector_bwd_flops / 1e9);
     }
-    printf("intra: alpha %.3g s, beta %.2f GB/s%s\n", c->intra.alpha_s, c->intra.beta_Bps / 1e9,
-           p->intra_measured ? "" : " (not measured)");
-    printf("inter: alpha %.3g s, beta %.2f GB/s%s\n", c->inter.alpha_s, c->inter.beta_Bps / 1e9,
-           p->inter_measured ? "" : " (copied from intra: no second host)");
+    printf("intra: alpha %s, beta %.2f GB/s%s\n", mk_fmt_seconds(t1, sizeof t1, c->intra.alpha_s),
+           c->intra.beta_Bps / 1e9, p->intra_measured ? "" : " (not measured)");
+    printf("inter: alpha %s, beta %.2f GB/s%s\n", mk_fmt_seconds(t1, sizeof t1, c->inter.alpha_s),
+           c->inter.beta_Bps / 1e9, p->inter_measured ? "" : " (copied from intra: no second host)");
     if (p->ranks > 1) {
         printf("all-reduce over %d ranks:   bytes   measured s   model s   error\n", p->ranks);
         for (int i = 0; i < p->n_ar; i++)
             printf("  %30.0f   %10.3g   %7.3g   %+5.1f%%\n", p->ar[i].x, p->ar[i].y, p->ar[i].z,
                    100 * (p->ar[i].z - p->ar[i].y) / p->ar[i].y);
     }
-    printf("wrote %s (%.1f s)\n", out, p->seconds);
+    printf("wrote %s (%s)\n", out, mk_fmt_seconds(t1, sizeof t1, p->seconds));
 }
 
 static json_t *samples(const mk_prof_sample_t *s, int n, const char *x, const char *y, const char *z)

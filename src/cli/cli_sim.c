@@ -7,6 +7,7 @@
 #include "merak/sim.h"
 
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +67,33 @@ static const mk_cli_defaults_t sim_defaults = {
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 
+/* Per stage: the compute stream's idle share of the step (pipeline bubble
+ * and exposed waits: on one stage, the DP reduction's tail), messages in
+ * flight, and memory in one unit, picked by the largest peak. */
+static void print_stages(const mk_sim_result_t *r)
+{
+    double top = 0;
+    for (int s = 0; s < r->pp; s++) top = fmax(top, r->peak_memory_bytes[s]);
+    mk_unit_t u = mk_unit_bytes(top);
+    int dec = mk_unit_decimals(top, u, 3), z3 = r->zero == 3; /* the gathered working set: a column of its own */
+    char peak[16], gh[16] = "";
+    snprintf(peak, sizeof peak, "peak %s", u.name);
+    if (z3) snprintf(gh, sizeof gh, "  gathered");
+    printf("\n%5s %7s %9s %10s %9s %9s %9s %9s %9s %9s%s   (memory in %s)\n", "stage", "idle", "inflight", peak,
+           "weights", "grads", "optim", "activ", "working", "buffers", gh, u.name);
+    for (int s = 0; s < r->pp; s++) {
+        const mk_mem_breakdown_t *m = &r->mem[s];
+        double col[8] = {r->peak_memory_bytes[s], m->weights, m->grads, m->optimizer, m->activations, m->working,
+                         m->buffers, m->gathered};
+        char c[8][24];
+        for (int j = 0; j < 8; j++) mk_fmt_in(c[j], sizeof c[j], col[j], u, dec);
+        printf("%5d %6.1f%% %9d %10s %9s %9s %9s %9s %9s %9s", s, 100 * r->bubble_fraction[s], r->max_inflight[s],
+               c[0], c[1], c[2], c[3], c[4], c[5], c[6]);
+        if (z3) printf(" %9s", c[7]);
+        printf("%s\n", r->peak_memory_bytes[s] > r->memory_limit_bytes ? "  > limit" : "");
+    }
+}
+
 static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_result_t *r)
 {
     char rc[48];
@@ -82,31 +110,34 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward",
            p->use_flash_attn ? ", flash attention" : "");
-    printf("step time        %.4f s\n", r->step_time_s);
+    char v[48], w[48];
+    mk_unit_t su = mk_unit_seconds(r->step_time_s); /* 4 digits, zeros kept: as merak plan's step column */
+    printf("step time        %s %s\n", mk_fmt_in(v, sizeof v, r->step_time_s, su, mk_unit_decimals(r->step_time_s, su, 4)),
+           su.name);
     printf("tokens/s         %.1f\n", r->tokens_per_s);
     printf("TFLOP/s per GPU  %.2f   MFU %.1f%%  (Megatron's matmul count: 72·B·s·l·h²-form%s)\n",
            r->tflops_per_gpu, 100 * r->mfu,
            r->flops_recompute ? " + the forwards recomputed (96· with full recompute)" : ", no recompute");
-    int z3 = r->zero == 3; /* the gathered working set: a column of its own */
-    printf("\n%5s %7s %9s %10s %9s %9s %9s %9s %9s %9s%s\n", "stage", "bubble", "inflight", "peak GiB",
-           "weights", "grads", "optim", "activ", "working", "buffers", z3 ? "  gathered" : "");
-    for (int s = 0; s < r->pp; s++) {
-        const mk_mem_breakdown_t *m = &r->mem[s];
-        char gath[16] = "";
-        if (z3) snprintf(gath, sizeof gath, " %9.2f", m->gathered / GIB);
-        printf("%5d %6.1f%% %9d %10.2f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f%s%s\n", s, 100 * r->bubble_fraction[s],
-               r->max_inflight[s], r->peak_memory_bytes[s] / GIB, m->weights / GIB, m->grads / GIB,
-               m->optimizer / GIB, m->activations / GIB, m->working / GIB, m->buffers / GIB, gath,
-               r->peak_memory_bytes[s] > r->memory_limit_bytes ? "  > limit" : "");
-    }
-    printf("memory limit %.2f GiB per GPU: %s", r->memory_limit_bytes / GIB, r->fits ? "fits\n" : "");
+    print_stages(r);
+    printf("memory limit %s per GPU: %s", mk_fmt_bytes(v, sizeof v, r->memory_limit_bytes), r->fits ? "fits\n" : "");
     if (!r->fits)
-        printf("does NOT fit (stage %d over by %.2f GiB)\n", r->worst_stage, r->shortfall_bytes / GIB);
-    printf("\ncommunication (mean per stage)  exposed s  overlapped s\n");
+        printf("does NOT fit (stage %d over by %s)\n", r->worst_stage, mk_fmt_bytes(v, sizeof v, r->shortfall_bytes));
     const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)", "cp (K/V ring)", "ep (all-to-all)"};
+    int shown[MK_COMM_KINDS];
+    double top = 0;
+    for (int i = 0; i < MK_COMM_KINDS; i++) {
+        shown[i] = i < MK_COMM_CP || (i == MK_COMM_CP && r->cp > 1) || (i == MK_COMM_EP && r->ep > 1);
+        if (shown[i]) top = fmax(top, fmax(r->exposed_comm_s[i], r->overlapped_comm_s[i]));
+    }
+    mk_unit_t u = mk_unit_seconds(top); /* one unit and precision for the table */
+    int dec = mk_unit_decimals(top, u, 4);
+    snprintf(v, sizeof v, "exposed %s", u.name);
+    snprintf(w, sizeof w, "overlapped %s", u.name);
+    printf("\ncommunication (mean per stage) %*s %*s\n", mk_fmt_width(v, 10), v, mk_fmt_width(w, 13), w);
     for (int i = 0; i < MK_COMM_KINDS; i++)
-        if (i < MK_COMM_CP || (i == MK_COMM_CP && r->cp > 1) || (i == MK_COMM_EP && r->ep > 1))
-            printf("  %-29s %10.4f %12.4f\n", k[i], r->exposed_comm_s[i], r->overlapped_comm_s[i]);
+        if (shown[i])
+            printf("  %-29s %10s %13s\n", k[i], mk_fmt_in(v, sizeof v, r->exposed_comm_s[i], u, dec),
+                   mk_fmt_in(w, sizeof w, r->overlapped_comm_s[i], u, dec));
 }
 
 /* --micro-batches M: the global batch dp x mbs x M. */
@@ -141,7 +172,7 @@ static int sim_ctx(const mk_args_t *a, mk_cluster_t *cl, mk_plan_ctx_t *ctx)
 
 static int print_result(const mk_args_t *a, const mk_plan_ctx_t *ctx, const mk_sim_result_t *r)
 {
-    if (!r->fits)
+    if (!r->fits) /* fixed GiB: recorded by the goldens (tests/golden, stderr of --json cases) */
         fprintf(stderr, "merak sim: warning: the plan does not fit: stage %d peaks at %.2f GiB, %.2f GiB over the "
                         "%.2f GiB limit\n", r->worst_stage, r->peak_memory_bytes[r->worst_stage] / GIB,
                 r->shortfall_bytes / GIB, r->memory_limit_bytes / GIB);
@@ -176,7 +207,7 @@ static int simulate(const mk_args_t *a, const mk_plan_ctx_t *ctx, mk_sim_result_
         mk_trace_meta(o.trace, "source", "merak sim");
         snprintf(buf, sizeof buf, "%.9g", r->step_time_s);
         mk_trace_meta(o.trace, "step_time_s", buf);
-        mk_trace_meta(o.trace, "schedule", mk_sched_kind_name(ctx->plan.schedule));
+        mk_plan_trace_meta(&ctx->plan, o.trace);
         if (mk_trace_close(o.trace) < 0) return mk_cli_fail("sim", "%s", mk_error_last());
     }
     return 0;

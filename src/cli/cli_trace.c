@@ -9,13 +9,16 @@
 
 static const char *trace_usage =
     "usage: merak trace summary FILE [--json]\n"
-    "       merak trace diff PREDICTED MEASURED [--json]\n\n"
+    "       merak trace diff PREDICTED MEASURED [--json]\n"
+    "       merak trace check FILE\n\n"
     "summary: per-rank step span, compute busy time, idle share and peak memory,\n"
     "         and time per instruction kind of a Chrome trace from `merak sim` or `merak run`.\n"
     "diff:    align a predicted and a measured trace rank by rank and instruction by\n"
     "         instruction (a measurement with several steps is compared on its last);\n"
     "         prints the step-time error, per-kind and per-stage errors.  Traces of\n"
-    "         different plans are an error (exit 2).\n";
+    "         different plans are an error (exit 2).\n"
+    "check:   every track (pid, tid) properly nested: two complete events are disjoint\n"
+    "         or one holds the other; the first partial overlap is printed, exit 1.\n";
 
 static int print_diff(const mk_tracefile_diff_t *d, int json)
 {
@@ -53,6 +56,22 @@ static int print_diff(const mk_tracefile_diff_t *d, int json)
     return 0;
 }
 
+/* Exit 0 nested, 1 a partial overlap (a finding, not a usage error). */
+static int check_nesting(mk_tracefile_t *t, const char *path)
+{
+    char msg[512];
+    int rc = mk_tracefile_check(t, msg, sizeof msg);
+    int n = t->n;
+    mk_tracefile_free(t);
+    if (rc < 0) return mk_cli_fail("trace", "out of memory");
+    if (rc > 0) {
+        fprintf(stderr, "merak trace: %s: %s\n", path, msg);
+        return 1;
+    }
+    printf("%s: %d complete events, every track properly nested\n", path, n);
+    return 0;
+}
+
 int mk_cmd_trace(int argc, char **argv)
 {
     mk_args_t a;
@@ -60,12 +79,13 @@ int mk_cmd_trace(int argc, char **argv)
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos < 1) return mk_cli_fail("trace", "missing action: summary FILE or diff PREDICTED MEASURED");
     const char *act = a.pos[0];
-    int want = !strcmp(act, "summary") ? 2 : !strcmp(act, "diff") ? 3 : 0;
-    if (!want) return mk_cli_fail("trace", "unknown action '%s' (summary or diff)", act);
+    int want = !strcmp(act, "summary") || !strcmp(act, "check") ? 2 : !strcmp(act, "diff") ? 3 : 0;
+    if (!want) return mk_cli_fail("trace", "unknown action '%s' (summary, diff or check)", act);
     if (a.npos != want)
         return mk_cli_fail("trace", "'%s' takes %d file(s), got %d", act, want - 1, a.npos - 1);
     mk_tracefile_t *t1 = mk_tracefile_load(a.pos[1]);
     if (!t1) return mk_cli_fail("trace", "%s", mk_error_last());
+    if (!strcmp(act, "check")) return check_nesting(t1, a.pos[1]);
     if (want == 2) {
         mk_tracefile_summary(t1, stdout);
         mk_tracefile_free(t1);

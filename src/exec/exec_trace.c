@@ -118,10 +118,7 @@ int mk_exec_trace_write(mk_exec_t *e, const char *path)
             mk_trace_meta(t, "source", "merak run (measured)");
             snprintf(v, sizeof v, "%d", e->o->steps);
             mk_trace_meta(t, "step", v);
-            if (e->cp.n > 1)
-                snprintf(v, sizeof v, "dp=%d cp=%d pp=%d tp=%d", e->comm.dp / e->cp.n, e->cp.n, e->comm.pp, e->comm.tp);
-            else snprintf(v, sizeof v, "dp=%d pp=%d tp=%d", e->comm.dp, e->comm.pp, e->comm.tp);
-            mk_trace_meta(t, "layout", v);
+            mk_plan_trace_meta(&e->o->ctx->plan, t); /* model, layout, schedule, as the simulator's */
             rc = mk_trace_close(t);
         }
     }

@@ -2,6 +2,8 @@
 #include "merak/plan.h"
 #include "merak/checked.h"
 #include "merak/limits.h"
+#include "merak/sched.h"
+#include "merak/trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +62,18 @@ mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep)
         snprintf(r.s + n, sizeof r.s - n, " (ep %d)", p->ep);
     }
     return r;
+}
+
+void mk_plan_trace_meta(const mk_plan_t *p, mk_trace_t *t)
+{
+    char v[64];
+    mk_trace_meta(t, "model", p->model.name);
+    mk_trace_meta(t, "layout", mk_plan_layout_str(p, " x ").s);
+    if (p->vpp > 1) snprintf(v, sizeof v, "%s, vpp %d", mk_sched_kind_name(p->schedule), p->vpp);
+    else snprintf(v, sizeof v, "%s", mk_sched_kind_name(p->schedule));
+    mk_trace_meta(t, "schedule", v);
+    snprintf(v, sizeof v, "%d", mk_plan_micro_batches(p));
+    mk_trace_meta(t, "micro_batches", v);
 }
 
 int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node)

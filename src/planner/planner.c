@@ -34,6 +34,9 @@ typedef struct {
     mk_planner_result_t *r;
     mk_sim_opts_t so;
     long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */
+    long combos, combos_done; /* this rank's layouts (dp, cp, ep, pp, tp, micro-batch), those generated */
+    int counting;             /* enumerate() only counts this rank's layouts into combos (progress) */
+    double t0;                /* search start (progress) */
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
 } mk_search_t;
 
@@ -444,6 +447,29 @@ static int cp_searched(const mk_model_config_t *m, int cp)
     return m->seq >= MK_PLANNER_CP_MIN_SEQ && m->seq % (2 * cp) == 0 && m->seq / (2 * cp) >= MK_PLANNER_CP_MIN_CHUNK;
 }
 
+/* Progress to o->progress: phase 0 generating, 1 simulating (i: the
+ * candidates handled), 2 done. */
+static void report(const mk_search_t *S, int phase, long i)
+{
+    if (!S->o->progress) return;
+    const mk_planner_result_t *r = S->r;
+    int top = S->o->top > 0 ? S->o->top : 5;
+    /* at most the candidates whose bound is below the K-th best so far are
+       still simulated (the candidates are sorted by bound, the K-th best
+       only drops): the first one at or above it, by bisection */
+    long lo = i, hi = S->n;
+    if (phase == 1 && !S->o->exhaustive && r->n == top)
+        while (lo < hi) {
+            long mid = lo + (hi - lo) / 2;
+            if (S->c[mid].lb >= r->best[top - 1].res.step_time_s) hi = mid;
+            else lo = mid + 1;
+        }
+    mk_planner_progress_t p = {phase, S->combos_done, S->combos, r->candidates, r->pruned_memory,
+                               phase ? S->n : 0, r->simulated, phase == 1 ? i - r->simulated : r->pruned_bound,
+                               phase == 1 ? hi - i : 0, mk_time_now() - S->t0};
+    S->o->progress(S->o->progress_ctx, &p);
+}
+
 /* The micro-batch sizes of one layout: its (layout, micro-batch) combos. */
 static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *any_batch, char *too_long, size_t n)
 {
@@ -466,10 +492,17 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
         if ((S->combo - 1) % size != o->rank) continue;
         /* expert parallelism: every ep dividing dp and the experts, 1 first
            (a dense model has only ep 1: its candidates are unchanged) */
-        for (int ep = 1; ep <= dp; ep++)
-            if (divides(ep, dp) && (ep == 1 || (S->model->num_experts > 0 && divides(ep, S->model->num_experts))) &&
-                layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0)
-                return -1;
+        for (int ep = 1; ep <= dp; ep++) {
+            if (!divides(ep, dp) || (ep > 1 && !(S->model->num_experts > 0 && divides(ep, S->model->num_experts))))
+                continue;
+            if (S->counting) {
+                S->combos++;
+                continue;
+            }
+            if (layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0) return -1;
+            S->combos_done++;
+            report(S, 0, 0);
+        }
     }
     return 0;
 }
@@ -535,7 +568,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
     if (S->n > 1) qsort(S->c, S->n, sizeof *S->c, cand_cmp); /* S->c is NULL when nothing fits */
     mk_planner_entry_t e;
     for (long i = 0; i < S->n; i++) {
-        if (o->progress && i % 64 == 0) o->progress(o->progress_ctx, i, S->n);
+        report(S, 1, i);
         if (!o->exhaustive && S->r->n == top && S->c[i].lb >= S->r->best[top - 1].res.step_time_s) {
             S->r->pruned_bound += S->n - i;
             break;
@@ -545,7 +578,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
         if (e.res.step_time_s < S->c[i].lb * (1 - 1e-9)) S->r->bound_violations++;
         if (rc > 0) top_insert(S->r, &e, top);
     }
-    if (o->progress) o->progress(o->progress_ctx, S->n, S->n);
+    report(S, 2, S->n);
     return 0;
 }
 
@@ -556,8 +589,8 @@ static double mean_bubble(const mk_sim_result_t *r)
     return r->pp ? s / r->pp : 0;
 }
 
-/* Names the knobs that differ, then the step-time component that moved most. */
-void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
+/* The comparison behind mk_planner_explain. */
+void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w)
 {
     const mk_plan_t *p = &a->plan, *q = &b->plan;
     char diff[256] = "", ra[32], rb[32];
@@ -588,6 +621,14 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
        component of their own only where a plan has them */
     const char *what[6] = {"compute", "pipeline idle time", "exposed p2p time", "exposed TP communication",
                            "exposed DP communication", "all-to-all time"};
+    /* the same figures, said in full (mean per stage, as the simulator reports them) */
+    const char *what_long[6] = {
+        "compute (the step less the compute stream's idle time, mean per stage)",
+        "idle time of the compute stream (pipeline bubble and waits, mean per stage)",
+        "exposed pipeline sends (p2p not hidden behind compute, mean per stage)",
+        "exposed TP communication (collectives not hidden behind compute, mean per stage)",
+        "exposed DP communication (gradient reductions not hidden behind compute, mean per stage)",
+        "all-to-all time (expert dispatch and combine, mean per stage)"};
     double xe = x->exposed_comm_s[MK_COMM_EP], ye = y->exposed_comm_s[MK_COMM_EP];
     double va[6] = {x->step_time_s * (1 - mean_bubble(x)) - xe, x->step_time_s * mean_bubble(x),
                     x->exposed_comm_s[0], x->exposed_comm_s[1], x->exposed_comm_s[2], xe};
@@ -596,9 +637,19 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     int k = 0, nk = p->ep > 1 || q->ep > 1 ? 6 : 5;
     for (int i = 1; i < nk; i++)
         if (vb[i] - va[i] > vb[k] - va[k]) k = i;
-    snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step",
-             100 * (y->step_time_s - x->step_time_s) / y->step_time_s, d ? diff : "same knobs", what[k], va[k],
-             vb[k]);
+    w->faster_pct = 100 * (y->step_time_s - x->step_time_s) / y->step_time_s;
+    mk_strlcpy(w->knobs, d ? diff : "same knobs", sizeof w->knobs);
+    w->what = what[k], w->what_long = what_long[k];
+    w->a_s = va[k], w->b_s = vb[k];
+}
+
+/* Names the knobs that differ, then the step-time component that moved most. */
+void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
+{
+    mk_planner_why_t w;
+    mk_planner_why(a, b, &w);
+    snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step", w.faster_pct, w.knobs,
+             w.what, w.a_s, w.b_s);
 }
 
 void mk_planner_result_free(mk_planner_result_t *r)
@@ -631,13 +682,24 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     if (mk_limit_check("--gpus", o->gpus, MK_MAX_GPUS) < 0 || mk_limit_check("--gbs", o->gbs, MK_MAX_GBS) < 0 ||
         mk_limit_check("--top", top, MK_MAX_TOP) < 0)
         return -1;
-    if (c->max_nodes > 0 && o->gpus > c->max_nodes * c->gpus_per_node)
-        return mk_error_set("%d GPUs exceed cluster '%s' (%d nodes of %d)", o->gpus, c->name, c->max_nodes,
-                            c->gpus_per_node);
+    if (c->max_nodes > 0 && o->gpus > c->max_nodes * c->gpus_per_node) {
+        long long all = (long long)c->max_nodes * c->gpus_per_node; /* > all >= 1 GPUs asked: "GPUs" */
+        return mk_error_set("%d GPUs exceed cluster '%s', which has %d node%s of %d GPU%s (%lld GPU%s in all)",
+                            o->gpus, c->name, c->max_nodes, c->max_nodes == 1 ? "" : "s", c->gpus_per_node,
+                            c->gpus_per_node == 1 ? "" : "s", all, all == 1 ? "" : "s");
+    }
     if (mk_cluster_check_dtype(c, o->dtype) < 0) return -1; /* fp8 only where asked and present */
     r->best = calloc(top, sizeof *r->best);
     mk_sim_t *sim = mk_sim_new(c);
-    int rc = (!r->best || !sim) ? mk_error_set("out of memory") : enumerate(&S);
+    S.t0 = t0;
+    int rc = (!r->best || !sim) ? mk_error_set("out of memory") : 0;
+    if (rc == 0 && o->progress) { /* a first pass counts the pairs: the bar's length while generating */
+        S.counting = 1;
+        rc = enumerate(&S);
+        S.counting = 0, S.combo = 0;
+        report(&S, 0, 0);
+    }
+    if (rc == 0) rc = enumerate(&S);
     r->enumerate_time_s = mk_time_now() - t0;
     if (rc == 0) rc = bound_and_simulate(&S, sim);
     mk_sim_free(sim);

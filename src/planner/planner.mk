@@ -3,8 +3,8 @@ libmerak_a_SOURCES += src/planner/planner.c src/planner/whatif.c
 noinst_HEADERS += include/merak/planner.h include/merak/whatif.h
 check_PROGRAMS += tests/test_planner
 tests_test_planner_SOURCES = tests/test_planner.c tests/check.h
-TESTS += tests/test_planner tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh
+TESTS += tests/test_planner tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh tests/plan-progress.sh
 # issue 21: --explain, --what-if, cost, scaling
 TESTS += tests/plan-explain.sh
 EXTRA_DIST += tests/plan-explain.sh
-EXTRA_DIST += tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh
+EXTRA_DIST += tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh tests/plan-progress.sh

@@ -1,6 +1,7 @@
 /* Trace reading, summary and prediction-vs-measurement alignment. */
 #include "merak/jsonio.h"
 #include "merak/common.h"
+#include "merak/trace.h"
 #include "merak/tracefile.h"
 
 #include <ctype.h>
@@ -83,13 +84,15 @@ static int int_arg(const mk_trace_load_t *L, size_t i, json_t *args, const char 
     return 0;
 }
 
-/* Stream name from tid: a string, or a number (0 compute, 1 p2p, 2 tp, 3 dp, 4 cp). */
+/* Stream name from tid: a string, or a number (0 compute, 1 p2p, 2 tp, 3
+ * dp, 4 cp; + 10 x lane, merak/trace.h: a lane's events are its stream's). */
 static void stream_of(json_t *tid, char *out, size_t n)
 {
     static const char *const names[] = {"compute", "p2p", "tp", "dp", "cp"};
+    json_int_t v = json_is_integer(tid) ? json_integer_value(tid) : -1;
     if (json_is_string(tid)) mk_strlcpy(out, json_string_value(tid), n);
-    else if (json_is_integer(tid) && json_integer_value(tid) >= 0 && json_integer_value(tid) < 5)
-        mk_strlcpy(out, names[json_integer_value(tid)], n);
+    else if (v >= 0 && v < MK_TRACE_LANE_TID * MK_TRACE_MAX_LANES && v % MK_TRACE_LANE_TID < 5)
+        mk_strlcpy(out, names[v % MK_TRACE_LANE_TID], n);
     else mk_strlcpy(out, "other", n);
 }
 
@@ -166,7 +169,10 @@ static int add_event(json_t *e, size_t i, void *ctx)
     if (!v) return -1;
     mk_strlcpy(v->name, json_string_value(name), sizeof v->name);
     kind_of(v->name, v->kind, sizeof v->kind);
-    stream_of(json_object_get(e, "tid"), v->stream, sizeof v->stream);
+    json_t *tid = json_object_get(e, "tid");
+    stream_of(tid, v->stream, sizeof v->stream);
+    v->tid = json_is_integer(tid) && json_integer_value(tid) >= 0 && json_integer_value(tid) <= 1 << 30
+                 ? (int)json_integer_value(tid) : -1;
     v->pid = r;
     v->stage = stage;
     v->mb = mb;
@@ -379,4 +385,46 @@ int mk_tracefile_diff(const mk_tracefile_t *p, const mk_tracefile_t *m, mk_trace
     d->step_rel_err = d->step_meas_s > 0 ? (d->step_pred_s - d->step_meas_s) / d->step_meas_s : 0;
     d->mean_abs_rel_err = d->matched ? err / d->matched : 0;
     return 0;
+}
+
+/* Track order for the nesting check: (pid, tid), start, the longer first. */
+static int track_cmp(const void *a, const void *b)
+{
+    const mk_tev_t *x = &sort_ev[*(const int *)a], *y = &sort_ev[*(const int *)b];
+    if (x->pid != y->pid) return x->pid - y->pid;
+    if (x->tid != y->tid) return x->tid < y->tid ? -1 : 1;
+    if (x->ts != y->ts) return x->ts < y->ts ? -1 : 1;
+    if (x->dur != y->dur) return x->dur > y->dur ? -1 : 1;
+    return *(const int *)a - *(const int *)b;
+}
+
+/* Microseconds to ticks of 1e-4 us, the precision merak writes. */
+static long long tick(double us) { return llround(us * 1e4); }
+
+/* A stack of the open events of the current track (indices, innermost
+ * last): an event must end within the innermost one still open. */
+int mk_tracefile_check(const mk_tracefile_t *t, char *msg, size_t n)
+{
+    int *idx = malloc((size_t)t->n * sizeof *idx), *open = malloc((size_t)t->n * sizeof *open), depth = 0, rc = 0;
+    if (!idx || !open) return free(idx), free(open), -1;
+    for (int i = 0; i < t->n; i++) idx[i] = i;
+    sort_ev = t->ev;
+    qsort(idx, t->n, sizeof *idx, track_cmp);
+    for (int i = 0; i < t->n && !rc; i++) {
+        const mk_tev_t *e = &t->ev[idx[i]];
+        if (i > 0 && (e->pid != t->ev[idx[i - 1]].pid || e->tid != t->ev[idx[i - 1]].tid)) depth = 0;
+        while (depth > 0 && tick(t->ev[open[depth - 1]].ts) + tick(t->ev[open[depth - 1]].dur) <= tick(e->ts))
+            depth--;
+        const mk_tev_t *o = depth ? &t->ev[open[depth - 1]] : NULL;
+        if (o && tick(e->ts) + tick(e->dur) > tick(o->ts) + tick(o->dur)) {
+            snprintf(msg, n, "rank %d track %d (%s): '%s' [%.4f, %.4f] us starts inside '%s' [%.4f, %.4f] us "
+                     "and ends after it", e->pid, e->tid, e->stream, e->name, e->ts, e->ts + e->dur, o->name,
+                     o->ts, o->ts + o->dur);
+            rc = 1;
+        }
+        open[depth++] = idx[i];
+    }
+    free(idx);
+    free(open);
+    return rc;
 }

@@ -223,6 +223,14 @@ def traces(merak):
                        check=True, capture_output=True)
         with open(t, "rb") as f:
             put("trace", "accept-sim-gpt-tiny-pp2.json", f.read())
+    # lanes (merak/trace.h): p2p's second lane (tid 11) beside tid 1, and a
+    # partial overlap on one track (trace check's finding, read alike)
+    X = '{"ph":"X","name":"%s","pid":0,"tid":%d,"ts":%s,"dur":10,"args":{"stage":0,"mb":%d}}'
+    lanes = [X % ("SEND_ACT0", 1, 0, 0), X % ("SEND_ACT1", 11, 5, 1), X % ("AR.dp", 3, 20, -1),
+             X % ("AR.tied", 13, 20, -1), X % ("RS.dp", 993, 1, -1)]
+    meta = '{"ph":"M","pid":0,"tid":11,"name":"thread_name","args":{"name":"p2p #2"}}'
+    put("trace", "accept-lanes.json", '{"traceEvents":[%s,\n%s]}\n' % (meta, ",\n".join(lanes)))
+    put("trace", "accept-overlap.json", '[%s,\n%s]\n' % (X % ("SEND_ACT0", 1, 0, 0), X % ("SEND_ACT1", 1, 5, 1)))
     put("trace", "reject-not-object.json", "42\n")
 
 
