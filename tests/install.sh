@@ -11,14 +11,16 @@ command -v pkg-config >/dev/null 2>&1 || { echo "no pkg-config: skipped"; exit 7
 command -v mpicc >/dev/null 2>&1 || { echo "no mpicc: skipped"; exit 77; }
 : "${MAKE:=make}"
 d=$tmpdir/dest
-# $(prefix)-relative folders, expanded by make itself
-dirs=$(printf 'mk-dirs:\n\t@echo $(bindir) $(libdir) $(includedir) $(pkgdatadir) $(mandir)\n' |
+# the folders and the compiler of the build, expanded by make itself
+dirs=$(printf 'mk-dirs:\n\t@echo $(bindir) $(libdir) $(includedir) $(pkgdatadir) $(mandir)\n\t@echo $(CC) $(CFLAGS)\n' |
   $MAKE -s -C "$top_builddir" -f Makefile -f - mk-dirs | grep -v -e 'Entering directory' -e 'Leaving directory') ||
   { echo "FAIL: make cannot print the folders"; exit 1; }
-set -- $dirs; bindir=$1 libdir=$2 includedir=$3 pkgdatadir=$4 mandir=$5
+# $CC: mpicc, with the build's CFLAGS (the sanitizer stage's libmerak.a needs its -fsanitize)
+CC=$(echo "$dirs" | sed -n 2p)
+set -- $(echo "$dirs" | sed -n 1p); bindir=$1 libdir=$2 includedir=$3 pkgdatadir=$4 mandir=$5
 $MAKE -C "$top_builddir" install DESTDIR="$d" >"$tmpdir/install.log" 2>&1 ||
   { echo "FAIL: make install DESTDIR=$d"; tail -30 "$tmpdir/install.log"; exit 1; }
-echo "ok: make install DESTDIR (prefix dirs: $dirs)"
+echo "ok: make install DESTDIR=$d (bindir $bindir, libdir $libdir, pkgdatadir $pkgdatadir)"
 
 flags() { PKG_CONFIG_SYSROOT_DIR=$d PKG_CONFIG_PATH=$d$libdir/pkgconfig pkg-config "$@" merak; }
 static=$(flags --cflags --libs --static) || { echo "FAIL: pkg-config --static merak"; exit 1; }
@@ -48,12 +50,12 @@ PROG
 lib_static=$(echo "$static" | sed 's/-lmerak/-Wl,-Bstatic -lmerak -Wl,-Bdynamic/')
 # shellcheck disable=SC2086
 expect_ok "mpicc prog.c \$(pkg-config --cflags --libs --static merak)" \
-  mpicc -std=c11 -Wall -Wextra -Werror -o "$tmpdir/prog-static" "$tmpdir/prog.c" $lib_static
+  $CC -Wall -Wextra -Werror -o "$tmpdir/prog-static" "$tmpdir/prog.c" $lib_static
 check "prog-static needs no libmerak.so" sh -c "! readelf -d '$tmpdir/prog-static' | grep -q 'libmerak'"
 expect_ok "prog-static runs" "$tmpdir/prog-static"
 check "prog-static lists the cluster presets (dgx-a100)" grep -qx dgx-a100 "$tmpdir/out"
 # shellcheck disable=SC2086
-expect_ok "mpicc prog.c \$(pkg-config --cflags --libs merak)" mpicc -o "$tmpdir/prog-shared" "$tmpdir/prog.c" $shared
+expect_ok "mpicc prog.c \$(pkg-config --cflags --libs merak)" $CC -o "$tmpdir/prog-shared" "$tmpdir/prog.c" $shared
 expect_ok "prog-shared runs with LD_LIBRARY_PATH" env LD_LIBRARY_PATH="$d$libdir" "$tmpdir/prog-shared"
 check "prog-shared uses libmerak.so" sh -c "readelf -d '$tmpdir/prog-shared' | grep -q 'libmerak.so'"
 
@@ -65,7 +67,7 @@ for h in "$top_srcdir"/include/merak/*.h; do
   [ -f "$d$includedir/merak/$b" ] || { echo "not installed: merak/$b"; bad=1; continue; }
   printf '#include <merak/%s>\n' "$b" >"$tmpdir/h.c"
   # shellcheck disable=SC2086
-  mpicc -std=c11 -Wall -Wextra -Werror -fsyntax-only $cflags "$tmpdir/h.c" || { echo "does not compile: merak/$b"; bad=1; }
+  $CC -Wall -Wextra -Werror -fsyntax-only $cflags "$tmpdir/h.c" || { echo "does not compile: merak/$b"; bad=1; }
   grep -q 'include.*config\.h' "$d$includedir/merak/$b" && { echo "includes config.h: merak/$b"; bad=1; }
 done
 check "every header installed under include/merak, compiles alone" [ $bad -eq 0 ]
