@@ -15,13 +15,13 @@ command -v "$h2m" >/dev/null 2>&1 || { echo "mkman.sh: help2man not found (apt-g
 list=$("$merak" --help | sed -n '/^Subcommands:/,/^$/s/^  \([a-z][a-z-]*\)  *\(.*\)$/\1	\2/p')
 [ -n "$list" ] || { echo "mkman.sh: no subcommands in '$merak --help'" >&2; exit 1; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-opts="--no-info --no-discard-stderr --version-string=$version --source=Merak-C --manual=Merak-C"
+opts="--no-info --no-discard-stderr --version-string=$version --manual=Merak-C"
 see=
 tab=$(printf '\t')
 printf '[SEE ALSO]\n.BR merak (1)\n' >"$tmp/see-merak"
 echo "$list" | { while IFS=$tab read -r cmd about; do
     # shellcheck disable=SC2086
-    "$h2m" $opts --name="$about" --include="$tmp/see-merak" --output="$tmp/page" "$merak $cmd"
+    "$h2m" $opts --source="Merak-C $version" --name="$about" --include="$tmp/see-merak" --output="$tmp/page" "$merak $cmd"
     # the page's title: MERAK-CMD, not help2man's MERAK (the program's name)
     sed -e "s/^\.TH MERAK /.TH MERAK-$(echo "$cmd" | tr a-z A-Z) /" -e "s/^merak $cmd \\\\-/merak-$cmd \\\\-/" "$tmp/page" >"$tmp/merak-$cmd.1"
     see="$see${see:+,
@@ -30,6 +30,6 @@ echo "$list" | { while IFS=$tab read -r cmd about; do
   printf '[SEE ALSO]\n%s\n' "$see" >"$tmp/see-also"
 }
 # shellcheck disable=SC2086
-"$h2m" $opts --name="automated 3D parallelism for transformer training" --include="$tmp/see-also" \
+"$h2m" $opts --source="Merak-C $version" --name="automated 3D parallelism for transformer training" --include="$tmp/see-also" \
   --output="$tmp/merak.1" "$merak"
 for f in "$tmp"/*.1; do cp "$f" "$out/"; echo "  wrote $out/$(basename "$f")"; done
