@@ -23,6 +23,16 @@ FILE *mk_open_input(const char *path, const char *what);
  * (the most merak reads)". */
 char *mk_read_file(const char *path, const char *what, size_t max, size_t *len);
 
+/* The installed data folder: $MERAK_DATADIR when set and not empty (a
+ * relocated install, or tests), else the configured $(pkgdatadir). */
+const char *mk_data_dir(void);
+/* The file a model or cluster JSON named by the user is read from: NAME
+ * when it is absolute or exists relative to the current directory, else
+ * mk_data_dir()/NAME when that exists (the installed model files found by
+ * name), else NAME (whose read then fails naming it).  Returns NAME or buf
+ * (n bytes; a path that does not fit is not looked up). */
+const char *mk_data_path(const char *name, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

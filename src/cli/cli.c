@@ -22,6 +22,7 @@ static const mk_subcommand_t mk_subcommands[] = {
     {"plan", mk_cmd_plan, "search the fastest 3D-parallel plan that fits"},
     {"run", mk_cmd_run, "train the GPT across MPI ranks (mpiexec -n N merak run ...)"},
     {"profile", mk_cmd_profile, "measure this machine and write a cluster JSON (under mpiexec)"},
+    {"plot", mk_cmd_plot, "draw a trace as a PNG: timeline or memory (Python, matplotlib)"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */
     {"trace", mk_cmd_trace, "summarise a trace, or compare a predicted and a measured one"},
 };

@@ -136,6 +136,7 @@ int mk_cmd_sched(int argc, char **argv);
 int mk_cmd_plan(int argc, char **argv);
 int mk_cmd_run(int argc, char **argv);
 int mk_cmd_profile(int argc, char **argv);
+int mk_cmd_plot(int argc, char **argv);
 
 /* The plan a subcommand runs, from its flags (defaults d) or loaded from
  * --plan (then model and layout flags are an error); not yet checked.

@@ -2,7 +2,7 @@
 # and the model/plan/file options shared by them.  Only this module prints.
 merak_SOURCES += src/cli/cli.c src/cli/cli_args.c src/cli/cli_files.c src/cli/cli_model.c \
 	src/cli/cli_plan.c src/cli/cli_sched.c src/cli/cli_sim.c src/cli/cli_plan_cmd.c \
-	src/cli/cli_run.c src/cli/cli_profile.c src/cli/cli_trace.c src/cli/cli_fmt.c
+	src/cli/cli_run.c src/cli/cli_profile.c src/cli/cli_trace.c src/cli/cli_fmt.c src/cli/cli_plot.c
 noinst_HEADERS += src/cli/cli.h
 merak_LDADD = $(LDADD)
 
@@ -17,4 +17,7 @@ EXTRA_DIST += tests/bounds.sh tests/flag-sweep.sh tests/mpi-run-sweep.sh tests/s
 # issue 21: --explain, --what-if, cost and scaling (merak sim, merak plan)
 merak_SOURCES += src/cli/cli_explain.c
 noinst_HEADERS += src/cli/cli_explain.h
-EXTRA_DIST += experiments/plot_scaling.py
+
+# The plotting scripts behind `merak plot` (src/cli/cli_plot.c).
+plotdir = $(pkgdatadir)/plot
+dist_plot_DATA = experiments/plot_timeline.py experiments/plot_memory.py experiments/plot_scaling.py

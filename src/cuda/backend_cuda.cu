@@ -263,6 +263,12 @@ static const mk_backend_t mk_cuda = {
     /* .xent_bwd = */ mkc_xent_bwd,
     /* .adamw = */ mkc_adamw,
     /* .sumsq = */ mkc_sumsq,
+    /* MoE entries: none on CUDA yet (the MoE layer refuses a backend without them) */
+    /* .moe_route = */ NULL,
+    /* .moe_route_bwd = */ NULL,
+    /* .moe_gather = */ NULL,
+    /* .moe_scatter = */ NULL,
+    /* .moe_rowdot = */ NULL,
     /* .status = */ cu_status,
     /* .bind = */ cu_bind,
     /* .is_device = */ cu_is_device,

@@ -6,10 +6,11 @@ NVCCFLAGS += --fmad=false
 CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/cuda/layernorm.cu \
 	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
 	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu
-noinst_HEADERS += include/merak/cuda.h src/cuda/common.cuh
+merakinclude_HEADERS += include/merak/cuda.h
+noinst_HEADERS += src/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SRCS) tests/gpu/check.sh tests/gpu/README.md
 if HAVE_CUDA
-libmerak_a_SOURCES += $(CUDA_SRCS)
+libmerak_la_SOURCES += $(CUDA_SRCS)
 endif
 
 # Backend-vs-CPU kernel tests: built everywhere; exit 77 (SKIP) without a

@@ -17,6 +17,7 @@
  * 2816), num_experts_per_tok 6, norm_topk_prob false, aux_loss_alpha
  * 0.001, vocab 102400, 4096 positions, rms_norm_eps 1e-6). */
 #include "merak/graph.h"
+#include "merak/readfile.h"
 #include "merak/model.h"
 #include "merak/limits.h"
 
@@ -311,7 +312,8 @@ static int is_json_path(const char *s)
 int mk_model_resolve(const char *model, const mk_model_overrides_t *ov, mk_model_config_t *cfg)
 {
     if (is_json_path(model)) {
-        if (mk_graph_json_probe(model, cfg) < 0) return -1;
+        char found[sizeof cfg->json_path]; /* the path kept must fit there */
+        if (mk_graph_json_probe(mk_data_path(model, found, sizeof found), cfg) < 0) return -1;
         if (ov->num_layers > 0 || ov->hidden > 0 || ov->heads > 0 || ov->vocab > 0 || ov->ffn > 0)
             return mk_error_set("model size flags cannot change a JSON model description (%s)", model);
         if (arch_given(ov) || moe_given(ov) || ov->num_experts >= 0)

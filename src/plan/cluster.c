@@ -80,6 +80,8 @@
  * A100, 384 on the H100/H200, whose larger tiles need bigger GEMMs). */
 #include "merak/jsonio.h"
 #include "merak/cluster.h"
+#include "merak/fileio.h"
+#include "merak/readfile.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -199,7 +201,9 @@ const char *mk_cluster_preset_about(const char *name)
 int mk_cluster_get(const char *name, mk_cluster_t *c)
 {
     size_t n = strlen(name);
-    if (strchr(name, '/') || (n > 5 && !strcmp(name + n - 5, ".json"))) return mk_cluster_load(name, c);
+    char found[MK_FILE_PATH_MAX];
+    if (strchr(name, '/') || (n > 5 && !strcmp(name + n - 5, ".json")))
+        return mk_cluster_load(mk_data_path(name, found, sizeof found), c);
     for (size_t i = 0; i < MK_NCLUSTERS; i++)
         if (!strcmp(name, mk_cluster_presets[i].c.name)) {
             *c = mk_cluster_presets[i].c;

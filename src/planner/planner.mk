@@ -1,6 +1,6 @@
 # planner module: the search behind `merak plan` (needs the simulator).
-libmerak_a_SOURCES += src/planner/planner.c src/planner/whatif.c
-noinst_HEADERS += include/merak/planner.h include/merak/whatif.h
+libmerak_la_SOURCES += src/planner/planner.c src/planner/whatif.c
+merakinclude_HEADERS += include/merak/planner.h include/merak/whatif.h
 check_PROGRAMS += tests/test_planner
 tests_test_planner_SOURCES = tests/test_planner.c tests/check.h
 TESTS += tests/test_planner tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh tests/plan-progress.sh

@@ -1,10 +1,11 @@
 # sched module: the shared pipeline scheduler (plan -> per-stage streams),
 # its verifier and unit-cost timeline; `merak sched` is in cli/.
-libmerak_a_SOURCES += src/sched/sched.c src/sched/sched_recompute.c src/sched/sched_1f1b.c src/sched/sched_gpipe.c \
+libmerak_la_SOURCES += src/sched/sched.c src/sched/sched_recompute.c src/sched/sched_1f1b.c src/sched/sched_gpipe.c \
 	src/sched/sched_merak.c src/sched/sched_interleaved.c src/sched/sched_zbh1.c src/sched/sched_timeline.c \
 	src/sched/sched_verify.c src/sched/sched_rendezvous.c src/sched/sched_json.c \
 	src/sched/walk.c
-noinst_HEADERS += include/merak/sched.h include/merak/walk.h src/sched/sched_internal.h
+merakinclude_HEADERS += include/merak/sched.h include/merak/walk.h
+noinst_HEADERS += src/sched/sched_internal.h
 
 check_PROGRAMS += tests/test_sched tests/test_sched_props tests/test_walk
 tests_test_walk_SOURCES = tests/test_walk.c tests/check.h

@@ -1,8 +1,9 @@
 # sim module: the discrete-event simulator, its cost model (compute,
 # collectives, sub-pipelined TP), the memory tracker; `merak sim` is in cli/.
-libmerak_a_SOURCES += src/sim/cost.c src/sim/collective.c src/sim/tp.c src/sim/memory.c src/sim/evq.c \
+libmerak_la_SOURCES += src/sim/cost.c src/sim/collective.c src/sim/tp.c src/sim/memory.c src/sim/evq.c \
 	src/sim/sim.c src/sim/sim_chunk.c src/sim/sim_step.c src/sim/sim_result.c src/sim/zero.c src/sim/explain.c
-noinst_HEADERS += include/merak/sim.h include/merak/cost.h src/sim/sim_internal.h src/sim/evq.h
+merakinclude_HEADERS += include/merak/sim.h include/merak/cost.h
+noinst_HEADERS += src/sim/sim_internal.h src/sim/evq.h
 
 check_PROGRAMS += tests/test_sim tests/test_evq tests/test_sim_cp
 tests_test_sim_SOURCES = tests/test_sim.c tests/check.h
@@ -12,9 +13,9 @@ TESTS += tests/test_sim tests/test_evq tests/test_sim_cp tests/sim-cp.sh tests/s
 	tests/sim-valgrind.sh tests/sim-memory.sh tests/sim-fp8.sh tests/sim-plots.sh tests/sim-quant.sh tests/sim-zero.sh
 EXTRA_DIST += tests/sim-cp.sh tests/sim-cli.sh tests/sim-zero.sh tests/sim-errors.sh tests/sim-merak.sh tests/sim-valgrind.sh \
 	tests/sim-memory.sh tests/sim-fp8.sh \
-	tests/sim-plots.sh tests/sim-quant.sh traces/README.md experiments/plot_timeline.py \
-	experiments/plot_memory.py experiments/bench-sim.sh traces/clusters/rtx3090-pcie.json \
-	traces/clusters/ideal-8.json
+	tests/sim-plots.sh tests/sim-quant.sh traces/README.md experiments/bench-sim.sh
+# cluster files, installed beside the model files (found by name: readfile.h)
+dist_pkgdata_DATA += traces/clusters/rtx3090-pcie.json traces/clusters/ideal-8.json
 # expert parallelism (issue 19)
 TESTS += tests/sim-moe.sh tests/sim-explain.sh
 EXTRA_DIST += tests/sim-moe.sh tests/sim-explain.sh

@@ -8,6 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* -DMK_DATADIR='"$(pkgdatadir)"' from Makefile.am; a build without it
+ * (a harness compiling the sources alone) looks only in the current folder */
+#ifndef MK_DATADIR
+#define MK_DATADIR ""
+#endif
 
 /* Opened, then checked by the descriptor (the file cannot change in between). */
 FILE *mk_open_input(const char *path, const char *what)
@@ -47,5 +54,20 @@ char *mk_read_file(const char *path, const char *what, size_t max, size_t *len)
     }
     buf[n] = 0;
     *len = n;
+    return buf;
+}
+
+const char *mk_data_dir(void)
+{
+    const char *env = getenv("MERAK_DATADIR");
+    return env && *env ? env : MK_DATADIR;
+}
+
+const char *mk_data_path(const char *name, char *buf, size_t n)
+{
+    const char *dir = mk_data_dir();
+    if (name[0] == '/' || !*dir || access(name, F_OK) == 0) return name;
+    int len = snprintf(buf, n, "%s/%s", dir, name);
+    if (len < 0 || (size_t)len >= n || access(buf, F_OK) != 0) return name;
     return buf;
 }
