@@ -240,7 +240,8 @@ static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp)
  *           sec. 5): 2sbh bytes per transformer layer with full recompute.
  *   wmax    the largest group's activations rebuilt in B (all of its
  *           layers at once, less its input, already stored).
- *   gbuf    the largest layer's backward gradients (layer_grads). */
+ *   gbuf    the largest layer's backward gradients (layer_grads; NULL: not
+ *           wanted, which skips the per-op loop). */
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf)
 {
@@ -260,6 +261,7 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
         }
         in_grp = is_ck;
         if (is_ck && grp > wm) wm = grp;
+        if (!gbuf) continue; /* the op loop below is most of the cost, and ck does not change it */
         double lg = layer_grads(g, l, p->tp, tsp);
         if (lg > gb) gb = lg;
     }
@@ -342,8 +344,8 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
  * asks for the same few values once per instruction. */
 typedef struct {
     int v, w;                 /* chunks, counts per chunk (max nck + 1) */
-    double *a, *wm, *gb;
-    unsigned char *have;
+    double *a, *wm, *gb;      /* gb: [v] per chunk (no count changes it) */
+    unsigned char *have, *have_gb;
 } mk_act_memo_t;
 
 static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, int s, int c, int ck,
@@ -351,10 +353,10 @@ static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, 
 {
     size_t i = (size_t)c * M->w + ck;
     if (!M->have[i]) {
-        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &M->a[i], &M->wm[i], &M->gb[i]);
-        M->have[i] = 1;
+        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
+        M->have[i] = M->have_gb[c] = 1;
     }
-    *a = M->a[i], *w = M->wm[i], *gb = M->gb[i];
+    *a = M->a[i], *w = M->wm[i], *gb = M->gb[c];
 }
 
 typedef struct {
@@ -410,7 +412,7 @@ typedef struct {
 static void peak_search_free(peak_search_t *S)
 {
     if (S->have_walk) mk_walk_free(&S->w);
-    free(S->x.mbs), free(S->M.a), free(S->M.wm), free(S->M.gb), free(S->M.have);
+    free(S->x.mbs), free(S->M.a), free(S->M.wm), free(S->M.gb), free(S->M.have), free(S->M.have_gb);
 }
 
 static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch,
@@ -420,17 +422,18 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     int v = p->vpp;
     mk_plan_ckpt_layers(p, g, S->layers);
     S->o = o;
-    S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL};
+    S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL, NULL};
     for (int i = 0; i < p->n_vstages; i++) /* room for every stage's counts */
         if (S->layers[i] + 1 > S->M.w) S->M.w = S->layers[i] + 1;
     S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL, 0};
     S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
     size_t n = (size_t)v * S->M.w;
     S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
-    S->M.gb = malloc(n * sizeof(double)), S->M.have = calloc(n, 1);
+    S->M.gb = malloc(v * sizeof(double)), S->M.have = calloc(n, 1), S->M.have_gb = calloc(v, 1);
     mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = S->layers, .ckpt_f = S->ckf};
     mk_walk_hooks_t h = {.ctx = &S->x, .memory = peak_op};
-    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || mk_walk_init(&S->w, sch, &wo, &h) < 0) {
+    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || !S->M.have_gb ||
+        mk_walk_init(&S->w, sch, &wo, &h) < 0) {
         peak_search_free(S);
         return mk_error_set("out of memory");
     }
@@ -448,6 +451,7 @@ static void peak_search_stage(peak_search_t *S, int s)
     S->x.stat = st.weights + st.grads + st.optimizer + st.buffers;
     S->x.gath = st.gathered;
     memset(S->M.have, 0, (size_t)S->M.v * S->M.w);
+    memset(S->M.have_gb, 0, (size_t)S->M.v);
 }
 
 /* Peak of the stage along its own stream with every plain F checkpointing
