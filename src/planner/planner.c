@@ -35,6 +35,7 @@ typedef struct {
     mk_sim_opts_t so;
     long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
+    const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
 } mk_search_t;
 
 void mk_planner_opts_init(mk_planner_opts_t *o)
@@ -193,7 +194,9 @@ static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, in
     int ws = 0;
     mk_mem_breakdown_t wm, m;
     for (int s = 0; s < p->pp; s++) {
-        if (mk_sim_stage_memory(S->cl, p, g, s, ck + s * p->vpp, -1, &S->so, &m) < 0) return 0;
+        int rc = S->fx ? mk_sim_stage_memory_fixed(S->fx, p, g, s, ck + s * p->vpp, &m)
+                       : mk_sim_stage_memory(S->cl, p, g, s, ck + s * p->vpp, -1, &S->so, &m);
+        if (rc < 0) return 0;
         if (m.total > worst) worst = m.total, ws = s, wm = m;
     }
     if (worst <= limit) return 1;
@@ -304,8 +307,10 @@ static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][
     return n;
 }
 
-/* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp). */
-static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+/* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp);
+ * fx[rcon][zi]: the memory parts of each (bounds, ZeRO variant), made here. */
+static int variant_loop(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method,
+                        mk_sim_fixed_t *fx[2][8])
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
@@ -333,8 +338,12 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
             p.recompute.ratio = 1.0;
             p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
             if (state_ok[rcon][zi] < 0) state_ok[rcon][zi] = state_fits(S, &p, e->g);
+            /* the same for every recompute kind and count (NULL: computed per count) */
+            if (state_ok[rcon][zi] && !fx[rcon][zi]) fx[rcon][zi] = mk_sim_fixed_new(&p, e->g, &S->so);
+            S->fx = fx[rcon][zi];
             /* memory does not depend on TP overlap: settle once for both */
             int ck[MK_PLAN_MAX_VSTAGES], fit = state_ok[rcon][zi] && settle_recompute(S, &p, e->g, ck);
+            S->fx = NULL;
             if (p.zero == 1) fit1[h] = fit;
             if (fit && duplicates_fixed_policy(S, &p, e->g, ck)) continue;
             for (int ov = 0; ov <= 1; ov++) {
@@ -347,6 +356,15 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
         }
     }
     return 0;
+}
+
+static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+{
+    mk_sim_fixed_t *fx[2][8] = {{NULL}};
+    int rc = variant_loop(S, base, e, method, fx);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 8; j++) mk_sim_fixed_free(fx[i][j]);
+    return rc;
 }
 
 /* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
