@@ -142,6 +142,18 @@ int mk_sim_run(mk_sim_t *s, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *o, mk
 int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, int stage,
                         const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out);
 
+/* The parts of every stage's closed-form peak (mk_sim_stage_memory with
+ * inflight < 0) that no checkpoint count changes (static bytes, in-flight
+ * counts, gradient buffers), for many counts of one plan (the planner's
+ * recompute search): valid while the plan's layout, schedule, m, bounds
+ * and ZeRO settings stay.  NULL with mk_error_last() on failure. */
+typedef struct mk_sim_fixed mk_sim_fixed_t;
+mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
+void mk_sim_fixed_free(mk_sim_fixed_t *F);
+/* mk_sim_stage_memory(c, p, g, s, ckpt, -1, o, out) from F: the same figures.  0 or -1. */
+int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
+                              const int *ckpt, mk_mem_breakdown_t *out);
+
 /* Resolve recompute `auto`: per (stage, chunk) the fewest checkpointed
  * layers such that mk_sim_stage_memory fits the device (all layers where
  * nothing fits).  Sets p->ckpt and p->has_ckpt.  Returns 0 or -1. */

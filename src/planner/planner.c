@@ -3,13 +3,25 @@
 #include "merak/planner.h"
 
 #include <float.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define MK_MAX_TP_OPTS 16
 
+/* A candidate as the search keeps it: its plan's fields from dtype up to
+ * the stage arrays (model and cluster are the search's, the same in every
+ * candidate: S->tmpl), and its n_vstages + 1 bounds and n_vstages counts
+ * in S->ints at off, so that the search's memory grows with what the
+ * candidates hold, not with MK_PLAN_MAX_VSTAGES-wide plans (5 KB each:
+ * 228 MB for GPT-20B / 64 GPUs before issue 22). */
+#define MK_CAND_FROM offsetof(mk_plan_t, dtype)
+#define MK_CAND_TO offsetof(mk_plan_t, bounds)
+
 typedef struct {
-    mk_plan_t plan;
+    unsigned char mid[MK_CAND_TO - MK_CAND_FROM];
+    int has_ckpt;
+    long off;         /* its stage arrays in S->ints */
     double lb;        /* lower bound on the step time, seconds */
     long index;
 } mk_cand_t;
@@ -31,6 +43,9 @@ typedef struct {
     int ngc, capgc;
     mk_cand_t *c;
     long n, cap;
+    int *ints;              /* the candidates' stage arrays (mk_cand_t.off) */
+    long nints, capints;
+    mk_plan_t tmpl;         /* every candidate's model and cluster, the rest as mk_plan_init */
     mk_planner_result_t *r;
     mk_sim_opts_t so;
     long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */
@@ -38,6 +53,7 @@ typedef struct {
     int counting;             /* enumerate() only counts this rank's layouts into combos (progress) */
     double t0;                /* search start (progress) */
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
+    const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
 } mk_search_t;
 
 void mk_planner_opts_init(mk_planner_opts_t *o)
@@ -114,12 +130,38 @@ static int push(mk_search_t *S, const mk_plan_t *p, double lb)
         if (!n) return mk_error_set("out of memory");
         S->c = n, S->cap = cap;
     }
-    S->c[S->n].plan = *p;
+    long need = 2L * p->n_vstages + 1;
+    if (S->nints + need > S->capints) {
+        long cap = S->capints ? 2 * S->capints : 16384;
+        while (cap < S->nints + need) cap *= 2;
+        int *n = realloc(S->ints, cap * sizeof *n);
+        if (!n) return mk_error_set("out of memory");
+        S->ints = n, S->capints = cap;
+    }
+    /* the layout loop sets model and cluster as the template does */
+    if (memcmp(p, &S->tmpl, MK_CAND_FROM)) return mk_error_set("planner: a candidate's model or cluster changed");
+    mk_cand_t *c = &S->c[S->n];
+    memcpy(c->mid, (const char *)p + MK_CAND_FROM, sizeof c->mid);
+    c->has_ckpt = p->has_ckpt;
+    c->off = S->nints;
+    memcpy(S->ints + S->nints, p->bounds, (p->n_vstages + 1) * sizeof(int));
+    memcpy(S->ints + S->nints + p->n_vstages + 1, p->ckpt, p->n_vstages * sizeof(int));
+    S->nints += need;
     S->c[S->n].lb = lb;
     S->c[S->n].index = S->combo * 1000000 + S->combo_seq++; /* the same whatever the rank split */
     if (p->zero >= 2 || p->zero_shard) S->c[S->n].index += MK_LATE_VARIANT;
     S->n++;
     return 0;
+}
+
+/* Candidate c's plan, as pushed. */
+static void cand_plan(const mk_search_t *S, const mk_cand_t *c, mk_plan_t *p)
+{
+    *p = S->tmpl;
+    memcpy((char *)p + MK_CAND_FROM, c->mid, sizeof c->mid);
+    p->has_ckpt = c->has_ckpt;
+    memcpy(p->bounds, S->ints + c->off, (p->n_vstages + 1) * sizeof(int));
+    memcpy(p->ckpt, S->ints + c->off + p->n_vstages + 1, p->n_vstages * sizeof(int));
 }
 
 /* A lower bound on the simulated step time.  Stage s cannot start before
@@ -196,7 +238,9 @@ static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, in
     int ws = 0;
     mk_mem_breakdown_t wm, m;
     for (int s = 0; s < p->pp; s++) {
-        if (mk_sim_stage_memory(S->cl, p, g, s, ck + s * p->vpp, -1, &S->so, &m) < 0) return 0;
+        int rc = S->fx ? mk_sim_stage_memory_fixed(S->fx, p, g, s, ck + s * p->vpp, &m)
+                       : mk_sim_stage_memory(S->cl, p, g, s, ck + s * p->vpp, -1, &S->so, &m);
+        if (rc < 0) return 0;
         if (m.total > worst) worst = m.total, ws = s, wm = m;
     }
     if (worst <= limit) return 1;
@@ -307,8 +351,10 @@ static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][
     return n;
 }
 
-/* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp). */
-static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+/* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp);
+ * fx[rcon][zi]: the memory parts of each (bounds, ZeRO variant), made here. */
+static int variant_loop(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method,
+                        mk_sim_fixed_t *fx[2][8])
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
@@ -336,8 +382,12 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
             p.recompute.ratio = 1.0;
             p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
             if (state_ok[rcon][zi] < 0) state_ok[rcon][zi] = state_fits(S, &p, e->g);
+            /* the same for every recompute kind and count (NULL: computed per count) */
+            if (state_ok[rcon][zi] && !fx[rcon][zi]) fx[rcon][zi] = mk_sim_fixed_new(&p, e->g, &S->so);
+            S->fx = fx[rcon][zi];
             /* memory does not depend on TP overlap: settle once for both */
             int ck[MK_PLAN_MAX_VSTAGES], fit = state_ok[rcon][zi] && settle_recompute(S, &p, e->g, ck);
+            S->fx = NULL;
             if (p.zero == 1) fit1[h] = fit;
             if (fit && duplicates_fixed_policy(S, &p, e->g, ck)) continue;
             for (int ov = 0; ov <= 1; ov++) {
@@ -350,6 +400,15 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
         }
     }
     return 0;
+}
+
+static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+{
+    mk_sim_fixed_t *fx[2][8] = {{NULL}};
+    int rc = variant_loop(S, base, e, method, fx);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 8; j++) mk_sim_fixed_free(fx[i][j]);
+    return rc;
 }
 
 /* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
@@ -573,7 +632,9 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
             S->r->pruned_bound += S->n - i;
             break;
         }
-        int rc = simulate(S, sim, &S->c[i].plan, S->c[i].index, &e);
+        mk_plan_t p;
+        cand_plan(S, &S->c[i], &p);
+        int rc = simulate(S, sim, &p, S->c[i].index, &e);
         if (rc < 0) return -1;
         if (e.res.step_time_s < S->c[i].lb * (1 - 1e-9)) S->r->bound_violations++;
         if (rc > 0) top_insert(S->r, &e, top);
@@ -666,7 +727,7 @@ static void search_free(mk_search_t *S)
         for (int sp = 0; sp < 2; sp++) free(S->gc[i].f[sp]), free(S->gc[i].b[sp]), free(S->gc[i].ar[sp]);
     }
     free(S->gc);
-    free(S->c);
+    free(S->c), free(S->ints);
     mk_sched_pool_free(&S->pool);
 }
 
@@ -678,6 +739,9 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     int top = o->top > 0 ? o->top : 5;
     mk_search_t S = {.model = m, .cl = c, .o = o, .r = r};
     mk_sim_opts_init(&S.so);
+    mk_plan_init(&S.tmpl);
+    S.tmpl.model = *m;
+    mk_strlcpy(S.tmpl.cluster, c->name, sizeof S.tmpl.cluster);
     if (o->gpus < 1 || o->gbs < 1) return mk_error_set("--gpus and --gbs must be >= 1");
     if (mk_limit_check("--gpus", o->gpus, MK_MAX_GPUS) < 0 || mk_limit_check("--gbs", o->gbs, MK_MAX_GBS) < 0 ||
         mk_limit_check("--top", top, MK_MAX_TOP) < 0)

@@ -240,7 +240,8 @@ static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp)
  *           sec. 5): 2sbh bytes per transformer layer with full recompute.
  *   wmax    the largest group's activations rebuilt in B (all of its
  *           layers at once, less its input, already stored).
- *   gbuf    the largest layer's backward gradients (layer_grads). */
+ *   gbuf    the largest layer's backward gradients (layer_grads; NULL: not
+ *           wanted, which skips the per-op loop). */
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf)
 {
@@ -260,6 +261,7 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
         }
         in_grp = is_ck;
         if (is_ck && grp > wm) wm = grp;
+        if (!gbuf) continue; /* the op loop below is most of the cost, and ck does not change it */
         double lg = layer_grads(g, l, p->tp, tsp);
         if (lg > gb) gb = lg;
     }
@@ -305,36 +307,105 @@ static int closed_inflight(const mk_plan_t *p, int s)
     }
 }
 
-int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_graph_t *g, int s,
-                        const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out)
-{
-    if (s < 0 || s >= p->pp) return mk_error_set("stage %d out of range (pp %d)", s, p->pp);
-    if (p->n_vstages != mk_plan_vstages(p)) return mk_error_set("plan has no stage bounds (check it first)");
-    int layers[MK_PLAN_MAX_VSTAGES] = {0};
-    /* only the policy's counts need them; the planner's many calls give ckpt */
-    if (!ckpt) mk_plan_ckpt_layers(p, g, layers);
+/* What a stage's closed-form peak reads besides the checkpoint counts:
+ * its static bytes, its in-flight count, each chunk's backward gradient
+ * buffers (the costly part, and the same for every count). */
+typedef struct {
     mk_stage_static_t st;
-    mk_sim_stage_static(p, g, s, o, &st);
+    int inf;
+    double *gb; /* [vpp] bytes (the caller's room) */
+} stage_fixed_t;
+
+static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int inflight, const mk_sim_opts_t *o,
+                        stage_fixed_t *F)
+{
+    mk_sim_stage_static(p, g, s, o, &F->st);
+    F->inf = inflight >= 0 ? inflight : closed_inflight(p, s);
+    for (int c = 0; c < p->vpp; c++) mk_sim_chunk_act(p, g, c * p->pp + s, 0, NULL, NULL, &F->gb[c]);
+}
+
+/* The stage's peak with ckpt[c] checkpointed layers per chunk (NULL: the
+ * plan's policy, from layers). */
+static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const stage_fixed_t *F, const int *ckpt,
+                        const int *layers, mk_mem_breakdown_t *out)
+{
     memset(out, 0, sizeof *out);
-    out->weights = st.weights, out->grads = st.grads, out->optimizer = st.optimizer;
-    out->buffers = st.buffers;
-    out->gathered = st.gathered; /* ZeRO-3: every F and B holds it */
-    int inf = inflight >= 0 ? inflight : closed_inflight(p, s);
+    out->weights = F->st.weights, out->grads = F->st.grads, out->optimizer = F->st.optimizer;
+    out->buffers = F->st.buffers;
+    out->gathered = F->st.gathered; /* ZeRO-3: every F and B holds it */
     /* Interleaved counts chunks: spread them over the stage's chunks. */
     double per_mb = 0, wm = 0, gb = 0;
     for (int c = 0; c < p->vpp; c++) {
         int ck = ckpt ? ckpt[c] : policy_ckpt(p, g, s, c, layers);
-        double a, w, b;
-        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &a, &w, &b);
+        double a, w, b = F->gb[c];
+        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &a, &w, NULL);
         per_mb += a / p->vpp;
         if (w > wm) wm = w;
         if (b > gb) gb = b;
     }
-    out->activations = inf * per_mb;
+    out->activations = F->inf * per_mb;
     out->working = wm + gb;
     out->total = out->weights + out->grads + out->optimizer + out->activations + out->working + out->buffers;
     out->total += out->gathered;
+}
+
+static int check_stage(const mk_plan_t *p, int s)
+{
+    if (s < 0 || s >= p->pp) return mk_error_set("stage %d out of range (pp %d)", s, p->pp);
+    if (p->n_vstages != mk_plan_vstages(p)) return mk_error_set("plan has no stage bounds (check it first)");
+    return 0;
+}
+
+int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_graph_t *g, int s,
+                        const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out)
+{
+    if (check_stage(p, s) < 0) return -1;
+    int layers[MK_PLAN_MAX_VSTAGES] = {0};
+    /* only the policy's counts need them; the planner's many calls give ckpt */
+    if (!ckpt) mk_plan_ckpt_layers(p, g, layers);
+    double gb[MK_PLAN_MAX_VSTAGES];
+    stage_fixed_t F = {.gb = gb};
+    stage_fixed(p, g, s, inflight, o, &F);
+    stage_total(p, g, s, &F, ckpt, layers, out);
     (void)cl;
+    return 0;
+}
+
+struct mk_sim_fixed {
+    int pp, vpp;
+    stage_fixed_t *st;   /* [pp] */
+    double *gb;          /* [pp vpp] */
+};
+
+mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
+{
+    if (p->n_vstages != mk_plan_vstages(p)) return mk_error_set("plan has no stage bounds (check it first)"), NULL;
+    mk_sim_fixed_t *F = calloc(1, sizeof *F);
+    if (F) F->st = calloc(p->pp, sizeof *F->st), F->gb = calloc((size_t)p->pp * p->vpp, sizeof *F->gb);
+    if (!F || !F->st || !F->gb) {
+        mk_sim_fixed_free(F);
+        return mk_error_set("out of memory"), NULL;
+    }
+    F->pp = p->pp, F->vpp = p->vpp;
+    for (int s = 0; s < p->pp; s++) {
+        F->st[s].gb = F->gb + (size_t)s * p->vpp;
+        stage_fixed(p, g, s, -1, o, &F->st[s]);
+    }
+    return F;
+}
+
+void mk_sim_fixed_free(mk_sim_fixed_t *F)
+{
+    if (F) free(F->st), free(F->gb);
+    free(F);
+}
+
+int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
+                              const int *ckpt, mk_mem_breakdown_t *out)
+{
+    if (check_stage(p, s) < 0) return -1;
+    if (p->pp != F->pp || p->vpp != F->vpp) return mk_error_set("stage memory: the plan is not the one prepared");
+    stage_total(p, g, s, &F->st[s], ckpt, NULL, out);
     return 0;
 }
 
@@ -342,8 +413,8 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
  * asks for the same few values once per instruction. */
 typedef struct {
     int v, w;                 /* chunks, counts per chunk (max nck + 1) */
-    double *a, *wm, *gb;
-    unsigned char *have;
+    double *a, *wm, *gb;      /* gb: [v] per chunk (no count changes it) */
+    unsigned char *have, *have_gb;
 } mk_act_memo_t;
 
 static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, int s, int c, int ck,
@@ -351,10 +422,10 @@ static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, 
 {
     size_t i = (size_t)c * M->w + ck;
     if (!M->have[i]) {
-        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &M->a[i], &M->wm[i], &M->gb[i]);
-        M->have[i] = 1;
+        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
+        M->have[i] = M->have_gb[c] = 1;
     }
-    *a = M->a[i], *w = M->wm[i], *gb = M->gb[i];
+    *a = M->a[i], *w = M->wm[i], *gb = M->gb[c];
 }
 
 typedef struct {
@@ -410,7 +481,7 @@ typedef struct {
 static void peak_search_free(peak_search_t *S)
 {
     if (S->have_walk) mk_walk_free(&S->w);
-    free(S->x.mbs), free(S->M.a), free(S->M.wm), free(S->M.gb), free(S->M.have);
+    free(S->x.mbs), free(S->M.a), free(S->M.wm), free(S->M.gb), free(S->M.have), free(S->M.have_gb);
 }
 
 static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch,
@@ -420,17 +491,18 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     int v = p->vpp;
     mk_plan_ckpt_layers(p, g, S->layers);
     S->o = o;
-    S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL};
+    S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL, NULL};
     for (int i = 0; i < p->n_vstages; i++) /* room for every stage's counts */
         if (S->layers[i] + 1 > S->M.w) S->M.w = S->layers[i] + 1;
     S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL, 0};
     S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
     size_t n = (size_t)v * S->M.w;
     S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
-    S->M.gb = malloc(n * sizeof(double)), S->M.have = calloc(n, 1);
+    S->M.gb = malloc(v * sizeof(double)), S->M.have = calloc(n, 1), S->M.have_gb = calloc(v, 1);
     mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = S->layers, .ckpt_f = S->ckf};
     mk_walk_hooks_t h = {.ctx = &S->x, .memory = peak_op};
-    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || mk_walk_init(&S->w, sch, &wo, &h) < 0) {
+    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || !S->M.have_gb ||
+        mk_walk_init(&S->w, sch, &wo, &h) < 0) {
         peak_search_free(S);
         return mk_error_set("out of memory");
     }
@@ -448,6 +520,7 @@ static void peak_search_stage(peak_search_t *S, int s)
     S->x.stat = st.weights + st.grads + st.optimizer + st.buffers;
     S->x.gath = st.gathered;
     memset(S->M.have, 0, (size_t)S->M.v * S->M.w);
+    memset(S->M.have_gb, 0, (size_t)S->M.v);
 }
 
 /* Peak of the stage along its own stream with every plain F checkpointing
@@ -495,10 +568,14 @@ static int closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
 {
     for (int s = 0; s < p->pp; s++) {
         int nmax = stage_nmax(p, layers, s), ck[MK_PLAN_MAX_VSTAGES], k;
+        double gb[MK_PLAN_MAX_VSTAGES];
+        stage_fixed_t F = {.gb = gb}; /* mk_sim_stage_memory's, once for every k */
+        if (check_stage(p, s) < 0) return -1;
+        stage_fixed(p, g, s, -1, o, &F);
         for (k = 0; k <= nmax; k++) {
             for (int ch = 0; ch < p->vpp; ch++) ck[ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
             mk_mem_breakdown_t m;
-            if (mk_sim_stage_memory(c, p, g, s, ck, -1, o, &m) < 0) return -1;
+            stage_total(p, g, s, &F, ck, NULL, &m);
             if (m.total <= c->dev.mem_bytes) break;
         }
         set_stage_ckpt(p, layers, s, k > nmax ? nmax : k);

@@ -14,13 +14,14 @@
 /* A handle holding a copy of the cluster and the buffers of the streams
  * its runs built (merak/sched.h's pool: the planner runs one handle over
  * thousands of candidates, and fresh stream memory for each run cost more
- * in page faults than the build).  A cache of the per-layer costs (the
- * only thing a run computes that candidates on one cluster could share)
- * is not worth keeping: building the chunk costs is 5.7% of `merak plan`'s
- * time on GPT-20B / 64 GPUs and 0.9% on GPT-175B / 1024 (perf). */
+ * in page faults than the build), and the per-layer costs its runs
+ * computed (sim_cache.c: with the search space of issue 19 building the
+ * chunk costs was 17% of `merak plan`'s time on GPT-20B / 64 GPUs, perf;
+ * issue 22). */
 struct mk_sim {
     mk_cluster_t c;
     mk_sched_pool_t pool;
+    mk_layer_caches_t lc;  /* per-layer pieces across runs (sim_cache.c) */
 };
 
 void mk_sim_opts_init(mk_sim_opts_t *o)
@@ -38,7 +39,7 @@ mk_sim_t *mk_sim_new(const mk_cluster_t *c)
 
 void mk_sim_free(mk_sim_t *s)
 {
-    if (s) mk_sched_pool_free(&s->pool);
+    if (s) mk_sched_pool_free(&s->pool), mk_layer_caches_free(&s->lc);
     free(s);
 }
 
@@ -84,7 +85,7 @@ static int setup_streams(mk_sim_state_t *R, const mk_plan_ctx_t *ctx, mk_sched_p
 }
 
 /* Communication groups, message and NIC tables, chunk costs, the walker. */
-static int setup_shared(mk_sim_state_t *R)
+static int setup_shared(mk_sim_state_t *R, mk_layer_caches_t *lc)
 {
     const mk_plan_t *p = R->p;
     const mk_cluster_t *c = R->c;
@@ -108,6 +109,7 @@ static int setup_shared(mk_sim_state_t *R)
     R->zg = mk_group_make(c, 0, p->tp, R->zk, sh);
     R->ezg = mk_group_make(c, 0, p->tp * ep, R->zk / ep > 1 ? R->zk / ep : 1, sh);
     R->rg = mk_group_make(c, 0, p->tp * R->zk, R->nrep, sh);
+    R->lc = mk_layer_cache_find(lc, R);
     R->ch = calloc(R->V, sizeof *R->ch);
     long nmsg = mk_walk_n_keys(R->sch);
     R->arrival = malloc(nmsg * sizeof *R->arrival);
@@ -199,7 +201,7 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     mk_evq_init(&R.q);
     double step;
     int rc = -1;
-    if (setup_statics(&R) < 0 || setup_streams(&R, ctx, &sim->pool) < 0 || setup_shared(&R) < 0) goto done;
+    if (setup_statics(&R) < 0 || setup_streams(&R, ctx, &sim->pool) < 0 || setup_shared(&R, &sim->lc) < 0) goto done;
     for (int s = 0; s < p.pp; s++)
         if (setup_stage(&R, s) < 0) goto done;
     if (run_events(&R, &step) < 0) goto done;

@@ -85,7 +85,7 @@ static void ep_alltoall(const mk_sim_state_t *R, const mk_op_t *o, double N, mk_
 }
 
 /* Fill a layer's forward (dir 0), backward (1) or input-gradient (2) pieces. */
-static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
+static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 {
     const mk_graph_t *g = R->g;
     const mk_plan_t *p = R->p;
@@ -124,6 +124,18 @@ static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
     }
 }
 
+/* layer_piece_build's, kept by the handle (sim_cache.c). */
+static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
+{
+    const mk_tpl_t *k = R->lc ? mk_layer_cache_piece(R->lc, l, dir) : NULL;
+    if (k) {
+        *t = *k;
+        return;
+    }
+    layer_piece_build(R, l, dir, t);
+    if (R->lc) mk_layer_cache_put_piece(R->lc, l, dir, t);
+}
+
 /* Forward time of some of layer l's ops: the attention cores (attention = 1:
  * what selective recompute replays), else the linears and the head (one
  * forward-sized GEMM each: their weight gradients, B_W). */
@@ -132,11 +144,13 @@ double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention)
     const mk_graph_t *g = R->g;
     const mk_layer_t *L = &g->layers[l];
     double t = 0;
+    if (R->lc && mk_layer_cache_ops(R->lc, l, attention, &t)) return t;
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
         mk_opkind_t k = g->ops[i].kind;
         if (attention ? k == MK_OPK_ATTENTION : (k == MK_OPK_LINEAR || k == MK_OPK_LM_HEAD))
             t += mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(R->p, g), R->p->dtype, 0);
     }
+    if (R->lc) mk_layer_cache_put_ops(R->lc, l, attention, t);
     return t;
 }
 
@@ -205,7 +219,7 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     c->b = mk_tp_run(c->bwd, c->nl, lvl, NULL, &c->b_comm, NULL, NULL);
     c->bi = mk_tp_run(c->bin, c->nl, lvl, NULL, &c->bi_comm, NULL, NULL);
     if (chunk_recompute(c, lvl) < 0) return -1;
-    for (int i = 0; i <= c->nck; i++) mk_sim_chunk_act(p, g, k, i, &c->stored[i], &c->wmax[i], &c->gbuf);
+    for (int i = 0; i <= c->nck; i++) mk_sim_chunk_act(p, g, k, i, &c->stored[i], &c->wmax[i], i ? NULL : &c->gbuf);
     c->s_full = c->stored[0];
     return mk_zero_chunk_build(R, c);
 }

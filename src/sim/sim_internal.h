@@ -146,7 +146,25 @@ typedef struct mk_sim_stage {
     int max_inflight;           /* micro-batch chunks with stored activations */
 } mk_sim_stage_t;
 
-typedef struct mk_sim_state {
+/* sim_cache.c: per-layer pieces kept by a handle across its runs. */
+typedef struct mk_layer_cache mk_layer_cache_t;
+typedef struct mk_sim_state mk_sim_state_t;
+typedef struct mk_layer_caches {
+    mk_layer_cache_t **e;
+    int n, cap;
+} mk_layer_caches_t;
+/* The entry of run R's graph and layout (R->g, p, o and its groups set);
+ * NULL when none can be made (out of memory, or the handle's cap). */
+mk_layer_cache_t *mk_layer_cache_find(mk_layer_caches_t *C, const mk_sim_state_t *R);
+void mk_layer_caches_free(mk_layer_caches_t *C);
+/* Layer l's pieces in direction dir (0 forward, 1 backward, 2 B_IN), NULL if not kept yet. */
+const mk_tpl_t *mk_layer_cache_piece(mk_layer_cache_t *e, int l, int dir);
+void mk_layer_cache_put_piece(mk_layer_cache_t *e, int l, int dir, const mk_tpl_t *t);
+/* mk_chunk_ops_fwd(R, l, attention) if kept (1, into *t), else 0. */
+int mk_layer_cache_ops(mk_layer_cache_t *e, int l, int attention, double *t);
+void mk_layer_cache_put_ops(mk_layer_cache_t *e, int l, int attention, double t);
+
+struct mk_sim_state {
     const mk_cluster_t *c;
     const mk_plan_t *p;         /* checked, recompute resolved */
     const mk_graph_t *g;
@@ -171,7 +189,8 @@ typedef struct mk_sim_state {
     mk_group_t zg, rg;          /* ZeRO: the sharding group (dpg unless hybrid), the replicas */
     int zk, nrep;               /* their sizes: zk x nrep = dp x cp */
     mk_trace_t *tr;
-} mk_sim_state_t;
+    mk_layer_cache_t *lc;       /* the handle's per-layer pieces for this run (NULL: none) */
+};
 
 /* sim_chunk.c: the chunk's costs (needs R->c, p, g, o, tpg).  0 or -1. */
 int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c);
