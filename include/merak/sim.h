@@ -148,6 +148,16 @@ int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_gra
  * mk_plan_resolve_opts_t (merak/plan_ctx.h) on the simulator's paths. */
 int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);
 
+/* Lower bounds for a search (the planner's branch and bound) on a checked
+ * plan with its recompute settled, per stage s of pp: after[s], the seconds
+ * stage s still runs after its last compute op (OPT_STEP; ZeRO-1/2: the
+ * weights' all-gather after it); dp[s], the seconds its DP stream carries,
+ * queued one after another, before its last REDUCE_GRADS returns (so the
+ * stage ends no sooner than dp[s] + after[s]).  Neither depends on the
+ * schedule's order or on TP overlap.  o NULL: defaults.  0 or -1. */
+int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                      double *after, double *dp);
+
 /* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
  * plan attached when p != NULL.  New reference. */
 json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p);
