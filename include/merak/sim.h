@@ -175,6 +175,15 @@ json_t *mk_sim_explain_json(const mk_sim_result_t *r);
  * and seconds, in the order every output lists them.  Returns their count. */
 #define MK_SIM_EXPLAIN_PARTS 10
 int mk_sim_explain_parts(const mk_sim_explain_t *e, const char **names, double *secs);
+/* Lower bounds for a search (the planner's branch and bound) on a checked
+ * plan with its recompute settled, per stage s of pp: after[s], the seconds
+ * stage s still runs after its last compute op (OPT_STEP; ZeRO-1/2: the
+ * weights' all-gather after it); dp[s], the seconds its DP stream carries,
+ * queued one after another, before its last REDUCE_GRADS returns (so the
+ * stage ends no sooner than dp[s] + after[s]).  Neither depends on the
+ * schedule's order or on TP overlap.  o NULL: defaults.  0 or -1. */
+int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                      double *after, double *dp);
 
 /* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
  * plan attached when p != NULL.  New reference. */

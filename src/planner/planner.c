@@ -35,6 +35,12 @@ typedef struct {
     double *ar[2];        /* [seqpar][layer] TP collectives of one forward (same again in backward) */
 } mk_gcache_t;
 
+/* What each stage runs after its compute and its DP stream's floor
+ * (mk_sim_stage_tail; lower_bound). */
+typedef struct {
+    double after[MK_PLAN_MAX_VSTAGES], dp[MK_PLAN_MAX_VSTAGES]; /* [pp] seconds */
+} mk_tail_t;
+
 typedef struct {
     const mk_model_config_t *model;
     const mk_cluster_t *cl;
@@ -54,6 +60,7 @@ typedef struct {
     double t0;                /* search start (progress) */
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
     const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
+    mk_tail_t tail;
 } mk_search_t;
 
 void mk_planner_opts_init(mk_planner_opts_t *o)
@@ -180,7 +187,15 @@ static double op_bound(const mk_plan_t *p, double compute, double comm)
     return p->tp_overlap ? (compute > comm ? compute : comm) : compute + comm;
 }
 
-static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck)
+/* Each stage also ends no sooner than its last compute op plus what comes
+ * after it (tail->after: the optimizer step, ZeRO-1/2's weight gather), nor
+ * before its DP stream has carried its gradients (and ZeRO-3's gathers)
+ * and that tail (mk_sim_stage_tail).  Both are shaved by 1e-12 so that
+ * summing them in another order than the run does cannot lift the bound
+ * over the run's step. */
+#define MK_TAIL_SHAVE (1 - 1e-12)
+
+static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck, const mk_tail_t *tail)
 {
     const double *f = e->f[p->seqpar], *b = e->b[p->seqpar], *ar = e->ar[p->seqpar];
     double worst = 0, fill = 0, drain = 0;
@@ -198,6 +213,9 @@ static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *c
         }
         busy *= p->m;
         double lb = fill + busy + (p->schedule == MK_SCHED_ZB_H1 ? 0 : drain);
+        double end = (fill + busy + tail->after[s]) * MK_TAIL_SHAVE, dp = (tail->dp[s] + tail->after[s]) * MK_TAIL_SHAVE;
+        if (end > lb) lb = end;
+        if (dp > lb) lb = dp;
         if (lb > worst) worst = lb;
         /* chunk 0 of this stage adds to the path of every later stage */
         int k0 = s;
@@ -390,12 +408,13 @@ static int variant_loop(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t
             S->fx = NULL;
             if (p.zero == 1) fit1[h] = fit;
             if (fit && duplicates_fixed_policy(S, &p, e->g, ck)) continue;
+            if (fit && mk_sim_stage_tail(S->cl, &p, e->g, &S->so, S->tail.after, S->tail.dp) < 0) return -1;
             for (int ov = 0; ov <= 1; ov++) {
                 if ((o->tp_overlap >= 0 && ov != (o->tp_overlap > 0)) || (ov && base->tp == 1)) continue;
                 p.tp_overlap = ov ? (o->tp_overlap > 0 ? o->tp_overlap : 2) : 0;
                 S->r->candidates++;
                 if (!fit) S->r->pruned_memory++;
-                else if (push(S, &p, lower_bound(&p, e, ck)) < 0) return -1;
+                else if (push(S, &p, lower_bound(&p, e, ck, &S->tail)) < 0) return -1;
             }
         }
     }

@@ -45,7 +45,7 @@ void mk_sim_free(mk_sim_t *s)
 
 /* Static memory of every stage, and the DP buckets (sized by the stage
  * with the most gradient bytes, 1 to 64). */
-static int setup_statics(mk_sim_state_t *R)
+int mk_sim_setup_statics(mk_sim_state_t *R)
 {
     const mk_plan_t *p = R->p;
     R->st = calloc(p->pp, sizeof *R->st);
@@ -85,7 +85,7 @@ static int setup_streams(mk_sim_state_t *R, const mk_plan_ctx_t *ctx, mk_sched_p
 }
 
 /* Communication groups, message and NIC tables, chunk costs, the walker. */
-static int setup_shared(mk_sim_state_t *R, mk_layer_caches_t *lc)
+void mk_sim_setup_groups(mk_sim_state_t *R)
 {
     const mk_plan_t *p = R->p;
     const mk_cluster_t *c = R->c;
@@ -109,6 +109,13 @@ static int setup_shared(mk_sim_state_t *R, mk_layer_caches_t *lc)
     R->zg = mk_group_make(c, 0, p->tp, R->zk, sh);
     R->ezg = mk_group_make(c, 0, p->tp * ep, R->zk / ep > 1 ? R->zk / ep : 1, sh);
     R->rg = mk_group_make(c, 0, p->tp * R->zk, R->nrep, sh);
+}
+
+static int setup_shared(mk_sim_state_t *R, mk_layer_caches_t *lc)
+{
+    const mk_plan_t *p = R->p;
+    int gpn = R->c->gpus_per_node > 0 ? R->c->gpus_per_node : 1;
+    mk_sim_setup_groups(R);
     R->lc = mk_layer_cache_find(lc, R);
     R->ch = calloc(R->V, sizeof *R->ch);
     long nmsg = mk_walk_n_keys(R->sch);
@@ -201,7 +208,7 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     mk_evq_init(&R.q);
     double step;
     int rc = -1;
-    if (setup_statics(&R) < 0 || setup_streams(&R, ctx, &sim->pool) < 0 || setup_shared(&R, &sim->lc) < 0) goto done;
+    if (mk_sim_setup_statics(&R) < 0 || setup_streams(&R, ctx, &sim->pool) < 0 || setup_shared(&R, &sim->lc) < 0) goto done;
     for (int s = 0; s < p.pp; s++)
         if (setup_stage(&R, s) < 0) goto done;
     if (run_events(&R, &step) < 0) goto done;

@@ -2,7 +2,7 @@
 # collectives, sub-pipelined TP), the memory tracker; `merak sim` is in cli/.
 libmerak_la_SOURCES += src/sim/cost.c src/sim/collective.c src/sim/tp.c src/sim/memory.c src/sim/evq.c \
 	src/sim/sim.c src/sim/sim_chunk.c src/sim/sim_step.c src/sim/sim_result.c src/sim/zero.c src/sim/explain.c \
-	src/sim/sim_cache.c
+	src/sim/sim_cache.c src/sim/sim_bound.c
 merakinclude_HEADERS += include/merak/sim.h include/merak/cost.h
 noinst_HEADERS += src/sim/sim_internal.h src/sim/evq.h
 

@@ -230,6 +230,16 @@ void mk_zero_chunk_free(mk_chunk_cost_t *c);
 double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int ck, int rc,
                   double t0);
 
+/* What one backward of chunk k reduces with ZeRO-2/3 (gradient bytes on
+ * one TP rank), and ZeRO-3's DP-stream seconds per micro-batch of it. */
+double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k);
+double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k);
+
+/* sim.c: a run's per-stage statics and DP bucket count (R->c, p, g, o, V
+ * set; R->st allocated), and its communication groups.  0 or -1. */
+int mk_sim_setup_statics(mk_sim_state_t *R);
+void mk_sim_setup_groups(mk_sim_state_t *R);
+
 /* sim_step.c: the walker's hooks for the state's walker (ctx = R). */
 void mk_sim_hooks(mk_sim_state_t *R, mk_walk_hooks_t *h);
 /* Queue stage s to go on at time t.  0 or -1. */
@@ -240,6 +250,13 @@ void mk_sim_mem_trace(mk_sim_state_t *R, int s, double t);
 
 /* explain.c: the step breakdown of a finished run (out->explain). */
 void mk_sim_explain_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);
+/* One DP bucket of `bytes` of stage S: *red its reduction (all-reduce, or
+ * ZeRO's reduce-scatter over the sharding group), *rep the hybrid
+ * replicas' all-reduce of the shard (0 if none).  Seconds. */
+void mk_sim_bucket_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double bytes, double *red, double *rep);
+/* OPT_STEP of stage S on the compute stream (returned) and, ZeRO-1/2, the
+ * all-gather of the updated weights after it (*ag, else 0).  Seconds. */
+double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double *ag);
 
 /* sim_result.c: fill *out from a finished run of makespan `step` (s). */
 void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);

@@ -137,23 +137,29 @@ static void emit_compute_tp(mk_sim_state_t *R, int s, const mk_instr_t *in, cons
 /* One gradient bucket of `bytes` ready at `ready` on stage s's DP stream:
  * all-reduced (ZeRO-0), or reduce-scattered over the sharding group and,
  * hybrid, the shard all-reduced over the replicas.  Returns its end. */
-static double queue_bucket(mk_sim_state_t *R, int s, double ready, double bytes)
+void mk_sim_bucket_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double bytes, double *red, double *rep)
 {
-    mk_sim_stage_t *S = &R->st[s];
     int z = R->p->zero, unit = R->o->unit_costs;
-    double st = ready > S->dp_free ? ready : S->dp_free;
     /* the experts' share of the stage's gradients goes over their own,
        ep-times smaller group (0 without experts: the dense reduction alone) */
     double fe = S->ss.params > 0 ? S->ss.expert_params / S->ss.params : 0;
     mk_coll_kind_t kind = z ? MK_COLL_REDUCE_SCATTER : MK_COLL_ALLREDUCE;
-    double d = unit ? 0 : mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->zg : &R->dpg, bytes * (1 - fe)) +
-                              mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->ezg : &R->edpg, bytes * fe);
+    *red = unit ? 0 : mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->zg : &R->dpg, bytes * (1 - fe)) +
+                          mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->ezg : &R->edpg, bytes * fe);
+    *rep = z && R->nrep > 1 && !unit ? mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->rg, bytes / R->zk) : 0;
+}
+
+static double queue_bucket(mk_sim_state_t *R, int s, double ready, double bytes)
+{
+    mk_sim_stage_t *S = &R->st[s];
+    int z = R->p->zero;
+    double st = ready > S->dp_free ? ready : S->dp_free, d, a;
+    mk_sim_bucket_cost(R, S, bytes, &d, &a);
     S->dp_free = st + d;
     S->comm[MK_COMM_DP] += d;
     R->events++;
     if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, z ? "RS.dp" : "AR.dp", st, d, s, -1, 0, -1);
     if (z && R->nrep > 1) {
-        double a = unit ? 0 : mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->rg, bytes / R->zk);
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AR.dp", S->dp_free, a, s, -1, 0, -1);
         S->dp_free += a;
         S->comm[MK_COMM_DP] += a;
@@ -342,26 +348,33 @@ static int op_reduce_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     return DONE;
 }
 
+double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double *ag)
+{
+    const mk_plan_t *p = R->p;
+    int unit = R->o->unit_costs, z = mk_plan_zero(p);
+    double d = 0, local = S->ss.params / (z ? mk_plan_zero_group(p) : 1);
+    if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
+    /* fp8: the step's cast of the linear weights to FP8 (memory.c fp8_copies) */
+    if (!unit && !R->c->ideal) d += mk_dtype_cast_bytes(p->dtype) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
+    double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
+    *ag = (z == 1 || z == 2) && !unit ? mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->zg, w * S->ss.params) : 0;
+    return d;
+}
+
 static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     const mk_plan_t *p = R->p;
     int s = ev->stage;
     mk_sim_stage_t *S = &R->st[s];
     int unit = R->o->unit_costs;
-    double d = 0;
+    double ag, d = mk_sim_opt_cost(R, S, &ag);
     int z = mk_plan_zero(p);
-    double local = S->ss.params / (z ? mk_plan_zero_group(p) : 1);
-    if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
-    /* fp8: the step's cast of the linear weights to FP8 (memory.c fp8_copies) */
-    if (!unit && !R->c->ideal) d += mk_dtype_cast_bytes(p->dtype) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
     if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_COMPUTE, "OPT", t, d, s, -1, 0, -1);
     S->now = t + d;
     S->busy += d;
     S->cls[MK_SIM_OPT] += d;
     if ((z == 1 || z == 2) && !unit) { /* gather the updated weights (ZeRO-3 keeps its shard) */
-        double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
         double st = S->now > S->dp_free ? S->now : S->dp_free;
-        double ag = mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->zg, w * S->ss.params);
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", st, ag, s, -1, 0, -1);
         S->exposed[MK_COMM_DP] += st + ag - S->now;
         S->comm[MK_COMM_DP] += ag;

@@ -107,17 +107,35 @@ static int zero3_fill(const mk_sim_state_t *R, mk_chunk_cost_t *c)
     return 0;
 }
 
+double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k)
+{
+    double w, gr, opt;
+    mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
+    int l0 = R->p->bounds[k], l1 = R->p->bounds[k + 1];
+    double P = mk_sim_layers_params(R->g, l0, l1, R->p->tp);
+    if (k == R->V - 1 && R->p->pp > 1) P += mk_sim_tied_params(R->g, R->p->tp);
+    return gr * P;
+}
+
+/* ZeRO-3: what the DP stream carries for one micro-batch of chunk k,
+ * whatever the schedule: every layer's gather for its forward and for its
+ * backward (B or B_IN), and its gradient's reduction (in B or B_W); a
+ * recompute's gathers come on top.  Seconds. */
+double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k)
+{
+    double sum = 0;
+    for (int l = R->p->bounds[k]; l < R->p->bounds[k + 1]; l++) {
+        double ag, rs, ar;
+        layer_comm(R, l, &ag, &rs, &ar);
+        sum += ag + (reads_no_weights_bwd(R->g, l) ? 0 : ag) + rs + ar;
+    }
+    return sum;
+}
+
 int mk_zero_chunk_build(const mk_sim_state_t *R, mk_chunk_cost_t *c)
 {
     int z = mk_plan_zero(R->p);
-    if (z >= 2) { /* what one backward of the chunk reduces (ZeRO-2's per-micro-batch buckets) */
-        double w, gr, opt;
-        mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
-        int l0 = R->p->bounds[c->k], l1 = R->p->bounds[c->k + 1];
-        double P = mk_sim_layers_params(R->g, l0, l1, R->p->tp);
-        if (c->k == R->V - 1 && R->p->pp > 1) P += mk_sim_tied_params(R->g, R->p->tp);
-        c->gbytes = gr * P;
-    }
+    if (z >= 2) c->gbytes = mk_zero_chunk_gbytes(R, c->k);
     if (z != 3) return 0;
     if (!(c->z = calloc(1, sizeof *c->z))) return mk_error_set("out of memory");
     mk_zseq_t *q[] = {&c->z->f, &c->z->b, &c->z->bi, &c->z->bw, &c->z->ck};
