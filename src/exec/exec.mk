@@ -1,7 +1,7 @@
 # exec module: backends, kernels, the GPT, MPI runtime, stream interpreter,
 # sub-pipelined TP, checkpoints, ZeRO; the checkpoint files and token data it
 # reads and writes.  `merak run` is in cli/.
-libmerak_a_SOURCES += src/exec/backend_cpu.c src/exec/kernels_cpu.c src/exec/kernels_llama_cpu.c src/exec/gpt.c src/exec/gpt_layers.c \
+libmerak_a_SOURCES += src/exec/backend_cpu.c src/exec/kernels_cpu.c src/exec/cpu_par.c src/exec/kernels_llama_cpu.c src/exec/gpt.c src/exec/gpt_layers.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_zero.c src/exec/exec_fsdp.c src/exec/exec_faults.c src/exec/exec_tp.c \
 	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/kernels_moe_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c
