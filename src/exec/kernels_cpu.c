@@ -164,7 +164,7 @@ static void attn_scores(float *a, const float *q, const float *kbase, size_t ld,
     }
 }
 
-static void attn_fwd_head(const attn_t *x, int b, int h)
+MK_VEC static void attn_fwd_head(const attn_t *x, int b, int h)
 {
     int T = x->T, hs = x->hs, C = x->NH * hs, C3 = C + 2 * x->KV * hs;
     int ko = C + KV_HEAD(h, x->NH, x->KV) * hs, vo = ko + x->KV * hs;
@@ -200,31 +200,31 @@ void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, i
     mk_cpu_par((size_t)B * NH, 1, attn_fwd_part, &x);
 }
 
-static void attn_bwd_head(const attn_t *x, int b, int h)
+MK_VEC static void attn_bwd_head(const attn_t *x, int b, int h)
 {
     int T = x->T, hs = x->hs, C = x->NH * hs, C3 = C + 2 * x->KV * hs;
     int ko = C + KV_HEAD(h, x->NH, x->KV) * hs, vo = ko + x->KV * hs;
     float scale = 1.0f / sqrtf((float)hs);
-    const float *qkv = x->qkv;
+    const float *qkv = x->qkv + (size_t)b * T * C3;
+    float *dqkv = x->dqkv + (size_t)b * T * C3;
     for (int t = 0; t < T; t++) {
         const float *a = x->catt + (((size_t)b * x->NH + h) * T + t) * T;
         float *da = x->datt + (((size_t)b * x->NH + h) * T + t) * T;
         const float *d = x->dout + ((size_t)b * T + t) * C + h * hs;
-        const float *q = qkv + ((size_t)b * T + t) * C3 + h * hs;
-        float *dq = x->dqkv + ((size_t)b * T + t) * C3 + h * hs;
+        const float *q = qkv + (size_t)t * C3 + h * hs;
+        float *dq = dqkv + (size_t)t * C3 + h * hs;
         float dot = 0.0f;
-        for (int u = 0; u <= t; u++) {   /* through the value mix */
-            const float *v = qkv + ((size_t)b * T + u) * C3 + vo;
-            float *dv = x->dqkv + ((size_t)b * T + u) * C3 + vo;
-            float s = 0.0f;
-            for (int i = 0; i < hs; i++) { s += v[i] * d[i]; dv[i] += a[u] * d[i]; }
-            da[u] = s;
-            dot += s * a[u];
+        /* through the value mix: da[u] = v_u . d, dv_u += a[u] d */
+        attn_scores(da, d, qkv + vo, C3, t, hs, 1.0f);
+        for (int u = 0; u <= t; u++) {
+            float *dv = dqkv + (size_t)u * C3 + vo;
+            for (int i = 0; i < hs; i++) dv[i] += a[u] * d[i];
+            dot += da[u] * a[u];
         }
         for (int u = 0; u <= t; u++) {   /* through the softmax and q.k */
             float g = a[u] * (da[u] - dot) * scale;
-            const float *k = qkv + ((size_t)b * T + u) * C3 + ko;
-            float *dk = x->dqkv + ((size_t)b * T + u) * C3 + ko;
+            const float *k = qkv + (size_t)u * C3 + ko;
+            float *dk = dqkv + (size_t)u * C3 + ko;
             for (int i = 0; i < hs; i++) { dq[i] += g * k[i]; dk[i] += g * q[i]; }
         }
     }
