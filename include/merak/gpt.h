@@ -129,7 +129,7 @@ typedef struct mk_gpt_run {
     int (*ep_a2a)(void *ctx, const float *send, const int *scount, float *recv, const int *rcount, int width);
     void (*ep_tokens)(void *ctx, const float *count, int E);
     float *s_d;                   /* sp: (N, C) a gathered output gradient, then (2C) norm weight gradients */
-    float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, wide), (B, nh, T, T), (N, C) */
+    float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, mid), (B, nh, T, T), (N, C) */
     float *s_red;                 /* (3N) row statistics of the loss */
     double aux;                   /* MoE: the load-balancing losses' share of the objective, summed by
                                      the forwards (each micro-batch's aux loss x loss_scale x N) */

@@ -10,6 +10,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Zeroing split over the rank's cores: the step's gradients (0.5 GB at
+ * gpt2-124m) are cleared every step, and one core does not saturate the
+ * memory bus. */
+static void zero_part(void *arg, size_t lo, size_t hi) { memset((char *)arg + lo, 0, hi - lo); }
+static void par_zero(void *p, size_t bytes) { mk_cpu_par(bytes, (size_t)4 << 20, zero_part, p); }
+
 /* The CPU backend is stateless: its entries ignore ctx (NULL). */
 static void *cpu_alloc(void *ctx, size_t bytes)
 {
@@ -18,12 +24,12 @@ static void *cpu_alloc(void *ctx, size_t bytes)
     void *p = NULL;
     size_t n = (bytes + 63) & ~(size_t)63;
     if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
-    memset(p, 0, n ? n : 64);
+    par_zero(p, n ? n : 64);
     return p;
 }
 
 static void cpu_free(void *ctx, void *p) { (void)ctx; free(p); }
-static void cpu_zero(void *ctx, void *p, size_t bytes) { (void)ctx; memset(p, 0, bytes); }
+static void cpu_zero(void *ctx, void *p, size_t bytes) { (void)ctx; par_zero(p, bytes); }
 static void cpu_copy(void *ctx, void *d, const void *s, size_t bytes) { (void)ctx; memmove(d, s, bytes); }
 
 static const mk_backend_t mk_cpu = {

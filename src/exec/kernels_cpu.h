@@ -6,6 +6,16 @@
 #define MERAK_KERNELS_CPU_H
 #include <stddef.h>
 
+/* ---- threads (src/exec/cpu_par.c) ---- */
+#define MK_CPU_MAX_THREADS 256
+/* The kernels' thread count (default 1; mk_runtime_bind: the rank's cores). */
+void mk_cpu_set_threads(int n);
+int mk_cpu_threads(void);
+/* fn(arg, lo, hi) over [lo, hi) for contiguous ranges covering [0, n), on
+   up to mk_cpu_threads() threads, each range at least grain long. */
+typedef void (*mk_cpu_range_fn)(void *arg, size_t lo, size_t hi);
+void mk_cpu_par(size_t n, size_t grain, mk_cpu_range_fn fn, void *arg);
+
 void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC);
 void mk_cpu_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC);

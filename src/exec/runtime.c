@@ -2,6 +2,7 @@
 #include "config.h"
 #include "exec/comm.h"
 #include "merak/backend.h"
+#include "exec/kernels_cpu.h"
 
 #include <hwloc.h>
 #include <malloc.h>
@@ -46,7 +47,10 @@ int mk_runtime_bind(mk_comm_t *c)
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, -1);
     const char *env = getenv("OPENBLAS_NUM_THREADS");
+    int cores_mine = threads;
     if (env && atoi(env) > 0) threads = atoi(env);
+    /* the kernels' own threads: never more than the rank's cores */
+    mk_cpu_set_threads(threads < cores_mine ? threads : cores_mine);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(threads);
 #endif

@@ -1,0 +1,144 @@
+/* The CPU kernels split over threads (src/exec/cpu_par.c) give bitwise the
+ * results of one thread, and the attention core's four-keys-at-a-time
+ * loops bitwise those of the plain one-key loop written here (the serial
+ * kernel before issue 23), at sizes that take the threaded paths. */
+#include "config.h"
+#include "check.h"
+#include "exec/kernels_cpu.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned long long rng = 88172645463325252ULL;
+static float urand(void)
+{
+    rng ^= rng << 13; rng ^= rng >> 7; rng ^= rng << 17;
+    return (float)((rng >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+static float *rnd(size_t n, float s)
+{
+    float *f = malloc(n * sizeof *f);
+    for (size_t i = 0; i < n; i++) f[i] = s * urand();
+    return f;
+}
+static float *dup(const float *f, size_t n) { float *d = malloc(n * sizeof *d); memcpy(d, f, n * sizeof *d); return d; }
+static int same(const float *a, const float *b, size_t n) { return memcmp(a, b, n * sizeof *a) == 0; }
+
+/* the one-key loops (the serial kernel before issue 23) on one (b, h, t):
+ * forward (dout NULL): scores, softmax, value mix; backward otherwise */
+typedef struct {
+    float *out, *att, *dqkv, *datt;
+    const float *qkv, *dout;
+    int T, NH, KV, hs;
+} pa_t;
+
+static void plain_row(const pa_t *p, int b, int h, int t)
+{
+    int T = p->T, hs = p->hs, C = p->NH * hs, C3 = C + 2 * p->KV * hs;
+    int ko = C + KV_HEAD(h, p->NH, p->KV) * hs, vo = ko + p->KV * hs;
+    float scale = 1.0f / sqrtf((float)hs), dot = 0.0f, mx = -INFINITY, sum = 0.0f;
+    const float *x = p->qkv + (size_t)b * T * C3, *q = x + (size_t)t * C3 + h * hs;
+    float *a = p->att + (((size_t)b * p->NH + h) * T + t) * T;
+    if (!p->dout) {
+        for (int u = 0; u <= t; u++) {
+            float s = 0.0f;
+            for (int i = 0; i < hs; i++) s += q[i] * x[(size_t)u * C3 + ko + i];
+            a[u] = s * scale;
+            if (a[u] > mx) mx = a[u];
+        }
+        for (int u = 0; u <= t; u++) { a[u] = expf(a[u] - mx); sum += a[u]; }
+        for (int u = 0; u < T; u++) a[u] = u <= t ? a[u] / sum : 0.0f;
+        float *o = p->out + ((size_t)b * T + t) * C + h * hs;
+        memset(o, 0, hs * sizeof(float));
+        for (int u = 0; u <= t; u++)
+            for (int i = 0; i < hs; i++) o[i] += a[u] * x[(size_t)u * C3 + vo + i];
+        return;
+    }
+    const float *d = p->dout + ((size_t)b * T + t) * C + h * hs;
+    float *da = p->datt + (((size_t)b * p->NH + h) * T + t) * T, *dx = p->dqkv + (size_t)b * T * C3;
+    float *dq = dx + (size_t)t * C3 + h * hs;
+    for (int u = 0; u <= t; u++) {
+        float s = 0.0f;
+        for (int i = 0; i < hs; i++) { s += x[(size_t)u * C3 + vo + i] * d[i]; dx[(size_t)u * C3 + vo + i] += a[u] * d[i]; }
+        da[u] = s;
+        dot += s * a[u];
+    }
+    for (int u = 0; u <= t; u++) {
+        float g = a[u] * (da[u] - dot) * scale;
+        for (int i = 0; i < hs; i++) { dq[i] += g * x[(size_t)u * C3 + ko + i]; dx[(size_t)u * C3 + ko + i] += g * q[i]; }
+    }
+}
+
+static void plain_att(const pa_t *p, int B)
+{
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < p->NH; h++)
+            for (int t = 0; t < p->T; t++) plain_row(p, b, h, t);
+}
+
+/* attention at threads 1 and 3 against the one-key loop: fwd and bwd bitwise */
+static void test_attention(int NH, int KV)
+{
+    int B = 2, T = 11, hs = 7, C = NH * hs, C3 = C + 2 * KV * hs;
+    size_t nx = (size_t)B * T * C3, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *x = rnd(nx, 1.0f), *r = rnd(no, 1.0f), *o0 = calloc(no, 4), *a0 = calloc(na, 4), *d0 = calloc(nx, 4);
+    float *da0 = calloc(na, 4);
+    pa_t pa = {o0, a0, d0, da0, x, NULL, T, NH, KV, hs};
+    plain_att(&pa, B);
+    pa.dout = r;
+    plain_att(&pa, B);
+    for (int th = 1; th <= 3; th += 2) {
+        float *o = calloc(no, 4), *a = calloc(na, 4), *d = calloc(nx, 4), *da = calloc(na, 4);
+        mk_cpu_set_threads(th);
+        mk_cpu_attention_fwd(NULL, o, a, x, B, T, NH, KV, hs);
+        mk_cpu_attention_bwd(NULL, d, da, r, x, a, B, T, NH, KV, hs);
+        CHECK(same(o, o0, no) && same(a, a0, na), "attention NH %d KV %d fwd, %d threads", NH, KV, th);
+        CHECK(same(d, d0, nx), "attention NH %d KV %d bwd, %d threads", NH, KV, th);
+        free(o); free(a); free(d); free(da);
+    }
+    mk_cpu_set_threads(1);
+    free(x); free(r); free(o0); free(a0); free(d0); free(da0);
+}
+
+/* GELU, AdamW, cross-entropy, the sum of squares: 3 threads = 1 thread */
+static void test_elementwise(void)
+{
+    int n = 300001, N = 7, Vl = 30011;
+    float *x = rnd(n, 3.0f), *dy = rnd(n, 1.0f), *lg = rnd((size_t)N * Vl, 5.0f), *res[2][6];
+    int tg[7] = {0, 5, 30010, 17, 29999, 3, 1234};
+    double ss[2], loss[2];
+    for (int k = 0; k < 2; k++) {
+        mk_cpu_set_threads(k ? 3 : 1);
+        float *g = res[k][0] = calloc(n, 4), *dg = res[k][1] = calloc(n, 4), *p = res[k][2] = dup(x, n);
+        float *m = res[k][3] = calloc(n, 4), *v = res[k][4] = calloc(n, 4), *l = res[k][5] = dup(lg, (size_t)N * Vl);
+        mk_cpu_gelu_fwd(NULL, g, x, n);
+        mk_cpu_gelu_bwd(NULL, dg, x, dy, n);
+        for (int s = 1; s <= 2; s++)
+            mk_cpu_adamw(NULL, p, dy, m, v, n, 1e-3f, 0.9f, 0.95f, 1 - powf(0.9f, s), 1 - powf(0.95f, s), 1e-8f, 0.1f, 0.7f);
+        float mx[7], sum[7], t[7];
+        mk_cpu_xent_max(NULL, mx, l, N, Vl, 0, Vl - 3);
+        mk_cpu_xent_exp(NULL, l, sum, t, mx, tg, N, Vl, 0, Vl - 3);
+        loss[k] = mk_cpu_xent_loss(NULL, l, sum, t, N, Vl);
+        mk_cpu_xent_bwd(NULL, l, l, tg, 0.25f, N, Vl, 0);
+        ss[k] = mk_cpu_sumsq(NULL, x, n);
+    }
+    mk_cpu_set_threads(1);
+    const char *what[6] = {"gelu fwd", "gelu bwd", "adamw p", "adamw m", "adamw v", "cross-entropy"};
+    for (int j = 0; j < 6; j++) CHECK(same(res[0][j], res[1][j], j == 5 ? (size_t)N * Vl : (size_t)n), "%s", what[j]);
+    CHECK(loss[0] == loss[1] && ss[0] == ss[1], "loss %.17g %.17g, sumsq %.17g %.17g", loss[0], loss[1], ss[0], ss[1]);
+    double want = 0.0;
+    for (int i = 0; i < n; i++) want += (double)x[i] * x[i];
+    CHECK_REL(ss[0], want, 1e-12, "sumsq (interleaved sums) against one serial sum");
+    for (int k = 0; k < 2; k++) for (int j = 0; j < 6; j++) free(res[k][j]);
+    free(x); free(dy); free(lg);
+}
+
+int main(void)
+{
+    test_attention(4, 4);  /* MHA */
+    test_attention(6, 2);  /* GQA */
+    test_attention(3, 1);  /* MQA */
+    test_elementwise();
+    CHECK_DONE();
+}
