@@ -45,9 +45,13 @@ typedef struct mk_args {
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;
     const char *backend, *data, *save, *load;
-    double lr, min_lr, weight_decay, clip_grad, adam_eps;
+    double lr, min_lr, weight_decay, clip_grad, adam_eps, adam_beta1, adam_beta2; /* -1: not given */
     int lr_warmup_iters, seed, eval_interval;
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
+    int log_interval;              /* merak run: a step line every N steps (0: not given, every step) */
+    int quiet;                     /* merak run --quiet: no step or file lines on stderr */
+    int max_pos;                   /* --max-position-embeddings (0: not given; must cover --seq-length) */
+    const char *recompute_method;  /* --recompute-method uniform (checked; merak's full recompute) */
     int layout_given;              /* any layout/model flag was given (for --plan checks) */
     int npos;                      /* positional arguments after the options */
     char **pos;
@@ -68,6 +72,7 @@ typedef struct mk_cli_defaults {
     int gpus, top;                 /* merak plan */
     int steps, seed;               /* merak run */
     const char *lr, *weight_decay, *clip_grad, *adam_eps; /* merak run, as typed on the command line */
+    const char *adam_beta1, *adam_beta2;
     const char *out;               /* merak profile */
 } mk_cli_defaults_t;
 

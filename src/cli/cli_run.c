@@ -21,7 +21,8 @@ static const char *run_usage =
     "              [--tp-overlap 0|1|2] [--sequence-parallel] [--plan FILE] [--partition P]\n"
     "              [--data FILE] [--eval-interval N] [--save FILE] [--load FILE]\n"
     "              [--save-interval N] [--lr-decay-iters N] [--zero Z] [--trace FILE]\n"
-    "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--use-flash-attn]\n\n"
+    "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--use-flash-attn]\n"
+    "              [--adam-beta1 X] [--adam-beta2 X] [--log-interval N] [--quiet]\n\n"
     "Train the GPT for real (README.md \"Training for real\"; fp32; CPU backend on\n"
     "OpenBLAS, CUDA when built and a GPU is visible), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
@@ -42,9 +43,11 @@ static const char *run_usage =
     "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
     "                   with it); a 16-bit plan trains in fp32, with a warning\n"
     "  --backend B      cpu or cuda (default: cuda when built and a GPU is visible)\n"
-    "  --lr X           peak learning rate (default 6e-4); --min-lr (default lr/10);\n"
-    "  --lr-warmup-iters N (default 0); --weight-decay (0.1); --clip-grad (1.0);\n"
-    "  --adam-eps (1e-8); --seed N (1234)\n"
+    "  --lr X           peak learning rate (default @lr@); --min-lr (default lr/10);\n"
+    "  --lr-warmup-iters N  linear warm-up (default: 2/(1-beta2) steps, 40, or the\n"
+    "                   first half of a shorter cosine horizon); then cosine to --min-lr\n"
+    "  --weight-decay (@weight_decay@); --clip-grad (@clip_grad@);\n"
+    "  --adam-eps (@adam_eps@); --seed N (@seed@); --adam-beta1 (@adam_beta1@); --adam-beta2 (@adam_beta2@)\n"
     "  --data FILE      token file: bytes, uint16 (.bin/.u16/.tok) or llm.c .bin; ids below\n"
     "                   the vocabulary (--vocab-size); default: a synthetic stream\n"
     "  --eval-interval N  validation loss (the held-out last tenth) every N steps and at the end;\n"
@@ -65,6 +68,9 @@ static const char *run_usage =
     "                   either way (same results); it changes only merak sim's costs\n"
     "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
     "  --json           one JSON object on stdout (rank 0): losses, step times, memory\n"
+    "  --log-interval N a step line on stderr every N steps and at the last (default 1):\n"
+    "                   step, loss, lr, time, tokens/s; also one line per file written\n"
+    "  --quiet          no step or file lines (errors and warnings still go to stderr)\n"
     "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";
 
 /* Testing flags handled here, removed from argv before the shared parser. */
@@ -95,6 +101,7 @@ static const mk_cli_defaults_t run_defaults = {
     .model = "gpt-tiny", .cluster = "ideal", .dtype = MK_DTYPE_FP32, .gbs = 0 /* 2 x dp x mbs x pp */,
     .schedule = "1f1b", .recompute = "full", .partition = "uniform", .vpp = 2,
     .steps = 10, .seed = 1234, .lr = "6e-4", .weight_decay = "0.1", .clip_grad = "1.0", .adam_eps = "1e-8",
+    .adam_beta1 = "0.9", .adam_beta2 = "0.95",
 };
 
 /* The executor keeps fp32 weights and optimizer state on every backend: a
@@ -145,10 +152,13 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     o->steps = a->steps >= 0 ? a->steps : d->steps;
     o->lr = a->lr >= 0 ? a->lr : strtod(d->lr, NULL);
     if (a->min_lr >= 0) o->min_lr = a->min_lr;
-    if (a->lr_warmup_iters >= 0) o->warmup = a->lr_warmup_iters;
+    o->warmup = a->lr_warmup_iters >= 0 ? a->lr_warmup_iters : -1; /* -1: mk_exec_default_warmup */
     o->weight_decay = a->weight_decay >= 0 ? a->weight_decay : strtod(d->weight_decay, NULL);
     o->clip_grad = a->clip_grad >= 0 ? a->clip_grad : strtod(d->clip_grad, NULL);
     o->adam_eps = a->adam_eps >= 0 ? a->adam_eps : strtod(d->adam_eps, NULL);
+    o->adam_beta1 = a->adam_beta1 >= 0 ? a->adam_beta1 : strtod(d->adam_beta1, NULL);
+    o->adam_beta2 = a->adam_beta2 >= 0 ? a->adam_beta2 : strtod(d->adam_beta2, NULL);
+    o->log_interval = a->quiet ? 0 : a->log_interval > 0 ? a->log_interval : 1;
     o->seed = (uint64_t)(a->seed >= 0 ? a->seed : d->seed);
     o->trace = a->trace_file;
     o->data = a->data;
@@ -249,9 +259,6 @@ int mk_cmd_run(int argc, char **argv)
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
     o.dump_grads = dump;
-    /* progress on a terminal; under mpiexec stderr is a pipe, so a run
-       without --json (whose only output is the progress) prints it too */
-    o.progress = isatty(2) || (world > 1 && !a.json);
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);
