@@ -83,6 +83,10 @@ typedef struct mk_cli_defaults {
 int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
                   const mk_cli_defaults_t *d);
 
+/* --micro-batches M given: set a->gbs to dp x mbs x M (both must not be
+ * given).  Prints the error and returns MK_EXIT_USAGE, or 0. */
+int mk_args_micro_batches(mk_args_t *a);
+
 /* Resolve the model from --model and the overrides (default: deflt). */
 int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg);
 

@@ -230,6 +230,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage, &run_defaults);
     a->node_ranks = per_node;
+    if (rc == 0 && mk_args_micro_batches(a)) rc = -1;
     if (rc == 0 && fill_opts(a, world, ctx, o) != 0) rc = -1;
     if (rank && saved >= 0) {
         fflush(stderr);
