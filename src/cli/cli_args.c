@@ -204,27 +204,38 @@ static int parse_int(const char *cmd, const mk_flag_t *f, const char *name, cons
     return 0;
 }
 
+/* A flag's maximum as %g prints it, with more digits only where %g would
+ * round it to another number (0.9999999, not 1). */
+static const char *real_max(const mk_flag_t *f, char buf[32])
+{
+    for (int p = 6; p < 17; p++) {
+        snprintf(buf, 32, "%.*g", p, f->max);
+        if (strtod(buf, NULL) == f->max) break;
+    }
+    return buf;
+}
+
 /* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum; from lo
  * when the flag has one (lo > 0). */
 static int parse_double(const char *cmd, const mk_flag_t *f, const char *name, const char *s, double *out)
 {
-    char *end;
+    char *end, mx[32];
     double v = strtod(s, &end);
     if (end == s || *end || !(v >= 0.0)) {
         mk_cli_fail(cmd, "--%s must be a non-negative number, got '%s'", name, s);
         return -1;
     }
     if (v > f->max) {
-        mk_cli_fail(cmd, "--%s must be at most %g, got %s", name, f->max, s);
+        mk_cli_fail(cmd, "--%s must be at most %s, got %s", name, real_max(f, mx), s);
         return -1;
     }
     if (f->lo > 0 && v < f->lo) {
-        mk_cli_fail(cmd, "--%s must be from %d to %g, got %s", name, f->lo, f->max, s);
+        mk_cli_fail(cmd, "--%s must be from %d to %s, got %s", name, f->lo, real_max(f, mx), s);
         return -1;
     }
     if (v > 0 && v < MK_MIN_POSITIVE_REAL) {
-        mk_cli_fail(cmd, "--%s %s is out of range: use 0 or a value from %g to %g", name, s,
-                    MK_MIN_POSITIVE_REAL, f->max);
+        mk_cli_fail(cmd, "--%s %s is out of range: use 0 or a value from %g to %s", name, s,
+                    MK_MIN_POSITIVE_REAL, real_max(f, mx));
         return -1;
     }
     *out = v;
@@ -248,11 +259,11 @@ static void print_limits(unsigned groups)
         const mk_flag_t *f = &mk_flags[i];
         if (!(f->group & groups) || (f->kind != I && f->kind != R)) continue;
         if (!any++) printf("\nNumeric limits (out of range: exit 2):\n");
-        char names[128];
+        char names[128], mx[32];
         flag_names(f, names, sizeof names);
         if (f->kind == I) printf("  %-44s %d to %.0f\n", names, f->lo, f->max);
-        else if (f->lo > 0) printf("  %-44s %d to %g\n", names, f->lo, f->max);
-        else printf("  %-44s 0, or %g to %g\n", names, MK_MIN_POSITIVE_REAL, f->max);
+        else if (f->lo > 0) printf("  %-44s %d to %s\n", names, f->lo, real_max(f, mx));
+        else printf("  %-44s 0, or %g to %s\n", names, MK_MIN_POSITIVE_REAL, real_max(f, mx));
     }
 }
 
