@@ -553,8 +553,8 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
         if (c == -1) break;
         if (c == 'h' || c == O_HELP) {
             print_usage(usage, d);
-            print_limits(groups);
             print_aliases(groups);
+            print_limits(groups); /* last: tests/sweep-lib.sh reads it to the end */
             return 1;
         }
         if (c == '?' || c == ':') {
