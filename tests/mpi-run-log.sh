@@ -52,11 +52,13 @@ check "--adam-beta1 0.5 changes the losses" test "$(losses "$tmpdir/a.json")" !=
 check "--adam-beta2 0.5 changes the losses" test "$(losses "$tmpdir/a.json")" != "$(losses "$tmpdir/d.json")"
 expect_fail "--adam-beta2 1 (bias correction 0)" "--adam-beta2 must be at most 0.9999999" -- "$MERAK" run --adam-beta2 1
 
-# the default warm-up: min(2 / (1 - beta2), horizon / 2) steps, linear
+# the default warm-up: 2 / (1 - beta2) steps (40), linear, then the cosine
 timeout 60 "$MERAK" run --steps 10 >/dev/null 2>"$tmpdir/w.err"
 lr_of() { sed -n "s|^step *$1/10 .* lr \([0-9.e+-]*\) .*|\1|p" "$tmpdir/w.err"; }
-check "10 steps: warm-up over 5 (lr 1.2e-4 at step 1, 6e-4 at step 5): $(lr_of 1), $(lr_of 5)" \
-  test "$(lr_of 1)" = "1.200e-04" -a "$(lr_of 5)" = "6.000e-04"
+check "10 steps: warm-up over 40 (lr 1.5e-5 at step 1, 1.5e-4 at step 10): $(lr_of 1), $(lr_of 10)" \
+  test "$(lr_of 1)" = "1.500e-05" -a "$(lr_of 10)" = "1.500e-04"
+timeout 60 "$MERAK" run --steps 10 --adam-beta2 0.8 >/dev/null 2>"$tmpdir/w.err"
+check "--adam-beta2 0.8: warm-up over 10 (the peak at step 10): $(lr_of 10)" test "$(lr_of 10)" = "6.000e-04"
 timeout 60 "$MERAK" run --steps 10 --lr-warmup-iters 0 >/dev/null 2>"$tmpdir/w.err"
 check "--lr-warmup-iters 0: the peak at step 1" test "$(lr_of 1)" = "6.000e-04"
 # a wide model (hidden 512) that spikes without warm-up (5.76 3.29 1.45 3.69 ... with

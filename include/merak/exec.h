@@ -52,9 +52,9 @@ typedef struct mk_exec_result {
 
 /* Defaults for the optimizer fields (lr 6e-4, ...; no warm-up). */
 void mk_exec_opts_init(mk_exec_opts_t *o);
-/* The warm-up when opts.warmup < 0 (merak run's default), for Adam's beta2
- * and the cosine horizon in steps: min(2 / (1 - beta2), horizon / 2) (exec.c says why). */
-int64_t mk_exec_default_warmup(double beta2, int64_t horizon);
+/* The warm-up when opts.warmup < 0 (merak run's default), for Adam's
+ * beta2: 2 / (1 - beta2) steps, 40 at 0.95 (exec.c says why). */
+int64_t mk_exec_default_warmup(double beta2);
 /* The executor's rules beyond the plan's (GPT only, MLP width divisible by
  * tp, checkpoint counts for auto, ZeRO-1 at most, no sequence parallelism,
  * buffers within this machine's memory): the check of

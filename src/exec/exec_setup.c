@@ -187,7 +187,7 @@ static int load_start(mk_exec_t *e)
                             (long long)meta[0], o->steps, (long long)INT64_MAX);
     e->step0 = meta[0];
     e->horizon = o->lr_decay_steps > 0 ? o->lr_decay_steps : meta[2] > 0 ? meta[2] : e->step0 + o->steps;
-    e->warmup = o->warmup >= 0 ? o->warmup : mk_exec_default_warmup(o->adam_beta2, e->horizon);
+    e->warmup = o->warmup >= 0 ? o->warmup : mk_exec_default_warmup(o->adam_beta2);
     return 0;
 }
 
