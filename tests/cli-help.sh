@@ -8,6 +8,31 @@ for c in sim plan run sched profile trace model models; do
   check "$c --help exits 0" [ $? -eq 0 ]
   check "$c --help leaves no @key@" sh -c "! grep -E '@[a-z_]+@' '$tmpdir/$c.txt'"
 done
+# every subcommand `merak --help` lists takes --help and -h (exit 0, usage on stdout)
+subs=$("$MERAK" --help | sed -n '/^Subcommands:/,/^$/s/^  \([a-z]*\) .*/\1/p')
+check "merak --help lists the subcommands ($(echo $subs))" test "$(echo "$subs" | wc -w)" -ge 9
+for c in $subs; do
+  for h in --help -h; do
+    "$MERAK" $c $h >"$tmpdir/h.txt" 2>"$tmpdir/h.err"
+    check "$c $h: exit 0, usage on stdout, nothing on stderr" sh -c "[ $? -eq 0 ] && grep -q '^usage:' '$tmpdir/h.txt' && [ ! -s '$tmpdir/h.err' ]"
+  done
+  "$MERAK" help $c >"$tmpdir/h2.txt"
+  check "merak help $c = merak $c --help" cmp -s "$tmpdir/h.txt" "$tmpdir/h2.txt"
+  # a file a help text names is shipped (in the tarball: EXTRA_DIST of a *.mk or Makefile.am)
+  for f in $(grep -o '[A-Za-z0-9_/.-]*\.md' "$tmpdir/h.txt" | sort -u); do
+    check "$c --help names $f: it exists and is distributed" sh -c "[ -f '$top_srcdir/$f' ] &&
+      grep -q -F '$f' '$top_srcdir/Makefile.am' $top_srcdir/src/*/*.mk $top_srcdir/tests/*/*.mk"
+  done
+done
+# merak --version and merak version: the version, then one line per build feature
+for v in --version version; do
+  "$MERAK" $v >"$tmpdir/v.txt"
+  check "merak $v: exit 0" test $? -eq 0
+  check "merak $v: the package version" grep -q '^merak (Merak-C) [0-9][0-9.]*' "$tmpdir/v.txt"
+  check "merak $v: cuda yes/no" grep -q -E '^cuda: (yes|no)' "$tmpdir/v.txt"
+  check "merak $v: the MPI library" grep -q -E '^mpi: .*(MPICH|Open MPI|MPI).* \(MPI [0-9]\.[0-9]\)$' "$tmpdir/v.txt"
+done
+check "merak version extra argument: exit 2" sh -c "'$MERAK' version x 2>/dev/null; [ \$? -eq 2 ]"
 has() { grep -q -F -- "$2" "$tmpdir/$1.txt"; }
 check "sim: model, cluster, batch" sh -c "grep -qF '(default gpt-8.3b)' '$tmpdir/sim.txt' &&
   grep -qF '(default rtx3090-pcie)' '$tmpdir/sim.txt' && grep -qF '(default 1, 512)' '$tmpdir/sim.txt'"

@@ -6,7 +6,8 @@
 # (ZeRO-2/3 plans: tests/mpi-zero23.sh).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
-run() { n=$1; shift; timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --json --steps 4 --lr-decay-iters 4 "$@"; }
+runs() { n=$1; shift; timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --json --lr-decay-iters 4 "$@"; }
+run() { n=$1; shift; runs $n --steps 4 "$@"; }  # (a flag is given once: runs for other --steps)
 mem0() { sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$1"; }
 for l in "--dp 2 --pp 2 --tp 2" "--dp 4 --pp 2 --schedule zb-h1"; do
   run 8 $l >"$tmpdir/plain.json" 2>"$tmpdir/e" || { echo "FAIL: plain $l"; cat "$tmpdir/e"; fails=$((fails + 1)); continue; }
@@ -16,8 +17,8 @@ for l in "--dp 2 --pp 2 --tp 2" "--dp 4 --pp 2 --schedule zb-h1"; do
     test "$(mem0 "$tmpdir/out")" -lt "$(mem0 "$tmpdir/plain.json")"
 done
 run 2 --dp 2 >"$tmpdir/p2.json" 2>/dev/null
-expect_ok "zero 1 save at step 2" run 2 --dp 2 --zero 1 --steps 2 --save "$tmpdir/z.st"
-expect_ok "continue without zero" run 2 --dp 2 --steps 2 --load "$tmpdir/z.st"
+expect_ok "zero 1 save at step 2" runs 2 --dp 2 --zero 1 --steps 2 --save "$tmpdir/z.st"
+expect_ok "continue without zero" runs 2 --dp 2 --steps 2 --load "$tmpdir/z.st"
 sed 's/"losses":\[[^,]*,[^,]*,/"losses":[/' "$tmpdir/p2.json" >"$tmpdir/tail.json"
 check "zero checkpoint continues with plain DP's losses (1e-5)" same_losses "$tmpdir/out" "$tmpdir/tail.json"
 # plans from `merak sim --json` (its "plan" object is a plan file), edited by key

@@ -99,5 +99,7 @@ expect_fail "a zero count" "--gpus must be a GPU count or a list" -- "$MERAK" pl
 expect_fail "a trailing comma" "after the last" -- "$MERAK" plan $m --gpus 8,
 expect_fail "a count above the maximum" "--gpus must be at most" -- "$MERAK" plan $m --gpus 8,2000000
 expect_fail "too many counts" "at most 16 counts" -- "$MERAK" plan $m --gpus 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17
+expect_fail "--explain twice" "--explain is given twice" -- "$MERAK" plan $m --explain --explain
+expect_fail "--objective twice" "--objective is given twice" -- "$MERAK" plan $m --objective time --objective cost
 expect_fail "--explain is not merak run's" "unknown option" -- "$MERAK" run --explain
 finish

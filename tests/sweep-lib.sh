@@ -27,7 +27,8 @@ sweep_base() {
 sweep_one() {
   d=$(mktemp -d "$tmpdir/run.XXXXXX")
   # shellcheck disable=SC2046
-  (cd "$d" && exec timeout -k 5 10 "$MERAK" "$1" $(sweep_base "$1") "--$2" "$3" >out 2>err)
+  # a base flag that is the swept one goes (a flag given twice is refused)
+  (cd "$d" && exec timeout -k 5 10 "$MERAK" "$1" $(sweep_base "$1" | sed "s/--$2 [^ ]*//") "--$2" "$3" >out 2>err)
   rc=$?
   lines=$(wc -l <"$d/err")
   what="merak $1 --$2 $3: rc=$rc"

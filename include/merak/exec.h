@@ -19,10 +19,12 @@ typedef struct mk_exec_opts {
     mk_backend_t *be;             /* the run's backend, caller-owned (mk_backend_new) */
     int steps;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
-    int warmup;
+    double adam_beta1, adam_beta2; /* Adam's moment decays (0.9, 0.95: GPT-3's, Megatron-LM's GPT examples) */
+    int warmup;                   /* linear warm-up steps; < 0: mk_exec_default_warmup */
     uint64_t seed;
     const char *dump_grads;       /* testing: write full step-1 gradients here (rank 0) */
-    int progress;                 /* rank 0 prints per-step lines on stderr */
+    int log_interval;             /* rank 0 logs on stderr: a step line every N steps and at the
+                                     last, validation losses, each file written (0: silent) */
     const char *trace;            /* Chrome trace of the last step (all ranks, written by rank 0) */
     const char *data;             /* token file (merak/data.h), or NULL: the synthetic stream */
     const char *save, *load;      /* checkpoint files (safetensors, README.md "Checkpoints") */
@@ -50,8 +52,11 @@ typedef struct mk_exec_result {
                                      (message on rank 0 in mk_error_last()) */
 } mk_exec_result_t;
 
-/* Defaults for the optimizer fields (lr 6e-4, ...). */
+/* Defaults for the optimizer fields (lr 6e-4, ...; no warm-up). */
 void mk_exec_opts_init(mk_exec_opts_t *o);
+/* The warm-up when opts.warmup < 0 (merak run's default), for Adam's
+ * beta2: 2 / (1 - beta2) steps, 40 at 0.95 (exec.c says why). */
+int64_t mk_exec_default_warmup(double beta2);
 /* The executor's rules beyond the plan's (GPT only, MLP width divisible by
  * tp, checkpoint counts for auto, ZeRO-1 at most, no sequence parallelism,
  * buffers within this machine's memory): the check of

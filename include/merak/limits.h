@@ -76,6 +76,10 @@
 #define MK_MAX_WEIGHT_DECAY 10.0
 #define MK_MAX_CLIP_GRAD 1e6
 #define MK_MAX_ADAM_EPS 1.0
+/* Adam's betas: below 1, or the bias correction 1 - beta^t is 0; 1 - 1e-7
+ * is the largest fp32 value under 1 that stays distinct from it (fp32's
+ * spacing below 1 is 6e-8). */
+#define MK_MAX_ADAM_BETA 0.9999999
 
 /* Record "WHAT must be at most MAX, got V" when v > max; returns 0 or -1. */
 static inline int mk_limit_check(const char *what, long long v, long long max)

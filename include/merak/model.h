@@ -126,6 +126,10 @@ void mk_model_overrides_init(mk_model_overrides_t *ov);
 /* Sizes from 1 to their maxima (merak/limits.h), heads dividing hidden.
  * Returns 0 or -1. */
 int mk_model_validate(const mk_model_config_t *cfg);
+/* The same, naming the fields as the file `file` spells them ("plan.json:
+ * model.hidden_size ..."; obj: the object holding them, or NULL); file
+ * NULL names the flags (--hidden-size). */
+int mk_model_validate_in(const mk_model_config_t *cfg, const char *file, const char *obj);
 /* Check that tensor parallelism t fits the model (t divides the heads). */
 int mk_model_check_tp(const mk_model_config_t *cfg, int tp);
 

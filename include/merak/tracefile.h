@@ -25,6 +25,8 @@ typedef struct mk_tracefile {
     int n;
     mk_tev_t *ev;       /* sorted by (pid, stream, ts), ties in file order */
     int n_ranks;        /* max pid + 1 */
+    int n_pids;         /* distinct pids with events: the ranks traced (the simulator
+                           traces one per stage: pids 0, dp*tp, ...) */
     double *peak_mem;   /* [n_ranks] highest counter value, 0 if none */
 } mk_tracefile_t;
 

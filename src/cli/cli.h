@@ -47,9 +47,13 @@ typedef struct mk_args {
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;
     const char *backend, *data, *save, *load;
-    double lr, min_lr, weight_decay, clip_grad, adam_eps;
+    double lr, min_lr, weight_decay, clip_grad, adam_eps, adam_beta1, adam_beta2; /* -1: not given */
     int lr_warmup_iters, seed, eval_interval;
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
+    int log_interval;              /* merak run: a step line every N steps (0: not given, every step) */
+    int quiet;                     /* merak run --quiet: no step or file lines on stderr */
+    int max_pos;                   /* --max-position-embeddings (0: not given; must cover --seq-length) */
+    const char *recompute_method;  /* --recompute-method uniform (checked; merak's full recompute) */
     int layout_given;              /* any layout/model flag was given (for --plan checks) */
     int npos;                      /* positional arguments after the options */
     char **pos;
@@ -76,6 +80,7 @@ typedef struct mk_cli_defaults {
     int gpus, top;                 /* merak plan */
     int steps, seed;               /* merak run */
     const char *lr, *weight_decay, *clip_grad, *adam_eps; /* merak run, as typed on the command line */
+    const char *adam_beta1, *adam_beta2;
     const char *out;               /* merak profile */
 } mk_cli_defaults_t;
 
@@ -85,6 +90,10 @@ typedef struct mk_cli_defaults {
  * 0 otherwise. */
 int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
                   const mk_cli_defaults_t *d);
+
+/* --micro-batches M given: set a->gbs to dp x mbs x M (both must not be
+ * given).  Prints the error and returns MK_EXIT_USAGE, or 0. */
+int mk_args_micro_batches(mk_args_t *a);
 
 /* Resolve the model from --model and the overrides (default: deflt). */
 int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg);

@@ -9,6 +9,12 @@ merak_LDADD = $(LDADD)
 TESTS += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli-llama.sh tests/cli-format.sh
 EXTRA_DIST += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli-llama.sh tests/cli-format.sh
 
+# Megatron-LM / DeepSpeed names and repeated flags; messages naming a plan
+# file's fields and trace ranks; merak run's log on stderr, --quiet, the
+# Adam betas and the default warm-up.
+TESTS += tests/cli-aliases.sh tests/cli-messages.sh tests/mpi-run-log.sh
+EXTRA_DIST += tests/cli-aliases.sh tests/cli-messages.sh tests/mpi-run-log.sh
+
 # Bounds: sizes past their maxima, and every numeric flag of every
 # subcommand swept with edge values (merak run and profile start MPI).
 TESTS += tests/bounds.sh tests/flag-sweep.sh tests/mpi-run-sweep.sh

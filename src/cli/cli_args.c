@@ -23,8 +23,10 @@ enum {
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
+    O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
     O_BASELINE, O_OUT, O_JSON, O_HELP,
-    O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE /* issue 21 */
+    O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE, /* issue 21 */
+    O_END /* one past the last flag: sizes the repeat check */
 };
 
 /* A flag: its value kind (I integer, R real, S string, N none), whether
@@ -67,27 +69,22 @@ static const mk_flag_t mk_flags[] = {
     {"moe-aux-loss-coeff", O_MOE_AUX, MK_OPTG_MODEL, R, 1, 0, MK_MAX_MOE_AUX_COEFF},
     {"moe-expert-capacity-factor", O_MOE_CAPACITY, MK_OPTG_MODEL, R, 1, 0, MK_MAX_MOE_CAPACITY},
     {"moe-layer-freq", O_MOE_FREQ, MK_OPTG_MODEL, S, 1, 0, 0},
+    {"max-position-embeddings", O_MAX_POS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_SEQ},
     {"dtype", O_DTYPE, MK_OPTG_MODEL, S, 0, 0, 0},
     {"dp", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
-    {"data-parallel-size", O_DP, G_L, I, 1, 1, MK_MAX_GPUS},
     {"pp", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
-    {"pipeline-model-parallel-size", O_PP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
     {"tp", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
     {"cp", O_CP, G_L, I, 1, 1, MK_MAX_CP},
-    {"context-parallel-size", O_CP, G_L, I, 1, 1, MK_MAX_CP},
     {"ep", O_EP, G_L, I, 1, 1, MK_MAX_EP},
-    {"expert-model-parallel-size", O_EP, G_L, I, 1, 1, MK_MAX_EP},
     {"expert-tensor-parallel-size", O_ETP, G_L, I, 1, 1, MK_MAX_TP},
     {"moe-imbalance", O_MOE_IMBALANCE, G_L | MK_OPTG_PLAN, R, 1, 1, MK_MAX_MOE_IMBALANCE},
-    {"tensor-model-parallel-size", O_TP, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_TP},
     {"mbs", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
-    {"micro-batch-size", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
     {"gbs", O_GBS, G_L | MK_OPTG_PLAN | MK_OPTG_BATCH, I, 1, 1, MK_MAX_GBS},
-    {"global-batch-size", O_GBS, G_L | MK_OPTG_PLAN | MK_OPTG_BATCH, I, 1, 1, MK_MAX_GBS},
     {"vpp", O_VPP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},
     {"num-layers-per-virtual-pipeline-stage", O_VPP_LAYERS, G_L, I, 1, 1, MK_MAX_LAYERS},
     {"schedule", O_SCHEDULE, MK_OPTG_SCHED, S, 1, 0, 0},
     {"recompute", O_RECOMPUTE, MK_OPTG_SCHED, S, 1, 0, 0},
+    {"recompute-method", O_RECOMPUTE_METHOD, MK_OPTG_SCHED, S, 1, 0, 0},
     {"micro-batches", O_MICRO_BATCHES, MK_OPTG_SCHED, I, 0, 1, MK_MAX_MICRO_BATCHES},
     {"verify", O_VERIFY, MK_OPTG_SCHED, N, 0, 0, 0},
     {"cluster", O_CLUSTER, MK_OPTG_SIM | MK_OPTG_PLAN, S, 0, 0, 0},
@@ -117,6 +114,10 @@ static const mk_flag_t mk_flags[] = {
     {"weight-decay", O_WD, MK_OPTG_RUN, R, 0, 0, MK_MAX_WEIGHT_DECAY},
     {"clip-grad", O_CLIP, MK_OPTG_RUN, R, 0, 0, MK_MAX_CLIP_GRAD},
     {"adam-eps", O_EPS, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_EPS},
+    {"adam-beta1", O_BETA1, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_BETA},
+    {"adam-beta2", O_BETA2, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_BETA},
+    {"log-interval", O_LOG_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
+    {"quiet", O_QUIET, MK_OPTG_RUN, N, 0, 0, 0},
     {"seed", O_SEED, MK_OPTG_RUN, I, 0, 0, INT_MAX},
     {"eval-interval", O_EVAL_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
     {"eval-batches", O_EVAL_BATCHES, MK_OPTG_RUN, I, 0, 0, MK_MAX_EVAL_BATCHES},
@@ -134,6 +135,48 @@ static const mk_flag_t mk_flags[] = {
 #undef G_L
 #define MK_NFLAGS (sizeof mk_flags / sizeof mk_flags[0])
 
+/* Other tools' names for our flags (Megatron-LM, DeepSpeed; README.md
+ * "Megatron-LM and DeepSpeed names"), in this one table: an alias takes
+ * its canonical flag's value and limits, or stands for the flag with a
+ * fixed value (--bf16 is --dtype bf16), or restricts it to the values the
+ * other tool has (--recompute-granularity is --recompute selective|full).
+ * An alias and its flag count as the same flag when repeated. */
+typedef struct {
+    const char *name;
+    int id;                 /* the canonical flag */
+    const char *value;      /* fixed value (the alias takes none), or NULL */
+    const char *values;     /* the values allowed ("a|b"), or NULL: the canonical's */
+} mk_alias_t;
+
+static const mk_alias_t mk_aliases[] = {
+    {"data-parallel-size", O_DP, NULL, NULL},
+    {"pipeline-model-parallel-size", O_PP, NULL, NULL},
+    {"tensor-model-parallel-size", O_TP, NULL, NULL},
+    {"context-parallel-size", O_CP, NULL, NULL},
+    {"expert-model-parallel-size", O_EP, NULL, NULL},
+    {"micro-batch-size", O_MBS, NULL, NULL},
+    {"train_micro_batch_size_per_gpu", O_MBS, NULL, NULL},
+    {"global-batch-size", O_GBS, NULL, NULL},
+    {"virtual-pipeline-model-parallel-size", O_VPP, NULL, NULL},
+    {"gradient_accumulation_steps", O_MICRO_BATCHES, NULL, NULL},
+    {"recompute-granularity", O_RECOMPUTE, NULL, "selective|full"},
+    {"bf16", O_DTYPE, "bf16", NULL},
+    {"fp16", O_DTYPE, "fp16", NULL},
+    {"use-distributed-optimizer", O_ZERO, "1", NULL},
+    {"zero-stage", O_ZERO, NULL, NULL},
+    {"train-iters", O_STEPS, NULL, NULL},
+    {"data-path", O_DATA, NULL, NULL},
+    {"eval-iters", O_EVAL_BATCHES, NULL, NULL},
+};
+#define MK_NALIASES (sizeof mk_aliases / sizeof mk_aliases[0])
+
+static const mk_flag_t *flag_by_id(int id)
+{
+    for (size_t i = 0; i < MK_NFLAGS; i++)
+        if (mk_flags[i].id == id) return &mk_flags[i];
+    return NULL;
+}
+
 int mk_cli_fail(const char *cmd, const char *fmt, ...)
 {
     va_list ap;
@@ -145,54 +188,75 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...)
     return MK_EXIT_USAGE;
 }
 
-/* Strict integer parse: the whole string, within [lo, max].  Too large
+/* Strict integer parse: the whole string, within [lo, max]; messages name
+ * the flag as typed (name: an alias or the flag).  Too large
  * (including beyond 64 bits) is told apart from "not an integer". */
-static int parse_int(const char *cmd, const mk_flag_t *f, const char *s, int *out)
+static int parse_int(const char *cmd, const mk_flag_t *f, const char *name, const char *s, int *out)
 {
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
     int whole = end != s && !*end;
     if (whole && (v > f->max || (errno == ERANGE && v == LLONG_MAX))) {
-        mk_cli_fail(cmd, "--%s must be at most %.0f, got %s", f->name, f->max, s);
+        mk_cli_fail(cmd, "--%s must be at most %.0f, got %s", name, f->max, s);
         return -1;
     }
     if (!whole || errno || v < f->lo) {
         if (f->lo > 0)
-            mk_cli_fail(cmd, "--%s must be an integer >= %d, got '%s'", f->name, f->lo, s);
+            mk_cli_fail(cmd, "--%s must be an integer >= %d, got '%s'", name, f->lo, s);
         else
-            mk_cli_fail(cmd, "--%s must be a non-negative integer, got '%s'", f->name, s);
+            mk_cli_fail(cmd, "--%s must be a non-negative integer, got '%s'", name, s);
         return -1;
     }
     *out = (int)v;
     return 0;
 }
 
+/* A flag's maximum as %g prints it, with more digits only where %g would
+ * round it to another number (0.9999999, not 1). */
+static const char *real_max(const mk_flag_t *f, char buf[32])
+{
+    for (int p = 6; p < 17; p++) {
+        snprintf(buf, 32, "%.*g", p, f->max);
+        if (strtod(buf, NULL) == f->max) break;
+    }
+    return buf;
+}
+
 /* A real: 0, or from MK_MIN_POSITIVE_REAL to the flag's maximum; from lo
  * when the flag has one (lo > 0). */
-static int parse_double(const char *cmd, const mk_flag_t *f, const char *s, double *out)
+static int parse_double(const char *cmd, const mk_flag_t *f, const char *name, const char *s, double *out)
 {
-    char *end;
+    char *end, mx[32];
     double v = strtod(s, &end);
     if (end == s || *end || !(v >= 0.0)) {
-        mk_cli_fail(cmd, "--%s must be a non-negative number, got '%s'", f->name, s);
+        mk_cli_fail(cmd, "--%s must be a non-negative number, got '%s'", name, s);
         return -1;
     }
     if (v > f->max) {
-        mk_cli_fail(cmd, "--%s must be at most %g, got %s", f->name, f->max, s);
+        mk_cli_fail(cmd, "--%s must be at most %s, got %s", name, real_max(f, mx), s);
         return -1;
     }
     if (f->lo > 0 && v < f->lo) {
-        mk_cli_fail(cmd, "--%s must be from %d to %g, got %s", f->name, f->lo, f->max, s);
+        mk_cli_fail(cmd, "--%s must be from %d to %s, got %s", name, f->lo, real_max(f, mx), s);
         return -1;
     }
     if (v > 0 && v < MK_MIN_POSITIVE_REAL) {
-        mk_cli_fail(cmd, "--%s %s is out of range: use 0 or a value from %g to %g", f->name, s,
-                    MK_MIN_POSITIVE_REAL, f->max);
+        mk_cli_fail(cmd, "--%s %s is out of range: use 0 or a value from %g to %s", name, s,
+                    MK_MIN_POSITIVE_REAL, real_max(f, mx));
         return -1;
     }
     *out = v;
     return 0;
+}
+
+/* "--pp, --pipeline-model-parallel-size": flag f and its aliases that take a value. */
+static void flag_names(const mk_flag_t *f, char *names, size_t cap)
+{
+    int n = snprintf(names, cap, "--%s", f->name);
+    for (size_t j = 0; j < MK_NALIASES && n < (int)cap; j++)
+        if (mk_aliases[j].id == f->id && !mk_aliases[j].value && !mk_aliases[j].values)
+            n += snprintf(names + n, cap - n, ", --%s", mk_aliases[j].name);
 }
 
 /* Under --help: every numeric flag the subcommand takes with its range. */
@@ -201,16 +265,28 @@ static void print_limits(unsigned groups)
     int any = 0;
     for (size_t i = 0; i < MK_NFLAGS; i++) {
         const mk_flag_t *f = &mk_flags[i];
-        if (!(f->group & groups) || (f->kind != I && f->kind != R) || (i && mk_flags[i - 1].id == f->id))
-            continue;
+        if (!(f->group & groups) || (f->kind != I && f->kind != R)) continue;
         if (!any++) printf("\nNumeric limits (out of range: exit 2):\n");
-        char names[96];
-        int n = snprintf(names, sizeof names, "--%s", f->name);
-        for (size_t j = i + 1; j < MK_NFLAGS && mk_flags[j].id == f->id && n < (int)sizeof names; j++)
-            n += snprintf(names + n, sizeof names - n, ", --%s", mk_flags[j].name);
+        char names[128], mx[32];
+        flag_names(f, names, sizeof names);
         if (f->kind == I) printf("  %-44s %d to %.0f\n", names, f->lo, f->max);
-        else if (f->lo > 0) printf("  %-44s %d to %g\n", names, f->lo, f->max);
-        else printf("  %-44s 0, or %g to %g\n", names, MK_MIN_POSITIVE_REAL, f->max);
+        else if (f->lo > 0) printf("  %-44s %d to %s\n", names, f->lo, real_max(f, mx));
+        else printf("  %-44s 0, or %g to %s\n", names, MK_MIN_POSITIVE_REAL, real_max(f, mx));
+    }
+}
+
+/* Under --help: the Megatron-LM / DeepSpeed names the subcommand takes. */
+static void print_aliases(unsigned groups)
+{
+    int any = 0;
+    for (size_t i = 0; i < MK_NALIASES; i++) {
+        const mk_alias_t *al = &mk_aliases[i];
+        const mk_flag_t *f = flag_by_id(al->id);
+        if (!(f->group & groups)) continue;
+        if (!any++) printf("\nOther tools' names (Megatron-LM, DeepSpeed), the same flags:\n");
+        char alias[64];
+        snprintf(alias, sizeof alias, "--%s%s%s", al->name, al->values ? " " : "", al->values ? al->values : "");
+        printf("  %-44s --%s%s%s\n", alias, f->name, al->value ? " " : "", al->value ? al->value : "");
     }
 }
 
@@ -224,7 +300,7 @@ static const struct {
 } mk_default_keys[] = {
     D_STR(model), D_STR(cluster), D_INT(gbs), D_STR(schedule), D_STR(recompute), D_STR(partition),
     D_INT(vpp), D_INT(gpus), D_INT(top), D_INT(steps), D_INT(seed), D_STR(lr), D_STR(weight_decay),
-    D_STR(clip_grad), D_STR(adam_eps), D_STR(out),
+    D_STR(clip_grad), D_STR(adam_eps), D_STR(adam_beta1), D_STR(adam_beta2), D_STR(out),
 };
 #undef D_STR
 #undef D_INT
@@ -257,7 +333,7 @@ static void args_init(mk_args_t *a, const char *cmd)
     memset(a, 0, sizeof *a);
     a->cmd = cmd;
     mk_model_overrides_init(&a->ov);
-    a->lr = a->min_lr = a->weight_decay = a->clip_grad = a->adam_eps = -1.0;
+    a->lr = a->min_lr = a->weight_decay = a->clip_grad = a->adam_eps = a->adam_beta1 = a->adam_beta2 = -1.0;
     a->lr_warmup_iters = a->seed = a->eval_interval = -1;
     a->steps = -1;
     a->top = -1;
@@ -302,6 +378,8 @@ static int *int_slot(mk_args_t *a, int id)
     case O_EVAL_INTERVAL: return &a->eval_interval;
     case O_EVAL_BATCHES: return &a->eval_batches;
     case O_SAVE_INTERVAL: return &a->save_interval;
+    case O_LOG_INTERVAL: return &a->log_interval;
+    case O_MAX_POS: return &a->max_pos;
     }
     return NULL;
 }
@@ -314,6 +392,8 @@ static double *real_slot(mk_args_t *a, int id)
     case O_WD: return &a->weight_decay;
     case O_CLIP: return &a->clip_grad;
     case O_EPS: return &a->adam_eps;
+    case O_BETA1: return &a->adam_beta1;
+    case O_BETA2: return &a->adam_beta2;
     case O_ROPE_BASE: return &a->ov.rope_theta;
     case O_NORM_EPS: return &a->ov.norm_eps;
     case O_MOE_AUX: return &a->ov.moe_aux_coeff;
@@ -332,6 +412,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_DTYPE: return &a->dtype;
     case O_SCHEDULE: return &a->schedule;
     case O_RECOMPUTE: return &a->recompute;
+    case O_RECOMPUTE_METHOD: return &a->recompute_method;
     case O_CLUSTER: return &a->cluster;
     case O_PARTITION: return &a->partition;
     case O_ZERO_SHARD: return &a->zero_shard_group;
@@ -377,17 +458,33 @@ static int arch_store(mk_args_t *a, int id, const char *v)
     return 1;
 }
 
-/* Store one parsed flag; returns 0 or -1 (message printed). */
-static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
+/* Values a string flag accepts beyond its slot: --recompute-method is
+ * Megatron-LM's, of which merak's full recompute is "uniform" (every
+ * block checkpointed, --recompute-num-layers 1); "block" (only the first
+ * N blocks of a stage) has no counterpart. */
+static int check_string(const mk_args_t *a, int id, const char *name, const char *v)
+{
+    if (id != O_RECOMPUTE_METHOD || !strcmp(v, "uniform")) return 0;
+    if (!strcmp(v, "block"))
+        return mk_cli_fail(a->cmd, "--%s block is not supported: merak's full recompute checkpoints every "
+                           "block (uniform)", name), -1;
+    return mk_cli_fail(a->cmd, "--%s must be uniform or block, got '%s'", name, v), -1;
+}
+
+/* Store one parsed flag (typed as name); returns 0 or -1 (message printed). */
+static int args_store(mk_args_t *a, const mk_flag_t *f, const char *name, const char *v)
 {
     if (f->layout) a->layout_given = 1;
     if (f->id == O_GPUS && strchr(v, ',')) return mk_args_gpus_list(a, v); /* cli_explain.c */
     int rc = arch_store(a, f->id, v);
     if (rc <= 0) return rc;
     switch (f->kind) {
-    case I: return parse_int(a->cmd, f, v, int_slot(a, f->id));
-    case R: return parse_double(a->cmd, f, v, real_slot(a, f->id));
-    case S: *str_slot(a, f->id) = v; return 0;
+    case I: return parse_int(a->cmd, f, name, v, int_slot(a, f->id));
+    case R: return parse_double(a->cmd, f, name, v, real_slot(a, f->id));
+    case S:
+        if (check_string(a, f->id, name, v) < 0) return -1;
+        *str_slot(a, f->id) = v;
+        return 0;
     }
     if (f->id == O_VERIFY) a->verify = 1;
     else if (f->id == O_SEQPAR) a->seqpar = 1;
@@ -396,26 +493,72 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *v)
     else if (f->id == O_JSON) a->json = 1;
     else if (f->id == O_EXPLAIN) a->explain = 1;
     else if (f->id == O_WHAT_IF) a->what_if = 1;
+    else if (f->id == O_QUIET) a->quiet = 1;
     return 0;
+}
+
+/* One option as typed: a flag, or an alias of one. */
+typedef struct {
+    const mk_flag_t *f;
+    const mk_alias_t *alias;
+} mk_opt_t;
+
+/* getopt_long's table of the flags in groups (--help in every one) and
+ * their aliases; returns the count. */
+static int build_opts(unsigned groups, struct option *opts, mk_opt_t *which)
+{
+    int n = 0;
+    for (size_t i = 0; i < MK_NFLAGS; i++) {
+        if (!(mk_flags[i].group & groups) && mk_flags[i].id != O_HELP) continue;
+        opts[n] = (struct option){mk_flags[i].name, mk_flags[i].kind != N ? required_argument : no_argument,
+                                  NULL, mk_flags[i].id};
+        which[n++] = (mk_opt_t){&mk_flags[i], NULL};
+    }
+    for (size_t i = 0; i < MK_NALIASES; i++) {
+        const mk_flag_t *f = flag_by_id(mk_aliases[i].id);
+        if (!(f->group & groups)) continue;
+        opts[n] = (struct option){mk_aliases[i].name, mk_aliases[i].value ? no_argument : required_argument,
+                                  NULL, f->id};
+        which[n++] = (mk_opt_t){f, &mk_aliases[i]};
+    }
+    memset(&opts[n], 0, sizeof opts[n]);
+    return n;
+}
+
+/* The slot a flag fills: --overlap-grad-reduce and --no-overlap-grad-reduce
+ * set one value, so they count as one flag. */
+static int flag_key(int id) { return (id == O_NO_OVERLAP_GRAD ? O_OVERLAP_GRAD : id) - O_MODEL; }
+
+/* One option: refused when its flag was given before (under any of its
+ * names: no flag is repeatable, so a repeat is a mistake, not "the last
+ * wins"); an alias's value checked or implied; then stored. */
+static int take_opt(mk_args_t *a, const mk_opt_t *o, const char *arg, const char **seen)
+{
+    const char *name = o->alias ? o->alias->name : o->f->name;
+    const char **prev = &seen[flag_key(o->f->id)];
+    if (*prev && !strcmp(*prev, name)) return mk_cli_fail(a->cmd, "--%s is given twice: give it once", name), -1;
+    if (*prev)
+        return mk_cli_fail(a->cmd, "--%s and --%s are the same flag: give it once", *prev, name), -1;
+    *prev = name;
+    if (o->alias && o->alias->value) arg = o->alias->value;
+    if (o->alias && o->alias->values) {
+        const char *vs = o->alias->values;
+        size_t n = strlen(arg);
+        const char *at = strstr(vs, arg);
+        int ok = n && at && (at == vs || at[-1] == '|') && (at[n] == 0 || at[n] == '|');
+        if (!ok) return mk_cli_fail(a->cmd, "--%s must be one of %s, got '%s'", name, vs, arg), -1;
+    }
+    return args_store(a, o->f, name, arg);
 }
 
 int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
                   const mk_cli_defaults_t *d)
 {
-    struct option opts[MK_NFLAGS + 1];
-    const mk_flag_t *which[MK_NFLAGS];
-    int n = 0;
+    struct option opts[MK_NFLAGS + MK_NALIASES + 1];
+    mk_opt_t which[MK_NFLAGS + MK_NALIASES];
+    const char *seen[O_END - O_MODEL] = {NULL};
+    build_opts(groups, opts, which);
     args_init(a, argv[0]);
-    for (size_t i = 0; i < MK_NFLAGS; i++) {
-        /* --help belongs to every subcommand, even one without flag groups */
-        if (!(mk_flags[i].group & groups) && mk_flags[i].id != O_HELP) continue;
-        opts[n].name = mk_flags[i].name;
-        opts[n].has_arg = mk_flags[i].kind != N ? required_argument : no_argument;
-        opts[n].flag = NULL;
-        opts[n].val = mk_flags[i].id;
-        which[n++] = &mk_flags[i];
-    }
-    memset(&opts[n], 0, sizeof opts[n]);
     optind = 1;
     opterr = 0;
     for (;;) {
@@ -424,7 +567,8 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
         if (c == -1) break;
         if (c == 'h' || c == O_HELP) {
             print_usage(usage, d);
-            print_limits(groups);
+            print_aliases(groups);
+            print_limits(groups); /* last: tests/sweep-lib.sh reads it to the end */
             return 1;
         }
         if (c == '?' || c == ':') {
@@ -435,10 +579,25 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
                 mk_cli_fail(a->cmd, "unknown option '%s' (see 'merak %s --help')", bad, a->cmd);
             return -1;
         }
-        if (args_store(a, which[idx], optarg) < 0) return -1;
+        if (take_opt(a, &which[idx], optarg, seen) < 0) return -1;
     }
     a->npos = argc - optind;
     a->pos = argv + optind;
+    return 0;
+}
+
+/* Megatron-LM's --max-position-embeddings: at least the sequence (its own
+ * rule); a learned position table has exactly --seq-length rows here, so a
+ * larger one would be rows merak does not model. */
+static int check_max_pos(const mk_args_t *a, const mk_model_config_t *cfg)
+{
+    if (!a->max_pos) return 0;
+    if (a->max_pos < cfg->seq)
+        return mk_cli_fail(a->cmd, "--max-position-embeddings %d is below the sequence length %d", a->max_pos,
+                           cfg->seq), -1;
+    if (a->max_pos > cfg->seq && cfg->pos == MK_POS_LEARNED)
+        return mk_cli_fail(a->cmd, "--max-position-embeddings %d: merak's learned position table has "
+                           "--seq-length rows (%d); give %d", a->max_pos, cfg->seq, cfg->seq), -1;
     return 0;
 }
 
@@ -448,5 +607,5 @@ int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg)
         mk_cli_fail(a->cmd, "%s", mk_error_last());
         return -1;
     }
-    return 0;
+    return check_max_pos(a, cfg);
 }

@@ -2,9 +2,25 @@
  * then resolved once (merak/plan_ctx.h). */
 #include "config.h"
 #include "cli/cli.h"
+#include "merak/checked.h"
+#include "merak/limits.h"
 #include "merak/plan_ctx.h"
 
 #include <string.h>
+
+/* --micro-batches M (DeepSpeed's --gradient_accumulation_steps): the global
+ * batch dp x mbs x M. */
+int mk_args_micro_batches(mk_args_t *a)
+{
+    if (!a->micro_batches) return 0;
+    if (a->gbs) return mk_cli_fail(a->cmd, "give --gbs or --micro-batches, not both");
+    int64_t gbs;
+    if (MK_PROD_WITHIN(MK_MAX_GBS, &gbs, a->dp ? a->dp : 1, a->mbs ? a->mbs : 1, a->micro_batches) < 0)
+        return mk_cli_fail(a->cmd, "dp x mbs x --micro-batches %d is a global batch above %d sequences, "
+                           "the most --gbs may be", a->micro_batches, MK_MAX_GBS);
+    a->gbs = (int)gbs;
+    return 0;
+}
 
 /* --vpp, or --num-layers-per-virtual-pipeline-stage, or the subcommand's
  * default for the interleaved schedule. */

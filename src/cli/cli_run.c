@@ -21,7 +21,8 @@ static const char *run_usage =
     "              [--tp-overlap 0|1|2] [--sequence-parallel] [--plan FILE] [--partition P]\n"
     "              [--data FILE] [--eval-interval N] [--save FILE] [--load FILE]\n"
     "              [--save-interval N] [--lr-decay-iters N] [--zero Z] [--trace FILE]\n"
-    "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--use-flash-attn]\n\n"
+    "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--use-flash-attn]\n"
+    "              [--adam-beta1 X] [--adam-beta2 X] [--log-interval N] [--quiet]\n\n"
     "Train the GPT for real (README.md \"Training for real\"; fp32; CPU backend on\n"
     "OpenBLAS, CUDA when built and a GPU is visible), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
@@ -45,9 +46,11 @@ static const char *run_usage =
     "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
     "                   with it); a 16-bit plan trains in fp32, with a warning\n"
     "  --backend B      cpu or cuda (default: cuda when built and a GPU is visible)\n"
-    "  --lr X           peak learning rate (default 6e-4); --min-lr (default lr/10);\n"
-    "  --lr-warmup-iters N (default 0); --weight-decay (0.1); --clip-grad (1.0);\n"
-    "  --adam-eps (1e-8); --seed N (1234)\n"
+    "  --lr X           peak learning rate (default @lr@); --min-lr (default lr/10);\n"
+    "  --lr-warmup-iters N  linear warm-up (default 2/(1-beta2) steps: 40), then cosine\n"
+    "                   to --min-lr; 0 starts at the peak\n"
+    "  --weight-decay (@weight_decay@); --clip-grad (@clip_grad@);\n"
+    "  --adam-eps (@adam_eps@); --seed N (@seed@); --adam-beta1 (@adam_beta1@); --adam-beta2 (@adam_beta2@)\n"
     "  --data FILE      token file: bytes, uint16 (.bin/.u16/.tok) or llm.c .bin; ids below\n"
     "                   the vocabulary (--vocab-size); default: a synthetic stream\n"
     "  --eval-interval N  validation loss (the held-out last tenth) every N steps and at the end;\n"
@@ -69,6 +72,9 @@ static const char *run_usage =
     "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
     "  --json           one JSON object on stdout (rank 0): losses, step times, memory\n"
     "                   (MoE models: aux_losses, the load-balancing losses, apart)\n"
+    "  --log-interval N a step line on stderr every N steps and at the last (default 1):\n"
+    "                   step, loss, lr, time, tokens/s; also one line per file written\n"
+    "  --quiet          no step or file lines (errors and warnings still go to stderr)\n"
     "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";
 
 /* Testing flags handled here, removed from argv before the shared parser. */
@@ -99,6 +105,7 @@ static const mk_cli_defaults_t run_defaults = {
     .model = "gpt-tiny", .cluster = "ideal", .dtype = MK_DTYPE_FP32, .gbs = 0 /* 2 x dp x mbs x pp */,
     .schedule = "1f1b", .recompute = "full", .partition = "uniform", .vpp = 2,
     .steps = 10, .seed = 1234, .lr = "6e-4", .weight_decay = "0.1", .clip_grad = "1.0", .adam_eps = "1e-8",
+    .adam_beta1 = "0.9", .adam_beta2 = "0.95",
 };
 
 /* The executor keeps fp32 weights and optimizer state on every backend: a
@@ -147,10 +154,13 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     o->steps = a->steps >= 0 ? a->steps : d->steps;
     o->lr = a->lr >= 0 ? a->lr : strtod(d->lr, NULL);
     if (a->min_lr >= 0) o->min_lr = a->min_lr;
-    if (a->lr_warmup_iters >= 0) o->warmup = a->lr_warmup_iters;
+    o->warmup = a->lr_warmup_iters >= 0 ? a->lr_warmup_iters : -1; /* -1: mk_exec_default_warmup */
     o->weight_decay = a->weight_decay >= 0 ? a->weight_decay : strtod(d->weight_decay, NULL);
     o->clip_grad = a->clip_grad >= 0 ? a->clip_grad : strtod(d->clip_grad, NULL);
     o->adam_eps = a->adam_eps >= 0 ? a->adam_eps : strtod(d->adam_eps, NULL);
+    o->adam_beta1 = a->adam_beta1 >= 0 ? a->adam_beta1 : strtod(d->adam_beta1, NULL);
+    o->adam_beta2 = a->adam_beta2 >= 0 ? a->adam_beta2 : strtod(d->adam_beta2, NULL);
+    o->log_interval = a->quiet ? 0 : a->log_interval > 0 ? a->log_interval : 1;
     o->seed = (uint64_t)(a->seed >= 0 ? a->seed : d->seed);
     o->trace = a->trace_file;
     o->data = a->data;
@@ -227,6 +237,7 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
     rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
                        MK_OPTG_RUN | MK_OPTG_JSON, run_usage, &run_defaults);
     a->node_ranks = per_node;
+    if (rc == 0 && mk_args_micro_batches(a)) rc = -1;
     if (rc == 0 && fill_opts(a, world, ctx, o) != 0) rc = -1;
     if (rank && saved >= 0) {
         fflush(stderr);
@@ -256,9 +267,6 @@ int mk_cmd_run(int argc, char **argv)
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
     o.dump_grads = dump;
-    /* progress on a terminal; under mpiexec stderr is a pipe, so a run
-       without --json (whose only output is the progress) prints it too */
-    o.progress = isatty(2) || (world > 1 && !a.json);
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);

@@ -140,19 +140,6 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
                    mk_fmt_in(w, sizeof w, r->overlapped_comm_s[i], u, dec));
 }
 
-/* --micro-batches M: the global batch dp x mbs x M. */
-static int gbs_from_micro_batches(mk_args_t *a)
-{
-    if (!a->micro_batches) return 0;
-    if (a->gbs) return mk_cli_fail("sim", "give --gbs or --micro-batches, not both");
-    int64_t gbs;
-    if (MK_PROD_WITHIN(MK_MAX_GBS, &gbs, a->dp ? a->dp : 1, a->mbs ? a->mbs : 1, a->micro_batches) < 0)
-        return mk_cli_fail("sim", "dp x mbs x --micro-batches %d is a global batch above %d sequences, "
-                           "the most --gbs may be", a->micro_batches, MK_MAX_GBS);
-    a->gbs = (int)gbs;
-    return 0;
-}
-
 /* The plan from flags or --plan, resolved against its cluster (cl). */
 static int sim_ctx(const mk_args_t *a, mk_cluster_t *cl, mk_plan_ctx_t *ctx)
 {
@@ -222,7 +209,7 @@ int mk_cmd_sim(int argc, char **argv)
     if (a.npos) return mk_cli_fail("sim", "unexpected argument '%s'", a.pos[0]);
     if (a.verify) return mk_cli_fail("sim", "--verify belongs to 'merak sched'");
     if (mk_args_check_outputs(&a, 0)) return MK_EXIT_USAGE;
-    if ((rc = gbs_from_micro_batches(&a))) return rc;
+    if ((rc = mk_args_micro_batches(&a))) return rc;
     mk_cluster_t cl;
     mk_plan_ctx_t ctx;
     if (sim_ctx(&a, &cl, &ctx) < 0) return MK_EXIT_USAGE;

@@ -177,6 +177,7 @@ typedef struct mk_exec {
     /* first step of this run (after --load) and the lr schedule's length:
        64-bit, as a checkpoint's step may be anything a 64-bit counter holds */
     int64_t step0, horizon;
+    int64_t warmup;               /* linear warm-up steps: o->warmup, or the default for the horizon */
     int eval;              /* this step measures the validation loss only */
     int load_unverified;   /* --load read a file without checksums (written elsewhere) */
     struct mk_data *data;  /* --data, or NULL (synthetic) */
@@ -212,6 +213,10 @@ size_t mk_exec_act_floats(const mk_exec_t *e);
 /* exec_ckpt.c: collective; meta = {step, data position, lr decay steps},
  * each checked on load to lie in [0, INT64_MAX] */
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step);
+/* exec.c: the learning rate of global step `step` (warm-up, then cosine to min_lr) */
+double mk_exec_lr_at(const mk_exec_t *e, int64_t step);
+/* exec_setup.c: one line on stderr from rank 0 when the run logs (o->log_interval > 0) */
+void mk_exec_log(const mk_exec_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta);
 /* exec_zero.c: the units and shard arrays (after mk_gpt_new; collective
  * over dpc), the ranges of the optimizer, ZeRO-1's reduce-scatter and

@@ -6,6 +6,7 @@
 #include "merak/data.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -189,6 +190,7 @@ static int load_start(mk_exec_t *e)
                             (long long)meta[0], o->steps, (long long)INT64_MAX);
     e->step0 = meta[0];
     e->horizon = o->lr_decay_steps > 0 ? o->lr_decay_steps : meta[2] > 0 ? meta[2] : e->step0 + o->steps;
+    e->warmup = o->warmup >= 0 ? o->warmup : mk_exec_default_warmup(o->adam_beta2);
     return 0;
 }
 
@@ -221,12 +223,58 @@ static void nan_message(const ckpt_log_t *l, int64_t k, double loss)
     mk_error_set("step %lld: the loss is %f%s%s", (long long)k + 1, loss, g, c);
 }
 
+void mk_exec_log(const mk_exec_t *e, const char *fmt, ...)
+{
+    if (e->o->log_interval <= 0 || e->comm.rank != 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* Step i's line, every log_interval steps and at the last (the loss is
+ * all-reduced: rank 0 has it, whichever stage holds the head). */
+static void log_step(const mk_exec_t *e, const mk_exec_result_t *res, int i)
+{
+    const mk_exec_opts_t *o = e->o;
+    int64_t k = e->step0 + i;
+    if (o->log_interval <= 0 || ((i + 1) % o->log_interval && i != o->steps - 1)) return;
+    mk_exec_log(e, "step %4lld/%lld  loss %.6f  lr %.3e  %.1f ms  %.0f tokens/s", (long long)k + 1,
+                (long long)(e->step0 + o->steps), res->losses[i], mk_exec_lr_at(e, k), 1e3 * res->step_times[i],
+                (double)o->ctx->plan.gbs * o->ctx->plan.model.seq / res->step_times[i]);
+}
+
+/* Validation and interval saves after step i; rc 0, or -1 with res->fail_exit. */
+static int after_step(mk_exec_t *e, mk_exec_result_t *res, ckpt_log_t *log, int i)
+{
+    const mk_exec_opts_t *o = e->o;
+    int64_t k = e->step0 + i;
+    int last = i == o->steps - 1, rc = 0;
+    if (o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
+        double vl;
+        rc = evaluate(e, &vl);
+        if (rc == 0 && mk_exec_device_ok(e, -1) < 0) rc = -1, res->fail_exit = 1;
+        if (rc == 0) {
+            res->val_steps[res->n_val] = k + 1;
+            res->val_losses[res->n_val++] = vl;
+            mk_exec_log(e, "step %4lld  validation loss %.6f", (long long)k + 1, vl);
+        }
+    }
+    if (rc == 0 && o->save && !last && o->save_interval > 0 && (i + 1) % o->save_interval == 0) {
+        if (mk_exec_save(e, o->save, k + 1) < 0) return res->fail_exit = 1, -1;
+        log_saved(log, o->save, k + 1);
+        mk_exec_log(e, "saved %s (step %lld)", o->save, (long long)k + 1);
+    }
+    return rc;
+}
+
 /* Steps, validation and interval saves; rc 0, or -1 with res->fail_exit. */
 static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
 {
     const mk_exec_opts_t *o = e->o;
     ckpt_log_t log = {NULL, o->load, 0, e->step0};
-    int tty = o->progress && e->comm.rank == 0, rc = 0;
+    int rc = 0;
     for (int i = 0; rc == 0 && i < o->steps; i++) {
         int64_t k = e->step0 + i;
         mk_fault_rank_step(e->comm.rank, k);
@@ -250,25 +298,8 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
             return -1;
         }
         if (rc == 0) log_finite(&log);
-        if (tty && rc == 0)
-            fprintf(stderr, "step %4lld/%lld  loss %.6f  %.1f ms  %.0f tokens/s\n", (long long)k + 1,
-                    (long long)(e->step0 + o->steps), e->step_loss, 1e3 * res->step_times[i],
-                    (double)o->ctx->plan.gbs * o->ctx->plan.model.seq / res->step_times[i]);
-        int last = i == o->steps - 1;
-        if (rc == 0 && o->eval_interval > 0 && ((i + 1) % o->eval_interval == 0 || last)) {
-            double vl;
-            rc = evaluate(e, &vl);
-            if (rc == 0 && mk_exec_device_ok(e, -1) < 0) rc = -1, res->fail_exit = 1;
-            if (rc == 0) {
-                res->val_steps[res->n_val] = k + 1;
-                res->val_losses[res->n_val++] = vl;
-                if (tty) fprintf(stderr, "step %4lld  validation loss %.6f\n", (long long)k + 1, vl);
-            }
-        }
-        if (rc == 0 && o->save && !last && o->save_interval > 0 && (i + 1) % o->save_interval == 0) {
-            if (mk_exec_save(e, o->save, k + 1) < 0) rc = -1, res->fail_exit = 1;
-            else log_saved(&log, o->save, k + 1);
-        }
+        if (rc == 0) log_step(e, res, i);
+        if (rc == 0) rc = after_step(e, res, &log, i);
     }
     return rc;
 }
@@ -302,7 +333,9 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (rc == 0) rc = train_loop(&e, res);
     if (rc == 0) finish_result(&e, res);
     if (rc == 0 && o->save && mk_exec_save(&e, o->save, e.step0 + o->steps) < 0) rc = -1, res->fail_exit = 1;
+    else if (rc == 0 && o->save) mk_exec_log(&e, "saved %s (step %lld)", o->save, (long long)(e.step0 + o->steps));
     if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1, res->fail_exit = 1;
+    else if (rc == 0 && o->trace) mk_exec_log(&e, "wrote trace %s", o->trace);
     if (e.zero.on) mk_exec_zero_free(&e);
     mk_data_free(e.data);
     teardown(&e);

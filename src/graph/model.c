@@ -21,6 +21,7 @@
 #include "merak/model.h"
 #include "merak/limits.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 
@@ -147,77 +148,117 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->moe_aux_coeff = ov->moe_capacity = -1;
 }
 
-/* One model size against its range [1, max], named by its flag. */
-static int check_size(const char *flag, int v, int max)
+/* How validation names a model's fields: by their flags (the command
+ * line), or as FILE: OBJ.field when they came from a file (a plan's
+ * "model" object), so that a message points where the value was typed. */
+typedef struct {
+    const char *file, *obj;  /* file NULL: flags */
+    char buf[3][96];         /* up to three names in one message */
+} names_t;
+
+enum { F_LAYERS, F_HIDDEN, F_HEADS, F_SEQ, F_VOCAB, F_FFN, F_KV, F_ROPE, F_NORM_EPS, F_EXPERTS, F_TOPK, F_MOE_FFN,
+       F_MOE_SHARED, F_MOE_FREQ, F_MOE_AUX, F_MOE_CAP, F_COUNT };
+static const char *const field_names[F_COUNT][2] = {
+    {"--num-layers", "num_layers"}, {"--hidden-size", "hidden_size"},
+    {"--num-attention-heads", "num_attention_heads"}, {"--seq-length", "seq_length"},
+    {"--vocab-size", "vocab_size"}, {"--ffn-hidden-size", "ffn_hidden_size"},
+    {"--num-query-groups", "num_query_groups"}, {"--rotary-base", "rotary_base"},
+    {"--norm-epsilon", "norm_epsilon"}, {"--num-experts", "num_experts"},
+    {"--moe-router-topk", "moe_router_topk"}, {"--moe-ffn-hidden-size", "moe_ffn_hidden_size"},
+    {"--moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size"},
+    {"--moe-layer-freq", "moe_layer_freq"}, {"--moe-aux-loss-coeff", "moe_aux_loss_coeff"},
+    {"--moe-expert-capacity-factor", "moe_expert_capacity_factor"}};
+
+/* Field f's name in message slot (0-2). */
+static const char *nm(names_t *n, int f, int slot)
 {
-    if (v < 1) return mk_error_set("%s must be >= 1", flag);
-    return mk_limit_check(flag, v, max);
+    if (!n->file) return field_names[f][0];
+    snprintf(n->buf[slot], sizeof n->buf[slot], "%s%s%s", n->obj ? n->obj : "", n->obj ? "." : "",
+             field_names[f][1]);
+    return n->buf[slot];
 }
 
-/* A real number in (0, max], named by its flag. */
-static int check_real(const char *flag, double v, double max)
+/* One model size against its range [1, max]. */
+static int check_size(names_t *n, int f, int v, int max)
 {
-    if (!(v > 0) || v > max) return mk_error_set("%s must be in (0, %g], got %g", flag, max, v);
+    if (v < 1) return mk_error_set("%s must be >= 1", nm(n, f, 0));
+    return mk_limit_check(nm(n, f, 0), v, max);
+}
+
+/* A real number in (0, max]. */
+static int check_real(names_t *n, int f, double v, double max)
+{
+    if (!(v > 0) || v > max) return mk_error_set("%s must be in (0, %g], got %g", nm(n, f, 0), max, v);
     return 0;
 }
 
 /* GQA groups, the rotary base and the norm epsilon. */
-static int validate_arch(const mk_model_config_t *c)
+static int validate_arch(names_t *n, const mk_model_config_t *c)
 {
-    if (check_size("--num-query-groups", c->kv_heads, MK_MAX_HEADS) < 0) return -1;
+    if (check_size(n, F_KV, c->kv_heads, MK_MAX_HEADS) < 0) return -1;
     if (c->heads % c->kv_heads)
-        return mk_error_set("--num-query-groups %d does not divide --num-attention-heads %d", c->kv_heads,
-                            c->heads);
-    if (check_real("--rotary-base", c->rope_theta, MK_MAX_ROPE_THETA) < 0) return -1;
-    return check_real("--norm-epsilon", c->norm_eps, MK_MAX_NORM_EPS);
+        return mk_error_set("%s %d does not divide %s %d", nm(n, F_KV, 0), c->kv_heads, nm(n, F_HEADS, 1), c->heads);
+    if (check_real(n, F_ROPE, c->rope_theta, MK_MAX_ROPE_THETA) < 0) return -1;
+    return check_real(n, F_NORM_EPS, c->norm_eps, MK_MAX_NORM_EPS);
 }
 
 /* The experts: E and the widths in range, 1 <= k <= E, the MoE blocks
  * inside the model, the coefficients in range. */
-static int validate_moe(const mk_model_config_t *c)
+static int validate_moe(names_t *n, const mk_model_config_t *c)
 {
-    if (c->num_experts < 0) return mk_error_set("--num-experts must be >= 0, got %d", c->num_experts);
+    if (c->num_experts < 0) return mk_error_set("%s must be >= 0, got %d", nm(n, F_EXPERTS, 0), c->num_experts);
     if (!c->num_experts) return 0;
-    if (mk_limit_check("--num-experts", c->num_experts, MK_MAX_EXPERTS) < 0) return -1;
-    if (c->moe_topk < 1) return mk_error_set("--moe-router-topk must be >= 1, got %d", c->moe_topk);
+    if (mk_limit_check(nm(n, F_EXPERTS, 0), c->num_experts, MK_MAX_EXPERTS) < 0) return -1;
+    if (c->moe_topk < 1) return mk_error_set("%s must be >= 1, got %d", nm(n, F_TOPK, 0), c->moe_topk);
     if (c->moe_topk > c->num_experts)
-        return mk_error_set("--moe-router-topk %d is above --num-experts %d", c->moe_topk, c->num_experts);
-    if (check_size("--moe-ffn-hidden-size", c->moe_ffn, MK_MAX_MOE_FFN) < 0) return -1;
-    if (c->moe_shared_ffn < 0) return mk_error_set("--moe-shared-expert-intermediate-size must be >= 0");
-    if (mk_limit_check("--moe-shared-expert-intermediate-size", c->moe_shared_ffn, MK_MAX_MOE_FFN) < 0) return -1;
+        return mk_error_set("%s %d is above %s %d", nm(n, F_TOPK, 0), c->moe_topk, nm(n, F_EXPERTS, 1),
+                            c->num_experts);
+    if (check_size(n, F_MOE_FFN, c->moe_ffn, MK_MAX_MOE_FFN) < 0) return -1;
+    if (c->moe_shared_ffn < 0) return mk_error_set("%s must be >= 0", nm(n, F_MOE_SHARED, 0));
+    if (mk_limit_check(nm(n, F_MOE_SHARED, 0), c->moe_shared_ffn, MK_MAX_MOE_FFN) < 0) return -1;
     if (c->moe_layer_freq < 1 || c->moe_layer_freq > c->num_layers)
-        return mk_error_set("--moe-layer-freq %d must be from 1 to the %d blocks", c->moe_layer_freq,
+        return mk_error_set("%s %d must be from 1 to the %d blocks", nm(n, F_MOE_FREQ, 0), c->moe_layer_freq,
                             c->num_layers);
     if (c->moe_first_dense < 0 || c->moe_first_dense >= c->num_layers)
-        return mk_error_set("--moe-layer-freq: %d dense blocks leave no MoE block of %d", c->moe_first_dense,
-                            c->num_layers);
+        return mk_error_set("%s: %d dense blocks leave no MoE block of %d", nm(n, F_MOE_FREQ, 0),
+                            c->moe_first_dense, c->num_layers);
     if (c->moe_aux_coeff < 0 || c->moe_aux_coeff > MK_MAX_MOE_AUX_COEFF)
-        return mk_error_set("--moe-aux-loss-coeff must be in [0, %g], got %g", MK_MAX_MOE_AUX_COEFF,
+        return mk_error_set("%s must be in [0, %g], got %g", nm(n, F_MOE_AUX, 0), MK_MAX_MOE_AUX_COEFF,
                             c->moe_aux_coeff);
     if (c->moe_capacity < 0 || c->moe_capacity > MK_MAX_MOE_CAPACITY)
-        return mk_error_set("--moe-expert-capacity-factor must be 0 (dropless) to %g, got %g", MK_MAX_MOE_CAPACITY,
+        return mk_error_set("%s must be 0 (dropless) to %g, got %g", nm(n, F_MOE_CAP, 0), MK_MAX_MOE_CAPACITY,
                             c->moe_capacity);
     return 0;
 }
 
-int mk_model_validate(const mk_model_config_t *c)
+static int validate(names_t *n, const mk_model_config_t *c)
 {
     if (c->family == MK_FAMILY_CUSTOM) {
         if (c->seq < 1) return mk_error_set("model '%s': seq_length must be >= 1", c->name);
-        return mk_limit_check("--seq-length", c->seq, MK_MAX_SEQ);
+        return mk_limit_check(nm(n, F_SEQ, 0), c->seq, MK_MAX_SEQ);
     }
-    if (check_size("--num-layers", c->num_layers, MK_MAX_LAYERS) < 0 ||
-        check_size("--hidden-size", c->hidden, MK_MAX_HIDDEN) < 0 ||
-        check_size("--num-attention-heads", c->heads, MK_MAX_HEADS) < 0 ||
-        check_size("--seq-length", c->seq, MK_MAX_SEQ) < 0 ||
-        check_size("--vocab-size", c->vocab, MK_MAX_VOCAB) < 0 ||
-        check_size("--ffn-hidden-size", c->ffn, MK_MAX_FFN) < 0)
-        return -1;
+    static const int sizes[] = {F_LAYERS, F_HIDDEN, F_HEADS, F_SEQ, F_VOCAB, F_FFN};
+    const int vals[] = {c->num_layers, c->hidden, c->heads, c->seq, c->vocab, c->ffn};
+    const int max[] = {MK_MAX_LAYERS, MK_MAX_HIDDEN, MK_MAX_HEADS, MK_MAX_SEQ, MK_MAX_VOCAB, MK_MAX_FFN};
+    for (int i = 0; i < 6; i++)
+        if (check_size(n, sizes[i], vals[i], max[i]) < 0) return -1;
     if (c->hidden % c->heads)
-        return mk_error_set("--num-attention-heads %d does not divide --hidden-size %d",
-                            c->heads, c->hidden);
-    if (validate_arch(c) < 0) return -1;
-    return validate_moe(c);
+        return mk_error_set("%s %d does not divide %s %d", nm(n, F_HEADS, 0), c->heads, nm(n, F_HIDDEN, 1),
+                            c->hidden);
+    if (validate_arch(n, c) < 0) return -1;
+    return validate_moe(n, c);
+}
+
+int mk_model_validate(const mk_model_config_t *c) { return mk_model_validate_in(c, NULL, NULL); }
+
+int mk_model_validate_in(const mk_model_config_t *c, const char *file, const char *obj)
+{
+    names_t n = {file, obj, {""}};
+    if (validate(&n, c) == 0) return 0;
+    if (!file) return -1;
+    char why[1024];
+    mk_strlcpy(why, mk_error_last(), sizeof why);
+    return mk_error_set("%s: %s", file, why);
 }
 
 int mk_model_check_tp(const mk_model_config_t *c, int tp)

@@ -117,7 +117,7 @@ static int model_from_json(json_t *m, const char *what, mk_model_config_t *c)
     c->kv_heads = c->heads;
     if (c->family == MK_FAMILY_LLAMA) mk_model_llama_arch(c);
     if (mk_model_arch_from_json(m, what, c) < 0) return -1;
-    return mk_model_validate(c);
+    return mk_model_validate_in(c, what, "model");
 }
 
 static int int_list(json_t *j, const char *what, const char *key, int n, int lo, int *out)

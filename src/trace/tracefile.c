@@ -191,6 +191,8 @@ mk_tracefile_t *mk_tracefile_load(const char *path)
     if (rc > 0) rc = mk_error_set("%s: not a Chrome trace (no traceEvents array)", path);
     if (!rc && L.t->n == 0) rc = mk_error_set("%s: the trace has no complete events", path);
     if (!rc) rc = sort_events(L.t);
+    for (int i = 0; !rc && i < L.t->n; i++) /* sorted by pid: a new pid starts a rank */
+        L.t->n_pids += i == 0 || L.t->ev[i].pid != L.t->ev[i - 1].pid;
     if (rc) {
         mk_tracefile_free(L.t);
         return NULL;
@@ -254,7 +256,7 @@ static int kind_stats(const mk_tracefile_t *t, mk_kind_stat_t *kinds)
 void mk_tracefile_summary(const mk_tracefile_t *t, FILE *out)
 {
     double span = span_us(t->ev, t->n);
-    fprintf(out, "trace: %d ranks, %d events, span %.3f ms\n", t->n_ranks, t->n, span / 1e3);
+    fprintf(out, "trace: %d ranks, %d events, span %.3f ms\n", t->n_pids, t->n, span / 1e3);
     fprintf(out, "  %-5s %-6s %12s %8s %12s\n", "rank", "stage", "compute ms", "idle", "peak MiB");
     for (int i = 0; i < t->n;) {
         int r = t->ev[i].pid, stage = -1; /* the rank's first event with a stage */
@@ -366,8 +368,9 @@ static int match_run(const mk_tracefile_t *p, int pi, int pe, const mk_tracefile
 int mk_tracefile_diff(const mk_tracefile_t *p, const mk_tracefile_t *m, mk_tracefile_diff_t *d)
 {
     memset(d, 0, sizeof *d);
-    if (p->n_ranks > m->n_ranks)
-        return mk_error_set("the traces have %d and %d ranks (different plans?)", p->n_ranks, m->n_ranks);
+    if (p->n_ranks > m->n_ranks) /* the predicted trace's highest rank is missing from the measured one */
+        return mk_error_set("the predicted trace has %d ranks (up to rank %d), the measured one %d (up to rank %d): "
+                            "different plans?", p->n_pids, p->n_ranks - 1, m->n_pids, m->n_ranks - 1);
     double err = 0, mlo = INFINITY, mhi = -INFINITY;
     /* both sorted by (pid, stream): one merge walk finds each run's match */
     for (int pi = 0, mi = 0; pi < p->n;) {

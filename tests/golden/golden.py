@@ -167,7 +167,8 @@ def plan_cases():
     yield "plan --model gpt-175b --cluster rtx3090-pcie --gpus 2 --gbs 16 --json"  # nothing fits
 
 
-RUN_COMMON = "run --gbs 8 --steps 3 --json"
+# --quiet: the step lines on stderr hold measured times (stderr is compared)
+RUN_COMMON = "run --gbs 8 --steps 3 --json --quiet"
 
 
 def run_cases():
@@ -180,9 +181,10 @@ def run_cases():
                                    (4, 2, 1, "zb-h1", "full"), (2, 4, 1, "interleaved", "full"),
                                    (4, 1, 2, "merak", "none"), (2, 1, 4, "1f1b", "full"),
                                    (2, 2, 2, "gpipe", "none")]:
-        extra = " --vpp 2 --gbs 16" if sched == "interleaved" else ""
+        common = RUN_COMMON.replace("--gbs 8", "--gbs 16") if sched == "interleaved" else RUN_COMMON
+        extra = " --vpp 2" if sched == "interleaved" else ""  # (a flag is given once)
         yield "%d|%s --dp %d --pp %d --tp %d --schedule %s --recompute %s%s" % (
-            dp * pp * tp, RUN_COMMON, dp, pp, tp, sched, rec, extra)
+            dp * pp * tp, common, dp, pp, tp, sched, rec, extra)
     yield "4|" + RUN_COMMON + " --dp 2 --pp 2 --tp 1 --zero 1"
     yield "2|" + RUN_COMMON + " --dp 1 --pp 2 --tp 1 --vocab-size 300 --schedule merak"
 
