@@ -192,12 +192,21 @@ static void attn_fwd_part(void *arg, size_t lo, size_t hi)
     for (size_t j = lo; j < hi; j++) attn_fwd_head(x, (int)(j / x->NH), (int)(j % x->NH));
 }
 
+/* Heads per thread at least: a thread's share must be worth creating it
+ * (about 8 PAR_GRAIN multiply-adds, T^2 hs per head), so small models
+ * (and ranks on a busy machine) stay on one thread. */
+static size_t attn_grain(int T, int hs)
+{
+    size_t per = (size_t)T * (size_t)T * (size_t)(hs > 0 ? hs : 1);
+    return 8 * PAR_GRAIN / (per ? per : 1) + 1;
+}
+
 void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
                           int hs)
 {
     (void)ctx;
     attn_t x = {.out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .KV = KV, .hs = hs};
-    mk_cpu_par((size_t)B * NH, 1, attn_fwd_part, &x);
+    mk_cpu_par((size_t)B * NH, attn_grain(T, hs), attn_fwd_part, &x);
 }
 
 MK_VEC static void attn_bwd_head(const attn_t *x, int b, int h)
@@ -248,7 +257,8 @@ void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout
     (void)ctx;
     attn_t x = {.dqkv = dqkv, .datt = datt, .dout = dout, .qkv = qkv, .catt = att,
                 .B = B, .T = T, .NH = NH, .KV = KV, .hs = hs};
-    mk_cpu_par((size_t)B * KV, 1, attn_bwd_part, &x);
+    mk_cpu_par((size_t)B * KV, attn_grain(T, hs) / (size_t)(NH / (KV > 0 ? KV : 1) > 0 ? NH / KV : 1) + 1,
+               attn_bwd_part, &x);
 }
 
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
