@@ -80,7 +80,7 @@ static void plain_att(const pa_t *p, int B)
 /* attention at threads 1 and 3 against the one-key loop: fwd and bwd bitwise */
 static void test_attention(int NH, int KV)
 {
-    int B = 2, T = 11, hs = 7, C = NH * hs, C3 = C + 2 * KV * hs;
+    int B = 4, T = 61, hs = 67, /* large enough for attn_grain to split: 2-3 threads */ C = NH * hs, C3 = C + 2 * KV * hs;
     size_t nx = (size_t)B * T * C3, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
     float *x = rnd(nx, 1.0f), *r = rnd(no, 1.0f), *o0 = calloc(no, 4), *a0 = calloc(na, 4), *d0 = calloc(nx, 4);
     float *da0 = calloc(na, 4);
