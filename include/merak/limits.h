@@ -63,7 +63,7 @@
 #define MK_MAX_GPU_HOUR_PRICE 10000.0
 #define MK_MAX_TRAIN_TOKENS 1e16
 #define MK_MAX_GPU_COUNTS 16
-#define MK_MAX_PLAN_CANDIDATES (1L << 16) /* candidates the planner keeps (~5 KB each: 350 MB) */
+#define MK_MAX_PLAN_CANDIDATES (1L << 18) /* candidates the planner keeps (~0.2 KB each with their stage arrays: about 55 MB) */
 
 /* Training (merak run). */
 #define MK_MAX_STEPS    10000000  /* 20x the longest published schedules (~500k steps) */
