@@ -86,7 +86,7 @@ import json, re, sys
 ev = json.load(open(sys.argv[1]))["traceEvents"]
 X = [e for e in ev if e["ph"] == "X"]
 lo = min(e["ts"] for e in X); hi = max(e["ts"] + e["dur"] for e in X); span = hi - lo
-want = ["trace: %d ranks, %d events, span %.3f ms" % (max(e["pid"] for e in ev if e["ph"] in "XC") + 1, len(X), span / 1e3)]
+want = ["trace: %d ranks, %d events, span %.3f ms" % (len({e["pid"] for e in ev if e["ph"] in "XC"}), len(X), span / 1e3)]
 peak = {}
 for e in ev:
     if e["ph"] == "C": peak[e["pid"]] = max(peak.get(e["pid"], 0), e["args"]["bytes"])
