@@ -257,8 +257,8 @@ void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout
     (void)ctx;
     attn_t x = {.dqkv = dqkv, .datt = datt, .dout = dout, .qkv = qkv, .catt = att,
                 .B = B, .T = T, .NH = NH, .KV = KV, .hs = hs};
-    mk_cpu_par((size_t)B * KV, attn_grain(T, hs) / (size_t)(NH / (KV > 0 ? KV : 1) > 0 ? NH / KV : 1) + 1,
-               attn_bwd_part, &x);
+    int group = KV > 0 && NH / KV > 0 ? NH / KV : 1; /* query heads per K/V head: one unit's work */
+    mk_cpu_par((size_t)B * KV, attn_grain(T, hs * group), attn_bwd_part, &x);
 }
 
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
