@@ -16,21 +16,23 @@ static mk_model_config_t small_gpt(void)
     return m;
 }
 
-static void test_bound_loses_nothing(const char *cluster, int gpus, int gbs, double mem_gib)
+/* tp_overlap: the level searched with overlap on (-1: the default, 2) */
+static void test_bound_loses_nothing(const mk_model_config_t *mp, const char *cluster, int gpus, int gbs,
+                                     double mem_gib, int tp_overlap)
 {
-    mk_model_config_t m = small_gpt();
+    mk_model_config_t m = *mp;
     mk_cluster_t c;
     mk_cluster_get(cluster, &c);
     if (mem_gib > 0) c.dev.mem_bytes = mem_gib * (1 << 30); /* make memory matter */
     mk_planner_opts_t o;
     mk_planner_opts_init(&o);
-    o.gpus = gpus, o.gbs = gbs, o.dtype = MK_DTYPE_BF16, o.top = 3;
+    o.gpus = gpus, o.gbs = gbs, o.dtype = MK_DTYPE_BF16, o.top = 3, o.tp_overlap = tp_overlap;
     mk_planner_result_t fast, all;
     CHECK(mk_planner_search(&m, &c, &o, &fast) == 0, "search: %s", mk_error_last());
     o.exhaustive = 1;
     CHECK(mk_planner_search(&m, &c, &o, &all) == 0, "exhaustive: %s", mk_error_last());
-    printf("%s %d GPUs: %ld candidates, bound simulated %ld, exhaustive %ld\n", cluster, gpus, fast.candidates,
-           fast.simulated, all.simulated);
+    printf("%s %d GPUs (TP overlap %d): %ld candidates, bound simulated %ld, exhaustive %ld\n", cluster, gpus,
+           tp_overlap, fast.candidates, fast.simulated, all.simulated);
     CHECK(fast.n == all.n && fast.n > 0, "plans found %d vs %d", fast.n, all.n);
     for (int i = 0; i < fast.n && i < all.n; i++) {
         CHECK(fast.best[i].index == all.best[i].index, "rank %d: candidate %ld vs %ld", i, fast.best[i].index,
@@ -141,8 +143,20 @@ static void test_auto_recompute(void)
 
 int main(void)
 {
-    test_bound_loses_nothing("dgx-a100", 8, 32, 0);
-    test_bound_loses_nothing("rtx3090-pcie", 8, 64, 2.0);
+    mk_model_config_t gpt = small_gpt(), deep = small_gpt(), moe;
+    test_bound_loses_nothing(&gpt, "dgx-a100", 8, 32, 0, -1);
+    test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 2.0, -1);
+    /* the other sub-pipelined TP levels (mk_tp_run's four cases) */
+    test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 2.0, 1);
+    test_bound_loses_nothing(&gpt, "dgx-a100", 8, 32, 0, 3);
+    /* pipelines over nodes (p2p sends on the NICs), interleaved v 2 and 4 */
+    deep.num_layers = 16;
+    test_bound_loses_nothing(&deep, "rtx3090-pcie", 32, 64, 0, -1);
+    /* context and expert parallelism (the CP ring, the all-to-alls) */
+    mk_model_preset("moe-tiny", &moe);
+    moe.seq = 4096;
+    test_bound_loses_nothing(&moe, "rtx3090-pcie", 16, 32, 0, -1);
+    test_bound_loses_nothing(&moe, "dgx-a100", 16, 32, 0, 3);
     test_mpi_split_same_answer();
     test_compute_partition();
     test_auto_recompute();

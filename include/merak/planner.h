@@ -14,12 +14,13 @@
  * moving layers off its slowest stage while the simulated step drops.
  *
  * Branch and bound: every candidate gets a lower bound on its step time
- * (pipeline fill + a stage's m micro-batches of forward, backward and
- * recompute + drain, with TP collectives only when not overlapped: no
+ * (mk_sim_bound_step: pipeline fill + a stage's m micro-batches of
+ * forward, backward and recompute at the simulator's own op durations +
+ * drain, with the p2p sends; the DP stream and optimizer tails: no
  * schedule can beat it) and a closed-form
  * memory check; candidates are simulated in order of their bound until
  * the bound reaches the K-th best simulated step time.  Per-layer costs
- * are cached per (micro-batch, tp, sequence parallelism).  With MPI each
+ * are cached per (micro-batch, tp, cp, ep) and layout.  With MPI each
  * rank generates, checks and simulates every size-th (layout,
  * micro-batch) share of the space and the ranks' top-K lists are merged:
  * the top K of a union is the top K of the parts' top Ks, and candidate

@@ -185,6 +185,24 @@ int mk_sim_explain_parts(const mk_sim_explain_t *e, const char **names, double *
 int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
                       double *after, double *dp);
 
+/* A lower bound on the simulated step of many plans that share a graph
+ * and the layer costs (tp, cp, ep, sequence parallelism, dtype and the
+ * groups those read): per layer the pieces the simulator's chunk costs are
+ * built from (sim_bound.c), so that a plan's bound costs O(layers).  NULL
+ * with mk_error_last() on failure.  p: any plan of the set (checked). */
+typedef struct mk_sim_bound mk_sim_bound_t;
+mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
+                                 const mk_sim_opts_t *o);
+void mk_sim_bound_free(mk_sim_bound_t *b);
+/* Whether plan p (on b's graph and cluster) has b's layer costs. */
+int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
+/* No run of plan p (b's graph, checked, recompute settled; ckpt: the
+ * scheduler's count per (stage, chunk) at s*vpp+c; after, dp:
+ * mk_sim_stage_tail's) has a shorter step than this, whatever its
+ * schedule (DESIGN-NOTES.md "The planner's lower bound"). */
+double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
+                         const double *dp);
+
 /* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
  * plan attached when p != NULL.  New reference. */
 json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p);

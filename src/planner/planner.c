@@ -26,13 +26,23 @@ typedef struct {
     long index;
 } mk_cand_t;
 
+/* The lower bound's layer costs of one graph, one per layout whose
+ * pieces differ (sequence parallelism; the groups' node sharing):
+ * made as the candidates need them (lower_bound). */
+typedef struct {
+    const mk_cluster_t *cl;
+    const mk_sim_opts_t *so;
+    mk_sim_bound_t **v;
+    int n, cap;
+} mk_gbounds_t;
+
 /* Cached per (mbs, tp, cp, ep): the graph (ep: its experts' GEMM shapes); per seqpar: per-layer fwd/bwd times
  * of one rank's tokens (b s / cp). */
 typedef struct {
     int mbs, tp, cp, ep;
     mk_graph_t *g;
     double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
-    double *ar[2];        /* [seqpar][layer] TP collectives of one forward (same again in backward) */
+    mk_gbounds_t *bd;     /* the bound's (mk_sim_bound_t) */
 } mk_gcache_t;
 
 /* What each stage runs after its compute and its DP stream's floor
@@ -96,25 +106,15 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     if (!(e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
-    mk_group_t tpg = mk_group_make(S->cl, 0, 1, tp, tp);
+    if (!(e->bd = calloc(1, sizeof *e->bd))) return NULL;
+    e->bd->cl = S->cl, e->bd->so = &S->so;
     for (int sp = 0; sp < 2; sp++) {
         e->f[sp] = malloc(L * sizeof(double));
         e->b[sp] = malloc(L * sizeof(double));
-        e->ar[sp] = malloc(L * sizeof(double));
-        if (!e->f[sp] || !e->b[sp] || !e->ar[sp]) return NULL;
+        if (!e->f[sp] || !e->b[sp]) return NULL;
         for (int l = 0; l < L; l++) {
             e->f[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 0);
             e->b[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 1);
-            /* mk_cost_layer_time = f + b + 2 ar without recompute; a CP
-               rank's all-reduces carry its s/cp tokens */
-            double t = mk_cost_layer_time(S->cl, e->g, l, tp, sp, 0, S->o->dtype);
-            e->ar[sp][l] = (t - e->f[sp][l] - e->b[sp][l]) / 2;
-            if (cp > 1)
-                e->ar[sp][l] = tp > 1 ? e->g->layers[l].n_tp_allreduce *
-                                            mk_cost_coll(S->cl, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &tpg,
-                                                         e->g->layers[l].out_bytes / cp)
-                                      : 0;
-            if (e->ar[sp][l] < 0) e->ar[sp][l] = 0;
         }
     }
     S->ngc++;
@@ -171,59 +171,24 @@ static void cand_plan(const mk_search_t *S, const mk_cand_t *c, mk_plan_t *p)
     memcpy(p->ckpt, S->ints + c->off + p->n_vstages + 1, p->n_vstages * sizeof(int));
 }
 
-/* A lower bound on the simulated step time.  Stage s cannot start before
- * micro-batch 0 has gone forward through the stages before it (chunk 0),
- * then computes m micro-batches of forward, backward and the recompute of
- * the layers its plain forwards checkpoint (F_PRE checkpoints more, never
- * less), and after its last backward the gradient still has to flow back
- * through the stages before it (not in zb-h1, whose last work may be a
- * deferred weight pass).  A forward, backward or recompute of a chunk
- * takes its compute plus its TP collectives without overlap; with
- * sub-pipelined TP at least the longer of the two (the collectives queue
- * on one stream, and two half-size all-reduces cost at least one full
- * one).  No other communication counts, so no schedule beats the bound. */
-static double op_bound(const mk_plan_t *p, double compute, double comm)
-{
-    return p->tp_overlap ? (compute > comm ? compute : comm) : compute + comm;
-}
-
-/* Each stage also ends no sooner than its last compute op plus what comes
- * after it (tail->after: the optimizer step, ZeRO-1/2's weight gather), nor
- * before its DP stream has carried its gradients (and ZeRO-3's gathers)
- * and that tail (mk_sim_stage_tail).  Both are shaved by 1e-12 so that
- * summing them in another order than the run does cannot lift the bound
- * over the run's step. */
-#define MK_TAIL_SHAVE (1 - 1e-12)
-
+/* A lower bound on the simulated step time: mk_sim_bound_step (the
+ * simulator's own per-chunk op durations, pipeline fill and drain with
+ * their p2p sends, the stages' tails; DESIGN-NOTES.md) from the layer
+ * costs of p's layout, made on first use.  Where they cannot be made (out
+ * of memory) 0, which bounds every step: the search only simulates more. */
 static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck, const mk_tail_t *tail)
 {
-    const double *f = e->f[p->seqpar], *b = e->b[p->seqpar], *ar = e->ar[p->seqpar];
-    double worst = 0, fill = 0, drain = 0;
-    const mk_graph_t *g = e->g;
-    for (int s = 0; s < p->pp; s++) {
-        double busy = 0;
-        for (int c = 0; c < p->vpp; c++) {
-            int k = c * p->pp + s, left = ck[s * p->vpp + c];
-            double F = 0, B = 0, R = 0, A = 0, RA = 0;
-            for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
-                F += f[l], B += b[l], A += ar[l];
-                if (left > 0 && mk_layer_checkpointable(g, l)) R += f[l], RA += ar[l], left--;
-            }
-            busy += op_bound(p, F, A) + op_bound(p, B, A) + (R > 0 ? op_bound(p, R, RA) : 0);
-        }
-        busy *= p->m;
-        double lb = fill + busy + (p->schedule == MK_SCHED_ZB_H1 ? 0 : drain);
-        double end = (fill + busy + tail->after[s]) * MK_TAIL_SHAVE, dp = (tail->dp[s] + tail->after[s]) * MK_TAIL_SHAVE;
-        if (end > lb) lb = end;
-        if (dp > lb) lb = dp;
-        if (lb > worst) worst = lb;
-        /* chunk 0 of this stage adds to the path of every later stage */
-        int k0 = s;
-        double F = 0, B = 0, A = 0;
-        for (int l = p->bounds[k0]; l < p->bounds[k0 + 1]; l++) F += f[l], B += b[l], A += ar[l];
-        fill += op_bound(p, F, A), drain += op_bound(p, B, A);
+    mk_gbounds_t *B = e->bd;
+    for (int i = 0; i < B->n; i++)
+        if (mk_sim_bound_matches(B->v[i], p)) return mk_sim_bound_step(B->v[i], p, ck, tail->after, tail->dp);
+    if (B->n == B->cap) {
+        int cap = B->cap ? 2 * B->cap : 4;
+        mk_sim_bound_t **n = realloc(B->v, cap * sizeof *n);
+        if (!n) return 0;
+        B->v = n, B->cap = cap;
     }
-    return worst;
+    if (!(B->v[B->n] = mk_sim_bound_new(B->cl, p, e->g, B->so))) return 0;
+    return mk_sim_bound_step(B->v[B->n++], p, ck, tail->after, tail->dp);
 }
 
 /* The checkpoint count of every (stage, chunk) the scheduler will use. */
@@ -743,7 +708,11 @@ static void search_free(mk_search_t *S)
 {
     for (int i = 0; i < S->ngc; i++) {
         mk_graph_free(S->gc[i].g);
-        for (int sp = 0; sp < 2; sp++) free(S->gc[i].f[sp]), free(S->gc[i].b[sp]), free(S->gc[i].ar[sp]);
+        for (int sp = 0; sp < 2; sp++) free(S->gc[i].f[sp]), free(S->gc[i].b[sp]);
+        if (S->gc[i].bd)
+            for (int j = 0; j < S->gc[i].bd->n; j++) mk_sim_bound_free(S->gc[i].bd->v[j]);
+        if (S->gc[i].bd) free(S->gc[i].bd->v);
+        free(S->gc[i].bd);
     }
     free(S->gc);
     free(S->c), free(S->ints);

@@ -84,24 +84,47 @@ static int setup_streams(mk_sim_state_t *R, const mk_plan_ctx_t *ctx, mk_sched_p
     return 0;
 }
 
+/* The stages' ranks: tp fastest, then cp, then dp (merak/plan.h); a
+ * stage's ranks all share its node's links (sh in the groups below). */
+static int stage_sharers(const mk_cluster_t *c, const mk_plan_t *p)
+{
+    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1, stage_ranks = mk_plan_dp_cp(p) * p->tp;
+    return stage_ranks < gpn ? stage_ranks : gpn;
+}
+
+void mk_sim_layer_groups(const mk_cluster_t *c, const mk_plan_t *p, mk_group_t *tpg, mk_group_t *cpg,
+                         mk_group_t *epg)
+{
+    int sh = stage_sharers(c, p), ep = p->ep > 1 ? p->ep : 1;
+    *tpg = mk_group_make(c, 0, 1, p->tp, p->tp);
+    *cpg = mk_group_make(c, 0, p->tp, p->cp > 1 ? p->cp : 1, sh);
+    /* EP: ep consecutive DP ranks (tp*cp apart) */
+    *epg = mk_group_make(c, 0, p->tp * (p->cp > 1 ? p->cp : 1), ep, sh);
+}
+
+int mk_sim_stage_rank(const mk_plan_t *p, int s)
+{
+    return s * mk_plan_dp_cp(p) * p->tp;
+}
+
+int mk_sim_stage_node(const mk_cluster_t *c, const mk_plan_t *p, int s)
+{
+    return mk_sim_stage_rank(p, s) / (c->gpus_per_node > 0 ? c->gpus_per_node : 1);
+}
+
 /* Communication groups, message and NIC tables, chunk costs, the walker. */
 void mk_sim_setup_groups(mk_sim_state_t *R)
 {
     const mk_plan_t *p = R->p;
     const mk_cluster_t *c = R->c;
-    int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
-    /* a stage's ranks: tp fastest, then cp, then dp (merak/plan.h) */
-    int dcp = mk_plan_dp_cp(p), stage_ranks = dcp * p->tp;
-    R->tpg = mk_group_make(c, 0, 1, p->tp, p->tp);
-    int sh = stage_ranks < gpn ? stage_ranks : gpn;
+    int dcp = mk_plan_dp_cp(p), sh = stage_sharers(c, p);
+    mk_sim_layer_groups(c, p, &R->tpg, &R->cpg, &R->epg);
     R->dpg = mk_group_make(c, 0, p->tp, dcp, sh);
-    R->cpg = mk_group_make(c, 0, p->tp, p->cp > 1 ? p->cp : 1, sh);
-    R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * stage_ranks : 1, 2, sh);
-    /* EP: ep consecutive DP ranks (tp*cp apart); an expert's gradient is
-       reduced over the dp*cp/ep ranks holding it (stride tp*ep: exact for
-       cp 1, the cp ranks' placement approximated otherwise) */
+    R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * dcp * p->tp : 1, 2, sh);
+    /* an expert's gradient is reduced over the dp*cp/ep ranks holding it
+       (stride tp*ep: exact for cp 1, the cp ranks' placement approximated
+       otherwise) */
     int ep = p->ep > 1 ? p->ep : 1;
-    R->epg = mk_group_make(c, 0, p->tp * (p->cp > 1 ? p->cp : 1), ep, sh);
     R->edpg = mk_group_make(c, 0, p->tp * ep, dcp / ep, sh);
     /* ZeRO: k consecutive DP x CP ranks shard, the dp*cp/k groups replicate */
     R->zk = mk_plan_zero(p) ? mk_plan_zero_group(p) : dcp;
@@ -141,10 +164,9 @@ static int setup_stage(mk_sim_state_t *R, int s)
 {
     const mk_plan_t *p = R->p;
     mk_sim_stage_t *S = &R->st[s];
-    int gpn = R->c->gpus_per_node > 0 ? R->c->gpus_per_node : 1;
     int nmc = p->m * p->vpp;
-    S->rank = s * mk_plan_dp_cp(p) * p->tp;
-    S->node = S->rank / gpn;
+    S->rank = mk_sim_stage_rank(p, s);
+    S->node = mk_sim_stage_node(R->c, p, s);
     S->stat = S->ss.weights + S->ss.grads + S->ss.optimizer + S->ss.buffers;
     S->final_bytes = S->ss.grad_comm_bytes;
     S->mb_stored = calloc(nmc, sizeof *S->mb_stored);

@@ -50,3 +50,151 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
     free(R.st);
     return 0;
 }
+
+/* ---- the step's lower bound (mk_sim_bound_step; DESIGN-NOTES.md) ----
+ * A compute op's duration in a run is mk_chunk_cost_time's closed form
+ * over the chunk's layer pieces (the TP sub-pipeline, the CP ring's and
+ * the EP all-to-alls' exposed parts inside it; ZeRO-3 only lengthens it),
+ * whatever the other streams do; the bound runs the same pieces through
+ * the same mk_tp_run per chunk, so its F, B, B_IN, B_W and recompute are
+ * the run's.  Layers are kept in the orders the chunk costs take them:
+ * backward pieces reversed (chunk [l0, l1) backward is rev[L-l1, L-l0)),
+ * the checkpointable layers' forward pieces packed (the chunk's are
+ * ckf[ckpos[l0], ckpos[l1])). */
+struct mk_sim_bound {
+    const mk_cluster_t *c;
+    const mk_graph_t *g;
+    mk_sim_opts_t o;
+    int L, sp;
+    mk_group_t tpg, cpg, epg;   /* the key (with sp): what the pieces read of the layout */
+    mk_tpl_t *fwd, *bwd, *bin;  /* [L]: fwd by layer, bwd and bin reversed */
+    mk_tpl_t *ckf;              /* [ckpos[L]] */
+    int *ckpos;                 /* [L + 1] checkpointable layers before l */
+    double *sel, *bw;           /* [L] attention cores' forward (selective), linears' (B_W) */
+};
+
+void mk_sim_bound_free(mk_sim_bound_t *b)
+{
+    if (!b) return;
+    free(b->fwd), free(b->bwd), free(b->bin), free(b->ckf), free(b->ckpos), free(b->sel), free(b->bw);
+    free(b);
+}
+
+mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
+                                 const mk_sim_opts_t *o)
+{
+    mk_sim_bound_t *b = calloc(1, sizeof *b);
+    size_t L = g->n_layers;
+    if (!b) return mk_error_set("out of memory"), NULL;
+    b->c = c, b->g = g, b->L = (int)L, b->sp = p->seqpar && p->tp > 1;
+    if (o) b->o = *o;
+    else mk_sim_opts_init(&b->o);
+    b->fwd = malloc(L * sizeof *b->fwd), b->bwd = malloc(L * sizeof *b->bwd), b->bin = malloc(L * sizeof *b->bin);
+    b->ckf = malloc(L * sizeof *b->ckf), b->ckpos = malloc((L + 1) * sizeof *b->ckpos);
+    b->sel = malloc(L * sizeof *b->sel), b->bw = malloc(L * sizeof *b->bw);
+    if (!b->fwd || !b->bwd || !b->bin || !b->ckf || !b->ckpos || !b->sel || !b->bw) {
+        mk_sim_bound_free(b);
+        return mk_error_set("out of memory"), NULL;
+    }
+    mk_sim_state_t R; /* what the pieces read of a run (lc NULL: nothing kept) */
+    memset(&R, 0, sizeof R);
+    R.c = c, R.p = p, R.g = g, R.o = &b->o;
+    mk_sim_layer_groups(c, p, &R.tpg, &R.cpg, &R.epg);
+    b->tpg = R.tpg, b->cpg = R.cpg, b->epg = R.epg;
+    b->ckpos[0] = 0;
+    for (size_t l = 0; l < L; l++) {
+        mk_chunk_layer_piece(&R, (int)l, 0, &b->fwd[l]);
+        mk_chunk_layer_piece(&R, (int)l, 1, &b->bwd[L - 1 - l]);
+        mk_chunk_layer_piece(&R, (int)l, 2, &b->bin[L - 1 - l]);
+        int ck = mk_sim_is_ckptable(g, (int)l);
+        if (ck) b->ckf[b->ckpos[l]] = b->fwd[l];
+        b->ckpos[l + 1] = b->ckpos[l] + ck;
+        b->sel[l] = mk_chunk_ops_fwd(&R, (int)l, 1);
+        b->bw[l] = mk_chunk_ops_fwd(&R, (int)l, 0);
+    }
+    return b;
+}
+
+int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p)
+{
+    mk_group_t tpg, cpg, epg;
+    if ((p->seqpar && p->tp > 1) != b->sp) return 0;
+    mk_sim_layer_groups(b->c, p, &tpg, &cpg, &epg);
+    return !memcmp(&tpg, &b->tpg, sizeof tpg) && !memcmp(&cpg, &b->cpg, sizeof cpg) &&
+           !memcmp(&epg, &b->epg, sizeof epg);
+}
+
+/* One chunk's ops per micro-batch, as mk_chunk_cost_time gives them. */
+typedef struct {
+    double f, b, bi, bw, sel, rec;
+} chunk_ops_t;
+
+static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, chunk_ops_t *o)
+{
+    int l0 = p->bounds[k], l1 = p->bounds[k + 1], n = l1 - l0, lvl = p->tp_overlap;
+    int zb = p->schedule == MK_SCHED_ZB_H1, nck = b->ckpos[l1] - b->ckpos[l0];
+    memset(o, 0, sizeof *o);
+    o->f = mk_tp_run(b->fwd + l0, n, lvl, NULL, NULL, NULL, NULL);
+    /* zb-h1 runs B_IN and B_W, the others B (sched_zbh1.c) */
+    if (zb) o->bi = mk_tp_run(b->bin + b->L - l1, n, lvl, NULL, NULL, NULL, NULL);
+    else o->b = mk_tp_run(b->bwd + b->L - l1, n, lvl, NULL, NULL, NULL, NULL);
+    for (int l = l0; l < l1; l++) {
+        if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) o->sel += b->sel[l];
+        if (zb) o->bw += b->bw[l];
+    }
+    /* F checkpoints ck (capped at the chunk's checkpointable layers, as the
+       walker caps it), F_PRE all of them: the replay (R, or inside B or
+       B_IN) takes rec[ck] at least (mk_tp_run's prefix ends grow) */
+    if (ck > nck) ck = nck;
+    if (ck > 0) o->rec = mk_tp_run(b->ckf + b->ckpos[l0], ck, lvl, NULL, NULL, NULL, NULL);
+}
+
+/* Sums taken in another order than a run's clock adds them may round
+ * above it: every term is shaved by 1e-12 (relative). */
+#define MK_BOUND_SHAVE (1 - 1e-12)
+
+/* Merak's variants may replay a micro-batch's forward (R) before the
+ * gradient arrives (sched_merak.c); the others replay inside B / B_IN. */
+static int replays_early(mk_sched_kind_t k)
+{
+    return k == MK_SCHED_MERAK || k == MK_SCHED_MERAK_PRE || k == MK_SCHED_MERAK_LAST;
+}
+
+/* Stage s runs m micro-batches of every chunk's ops (busy) one after
+ * another, none before micro-batch 0 has gone forward through the stages
+ * before it, each a chunk-0 forward and a send (fill).  Its last op is a
+ * chunk-0 backward, whose gradient then goes back through the stages
+ * before it, each a send and a backward (drain), and stage 0 ends no
+ * sooner than after[0] after it.  zb-h1's stage s runs min(s+1, m) B_Ws
+ * after its last B_IN, the one the gradient leaves from, and stage 0 its
+ * last B_W after the drain's B_IN (sched_zbh1.c).  Each stage also ends no
+ * sooner than after[s] after its ops, nor before its DP stream's floor
+ * and after[s] (mk_sim_stage_tail). */
+double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
+                         const double *dp)
+{
+    if (b->o.unit_costs) return 0; /* the scheduler's unit costs: not these */
+    int zb = p->schedule == MK_SCHED_ZB_H1, pre = replays_early(p->schedule), inter;
+    double worst = 0, fill = 0, drain = 0, bw0 = 0;
+    for (int s = 0; s < p->pp; s++) {
+        double busy = 0;
+        chunk_ops_t o, c0 = {0};
+        for (int c = 0; c < p->vpp; c++) {
+            chunk_ops(b, p, c * p->pp + s, ckpt[s * p->vpp + c], &o);
+            busy += o.f + o.b + o.bi + o.bw + o.sel + o.rec;
+            if (c == 0) c0 = o;
+        }
+        busy *= p->m;
+        if (s == 0) bw0 = c0.bw;
+        double chain = fill + busy + drain + after[0];
+        if (zb) chain += bw0 - (s + 1 < p->m ? s + 1 : p->m) * c0.bw;
+        double end = fill + busy + after[s], floor = dp[s] + after[s];
+        double lb = chain > end ? chain : end;
+        if (floor > lb) lb = floor;
+        if (lb * MK_BOUND_SHAVE > worst) worst = lb * MK_BOUND_SHAVE;
+        if (s + 1 == p->pp) break;
+        fill += c0.f + mk_sim_send_cost(b->c, p, b->g, &b->o, s, s + 1, s + 1, 1, &inter);
+        drain += c0.b + c0.bi + c0.sel + (pre ? 0 : c0.rec) + mk_sim_send_cost(b->c, p, b->g, &b->o, s + 1, s, s, 0, &inter);
+    }
+    return worst;
+}

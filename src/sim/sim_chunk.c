@@ -124,8 +124,8 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
     }
 }
 
-/* layer_piece_build's, kept by the handle (sim_cache.c). */
-static void layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
+/* layer_piece_build's, kept by the handle (sim_cache.c) when R->lc is set. */
+void mk_chunk_layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 {
     const mk_tpl_t *k = R->lc ? mk_layer_cache_piece(R->lc, l, dir) : NULL;
     if (k) {
@@ -208,9 +208,9 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     int j = 0;
     for (int i = 0; i < c->nl; i++) {
         int l = l0 + i;
-        layer_piece(R, l, 0, &c->fwd[i]);
-        layer_piece(R, l1 - 1 - i, 1, &c->bwd[i]);
-        layer_piece(R, l1 - 1 - i, 2, &c->bin[i]);
+        mk_chunk_layer_piece(R, l, 0, &c->fwd[i]);
+        mk_chunk_layer_piece(R, l1 - 1 - i, 1, &c->bwd[i]);
+        mk_chunk_layer_piece(R, l1 - 1 - i, 2, &c->bin[i]);
         if (mk_sim_is_ckptable(g, l)) c->ckf[j++] = c->fwd[i];
         if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) c->sel += mk_chunk_ops_fwd(R, l, 1);
         c->bw += mk_chunk_ops_fwd(R, l1 - 1 - i, 0);

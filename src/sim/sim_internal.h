@@ -216,6 +216,11 @@ double mk_chunk_cost_ring(const mk_chunk_cost_t *c, mk_instr_op_t op, int level,
 double mk_chunk_cost_a2a(const mk_chunk_cost_t *c, mk_instr_op_t op, int level, int recomputes, int ck,
                          double *comm);
 
+/* Layer l's TP sub-pipeline pieces in direction dir (0 forward, 1
+ * backward, 2 B_IN), as mk_chunk_cost_build takes them (R->c, p, g, o and
+ * the TP, CP and EP groups set; R->lc NULL: built, not kept). */
+void mk_chunk_layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t);
+
 /* The forward time of layer l's attention cores (attention 1) or of its
  * linears and head (0: its weight-gradient GEMMs, B_W). */
 double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention);
@@ -239,6 +244,18 @@ double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k);
  * set; R->st allocated), and its communication groups.  0 or -1. */
 int mk_sim_setup_statics(mk_sim_state_t *R);
 void mk_sim_setup_groups(mk_sim_state_t *R);
+/* The groups a layer's pieces read (mk_sim_setup_groups' tpg, cpg, epg). */
+void mk_sim_layer_groups(const mk_cluster_t *c, const mk_plan_t *p, mk_group_t *tpg, mk_group_t *cpg,
+                         mk_group_t *epg);
+/* Stage s's first rank and its node. */
+int mk_sim_stage_rank(const mk_plan_t *p, int s);
+int mk_sim_stage_node(const mk_cluster_t *c, const mk_plan_t *p, int s);
+/* One SEND_ACT (act 1) or SEND_GRAD from stage s to stage ds of the
+ * activation entering virtual stage kd or the gradient of the one leaving
+ * it: its transfer seconds on the p2p stream (*inter: the stages are on
+ * different nodes); 0 under unit costs. */
+double mk_sim_send_cost(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                        int s, int ds, int kd, int act, int *inter);
 
 /* sim_step.c: the walker's hooks for the state's walker (ctx = R). */
 void mk_sim_hooks(mk_sim_state_t *R, mk_walk_hooks_t *h);

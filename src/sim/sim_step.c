@@ -271,24 +271,27 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     return DONE;
 }
 
-static int op_send(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+double mk_sim_send_cost(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                        int s, int ds, int kd, int act, int *inter)
 {
-    const mk_plan_t *p = R->p;
-    const mk_instr_t *in = ev->in;
-    int s = ev->stage, key = ev->key, kd = ev->vpeer, ds = ev->peer;
-    mk_sim_stage_t *S = &R->st[s];
-    const mk_graph_t *g = R->g;
     /* the activation entering kd, or the gradient of the one leaving it */
-    double bytes = in->op == MK_INSTR_SEND_ACT ? g->layers[p->bounds[kd]].in_bytes
-                                               : g->layers[p->bounds[kd + 1] - 1].out_bytes;
+    double bytes = act ? g->layers[p->bounds[kd]].in_bytes : g->layers[p->bounds[kd + 1] - 1].out_bytes;
     if (p->seqpar && p->tp > 1) bytes /= p->tp;
     if (p->cp > 1) bytes /= p->cp; /* the rank's s/cp tokens */
-    int inter = R->st[ds].node != S->node;
+    *inter = mk_sim_stage_node(c, p, ds) != mk_sim_stage_node(c, p, s);
+    int sr = mk_plan_dp_cp(p) * p->tp; /* a stage's ranks, all sending at once */
+    int sharers = sr < c->gpus_per_node ? sr : c->gpus_per_node;
+    return o->unit_costs ? 0 : mk_cost_p2p(c, *inter, sharers, bytes);
+}
+
+static int op_send(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
+{
+    const mk_instr_t *in = ev->in;
+    int s = ev->stage, key = ev->key, inter;
+    mk_sim_stage_t *S = &R->st[s];
+    double d = mk_sim_send_cost(R->c, R->p, R->g, R->o, s, ev->peer, ev->vpeer, in->op == MK_INSTR_SEND_ACT, &inter);
     double st = t > S->p2p_free ? t : S->p2p_free;
     if (inter && R->nic_free[S->node] > st) st = R->nic_free[S->node];
-    int sr = mk_plan_dp_cp(p) * p->tp; /* a stage's ranks, all sending at once */
-    int sharers = sr < R->c->gpus_per_node ? sr : R->c->gpus_per_node;
-    double d = R->o->unit_costs ? 0 : mk_cost_p2p(R->c, inter, sharers, bytes);
     S->p2p_free = st + d;
     if (inter) R->nic_free[S->node] = st + d;
     R->arrival[key] = st + d;
