@@ -36,6 +36,7 @@ typedef struct {
     long index;
     long z1;   /* fixed policy, ZeRO-2: the ZeRO-1 group that makes it redundant if that fits (-1: none) */
     signed char rk, nov, done, fit;
+    signed char floored; /* auto: queued again at the bound of its least counts (auto_floor) */
 } mk_cgroup_t;
 
 /* A family: one split (the bounds of one recompute-cost setting) and ZeRO
@@ -92,6 +93,8 @@ typedef struct {
     long ndbl, capdbl;
     mk_hent_t *heap;
     long nheap, capheap;
+    long *deferred;         /* auto groups that fit at no count, settled in full only if nothing fits */
+    long ndeferred, capdeferred;
     long miss_order, closest_order; /* the group note_miss sees, the closest's (enumeration order) */
     double reported_t;      /* the last progress report while simulating */
     mk_plan_t tmpl;         /* every candidate's model and cluster, the rest as mk_plan_init */
@@ -501,6 +504,20 @@ static long fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
     return S->nfam++;
 }
 
+/* The least bound over the TP overlaps searched of p with counts ck
+ * (S->tail loaded). */
+static double group_bound(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const int *ck)
+{
+    double lb = DBL_MAX;
+    for (int ov = 0; ov <= 1; ov++) {
+        if (!ov_searched(S, p, ov)) continue;
+        p->tp_overlap = ov_level(S, ov);
+        double b = lower_bound(p, e, ck, &S->tail);
+        if (b < lb) lb = b;
+    }
+    return lb;
+}
+
 /* Group (family fi, recompute kind rk) into the queue, unsettled.  Its
  * bound holds for every outcome of its settling: lower_bound only grows
  * with the checkpoint counts, so it takes those that are certain (a fixed
@@ -516,13 +533,8 @@ static long group_new(mk_search_t *S, const mk_gcache_t *e, long fi, int rk, lon
     int ck[MK_PLAN_MAX_VSTAGES] = {0}, nov = 0;
     if (!rcon_adapts(rk) && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
     tail_load(S, fi, p.pp);
-    double lb = DBL_MAX;
-    for (int ov = 0; ov <= 1; ov++) {
-        if (!ov_searched(S, &p, ov)) continue;
-        p.tp_overlap = ov_level(S, ov), nov++;
-        double b = lower_bound(&p, e, ck, &S->tail);
-        if (b < lb) lb = b;
-    }
+    for (int ov = 0; ov <= 1; ov++) nov += ov_searched(S, &p, ov);
+    double lb = group_bound(S, &p, e, ck);
     mk_cgroup_t *G = &S->grp[S->ngrp];
     *G = (mk_cgroup_t){.fam = fi, .index = S->combo * 1000000 + S->combo_seq, .z1 = z1, .rk = (signed char)rk,
                        .nov = (signed char)nov};
@@ -573,7 +585,9 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
 
 /* Group gi's recompute settled (the family's state and fixed parts first,
  * once); 1 when it fits. */
-static int group_fits(mk_search_t *S, long gi, mk_plan_t *p, const mk_graph_t *g, int *ck)
+/* Group gi's family's state and fixed memory parts (once); 1 when its
+ * state fits, with S->fx set for the group's memory checks. */
+static int fam_state(mk_search_t *S, long gi, const mk_plan_t *p, const mk_graph_t *g)
 {
     mk_fam_t *F = &S->fam[S->grp[gi].fam];
     if (F->state_ok < 0) {
@@ -585,9 +599,91 @@ static int group_fits(mk_search_t *S, long gi, mk_plan_t *p, const mk_graph_t *g
     /* the same for every recompute kind and count (NULL: computed per count) */
     if (F->state_ok && !F->fx) F->fx = mk_sim_fixed_new(p, g, &S->so);
     S->fx = F->fx, S->miss_order = gi;
-    int fit = F->state_ok && settle_recompute(S, p, g, ck);
+    return F->state_ok;
+}
+
+/* Group gi's recompute settled; 1 when it fits. */
+static int group_fits(mk_search_t *S, long gi, mk_plan_t *p, const mk_graph_t *g, int *ck)
+{
+    int fit = fam_state(S, gi, p, g) && settle_recompute(S, p, g, ck);
     S->fx = NULL;
     return fit;
+}
+
+/* A family's fixed parts go with its last unsettled group. */
+static void fam_release(mk_search_t *S, long fi)
+{
+    if (S->fam[fi].pending == 0) mk_sim_fixed_free(S->fam[fi].fx), S->fam[fi].fx = NULL;
+}
+
+/* auto: per stage the fewest k (k per chunk, capped at its checkpointable
+ * layers, as mk_sim_resolve_auto sets them) whose memory, plan_fits's,
+ * fits (S->fx set).  An auto candidate that fits passes plan_fits on its
+ * resolved counts, so it checkpoints at least these whatever the stream
+ * walks find, and its bound may count them.  Returns 0 when a stage fits
+ * at no k (the candidate cannot fit), else 1. */
+static int auto_floor(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int *ck)
+{
+    int layers[MK_PLAN_MAX_VSTAGES], V = p->vpp;
+    mk_plan_ckpt_layers(p, g, layers);
+    for (int s = 0; s < p->pp; s++) {
+        int nmax = 0, fits = 0, *c = ck + s * V;
+        for (int ch = 0; ch < V; ch++) nmax = layers[s * V + ch] > nmax ? layers[s * V + ch] : nmax;
+        for (int k = 0; k <= nmax && !fits; k++) {
+            for (int ch = 0; ch < V; ch++) c[ch] = k < layers[s * V + ch] ? k : layers[s * V + ch];
+            mk_mem_breakdown_t m;
+            int rc = S->fx ? mk_sim_stage_memory_fixed(S->fx, p, g, s, c, &m)
+                           : mk_sim_stage_memory(S->cl, p, g, s, c, -1, &S->so, &m);
+            fits = rc == 0 && m.total <= S->cl->dev.mem_bytes;
+        }
+        if (!fits) return 0;
+    }
+    return 1;
+}
+
+/* An auto group's first turn: its family's state and the floor of its
+ * counts (cheap closed forms).  Queued again at the floor's bound, or, if
+ * it cannot fit, put by: its full settling (the stream walks) only feeds
+ * the no-fit report.  Returns 1 when it was floored, 0 when it needs the
+ * full settling now (its state does not fit), -1 on error. */
+static int floor_group(mk_search_t *S, long gi)
+{
+    mk_cgroup_t *G = &S->grp[gi];
+    long fi = G->fam;
+    mk_plan_t p;
+    load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+    p.recompute.kind = MK_RECOMPUTE_AUTO, p.recompute.ratio = 1.0;
+    const mk_gcache_t *e = cache_of(S, &p);
+    int ck[MK_PLAN_MAX_VSTAGES], fit = fam_state(S, gi, &p, e->g) ? auto_floor(S, &p, e->g, ck) : -1;
+    S->fx = NULL;
+    if (fit < 0) return 0;
+    G->floored = 1;
+    if (fit) {
+        tail_load(S, fi, p.pp);
+        return heap_push(S, group_bound(S, &p, e, ck), G->index, gi, 1) < 0 ? -1 : 1;
+    }
+    G->done = 1, G->fit = 0;
+    S->r->settled += G->nov, S->r->pruned_memory += G->nov;
+    S->fam[fi].pending--;
+    fam_release(S, fi);
+    if (grow(&S->deferred, &S->capdeferred, S->ndeferred + 1, sizeof *S->deferred, 256) < 0) return -1;
+    S->deferred[S->ndeferred++] = gi;
+    return 1;
+}
+
+/* Nothing fits: the put-by auto groups settled in full, for the report
+ * of the candidate closest to fitting (note_miss, in enumeration order). */
+static void settle_deferred(mk_search_t *S)
+{
+    for (long i = 0; i < S->ndeferred; i++) {
+        long gi = S->deferred[i], fi = S->grp[gi].fam;
+        mk_plan_t p;
+        int ck[MK_PLAN_MAX_VSTAGES];
+        load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+        p.recompute.kind = MK_RECOMPUTE_AUTO, p.recompute.ratio = 1.0;
+        group_fits(S, gi, &p, cache_of(S, &p)->g, ck);
+        fam_release(S, fi);
+    }
 }
 
 /* Settle group gi: its memory, then its candidates that fit into the
@@ -611,7 +707,8 @@ static int settle_group(mk_search_t *S, long gi)
     if (z1) S->r->duplicates += G->nov;
     else if (!(fit = group_fits(S, gi, &p, e->g, ck))) S->r->pruned_memory += G->nov;
     G->fit = (signed char)fit;
-    if (--S->fam[fi].pending == 0) mk_sim_fixed_free(S->fam[fi].fx), S->fam[fi].fx = NULL;
+    S->fam[fi].pending--;
+    fam_release(S, fi);
     if (!fit) return 0;
     if (duplicates_fixed_policy(S, &p, e->g, ck)) {
         S->r->duplicates += G->nov;
@@ -836,7 +933,9 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
         if (!o->exhaustive && S->r->n == top && S->heap[0].lb >= S->r->best[top - 1].res.step_time_s) break;
         mk_hent_t h = heap_pop(S);
         if (h.grp) {
-            if (settle_group(S, h.id) < 0) return -1;
+            const mk_cgroup_t *G = &S->grp[h.id];
+            int k = G->rk == MK_RECOMPUTE_AUTO && !G->floored && !G->done ? floor_group(S, h.id) : 0;
+            if (k < 0 || (k == 0 && settle_group(S, h.id) < 0)) return -1;
             continue;
         }
         report(S, 1);
@@ -847,6 +946,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
         if (e.res.step_time_s < h.lb * (1 - 1e-9)) S->r->bound_violations++;
         if (rc > 0) top_insert(S->r, &e, top);
     }
+    if (S->r->n == 0) settle_deferred(S);
     /* ruled out by the bound: the candidates never settled, those that fit and were not simulated */
     S->r->pruned_bound = S->r->candidates - S->r->settled + S->n - S->r->simulated;
     report(S, 2);
@@ -938,7 +1038,7 @@ static void search_free(mk_search_t *S)
     }
     free(S->gc);
     for (long i = 0; i < S->nfam; i++) mk_sim_fixed_free(S->fam[i].fx);
-    free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap);
+    free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap), free(S->deferred);
     mk_sched_pool_free(&S->pool);
 }
 
