@@ -29,7 +29,7 @@ run() { # name, command...
   name=$1; shift
   /usr/bin/time -f "%U %e %M" -o "$tmp/t" "$@" >"$tmp/out.json" 2>/dev/null
   set -- $(cat "$tmp/t")
-  best=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["plans"][0]; q=p["plan"]; print("%d candidates, %d simulated; best dp%d pp%d tp%d %s %.4f s" % (d["evaluated"], d["simulated"], q["dp"], q["pp"], q["tp"], q["schedule"], p["step_time_s"]))' "$tmp/out.json")
+  best=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["plans"][0]; q=p["plan"]; print("%d candidates, %s%d simulated; best dp%d pp%d tp%d %s %.4f s" % (d["evaluated"], "%d settled, " % d["settled"] if "settled" in d else "", d["simulated"], q["dp"], q["pp"], q["tp"], q["schedule"], p["step_time_s"]))' "$tmp/out.json")
   printf '%-44s user %6.2f s  wall %6.2f s  RSS %4d MB  (before: %s)  %s\n' "$name" "$1" "$2" $(($3 / 1024)) \
     "$(before "$name")" "$best"
 }

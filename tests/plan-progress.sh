@@ -8,15 +8,16 @@ MERAK_PROGRESS=1 "$MERAK" plan $A >"$tmpdir/out" 2>"$tmpdir/err"
 check "forced: exit 0" [ $? -eq 0 ]
 tr '\r' '\n' <"$tmpdir/err" | grep . >"$tmpdir/bar"
 check "generating first, from 0 of the layouts" grep -q '^plan \[ *\] 1/2 generating: 0/[0-9]* layouts, 0 candidates' "$tmpdir/bar"
-check "then simulating" grep -q "^plan \[.*\] 2/2 simulating: [0-9]* simulated, at most [0-9]* to go of [0-9]* that fit" "$tmpdir/bar"
+check "then simulating" grep -q "^plan \[.*\] 2/2 simulating: [0-9]* simulated, at most [0-9]* to go; [0-9]* settled, [0-9]* fit" "$tmpdir/bar"
 tail -n 1 "$tmpdir/bar" >"$tmpdir/last"
 check "the last line: a full bar, done" grep -q '^plan \[#\{30\}\] done: ' "$tmpdir/last"
-# done: L layouts, C candidates, M over memory, S simulated, B pruned by bound
-# = searched C candidates in L layouts (M pruned by memory, S simulated)
-set -- $(sed -n 's/.*done: \([0-9]*\) layouts, \([0-9]*\) candidates, \([0-9]*\) over memory, \([0-9]*\) simulated, \([0-9]*\) pruned by bound.*/\1 \2 \3 \4 \5/p' "$tmpdir/last")
-check "... five counts on the final line" [ $# -eq 5 ]
-check "... simulated + pruned by bound + over memory = candidates" [ $(($3 + $4 + $5)) -eq "$2" ]
-check "... = the summary's" grep -q "^searched $2 candidates in $1 layouts ($3 pruned by memory, $4 simulated) in " "$tmpdir/out"
+# done: L layouts, C candidates, T settled, M over memory, D duplicates, S simulated, B pruned by bound
+# = searched C candidates in L layouts (T settled: M over memory, D duplicates; S simulated, B pruned by bound)
+set -- $(sed -n 's/.*done: \([0-9]*\) layouts, \([0-9]*\) candidates, \([0-9]*\) settled, \([0-9]*\) over memory, \([0-9]*\) duplicates, \([0-9]*\) simulated, \([0-9]*\) pruned by bound.*/\1 \2 \3 \4 \5 \6 \7/p' "$tmpdir/last")
+check "... seven counts on the final line" [ $# -eq 7 ]
+check "... over memory + duplicates + simulated + pruned by bound = candidates" [ $(($4 + $5 + $6 + $7)) -eq "$2" ]
+check "... over memory + duplicates + simulated <= settled <= candidates" [ $(($4 + $5 + $6)) -le "$3" -a "$3" -le "$2" ]
+check "... = the summary's" grep -q "^searched $2 candidates in $1 layouts ($3 settled: $4 over memory, $5 duplicates; $6 simulated, $7 pruned by bound) in " "$tmpdir/out"
 check "counts never go down, layouts never past their total" awk '
 /generating/ { split($0, a, "generating: "); split(a[2], b, "[/ ]"); if (b[1] + 0 > b[2] + 0 || b[1] + 0 < last) bad = 1; last = b[1] + 0 }
 END { exit bad }' "$tmpdir/bar"

@@ -40,8 +40,50 @@ static void test_bound_loses_nothing(const mk_model_config_t *mp, const char *cl
         CHECK(fast.best[i].res.step_time_s == all.best[i].res.step_time_s, "rank %d step time", i);
     }
     CHECK(fast.simulated <= all.simulated, "the bound never simulates more");
+    /* the lazy search's counters: every candidate accounted for once; the
+       exhaustive search settles them all, the bound at most as many */
+    mk_planner_result_t *rs[2] = {&fast, &all};
+    for (int k = 0; k < 2; k++)
+        CHECK(rs[k]->candidates == rs[k]->pruned_memory + rs[k]->duplicates + rs[k]->simulated + rs[k]->pruned_bound &&
+                  rs[k]->pruned_memory + rs[k]->duplicates + rs[k]->simulated <= rs[k]->settled,
+              "%s: counters do not add up", k ? "exhaustive" : "bound");
+    CHECK(all.settled == all.candidates && fast.settled <= all.settled && all.pruned_bound == 0,
+          "settled: bound %ld, exhaustive %ld of %ld", fast.settled, all.settled, all.candidates);
+    int with_auto = 0;
+    for (int i = 0; i < fast.n; i++) with_auto += fast.best[i].plan.recompute.kind == MK_RECOMPUTE_AUTO;
+    printf("  settled %ld of %ld (exhaustive %ld), %d of the best use auto\n", fast.settled, fast.candidates,
+           all.settled, with_auto);
     CHECK(all.bound_violations == 0, "%ld simulated plans beat their lower bound", all.bound_violations);
     mk_planner_result_free(&fast);
+    mk_planner_result_free(&all);
+}
+
+/* Nothing fits: every candidate is settled (auto's put-by groups in full)
+ * and the closest one is reported, the same with the exhaustive search. */
+static void test_nothing_fits(void)
+{
+    mk_model_config_t m = small_gpt();
+    mk_cluster_t c;
+    mk_cluster_get("rtx3090-pcie", &c);
+    c.dev.mem_bytes = 0.06 * (1 << 30); /* the state of some candidates fits */
+    mk_planner_opts_t o;
+    mk_planner_opts_init(&o);
+    o.gpus = 8, o.gbs = 64, o.top = 3;
+    mk_planner_result_t r, all;
+    CHECK(mk_planner_search(&m, &c, &o, &r) == 0, "search: %s", mk_error_last());
+    o.exhaustive = 1;
+    CHECK(mk_planner_search(&m, &c, &o, &all) == 0, "exhaustive: %s", mk_error_last());
+    char rk[32];
+    mk_recompute_format(&r.closest.recompute, rk, sizeof rk);
+    printf("nothing fits: %ld candidates, %ld settled, closest short by %.4g MiB (%s)\n", r.candidates, r.settled,
+           r.closest_shortfall / (1 << 20), rk);
+    CHECK(r.n == 0 && r.have_closest && r.closest_shortfall > 0, "a closest candidate, none fits");
+    CHECK(r.settled == r.candidates && r.pruned_bound == 0 && r.simulated == 0, "all settled, none simulated");
+    CHECK(r.closest_shortfall == all.closest_shortfall && r.closest_stage == all.closest_stage &&
+              !memcmp(r.closest.bounds, all.closest.bounds, sizeof r.closest.bounds) &&
+              r.closest.recompute.kind == all.closest.recompute.kind && r.closest.zero == all.closest.zero,
+          "the same closest candidate as the exhaustive search");
+    mk_planner_result_free(&r);
     mk_planner_result_free(&all);
 }
 
@@ -157,6 +199,12 @@ int main(void)
     moe.seq = 4096;
     test_bound_loses_nothing(&moe, "rtx3090-pcie", 16, 32, 0, -1);
     test_bound_loses_nothing(&moe, "dgx-a100", 16, 32, 0, 3);
+    /* tight memory: auto among the best, most candidates settled (0.1 GiB),
+       or some (0.3, 1.3) */
+    test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 0.1, -1);
+    test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 0.3, -1);
+    test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 1.3, -1);
+    test_nothing_fits();
     test_mpi_split_same_answer();
     test_compute_partition();
     test_auto_recompute();

@@ -67,10 +67,16 @@ typedef struct mk_planner_progress {
     long combos_done, combos; /* layouts generated, of this rank's share (the summary's "layouts":
                                  dp, cp, ep, pp, tp and micro-batch size) */
     long candidates;          /* generated so far (= the summary's "searched") */
-    long pruned_memory;       /* of them, over the memory limit */
-    long fit, simulated, pruned_bound; /* phase 1: the rest; simulated + pruned_bound reach fit */
-    long left_at_most;        /* phase 1: candidates still to simulate at most (their bound is below
-                                 the K-th best so far); the rest will be pruned by the bound */
+    long settled;             /* of them, memory settled (the search settles a group of candidates
+                                 only when its bound comes up: the rest stay unsettled) */
+    long pruned_memory, duplicates; /* of the settled, over the memory limit; the same plan as another
+                                       candidate (auto / stage-aware that came out as none or full, or
+                                       a fixed policy's ZeRO-2 where ZeRO-1 fits) */
+    long fit, simulated;      /* of the settled, fit (and are queued); simulated */
+    long pruned_bound;        /* phase 2: candidates - pruned_memory - duplicates - simulated (the
+                                 bound ruled them out, settled or not) */
+    long left_at_most;        /* phase 1: candidates still to simulate at most (their bound, or
+                                 their group's, is below the K-th best so far) */
     double elapsed_s;         /* since the search started */
 } mk_planner_progress_t;
 
@@ -83,7 +89,9 @@ typedef struct mk_planner_entry {
 typedef struct mk_planner_result {
     int n;                    /* entries in best[] (<= top) */
     mk_planner_entry_t *best; /* best first */
-    long candidates, simulated, pruned_memory, pruned_bound, layouts;
+    /* candidates = pruned_memory + duplicates + simulated + pruned_bound; settled: those whose
+       memory was settled (mk_planner_progress_t) */
+    long candidates, simulated, pruned_memory, pruned_bound, layouts, settled, duplicates;
     long bound_violations;    /* simulated step below its bound (must stay 0; tests check) */
     double search_time_s, enumerate_time_s; /* all, and generating + checking candidates */
     /* when nothing fits: the candidate closest to fitting */

@@ -87,15 +87,16 @@ static void progress(void *ctx, const mk_planner_progress_t *p)
     char msg[200], e[32] = "";
     if (p->phase < 2 && done > 0) mk_fmt_seconds(e, sizeof e, eta);
     if (p->phase == 0)
-        snprintf(msg, sizeof msg, "1/2 generating: %ld/%ld layouts, %ld candidates (%ld over memory)%s%s", done,
-                 total, p->candidates, p->pruned_memory, e[0] ? ", ETA " : "", e);
+        snprintf(msg, sizeof msg, "1/2 generating: %ld/%ld layouts, %ld candidates%s%s", done, total,
+                 p->candidates, e[0] ? ", ETA " : "", e);
     else if (p->phase == 1)
-        snprintf(msg, sizeof msg, "2/2 simulating: %ld simulated, at most %ld to go of %ld that fit%s%s",
-                 p->simulated, p->left_at_most, p->fit, e[0] ? ", ETA at most " : "", e);
+        snprintf(msg, sizeof msg, "2/2 simulating: %ld simulated, at most %ld to go; %ld settled, %ld fit%s%s",
+                 p->simulated, p->left_at_most, p->settled, p->fit, e[0] ? ", ETA at most " : "", e);
     else {
         mk_fmt_seconds(e, sizeof e, p->elapsed_s);
-        snprintf(msg, sizeof msg, "done: %ld layouts, %ld candidates, %ld over memory, %ld simulated, %ld pruned "
-                 "by bound, %s", p->combos_done, p->candidates, p->pruned_memory, p->simulated, p->pruned_bound, e);
+        snprintf(msg, sizeof msg, "done: %ld layouts, %ld candidates, %ld settled, %ld over memory, %ld duplicates, "
+                 "%ld simulated, %ld pruned by bound, %s", p->combos_done, p->candidates, p->settled, p->pruned_memory,
+                 p->duplicates, p->simulated, p->pruned_bound, e);
     }
     fprintf(stderr, "\rplan [%.*s%*s] %-90s", k, "##############################", w - k, "", msg);
     if (p->phase == 2) fputc('\n', stderr);
@@ -159,13 +160,14 @@ static int mpi_merge(mk_planner_result_t *r, int top, int rank, int size)
         all = malloc(total > 0 ? total : 1);
     }
     MPI_Gatherv(r->best, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    long c[5] = {r->simulated, r->pruned_bound, r->candidates, r->pruned_memory, r->layouts}, sum[5];
-    MPI_Reduce(c, sum, 5, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    long c[7] = {r->simulated, r->pruned_bound, r->candidates, r->pruned_memory, r->layouts, r->settled, r->duplicates};
+    long sum[7];
+    MPI_Reduce(c, sum, 7, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
     if (rank == 0) {
         r->n = 0;
         mk_planner_merge(r, (mk_planner_entry_t *)all, total / (int)sizeof(mk_planner_entry_t), top);
         r->simulated = sum[0], r->pruned_bound = sum[1], r->candidates = sum[2];
-        r->pruned_memory = sum[3], r->layouts = sum[4];
+        r->pruned_memory = sum[3], r->layouts = sum[4], r->settled = sum[5], r->duplicates = sum[6];
     }
     free(all), free(counts), free(displs);
     return 0;
@@ -197,9 +199,11 @@ static int print_json(const mk_planner_result_t *r, long evaluated, const mk_arg
         if (cost && pj) mk_cli_plan_cost_json(a, &r->best[i], pj);
         json_array_append_new(plans, pj);
     }
-    json_t *o = json_pack("{s:o, s:I, s:I, s:I, s:f}", "plans", plans, "evaluated", (json_int_t)evaluated,
-                          "simulated", (json_int_t)r->simulated, "layouts", (json_int_t)r->layouts,
-                          "search_time_s", r->search_time_s);
+    json_t *o = json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "plans", plans, "evaluated",
+                          (json_int_t)evaluated, "settled", (json_int_t)r->settled, "over_memory",
+                          (json_int_t)r->pruned_memory, "duplicates", (json_int_t)r->duplicates, "simulated",
+                          (json_int_t)r->simulated, "pruned_by_bound", (json_int_t)r->pruned_bound, "layouts",
+                          (json_int_t)r->layouts, "search_time_s", r->search_time_s);
     if (r->n > 1) {
         char why[512];
         mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
@@ -229,9 +233,10 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
     char t[32], g[32];
     printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", base->model.name, o->gpus, base->cluster,
            o->gbs, mk_dtype_name(o->dtype));
-    printf("searched %ld candidates in %ld layouts (%ld pruned by memory, %ld simulated) in %s (%s generating)\n",
-           r->candidates, r->layouts, r->pruned_memory, r->simulated, mk_fmt_seconds(t, sizeof t, r->search_time_s),
-           mk_fmt_seconds(g, sizeof g, r->enumerate_time_s));
+    printf("searched %ld candidates in %ld layouts (%ld settled: %ld over memory, %ld duplicates; %ld simulated, "
+           "%ld pruned by bound) in %s (%s generating)\n",
+           r->candidates, r->layouts, r->settled, r->pruned_memory, r->duplicates, r->simulated, r->pruned_bound,
+           mk_fmt_seconds(t, sizeof t, r->search_time_s), mk_fmt_seconds(g, sizeof g, r->enumerate_time_s));
     int with_cp = 0;
     double top = 0;
     for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1, top = fmax(top, plan_peak(&r->best[i].res));

@@ -36,6 +36,40 @@ typedef struct {
     int n, cap;
 } mk_gbounds_t;
 
+/* A group: the candidates of one (split, recompute kind, ZeRO variant),
+ * one per TP overlap searched, pushed unsettled with a bound valid for
+ * every outcome of its memory settling and settled only when the search
+ * reaches that bound (issue 22: bound before building).  index: its
+ * overlap-0 candidate's (overlap 1: index + 1), in enumeration order. */
+typedef struct {
+    long fam;  /* its split and ZeRO variant, S->fam */
+    long index;
+    long z1;   /* fixed policy, ZeRO-2: the ZeRO-1 group that makes it redundant if that fits (-1: none) */
+    signed char rk, nov, done, fit;
+    signed char floored; /* auto: queued again at the bound of its least counts (auto_floor) */
+} mk_cgroup_t;
+
+/* A family: one split (the bounds of one recompute-cost setting) and ZeRO
+ * variant, shared by its recompute kinds' groups.  What no count changes
+ * (state_ok, fx) is computed when its first group settles, and fx freed
+ * with its last. */
+typedef struct {
+    unsigned char mid[MK_CAND_TO - MK_CAND_FROM];
+    long off, toff; /* its bounds in S->ints, its tail (after[pp], dp[pp]) in S->dbl */
+    long first;     /* its first group (the no-fit report's plan on a state miss) */
+    mk_sim_fixed_t *fx;
+    int pending;    /* groups not settled */
+    signed char state_ok; /* -1 not known */
+} mk_fam_t;
+
+/* The search's queue: groups (grp: id in S->grp) and candidates that fit
+ * (id in S->c), least (lb, index) first. */
+typedef struct {
+    double lb;
+    long index, id;
+    int grp;
+} mk_hent_t;
+
 /* Cached per (mbs, tp, cp, ep): the graph (ep: its experts' GEMM shapes); per seqpar: per-layer fwd/bwd times
  * of one rank's tokens (b s / cp). */
 typedef struct {
@@ -57,10 +91,22 @@ typedef struct {
     const mk_planner_opts_t *o;
     mk_gcache_t *gc;
     int ngc, capgc;
-    mk_cand_t *c;
+    mk_cand_t *c;           /* settled candidates that fit */
     long n, cap;
-    int *ints;              /* the candidates' stage arrays (mk_cand_t.off) */
+    int *ints;              /* the candidates' and families' stage arrays (off) */
     long nints, capints;
+    mk_fam_t *fam;
+    long nfam, capfam;
+    mk_cgroup_t *grp;
+    long ngrp, capgrp;
+    double *dbl;            /* the families' tails (toff) */
+    long ndbl, capdbl;
+    mk_hent_t *heap;
+    long nheap, capheap;
+    long *deferred;         /* auto groups that fit at no count, settled in full only if nothing fits */
+    long ndeferred, capdeferred;
+    long miss_order, closest_order; /* the group note_miss sees, the closest's (enumeration order) */
+    double reported_t;      /* the last progress report while simulating */
     mk_plan_t tmpl;         /* every candidate's model and cluster, the rest as mk_plan_init */
     mk_planner_result_t *r;
     mk_sim_opts_t so;
@@ -126,49 +172,92 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
  * less sharded plan does less communication on a real cluster. */
 #define MK_LATE_VARIANT (1L << 40)
 
-static int push(mk_search_t *S, const mk_plan_t *p, double lb)
+/* Room for need elements in *pa (capacity *cap, first allocation first). */
+static int grow(void *pa, long *cap, long need, size_t size, long first)
+{
+    void **a = pa;
+    if (need <= *cap) return 0;
+    long n = *cap ? *cap : first;
+    while (n < need) n *= 2;
+    void *q = realloc(*a, n * size);
+    if (!q) return mk_error_set("out of memory");
+    *a = q, *cap = n;
+    return 0;
+}
+
+/* Keep p's fields from dtype to the stage arrays in mid, its bounds (and
+ * with ckpt its counts) in S->ints at *off. */
+static int store_plan(mk_search_t *S, const mk_plan_t *p, int ckpt, unsigned char *mid, long *off)
+{
+    long need = (ckpt ? 2L : 1L) * p->n_vstages + 1;
+    if (grow(&S->ints, &S->capints, S->nints + need, sizeof *S->ints, 16384) < 0) return -1;
+    /* the layout loop sets model and cluster as the template does */
+    if (memcmp(p, &S->tmpl, MK_CAND_FROM)) return mk_error_set("planner: a candidate's model or cluster changed");
+    memcpy(mid, (const char *)p + MK_CAND_FROM, MK_CAND_TO - MK_CAND_FROM);
+    *off = S->nints;
+    memcpy(S->ints + S->nints, p->bounds, (p->n_vstages + 1) * sizeof(int));
+    if (ckpt) memcpy(S->ints + S->nints + p->n_vstages + 1, p->ckpt, p->n_vstages * sizeof(int));
+    S->nints += need;
+    return 0;
+}
+
+static void load_plan(const mk_search_t *S, const unsigned char *mid, long off, int ckpt, mk_plan_t *p)
+{
+    *p = S->tmpl;
+    memcpy((char *)p + MK_CAND_FROM, mid, MK_CAND_TO - MK_CAND_FROM);
+    memcpy(p->bounds, S->ints + off, (p->n_vstages + 1) * sizeof(int));
+    if (ckpt) memcpy(p->ckpt, S->ints + off + p->n_vstages + 1, p->n_vstages * sizeof(int));
+}
+
+static int hent_less(const mk_hent_t *a, const mk_hent_t *b)
+{
+    if (a->lb != b->lb) return a->lb < b->lb;
+    return a->index < b->index;
+}
+
+static int heap_push(mk_search_t *S, double lb, long index, long id, int grp)
+{
+    if (grow(&S->heap, &S->capheap, S->nheap + 1, sizeof *S->heap, 1024) < 0) return -1;
+    mk_hent_t e = {lb, index, id, grp};
+    long i = S->nheap++;
+    for (; i > 0 && hent_less(&e, &S->heap[(i - 1) / 2]); i = (i - 1) / 2) S->heap[i] = S->heap[(i - 1) / 2];
+    S->heap[i] = e;
+    return 0;
+}
+
+static mk_hent_t heap_pop(mk_search_t *S)
+{
+    mk_hent_t least = S->heap[0], last = S->heap[--S->nheap];
+    long i = 0, n = S->nheap;
+    for (long c; (c = 2 * i + 1) < n; i = c) {
+        if (c + 1 < n && hent_less(&S->heap[c + 1], &S->heap[c])) c++;
+        if (!hent_less(&S->heap[c], &last)) break;
+        S->heap[i] = S->heap[c];
+    }
+    if (n > 0) S->heap[i] = last;
+    return least;
+}
+
+/* A settled candidate that fits, into the queue at its bound. */
+static int push(mk_search_t *S, const mk_plan_t *p, double lb, long index)
 {
     if (S->n >= MK_MAX_PLAN_CANDIDATES)
         return mk_error_set("the search has more than %ld candidate plans that fit, the planner's cap; narrow it "
                             "(--baseline, fewer GPUs)", (long)MK_MAX_PLAN_CANDIDATES);
-    if (S->n == S->cap) {
-        long cap = S->cap ? 2 * S->cap : 1024;
-        mk_cand_t *n = realloc(S->c, cap * sizeof *n);
-        if (!n) return mk_error_set("out of memory");
-        S->c = n, S->cap = cap;
-    }
-    long need = 2L * p->n_vstages + 1;
-    if (S->nints + need > S->capints) {
-        long cap = S->capints ? 2 * S->capints : 16384;
-        while (cap < S->nints + need) cap *= 2;
-        int *n = realloc(S->ints, cap * sizeof *n);
-        if (!n) return mk_error_set("out of memory");
-        S->ints = n, S->capints = cap;
-    }
-    /* the layout loop sets model and cluster as the template does */
-    if (memcmp(p, &S->tmpl, MK_CAND_FROM)) return mk_error_set("planner: a candidate's model or cluster changed");
+    if (grow(&S->c, &S->cap, S->n + 1, sizeof *S->c, 1024) < 0) return -1;
     mk_cand_t *c = &S->c[S->n];
-    memcpy(c->mid, (const char *)p + MK_CAND_FROM, sizeof c->mid);
+    if (store_plan(S, p, 1, c->mid, &c->off) < 0) return -1;
     c->has_ckpt = p->has_ckpt;
-    c->off = S->nints;
-    memcpy(S->ints + S->nints, p->bounds, (p->n_vstages + 1) * sizeof(int));
-    memcpy(S->ints + S->nints + p->n_vstages + 1, p->ckpt, p->n_vstages * sizeof(int));
-    S->nints += need;
-    S->c[S->n].lb = lb;
-    S->c[S->n].index = S->combo * 1000000 + S->combo_seq++; /* the same whatever the rank split */
-    if (p->zero >= 2 || p->zero_shard) S->c[S->n].index += MK_LATE_VARIANT;
-    S->n++;
-    return 0;
+    c->lb = lb;
+    c->index = index;
+    return heap_push(S, lb, index, S->n++, 0);
 }
 
 /* Candidate c's plan, as pushed. */
 static void cand_plan(const mk_search_t *S, const mk_cand_t *c, mk_plan_t *p)
 {
-    *p = S->tmpl;
-    memcpy((char *)p + MK_CAND_FROM, c->mid, sizeof c->mid);
+    load_plan(S, c->mid, c->off, 1, p);
     p->has_ckpt = c->has_ckpt;
-    memcpy(p->bounds, S->ints + c->off, (p->n_vstages + 1) * sizeof(int));
-    memcpy(p->ckpt, S->ints + c->off + p->n_vstages + 1, p->n_vstages * sizeof(int));
 }
 
 /* A lower bound on the simulated step time: mk_sim_bound_step (the
@@ -202,11 +291,16 @@ static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
     return mk_sched_ckpt_counts(&spec, out);
 }
 
-/* Remember the candidate closest to fitting, for the no-fit report. */
-static void note_miss(mk_planner_result_t *r, const mk_plan_t *p, int stage, const mk_mem_breakdown_t *m,
-                      double shortfall)
+/* Remember the candidate closest to fitting, for the no-fit report; of
+ * equal ones the first enumerated (S->miss_order: groups settle in bound
+ * order, but the report is the eager search's). */
+static void note_miss(mk_search_t *S, const mk_plan_t *p, int stage, const mk_mem_breakdown_t *m, double shortfall)
 {
-    if (r->have_closest && shortfall >= r->closest_shortfall) return;
+    mk_planner_result_t *r = S->r;
+    if (r->have_closest && (shortfall > r->closest_shortfall ||
+                            (shortfall == r->closest_shortfall && S->miss_order > S->closest_order)))
+        return;
+    S->closest_order = S->miss_order;
     r->have_closest = 1;
     r->closest = *p;
     r->closest_mem = *m;
@@ -227,7 +321,7 @@ static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, in
         if (m.total > worst) worst = m.total, ws = s, wm = m;
     }
     if (worst <= limit) return 1;
-    if (record) note_miss(S->r, p, ws, &wm, worst - limit);
+    if (record) note_miss(S, p, ws, &wm, worst - limit);
     return 0;
 }
 
@@ -241,7 +335,7 @@ static int state_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
     for (int s = 0; s < p->pp; s++) {
         if (mk_sim_stage_memory(S->cl, p, g, s, zero, 0, &S->so, &m) < 0) return 0;
         if (m.total > S->cl->dev.mem_bytes) {
-            note_miss(S->r, p, s, &m, m.total - S->cl->dev.mem_bytes);
+            note_miss(S, p, s, &m, m.total - S->cl->dev.mem_bytes);
             return 0;
         }
     }
@@ -334,16 +428,99 @@ static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][
     return n;
 }
 
-/* All recompute / overlap / ZeRO choices on one (schedule, vpp, partition, sp);
- * fx[rcon][zi]: the memory parts of each (bounds, ZeRO variant), made here. */
-static int variant_loop(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method,
-                        mk_sim_fixed_t *fx[2][8])
+static const mk_gcache_t *cache_of(mk_search_t *S, const mk_plan_t *p)
+{
+    for (int i = 0; i < S->ngc; i++)
+        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp && S->gc[i].ep == p->ep)
+            return &S->gc[i];
+    return NULL;
+}
+
+/* The TP overlap settings searched: ov 0 off, 1 on (at the level asked, 2 by default). */
+static int ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov)
+{
+    return !((S->o->tp_overlap >= 0 && ov != (S->o->tp_overlap > 0)) || (ov && p->tp == 1));
+}
+
+static int ov_level(const mk_search_t *S, int ov) { return ov ? (S->o->tp_overlap > 0 ? S->o->tp_overlap : 2) : 0; }
+
+/* Family fi's tail into S->tail, for lower_bound. */
+static void tail_load(mk_search_t *S, long fi, int pp)
+{
+    const double *t = S->dbl + S->fam[fi].toff;
+    memcpy(S->tail.after, t, pp * sizeof *t);
+    memcpy(S->tail.dp, t + pp, pp * sizeof *t);
+}
+
+/* A family for split p (with its ZeRO variant); returns its id or -1.
+ * The tail is one per family: it reads the stage's parameters, ZeRO and
+ * DP groups (stage statics, optimizer, DP floor), no recompute detail. */
+static long fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
+{
+    if (grow(&S->fam, &S->capfam, S->nfam + 1, sizeof *S->fam, 256) < 0 ||
+        grow(&S->dbl, &S->capdbl, S->ndbl + 2L * p->pp, sizeof *S->dbl, 4096) < 0)
+        return -1;
+    mk_fam_t *F = &S->fam[S->nfam];
+    memset(F, 0, sizeof *F);
+    if (store_plan(S, p, 0, F->mid, &F->off) < 0) return -1;
+    F->toff = S->ndbl, F->first = S->ngrp, F->state_ok = -1;
+    if (mk_sim_stage_tail(S->cl, p, g, &S->so, S->dbl + S->ndbl, S->dbl + S->ndbl + p->pp) < 0) return -1;
+    S->ndbl += 2L * p->pp;
+    return S->nfam++;
+}
+
+/* The least bound over the TP overlaps searched of p with counts ck
+ * (S->tail loaded). */
+static double group_bound(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const int *ck)
+{
+    double lb = DBL_MAX;
+    for (int ov = 0; ov <= 1; ov++) {
+        if (!ov_searched(S, p, ov)) continue;
+        p->tp_overlap = ov_level(S, ov);
+        double b = lower_bound(p, e, ck, &S->tail);
+        if (b < lb) lb = b;
+    }
+    return lb;
+}
+
+/* Group (family fi, recompute kind rk) into the queue, unsettled.  Its
+ * bound holds for every outcome of its settling: lower_bound only grows
+ * with the checkpoint counts, so it takes those that are certain (a fixed
+ * policy's; none for auto and stage-aware, which may checkpoint nothing),
+ * the family's tail, and the least over the overlaps searched.  Returns
+ * its id or -1. */
+static long group_new(mk_search_t *S, const mk_gcache_t *e, long fi, int rk, long z1)
+{
+    if (grow(&S->grp, &S->capgrp, S->ngrp + 1, sizeof *S->grp, 1024) < 0) return -1;
+    mk_plan_t p;
+    load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+    p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
+    int ck[MK_PLAN_MAX_VSTAGES] = {0}, nov = 0;
+    if (!rcon_adapts(rk) && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
+    tail_load(S, fi, p.pp);
+    for (int ov = 0; ov <= 1; ov++) nov += ov_searched(S, &p, ov);
+    double lb = group_bound(S, &p, e, ck);
+    mk_cgroup_t *G = &S->grp[S->ngrp];
+    *G = (mk_cgroup_t){.fam = fi, .index = S->combo * 1000000 + S->combo_seq, .z1 = z1, .rk = (signed char)rk,
+                       .nov = (signed char)nov};
+    S->combo_seq += 2; /* the same whatever the rank split */
+    if (p.zero >= 2 || p.zero_shard) G->index += MK_LATE_VARIANT;
+    S->fam[fi].pending++;
+    S->r->candidates += nov;
+    if (heap_push(S, lb, G->index, S->ngrp, 1) < 0) return -1;
+    return S->ngrp++;
+}
+
+/* All recompute / ZeRO choices on one (schedule, vpp, partition, sp), as
+ * groups (their overlaps inside): families fam[rcon][zi] made here. */
+static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
-    int have[2] = {0, 0}, state_ok[2][8], zs[8][2], nz = zero_variants(S, base, zs);
-    memset(state_ok, -1, sizeof state_ok);
+    int have[2] = {0, 0}, zs[8][2], nz = zero_variants(S, base, zs);
+    long fam[2][8];
     mk_plan_t bp[2];
+    if (!ov_searched(S, base, 0) && !ov_searched(S, base, 1)) return 0;
     for (int rk = 0; rk <= MK_RECOMPUTE_AUTO; rk++) {
         if (!has(rm, rk) || (rk == MK_RECOMPUTE_STAGE_AWARE && base->pp == 1)) continue;
         int rcon = rk == MK_RECOMPUTE_FULL || rk == MK_RECOMPUTE_STAGE_AWARE || rk == MK_RECOMPUTE_AUTO;
@@ -352,47 +529,163 @@ static int variant_loop(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t
             if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
             if (same_as_uniform(S, &bp[rcon], e->g, method)) return 0; /* already a uniform candidate */
             have[rcon] = 1;
+            for (int zi = 0; zi < nz; zi++) fam[rcon][zi] = -1;
         }
-        int fit1[2] = {0, 0}; /* ZeRO-1 fits, over the whole group / hybrid */
+        long z1[2] = {-1, -1}; /* this kind's ZeRO-1 groups, over the whole group / hybrid */
         for (int zi = 0; zi < nz; zi++) {
             int h = zs[zi][1] != 0;
-            /* with a fixed policy ZeRO-2 is never faster than ZeRO-1 (the same
-             * reductions, plus one per micro-batch): only worth it where ZeRO-1
-             * does not fit */
-            if (zs[zi][0] == 2 && fit1[h] && !rcon_adapts(rk)) continue;
-            mk_plan_t p = bp[rcon];
-            p.recompute.kind = (mk_recompute_kind_t)rk;
-            p.recompute.ratio = 1.0;
-            p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
-            if (state_ok[rcon][zi] < 0) state_ok[rcon][zi] = state_fits(S, &p, e->g);
-            /* the same for every recompute kind and count (NULL: computed per count) */
-            if (state_ok[rcon][zi] && !fx[rcon][zi]) fx[rcon][zi] = mk_sim_fixed_new(&p, e->g, &S->so);
-            S->fx = fx[rcon][zi];
-            /* memory does not depend on TP overlap: settle once for both */
-            int ck[MK_PLAN_MAX_VSTAGES], fit = state_ok[rcon][zi] && settle_recompute(S, &p, e->g, ck);
-            S->fx = NULL;
-            if (p.zero == 1) fit1[h] = fit;
-            if (fit && duplicates_fixed_policy(S, &p, e->g, ck)) continue;
-            if (fit && mk_sim_stage_tail(S->cl, &p, e->g, &S->so, S->tail.after, S->tail.dp) < 0) return -1;
-            for (int ov = 0; ov <= 1; ov++) {
-                if ((o->tp_overlap >= 0 && ov != (o->tp_overlap > 0)) || (ov && base->tp == 1)) continue;
-                p.tp_overlap = ov ? (o->tp_overlap > 0 ? o->tp_overlap : 2) : 0;
-                S->r->candidates++;
-                if (!fit) S->r->pruned_memory++;
-                else if (push(S, &p, lower_bound(&p, e, ck, &S->tail)) < 0) return -1;
+            if (fam[rcon][zi] < 0) {
+                mk_plan_t p = bp[rcon];
+                p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
+                p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
+                if ((fam[rcon][zi] = fam_new(S, &p, e->g)) < 0) return -1;
             }
+            long gi = group_new(S, e, fam[rcon][zi], rk, zs[zi][0] == 2 && !rcon_adapts(rk) ? z1[h] : -1);
+            if (gi < 0) return -1;
+            if (zs[zi][0] == 1) z1[h] = gi;
         }
     }
     return 0;
 }
 
-static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+/* Group gi's recompute settled (the family's state and fixed parts first,
+ * once); 1 when it fits. */
+/* Group gi's family's state and fixed memory parts (once); 1 when its
+ * state fits, with S->fx set for the group's memory checks. */
+static int fam_state(mk_search_t *S, long gi, const mk_plan_t *p, const mk_graph_t *g)
 {
-    mk_sim_fixed_t *fx[2][8] = {{NULL}};
-    int rc = variant_loop(S, base, e, method, fx);
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 8; j++) mk_sim_fixed_free(fx[i][j]);
-    return rc;
+    mk_fam_t *F = &S->fam[S->grp[gi].fam];
+    if (F->state_ok < 0) {
+        mk_plan_t q = *p; /* the eager search checked the state at the family's first group */
+        q.recompute.kind = (mk_recompute_kind_t)S->grp[F->first].rk;
+        S->miss_order = F->first;
+        F->state_ok = (signed char)state_fits(S, &q, g);
+    }
+    /* the same for every recompute kind and count (NULL: computed per count) */
+    if (F->state_ok && !F->fx) F->fx = mk_sim_fixed_new(p, g, &S->so);
+    S->fx = F->fx, S->miss_order = gi;
+    return F->state_ok;
+}
+
+/* Group gi's recompute settled; 1 when it fits. */
+static int group_fits(mk_search_t *S, long gi, mk_plan_t *p, const mk_graph_t *g, int *ck)
+{
+    int fit = fam_state(S, gi, p, g) && settle_recompute(S, p, g, ck);
+    S->fx = NULL;
+    return fit;
+}
+
+/* A family's fixed parts go with its last unsettled group. */
+static void fam_release(mk_search_t *S, long fi)
+{
+    if (S->fam[fi].pending == 0) mk_sim_fixed_free(S->fam[fi].fx), S->fam[fi].fx = NULL;
+}
+
+/* auto: per stage the fewest k (k per chunk, capped at its checkpointable
+ * layers, as mk_sim_resolve_auto sets them) whose memory, plan_fits's,
+ * fits (S->fx set).  An auto candidate that fits passes plan_fits on its
+ * resolved counts, so it checkpoints at least these whatever the stream
+ * walks find, and its bound may count them.  Returns 0 when a stage fits
+ * at no k (the candidate cannot fit), else 1. */
+static int auto_floor(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int *ck)
+{
+    int layers[MK_PLAN_MAX_VSTAGES], V = p->vpp;
+    mk_plan_ckpt_layers(p, g, layers);
+    for (int s = 0; s < p->pp; s++) {
+        int nmax = 0, fits = 0, *c = ck + s * V;
+        for (int ch = 0; ch < V; ch++) nmax = layers[s * V + ch] > nmax ? layers[s * V + ch] : nmax;
+        for (int k = 0; k <= nmax && !fits; k++) {
+            for (int ch = 0; ch < V; ch++) c[ch] = k < layers[s * V + ch] ? k : layers[s * V + ch];
+            mk_mem_breakdown_t m;
+            int rc = S->fx ? mk_sim_stage_memory_fixed(S->fx, p, g, s, c, &m)
+                           : mk_sim_stage_memory(S->cl, p, g, s, c, -1, &S->so, &m);
+            fits = rc == 0 && m.total <= S->cl->dev.mem_bytes;
+        }
+        if (!fits) return 0;
+    }
+    return 1;
+}
+
+/* An auto group's first turn: its family's state and the floor of its
+ * counts (cheap closed forms).  Queued again at the floor's bound, or, if
+ * it cannot fit, put by: its full settling (the stream walks) only feeds
+ * the no-fit report.  Returns 1 when it was floored, 0 when it needs the
+ * full settling now (its state does not fit), -1 on error. */
+static int floor_group(mk_search_t *S, long gi)
+{
+    mk_cgroup_t *G = &S->grp[gi];
+    long fi = G->fam;
+    mk_plan_t p;
+    load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+    p.recompute.kind = MK_RECOMPUTE_AUTO, p.recompute.ratio = 1.0;
+    const mk_gcache_t *e = cache_of(S, &p);
+    int ck[MK_PLAN_MAX_VSTAGES], fit = fam_state(S, gi, &p, e->g) ? auto_floor(S, &p, e->g, ck) : -1;
+    S->fx = NULL;
+    if (fit < 0) return 0;
+    G->floored = 1;
+    if (fit) {
+        tail_load(S, fi, p.pp);
+        return heap_push(S, group_bound(S, &p, e, ck), G->index, gi, 1) < 0 ? -1 : 1;
+    }
+    G->done = 1, G->fit = 0;
+    S->r->settled += G->nov, S->r->pruned_memory += G->nov;
+    S->fam[fi].pending--;
+    fam_release(S, fi);
+    if (grow(&S->deferred, &S->capdeferred, S->ndeferred + 1, sizeof *S->deferred, 256) < 0) return -1;
+    S->deferred[S->ndeferred++] = gi;
+    return 1;
+}
+
+/* Nothing fits: the put-by auto groups settled in full, for the report
+ * of the candidate closest to fitting (note_miss, in enumeration order). */
+static void settle_deferred(mk_search_t *S)
+{
+    for (long i = 0; i < S->ndeferred; i++) {
+        long gi = S->deferred[i], fi = S->grp[gi].fam;
+        mk_plan_t p;
+        int ck[MK_PLAN_MAX_VSTAGES];
+        load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+        p.recompute.kind = MK_RECOMPUTE_AUTO, p.recompute.ratio = 1.0;
+        group_fits(S, gi, &p, cache_of(S, &p)->g, ck);
+        fam_release(S, fi);
+    }
+}
+
+/* Settle group gi: its memory, then its candidates that fit into the
+ * queue at their true bounds.  Returns 1 when it fits, 0 not, -1 error. */
+static int settle_group(mk_search_t *S, long gi)
+{
+    mk_cgroup_t *G = &S->grp[gi];
+    if (G->done) return G->fit;
+    G->done = 1;
+    mk_plan_t p;
+    long fi = G->fam;
+    load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+    p.recompute.kind = (mk_recompute_kind_t)G->rk, p.recompute.ratio = 1.0;
+    const mk_gcache_t *e = cache_of(S, &p);
+    S->r->settled += G->nov;
+    /* with a fixed policy ZeRO-2 is never faster than ZeRO-1 (the same
+     * reductions, plus one per micro-batch): only worth it where ZeRO-1
+     * does not fit */
+    int z1 = G->z1 >= 0 ? settle_group(S, G->z1) : 0, ck[MK_PLAN_MAX_VSTAGES], fit = 0;
+    if (z1 < 0) return -1;
+    if (z1) S->r->duplicates += G->nov;
+    else if (!(fit = group_fits(S, gi, &p, e->g, ck))) S->r->pruned_memory += G->nov;
+    G->fit = (signed char)fit;
+    S->fam[fi].pending--;
+    fam_release(S, fi);
+    if (!fit) return 0;
+    if (duplicates_fixed_policy(S, &p, e->g, ck)) {
+        S->r->duplicates += G->nov;
+        return 1;
+    }
+    tail_load(S, fi, p.pp);
+    for (int ov = 0; ov <= 1; ov++) {
+        if (!ov_searched(S, &p, ov)) continue;
+        p.tp_overlap = ov_level(S, ov); /* memory does not depend on TP overlap: settled once for both */
+        if (push(S, &p, lower_bound(&p, e, ck, &S->tail), G->index + ov) < 0) return -1;
+    }
+    return 1;
 }
 
 /* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
@@ -432,13 +725,6 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
         }
     }
     return 0;
-}
-
-static int cand_cmp(const void *a, const void *b)
-{
-    const mk_cand_t *x = a, *y = b;
-    if (x->lb != y->lb) return x->lb < y->lb ? -1 : 1;
-    return x->index < y->index ? -1 : x->index > y->index;
 }
 
 static int entry_better(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
@@ -490,26 +776,28 @@ static int cp_searched(const mk_model_config_t *m, int cp)
     return m->seq >= MK_PLANNER_CP_MIN_SEQ && m->seq % (2 * cp) == 0 && m->seq / (2 * cp) >= MK_PLANNER_CP_MIN_CHUNK;
 }
 
-/* Progress to o->progress: phase 0 generating, 1 simulating (i: the
- * candidates handled), 2 done. */
-static void report(const mk_search_t *S, int phase, long i)
+/* Progress to o->progress: phase 0 generating, 1 settling and simulating,
+ * 2 done.  While simulating: at most the candidates of the queue's
+ * entries whose bound is below the K-th best so far are still simulated
+ * (the K-th best only drops, a group settles to at most its candidates);
+ * counted at most every 0.05 s. */
+static void report(mk_search_t *S, int phase)
 {
     if (!S->o->progress) return;
     const mk_planner_result_t *r = S->r;
-    int top = S->o->top > 0 ? S->o->top : 5;
-    /* at most the candidates whose bound is below the K-th best so far are
-       still simulated (the candidates are sorted by bound, the K-th best
-       only drops): the first one at or above it, by bisection */
-    long lo = i, hi = S->n;
-    if (phase == 1 && !S->o->exhaustive && r->n == top)
-        while (lo < hi) {
-            long mid = lo + (hi - lo) / 2;
-            if (S->c[mid].lb >= r->best[top - 1].res.step_time_s) hi = mid;
-            else lo = mid + 1;
-        }
-    mk_planner_progress_t p = {phase, S->combos_done, S->combos, r->candidates, r->pruned_memory,
-                               phase ? S->n : 0, r->simulated, phase == 1 ? i - r->simulated : r->pruned_bound,
-                               phase == 1 ? hi - i : 0, mk_time_now() - S->t0};
+    int top = S->o->top > 0 ? S->o->top : 5, cut = !S->o->exhaustive && r->n == top;
+    double now = mk_time_now() - S->t0;
+    if (phase == 1 && now - S->reported_t < 0.05 && S->reported_t > 0) return;
+    long left = 0;
+    for (long i = 0; phase == 1 && i < S->nheap; i++) {
+        const mk_hent_t *h = &S->heap[i];
+        if (cut && h->lb >= r->best[top - 1].res.step_time_s) continue;
+        left += h->grp ? (S->grp[h->id].done ? 0 : S->grp[h->id].nov) : 1;
+    }
+    if (phase == 1) S->reported_t = now;
+    mk_planner_progress_t p = {phase,        S->combos_done, S->combos,     r->candidates, r->settled,
+                               r->pruned_memory, r->duplicates, S->n,      r->simulated,
+                               phase == 2 ? r->pruned_bound : 0, left, now};
     S->o->progress(S->o->progress_ctx, &p);
 }
 
@@ -544,7 +832,7 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
             }
             if (layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0) return -1;
             S->combos_done++;
-            report(S, 0, 0);
+            report(S, 0);
         }
     }
     return 0;
@@ -582,14 +870,6 @@ static int enumerate(mk_search_t *S)
     return 0;
 }
 
-static const mk_gcache_t *cache_of(mk_search_t *S, const mk_plan_t *p)
-{
-    for (int i = 0; i < S->ngc; i++)
-        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp && S->gc[i].ep == p->ep)
-            return &S->gc[i];
-    return NULL;
-}
-
 static int simulate(mk_search_t *S, mk_sim_t *sim, const mk_plan_t *p, long index, mk_planner_entry_t *out)
 {
     mk_plan_resolve_opts_t ro = {.cluster = S->cl, .graph = cache_of(S, p)->g, .resolve_auto = mk_sim_auto};
@@ -603,27 +883,38 @@ static int simulate(mk_search_t *S, mk_sim_t *sim, const mk_plan_t *p, long inde
     return rc < 0 ? -1 : out->res.fits;
 }
 
-/* Branch and bound over this rank's share of the candidates. */
+/* Branch and bound over this rank's share of the candidates, A*-like:
+ * the least (bound, index) entry of the queue first; a group is settled
+ * and its candidates that fit queued at their true bounds (no less than
+ * the group's), a candidate simulated.  Every candidate thus comes out in
+ * the order of the eager search's sorted list, and the search stops where
+ * that one did: at the first bound no less than the K-th best step. */
 static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
 {
     const mk_planner_opts_t *o = S->o;
     int top = o->top > 0 ? o->top : 5;
-    if (S->n > 1) qsort(S->c, S->n, sizeof *S->c, cand_cmp); /* S->c is NULL when nothing fits */
     mk_planner_entry_t e;
-    for (long i = 0; i < S->n; i++) {
-        report(S, 1, i);
-        if (!o->exhaustive && S->r->n == top && S->c[i].lb >= S->r->best[top - 1].res.step_time_s) {
-            S->r->pruned_bound += S->n - i;
-            break;
+    while (S->nheap > 0) {
+        if (!o->exhaustive && S->r->n == top && S->heap[0].lb >= S->r->best[top - 1].res.step_time_s) break;
+        mk_hent_t h = heap_pop(S);
+        if (h.grp) {
+            const mk_cgroup_t *G = &S->grp[h.id];
+            int k = G->rk == MK_RECOMPUTE_AUTO && !G->floored && !G->done ? floor_group(S, h.id) : 0;
+            if (k < 0 || (k == 0 && settle_group(S, h.id) < 0)) return -1;
+            continue;
         }
+        report(S, 1);
         mk_plan_t p;
-        cand_plan(S, &S->c[i], &p);
-        int rc = simulate(S, sim, &p, S->c[i].index, &e);
+        cand_plan(S, &S->c[h.id], &p);
+        int rc = simulate(S, sim, &p, h.index, &e);
         if (rc < 0) return -1;
-        if (e.res.step_time_s < S->c[i].lb * (1 - 1e-9)) S->r->bound_violations++;
+        if (e.res.step_time_s < h.lb * (1 - 1e-9)) S->r->bound_violations++;
         if (rc > 0) top_insert(S->r, &e, top);
     }
-    report(S, 2, S->n);
+    if (S->r->n == 0) settle_deferred(S);
+    /* ruled out by the bound: the candidates never settled, those that fit and were not simulated */
+    S->r->pruned_bound = S->r->candidates - S->r->settled + S->n - S->r->simulated;
+    report(S, 2);
     return 0;
 }
 
@@ -715,7 +1006,8 @@ static void search_free(mk_search_t *S)
         free(S->gc[i].bd);
     }
     free(S->gc);
-    free(S->c), free(S->ints);
+    for (long i = 0; i < S->nfam; i++) mk_sim_fixed_free(S->fam[i].fx);
+    free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap), free(S->deferred);
     mk_sched_pool_free(&S->pool);
 }
 
@@ -749,7 +1041,7 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
         S.counting = 1;
         rc = enumerate(&S);
         S.counting = 0, S.combo = 0;
-        report(&S, 0, 0);
+        report(&S, 0);
     }
     if (rc == 0) rc = enumerate(&S);
     r->enumerate_time_s = mk_time_now() - t0;

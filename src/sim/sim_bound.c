@@ -4,6 +4,8 @@
  * run's step. */
 #include "sim/sim_internal.h"
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +63,17 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
  * backward pieces reversed (chunk [l0, l1) backward is rev[L-l1, L-l0)),
  * the checkpointable layers' forward pieces packed (the chunk's are
  * ckf[ckpos[l0], ckpos[l1])). */
+/* The candidates of a search share most chunks (a split's ranges recur
+ * across schedules, recompute kinds and ZeRO variants), and mk_tp_run is
+ * a pure function of (pieces, count, level): its results are kept in a
+ * direct-mapped table keyed by exactly those, so a hit returns the very
+ * value a new run would. */
+#define MK_BOUND_MEMO 4096
+typedef struct {
+    uint64_t key; /* 0: empty */
+    double v;
+} mk_bound_memo_t;
+
 struct mk_sim_bound {
     const mk_cluster_t *c;
     const mk_graph_t *g;
@@ -71,13 +84,14 @@ struct mk_sim_bound {
     mk_tpl_t *ckf;              /* [ckpos[L]] */
     int *ckpos;                 /* [L + 1] checkpointable layers before l */
     double *sel, *bw;           /* [L] attention cores' forward (selective), linears' (B_W) */
+    mk_bound_memo_t *memo;      /* [MK_BOUND_MEMO] chunk durations already run (run_memo) */
 };
 
 void mk_sim_bound_free(mk_sim_bound_t *b)
 {
     if (!b) return;
     free(b->fwd), free(b->bwd), free(b->bin), free(b->ckf), free(b->ckpos), free(b->sel), free(b->bw);
-    free(b);
+    free(b->memo), free(b);
 }
 
 mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
@@ -92,7 +106,8 @@ mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, cons
     b->fwd = malloc(L * sizeof *b->fwd), b->bwd = malloc(L * sizeof *b->bwd), b->bin = malloc(L * sizeof *b->bin);
     b->ckf = malloc(L * sizeof *b->ckf), b->ckpos = malloc((L + 1) * sizeof *b->ckpos);
     b->sel = malloc(L * sizeof *b->sel), b->bw = malloc(L * sizeof *b->bw);
-    if (!b->fwd || !b->bwd || !b->bin || !b->ckf || !b->ckpos || !b->sel || !b->bw) {
+    b->memo = calloc(MK_BOUND_MEMO, sizeof *b->memo);
+    if (!b->fwd || !b->bwd || !b->bin || !b->ckf || !b->ckpos || !b->sel || !b->bw || !b->memo) {
         mk_sim_bound_free(b);
         return mk_error_set("out of memory"), NULL;
     }
@@ -129,15 +144,29 @@ typedef struct {
     double f, b, bi, bw, sel, rec;
 } chunk_ops_t;
 
+/* mk_tp_run over n pieces of array `which` (0 fwd, 1 bin, 2 bwd, 3 ckf)
+ * from `from`, at TP overlap level lvl, through the memo. */
+static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int lvl)
+{
+    static const size_t off[4] = {offsetof(mk_sim_bound_t, fwd), offsetof(mk_sim_bound_t, bin),
+                                  offsetof(mk_sim_bound_t, bwd), offsetof(mk_sim_bound_t, ckf)};
+    const mk_tpl_t *v = *(mk_tpl_t *const *)((const char *)b + off[which]) + from;
+    uint64_t key = 1 + ((uint64_t)which | (uint64_t)(lvl & 0xff) << 2 | (uint64_t)(uint32_t)from << 10 |
+                        (uint64_t)(uint32_t)n << 37);
+    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> 52]; /* 12 bits: MK_BOUND_MEMO */
+    if (e->key != key) e->key = key, e->v = mk_tp_run(v, n, lvl, NULL, NULL, NULL, NULL);
+    return e->v;
+}
+
 static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, chunk_ops_t *o)
 {
     int l0 = p->bounds[k], l1 = p->bounds[k + 1], n = l1 - l0, lvl = p->tp_overlap;
     int zb = p->schedule == MK_SCHED_ZB_H1, nck = b->ckpos[l1] - b->ckpos[l0];
     memset(o, 0, sizeof *o);
-    o->f = mk_tp_run(b->fwd + l0, n, lvl, NULL, NULL, NULL, NULL);
+    o->f = run_memo(b, 0, l0, n, lvl);
     /* zb-h1 runs B_IN and B_W, the others B (sched_zbh1.c) */
-    if (zb) o->bi = mk_tp_run(b->bin + b->L - l1, n, lvl, NULL, NULL, NULL, NULL);
-    else o->b = mk_tp_run(b->bwd + b->L - l1, n, lvl, NULL, NULL, NULL, NULL);
+    if (zb) o->bi = run_memo(b, 1, b->L - l1, n, lvl);
+    else o->b = run_memo(b, 2, b->L - l1, n, lvl);
     for (int l = l0; l < l1; l++) {
         if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) o->sel += b->sel[l];
         if (zb) o->bw += b->bw[l];
@@ -146,7 +175,7 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
        walker caps it), F_PRE all of them: the replay (R, or inside B or
        B_IN) takes rec[ck] at least (mk_tp_run's prefix ends grow) */
     if (ck > nck) ck = nck;
-    if (ck > 0) o->rec = mk_tp_run(b->ckf + b->ckpos[l0], ck, lvl, NULL, NULL, NULL, NULL);
+    if (ck > 0) o->rec = run_memo(b, 3, b->ckpos[l0], ck, lvl);
 }
 
 /* Sums taken in another order than a run's clock adds them may round
