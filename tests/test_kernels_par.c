@@ -134,8 +134,52 @@ static void test_elementwise(void)
     free(x); free(dy); free(lg);
 }
 
+/* largest |a - b| over largest |b| */
+static double normdiff(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs((double)a[i] - b[i]) > d) d = fabs((double)a[i] - b[i]);
+        if (fabs((double)b[i]) > m) m = fabs((double)b[i]);
+    }
+    return m > 0.0 ? d / m : d;
+}
+
+/* The linears' GEMMs split over 3 threads (column blocks, or row blocks
+   where C is taller) against one OpenBLAS call, at gpt2's shapes and with
+   ragged edges.  Not bitwise: OpenBLAS's Zen kernel rounds an element
+   differently depending on where its block starts (as its own threads
+   do); the sums agree to float rounding, and 3 threads repeat exactly. */
+static void test_gemm(int N, int IC, int OC)
+{
+    float *x = rnd((size_t)N * IC, 1.0f), *w = rnd((size_t)OC * IC, 0.1f), *b = rnd(OC, 1.0f);
+    float *dy = rnd((size_t)N * OC, 1.0f), *res[3][4];
+    for (int k = 0; k < 3; k++) {
+        mk_cpu_set_threads(k ? 3 : 1);
+        float *y = res[k][0] = calloc((size_t)N * OC, 4), *dx = res[k][1] = dup(x, (size_t)N * IC);
+        float *dw = res[k][2] = dup(w, (size_t)OC * IC), *db = res[k][3] = calloc(OC, 4);
+        mk_cpu_linear_fwd(NULL, y, x, w, b, N, IC, OC);
+        mk_cpu_linear_bwd_in(NULL, dx, dy, w, N, IC, OC);
+        mk_cpu_linear_bwd_w(NULL, dw, db, dy, x, N, IC, OC);
+    }
+    mk_cpu_set_threads(1);
+    size_t len[4] = {(size_t)N * OC, (size_t)N * IC, (size_t)OC * IC, (size_t)OC};
+    const char *what[4] = {"linear fwd", "linear bwd in", "linear bwd w", "bias grad"};
+    for (int j = 0; j < 4; j++) {
+        double d = normdiff(res[1][j], res[0][j], len[j]);
+        CHECK(d < 1e-6, "%s N %d IC %d OC %d: split differs by %g", what[j], N, IC, OC, d);
+        CHECK(same(res[1][j], res[2][j], len[j]), "%s N %d IC %d OC %d: 3 threads repeat", what[j], N, IC, OC);
+    }
+    for (int k = 0; k < 3; k++) for (int j = 0; j < 4; j++) free(res[k][j]);
+    free(x); free(w); free(b); free(dy);
+}
+
 int main(void)
 {
+    test_gemm(256, 768, 2304);   /* gpt2's QKV */
+    test_gemm(256, 3072, 768);   /* MLP down */
+    test_gemm(1000, 333, 203);   /* rows split, ragged */
+    test_gemm(77, 3001, 5000);   /* LM-head-like, ragged */
     test_attention(4, 4);  /* MHA */
     test_attention(6, 2);  /* GQA */
     test_attention(3, 1);  /* MQA */

@@ -25,30 +25,76 @@
  * costs ~20-50 us; 64 Ki floats of AdamW take ~100 us). */
 #define PAR_GRAIN ((size_t)1 << 16)
 
+/* A row-major sgemm split over the rank's cores by OpenBLAS's one-thread
+ * sgemm on column blocks of C (or row blocks where C is taller than wide:
+ * the split duplicates the packing of the operand it does not cut, so cut
+ * the larger).  OpenBLAS runs one thread (mk_runtime_bind): its own workers
+ * would spin between GEMMs on the cores our kernels use.  Each element of C
+ * is the same K-ordered sum whatever the block (OpenBLAS blocks K by K
+ * alone), so the result is bitwise the unsplit call's (tests/test_kernels_par). */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows;
+    const float *A, *B;
+    float beta, *C;
+} gemm_t;
+
+#define GEMM_UNIT 64  /* rows or columns per split unit */
+
+static void gemm_part(void *p, size_t lo, size_t hi)
+{
+    const gemm_t *g = p;
+    int a = (int)lo * GEMM_UNIT, e = (int)hi * GEMM_UNIT, lim = g->by_rows ? g->M : g->N;
+    if (e > lim) e = lim;
+    const float *A = g->A, *B = g->B;
+    float *C = g->C;
+    int M = g->M, N = g->N;
+    if (g->by_rows) {
+        A += g->ta ? (size_t)a : (size_t)a * g->lda;
+        C += (size_t)a * g->ldc, M = e - a;
+    } else {
+        B += g->tb ? (size_t)a * g->ldb : (size_t)a;
+        C += a, N = e - a;
+    }
+    cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
+                M, N, g->K, 1.0f, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
+}
+
+static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc)
+{
+    gemm_t g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, A, B, beta, C};
+#ifndef HAVE_OPENBLAS_SET_NUM_THREADS
+    /* OpenBLAS's own threads stay on: a split would nest them in ours */
+    g.by_rows = 0;
+    gemm_part(&g, 0, (size_t)(N + GEMM_UNIT - 1) / GEMM_UNIT);
+    return;
+#endif
+    size_t units = (size_t)((g.by_rows ? M : N) + GEMM_UNIT - 1) / GEMM_UNIT;
+    /* a share of at least ~8 MFLOP (~0.1 ms) per thread */
+    size_t flop_unit = 2 * (size_t)GEMM_UNIT * K * (g.by_rows ? N : M) + 1;
+    mk_cpu_par(units, ((size_t)8 << 20) / flop_unit + 1, gemm_part, &g);
+}
+
 void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC)
 {
     (void)ctx;
     if (bias)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, OC * sizeof(float));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, inp, IC, w, IC,
-                bias ? 1.0f : 0.0f, out, OC);
+    gemm(0, 1, N, OC, IC, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
 }
 
 void mk_cpu_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC)
 {
     (void)ctx;
-    if (dinp)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, IC, OC, 1.0f, dout, OC, w, IC,
-                    1.0f, dinp, IC);
+    if (dinp) gemm(0, 0, N, IC, OC, dout, OC, w, IC, 1.0f, dinp, IC);
 }
 
 void mk_cpu_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, const float *inp,
                          int N, int IC, int OC)
 {
     (void)ctx;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, IC, N, 1.0f, dout, OC, inp, IC,
-                1.0f, dw, IC);
+    gemm(1, 0, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
     if (!dbias) return;
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * OC;
