@@ -12,12 +12,12 @@ command -v mpicc >/dev/null 2>&1 || { echo "no mpicc: skipped"; exit 77; }
 : "${MAKE:=make}"
 d=$tmpdir/dest
 # the folders and the compiler of the build, expanded by make itself
-dirs=$(printf 'mk-dirs:\n\t@echo $(bindir) $(libdir) $(includedir) $(pkgdatadir) $(mandir)\n\t@echo $(CC) $(CFLAGS)\n' |
+dirs=$(printf 'mk-dirs:\n\t@echo $(bindir) $(libdir) $(includedir) $(pkgdatadir) $(mandir) $(pkglibdir)\n\t@echo $(CC) $(CFLAGS)\n' |
   $MAKE -s -C "$top_builddir" -f Makefile -f - mk-dirs | grep -v -e 'Entering directory' -e 'Leaving directory') ||
   { echo "FAIL: make cannot print the folders"; exit 1; }
 # $CC: mpicc, with the build's CFLAGS (the sanitizer stage's libmerak.a needs its -fsanitize)
 CC=$(echo "$dirs" | sed -n 2p)
-set -- $(echo "$dirs" | sed -n 1p); bindir=$1 libdir=$2 includedir=$3 pkgdatadir=$4 mandir=$5
+set -- $(echo "$dirs" | sed -n 1p); bindir=$1 libdir=$2 includedir=$3 pkgdatadir=$4 mandir=$5 pkglibdir=$6
 $MAKE -C "$top_builddir" install DESTDIR="$d" >"$tmpdir/install.log" 2>&1 ||
   { echo "FAIL: make install DESTDIR=$d"; tail -30 "$tmpdir/install.log"; exit 1; }
 echo "ok: make install DESTDIR=$d (bindir $bindir, libdir $libdir, pkgdatadir $pkgdatadir)"
@@ -58,6 +58,45 @@ check "prog-static lists the cluster presets (dgx-a100)" grep -qx dgx-a100 "$tmp
 expect_ok "mpicc prog.c \$(pkg-config --cflags --libs merak)" $CC -o "$tmpdir/prog-shared" "$tmpdir/prog.c" $shared
 expect_ok "prog-shared runs with LD_LIBRARY_PATH" env LD_LIBRARY_PATH="$d$libdir" "$tmpdir/prog-shared"
 check "prog-shared uses libmerak.so" sh -c "readelf -d '$tmpdir/prog-shared' | grep -q 'libmerak.so'"
+
+# the CUDA backend: a module in $(pkglibdir) (merak_cuda.so), never linked
+# into libmerak or its flags; a fake driver reporting one device
+# (MERAK_CUDA_DRIVER) gets the loader to the installed module, loaded by the
+# installed merak and by a program using the shared libmerak (no symbol of
+# the module may resolve to libmerak's mk_cuda_* of the same names)
+check "libmerak.so and pkg-config merak need no CUDA library" \
+  sh -c "! readelf -d '$d$libdir/libmerak.so' | grep -q -E 'cublas|cudart' && ! echo '$static' | grep -q cublas"
+if grep -q '^#define MK_HAVE_CUDA 1' "$top_builddir/config.h"; then
+  mod=$d$pkglibdir/merak_cuda.so
+  check "the CUDA module installed as \$(pkglibdir)/merak_cuda.so" [ -s "$mod" ]
+  printf 'int cuInit(unsigned f) { return 0; }\nint cuDeviceGetCount(int *n) { *n = 1; return 0; }\n' >"$tmpdir/drv.c"
+  # a CUDA table comes only from a loaded module (creating it touches no device)
+  cat >"$tmpdir/cuda.c" <<'PROG'
+#include <merak/backend.h>
+#include <merak/cuda.h>
+#include <stdio.h>
+
+int main(void)
+{
+    int n = mk_cuda_device_count();
+    struct mk_backend *be = mk_backend_cuda_new();
+    if (!be) return 1;
+    printf("%d %s\n", n, mk_cuda_math_name(be));
+    mk_backend_free(be);
+    return 0;
+}
+PROG
+  # shellcheck disable=SC2086
+  expect_ok "fake driver, prog-cuda against the shared libmerak" sh -c "$CC -shared -fPIC -o '$tmpdir/fakecuda.so' \
+    '$tmpdir/drv.c' && $CC -o '$tmpdir/prog-cuda' '$tmpdir/cuda.c' $shared"
+  expect_ok "prog-cuda loads the installed module" env LD_LIBRARY_PATH="$d$libdir" MERAK_CUDA_DRIVER="$tmpdir/fakecuda.so" \
+    MERAK_CUDA_MODULE="$mod" "$tmpdir/prog-cuda"
+  check "prog-cuda: devices the CUDA runtime sees, a CUDA table in fp32 ($(cat "$tmpdir/out"))" \
+    grep -q -x '[0-9][0-9]* fp32' "$tmpdir/out"
+  expect_ok "installed merak version" env MERAK_CUDA_DRIVER="$tmpdir/fakecuda.so" MERAK_CUDA_MODULE="$mod" \
+    "$d$bindir/merak" version
+  check "installed merak loads the installed module ($(grep cuda: "$tmpdir/out"))" grep -q -F "cuda: yes (cuBLAS, module $mod;" "$tmpdir/out"
+fi
 
 # every public header alone, with the installed tree's flags only
 cflags=$(flags --cflags)

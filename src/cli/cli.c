@@ -2,6 +2,7 @@
  * subcommand parses its own flags (cli_args.c) and returns the exit status. */
 #include "config.h"
 #include "cli/cli.h"
+#include "exec/backend_dl.h"
 #include "merak/cuda.h"
 #include "merak/fileio.h"
 
@@ -77,11 +78,11 @@ static int print_version(int argc, char **argv)
         return MK_EXIT_USAGE;
     }
     printf("merak (Merak-C) %s\n", PACKAGE_VERSION);
-#ifdef MK_HAVE_CUDA
-    printf("cuda: yes (cuBLAS; %d device(s) visible)\n", mk_cuda_device_count());
-#else
-    printf("cuda: no\n");
-#endif
+    if (mk_cuda_unavailable())
+        printf("cuda: no (%s)\n", mk_cuda_unavailable());
+    else
+        printf("cuda: yes (cuBLAS, module %s; %d device(s) visible)\n", mk_cuda_module_path(),
+               mk_cuda_device_count());
     mpi_line();
     printf("blas: OpenBLAS (the cpu backend)\n");
     return 0;

@@ -1,5 +1,8 @@
-# CUDA backend: .cu files compiled by nvcc (suffix rule in Makefile.am),
-# only when configure found nvcc and cuBLAS.  --fmad=false: no FMA
+# CUDA backend: a libtool module, merak_cuda.so in $(pkglibdir), that
+# libmerak loads at run time (src/exec/backend_dl.c; interface
+# src/cuda/module.h), so that neither libmerak nor a program using it links
+# cuBLAS.  Built only when configure found nvcc and cuBLAS; the .cu files go
+# through nvcc (suffix rule in Makefile.am).  --fmad=false: no FMA
 # contraction in our kernels, so each entry is computed with the same
 # roundings as the CPU kernels (src/exec/kernels_cpu.c); cuBLAS is unaffected.
 NVCCFLAGS += --fmad=false
@@ -7,10 +10,17 @@ CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/c
 	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
 	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu
 merakinclude_HEADERS += include/merak/cuda.h
-noinst_HEADERS += src/cuda/common.cuh
-EXTRA_DIST += $(CUDA_SRCS) tests/gpu/check.sh tests/gpu/README.md
+noinst_HEADERS += src/cuda/common.cuh src/cuda/module.h
+EXTRA_DIST += $(CUDA_SRCS) src/cuda/module.c tests/gpu/check.sh tests/gpu/README.md
 if HAVE_CUDA
-libmerak_la_SOURCES += $(CUDA_SRCS)
+pkglib_LTLIBRARIES = src/cuda/merak_cuda.la
+src_cuda_merak_cuda_la_SOURCES = $(CUDA_SRCS) src/cuda/module.c
+src_cuda_merak_cuda_la_LIBADD = $(CUDA_LIBS)
+# Only the entry point is exported: the module's mk_cuda_* and error
+# functions bind inside it, never to libmerak's of the same names; -z defs:
+# the module needs nothing of the program that loads it.
+src_cuda_merak_cuda_la_LDFLAGS = -module -avoid-version -shared \
+	-export-symbols-regex '^mk_cuda_module_entry$$' -Wl,-z,defs
 endif
 
 # Backend-vs-CPU kernel tests: built everywhere; exit 77 (SKIP) without a
@@ -20,5 +30,5 @@ tests_test_backend_cuda_SOURCES = tests/test_backend_cuda.c tests/check.h
 TESTS += tests/test_backend_cuda
 # `merak run --backend cuda`: exit 2 and one line without a GPU; equal to
 # the CPU losses with one.
-TESTS += tests/cuda-run.sh
-EXTRA_DIST += tests/cuda-run.sh
+TESTS += tests/cuda-run.sh tests/cuda-module.sh
+EXTRA_DIST += tests/cuda-run.sh tests/cuda-module.sh

@@ -2,10 +2,9 @@
  * mk_backend_new / mk_backend_free, the constructor of every backend. */
 #include "config.h"
 #include "merak/backend.h"
+#include "exec/backend_dl.h"
 #include "exec/kernels_cpu.h"
-#ifdef MK_HAVE_CUDA
 #include "merak/cuda.h"
-#endif
 
 #include <stdlib.h>
 #include <string.h>
@@ -82,22 +81,16 @@ static mk_backend_t *copy_of(const mk_backend_t *t)
     return be;
 }
 
-/* NULL (no --backend): cuda when built with CUDA and a device is visible,
- * else cpu.  "cuda" without a device or without CUDA built in is an error. */
+/* NULL (no --backend): cuda when its module loads and a device is visible,
+ * else cpu.  "cuda" without either is an error saying which is missing. */
 mk_backend_t *mk_backend_new(const char *name)
 {
-#ifdef MK_HAVE_CUDA
     if (!name) return mk_cuda_device_count() > 0 ? mk_backend_cuda_new() : copy_of(&mk_cpu);
-#endif
-    if (!name || !strcmp(name, "cpu")) return copy_of(&mk_cpu);
+    if (!strcmp(name, "cpu")) return copy_of(&mk_cpu);
     if (!strcmp(name, "cuda")) {
-#ifdef MK_HAVE_CUDA
         if (mk_cuda_device_count() > 0) return mk_backend_cuda_new();
-        mk_error_set("--backend cuda: no CUDA device is visible (use --backend cpu)");
-#else
-        mk_error_set("--backend cuda: merak was built without CUDA (configure --with-cuda, "
-                     "or use --backend cpu)");
-#endif
+        const char *why = mk_cuda_unavailable();
+        mk_error_set("--backend cuda: %s; use --backend cpu", why ? why : "no CUDA device is visible");
         return NULL;
     }
     mk_error_set("unknown backend '%s' (cpu or cuda)", name);

@@ -4,9 +4,10 @@
 libmerak_la_SOURCES += src/exec/backend_cpu.c src/exec/kernels_cpu.c src/exec/cpu_par.c src/exec/kernels_llama_cpu.c src/exec/gpt.c src/exec/gpt_layers.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_zero.c src/exec/exec_fsdp.c src/exec/exec_faults.c src/exec/exec_tp.c \
-	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/kernels_moe_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c
+	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/kernels_moe_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c \
+	src/exec/backend_dl.c
 merakinclude_HEADERS += include/merak/backend.h include/merak/gpt.h include/merak/exec.h
-noinst_HEADERS += src/exec/kernels_cpu.h src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exec/gpt_moe.h
+noinst_HEADERS += src/exec/kernels_cpu.h src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exec/gpt_moe.h src/exec/backend_dl.h
 
 # Checkpoint files and token data.
 libmerak_la_SOURCES += src/exec/safetensors.c src/exec/ckpt_meta.c src/exec/data.c

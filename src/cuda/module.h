@@ -1,0 +1,43 @@
+/* The interface between libmerak and the CUDA backend module (merak_cuda.so,
+ * a libtool module built from src/cuda/ and linked against cuBLAS and the
+ * CUDA runtime).  libmerak does not link CUDA: its loader
+ * (src/exec/backend_dl.c) dlopens the module on first use and calls its one
+ * exported symbol, MK_CUDA_MODULE_ENTRY.  The module links nothing of
+ * libmerak either (a program may hold libmerak statically, unexported), so
+ * the loader hands it the error functions it needs.  Not a public header. */
+#ifndef MERAK_CUDA_MODULE_H
+#define MERAK_CUDA_MODULE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct mk_backend;
+
+/* Raised whenever either table below changes: a module left installed by
+ * another build is refused instead of called through a wrong layout. */
+#define MK_CUDA_MODULE_ABI 1
+#define MK_CUDA_MODULE_ENTRY "mk_cuda_module_entry"
+
+typedef struct mk_cuda_host {
+    int abi;
+    int (*error_set)(const char *fmt, ...);
+    const char *(*error_last)(void);
+} mk_cuda_host_t;
+
+/* The entry points of include/merak/cuda.h, as the module implements them. */
+typedef struct mk_cuda_module {
+    int abi;
+    int (*device_count)(void);
+    int (*device_name)(int i, char *buf, int n);
+    struct mk_backend *(*backend_new)(void);
+    const char *(*math_name)(const struct mk_backend *be);
+} mk_cuda_module_t;
+
+typedef const mk_cuda_module_t *(*mk_cuda_module_entry_fn)(const mk_cuda_host_t *host);
+const mk_cuda_module_t *mk_cuda_module_entry(const mk_cuda_host_t *host);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
