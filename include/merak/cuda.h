@@ -1,6 +1,9 @@
-/* CUDA backend entry points (C linkage; implemented in src/cuda/ (.cu files) and
- * built only when configure finds nvcc and cuBLAS: MK_HAVE_CUDA).  See
- * README.md "The CUDA backend" for the math modes and the status of this backend. */
+/* CUDA backend entry points (C linkage).  libmerak always provides them and
+ * forwards to the CUDA module (merak_cuda.so in $(pkglibdir), built from
+ * src/cuda/ when configure finds nvcc and cuBLAS), loaded on the first call
+ * once the CUDA driver reports a device; without driver, device or module
+ * they behave as on a machine without a GPU.  See README.md "The CUDA
+ * backend" for the module's search order, the math modes and the status. */
 #ifndef MERAK_CUDA_H
 #define MERAK_CUDA_H
 
@@ -12,8 +15,8 @@ extern "C" {
 
 struct mk_backend;
 
-/* Number of usable CUDA devices; 0 when there is no GPU or no driver
- * (the runtime links everywhere and fails only here, at run time). */
+/* Number of usable CUDA devices; 0 when there is no GPU, no driver or no
+ * loadable CUDA module. */
 int mk_cuda_device_count(void);
 /* Name of device i into buf; returns 0 or -1. */
 int mk_cuda_device_name(int i, char *buf, int n);
