@@ -5,7 +5,10 @@
 # 100 MB).  Prints user CPU time (one core), wall time and peak RSS of each
 # search, and beside them the figures of the search before issue 22's
 # changes (commit 448b1db, the same space and answers), measured with this
-# script on the same shared 2-core machine as issue 22's after-figures.
+# script on the same shared 2-core machine as issue 22's after-figures;
+# for the --what-if, Llama-3-70B and mpiexec lines the figures of commit
+# a540c9a (before the ranks shared their K best and the alternatives ran
+# in parallel), measured the same way.
 # Wall time there is not reliable (4 other jobs ran): compare user times,
 # or better instruction counts (valgrind --tool=callgrind; README
 # "Search time").  RSS is the process's: a build with the CUDA backend
@@ -21,7 +24,12 @@ before() {
   GPT-20B*) echo "5.76 s 285 MB" ;;
   GPT-175B*) echo "10.66 s 299 MB" ;;
   "GPT-8.3B, 64 x rtx3090-pcie, 1 rank") echo "10.38 s 344 MB" ;;
+  "GPT-8.3B, 64 x rtx3090-pcie, --what-if, 1 rank") echo "2.56 s user, 2.62 s wall: serial" ;;
+  "GPT-8.3B"*"--what-if"*) echo "not measured" ;;
   "GPT-8.3B"*) echo "11.01 s, 2 ranks" ;;
+  "Llama-3-70B, 256 x dgx-h100, 1 rank") echo "16.5 s" ;;
+  "Llama-3-70B, 256 x dgx-h100, mpiexec -n 2") echo "1.88 s user, 1.17 s wall: own K best" ;;
+  "GPT-175B, 1024 x dgx-a100, mpiexec -n 2") echo "0.55 s user, 0.42 s wall: own K best" ;;
   *) echo "not measured" ;;
   esac
 }
@@ -29,7 +37,7 @@ run() { # name, command...
   name=$1; shift
   /usr/bin/time -f "%U %e %M" -o "$tmp/t" "$@" >"$tmp/out.json" 2>/dev/null
   set -- $(cat "$tmp/t")
-  best=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["plans"][0]; q=p["plan"]; print("%d candidates, %s%d simulated; best dp%d pp%d tp%d %s %.4f s" % (d["evaluated"], "%d settled, " % d["settled"] if "settled" in d else "", d["simulated"], q["dp"], q["pp"], q["tp"], q["schedule"], p["step_time_s"]))' "$tmp/out.json")
+  best=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["plans"][0]; q=p["plan"]; print("%d candidates, %s%d simulated; best dp%d pp%d tp%d %s %.4f s%s" % (d["evaluated"], "%d settled, " % d["settled"] if "settled" in d else "", d["simulated"], q["dp"], q["pp"], q["tp"], q["schedule"], p["step_time_s"], "; alternatives %.2f s" % d["explain_search_time_s"] if "explain_search_time_s" in d else ""))' "$tmp/out.json")
   printf '%-44s user %6.2f s  wall %6.2f s  RSS %4d MB  (before: %s)  %s\n' "$name" "$1" "$2" $(($3 / 1024)) \
     "$(before "$name")" "$best"
 }
@@ -39,3 +47,22 @@ run "GPT-175B, 1024 x dgx-a100, gbs 1536" "$MERAK" plan --model gpt-175b --clust
 run "GPT-8.3B, 64 x rtx3090-pcie, 1 rank" "$MERAK" plan --model gpt-8.3b --gpus 64 --json
 run "GPT-8.3B, 64 x rtx3090-pcie, mpiexec -n 2" "$MPIEXEC" -n 2 "$MERAK" plan --model gpt-8.3b --gpus 64 --json
 run "GPT-175B, 1024 x dgx-a100, mpiexec -n 2" "$MPIEXEC" -n 2 "$MERAK" plan --model gpt-175b --cluster dgx-a100 --gpus 1024 --gbs 1536 --json
+llama="--model llama-3-70b --cluster dgx-h100 --gpus 256 --gbs 512 --seq-length 8192 --json"
+run "Llama-3-70B, 256 x dgx-h100, 1 rank" "$MERAK" plan $llama
+run "Llama-3-70B, 256 x dgx-h100, mpiexec -n 2" "$MPIEXEC" -n 2 "$MERAK" plan $llama
+# --what-if: 14 more searches (5 baselines, 8 clusters) over the rank's
+# cores (threads) and over the ranks; user time counts every thread
+run "GPT-8.3B, 64 x rtx3090-pcie, --what-if, 1 rank" "$MERAK" plan --model gpt-8.3b --gpus 64 --what-if --json
+run "GPT-8.3B, 64 x rtx3090-pcie, --what-if, mpiexec -n 2" "$MPIEXEC" -n 2 "$MERAK" plan --model gpt-8.3b --gpus 64 --what-if --json
+# CALLGRIND=1: instructions of each rank's whole process (stable where
+# seconds are not): one rank, then each of two ranks
+if [ "${CALLGRIND:-0}" = 1 ]; then
+  cg() { # the Collected line of each process's log, in pid order
+    "$@" >/dev/null 2>&1; for f in "$tmp"/cg.log.*; do grep -h Collected "$f" | awk '{printf " %s", $4}'; done
+    rm -f "$tmp"/cg.*; }
+  vg="valgrind --tool=callgrind --callgrind-out-file=$tmp/cg.out.%p --log-file=$tmp/cg.log.%p"
+  for m in "gpt-175b --cluster dgx-a100 --gpus 1024 --gbs 1536" "gpt-20b --gpus 64"; do
+    printf '%-52s instructions, 1 rank:' "$m"; cg $vg "$MERAK" plan --model $m
+    printf ';  2 ranks:'; cg "$MPIEXEC" -n 2 $vg "$MERAK" plan --model $m; echo
+  done
+fi

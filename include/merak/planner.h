@@ -25,7 +25,8 @@
  * micro-batch) share of the space and the ranks' top-K lists are merged:
  * the top K of a union is the top K of the parts' top Ks, and candidate
  * indices (ties) do not depend on the split, so the answer is the same as
- * on one rank. */
+ * on one rank.  While they search the ranks share their K best step times
+ * (opts.share): each prunes at the K-th best of all, not of its own. */
 #ifndef MERAK_PLANNER_H
 #define MERAK_PLANNER_H
 
@@ -55,6 +56,18 @@ typedef struct mk_planner_opts {
     int refine;               /* refine the best plan's partition (default on: -1) */
     double moe_imbalance;     /* MoE: every candidate's --moe-imbalance (0: 1, balanced) */
     int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
+    /* A search split over ranks (size > 1) prunes with the K best step
+       times of every rank, exchanged while the ranks search (merak plan:
+       MPI_Iallreduce, cli_plan_mpi.c).  Called between candidates with
+       this rank's K best so far (mine[0..n), ascending) and done = 1 once
+       its queue is empty (or it failed): writes the K best of the ranks'
+       contributions of the last completed exchange into all[0..top)
+       (+inf past the known ones) and returns 1 when an exchange
+       completed, 0 when none did yet, 2 when it completed with every
+       rank done (the last: called with done = 1 until it returns 2), -1
+       on error.  NULL: each rank prunes with its own K best. */
+    int (*share)(void *ctx, const double *mine, int n, int done, double *all);
+    void *share_ctx;
     /* progress of the whole search (this rank's share), called after each
        layout while generating, after each candidate while
        simulating, and once at the end */

@@ -6,6 +6,7 @@
  * The searches are merak/whatif.h's; this file only runs and prints them. */
 #include "config.h"
 #include "cli/cli_explain.h"
+#include "cli/cli_plan_par.h"
 
 #include <errno.h>
 #include <math.h>
@@ -162,23 +163,47 @@ static void winner_gains(const mk_planner_entry_t *best, const mk_planner_entry_
     snprintf(buf, n, "winner %.2fx faster; gains most in %s (%.4f s vs %.4f s)", sa / sb, name, vb[k], va[k]);
 }
 
-/* One search for an alternative: o's space on cluster c with g GPUs. */
-static int run_alt(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o, int g,
-                   mk_cli_alt_t *alt)
+/* One alternative search: o's space on cluster cl with o.gpus GPUs. */
+typedef struct {
+    const mk_model_config_t *m;
+    mk_cluster_t cl;
+    mk_planner_opts_t o;
+    mk_cli_alt_t *alt; /* where its result goes (rank 0) */
+} mk_alt_job_t;
+
+/* The alternatives to search, in x's order; those that need no search
+ * (a GPU count out of range, the main search's own count) are filled in
+ * place. */
+typedef struct {
+    mk_alt_job_t job[2 * MK_CLI_MAX_ALTS + MK_MAX_GPU_COUNTS];
+    int n;
+} mk_alt_jobs_t;
+
+static void alt_job(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_cluster_t *c,
+                    const mk_planner_opts_t *o, int g, mk_cli_alt_t *alt)
 {
-    mk_planner_opts_t q = *o;
-    q.gpus = alt->gpus = g;
-    q.rank = 0, q.size = 1; /* rank 0 alone runs the alternatives */
-    int rc = mk_planner_best(m, c, &q, &alt->e);
-    if (rc < 0) return mk_cli_fail("plan", "%s", mk_error_last());
-    alt->found = rc;
-    if (!rc) snprintf(alt->note, sizeof alt->note, "no plan: %s", mk_error_last());
-    return 0;
+    mk_alt_job_t *j = &J->job[J->n++];
+    j->m = m, j->cl = *c, j->o = *o, j->alt = alt;
+    j->o.gpus = alt->gpus = g;
+    j->o.rank = 0, j->o.size = 1; /* each alternative on one rank */
+    j->o.share = NULL, j->o.share_ctx = NULL, j->o.progress = NULL;
+}
+
+/* mk_cli_par_jobs' job: search alternative i into out. */
+static void alt_run(void *ctx, int i, void *out)
+{
+    const mk_alt_job_t *j = &((const mk_alt_jobs_t *)ctx)->job[i];
+    mk_cli_alt_t *alt = out;
+    *alt = *j->alt;
+    int rc = mk_planner_best(j->m, &j->cl, &j->o, &alt->e);
+    alt->found = rc > 0, alt->failed = rc < 0;
+    if (rc < 0) mk_strlcpy(alt->note, mk_error_last(), sizeof alt->note);
+    else if (!rc) snprintf(alt->note, sizeof alt->note, "no plan: %s", mk_error_last());
 }
 
 /* The baseline systems' best plans, on the same GPUs and batch. */
-static int run_baselines(const mk_model_config_t *m, const mk_cluster_t *cl, const mk_planner_opts_t *o,
-                         const mk_planner_entry_t *best, mk_cli_extras_t *x)
+static int add_baselines(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_cluster_t *cl,
+                         const mk_planner_opts_t *o, mk_cli_extras_t *x)
 {
     for (int i = 0; i < N_BASELINES; i++) {
         mk_cli_alt_t *alt = &x->base[x->nb++];
@@ -186,9 +211,8 @@ static int run_baselines(const mk_model_config_t *m, const mk_cluster_t *cl, con
         mk_planner_opts_init(&q);
         q.gpus = o->gpus, q.gbs = o->gbs, q.dtype = o->dtype, q.moe_imbalance = o->moe_imbalance;
         mk_strlcpy(alt->label, baselines[i], sizeof alt->label);
-        if (mk_cli_plan_baseline(baselines[i], &q) < 0 || run_alt(m, cl, &q, o->gpus, alt) < 0)
-            return mk_cli_fail("plan", "%s", mk_error_last());
-        if (alt->found) winner_gains(best, &alt->e, alt->note, sizeof alt->note);
+        if (mk_cli_plan_baseline(baselines[i], &q) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+        alt_job(J, m, cl, &q, o->gpus, alt);
     }
     return 0;
 }
@@ -201,8 +225,8 @@ static const struct {
              {MK_KNOB_FLOPS, 2},    {MK_KNOB_MEMORY, 2},      {MK_KNOB_GPUS, 2},     {MK_KNOB_GPUS, 0.5}};
 #define N_KNOBS ((int)(sizeof knobs / sizeof *knobs))
 
-static int run_whatif(const mk_model_config_t *m, const mk_cluster_t *cl, const mk_planner_opts_t *o,
-                      const mk_planner_entry_t *best, mk_cli_extras_t *x)
+static int add_whatif(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_cluster_t *cl,
+                      const mk_planner_opts_t *o, mk_cli_extras_t *x)
 {
     for (int i = 0; i < N_KNOBS; i++) {
         mk_cli_alt_t *alt = &x->whatif[x->nw++];
@@ -216,24 +240,39 @@ static int run_whatif(const mk_model_config_t *m, const mk_cluster_t *cl, const 
             snprintf(alt->note, sizeof alt->note, "no plan: %d GPUs is outside 1 to %d", g, MK_MAX_GPUS);
             continue;
         }
-        if (run_alt(m, &c, o, g, alt) < 0) return MK_EXIT_USAGE;
-        if (alt->found) plan_changes(&best->plan, &alt->e.plan, alt->note, sizeof alt->note);
+        alt_job(J, m, &c, o, g, alt);
     }
     return 0;
 }
 
 /* The scaling sweep: the best plan of each --gpus count. */
-static int run_scaling(const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
-                       const mk_planner_opts_t *o, const mk_planner_entry_t *best, mk_cli_extras_t *x)
+static void add_scaling(mk_alt_jobs_t *J, const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
+                        const mk_planner_opts_t *o, const mk_planner_entry_t *best, mk_cli_extras_t *x)
 {
     for (int i = 0; i < a->n_gpus_list; i++) {
         mk_cli_alt_t *alt = &x->scaling[x->ns++];
         snprintf(alt->label, sizeof alt->label, "%d GPUs", a->gpus_list[i]);
         if (a->gpus_list[i] == o->gpus) { /* the main search's: not searched twice */
-            alt->gpus = o->gpus, alt->found = 1, alt->e = *best;
+            alt->gpus = o->gpus, alt->found = 1;
+            if (best) alt->e = *best;
             continue;
         }
-        if (run_alt(m, cl, o, a->gpus_list[i], alt) < 0) return MK_EXIT_USAGE;
+        alt_job(J, m, cl, o, a->gpus_list[i], alt);
+    }
+}
+
+/* Rank 0: the searches' results in place, and the notes against the best plan. */
+static int alt_results(mk_alt_jobs_t *J, const mk_cli_alt_t *res, const mk_planner_entry_t *best,
+                       const mk_cli_extras_t *x)
+{
+    for (int i = 0; i < J->n; i++) {
+        mk_cli_alt_t *alt = J->job[i].alt;
+        *alt = res[i];
+        if (alt->failed) return mk_cli_fail("plan", "%s", alt->note);
+        if (!alt->found) continue;
+        if (alt >= x->base && alt < x->base + MK_CLI_MAX_ALTS) winner_gains(best, &alt->e, alt->note, sizeof alt->note);
+        else if (alt >= x->whatif && alt < x->whatif + MK_CLI_MAX_ALTS)
+            plan_changes(&best->plan, &alt->e.plan, alt->note, sizeof alt->note);
     }
     return 0;
 }
@@ -243,10 +282,19 @@ int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_
 {
     double t0 = mk_time_now();
     memset(x, 0, sizeof *x);
+    static mk_alt_jobs_t J; /* ~0.5 MB: the clusters and options of up to 48 searches */
+    J.n = 0;
     int rc = 0;
-    if (a->explain || a->what_if) rc = run_baselines(m, cl, o, best, x);
-    if (!rc && a->what_if) rc = run_whatif(m, cl, o, best, x);
-    if (!rc && a->n_gpus_list > 1) rc = run_scaling(a, m, cl, o, best, x);
+    if (a->explain || a->what_if) rc = add_baselines(&J, m, cl, o, x);
+    if (!rc && a->what_if) rc = add_whatif(&J, m, cl, o, x);
+    if (!rc && a->n_gpus_list > 1) add_scaling(&J, a, m, cl, o, best, x);
+    if (rc || J.n == 0) return rc;
+    mk_cli_alt_t *res = calloc((size_t)J.n, sizeof *res);
+    if (!res) return mk_cli_fail("plan", "out of memory");
+    /* every alternative is a search of its own: over the ranks and their cores */
+    if (mk_cli_par_jobs(J.n, alt_run, &J, res, sizeof *res) < 0) rc = mk_cli_fail("plan", "%s", mk_error_last());
+    else if (best) rc = alt_results(&J, res, best, x);
+    free(res);
     x->wall_s = mk_time_now() - t0;
     return rc;
 }

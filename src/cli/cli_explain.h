@@ -16,6 +16,7 @@ typedef struct mk_cli_alt {
     char label[64];        /* the system, the knob and factor, or "N GPUs" */
     int gpus;              /* its GPU count */
     int found;             /* 1: a plan fits; 0: none (note says why) */
+    int failed;            /* the search failed (note: the error) */
     mk_planner_entry_t e;
     char note[256];        /* what changed from the base plan, where the winner gains, or why none */
 } mk_cli_alt_t;
@@ -32,7 +33,9 @@ typedef struct mk_cli_extras {
 int mk_cli_plan_check(const mk_args_t *a);
 /* Run what the flags ask for (nothing without --explain, --what-if or a
  * --gpus list) against the best plan of the main search: 0, or prints the
- * error and returns MK_EXIT_USAGE. */
+ * error and returns MK_EXIT_USAGE.  Under mpiexec every rank calls it
+ * (the searches are spread over the ranks and their cores; rank 0, whose
+ * best is the main search's, gets the results). */
 int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
                        const mk_planner_opts_t *o, const mk_planner_entry_t *best, mk_cli_extras_t *x);
 void mk_cli_plan_extras_human(const mk_args_t *a, const mk_planner_entry_t *best, const mk_cli_extras_t *x);

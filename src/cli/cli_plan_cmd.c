@@ -4,6 +4,7 @@
 #include "config.h"
 #include "cli/cli.h"
 #include "cli/cli_explain.h"
+#include "cli/cli_plan_par.h"
 #include "merak/planner.h"
 
 #include <math.h>
@@ -145,32 +146,6 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int 
            i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
            p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, step, r->tokens_per_s, r->tflops_per_gpu,
            100 * r->mfu, 100 * mb, peak, a2a);
-}
-
-/* Rank 0 receives every rank's top-K list and the counters. */
-static int mpi_merge(mk_planner_result_t *r, int top, int rank, int size)
-{
-    int n = r->n, bytes = n * (int)sizeof(mk_planner_entry_t);
-    int *counts = rank == 0 ? calloc(size, sizeof *counts) : NULL, *displs = rank == 0 ? calloc(size, sizeof *displs) : NULL;
-    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
-    char *all = NULL;
-    int total = 0;
-    if (rank == 0) {
-        for (int i = 0; i < size; i++) displs[i] = total, total += counts[i];
-        all = malloc(total > 0 ? total : 1);
-    }
-    MPI_Gatherv(r->best, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, MPI_COMM_WORLD);
-    long c[7] = {r->simulated, r->pruned_bound, r->candidates, r->pruned_memory, r->layouts, r->settled, r->duplicates};
-    long sum[7];
-    MPI_Reduce(c, sum, 7, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
-    if (rank == 0) {
-        r->n = 0;
-        mk_planner_merge(r, (mk_planner_entry_t *)all, total / (int)sizeof(mk_planner_entry_t), top);
-        r->simulated = sum[0], r->pruned_bound = sum[1], r->candidates = sum[2];
-        r->pruned_memory = sum[3], r->layouts = sum[4], r->settled = sum[5], r->duplicates = sum[6];
-    }
-    free(all), free(counts), free(displs);
-    return 0;
 }
 
 static int report_no_fit(const mk_planner_result_t *r)
@@ -321,6 +296,31 @@ static int apply_baseline(const char *b, mk_planner_opts_t *o)
 #undef SB
 }
 
+/* The main search, over the ranks under mpiexec (they share their K best
+ * while they search; rank 0 gets the merged top K).  0, or the error
+ * printed by rank 0 (the lowest failing rank's) and MK_EXIT_USAGE. */
+static int search(const mk_model_config_t *m, const mk_cluster_t *cl, mk_planner_opts_t *o, mk_planner_result_t *r)
+{
+    mk_cli_share_t *sh = NULL;
+    memset(r, 0, sizeof *r);
+    int ok = o->size == 1 || (sh = mk_cli_share_new(o->top)) != NULL;
+    if (o->size > 1) /* every rank shares, or none searches */
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (sh) o->share = mk_cli_share, o->share_ctx = sh;
+    int failed = !ok || mk_planner_search(m, cl, o, r) < 0;
+    if (!ok && sh) mk_error_set("out of memory on another rank");
+    mk_cli_share_free(sh);
+    o->share = NULL, o->share_ctx = NULL;
+    char err[600];
+    if (o->size == 1 ? !failed : !mk_cli_par_failed(failed, err, sizeof err)) {
+        if (o->size > 1 && mk_cli_par_merge(r, o->top) < 0) failed = 1, mk_strlcpy(err, mk_error_last(), sizeof err);
+        if (!failed) return 0;
+    } else if (o->size == 1) {
+        mk_strlcpy(err, mk_error_last(), sizeof err);
+    }
+    return o->rank == 0 ? mk_cli_fail("plan", "%s", err) : MK_EXIT_USAGE;
+}
+
 static int plan_main(const mk_args_t *a, int rank, int size)
 {
     mk_plan_t base; /* the search's model and cluster */
@@ -349,24 +349,20 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     if (rank == 0 && (force && *force ? strcmp(force, "0") != 0 : isatty(2)))
         o.progress = progress, o.progress_ctx = &bar;
     mk_planner_result_t r;
-    if (mk_planner_search(&base.model, &cl, &o, &r) < 0) {
-        mk_planner_result_free(&r);
-        return mk_cli_fail("plan", "%s", mk_error_last());
-    }
-    if (size > 1) mpi_merge(&r, o.top, rank, size);
+    int rc = search(&base.model, &cl, &o, &r);
     long evaluated = r.candidates;
-    int rc = 0;
-    if (rank == 0) {
+    if (rc == 0 && rank == 0) {
         if (r.n == 0) rc = report_no_fit(&r);
         else if (o.refine && mk_planner_refine(&cl, &r.best[0], 4 * r.best[0].plan.pp) < 0)
             rc = mk_cli_fail("plan", "%s", mk_error_last());
-        static mk_cli_extras_t x; /* issue 21: nothing runs without its flags */
-        if (rc == 0) rc = mk_cli_plan_extras(a, &base.model, &cl, &o, &r.best[0], &x);
-        if (rc == 0) {
-            if (a->json) print_json(&r, evaluated, a, &x);
-            else print_human(&r, &base, &o, a), mk_cli_plan_extras_human(a, &r.best[0], &x);
-            rc = finish_best(a, &cl, &r.best[0]);
-        }
+    }
+    if (size > 1) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD); /* every rank runs the alternatives, or none */
+    static mk_cli_extras_t x; /* issue 21: nothing runs without its flags */
+    if (rc == 0) rc = mk_cli_plan_extras(a, &base.model, &cl, &o, r.n ? &r.best[0] : NULL, &x);
+    if (rc == 0 && rank == 0) {
+        if (a->json) print_json(&r, evaluated, a, &x);
+        else print_human(&r, &base, &o, a), mk_cli_plan_extras_human(a, &r.best[0], &x);
+        rc = finish_best(a, &cl, &r.best[0]);
     }
     mk_planner_result_free(&r);
     return rc;

@@ -3,6 +3,7 @@
 #include "merak/planner.h"
 
 #include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +118,9 @@ typedef struct {
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
     const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
     mk_tail_t tail;
+    double *all;            /* o->share: the K best step times of every rank (all_buf), else NULL */
+    double all_buf[MK_MAX_TOP];
+    int shared;             /* o->share: 1 once every rank is done (share_finish) */
 } mk_search_t;
 
 void mk_planner_opts_init(mk_planner_opts_t *o)
@@ -883,6 +887,36 @@ static int simulate(mk_search_t *S, mk_sim_t *sim, const mk_plan_t *p, long inde
     return rc < 0 ? -1 : out->res.fits;
 }
 
+/* o->share: one exchange of this rank's K best; done: wait (the callback
+ * waits politely) until every rank is done.  Returns -1 on error. */
+static int share_round(mk_search_t *S, int done)
+{
+    double mine[MK_MAX_TOP];
+    for (int i = 0; i < S->r->n; i++) mine[i] = S->r->best[i].res.step_time_s;
+    for (;;) {
+        int k = S->o->share(S->o->share_ctx, mine, S->r->n, done, S->all);
+        if (k < 0) return mk_error_set("%s", mk_error_last()[0] ? mk_error_last() : "sharing the search failed");
+        if (k == 2) S->shared = 1;
+        if (!done || k == 2) return 0;
+    }
+}
+
+/* The step time a bound must reach to rule a candidate out: the K-th
+ * best of this rank's, or of every rank's where they share them. */
+static double kth_best(const mk_search_t *S)
+{
+    int top = S->o->top > 0 ? S->o->top : 5;
+    double t = S->r->n == top ? S->r->best[top - 1].res.step_time_s : INFINITY;
+    return S->all && S->all[top - 1] < t ? S->all[top - 1] : t;
+}
+
+/* Every rank done (o->share): the last exchange, also on a failed rank's
+ * way out, so that none waits for it. */
+static int share_finish(mk_search_t *S)
+{
+    return S->o->share && !S->shared ? share_round(S, 1) : 0;
+}
+
 /* Branch and bound over this rank's share of the candidates, A*-like:
  * the least (bound, index) entry of the queue first; a group is settled
  * and its candidates that fit queued at their true bounds (no less than
@@ -895,7 +929,8 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
     int top = o->top > 0 ? o->top : 5;
     mk_planner_entry_t e;
     while (S->nheap > 0) {
-        if (!o->exhaustive && S->r->n == top && S->heap[0].lb >= S->r->best[top - 1].res.step_time_s) break;
+        if (o->share && share_round(S, 0) < 0) return -1;
+        if (!o->exhaustive && S->heap[0].lb >= kth_best(S)) break;
         mk_hent_t h = heap_pop(S);
         if (h.grp) {
             const mk_cgroup_t *G = &S->grp[h.id];
@@ -911,7 +946,9 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
         if (e.res.step_time_s < h.lb * (1 - 1e-9)) S->r->bound_violations++;
         if (rc > 0) top_insert(S->r, &e, top);
     }
-    if (S->r->n == 0) settle_deferred(S);
+    if (share_finish(S) < 0) return -1;
+    /* the put-by groups only feed the no-fit report: not when any rank found a plan */
+    if (S->r->n == 0 && !(S->all && S->all[0] < INFINITY)) settle_deferred(S);
     /* ruled out by the bound: the candidates never settled, those that fit and were not simulated */
     S->r->pruned_bound = S->r->candidates - S->r->settled + S->n - S->r->simulated;
     report(S, 2);
@@ -1034,6 +1071,10 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     }
     if (mk_cluster_check_dtype(c, o->dtype) < 0) return -1; /* fp8 only where asked and present */
     r->best = calloc(top, sizeof *r->best);
+    if (o->share && o->size > 1) { /* from here on every way out ends with this rank's last exchange */
+        S.all = S.all_buf;
+        for (int i = 0; i < top; i++) S.all[i] = INFINITY;
+    }
     mk_sim_t *sim = mk_sim_new(c);
     S.t0 = t0;
     int rc = (!r->best || !sim) ? mk_error_set("out of memory") : 0;
@@ -1046,6 +1087,12 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     if (rc == 0) rc = enumerate(&S);
     r->enumerate_time_s = mk_time_now() - t0;
     if (rc == 0) rc = bound_and_simulate(&S, sim);
+    if (rc < 0 && S.all) { /* the others wait for this rank's last exchange */
+        char err[512];
+        mk_strlcpy(err, mk_error_last(), sizeof err);
+        share_finish(&S);
+        mk_error_set("%s", err);
+    }
     mk_sim_free(sim);
     search_free(&S);
     r->search_time_s = mk_time_now() - t0;
