@@ -53,6 +53,8 @@ expect_fail "overlap and no-overlap" "--overlap-grad-reduce and --no-overlap-gra
   "$MERAK" sim $S --overlap-grad-reduce --no-overlap-grad-reduce
 expect_fail "model flag twice" "--hidden-size is given twice" -- "$MERAK" model --hidden-size 64 --hidden-size 128
 expect_fail "run flag twice" "--steps and --train-iters are the same flag" -- "$MERAK" run --steps 1 --train-iters 1
+expect_fail "--dump-grads twice" "^merak run: --dump-grads is given twice: give it once$" -- "$MERAK" run --steps 1 --dump-grads "$tmpdir/a.bin" --dump-grads "$tmpdir/b.bin"
+expect_fail "--dump-grads without its file" "^merak run: option .--dump-grads. needs a value$" -- "$MERAK" run --steps 1 --dump-grads
 expect_fail "trace --json twice" "--json is given twice" -- "$MERAK" trace summary x --json --json
 # --help lists the aliases a subcommand takes
 "$MERAK" run --help >"$tmpdir/h.txt"

@@ -90,6 +90,17 @@ static const char *take_flag(int *argc, char **argv, const char *flag)
     return NULL;
 }
 
+/* --dump-grads still in argv after take_flag: given twice, or last with
+ * no value (the messages mk_args_parse gives its own flags).  -1 printed. */
+static int dump_flag_left(int argc, char **argv, int taken)
+{
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--dump-grads"))
+            return mk_cli_fail("run", taken ? "--dump-grads is given twice: give it once"
+                                            : "option '--dump-grads' needs a value"), -1;
+    return 0;
+}
+
 /* Flags of the contract that this executor does not take yet. */
 static int unsupported(const mk_args_t *a)
 {
@@ -234,8 +245,10 @@ static int prepare(int argc, char **argv, int rank, int world, mk_args_t *a, mk_
         if (!freopen("/dev/null", "w", stderr)) saved = -1;
     }
     *dump = take_flag(&argc, argv, "--dump-grads");
-    rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
-                       MK_OPTG_RUN | MK_OPTG_JSON, run_usage, &run_defaults);
+    rc = dump_flag_left(argc, argv, *dump != NULL);
+    if (rc == 0)
+        rc = mk_args_parse(a, argc, argv, MK_OPTG_MODEL | MK_OPTG_LAYOUT | MK_OPTG_SCHED | MK_OPTG_SIM |
+                           MK_OPTG_RUN | MK_OPTG_JSON, run_usage, &run_defaults);
     a->node_ranks = per_node;
     if (rc == 0 && mk_args_micro_batches(a)) rc = -1;
     if (rc == 0 && fill_opts(a, world, ctx, o) != 0) rc = -1;

@@ -222,11 +222,18 @@ static void zero_grads(mk_exec_t *e)
     else g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
 }
 
-/* --dump-grads at the run's first step: the summed gradients (ZeRO-2/3:
- * assembled from the pieces; ZeRO-1 dumps none). */
+/* --dump-grads at the run's first step: the summed gradients (ZeRO-1:
+ * the sharding group's reduced pieces gathered into the full gradient
+ * block, which Adam no longer reads (it takes the pieces) and which is
+ * zeroed after the step; ZeRO-2/3: assembled from the pieces). */
 static int dump_first(mk_exec_t *e)
 {
-    if (e->zero.on == 1) return 0;
+    if (e->zero.on == 1) {
+        const mk_zunit_t *u = &e->zero.u[0];
+        if (MPI_Allgatherv(e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, e->g->grads, u->cnt, u->dsp, MPI_FLOAT,
+                           e->zero.zsc) != MPI_SUCCESS)
+            return mk_error_set("MPI_Allgatherv of the gradients failed");
+    }
     if (e->zero.on < 2) return mk_exec_dump_grads(e, e->o->dump_grads, e->g->grads);
     float *full = mk_exec_fsdp_full_grads(e);
     int rc = full ? mk_exec_dump_grads(e, e->o->dump_grads, full) : mk_error_set("out of memory");
