@@ -2,7 +2,8 @@
 # mpiexec -n 2 (and 3, more ranks than cores here) merak plan returns the
 # same plans as one rank (the ranks share their K best while they search);
 # --what-if's alternative searches (spread over the ranks and
-# their cores) give the same alternatives; a rank whose search fails
+# their cores) give the same alternatives; where nothing fits, the same
+# closest candidate is reported; a rank whose search fails
 # midway stops every rank with its message (no rank waits for it).
 . "$top_srcdir/tests/lib.sh"
 PY=${PYTHON:-python3}
@@ -46,6 +47,16 @@ for k in ("baselines", "what_if"):
         x.pop("wall_s", None); y.pop("wall_s", None)
         assert x == y, (k, x, y)
 ' "$tmpdir/w1.json" "$tmpdir/w2.json"
+
+# nothing fits: the report names the closest candidate of all ranks, as
+# one rank does (before: rank 0's own; here it held mbs 2, 27.52 GiB short)
+nofit="--model gpt-20b --gpus 6 --gbs 12"
+"$MERAK" plan $nofit >/dev/null 2>"$tmpdir/nofit1"
+for n in 2 3; do
+  "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" plan $nofit >/dev/null 2>"$tmpdir/nofit$n"
+  check "no plan fits: the same closest candidate on 1 and $n ranks ($(cut -c1-90 "$tmpdir/nofit1"))" \
+    cmp -s "$tmpdir/nofit1" "$tmpdir/nofit$n"
+done
 
 expect_fail "a rank whose search fails stops every rank (2 ranks)" "^merak plan: rank 1: MK_TEST_PLAN_FAIL" -- \
   env MK_TEST_PLAN_FAIL=1 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" plan $big

@@ -113,6 +113,7 @@ typedef struct mk_planner_result {
     mk_mem_breakdown_t closest_mem;
     int closest_stage;
     double closest_shortfall;
+    long closest_index;       /* its candidate index (ties between ranks' closest go to the lower) */
 } mk_planner_result_t;
 
 void mk_planner_opts_init(mk_planner_opts_t *o);

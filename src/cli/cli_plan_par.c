@@ -110,6 +110,16 @@ int mk_cli_share(void *ctx, const double *mine, int n, int done, double *all)
     return s->recv[s->top] == 0 ? 2 : 1;
 }
 
+/* The user op of merge_closest: the (shortfall, candidate index) pair
+ * that is least, shortfall first. */
+static void least_closest(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    double *a = in, *b = inout;
+    for (int l = 0; l < *len; l++, a += 2, b += 2)
+        if (a[0] < b[0] || (a[0] == b[0] && a[1] < b[1])) b[0] = a[0], b[1] = a[1];
+}
+
 int mk_cli_par_failed(int failed, char *err, size_t n)
 {
     int me, who, mine;
@@ -145,6 +155,36 @@ static int gather_items(const void *mine, int k, void *all, size_t item, const i
     return !displs ? mk_error_set("out of memory") : rc;
 }
 
+/* The no-fit report's candidate: the least shortfall of all ranks', ties
+ * to the lower candidate index (as one rank picks it), sent to rank 0. */
+static void merge_closest(mk_planner_result_t *r, int rank)
+{
+    struct {
+        double shortfall, index;
+    } mine = {r->have_closest ? r->closest_shortfall : INFINITY, (double)r->closest_index}, best;
+    MPI_Datatype t;
+    MPI_Op op;
+    MPI_Type_contiguous(2, MPI_DOUBLE, &t);
+    MPI_Type_commit(&t);
+    MPI_Op_create(least_closest, 1, &op);
+    MPI_Allreduce(&mine, &best, 1, t, op, MPI_COMM_WORLD);
+    MPI_Op_free(&op);
+    MPI_Type_free(&t);
+    int holder = r->have_closest && mine.shortfall == best.shortfall && mine.index == best.index ? rank : INT_MAX, who;
+    MPI_Allreduce(&holder, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (who == INT_MAX || who == 0) return; /* none, or rank 0's own */
+    if (rank == who) {
+        MPI_Send(&r->closest, (int)sizeof r->closest, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+        MPI_Send(&r->closest_mem, (int)sizeof r->closest_mem, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
+        MPI_Send(&r->closest_stage, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
+    } else if (rank == 0) {
+        MPI_Recv(&r->closest, (int)sizeof r->closest, MPI_BYTE, who, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&r->closest_mem, (int)sizeof r->closest_mem, MPI_BYTE, who, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&r->closest_stage, 1, MPI_INT, who, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        r->have_closest = 1, r->closest_shortfall = best.shortfall, r->closest_index = (long)best.index;
+    }
+}
+
 int mk_cli_par_merge(mk_planner_result_t *r, int top)
 {
     int rank, size, total = 0;
@@ -165,6 +205,7 @@ int mk_cli_par_merge(mk_planner_result_t *r, int top)
         r->pruned_memory = sum[3], r->layouts = sum[4], r->settled = sum[5], r->duplicates = sum[6];
     }
     free(all), free(counts);
+    merge_closest(r, rank);
     return rc;
 }
 

@@ -106,7 +106,7 @@ typedef struct {
     long nheap, capheap;
     long *deferred;         /* auto groups that fit at no count, settled in full only if nothing fits */
     long ndeferred, capdeferred;
-    long miss_order, closest_order; /* the group note_miss sees, the closest's (enumeration order) */
+    long miss_order, closest_order; /* the candidate index of the group note_miss sees, the closest's */
     double reported_t;      /* the last progress report while simulating */
     mk_plan_t tmpl;         /* every candidate's model and cluster, the rest as mk_plan_init */
     mk_planner_result_t *r;
@@ -296,15 +296,16 @@ static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
 }
 
 /* Remember the candidate closest to fitting, for the no-fit report; of
- * equal ones the first enumerated (S->miss_order: groups settle in bound
- * order, but the report is the eager search's). */
+ * equal ones the first enumerated (S->miss_order, the group's candidate
+ * index, the same on any rank split: groups settle in bound order, but
+ * the report is the eager search's). */
 static void note_miss(mk_search_t *S, const mk_plan_t *p, int stage, const mk_mem_breakdown_t *m, double shortfall)
 {
     mk_planner_result_t *r = S->r;
     if (r->have_closest && (shortfall > r->closest_shortfall ||
                             (shortfall == r->closest_shortfall && S->miss_order > S->closest_order)))
         return;
-    S->closest_order = S->miss_order;
+    S->closest_order = r->closest_index = S->miss_order;
     r->have_closest = 1;
     r->closest = *p;
     r->closest_mem = *m;
@@ -562,12 +563,12 @@ static int fam_state(mk_search_t *S, long gi, const mk_plan_t *p, const mk_graph
     if (F->state_ok < 0) {
         mk_plan_t q = *p; /* the eager search checked the state at the family's first group */
         q.recompute.kind = (mk_recompute_kind_t)S->grp[F->first].rk;
-        S->miss_order = F->first;
+        S->miss_order = S->grp[F->first].index;
         F->state_ok = (signed char)state_fits(S, &q, g);
     }
     /* the same for every recompute kind and count (NULL: computed per count) */
     if (F->state_ok && !F->fx) F->fx = mk_sim_fixed_new(p, g, &S->so);
-    S->fx = F->fx, S->miss_order = gi;
+    S->fx = F->fx, S->miss_order = S->grp[gi].index;
     return F->state_ok;
 }
 
