@@ -36,10 +36,18 @@ run_cuda "no module file" "could not be loaded: .*/no/such/merak_cuda.so" "$t/fa
 run_cuda "a library the module needs is gone" "could not be loaded: .*libmkgone.so" "$t/fakecuda.so" "$t/bad.so"
 run_cuda "a module of another build" "old.so is of another build" "$t/fakecuda.so" "$t/old.so"
 
-# the build tree's module (or the installed one), loaded
+# the build tree's module, loaded by the build tree's merak (before an
+# installed one, which may be of an older build)
 MERAK_CUDA_DRIVER=$t/fakecuda.so "$MERAK" version >"$t/v" 2>&1
 check "merak version loads the module ($(grep cuda: "$t/v"))" \
   grep -q -E '^cuda: yes \(cuBLAS, module /.*merak_cuda.so; [0-9]+ device\(s\) visible\)' "$t/v"
+tree=$(cd "$top_builddir" && pwd -P)
+check "the build tree's merak takes the build tree's module" grep -q "module $tree/src/cuda/.libs/merak_cuda.so" "$t/v"
+# a merak outside the build tree (as an installed one) never takes it
+cp "$MERAK" "$t/merak-elsewhere"
+MERAK_CUDA_DRIVER=$t/fakecuda.so "$t/merak-elsewhere" version >"$t/v2" 2>&1
+check "a merak outside the build tree does not take its module ($(grep cuda: "$t/v2"))" \
+  sh -c "grep -q '^cuda: ' '$t/v2' && ! grep -q '$tree/src/cuda' '$t/v2'"
 if grep -q '; 0 device(s)' "$t/v"; then
   expect_fail "module loaded, no device" "--backend cuda: no CUDA device is visible; use --backend cpu" -- \
     env MERAK_CUDA_DRIVER="$t/fakecuda.so" "$MERAK" run --backend cuda --steps 1

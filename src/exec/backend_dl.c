@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #define MODULE_FILE "merak_cuda.so"
@@ -51,10 +52,33 @@ static int driver_devices(void)
     return n;
 }
 
+/* Whether path lies inside the build tree (both resolved). */
+static int in_tree(const char *p)
+{
+    char real[4096], tree[4096];
+    if (!realpath(p, real) || !realpath(MK_BUILDDIR, tree)) return 0;
+    size_t n = strlen(tree);
+    return strncmp(real, tree, n) == 0 && real[n] == '/';
+}
+
+/* This code runs from the build tree: the program (the uninstalled merak,
+ * the tests) or the libmerak it was loaded from.  An installed merak must
+ * not take a build tree's module, nor a build tree's merak a stale
+ * installed one (the interface check does not catch a changed kernel). */
+static int from_build_tree(void)
+{
+    char exe[4096];
+    ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (k > 0 && (exe[k] = '\0', in_tree(exe))) return 1;
+    Dl_info info;
+    return dladdr((void *)mk_cuda_unavailable, &info) && info.dli_fname && strchr(info.dli_fname, '/') &&
+           in_tree(info.dli_fname);
+}
+
 /* The module's file: $MERAK_CUDA_MODULE alone when set (an explicit choice
- * is reported, never replaced), else the installed one in $(pkglibdir),
- * else the build tree's (uninstalled programs and tests).  0, or -1 with
- * why set when none exists. */
+ * is reported, never replaced); else, run from the build tree, the build
+ * tree's module, then the installed one; else the installed one in
+ * $(pkglibdir) alone.  0, or -1 with why set when none exists. */
 static int find_module(void)
 {
     const char *env = getenv("MERAK_CUDA_MODULE");
@@ -62,13 +86,16 @@ static int find_module(void)
         snprintf(path, sizeof path, "%s", env);
         return 0;
     }
-    const char *dirs[] = {MK_PKGLIBDIR, MK_BUILDDIR "/src/cuda/.libs"};
-    for (int i = 0; i < 2; i++) {
+    const char *dirs[] = {MK_BUILDDIR "/src/cuda/.libs", MK_PKGLIBDIR};
+    int first = from_build_tree() ? 0 : 1;
+    for (int i = first; i < 2; i++) {
         snprintf(path, sizeof path, "%s/" MODULE_FILE, dirs[i]);
         if (access(path, F_OK) == 0) return 0;
     }
-    snprintf(why, sizeof why, "the CUDA module " MODULE_FILE " is not installed (looked in %s and %s;"
-             " MERAK_CUDA_MODULE names another)", dirs[0], dirs[1]);
+    if (first) snprintf(why, sizeof why, "the CUDA module " MODULE_FILE " is not installed (looked in %s;"
+                        " MERAK_CUDA_MODULE names another)", dirs[1]);
+    else snprintf(why, sizeof why, "the CUDA module " MODULE_FILE " is not built or installed (looked in %s and %s;"
+                  " MERAK_CUDA_MODULE names another)", dirs[0], dirs[1]);
     path[0] = '\0';
     return -1;
 }
