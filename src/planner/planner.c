@@ -888,15 +888,16 @@ static int simulate(mk_search_t *S, mk_sim_t *sim, const mk_plan_t *p, long inde
     return rc < 0 ? -1 : out->res.fits;
 }
 
-/* o->share: one exchange of this rank's K best; done: wait (the callback
- * waits politely) until every rank is done.  Returns -1 on error. */
+/* o->share (S->all set: a split search): one exchange of this rank's K
+ * best; done: wait (the callback waits politely) until every rank is
+ * done.  Returns -1 on error. */
 static int share_round(mk_search_t *S, int done)
 {
     double mine[MK_MAX_TOP];
     for (int i = 0; i < S->r->n; i++) mine[i] = S->r->best[i].res.step_time_s;
     for (;;) {
         int k = S->o->share(S->o->share_ctx, mine, S->r->n, done, S->all);
-        if (k < 0) return mk_error_set("%s", mk_error_last()[0] ? mk_error_last() : "sharing the search failed");
+        if (k < 0) return mk_error_last()[0] ? -1 : mk_error_set("sharing the search's best plans failed");
         if (k == 2) S->shared = 1;
         if (!done || k == 2) return 0;
     }
@@ -915,7 +916,7 @@ static double kth_best(const mk_search_t *S)
  * way out, so that none waits for it. */
 static int share_finish(mk_search_t *S)
 {
-    return S->o->share && !S->shared ? share_round(S, 1) : 0;
+    return S->all && !S->shared ? share_round(S, 1) : 0;
 }
 
 /* Branch and bound over this rank's share of the candidates, A*-like:
@@ -930,7 +931,7 @@ static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
     int top = o->top > 0 ? o->top : 5;
     mk_planner_entry_t e;
     while (S->nheap > 0) {
-        if (o->share && share_round(S, 0) < 0) return -1;
+        if (S->all && share_round(S, 0) < 0) return -1;
         if (!o->exhaustive && S->heap[0].lb >= kth_best(S)) break;
         mk_hent_t h = heap_pop(S);
         if (h.grp) {
