@@ -2,7 +2,7 @@
 """Golden outputs of merak (issue 14): record them, or check a build against them.
 
   golden.py record KIND OUT.jsonl.gz [--batch B] [--merak M]
-  golden.py check  KIND GOLDEN.jsonl.gz [--batch B] [--merak M] [--sample N]
+  golden.py check  KIND GOLDEN.jsonl.gz [--batch B] [--merak M] [--sample N] [--cases I,J]
   golden.py cases  KIND          (print the case lines)
 
 KIND is one of the case sets below (sched, sim-ideal, sim-clusters, plan,
@@ -11,7 +11,8 @@ sched, sim and plan cases run through tests/golden/batch (merak's main,
 many cases per process: see batch.c); `record` runs every case in a fresh
 child (batch --fork), `check` runs them in one process and reruns any case
 that differs with --fork before reporting it.  `--sample N` also runs every
-Nth case through the real ./merak program, which checks the driver itself.
+Nth case through the real ./merak program, which checks the driver itself;
+`--cases I,J` checks only those cases (0-based, in grid order).
 run cases start `merak run` (under $MPIEXEC when a case has more than one
 rank) with --dump-grads and --save in a temporary folder.
 
@@ -21,13 +22,27 @@ with the output as
   "stdout": TEXT    sched text form: compared exactly
   "json": OBJECT    sched --json (streams as a digest), sim, plan, run:
                     strings, booleans and integers exactly, reals to 1e-12
-                    relative ("sched" and "run" reals exactly)
+                    relative ("sched" reals exactly; "run": below)
   "sha256": HEX     of the exact stdout (sched --json), compared exactly
 Keys that are measured, not computed, are dropped: plan's search_time_s,
 run's step times, tokens/s and peak memory (allocator-dependent).
+
+run records hold values, compared within tolerances that hold on any CPU
+(OpenBLAS picks its GEMM kernels per CPU family, so sums are ordered
+differently from machine to machine; see tests/golden/README.md):
+  "json"."losses"   relative RUN_LOSS_TOL
+  "grads", "checkpoint": {TENSOR: [norm, p1, .., pK]}, the L2 norm and K
+                    projections on fixed +-1 vectors (tensor_summary); per
+                    tensor |delta| <= tol x norm (RUN_TOL: gradients and Adam
+                    moments; RUN_WEIGHT_TOL: the weights)
+  "metadata"        the checkpoint's metadata less its crc32 digests: exactly
+  "grads_sha256", "checkpoint_sha256": the bytes; compared as classes only:
+                    cases the recording found bitwise equal (one machine, one
+                    kernel family) must be bitwise equal in this run too.
 """
 import gzip
 import hashlib
+import struct
 import json
 import os
 import subprocess
@@ -36,6 +51,16 @@ import tempfile
 
 SCHEDULES = ["gpipe", "1f1b", "interleaved", "merak", "merak-pre", "merak-last", "zb-h1"]
 REL_TOL = 1e-12  # reals of sim and plan: the restructuring may reorder sums
+# run cases, justified in tests/golden/README.md ("Tolerances of the run
+# golden"): fp32 sums reordered by another GEMM kernel family move a 3-step
+# loss by <= 2.3e-9 relative, a step-1 gradient tensor or an Adam moment by
+# <= 3.7e-7 of its norm, and a weight tensor by <= 4.0e-5 (Adam's first
+# steps turn a gradient element at rounding level into +-lr: biases that
+# start at zero), measured over Haswell, SkylakeX, Prescott, Sandybridge, Zen.
+RUN_LOSS_TOL = 1e-6
+RUN_TOL = 1e-5
+RUN_WEIGHT_TOL = 1e-3
+RUN_PROJECTIONS = 4
 
 
 # ---- the case grids -------------------------------------------------------
@@ -261,9 +286,60 @@ def sha256_file(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def signs(n, k):
+    """The k-th fixed +-1 vector of length n: a splitmix64 hash of the index
+    (numpy's generators promise no stream across versions; this does)."""
+    import numpy as np
+    with np.errstate(over="ignore"):
+        z = np.arange(n, dtype=np.uint64) + np.uint64((k + 1) * 0x9E3779B97F4A7C15 % 2**64)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z ^= z >> np.uint64(31)
+    return 1.0 - 2.0 * (z & np.uint64(1)).astype(np.float64)
+
+
+def tensor_summary(x):
+    """float32 values -> [L2 norm, RUN_PROJECTIONS projections], in float64.
+    A change d of the tensor moves each projection by about |d| (a +-1
+    vector's dot with an unrelated d is ~N(0, |d|^2)), so the projections see
+    what a norm alone would miss (a sign, a permutation)."""
+    import numpy as np
+    x = x.astype(np.float64)
+    return [float(np.sqrt(np.dot(x, x)))] + [float(np.dot(signs(len(x), k), x))
+                                              for k in range(RUN_PROJECTIONS)]
+
+
+def read_grads(path):
+    """A --dump-grads file (MKGRAD1, README "Equivalence tests") -> {name: float32 array}."""
+    import numpy as np
+    with open(path, "rb") as f:
+        d = f.read()
+    if d[:8] != b"MKGRAD1\n":
+        raise ValueError("%s: not a gradient dump" % path)
+    (count,), i, out = struct.unpack_from("<i", d, 8), 12, {}
+    for _ in range(count):
+        (n,) = struct.unpack_from("<i", d, i)
+        name, i = d[i + 4:i + 4 + n].decode(), i + 4 + n
+        (n,) = struct.unpack_from("<q", d, i)
+        out[name], i = np.frombuffer(d, "<f4", n, i + 8), i + 8 + 4 * n
+    return out
+
+
+def read_checkpoint(path):
+    """A safetensors checkpoint -> ({name: float32 array}, metadata)."""
+    import numpy as np
+    with open(path, "rb") as f:
+        d = f.read()
+    (n,) = struct.unpack_from("<Q", d, 0)
+    header = json.loads(d[8:8 + n])
+    meta = header.pop("__metadata__", {})
+    return {k: np.frombuffer(d, "<f4", (e["data_offsets"][1] - e["data_offsets"][0]) // 4,
+                             8 + n + e["data_offsets"][0]) for k, e in header.items()}, meta
+
+
 def run_mpi(merak, case):
-    """One run case -> its record (losses, and digests of the step-1
-    gradients and the checkpoint after the last step: bitwise)."""
+    """One run case -> its record (losses; summaries and digests of the
+    step-1 gradients and of the checkpoint after the last step)."""
     ranks, args = case.split("|", 1)
     with tempfile.TemporaryDirectory() as d:
         g, ck = os.path.join(d, "g.bin"), os.path.join(d, "ck.safetensors")
@@ -274,6 +350,12 @@ def run_mpi(merak, case):
         p = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         rec = make_record("run", case, p.returncode, p.stdout.decode(), p.stderr.decode())
         rec["grads_sha256"], rec["checkpoint_sha256"] = sha256_file(g), sha256_file(ck)
+        if rec["grads_sha256"]:
+            rec["grads"] = {k: tensor_summary(v) for k, v in read_grads(g).items()}
+        if rec["checkpoint_sha256"]:
+            tensors, meta = read_checkpoint(ck)
+            rec["checkpoint"] = {k: tensor_summary(v) for k, v in tensors.items()}
+            rec["metadata"] = {k: v for k, v in meta.items() if not k.startswith("crc32.")}
     return rec
 
 
@@ -347,18 +429,72 @@ def diff_text(a, b):
     return "stdout: golden %d lines, now %d" % (len(al), len(bl))
 
 
+def diff_summaries(a, b, what, out):
+    """Tensor summaries golden a, now b: per tensor, each of norm and
+    projections within tol x norm (RUN_TOL; weights RUN_WEIGHT_TOL)."""
+    if sorted(a or {}) != sorted(b or {}):
+        out.append("%s: tensors golden %s, now %s" % (what, sorted(a or {})[:8], sorted(b or {})[:8]))
+        return
+    for k in sorted(a):
+        tol = RUN_TOL if what == "grads" or k.startswith("optim.") else RUN_WEIGHT_TOL
+        scale = max(a[k][0], b[k][0])
+        worst = max(abs(x - y) for x, y in zip(a[k], b[k]))
+        if len(a[k]) != len(b[k]) or worst > tol * scale:
+            out.append("%s %s: golden %s, now %s (change %.3g of the norm, tolerance %g)" % (
+                what, k, a[k][:2], b[k][:2], worst / scale if scale else float("inf"), tol))
+
+
+def diff_run(g, r, out):
+    """A run case: losses within RUN_LOSS_TOL relative, tensors as above."""
+    gl, rl = (g.get("json") or {}).get("losses"), (r.get("json") or {}).get("losses")
+    gj = dict(g.get("json") or {}, losses=None)
+    rj = dict(r.get("json") or {}, losses=None)
+    diff_value(gj, rj, "", True, out)
+    if not isinstance(gl, list) or not isinstance(rl, list) or len(gl) != len(rl):
+        out.append("losses: golden %s, now %s" % (gl, rl))
+    else:
+        for i, (x, y) in enumerate(zip(gl, rl)):
+            if abs(x - y) > RUN_LOSS_TOL * max(abs(x), abs(y)):
+                out.append("losses[%d]: golden %r, now %r (relative %.3g, tolerance %g)" % (
+                    i, x, y, abs(x - y) / max(abs(x), abs(y)), RUN_LOSS_TOL))
+    if g.get("metadata") != r.get("metadata"):
+        out.append("checkpoint metadata: golden %s, now %s" % (
+            json.dumps(g.get("metadata"))[:300], json.dumps(r.get("metadata"))[:300]))
+    for what in ("grads", "checkpoint"):
+        diff_summaries(g.get(what), r.get(what), what, out)
+
+
 def diff_record(kind, g, r):
     out = []
-    for k in ["rc", "stderr", "grads_sha256", "checkpoint_sha256"]:
+    for k in ["rc", "stderr"] + ([] if kind == "run" else ["grads_sha256", "checkpoint_sha256"]):
         if g.get(k) != r.get(k):
             out.append("%s: golden %s, now %s" % (k, json.dumps(g.get(k))[:300], json.dumps(r.get(k))[:300]))
-    if "stdout" in g or "stdout" in r:
+    if kind == "run":
+        diff_run(g, r, out)
+    elif "stdout" in g or "stdout" in r:
         if g.get("stdout") != r.get("stdout"):
             out.append(diff_text(g.get("stdout") or "", r.get("stdout") or ""))
     else:
-        diff_value(g.get("json"), r.get("json"), "", kind in ("sched", "run"), out)
+        diff_value(g.get("json"), r.get("json"), "", kind == "sched", out)
         if g.get("sha256") != r.get("sha256") and not out:
             out.append("stdout bytes (sha256) differ: the same values, printed differently")
+    return out
+
+
+def bitwise_classes(golden, now, lines):
+    """Cases the recording found bitwise equal (the same gradients or
+    checkpoint bytes: schedules and recompute modes that promise identical
+    results) must be equal in this run too, on whatever CPU it runs."""
+    out = []
+    for key in ("grads_sha256", "checkpoint_sha256"):
+        first = {}
+        for i, g in enumerate(golden):
+            if g.get(key) is None:
+                continue
+            j = first.setdefault(g[key], i)
+            if j != i and now[i].get(key) != now[j].get(key):
+                out.append("%s: %s and %s were bitwise equal when recorded, now differ" % (
+                    key, lines[j], lines[i]))
     return out
 
 
@@ -367,12 +503,16 @@ def load(path):
         return [json.loads(l) for l in f]
 
 
-def check(kind, path, batch, merak, sample):
+def check(kind, path, batch, merak, sample, only=None):
     golden = load(path)
     lines = list(CASES[kind]())
     if [g["case"] for g in golden] != lines:
         sys.exit("golden: %s holds %d cases, the %s grid has %d (or another order): the grid in golden.py "
                  "changed; rerun tests/golden/record.sh" % (path, len(golden), kind, len(lines)))
+    if only is not None:
+        if any(i < 0 or i >= len(lines) for i in only):
+            sys.exit("golden: --cases: %s has cases 0 to %d" % (kind, len(lines) - 1))
+        golden, lines = [golden[i] for i in only], [lines[i] for i in only]
     now = run_cases_of(kind, lines, batch, merak, fork=False)
     bad = [i for i in range(len(lines)) if diff_record(kind, golden[i], now[i])]
     if bad and kind != "run":  # state left by an earlier case, or a real change?
@@ -383,6 +523,10 @@ def check(kind, path, batch, merak, sample):
                       "batch.c runs them in one process" % (kind, lines[i]))
                 now[i] = r
     fails = 0
+    if kind == "run":
+        for x in bitwise_classes(golden, now, lines):
+            fails += 1
+            print("FAIL: run: " + x)
     for i in range(len(lines)):
         d = diff_record(kind, golden[i], now[i])
         if d:
@@ -416,7 +560,7 @@ def record(kind, path, batch, merak):
 
 
 def main(argv):
-    opts = {"--batch": None, "--merak": None, "--sample": "0"}
+    opts = {"--batch": None, "--merak": None, "--sample": "0", "--cases": None}
     pos = []
     it = iter(argv)
     for a in it:
@@ -435,7 +579,8 @@ def main(argv):
         sys.exit(__doc__)
     if pos[0] == "record":
         return record(kind, pos[2], opts["--batch"], opts["--merak"])
-    return check(kind, pos[2], opts["--batch"], opts["--merak"], int(opts["--sample"]))
+    only = [int(x) for x in opts["--cases"].split(",")] if opts["--cases"] else None
+    return check(kind, pos[2], opts["--batch"], opts["--merak"], int(opts["--sample"]), only)
 
 
 if __name__ == "__main__":
