@@ -29,4 +29,15 @@ check() { # check DESCRIPTION CONDITION-COMMAND...
   if "$@"; then echo "ok: $desc"; else echo "FAIL: $desc"; fails=$((fails + 1)); fi
 }
 
+# children PID: the pids whose parent is PID (from /proc: procps's pgrep is
+# not on a minimal Debian root, and the README's install line needs none)
+children() {
+  parent=$1
+  for st in /proc/[0-9]*/stat; do
+    read -r line <"$st" 2>/dev/null || continue
+    set -- ${line##*) }   # the fields after "(comm)", which may hold spaces
+    [ "$2" = "$parent" ] && { p=${st#/proc/}; echo "${p%/stat}"; }
+  done
+}
+
 finish() { [ $fails -eq 0 ] && { echo "all passed"; exit 0; }; echo "$fails failure(s)"; exit 1; }

@@ -80,7 +80,7 @@ signal_save() { # signal_save SIG rank0|mpiexec
   job=$!
   i=0; while [ -z "$(ls "$tmpdir" | grep 'c\.st\.tmp\.')" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
   tmp=$(ls "$tmpdir" | grep 'c\.st\.tmp\.' | head -n 1)
-  if [ "$2" = rank0 ]; then kill -s "$1" "${tmp##*.}"; else kill -s "$1" "$(pgrep -P "$job")"; fi
+  if [ "$2" = rank0 ]; then kill -s "$1" "${tmp##*.}"; else kill -s "$1" "$(children "$job")"; fi
   wait $job
 }
 for sig in TERM INT; do

@@ -58,6 +58,23 @@ void mk_file_abort(mk_file_out_t *o);
  * file.  0, or -1 with the message mk_file_begin would give. */
 int mk_file_check_output(const char *path, const char *what);
 
+/* A file's identity, to tell whether two paths (or a path and an open
+ * descriptor) are one file whatever their spelling: the device and inode
+ * of the existing file (symlinks followed; a hard link is the same file),
+ * or for a name that does not exist yet, its directory's device and inode
+ * (after `.`, `..` and symlinks) with the last component. */
+typedef struct mk_file_id {
+    unsigned long long dev, ino;
+    char leaf[256];                     /* "" for an existing file */
+    int known;                          /* 0: cannot be told (no such directory) */
+} mk_file_id_t;
+/* PATH's identity; id->known 0 when neither it nor its directory exists. */
+void mk_file_id(const char *path, mk_file_id_t *id);
+/* An open descriptor's identity (known only for a regular file). */
+void mk_file_id_fd(int fd, mk_file_id_t *id);
+/* 1 when both are known and name the same file. */
+int mk_file_id_same(const mk_file_id_t *a, const mk_file_id_t *b);
+
 /* Check that PATH can be read as an input: a regular file or a pipe
  * (`--plan <(...)`).  -1 with "cannot read WHAT 'PATH': it is a directory,
  * not a regular file or a pipe" (or a device, socket; or the stat error):

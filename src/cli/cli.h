@@ -8,6 +8,7 @@
 
 #include <stdio.h>
 #include "merak/limits.h"
+#include "merak/fileio.h"
 #include "merak/model.h"
 
 /* Option groups a subcommand accepts. */
@@ -47,6 +48,7 @@ typedef struct mk_args {
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;
     const char *backend, *data, *save, *load;
+    const char *dump_grads;        /* merak run --dump-grads (taken out of argv before parsing) */
     double lr, min_lr, weight_decay, clip_grad, adam_eps, adam_beta1, adam_beta2; /* -1: not given */
     int lr_warmup_iters, seed, eval_interval;
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
@@ -98,12 +100,27 @@ int mk_args_micro_batches(mk_args_t *a);
 /* Resolve the model from --model and the overrides (default: deflt). */
 int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg);
 
-/* Check that every output flag given (--save, --trace, --save-plan, --out)
- * can be written (fileio.h: mk_file_check_output), before any work.
- * Prints "merak CMD: --FLAG: why" and returns MK_EXIT_USAGE, or 0.  mpi:
+/* Check, before any work, the files the flags name (--save, --trace,
+ * --save-plan, --out, --dump-grads against each other and against --data,
+ * --load, --plan, a --model or --cluster file and standard output, by
+ * identity: mk_cli_check_files), and that each output can be written
+ * (fileio.h: mk_file_check_output).  Prints one line and returns -1, or 0.  mpi:
  * MPI is initialised; rank 0 (the writer) checks, every rank returns its
  * answer (collective over MPI_COMM_WORLD). */
 int mk_args_check_outputs(const mk_args_t *a, int mpi);
+/* A file a command line names (src/cli/cli_files.c): what is NULL for an
+ * input, else what the output is ("checkpoint") for messages. */
+#define MK_CLI_FILES_MAX 16
+typedef struct mk_cli_file {
+    const char *flag, *path, *what;
+    mk_file_id_t id;
+} mk_cli_file_t;
+/* Append FLAG PATH to f[0..n) (nothing when path is NULL); the new count. */
+int mk_cli_file_add(mk_cli_file_t *f, int n, const char *flag, const char *path, const char *what);
+/* Refuse (one line for CMD, -1) an output that is the same file as an
+ * input or another output (--save over --load excepted) or as standard
+ * output, then check that each output can be written; 0 when all is well. */
+int mk_cli_check_files(const char *cmd, const mk_cli_file_t *f, int n);
 
 /* --gpus N1,N2,...: the GPU counts of a scaling sweep (cli_explain.c).
  * Prints the error and returns -1, or 0. */

@@ -28,6 +28,40 @@ static void plot_usage(void)
 }
 
 #ifdef MK_PLOT_PYTHON
+/* The value of argv[*i] when it is FLAG VALUE or FLAG=VALUE (advancing *i
+ * past a separate value), else NULL. */
+static const char *flag_value(int argc, char **argv, int *i, const char *flag)
+{
+    size_t n = strlen(flag);
+    if (strncmp(argv[*i], flag, n)) return NULL;
+    if (argv[*i][n] == '=') return argv[*i] + n + 1;
+    if (argv[*i][n] || *i + 1 >= argc) return NULL;
+    return argv[++*i];
+}
+
+/* The script's files (the trace or plan, --overlay, -o/--output) through
+ * the one clash rule of merak's flags (mk_cli_check_files), before the
+ * script runs: `-o` over the trace it draws is refused. */
+static int plot_files(int argc, char **argv)
+{
+    static const char *const valued[] = {"--limit", "--window", "--title", "--max-ranks", "--view", "--bins"};
+    mk_cli_file_t f[MK_CLI_FILES_MAX];
+    int n = 0, pos = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        if ((v = flag_value(argc, argv, &i, "-o")) || (v = flag_value(argc, argv, &i, "--output")))
+            n = mk_cli_file_add(f, n, "-o", v, "plot");
+        else if ((v = flag_value(argc, argv, &i, "--overlay")))
+            n = mk_cli_file_add(f, n, "--overlay", v, NULL);
+        else if (argv[i][0] != '-' && !pos++)
+            n = mk_cli_file_add(f, n, argv[1][0] == 's' ? "the plan" : "the trace", argv[i], NULL);
+        else
+            for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
+                if (flag_value(argc, argv, &i, valued[k])) break;
+    }
+    return mk_cli_check_files("plot", f, n);
+}
+
 /* The first of DIR/plot/NAME (installed) and the source tree's
  * experiments/NAME that exists, into buf; -1 when neither does. */
 static int plot_script(const char *name, char *buf, size_t n)
@@ -58,6 +92,7 @@ int mk_cmd_plot(int argc, char **argv)
     if (plot_script(script, path, sizeof path) < 0)
         return mk_cli_fail("plot", "%s not found in %s/plot (set MERAK_DATADIR to the data folder)", script,
                            mk_data_dir());
+    if (plot_files(argc, argv)) return MK_EXIT_USAGE;
     /* python SCRIPT ARGS...: argv[2..] (the trace, -o, the script's options) as given */
     char *args[argc + 2];
     args[0] = (char *)MK_PLOT_PYTHON;

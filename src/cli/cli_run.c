@@ -273,6 +273,7 @@ int mk_cmd_run(int argc, char **argv)
     o.be = NULL;  /* freed on every path; prepare may fail before it is made */
     const char *dump = NULL;
     int rc = prepare(argc, argv, rank, world, &a, &ctx, &o, &dump);
+    a.dump_grads = dump;
     if (rc == 0 && mk_args_check_outputs(&a, 1)) rc = -1, mk_plan_ctx_free(&ctx);
     if (rc) {
         mk_backend_free(o.be);

@@ -107,6 +107,41 @@ static void dir_of(const char *path, char *dir, size_t n)
     else mk_strlcpy(dir, path, (size_t)(slash - path) + 1 < n ? (size_t)(slash - path) + 1 : n);
 }
 
+/* ---- identity ---- */
+
+static void id_of_stat(const struct stat *st, mk_file_id_t *id)
+{
+    id->dev = (unsigned long long)st->st_dev, id->ino = (unsigned long long)st->st_ino, id->known = 1;
+}
+
+void mk_file_id(const char *path, mk_file_id_t *id)
+{
+    char real[MK_FILE_PATH_MAX], dir[MK_FILE_PATH_MAX];
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (stat(path, &st) == 0) return id_of_stat(&st, id);
+    /* not there yet: the file it will be is (directory, name) once the
+       symlinks at its last component are followed, as mk_file_begin does */
+    if (resolve(path, real, sizeof real) != 0) return;
+    dir_of(real, dir, sizeof dir);
+    const char *slash = strrchr(real, '/'), *leaf = slash ? slash + 1 : real;
+    if (!*leaf || strlen(leaf) >= sizeof id->leaf || stat(dir, &st) != 0) return;
+    id_of_stat(&st, id);
+    mk_strlcpy(id->leaf, leaf, sizeof id->leaf);
+}
+
+void mk_file_id_fd(int fd, mk_file_id_t *id)
+{
+    struct stat st;
+    memset(id, 0, sizeof *id);
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) id_of_stat(&st, id);
+}
+
+int mk_file_id_same(const mk_file_id_t *a, const mk_file_id_t *b)
+{
+    return a->known && b->known && a->dev == b->dev && a->ino == b->ino && !strcmp(a->leaf, b->leaf);
+}
+
 static const char *kind_name(mode_t m)
 {
     return S_ISDIR(m) ? "directory" : S_ISFIFO(m) ? "FIFO" : S_ISCHR(m) ? "character device"

@@ -8,5 +8,5 @@ merakinclude_HEADERS += include/merak/common.h include/merak/fileio.h include/me
 # Files written (fileio.c): refusals, symlinks, stale temporaries, signals, full disk.
 check_PROGRAMS += tests/test_fileio
 tests_test_fileio_SOURCES = tests/test_fileio.c tests/check.h
-TESTS += tests/test_fileio tests/files.sh tests/files-full.sh
-EXTRA_DIST += tests/files.sh tests/files-full.sh tests/lib.sh
+TESTS += tests/test_fileio tests/files.sh tests/files-full.sh tests/files-clash.sh
+EXTRA_DIST += tests/files.sh tests/files-full.sh tests/files-clash.sh tests/lib.sh
