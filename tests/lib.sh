@@ -34,7 +34,7 @@ check() { # check DESCRIPTION CONDITION-COMMAND...
 children() {
   parent=$1
   for st in /proc/[0-9]*/stat; do
-    read -r line <"$st" 2>/dev/null || continue
+    { read -r line <"$st"; } 2>/dev/null || continue
     set -- ${line##*) }   # the fields after "(comm)", which may hold spaces
     [ "$2" = "$parent" ] && { p=${st#/proc/}; echo "${p%/stat}"; }
   done

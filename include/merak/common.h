@@ -26,6 +26,19 @@ const char *mk_error_last(void);
 /* Wall-clock seconds from a monotonic clock. */
 double mk_time_now(void);
 
+/* Strict integer parse (merak's flags and test hooks): the whole of s, in
+ * [lo, hi], into *out.  0, or MK_PARSE_NOT_INT (not a whole integer),
+ * MK_PARSE_ABOVE (above hi, or beyond 64 bits), MK_PARSE_BELOW. */
+enum { MK_PARSE_NOT_INT = 1, MK_PARSE_ABOVE, MK_PARSE_BELOW };
+int mk_parse_int64(const char *s, long long lo, long long hi, long long *out);
+
+/* Test hooks (MK_TEST_*, src/util/testenv.c).  mk_test_env_check: -1 with
+ * "MK_TEST_NAN must be step from 0 to N, got 'abc'" when a set hook does
+ * not parse, else 0.  mk_test_env: 1 when hook NAME is set and valid, with
+ * its value (and rank, for RANK:VALUE hooks; rank may be NULL), else 0. */
+int mk_test_env_check(void);
+int mk_test_env(const char *name, int *rank, long long *value);
+
 /* Safe string copy into a fixed buffer (always NUL-terminated). */
 void mk_strlcpy(char *dst, const char *src, size_t size);
 

@@ -32,6 +32,9 @@ typedef struct mk_exec_opts {
     int eval_interval;            /* validation loss every N steps and at the end (0: never) */
     int eval_batches;             /* global batches per validation (0: up to 8) */
     int lr_decay_steps;           /* cosine horizon (0: the checkpoint's, else the run's last step) */
+    double timeout_s;             /* --distributed-timeout-minutes x 60: a wait on a collective or a
+                                     p2p message that completes nothing for this long ends the job
+                                     (res.abort_exit); 0: never */
 } mk_exec_opts_t;
 
 typedef struct mk_exec_result {
@@ -50,6 +53,10 @@ typedef struct mk_exec_result {
     double *val_losses;           /* [n_val] mean validation loss */
     int fail_exit;                /* train returned -1 on every rank alike: exit with this
                                      (message on rank 0 in mk_error_last()) */
+    int abort_exit;               /* train returned -1 because a wait timed out or a deferred
+                                     signal came (mk_file_defer_signals): the peers cannot be
+                                     relied on, so end the job with MPI_Abort and this code (1,
+                                     or 128 + the signal); mk_error_last() says what happened */
 } mk_exec_result_t;
 
 /* Defaults for the optimizer fields (lr 6e-4, ...; no warm-up). */

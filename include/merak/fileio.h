@@ -88,6 +88,15 @@ int mk_file_check_input_mode(unsigned mode, const char *path, const char *what);
  * process dies of it, so a shell or mpiexec sees the failure).  Signals
  * that are ignored (nohup, background jobs) stay ignored. */
 void mk_file_cleanup_install(void);
+/* From now on the handlers remove the temporary files and return: the
+ * signal is recorded for mk_file_interrupted(), mk_file_commit refuses to
+ * rename (EINTR), and the program stops at its next check (merak run: the
+ * executor's waits and step boundaries).  A second signal kills at once. */
+void mk_file_defer_signals(void);
+/* The signal recorded while deferring (SIGINT, SIGTERM, SIGHUP), or 0. */
+int mk_file_interrupted(void);
+/* "SIGINT", "SIGTERM", "SIGHUP". */
+const char *mk_file_signal_name(int sig);
 
 #ifdef __cplusplus
 }

@@ -75,6 +75,7 @@
 #define MK_MAX_LR       10.0      /* learning rates (--lr, --min-lr) */
 #define MK_MAX_WEIGHT_DECAY 10.0
 #define MK_MAX_CLIP_GRAD 1e6
+#define MK_MAX_TIMEOUT_MINUTES 10080.0 /* --distributed-timeout-minutes: a week */
 #define MK_MAX_ADAM_EPS 1.0
 /* Adam's betas: below 1, or the bias correction 1 - beta^t is 0; 1 - 1e-7
  * is the largest fp32 value under 1 that stays distinct from it (fp32's

@@ -110,6 +110,10 @@ int main(int argc, char **argv)
         return print_version(argc - 1, argv + 1);
     /* Ctrl-C or a kill mid-save: remove the temporary file, die of the signal */
     mk_file_cleanup_install();
+    if (mk_test_env_check() < 0) { /* a test hook set to garbage would fire where it should not */
+        fprintf(stderr, "merak: %s\n", mk_error_last());
+        return MK_EXIT_USAGE;
+    }
     const mk_subcommand_t *c = find_subcommand(argv[1]);
     if (c) return c->run(argc - 1, argv + 1);
     fprintf(stderr, "merak: unknown subcommand '%s' (see 'merak --help')\n", argv[1]);

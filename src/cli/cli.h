@@ -49,6 +49,7 @@ typedef struct mk_args {
     int steps;
     const char *backend, *data, *save, *load;
     const char *dump_grads;        /* merak run --dump-grads (taken out of argv before parsing) */
+    double timeout_min;            /* --distributed-timeout-minutes (-1: not given) */
     double lr, min_lr, weight_decay, clip_grad, adam_eps, adam_beta1, adam_beta2; /* -1: not given */
     int lr_warmup_iters, seed, eval_interval;
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */

@@ -24,7 +24,7 @@ enum {
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
-    O_BASELINE, O_OUT, O_JSON, O_HELP,
+    O_BASELINE, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
     O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE, /* issue 21 */
     O_END /* one past the last flag: sizes the repeat check */
 };
@@ -122,6 +122,7 @@ static const mk_flag_t mk_flags[] = {
     {"eval-interval", O_EVAL_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
     {"eval-batches", O_EVAL_BATCHES, MK_OPTG_RUN, I, 0, 0, MK_MAX_EVAL_BATCHES},
     {"save-interval", O_SAVE_INTERVAL, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
+    {"distributed-timeout-minutes", O_DIST_TIMEOUT, MK_OPTG_RUN, R, 0, 0, MK_MAX_TIMEOUT_MINUTES},
     {"out", O_OUT, MK_OPTG_OUT, S, 0, 0, 0},
     {"json", O_JSON, MK_OPTG_JSON, N, 0, 0, 0},
     {"help", O_HELP, ~0u, N, 0, 0, 0},
@@ -193,15 +194,13 @@ int mk_cli_fail(const char *cmd, const char *fmt, ...)
  * (including beyond 64 bits) is told apart from "not an integer". */
 static int parse_int(const char *cmd, const mk_flag_t *f, const char *name, const char *s, int *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    int whole = end != s && !*end;
-    if (whole && (v > f->max || (errno == ERANGE && v == LLONG_MAX))) {
+    long long v = 0;
+    int why = mk_parse_int64(s, f->lo, (long long)f->max, &v);
+    if (why == MK_PARSE_ABOVE) {
         mk_cli_fail(cmd, "--%s must be at most %.0f, got %s", name, f->max, s);
         return -1;
     }
-    if (!whole || errno || v < f->lo) {
+    if (why) {
         if (f->lo > 0)
             mk_cli_fail(cmd, "--%s must be an integer >= %d, got '%s'", name, f->lo, s);
         else
@@ -334,6 +333,7 @@ static void args_init(mk_args_t *a, const char *cmd)
     a->cmd = cmd;
     mk_model_overrides_init(&a->ov);
     a->lr = a->min_lr = a->weight_decay = a->clip_grad = a->adam_eps = a->adam_beta1 = a->adam_beta2 = -1.0;
+    a->timeout_min = -1.0;
     a->lr_warmup_iters = a->seed = a->eval_interval = -1;
     a->steps = -1;
     a->top = -1;
@@ -391,6 +391,7 @@ static double *real_slot(mk_args_t *a, int id)
     case O_MIN_LR: return &a->min_lr;
     case O_WD: return &a->weight_decay;
     case O_CLIP: return &a->clip_grad;
+    case O_DIST_TIMEOUT: return &a->timeout_min;
     case O_EPS: return &a->adam_eps;
     case O_BETA1: return &a->adam_beta1;
     case O_BETA2: return &a->adam_beta2;

@@ -70,10 +70,10 @@ mk_cli_share_t *mk_cli_share_new(int top)
     /* MK_TEST_PLAN_FAIL=RANK (tests/mpi-plan.sh): that rank's first
        exchange reports an error, so its search fails midway; the planner
        must still take part in the last exchange, and every rank stop */
-    const char *f = getenv("MK_TEST_PLAN_FAIL");
+    long long f;
     int rank;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    s->fail_once = f && *f && atoi(f) == rank;
+    s->fail_once = mk_test_env("MK_TEST_PLAN_FAIL", NULL, &f) && f == rank;
     return s;
 }
 

@@ -22,9 +22,10 @@ static const char *run_usage =
     "              [--data FILE] [--eval-interval N] [--save FILE] [--load FILE]\n"
     "              [--save-interval N] [--lr-decay-iters N] [--zero Z] [--trace FILE]\n"
     "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--use-flash-attn]\n"
-    "              [--adam-beta1 X] [--adam-beta2 X] [--log-interval N] [--quiet]\n\n"
-    "Train the GPT for real (README.md \"Training for real\"; fp32; CPU backend on\n"
-    "OpenBLAS, CUDA when built and a GPU is visible), running\n"
+    "              [--adam-beta1 X] [--adam-beta2 X] [--log-interval N] [--quiet]\n"
+    "              [--distributed-timeout-minutes X]\n\n"
+    "Train a GPT, Llama or MoE model for real (README.md \"Training for real\"; fp32;\n"
+    "CPU backend on OpenBLAS, CUDA when built and a GPU is visible), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
     "Ranks: TP fastest, then DP, then PP; dp*pp*tp must equal the rank count.\n\n"
     "  --model M        preset or model flags (default gpt-tiny)\n"
@@ -75,6 +76,9 @@ static const char *run_usage =
     "  --log-interval N a step line on stderr every N steps and at the last (default 1):\n"
     "                   step, loss, lr, time, tokens/s; also one line per file written\n"
     "  --quiet          no step or file lines (errors and warnings still go to stderr)\n"
+    "  --distributed-timeout-minutes X  a rank whose collective or p2p message completes\n"
+    "                   nothing for X minutes (fractions allowed) says what it waited for\n"
+    "                   and ends the job, exit 1 (default 10; 0: wait forever)\n"
     "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";
 
 /* Testing flags handled here, removed from argv before the shared parser. */
@@ -168,6 +172,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     o->warmup = a->lr_warmup_iters >= 0 ? a->lr_warmup_iters : -1; /* -1: mk_exec_default_warmup */
     o->weight_decay = a->weight_decay >= 0 ? a->weight_decay : strtod(d->weight_decay, NULL);
     o->clip_grad = a->clip_grad >= 0 ? a->clip_grad : strtod(d->clip_grad, NULL);
+    if (a->timeout_min >= 0) o->timeout_s = 60.0 * a->timeout_min;
     o->adam_eps = a->adam_eps >= 0 ? a->adam_eps : strtod(d->adam_eps, NULL);
     o->adam_beta1 = a->adam_beta1 >= 0 ? a->adam_beta1 : strtod(d->adam_beta1, NULL);
     o->adam_beta2 = a->adam_beta2 >= 0 ? a->adam_beta2 : strtod(d->adam_beta2, NULL);
@@ -281,6 +286,7 @@ int mk_cmd_run(int argc, char **argv)
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
     o.dump_grads = dump;
+    mk_file_defer_signals(); /* from here a signal stops the executor at its next check */
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);
@@ -289,6 +295,17 @@ int mk_cmd_run(int argc, char **argv)
     if (rank == 0 && res.load_unverified)
         fprintf(stderr, "merak run: note: %s has no checksums (written by another tool?); its data was not verified\n",
                 o.load);
+    if (trc < 0 && res.abort_exit) {
+        /* a peer stopped answering, or Ctrl-C / SIGTERM: the peers may be
+           anywhere, and hydra reports an exit that follows a signal it
+           forwarded as 0 about half the time, an MPI_Abort's code always */
+        fprintf(stderr, "merak run: rank %d: %s\n", rank, mk_error_last());
+        /* after a signal every rank got: rank 0, the writer, reports first
+           (its handler's "removed the unfinished file"; the abort's SIGKILL
+           would drop what its proxy has not yet forwarded) */
+        if (rank != 0 && mk_file_interrupted()) usleep(200000);
+        MPI_Abort(MPI_COMM_WORLD, res.abort_exit);
+    }
     if (trc < 0 && res.fail_exit) {
         /* every rank failed alike (bad checkpoint or data, NaN loss): one message */
         if (rank == 0) fprintf(stderr, "merak run: %s\n", mk_error_last());

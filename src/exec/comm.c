@@ -3,7 +3,9 @@
 #include "exec/comm.h"
 #include "merak/backend.h"
 #include "merak/common.h"
+#include "merak/fileio.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -35,6 +37,8 @@ int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp)
     c->dp_rank = (c->rank / tp) % dp;
     c->pp_rank = c->rank / (tp * dp);
     c->sleep_ns = 20000;
+    c->timeout_s = 0;
+    c->at.op = NULL;
     c->be = NULL;
     c->mpi_device_aware = mpi_cuda_aware();
     MPI_Comm_split(world, c->pp_rank * dp + c->dp_rank, c->tp_rank, &c->tpc);
@@ -57,24 +61,99 @@ static void nap(const mk_comm_t *c)
     nanosleep(&ts, NULL);
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* " (peer rank P; stage S's stream, instruction I: OP mb B chunk C)", or
+ * the part of it that is known, or "". */
+static void where(const mk_comm_t *c, int peer, char *buf, size_t n)
+{
+    char p[32] = "", a[160] = "";
+    if (peer >= 0) snprintf(p, sizeof p, "peer rank %d", peer);
+    if (c->at.op && c->at.mb >= 0)
+        snprintf(a, sizeof a, "stage %d's stream, instruction %d: %s mb %d chunk %d", c->at.stage, c->at.index,
+                 c->at.op, c->at.mb, c->at.chunk);
+    else if (c->at.op)
+        snprintf(a, sizeof a, "stage %d's stream, instruction %d: %s", c->at.stage, c->at.index, c->at.op);
+    if (!*p && !*a) *buf = '\0';
+    else snprintf(buf, n, " (%s%s%s)", p, *p && *a ? "; " : "", a);
+}
+
+/* The first wait that failed (timed out, interrupted): the job is ending,
+ * so every later wait fails at once with this message, and a caller that
+ * could not pass the failure on (a kernel's hook) cannot start a second
+ * timeout.  Process-wide, as the signal it may come from. */
+static char failure[512];
+
+const char *mk_comm_failure(void) { return failure[0] ? failure : NULL; }
+
+static int fail_for_good(void)
+{
+    snprintf(failure, sizeof failure, "%s", mk_error_last());
+    return -1;
+}
+
+int mk_comm_check(const mk_comm_t *c, long long step)
+{
+    int sig = mk_file_interrupted();
+    if (failure[0]) return mk_error_set("%s", failure);
+    if (!sig) return 0;
+    mk_error_set("interrupted by %s before step %lld", mk_file_signal_name(sig), step + 1);
+    return fail_for_good();
+}
+
+int mk_comm_watch(const mk_comm_t *c, mk_comm_watch_t *w, const char *what, int peer)
+{
+    char at[192];
+    int sig = mk_file_interrupted();
+    if (failure[0]) return mk_error_set("%s", failure);
+    if (sig) {
+        where(c, peer, at, sizeof at);
+        mk_error_set("interrupted by %s while waiting for %s%s", mk_file_signal_name(sig),
+                     what ? what : "an MPI request", at);
+        return fail_for_good();
+    }
+    if (c->timeout_s > 0) {
+        double t = now_s();
+        if (w->t0 == 0) w->t0 = t;
+        else if (t - w->t0 > c->timeout_s) {
+            where(c, peer, at, sizeof at);
+            mk_error_set("timed out after %g min (--distributed-timeout-minutes) waiting for %s%s",
+                         c->timeout_s / 60, what ? what : "an MPI request", at);
+            return fail_for_good();
+        }
+    }
+    if (c->polite) nap(c);
+    return 0;
+}
+
 /* One request at a time with MPI_Test: MPI_Testall's status argument is an
  * array parameter, and MPICH's MPI_STATUSES_IGNORE is the sentinel pointer
  * (MPI_Status *)1, which GCC's -Wstringop-overflow reads as an array of no
  * elements.  Progress is global in MPI, so testing the first pending
  * request drives all of them; a completed request becomes
  * MPI_REQUEST_NULL, which tests as done. */
-int mk_comm_waitall(const mk_comm_t *c, int n, MPI_Request *r)
+int mk_comm_waitall_for(const mk_comm_t *c, int n, MPI_Request *r, const char *what, int peer)
 {
+    mk_comm_watch_t w = {0};
     for (int i = 0; i < n;) {
         int done = 0;
         if (MPI_Test(&r[i], &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return mk_error_set("MPI request failed");
-        if (done) i++;
-        else if (c->polite) nap(c);
+        if (done) i++, w.t0 = 0;
+        else if (mk_comm_watch(c, &w, what, peer) < 0) return -1;
     }
     return 0;
 }
 
-int mk_comm_wait(const mk_comm_t *c, MPI_Request *r) { return mk_comm_waitall(c, 1, r); }
+int mk_comm_wait_for(const mk_comm_t *c, MPI_Request *r, const char *what, int peer)
+{
+    return mk_comm_waitall_for(c, 1, r, what, peer);
+}
+
 
 void *mk_comm_stage(const mk_comm_t *c, void *buf, size_t bytes, int copy_in)
 {
@@ -97,7 +176,8 @@ void mk_comm_unstage(const mk_comm_t *c, void *buf, void *host, size_t bytes, in
     free(host);
 }
 
-int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op)
+int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op,
+                      const char *what)
 {
     MPI_Request r;
     int tsize = 0;
@@ -108,13 +188,20 @@ int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_D
         mk_comm_unstage(c, buf, h, bytes, 0);
         return mk_error_set("MPI_Iallreduce failed");
     }
-    int rc = mk_comm_wait(c, &r);
+    int rc = mk_comm_wait_for(c, &r, what, -1);
     mk_comm_unstage(c, buf, h, bytes, rc == 0);
     return rc;
+}
+
+int mk_comm_bcast(const mk_comm_t *c, void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm, const char *what)
+{
+    MPI_Request r;
+    if (MPI_Ibcast(buf, n, t, root, comm, &r) != MPI_SUCCESS) return mk_error_set("MPI_Ibcast failed");
+    return mk_comm_wait_for(c, &r, what, root == 0 ? -1 : root);
 }
 
 int mk_comm_tp_allreduce(void *ctx, float *buf, int n, int is_max)
 {
     const mk_comm_t *c = ctx;
-    return mk_comm_allreduce(c, c->tpc, buf, n, MPI_FLOAT, is_max ? MPI_MAX : MPI_SUM);
+    return mk_comm_allreduce(c, c->tpc, buf, n, MPI_FLOAT, is_max ? MPI_MAX : MPI_SUM, "the TP all-reduce");
 }

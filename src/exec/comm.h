@@ -21,7 +21,17 @@ typedef struct mk_comm {
        mk_comm_init (which clears it), before mk_runtime_bind. */
     const struct mk_backend *be;
     int mpi_device_aware;          /* MPI takes device pointers itself (mk_comm_init) */
+    /* --distributed-timeout-minutes in seconds: a wait in which nothing
+       completes for this long fails (0: never); set after mk_comm_init */
+    double timeout_s;
+    /* the instruction being run, for a timeout's message (op NULL: none) */
+    struct { const char *op; int stage, index, mb, chunk; } at;
 } mk_comm_t;
+
+/* One wait's progress: started by the first poll that completes nothing. */
+typedef struct mk_comm_watch {
+    double t0;                     /* 0: not waiting yet */
+} mk_comm_watch_t;
 
 /* Split world into the grid; collective over world.  dp*pp*tp must be the
  * size of world (checked by mk_plan_resolve, opts.world).  Returns 0 or -1. */
@@ -29,11 +39,28 @@ int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp);
 void mk_comm_free(mk_comm_t *c);
 /* Global rank of (dp_rank, pp_rank, tp_rank). */
 int mk_comm_rank_of(const mk_comm_t *c, int dp_rank, int pp_rank, int tp_rank);
-/* Complete one request, or several, politely.  Returns 0 or -1. */
-int mk_comm_wait(const mk_comm_t *c, MPI_Request *r);
-int mk_comm_waitall(const mk_comm_t *c, int n, MPI_Request *r);
+/* Call after each poll of a wait that completed nothing (w zeroed when the
+ * wait starts or something completes): naps when polite; -1 with "timed
+ * out after M min waiting for WHAT (from/for rank PEER; stage S's stream,
+ * instruction I: OP mb B chunk C)" once c->timeout_s has passed since the
+ * first such poll, or with "interrupted by SIGINT while waiting for WHAT"
+ * after a deferred signal (mk_file_interrupted).  peer -1: none. */
+int mk_comm_watch(const mk_comm_t *c, mk_comm_watch_t *w, const char *what, int peer);
+/* At a step boundary: -1 with "interrupted by SIGINT before step N" after
+ * a deferred signal, or with the standing failure; else 0. */
+int mk_comm_check(const mk_comm_t *c, long long step);
+/* The message of the first wait that timed out or was interrupted (the
+ * job must end: merak run aborts it), or NULL. */
+const char *mk_comm_failure(void);
+/* Complete one request, or several, politely and watched (what: for the
+ * messages, as mk_comm_watch).  Returns 0 or -1. */
+int mk_comm_wait_for(const mk_comm_t *c, MPI_Request *r, const char *what, int peer);
+int mk_comm_waitall_for(const mk_comm_t *c, int n, MPI_Request *r, const char *what, int peer);
 /* In-place all-reduce (sum or max) on comm, completed politely. */
-int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op);
+int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op,
+                      const char *what);
+/* Broadcast of host memory from root over comm, watched (waiting for WHAT). */
+int mk_comm_bcast(const mk_comm_t *c, void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm, const char *what);
 /* The TP all-reduce callback of mk_gpt_run_t (ctx = mk_comm_t). */
 int mk_comm_tp_allreduce(void *ctx, float *buf, int n, int is_max);
 

@@ -28,6 +28,7 @@ void mk_exec_opts_init(mk_exec_opts_t *o)
     o->adam_beta1 = 0.9;
     o->adam_beta2 = 0.95;
     o->seed = 1234;
+    o->timeout_s = 600;           /* Megatron-LM's --distributed-timeout-minutes default, 10 */
 }
 
 /* The scheduler's streams for the plan, from the context's spec. */
@@ -230,9 +231,11 @@ static int dump_first(mk_exec_t *e)
 {
     if (e->zero.on == 1) {
         const mk_zunit_t *u = &e->zero.u[0];
-        if (MPI_Allgatherv(e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, e->g->grads, u->cnt, u->dsp, MPI_FLOAT,
-                           e->zero.zsc) != MPI_SUCCESS)
-            return mk_error_set("MPI_Allgatherv of the gradients failed");
+        MPI_Request r;
+        if (MPI_Iallgatherv(e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, e->g->grads, u->cnt, u->dsp, MPI_FLOAT,
+                            e->zero.zsc, &r) != MPI_SUCCESS)
+            return mk_error_set("MPI_Iallgatherv of the gradients failed");
+        if (mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1) < 0) return -1;
     }
     if (e->zero.on < 2) return mk_exec_dump_grads(e, e->o->dump_grads, e->g->grads);
     float *full = mk_exec_fsdp_full_grads(e);
@@ -272,7 +275,8 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
     if (e->comm.tp_rank == 0) sums[2] = e->run.aux;
-    if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 3, MPI_DOUBLE, MPI_SUM) < 0) return -1;
+    if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 3, MPI_DOUBLE, MPI_SUM, "the step's loss and norm sums") < 0)
+        return -1;
     e->step_loss = sums[1] / ((double)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     e->step_aux = sums[2];
     if (e->eval) {  /* validation: the loss only */
@@ -317,8 +321,10 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path, const float *grads)
     }
     free(gr);
     int rc = 0;
-    MPI_Reduce(e->comm.rank ? full : MPI_IN_PLACE, full, (int)total, MPI_FLOAT, MPI_SUM, 0, e->comm.world);
-    if (e->comm.rank == 0) {
+    MPI_Request req;
+    MPI_Ireduce(e->comm.rank ? full : MPI_IN_PLACE, full, (int)total, MPI_FLOAT, MPI_SUM, 0, e->comm.world, &req);
+    if (mk_comm_wait_for(&e->comm, &req, "the gradient dump's reduction", -1) < 0) rc = -1;
+    else if (e->comm.rank == 0) {
         mk_file_out_t out;
         FILE *f = mk_file_begin(&out, path, "gradient dump");
         if (!f) rc = -1;

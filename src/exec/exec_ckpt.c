@@ -120,12 +120,34 @@ static void bufs_free(ckpt_bufs_t *b) { free(b->shard); free(b->full); free(b->f
  * sharding group (collective over it). */
 static int sharded(const mk_exec_t *e, int kind) { return e->zero.on && (kind || e->zero.on == 3); }
 
-static void state_get(mk_exec_t *e, int k, int kind, float *host)
+static int state_get(mk_exec_t *e, int k, int kind, float *host)
 {
     mk_gpt_t *g = e->g;
-    if (sharded(e, kind)) { mk_exec_zero_get(e, k, kind, host); return; }
+    if (sharded(e, kind)) return mk_exec_zero_get(e, k, kind, host);
     float *base = kind == 0 ? g->params : kind == 1 ? g->m : g->v;
     g->be->copy(g->be->ctx, host, base + g->t[k].off, shard_n(&g->t[k]) * sizeof(float));
+    return 0;
+}
+
+/* Blocking point-to-point of the checkpoint's tensors, watched (comm.h). */
+static int ck_send(mk_exec_t *e, const float *buf, size_t n, int dst, int tag, MPI_Comm cc)
+{
+    MPI_Request r;
+    MPI_Isend(buf, (int)n, MPI_FLOAT, dst, tag, cc, &r);
+    return mk_comm_wait_for(&e->comm, &r, "rank 0 to take a checkpointed tensor", dst);
+}
+
+static int ck_recv(mk_exec_t *e, float *buf, size_t n, int src, int tag, MPI_Comm cc)
+{
+    MPI_Request r;
+    MPI_Irecv(buf, (int)n, MPI_FLOAT, src, tag, cc, &r);
+    return mk_comm_wait_for(&e->comm, &r, "a checkpointed tensor", src);
+}
+
+/* An int broadcast or MIN-reduction over cc, watched. */
+static int ck_bcast(mk_exec_t *e, void *v, int n, MPI_Datatype t, MPI_Comm cc, const char *what)
+{
+    return mk_comm_bcast(&e->comm, v, n, t, 0, cc, what);
 }
 
 static void state_set(mk_exec_t *e, int k, int kind, const float *host)
@@ -231,30 +253,32 @@ static int holds_expert(const mk_exec_t *e, const mk_gpt_tensor_t *t, int dst)
 
 /* Rank 0 assembles tensor k's state `kind` in b->full (real rows only:
  * padding rows of a padded vocabulary are dropped) from its owners. */
-static void gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+static int gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
 {
     mk_gpt_t *g = e->g;
     const mk_gpt_tensor_t *t = &g->t[k];
     size_t n = shard_n(t);
     /* holders of a distinct shard send it (DP rank 0 only) */
     if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == 0)) {
-        state_get(e, k, kind, b->shard);
-        if (e->comm.dp_rank == saved_dp(e, t) && e->comm.rank != 0) MPI_Send(b->shard, (int)n, MPI_FLOAT, 0, k, cc);
+        if (state_get(e, k, kind, b->shard) < 0) return -1;
+        if (e->comm.dp_rank == saved_dp(e, t) && e->comm.rank != 0 && ck_send(e, b->shard, n, 0, k, cc) < 0)
+            return -1;
     }
-    if (e->comm.rank != 0) return;
+    if (e->comm.rank != 0) return 0;
     int s = stage_of(e, t->layer), ntp = t->split_dim >= 0 ? e->comm.tp : 1;
     for (int tr = 0; tr < ntp; tr++) {
         int src = mk_comm_rank_of(&e->comm, saved_dp(e, t), s, tr);
         float *in = b->shard;
         if (src != 0) {
             in = b->file;  /* free until to_file */
-            MPI_Recv(in, (int)n, MPI_FLOAT, src, k, cc, MPI_STATUS_IGNORE);
+            if (ck_recv(e, in, n, src, k, cc) < 0) return -1;
         }
         for (size_t i = 0; i < n; i++) {
             long f = full_index_at(g, t, tr, i);
             if (f >= 0) b->full[f] = in[i];
         }
     }
+    return 0;
 }
 
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
@@ -268,17 +292,19 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
     int mine = 0;  /* this rank's setup; every rank learns of any failure */
     if (rank == 0 && !(w = begin_file(e, path, step))) mine = -1;
     if (bufs_alloc(g, rank, &b) < 0) mine = -1;
-    MPI_Allreduce(&mine, &rc, 1, MPI_INT, MPI_MIN, cc);
-    if (rc) {
+    rc = mine;
+    /* lost: a peer stopped answering (timed out, interrupted): no agreement left to reach */
+    int lost = mk_comm_allreduce(&e->comm, cc, &rc, 1, MPI_INT, MPI_MIN, "the other ranks to start the save") < 0;
+    if (rc || lost) {
         if (w) mk_st_writer_abort(w);
         bufs_free(&b);
         MPI_Comm_free(&cc);
-        if (!mine) mk_error_set("saving %s failed on another rank (see its message)", path);
+        if (!mine && !lost) mk_error_set("saving %s failed on another rank (see its message)", path);
         return -1;
     }
-    for (int kind = 0; kind < 3; kind++)
-        for (int k = 0; k < nc; k++) {
-            gather_tensor(e, &b, k, kind, cc);
+    for (int kind = 0; !lost && kind < 3; kind++)
+        for (int k = 0; !lost && k < nc; k++) {
+            if (gather_tensor(e, &b, k, kind, cc) < 0) { lost = 1; break; }
             if (rank != 0) continue;
             to_file(&g->t[k], b.full, b.file);
             if (rc == 0 && mk_st_writer_put(w, b.file, mk_gpt_full_size(&g->t[k])) < 0) rc = -1;
@@ -286,11 +312,14 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
         }
     if (mk_exec_device_ok(e, -1) < 0 && rank == 0) rc = -1;  /* the shards came off a failed device */
     if (rank == 0) {
-        if (rc == 0) rc = mk_st_writer_commit(w);
+        if (rc == 0 && !lost) rc = mk_st_writer_commit(w);
         else mk_st_writer_abort(w);
     }
     bufs_free(&b);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, cc);
+    if (lost || ck_bcast(e, &rc, 1, MPI_INT, cc, "rank 0 to write the checkpoint") < 0) {
+        MPI_Comm_free(&cc);
+        return -1;
+    }
     MPI_Comm_free(&cc);
     if (rc && rank) mk_error_set("saving %s failed (see rank 0)", path);
     return rc;
@@ -341,7 +370,7 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
 
 /* Rank 0: send tensor k's state `kind` (in b->full, real rows; padding
  * rows become zeros) to every holder, as its TP slice. */
-static void scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+static int scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
 {
     mk_gpt_t *g = e->g;
     const mk_gpt_tensor_t *t = &g->t[k];
@@ -356,20 +385,22 @@ static void scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Co
             b->shard[i] = f >= 0 ? b->full[f] : 0.0f;
         }
         if (dst == 0) state_set(e, k, kind, b->shard);
-        else MPI_Send(b->shard, (int)shard_n(t), MPI_FLOAT, dst, k, cc);
+        else if (ck_send(e, b->shard, shard_n(t), dst, k, cc) < 0) return -1;
     }
+    return 0;
 }
 
 /* Other ranks: this rank's copies of canonical tensor k (itself, or the
  * head's tied copy). */
-static void recv_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
+static int recv_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm cc)
 {
     mk_gpt_t *g = e->g;
     for (int j = 0; j < g->n_tensors; j++)
         if (g->t[j].owned && g->t[j].id == g->t[k].id && (j == k || g->t[j].tied_copy)) {
-            MPI_Recv(b->shard, (int)shard_n(&g->t[j]), MPI_FLOAT, 0, k, cc, MPI_STATUS_IGNORE);
+            if (ck_recv(e, b->shard, shard_n(&g->t[j]), 0, k, cc) < 0) return -1;
             state_set(e, j, kind, b->shard);
         }
+    return 0;
 }
 
 /* Rank 0: tensor k's state `kind` from the file into b->full (zeros for
@@ -404,10 +435,11 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
         hdr[4] = has_optim, hdr[5] = r && mk_st_checksummed(r);
     }
     if (mine == 0 && bufs_alloc(g, rank, &b) < 0) mine = -1;
-    MPI_Bcast(hdr, 6, MPI_INT64_T, 0, cc);
-    MPI_Allreduce(MPI_IN_PLACE, &mine, 1, MPI_INT64_T, MPI_MIN, cc);
-    int rc = mine ? -1 : 0;
-    if (rc && rank) mk_error_set("cannot load %s (see rank 0)", path);
+    int lost = ck_bcast(e, hdr, 6, MPI_INT64_T, cc, "rank 0 to read the checkpoint") < 0 ||
+               mk_comm_allreduce(&e->comm, cc, &mine, 1, MPI_INT64_T, MPI_MIN, "the other ranks to start the load") < 0;
+    int rc = mine || lost ? -1 : 0;
+    if (lost) ; /* the wait's message stands */
+    else if (rc && rank) mk_error_set("cannot load %s (see rank 0)", path);
     else if (rc && !hdr[0] && b.shard) mk_error_set("cannot load %s: another rank is out of memory", path);
     has_optim = (int)hdr[4];
     for (int i = 0; i < 3; i++) meta[i] = hdr[i + 1];
@@ -416,10 +448,10 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     for (int kind = 0; rc == 0 && kind < 3; kind++)
         for (int k = 0; rc == 0 && k < nc; k++) {
             int ok = rank != 0 || read_tensor(e, r, &b, k, kind, has_optim) == 0;
-            MPI_Bcast(&ok, 1, MPI_INT, 0, cc);
-            if (!ok) rc = rank ? mk_error_set("cannot load %s (see rank 0)", path) : -1;
-            else if (rank == 0) scatter_tensor(e, &b, k, kind, cc);
-            else recv_tensor(e, &b, k, kind, cc);
+            if (ck_bcast(e, &ok, 1, MPI_INT, cc, "rank 0 to read a checkpointed tensor") < 0) rc = -1;
+            else if (!ok) rc = rank ? mk_error_set("cannot load %s (see rank 0)", path) : -1;
+            else if (rank == 0) rc = scatter_tensor(e, &b, k, kind, cc);
+            else rc = recv_tensor(e, &b, k, kind, cc);
         }
     if (rc == 0) e->load_unverified = !hdr[5];
     bufs_free(&b);

@@ -43,7 +43,7 @@ static void post_kv(mk_exec_cp_t *c, float *send, float *recv, size_t n, int tag
 
 static void wait_kv(mk_exec_t *e, MPI_Request r[2], double t0)
 {
-    mk_comm_waitall(&e->comm, 2, r);
+    mk_comm_waitall_for(&e->comm, 2, r, "the context-parallel K/V ring", -1); /* a failure stands (comm.h) */
     mk_exec_trace_ev(e, MK_TRACE_CP, "SEND_KV", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
     mk_exec_trace_ev(e, MK_TRACE_CP, "RECV_KV", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
 }
@@ -106,10 +106,10 @@ static void bwd_pass(mk_exec_t *e, int s, float *part, size_t n, MPI_Request *ra
 {
     mk_exec_cp_t *c = &e->cp;
     if (s > 0) {
-        mk_comm_wait(&e->comm, racc);
+        mk_comm_wait_for(&e->comm, racc, "the context-parallel dK/dV ring", -1);
         mk_cpu_acc(NULL, part, c->dkv[2], (int)n);
     }
-    mk_comm_wait(&e->comm, sacc);  /* the previous step's sum has left */
+    mk_comm_wait_for(&e->comm, sacc, "the context-parallel dK/dV ring", -1); /* the previous step's sum has left */
     MPI_Isend(part, (int)n, MPI_FLOAT, c->next, TAG_DKV, c->c, sacc);
     MPI_Irecv(c->dkv[2], (int)n, MPI_FLOAT, c->prev, TAG_DKV, c->c, racc);
 }

@@ -3,7 +3,7 @@
  * replicas with the same TP and pipeline coordinates (the simulator's
  * rank order tp, cp, ep-within-dp, pp); EP rank r = replica mod ep holds
  * experts [r E/ep, (r+1) E/ep).  Its all-to-alls are MPI_Ialltoall(v),
- * completed politely (mk_comm_wait) and traced as A2A.ep on the TP stream
+ * completed politely (mk_comm_wait_for) and traced as A2A.ep on the TP stream
  * (as the simulator draws them); a failed MPI call fails the run on every
  * rank (MPI's default handler aborts the job).  The experts' gradients are
  * summed over the dp/ep replicas holding the same experts (REDUCE_GRADS);
@@ -24,7 +24,7 @@ static int ep_counts(void *ctx, const int *send, int *recv, int n)
     MPI_Request r;
     if (MPI_Ialltoall(send, n, MPI_INT, recv, n, MPI_INT, e->ep.c, &r) != MPI_SUCCESS)
         return mk_error_set("MPI_Ialltoall failed");
-    return mk_comm_wait(&e->comm, &r);
+    return mk_comm_wait_for(&e->comm, &r, "the expert all-to-all", -1);
 }
 
 /* Rows of width floats to and from each peer; counts and displacements in
@@ -43,7 +43,7 @@ static int ep_a2a(void *ctx, const float *send, const int *scount, float *recv, 
     if (MPI_Ialltoallv(send, v, v + n, MPI_FLOAT, recv, v + 2 * n, v + 3 * n, MPI_FLOAT, e->ep.c, &req) !=
         MPI_SUCCESS)
         rc = mk_error_set("MPI_Ialltoallv failed");
-    else rc = mk_comm_wait(&e->comm, &req);
+    else rc = mk_comm_wait_for(&e->comm, &req, "the expert all-to-all", -1);
     free(v);
     mk_exec_trace_ev(e, MK_TRACE_TP, "A2A.ep", t, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
     return rc;
@@ -89,7 +89,8 @@ int mk_exec_ep_reduce(mk_exec_t *e)
         size_t off, n;
         if (!mk_gpt_layer_is_moe(g, l) || !g->t[g->first[l]].owned) continue;
         mk_gpt_moe_expert_range(g, l, &off, &n);
-        if (mk_comm_allreduce(&e->comm, e->ep.dc, g->grads + off, (int)n, MPI_FLOAT, MPI_SUM) < 0) return -1;
+        if (mk_comm_allreduce(&e->comm, e->ep.dc, g->grads + off, (int)n, MPI_FLOAT, MPI_SUM, "the expert gradient all-reduce") < 0)
+            return -1;
     }
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp.experts", t, -1, 0, -1);
     return 0;

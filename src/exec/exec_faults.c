@@ -2,10 +2,13 @@
  * one place.  These are not error handling: each one deliberately breaks a
  * run the way a real fault would, so tests/mpi-fail.sh and tests/mpi-ckpt.sh
  * can check that the other ranks notice and nothing hangs or corrupts a file.
- * Unset (the default), every hook does nothing.
+ * Unset (the default), every hook does nothing; every value is parsed by
+ * one table (src/util/testenv.c), and merak refuses a bad one up front.
  *
  *   MK_TEST_FAIL=RANK:STEP    that rank exits with status 1 at the start of
  *                             that (0-based global) step: a dead rank.
+ *   MK_TEST_STOP=RANK:STEP    that rank stops itself (SIGSTOP) there: a rank
+ *                             that no longer answers (tests/mpi-timeout.sh).
  *   MK_TEST_NAN=STEP          the loss of that step reads NaN on every rank:
  *                             a diverged run.
  *   MK_TEST_SAVE_DIE_AFTER=N  rank 0 _exits with status 3 once it has written
@@ -20,17 +23,18 @@
 #include "config.h"
 #include "exec/exec_internal.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
 
-/* Nonzero when var holds RANK:STEP equal to rank and step. */
+/* Nonzero when var holds RANK:STEP equal to rank and step (parsed as
+ * merak's flags are: mk_test_env; garbage was refused before any work). */
 static int at_rank_step(const char *var, int rank, int64_t step)
 {
-    const char *s = getenv(var);
     int r;
     long long k;
-    return s && sscanf(s, "%d:%lld", &r, &k) == 2 && r == rank && k == step;
+    return mk_test_env(var, &r, &k) && r == rank && k == step;
 }
 
 void mk_fault_rank_step(int rank, int64_t step)
@@ -39,12 +43,17 @@ void mk_fault_rank_step(int rank, int64_t step)
         fprintf(stderr, "merak run: rank %d: testing: exiting at step %lld\n", rank, (long long)step);
         exit(1);
     }
+    if (at_rank_step("MK_TEST_STOP", rank, step)) {
+        fprintf(stderr, "merak run: rank %d: testing: stopping (SIGSTOP) at step %lld\n", rank, (long long)step);
+        raise(SIGSTOP);
+    }
 }
 
 int mk_fault_device_armed(void)
 {
-    const char *s = getenv("MK_TEST_DEVICE_FAIL");
-    return s && *s;
+    int r;
+    long long k;
+    return mk_test_env("MK_TEST_DEVICE_FAIL", &r, &k);
 }
 
 int mk_fault_device(int rank, int64_t step)
@@ -55,14 +64,14 @@ int mk_fault_device(int rank, int64_t step)
 
 int mk_fault_nan(int64_t step)
 {
-    const char *s = getenv("MK_TEST_NAN");
-    return s && *s && atoll(s) == step;
+    long long k;
+    return mk_test_env("MK_TEST_NAN", NULL, &k) && k == step;
 }
 
 void mk_fault_save_written(int written)
 {
-    const char *s = getenv("MK_TEST_SAVE_DIE_AFTER");
-    if (s && *s && written >= atoi(s)) {
+    long long n;
+    if (mk_test_env("MK_TEST_SAVE_DIE_AFTER", NULL, &n) && written >= n) {
         fprintf(stderr, "merak run: testing: killed after writing %d tensors\n", written);
         _exit(3);
     }

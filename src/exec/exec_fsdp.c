@@ -100,7 +100,7 @@ static int rs_wait(mk_exec_t *e, mk_zunit_t *u)
 {
     int rc = 0;
     while (u->gfly && rc == 0)
-        if ((rc = mk_comm_wait(&e->comm, &u->rs)) == 0) rc = rs_step(e, u) < 0 ? -1 : 0;
+        if ((rc = mk_comm_wait_for(&e->comm, &u->rs, "the ZeRO gradient reduce-scatter", -1)) == 0) rc = rs_step(e, u) < 0 ? -1 : 0;
     return rc;
 }
 
@@ -172,7 +172,7 @@ static int await(mk_exec_t *e, int l)
     for (int i = 0; i < n; i++) {
         mk_zunit_t *u = &e->zero.u[js[i]];
         if (u->ag_on) {
-            if (mk_comm_wait(&e->comm, &u->ag) < 0) return -1;
+            if (mk_comm_wait_for(&e->comm, &u->ag, "the ZeRO-3 weight all-gather", -1) < 0) return -1;
             ag_done(e, u);
         }
         point(e, u, e->g->pw, u->work);
@@ -249,7 +249,7 @@ int mk_exec_fsdp_tied(mk_exec_t *e)
         if (rs_start(e, u) < 0 || rs_wait(e, u) < 0) return -1;
         double t = e->trace.on ? mk_exec_now(e) : 0.0;
         int rc = mk_comm_allreduce(&e->comm, e->comm.tied, e->zero.grads + u->soff, (int)piece(e, u), MPI_FLOAT,
-                                   MPI_SUM);
+                                   MPI_SUM, "the tied embedding's all-reduce");
         mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, u->layer);
         if (rc < 0) return -1;
     }
@@ -271,7 +271,7 @@ int mk_exec_fsdp_gather(mk_exec_t *e)
             MPI_SUCCESS)
             rc = mk_error_set("MPI_Iallgatherv failed"), r[j] = MPI_REQUEST_NULL;
     }
-    if (mk_comm_waitall(&e->comm, n, r) < 0) rc = -1;
+    if (mk_comm_waitall_for(&e->comm, n, r, "the ZeRO-3 collectives", -1) < 0) rc = -1;
     for (int j = 0; j < n; j++)
         mk_comm_unstage(&e->comm, e->g->params + e->zero.u[j].off, h[j], e->zero.u[j].n * sizeof(float), rc == 0);
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
@@ -286,8 +286,11 @@ float *mk_exec_fsdp_full_grads(mk_exec_t *e)
         const mk_zunit_t *u = &e->zero.u[j];
         size_t c = piece(e, u);
         void *h = mk_comm_stage(&e->comm, e->zero.grads + u->soff, c * sizeof(float), 1);
-        MPI_Allgatherv(h, (int)c, MPI_FLOAT, full + u->off, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc);
+        MPI_Request r;
+        MPI_Iallgatherv(h, (int)c, MPI_FLOAT, full + u->off, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
+        int rc = mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
         mk_comm_unstage(&e->comm, e->zero.grads + u->soff, h, c * sizeof(float), 0);
+        if (rc < 0) return free(full), NULL;
     }
     return full;
 }

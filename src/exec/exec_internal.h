@@ -228,7 +228,7 @@ int mk_exec_zero_n_ranges(const mk_exec_t *e);
 void mk_exec_zero_range(const mk_exec_t *e, int i, mk_opt_range_t *r);
 int mk_exec_zero_scatter(mk_exec_t *e);
 int mk_exec_zero_gather(mk_exec_t *e);
-void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host);
+int mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host);
 void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
 /* exec_fsdp.c: ZeRO-2/3 during a step.  begin/end around each layer of a
  * pass (phase: MK_FSDP_FWD, _RECOMPUTE, or the backward's mode + _BWD;

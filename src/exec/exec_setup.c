@@ -4,6 +4,7 @@
 #include "exec/exec_internal.h"
 
 #include "merak/data.h"
+#include "merak/fileio.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -42,6 +43,7 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->cp.n = o->ctx->plan.cp > 1 ? o->ctx->plan.cp : 1;
     e->cp.c = MPI_COMM_NULL;
     if (mk_comm_init(&e->comm, world, o->ctx->plan.dp * e->cp.n, o->ctx->plan.pp, o->ctx->plan.tp) < 0) return -1;
+    e->comm.timeout_s = o->timeout_s;
     e->comm.be = o->be;  /* device buffers reach MPI through host copies */
     mk_runtime_bind(&e->comm);
     e->pipe.n_chunks = o->ctx->plan.vpp;
@@ -118,7 +120,7 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
     int pp = o->ctx->plan.pp;
     unsigned long long *peak = calloc(pp, sizeof *peak);
     peak[e->comm.pp_rank] = e->run.mem_peak;
-    MPI_Allreduce(MPI_IN_PLACE, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, e->comm.world);
+    mk_comm_allreduce(&e->comm, e->comm.world, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, "the peak memory maximum");
     res->peak_mem = calloc(pp, sizeof *res->peak_mem);
     for (int i = 0; i < pp; i++) res->peak_mem[i] = peak[i];
     free(peak);
@@ -136,13 +138,14 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
  * own).  Returns 0 when all are fine. */
 static int all_ok(mk_exec_t *e, int ok)
 {
-    int all = ok, first_bad = ok ? e->comm.size : e->comm.rank;
-    MPI_Allreduce(MPI_IN_PLACE, &all, 1, MPI_INT, MPI_MIN, e->comm.world);
-    MPI_Allreduce(MPI_IN_PLACE, &first_bad, 1, MPI_INT, MPI_MIN, e->comm.world);
-    if (all) return 0;
+    int v[2] = {ok ? 1 : 0, ok ? e->comm.size : e->comm.rank}; /* MIN: all ok, the lowest failing rank */
+    if (mk_comm_allreduce(&e->comm, e->comm.world, v, 2, MPI_INT, MPI_MIN, "the other ranks' setup") < 0) return -1;
+    int first_bad = v[1];
+    if (v[0]) return 0;
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", mk_error_last());
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, first_bad, e->comm.world);
+    if (mk_comm_bcast(&e->comm, msg, (int)sizeof msg, MPI_CHAR, first_bad, e->comm.world, "the failing rank's message") < 0)
+        return -1;
     if (e->comm.rank != first_bad) mk_error_set("rank %d: %s", first_bad, msg);
     return -1;
 }
@@ -277,6 +280,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
     int rc = 0;
     for (int i = 0; rc == 0 && i < o->steps; i++) {
         int64_t k = e->step0 + i;
+        if (mk_comm_check(&e->comm, k) < 0) return res->fail_exit = 1, res->steps = i, -1;
         mk_fault_rank_step(e->comm.rank, k);
         mk_exec_make_batch(e, k);
         if (o->trace && i == o->steps - 1) mk_exec_trace_start(e);
@@ -339,6 +343,11 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (e.zero.on) mk_exec_zero_free(&e);
     mk_data_free(e.data);
     teardown(&e);
+    if (rc < 0 && (mk_comm_failure() || mk_file_interrupted())) {
+        int sig = mk_file_interrupted();
+        res->abort_exit = sig ? 128 + sig : 1;
+        if (mk_comm_failure()) mk_error_set("%s", mk_comm_failure()); /* the cause, not a later "failed" */
+    }
     return rc;
 }
 

@@ -88,7 +88,7 @@ int mk_exec_poll(mk_exec_t *e)
 int mk_exec_drain(mk_exec_t *e)
 {
     for (int i = 0; i < e->pipe.n_sends; i++) {
-        if (mk_comm_wait(&e->comm, &e->pipe.sends[i].req) < 0) return -1;
+        if (mk_comm_wait_for(&e->comm, &e->pipe.sends[i].req, "a p2p send to be taken", -1) < 0) return -1;
         send_done(e, &e->pipe.sends[i]);
     }
     e->pipe.n_sends = 0;
@@ -125,8 +125,10 @@ static float *recv(mk_exec_t *e, const mk_walk_ev_t *ev)
     if (!buf) return NULL;
     MPI_Request r;
     void *h = mk_comm_stage(&e->comm, buf, act_floats(e) * sizeof(float), 0);
-    MPI_Irecv(h, (int)act_floats(e), MPI_FLOAT, peer_rank(e, ev->peer), ev->key, e->comm.world, &r);
+    int peer = peer_rank(e, ev->peer);
+    MPI_Irecv(h, (int)act_floats(e), MPI_FLOAT, peer, ev->key, e->comm.world, &r);
     /* keep earlier sends moving while we wait */
+    mk_comm_watch_t w = {0};
     for (;;) {
         int done = 0;
         MPI_Test(&r, &done, MPI_STATUS_IGNORE);
@@ -135,10 +137,10 @@ static float *recv(mk_exec_t *e, const mk_walk_ev_t *ev)
             return buf;
         }
         mk_exec_poll(e);
-        if (e->comm.polite) {
-            struct timespec ts = {0, e->comm.sleep_ns};
-            nanosleep(&ts, NULL);
-        }
+        if (mk_comm_watch(&e->comm, &w, ev->in->op == MK_INSTR_RECV_ACT ? "the activations of the stage before"
+                                                                         : "the gradients of the stage after",
+                          peer) < 0)
+            return NULL; /* the job ends: MPI_Abort (merak run) reclaims the pending receive */
     }
 }
 
@@ -293,11 +295,13 @@ static int reduce_tied(mk_exec_t *e)
     if (e->zero.on >= 2) return mk_exec_fsdp_tied(e);
     int k = e->comm.pp_rank == 0 ? 0 : g->n_tensors - 1;
     int l = g->t[k].layer;
-    if (e->dp.req[l] != MPI_REQUEST_NULL && mk_comm_wait(&e->comm, &e->dp.req[l]) < 0) return -1;
+    if (e->dp.req[l] != MPI_REQUEST_NULL && mk_comm_wait_for(&e->comm, &e->dp.req[l], "the DP gradient all-reduce", -1) < 0)
+        return -1;
     dp_done(e, l);
     size_t n = (size_t)g->t[k].lrows * g->t[k].lcols;
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
-    int rc = mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT, MPI_SUM);
+    int rc = mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT, MPI_SUM,
+                               "the tied embedding's all-reduce");
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, l);
     return rc;
 }
@@ -308,7 +312,7 @@ static int reduce_grads(mk_exec_t *e)
     if (e->comm.dp == 1 || e->zero.on) return 0;
     for (int l = 0; l < e->g->n_layers; l++)
         if (e->g->t[e->g->first[l]].owned && e->dp.state[l] != MK_DP_STARTED) start_dp(e, l);
-    if (mk_comm_waitall(&e->comm, e->g->n_layers, e->dp.req) < 0) return -1;
+    if (mk_comm_waitall_for(&e->comm, e->g->n_layers, e->dp.req, "the DP gradient all-reduce", -1) < 0) return -1;
     for (int l = 0; l < e->g->n_layers; l++) dp_done(e, l);
     return mk_exec_ep_reduce(e);
 }
@@ -318,6 +322,9 @@ static int reduce_grads(mk_exec_t *e)
  * follows each instruction.  begin sets the context of TP collectives. */
 static double instr_begin(mk_exec_t *e, const mk_walk_ev_t *ev)
 {
+    e->comm.at.op = mk_instr_op_name(ev->in->op);  /* for a timeout's message */
+    e->comm.at.stage = ev->stage, e->comm.at.index = ev->index;
+    e->comm.at.mb = ev->in->mb, e->comm.at.chunk = ev->in->chunk;
     if (!e->trace.on) return 0.0;
     e->trace.cur_mb = ev->in->mb, e->trace.cur_chunk = ev->in->chunk, e->trace.cur_layer = -1;
     return mk_exec_now(e);
@@ -325,6 +332,7 @@ static double instr_begin(mk_exec_t *e, const mk_walk_ev_t *ev)
 
 static int instr_end(mk_exec_t *e, const mk_walk_ev_t *ev, double t, int timed, int rc)
 {
+    e->comm.at.op = NULL;
     if (!e->trace.on) return rc;
     if (timed) {
         char name[32];

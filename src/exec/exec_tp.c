@@ -53,15 +53,13 @@ static int tp_wait(void *ctx, int h)
     mk_exec_t *e = ctx;
     if (h < 0 || h >= MK_TP_SLOTS || !e->tp_slots[h].used) return mk_error_set("bad TP all-reduce handle %d", h);
     mk_tp_slot_t *s = &e->tp_slots[h];
+    mk_comm_watch_t w = {0};
     while (!s->done) {
         int done = 0;
         if (MPI_Test(&s->req, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return mk_error_set("TP all-reduce failed");
         if (done) { observed(e, s); break; }
         mk_exec_poll(e);
-        if (e->comm.polite) {
-            struct timespec ts = {0, e->comm.sleep_ns};
-            nanosleep(&ts, NULL);
-        }
+        if (mk_comm_watch(&e->comm, &w, "the TP all-reduce", -1) < 0) return -1;
     }
     mk_comm_unstage(&e->comm, s->buf, s->host, (size_t)s->n * sizeof(float), 1);
     s->used = 0;
@@ -81,11 +79,15 @@ static int sp_coll(void *ctx, float *full, float *local, int n, int gather)
     int in_place = gather ? local == full + (size_t)c->tp_rank * n : local == full, rc;
     float *hf = mk_comm_stage(c, full, fb, !gather || in_place);
     float *hl = in_place ? NULL : mk_comm_stage(c, local, nb, gather);
+    MPI_Request r;
     if (gather)
-        rc = MPI_Allgather(in_place ? MPI_IN_PLACE : hl, n, MPI_FLOAT, hf, n, MPI_FLOAT, c->tpc);
+        rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : hl, n, MPI_FLOAT, hf, n, MPI_FLOAT, c->tpc, &r);
     else
-        rc = MPI_Reduce_scatter_block(in_place ? MPI_IN_PLACE : hf, in_place ? hf : hl, n, MPI_FLOAT, MPI_SUM,
-                                      c->tpc);
+        rc = MPI_Ireduce_scatter_block(in_place ? MPI_IN_PLACE : hf, in_place ? hf : hl, n, MPI_FLOAT, MPI_SUM,
+                                       c->tpc, &r);
+    if (rc == MPI_SUCCESS && mk_comm_wait_for(c, &r, gather ? "the sequence-parallel all-gather"
+                                                            : "the sequence-parallel reduce-scatter", -1) < 0)
+        rc = MPI_ERR_OTHER;
     if (hl) mk_comm_unstage(c, local, hl, nb, !gather && rc == MPI_SUCCESS);
     /* in place the result is full's first n floats */
     mk_comm_unstage(c, full, hf, gather ? fb : nb, rc == MPI_SUCCESS && (gather || in_place));

@@ -15,7 +15,9 @@ double mk_exec_now(const mk_exec_t *e) { return MPI_Wtime() - e->trace.t0; }
 
 void mk_exec_trace_start(mk_exec_t *e)
 {
-    MPI_Barrier(e->comm.world);
+    MPI_Request r;
+    MPI_Ibarrier(e->comm.world, &r);
+    mk_comm_wait_for(&e->comm, &r, "the trace's start barrier", -1); /* a failure shows at the first wait after */
     e->trace.t0 = MPI_Wtime();
     e->trace.on = 1;
     e->trace.n = 0;
@@ -89,13 +91,15 @@ int mk_exec_trace_write(mk_exec_t *e, const char *path)
     int size = e->comm.size, rank = e->comm.rank, bytes = e->trace.n * (int)sizeof(mk_xev_t);
     int *counts = rank == 0 ? calloc(size, sizeof *counts) : NULL;
     int *displs = rank == 0 ? calloc(size, sizeof *displs) : NULL;
-    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, e->comm.world);
+    MPI_Request req;
+    MPI_Igather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, e->comm.world, &req);
+    if (mk_comm_wait_for(&e->comm, &req, "the trace's gather", -1) < 0) return free(counts), free(displs), -1;
     long total = 0;
     for (int r = 0; rank == 0 && r < size; r++) displs[r] = (int)total, total += counts[r];
     mk_xev_t *all = rank == 0 ? malloc(total ? total : 1) : NULL;
-    MPI_Gatherv(e->trace.ev, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, e->comm.world);
-    int rc = 0;
-    if (rank == 0) {
+    MPI_Igatherv(e->trace.ev, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, e->comm.world, &req);
+    int rc = mk_comm_wait_for(&e->comm, &req, "the trace's gather", -1);
+    if (rc == 0 && rank == 0) {
         mk_trace_t *t = mk_trace_open(path);
         if (!t) rc = -1;
         for (int r = 0; t && r < size; r++) {
@@ -123,6 +127,6 @@ int mk_exec_trace_write(mk_exec_t *e, const char *path)
         }
     }
     free(all); free(counts); free(displs);
-    MPI_Bcast(&rc, 1, MPI_INT, 0, e->comm.world);
+    if (mk_comm_bcast(&e->comm, &rc, 1, MPI_INT, 0, e->comm.world, "rank 0's trace write") < 0) return -1;
     return rc;
 }

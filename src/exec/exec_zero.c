@@ -154,12 +154,15 @@ int mk_exec_zero_scatter(mk_exec_t *e)
 {
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     const mk_zunit_t *u = &e->zero.u[0];
-    int rc = MPI_Reduce_scatter(e->g->grads, e->zero.grads, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc);
+    MPI_Request r;
+    int rc = MPI_Ireduce_scatter(e->g->grads, e->zero.grads, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc, &r);
+    if (rc != MPI_SUCCESS) return mk_error_set("MPI_Ireduce_scatter failed");
+    if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
     mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
-    if (rc != MPI_SUCCESS) return mk_error_set("MPI_Reduce_scatter failed");
     if (e->zero.zrc == MPI_COMM_NULL) return 0;
     t = e->trace.on ? mk_exec_now(e) : 0.0;  /* hybrid: the replicas' sum of this piece */
-    rc = mk_comm_allreduce(&e->comm, e->zero.zrc, e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, MPI_SUM);
+    rc = mk_comm_allreduce(&e->comm, e->zero.zrc, e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, MPI_SUM,
+                           "the replicas' gradient all-reduce");
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", t, -1, 0, -1);
     return rc;
 }
@@ -168,9 +171,12 @@ int mk_exec_zero_gather(mk_exec_t *e)
 {
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     const mk_zunit_t *u = &e->zero.u[0];
-    int rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, e->g->params, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc);
+    MPI_Request r;
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, e->g->params, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
+    if (rc != MPI_SUCCESS) return mk_error_set("MPI_Iallgatherv failed");
+    if (mk_comm_wait_for(&e->comm, &r, "the ZeRO weight all-gather", -1) < 0) return -1;
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
-    return rc == MPI_SUCCESS ? 0 : mk_error_set("MPI_Allgatherv failed");
+    return 0;
 }
 
 /* The unit holding tensor k, and the part [a, b) of the tensor's range
@@ -198,7 +204,7 @@ static float *kind_base(const mk_exec_t *e, int kind)
 }
 
 /* Tensor k's state `kind`, assembled from the sharding group (collective over zsc). */
-void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host)
+int mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host)
 {
     int G = e->zero.group;
     const mk_zunit_t *u = unit_of(e, k);
@@ -213,9 +219,12 @@ void mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host)
     isect(e, u, k, e->zero.gi, &a, &b);
     float *src = kind_base(e, kind) + u->soff + (a - u->off - u->dsp[e->zero.gi]);
     void *h = mk_comm_stage(&e->comm, src, (b - a) * sizeof(float), 1);
-    MPI_Allgatherv(h, (int)(b - a), MPI_FLOAT, host, cnt, dsp, MPI_FLOAT, e->zero.zsc);
+    MPI_Request r;
+    MPI_Iallgatherv(h, (int)(b - a), MPI_FLOAT, host, cnt, dsp, MPI_FLOAT, e->zero.zsc, &r);
+    int rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO gather of a checkpointed tensor", -1);
     mk_comm_unstage(&e->comm, src, h, (b - a) * sizeof(float), 0);
     free(cnt); free(dsp);
+    return rc;
 }
 
 void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host)

@@ -45,9 +45,14 @@ static void say(const char *s)
     if (write(2, s, strlen(s)) < 0) return; /* nothing to do about it in a handler */
 }
 
-/* Async-signal-safe: unlink(), write() and raise() only.  One line per
- * removed file, since mpiexec may report the job as exit 0 (hydra counts
- * processes it signalled itself as clean). */
+static volatile sig_atomic_t deferring, interrupted;
+
+/* Async-signal-safe: unlink(), write(), raise() and sig_atomic_t stores
+ * only.  One line per removed file.  Deferring (merak run): the process
+ * goes on, and its next wait or step boundary sees mk_file_interrupted()
+ * and ends the job through MPI (hydra reports an exit that follows a
+ * signal it forwarded as 0 about half the time, an MPI_Abort never); a
+ * second signal ends the process at once. */
 static void on_signal(int sig)
 {
     const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
@@ -59,7 +64,21 @@ static void on_signal(int sig)
             say(slots[i].tmp);
             say("'\n");
         }
-    raise(sig); /* SA_RESETHAND: the default action now, so this ends the process */
+    if (deferring && !interrupted) {
+        interrupted = sig;
+        return;
+    }
+    signal(sig, SIG_DFL);
+    raise(sig); /* the default action: the process dies of it, as a shell expects */
+}
+
+void mk_file_defer_signals(void) { deferring = 1; }
+
+int mk_file_interrupted(void) { return interrupted; }
+
+const char *mk_file_signal_name(int sig)
+{
+    return sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : sig == SIGHUP ? "SIGHUP" : "a signal";
 }
 
 void mk_file_cleanup_install(void)
@@ -69,7 +88,7 @@ void mk_file_cleanup_install(void)
         struct sigaction old, sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_signal;
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sa.sa_flags = SA_NODEFER; /* the handler restores the default itself */
         sigemptyset(&sa.sa_mask);
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(sigs[i], &sa, NULL);
     }
@@ -263,8 +282,9 @@ static int sync_dir(const char *path)
  * its temporary, before the rename (the moment a kill is most harmful). */
 static void test_pause(void)
 {
-    const char *s = getenv("MK_TEST_WRITE_PAUSE");
-    for (int i = s ? atoi(s) : 0; i > 0; i--) sleep(1);
+    long long s = 0;
+    mk_test_env("MK_TEST_WRITE_PAUSE", NULL, &s);
+    for (long long i = s; i > 0 && !interrupted; i--) sleep(1);
 }
 
 int mk_file_commit(mk_file_out_t *o)
@@ -276,10 +296,14 @@ int mk_file_commit(mk_file_out_t *o)
     if (fclose(o->f) != 0 && !err) err = errno ? errno : EIO;
     o->f = NULL;
     if (!err) test_pause();
+    if (!err && interrupted) err = EINTR; /* the handler removed the temporary: never rename */
     if (!err && rename(o->tmp, o->path) != 0) err = errno;
     if (err) {
         mk_file_abort(o);
-        return fail(o, strerror(err));
+        char why[64];
+        if (interrupted) snprintf(why, sizeof why, "interrupted by %s (the old file is kept)",
+                                  mk_file_signal_name(interrupted));
+        return fail(o, interrupted ? why : strerror(err));
     }
     o->tmp[0] = '\0';
     registry_drop(o->slot);
