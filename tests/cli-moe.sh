@@ -10,7 +10,7 @@ expect_ok "merak models" "$MERAK" models
 for m in moe-tiny mixtral-8x7b mixtral-8x22b deepseek-moe-16b; do
   check "models lists $m" grep -q -- "^  $m " "$tmpdir/out"
 done
-check "models says MoE is not run yet" grep -q "not yet run" "$tmpdir/out"
+check "models says MoE trains on the CPU backend" grep -q "MoE presets: .*trained by merak run on the CPU backend" "$tmpdir/out"
 
 # name params active layers hidden heads kv E k f shared first_dense dense_ffn vocab seq
 while read -r m p act l h a kv E k f fs fd fdense V s; do

@@ -111,4 +111,9 @@ expect_fail "MoE with context parallelism" "mixture-of-experts models with --cp 
 expect_fail "expert parallelism with ZeRO" "--ep 2. with --zero 1 is not supported" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model moe-tiny --steps 1 --dp 2 --ep 2 --zero 1
 expect_fail "ep not dividing the experts" "--ep 3" -- "$MERAK" run --model moe-tiny --dp 3 --ep 3 --steps 1
+"$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model moe-tiny --dp 2 --ep 2 --steps 1 --json --quiet >"$tmpdir/ep.json"
+check "run --json's layout names ep" "${PYTHON:-python3}" -c '
+import json, sys
+assert json.load(open(sys.argv[1]))["layout"] == {"dp": 2, "pp": 1, "tp": 1, "ep": 2}
+' "$tmpdir/ep.json"
 finish

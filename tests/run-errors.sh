@@ -16,4 +16,19 @@ expect_fail "a bert model" "GPT" -- "$MERAK" run --model bert-large --num-layers
 expect_fail "cp not splitting the sequence into 2cp chunks" "must split into 2 x cp = 6 equal chunks" -- "$MERAK" run --cp 3
 expect_ok "--steps 0 is a valid no-op" "$MERAK" run --steps 0
 expect_ok "--help" "$MERAK" run --help
+# one rule for a plan's dtype, whoever gives it (issue 32): fp8 refused from
+# --dtype and from a plan alike; a 16-bit dtype runs as fp32, said on stderr
+"$MERAK" plan --model gpt-tiny --gpus 1 --gbs 4 --dtype fp8 --cluster dgx-h100 --save-plan "$tmpdir/p8.json" \
+  >/dev/null 2>&1
+expect_fail "an fp8 plan" "no fp8 path: the plan's dtype fp8 is for merak sim and merak plan" -- \
+  "$MERAK" run --plan "$tmpdir/p8.json" --steps 1
+expect_fail "--dtype fp8" "no fp8 path: --dtype fp8 is for merak sim and merak plan" -- "$MERAK" run --dtype fp8
+"$MERAK" run --dtype bf16 --steps 1 --quiet 2>"$tmpdir/bf16.err"; rc=$?
+check "--dtype bf16 runs as fp32 (rc=$rc), said on stderr" test $rc -eq 0 -a \
+  "$(cat "$tmpdir/bf16.err")" = "merak run: warning: --dtype is bf16; the cpu backend trains in fp32"
+# a plan's partition must be what its stage bounds are
+sed 's/"partition": "explicit"/"partition": "uniform"/' "$top_srcdir/tests/fuzz/corpus/plan/accept-partition-explicit.json" \
+  >"$tmpdir/pu.json"
+expect_fail "stage bounds that contradict 'uniform'" "partition 'uniform' splits the layers \\[0, 5, 10\\], but stage_bounds are \\[0, 3, 10\\]" -- \
+  "$MERAK" sim --plan "$tmpdir/pu.json"
 finish

@@ -20,7 +20,7 @@ expect_fail "plan fp8 on dgx-a100" "fp8 needs FP8 tensor cores" -- \
   $MERAK plan --model gpt-tiny --cluster dgx-a100 --gpus 8 --gbs 8 --dtype fp8
 expect_fail "sim fp8 on a cluster file without fp8" "fp8 needs FP8 tensor cores" -- \
   $MERAK sim $T --cluster "$top_srcdir/traces/clusters/rtx3090-pcie.json" --dtype fp8
-expect_fail "run fp8 on the CPU backend" "fp32 only.*fp8" -- $MERAK run --dtype fp8 --steps 1
+expect_fail "run fp8 on the CPU backend" "no fp8 path: --dtype fp8 is for merak sim" -- $MERAK run --dtype fp8 --steps 1
 expect_fail "unknown dtype" "unknown dtype 'fp4'.*fp8" -- $MERAK sim $T --cluster dgx-h100 --dtype fp4
 
 # a cluster file with an fp8 entry takes fp8 plans; one dumped from a preset keeps it

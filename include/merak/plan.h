@@ -116,6 +116,12 @@ int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
 /* The part of mk_plan_check that needs the graph (everything after the
  * sizes and tp), on a plan mk_plan_check_sizes accepted. */
 int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g);
+/* A plan that carries its stage bounds (a plan file) and names a method
+ * that depends on the graph alone ("uniform", "parameters") must hold that
+ * method's bounds: -1 with both when they differ (say "explicit" for
+ * bounds of one's own).  "compute" and "refine" come from a cost model and
+ * are taken as recorded.  0 otherwise. */
+int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g);
 /* Expert parallelism's rules (part of mk_plan_check_layout): ep divides dp
  * and the plan model's experts, ep > 1 only with experts, 1 <=
  * moe_imbalance, other than 1 only with experts. */

@@ -55,6 +55,8 @@ typedef struct mk_tracefile_diff {
     double mean_abs_rel_err;  /* over matched events with measured dur > 0 */
     int matched;
     int aggregated;           /* communication streams compared by kind totals (counts differ) */
+    int unmatched_ranks;      /* measured ranks the prediction lacks: not compared, a mismatch */
+    int unmatched[16];        /* the first of them */
 } mk_tracefile_diff_t;
 
 /* Align two traces rank by rank and event by event (same events in the
@@ -63,7 +65,8 @@ typedef struct mk_tracefile_diff {
  * traces one rank per stage, the executor all); compute-stream waits
  * (RECV_*) are skipped, as the simulator writes them only when it blocks;
  * a communication stream whose event count differs between the engines is
- * compared by time per kind (counted in `aggregated`). */
+ * compared by time per kind (counted in `aggregated`); measured ranks the
+ * prediction lacks are counted in `unmatched_ranks`, not compared. */
 int mk_tracefile_diff(const mk_tracefile_t *pred, const mk_tracefile_t *meas, mk_tracefile_diff_t *d);
 
 #ifdef __cplusplus

@@ -109,8 +109,6 @@ static int dump_flag_left(int argc, char **argv, int taken)
 static int unsupported(const mk_args_t *a)
 {
     if (a->cluster) return mk_cli_fail("run", "--cluster is not a run flag");
-    if (a->dtype && strcmp(a->dtype, "fp32"))
-        return mk_cli_fail("run", "the CPU executor trains in fp32 only (got --dtype %s)", a->dtype);
     if (a->npos) return mk_cli_fail("run", "unexpected argument '%s'", a->pos[0]);
     return 0;
 }
@@ -123,14 +121,24 @@ static const mk_cli_defaults_t run_defaults = {
     .adam_beta1 = "0.9", .adam_beta2 = "0.95",
 };
 
-/* The executor keeps fp32 weights and optimizer state on every backend: a
- * 16-bit plan runs in fp32, said on stderr (rank 0: the others are
- * silenced while parsing) once the plan is accepted, rather than silently. */
-static void plan_dtype_warn(mk_dtype_t given, const mk_backend_t *be)
+/* One rule for the dtype, from --dtype or a plan's "dtype" (issue 32): the
+ * executor keeps fp32 weights and optimizer state on every backend, so a
+ * 16-bit dtype runs in fp32, said on stderr (rank 0: the others are
+ * silenced while parsing) once the plan is accepted; fp8, whose scaling
+ * recipe an fp32 run cannot stand for, is refused. */
+static int run_dtype_check(mk_dtype_t given, int from_plan)
+{
+    if (given != MK_DTYPE_FP8) return 0;
+    return mk_cli_fail("run", "the executor trains in fp32 (16-bit dtypes run as fp32) and has no fp8 path: "
+                       "%s fp8 is for merak sim and merak plan", from_plan ? "the plan's dtype" : "--dtype");
+}
+
+static void run_dtype_warn(mk_dtype_t given, int from_plan, const mk_backend_t *be)
 {
     if (given != MK_DTYPE_FP32)
-        fprintf(stderr, "merak run: warning: the plan's dtype is %s; the %s backend trains in %s\n",
-                mk_dtype_name(given), be->name, mk_dtype_name(MK_DTYPE_FP32));
+        fprintf(stderr, "merak run: warning: %s is %s; the %s backend trains in %s\n",
+                from_plan ? "the plan's dtype" : "--dtype", mk_dtype_name(given), be->name,
+                mk_dtype_name(MK_DTYPE_FP32));
 }
 
 /* The plan from --plan FILE or the flags, resolved once for this world
@@ -140,6 +148,7 @@ static int run_ctx(const mk_args_t *a, int world, mk_dtype_t *given, mk_plan_ctx
     mk_plan_t p;
     if (mk_args_plan(a, &run_defaults, world, run_defaults.dtype, &p) < 0) return -1;
     *given = p.dtype;
+    if (run_dtype_check(p.dtype, a->plan_file != NULL)) return -1;
     p.dtype = MK_DTYPE_FP32;
     mk_plan_resolve_opts_t ro = {.world = world, .check = mk_exec_check};
     return mk_args_resolve(a, &run_defaults, &p, &ro, ctx);
@@ -151,7 +160,7 @@ static int run_backend(const mk_args_t *a, mk_dtype_t given, const mk_plan_ctx_t
 {
     if (!(o->be = mk_backend_new(a->backend))) return mk_cli_fail("run", "%s", mk_error_last());
     if (mk_exec_validate(ctx) < 0) return mk_cli_fail("run", "%s", mk_error_last());
-    plan_dtype_warn(given, o->be);
+    run_dtype_warn(given, a->plan_file != NULL, o->be);
     return 0;
 }
 
@@ -214,6 +223,7 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "peak_memory_bytes", mem);
     json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->ctx->plan.dp, "pp", o->ctx->plan.pp, "tp", o->ctx->plan.tp));
     if (o->ctx->plan.cp > 1) json_object_set_new(json_object_get(j, "layout"), "cp", json_integer(o->ctx->plan.cp));
+    if (o->ctx->plan.ep > 1) json_object_set_new(json_object_get(j, "layout"), "ep", json_integer(o->ctx->plan.ep));
     json_object_set_new(j, "schedule", json_string(mk_sched_kind_name(o->ctx->plan.schedule)));
     json_object_set_new(j, "model", json_string(o->ctx->plan.model.name));
     json_object_set_new(j, "global_batch", json_integer(o->ctx->plan.gbs));

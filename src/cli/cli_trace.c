@@ -30,10 +30,11 @@ static int print_diff(const mk_tracefile_diff_t *d, int json)
         for (int s = 0; s < d->n_stages; s++)
             json_array_append_new(stages, json_pack("{s:f, s:f}", "predicted_busy_s", d->stage_busy_pred_s[s],
                                                     "measured_busy_s", d->stage_busy_meas_s[s]));
-        json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:o, s:o}", "step_predicted_s", d->step_pred_s,
+        json_t *o = json_pack("{s:f, s:f, s:f, s:f, s:i, s:i, s:i, s:o, s:o}", "step_predicted_s", d->step_pred_s,
                               "step_measured_s", d->step_meas_s, "step_rel_err", d->step_rel_err,
                               "event_mean_abs_rel_err", d->mean_abs_rel_err, "matched_events", d->matched,
-                              "aggregated_streams", d->aggregated, "kinds", kinds, "stages", stages);
+                              "aggregated_streams", d->aggregated, "unmatched_ranks", d->unmatched_ranks,
+                              "kinds", kinds, "stages", stages);
         json_dumpf(o, stdout, JSON_INDENT(1) | JSON_REAL_PRECISION(10));
         fputc('\n', stdout);
         json_decref(o);
@@ -44,6 +45,11 @@ static int print_diff(const mk_tracefile_diff_t *d, int json)
     printf("matched events: %d, mean |error| per event %.2f%%\n", d->matched, 100 * d->mean_abs_rel_err);
     if (d->aggregated)
         printf("(%d communication stream(s) with different event counts compared by time per kind)\n", d->aggregated);
+    if (d->unmatched_ranks) {
+        printf("unmatched: %d measured rank(s) the prediction lacks, not compared:", d->unmatched_ranks);
+        for (int i = 0; i < d->unmatched_ranks && i < 16; i++) printf(" %d", d->unmatched[i]);
+        printf("%s (the simulator traces one rank per stage)\n", d->unmatched_ranks > 16 ? " ..." : "");
+    }
     printf("  %-12s %14s %14s %9s\n", "kind", "predicted s", "measured s", "error");
     for (int k = 0; k < d->n_kinds; k++)
         printf("  %-12s %14.6f %14.6f %+8.2f%%\n", d->kinds[k], d->kind_pred_s[k], d->kind_meas_s[k],

@@ -302,12 +302,21 @@ static int read_header(mk_st_reader_t *r)
         return mk_error_set("%s: cannot read the header", r->path);
     }
     text[hl] = 0;
+    /* the reference reader parses all hl bytes: a NUL would end a C-string
+       parse early and hide what follows it; a key given twice (a second
+       __metadata__ with a forged step) is refused, not last-one-wins */
+    const char *nul = memchr(text, 0, hl);
+    if (nul) {
+        free(text);
+        return mk_error_set("%s: malformed safetensors header: a NUL byte at offset %lld of %llu", r->path,
+                            (long long)(nul - text), (unsigned long long)hl);
+    }
     json_error_t e;
-    json_t *h = json_loads(text, 0, &e);
+    json_t *h = json_loadb(text, hl, JSON_REJECT_DUPLICATES, &e);
     free(text);
     if (!json_is_object(h)) {
         json_decref(h);
-        return mk_error_set("%s: malformed safetensors header: %s", r->path, e.text);
+        return mk_error_set("%s: malformed safetensors header: %s", r->path, h ? "not a JSON object" : e.text);
     }
     r->data_start = 8 + hl;
     r->t = calloc(json_object_size(h) + 1, sizeof *r->t);

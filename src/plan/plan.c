@@ -2,6 +2,7 @@
 #include "merak/plan.h"
 #include "merak/checked.h"
 #include "merak/limits.h"
+#include "merak/partition.h"
 #include "merak/sched.h"
 #include "merak/trace.h"
 
@@ -167,6 +168,31 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->zero_shard && !p->zero) return mk_error_set("a ZeRO sharding group needs --zero 1, 2 or 3");
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
     return check_bounds(p, g);
+}
+
+/* "[0, 5, 10]" into buf (n bytes; cut short with "...") */
+static const char *bounds_str(const int *b, int n, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 0; i <= n && k + 16 < len; i++)
+        k += (size_t)snprintf(buf + k, len - k, "%s%d", i ? ", " : "[", b[i]);
+    snprintf(buf + k, len - k, k + 16 < len ? "]" : "...]");
+    return buf;
+}
+
+int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g)
+{
+    if (strcmp(p->partition, "uniform") && strcmp(p->partition, "parameters")) return 0;
+    mk_plan_t q = *p;
+    if (mk_partition(&q, g, p->partition) < 0 ||
+        !memcmp(q.bounds, p->bounds, (size_t)(p->n_vstages + 1) * sizeof *p->bounds))
+        return 0;
+    char want[256], got[256];
+    return mk_error_set("partition '%s' splits the layers %s, but stage_bounds are %s: give "
+                        "\"partition\": \"explicit\" with bounds of your own", p->partition,
+                        bounds_str(q.bounds, p->n_vstages, want, sizeof want),
+                        bounds_str(p->bounds, p->n_vstages, got, sizeof got));
 }
 
 int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)

@@ -47,6 +47,7 @@ static int ctx_check(mk_plan_ctx_t *ctx, const mk_plan_resolve_opts_t *o)
     if (ctx_graph(ctx, o) < 0) return -1;
     if (o->partition && ctx_partition(ctx, o->partition) < 0) return -1;
     if (mk_plan_check_layout(p, ctx->g) < 0) return -1;
+    if (!o->partition && mk_plan_check_partition(p, ctx->g) < 0) return -1; /* bounds as given */
     if (o->check && o->check(p, ctx->g) < 0) return -1;
     if (ctx_fit(p, o) < 0) return -1;
     if (p->recompute.kind == MK_RECOMPUTE_AUTO && !p->has_ckpt && o->resolve_auto) {

@@ -195,6 +195,12 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         need_str(j, what, "partition", &part) < 0)
         return -1;
     mk_strlcpy(p->cluster, cluster, sizeof p->cluster);
+    static const char *const parts[] = {"uniform", "parameters", "compute", "refine", "explicit"};
+    int known = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) known |= !strcmp(part, parts[i]);
+    if (!known)
+        return mk_error_set("%s: field 'partition' must be uniform, parameters, compute, refine or explicit, "
+                            "not '%s'", what, part);
     mk_strlcpy(p->partition, part, sizeof p->partition);
     if (mk_dtype_parse(dtype, &p->dtype) < 0 || mk_sched_kind_parse(sched, &p->schedule) < 0)
         return mk_error_set("%s: %s", what, mk_error_last());

@@ -362,9 +362,24 @@ static int match_run(const mk_tracefile_t *p, int pi, int pe, const mk_tracefile
     return 0;
 }
 
+/* The measured ranks (pids) the prediction has no event of, into d. */
+static void count_unmatched(const mk_tracefile_t *p, const mk_tracefile_t *m, mk_tracefile_diff_t *d)
+{
+    int pi = 0;
+    for (int mi = 0; mi < m->n; mi++) {
+        int pid = m->ev[mi].pid;
+        if (mi > 0 && m->ev[mi - 1].pid == pid) continue;
+        while (pi < p->n && p->ev[pi].pid < pid) pi++;
+        if (pi < p->n && p->ev[pi].pid == pid) continue;
+        if (d->unmatched_ranks < 16) d->unmatched[d->unmatched_ranks] = pid;
+        d->unmatched_ranks++;
+    }
+}
+
 /* Only the ranks the prediction holds are compared: the simulator traces
  * one representative rank per stage (pids 0, dp*tp, ...), the executor
- * every rank; measured ranks and streams the prediction lacks are skipped. */
+ * every rank; measured streams the prediction lacks are skipped, and
+ * measured ranks it lacks are counted (a rank left out is not a match). */
 int mk_tracefile_diff(const mk_tracefile_t *p, const mk_tracefile_t *m, mk_tracefile_diff_t *d)
 {
     memset(d, 0, sizeof *d);
@@ -387,6 +402,7 @@ int mk_tracefile_diff(const mk_tracefile_t *p, const mk_tracefile_t *m, mk_trace
     d->step_meas_s = (mhi - mlo) * 1e-6;
     d->step_rel_err = d->step_meas_s > 0 ? (d->step_pred_s - d->step_meas_s) / d->step_meas_s : 0;
     d->mean_abs_rel_err = d->matched ? err / d->matched : 0;
+    count_unmatched(p, m, d);
     return 0;
 }
 

@@ -1,6 +1,8 @@
 /* Plan files (src/plan/plan_json.c), as `merak sim|run --plan FILE` takes them
  * (mk_args_plan in src/cli/cli_plan.c): load, check the model against tp,
- * build the plan's graph, check the plan, then resolve its cluster. */
+ * build the plan's graph, check the plan and its bounds against its partition
+ * (mk_plan_resolve does both for a plan that carries its bounds), then
+ * resolve its cluster. */
 #include "fuzz.h"
 #include "merak/cluster.h"
 #include "merak/graph.h"
@@ -14,7 +16,7 @@ static int read_plan(const uint8_t *data, size_t size)
     mk_graph_t *g = mk_plan_graph(&p);
     if (!g) return -1;
     p.n_vstages = p.pp * p.vpp;
-    int rc = mk_plan_check(&p, g);
+    int rc = mk_plan_check(&p, g) < 0 || mk_plan_check_partition(&p, g) < 0 ? -1 : 0; /* as mk_plan_resolve */
     mk_graph_free(g);
     mk_cluster_t c;
     return rc < 0 ? -1 : mk_cluster_get(p.cluster, &c);
