@@ -24,7 +24,7 @@ static const mk_subcommand_t mk_subcommands[] = {
     {"sched", mk_cmd_sched, "per-stage instruction streams of a pipeline schedule"},
     {"sim", mk_cmd_sim, "simulate one training step of a plan on a cluster"},
     {"plan", mk_cmd_plan, "search the fastest 3D-parallel plan that fits"},
-    {"run", mk_cmd_run, "train the GPT across MPI ranks (mpiexec -n N merak run ...)"},
+    {"run", mk_cmd_run, "train a GPT, Llama or MoE model across MPI ranks (mpiexec -n N merak run ...)"},
     {"profile", mk_cmd_profile, "measure this machine and write a cluster JSON (under mpiexec)"},
     {"plot", mk_cmd_plot, "draw a trace as a PNG: timeline or memory (Python, matplotlib)"},
     /* MK_SUBCOMMANDS: further subcommands are listed here */

@@ -1,4 +1,4 @@
-/* `merak run`: train the GPT across MPI ranks (issue 6).  Every rank parses
+/* `merak run`: train a model across MPI ranks (issue 6).  Every rank parses
  * and validates identically before any collective, so a bad layout gives
  * one message (rank 0) and exit 2 everywhere, without a hang. */
 #include "config.h"
@@ -76,9 +76,10 @@ static const char *run_usage =
     "  --log-interval N a step line on stderr every N steps and at the last (default 1):\n"
     "                   step, loss, lr, time, tokens/s; also one line per file written\n"
     "  --quiet          no step or file lines (errors and warnings still go to stderr)\n"
-    "  --distributed-timeout-minutes X  a rank whose collective or p2p message completes\n"
-    "                   nothing for X minutes (fractions allowed) says what it waited for\n"
-    "                   and ends the job, exit 1 (default 10; 0: wait forever)\n"
+    "  --distributed-timeout-minutes X\n"
+    "                   a rank whose collective or p2p message completes nothing for X\n"
+    "                   minutes (fractions allowed) says what it waited for and ends\n"
+    "                   the job, exit 1 (default 10; 0: wait forever)\n"
     "  --dump-grads F   testing: write the full step-1 gradients to F (rank 0)\n";
 
 /* Testing flags handled here, removed from argv before the shared parser. */
