@@ -27,8 +27,8 @@ FUZZ_TIMEOUT = 10
 FUZZ_WORK = $(abs_top_builddir)/tests/fuzz/work
 fuzz: $(top_builddir)/config.h
 	$(AM_V_at)CLANG='$(CLANG)' FUZZ_SRCDIR='$(top_srcdir)' FUZZ_BUILD='$(top_builddir)/tests/fuzz/build' \
-	FUZZ_WORK='$(FUZZ_WORK)' FUZZ_CPPFLAGS='$(DEFS) $(DEFAULT_INCLUDES) $(AM_CPPFLAGS) $(CPPFLAGS)' \
-	FUZZ_LIBS='$(HWLOC_LIBS) $(JANSSON_LIBS) $(OPENBLAS_LIBS) $(LIBS)' FUZZ_LIBSRCS='$(libmerak_la_SOURCES)' \
+	FUZZ_WORK='$(FUZZ_WORK)' FUZZ_CPPFLAGS='$(subst ','\'',$(DEFS) $(DEFAULT_INCLUDES) $(AM_CPPFLAGS) $(CPPFLAGS))' \
+	FUZZ_LIBS='$(MK_DEP_LIBS) $(LIBS)' FUZZ_LIBSRCS='$(libmerak_la_SOURCES)' \
 	FUZZ_SECONDS='$(FUZZ_SECONDS)' FUZZ_MAX_LEN='$(FUZZ_MAX_LEN)' FUZZ_RSS_MB='$(FUZZ_RSS_MB)' \
 	FUZZ_TIMEOUT='$(FUZZ_TIMEOUT)' FUZZ_READERS='$(FUZZ_READERS)' \
 	$(SHELL) $(top_srcdir)/tests/fuzz/fuzz.sh

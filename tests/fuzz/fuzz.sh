@@ -45,8 +45,9 @@ compile() {
   [ -f "$o" ] && [ ! "$s" -nt "$o" ] && [ ! "$newest_h" -nt "$o" ] && return 0
   echo "  CLANG    $s"
   rm -f "$o"
-  # shellcheck disable=SC2086
-  $CLANG $cflags "$@" $FUZZ_CPPFLAGS $mpi_cflags -c "$s" -o "$o"
+  # FUZZ_CPPFLAGS is shell words as make's recipe writes them (quotes and
+  # all: -DMK_DATADIR='"/usr/local/share/merak-c"'): eval parses them again
+  eval "\$CLANG \$cflags \"\$@\" $FUZZ_CPPFLAGS \$mpi_cflags -c \"\$s\" -o \"\$o\""
 }
 
 echo "make fuzz: compiling the library with $CLANG (fuzzer-no-link, ASan, UBSan)"

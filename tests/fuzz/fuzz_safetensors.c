@@ -3,6 +3,7 @@
  * merak metadata (src/exec/ckpt_meta.c), read each tensor's data. */
 #include "fuzz.h"
 #include "merak/ckpt.h"
+#include "merak/common.h"
 #include "merak/safetensors.h"
 
 #include <stdlib.h>
@@ -28,7 +29,9 @@ static int read_st(const uint8_t *data, size_t size)
     mk_st_reader_t *r = mk_st_open(mk_fuzz_file("ckpt.st", data, size));
     if (!r) return -1;
     uint64_t meta[MK_CKPT_N_META]; /* the metadata checks of `merak run --load` */
-    int rc = mk_ckpt_read_meta(r, "ckpt.st", meta) == 0 && mk_st_meta(r, "config") ? read_all(r) : -1;
+    int rc = mk_ckpt_read_meta(r, "ckpt.st", meta) < 0 ? -1
+           : !mk_st_meta(r, "config") ? mk_error_set("ckpt.st: model mismatch: (no config)") /* as check_file */
+           : read_all(r);
     mk_st_close(r);
     return rc;
 }
