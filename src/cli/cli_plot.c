@@ -54,7 +54,7 @@ static int plot_files(int argc, char **argv)
         else if ((v = flag_value(argc, argv, &i, "--overlay")))
             n = mk_cli_file_add(f, n, "--overlay", v, NULL);
         else if (argv[i][0] != '-' && !pos++)
-            n = mk_cli_file_add(f, n, argv[1][0] == 's' ? "the plan" : "the trace", argv[i], NULL);
+            n = mk_cli_file_add(f, n, strcmp(argv[1], "scaling") ? "the trace" : "the plan", argv[i], NULL);
         else
             for (size_t k = 0; k < sizeof valued / sizeof *valued; k++)
                 if (flag_value(argc, argv, &i, valued[k])) break;
