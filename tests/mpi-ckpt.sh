@@ -115,6 +115,7 @@ for sig in TERM INT; do
       check "$d: says so" grep -q "SIG$sig: removed the unfinished file" "$tmpdir/sig.err"
       check "$d: rank 0 says the old file is kept" grep -q "rank 0: .*interrupted by SIG$sig (the old file is kept)" "$tmpdir/sig.err"
       check "$d: previous checkpoint byte-identical" cmp -s "$tmpdir/c.st" "$tmpdir/keep.st"
+      grep -q "rank 0: .*(the old file is kept)" "$tmpdir/sig.err" || sed 's/^/    stderr: /' "$tmpdir/sig.err"
     done
   done
 done

@@ -311,10 +311,11 @@ int mk_cmd_run(int argc, char **argv)
            anywhere, and hydra reports an exit that follows a signal it
            forwarded as 0 about half the time, an MPI_Abort's code always */
         fprintf(stderr, "merak run: rank %d: %s\n", rank, mk_error_last());
-        /* after a signal every rank got: rank 0, the writer, reports first
-           (its handler's "removed the unfinished file"; the abort's SIGKILL
-           would drop what its proxy has not yet forwarded) */
-        if (rank != 0 && mk_file_interrupted()) usleep(200000);
+        /* hydra stops forwarding a rank's output once an abort reaches
+           it, so the lines written just before (the handler's "removed the
+           unfinished file", this one) need a moment to pass the proxy;
+           rank 0, the writer, aborts first, with its lines through */
+        usleep(rank == 0 ? 100000 : 300000);
         MPI_Abort(MPI_COMM_WORLD, res.abort_exit);
     }
     if (trc < 0 && res.fail_exit) {

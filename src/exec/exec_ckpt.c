@@ -17,6 +17,7 @@
  * stops all ranks together with one message. */
 #include "config.h"
 #include "exec/exec_internal.h"
+#include "merak/fileio.h"
 #include "merak/ckpt.h"
 #include "merak/safetensors.h"
 
@@ -314,6 +315,10 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
     if (rank == 0) {
         if (rc == 0 && !lost) rc = mk_st_writer_commit(w);
         else mk_st_writer_abort(w);
+        /* interrupted: the job ends by MPI_Abort, and the writer's message
+           ("... interrupted by SIGINT (the old file is kept)") is the one to
+           print, not a wait's that the signal would fail next */
+        if (rc && mk_file_interrupted()) lost = 1;
     }
     bufs_free(&b);
     if (lost || ck_bcast(e, &rc, 1, MPI_INT, cc, "rank 0 to write the checkpoint") < 0) {
