@@ -135,7 +135,7 @@ static int ck_send(mk_exec_t *e, const float *buf, size_t n, int dst, int tag, M
 {
     MPI_Request r;
     MPI_Isend(buf, (int)n, MPI_FLOAT, dst, tag, cc, &r);
-    return mk_comm_wait_for(&e->comm, &r, "rank 0 to take a checkpointed tensor", dst);
+    return mk_comm_wait_for(&e->comm, &r, "the peer to take a checkpointed tensor", dst);
 }
 
 static int ck_recv(mk_exec_t *e, float *buf, size_t n, int src, int tag, MPI_Comm cc)
@@ -145,11 +145,6 @@ static int ck_recv(mk_exec_t *e, float *buf, size_t n, int src, int tag, MPI_Com
     return mk_comm_wait_for(&e->comm, &r, "a checkpointed tensor", src);
 }
 
-/* An int broadcast or MIN-reduction over cc, watched. */
-static int ck_bcast(mk_exec_t *e, void *v, int n, MPI_Datatype t, MPI_Comm cc, const char *what)
-{
-    return mk_comm_bcast(&e->comm, v, n, t, 0, cc, what);
-}
 
 static void state_set(mk_exec_t *e, int k, int kind, const float *host)
 {
@@ -321,7 +316,7 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
         if (rc && mk_file_interrupted()) lost = 1;
     }
     bufs_free(&b);
-    if (lost || ck_bcast(e, &rc, 1, MPI_INT, cc, "rank 0 to write the checkpoint") < 0) {
+    if (lost || mk_comm_bcast(&e->comm, &rc, 1, MPI_INT, 0, cc, "rank 0 to write the checkpoint") < 0) {
         MPI_Comm_free(&cc);
         return -1;
     }
@@ -440,12 +435,11 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
         hdr[4] = has_optim, hdr[5] = r && mk_st_checksummed(r);
     }
     if (mine == 0 && bufs_alloc(g, rank, &b) < 0) mine = -1;
-    int lost = ck_bcast(e, hdr, 6, MPI_INT64_T, cc, "rank 0 to read the checkpoint") < 0 ||
+    int lost = mk_comm_bcast(&e->comm, hdr, 6, MPI_INT64_T, 0, cc, "rank 0 to read the checkpoint") < 0 ||
                mk_comm_allreduce(&e->comm, cc, &mine, 1, MPI_INT64_T, MPI_MIN, "the other ranks to start the load") < 0;
     int rc = mine || lost ? -1 : 0;
-    if (lost) ; /* the wait's message stands */
-    else if (rc && rank) mk_error_set("cannot load %s (see rank 0)", path);
-    else if (rc && !hdr[0] && b.shard) mk_error_set("cannot load %s: another rank is out of memory", path);
+    if (rc && !lost && rank) mk_error_set("cannot load %s (see rank 0)", path); /* lost: the wait's message */
+    else if (rc && !lost && !hdr[0] && b.shard) mk_error_set("cannot load %s: another rank is out of memory", path);
     has_optim = (int)hdr[4];
     for (int i = 0; i < 3; i++) meta[i] = hdr[i + 1];
     /* rank 0 says after each read whether it succeeded, so a damaged
@@ -453,7 +447,7 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     for (int kind = 0; rc == 0 && kind < 3; kind++)
         for (int k = 0; rc == 0 && k < nc; k++) {
             int ok = rank != 0 || read_tensor(e, r, &b, k, kind, has_optim) == 0;
-            if (ck_bcast(e, &ok, 1, MPI_INT, cc, "rank 0 to read a checkpointed tensor") < 0) rc = -1;
+            if (mk_comm_bcast(&e->comm, &ok, 1, MPI_INT, 0, cc, "rank 0 to read a checkpointed tensor") < 0) rc = -1;
             else if (!ok) rc = rank ? mk_error_set("cannot load %s (see rank 0)", path) : -1;
             else if (rank == 0) rc = scatter_tensor(e, &b, k, kind, cc);
             else rc = recv_tensor(e, &b, k, kind, cc);
