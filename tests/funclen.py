@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""No function in src/ longer than 80 lines (the project's code style).
+"""No function in src/ and sim/ longer than 80 lines (the project's code style).
 
 A function body runs from a '{' in column 0 to the next '}' in column 0
 (the layout every source file uses); its length is the lines between.
@@ -36,8 +36,8 @@ def check(path):
 
 def main():
     top = os.environ.get("top_srcdir", ".")
-    files = sorted(glob.glob(os.path.join(top, "src", "*", "*.c")) +
-                   glob.glob(os.path.join(top, "src", "*", "*.cu")))
+    files = sorted(f for d in ("src/*", "sim") for ext in ("*.c", "*.cu")
+                   for f in glob.glob(os.path.join(top, d, ext)))
     if not files:
         print("skip: no sources under src/*/")
         return 77

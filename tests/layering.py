@@ -58,10 +58,10 @@ def find_cycle(graph):
 
 def main():
     build = os.environ.get("top_builddir", ".")
-    objs = [o for o in glob.glob(os.path.join(build, "src", "*", "*.o"))
+    objs = [o for d in ("src/*", "sim") for o in glob.glob(os.path.join(build, d, "*.o"))
             if not os.path.basename(o).startswith("tests_")]
     if not shutil.which("nm") or not objs:
-        print("skip: no nm or no objects under src/*/")
+        print("skip: no nm or no objects under src/*/ and sim/")
         return 77
     defs, uses = {}, {}
     for o in objs:

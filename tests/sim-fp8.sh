@@ -1,6 +1,6 @@
 #!/bin/sh
 # FP8 (issue 18): --dtype fp8 in merak sim / merak plan, Transformer-Engine
-# style (src/graph/graph.c "fp8 plans", src/sim/memory.c fp8_copies):
+# style (src/graph/graph.c "fp8 plans", sim/memory.c fp8_copies):
 #  - refused (one line, exit 2) where the device has no FP8 tensor cores
 #    and by the CPU executor;
 #  - a step is 1.05x..2x faster than bf16 (llama-3-70b on dgx-h100);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# The memory model's closed forms on `merak sim --json` (src/sim/memory.c),
+# The memory model's closed forms on `merak sim --json` (sim/memory.c),
 # from the layer figures of `merak model --json` (gpt-tiny, bf16, tp 1):
 #  - full recompute keeps one input per transformer block (Megatron-LM's
 #    per-layer checkpoint; Korthikanti et al. 2022: 2sbh per layer), not one

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Tile and wave quantization of weight GEMMs (src/sim/cost.c): a cluster
+# Tile and wave quantization of weight GEMMs (sim/cost.c): a cluster
 # file that gives the device's SM count and GEMM tile makes GEMM-bound
 # steps slower than the same file without them; sms without a tile is
 # refused.  The presets do not set them (src/plan/cluster.c says why).

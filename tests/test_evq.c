@@ -1,4 +1,4 @@
-/* The simulator's event queue (src/sim/evq.h): events come out in time
+/* The simulator's event queue (sim/evq.h): events come out in time
  * order, ties in the order they were queued (what makes simulations
  * deterministic), handlers may queue more, and a failing handler stops
  * the run. */

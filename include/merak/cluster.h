@@ -35,13 +35,13 @@ typedef struct mk_device {
                                 GEMMs); 0: 1 */
     double host_op_s;        /* optional: host (CPU) time the training framework takes to
                                 issue one kernel (Python, dispatcher, autograd, launch); a
-                                graph op is several kernels (src/sim/cost.c op_kernels), and
+                                graph op is several kernels (sim/cost.c op_kernels), and
                                 the device runs ahead of the host only when its work is
                                 longer, so an op takes at least its kernels' host time; 0: no
                                 host bound */
     int sms;                 /* optional: streaming multiprocessors; with the tile below, a
                                 GEMM's output tiles run in waves of sms (tile and wave
-                                quantization, src/sim/cost.c); 0: no quantization */
+                                quantization, sim/cost.c); 0: no quantization */
     double gemm_tile_m, gemm_tile_n; /* optional: the library's output tile for large GEMMs,
                                 rows x columns (either orientation is used) */
     double vector_bwd_flops; /* optional: the same in a backward, where its loops differ from

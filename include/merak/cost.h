@@ -1,6 +1,6 @@
 /* The cost model: op, layer, p2p and collective times on a cluster.
  *
- * Formulas (implemented in src/sim/cost.c and src/sim/collective.c, each repeated
+ * Formulas (implemented in sim/cost.c and sim/collective.c, each repeated
  * in the comment of the function that implements it):
  *
  *   op time       t = max(host, launch + max(F / (P_mm[dtype] * eff(d)), V / P_vec, M / BW))

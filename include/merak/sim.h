@@ -8,7 +8,7 @@
  * concurrent flows sharing the node's NICs).  Each rank has a compute
  * stream (runs its instruction stream in order), a p2p stream (buffered
  * sends, serial), a TP stream (all-reduces inside F/B/R, sub-pipelined per
- * --tp-overlap, see src/sim/tp.c) and a DP stream (gradient buckets, started
+ * --tp-overlap, see sim/tp.c) and a DP stream (gradient buckets, started
  * during the stage's last backward; REDUCE_GRADS waits for its bucket).
  * Inter-node sends reserve the sending node's NIC (a shared resource,
  * FIFO), so contention between stages on one node shows.
@@ -16,7 +16,7 @@
  * Memory per stage (mixed-precision Adam, 16-bit weights and grads):
  * weights 2P, grads 2P (4P with fp32_grads), optimizer 12P; fp32 plans:
  * 4P + 4P + 8P; ZeRO over a group of k ranks divides the optimizer state
- * (1), the gradients (2) and the weights (3) by k (src/sim/memory.c
+ * (1), the gradients (2) and the weights (3) by k (sim/memory.c
  * zero_state; ZeRO-3 adds `gathered`, two layers whole, while F/B/R run).  P = the stage's parameters on one TP
  * rank (split ops /t, replicated ops whole; the last stage holds a copy of
  * a tied embedding when pp > 1).  Activations: every in-flight micro-batch
@@ -26,14 +26,14 @@
  * it is rebuilt, plus the backward's gradients of the layer that needs
  * most (its own and its widest op's); buffers: the p2p activation sent,
  * gradient received and gradient sent (no DP bucket: gradients are reduced
- * in place).  Details in src/sim/memory.c.
+ * in place).  Details in sim/memory.c.
  *
  * Context parallelism (cp > 1, Megatron-LM's): a rank holds s/cp tokens of
  * every sequence, so every op (the attention core balanced by the 2cp
  * chunks) is 1/cp of the sequence's work, every activation, p2p tensor and
  * TP collective 1/cp of its bytes; the attention passes K/V blocks around
  * the CP group (cp-1 steps forward, K/V and dK/dV backward), each step's
- * transfer exposed only beyond its block's attention (src/sim/sim_chunk.c
+ * transfer exposed only beyond its block's attention (sim/sim_chunk.c
  * cp_ring; MK_COMM_CP, the trace's cp stream); two K/V blocks are
  * buffers; gradients are reduced and ZeRO shards over dp x cp.
  *
@@ -79,7 +79,7 @@ typedef struct mk_mem_breakdown {
     double total;            /* their sum: the stage's peak */
 } mk_mem_breakdown_t;
 
-/* Where one stage's step goes (src/sim/explain.c): the stage whose compute
+/* Where one stage's step goes (sim/explain.c): the stage whose compute
  * stream ends last (the critical one: its timeline spans the step; ties to
  * the busiest), its compute stream split into measured parts.  forward ..
  * optimizer: busy seconds by class without the comm waits inside them;

@@ -148,7 +148,7 @@ static float *recv(mk_exec_t *e, const mk_walk_ev_t *ev)
  * before it in the chunk: with both checkpointed they are one recompute
  * group, as in Megatron-LM's full recompute (one checkpoint per
  * transformer layer), and only the attention's input (the block's) is
- * kept; the simulator counts the same (src/sim/memory.c). */
+ * kept; the simulator counts the same (sim/memory.c). */
 static int joins_block(const mk_exec_t *e, const mk_chunk_t *c, int l)
 {
     return l > c->l0 && mk_gpt_layer_kind(e->g, l) == MK_GPT_MLP && mk_gpt_layer_kind(e->g, l - 1) == MK_GPT_ATTN;

@@ -307,9 +307,10 @@ static int read_header(mk_st_reader_t *r)
        __metadata__ with a forged step) is refused, not last-one-wins */
     const char *nul = memchr(text, 0, hl);
     if (nul) {
+        long long at = (long long)(nul - text);
         free(text);
-        return mk_error_set("%s: malformed safetensors header: a NUL byte at offset %lld of %llu", r->path,
-                            (long long)(nul - text), (unsigned long long)hl);
+        return mk_error_set("%s: malformed safetensors header: a NUL byte at offset %lld of %llu", r->path, at,
+                            (unsigned long long)hl);
     }
     json_error_t e;
     json_t *h = json_loadb(text, hl, JSON_REJECT_DUPLICATES, &e);

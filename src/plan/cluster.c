@@ -97,7 +97,7 @@
  * single-node.json, Megatron-DeepSpeed) take ~3.1 ms per transformer block
  * per micro-batch (forward + recomputed forward + backward) whatever the
  * micro-batch while the device's work is shorter; the block launches 71
- * kernels there (14 forward, 14 recomputed, 43 backward: src/sim/cost.c
+ * kernels there (14 forward, 14 recomputed, 43 backward: sim/cost.c
  * op_kernels counts them in Megatron's code) -> ~44 us a kernel, the eager
  * dispatch + autograd + launch range of a PyTorch op with DeepSpeed's
  * hooks (an earlier count per graph op, 48 of them, gave 65 us from the

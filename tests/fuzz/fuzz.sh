@@ -36,7 +36,7 @@ for w in $(mpicc -show 2>/dev/null || mpicc --showme 2>/dev/null || pkg-config -
 done
 
 mkdir -p "$FUZZ_BUILD/obj" "$FUZZ_WORK" || die "cannot create $FUZZ_BUILD and $FUZZ_WORK"
-newest_h=$(ls -t "$src"/include/merak/*.h "$src"/src/*/*.h "$src"/tests/fuzz/fuzz.h \
+newest_h=$(ls -t "$src"/include/merak/*.h "$src"/src/*/*.h "$src"/sim/*.h "$src"/tests/fuzz/fuzz.h \
   config.h 2>/dev/null | head -1)
 
 # compile SRC OBJ FLAGS...: clang, only when out of date; no object on failure.

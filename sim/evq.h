@@ -1,4 +1,4 @@
-/* The simulator's event queue (internal to src/sim/), after ASTRA-sim's:
+/* The simulator's event queue (internal to sim/), after ASTRA-sim's:
  * events carry a time, a sequence number and a typed payload with the
  * handler that consumes it.  Popped in (time, sequence) order, so events
  * at the same time run in the order they were queued: every run of the

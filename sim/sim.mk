@@ -1,10 +1,10 @@
 # sim module: the discrete-event simulator, its cost model (compute,
 # collectives, sub-pipelined TP), the memory tracker; `merak sim` is in cli/.
-libmerak_la_SOURCES += src/sim/cost.c src/sim/collective.c src/sim/tp.c src/sim/memory.c src/sim/evq.c \
-	src/sim/sim.c src/sim/sim_chunk.c src/sim/sim_step.c src/sim/sim_result.c src/sim/zero.c src/sim/explain.c \
-	src/sim/sim_cache.c src/sim/sim_bound.c
+libmerak_la_SOURCES += sim/cost.c sim/collective.c sim/tp.c sim/memory.c sim/evq.c \
+	sim/sim.c sim/sim_chunk.c sim/sim_step.c sim/sim_result.c sim/zero.c sim/explain.c \
+	sim/sim_cache.c sim/sim_bound.c
 merakinclude_HEADERS += include/merak/sim.h include/merak/cost.h
-noinst_HEADERS += src/sim/sim_internal.h src/sim/evq.h
+noinst_HEADERS += sim/sim_internal.h sim/evq.h
 
 check_PROGRAMS += tests/test_sim tests/test_evq tests/test_sim_cp
 tests_test_sim_SOURCES = tests/test_sim.c tests/check.h

@@ -1,4 +1,4 @@
-/* Internal to the simulator (src/sim/): per-layer TP pieces, per-chunk costs
+/* Internal to the simulator (sim/): per-layer TP pieces, per-chunk costs
  * and memory (tp.c, sim_chunk.c, memory.c), and the state of one run that
  * the engine (sim.c), the instruction handlers (sim_step.c) and the result
  * (sim_result.c) share. */

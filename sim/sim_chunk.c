@@ -1,6 +1,6 @@
 /* Per-chunk costs of one run (sim_internal.h): every layer of a chunk as
  * TP sub-pipeline pieces (forward, backward, B_IN), the chunk's F, B, B_IN,
- * B_W and recompute times from them (src/sim/tp.c), and the activation
+ * B_W and recompute times from them (sim/tp.c), and the activation
  * bytes per checkpoint count (memory.c).  Built once per mk_sim_run; the
  * instruction handlers (sim_step.c) only look them up.
  *
