@@ -55,9 +55,6 @@ static double tree(mk_coll_kind_t kind, int n, double alpha, double beta, double
  *   AR: RS_intra(g, S) + AR_inter(k, S/g, beta_eff) + AG_intra(g, S)
  *     = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
  *   RS: RS_intra(g, S) + RS_inter(k, S/g);  AG: AG_inter(k, S/g) + AG_intra(g, S). */
-static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
-                        double bytes);
-
 static double hier(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
 {
     int per = g->per_node, k = (g->n + per - 1) / per;
@@ -69,10 +66,11 @@ static double hier(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t 
 
 /* A collective is one op the framework issues: it takes at least the
  * host's time to issue it (see mk_cost_op_time). */
-double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
-                    double bytes)
+static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes);
+
+double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
 {
-    double t = coll_time(c, kind, algo, g, bytes);
+    double t = coll_time(c, kind, g, bytes);
     double host = c->ideal ? 0 : c->dev.host_op_s;
     return t > 0 && host > t ? host : t;
 }
@@ -88,20 +86,13 @@ static double alltoall(const mk_cluster_t *c, const mk_group_t *g, double bytes)
     return intra + inter;
 }
 
-static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
-                        double bytes)
+static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
 {
     if (c->ideal || g->n <= 1 || bytes <= 0) return 0;
     if (kind == MK_COLL_ALLTOALL) return alltoall(c, g, bytes);
     int one_node = g->per_node >= g->n;
     double a = one_node ? c->intra.alpha_s : c->inter.alpha_s;
     double b = one_node ? c->intra.beta_Bps : nic_beta(c, g->sharers);
-    switch (algo) {
-    case MK_ALGO_RING: return mk_cost_ring(kind, g->n, a, b, bytes);
-    case MK_ALGO_TREE: return tree(kind, g->n, a, b, bytes);
-    case MK_ALGO_HIER: return one_node ? mk_cost_ring(kind, g->n, a, b, bytes) : hier(c, kind, g, bytes);
-    default: break;
-    }
     if (one_node || g->per_node == 1) {
         double r = mk_cost_ring(kind, g->n, a, b, bytes), t = tree(kind, g->n, a, b, bytes);
         return r < t ? r : t;

@@ -250,7 +250,7 @@ double mk_cost_layer_time(const mk_cluster_t *c, const mk_graph_t *g, int layer,
     double ar = 0;
     if (tp > 1 && L->n_tp_allreduce > 0) {
         mk_group_t grp = mk_group_make(c, 0, 1, tp, tp);
-        ar = L->n_tp_allreduce * mk_cost_coll(c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &grp, L->out_bytes);
+        ar = L->n_tp_allreduce * mk_cost_coll(c, MK_COLL_ALLREDUCE, &grp, L->out_bytes);
     }
     int ck = recompute && mk_layer_checkpointable(g, layer);
     return f + b + 2 * ar + (ck ? f + ar : 0);

@@ -33,9 +33,9 @@ static int seqpar_of(const mk_plan_t *p)
 /* One TP all-reduce of S bytes (or RS+AG with sequence parallelism). */
 static double tp_collective(const mk_sim_state_t *R, double S)
 {
-    if (!seqpar_of(R->p)) return mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->tpg, S);
-    return mk_cost_coll(R->c, MK_COLL_REDUCE_SCATTER, MK_ALGO_AUTO, &R->tpg, S) +
-           mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->tpg, S);
+    if (!seqpar_of(R->p)) return mk_cost_coll(R->c, MK_COLL_ALLREDUCE, &R->tpg, S);
+    return mk_cost_coll(R->c, MK_COLL_REDUCE_SCATTER, &R->tpg, S) +
+           mk_cost_coll(R->c, MK_COLL_ALLGATHER, &R->tpg, S);
 }
 
 /* Context parallelism's ring inside layer l's attention core (op i),
@@ -80,8 +80,8 @@ static void ep_alltoall(const mk_sim_state_t *R, const mk_op_t *o, double N, mk_
 {
     double S = N * o->topk * o->width * mk_dtype_bytes(R->p->dtype) / (seqpar_of(R->p) ? R->p->tp : 1);
     t->n_a2a = 2;
-    t->a2a_full = mk_cost_coll(R->c, MK_COLL_ALLTOALL, MK_ALGO_AUTO, &R->epg, S);
-    t->a2a_half = mk_cost_coll(R->c, MK_COLL_ALLTOALL, MK_ALGO_AUTO, &R->epg, S / 2);
+    t->a2a_full = mk_cost_coll(R->c, MK_COLL_ALLTOALL, &R->epg, S);
+    t->a2a_half = mk_cost_coll(R->c, MK_COLL_ALLTOALL, &R->epg, S / 2);
 }
 
 /* Fill a layer's forward (dir 0), backward (1) or input-gradient (2) pieces. */

@@ -144,9 +144,9 @@ void mk_sim_bucket_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double
        ep-times smaller group (0 without experts: the dense reduction alone) */
     double fe = S->ss.params > 0 ? S->ss.expert_params / S->ss.params : 0;
     mk_coll_kind_t kind = z ? MK_COLL_REDUCE_SCATTER : MK_COLL_ALLREDUCE;
-    *red = unit ? 0 : mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->zg : &R->dpg, bytes * (1 - fe)) +
-                          mk_cost_coll(R->c, kind, MK_ALGO_AUTO, z ? &R->ezg : &R->edpg, bytes * fe);
-    *rep = z && R->nrep > 1 && !unit ? mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->rg, bytes / R->zk) : 0;
+    *red = unit ? 0 : mk_cost_coll(R->c, kind, z ? &R->zg : &R->dpg, bytes * (1 - fe)) +
+                          mk_cost_coll(R->c, kind, z ? &R->ezg : &R->edpg, bytes * fe);
+    *rep = z && R->nrep > 1 && !unit ? mk_cost_coll(R->c, MK_COLL_ALLREDUCE, &R->rg, bytes / R->zk) : 0;
 }
 
 static double queue_bucket(mk_sim_state_t *R, int s, double ready, double bytes)
@@ -325,7 +325,7 @@ static int op_reduce_tied(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     mk_sim_stage_t *S = &R->st[s], *O = &R->st[other];
     double st = t > O->now ? t : O->now;
     double d = R->o->unit_costs ? 0
-                                : mk_cost_coll(R->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->tiedg, S->ss.tied_bytes);
+                                : mk_cost_coll(R->c, MK_COLL_ALLREDUCE, &R->tiedg, S->ss.tied_bytes);
     R->events++;
     S->idle += st - t, O->idle += st - O->now; /* waiting for the other end */
     mk_sim_stage_t *both[2] = {S, O};
@@ -360,7 +360,7 @@ double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double 
     /* fp8: the step's cast of the linear weights to FP8 (memory.c fp8_copies) */
     if (!unit && !R->c->ideal) d += mk_dtype_cast_bytes(p->dtype) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
     double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
-    *ag = (z == 1 || z == 2) && !unit ? mk_cost_coll(R->c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->zg, w * S->ss.params) : 0;
+    *ag = (z == 1 || z == 2) && !unit ? mk_cost_coll(R->c, MK_COLL_ALLGATHER, &R->zg, w * S->ss.params) : 0;
     return d;
 }
 

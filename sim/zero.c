@@ -66,10 +66,10 @@ static void layer_comm(const mk_sim_state_t *R, int l, double *ag, double *rs, d
     double w, gr, opt;
     mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
     const mk_cluster_t *c = R->c;
-    *ag = mk_cost_coll(c, MK_COLL_ALLGATHER, MK_ALGO_AUTO, &R->zg, w * mk_sim_layer_zparams(R->p, R->g, l, 1));
+    *ag = mk_cost_coll(c, MK_COLL_ALLGATHER, &R->zg, w * mk_sim_layer_zparams(R->p, R->g, l, 1));
     double gb = gr * mk_sim_layer_zparams(R->p, R->g, l, 0);
-    *rs = mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, MK_ALGO_AUTO, &R->zg, gb);
-    *ar = R->nrep > 1 ? mk_cost_coll(c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &R->rg, gb / R->zk) : 0;
+    *rs = mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, &R->zg, gb);
+    *ar = R->nrep > 1 ? mk_cost_coll(c, MK_COLL_ALLREDUCE, &R->rg, gb / R->zk) : 0;
 }
 
 /* An embedding layer's backward scatters its gradient into the table's

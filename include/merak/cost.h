@@ -39,7 +39,6 @@ extern "C" {
 #endif
 
 typedef enum { MK_COLL_ALLREDUCE = 0, MK_COLL_REDUCE_SCATTER, MK_COLL_ALLGATHER, MK_COLL_ALLTOALL } mk_coll_kind_t;
-typedef enum { MK_ALGO_AUTO = 0, MK_ALGO_RING, MK_ALGO_TREE, MK_ALGO_HIER } mk_coll_algo_t;
 
 /* A communication group: n ranks, g of them on each node it spans
  * (g = n inside one node, g = 1 for one member per node), and sharers =
@@ -70,9 +69,11 @@ double mk_cost_layer_time(const mk_cluster_t *c, const mk_graph_t *g, int layer,
 /* Point-to-point message of S bytes, intra-node or across nodes with
  * `sharers` flows sharing the node's NICs. */
 double mk_cost_p2p(const mk_cluster_t *c, int inter, int sharers, double bytes);
-/* Collective of S bytes (the full buffer on each rank) over a group. */
-double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, mk_coll_algo_t algo, const mk_group_t *g,
-                    double bytes);
+/* Collective of S bytes (the full buffer on each rank) over a group, by
+ * the algorithm NCCL's tuner would take for it: inside one node (or one
+ * rank per node) the cheaper of ring and tree, across nodes hierarchical
+ * (no flag selects another: NCCL_ALGO's choice is not modelled). */
+double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes);
 /* The plain ring formula on one link class: 2(n-1)a + 2(n-1)/n S/b (AR). */
 double mk_cost_ring(mk_coll_kind_t kind, int n, double alpha, double beta, double bytes);
 

@@ -307,7 +307,7 @@ static int measure_links(MPI_Comm comm, int quick, mk_profile_t *p, const int *n
         }
         mk_prof_sample_t *s = &p->ar[p->n_ar++];
         s->x = bytes, s->y = best;
-        s->z = mk_cost_coll(&p->c, MK_COLL_ALLREDUCE, MK_ALGO_AUTO, &grp, bytes);
+        s->z = mk_cost_coll(&p->c, MK_COLL_ALLREDUCE, &grp, bytes);
     }
     free(v);
     return 0;
