@@ -21,7 +21,7 @@ for c in $subs; do
   # a file a help text names is shipped (in the tarball: EXTRA_DIST of a *.mk or Makefile.am)
   for f in $(grep -o '[A-Za-z0-9_/.-]*\.md' "$tmpdir/h.txt" | sort -u); do
     check "$c --help names $f: it exists and is distributed" sh -c "[ -f '$top_srcdir/$f' ] &&
-      grep -q -F '$f' '$top_srcdir/Makefile.am' $top_srcdir/src/*/*.mk $top_srcdir/tests/*/*.mk"
+      grep -q -F '$f' '$top_srcdir/Makefile.am' $top_srcdir/src/*/*.mk $top_srcdir/sim/*.mk $top_srcdir/tests/*/*.mk"
   done
 done
 # merak --version and merak version: the version, then one line per build feature

@@ -39,7 +39,7 @@ def main():
     files = sorted(f for d in ("src/*", "sim") for ext in ("*.c", "*.cu")
                    for f in glob.glob(os.path.join(top, d, ext)))
     if not files:
-        print("skip: no sources under src/*/")
+        print("skip: no sources under src/*/ and sim/")
         return 77
     bad = [b for f in files for b in check(f)]
     for b in bad:

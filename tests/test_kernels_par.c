@@ -10,6 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* the kernels' context: a CPU backend's thread pool (sized per test) */
+static mk_cpu_pool_t *pool;
+
 static unsigned long long rng = 88172645463325252ULL;
 static float urand(void)
 {
@@ -90,14 +93,14 @@ static void test_attention(int NH, int KV)
     plain_att(&pa, B);
     for (int th = 1; th <= 3; th += 2) {
         float *o = calloc(no, 4), *a = calloc(na, 4), *d = calloc(nx, 4), *da = calloc(na, 4);
-        mk_cpu_set_threads(th);
-        mk_cpu_attention_fwd(NULL, o, a, x, B, T, NH, KV, hs);
-        mk_cpu_attention_bwd(NULL, d, da, r, x, a, B, T, NH, KV, hs);
+        mk_cpu_pool_set_threads(pool, th);
+        mk_cpu_attention_fwd(pool, o, a, x, B, T, NH, KV, hs);
+        mk_cpu_attention_bwd(pool, d, da, r, x, a, B, T, NH, KV, hs);
         CHECK(same(o, o0, no) && same(a, a0, na), "attention NH %d KV %d fwd, %d threads", NH, KV, th);
         CHECK(same(d, d0, nx), "attention NH %d KV %d bwd, %d threads", NH, KV, th);
         free(o); free(a); free(d); free(da);
     }
-    mk_cpu_set_threads(1);
+    mk_cpu_pool_set_threads(pool, 1);
     free(x); free(r); free(o0); free(a0); free(d0); free(da0);
 }
 
@@ -109,21 +112,21 @@ static void test_elementwise(void)
     int tg[7] = {0, 5, 30010, 17, 29999, 3, 1234};
     double ss[2], loss[2];
     for (int k = 0; k < 2; k++) {
-        mk_cpu_set_threads(k ? 3 : 1);
+        mk_cpu_pool_set_threads(pool, k ? 3 : 1);
         float *g = res[k][0] = calloc(n, 4), *dg = res[k][1] = calloc(n, 4), *p = res[k][2] = dup(x, n);
         float *m = res[k][3] = calloc(n, 4), *v = res[k][4] = calloc(n, 4), *l = res[k][5] = dup(lg, (size_t)N * Vl);
-        mk_cpu_gelu_fwd(NULL, g, x, n);
-        mk_cpu_gelu_bwd(NULL, dg, x, dy, n);
+        mk_cpu_gelu_fwd(pool, g, x, n);
+        mk_cpu_gelu_bwd(pool, dg, x, dy, n);
         for (int s = 1; s <= 2; s++)
-            mk_cpu_adamw(NULL, p, dy, m, v, n, 1e-3f, 0.9f, 0.95f, 1 - powf(0.9f, s), 1 - powf(0.95f, s), 1e-8f, 0.1f, 0.7f);
+            mk_cpu_adamw(pool, p, dy, m, v, n, 1e-3f, 0.9f, 0.95f, 1 - powf(0.9f, s), 1 - powf(0.95f, s), 1e-8f, 0.1f, 0.7f);
         float mx[7], sum[7], t[7];
-        mk_cpu_xent_max(NULL, mx, l, N, Vl, 0, Vl - 3);
-        mk_cpu_xent_exp(NULL, l, sum, t, mx, tg, N, Vl, 0, Vl - 3);
-        loss[k] = mk_cpu_xent_loss(NULL, l, sum, t, N, Vl);
-        mk_cpu_xent_bwd(NULL, l, l, tg, 0.25f, N, Vl, 0);
-        ss[k] = mk_cpu_sumsq(NULL, x, n);
+        mk_cpu_xent_max(pool, mx, l, N, Vl, 0, Vl - 3);
+        mk_cpu_xent_exp(pool, l, sum, t, mx, tg, N, Vl, 0, Vl - 3);
+        loss[k] = mk_cpu_xent_loss(pool, l, sum, t, N, Vl);
+        mk_cpu_xent_bwd(pool, l, l, tg, 0.25f, N, Vl, 0);
+        ss[k] = mk_cpu_sumsq(pool, x, n);
     }
-    mk_cpu_set_threads(1);
+    mk_cpu_pool_set_threads(pool, 1);
     const char *what[6] = {"gelu fwd", "gelu bwd", "adamw p", "adamw m", "adamw v", "cross-entropy"};
     for (int j = 0; j < 6; j++) CHECK(same(res[0][j], res[1][j], j == 5 ? (size_t)N * Vl : (size_t)n), "%s", what[j]);
     CHECK(loss[0] == loss[1] && ss[0] == ss[1], "loss %.17g %.17g, sumsq %.17g %.17g", loss[0], loss[1], ss[0], ss[1]);
@@ -155,14 +158,14 @@ static void test_gemm(int N, int IC, int OC)
     float *x = rnd((size_t)N * IC, 1.0f), *w = rnd((size_t)OC * IC, 0.1f), *b = rnd(OC, 1.0f);
     float *dy = rnd((size_t)N * OC, 1.0f), *res[3][4];
     for (int k = 0; k < 3; k++) {
-        mk_cpu_set_threads(k ? 3 : 1);
+        mk_cpu_pool_set_threads(pool, k ? 3 : 1);
         float *y = res[k][0] = calloc((size_t)N * OC, 4), *dx = res[k][1] = dup(x, (size_t)N * IC);
         float *dw = res[k][2] = dup(w, (size_t)OC * IC), *db = res[k][3] = calloc(OC, 4);
-        mk_cpu_linear_fwd(NULL, y, x, w, b, N, IC, OC);
-        mk_cpu_linear_bwd_in(NULL, dx, dy, w, N, IC, OC);
-        mk_cpu_linear_bwd_w(NULL, dw, db, dy, x, N, IC, OC);
+        mk_cpu_linear_fwd(pool, y, x, w, b, N, IC, OC);
+        mk_cpu_linear_bwd_in(pool, dx, dy, w, N, IC, OC);
+        mk_cpu_linear_bwd_w(pool, dw, db, dy, x, N, IC, OC);
     }
-    mk_cpu_set_threads(1);
+    mk_cpu_pool_set_threads(pool, 1);
     size_t len[4] = {(size_t)N * OC, (size_t)N * IC, (size_t)OC * IC, (size_t)OC};
     const char *what[4] = {"linear fwd", "linear bwd in", "linear bwd w", "bias grad"};
     for (int j = 0; j < 4; j++) {
@@ -174,8 +177,37 @@ static void test_gemm(int N, int IC, int OC)
     free(x); free(w); free(b); free(dy);
 }
 
+/* Two pools are two backends: each its own size, and a split on one runs
+   while the other has its own workers (created, used, joined on free). */
+static void add_one(void *arg, size_t lo, size_t hi)
+{
+    for (size_t i = lo; i < hi; i++) ((int *)arg)[i] += 1;
+}
+
+static void test_two_pools(void)
+{
+    mk_cpu_pool_t *a = mk_cpu_pool_new(), *b = mk_cpu_pool_new();
+    mk_cpu_pool_set_threads(a, 2), mk_cpu_pool_set_threads(b, 3);
+    CHECK(mk_cpu_pool_threads(a) == 2 && mk_cpu_pool_threads(b) == 3 && mk_cpu_pool_threads(NULL) == 1,
+          "pool sizes %d %d", mk_cpu_pool_threads(a), mk_cpu_pool_threads(b));
+    mk_cpu_pool_set_threads(a, 100000);
+    CHECK(mk_cpu_pool_threads(a) == MK_CPU_MAX_THREADS, "clamped to %d", MK_CPU_MAX_THREADS);
+    mk_cpu_pool_set_threads(a, 2);
+    int n = 1000, *x = calloc(n, sizeof *x);
+    mk_cpu_par(a, n, 10, add_one, x);
+    mk_cpu_par(b, n, 10, add_one, x);
+    mk_cpu_par(NULL, n, 10, add_one, x);
+    int ok = 1;
+    for (int i = 0; i < n; i++) ok &= x[i] == 3;
+    CHECK(ok, "every element once per split, on either pool and on none");
+    mk_cpu_pool_free(a), mk_cpu_pool_free(b), mk_cpu_pool_free(NULL);
+    free(x);
+}
+
 int main(void)
 {
+    pool = mk_cpu_pool_new();
+    test_two_pools();
     test_gemm(256, 768, 2304);   /* gpt2's QKV */
     test_gemm(256, 3072, 768);   /* MLP down */
     test_gemm(1000, 333, 203);   /* rows split, ragged */
@@ -184,5 +216,6 @@ int main(void)
     test_attention(6, 2);  /* GQA */
     test_attention(3, 1);  /* MQA */
     test_elementwise();
+    mk_cpu_pool_free(pool);
     CHECK_DONE();
 }

@@ -23,7 +23,7 @@ extern "C" {
 
 typedef struct mk_backend {
     const char *name;
-    void *ctx;  /* the backend's state, passed first to every entry; NULL on the CPU */
+    void *ctx;  /* the backend's state, passed first to every entry (CPU: its thread pool) */
     /* memory (bytes); zero-filled on allocation */
     void *(*alloc)(void *ctx, size_t bytes);
     void (*free)(void *ctx, void *p);
@@ -125,6 +125,9 @@ typedef struct mk_backend {
        entries return void, so they record it and carry on; results from
        then on are undefined).  The executor checks it after every step. */
     int (*status)(void *ctx);
+    /* Optional (NULL: no host threads of its own): the kernels' thread
+       count, the cores the rank is bound to (mk_runtime_bind); CPU only. */
+    void (*set_threads)(void *ctx, int n);
     /* Optional, device backends only (NULL on the CPU). */
     /* one device per rank: local_rank mod the visible devices, local_rank
        within the node; before the first allocation.  The device, or -1. */
@@ -141,8 +144,9 @@ typedef struct mk_backend {
     void (*destroy)(void *ctx);
 } mk_backend_t;
 
-/* The CPU backend (OpenBLAS sgemm and C loops): stateless (ctx NULL), one
- * shared table, never freed. */
+/* The CPU backend's table (OpenBLAS sgemm and C loops) with no context:
+ * every kernel runs on the calling thread; one shared table, never freed.
+ * mk_backend_new("cpu") gives one with a thread pool. */
 const mk_backend_t *mk_backend_cpu(void);
 /* A new backend by name: "cpu", or "cuda" when built; NULL (no --backend):
  * cuda when built with CUDA and a device is visible, else cpu.  NULL with

@@ -66,6 +66,7 @@ typedef struct mk_prof_sample {
 typedef struct mk_profile {
     mk_cluster_t c;
     int ranks, nodes, ranks_per_node, packages, cores, threads;
+    int kernel_threads;  /* the CPU kernels' pool (threads, at most the rank's cores) */
     int same_package;        /* ranks 0 and 1 on one package (socket) */
     int inter_measured, intra_measured;
     char host[64], cpu[96], note[512];

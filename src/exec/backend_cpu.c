@@ -13,23 +13,25 @@
  * gpt2-124m) are cleared every step, and one core does not saturate the
  * memory bus. */
 static void zero_part(void *arg, size_t lo, size_t hi) { memset((char *)arg + lo, 0, hi - lo); }
-static void par_zero(void *p, size_t bytes) { mk_cpu_par(bytes, (size_t)4 << 20, zero_part, p); }
+static void par_zero(void *ctx, void *p, size_t bytes) { mk_cpu_par(ctx, bytes, (size_t)4 << 20, zero_part, p); }
 
-/* The CPU backend is stateless: its entries ignore ctx (NULL). */
+/* The CPU backend's context is its thread pool (NULL: one thread). */
 static void *cpu_alloc(void *ctx, size_t bytes)
 {
-    (void)ctx;
     /* 64-byte alignment for vector loads; calloc semantics (zeroed) */
     void *p = NULL;
     size_t n = (bytes + 63) & ~(size_t)63;
     if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
-    par_zero(p, n ? n : 64);
+    par_zero(ctx, p, n ? n : 64);
     return p;
 }
 
 static void cpu_free(void *ctx, void *p) { (void)ctx; free(p); }
-static void cpu_zero(void *ctx, void *p, size_t bytes) { (void)ctx; par_zero(p, bytes); }
+static void cpu_zero(void *ctx, void *p, size_t bytes) { par_zero(ctx, p, bytes); }
 static void cpu_copy(void *ctx, void *d, const void *s, size_t bytes) { (void)ctx; memmove(d, s, bytes); }
+
+static void cpu_set_threads(void *ctx, int n) { mk_cpu_pool_set_threads(ctx, n); }
+static void cpu_destroy(void *ctx) { mk_cpu_pool_free(ctx); }
 
 static const mk_backend_t mk_cpu = {
     .name = "cpu",
@@ -67,17 +69,25 @@ static const mk_backend_t mk_cpu = {
     .moe_gather = mk_cpu_moe_gather,
     .moe_scatter = mk_cpu_moe_scatter,
     .moe_rowdot = mk_cpu_moe_rowdot,
+    .set_threads = cpu_set_threads,
 };
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }
 
-/* A heap copy of a table, so that every backend from mk_backend_new is
- * freed alike. */
-static mk_backend_t *copy_of(const mk_backend_t *t)
+/* A CPU backend of its own: the shared table with a thread pool as its
+ * context (one thread until set_threads), freed with the table. */
+static mk_backend_t *cpu_new(void)
 {
     mk_backend_t *be = malloc(sizeof *be);
-    if (!be) mk_error_set("out of memory");
-    else *be = *t;
+    mk_cpu_pool_t *pool = mk_cpu_pool_new();
+    if (!be || !pool) {
+        free(be), mk_cpu_pool_free(pool);
+        mk_error_set("out of memory");
+        return NULL;
+    }
+    *be = mk_cpu;
+    be->ctx = pool;
+    be->destroy = cpu_destroy;
     return be;
 }
 
@@ -85,8 +95,8 @@ static mk_backend_t *copy_of(const mk_backend_t *t)
  * else cpu.  "cuda" without either is an error saying which is missing. */
 mk_backend_t *mk_backend_new(const char *name)
 {
-    if (!name) return mk_cuda_device_count() > 0 ? mk_backend_cuda_new() : copy_of(&mk_cpu);
-    if (!strcmp(name, "cpu")) return copy_of(&mk_cpu);
+    if (!name) return mk_cuda_device_count() > 0 ? mk_backend_cuda_new() : cpu_new();
+    if (!strcmp(name, "cpu")) return cpu_new();
     if (!strcmp(name, "cuda")) {
         if (mk_cuda_device_count() > 0) return mk_backend_cuda_new();
         const char *why = mk_cuda_unavailable();

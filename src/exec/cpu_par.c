@@ -1,7 +1,9 @@
-/* The CPU kernels' threads: a loop's range split over the rank's cores
- * (mk_runtime_bind sets their number: the cores hwloc bound the rank to, 1
- * when ranks outnumber cores).  The threads are a persistent pool created
- * at the first split call; they inherit the rank's binding.  Between calls
+/* The CPU kernels' threads: a loop's range split over the rank's cores.
+ * The pool is the CPU backend's context (mk_backend_new("cpu") creates
+ * it, mk_backend_free joins it); the executor sets its size to what
+ * mk_runtime_bind returns (the cores hwloc bound the rank to, 1 when
+ * ranks outnumber cores).  Its threads start at the first split call and
+ * inherit the rank's binding; a NULL context runs every loop serially.  Between calls
  * a worker spins briefly (the next kernel usually follows within
  * microseconds), then sleeps on a condition variable, so an idle rank takes
  * no CPU from its neighbours.  Every range is computed by the same code as
@@ -11,33 +13,54 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
-
-static int n_threads = 1;
-
-void mk_cpu_set_threads(int n) { n_threads = n < 1 ? 1 : n > MK_CPU_MAX_THREADS ? MK_CPU_MAX_THREADS : n; }
-
-int mk_cpu_threads(void) { return n_threads; }
+#include <stdlib.h>
 
 typedef struct {
     size_t lo, hi;
 } range_t;
 
+typedef struct {
+    struct mk_cpu_pool *pool;
+    size_t me;
+} seat_t;
+
 /* One job at a time: `gen` counts posted jobs; every started worker
  * acknowledges each job (`pending`), running its range when it has one. */
-static struct {
+struct mk_cpu_pool {
+    int threads;  /* the kernels' thread count, workers + the caller */
     pthread_mutex_t dispatch, mu;
     pthread_cond_t go, done;
     atomic_ulong gen;
     atomic_int pending;
-    int started;
+    int started, quit;
     size_t k;
     mk_cpu_range_fn fn;
     void *arg;
     range_t r[MK_CPU_MAX_THREADS];
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          PTHREAD_COND_INITIALIZER, 0, 0, 0, 0, NULL, NULL, {{0, 0}}};
+    seat_t seat[MK_CPU_MAX_THREADS];
+    pthread_t th[MK_CPU_MAX_THREADS];
+};
 
-static _Thread_local int in_pool;  /* a kernel run by the pool splits no further */
+mk_cpu_pool_t *mk_cpu_pool_new(void)
+{
+    mk_cpu_pool_t *p = calloc(1, sizeof *p);
+    if (!p) return NULL;
+    p->threads = 1;
+    pthread_mutex_init(&p->dispatch, NULL);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->go, NULL);
+    pthread_cond_init(&p->done, NULL);
+    return p;
+}
+
+void mk_cpu_pool_set_threads(mk_cpu_pool_t *p, int n)
+{
+    if (p) p->threads = n < 1 ? 1 : n > MK_CPU_MAX_THREADS ? MK_CPU_MAX_THREADS : n;
+}
+
+int mk_cpu_pool_threads(const mk_cpu_pool_t *p) { return p ? p->threads : 1; }
+
+static _Thread_local int in_pool;  /* a kernel run by a pool splits no further */
 
 /* Polls before sleeping: ~10-50 us, the gap between consecutive kernels. */
 #define SPINS 4096
@@ -49,71 +72,91 @@ static void relax(void)
 #endif
 }
 
-static void *worker(void *p)
+static void *worker(void *arg)
 {
-    size_t me = (size_t)p;
+    seat_t *seat = arg;
+    mk_cpu_pool_t *pool = seat->pool;
+    size_t me = seat->me;
     unsigned long seen = 0;
     in_pool = 1;
     for (;;) {
-        for (int i = 0; i < SPINS && atomic_load(&pool.gen) == seen; i++) relax();
-        if (atomic_load(&pool.gen) == seen) {
-            pthread_mutex_lock(&pool.mu);
-            while (atomic_load(&pool.gen) == seen) pthread_cond_wait(&pool.go, &pool.mu);
-            pthread_mutex_unlock(&pool.mu);
+        for (int i = 0; i < SPINS && atomic_load(&pool->gen) == seen; i++) relax();
+        if (atomic_load(&pool->gen) == seen) {
+            pthread_mutex_lock(&pool->mu);
+            while (atomic_load(&pool->gen) == seen) pthread_cond_wait(&pool->go, &pool->mu);
+            pthread_mutex_unlock(&pool->mu);
         }
-        seen = atomic_load(&pool.gen);
-        if (me < pool.k) pool.fn(pool.arg, pool.r[me].lo, pool.r[me].hi);
-        if (atomic_fetch_sub(&pool.pending, 1) == 1) {
-            pthread_mutex_lock(&pool.mu);
-            pthread_cond_signal(&pool.done);
-            pthread_mutex_unlock(&pool.mu);
+        seen = atomic_load(&pool->gen);
+        if (pool->quit) return NULL;
+        if (me < pool->k) pool->fn(pool->arg, pool->r[me].lo, pool->r[me].hi);
+        if (atomic_fetch_sub(&pool->pending, 1) == 1) {
+            pthread_mutex_lock(&pool->mu);
+            pthread_cond_signal(&pool->done);
+            pthread_mutex_unlock(&pool->mu);
         }
     }
-    return NULL;
 }
 
 /* Workers 1 .. k-1 (worker 0 is the caller); returns how many exist. */
-static size_t grow(size_t k)
+static size_t grow(mk_cpu_pool_t *pool, size_t k)
 {
-    while ((size_t)pool.started + 1 < k) {
-        pthread_t th;
-        if (pthread_create(&th, NULL, worker, (void *)(size_t)(pool.started + 1)) != 0) break;
-        pthread_detach(th);
-        pool.started++;
+    while ((size_t)pool->started + 1 < k) {
+        seat_t *seat = &pool->seat[pool->started + 1];
+        *seat = (seat_t){pool, (size_t)pool->started + 1};
+        if (pthread_create(&pool->th[pool->started + 1], NULL, worker, seat) != 0) break;
+        pool->started++;
     }
-    return (size_t)pool.started + 1;
+    return (size_t)pool->started + 1;
 }
 
-static void run_pool(size_t n, size_t k, mk_cpu_range_fn fn, void *arg)
+static void run_pool(mk_cpu_pool_t *pool, size_t n, size_t k, mk_cpu_range_fn fn, void *arg)
 {
-    size_t have = grow(k);
-    pool.fn = fn, pool.arg = arg, pool.k = k < have ? k : have;
-    for (size_t i = 0; i < k; i++) pool.r[i] = (range_t){n * i / k, n * (i + 1) / k};
-    atomic_store(&pool.pending, pool.started);
-    pthread_mutex_lock(&pool.mu);
-    atomic_fetch_add(&pool.gen, 1);
-    pthread_cond_broadcast(&pool.go);
-    pthread_mutex_unlock(&pool.mu);
+    size_t have = grow(pool, k);
+    pool->fn = fn, pool->arg = arg, pool->k = k < have ? k : have;
+    for (size_t i = 0; i < k; i++) pool->r[i] = (range_t){n * i / k, n * (i + 1) / k};
+    atomic_store(&pool->pending, pool->started);
+    pthread_mutex_lock(&pool->mu);
+    atomic_fetch_add(&pool->gen, 1);
+    pthread_cond_broadcast(&pool->go);
+    pthread_mutex_unlock(&pool->mu);
     in_pool = 1;
-    fn(arg, pool.r[0].lo, pool.r[0].hi);
-    for (size_t i = pool.k; i < k; i++) fn(arg, pool.r[i].lo, pool.r[i].hi);  /* no thread for it */
+    fn(arg, pool->r[0].lo, pool->r[0].hi);
+    for (size_t i = pool->k; i < k; i++) fn(arg, pool->r[i].lo, pool->r[i].hi);  /* no thread for it */
     in_pool = 0;
-    for (int i = 0; i < SPINS && atomic_load(&pool.pending) > 0; i++) relax();
-    pthread_mutex_lock(&pool.mu);
-    while (atomic_load(&pool.pending) > 0) pthread_cond_wait(&pool.done, &pool.mu);
-    pthread_mutex_unlock(&pool.mu);
+    for (int i = 0; i < SPINS && atomic_load(&pool->pending) > 0; i++) relax();
+    pthread_mutex_lock(&pool->mu);
+    while (atomic_load(&pool->pending) > 0) pthread_cond_wait(&pool->done, &pool->mu);
+    pthread_mutex_unlock(&pool->mu);
 }
 
-void mk_cpu_par(size_t n, size_t grain, mk_cpu_range_fn fn, void *arg)
+void mk_cpu_par(void *ctx, size_t n, size_t grain, mk_cpu_range_fn fn, void *arg)
 {
-    size_t k = (size_t)n_threads, most = n / (grain ? grain : 1);
+    mk_cpu_pool_t *pool = ctx;
+    size_t k = (size_t)mk_cpu_pool_threads(pool), most = n / (grain ? grain : 1);
     if (k > most) k = most;
     /* one thread, a call from inside the pool, or another caller using it:
        the whole range here (the same result) */
-    if (k <= 1 || in_pool || pthread_mutex_trylock(&pool.dispatch) != 0) {
+    if (k <= 1 || in_pool || pthread_mutex_trylock(&pool->dispatch) != 0) {
         if (n) fn(arg, 0, n);
         return;
     }
-    run_pool(n, k, fn, arg);
-    pthread_mutex_unlock(&pool.dispatch);
+    run_pool(pool, n, k, fn, arg);
+    pthread_mutex_unlock(&pool->dispatch);
+}
+
+/* The workers leave at the next job they see (quit), and are joined. */
+void mk_cpu_pool_free(mk_cpu_pool_t *pool)
+{
+    if (!pool) return;
+    pthread_mutex_lock(&pool->mu);
+    pool->quit = 1;
+    atomic_fetch_add(&pool->gen, 1);
+    pthread_cond_broadcast(&pool->go);
+    pthread_mutex_unlock(&pool->mu);
+    for (int i = 1; i <= pool->started; i++) pthread_join(pool->th[i], NULL);
+    pthread_mutex_destroy(&pool->dispatch);
+    pthread_mutex_destroy(&pool->mu);
+    pthread_cond_destroy(&pool->go);
+    pthread_cond_destroy(&pool->done);
+    free(pool);
 }

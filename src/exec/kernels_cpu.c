@@ -59,7 +59,7 @@ static void gemm_part(void *p, size_t lo, size_t hi)
                 M, N, g->K, 1.0f, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
 }
 
-static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
+static void gemm(void *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc)
 {
     gemm_t g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, A, B, beta, C};
@@ -72,7 +72,7 @@ static void gemm(int ta, int tb, int M, int N, int K, const float *A, int lda, c
     size_t units = (size_t)((g.by_rows ? M : N) + GEMM_UNIT - 1) / GEMM_UNIT;
     /* a share of at least ~8 MFLOP (~0.1 ms) per thread */
     size_t flop_unit = 2 * (size_t)GEMM_UNIT * K * (g.by_rows ? N : M) + 1;
-    mk_cpu_par(units, ((size_t)8 << 20) / flop_unit + 1, gemm_part, &g);
+    mk_cpu_par(ctx, units, ((size_t)8 << 20) / flop_unit + 1, gemm_part, &g);
 }
 
 void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
@@ -81,20 +81,20 @@ void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, 
     (void)ctx;
     if (bias)
         for (int n = 0; n < N; n++) memcpy(out + (size_t)n * OC, bias, OC * sizeof(float));
-    gemm(0, 1, N, OC, IC, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
+    gemm(ctx, 0, 1, N, OC, IC, inp, IC, w, IC, bias ? 1.0f : 0.0f, out, OC);
 }
 
 void mk_cpu_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC)
 {
     (void)ctx;
-    if (dinp) gemm(0, 0, N, IC, OC, dout, OC, w, IC, 1.0f, dinp, IC);
+    if (dinp) gemm(ctx, 0, 0, N, IC, OC, dout, OC, w, IC, 1.0f, dinp, IC);
 }
 
 void mk_cpu_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, const float *inp,
                          int N, int IC, int OC)
 {
     (void)ctx;
-    gemm(1, 0, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
+    gemm(ctx, 1, 0, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
     if (!dbias) return;
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * OC;
@@ -252,7 +252,7 @@ void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, i
 {
     (void)ctx;
     attn_t x = {.out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .KV = KV, .hs = hs};
-    mk_cpu_par((size_t)B * NH, attn_grain(T, hs), attn_fwd_part, &x);
+    mk_cpu_par(ctx, (size_t)B * NH, attn_grain(T, hs), attn_fwd_part, &x);
 }
 
 MK_VEC static void attn_bwd_head(const attn_t *x, int b, int h)
@@ -304,7 +304,7 @@ void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout
     attn_t x = {.dqkv = dqkv, .datt = datt, .dout = dout, .qkv = qkv, .catt = att,
                 .B = B, .T = T, .NH = NH, .KV = KV, .hs = hs};
     int group = KV > 0 && NH / KV > 0 ? NH / KV : 1; /* query heads per K/V head: one unit's work */
-    mk_cpu_par((size_t)B * KV, attn_grain(T, hs * group), attn_bwd_part, &x);
+    mk_cpu_par(ctx, (size_t)B * KV, attn_grain(T, hs * group), attn_bwd_part, &x);
 }
 
 #define GELU_S 0.7978845608028654f /* sqrt(2/pi) */
@@ -361,7 +361,7 @@ void mk_cpu_gelu_fwd(void *ctx, float *out, const float *inp, int n)
 {
     (void)ctx;
     ew_t e = {out, inp, NULL};
-    mk_cpu_par((size_t)n, PAR_GRAIN / 4, gelu_fwd_part, &e);
+    mk_cpu_par(ctx, (size_t)n, PAR_GRAIN / 4, gelu_fwd_part, &e);
 }
 
 MK_VEC static void gelu_bwd_range(float *restrict dinp, const float *restrict inp, const float *restrict dout,
@@ -385,7 +385,7 @@ void mk_cpu_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout
 {
     (void)ctx;
     ew_t e = {dinp, inp, dout};
-    mk_cpu_par((size_t)n, PAR_GRAIN / 4, gelu_bwd_part, &e);
+    mk_cpu_par(ctx, (size_t)n, PAR_GRAIN / 4, gelu_bwd_part, &e);
 }
 
 MK_VEC void mk_cpu_add(void *ctx, float *out, const float *a, const float *b, int n)
@@ -434,7 +434,7 @@ void mk_cpu_xent_max(void *ctx, float *rowmax, const float *logits, int N, int V
 {
     (void)ctx;
     xent_t x = {.rowmax = rowmax, .cl = logits, .Vl = Vl, .valid = xent_valid(Vl, v0, V)};
-    mk_cpu_par((size_t)N, XENT_GRAIN(Vl), xent_max_part, &x);
+    mk_cpu_par(ctx, (size_t)N, XENT_GRAIN(Vl), xent_max_part, &x);
 }
 
 static void xent_exp_part(void *arg, size_t lo, size_t hi)
@@ -457,7 +457,7 @@ void mk_cpu_xent_exp(void *ctx, float *logits, float *rowsum, float *tgt, const 
     (void)ctx;
     xent_t x = {.l = logits, .rowsum = rowsum, .tgt = tgt, .cmax = rowmax, .targets = targets,
                 .Vl = Vl, .v0 = v0, .valid = xent_valid(Vl, v0, V)};
-    mk_cpu_par((size_t)N, XENT_GRAIN(Vl), xent_exp_part, &x);
+    mk_cpu_par(ctx, (size_t)N, XENT_GRAIN(Vl), xent_exp_part, &x);
 }
 
 static void xent_norm_part(void *arg, size_t lo, size_t hi)
@@ -473,7 +473,7 @@ double mk_cpu_xent_loss(void *ctx, float *probs, const float *rowsum, const floa
 {
     (void)ctx;
     xent_t x = {.l = probs, .rowsum = (float *)rowsum, .Vl = Vl};
-    mk_cpu_par((size_t)N, XENT_GRAIN(Vl), xent_norm_part, &x);
+    mk_cpu_par(ctx, (size_t)N, XENT_GRAIN(Vl), xent_norm_part, &x);
     double loss = 0.0;
     for (int n = 0; n < N; n++) loss += log((double)rowsum[n]) - tgt[n];
     return loss;
@@ -496,7 +496,7 @@ void mk_cpu_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *t
 {
     (void)ctx;
     xent_t x = {.d = dlogits, .cl = probs, .targets = targets, .Vl = Vl, .v0 = v0, .scale = scale};
-    mk_cpu_par((size_t)N, XENT_GRAIN(Vl), xent_bwd_part, &x);
+    mk_cpu_par(ctx, (size_t)N, XENT_GRAIN(Vl), xent_bwd_part, &x);
 }
 
 /* AdamW, one fused pass over p, g, m, v (28 bytes per parameter moved:
@@ -528,7 +528,7 @@ void mk_cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_
 {
     (void)ctx;
     adamw_t a = {p, m, v, g, lr, beta1, beta2, bc1, bc2, eps, decay, gscale};
-    mk_cpu_par(n, PAR_GRAIN, adamw_part, &a);
+    mk_cpu_par(ctx, n, PAR_GRAIN, adamw_part, &a);
 }
 
 /* The sum of squares in double, over SUMSQ_LANES interleaved partial sums
@@ -567,7 +567,7 @@ double mk_cpu_sumsq(void *ctx, const float *x, size_t n)
 {
     (void)ctx;
     sumsq_t a = {.x = x, .n = n};
-    mk_cpu_par(SUMSQ_PIECES, n >= (size_t)SUMSQ_PIECES * PAR_GRAIN / 8 ? 1 : SUMSQ_PIECES, sumsq_part, &a);
+    mk_cpu_par(ctx, SUMSQ_PIECES, n >= (size_t)SUMSQ_PIECES * PAR_GRAIN / 8 ? 1 : SUMSQ_PIECES, sumsq_part, &a);
     double s = 0.0;
     for (int k = 0; k < SUMSQ_PIECES; k++) s += a.part[k];
     return s;

@@ -1,20 +1,26 @@
 /* The CPU kernels behind mk_backend_cpu() (see merak/backend.h for shapes);
  * declared here so tests can call them directly.  Each has the table's
- * signature, context first; the CPU backend has no state (ctx unused,
- * NULL from the tests). */
+ * signature, context first: the CPU backend's context is its thread pool
+ * (mk_cpu_pool_t; NULL runs every loop on the calling thread). */
 #ifndef MERAK_KERNELS_CPU_H
 #define MERAK_KERNELS_CPU_H
 #include <stddef.h>
 
 /* ---- threads (src/exec/cpu_par.c) ---- */
 #define MK_CPU_MAX_THREADS 256
-/* The kernels' thread count (default 1; mk_runtime_bind: the rank's cores). */
-void mk_cpu_set_threads(int n);
-int mk_cpu_threads(void);
+typedef struct mk_cpu_pool mk_cpu_pool_t;
+/* A pool of one thread (the caller's) until set_threads; NULL when out of memory. */
+mk_cpu_pool_t *mk_cpu_pool_new(void);
+/* The kernels' thread count, clamped to 1..MK_CPU_MAX_THREADS (the
+   executor: mk_runtime_bind's count, the rank's cores). */
+void mk_cpu_pool_set_threads(mk_cpu_pool_t *p, int n);
+int mk_cpu_pool_threads(const mk_cpu_pool_t *p);  /* 1 for NULL */
+void mk_cpu_pool_free(mk_cpu_pool_t *p);
 /* fn(arg, lo, hi) over [lo, hi) for contiguous ranges covering [0, n), on
-   up to mk_cpu_threads() threads, each range at least grain long. */
+   up to the pool's thread count (ctx: the pool, or NULL for one thread),
+   each range at least grain long. */
 typedef void (*mk_cpu_range_fn)(void *arg, size_t lo, size_t hi);
-void mk_cpu_par(size_t n, size_t grain, mk_cpu_range_fn fn, void *arg);
+void mk_cpu_par(void *ctx, size_t n, size_t grain, mk_cpu_range_fn fn, void *arg);
 
 void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC);

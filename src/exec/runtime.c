@@ -52,7 +52,7 @@ int mk_runtime_bind(mk_comm_t *c)
     /* the kernels' own threads: never more than the rank's cores; they
        also split the GEMMs (kernels_cpu.c), so OpenBLAS runs one thread
        (its idle workers would spin on those cores between GEMMs) */
-    mk_cpu_set_threads(threads < cores_mine ? threads : cores_mine);
+    if (c->be && c->be->set_threads) c->be->set_threads(c->be->ctx, threads < cores_mine ? threads : cores_mine);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(1);
 #endif

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "exec/comm.h"
 #include "merak/backend.h"
+#include "exec/kernels_cpu.h"
 #include "merak/cost.h"
 #include "merak/profile.h"
 
@@ -353,7 +354,11 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
     MPI_Comm_rank(comm, &cm.rank);
     MPI_Comm_size(comm, &cm.size);
     p->ranks = cm.size;
+    mk_backend_t *be = mk_backend_new("cpu");
+    if (!be) return -1;
+    cm.be = be;  /* mk_runtime_bind sizes its thread pool, as the executor's */
     p->threads = mk_runtime_bind(&cm);
+    p->kernel_threads = mk_cpu_pool_threads(be->ctx);
     /* hosts: node index of each rank from the shared-memory split */
     MPI_Comm node;
     int lrank, lsize;
@@ -362,12 +367,11 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
     MPI_Comm_size(node, &lsize);
     MPI_Comm_free(&node);
     int *node_of = calloc(cm.size, sizeof(int)), *pk_of = calloc(cm.size, sizeof(int));
-    int leader = lrank == 0 ? cm.rank : -1, mine, pkg;
+    int mine, pkg;
     /* node id = the lowest world rank on the node */
     MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, cm.rank, MPI_INFO_NULL, &node);
     MPI_Allreduce(&cm.rank, &mine, 1, MPI_INT, MPI_MIN, node);
     MPI_Comm_free(&node);
-    (void)leader;
     double mem = 0;
     topology(p, &pkg, &mem);
     MPI_Allgather(&mine, 1, MPI_INT, node_of, 1, MPI_INT, comm);
@@ -388,9 +392,9 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
     c->dev.mem_bytes = mem > 0 ? mem / lsize : 1e9;
     c->dev.has_bf16 = 0;
 
-    const mk_backend_t *be = mk_backend_cpu();
     int rc = measure_gemm(comm, be, cfg, quick, p);
     if (rc == 0) rc = measure_device(comm, be, cfg, quick, p);
+    mk_backend_free(be);
     if (rc == 0) rc = measure_links(comm, quick, p, node_of);
     free(node_of), free(pk_of);
     if (rc < 0) return -1;

@@ -131,10 +131,10 @@ static int one_mb(mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *act, float *cons
 
 /* Build the model on this rank alone (tp 1, every layer), run n_mb + 1
  * micro-batches, record their minima in st.  0 or -1. */
-static int run_steps(const mk_model_config_t *cfg, int n_mb, step_times_t *st)
+static int run_steps(const mk_model_config_t *cfg, int n_mb, step_times_t *st, const mk_backend_t *cpu)
 {
-    mk_backend_t be = *mk_backend_cpu();
-    T_.in = mk_backend_cpu();
+    mk_backend_t be = *cpu;  /* a copy with timed entries, never freed */
+    T_.in = cpu;
     be.linear_fwd = t_lf, be.linear_bwd_in = t_lbi, be.linear_bwd_w = t_lbw;
     be.attention_fwd = t_af, be.attention_bwd = t_ab;
     int L = mk_gpt_n_layers(cfg), rc = -1;
@@ -258,7 +258,11 @@ int mk_profile_step(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_p
     }
     int L = mk_gpt_n_layers(cfg), n_mb = quick ? 2 : 8;
     step_times_t st = {L, calloc(L, sizeof *st.t), 0, 0};
-    int rc = st.t ? run_steps(cfg, n_mb, &st) : mk_error_set("profile: out of memory");
+    /* the CPU backend at the executor's thread count (mk_runtime_bind) */
+    mk_backend_t *cpu = mk_backend_new("cpu");
+    if (cpu) cpu->set_threads(cpu->ctx, p->kernel_threads);
+    int rc = st.t && cpu ? run_steps(cfg, n_mb, &st, cpu) : mk_error_set("profile: out of memory");
+    mk_backend_free(cpu);
     int all;  /* every rank agrees before the reduction */
     MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, comm);
     double m[2][N_CLS] = {{0}};
