@@ -1,5 +1,5 @@
 #!/bin/sh
-# The CUDA backend module (src/exec/backend_dl.c) on any machine: merak links
+# The CUDA backend module (src/backend/backend_dl.c) on any machine: merak links
 # no CUDA library; without a driver, with a module missing, unloadable (a
 # library it needs is gone, as libcublas on a laptop) or of another build,
 # `merak run --backend cuda` gives one line naming the problem and exit 2,

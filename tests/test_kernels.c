@@ -4,7 +4,7 @@
  * of the reference forward (L = sum(out * r) for a random r). */
 #include "config.h"
 #include "check.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 
 #include <math.h>
 #include <stdlib.h>

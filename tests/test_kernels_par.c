@@ -1,10 +1,10 @@
-/* The CPU kernels split over threads (src/exec/cpu_par.c) give bitwise the
+/* The CPU kernels split over threads (src/cpu/cpu_par.c) give bitwise the
  * results of one thread, and the attention core's four-keys-at-a-time
  * loops bitwise those of the plain one-key loop written here (the serial
  * kernel before issue 23), at sizes that take the threaded paths. */
 #include "config.h"
 #include "check.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* Compute backends: one table of function pointers per device kind.
  *
  * The executor calls kernels only through this table; the CPU backend
- * (OpenBLAS + C loops, src/exec/backend_cpu.c) and the CUDA backend (cuBLAS and
+ * (OpenBLAS + C loops, src/cpu/backend_cpu.c) and the CUDA backend (cuBLAS and
  * our kernels, src/cuda/, merak/cuda.h) each fill one.  All pointers passed
  * to kernels are device memory obtained from alloc(); the executor hands MPI
  * the same pointers, staged through host memory for a device backend

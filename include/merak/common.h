@@ -22,6 +22,14 @@ extern "C" {
 int mk_error_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* The last message recorded by mk_error_set() on this thread ("" if none). */
 const char *mk_error_last(void);
+/* The library's own lines (a run's step log, a test hook's notice) go to
+ * the handler the program sets, one line at a time without its newline;
+ * with none set they are dropped: the library never writes to stdout or
+ * stderr itself (the CLI's handler writes them to stderr).  Set it before
+ * starting threads. */
+typedef void (*mk_log_fn)(void *arg, const char *line);
+void mk_log_set_handler(mk_log_fn fn, void *arg);
+void mk_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Wall-clock seconds from a monotonic clock. */
 double mk_time_now(void);

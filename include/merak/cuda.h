@@ -32,6 +32,12 @@ struct mk_backend *mk_backend_cuda_new(void);  /* NULL (mk_error_set): bad MK_CU
 /* "fp32", "tf32" or "bf16": the GEMM math mode of be (a CUDA table) in
  * effect, or to be; "invalid" for a bad MK_CUDA_MATH. */
 const char *mk_cuda_math_name(const struct mk_backend *be);
+/* NULL once the CUDA module is loaded, else the reason it is not (no
+ * driver, no device, module missing or unloadable, built without CUDA):
+ * for `merak version` and the --backend cuda error. */
+const char *mk_cuda_unavailable(void);
+/* The loaded module's file, or NULL. */
+const char *mk_cuda_module_path(void);
 
 #ifdef __cplusplus
 }

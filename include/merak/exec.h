@@ -23,7 +23,7 @@ typedef struct mk_exec_opts {
     int warmup;                   /* linear warm-up steps; < 0: mk_exec_default_warmup */
     uint64_t seed;
     const char *dump_grads;       /* testing: write full step-1 gradients here (rank 0) */
-    int log_interval;             /* rank 0 logs on stderr: a step line every N steps and at the
+    int log_interval;             /* rank 0 logs (mk_log: the CLI writes to stderr): a step line every N steps and at the
                                      last, validation losses, each file written (0: silent) */
     const char *trace;            /* Chrome trace of the last step (all ranks, written by rank 0) */
     const char *data;             /* token file (merak/data.h), or NULL: the synthetic stream */
@@ -77,6 +77,12 @@ int mk_exec_validate(const mk_plan_ctx_t *ctx);
  * mk_exec_result_free).  Returns 0, or -1 (message in mk_error_last()). */
 int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);
 void mk_exec_result_free(mk_exec_result_t *res);
+/* Place this rank as mk_exec_train does: bind it to its share of the
+ * node's cores (hwloc), a device backend to its device, size be's thread
+ * pool (set_threads) to those cores.  Collective over *(MPI_Comm *)
+ * mpi_comm.  Returns the OpenBLAS thread count (OPENBLAS_NUM_THREADS wins);
+ * *kernel_threads (may be NULL) the kernels' (at most the cores). */
+int mk_exec_bind(void *mpi_comm, struct mk_backend *be, int *kernel_threads);
 /* Fault injection for the tests (MK_TEST_FAIL, MK_TEST_NAN,
  * MK_TEST_SAVE_DIE_AFTER): environment variables read by src/exec/exec_faults.c,
  * documented at its top. */

@@ -2,7 +2,6 @@
  * subcommand parses its own flags (cli_args.c) and returns the exit status. */
 #include "config.h"
 #include "cli/cli.h"
-#include "exec/backend_dl.h"
 #include "merak/cuda.h"
 #include "merak/fileio.h"
 
@@ -88,8 +87,16 @@ static int print_version(int argc, char **argv)
     return 0;
 }
 
+/* The library's lines (mk_log): only the program prints them. */
+static void log_to_stderr(void *arg, const char *line)
+{
+    (void)arg;
+    fprintf(stderr, "%s\n", line);
+}
+
 int main(int argc, char **argv)
 {
+    mk_log_set_handler(log_to_stderr, NULL);
     if (argc < 2) {
         fprintf(stderr, "merak: missing subcommand; usage: merak SUBCOMMAND [OPTIONS] (see 'merak --help')\n");
         return MK_EXIT_USAGE;

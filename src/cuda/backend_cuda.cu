@@ -270,6 +270,7 @@ static const mk_backend_t mk_cuda = {
     /* .moe_scatter = */ NULL,
     /* .moe_rowdot = */ NULL,
     /* .status = */ cu_status,
+    /* .set_threads = */ NULL,
     /* .bind = */ cu_bind,
     /* .is_device = */ cu_is_device,
     /* .to_host = */ cu_to_host,

@@ -9,7 +9,7 @@
 // order on the GPU exactly as they do on the CPU; the host waits only where
 // a result comes back to it (xent_loss, sumsq, copies to host memory, MPI
 // staging).  Shapes and semantics: include/merak/backend.h; each kernel
-// mirrors src/exec/kernels_cpu.c per entry (same operation order, no FMA
+// mirrors src/cpu/kernels_cpu.c per entry (same operation order, no FMA
 // contraction: the .cu files are compiled with --fmad=false).
 #ifndef MERAK_CUDA_COMMON_CUH
 #define MERAK_CUDA_COMMON_CUH

@@ -1,16 +1,19 @@
 # CUDA backend: a libtool module, merak_cuda.so in $(pkglibdir), that
-# libmerak loads at run time (src/exec/backend_dl.c; interface
-# src/cuda/module.h), so that neither libmerak nor a program using it links
+# libmerak loads at run time (src/backend/backend_dl.c; interface
+# include/merak/cuda_module.h), so that neither libmerak nor a program using it links
 # cuBLAS.  Built only when configure found nvcc and cuBLAS; the .cu files go
 # through nvcc (suffix rule in Makefile.am).  --fmad=false: no FMA
 # contraction in our kernels, so each entry is computed with the same
-# roundings as the CPU kernels (src/exec/kernels_cpu.c); cuBLAS is unaffected.
+# roundings as the CPU kernels (src/cpu/kernels_cpu.c); cuBLAS is unaffected.
 NVCCFLAGS += --fmad=false
 CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/cuda/layernorm.cu \
 	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
 	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu
+# nvcc's objects have no automatic header dependencies: name them
+$(CUDA_SRCS:.cu=.lo): src/cuda/common.cuh include/merak/cuda_module.h include/merak/backend.h include/merak/cuda.h \
+	include/merak/common.h config.h
 merakinclude_HEADERS += include/merak/cuda.h
-noinst_HEADERS += src/cuda/common.cuh src/cuda/module.h
+noinst_HEADERS += src/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SRCS) src/cuda/module.c tests/gpu/check.sh tests/gpu/README.md
 if HAVE_CUDA
 pkglib_LTLIBRARIES = src/cuda/merak_cuda.la

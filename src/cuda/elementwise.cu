@@ -1,6 +1,6 @@
 // Elementwise kernels (GELU, add, acc) and the vocabulary-parallel
 // embedding.  Each thread computes one entry with the CPU's expression
-// verbatim (src/exec/kernels_cpu.c); accumulations over tokens run in token
+// verbatim (src/cpu/kernels_cpu.c); accumulations over tokens run in token
 // order in one thread per column, so they match the CPU loop exactly.
 #include "config.h"
 #include "common.cuh"

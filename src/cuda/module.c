@@ -1,10 +1,10 @@
-/* The CUDA module's entry point (src/cuda/module.h) and its error functions:
+/* The CUDA module's entry point (include/merak/cuda_module.h) and its error functions:
  * the .cu files call mk_error_set/mk_error_last as libmerak code does; here
  * they forward to the host's, so the message lands in the program's one
  * error slot.  The module exports only mk_cuda_module_entry (cuda.mk), so
  * these definitions and the module's mk_cuda_* never interpose on
  * libmerak's symbols of the same names, nor those on them. */
-#include "cuda/module.h"
+#include "merak/cuda_module.h"
 #include "merak/common.h"
 #include "merak/cuda.h"
 

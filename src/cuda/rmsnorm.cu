@@ -1,7 +1,7 @@
 // RMSNorm (Llama; eps from the config), one warp per row for the row
 // statistics; the weight gradient (a sum over rows) runs one thread per
 // column with the rows in order, as the CPU loop does
-// (src/exec/kernels_llama_cpu.c).
+// (src/cpu/kernels_llama_cpu.c).
 #include "config.h"
 #include "common.cuh"
 

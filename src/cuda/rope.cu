@@ -2,7 +2,7 @@
 // thread per (row n, pair i) turns the pair (i, i + hs/2) of each of the
 // first nh heads.  The angle p * theta^(-2i/hs) and its cosine and sine
 // are computed in double and rounded once, as the CPU kernel does
-// (src/exec/kernels_llama_cpu.c), so both backends rotate by the same
+// (src/cpu/kernels_llama_cpu.c), so both backends rotate by the same
 // float cos/sin.
 #include "config.h"
 #include "common.cuh"

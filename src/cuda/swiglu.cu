@@ -1,6 +1,6 @@
 // SwiGLU (Llama's MLP activation): out (N,F) = silu(gate) * up with each
 // row of gu (N,2F) = [gate | up], one thread per output entry with the
-// CPU's expressions verbatim (src/exec/kernels_llama_cpu.c).
+// CPU's expressions verbatim (src/cpu/kernels_llama_cpu.c).
 #include "config.h"
 #include "common.cuh"
 

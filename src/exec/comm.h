@@ -20,6 +20,7 @@ typedef struct mk_comm {
        device entries), NULL: host memory only.  Set by the owner after
        mk_comm_init (which clears it), before mk_runtime_bind. */
     const struct mk_backend *be;
+    int kernel_threads;            /* the backend's threads (mk_runtime_bind) */
     int mpi_device_aware;          /* MPI takes device pointers itself (mk_comm_init) */
     /* --distributed-timeout-minutes in seconds: a wait in which nothing
        completes for this long fails (0: never); set after mk_comm_init */

@@ -22,7 +22,7 @@
 #include "config.h"
 #include "exec/cp.h"
 #include "exec/exec_internal.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 #include "merak/trace.h"
 
 #include <math.h>

@@ -40,11 +40,11 @@ static int at_rank_step(const char *var, int rank, int64_t step)
 void mk_fault_rank_step(int rank, int64_t step)
 {
     if (at_rank_step("MK_TEST_FAIL", rank, step)) {
-        fprintf(stderr, "merak run: rank %d: testing: exiting at step %lld\n", rank, (long long)step);
+        mk_log("merak run: rank %d: testing: exiting at step %lld", rank, (long long)step);
         exit(1);
     }
     if (at_rank_step("MK_TEST_STOP", rank, step)) {
-        fprintf(stderr, "merak run: rank %d: testing: stopping (SIGSTOP) at step %lld\n", rank, (long long)step);
+        mk_log("merak run: rank %d: testing: stopping (SIGSTOP) at step %lld", rank, (long long)step);
         raise(SIGSTOP);
     }
 }
@@ -72,7 +72,7 @@ void mk_fault_save_written(int written)
 {
     long long n;
     if (mk_test_env("MK_TEST_SAVE_DIE_AFTER", NULL, &n) && written >= n) {
-        fprintf(stderr, "merak run: testing: killed after writing %d tensors\n", written);
+        mk_log("merak run: testing: killed after writing %d tensors", written);
         _exit(3);
     }
 }

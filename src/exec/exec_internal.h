@@ -215,7 +215,7 @@ size_t mk_exec_act_floats(const mk_exec_t *e);
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step);
 /* exec.c: the learning rate of global step `step` (warm-up, then cosine to min_lr) */
 double mk_exec_lr_at(const mk_exec_t *e, int64_t step);
-/* exec_setup.c: one line on stderr from rank 0 when the run logs (o->log_interval > 0) */
+/* exec_setup.c: one line to the log handler (mk_log) from rank 0 when the run logs (o->log_interval > 0) */
 void mk_exec_log(const mk_exec_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta);
 /* exec_zero.c: the units and shard arrays (after mk_gpt_new; collective

@@ -229,11 +229,12 @@ static void nan_message(const ckpt_log_t *l, int64_t k, double loss)
 void mk_exec_log(const mk_exec_t *e, const char *fmt, ...)
 {
     if (e->o->log_interval <= 0 || e->comm.rank != 0) return;
+    char line[1024];
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+    mk_log("%s", line);
 }
 
 /* Step i's line, every log_interval steps and at the last (the loss is

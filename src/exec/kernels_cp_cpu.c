@@ -5,7 +5,7 @@
  * host memory (the CPU backend; exec_cp.c refuses others). */
 #include "config.h"
 #include "exec/cp.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 
 #include <math.h>
 #include <string.h>

@@ -2,11 +2,12 @@
 #include "config.h"
 #include "exec/comm.h"
 #include "merak/backend.h"
-#include "exec/kernels_cpu.h"
+#include "merak/exec.h"
 
 #include <hwloc.h>
 #include <malloc.h>
 #include <stdlib.h>
+#include <string.h>
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
 void openblas_set_num_threads(int);
 #endif
@@ -52,9 +53,23 @@ int mk_runtime_bind(mk_comm_t *c)
     /* the kernels' own threads: never more than the rank's cores; they
        also split the GEMMs (kernels_cpu.c), so OpenBLAS runs one thread
        (its idle workers would spin on those cores between GEMMs) */
-    if (c->be && c->be->set_threads) c->be->set_threads(c->be->ctx, threads < cores_mine ? threads : cores_mine);
+    c->kernel_threads = threads < cores_mine ? threads : cores_mine;
+    if (c->be && c->be->set_threads) c->be->set_threads(c->be->ctx, c->kernel_threads);
 #ifdef HAVE_OPENBLAS_SET_NUM_THREADS
     openblas_set_num_threads(1);
 #endif
+    return threads;
+}
+
+int mk_exec_bind(void *mpi_comm, struct mk_backend *be, int *kernel_threads)
+{
+    mk_comm_t c;
+    memset(&c, 0, sizeof c);
+    c.world = *(MPI_Comm *)mpi_comm;
+    MPI_Comm_rank(c.world, &c.rank);
+    MPI_Comm_size(c.world, &c.size);
+    c.be = be;
+    int threads = mk_runtime_bind(&c);
+    if (kernel_threads) *kernel_threads = c.kernel_threads;
     return threads;
 }

@@ -2,9 +2,8 @@
  * (the method is described in include/merak/profile.h). */
 #include "merak/jsonio.h"
 #include "config.h"
-#include "exec/comm.h"
+#include "merak/exec.h"
 #include "merak/backend.h"
-#include "exec/kernels_cpu.h"
 #include "merak/cost.h"
 #include "merak/profile.h"
 
@@ -348,39 +347,35 @@ int mk_profile_run(MPI_Comm comm, const mk_model_config_t *cfg, int quick, mk_pr
 {
     memset(p, 0, sizeof *p);
     double t0 = now();
-    mk_comm_t cm;
-    memset(&cm, 0, sizeof cm);
-    cm.world = comm;
-    MPI_Comm_rank(comm, &cm.rank);
-    MPI_Comm_size(comm, &cm.size);
-    p->ranks = cm.size;
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    p->ranks = size;
     mk_backend_t *be = mk_backend_new("cpu");
     if (!be) return -1;
-    cm.be = be;  /* mk_runtime_bind sizes its thread pool, as the executor's */
-    p->threads = mk_runtime_bind(&cm);
-    p->kernel_threads = mk_cpu_pool_threads(be->ctx);
+    p->threads = mk_exec_bind(&comm, be, &p->kernel_threads);  /* placed as the executor places a rank */
     /* hosts: node index of each rank from the shared-memory split */
     MPI_Comm node;
     int lrank, lsize;
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, cm.rank, MPI_INFO_NULL, &node);
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &lrank);
     MPI_Comm_size(node, &lsize);
     MPI_Comm_free(&node);
-    int *node_of = calloc(cm.size, sizeof(int)), *pk_of = calloc(cm.size, sizeof(int));
+    int *node_of = calloc(size, sizeof(int)), *pk_of = calloc(size, sizeof(int));
     int mine, pkg;
     /* node id = the lowest world rank on the node */
-    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, cm.rank, MPI_INFO_NULL, &node);
-    MPI_Allreduce(&cm.rank, &mine, 1, MPI_INT, MPI_MIN, node);
+    MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Allreduce(&rank, &mine, 1, MPI_INT, MPI_MIN, node);
     MPI_Comm_free(&node);
     double mem = 0;
     topology(p, &pkg, &mem);
     MPI_Allgather(&mine, 1, MPI_INT, node_of, 1, MPI_INT, comm);
     MPI_Allgather(&pkg, 1, MPI_INT, pk_of, 1, MPI_INT, comm);
     int nodes = 0;
-    for (int r = 0; r < cm.size; r++) nodes += node_of[r] == r;
+    for (int r = 0; r < size; r++) nodes += node_of[r] == r;
     p->nodes = nodes;
     p->ranks_per_node = lsize;
-    p->same_package = cm.size > 1 && node_of[1] == node_of[0] && pk_of[1] == pk_of[0];
+    p->same_package = size > 1 && node_of[1] == node_of[0] && pk_of[1] == pk_of[0];
     gethostname(p->host, sizeof p->host - 1);
 
     mk_cluster_t *c = &p->c;

@@ -24,6 +24,24 @@ int mk_error_set(const char *fmt, ...)
 
 const char *mk_error_last(void) { return mk_last_error; }
 
+/* The program's line handler: set once at start-up, before any threads
+ * (the CLI's writes to stderr), so reads need no lock. */
+static mk_log_fn log_fn;
+static void *log_arg;
+
+void mk_log_set_handler(mk_log_fn fn, void *arg) { log_fn = fn, log_arg = arg; }
+
+void mk_log(const char *fmt, ...)
+{
+    if (!log_fn) return;
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    log_fn(log_arg, buf);
+}
+
 double mk_time_now(void)
 {
     struct timespec ts;

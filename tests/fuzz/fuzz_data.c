@@ -1,4 +1,4 @@
-/* Token data files (src/exec/data.c), as `merak run --data FILE` opens them
+/* Token data files (src/formats/data.c), as `merak run --data FILE` opens them
  * (src/exec/exec_setup.c) and serves batches.  The input's first two bytes
  * pick what the CLI would supply besides the file:
  *   byte 0, bits 0-1: the file name's suffix (.txt .bin .u16 .tok), which

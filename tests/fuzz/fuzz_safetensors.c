@@ -1,6 +1,6 @@
-/* safetensors files (src/exec/safetensors.c), as `merak run --load FILE` opens
+/* safetensors files (src/formats/safetensors.c), as `merak run --load FILE` opens
  * a checkpoint (src/exec/exec_ckpt.c): open and check the header, check the
- * merak metadata (src/exec/ckpt_meta.c), read each tensor's data. */
+ * merak metadata (src/formats/ckpt_meta.c), read each tensor's data. */
 #include "fuzz.h"
 #include "merak/ckpt.h"
 #include "merak/common.h"

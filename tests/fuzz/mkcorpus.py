@@ -10,7 +10,7 @@ that a file can trigger.  Names tell the replay (tests/fuzz/replay.c) what
 to expect: reject-* must be rejected (-1), accept-* accepted (0); any
 other file must only not crash, hang or run away with memory.  The
 ckpt-meta-* checkpoints are valid safetensors files whose metadata the
-checkpoint reader (mk_ckpt_read_meta, src/exec/ckpt_meta.c) must refuse or
+checkpoint reader (mk_ckpt_read_meta, src/formats/ckpt_meta.c) must refuse or
 accept; plain-* are safetensors files that are not merak checkpoints.
 Files libFuzzer found are added by hand (crash-* renamed to say what
 they reproduce) and are not rewritten here.

@@ -2,7 +2,7 @@
  * the router's softmax and top-k with its backward, and the row gathers
  * and scatters of token dispatch and combine (src/exec/gpt_moe.c). */
 #include "config.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 
 #include <math.h>
 #include <string.h>

@@ -1,12 +1,14 @@
-/* The CPU kernels behind mk_backend_cpu() (see merak/backend.h for shapes);
- * declared here so tests can call them directly.  Each has the table's
+/* The CPU backend's module interface (src/cpu/): the kernels behind
+ * mk_backend_cpu() (see merak/backend.h for shapes), declared here so the
+ * executor's host-side CP code and the tests can call them directly.  Not
+ * installed.  Each has the table's
  * signature, context first: the CPU backend's context is its thread pool
  * (mk_cpu_pool_t; NULL runs every loop on the calling thread). */
 #ifndef MERAK_KERNELS_CPU_H
 #define MERAK_KERNELS_CPU_H
 #include <stddef.h>
 
-/* ---- threads (src/exec/cpu_par.c) ---- */
+/* ---- threads (src/cpu/cpu_par.c) ---- */
 #define MK_CPU_MAX_THREADS 256
 typedef struct mk_cpu_pool mk_cpu_pool_t;
 /* A pool of one thread (the caller's) until set_threads; NULL when out of memory. */
@@ -21,6 +23,8 @@ void mk_cpu_pool_free(mk_cpu_pool_t *p);
    each range at least grain long. */
 typedef void (*mk_cpu_range_fn)(void *arg, size_t lo, size_t hi);
 void mk_cpu_par(void *ctx, size_t n, size_t grain, mk_cpu_range_fn fn, void *arg);
+/* The CPU table with a pool of its own as ctx (mk_backend_new("cpu")). */
+struct mk_backend *mk_backend_cpu_new(void);
 
 void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC);
@@ -41,7 +45,7 @@ void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout
                           const float *att, int B, int T, int NH, int KV, int hs);
 /* The K/V head of query head h (NH query heads, KV K/V heads; Hugging Face repeat_kv). */
 #define KV_HEAD(h, NH, KV) ((int)((long)(h) * (KV) / (NH)))
-/* the Llama family's kernels (src/exec/kernels_llama_cpu.c) */
+/* the Llama family's kernels (src/cpu/kernels_llama_cpu.c) */
 void mk_cpu_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *inp, const float *w, float eps,
                         int N, int C);
 void mk_cpu_rmsnorm_bwd(void *ctx, float *dinp, float *dw, const float *dout, const float *inp,
@@ -68,7 +72,7 @@ void mk_cpu_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *t
 void mk_cpu_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1,
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale);
 double mk_cpu_sumsq(void *ctx, const float *x, size_t n);
-/* mixture of experts (src/exec/kernels_moe_cpu.c) */
+/* mixture of experts (src/cpu/kernels_moe_cpu.c) */
 void mk_cpu_moe_route(void *ctx, float *probs, int *topi, float *topw, int N, int E, int k, int renorm);
 void mk_cpu_moe_route_bwd(void *ctx, float *dlogits, const float *probs, const int *topi, const float *topw,
                           const float *dtopw, const float *dpe, int N, int E, int k, int renorm);

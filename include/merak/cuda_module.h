@@ -1,7 +1,7 @@
 /* The interface between libmerak and the CUDA backend module (merak_cuda.so,
  * a libtool module built from src/cuda/ and linked against cuBLAS and the
  * CUDA runtime).  libmerak does not link CUDA: its loader
- * (src/exec/backend_dl.c) dlopens the module on first use and calls its one
+ * (src/backend/backend_dl.c) dlopens the module on first use and calls its one
  * exported symbol, MK_CUDA_MODULE_ENTRY.  The module links nothing of
  * libmerak either (a program may hold libmerak statically, unexported), so
  * the loader hands it the error functions it needs.  Not a public header. */
@@ -14,9 +14,10 @@ extern "C" {
 
 struct mk_backend;
 
-/* Raised whenever either table below changes: a module left installed by
- * another build is refused instead of called through a wrong layout. */
-#define MK_CUDA_MODULE_ABI 1
+/* Raised whenever either table below or the backend table (merak/backend.h)
+ * changes: a module left installed by another build is refused instead of
+ * called through a wrong layout.  2: the backend table's set_threads. */
+#define MK_CUDA_MODULE_ABI 2
 #define MK_CUDA_MODULE_ENTRY "mk_cuda_module_entry"
 
 typedef struct mk_cuda_host {

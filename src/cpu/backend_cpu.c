@@ -1,10 +1,8 @@
-/* The CPU backend: fills the backend table with the OpenBLAS/C kernels;
- * mk_backend_new / mk_backend_free, the constructor of every backend. */
+/* The CPU backend: the backend table of the OpenBLAS/C kernels, with its
+ * thread pool (cpu_par.c) as the context. */
 #include "config.h"
 #include "merak/backend.h"
-#include "exec/backend_dl.h"
-#include "exec/kernels_cpu.h"
-#include "merak/cuda.h"
+#include "merak/kernels_cpu.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +74,7 @@ const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }
 
 /* A CPU backend of its own: the shared table with a thread pool as its
  * context (one thread until set_threads), freed with the table. */
-static mk_backend_t *cpu_new(void)
+mk_backend_t *mk_backend_cpu_new(void)
 {
     mk_backend_t *be = malloc(sizeof *be);
     mk_cpu_pool_t *pool = mk_cpu_pool_new();
@@ -89,27 +87,4 @@ static mk_backend_t *cpu_new(void)
     be->ctx = pool;
     be->destroy = cpu_destroy;
     return be;
-}
-
-/* NULL (no --backend): cuda when its module loads and a device is visible,
- * else cpu.  "cuda" without either is an error saying which is missing. */
-mk_backend_t *mk_backend_new(const char *name)
-{
-    if (!name) return mk_cuda_device_count() > 0 ? mk_backend_cuda_new() : cpu_new();
-    if (!strcmp(name, "cpu")) return cpu_new();
-    if (!strcmp(name, "cuda")) {
-        if (mk_cuda_device_count() > 0) return mk_backend_cuda_new();
-        const char *why = mk_cuda_unavailable();
-        mk_error_set("--backend cuda: %s; use --backend cpu", why ? why : "no CUDA device is visible");
-        return NULL;
-    }
-    mk_error_set("unknown backend '%s' (cpu or cuda)", name);
-    return NULL;
-}
-
-void mk_backend_free(mk_backend_t *be)
-{
-    if (!be) return;
-    if (be->destroy) be->destroy(be->ctx);
-    free(be);
 }

@@ -1,5 +1,5 @@
 /* The CUDA backend as a separately loaded module (merak_cuda.so, see
- * src/cuda/module.h): libmerak links neither cuBLAS nor the CUDA runtime,
+ * include/merak/cuda_module.h): libmerak links neither cuBLAS nor the CUDA runtime,
  * whose libraries cost ~220 MB of resident memory once mapped, so the
  * planner, the simulator and the CPU backend never pay for them.  The
  * include/merak/cuda.h entry points load the module the first time any of
@@ -9,8 +9,7 @@
  * calls behave as on a machine without a GPU (0 devices), and
  * mk_cuda_unavailable says why. */
 #include "config.h"
-#include "exec/backend_dl.h"
-#include "cuda/module.h"
+#include "merak/cuda_module.h"
 #include "merak/common.h"
 #include "merak/cuda.h"
 

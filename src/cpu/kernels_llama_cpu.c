@@ -4,7 +4,7 @@
  * LlamaForCausalLM conventions; shapes in merak/backend.h.  Each kernel has
  * a double-precision reference in tests/test_kernels.c. */
 #include "config.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 
 #include <math.h>
 #include <string.h>

@@ -2,7 +2,7 @@
  * OpenBLAS; everything else is a plain loop.  Each kernel has a naive
  * double-precision reference in tests/test_kernels.c. */
 #include "config.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 
 #include <cblas.h>
 #include <math.h>

@@ -9,7 +9,7 @@
  * no CPU from its neighbours.  Every range is computed by the same code as
  * the serial loop, so the results do not depend on the thread count. */
 #include "config.h"
-#include "exec/kernels_cpu.h"
+#include "merak/kernels_cpu.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -1,0 +1,12 @@
+# formats module: the files a run reads and writes: safetensors
+# (safetensors.c), the checkpoint's merak metadata (ckpt_meta.c), token
+# data (data.c: llm.c .bin, raw uint16, bytes); used by exec/ and cli/.
+libmerak_la_SOURCES += src/formats/safetensors.c src/formats/ckpt_meta.c src/formats/data.c
+merakinclude_HEADERS += include/merak/safetensors.h include/merak/ckpt.h include/merak/data.h
+check_PROGRAMS += tests/test_io
+tests_test_io_SOURCES = tests/test_io.c tests/check.h
+TESTS += tests/test_io tests/io-python.sh tests/llama-numpy.sh
+check_PROGRAMS += tests/test_readers
+tests_test_readers_SOURCES = tests/test_readers.c tests/check.h
+TESTS += tests/test_readers
+EXTRA_DIST += tests/io-python.sh tests/st_read.py tests/llama-numpy.sh tests/llama_ref.py
