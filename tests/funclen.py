@@ -1,14 +1,17 @@
 #!/usr/bin/env python3
-"""No function in src/ and sim/ longer than 80 lines (the project's code style).
+"""No function in src/ and sim/ longer than 80 lines, no source file (.c,
+.cu, .h, .cuh, include/merak/ too) longer than 700 (the project's code
+style: rooms of a size you can live in).
 
 A function body runs from a '{' in column 0 to the next '}' in column 0
 (the layout every source file uses); its length is the lines between.
-Prints each offender as file:line: N lines: signature."""
+Prints each offender as file:line: N lines: signature, or file: N lines."""
 import glob
 import os
 import sys
 
 LIMIT = 80
+FILE_LIMIT = 700
 
 
 def signature(lines, i):
@@ -44,8 +47,19 @@ def main():
     bad = [b for f in files for b in check(f)]
     for b in bad:
         print(b)
-    print(f"{len(files)} files, {len(bad)} functions over {LIMIT} lines")
-    return 1 if bad else 0
+    every = sorted(f for d in ("src/*", "sim", "include/merak") for ext in ("*.c", "*.cu", "*.h", "*.cuh")
+                   for f in glob.glob(os.path.join(top, d, ext)))
+    big = []
+    for f in every:
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            n = sum(1 for _ in fh)
+        if n > FILE_LIMIT:
+            big.append(f"{f}: {n} lines (at most {FILE_LIMIT})")
+    for b in big:
+        print(b)
+    print(f"{len(files)} files, {len(bad)} functions over {LIMIT} lines; "
+          f"{len(every)} sources and headers, {len(big)} over {FILE_LIMIT} lines")
+    return 1 if bad or big else 0
 
 
 if __name__ == "__main__":

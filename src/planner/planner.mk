@@ -1,5 +1,7 @@
 # planner module: the search behind `merak plan` (needs the simulator).
-libmerak_la_SOURCES += src/planner/planner.c src/planner/whatif.c
+libmerak_la_SOURCES += src/planner/planner.c src/planner/planner_gen.c src/planner/planner_prune.c src/planner/planner_queue.c \
+	src/planner/planner_explain.c src/planner/whatif.c
+noinst_HEADERS += src/planner/planner_internal.h
 merakinclude_HEADERS += include/merak/planner.h include/merak/whatif.h
 check_PROGRAMS += tests/test_planner
 tests_test_planner_SOURCES = tests/test_planner.c tests/check.h

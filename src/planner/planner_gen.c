@@ -1,0 +1,258 @@
+/* The planner's candidate generator: every layout of the GPUs, micro-batch
+ * size, schedule, partition and recompute / ZeRO variant, as groups. */
+#include "planner/planner_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
+{
+    for (int i = 0; i < S->ngc; i++)
+        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].cp == cp && S->gc[i].ep == ep) return &S->gc[i];
+    if (S->ngc == S->capgc) {
+        int cap = S->capgc ? 2 * S->capgc : 16;
+        mk_gcache_t *n = realloc(S->gc, cap * sizeof *n);
+        if (!n) return NULL;
+        S->gc = n, S->capgc = cap;
+    }
+    mk_gcache_t *e = &S->gc[S->ngc];
+    memset(e, 0, sizeof *e);
+    mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
+    mk_plan_init(&q);
+    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep;
+    if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
+    e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
+    if (!(e->g = mk_plan_graph(&q))) return NULL;
+    int L = e->g->n_layers;
+    double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
+    if (!(e->bd = calloc(1, sizeof *e->bd))) return NULL;
+    e->bd->cl = S->cl, e->bd->so = &S->so;
+    for (int sp = 0; sp < 2; sp++) {
+        e->f[sp] = malloc(L * sizeof(double));
+        e->b[sp] = malloc(L * sizeof(double));
+        if (!e->f[sp] || !e->b[sp]) return NULL;
+        for (int l = 0; l < L; l++) {
+            e->f[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 0);
+            e->b[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 1);
+        }
+    }
+    S->ngc++;
+    return e;
+}
+
+
+/* Stage bounds for one partition method, layout and cost setting. */
+static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const char *method, int rcon)
+{
+    if (strcmp(method, "compute")) return mk_partition(p, e->g, method);
+    const mk_graph_t *g = e->g;
+    double cost[4096];
+    if (g->n_layers > 4096) return mk_partition(p, g, method);
+    for (int l = 0; l < g->n_layers; l++)
+        cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && mk_layer_checkpointable(g, l) ? e->f[p->seqpar][l] : 0);
+    return mk_partition_costs(p, g, method, cost);
+}
+
+
+/* A non-uniform method that lands on the uniform split adds nothing when
+ * uniform is searched too. */
+static int same_as_uniform(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const char *method)
+{
+    unsigned pm = S->o->partition_mask ? S->o->partition_mask : 1u | 4u;
+    if (!strcmp(method, "uniform") || !(pm & 1u)) return 0;
+    mk_plan_t u = *p;
+    if (mk_plan_partition_uniform(&u, g) < 0) return 0;
+    return !memcmp(u.bounds, p->bounds, (p->n_vstages + 1) * sizeof *p->bounds);
+}
+
+
+/* The ZeRO variants of a layout: (stage, sharding group) pairs, stage 0..3
+ * (1..3 need dp > 1), over the whole DP group or (hybrid) a node's DP
+ * ranks where that is a smaller group dividing dp.  Returns the count. */
+static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][2])
+{
+    const mk_planner_opts_t *o = S->o;
+    mk_plan_t q = *base;
+    int n = 0, node = mk_plan_zero_shard_node(&q, S->cl->gpus_per_node) == 0 ? q.zero_shard : 0;
+    for (int z = 0; z <= 3; z++) {
+        if ((o->zero >= 0 ? z != o->zero : z > o->zero_max) || (z && mk_plan_dp_cp(base) == 1)) continue;
+        for (int h = 0; h <= (z && node); h++) {
+            if (o->zero_hybrid >= 0 && h != o->zero_hybrid) continue;
+            zs[n][0] = z, zs[n][1] = h ? node : 0, n++;
+        }
+    }
+    return n;
+}
+
+
+/* All recompute / ZeRO choices on one (schedule, vpp, partition, sp), as
+ * groups (their overlaps inside): families fam[rcon][zi] made here. */
+static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+{
+    const mk_planner_opts_t *o = S->o;
+    unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
+    int have[2] = {0, 0}, zs[8][2], nz = zero_variants(S, base, zs);
+    long fam[2][8];
+    mk_plan_t bp[2];
+    if (!mk_pl_ov_searched(S, base, 0) && !mk_pl_ov_searched(S, base, 1)) return 0;
+    for (int rk = 0; rk <= MK_RECOMPUTE_AUTO; rk++) {
+        if (!mk_pl_has(rm, rk) || (rk == MK_RECOMPUTE_STAGE_AWARE && base->pp == 1)) continue;
+        int rcon = rk == MK_RECOMPUTE_FULL || rk == MK_RECOMPUTE_STAGE_AWARE || rk == MK_RECOMPUTE_AUTO;
+        if (!have[rcon]) {
+            bp[rcon] = *base;
+            if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
+            if (same_as_uniform(S, &bp[rcon], e->g, method)) return 0; /* already a uniform candidate */
+            have[rcon] = 1;
+            for (int zi = 0; zi < nz; zi++) fam[rcon][zi] = -1;
+        }
+        long z1[2] = {-1, -1}; /* this kind's ZeRO-1 groups, over the whole group / hybrid */
+        for (int zi = 0; zi < nz; zi++) {
+            int h = zs[zi][1] != 0;
+            if (fam[rcon][zi] < 0) {
+                mk_plan_t p = bp[rcon];
+                p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
+                p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
+                if ((fam[rcon][zi] = mk_pl_fam_new(S, &p, e->g)) < 0) return -1;
+            }
+            long gi = mk_pl_group_new(S, e, fam[rcon][zi], rk, zs[zi][0] == 2 && !mk_pl_rcon_adapts(rk) ? z1[h] : -1);
+            if (gi < 0) return -1;
+            if (zs[zi][0] == 1) z1[h] = gi;
+        }
+    }
+    return 0;
+}
+
+
+/* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
+static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int tp, int mbs)
+{
+    const mk_planner_opts_t *o = S->o;
+    mk_gcache_t *e = graph_for(S, mbs, tp, cp, ep);
+    if (!e) return -1;
+    unsigned sm = o->sched_mask ? o->sched_mask
+                                : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
+                                      1u << MK_SCHED_ZB_H1;
+    unsigned pm = o->partition_mask ? o->partition_mask : 1u | 4u;
+    static const char *const parts[] = {"uniform", "parameters", "compute"};
+    S->r->layouts++;
+    for (int k = 0; k < MK_SCHED_COUNT; k++) {
+        if (!mk_pl_has(sm, k) || (pp == 1 && k != MK_SCHED_1F1B && k != MK_SCHED_GPIPE)) continue;
+        for (int v = 1; v <= 4; v *= 2) {
+            if ((k == MK_SCHED_INTERLEAVED) != (v > 1)) continue;
+            for (int pi = 0; pi < 3; pi++) {
+                if (!mk_pl_has(pm, pi) || (pp == 1 && pi > 0 && (pm & 1u))) continue; /* one stage: one split */
+                for (int sp = 0; sp <= 1; sp++) {
+                    if ((o->seqpar >= 0 && sp != o->seqpar) || (sp && tp == 1)) continue;
+                    mk_plan_t p;
+                    mk_plan_init(&p);
+                    p.model = *S->model;
+                    mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
+                    p.dtype = o->dtype, p.gbs = o->gbs;
+                    p.dp = dp, p.cp = cp, p.ep = ep, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
+                    if (o->moe_imbalance > 0) p.moe_imbalance = o->moe_imbalance;
+                    p.schedule = (mk_sched_kind_t)k;
+                    p.n_vstages = (int)mk_plan_vstages(&p);
+                    p.m = mk_plan_micro_batches(&p);
+                    if (k == MK_SCHED_INTERLEAVED && (p.m % pp || p.n_vstages > e->g->n_layers)) continue;
+                    if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+
+static int divides(int a, int b) { return b % a == 0; }
+
+
+/* Context parallelism is searched only where the sequence is long: at
+ * s >= MK_PLANNER_CP_MIN_SEQ tokens (Megatron-LM's and NeMo's long-context
+ * recipes start CP at 8K, Llama 3's long-context stage at 8K too (Dubey et
+ * al. 2024, sec. 3.3.2): half that is a safe floor), and with chunks of
+ * at least MK_PLANNER_CP_MIN_CHUNK tokens (2cp chunks of the sequence;
+ * smaller ones make the ring's per-step attention, which shrinks as
+ * 1/cp^2 while a step's K/V transfer shrinks as 1/cp, too short to hide
+ * it).  A rule on the model alone, so every rank of an MPI search agrees;
+ * below it a plan that needs CP to fit is not found (merak sim --cp
+ * still simulates it). */
+#define MK_PLANNER_CP_MIN_SEQ 4096
+#define MK_PLANNER_CP_MIN_CHUNK 512
+
+static int cp_searched(const mk_model_config_t *m, int cp)
+{
+    if (cp == 1) return 1;
+    return m->seq >= MK_PLANNER_CP_MIN_SEQ && m->seq % (2 * cp) == 0 && m->seq / (2 * cp) >= MK_PLANNER_CP_MIN_CHUNK;
+}
+
+
+/* The micro-batch sizes of one layout: its (layout, micro-batch) combos. */
+static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *any_batch, char *too_long, size_t n)
+{
+    const mk_planner_opts_t *o = S->o;
+    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8, size = o->size > 0 ? o->size : 1;
+    for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
+        mk_plan_t sz;
+        mk_plan_init(&sz);
+        sz.dp = dp, sz.cp = cp, sz.pp = pp, sz.tp = tp, sz.mbs = mbs, sz.gbs = o->gbs;
+        if (!mk_plan_micro_batches(&sz)) continue;
+        /* a step too long to schedule: skipped, named if all are */
+        if (mk_plan_check_sizes(&sz) < 0) {
+            mk_strlcpy(too_long, mk_error_last(), n);
+            continue;
+        }
+        *any_batch = 1;
+        /* ranks take every size-th (layout, micro-batch): each
+         * generates, checks and simulates only its own share */
+        S->combo++, S->combo_seq = 0;
+        if ((S->combo - 1) % size != o->rank) continue;
+        /* expert parallelism: every ep dividing dp and the experts, 1 first
+           (a dense model has only ep 1: its candidates are unchanged) */
+        for (int ep = 1; ep <= dp; ep++) {
+            if (!divides(ep, dp) || (ep > 1 && !(S->model->num_experts > 0 && divides(ep, S->model->num_experts))))
+                continue;
+            if (S->counting) {
+                S->combos++;
+                continue;
+            }
+            if (layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0) return -1;
+            S->combos_done++;
+            mk_pl_report(S, 0);
+        }
+    }
+    return 0;
+}
+
+
+/* Every layout of N GPUs and micro-batch size; cp 1's first, so that
+ * their candidate indices (ties) are what they were without CP. */
+int mk_pl_enumerate(mk_search_t *S)
+{
+    const mk_planner_opts_t *o = S->o;
+    int N = o->gpus, blocks = S->model->num_layers, any_layout = 0, any_batch = 0;
+    char too_long[256] = "";
+    for (int cp = 1; cp <= N && cp <= MK_MAX_CP; cp++) {
+        if (!divides(cp, N) || !cp_searched(S->model, cp)) continue;
+        for (int tp = 1; tp <= N / cp && tp <= S->cl->gpus_per_node; tp++) {
+            if (!divides(tp, N / cp) || mk_model_check_tp(S->model, tp) < 0) continue;
+            int M = N / (cp * tp);
+            for (int pp = 1; pp <= M && pp <= blocks && (!o->max_pp || pp <= o->max_pp); pp++) {
+                if (!divides(pp, M)) continue;
+                any_layout = 1;
+                if (layout_batches(S, M / pp, cp, pp, tp, &any_batch, too_long, sizeof too_long) < 0) return -1;
+            }
+        }
+    }
+    if (!any_layout)
+        return mk_error_set("no (dp, pp, tp) layout of %d GPUs suits the model (tp must divide the %d heads "
+                            "and fit a node of %d GPUs, pp at most %d blocks)",
+                            N, S->model->heads, S->cl->gpus_per_node, blocks);
+    if (!any_batch && too_long[0])
+        return mk_error_set("global batch %d: every layout of %d GPUs that divides it has too long a step (%s)",
+                            o->gbs, N, too_long);
+    if (!any_batch)
+        return mk_error_set("global batch %d cannot be divided among the data-parallel replicas of any "
+                            "layout of %d GPUs", o->gbs, N);
+    return 0;
+}

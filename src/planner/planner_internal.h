@@ -1,0 +1,160 @@
+/* The planner's search, shared by its files (not installed): the search
+ * state, its candidates, groups and families, and the functions one file
+ * calls in another.  planner.c ranks and drives the search, planner_gen.c
+ * generates candidates, planner_prune.c settles memory and bounds them,
+ * planner_queue.c stores them and keeps the queue, planner_explain.c
+ * compares two plans and refines one (see planner.h for the space and
+ * the bound). */
+#ifndef MERAK_PLANNER_INTERNAL_H
+#define MERAK_PLANNER_INTERNAL_H
+
+#include "merak/partition.h"
+#include "merak/planner.h"
+
+#include <stddef.h>
+
+/* A candidate as the search keeps it: its plan's fields from dtype up to
+ * the stage arrays (model and cluster are the search's, the same in every
+ * candidate: S->tmpl), and its n_vstages + 1 bounds and n_vstages counts
+ * in S->ints at off, so that the search's memory grows with what the
+ * candidates hold, not with MK_PLAN_MAX_VSTAGES-wide plans (5 KB each:
+ * 228 MB for GPT-20B / 64 GPUs before issue 22). */
+#define MK_CAND_FROM offsetof(mk_plan_t, dtype)
+#define MK_CAND_TO offsetof(mk_plan_t, bounds)
+
+typedef struct {
+    unsigned char mid[MK_CAND_TO - MK_CAND_FROM];
+    int has_ckpt;
+    long off;         /* its stage arrays in S->ints */
+    double lb;        /* lower bound on the step time, seconds */
+    long index;
+} mk_cand_t;
+
+/* The lower bound's layer costs of one graph, one per layout whose
+ * pieces differ (sequence parallelism; the groups' node sharing):
+ * made as the candidates need them (lower_bound). */
+typedef struct {
+    const mk_cluster_t *cl;
+    const mk_sim_opts_t *so;
+    mk_sim_bound_t **v;
+    int n, cap;
+} mk_gbounds_t;
+
+/* A group: the candidates of one (split, recompute kind, ZeRO variant),
+ * one per TP overlap searched, pushed unsettled with a bound valid for
+ * every outcome of its memory settling and settled only when the search
+ * reaches that bound (issue 22: bound before building).  index: its
+ * overlap-0 candidate's (overlap 1: index + 1), in enumeration order. */
+typedef struct {
+    long fam;  /* its split and ZeRO variant, S->fam */
+    long index;
+    long z1;   /* fixed policy, ZeRO-2: the ZeRO-1 group that makes it redundant if that fits (-1: none) */
+    signed char rk, nov, done, fit;
+    signed char floored; /* auto: queued again at the bound of its least counts (auto_floor) */
+} mk_cgroup_t;
+
+/* A family: one split (the bounds of one recompute-cost setting) and ZeRO
+ * variant, shared by its recompute kinds' groups.  What no count changes
+ * (state_ok, fx) is computed when its first group settles, and fx freed
+ * with its last. */
+typedef struct {
+    unsigned char mid[MK_CAND_TO - MK_CAND_FROM];
+    long off, toff; /* its bounds in S->ints, its tail (after[pp], dp[pp]) in S->dbl */
+    long first;     /* its first group (the no-fit report's plan on a state miss) */
+    mk_sim_fixed_t *fx;
+    int pending;    /* groups not settled */
+    signed char state_ok; /* -1 not known */
+} mk_fam_t;
+
+/* The search's queue: groups (grp: id in S->grp) and candidates that fit
+ * (id in S->c), least (lb, index) first. */
+typedef struct {
+    double lb;
+    long index, id;
+    int grp;
+} mk_hent_t;
+
+/* Cached per (mbs, tp, cp, ep): the graph (ep: its experts' GEMM shapes); per seqpar: per-layer fwd/bwd times
+ * of one rank's tokens (b s / cp). */
+typedef struct {
+    int mbs, tp, cp, ep;
+    mk_graph_t *g;
+    double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
+    mk_gbounds_t *bd;     /* the bound's (mk_sim_bound_t) */
+} mk_gcache_t;
+
+/* What each stage runs after its compute and its DP stream's floor
+ * (mk_sim_stage_tail; lower_bound). */
+typedef struct {
+    double after[MK_PLAN_MAX_VSTAGES], dp[MK_PLAN_MAX_VSTAGES]; /* [pp] seconds */
+} mk_tail_t;
+
+typedef struct {
+    const mk_model_config_t *model;
+    const mk_cluster_t *cl;
+    const mk_planner_opts_t *o;
+    mk_gcache_t *gc;
+    int ngc, capgc;
+    mk_cand_t *c;           /* settled candidates that fit */
+    long n, cap;
+    int *ints;              /* the candidates' and families' stage arrays (off) */
+    long nints, capints;
+    mk_fam_t *fam;
+    long nfam, capfam;
+    mk_cgroup_t *grp;
+    long ngrp, capgrp;
+    double *dbl;            /* the families' tails (toff) */
+    long ndbl, capdbl;
+    mk_hent_t *heap;
+    long nheap, capheap;
+    long *deferred;         /* auto groups that fit at no count, settled in full only if nothing fits */
+    long ndeferred, capdeferred;
+    long miss_order, closest_order; /* the candidate index of the group note_miss sees, the closest's */
+    double reported_t;      /* the last progress report while simulating */
+    mk_plan_t tmpl;         /* every candidate's model and cluster, the rest as mk_plan_init */
+    mk_planner_result_t *r;
+    mk_sim_opts_t so;
+    long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */
+    long combos, combos_done; /* this rank's layouts (dp, cp, ep, pp, tp, micro-batch), those generated */
+    int counting;             /* enumerate() only counts this rank's layouts into combos (progress) */
+    double t0;                /* search start (progress) */
+    mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
+    const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
+    mk_tail_t tail;
+    double *all;            /* o->share: the K best step times of every rank (all_buf), else NULL */
+    double all_buf[MK_MAX_TOP];
+    int shared;             /* o->share: 1 once every rank is done (share_finish) */
+} mk_search_t;
+
+/* Ties between plans (equal simulated steps: the ideal cluster) go to the
+ * ones the search had before ZeRO-2/3 and hybrid groups (issue 17): the
+ * less sharded plan does less communication on a real cluster. */
+#define MK_LATE_VARIANT (1L << 40)
+
+/* the search's storage and queue (planner_queue.c) */
+void mk_pl_cand_plan(const mk_search_t *S, const mk_cand_t *c, mk_plan_t *p);
+int mk_pl_grow(void *pa, long *cap, long need, size_t size, long first);
+mk_hent_t mk_pl_heap_pop(mk_search_t *S);
+int mk_pl_heap_push(mk_search_t *S, double lb, long index, long id, int grp);
+void mk_pl_load_plan(const mk_search_t *S, const unsigned char *mid, long off, int ckpt, mk_plan_t *p);
+int mk_pl_push(mk_search_t *S, const mk_plan_t *p, double lb, long index);
+int mk_pl_store_plan(mk_search_t *S, const mk_plan_t *p, int ckpt, unsigned char *mid, long *off);
+
+/* bound and prune: memory settling of groups and families, the lower bound (planner_prune.c) */
+const mk_gcache_t *mk_pl_cache_of(mk_search_t *S, const mk_plan_t *p);
+long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g);
+int mk_pl_floor_group(mk_search_t *S, long gi);
+long mk_pl_group_new(mk_search_t *S, const mk_gcache_t *e, long fi, int rk, long z1);
+int mk_pl_has(unsigned mask, int bit);
+int mk_pl_ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov);
+int mk_pl_rcon_adapts(int rk);
+void mk_pl_settle_deferred(mk_search_t *S);
+int mk_pl_settle_group(mk_search_t *S, long gi);
+
+/* the candidate generator (planner_gen.c) */
+int mk_pl_enumerate(mk_search_t *S);
+
+/* ranking and the search's driver (planner.c) */
+void mk_pl_report(mk_search_t *S, int phase);
+
+#endif

@@ -1,0 +1,381 @@
+/* The planner's pruning: memory settling of groups and families (what a
+ * recompute kind needs to fit) and the lower bound that orders the queue. */
+#include "planner/planner_internal.h"
+
+#include <float.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A lower bound on the simulated step time: mk_sim_bound_step (the
+ * simulator's own per-chunk op durations, pipeline fill and drain with
+ * their p2p sends, the stages' tails; DESIGN-NOTES.md) from the layer
+ * costs of p's layout, made on first use.  Where they cannot be made (out
+ * of memory) 0, which bounds every step: the search only simulates more. */
+static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck, const mk_tail_t *tail)
+{
+    mk_gbounds_t *B = e->bd;
+    for (int i = 0; i < B->n; i++)
+        if (mk_sim_bound_matches(B->v[i], p)) return mk_sim_bound_step(B->v[i], p, ck, tail->after, tail->dp);
+    if (B->n == B->cap) {
+        int cap = B->cap ? 2 * B->cap : 4;
+        mk_sim_bound_t **n = realloc(B->v, cap * sizeof *n);
+        if (!n) return 0;
+        B->v = n, B->cap = cap;
+    }
+    if (!(B->v[B->n] = mk_sim_bound_new(B->cl, p, e->g, B->so))) return 0;
+    return mk_sim_bound_step(B->v[B->n++], p, ck, tail->after, tail->dp);
+}
+
+
+/* The checkpoint count of every (stage, chunk) the scheduler will use. */
+static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
+{
+    int layers[MK_PLAN_MAX_VSTAGES];
+    mk_sched_spec_t spec;
+    mk_plan_t q = *p;
+    q.m = q.pp; /* counts do not depend on m: the smallest valid spec */
+    mk_plan_sched_spec(&q, g, 0, layers, &spec);
+    return mk_sched_ckpt_counts(&spec, out);
+}
+
+
+/* Remember the candidate closest to fitting, for the no-fit report; of
+ * equal ones the first enumerated (S->miss_order, the group's candidate
+ * index, the same on any rank split: groups settle in bound order, but
+ * the report is the eager search's). */
+static void note_miss(mk_search_t *S, const mk_plan_t *p, int stage, const mk_mem_breakdown_t *m, double shortfall)
+{
+    mk_planner_result_t *r = S->r;
+    if (r->have_closest && (shortfall > r->closest_shortfall ||
+                            (shortfall == r->closest_shortfall && S->miss_order > S->closest_order)))
+        return;
+    S->closest_order = r->closest_index = S->miss_order;
+    r->have_closest = 1;
+    r->closest = *p;
+    r->closest_mem = *m;
+    r->closest_stage = stage;
+    r->closest_shortfall = shortfall;
+}
+
+
+static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int record, int *ck)
+{
+    if (resolved_ckpt(p, g, ck) < 0) return 0;
+    double limit = S->cl->dev.mem_bytes, worst = -1;
+    int ws = 0;
+    mk_mem_breakdown_t wm, m;
+    for (int s = 0; s < p->pp; s++) {
+        int rc = S->fx ? mk_sim_stage_memory_fixed(S->fx, p, g, s, ck + s * p->vpp, &m)
+                       : mk_sim_stage_memory(S->cl, p, g, s, ck + s * p->vpp, -1, &S->so, &m);
+        if (rc < 0) return 0;
+        if (m.total > worst) worst = m.total, ws = s, wm = m;
+    }
+    if (worst <= limit) return 1;
+    if (record) note_miss(S, p, ws, &wm, worst - limit);
+    return 0;
+}
+
+
+/* Memory no recompute policy can avoid: weights, gradients, optimizer
+ * state and buffers, with no activation in flight.  If a stage exceeds
+ * the device with that alone, no recompute variant of the split fits. */
+static int state_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
+{
+    int zero[MK_PLAN_MAX_VSTAGES] = {0};
+    mk_mem_breakdown_t m;
+    for (int s = 0; s < p->pp; s++) {
+        if (mk_sim_stage_memory(S->cl, p, g, s, zero, 0, &S->so, &m) < 0) return 0;
+        if (m.total > S->cl->dev.mem_bytes) {
+            note_miss(S, p, s, &m, m.total - S->cl->dev.mem_bytes);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+
+/* Fix the recompute details a candidate needs before its memory check:
+ * auto -> per-stage counts; stage-aware -> the smallest ratio on a 0.1
+ * grid that fits.  Returns 1 when the candidate fits. */
+static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g, int *ck)
+{
+    if (p->recompute.kind == MK_RECOMPUTE_AUTO) {
+        if (mk_sim_resolve_auto_pooled(S->cl, p, g, &S->so, &S->pool) < 0) return 0;
+        return plan_fits(S, p, g, 1, ck);
+    }
+    if (p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return plan_fits(S, p, g, 1, ck);
+    /* memory falls as the ratio grows: bisect for the smallest that fits */
+    p->recompute.ratio = 1.0;
+    if (!plan_fits(S, p, g, 1, ck)) return 0;
+    int lo = 1, hi = 10;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        p->recompute.ratio = mid / 10.0;
+        if (plan_fits(S, p, g, 0, ck)) hi = mid;
+        else lo = mid + 1;
+    }
+    p->recompute.ratio = hi / 10.0;
+    return plan_fits(S, p, g, 0, ck);
+}
+
+
+int mk_pl_has(unsigned mask, int bit) { return (mask >> bit) & 1u; }
+
+
+/* An auto or stage-aware candidate whose counts come out as those of none
+ * (nothing checkpointed) or full is the same plan as that candidate. */
+static int duplicates_fixed_policy(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const int *ck)
+{
+    if (p->recompute.kind != MK_RECOMPUTE_AUTO && p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return 0;
+    unsigned rm = S->o->recompute_mask ? S->o->recompute_mask : 0x1fu;
+    int zero = 1;
+    for (int i = 0; i < p->n_vstages; i++) zero &= ck[i] == 0;
+    if (zero && mk_pl_has(rm, MK_RECOMPUTE_NONE)) return 1;
+    if (!mk_pl_has(rm, MK_RECOMPUTE_FULL)) return 0;
+    mk_plan_t f = *p;
+    int fck[MK_PLAN_MAX_VSTAGES];
+    f.recompute.kind = MK_RECOMPUTE_FULL, f.has_ckpt = 0;
+    return resolved_ckpt(&f, g, fck) == 0 && !memcmp(fck, ck, p->n_vstages * sizeof *ck);
+}
+
+
+/* auto and stage-aware recompute less where memory is freed. */
+int mk_pl_rcon_adapts(int rk) { return rk == MK_RECOMPUTE_AUTO || rk == MK_RECOMPUTE_STAGE_AWARE; }
+
+
+const mk_gcache_t *mk_pl_cache_of(mk_search_t *S, const mk_plan_t *p)
+{
+    for (int i = 0; i < S->ngc; i++)
+        if (S->gc[i].mbs == p->mbs && S->gc[i].tp == p->tp && S->gc[i].cp == p->cp && S->gc[i].ep == p->ep)
+            return &S->gc[i];
+    return NULL;
+}
+
+
+/* The TP overlap settings searched: ov 0 off, 1 on (at the level asked, 2 by default). */
+int mk_pl_ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov)
+{
+    return !((S->o->tp_overlap >= 0 && ov != (S->o->tp_overlap > 0)) || (ov && p->tp == 1));
+}
+
+
+static int ov_level(const mk_search_t *S, int ov) { return ov ? (S->o->tp_overlap > 0 ? S->o->tp_overlap : 2) : 0; }
+
+
+/* Family fi's tail into S->tail, for lower_bound. */
+static void tail_load(mk_search_t *S, long fi, int pp)
+{
+    const double *t = S->dbl + S->fam[fi].toff;
+    memcpy(S->tail.after, t, pp * sizeof *t);
+    memcpy(S->tail.dp, t + pp, pp * sizeof *t);
+}
+
+
+/* A family for split p (with its ZeRO variant); returns its id or -1.
+ * The tail is one per family: it reads the stage's parameters, ZeRO and
+ * DP groups (stage statics, optimizer, DP floor), no recompute detail. */
+long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
+{
+    if (mk_pl_grow(&S->fam, &S->capfam, S->nfam + 1, sizeof *S->fam, 256) < 0 ||
+        mk_pl_grow(&S->dbl, &S->capdbl, S->ndbl + 2L * p->pp, sizeof *S->dbl, 4096) < 0)
+        return -1;
+    mk_fam_t *F = &S->fam[S->nfam];
+    memset(F, 0, sizeof *F);
+    if (mk_pl_store_plan(S, p, 0, F->mid, &F->off) < 0) return -1;
+    F->toff = S->ndbl, F->first = S->ngrp, F->state_ok = -1;
+    if (mk_sim_stage_tail(S->cl, p, g, &S->so, S->dbl + S->ndbl, S->dbl + S->ndbl + p->pp) < 0) return -1;
+    S->ndbl += 2L * p->pp;
+    return S->nfam++;
+}
+
+
+/* The least bound over the TP overlaps searched of p with counts ck
+ * (S->tail loaded). */
+static double group_bound(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const int *ck)
+{
+    double lb = DBL_MAX;
+    for (int ov = 0; ov <= 1; ov++) {
+        if (!mk_pl_ov_searched(S, p, ov)) continue;
+        p->tp_overlap = ov_level(S, ov);
+        double b = lower_bound(p, e, ck, &S->tail);
+        if (b < lb) lb = b;
+    }
+    return lb;
+}
+
+
+/* Group (family fi, recompute kind rk) into the queue, unsettled.  Its
+ * bound holds for every outcome of its settling: lower_bound only grows
+ * with the checkpoint counts, so it takes those that are certain (a fixed
+ * policy's; none for auto and stage-aware, which may checkpoint nothing),
+ * the family's tail, and the least over the overlaps searched.  Returns
+ * its id or -1. */
+long mk_pl_group_new(mk_search_t *S, const mk_gcache_t *e, long fi, int rk, long z1)
+{
+    if (mk_pl_grow(&S->grp, &S->capgrp, S->ngrp + 1, sizeof *S->grp, 1024) < 0) return -1;
+    mk_plan_t p;
+    mk_pl_load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+    p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
+    int ck[MK_PLAN_MAX_VSTAGES] = {0}, nov = 0;
+    if (!mk_pl_rcon_adapts(rk) && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
+    tail_load(S, fi, p.pp);
+    for (int ov = 0; ov <= 1; ov++) nov += mk_pl_ov_searched(S, &p, ov);
+    double lb = group_bound(S, &p, e, ck);
+    mk_cgroup_t *G = &S->grp[S->ngrp];
+    *G = (mk_cgroup_t){.fam = fi, .index = S->combo * 1000000 + S->combo_seq, .z1 = z1, .rk = (signed char)rk,
+                       .nov = (signed char)nov};
+    S->combo_seq += 2; /* the same whatever the rank split */
+    if (p.zero >= 2 || p.zero_shard) G->index += MK_LATE_VARIANT;
+    S->fam[fi].pending++;
+    S->r->candidates += nov;
+    if (mk_pl_heap_push(S, lb, G->index, S->ngrp, 1) < 0) return -1;
+    return S->ngrp++;
+}
+
+
+/* Group gi's recompute settled (the family's state and fixed parts first,
+ * once); 1 when it fits. */
+/* Group gi's family's state and fixed memory parts (once); 1 when its
+ * state fits, with S->fx set for the group's memory checks. */
+static int fam_state(mk_search_t *S, long gi, const mk_plan_t *p, const mk_graph_t *g)
+{
+    mk_fam_t *F = &S->fam[S->grp[gi].fam];
+    if (F->state_ok < 0) {
+        mk_plan_t q = *p; /* the eager search checked the state at the family's first group */
+        q.recompute.kind = (mk_recompute_kind_t)S->grp[F->first].rk;
+        S->miss_order = S->grp[F->first].index;
+        F->state_ok = (signed char)state_fits(S, &q, g);
+    }
+    /* the same for every recompute kind and count (NULL: computed per count) */
+    if (F->state_ok && !F->fx) F->fx = mk_sim_fixed_new(p, g, &S->so);
+    S->fx = F->fx, S->miss_order = S->grp[gi].index;
+    return F->state_ok;
+}
+
+
+/* Group gi's recompute settled; 1 when it fits. */
+static int group_fits(mk_search_t *S, long gi, mk_plan_t *p, const mk_graph_t *g, int *ck)
+{
+    int fit = fam_state(S, gi, p, g) && settle_recompute(S, p, g, ck);
+    S->fx = NULL;
+    return fit;
+}
+
+
+/* A family's fixed parts go with its last unsettled group. */
+static void fam_release(mk_search_t *S, long fi)
+{
+    if (S->fam[fi].pending == 0) mk_sim_fixed_free(S->fam[fi].fx), S->fam[fi].fx = NULL;
+}
+
+
+/* auto: per stage the fewest k (k per chunk, capped at its checkpointable
+ * layers, as mk_sim_resolve_auto sets them) whose memory, plan_fits's,
+ * fits (S->fx set).  An auto candidate that fits passes plan_fits on its
+ * resolved counts, so it checkpoints at least these whatever the stream
+ * walks find, and its bound may count them.  Returns 0 when a stage fits
+ * at no k (the candidate cannot fit), else 1. */
+static int auto_floor(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int *ck)
+{
+    int layers[MK_PLAN_MAX_VSTAGES], V = p->vpp;
+    mk_plan_ckpt_layers(p, g, layers);
+    for (int s = 0; s < p->pp; s++) {
+        int nmax = 0, fits = 0, *c = ck + s * V;
+        for (int ch = 0; ch < V; ch++) nmax = layers[s * V + ch] > nmax ? layers[s * V + ch] : nmax;
+        for (int k = 0; k <= nmax && !fits; k++) {
+            for (int ch = 0; ch < V; ch++) c[ch] = k < layers[s * V + ch] ? k : layers[s * V + ch];
+            mk_mem_breakdown_t m;
+            int rc = S->fx ? mk_sim_stage_memory_fixed(S->fx, p, g, s, c, &m)
+                           : mk_sim_stage_memory(S->cl, p, g, s, c, -1, &S->so, &m);
+            fits = rc == 0 && m.total <= S->cl->dev.mem_bytes;
+        }
+        if (!fits) return 0;
+    }
+    return 1;
+}
+
+
+/* An auto group's first turn: its family's state and the floor of its
+ * counts (cheap closed forms).  Queued again at the floor's bound, or, if
+ * it cannot fit, put by: its full settling (the stream walks) only feeds
+ * the no-fit report.  Returns 1 when it was floored, 0 when it needs the
+ * full settling now (its state does not fit), -1 on error. */
+int mk_pl_floor_group(mk_search_t *S, long gi)
+{
+    mk_cgroup_t *G = &S->grp[gi];
+    long fi = G->fam;
+    mk_plan_t p;
+    mk_pl_load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+    p.recompute.kind = MK_RECOMPUTE_AUTO, p.recompute.ratio = 1.0;
+    const mk_gcache_t *e = mk_pl_cache_of(S, &p);
+    int ck[MK_PLAN_MAX_VSTAGES], fit = fam_state(S, gi, &p, e->g) ? auto_floor(S, &p, e->g, ck) : -1;
+    S->fx = NULL;
+    if (fit < 0) return 0;
+    G->floored = 1;
+    if (fit) {
+        tail_load(S, fi, p.pp);
+        return mk_pl_heap_push(S, group_bound(S, &p, e, ck), G->index, gi, 1) < 0 ? -1 : 1;
+    }
+    G->done = 1, G->fit = 0;
+    S->r->settled += G->nov, S->r->pruned_memory += G->nov;
+    S->fam[fi].pending--;
+    fam_release(S, fi);
+    if (mk_pl_grow(&S->deferred, &S->capdeferred, S->ndeferred + 1, sizeof *S->deferred, 256) < 0) return -1;
+    S->deferred[S->ndeferred++] = gi;
+    return 1;
+}
+
+
+/* Nothing fits: the put-by auto groups settled in full, for the report
+ * of the candidate closest to fitting (note_miss, in enumeration order). */
+void mk_pl_settle_deferred(mk_search_t *S)
+{
+    for (long i = 0; i < S->ndeferred; i++) {
+        long gi = S->deferred[i], fi = S->grp[gi].fam;
+        mk_plan_t p;
+        int ck[MK_PLAN_MAX_VSTAGES];
+        mk_pl_load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+        p.recompute.kind = MK_RECOMPUTE_AUTO, p.recompute.ratio = 1.0;
+        group_fits(S, gi, &p, mk_pl_cache_of(S, &p)->g, ck);
+        fam_release(S, fi);
+    }
+}
+
+
+/* Settle group gi: its memory, then its candidates that fit into the
+ * queue at their true bounds.  Returns 1 when it fits, 0 not, -1 error. */
+int mk_pl_settle_group(mk_search_t *S, long gi)
+{
+    mk_cgroup_t *G = &S->grp[gi];
+    if (G->done) return G->fit;
+    G->done = 1;
+    mk_plan_t p;
+    long fi = G->fam;
+    mk_pl_load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
+    p.recompute.kind = (mk_recompute_kind_t)G->rk, p.recompute.ratio = 1.0;
+    const mk_gcache_t *e = mk_pl_cache_of(S, &p);
+    S->r->settled += G->nov;
+    /* with a fixed policy ZeRO-2 is never faster than ZeRO-1 (the same
+     * reductions, plus one per micro-batch): only worth it where ZeRO-1
+     * does not fit */
+    int z1 = G->z1 >= 0 ? mk_pl_settle_group(S, G->z1) : 0, ck[MK_PLAN_MAX_VSTAGES], fit = 0;
+    if (z1 < 0) return -1;
+    if (z1) S->r->duplicates += G->nov;
+    else if (!(fit = group_fits(S, gi, &p, e->g, ck))) S->r->pruned_memory += G->nov;
+    G->fit = (signed char)fit;
+    S->fam[fi].pending--;
+    fam_release(S, fi);
+    if (!fit) return 0;
+    if (duplicates_fixed_policy(S, &p, e->g, ck)) {
+        S->r->duplicates += G->nov;
+        return 1;
+    }
+    tail_load(S, fi, p.pp);
+    for (int ov = 0; ov <= 1; ov++) {
+        if (!mk_pl_ov_searched(S, &p, ov)) continue;
+        p.tp_overlap = ov_level(S, ov); /* memory does not depend on TP overlap: settled once for both */
+        if (mk_pl_push(S, &p, lower_bound(&p, e, ck, &S->tail), G->index + ov) < 0) return -1;
+    }
+    return 1;
+}
