@@ -23,10 +23,6 @@ EXTRA_DIST += tests/bounds.sh tests/flag-sweep.sh tests/mpi-run-sweep.sh tests/s
 # issue 21: --explain, --what-if, cost and scaling (merak sim, merak plan)
 merak_SOURCES += src/cli/cli_explain.c
 noinst_HEADERS += src/cli/cli_explain.h
-# issue 22: merak plan over MPI ranks (the K best shared while searching)
-# and the alternative searches over ranks and cores
-merak_SOURCES += src/cli/cli_plan_par.c
-noinst_HEADERS += src/cli/cli_plan_par.h
 
 # The plotting scripts behind `merak plot` (src/cli/cli_plot.c).
 plotdir = $(pkgdatadir)/plot

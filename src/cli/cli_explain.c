@@ -6,7 +6,7 @@
  * The searches are merak/whatif.h's; this file only runs and prints them. */
 #include "config.h"
 #include "cli/cli_explain.h"
-#include "cli/cli_plan_par.h"
+#include "merak/run.h"
 
 #include <errno.h>
 #include <math.h>
@@ -189,7 +189,7 @@ static void alt_job(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_clust
     j->o.share = NULL, j->o.share_ctx = NULL, j->o.progress = NULL;
 }
 
-/* mk_cli_par_jobs' job: search alternative i into out. */
+/* mk_planner_mpi_jobs' job: search alternative i into out. */
 static void alt_run(void *ctx, int i, void *out)
 {
     const mk_alt_job_t *j = &((const mk_alt_jobs_t *)ctx)->job[i];
@@ -292,7 +292,7 @@ int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_
     mk_cli_alt_t *res = calloc((size_t)J.n, sizeof *res);
     if (!res) return mk_cli_fail("plan", "out of memory");
     /* every alternative is a search of its own: over the ranks and their cores */
-    if (mk_cli_par_jobs(J.n, alt_run, &J, res, sizeof *res) < 0) rc = mk_cli_fail("plan", "%s", mk_error_last());
+    if (mk_planner_mpi_jobs(J.n, alt_run, &J, res, sizeof *res) < 0) rc = mk_cli_fail("plan", "%s", mk_error_last());
     else if (best) rc = alt_results(&J, res, best, x);
     free(res);
     x->wall_s = mk_time_now() - t0;

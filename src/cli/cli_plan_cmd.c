@@ -4,7 +4,7 @@
 #include "config.h"
 #include "cli/cli.h"
 #include "cli/cli_explain.h"
-#include "cli/cli_plan_par.h"
+#include "merak/run.h"
 #include "merak/planner.h"
 
 #include <math.h>
@@ -296,29 +296,13 @@ static int apply_baseline(const char *b, mk_planner_opts_t *o)
 #undef SB
 }
 
-/* The main search, over the ranks under mpiexec (they share their K best
- * while they search; rank 0 gets the merged top K).  0, or the error
- * printed by rank 0 (the lowest failing rank's) and MK_EXIT_USAGE. */
+/* The main search, over the ranks under mpiexec (mk_planner_search_mpi).
+ * 0, or the error printed by rank 0 (the lowest failing rank's) and
+ * MK_EXIT_USAGE. */
 static int search(const mk_model_config_t *m, const mk_cluster_t *cl, mk_planner_opts_t *o, mk_planner_result_t *r)
 {
-    mk_cli_share_t *sh = NULL;
-    memset(r, 0, sizeof *r);
-    int ok = o->size == 1 || (sh = mk_cli_share_new(o->top)) != NULL;
-    if (o->size > 1) /* every rank shares, or none searches */
-        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (sh) o->share = mk_cli_share, o->share_ctx = sh;
-    int failed = !ok || mk_planner_search(m, cl, o, r) < 0;
-    if (!ok && sh) mk_error_set("out of memory on another rank");
-    mk_cli_share_free(sh);
-    o->share = NULL, o->share_ctx = NULL;
-    char err[600];
-    if (o->size == 1 ? !failed : !mk_cli_par_failed(failed, err, sizeof err)) {
-        if (o->size > 1 && mk_cli_par_merge(r, o->top) < 0) failed = 1, mk_strlcpy(err, mk_error_last(), sizeof err);
-        if (!failed) return 0;
-    } else if (o->size == 1) {
-        mk_strlcpy(err, mk_error_last(), sizeof err);
-    }
-    return o->rank == 0 ? mk_cli_fail("plan", "%s", err) : MK_EXIT_USAGE;
+    if (mk_planner_search_mpi(m, cl, o, r) == 0) return 0;
+    return o->rank == 0 ? mk_cli_fail("plan", "%s", mk_error_last()) : MK_EXIT_USAGE;
 }
 
 static int plan_main(const mk_args_t *a, int rank, int size)

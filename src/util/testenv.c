@@ -3,7 +3,7 @@
  * to garbage is refused by name before any work (mk_test_env_check, called
  * by merak's main), never read as 0 by atoi and fired at step 0.  What each
  * hook does is documented where it fires (src/exec/exec_faults.c,
- * src/util/fileio.c, src/cli/cli_plan_par.c). */
+ * src/util/fileio.c, src/planner/planner_mpi.c). */
 #include "merak/common.h"
 #include "merak/limits.h"
 

@@ -1,4 +1,5 @@
-/* merak plan in parallel (cli_plan_par.h).
+/* The planner over MPI ranks (merak/run.h), what `merak plan` runs under
+ * mpiexec and any program linking libmerak can call.
  *
  * The main search: each rank searches its share of the (layout,
  * micro-batch) pairs and prunes at the K-th best step time of all ranks,
@@ -15,8 +16,8 @@
  * each rank's jobs on threads over its cores, and the results are
  * gathered on rank 0. */
 #include "config.h"
-#include "cli/cli_plan_par.h"
 #include "merak/common.h"
+#include "merak/run.h"
 
 #include <hwloc.h>
 #include <limits.h>
@@ -31,7 +32,7 @@
 /* threads for the alternative searches: at most this many per rank */
 #define MK_PAR_MAX_THREADS 256
 
-struct mk_cli_share {
+struct mk_planner_share {
     int top;
     MPI_Datatype t;   /* top + 1 doubles */
     MPI_Op op;
@@ -55,9 +56,9 @@ static void merge_best(void *in, void *inout, int *len, MPI_Datatype *dt)
     }
 }
 
-mk_cli_share_t *mk_cli_share_new(int top)
+mk_planner_share_t *mk_planner_share_new(int top)
 {
-    mk_cli_share_t *s = calloc(1, sizeof *s);
+    mk_planner_share_t *s = calloc(1, sizeof *s);
     if (!s || top < 1 || top > MK_MAX_TOP) return free(s), mk_error_set("out of memory"), NULL;
     s->top = top;
     s->req = MPI_REQUEST_NULL;
@@ -77,7 +78,7 @@ mk_cli_share_t *mk_cli_share_new(int top)
     return s;
 }
 
-void mk_cli_share_free(mk_cli_share_t *s)
+void mk_planner_share_free(mk_planner_share_t *s)
 {
     if (!s) return;
     if (s->req != MPI_REQUEST_NULL) MPI_Wait(&s->req, MPI_STATUS_IGNORE);
@@ -87,9 +88,9 @@ void mk_cli_share_free(mk_cli_share_t *s)
     free(s);
 }
 
-int mk_cli_share(void *ctx, const double *mine, int n, int done, double *all)
+int mk_planner_share(void *ctx, const double *mine, int n, int done, double *all)
 {
-    mk_cli_share_t *s = ctx;
+    mk_planner_share_t *s = ctx;
     if (s->fail_once && !done) return s->fail_once = 0, mk_error_set("MK_TEST_PLAN_FAIL: this rank's search fails");
     if (s->req == MPI_REQUEST_NULL) {
         for (int i = 0; i < s->top; i++) s->send[i] = i < n ? mine[i] : INFINITY;
@@ -120,7 +121,7 @@ static void least_closest(void *in, void *inout, int *len, MPI_Datatype *dt)
         if (a[0] < b[0] || (a[0] == b[0] && a[1] < b[1])) b[0] = a[0], b[1] = a[1];
 }
 
-int mk_cli_par_failed(int failed, char *err, size_t n)
+int mk_planner_mpi_failed(int failed, char *err, size_t n)
 {
     int me, who, mine;
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
@@ -185,7 +186,7 @@ static void merge_closest(mk_planner_result_t *r, int rank)
     }
 }
 
-int mk_cli_par_merge(mk_planner_result_t *r, int top)
+int mk_planner_mpi_merge(mk_planner_result_t *r, int top)
 {
     int rank, size, total = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -209,7 +210,7 @@ int mk_cli_par_merge(mk_planner_result_t *r, int top)
     return rc;
 }
 
-int mk_cli_par_cores(void)
+int mk_planner_mpi_cores(void)
 {
     hwloc_topology_t topo;
     int cores = 1, machine = 1, init = 0;
@@ -265,13 +266,13 @@ static void run_mine(mk_jobs_t *J, int threads)
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
-int mk_cli_par_jobs(int n, void (*fn)(void *ctx, int j, void *out), void *ctx, void *out, size_t item)
+int mk_planner_mpi_jobs(int n, void (*fn)(void *ctx, int j, void *out), void *ctx, void *out, size_t item)
 {
     int init = 0, rank = 0, size = 1;
     MPI_Initialized(&init);
     if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &size);
     mk_jobs_t J = {fn, ctx, out, item, n, rank, size, 0};
-    int cores = mk_cli_par_cores(), mine = jobs_of(n, rank, size);
+    int cores = mk_planner_mpi_cores(), mine = jobs_of(n, rank, size);
     run_mine(&J, cores < mine ? cores : mine);
     if (size == 1) return 0;
     int *counts = calloc((size_t)size, sizeof *counts);
@@ -289,4 +290,23 @@ int mk_cli_par_jobs(int n, void (*fn)(void *ctx, int j, void *out), void *ctx, v
         for (int k = 0; k < counts[r]; k++, at++) memcpy(J.out + (size_t)(r + k * size) * item, all + (size_t)at * item, item);
     free(counts), free(pack), free(all);
     return rc;
+}
+
+int mk_planner_search_mpi(const mk_model_config_t *m, const mk_cluster_t *cl, mk_planner_opts_t *o,
+                          mk_planner_result_t *r)
+{
+    mk_planner_share_t *sh = NULL;
+    memset(r, 0, sizeof *r);
+    int ok = o->size == 1 || (sh = mk_planner_share_new(o->top)) != NULL;
+    if (o->size > 1) /* every rank shares, or none searches */
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+    if (sh) o->share = mk_planner_share, o->share_ctx = sh;
+    int failed = !ok || mk_planner_search(m, cl, o, r) < 0;
+    if (!ok && sh) mk_error_set("out of memory on another rank");
+    mk_planner_share_free(sh);
+    o->share = NULL, o->share_ctx = NULL;
+    if (o->size == 1) return failed ? -1 : 0;
+    char err[600];
+    if (mk_planner_mpi_failed(failed, err, sizeof err)) return mk_error_set("%s", err);
+    return mk_planner_mpi_merge(r, o->top);
 }
