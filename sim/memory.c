@@ -288,31 +288,12 @@ static int policy_ckpt(const mk_plan_t *p, const mk_graph_t *g, int s, int c, co
     }
 }
 
-static int closed_inflight(const mk_plan_t *p, int s)
-{
-    int m = p->m > 0 ? p->m : 1, P = p->pp, v = p->vpp;
-    switch (p->schedule) {
-    case MK_SCHED_GPIPE: return m;
-    case MK_SCHED_INTERLEAVED: {
-        int n = 2 * (P - s - 1) + (v - 1) * P + 1;
-        return n < m * v ? n : m * v;
-    }
-    case MK_SCHED_MERAK:
-    case MK_SCHED_MERAK_LAST: {
-        int n = P - s < m ? P - s : m;
-        if (p->schedule == MK_SCHED_MERAK && P >= 2 && s == P - 2 && n < m) n++;
-        return n;
-    }
-    default: return P - s < m ? P - s : m;
-    }
-}
-
 /* What a stage's closed-form peak reads besides the checkpoint counts:
  * its static bytes, its in-flight count, each chunk's backward gradient
  * buffers (the costly part, and the same for every count). */
 typedef struct {
     mk_stage_static_t st;
-    int inf;
+    int inf;    /* given in-flight count, or -1: the schedule's peak (mk_sched_peak_inflight) */
     double *gb; /* [vpp] bytes (the caller's room) */
 } stage_fixed_t;
 
@@ -320,7 +301,7 @@ static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int infl
                         stage_fixed_t *F)
 {
     mk_sim_stage_static(p, g, s, o, &F->st);
-    F->inf = inflight >= 0 ? inflight : closed_inflight(p, s);
+    F->inf = inflight;
     for (int c = 0; c < p->vpp; c++) mk_sim_chunk_act(p, g, c * p->pp + s, 0, NULL, NULL, &F->gb[c]);
 }
 
@@ -335,15 +316,18 @@ static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const st
     out->gathered = F->st.gathered; /* ZeRO-3: every F and B holds it */
     /* Interleaved counts chunks: spread them over the stage's chunks. */
     double per_mb = 0, wm = 0, gb = 0;
+    int any_ck = 0;
     for (int c = 0; c < p->vpp; c++) {
         int ck = ckpt ? ckpt[c] : policy_ckpt(p, g, s, c, layers);
+        any_ck |= ck > 0;
         double a, w, b = F->gb[c];
         mk_sim_chunk_act(p, g, c * p->pp + s, ck, &a, &w, NULL);
         per_mb += a / p->vpp;
         if (w > wm) wm = w;
         if (b > gb) gb = b;
     }
-    out->activations = F->inf * per_mb;
+    int inf = F->inf >= 0 ? F->inf : mk_sched_peak_inflight(p->schedule, p->pp, p->m > 0 ? p->m : 1, p->vpp, s, any_ck);
+    out->activations = inf * per_mb;
     out->working = wm + gb;
     out->total = out->weights + out->grads + out->optimizer + out->activations + out->working + out->buffers;
     out->total += out->gathered;

@@ -161,7 +161,7 @@ static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int 
 static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, chunk_ops_t *o)
 {
     int l0 = p->bounds[k], l1 = p->bounds[k + 1], n = l1 - l0, lvl = p->tp_overlap;
-    int zb = p->schedule == MK_SCHED_ZB_H1, nck = b->ckpos[l1] - b->ckpos[l0];
+    int zb = mk_sched_traits(p->schedule)->split_backward, nck = b->ckpos[l1] - b->ckpos[l0];
     memset(o, 0, sizeof *o);
     o->f = run_memo(b, 0, l0, n, lvl);
     /* zb-h1 runs B_IN and B_W, the others B (sched_zbh1.c) */
@@ -182,13 +182,6 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
  * above it: every term is shaved by 1e-12 (relative). */
 #define MK_BOUND_SHAVE (1 - 1e-12)
 
-/* Merak's variants may replay a micro-batch's forward (R) before the
- * gradient arrives (sched_merak.c); the others replay inside B / B_IN. */
-static int replays_early(mk_sched_kind_t k)
-{
-    return k == MK_SCHED_MERAK || k == MK_SCHED_MERAK_PRE || k == MK_SCHED_MERAK_LAST;
-}
-
 /* Stage s runs m micro-batches of every chunk's ops (busy) one after
  * another, none before micro-batch 0 has gone forward through the stages
  * before it, each a chunk-0 forward and a send (fill).  Its last op is a
@@ -203,7 +196,11 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
                          const double *dp)
 {
     if (b->o.unit_costs) return 0; /* the scheduler's unit costs: not these */
-    int zb = p->schedule == MK_SCHED_ZB_H1, pre = replays_early(p->schedule), inter;
+    /* the schedule's traits (sched_traits.c): a split backward (B_IN, then
+       B_Ws as its tail), or R replayed before the gradient arrives (Merak's
+       variants: not in the drain); the others replay inside B / B_IN */
+    const mk_sched_traits_t *tr = mk_sched_traits(p->schedule);
+    int zb = tr->split_backward, pre = tr->replays_early, inter;
     double worst = 0, fill = 0, drain = 0, bw0 = 0;
     for (int s = 0; s < p->pp; s++) {
         double busy = 0;
@@ -216,7 +213,7 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
         busy *= p->m;
         if (s == 0) bw0 = c0.bw;
         double chain = fill + busy + drain + after[0];
-        if (zb) chain += bw0 - (s + 1 < p->m ? s + 1 : p->m) * c0.bw;
+        if (zb) chain += bw0 - mk_sched_tail_bw(p->schedule, p->pp, p->m, s) * c0.bw;
         double end = fill + busy + after[s], floor = dp[s] + after[s];
         double lb = chain > end ? chain : end;
         if (floor > lb) lb = floor;

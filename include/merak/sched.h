@@ -160,6 +160,26 @@ static inline int mk_instr_is_compute(mk_instr_op_t op)
 struct json_t;
 struct json_t *mk_sched_to_json(const mk_sched_t *s, const mk_sched_report_t *rep);
 
+/* What a schedule's generator does, stated once (src/sched/sched_traits.c)
+ * for the memory model, the planner's bound and candidate generator and
+ * the verifier; tests/test_sched_traits.c checks each against the streams. */
+typedef struct mk_sched_traits {
+    int min_pp;         /* fewest stages it is searched with (2: a pipeline schedule; 1: also pp 1) */
+    int interleaved;    /* runs vpp > 1 chunks per stage, and only those (m a multiple of pp) */
+    int split_backward; /* B_IN + B_W per micro-batch and chunk instead of B */
+    int replays_early;  /* its R (replayed forward) may run before the gradient arrives */
+} mk_sched_traits_t;
+const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k);
+/* Stage s of p (m micro-batches, v chunks): the forwards (F or F_PRE) it
+ * runs before its first backward (B or B_IN); ckpts: whether the stage
+ * checkpoints anything (merak's stage p-2 then runs one more). */
+int mk_sched_warmup(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
+/* Its peak of (micro-batch, chunk) slots in flight: forwarded, not yet
+ * released by B (or, split, by B_W), as the stream walker counts them. */
+int mk_sched_peak_inflight(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
+/* The B_Ws it runs after its last B_IN (its tail; 0 unless split). */
+int mk_sched_tail_bw(mk_sched_kind_t k, int p, int m, int s);
+
 int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out);
 const char *mk_sched_kind_name(mk_sched_kind_t k);
 int mk_recompute_parse(const char *s, mk_recompute_t *out);

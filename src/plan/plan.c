@@ -150,7 +150,7 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->n_vstages > g->n_layers)
         return mk_error_set("%d virtual stages (pp %d x vpp %d) exceed the model's %d layers",
                             p->n_vstages, p->pp, p->vpp, g->n_layers);
-    if (p->schedule == MK_SCHED_INTERLEAVED) {
+    if (mk_sched_traits(p->schedule)->interleaved) {
         if (p->vpp < 2) return mk_error_set("the interleaved schedule needs --vpp >= 2");
         if (p->m % p->pp)
             return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of pp (%d)",

@@ -137,9 +137,10 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
     static const char *const parts[] = {"uniform", "parameters", "compute"};
     S->r->layouts++;
     for (int k = 0; k < MK_SCHED_COUNT; k++) {
-        if (!mk_pl_has(sm, k) || (pp == 1 && k != MK_SCHED_1F1B && k != MK_SCHED_GPIPE)) continue;
+        const mk_sched_traits_t *tr = mk_sched_traits((mk_sched_kind_t)k);
+        if (!mk_pl_has(sm, k) || pp < tr->min_pp) continue;
         for (int v = 1; v <= 4; v *= 2) {
-            if ((k == MK_SCHED_INTERLEAVED) != (v > 1)) continue;
+            if (tr->interleaved != (v > 1)) continue;
             for (int pi = 0; pi < 3; pi++) {
                 if (!mk_pl_has(pm, pi) || (pp == 1 && pi > 0 && (pm & 1u))) continue; /* one stage: one split */
                 for (int sp = 0; sp <= 1; sp++) {
@@ -154,7 +155,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                     p.schedule = (mk_sched_kind_t)k;
                     p.n_vstages = (int)mk_plan_vstages(&p);
                     p.m = mk_plan_micro_batches(&p);
-                    if (k == MK_SCHED_INTERLEAVED && (p.m % pp || p.n_vstages > e->g->n_layers)) continue;
+                    if (tr->interleaved && (p.m % pp || p.n_vstages > e->g->n_layers)) continue;
                     if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
                 }
             }

@@ -101,10 +101,11 @@ static int check_spec(const mk_sched_spec_t *sp, int vpp)
     if (sp->m < 1) return mk_error_set("micro-batches must be >= 1, got %d", sp->m);
     if (vpp < 1) return mk_error_set("vpp must be >= 1, got %d", vpp);
     if (mk_sched_check_size(sp->pp, vpp, sp->m) < 0) return -1;
-    if (vpp > 1 && sp->kind != MK_SCHED_INTERLEAVED)
+    int interleaved = mk_sched_traits(sp->kind)->interleaved;
+    if (vpp > 1 && !interleaved)
         return mk_error_set("vpp %d needs the interleaved schedule (got %s)", vpp,
                             mk_sched_kind_name(sp->kind));
-    if (sp->kind == MK_SCHED_INTERLEAVED && sp->m % sp->pp)
+    if (interleaved && sp->m % sp->pp)
         return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of "
                             "pipeline stages (%d)", sp->m, sp->pp);
     if (sp->grad_buckets < 0)

@@ -55,7 +55,7 @@ static int scan_ev(void *ctx, const mk_walk_ev_t *ev)
     stage_chk_t *c = ctx;
     const mk_sched_t *s = c->s;
     const mk_instr_t *in = ev->in;
-    int w = which(in->op), zb = s->spec.kind == MK_SCHED_ZB_H1;
+    int w = which(in->op), zb = mk_sched_traits(s->spec.kind)->split_backward;
     if (ev->inflight > c->most) c->most = ev->inflight;
     if (ev->last_bwd) c->last_bwd = ev->index;
     if (w < 0) return MK_WALK_GO;
@@ -89,7 +89,7 @@ static int check_slot(const stage_chk_t *c, int mb, int ch)
 {
     const mk_sched_t *s = c->s;
     int p = s->spec.pp, V = s->n_vstages, k = ch * p + c->st, sl = mb * s->spec.vpp + ch;
-    int st = c->st, zb = s->spec.kind == MK_SCHED_ZB_H1;
+    int st = c->st, zb = mk_sched_traits(s->spec.kind)->split_backward;
     int pf = c->pos[P_F][sl], pb = c->pos[P_B][sl];
     if (c->cnt[P_F][sl] != 1 || c->cnt[P_B][sl] != 1 || c->cnt[P_BW][sl] != zb)
         FAIL("stage %d chunk %d mb %d: %d forwards, %d backwards, %d B_W (want 1, 1, %d)", st,
