@@ -8,6 +8,7 @@
  * Every part but the bubble is measured; the bubble is the step minus them
  * and is checked against the measured gaps (idle_s: the tests require the
  * two to agree). */
+#include "merak/jsonio.h"
 #include "sim/sim_internal.h"
 
 /* Model FLOPs one GPU of stage s performs per step: each F/F_PRE the

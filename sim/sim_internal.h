@@ -5,7 +5,9 @@
 #ifndef MERAK_SIM_INTERNAL_H
 #define MERAK_SIM_INTERNAL_H
 
+#include "merak/cost.h"
 #include "merak/sim.h"
+#include "merak/trace.h"
 #include "merak/walk.h"
 #include "sim/evq.h"
 

@@ -1,6 +1,7 @@
 /* The result of a run: step time, throughput, FLOPs, bubbles, memory
  * peaks, exposed and overlapped communication (mk_sim_result_t), and its
  * `merak sim --json` object. */
+#include "merak/jsonio.h"
 #include "sim/sim_internal.h"
 
 #include <string.h>
@@ -118,4 +119,13 @@ json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
     if (j) json_object_set_new(j, "explain", mk_sim_explain_json(r));
     if (j && p) json_object_set_new(j, "plan", mk_plan_to_json(p));
     return j;
+}
+
+char *mk_sim_result_json_text(const mk_sim_result_t *r, const mk_plan_t *p)
+{
+    json_t *j = mk_sim_result_json(r, p);
+    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    if (!s) mk_error_set("out of memory");
+    return s;
 }

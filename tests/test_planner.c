@@ -6,6 +6,7 @@
 #include "merak/partition.h"
 #include "merak/planner.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static mk_model_config_t small_gpt(void)

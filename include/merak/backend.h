@@ -152,7 +152,7 @@ const mk_backend_t *mk_backend_cpu(void);
  * cuda when built with CUDA and a device is visible, else cpu.  NULL with
  * mk_error_set when unknown or unavailable.  Free with mk_backend_free. */
 mk_backend_t *mk_backend_new(const char *name);
-void mk_backend_free(mk_backend_t *be);
+void mk_backend_free(mk_backend_t *be);  /* (both also in merak/exec.h, the table opaque) */
 
 #ifdef __cplusplus
 }

@@ -8,6 +8,10 @@
 
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 static inline int mk_mul_i64(int64_t a, int64_t b, int64_t *out)
 {
     return __builtin_mul_overflow(a, b, out) ? -1 : 0;
@@ -38,4 +42,7 @@ static inline int mk_prod_within(const int64_t *v, int n, int64_t max, int64_t *
     mk_prod_within((const int64_t[]){__VA_ARGS__},                                     \
                    (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (max), (out))
 
+#ifdef __cplusplus
+}
+#endif
 #endif

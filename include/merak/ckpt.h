@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include "merak/safetensors.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define MK_CKPT_FORMAT "1"
 
 /* The integer fields, each a decimal string in [0, its maximum]. */
@@ -20,4 +24,7 @@ const char *mk_ckpt_meta_key(int i);
  * within range).  0, or -1 with one line naming the field and its range. */
 int mk_ckpt_read_meta(const mk_st_reader_t *r, const char *path, uint64_t v[MK_CKPT_N_META]);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -66,25 +66,21 @@ typedef struct mk_cluster {
 
 /* Fill *c from a preset name or a cluster JSON path (a name ending in
  * ".json" or containing '/').  Returns 0 or -1. */
-int mk_cluster_get(const char *name_or_path, mk_cluster_t *c);
+MK_API int mk_cluster_get(const char *name_or_path, mk_cluster_t *c);
 /* Cluster JSON (schema: traces/README.md; every field required, unknown
  * fields rejected, sizes positive).  load/save return 0 or -1; save
  * writes atomically (temporary file + rename). */
-int mk_cluster_load(const char *path, mk_cluster_t *c);
-int mk_cluster_save(const mk_cluster_t *c, const char *path);
-/* The same as JSON objects (to_json: a new reference, NULL on failure). */
-struct json_t;
-struct json_t *mk_cluster_to_json(const mk_cluster_t *c);
-int mk_cluster_from_json(struct json_t *j, const char *what, mk_cluster_t *c);
+MK_API int mk_cluster_load(const char *path, mk_cluster_t *c);
+MK_API int mk_cluster_save(const mk_cluster_t *c, const char *path);
 /* Validate the fields of a cluster (what the JSON loader checks). */
-int mk_cluster_validate(const mk_cluster_t *c, const char *what);
-const char *const *mk_cluster_preset_names(void);
-const char *mk_cluster_preset_about(const char *name);
+MK_API int mk_cluster_validate(const mk_cluster_t *c, const char *what);
+MK_API const char *const *mk_cluster_preset_names(void);
+MK_API const char *mk_cluster_preset_about(const char *name);
 /* A plan of dtype dt can run on the cluster's device: fp8 needs its FP8
  * peak (matmul_flops fp8).  Returns 0 or -1. */
-int mk_cluster_check_dtype(const mk_cluster_t *c, mk_dtype_t dt);
+MK_API int mk_cluster_check_dtype(const mk_cluster_t *c, mk_dtype_t dt);
 /* The cluster's default 16-bit type: bf16 where the device has it. */
-mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c);
+MK_API mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c);
 
 #ifdef __cplusplus
 }

@@ -4,19 +4,27 @@
 #ifndef MERAK_EXEC_H
 #define MERAK_EXEC_H
 
-#include "merak/backend.h"
-#include "merak/plan_ctx.h"
+#include "merak/plan.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* A compute backend, opaque here (its table is merak/backend.h, not
+ * installed): "cpu", "cuda", or NULL for cuda where a device is visible,
+ * else cpu.  NULL with mk_error_last() when unknown or unavailable. */
+struct mk_backend;
+MK_API struct mk_backend *mk_backend_new(const char *name);
+MK_API void mk_backend_free(struct mk_backend *be);
+/* "cpu" or "cuda". */
+MK_API const char *mk_backend_name(const struct mk_backend *be);
 
 typedef struct mk_exec_opts {
     const mk_plan_ctx_t *ctx;     /* the plan, resolved (mk_plan_resolve with world = the rank
                                      count and check = mk_exec_check): model, layout, schedule,
                                      recompute, ZeRO, stage bounds, the scheduler's spec; the one
                                      source of every plan field (a --plan file's too) */
-    mk_backend_t *be;             /* the run's backend, caller-owned (mk_backend_new) */
+    struct mk_backend *be;        /* the run's backend, caller-owned (mk_backend_new) */
     int steps;
     double lr, min_lr, weight_decay, clip_grad, adam_eps;
     double adam_beta1, adam_beta2; /* Adam's moment decays (0.9, 0.95: GPT-3's, Megatron-LM's GPT examples) */
@@ -60,29 +68,29 @@ typedef struct mk_exec_result {
 } mk_exec_result_t;
 
 /* Defaults for the optimizer fields (lr 6e-4, ...; no warm-up). */
-void mk_exec_opts_init(mk_exec_opts_t *o);
+MK_API void mk_exec_opts_init(mk_exec_opts_t *o);
 /* The warm-up when opts.warmup < 0 (merak run's default), for Adam's
  * beta2: 2 / (1 - beta2) steps, 40 at 0.95 (exec.c says why). */
-int64_t mk_exec_default_warmup(double beta2);
+MK_API int64_t mk_exec_default_warmup(double beta2);
 /* The executor's rules beyond the plan's (GPT only, MLP width divisible by
  * tp, checkpoint counts for auto, ZeRO-1 at most, no sequence parallelism,
  * buffers within this machine's memory): the check of
  * mk_plan_resolve_opts_t.  Every rank runs it identically, so all ranks
  * agree on failure before any collective.  Returns 0 or -1. */
-int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g);
+MK_API int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g);
 /* The streams of a resolved plan build (without MPI, like mk_exec_check).
  * Returns 0 or -1. */
-int mk_exec_validate(const mk_plan_ctx_t *ctx);
+MK_API int mk_exec_validate(const mk_plan_ctx_t *ctx);
 /* Train.  Collective over world.  Fills res on rank 0 (free with
  * mk_exec_result_free).  Returns 0, or -1 (message in mk_error_last()). */
-int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);
-void mk_exec_result_free(mk_exec_result_t *res);
+MK_API int mk_exec_train(const mk_exec_opts_t *o, void *mpi_world_comm, mk_exec_result_t *res);
+MK_API void mk_exec_result_free(mk_exec_result_t *res);
 /* Place this rank as mk_exec_train does: bind it to its share of the
  * node's cores (hwloc), a device backend to its device, size be's thread
  * pool (set_threads) to those cores.  Collective over *(MPI_Comm *)
  * mpi_comm.  Returns the OpenBLAS thread count (OPENBLAS_NUM_THREADS wins);
  * *kernel_threads (may be NULL) the kernels' (at most the cores). */
-int mk_exec_bind(void *mpi_comm, struct mk_backend *be, int *kernel_threads);
+MK_API int mk_exec_bind(void *mpi_comm, struct mk_backend *be, int *kernel_threads);
 /* Fault injection for the tests (MK_TEST_FAIL, MK_TEST_NAN,
  * MK_TEST_SAVE_DIE_AFTER): environment variables read by src/exec/exec_faults.c,
  * documented at its top. */

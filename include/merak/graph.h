@@ -118,52 +118,52 @@ typedef struct mk_graph {
     int name_cap;       /* slots, a power of two above 2 * n_ops */
 } mk_graph_t;
 
-void mk_graph_opts_init(mk_graph_opts_t *o); /* b=1, bf16, dropout on, tp=1 */
+MK_API void mk_graph_opts_init(mk_graph_opts_t *o); /* b=1, bf16, dropout on, tp=1 */
 
 /* Build GPT/BERT from the configuration, or load cfg->json_path.  Returns
  * a graph to free with mk_graph_free, or NULL (see mk_error_last()). */
-mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
-void mk_graph_free(mk_graph_t *g);
+MK_API mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
+MK_API void mk_graph_free(mk_graph_t *g);
 
 /* Load a JSON model description (schema: traces/models/README.md) into a
  * configuration (family CUSTOM) after checking it fully.  Returns 0 or -1. */
-int mk_graph_json_probe(const char *path, mk_model_config_t *cfg);
+MK_API int mk_graph_json_probe(const char *path, mk_model_config_t *cfg);
 
 /* Bytes one layer saves for backward per micro-batch on one TP rank when
  * nothing is checkpointed, with tensor parallelism t, optional sequence
  * parallelism (replicated parts divided by t too) and optional selective
  * recompute (attention scores not kept). */
-double mk_layer_act_bytes(const mk_graph_t *g, int layer, int tp, int seqpar, int selective);
+MK_API double mk_layer_act_bytes(const mk_graph_t *g, int layer, int tp, int seqpar, int selective);
 /* Bytes a layer keeps when checkpointed (its input, divided by t under SP). */
-double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar);
+MK_API double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int seqpar);
 
 /* A layer recompute may checkpoint: inside a transformer block and holding
  * parameters (the embedding and the head are never recomputed, as in
  * Megatron-LM's FLOP formula, README.md "The model"). */
-int mk_layer_checkpointable(const mk_graph_t *g, int layer);
+MK_API int mk_layer_checkpointable(const mk_graph_t *g, int layer);
 
 /* Totals over all layers. */
-double mk_graph_params(const mk_graph_t *g);
+MK_API double mk_graph_params(const mk_graph_t *g);
 /* Parameters one token goes through (an MoE layer counts k of its E
  * experts and the shared expert; the same as mk_graph_params when dense). */
-double mk_graph_active_params(const mk_graph_t *g);
+MK_API double mk_graph_active_params(const mk_graph_t *g);
 /* Matmul FLOPs of one training iteration with global batch gbs (sequences):
  * forward + backward, plus a second forward of every block when recompute
  * is set (the head and embedding are never recomputed). */
-double mk_graph_flops_per_iteration(const mk_graph_t *g, int gbs, int recompute);
+MK_API double mk_graph_flops_per_iteration(const mk_graph_t *g, int gbs, int recompute);
 
-const char *mk_opkind_name(mk_opkind_t k);
-int mk_opkind_parse(const char *s, mk_opkind_t *out);
-const char *mk_tp_role_name(mk_tp_role_t r);
+MK_API const char *mk_opkind_name(mk_opkind_t k);
+MK_API int mk_opkind_parse(const char *s, mk_opkind_t *out);
+MK_API const char *mk_tp_role_name(mk_tp_role_t r);
 
 /* Internal to the graph module: append an op, derive costs, shard. */
-int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op);
+MK_API int mk_graph_add_op(mk_graph_t *g, const mk_op_t *op);
 /* Index of the op named name, or -1 (constant time, so graphs of many
  * thousands of ops build in linear time). */
-int mk_graph_find_op(const mk_graph_t *g, const char *name);
-int mk_graph_finish(mk_graph_t *g);
-mk_graph_t *mk_graph_new(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
-mk_graph_t *mk_graph_load_json(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
+MK_API int mk_graph_find_op(const mk_graph_t *g, const char *name);
+MK_API int mk_graph_finish(mk_graph_t *g);
+MK_API mk_graph_t *mk_graph_new(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
+MK_API mk_graph_t *mk_graph_load_json(const mk_model_config_t *cfg, const mk_graph_opts_t *opts);
 
 #ifdef __cplusplus
 }

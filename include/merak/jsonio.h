@@ -40,6 +40,36 @@ int mk_json_only_keys(json_t *o, const char *what, const char *const *keys);
 typedef int (*mk_json_elem_fn)(json_t *elem, size_t i, void *ctx);
 int mk_json_stream_array(const char *path, const char *what, const char *key, mk_json_elem_fn fn, void *ctx);
 
+/* The JSON forms of the library's types, for its own readers and writers
+ * (not installed: the public headers pass JSON as text). */
+struct mk_cluster;
+struct mk_plan;
+struct mk_sched;
+struct mk_sched_report;
+struct mk_sim_result;
+/* The same as JSON objects (to_json: a new reference, NULL on failure). */
+json_t *mk_cluster_to_json(const struct mk_cluster *c);
+int mk_cluster_from_json(json_t *j, const char *what, struct mk_cluster *c);
+
+/* JSON form (see traces/README.md).  to_json returns a new reference. */
+json_t *mk_plan_to_json(const struct mk_plan *p);
+int mk_plan_from_json(json_t *j, const char *what, struct mk_plan *p);
+
+/* The streams as JSON: {"schedule","stages","micro_batches","vpp",
+ * "makespan","streams":[[{op,mb,chunk,peer,ckpt}...]...], "max_inflight"}
+ * (max_inflight and makespan from rep when given).  NULL on failure. */
+json_t *mk_sched_to_json(const struct mk_sched *s, const struct mk_sched_report *rep);
+
+/* The step breakdown as the `explain` object of --json: breakdown_s
+ * (additive seconds summing to step_time_s), memory_bytes (the worst
+ * stage's peak), mfu_gap (fractions of the step summing to 1 with the
+ * MFU) and kernel_efficiency.  New reference. */
+json_t *mk_sim_explain_json(const struct mk_sim_result *r);
+
+/* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
+ * plan attached when p != NULL.  New reference. */
+json_t *mk_sim_result_json(const struct mk_sim_result *r, const struct mk_plan *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -16,6 +16,10 @@
 
 #include "merak/common.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Model sizes (flags, presets, model and plan files). */
 #define MK_MAX_LAYERS   1024      /* blocks: 8x the deepest published (128) */
 #define MK_MAX_HIDDEN   131072    /* 5x the widest published (25,600) */
@@ -88,4 +92,7 @@ static inline int mk_limit_check(const char *what, long long v, long long max)
     return v > max ? mk_error_set("%s must be at most %lld, got %lld", what, max, v) : 0;
 }
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -84,74 +84,74 @@ typedef struct mk_model_overrides {
 /* The GPT architecture fields: zero sizes, kv_heads 0 (set it to the heads
  * once they are known), LayerNorm, GELU MLP, learned positions, theta
  * 10000, eps 1e-5, tied head, biases. */
-void mk_model_defaults(mk_model_config_t *cfg);
+MK_API void mk_model_defaults(mk_model_config_t *cfg);
 /* The Llama architecture on top: RMSNorm, SwiGLU, rotary positions, an
  * untied head, no biases (the sizes, kv_heads and theta are the caller's). */
-void mk_model_llama_arch(mk_model_config_t *cfg);
+MK_API void mk_model_llama_arch(mk_model_config_t *cfg);
 
 /* Names: "gpt", "bert", "custom", "llama"; Megatron-LM's "LayerNorm",
  * "RMSNorm" and "learned_absolute", "rope".  The parsers return 0 or -1. */
-const char *mk_family_name(mk_family_t f);
-const char *mk_norm_name(mk_norm_kind_t k);
-const char *mk_pos_name(mk_pos_kind_t k);
-int mk_norm_parse(const char *s, mk_norm_kind_t *out);
-int mk_pos_parse(const char *s, mk_pos_kind_t *out);
+MK_API const char *mk_family_name(mk_family_t f);
+MK_API const char *mk_norm_name(mk_norm_kind_t k);
+MK_API const char *mk_pos_name(mk_pos_kind_t k);
+MK_API int mk_norm_parse(const char *s, mk_norm_kind_t *out);
+MK_API int mk_pos_parse(const char *s, mk_pos_kind_t *out);
 /* 1 for a mixture-of-experts model (num_experts > 0), 0 for a dense one. */
-int mk_model_is_moe(const mk_model_config_t *cfg);
+MK_API int mk_model_is_moe(const mk_model_config_t *cfg);
 /* 1 when block i (0-based) has an MoE layer instead of the dense MLP. */
-int mk_model_block_is_moe(const mk_model_config_t *cfg, int block);
+MK_API int mk_model_block_is_moe(const mk_model_config_t *cfg, int block);
 /* --moe-layer-freq: an integer N (every N-th block) or Megatron's pattern
  * "([0]*K+[1]*M)" (K dense blocks then M MoE blocks; quotes and the
  * parentheses optional).  Sets *freq, *first_dense and *len (K+M, 0 for
  * the integer form).  Returns 0 or -1. */
-int mk_moe_layer_freq_parse(const char *s, int *freq, int *first_dense, int *len);
+MK_API int mk_moe_layer_freq_parse(const char *s, int *freq, int *first_dense, int *len);
 /* 1 when the architecture fields are the GPT's (mk_model_defaults, MHA). */
-int mk_model_arch_is_gpt(const mk_model_config_t *cfg);
+MK_API int mk_model_arch_is_gpt(const mk_model_config_t *cfg);
 
 /* Fill *cfg from a preset name.  Returns -1 (unknown preset) otherwise. */
-int mk_model_preset(const char *name, mk_model_config_t *cfg);
+MK_API int mk_model_preset(const char *name, mk_model_config_t *cfg);
 /* Names of the model presets, NULL-terminated. */
-const char *const *mk_model_preset_names(void);
+MK_API const char *const *mk_model_preset_names(void);
 /* One-line description of a preset ("" if unknown). */
-const char *mk_model_preset_about(const char *name);
+MK_API const char *mk_model_preset_about(const char *name);
 
 /* Resolve --model (a preset or a path to a JSON description) and apply the
  * overrides, whatever order the flags came in; ffn is re-derived as 4h when
  * the hidden size changes and --ffn-hidden-size is not given.  Validates
  * the result (mk_model_validate).  Returns 0 or -1. */
-int mk_model_resolve(const char *model, const mk_model_overrides_t *ov,
+MK_API int mk_model_resolve(const char *model, const mk_model_overrides_t *ov,
                      mk_model_config_t *cfg);
-void mk_model_overrides_init(mk_model_overrides_t *ov);
+MK_API void mk_model_overrides_init(mk_model_overrides_t *ov);
 
 /* Sizes from 1 to their maxima (merak/limits.h), heads dividing hidden.
  * Returns 0 or -1. */
-int mk_model_validate(const mk_model_config_t *cfg);
+MK_API int mk_model_validate(const mk_model_config_t *cfg);
 /* The same, naming the fields as the file `file` spells them ("plan.json:
  * model.hidden_size ..."; obj: the object holding them, or NULL); file
  * NULL names the flags (--hidden-size). */
-int mk_model_validate_in(const mk_model_config_t *cfg, const char *file, const char *obj);
+MK_API int mk_model_validate_in(const mk_model_config_t *cfg, const char *file, const char *obj);
 /* Check that tensor parallelism t fits the model (t divides the heads). */
-int mk_model_check_tp(const mk_model_config_t *cfg, int tp);
+MK_API int mk_model_check_tp(const mk_model_config_t *cfg, int tp);
 
 /* Vocabulary padded for computation to a multiple of 128*tp (Megatron). */
-int mk_model_padded_vocab(const mk_model_config_t *cfg, int tp);
+MK_API int mk_model_padded_vocab(const mk_model_config_t *cfg, int tp);
 /* The same for any vocabulary (an op of a JSON model). */
-int mk_pad_vocab(int vocab, int tp);
+MK_API int mk_pad_vocab(int vocab, int tp);
 
 /* dtype names: "fp32", "fp16", "bf16", "fp8".  Returns 0 or -1. */
-int mk_dtype_parse(const char *s, mk_dtype_t *out);
-const char *mk_dtype_name(mk_dtype_t d);
+MK_API int mk_dtype_parse(const char *s, mk_dtype_t *out);
+MK_API const char *mk_dtype_name(mk_dtype_t d);
 /* Bytes of an activation or weight element: fp8 plans keep them in bf16
  * (2); only a linear layer's GEMM operands are FP8 (mk_dtype_gemm_bytes). */
-int mk_dtype_bytes(mk_dtype_t d);
+MK_API int mk_dtype_bytes(mk_dtype_t d);
 /* Bytes of a linear layer's GEMM input element (and of the input it saves
  * for its weight gradient): 1 for fp8, else mk_dtype_bytes. */
-int mk_dtype_gemm_bytes(mk_dtype_t d);
+MK_API int mk_dtype_gemm_bytes(mk_dtype_t d);
 /* Bytes per element of Transformer Engine's fused cast-transpose to FP8
  * (reads the bf16 tensor, writes the FP8 copy and its transpose: Hopper's
  * FP8 GEMMs take only the TN layout), 2 + 1 + 1; 0 for other dtypes (no
  * cast). */
-int mk_dtype_cast_bytes(mk_dtype_t d);
+MK_API int mk_dtype_cast_bytes(mk_dtype_t d);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,6 @@
 #include "merak/limits.h"
 #include "merak/sched.h"
 
-#include <jansson.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -70,106 +69,161 @@ typedef struct mk_plan {
 
 /* Defaults: dp=pp=tp=vpp=1, mbs=1, 1f1b, full recompute, uniform, gradient
  * reduction overlapped with the backward. */
-void mk_plan_init(mk_plan_t *p);
+MK_API void mk_plan_init(mk_plan_t *p);
 
 /* The layout's derived sizes, each computed here and nowhere else (plans
  * store them in m and n_vstages once checked; everything else reads those
  * or a resolved context, merak/plan_ctx.h). */
 /* Micro-batches per replica, gbs / (dp*mbs); 0 when dp*mbs does not divide gbs. */
-int mk_plan_micro_batches(const mk_plan_t *p);
+MK_API int mk_plan_micro_batches(const mk_plan_t *p);
 /* Virtual stages pp*vpp, in 64 bits (any two ints multiply without overflow). */
-int64_t mk_plan_vstages(const mk_plan_t *p);
+MK_API int64_t mk_plan_vstages(const mk_plan_t *p);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
-int mk_plan_zero(const mk_plan_t *p);
+MK_API int mk_plan_zero(const mk_plan_t *p);
 /* The ranks a gradient is reduced over, dp x cp (each CP rank's gradient
  * covers only its tokens: Megatron-LM reduces over the DP x CP group). */
-int mk_plan_dp_cp(const mk_plan_t *p);
+MK_API int mk_plan_dp_cp(const mk_plan_t *p);
 /* The GPUs of a plan, dp*cp*pp*tp (the one place it is computed; within
  * MK_MAX_GPUS once mk_plan_check_sizes accepted the plan). */
-int64_t mk_plan_gpus(const mk_plan_t *p);
+MK_API int64_t mk_plan_gpus(const mk_plan_t *p);
 /* "dp D<sep>pp P<sep>tp T", with "cp C" after dp when cp > 1 (messages). */
 typedef struct { char s[96]; } mk_plan_layout_str_t;
-mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep);
+MK_API mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep);
 /* A trace's metadata for this plan ("otherData": model, layout as
  * mk_plan_layout_str, schedule with its vpp, micro_batches): what
  * experiments/plot_*.py title a figure with.  Both engines call it. */
 struct mk_trace;
-void mk_plan_trace_meta(const mk_plan_t *p, struct mk_trace *t);
+MK_API void mk_plan_trace_meta(const mk_plan_t *p, struct mk_trace *t);
 /* The size of the ZeRO sharding group (the ranks that split optimizer
  * state, gradients, parameters): (zero_shard, or dp when 0) x cp, since
  * gradients are reduced over dp x cp (Megatron's convention: adding CP
  * never multiplies optimizer memory).  The replicas across groups are
  * dp*cp / mk_plan_zero_group. */
-int mk_plan_zero_group(const mk_plan_t *p);
+MK_API int mk_plan_zero_group(const mk_plan_t *p);
 /* --zero-shard-group node: the DP ranks inside one node of gpus_per_node
  * GPUs (rank order TP fastest, then DP: gpus_per_node / tp of them, at
  * least 1, at most dp) become the sharding group.  Sets p->zero_shard;
  * -1 when it does not divide dp. */
-int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node);
+MK_API int mk_plan_zero_shard_node(mk_plan_t *p, int gpus_per_node);
 
 /* Check the layout against the model: sizes from 1 to their maxima
  * (merak/limits.h, products in 64 bits), tp divides the heads,
  * pp (times vpp) not above the blocks, gbs divisible by dp*mbs, interleaved
  * with m a multiple of pp and vpp >= 2, bounds covering the graph's layers
  * in order with no empty stage.  Fills p->m and p->n_vstages.  Returns 0 or -1. */
-int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
+MK_API int mk_plan_check(mk_plan_t *p, const mk_graph_t *g);
 /* The part of mk_plan_check that needs the graph (everything after the
  * sizes and tp), on a plan mk_plan_check_sizes accepted. */
-int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g);
+MK_API int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g);
 /* A plan that carries its stage bounds (a plan file) and names a method
  * that depends on the graph alone ("uniform", "parameters") must hold that
  * method's bounds: -1 with both when they differ (say "explicit" for
  * bounds of one's own).  "compute" and "refine" come from a cost model and
  * are taken as recorded.  0 otherwise. */
-int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g);
+MK_API int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g);
 /* Expert parallelism's rules (part of mk_plan_check_layout): ep divides dp
  * and the plan model's experts, ep > 1 only with experts, 1 <=
  * moe_imbalance, other than 1 only with experts. */
-int mk_plan_check_ep(const mk_plan_t *p);
+MK_API int mk_plan_check_ep(const mk_plan_t *p);
 /* The part of mk_plan_check that needs no graph: each size against its
  * maximum (merak/limits.h), then the products in 64 bits: GPUs dp*pp*tp,
  * virtual stages pp*vpp, a replica's batch dp*mbs, micro-batches m and
  * the schedule's pp*vpp*m (mk_sched_check_size).  Fills p->m and
  * p->n_vstages.  Call it before multiplying any of them (plan readers). */
-int mk_plan_check_sizes(mk_plan_t *p);
+MK_API int mk_plan_check_sizes(mk_plan_t *p);
 /* The GPUs a plan needs, dp*pp*tp, must fit the cluster (max_nodes *
  * gpus_per_node when max_nodes > 0).  Returns 0 or -1. */
-int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c);
+MK_API int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c);
 
 /* Stage bounds by blocks: each virtual stage gets an equal share of the
  * transformer blocks (extra blocks to the stages after the first), the
  * layers before the first block go to the first stage and those after the
  * last block to the last stage.  Models without blocks split layers evenly. */
-int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g);
+MK_API int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g);
 
 /* Layers of (stage, chunk) that can be checkpointed (hold parameters and
  * are not the embedding), written to layers[s*vpp+c]. */
-void mk_plan_ckpt_layers(const mk_plan_t *p, const mk_graph_t *g, int *layers);
+MK_API void mk_plan_ckpt_layers(const mk_plan_t *p, const mk_graph_t *g, int *layers);
 
 /* Fill a scheduler spec; layers and ckpt must have room for pp*vpp ints
  * and must outlive the spec.  grad_buckets: REDUCE_GRADS per stage. */
-void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_buckets, int *layers,
+MK_API void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_buckets, int *layers,
                         mk_sched_spec_t *spec);
 
 /* Graph options the plan implies: its mbs, dtype and tp, and dropout
  * under mk_plan_dropout.  The one place graph options come from (the
  * simulator, the planner's per-(mbs, tp) cache and the executor). */
-void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o);
+MK_API void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o);
 /* Whether a plan models dropout: for 16-bit training (Megatron-LM runs
  * with it), not for fp32 (the CPU executor has none). */
-int mk_plan_dropout(mk_dtype_t dt);
+MK_API int mk_plan_dropout(mk_dtype_t dt);
 /* The plan's graph (mk_plan_graph_opts); NULL with mk_error_last() on failure. */
-mk_graph_t *mk_plan_graph(const mk_plan_t *p);
+MK_API mk_graph_t *mk_plan_graph(const mk_plan_t *p);
 
-/* JSON form (see traces/README.md).  to_json returns a new reference. */
-json_t *mk_plan_to_json(const mk_plan_t *p);
-int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p);
+/* The plan file's JSON as text (see traces/README.md; JSON crosses the
+ * API as text): a malloc'd string (free it), NULL on failure; parse and
+ * check one (what names it in messages).  0 or -1. */
+MK_API char *mk_plan_to_json_text(const mk_plan_t *p);
+MK_API int mk_plan_from_json_text(const char *text, const char *what, mk_plan_t *p);
 /* Write atomically (temporary file + rename); read and check. */
-int mk_plan_save(const mk_plan_t *p, const char *path);
-int mk_plan_load(const char *path, mk_plan_t *p);
+MK_API int mk_plan_save(const mk_plan_t *p, const char *path);
+MK_API int mk_plan_load(const char *path, mk_plan_t *p);
 
 /* Recompute spec as text ("none", "full", "selective", "stage-aware:0.8", "auto", "explicit"). */
-void mk_recompute_format(const mk_recompute_t *r, char *buf, size_t n);
+MK_API void mk_recompute_format(const mk_recompute_t *r, char *buf, size_t n);
+
+/* ---- The plan resolved once (mk_plan_ctx_t) ----
+ * A plan resolved once.  mk_plan_resolve checks a plan (sizes, layout,
+ * the engine's own rules, GPUs against the cluster or ranks against the
+ * world), settles recompute `auto`, builds the graph and fills everything
+ * the engines derive from a plan.  The simulator, the planner and the
+ * executor then take a const mk_plan_ctx_t * and neither re-derive nor
+ * re-check anything of the layout: virtual stages are ctx->plan.n_vstages,
+ * micro-batches ctx->plan.m, stage bounds ctx->plan.bounds, checkpoint
+ * counts ctx->plan.ckpt, ZeRO ctx->zero, the dtype ctx->plan.dtype.
+ *
+ * A context is not copied (its spec points into it); free it with
+ * mk_plan_ctx_free.
+ */
+
+/* What a plan is resolved against.  Zero-initialise, then set what applies. */
+typedef struct mk_plan_resolve_opts {
+    const mk_cluster_t *cluster; /* the GPUs dp*pp*tp must fit it (sim, plan); NULL: none (run) */
+    int world;                   /* > 0: dp*pp*tp must equal this rank count (run) */
+    const char *partition;       /* non-NULL: the plan has no stage bounds yet; split by this
+                                    method (mk_partition) before the layout is checked */
+    const mk_graph_t *graph;     /* the plan's graph (mk_plan_graph_opts), borrowed: it must
+                                    outlive the context (the planner's cache); NULL: built */
+    /* The engine's own rules beyond the plan's (the executor's), checked
+     * after the plan's and before the GPU or rank count; NULL: none. */
+    int (*check)(const mk_plan_t *p, const mk_graph_t *g);
+    /* Recompute `auto` without checkpoint counts: fills p->ckpt from a
+     * memory model (the simulator's mk_sim_resolve_auto: passed in, so
+     * that plan/ does not depend on sim/).  Needs cluster.  NULL: left to
+     * the engine's check. */
+    int (*resolve_auto)(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);
+} mk_plan_resolve_opts_t;
+
+typedef struct mk_plan_ctx {
+    mk_plan_t plan;              /* checked: m, n_vstages, bounds and (auto) ckpt filled */
+    const mk_graph_t *g;         /* the plan's graph: built here (own) or borrowed */
+    const mk_cluster_t *cluster; /* what it was resolved against (NULL: none) */
+    int world;                   /* the rank count it was checked against (0: none) */
+    int zero;                    /* ZeRO stage in effect (mk_plan_zero) */
+    int layers[MK_PLAN_MAX_VSTAGES]; /* checkpointable layers of (stage s, chunk c) at [s*vpp + c] */
+    mk_sched_spec_t spec;        /* the scheduler's spec (one REDUCE_GRADS bucket when dp > 1);
+                                    points into layers and plan.ckpt */
+    mk_graph_t *own;             /* g when built here (freed by mk_plan_ctx_free) */
+} mk_plan_ctx_t;
+
+/* Resolve p (copied) into ctx.  Order of the checks, each made once:
+ * sizes and tp (mk_plan_check_sizes, mk_model_check_tp), the graph, the
+ * partition (opts->partition), the layout (mk_plan_check_layout),
+ * opts->check, GPUs against opts->cluster, dp*pp*tp against opts->world,
+ * then recompute auto.  Returns 0, or -1 with mk_error_last() (ctx holds
+ * nothing to free).  Never prints. */
+MK_API int mk_plan_resolve(mk_plan_ctx_t *ctx, const mk_plan_t *p, const mk_plan_resolve_opts_t *opts);
+MK_API void mk_plan_ctx_free(mk_plan_ctx_t *ctx);
 
 #ifdef __cplusplus
 }

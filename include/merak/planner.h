@@ -116,19 +116,19 @@ typedef struct mk_planner_result {
     long closest_index;       /* its candidate index (ties between ranks' closest go to the lower) */
 } mk_planner_result_t;
 
-void mk_planner_opts_init(mk_planner_opts_t *o);
+MK_API void mk_planner_opts_init(mk_planner_opts_t *o);
 /* Search.  Returns 0 (r->n may be 0 when no plan fits: see closest), or
  * -1 on bad input (no valid layout, undividable batch). */
-int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
+MK_API int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
                       mk_planner_result_t *r);
-void mk_planner_result_free(mk_planner_result_t *r);
+MK_API void mk_planner_result_free(mk_planner_result_t *r);
 /* Merge entries (e.g. gathered from MPI ranks) into r's top K. */
-void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n, int top);
+MK_API void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n, int top);
 /* Refine a plan's partition (vpp 1): move a layer off the stage with the
  * most compute to a neighbour while the simulated step time drops.
  * Updates *e when it finds a faster plan that fits; returns the number of
  * moves kept, or -1 on error. */
-int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves);
+MK_API int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int max_moves);
 /* Why best beats the runner-up: its lead, the knobs that differ ("ZeRO-0
  * vs ZeRO-1", or "same knobs"), and the step-time component that moved
  * most, in the best and the runner-up plan (seconds per step). */
@@ -139,9 +139,9 @@ typedef struct mk_planner_why {
     const char *what_long;  /* the same, saying what the figure is */
     double a_s, b_s;
 } mk_planner_why_t;
-void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w);
+MK_API void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w);
 /* One line on why best beats the runner-up (the JSON "why"). */
-void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n);
+MK_API void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

@@ -114,7 +114,7 @@ typedef struct mk_sched_costs {
 
 /* The unit costs (README.md "Pipeline schedules"): F = F_PRE = 1, B = 2, R = 1, B_IN = 1, B_W = 1,
  * recompute +1, everything else 0. */
-void mk_sched_costs_unit(mk_sched_costs_t *c);
+MK_API void mk_sched_costs_unit(mk_sched_costs_t *c);
 
 /* Start and end of every instruction (same indexing as the streams). */
 typedef struct mk_sched_timeline {
@@ -128,24 +128,24 @@ typedef struct mk_sched_timeline {
  * cost, a RECV waits for its matching SEND's time, sends and other ops
  * take 0, REDUCE_TIED waits for both ends.  costs NULL: the unit costs.
  * Returns -1 (deadlock, unmatched receive) naming the stuck instruction. */
-int mk_sched_timeline(const mk_sched_t *s, const mk_sched_costs_t *costs,
+MK_API int mk_sched_timeline(const mk_sched_t *s, const mk_sched_costs_t *costs,
                       mk_sched_timeline_t *tl);
-void mk_sched_timeline_free(mk_sched_timeline_t *tl);
+MK_API void mk_sched_timeline_free(mk_sched_timeline_t *tl);
 
 /* Stage-aware recomputation: share of stage i's layers checkpointed, from
  * the first stage's share r over S stages: 1 - (1-r)(S-1)/(S-1-i) for
  * i < S-1, clamped at 0; 0 for the last stage. */
-double mk_recompute_stage_ratio(double r, int S, int i);
+MK_API double mk_recompute_stage_ratio(double r, int S, int i);
 
 /* Checkpoint count of a stage with n layers at ratio ri: its first
  * floor(n*ri) layers.  Without spec.layers (one layer of unknown size per
  * stage, as `merak sched` without --model) a stage counts 1 when ri > 0. */
-int mk_recompute_count(int n, double ri);
+MK_API int mk_recompute_count(int n, double ri);
 
 /* Virtual stages of pp stages x vpp chunks (k = chunk*pp + stage): the one
  * place this product is taken, in 64 bits (mk_sched_check_size bounds it);
  * the plan (mk_plan_vstages) and mk_sched_t.n_vstages come from it. */
-int64_t mk_vstages(int pp, int vpp);
+MK_API int64_t mk_vstages(int pp, int vpp);
 
 /* Is this op a compute op (F, F_PRE, R, B, B_IN, B_W)?  They are the
  * enum's range F..B_W (inline: every stream walk asks it per instruction). */
@@ -154,11 +154,6 @@ static inline int mk_instr_is_compute(mk_instr_op_t op)
     return op >= MK_INSTR_F && op <= MK_INSTR_B_W;
 }
 
-/* The streams as JSON: {"schedule","stages","micro_batches","vpp",
- * "makespan","streams":[[{op,mb,chunk,peer,ckpt}...]...], "max_inflight"}
- * (max_inflight and makespan from rep when given).  NULL on failure. */
-struct json_t;
-struct json_t *mk_sched_to_json(const mk_sched_t *s, const mk_sched_report_t *rep);
 
 /* What a schedule's generator does, stated once (src/sched/sched_traits.c)
  * for the memory model, the planner's bound and candidate generator and
@@ -169,26 +164,26 @@ typedef struct mk_sched_traits {
     int split_backward; /* B_IN + B_W per micro-batch and chunk instead of B */
     int replays_early;  /* its R (replayed forward) may run before the gradient arrives */
 } mk_sched_traits_t;
-const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k);
+MK_API const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k);
 /* Stage s of p (m micro-batches, v chunks): the forwards (F or F_PRE) it
  * runs before its first backward (B or B_IN); ckpts: whether the stage
  * checkpoints anything (merak's stage p-2 then runs one more). */
-int mk_sched_warmup(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
+MK_API int mk_sched_warmup(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
 /* Its peak of (micro-batch, chunk) slots in flight: forwarded, not yet
  * released by B (or, split, by B_W), as the stream walker counts them. */
-int mk_sched_peak_inflight(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
+MK_API int mk_sched_peak_inflight(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
 /* The B_Ws it runs after its last B_IN (its tail; 0 unless split). */
-int mk_sched_tail_bw(mk_sched_kind_t k, int p, int m, int s);
+MK_API int mk_sched_tail_bw(mk_sched_kind_t k, int p, int m, int s);
 
-int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out);
-const char *mk_sched_kind_name(mk_sched_kind_t k);
-int mk_recompute_parse(const char *s, mk_recompute_t *out);
-const char *mk_instr_op_name(mk_instr_op_t op);
+MK_API int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out);
+MK_API const char *mk_sched_kind_name(mk_sched_kind_t k);
+MK_API int mk_recompute_parse(const char *s, mk_recompute_t *out);
+MK_API const char *mk_instr_op_name(mk_instr_op_t op);
 
 /* A step of pp stages x vpp chunks x m micro-batches is within
  * MK_MAX_SCHED_UNITS (merak/limits.h): checked in 64 bits before anything
  * is built.  Returns 0 or -1 naming the cap. */
-int mk_sched_check_size(int pp, int vpp, int m);
+MK_API int mk_sched_check_size(int pp, int vpp, int m);
 
 /* Stream buffers kept between builds: a search builds streams thousands
  * of times, and fresh memory for each cost more in page faults than the
@@ -202,24 +197,24 @@ typedef struct mk_sched_pool {
     int n, cap;
 } mk_sched_pool_t;
 
-void mk_sched_pool_free(mk_sched_pool_t *pool);
+MK_API void mk_sched_pool_free(mk_sched_pool_t *pool);
 
 /* Build the streams.  Returns NULL on a bad spec (p or m < 1, interleaved
  * with m not a multiple of p, ...) with mk_error_last() naming it. */
-mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec);
-void mk_sched_free(mk_sched_t *s);
+MK_API mk_sched_t *mk_sched_build(const mk_sched_spec_t *spec);
+MK_API void mk_sched_free(mk_sched_t *s);
 /* The same with the streams' buffers from and back to pool (NULL: none). */
-mk_sched_t *mk_sched_build_pooled(const mk_sched_spec_t *spec, mk_sched_pool_t *pool);
-void mk_sched_recycle(mk_sched_t *s, mk_sched_pool_t *pool);
+MK_API mk_sched_t *mk_sched_build_pooled(const mk_sched_spec_t *spec, mk_sched_pool_t *pool);
+MK_API void mk_sched_recycle(mk_sched_t *s, mk_sched_pool_t *pool);
 
 /* The checkpoint count of every plain F (ckpt[pp*vpp] at s*vpp+c, as
  * mk_sched_t.ckpt) that mk_sched_build would resolve from spec, without
  * building the streams.  Returns 0, or -1 on a bad spec as mk_sched_build. */
-int mk_sched_ckpt_counts(const mk_sched_spec_t *spec, int *ckpt);
+MK_API int mk_sched_ckpt_counts(const mk_sched_spec_t *spec, int *ckpt);
 
 /* Completeness and deadlock freedom; fills rep (caller frees
  * rep->max_inflight with free()).  Returns 0, or -1 naming the violation. */
-int mk_sched_verify(const mk_sched_t *s, mk_sched_report_t *rep);
+MK_API int mk_sched_verify(const mk_sched_t *s, mk_sched_report_t *rep);
 
 #ifdef __cplusplus
 }

@@ -49,10 +49,8 @@
 #define MERAK_SIM_H
 
 #include "merak/cluster.h"
-#include "merak/cost.h"
-#include "merak/plan_ctx.h"
+#include "merak/plan.h"
 #include "merak/sched.h"
-#include "merak/trace.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -67,7 +65,7 @@ enum { MK_COMM_PP = 0, MK_COMM_TP, MK_COMM_DP, MK_COMM_CP, MK_COMM_EP, MK_COMM_K
 typedef struct mk_sim_opts {
     int unit_costs;          /* the unit costs (F 1, B 2 (+1 recompute), R 1, B_IN 1 (+1),
                                 B_W 1, everything else 0): for the scheduler's makespans */
-    mk_trace_t *trace;       /* optional: events are written to it (caller opens/closes) */
+    struct mk_trace *trace;  /* optional: events are written to it (merak/trace.h; caller opens/closes) */
     double bucket_bytes;     /* DP gradient bucket size (0: 64 MiB) */
     int fp32_grads;          /* 18 bytes per parameter instead of 16 */
     const mk_sched_t *sched; /* optional prebuilt streams for the plan (else built) */
@@ -119,18 +117,18 @@ typedef struct mk_sim_result {
 
 typedef struct mk_sim mk_sim_t;
 
-void mk_sim_opts_init(mk_sim_opts_t *o);
+MK_API void mk_sim_opts_init(mk_sim_opts_t *o);
 /* A simulator for a cluster (copied; no other state is kept between runs).
  * NULL on allocation failure. */
-mk_sim_t *mk_sim_new(const mk_cluster_t *c);
-void mk_sim_free(mk_sim_t *s);
+MK_API mk_sim_t *mk_sim_new(const mk_cluster_t *c);
+MK_API void mk_sim_free(mk_sim_t *s);
 
 /* Simulate one training step of a resolved plan (mk_plan_resolve against
  * this simulator's cluster, with mk_sim_auto as its resolve_auto): the
  * plan, its graph and its scheduler spec come from ctx, checked there and
  * not again.  A plan that does not fit is a result (fits = 0).  Returns 0,
  * or -1 with mk_error_last() (streams that do not build).  Never prints. */
-int mk_sim_run(mk_sim_t *s, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *o, mk_sim_result_t *out);
+MK_API int mk_sim_run(mk_sim_t *s, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *o, mk_sim_result_t *out);
 
 /* Closed-form peak memory of one stage (no event simulation): weights,
  * grads, optimizer, buffers as in the tracker; activations = inflight x
@@ -139,7 +137,7 @@ int mk_sim_run(mk_sim_t *s, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *o, mk
  * or p->ckpt when has_ckpt); inflight < 0: the schedule's closed form
  * (GPipe m; 1F1B min(m, p-i); interleaved min(m v, 2(p-i-1) + (v-1)p + 1)
  * chunks; merak: +1 on stage S-2).  Returns 0 or -1. */
-int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, int stage,
+MK_API int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, int stage,
                         const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out);
 
 /* The parts of every stage's closed-form peak (mk_sim_stage_memory with
@@ -148,33 +146,28 @@ int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_grap
  * recompute search): valid while the plan's layout, schedule, m, bounds
  * and ZeRO settings stay.  NULL with mk_error_last() on failure. */
 typedef struct mk_sim_fixed mk_sim_fixed_t;
-mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
-void mk_sim_fixed_free(mk_sim_fixed_t *F);
+MK_API mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
+MK_API void mk_sim_fixed_free(mk_sim_fixed_t *F);
 /* mk_sim_stage_memory(c, p, g, s, ckpt, -1, o, out) from F: the same figures.  0 or -1. */
-int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
+MK_API int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
                               const int *ckpt, mk_mem_breakdown_t *out);
 
 /* Resolve recompute `auto`: per (stage, chunk) the fewest checkpointed
  * layers such that mk_sim_stage_memory fits the device (all layers where
  * nothing fits).  Sets p->ckpt and p->has_ckpt.  Returns 0 or -1. */
-int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
+MK_API int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
 /* The same with the search's streams built from and recycled to pool
  * (merak/sched.h; the planner keeps one for all its candidates). */
-int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+MK_API int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
                                mk_sched_pool_t *pool);
 /* mk_sim_resolve_auto with the default options: the resolve_auto of
  * mk_plan_resolve_opts_t (merak/plan_ctx.h) on the simulator's paths. */
-int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);
+MK_API int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);
 
-/* The step breakdown as the `explain` object of --json: breakdown_s
- * (additive seconds summing to step_time_s), memory_bytes (the worst
- * stage's peak), mfu_gap (fractions of the step summing to 1 with the
- * MFU) and kernel_efficiency.  New reference. */
-json_t *mk_sim_explain_json(const mk_sim_result_t *r);
 /* breakdown_s's parts, names ("forward", ..., "exposed_tp", ..., "bubble")
  * and seconds, in the order every output lists them.  Returns their count. */
 #define MK_SIM_EXPLAIN_PARTS 10
-int mk_sim_explain_parts(const mk_sim_explain_t *e, const char **names, double *secs);
+MK_API int mk_sim_explain_parts(const mk_sim_explain_t *e, const char **names, double *secs);
 /* Lower bounds for a search (the planner's branch and bound) on a checked
  * plan with its recompute settled, per stage s of pp: after[s], the seconds
  * stage s still runs after its last compute op (OPT_STEP; ZeRO-1/2: the
@@ -182,7 +175,7 @@ int mk_sim_explain_parts(const mk_sim_explain_t *e, const char **names, double *
  * queued one after another, before its last REDUCE_GRADS returns (so the
  * stage ends no sooner than dp[s] + after[s]).  Neither depends on the
  * schedule's order or on TP overlap.  o NULL: defaults.  0 or -1. */
-int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+MK_API int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
                       double *after, double *dp);
 
 /* A lower bound on the simulated step of many plans that share a graph
@@ -191,21 +184,22 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
  * built from (sim_bound.c), so that a plan's bound costs O(layers).  NULL
  * with mk_error_last() on failure.  p: any plan of the set (checked). */
 typedef struct mk_sim_bound mk_sim_bound_t;
-mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
+MK_API mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
                                  const mk_sim_opts_t *o);
-void mk_sim_bound_free(mk_sim_bound_t *b);
+MK_API void mk_sim_bound_free(mk_sim_bound_t *b);
 /* Whether plan p (on b's graph and cluster) has b's layer costs. */
-int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
+MK_API int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
 /* No run of plan p (b's graph, checked, recompute settled; ckpt: the
  * scheduler's count per (stage, chunk) at s*vpp+c; after, dp:
  * mk_sim_stage_tail's) has a shorter step than this, whatever its
  * schedule (DESIGN-NOTES.md "The planner's lower bound"). */
-double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
+MK_API double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
                          const double *dp);
 
-/* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
- * plan attached when p != NULL.  New reference. */
-json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p);
+/* The result as the `merak sim --json` object's text (README.md "The
+ * simulator"), the plan attached when p != NULL: a malloc'd string (free
+ * it), NULL on failure. */
+MK_API char *mk_sim_result_json_text(const mk_sim_result_t *r, const mk_plan_t *p);
 
 #ifdef __cplusplus
 }

@@ -2,6 +2,7 @@
  * src/backend/backend_dl.c the CUDA module's), and their one destructor. */
 #include "config.h"
 #include "merak/backend.h"
+#include "merak/exec.h"
 #include "merak/cuda.h"
 #include "merak/kernels_cpu.h"
 
@@ -30,3 +31,5 @@ void mk_backend_free(mk_backend_t *be)
     if (be->destroy) be->destroy(be->ctx);
     free(be);
 }
+
+const char *mk_backend_name(const mk_backend_t *be) { return be ? be->name : "none"; }

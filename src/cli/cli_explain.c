@@ -4,6 +4,7 @@
  * (--what-if), the time and cost to train (--train-tokens,
  * --gpu-hour-price, --objective) and the scaling sweep (--gpus N1,N2,...).
  * The searches are merak/whatif.h's; this file only runs and prints them. */
+#include "merak/jsonio.h"
 #include "config.h"
 #include "cli/cli_explain.h"
 #include "merak/run.h"

@@ -1,6 +1,8 @@
 /* `merak plan`: search plans, print the best K with why #1 wins, save the
  * best as a plan file, trace it.  Under mpiexec the ranks split the
  * simulations and rank 0 merges their top-K lists. */
+#include "merak/trace.h"
+#include "merak/jsonio.h"
 #include "config.h"
 #include "cli/cli.h"
 #include "cli/cli_explain.h"

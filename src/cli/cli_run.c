@@ -1,6 +1,7 @@
 /* `merak run`: train a model across MPI ranks (issue 6).  Every rank parses
  * and validates identically before any collective, so a bad layout gives
  * one message (rank 0) and exit 2 everywhere, without a hang. */
+#include "merak/backend.h"
 #include "config.h"
 #include "cli/cli.h"
 #include "merak/exec.h"

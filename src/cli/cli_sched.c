@@ -1,5 +1,6 @@
 /* `merak sched`: a schedule's per-stage instruction streams, verified, with
  * an ASCII timeline under the unit costs (mk_sched_costs_unit; one column per unit). */
+#include "merak/jsonio.h"
 #include "config.h"
 #include "cli/cli.h"
 #include "merak/checked.h"

@@ -1,4 +1,6 @@
 /* `merak sim`: simulate one training step of a plan on a cluster. */
+#include "merak/trace.h"
+#include "merak/jsonio.h"
 #include "config.h"
 #include "cli/cli.h"
 #include "cli/cli_explain.h"

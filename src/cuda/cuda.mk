@@ -12,7 +12,7 @@ CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/c
 # nvcc's objects have no automatic header dependencies: name them
 $(CUDA_SRCS:.cu=.lo): src/cuda/common.cuh include/merak/cuda_module.h include/merak/backend.h include/merak/cuda.h \
 	include/merak/common.h config.h
-merakinclude_HEADERS += include/merak/cuda.h
+noinst_HEADERS += include/merak/cuda.h
 noinst_HEADERS += src/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SRCS) src/cuda/module.c tests/gpu/check.sh tests/gpu/README.md
 if HAVE_CUDA

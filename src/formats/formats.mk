@@ -2,7 +2,7 @@
 # (safetensors.c), the checkpoint's merak metadata (ckpt_meta.c), token
 # data (data.c: llm.c .bin, raw uint16, bytes); used by exec/ and cli/.
 libmerak_la_SOURCES += src/formats/safetensors.c src/formats/ckpt_meta.c src/formats/data.c
-merakinclude_HEADERS += include/merak/safetensors.h include/merak/ckpt.h include/merak/data.h
+noinst_HEADERS += include/merak/safetensors.h include/merak/ckpt.h include/merak/data.h
 check_PROGRAMS += tests/test_io
 tests_test_io_SOURCES = tests/test_io.c tests/check.h
 TESTS += tests/test_io tests/io-python.sh tests/llama-numpy.sh

@@ -2,7 +2,7 @@
 # its sharding for tensor parallelism.
 libmerak_la_SOURCES += src/graph/dtype.c src/graph/model_arch.c src/graph/model.c src/graph/graph.c src/graph/graph_shard.c \
 	src/graph/graph_gpt.c src/graph/graph_json.c
-merakinclude_HEADERS += include/merak/model.h include/merak/model_json.h include/merak/graph.h
+noinst_HEADERS += include/merak/model_json.h
 
 dist_pkgdata_DATA += traces/models/gpt-small.json traces/models/bert-small.json \
 	traces/models/stack.json traces/models/llama-small.json

@@ -2,7 +2,7 @@
 # (shared by sim, plan and run).
 libmerak_la_SOURCES += src/plan/cluster.c src/plan/plan.c src/plan/plan_json.c src/plan/partition.c \
 	src/plan/plan_ctx.c
-merakinclude_HEADERS += include/merak/cluster.h include/merak/plan.h include/merak/plan_ctx.h include/merak/partition.h
+noinst_HEADERS += include/merak/plan_ctx.h include/merak/partition.h
 TESTS += tests/plan-format.sh tests/flash-attn.sh
 EXTRA_DIST += tests/plan-format.sh tests/flash-attn.sh
 # The plan resolved once (plan_ctx.h): sizes, order of the checks, hooks.

@@ -249,3 +249,22 @@ int mk_plan_load(const char *path, mk_plan_t *p)
     json_decref(j);
     return rc;
 }
+
+char *mk_plan_to_json_text(const mk_plan_t *p)
+{
+    json_t *j = mk_plan_to_json(p);
+    char *s = j ? json_dumps(j, JSON_INDENT(1) | JSON_ENSURE_ASCII) : NULL;
+    json_decref(j);
+    if (!s) mk_error_set("out of memory");
+    return s;
+}
+
+int mk_plan_from_json_text(const char *text, const char *what, mk_plan_t *p)
+{
+    json_error_t e;
+    json_t *j = json_loads(text ? text : "", JSON_REJECT_DUPLICATES, &e);
+    if (!j) return mk_error_set("%s:%d:%d: malformed JSON: %s", what, e.line, e.column, e.text);
+    int rc = mk_plan_from_json(j, what, p);
+    json_decref(j);
+    return rc;
+}

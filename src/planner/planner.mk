@@ -2,7 +2,7 @@
 libmerak_la_SOURCES += src/planner/planner.c src/planner/planner_gen.c src/planner/planner_prune.c src/planner/planner_queue.c \
 	src/planner/planner_explain.c src/planner/whatif.c src/planner/planner_mpi.c
 noinst_HEADERS += src/planner/planner_internal.h
-merakinclude_HEADERS += include/merak/planner.h include/merak/whatif.h include/merak/run.h
+noinst_HEADERS += include/merak/whatif.h
 check_PROGRAMS += tests/test_planner
 tests_test_planner_SOURCES = tests/test_planner.c tests/check.h
 TESTS += tests/test_planner tests/plan-cli.sh tests/plan-zero.sh tests/mpi-plan.sh tests/plan-progress.sh

@@ -1,5 +1,6 @@
 /* The planner's candidate generator: every layout of the GPUs, micro-batch
  * size, schedule, partition and recompute / ZeRO variant, as groups. */
+#include "merak/cost.h"
 #include "planner/planner_internal.h"
 
 #include <math.h>
