@@ -9,7 +9,7 @@
 /* Forward FLOPs recomputed in one step, from the streams: every F or
  * F_PRE recomputes the forward of the first `ckpt` checkpointable layers
  * of its chunk (F_PRE: all of them), on every DP replica.  Full recompute
- * gives Megatron-LM's 96-convention count, none the 72 one (README.md "The model"), partial
+ * gives Megatron-LM's 96-convention count, none the 72 one (src/graph/README.md "The model"), partial
  * policies (stage-aware, auto, merak's last stage) what they really do. */
 static double recompute_flops(const mk_sched_t *sch, const mk_plan_t *p, const mk_graph_t *g)
 {

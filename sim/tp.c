@@ -1,4 +1,4 @@
-/* Sub-pipelined tensor parallelism (README.md "Cost model", TP overlap),
+/* Sub-pipelined tensor parallelism (sim/README.md "Cost model", TP overlap),
  * modelled explicitly as two streams, compute and TP comm,
  * over a chunk's layers.  Each micro-batch splits into two halves (h1,
  * h2); a half costs c_half (the GEMMs are half as tall, so their

@@ -4,7 +4,7 @@
  * must stay within the kernel's bound.  Exit 77 (SKIP) without a CUDA build
  * or without a visible device; never a pass there.
  *
- * Bounds (README.md "Error bounds"), u = 2^-24 (fp32 unit roundoff):
+ * Bounds (src/cuda/README.md "Error bounds"), u = 2^-24 (fp32 unit roundoff):
  *   1e-6 where the GPU computes each entry with the CPU's operations in the
  *        CPU's order (elementwise, embedding, bias and LayerNorm parameter
  *        gradients, xent gradient, AdamW): only expf/tanhf (CUDA: <= 2 ulp)

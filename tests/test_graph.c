@@ -1,4 +1,4 @@
-/* The proxy graph against the closed forms of README.md "The model" (Megatron-LM and
+/* The proxy graph against the closed forms of src/graph/README.md "The model" (Megatron-LM and
  * Korthikanti et al.), vocabulary padding, TP roles and sharding. */
 #include "check.h"
 #include "merak/checked.h"

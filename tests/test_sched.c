@@ -1,4 +1,4 @@
-/* The scheduler against README.md "Pipeline schedules": golden compute orders and makespans of
+/* The scheduler against src/sched/README.md "Pipeline schedules": golden compute orders and makespans of
  * the 1F1B family (S=4, M=8, recompute full), stage-aware ratios, p2p and
  * tail instructions, and spec errors. */
 #include "check.h"

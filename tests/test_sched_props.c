@@ -1,7 +1,7 @@
 /* Properties of every schedule over p in 1..16, m in 1..64 (interleaved: m
  * a multiple of p, v in 2..4), recompute none and full: complete and
  * deadlock-free, in-flight maxima as theory, unit-cost makespans as the
- * closed forms (README.md "Pipeline schedules"). */
+ * closed forms (src/sched/README.md "Pipeline schedules"). */
 #include "check.h"
 #include "merak/sched.h"
 

@@ -1,6 +1,6 @@
 /* Simulator tests: exact pipeline invariants under `ideal`, the scheduler's
  * unit-cost makespans, collective formulas, and the memory breakdown
- * against closed forms (README.md "Cost model", "Memory"). */
+ * against closed forms (sim/README.md "Cost model", "Memory"). */
 #include "config.h"
 #include "merak/cost.h"
 #include "merak/partition.h"

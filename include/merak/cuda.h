@@ -2,7 +2,7 @@
  * forwards to the CUDA module (merak_cuda.so in $(pkglibdir), built from
  * src/cuda/ when configure finds nvcc and cuBLAS), loaded on the first call
  * once the CUDA driver reports a device; without driver, device or module
- * they behave as on a machine without a GPU.  See README.md "The CUDA
+ * they behave as on a machine without a GPU.  See src/cuda/README.md "The CUDA
  * backend" for the module's search order, the math modes and the status. */
 #ifndef MERAK_CUDA_H
 #define MERAK_CUDA_H

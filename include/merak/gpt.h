@@ -1,4 +1,4 @@
-/* The executor's GPT (README.md "Training for real"): parameters sharded for
+/* The executor's GPT (src/exec/README.md "Training for real"): parameters sharded for
  * tensor parallelism, laid out layer-major in one allocation, and per-layer
  * forward / backward / recompute on one micro-batch.
  *
@@ -90,7 +90,7 @@ typedef struct mk_gpt_run {
     /* sum (max when is_max) over the TP group, in place; 0 or -1 */
     int (*allreduce)(void *ctx, float *buf, int n, int is_max);
     void *ctx;
-    /* Sub-pipelined TP (README.md "Sub-pipelined TP in the executor"; gpt_layers.c): level 0 none, 1, 2 (3 runs
+    /* Sub-pipelined TP (src/profile/README.md "Sub-pipelined TP in the executor"; gpt_layers.c): level 0 none, 1, 2 (3 runs
        as 2).  iallreduce starts a TP sum in place and returns a handle (or
        -1), tp_wait completes it, tp_poll progresses MPI between kernels.
        next_local: the next layer of this micro-batch runs right after this

@@ -139,7 +139,7 @@ MK_API double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int se
 
 /* A layer recompute may checkpoint: inside a transformer block and holding
  * parameters (the embedding and the head are never recomputed, as in
- * Megatron-LM's FLOP formula, README.md "The model"). */
+ * Megatron-LM's FLOP formula, src/graph/README.md "The model"). */
 MK_API int mk_layer_checkpointable(const mk_graph_t *g, int layer);
 
 /* Totals over all layers. */

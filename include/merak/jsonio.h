@@ -66,7 +66,7 @@ json_t *mk_sched_to_json(const struct mk_sched *s, const struct mk_sched_report 
  * MFU) and kernel_efficiency.  New reference. */
 json_t *mk_sim_explain_json(const struct mk_sim_result *r);
 
-/* Result as the `merak sim --json` object (README.md "The simulator"; + memory breakdown);
+/* Result as the `merak sim --json` object (sim/README.md "The simulator"; + memory breakdown);
  * plan attached when p != NULL.  New reference. */
 json_t *mk_sim_result_json(const struct mk_sim_result *r, const struct mk_plan *p);
 

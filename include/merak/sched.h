@@ -112,7 +112,7 @@ typedef struct mk_sched_costs {
     double f, b, r, b_in, b_w, recompute;
 } mk_sched_costs_t;
 
-/* The unit costs (README.md "Pipeline schedules"): F = F_PRE = 1, B = 2, R = 1, B_IN = 1, B_W = 1,
+/* The unit costs (src/sched/README.md "Pipeline schedules"): F = F_PRE = 1, B = 2, R = 1, B_IN = 1, B_W = 1,
  * recompute +1, everything else 0. */
 MK_API void mk_sched_costs_unit(mk_sched_costs_t *c);
 

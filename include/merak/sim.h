@@ -196,7 +196,7 @@ MK_API int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
 MK_API double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
                          const double *dp);
 
-/* The result as the `merak sim --json` object's text (README.md "The
+/* The result as the `merak sim --json` object's text (sim/README.md "The
  * simulator"), the plan attached when p != NULL: a malloc'd string (free
  * it), NULL on failure. */
 MK_API char *mk_sim_result_json_text(const mk_sim_result_t *r, const mk_plan_t *p);

@@ -136,8 +136,8 @@ static const mk_flag_t mk_flags[] = {
 #undef G_L
 #define MK_NFLAGS (sizeof mk_flags / sizeof mk_flags[0])
 
-/* Other tools' names for our flags (Megatron-LM, DeepSpeed; README.md
- * "Megatron-LM and DeepSpeed names"), in this one table: an alias takes
+/* Other tools' names for our flags (Megatron-LM, DeepSpeed; src/cli/README.md
+ * "other tools' names"), in this one table: an alias takes
  * its canonical flag's value and limits, or stands for the flag with a
  * fixed value (--bf16 is --dtype bf16), or restricts it to the values the
  * other tool has (--recompute-granularity is --recompute selective|full).

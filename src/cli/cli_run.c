@@ -25,7 +25,7 @@ static const char *run_usage =
     "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--use-flash-attn]\n"
     "              [--adam-beta1 X] [--adam-beta2 X] [--log-interval N] [--quiet]\n"
     "              [--distributed-timeout-minutes X]\n\n"
-    "Train a GPT, Llama or MoE model for real (README.md \"Training for real\"; fp32;\n"
+    "Train a GPT, Llama or MoE model for real (src/exec/README.md; fp32;\n"
     "CPU backend on OpenBLAS, CUDA when built and a GPU is visible), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
     "Ranks: TP fastest, then DP, then PP; dp*pp*tp must equal the rank count.\n\n"

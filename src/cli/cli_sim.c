@@ -38,7 +38,7 @@ static const char *sim_usage =
     "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre, merak-last, zb-h1\n"
     "  --recompute R      none, @recompute@ (default), selective, stage-aware:R, auto\n"
     "  --vpp V            model chunks per stage (interleaved)\n"
-    "  --tp-overlap L     sub-pipelined TP: 0 none, 1, 2, 3 (README.md \"Cost model\")\n"
+    "  --tp-overlap L     sub-pipelined TP: 0 none, 1, 2, 3 (sim/README.md \"Cost model\")\n"
     "  --zero 0|1|2|3     ZeRO stage over the DP group: 1 optimizer state, 2 + gradients\n"
     "                     (reduce-scattered), 3 + parameters (FSDP: each layer gathered\n"
     "                     before its forward and backward)\n"

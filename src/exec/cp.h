@@ -1,5 +1,5 @@
 /* Context parallelism in the executor (Megatron's --context-parallel-size,
- * README.md "Context parallelism in the executor").  A sequence of S tokens
+ * src/exec/README.md "Context parallelism").  A sequence of S tokens
  * is cut into 2cp chunks of c = S / (2cp) tokens; CP rank r holds chunks r
  * and 2cp-1-r (the causal work balances), so the model's T (mk_gpt_t) is
  * the 2c local rows of each sequence.  Every per-token op runs on them

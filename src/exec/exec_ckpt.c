@@ -1,6 +1,6 @@
 /* --save / --load: one safetensors file with the full unsharded model and
  * its Adam moments under Hugging Face GPT-2 or LlamaForCausalLM names and
- * shapes (README.md "Checkpoints"), whatever the layout.  Rank 0 moves one tensor at a time: on save it
+ * shapes (src/exec/README.md "Checkpoints"), whatever the layout.  Rank 0 moves one tensor at a time: on save it
  * receives the shards of one tensor from their owners (DP rank 0 of the
  * owning stage, every TP rank of a split tensor), assembles it, transposes
  * linear weights from (out, in) to (in, out), and appends it to the

@@ -1,4 +1,4 @@
-/* Expert parallelism in the executor (README.md "Mixture of experts"; the
+/* Expert parallelism in the executor (src/graph/README.md "Mixture of experts"; the
  * MoE layer: gpt_moe.c).  The EP group: ep consecutive data-parallel
  * replicas with the same TP and pipeline coordinates (the simulator's
  * rank order tp, cp, ep-within-dp, pp); EP rank r = replica mod ep holds

@@ -214,7 +214,7 @@ static parts_t split_buf(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, floa
     return p;
 }
 
-/* ---- sub-pipelined TP (README.md "Sub-pipelined TP in the executor") ----
+/* ---- sub-pipelined TP (src/profile/README.md "Sub-pipelined TP in the executor") ----
  * A micro-batch's N = B*T token rows split in two halves: between sequences
  * when B >= 2 (a batch split), else mid-sequence.  Every op but the
  * attention core works row by row, so a half is a row range; the attention

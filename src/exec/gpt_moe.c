@@ -1,4 +1,4 @@
-/* The MoE layer (README.md "Mixture of experts"): the MLP of an MoE block
+/* The MoE layer (src/graph/README.md "Mixture of experts"): the MLP of an MoE block
  * on one micro-batch of N = B*T tokens.  RMSNorm, router logits x Wr^T
  * (N, E) in fp32, softmax over E, top-k (ties: the lower expert index), the
  * k weights renormalised (Mixtral) or not (moe_pre_softmax, DeepSeek);

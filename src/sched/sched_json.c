@@ -1,4 +1,4 @@
-/* The streams as one JSON object (`merak sched --json`, README.md "Pipeline schedules"). */
+/* The streams as one JSON object (`merak sched --json`, src/sched/README.md "Pipeline schedules"). */
 #include "config.h"
 #include "sched/sched_internal.h"
 
