@@ -3,7 +3,7 @@
 libmerak_la_SOURCES += sim/cost.c sim/collective.c sim/tp.c sim/memory.c sim/evq.c \
 	sim/sim.c sim/sim_chunk.c sim/sim_step.c sim/sim_result.c sim/zero.c sim/explain.c \
 	sim/sim_cache.c sim/sim_bound.c
-noinst_HEADERS += include/merak/cost.h
+noinst_HEADERS += include/merak/cost.h include/merak/sim_search.h
 noinst_HEADERS += sim/sim_internal.h sim/evq.h
 
 check_PROGRAMS += tests/test_sim tests/test_evq tests/test_sim_cp

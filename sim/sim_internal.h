@@ -7,6 +7,7 @@
 
 #include "merak/cost.h"
 #include "merak/sim.h"
+#include "merak/sim_search.h"
 #include "merak/trace.h"
 #include "merak/walk.h"
 #include "sim/evq.h"

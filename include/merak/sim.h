@@ -134,32 +134,16 @@ MK_API int mk_sim_run(mk_sim_t *s, const mk_plan_ctx_t *ctx, const mk_sim_opts_t
  * grads, optimizer, buffers as in the tracker; activations = inflight x
  * per-micro-batch stored bytes of each chunk with ckpt[c] checkpointed
  * layers (ckpt NULL: the plan's recompute policy for full/none/selective,
- * or p->ckpt when has_ckpt); inflight < 0: the schedule's closed form
- * (GPipe m; 1F1B min(m, p-i); interleaved min(m v, 2(p-i-1) + (v-1)p + 1)
- * chunks; merak: +1 on stage S-2).  Returns 0 or -1. */
+ * or p->ckpt when has_ckpt); inflight < 0: the schedule's peak
+ * (mk_sched_peak_inflight, merak/sched.h).  Returns 0 or -1. */
 MK_API int mk_sim_stage_memory(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, int stage,
                         const int *ckpt, int inflight, const mk_sim_opts_t *o, mk_mem_breakdown_t *out);
 
-/* The parts of every stage's closed-form peak (mk_sim_stage_memory with
- * inflight < 0) that no checkpoint count changes (static bytes, in-flight
- * counts, gradient buffers), for many counts of one plan (the planner's
- * recompute search): valid while the plan's layout, schedule, m, bounds
- * and ZeRO settings stay.  NULL with mk_error_last() on failure. */
-typedef struct mk_sim_fixed mk_sim_fixed_t;
-MK_API mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
-MK_API void mk_sim_fixed_free(mk_sim_fixed_t *F);
-/* mk_sim_stage_memory(c, p, g, s, ckpt, -1, o, out) from F: the same figures.  0 or -1. */
-MK_API int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
-                              const int *ckpt, mk_mem_breakdown_t *out);
 
 /* Resolve recompute `auto`: per (stage, chunk) the fewest checkpointed
  * layers such that mk_sim_stage_memory fits the device (all layers where
  * nothing fits).  Sets p->ckpt and p->has_ckpt.  Returns 0 or -1. */
 MK_API int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
-/* The same with the search's streams built from and recycled to pool
- * (merak/sched.h; the planner keeps one for all its candidates). */
-MK_API int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
-                               mk_sched_pool_t *pool);
 /* mk_sim_resolve_auto with the default options: the resolve_auto of
  * mk_plan_resolve_opts_t (merak/plan_ctx.h) on the simulator's paths. */
 MK_API int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g);
@@ -168,33 +152,7 @@ MK_API int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g)
  * and seconds, in the order every output lists them.  Returns their count. */
 #define MK_SIM_EXPLAIN_PARTS 10
 MK_API int mk_sim_explain_parts(const mk_sim_explain_t *e, const char **names, double *secs);
-/* Lower bounds for a search (the planner's branch and bound) on a checked
- * plan with its recompute settled, per stage s of pp: after[s], the seconds
- * stage s still runs after its last compute op (OPT_STEP; ZeRO-1/2: the
- * weights' all-gather after it); dp[s], the seconds its DP stream carries,
- * queued one after another, before its last REDUCE_GRADS returns (so the
- * stage ends no sooner than dp[s] + after[s]).  Neither depends on the
- * schedule's order or on TP overlap.  o NULL: defaults.  0 or -1. */
-MK_API int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
-                      double *after, double *dp);
 
-/* A lower bound on the simulated step of many plans that share a graph
- * and the layer costs (tp, cp, ep, sequence parallelism, dtype and the
- * groups those read): per layer the pieces the simulator's chunk costs are
- * built from (sim_bound.c), so that a plan's bound costs O(layers).  NULL
- * with mk_error_last() on failure.  p: any plan of the set (checked). */
-typedef struct mk_sim_bound mk_sim_bound_t;
-MK_API mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
-                                 const mk_sim_opts_t *o);
-MK_API void mk_sim_bound_free(mk_sim_bound_t *b);
-/* Whether plan p (on b's graph and cluster) has b's layer costs. */
-MK_API int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
-/* No run of plan p (b's graph, checked, recompute settled; ckpt: the
- * scheduler's count per (stage, chunk) at s*vpp+c; after, dp:
- * mk_sim_stage_tail's) has a shorter step than this, whatever its
- * schedule (DESIGN-NOTES.md "The planner's lower bound"). */
-MK_API double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
-                         const double *dp);
 
 /* The result as the `merak sim --json` object's text (sim/README.md "The
  * simulator"), the plan attached when p != NULL: a malloc'd string (free

@@ -10,6 +10,7 @@
 
 #include "merak/partition.h"
 #include "merak/planner.h"
+#include "merak/sim_search.h"
 
 #include <stddef.h>
 

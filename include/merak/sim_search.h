@@ -1,0 +1,61 @@
+/* The simulator's interface to the planner's search (not installed): the
+ * closed-form memory's fixed parts, recompute `auto` on pooled streams,
+ * the stages' tails and the lower bound of the branch and bound. */
+#ifndef MERAK_SIM_SEARCH_H
+#define MERAK_SIM_SEARCH_H
+
+#include "merak/sim.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The parts of every stage's closed-form peak (mk_sim_stage_memory with
+ * inflight < 0) that no checkpoint count changes (static bytes, in-flight
+ * counts, gradient buffers), for many counts of one plan (the planner's
+ * recompute search): valid while the plan's layout, schedule, m, bounds
+ * and ZeRO settings stay.  NULL with mk_error_last() on failure. */
+typedef struct mk_sim_fixed mk_sim_fixed_t;
+mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
+void mk_sim_fixed_free(mk_sim_fixed_t *F);
+/* mk_sim_stage_memory(c, p, g, s, ckpt, -1, o, out) from F: the same figures.  0 or -1. */
+int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
+                              const int *ckpt, mk_mem_breakdown_t *out);
+
+/* The same with the search's streams built from and recycled to pool
+ * (merak/sched.h; the planner keeps one for all its candidates). */
+int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                               mk_sched_pool_t *pool);
+
+/* Lower bounds for a search (the planner's branch and bound) on a checked
+ * plan with its recompute settled, per stage s of pp: after[s], the seconds
+ * stage s still runs after its last compute op (OPT_STEP; ZeRO-1/2: the
+ * weights' all-gather after it); dp[s], the seconds its DP stream carries,
+ * queued one after another, before its last REDUCE_GRADS returns (so the
+ * stage ends no sooner than dp[s] + after[s]).  Neither depends on the
+ * schedule's order or on TP overlap.  o NULL: defaults.  0 or -1. */
+int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                      double *after, double *dp);
+
+/* A lower bound on the simulated step of many plans that share a graph
+ * and the layer costs (tp, cp, ep, sequence parallelism, dtype and the
+ * groups those read): per layer the pieces the simulator's chunk costs are
+ * built from (sim_bound.c), so that a plan's bound costs O(layers).  NULL
+ * with mk_error_last() on failure.  p: any plan of the set (checked). */
+typedef struct mk_sim_bound mk_sim_bound_t;
+mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
+                                 const mk_sim_opts_t *o);
+void mk_sim_bound_free(mk_sim_bound_t *b);
+/* Whether plan p (on b's graph and cluster) has b's layer costs. */
+int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
+/* No run of plan p (b's graph, checked, recompute settled; ckpt: the
+ * scheduler's count per (stage, chunk) at s*vpp+c; after, dp:
+ * mk_sim_stage_tail's) has a shorter step than this, whatever its
+ * schedule (DESIGN-NOTES.md "The planner's lower bound"). */
+double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
+                         const double *dp);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
