@@ -12,7 +12,7 @@
  *   merak/sim.h      the discrete-event simulator (mk_sim_new, mk_sim_run)
  *   merak/planner.h  the plan search (mk_planner_search)
  *
- * Not included here: merak/run.h (with merak/exec.h), the entry points that
+ * Not included here: merak/run.h, the entry points that
  * run over MPI: the executor (mk_exec_train) and the search split over
  * ranks (mk_planner_search_mpi).  A program that includes it runs under
  * mpiexec (build it with mpicc).
