@@ -14,11 +14,14 @@ command -v mpicc >/dev/null 2>&1 || { echo "no mpicc: skipped"; exit 77; }
 : "${MAKE:=make}"
 d=$tmpdir/dest
 # the folders and the compiler of the build, expanded by make itself
-dirs=$(printf 'mk-dirs:\n\t@echo $(bindir) $(libdir) $(includedir) $(pkgdatadir) $(mandir) $(pkglibdir)\n\t@echo $(CC) $(CFLAGS)\n' |
+dirs=$(printf 'mk-dirs:\n\t@echo $(bindir) $(libdir) $(includedir) $(pkgdatadir) $(mandir) $(pkglibdir)\n\t@echo $(CC) $(CFLAGS)\n\t@echo x $(CFLAGS)\n' |
   $MAKE -s -C "$top_builddir" -f Makefile -f - mk-dirs | grep -v -e 'Entering directory' -e 'Leaving directory') ||
   { echo "FAIL: make cannot print the folders"; exit 1; }
 # $CC: mpicc, with the build's CFLAGS (the sanitizer stage's libmerak.a needs its -fsanitize)
 CC=$(echo "$dirs" | sed -n 2p)
+# the build's CFLAGS alone (-g -O2; the sanitizer stage's -fsanitize), for cc and c++
+BUILD_CFLAGS=$(echo "$dirs" | sed -n 3p | sed 's/^x//')
+BUILD_CXXFLAGS=$(echo "$BUILD_CFLAGS" | sed 's/-std=[^ ]*//g')
 set -- $(echo "$dirs" | sed -n 1p); bindir=$1 libdir=$2 includedir=$3 pkgdatadir=$4 mandir=$5 pkglibdir=$6
 $MAKE -C "$top_builddir" install DESTDIR="$d" >"$tmpdir/install.log" 2>&1 ||
   { echo "FAIL: make install DESTDIR=$d"; tail -30 "$tmpdir/install.log"; exit 1; }
@@ -73,14 +76,15 @@ int main()
 PROG
 cc=${MK_TEST_CC:-cc} cxx=${MK_TEST_CXX:-c++}
 # shellcheck disable=SC2086
-expect_ok "cc prog.c \$(pkg-config --cflags --libs merak)" $cc -Wall -Wextra -Werror -o "$tmpdir/prog-shared" "$tmpdir/prog.c" $shared
+expect_ok "cc prog.c \$(pkg-config --cflags --libs merak)" $cc $BUILD_CFLAGS -Wall -Wextra -Werror -o "$tmpdir/prog-shared" \
+  "$tmpdir/prog.c" $shared
 expect_ok "prog-shared runs with LD_LIBRARY_PATH" env LD_LIBRARY_PATH="$d$libdir" "$tmpdir/prog-shared"
 check "prog-shared uses libmerak.so.1" sh -c "readelf -d '$tmpdir/prog-shared' | grep -q 'libmerak.so.1'"
 check "prog-shared lists the cluster presets (dgx-a100)" grep -qx dgx-a100 "$tmpdir/out"
 if command -v "$cxx" >/dev/null 2>&1; then
   # shellcheck disable=SC2086
-  expect_ok "c++ prog.cpp \$(pkg-config --cflags --libs merak)" $cxx -Wall -Wextra -Werror -o "$tmpdir/prog-cxx" \
-    "$tmpdir/prog.cpp" $shared
+  expect_ok "c++ prog.cpp \$(pkg-config --cflags --libs merak)" $cxx $BUILD_CXXFLAGS -Wall -Wextra -Werror \
+    -o "$tmpdir/prog-cxx" "$tmpdir/prog.cpp" $shared
   expect_ok "prog-cxx runs" env LD_LIBRARY_PATH="$d$libdir" "$tmpdir/prog-cxx"
   check "prog-cxx lists the cluster presets (dgx-a100)" grep -qx dgx-a100 "$tmpdir/out"
 else
@@ -142,7 +146,8 @@ for h in "$d$includedir"/merak/*.h; do
   # shellcheck disable=SC2086
   $CC -Wall -Wextra -Werror -fsyntax-only $cflags "$tmpdir/h.c" || { echo "does not compile: merak/$b"; bad=1; }
   # shellcheck disable=SC2086
-  ${MK_TEST_CXX:-c++} -Wall -Wextra -Werror -fsyntax-only $cflags "$tmpdir/h.cpp" || { echo "not C++: merak/$b"; bad=1; }
+  ${MK_TEST_CXX:-c++} $BUILD_CXXFLAGS -Wall -Wextra -Werror -fsyntax-only $cflags "$tmpdir/h.cpp" ||
+    { echo "not C++: merak/$b"; bad=1; }
   grep -q 'include.*config\.h' "$h" && { echo "includes config.h: merak/$b"; bad=1; }
   code=$(sed 's://.*$::' "$h" | tr '\n' ' ' | sed 's:/\*[^*]*\*\+\([^/*][^*]*\*\+\)*/: :g')
   case $b in run.h) ;; *) echo "$code" | grep -q 'MPI\|mpi\.h' && { echo "names MPI: merak/$b"; bad=1; } ;; esac
