@@ -116,6 +116,8 @@ json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
                           "memory_limit_bytes", r->memory_limit_bytes, "fits", r->fits, "worst_stage",
                           r->worst_stage, "shortfall_bytes", r->shortfall_bytes, "exposed_comm_s", ex,
                           "overlapped_comm_s", ov, "events", (json_int_t)r->events);
+    /* the attention core the step was simulated with (auto settled) */
+    if (j && p) json_object_set_new(j, "attention", json_string(mk_attn_backend_name(p->attention)));
     if (j) json_object_set_new(j, "explain", mk_sim_explain_json(r));
     if (j && p) json_object_set_new(j, "plan", mk_plan_to_json(p));
     return j;

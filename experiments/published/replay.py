@@ -29,8 +29,9 @@ source (it is also how the simulator is judged on runs not in this folder):
               merak default); Megatron-LM before Megatron-Core (its local
               DDP, SC21 and the 2021 README) and Megatron-DeepSpeed (vTrain)
               all-reduce after the backward: --no-overlap-grad-reduce
-  attention   the row's software: Megatron-Core runs from 2023 use flash
-              attention (--use-flash-attn; a row field flash_attn, when a
+  attention   the row's software, always explicit (--attention-backend):
+              Megatron-Core runs from 2023 use flash attention (flash; a
+              row field flash_attn, when a
               source gives it, wins); Megatron-LM 2021 (SC21, the README)
               and Megatron-DeepSpeed (vTrain) the materialised core
               (baddbmm, fused softmax, dropout, bmm)
@@ -111,12 +112,14 @@ def overlap_flags(row):
 
 
 def flash_flags(row):
-    """--use-flash-attn for Megatron-Core runs from 2023 (or a row field
-    flash_attn when a source gives it)."""
+    """--attention-backend flash for Megatron-Core runs from 2023 (or a row
+    field flash_attn when a source gives it), unfused for the software
+    before FlashAttention (2021-22 Megatron-LM, Megatron-DeepSpeed): always
+    explicit, never merak's default (auto)."""
     on = row.get("flash_attn")
     if on is None:
         on = megatron_core(row) and run_year(row) >= 2023
-    return ["--use-flash-attn"] if on else []
+    return ["--attention-backend", "flash" if on else "unfused"]
 
 
 def cluster_of(row):

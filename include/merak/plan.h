@@ -23,6 +23,12 @@ extern "C" {
 
 #define MK_PLAN_MAX_VSTAGES MK_MAX_VSTAGES
 
+/* The attention core's implementation (Megatron-Core's --attention-backend values). */
+typedef enum { MK_ATTN_UNFUSED = 0, MK_ATTN_FLASH, MK_ATTN_FUSED, MK_ATTN_AUTO } mk_attn_backend_t;
+MK_API const char *mk_attn_backend_name(mk_attn_backend_t a);
+/* "flash", "fused", "unfused" or "auto"; -1 with a message naming them otherwise. */
+MK_API int mk_attn_backend_parse(const char *s, mk_attn_backend_t *out);
+
 typedef struct mk_plan {
     mk_model_config_t model;
     char cluster[512];          /* preset name or cluster JSON path */
@@ -55,11 +61,15 @@ typedef struct mk_plan {
                                  * merak run's executor); 0: all of them start at REDUCE_GRADS, after
                                  * the backward (Megatron-LM's local DDP before Megatron-Core,
                                  * Megatron-DeepSpeed) */
-    int use_flash_attn;         /* the attention core as one fused kernel (FlashAttention; Megatron's
-                                 * --use-flash-attn): its time at the device's flash_attn_flops, no
-                                 * b x heads x s x s scores stored or passed through memory; 0
-                                 * (default): the materialised core (baddbmm, fused softmax,
-                                 * dropout, bmm).  The executor's attention is exact either way. */
+    mk_attn_backend_t attention; /* the attention core (Megatron-Core's --attention-backend):
+                                 * flash / fused, one fused kernel (FlashAttention, cuDNN's fused
+                                 * attention): its time at the device's flash_attn_flops, no
+                                 * b x heads x s x s scores stored or passed through memory;
+                                 * unfused (mk_plan_init's default, and a plan file's without the
+                                 * field): the materialised core (baddbmm, fused softmax, dropout,
+                                 * bmm); auto: flash where the cluster's GPU has a fused kernel
+                                 * (mk_plan_attention), settled by mk_plan_resolve.  The executor's
+                                 * attention is exact either way. */
     char partition[16];         /* uniform | parameters | compute | refine | explicit */
     int n_vstages;              /* pp*vpp */
     int bounds[MK_PLAN_MAX_VSTAGES + 1];
@@ -159,6 +169,10 @@ MK_API void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o);
 MK_API int mk_plan_dropout(mk_dtype_t dt);
 /* The plan's graph (mk_plan_graph_opts); NULL with mk_error_last() on failure. */
 MK_API mk_graph_t *mk_plan_graph(const mk_plan_t *p);
+/* p's attention with auto settled against cluster c: flash where the GPU
+ * has a fused attention kernel (c->dev.flash_attn_flops > 0, the cluster
+ * file's statement of it: Ampere and newer), else unfused (NULL: unfused). */
+MK_API mk_attn_backend_t mk_plan_attention(const mk_plan_t *p, const mk_cluster_t *c);
 
 /* The plan file's JSON as text (see traces/README.md; JSON crosses the
  * API as text): a malloc'd string (free it), NULL on failure; parse and

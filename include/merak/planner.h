@@ -55,6 +55,9 @@ typedef struct mk_planner_opts {
     int exhaustive;           /* simulate every candidate that fits (tests) */
     int refine;               /* refine the best plan's partition (default on: -1) */
     double moe_imbalance;     /* MoE: every candidate's --moe-imbalance (0: 1, balanced) */
+    mk_attn_backend_t attention; /* every candidate's attention core (auto: settled against the
+                                    cluster once, mk_plan_attention); mk_planner_opts_init: unfused,
+                                    merak plan: auto */
     int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:

@@ -16,7 +16,7 @@ enum {
     MK_OPTG_MODEL   = 1 << 0,  /* --model and Megatron model-size flags, --dtype */
     MK_OPTG_LAYOUT  = 1 << 1,  /* --dp --pp --tp --mbs --gbs --vpp */
     MK_OPTG_SCHED   = 1 << 2,  /* --schedule --recompute --micro-batches --verify */
-    MK_OPTG_SIM     = 1 << 3,  /* --cluster --tp-overlap --zero --sequence-parallel --[no-]overlap-grad-reduce --use-flash-attn --partition --plan --trace */
+    MK_OPTG_SIM     = 1 << 3,  /* --cluster --tp-overlap --zero --sequence-parallel --[no-]overlap-grad-reduce --attention-backend --partition --plan --trace */
     MK_OPTG_PLAN    = 1 << 4,  /* --gpus --top --save-plan */
     MK_OPTG_RUN     = 1 << 5,  /* --steps --backend --data --save --load --lr ... */
     MK_OPTG_OUT     = 1 << 6,  /* --out */
@@ -40,7 +40,7 @@ typedef struct mk_args {
     int node_ranks;                /* merak run: ranks per node (the node of --zero-shard-group node
                                       without a cluster); 0 unknown, -1 nodes differ */
     int tp_overlap, zero, seqpar, verify, json;
-    int flash_attn;                /* --use-flash-attn */
+    const char *attention;         /* --attention-backend (--use-flash-attn: flash); NULL: auto */
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
     const char *plan_file, *trace_file, *save_plan, *out;
     const char *baseline;          /* merak plan: restrict the space to a system's choices */

@@ -66,7 +66,8 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->tp_overlap = a->tp_overlap > 0 ? a->tp_overlap : 0;
     p->zero = a->zero;
     p->seqpar = a->seqpar;
-    p->use_flash_attn = a->flash_attn;
+    if (mk_attn_backend_parse(a->attention ? a->attention : "auto", &p->attention) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
     return 0;
 }

@@ -17,6 +17,7 @@
 
 static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
+    "                  [--attention-backend A]\n"
     "                  [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
@@ -34,6 +35,8 @@ static const char *plan_usage =
     "  --dtype D        fp16, bf16, fp32, or fp8 on devices with FP8 tensor cores (default: the\n"
     "                   cluster's 16-bit type; fp8 is never chosen unless given)\n"
     "  --top K          plans to show (default @top@)\n"
+    "  --attention-backend A  flash, fused, unfused or auto (default: flash where the\n"
+    "                   cluster's GPU has a fused kernel, else unfused); --use-flash-attn: flash\n"
     "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
@@ -208,8 +211,9 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
                         const mk_args_t *a)
 {
     char t[32], g[32];
-    printf("merak plan: %s on %d GPUs of %s, global batch %d, %s\n", base->model.name, o->gpus, base->cluster,
-           o->gbs, mk_dtype_name(o->dtype));
+    /* every candidate's attention, settled (auto) by the search */
+    printf("merak plan: %s on %d GPUs of %s, global batch %d, %s, attention %s\n", base->model.name, o->gpus,
+           base->cluster, o->gbs, mk_dtype_name(o->dtype), mk_attn_backend_name(r->best[0].plan.attention));
     printf("searched %ld candidates in %ld layouts (%ld settled: %ld over memory, %ld duplicates; %ld simulated, "
            "%ld pruned by bound) in %s (%s generating)\n",
            r->candidates, r->layouts, r->settled, r->pruned_memory, r->duplicates, r->simulated, r->pruned_bound,
@@ -324,6 +328,8 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.gbs = a->gbs ? a->gbs : d->gbs;
     o.top = a->top > 0 ? a->top : d->top;
     o.moe_imbalance = a->moe_imbalance;
+    if (mk_attn_backend_parse(a->attention ? a->attention : "auto", &o.attention) < 0)
+        return mk_cli_fail("plan", "%s", mk_error_last());
     if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;

@@ -17,7 +17,7 @@ static const char *sim_usage =
     "usage: merak sim [--model M] [--cluster C] --dp D --pp P --tp T --mbs b --gbs B\n"
     "                 [--schedule S] [--recompute R] [--vpp V] [--tp-overlap L] [--zero Z]\n"
     "                 [--sequence-parallel] [--no-overlap-grad-reduce] [--dtype D]\n"
-    "                 [--use-flash-attn] [--partition P] [--plan FILE]\n"
+    "                 [--attention-backend A] [--partition P] [--plan FILE]\n"
     "                 [--json] [--trace FILE]\n\n"
     "Simulate one training step: step time, tokens/s, TFLOP/s per GPU and MFU,\n"
     "pipeline bubbles, peak memory per stage against the device, and how much\n"
@@ -48,9 +48,12 @@ static const char *sim_usage =
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                     start each gradient bucket's DP reduction during the last\n"
     "                     backward (default, as merak run does), or all after it\n"
-    "  --use-flash-attn   the attention core as FlashAttention (one fused kernel at the\n"
-    "                     device's flash_attn_flops, no s x s scores in memory); default:\n"
-    "                     the materialised core (baddbmm, softmax, dropout, bmm)\n"
+    "  --attention-backend A  flash or fused: the attention core as one fused kernel\n"
+    "                     (FlashAttention, cuDNN) at the device's flash_attn_flops, no s x s\n"
+    "                     scores in memory; unfused: the materialised core (baddbmm, softmax,\n"
+    "                     dropout, bmm); auto (default): flash where the cluster's GPU has a\n"
+    "                     fused kernel (device.flash_attn_flops), else unfused.\n"
+    "                     --use-flash-attn is --attention-backend flash\n"
     "  --dtype D          fp16, bf16, fp32, or fp8 (linear GEMMs in FP8, Transformer-Engine style;\n"
     "                     devices with FP8 tensor cores only) (default: the cluster's 16-bit type)\n"
     "  --partition P      @partition@ (default), parameters, compute\n"
@@ -108,10 +111,9 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     if (r->zero) snprintf(zero, sizeof zero, ", ZeRO-%d over %d of dp%s %d", r->zero, r->zero_group,
                           p->cp > 1 ? " x cp" : "", dcp);
     if (r->zero && r->zero_group == dcp) snprintf(zero, sizeof zero, ", ZeRO-%d", r->zero);
-    printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s%s\n",
-           p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
-           p->overlap_grad_reduce ? "" : ", DP reduction after the backward",
-           p->use_flash_attn ? ", flash attention" : "");
+    printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s, "
+           "attention %s\n", p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
+           p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention));
     char v[48], w[48];
     mk_unit_t su = mk_unit_seconds(r->step_time_s); /* 4 digits, zeros kept: as merak plan's step column */
     printf("step time        %s %s\n", mk_fmt_in(v, sizeof v, r->step_time_s, su, mk_unit_decimals(r->step_time_s, su, 4)),

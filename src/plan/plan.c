@@ -270,7 +270,7 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->dtype = p->dtype;
     o->tp = p->tp;
     o->dropout = mk_plan_dropout(p->dtype);
-    o->flash_attn = p->use_flash_attn;
+    o->flash_attn = p->attention == MK_ATTN_FLASH || p->attention == MK_ATTN_FUSED; /* auto: settle first */
     o->moe_imbalance = p->moe_imbalance;
     o->ep = p->ep;
 }
@@ -294,4 +294,24 @@ void mk_recompute_format(const mk_recompute_t *r, char *buf, size_t n)
     case MK_RECOMPUTE_AUTO: snprintf(buf, n, "auto"); break;
     default: snprintf(buf, n, "explicit"); break;
     }
+}
+
+static const char *const attn_names[] = {"unfused", "flash", "fused", "auto"};
+
+const char *mk_attn_backend_name(mk_attn_backend_t a)
+{
+    return a >= MK_ATTN_UNFUSED && a <= MK_ATTN_AUTO ? attn_names[a] : "?";
+}
+
+int mk_attn_backend_parse(const char *s, mk_attn_backend_t *out)
+{
+    for (int i = 0; i <= MK_ATTN_AUTO; i++)
+        if (s && !strcmp(s, attn_names[i])) return *out = (mk_attn_backend_t)i, 0;
+    return mk_error_set("--attention-backend must be flash, fused, unfused or auto, not '%s'", s ? s : "");
+}
+
+mk_attn_backend_t mk_plan_attention(const mk_plan_t *p, const mk_cluster_t *c)
+{
+    if (p->attention != MK_ATTN_AUTO) return p->attention;
+    return c && c->dev.flash_attn_flops > 0 ? MK_ATTN_FLASH : MK_ATTN_UNFUSED;
 }

@@ -63,6 +63,7 @@ int mk_plan_resolve(mk_plan_ctx_t *ctx, const mk_plan_t *p, const mk_plan_resolv
     const mk_plan_resolve_opts_t *o = opts ? opts : &none;
     memset(ctx, 0, sizeof *ctx);
     ctx->plan = *p;
+    ctx->plan.attention = mk_plan_attention(p, o->cluster); /* auto settled before the graph */
     if (ctx_check(ctx, o) < 0) {
         mk_plan_ctx_free(ctx);
         return -1;

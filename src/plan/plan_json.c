@@ -53,8 +53,10 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* written only when off: absent means on, so files written before the
      * field (and every plan with the default) read and print unchanged */
     if (j && !p->overlap_grad_reduce) json_object_set_new(j, "overlap_grad_reduce", json_false());
-    /* likewise only when on: absent means the materialised attention core */
-    if (j && p->use_flash_attn) json_object_set_new(j, "use_flash_attn", json_true());
+    /* likewise only when not unfused: absent means the materialised attention
+       core (and use_flash_attn, the field before Megatron-Core's name, is read) */
+    if (j && p->attention != MK_ATTN_UNFUSED)
+        json_object_set_new(j, "attention_backend", json_string(mk_attn_backend_name(p->attention)));
     /* likewise only when hybrid: absent means the whole DP group */
     if (j && p->zero_shard) json_object_set_new(j, "zero_shard_size", json_integer(p->zero_shard));
     if (j && p->cp > 1) json_object_set_new(j, "cp", json_integer(p->cp)); /* likewise: absent means 1 */
@@ -143,6 +145,23 @@ static int opt_bool(json_t *j, const char *what, const char *key, int deflt, int
     return 0;
 }
 
+/* attention_backend (Megatron-Core's values), or the older use_flash_attn
+ * (true: flash); both must agree; neither: unfused. */
+static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
+{
+    int flash = 0;
+    json_t *v = json_object_get(j, "attention_backend");
+    if (opt_bool(j, what, "use_flash_attn", 0, &flash) < 0) return -1;
+    p->attention = flash ? MK_ATTN_FLASH : MK_ATTN_UNFUSED;
+    if (!v) return 0;
+    if (!json_is_string(v) || mk_attn_backend_parse(json_string_value(v), &p->attention) < 0)
+        return mk_error_set("%s: 'attention_backend' must be flash, fused, unfused or auto", what);
+    if (json_object_get(j, "use_flash_attn") && flash != (p->attention == MK_ATTN_FLASH))
+        return mk_error_set("%s: 'use_flash_attn' %s and 'attention_backend' %s disagree", what,
+                            flash ? "true" : "false", mk_attn_backend_name(p->attention));
+    return 0;
+}
+
 /* The version first (a newer file's new keys are not "unknown" but
  * "too new"), then the keys. */
 static int plan_version_and_keys(json_t *j, const char *what)
@@ -151,7 +170,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
                                        "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
-                                       "use_flash_attn", "ep", "moe_imbalance", NULL};
+                                       "use_flash_attn", "attention_backend", "ep", "moe_imbalance", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -208,8 +227,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         return mk_error_set("%s: %s", what, mk_error_last());
     if (!strcmp(rc, "explicit")) p->recompute.kind = MK_RECOMPUTE_EXPLICIT;
     if (opt_bool(j, what, "sequence_parallel", 0, &p->seqpar) < 0 ||
-        opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 ||
-        opt_bool(j, what, "use_flash_attn", 0, &p->use_flash_attn) < 0)
+        opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 || attention_from_json(j, what, p) < 0)
         return -1;
     if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||

@@ -199,6 +199,9 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
     mk_sim_opts_init(&S.so);
     mk_plan_init(&S.tmpl);
     S.tmpl.model = *m;
+    mk_plan_t asked = S.tmpl;
+    asked.attention = o->attention;
+    S.attention = mk_plan_attention(&asked, c); /* auto settled once, for every candidate */
     mk_strlcpy(S.tmpl.cluster, c->name, sizeof S.tmpl.cluster);
     if (o->gpus < 1 || o->gbs < 1) return mk_error_set("--gpus and --gbs must be >= 1");
     if (mk_limit_check("--gpus", o->gpus, MK_MAX_GPUS) < 0 || mk_limit_check("--gbs", o->gbs, MK_MAX_GBS) < 0 ||

@@ -113,6 +113,7 @@ typedef struct {
     long miss_order, closest_order; /* the candidate index of the group note_miss sees, the closest's */
     double reported_t;      /* the last progress report while simulating */
     mk_plan_t tmpl;         /* every candidate's model and cluster, the rest as mk_plan_init */
+    mk_attn_backend_t attention; /* every candidate's, settled (o->attention against the cluster) */
     mk_planner_result_t *r;
     mk_sim_opts_t so;
     long combo, combo_seq;  /* current (layout, micro-batch) ordinal and candidate within it */

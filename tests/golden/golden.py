@@ -3,6 +3,7 @@
 
   golden.py record KIND OUT.jsonl.gz [--batch B] [--merak M]
   golden.py check  KIND GOLDEN.jsonl.gz [--batch B] [--merak M] [--sample N] [--cases I,J]
+                   [--extra "WORDS"] [--ignore KEY,...] [--exact]
   golden.py cases  KIND          (print the case lines)
 
 KIND is one of the case sets below (sched, sim-ideal, sim-clusters, plan,
@@ -13,6 +14,12 @@ child (batch --fork), `check` runs them in one process and reruns any case
 that differs with --fork before reporting it.  `--sample N` also runs every
 Nth case through the real ./merak program, which checks the driver itself;
 `--cases I,J` checks only those cases (0-based, in grid order).
+`--extra "WORDS"` appends the words to every case as it runs and
+`--ignore KEY,...` drops those keys (at any depth) from the new results:
+the proof that an older recording holds under an explicit flag (issue 34:
+git show HEAD~N:tests/golden/sim-clusters.jsonl.gz > old.gz; golden.py
+check sim-clusters old.gz --extra "--attention-backend unfused" --ignore
+attention --exact; --exact compares every real bitwise).
 run cases start `merak run` (under $MPIEXEC when a case has more than one
 rank) with --dump-grads and --save in a temporary folder.
 
@@ -475,7 +482,7 @@ def diff_record(kind, g, r):
         if g.get("stdout") != r.get("stdout"):
             out.append(diff_text(g.get("stdout") or "", r.get("stdout") or ""))
     else:
-        diff_value(g.get("json"), r.get("json"), "", kind == "sched", out)
+        diff_value(g.get("json"), r.get("json"), "", kind == "sched" or EXACT, out)
         if g.get("sha256") != r.get("sha256") and not out:
             out.append("stdout bytes (sha256) differ: the same values, printed differently")
     return out
@@ -503,7 +510,26 @@ def load(path):
         return [json.loads(l) for l in f]
 
 
-def check(kind, path, batch, merak, sample, only=None):
+EXACT = False  # check --exact: every real bitwise too (a proof, not the tolerance of a build)
+
+
+def strip_keys(j, keys):
+    """Drop keys at any depth (check --ignore: keys added after a recording)."""
+    if isinstance(j, dict):
+        for k in keys:
+            j.pop(k, None)
+        for v in j.values():
+            strip_keys(v, keys)
+    elif isinstance(j, list):
+        for v in j:
+            strip_keys(v, keys)
+
+
+def check(kind, path, batch, merak, sample, only=None, extra="", ignore=()):
+    """extra: words appended to every case as it runs (the cases keep their
+    recorded names); ignore: keys dropped from the new results, at any
+    depth.  Both for proofs that an old recording still holds under an
+    explicit flag (issue 34: --attention-backend unfused)."""
     golden = load(path)
     lines = list(CASES[kind]())
     if [g["case"] for g in golden] != lines:
@@ -513,10 +539,16 @@ def check(kind, path, batch, merak, sample, only=None):
         if any(i < 0 or i >= len(lines) for i in only):
             sys.exit("golden: --cases: %s has cases 0 to %d" % (kind, len(lines) - 1))
         golden, lines = [golden[i] for i in only], [lines[i] for i in only]
-    now = run_cases_of(kind, lines, batch, merak, fork=False)
+    run_lines = [l + " " + extra for l in lines] if extra else lines
+    now = run_cases_of(kind, run_lines, batch, merak, fork=False)
+    for r, l in zip(now, lines):
+        r["case"] = l
+        strip_keys(r.get("json"), ignore)
     bad = [i for i in range(len(lines)) if diff_record(kind, golden[i], now[i])]
     if bad and kind != "run":  # state left by an earlier case, or a real change?
-        again = run_cases_of(kind, [lines[i] for i in bad], batch, merak, fork=True)
+        again = run_cases_of(kind, [run_lines[i] for i in bad], batch, merak, fork=True)
+        for r in again:
+            strip_keys(r.get("json"), ignore)
         for i, r in zip(bad, again):
             if not diff_record(kind, golden[i], r):
                 print("golden: %s: %s differs only after earlier cases in one process (static state?): "
@@ -535,7 +567,7 @@ def check(kind, path, batch, merak, sample, only=None):
                 print("FAIL: %s: merak %s" % (kind, lines[i]))
                 for x in d[:8]:
                     print("    " + x)
-    if sample and merak and kind != "run":
+    if sample and merak and kind != "run" and not extra and not ignore:
         picked = lines[::sample]
         for l, r in zip(picked, [make_record(kind, *x) for x in run_program(merak, picked)]):
             d = diff_record(kind, golden[lines.index(l)], r)
@@ -560,11 +592,14 @@ def record(kind, path, batch, merak):
 
 
 def main(argv):
-    opts = {"--batch": None, "--merak": None, "--sample": "0", "--cases": None}
+    opts = {"--batch": None, "--merak": None, "--sample": "0", "--cases": None, "--extra": "", "--ignore": ""}
     pos = []
     it = iter(argv)
+    global EXACT
     for a in it:
-        if a in opts:
+        if a == "--exact":
+            EXACT = True
+        elif a in opts:
             opts[a] = next(it)
         else:
             pos.append(a)
@@ -580,7 +615,8 @@ def main(argv):
     if pos[0] == "record":
         return record(kind, pos[2], opts["--batch"], opts["--merak"])
     only = [int(x) for x in opts["--cases"].split(",")] if opts["--cases"] else None
-    return check(kind, pos[2], opts["--batch"], opts["--merak"], int(opts["--sample"]), only)
+    ignore = [k for k in opts["--ignore"].split(",") if k]
+    return check(kind, pos[2], opts["--batch"], opts["--merak"], int(opts["--sample"]), only, opts["--extra"], ignore)
 
 
 if __name__ == "__main__":
