@@ -231,14 +231,19 @@ DROP_NESTED = {"explain"}
 
 
 def drop_nested(j):
+    strip_keys(j, DROP_NESTED)
+
+
+def strip_keys(j, keys):
+    """Drop keys at any depth (DROP_NESTED; check --ignore: keys added after a recording)."""
     if isinstance(j, dict):
-        for k in DROP_NESTED:
+        for k in keys:
             j.pop(k, None)
         for v in j.values():
-            drop_nested(v)
+            strip_keys(v, keys)
     elif isinstance(j, list):
         for v in j:
-            drop_nested(v)
+            strip_keys(v, keys)
 
 
 # ---- running cases --------------------------------------------------------
@@ -511,18 +516,6 @@ def load(path):
 
 
 EXACT = False  # check --exact: every real bitwise too (a proof, not the tolerance of a build)
-
-
-def strip_keys(j, keys):
-    """Drop keys at any depth (check --ignore: keys added after a recording)."""
-    if isinstance(j, dict):
-        for k in keys:
-            j.pop(k, None)
-        for v in j.values():
-            strip_keys(v, keys)
-    elif isinstance(j, list):
-        for v in j:
-            strip_keys(v, keys)
 
 
 def check(kind, path, batch, merak, sample, only=None, extra="", ignore=()):
