@@ -55,4 +55,17 @@ $MERAK sim --model gpt-20b --pp 8 --gbs 64 --json >"$tmpdir/out" 2>"$tmpdir/err"
 check "does not fit: exit 0" [ $rc -eq 0 ]
 check "does not fit: fits false" grep -q '"fits": false' "$tmpdir/out"
 check "does not fit: one warning" sh -c "[ \$(wc -l <$tmpdir/err) -eq 1 ] && grep -q warning $tmpdir/err"
+# gb200-nvl72 (issue 34): 72 GPUs in one NVLink domain, so dp 9 x tp 8 keeps
+# its gradient all-reduce on NVLink, where dgx-b200 (8 per node) crosses
+# InfiniBand: the same layout spends less on DP, and auto is flash there
+for c in gb200-nvl72 dgx-b200; do
+  $MERAK sim --model llama-3-8b --cluster $c --dp 9 --tp 8 --gbs 72 --json >"$tmpdir/$c.json" 2>"$tmpdir/err" ||
+    echo "FAIL: sim on $c: $(cat "$tmpdir/err")"
+done
+check "gb200-nvl72: DP inside the 72-GPU NVLink domain costs less than across dgx-b200 nodes, attention flash" \
+  "${PYTHON:-python3}" -c "import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+dp = lambda j: j['exposed_comm_s']['dp'] + j['overlapped_comm_s']['dp']
+assert a['attention'] == 'flash' and a['fits'], a['attention']
+assert dp(a) < dp(b) / 5, (dp(a), dp(b))" "$tmpdir/gb200-nvl72.json" "$tmpdir/dgx-b200.json"
 finish

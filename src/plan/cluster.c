@@ -30,6 +30,18 @@
  *    134 FP16 non-tensor to its 66.9 FP32.  Not measured here either:
  *    gemm_eff/gemm_half_dim, host_op_s and launch_s are the H100's, and
  *    flash_attn_flops the H100's share (35%) of the BF16 peak.
+ *  - GB200 NVL72 (NVIDIA's GB200 NVL72 specification, rack totals for 72
+ *    GPUs: FP16/BF16 360 PFLOP/s and FP8 720 "with sparsity", 13.4 TB of
+ *    HBM3e at 576 TB/s, NVLink 130 TB/s; the per-GPU table of the GB200's
+ *    B200 at 1,200 W, glennklockwood.com/garden/processors/B200: 2,500
+ *    TFLOP/s dense BF16, 5,000 FP8, 1,250 TF32, 90 FP32): per GPU 2.5
+ *    PFLOP/s dense BF16, 5 FP8, 186 GB at 8 TB/s, NVLink 5 1.8 TB/s
+ *    bidirectional = 900 GB/s each way, and all 72 GPUs of a rack in one
+ *    NVLink domain (a "node" here); between racks one 400 Gb/s ConnectX-7
+ *    per GPU (the DGX GB200 rack's 72 single-port OSFP NICs, 50 GB/s
+ *    each).  Not measured here: sustained NVLink, HBM, elementwise rate,
+ *    gemm_eff, host_op_s and flash_attn_flops as the B200's rules (the
+ *    H100's NVLink share, 90% of HBM, twice FP32, 35% of the BF16 peak).
  *  - Sustained, not line-rate, bandwidths (the presets use these):
  *    NVLink: NCCL's ring moves 128-byte payloads from the SMs, so an A100's
  *    12 NVLinks (25 GB/s each way) carry ~20 GB/s each, 240 GB/s, and
@@ -116,9 +128,11 @@
 #define FLASH_A100 (0.50 * 312 * TF)
 #define FLASH_H100 (0.35 * 989 * TF)
 #define FLASH_B200 (0.35 * 2250 * TF)
+#define FLASH_GB200 (0.35 * 2500 * TF)
 /* Dense FP8 tensor-core peaks (sources on top). */
 #define FP8_H100 (1979 * TF)
 #define FP8_B200 (4500 * TF)
+#define FP8_GB200 (5000 * TF)
 
 typedef struct {
     const char *about;
@@ -162,6 +176,13 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_B200},
       DGX_LINKS(740 * GB), .inter = {5e-6, 50 * GB}}},
+    {"GB200 NVL72: 72 B200 (186 GB) per NVLink 5 domain (rack), one 400 Gb/s InfiniBand NIC per GPU",
+     {.name = "gb200-nvl72",
+      .dev = {.name = "GB200-B200-186GB", .matmul_flops = {1250 * TF, 2500 * TF, 2500 * TF, FP8_GB200},
+              .vector_flops = 180 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 186 * GB, .launch_s = 4e-6,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
+              .flash_attn_flops = FLASH_GB200},
+      .gpus_per_node = 72, .intra = {3e-6, 740 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 72}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {.name = "rtx3090-pcie",
       .dev = {.name = "GeForce RTX 3090", .matmul_flops = {35.6 * TF, 71 * TF, 71 * TF}, .vector_flops = 35.6 * TF,
