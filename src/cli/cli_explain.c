@@ -294,7 +294,7 @@ int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_
     mk_cli_alt_t *res = calloc((size_t)J.n, sizeof *res);
     if (!res) return mk_cli_fail("plan", "out of memory");
     /* every alternative is a search of its own: over the ranks and their cores */
-    if (mk_planner_mpi_jobs(J.n, alt_run, &J, res, sizeof *res) < 0) rc = mk_cli_fail("plan", "%s", mk_error_last());
+    if (mk_planner_mpi_jobs(J.n, alt_run, &J, res, sizeof *res, NULL) < 0) rc = mk_cli_fail("plan", "%s", mk_error_last());
     else if (best) rc = alt_results(&J, res, best, x);
     free(res);
     x->wall_s = mk_time_now() - t0;

@@ -307,7 +307,7 @@ static int apply_baseline(const char *b, mk_planner_opts_t *o)
  * MK_EXIT_USAGE. */
 static int search(const mk_model_config_t *m, const mk_cluster_t *cl, mk_planner_opts_t *o, mk_planner_result_t *r)
 {
-    if (mk_planner_search_mpi(m, cl, o, r) == 0) return 0;
+    if (mk_planner_search_mpi(m, cl, o, NULL, r) == 0) return 0; /* over MPI_COMM_WORLD */
     return o->rank == 0 ? mk_cli_fail("plan", "%s", mk_error_last()) : MK_EXIT_USAGE;
 }
 

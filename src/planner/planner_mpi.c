@@ -34,6 +34,7 @@
 
 struct mk_planner_share {
     int top;
+    MPI_Comm comm;
     MPI_Datatype t;   /* top + 1 doubles */
     MPI_Op op;
     MPI_Request req;  /* MPI_REQUEST_NULL: no round posted */
@@ -56,11 +57,15 @@ static void merge_best(void *in, void *inout, int *len, MPI_Datatype *dt)
     }
 }
 
-mk_planner_share_t *mk_planner_share_new(int top)
+/* The communicator a void * names (NULL: MPI_COMM_WORLD). */
+static MPI_Comm comm_of(void *mpi_comm) { return mpi_comm ? *(MPI_Comm *)mpi_comm : MPI_COMM_WORLD; }
+
+mk_planner_share_t *mk_planner_share_new(int top, void *mpi_comm)
 {
+    MPI_Comm comm = comm_of(mpi_comm);
     mk_planner_share_t *s = calloc(1, sizeof *s);
     if (!s || top < 1 || top > MK_MAX_TOP) return free(s), mk_error_set("out of memory"), NULL;
-    s->top = top;
+    s->top = top, s->comm = comm;
     s->req = MPI_REQUEST_NULL;
     s->send = malloc(2 * (size_t)(top + 1) * sizeof *s->send);
     if (!s->send) return free(s), mk_error_set("out of memory"), NULL;
@@ -73,7 +78,7 @@ mk_planner_share_t *mk_planner_share_new(int top)
        must still take part in the last exchange, and every rank stop */
     long long f;
     int rank;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_rank(comm, &rank);
     s->fail_once = mk_test_env("MK_TEST_PLAN_FAIL", NULL, &f) && f == rank;
     return s;
 }
@@ -91,11 +96,12 @@ void mk_planner_share_free(mk_planner_share_t *s)
 int mk_planner_share(void *ctx, const double *mine, int n, int done, double *all)
 {
     mk_planner_share_t *s = ctx;
+    MPI_Comm comm = s->comm;
     if (s->fail_once && !done) return s->fail_once = 0, mk_error_set("MK_TEST_PLAN_FAIL: this rank's search fails");
     if (s->req == MPI_REQUEST_NULL) {
         for (int i = 0; i < s->top; i++) s->send[i] = i < n ? mine[i] : INFINITY;
         s->send[s->top] = done ? 0 : 1;
-        if (MPI_Iallreduce(s->send, s->recv, 1, s->t, s->op, MPI_COMM_WORLD, &s->req) != MPI_SUCCESS)
+        if (MPI_Iallreduce(s->send, s->recv, 1, s->t, s->op, comm, &s->req) != MPI_SUCCESS)
             return mk_error_set("sharing the search's best plans: MPI_Iallreduce failed");
     }
     for (;;) {
@@ -121,16 +127,17 @@ static void least_closest(void *in, void *inout, int *len, MPI_Datatype *dt)
         if (a[0] < b[0] || (a[0] == b[0] && a[1] < b[1])) b[0] = a[0], b[1] = a[1];
 }
 
-int mk_planner_mpi_failed(int failed, char *err, size_t n)
+int mk_planner_mpi_failed(int failed, char *err, size_t n, void *mpi_comm)
 {
+    MPI_Comm comm = comm_of(mpi_comm);
     int me, who, mine;
-    MPI_Comm_rank(MPI_COMM_WORLD, &me);
+    MPI_Comm_rank(comm, &me);
     mine = failed ? me : INT_MAX;
-    MPI_Allreduce(&mine, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &who, 1, MPI_INT, MPI_MIN, comm);
     if (who == INT_MAX) return 0;
     char msg[512] = "";
     if (me == who) mk_strlcpy(msg, mk_error_last(), sizeof msg);
-    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, MPI_COMM_WORLD);
+    MPI_Bcast(msg, (int)sizeof msg, MPI_CHAR, who, comm);
     if (who) snprintf(err, n, "rank %d: %s", who, msg);
     else mk_strlcpy(err, msg, n);
     return 1;
@@ -141,15 +148,15 @@ static int jobs_of(int n, int r, int size) { return r < n ? (n - r + size - 1) /
 
 /* Rank 0 receives each rank's `mine` items of `item` bytes (counts and
  * displacements in items: no int overflow in bytes); `all` on rank 0. */
-static int gather_items(const void *mine, int k, void *all, size_t item, const int *counts, int size)
+static int gather_items(const void *mine, int k, void *all, size_t item, const int *counts, int size, MPI_Comm comm)
 {
     MPI_Datatype t;
     int *displs = calloc((size_t)size, sizeof *displs), rank, rc = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_rank(comm, &rank);
     for (int r = 1; displs && r < size; r++) displs[r] = displs[r - 1] + counts[r - 1];
     MPI_Type_contiguous((int)item, MPI_BYTE, &t);
     MPI_Type_commit(&t);
-    if (MPI_Gatherv(mine, k, t, all, counts, displs ? displs : counts, t, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+    if (MPI_Gatherv(mine, k, t, all, counts, displs ? displs : counts, t, 0, comm) != MPI_SUCCESS)
         rc = mk_error_set("gathering the ranks' results failed");
     MPI_Type_free(&t);
     free(displs);
@@ -158,7 +165,7 @@ static int gather_items(const void *mine, int k, void *all, size_t item, const i
 
 /* The no-fit report's candidate: the least shortfall of all ranks', ties
  * to the lower candidate index (as one rank picks it), sent to rank 0. */
-static void merge_closest(mk_planner_result_t *r, int rank)
+static void merge_closest(mk_planner_result_t *r, int rank, MPI_Comm comm)
 {
     struct {
         double shortfall, index;
@@ -168,37 +175,38 @@ static void merge_closest(mk_planner_result_t *r, int rank)
     MPI_Type_contiguous(2, MPI_DOUBLE, &t);
     MPI_Type_commit(&t);
     MPI_Op_create(least_closest, 1, &op);
-    MPI_Allreduce(&mine, &best, 1, t, op, MPI_COMM_WORLD);
+    MPI_Allreduce(&mine, &best, 1, t, op, comm);
     MPI_Op_free(&op);
     MPI_Type_free(&t);
     int holder = r->have_closest && mine.shortfall == best.shortfall && mine.index == best.index ? rank : INT_MAX, who;
-    MPI_Allreduce(&holder, &who, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&holder, &who, 1, MPI_INT, MPI_MIN, comm);
     if (who == INT_MAX || who == 0) return; /* none, or rank 0's own */
     if (rank == who) {
-        MPI_Send(&r->closest, (int)sizeof r->closest, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
-        MPI_Send(&r->closest_mem, (int)sizeof r->closest_mem, MPI_BYTE, 0, 1, MPI_COMM_WORLD);
-        MPI_Send(&r->closest_stage, 1, MPI_INT, 0, 2, MPI_COMM_WORLD);
+        MPI_Send(&r->closest, (int)sizeof r->closest, MPI_BYTE, 0, 0, comm);
+        MPI_Send(&r->closest_mem, (int)sizeof r->closest_mem, MPI_BYTE, 0, 1, comm);
+        MPI_Send(&r->closest_stage, 1, MPI_INT, 0, 2, comm);
     } else if (rank == 0) {
-        MPI_Recv(&r->closest, (int)sizeof r->closest, MPI_BYTE, who, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Recv(&r->closest_mem, (int)sizeof r->closest_mem, MPI_BYTE, who, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        MPI_Recv(&r->closest_stage, 1, MPI_INT, who, 2, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        MPI_Recv(&r->closest, (int)sizeof r->closest, MPI_BYTE, who, 0, comm, MPI_STATUS_IGNORE);
+        MPI_Recv(&r->closest_mem, (int)sizeof r->closest_mem, MPI_BYTE, who, 1, comm, MPI_STATUS_IGNORE);
+        MPI_Recv(&r->closest_stage, 1, MPI_INT, who, 2, comm, MPI_STATUS_IGNORE);
         r->have_closest = 1, r->closest_shortfall = best.shortfall, r->closest_index = (long)best.index;
     }
 }
 
-int mk_planner_mpi_merge(mk_planner_result_t *r, int top)
+int mk_planner_mpi_merge(mk_planner_result_t *r, int top, void *mpi_comm)
 {
+    MPI_Comm comm = comm_of(mpi_comm);
     int rank, size, total = 0;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
     int *counts = calloc((size_t)size, sizeof *counts);
-    MPI_Gather(&r->n, 1, MPI_INT, counts, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    MPI_Gather(&r->n, 1, MPI_INT, counts, 1, MPI_INT, 0, comm);
     for (int i = 0; counts && rank == 0 && i < size; i++) total += counts[i];
     mk_planner_entry_t *all = rank == 0 ? malloc((size_t)(total > 0 ? total : 1) * sizeof *all) : NULL;
-    int rc = gather_items(r->best, r->n, all, sizeof *all, counts, size);
+    int rc = gather_items(r->best, r->n, all, sizeof *all, counts, size, comm);
     long c[7] = {r->simulated, r->pruned_bound, r->candidates, r->pruned_memory, r->layouts, r->settled, r->duplicates};
     long sum[7];
-    MPI_Reduce(c, sum, 7, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
+    MPI_Reduce(c, sum, 7, MPI_LONG, MPI_SUM, 0, comm);
     if (rank == 0 && rc == 0) {
         r->n = 0;
         mk_planner_merge(r, all, total, top);
@@ -206,11 +214,11 @@ int mk_planner_mpi_merge(mk_planner_result_t *r, int top)
         r->pruned_memory = sum[3], r->layouts = sum[4], r->settled = sum[5], r->duplicates = sum[6];
     }
     free(all), free(counts);
-    merge_closest(r, rank);
+    merge_closest(r, rank, comm);
     return rc;
 }
 
-int mk_planner_mpi_cores(void)
+int mk_planner_mpi_cores(void *mpi_comm)
 {
     hwloc_topology_t topo;
     int cores = 1, machine = 1, init = 0;
@@ -227,9 +235,9 @@ int mk_planner_mpi_cores(void)
     }
     MPI_Initialized(&init);
     if (init) { /* every rank of the node sees the whole machine: a share each (collective) */
-        MPI_Comm node;
+        MPI_Comm node, comm = comm_of(mpi_comm);
         int lsize = 1;
-        MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
         MPI_Comm_size(node, &lsize);
         MPI_Comm_free(&node);
         if (cores >= machine) cores /= lsize;
@@ -266,13 +274,15 @@ static void run_mine(mk_jobs_t *J, int threads)
     for (int i = 0; i < started; i++) pthread_join(th[i], NULL);
 }
 
-int mk_planner_mpi_jobs(int n, void (*fn)(void *ctx, int j, void *out), void *ctx, void *out, size_t item)
+int mk_planner_mpi_jobs(int n, void (*fn)(void *ctx, int j, void *out), void *ctx, void *out, size_t item,
+                        void *mpi_comm)
 {
+    MPI_Comm comm = comm_of(mpi_comm);
     int init = 0, rank = 0, size = 1;
     MPI_Initialized(&init);
-    if (init) MPI_Comm_rank(MPI_COMM_WORLD, &rank), MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (init) MPI_Comm_rank(comm, &rank), MPI_Comm_size(comm, &size);
     mk_jobs_t J = {fn, ctx, out, item, n, rank, size, 0};
-    int cores = mk_planner_mpi_cores(), mine = jobs_of(n, rank, size);
+    int cores = mk_planner_mpi_cores(mpi_comm), mine = jobs_of(n, rank, size);
     run_mine(&J, cores < mine ? cores : mine);
     if (size == 1) return 0;
     int *counts = calloc((size_t)size, sizeof *counts);
@@ -282,8 +292,8 @@ int mk_planner_mpi_jobs(int n, void (*fn)(void *ctx, int j, void *out), void *ct
     for (int k = 0; pack && k < mine; k++) memcpy(pack + (size_t)k * item, J.out + (size_t)(rank + k * size) * item, item);
     if (rank == 0 && !(all = malloc((size_t)(n > 0 ? n : 1) * item))) rc = mk_error_set("out of memory");
     int ok = rc == 0, all_ok; /* every rank gathers, or none */
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
-    if (all_ok) rc = gather_items(pack, mine, all, item, counts, size);
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_LAND, comm);
+    if (all_ok) rc = gather_items(pack, mine, all, item, counts, size, comm);
     else if (rc == 0) rc = mk_error_set("out of memory on another rank");
     /* rank r's k-th item is job r + k size */
     for (int r = 0, at = 0; rc == 0 && rank == 0 && r < size; r++)
@@ -292,14 +302,15 @@ int mk_planner_mpi_jobs(int n, void (*fn)(void *ctx, int j, void *out), void *ct
     return rc;
 }
 
-int mk_planner_search_mpi(const mk_model_config_t *m, const mk_cluster_t *cl, mk_planner_opts_t *o,
+int mk_planner_search_mpi(const mk_model_config_t *m, const mk_cluster_t *cl, mk_planner_opts_t *o, void *mpi_comm,
                           mk_planner_result_t *r)
 {
+    MPI_Comm comm = comm_of(mpi_comm);
     mk_planner_share_t *sh = NULL;
     memset(r, 0, sizeof *r);
-    int ok = o->size == 1 || (sh = mk_planner_share_new(o->top)) != NULL;
+    int ok = o->size == 1 || (sh = mk_planner_share_new(o->top, mpi_comm)) != NULL;
     if (o->size > 1) /* every rank shares, or none searches */
-        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_LAND, comm);
     if (sh) o->share = mk_planner_share, o->share_ctx = sh;
     int failed = !ok || mk_planner_search(m, cl, o, r) < 0;
     if (!ok && sh) mk_error_set("out of memory on another rank");
@@ -307,6 +318,6 @@ int mk_planner_search_mpi(const mk_model_config_t *m, const mk_cluster_t *cl, mk
     o->share = NULL, o->share_ctx = NULL;
     if (o->size == 1) return failed ? -1 : 0;
     char err[600];
-    if (mk_planner_mpi_failed(failed, err, sizeof err)) return mk_error_set("%s", err);
-    return mk_planner_mpi_merge(r, o->top);
+    if (mk_planner_mpi_failed(failed, err, sizeof err, mpi_comm)) return mk_error_set("%s", err);
+    return mk_planner_mpi_merge(r, o->top, mpi_comm);
 }
