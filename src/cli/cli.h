@@ -10,6 +10,7 @@
 #include "merak/limits.h"
 #include "merak/fileio.h"
 #include "merak/model.h"
+#include "merak/plan.h"
 
 /* Option groups a subcommand accepts. */
 enum {
@@ -174,6 +175,9 @@ struct mk_plan;
 struct mk_plan_ctx;
 struct mk_plan_resolve_opts;
 int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, struct mk_plan *p);
+/* --attention-backend (or --use-flash-attn) into *out, the CLI's default
+ * auto when neither is given; -1 with the message printed. */
+int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out);
 /* Resolve it (mk_plan_resolve with ro; stage bounds by --partition, or
  * d's, unless the plan came from a file).  Prints the error and returns
  * -1 on failure; on success free ctx with mk_plan_ctx_free. */

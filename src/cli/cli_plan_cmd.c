@@ -328,8 +328,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.gbs = a->gbs ? a->gbs : d->gbs;
     o.top = a->top > 0 ? a->top : d->top;
     o.moe_imbalance = a->moe_imbalance;
-    if (mk_attn_backend_parse(a->attention ? a->attention : "auto", &o.attention) < 0)
-        return mk_cli_fail("plan", "%s", mk_error_last());
+    if (mk_args_attention(a, &o.attention) < 0) return MK_EXIT_USAGE;
     if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
