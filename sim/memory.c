@@ -191,14 +191,36 @@ double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g)
     return 2.0 * g->opts.mbs * ((double)g->cfg.seq / p->cp) * width * mk_dtype_bytes(g->opts.dtype);
 }
 
+/* The attention core's backward scratch beside the gradients at its
+ * input and output, on one TP rank (TP splits the heads; the caller
+ * divides every figure by cp):
+ *   unfused  the gradient of its scores, heads x s^2 x b in the model
+ *            dtype; under CP the ring's backward takes one K/V block at a
+ *            time, so a rank's s/cp queries meet s/cp keys: s^2 / cp of
+ *            it before the caller's / cp.
+ *   flash    no s x s tensor: FlashAttention-2's backward (flash_api.cpp
+ *            mha_bwd, Dao-AILab/flash-attention) allocates dq_accum, an
+ *            fp32 b x s x heads x d accumulator, and softmax_d, fp32
+ *            b x heads x s; with grouped K/V heads also dk_expanded and
+ *            dv_expanded, b x s x heads x d each in the model dtype,
+ *            summed over each group into dK, dV afterwards. */
+static double attn_scratch(const mk_graph_t *g, const mk_op_t *o, int tp, int cp)
+{
+    double b = g->opts.mbs, s = g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype);
+    if (!g->opts.flash_attn) return (double)o->heads * s * (s / cp) * b * dt / tp;
+    double ctx = b * s * o->width; /* heads x d per token */
+    int kvh = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : g->cfg.heads;
+    double x = ctx * 4 + (double)o->heads * s * b * 4 + (kvh < g->cfg.heads ? 2 * ctx * dt : 0);
+    return x / tp;
+}
+
 /* Bytes of the gradients at op i's output and input on one TP rank while
- * its backward runs (both live), the attention core's also the gradient of
- * its scores (heads x s^2 x b on this rank, the model dtype): a split
- * tensor is /t (column outputs, row inputs, inside a pair, the
- * vocabulary-split logits), a replicated one /t only under SP.  The
- * largest is the LM head's (the logits' gradient, s b V/t), the MLP's
- * 4h-wide pair or the attention's with its scores. */
-static double op_grads(const mk_graph_t *g, int i, int tp, double tsp)
+ * its backward runs (both live), the attention core's also its scratch
+ * (attn_scratch): a split tensor is /t (column outputs, row inputs,
+ * inside a pair, the vocabulary-split logits), a replicated one /t only
+ * under SP.  The largest is the LM head's (the logits' gradient, s b V/t),
+ * the MLP's 4h-wide pair or the attention's with its scratch. */
+static double op_grads(const mk_graph_t *g, int i, int tp, double tsp, int cp)
 {
     const mk_op_t *o = &g->ops[i];
     double N = (double)g->opts.mbs * g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype);
@@ -208,7 +230,7 @@ static double op_grads(const mk_graph_t *g, int i, int tp, double tsp)
     int in_split = inside || r == MK_TP_ROW || o->kind == MK_OPK_LOSS;
     double gout = o->kind == MK_OPK_LOSS ? 0 : o->out_bytes / (out_split ? tp : tsp);
     double gin = o->n_in < 1 || o->in[0] == MK_GRAPH_INPUT ? 0 : N * o->in_width * dt / (in_split ? tp : tsp);
-    if (o->kind == MK_OPK_ATTENTION) gin += (double)o->heads * g->cfg.seq * g->cfg.seq * g->opts.mbs * dt / tp;
+    if (o->kind == MK_OPK_ATTENTION) gin += attn_scratch(g, o, tp, cp);
     return gout + gin;
 }
 
@@ -216,12 +238,12 @@ static double op_grads(const mk_graph_t *g, int i, int tp, double tsp)
  * gradient arriving at its output (kept for the residual branch) and the
  * one it builds at its input, plus the largest pair of one of its ops
  * (merak run's scratch: grad_a/grad_b and s_a, s_b, s_att, s_c). */
-static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp)
+static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp, int cp)
 {
     const mk_layer_t *L = &g->layers[l];
     double inner = 0;
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
-        double x = op_grads(g, i, tp, tsp);
+        double x = op_grads(g, i, tp, tsp, cp);
         if (x > inner) inner = x;
     }
     return (L->out_bytes + (l > 0 ? L->in_bytes : 0)) / tsp + inner;
@@ -262,7 +284,7 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
         in_grp = is_ck;
         if (is_ck && grp > wm) wm = grp;
         if (!gbuf) continue; /* the op loop below is most of the cost, and ck does not change it */
-        double lg = layer_grads(g, l, p->tp, tsp);
+        double lg = layer_grads(g, l, p->tp, tsp, p->cp > 1 ? p->cp : 1);
         if (lg > gb) gb = lg;
     }
     /* context parallelism: every one of these is per token, and a CP rank

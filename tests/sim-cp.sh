@@ -44,4 +44,15 @@ check "sim --plan: step $got = plan's $want" [ "$got" = "$want" ]
 a="--model llama-3-70b --cluster dgx-h100 --seq-length 8192 --pp 4 --tp 8 --zero 1 --json"
 pc=$($MERAK sim $a --dp 2 --cp 2 | peak); pd=$($MERAK sim $a --dp 4 | peak)
 check "llama-3-70b peak: cp 2 $pc < dp 4 $pd" python3 -c "import sys; sys.exit(not $pc < $pd)"
+# issue 34: with fused attention a rank's memory follows its own tokens, not
+# the whole sequence (torchtitan's CP table: 32K tokens per rank at cp 1-8,
+# the measured peak flat): llama-3-8b FSDP on 8 H100s, seq 32768 x cp, one
+# sequence per rank; the peak at cp 2, 4, 8 within 1% of cp 1's
+b="--model llama-3-8b --cluster dgx-h100 --zero 3 --recompute full --mbs 1 --attention-backend flash --json"
+p1=$($MERAK sim $b --dp 8 --gbs 8 --seq-length 32768 | peak)
+for cp in 2 4 8; do
+  pc=$($MERAK sim $b --dp $((8 / cp)) --cp $cp --gbs $((8 / cp)) --seq-length $((32768 * cp)) | peak)
+  check "flash, 32K tokens per rank: peak at cp $cp ($pc) within 1% of cp 1's ($p1)" \
+    python3 -c "import sys; sys.exit(not abs($pc - $p1) <= 0.01 * $p1)"
+done
 finish
