@@ -10,7 +10,10 @@
  *   activations  inflight x the chunk's stored bytes per micro-batch
  *              (mk_sim_chunk_act: a checkpointed block keeps its input)
  *   working    the largest recompute group's activations (rebuilt in B) +
- *              the backward's gradients of the layer that needs most
+ *              the backward's gradients of the layer that needs most (the
+ *              attention's with its kernel's scratch: attn_scratch); in F
+ *              on the last chunk at least the loss's forward scratch, the
+ *              logits and their fp32 copy (mk_sim_chunk_fscratch)
  *   buffers    p2p: the activation sent and the gradient received at the
  *              chunk's output, the gradient sent at its input (mk_sim_stage_static). */
 #include "sim/sim_internal.h"
@@ -296,6 +299,27 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
     if (gbuf) *gbuf = gb / cp;
 }
 
+/* The loss's forward scratch on chunk k, one TP rank: while the softmax
+ * of the logits is computed, the LM head's 16-bit logits and their fp32
+ * copy are live beside the fp32 softmax the loss keeps (counted in the
+ * stored activations), N x Vp/t x (dt + 4) bytes, Vp the padded
+ * vocabulary split over TP.  Megatron-LM: the head's output .float() into
+ * vocab_parallel_cross_entropy, whose max-shifted copy becomes the saved
+ * softmax in place (tensor_parallel/cross_entropy.py); torchtitan:
+ * F.cross_entropy(pred.float()), log_softmax's output saved, the 16-bit
+ * pred freed only after the loss (train.py "del pred").  CP: the rank's
+ * s/cp tokens.  0 on a chunk without the loss. */
+double mk_sim_chunk_fscratch(const mk_plan_t *p, const mk_graph_t *g, int k)
+{
+    int l = p->bounds[k + 1] - 1;
+    if (l != g->n_layers - 1) return 0;
+    double N = (double)g->opts.mbs * g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype), x = 0;
+    const mk_layer_t *L = &g->layers[l];
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++)
+        if (g->ops[i].kind == MK_OPK_LOSS) x += N * g->ops[i].in_width * (dt + 4) / p->tp;
+    return x / (p->cp > 1 ? p->cp : 1);
+}
+
 /* Checkpoint count of (stage s, chunk c) under the plan's policy when the
  * caller gives none. */
 static int policy_ckpt(const mk_plan_t *p, const mk_graph_t *g, int s, int c, const int *layers)
@@ -317,6 +341,7 @@ typedef struct {
     mk_stage_static_t st;
     int inf;    /* given in-flight count, or -1: the schedule's peak (mk_sched_peak_inflight) */
     double *gb; /* [vpp] bytes (the caller's room) */
+    double fs;  /* the loss's forward scratch, if a chunk holds it */
 } stage_fixed_t;
 
 static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int inflight, const mk_sim_opts_t *o,
@@ -324,7 +349,12 @@ static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int infl
 {
     mk_sim_stage_static(p, g, s, o, &F->st);
     F->inf = inflight;
-    for (int c = 0; c < p->vpp; c++) mk_sim_chunk_act(p, g, c * p->pp + s, 0, NULL, NULL, &F->gb[c]);
+    F->fs = 0;
+    for (int c = 0; c < p->vpp; c++) {
+        mk_sim_chunk_act(p, g, c * p->pp + s, 0, NULL, NULL, &F->gb[c]);
+        double fs = mk_sim_chunk_fscratch(p, g, c * p->pp + s);
+        if (fs > F->fs) F->fs = fs;
+    }
 }
 
 /* The stage's peak with ckpt[c] checkpointed layers per chunk (NULL: the
@@ -350,7 +380,7 @@ static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const st
     }
     int inf = F->inf >= 0 ? F->inf : mk_sched_peak_inflight(p->schedule, p->pp, p->m > 0 ? p->m : 1, p->vpp, s, any_ck);
     out->activations = inf * per_mb;
-    out->working = wm + gb;
+    out->working = wm + gb > F->fs ? wm + gb : F->fs;
     out->total = out->weights + out->grads + out->optimizer + out->activations + out->working + out->buffers;
     out->total += out->gathered;
 }
@@ -456,7 +486,8 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
     if (ev->holds) {
         memo_act(x->M, x->p, x->g, x->s, ch, ev->ckpt, &a, &w, &gb);
         x->mbs[sl] = a, x->stored += a;
-        cur = x->stat + x->stored + w;
+        double fs = mk_sim_chunk_fscratch(x->p, x->g, ch * x->p->pp + x->s);
+        cur = x->stat + x->stored + (w > fs ? w : fs);
     } else if (ev->regrows) {
         memo_act(x->M, x->p, x->g, x->s, ch, 0, &a, &w, &gb);
         x->stored += a - x->mbs[sl], x->mbs[sl] = a;

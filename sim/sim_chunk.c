@@ -221,6 +221,7 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     if (chunk_recompute(c, lvl) < 0) return -1;
     for (int i = 0; i <= c->nck; i++) mk_sim_chunk_act(p, g, k, i, &c->stored[i], &c->wmax[i], i ? NULL : &c->gbuf);
     c->s_full = c->stored[0];
+    c->fscr = mk_sim_chunk_fscratch(p, g, k);
     return mk_zero_chunk_build(R, c);
 }
 
@@ -232,7 +233,7 @@ double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, in
     switch (op) {
     case MK_INSTR_F:
     case MK_INSTR_F_PRE:
-        *transient = c->wmax[ck];
+        *transient = c->wmax[ck] > c->fscr ? c->wmax[ck] : c->fscr;
         *tpc = c->f_comm;
         return unit ? 1 : c->f;
     case MK_INSTR_R:

@@ -82,6 +82,10 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int stage, cons
  * backward gradient buffers. */
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf);
+/* The loss's forward scratch on chunk k: bytes live beside the stored
+ * activations while the softmax of the logits runs (0 on a chunk without
+ * the loss; memory.c). */
+double mk_sim_chunk_fscratch(const mk_plan_t *p, const mk_graph_t *g, int k);
 int mk_sim_is_ckptable(const mk_graph_t *g, int l);
 /* One K/V block the CP ring passes (bytes on one TP rank; 0 without CP). */
 double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g);
@@ -120,6 +124,7 @@ typedef struct mk_chunk_cost {
     double *rec, *rec_comm;     /* [nck+1] recompute of the first k checkpointable layers */
     double *stored, *wmax;      /* [nck+1] activation bytes kept / largest layer's, k checkpointed */
     double s_full, gbuf;        /* stored with nothing checkpointed; backward gradient buffers */
+    double fscr;                /* the loss's forward scratch (mk_sim_chunk_fscratch) */
     double gbytes;              /* ZeRO-2/3: gradient bytes one backward of the chunk makes */
     mk_zero_chunk_t *z;         /* ZeRO-3's per-layer pieces (NULL otherwise) */
 } mk_chunk_cost_t;

@@ -40,4 +40,19 @@ closed "no DP gradient bucket: buffers equal at dp 2 and dp 1" \
   "[x['buffers'] for x in d['memory_breakdown']] == [x['buffers'] for x in st]"
 closed "p2p buffers: stage 0 sends an activation and receives its gradient, stage 1 sends a gradient" \
   "st[0]['buffers'] == 2 * m['mlp.1']['out_bytes'] and st[1]['buffers'] == m['attention.2']['ckpt_bytes']"
+# issue 34: the loss's forward scratch.  While the softmax runs the 16-bit
+# logits and their fp32 copy are live beside the kept fp32 softmax: on
+# llama-3-8b at 32K tokens (FSDP over 8, full recompute, one sequence) the
+# working set at the peak is N x V x (2 + 4) bytes (V = 128256, split over
+# tp: 2 halves it), and at least what it was without the scratch (the
+# LM head's backward: logits gradient and the loss's)
+L="--model llama-3-8b --cluster dgx-h100 --seq-length 32768 --zero 3 --recompute full --mbs 1 --json"
+$MERAK sim $L --dp 8 --gbs 8 >"$tmpdir/l1.json" && $MERAK sim $L --dp 4 --tp 2 --gbs 4 >"$tmpdir/l2.json" ||
+  echo "FAIL: merak sim llama-3-8b"
+check "loss forward scratch: working at the peak = N V (2 + 4) / tp" "$PYTHON" -c "
+import json, sys
+for f, tp in (('$tmpdir/l1.json', 1), ('$tmpdir/l2.json', 2)):
+    w = json.load(open(f))['memory_breakdown'][0]['working']
+    want = 32768 * 128256 * 6 / tp
+    assert abs(w - want) <= 1e-9 * want, (f, w, want)"
 finish
