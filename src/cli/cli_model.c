@@ -41,7 +41,7 @@ int mk_cmd_models(int argc, char **argv)
     printf("  (MoE presets: described, simulated, planned, and trained by merak run on the CPU backend)\n");
     printf("\nClusters (--cluster NAME, or a path to a cluster JSON):\n");
     for (const char *const *n = mk_cluster_preset_names(); *n; n++)
-        printf("  %-13s %s\n", *n, mk_cluster_preset_about(*n));
+        printf("  %-14s %s\n", *n, mk_cluster_preset_about(*n));
     return 0;
 }
 

@@ -162,6 +162,23 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
               .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
+    /* The H100 of torchtitan's published benchmarks (pytorch/torchtitan,
+       benchmarks/llama3_h100_202412_torchtitan.md, "Hardware"): Grand
+       Teton hosts of 8 H100 SXM with 96 GB HBM2e at 2.4 TB/s peak, all
+       NVLink-connected, 400 Gb/s RDMA per GPU, run at the default 500 W
+       power limit.  HBM at 90% of 2.4 TB/s and NVLink and NICs as dgx-h100
+       (the same rules, sources on top).  Its peak rate at 500 W is
+       published by no one: torchtitan's note says it lies between the SXM
+       (700 W, 989 TFLOP/s dense BF16) and NVL (400 W, 835) data sheets' and
+       uses the SXM figure for MFU, as this preset does, so predicted times
+       are a lower bound where the cap slows the clock. */
+    {"8x H100-96GB HBM2e SXM at 500 W per node (torchtitan's benchmarks), NVSwitch, 8x400 Gb/s RDMA",
+     {.name = "h100-96gb-500w",
+      .dev = {.name = "H100-SXM5-96GB-500W", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
+              .vector_flops = 134 * TF,
+              .mem_bw_Bps = 2160 * GB, .mem_bytes = 96 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
+              .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+      DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x H200-141GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h200",
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
