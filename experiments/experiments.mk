@@ -24,3 +24,8 @@ EXTRA_DIST += experiments/published/README.md experiments/published/run.sh exper
 	experiments/published/multi-node.json experiments/published/single-node.json \
 	experiments/published/recorded.json tests/published.sh
 TESTS += tests/published.sh
+# Memory against measured peaks (issue 34): published peaks and merak run's;
+# tests/memory-experiment.sh runs the published half.
+EXTRA_DIST += experiments/memory/README.md experiments/memory/run.sh experiments/memory/memory.py \
+	experiments/memory/published.json tests/memory-experiment.sh
+TESTS += tests/memory-experiment.sh
