@@ -13,7 +13,8 @@
  *              the backward's gradients of the layer that needs most (the
  *              attention's with its kernel's scratch: attn_scratch); in F
  *              on the last chunk at least the loss's forward scratch, the
- *              logits and their fp32 copy (mk_sim_chunk_fscratch)
+ *              logits and their fp32 copy (mk_sim_chunk_fscratch,
+ *              memory_scratch.c, with the CP ring's K/V block)
  *   buffers    p2p: the activation sent and the gradient received at the
  *              chunk's output, the gradient sent at its input (mk_sim_stage_static). */
 #include "sim/sim_internal.h"
@@ -183,17 +184,6 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     return 0;
 }
 
-/* One K/V block of the CP ring on one TP rank: K and V of the rank's
- * b x s/cp tokens, kv_heads x head_dim wide split over tp (TP splits the
- * heads), in the model dtype.  0 without CP. */
-double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g)
-{
-    if (p->cp <= 1 || g->cfg.heads <= 0) return 0;
-    int kvh = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : g->cfg.heads;
-    double width = (double)kvh * ((double)g->cfg.hidden / g->cfg.heads) / (p->tp > 1 ? p->tp : 1);
-    return 2.0 * g->opts.mbs * ((double)g->cfg.seq / p->cp) * width * mk_dtype_bytes(g->opts.dtype);
-}
-
 /* The attention core's backward scratch beside the gradients at its
  * input and output, on one TP rank (TP splits the heads; the caller
  * divides every figure by cp):
@@ -297,27 +287,6 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
     if (stored) *stored = st / cp;
     if (wmax) *wmax = wm / cp;
     if (gbuf) *gbuf = gb / cp;
-}
-
-/* The loss's forward scratch on chunk k, one TP rank: while the softmax
- * of the logits is computed, the LM head's 16-bit logits and their fp32
- * copy are live beside the fp32 softmax the loss keeps (counted in the
- * stored activations), N x Vp/t x (dt + 4) bytes, Vp the padded
- * vocabulary split over TP.  Megatron-LM: the head's output .float() into
- * vocab_parallel_cross_entropy, whose max-shifted copy becomes the saved
- * softmax in place (tensor_parallel/cross_entropy.py); torchtitan:
- * F.cross_entropy(pred.float()), log_softmax's output saved, the 16-bit
- * pred freed only after the loss (train.py "del pred").  CP: the rank's
- * s/cp tokens.  0 on a chunk without the loss. */
-double mk_sim_chunk_fscratch(const mk_plan_t *p, const mk_graph_t *g, int k)
-{
-    int l = p->bounds[k + 1] - 1;
-    if (l != g->n_layers - 1) return 0;
-    double N = (double)g->opts.mbs * g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype), x = 0;
-    const mk_layer_t *L = &g->layers[l];
-    for (int i = L->first_op; i < L->first_op + L->n_ops; i++)
-        if (g->ops[i].kind == MK_OPK_LOSS) x += N * g->ops[i].in_width * (dt + 4) / p->tp;
-    return x / (p->cp > 1 ? p->cp : 1);
 }
 
 /* Checkpoint count of (stage s, chunk c) under the plan's policy when the
@@ -472,6 +441,8 @@ typedef struct {
     double stat, stored, peak; /* bytes: static, activations held now, the peak */
     double *mbs;              /* [m*vpp] bytes each slot holds */
     double gath;              /* ZeRO-3: gathered weights while an op other than B_W runs */
+    int fs_chunk;             /* the stage's chunk holding the loss (-1: none) */
+    double fs;                /* its forward scratch (mk_sim_chunk_fscratch) */
 } peak_walk_t;
 
 /* One compute op: F/F_PRE add the slot's stored bytes (working set: the
@@ -486,7 +457,7 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
     if (ev->holds) {
         memo_act(x->M, x->p, x->g, x->s, ch, ev->ckpt, &a, &w, &gb);
         x->mbs[sl] = a, x->stored += a;
-        double fs = mk_sim_chunk_fscratch(x->p, x->g, ch * x->p->pp + x->s);
+        double fs = ch == x->fs_chunk ? x->fs : 0;
         cur = x->stat + x->stored + (w > fs ? w : fs);
     } else if (ev->regrows) {
         memo_act(x->M, x->p, x->g, x->s, ch, 0, &a, &w, &gb);
@@ -531,7 +502,7 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL, NULL};
     for (int i = 0; i < p->n_vstages; i++) /* room for every stage's counts */
         if (S->layers[i] + 1 > S->M.w) S->M.w = S->layers[i] + 1;
-    S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL, 0};
+    S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL, 0, -1, 0};
     S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
     size_t n = (size_t)v * S->M.w;
     S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
@@ -556,6 +527,9 @@ static void peak_search_stage(peak_search_t *S, int s)
     S->x.s = s;
     S->x.stat = st.weights + st.grads + st.optimizer + st.buffers;
     S->x.gath = st.gathered;
+    S->x.fs_chunk = -1, S->x.fs = 0;
+    for (int c = 0; c < p->vpp && S->x.fs_chunk < 0; c++) /* at most one chunk holds the loss */
+        if ((S->x.fs = mk_sim_chunk_fscratch(p, S->x.g, c * p->pp + s)) > 0) S->x.fs_chunk = c;
     memset(S->M.have, 0, (size_t)S->M.v * S->M.w);
     memset(S->M.have_gb, 0, (size_t)S->M.v);
 }
