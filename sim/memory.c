@@ -207,6 +207,20 @@ static double attn_scratch(const mk_graph_t *g, const mk_op_t *o, int tp, int cp
     return x / tp;
 }
 
+/* The loss's backward under PyTorch's F.cross_entropy on the fp32 logits
+ * (torchtitan's loss_fn; loss_parallel shards it over the vocabulary like
+ * Megatron's): nll_loss's backward makes the fp32 gradient of the
+ * log-probabilities and log_softmax's backward a second fp32 tensor for
+ * the logits, both live beside the saved log-probabilities (stored) until
+ * that node ends; the 16-bit cast after it is smaller.  2 x 4 bytes per
+ * logit, where Megatron's vocab_parallel_cross_entropy writes its
+ * gradient into the saved softmax in place and leaves only the 16-bit
+ * gradient (op_grads' default). */
+static double loss_torch_grads(const mk_graph_t *g, const mk_op_t *o, int tp)
+{
+    return (double)g->opts.mbs * g->cfg.seq * o->in_width * 8 / tp;
+}
+
 /* Bytes of the gradients at op i's output and input on one TP rank while
  * its backward runs (both live), the attention core's also its scratch
  * (attn_scratch): a split tensor is /t (column outputs, row inputs,
@@ -224,6 +238,7 @@ static double op_grads(const mk_graph_t *g, int i, int tp, double tsp, int cp)
     double gout = o->kind == MK_OPK_LOSS ? 0 : o->out_bytes / (out_split ? tp : tsp);
     double gin = o->n_in < 1 || o->in[0] == MK_GRAPH_INPUT ? 0 : N * o->in_width * dt / (in_split ? tp : tsp);
     if (o->kind == MK_OPK_ATTENTION) gin += attn_scratch(g, o, tp, cp);
+    if (o->kind == MK_OPK_LOSS && g->opts.xent_torch) gin = loss_torch_grads(g, o, tp);
     return gout + gin;
 }
 

@@ -36,4 +36,14 @@ expect_fail "GPU count with no layout" "exceed cluster 'h200'" -- "$MERAK" plan 
 expect_fail "undividable batch" "cannot be divided" -- "$MERAK" plan --model gpt-tiny --gpus 5 --gbs 3
 expect_fail "unknown baseline" "unknown --baseline" -- "$MERAK" plan --model gpt-tiny --baseline foo
 expect_fail "unknown cluster" "unknown cluster" -- "$MERAK" plan --model gpt-tiny --cluster tpu
+# --cross-entropy (issue 34): every plan carries it; merak run refuses a saved
+# plan with torch (its memory is PyTorch's), naming the field
+expect_ok "plan --cross-entropy torch" "$MERAK" plan --model gpt-tiny --cluster dgx-a100 --gpus 4 --gbs 8 --top 2 \
+  --cross-entropy torch --json --save-plan "$tmpdir/xent.plan.json"
+check "every plan's cross_entropy is torch" "${PYTHON:-python3}" -c "
+import json, sys
+j = json.load(open('$tmpdir/out'))
+assert j['plans'] and all(p['plan']['cross_entropy'] == 'torch' for p in j['plans'])"
+expect_fail "run refuses a torch cross-entropy plan" "cross_entropy torch is for merak sim" -- \
+  "$MERAK" run --plan "$tmpdir/xent.plan.json" --steps 1
 finish

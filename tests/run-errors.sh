@@ -14,6 +14,8 @@ expect_fail "bad --save-interval" "save-interval" -- "$MERAK" run --save-interva
 expect_fail "vpp with a schedule other than interleaved" "interleaved" -- "$MERAK" run --vpp 2 --schedule 1f1b
 expect_fail "a bert model" "GPT" -- "$MERAK" run --model bert-large --num-layers 2 --hidden-size 64 --num-attention-heads 4
 expect_fail "cp not splitting the sequence into 2cp chunks" "must split into 2 x cp = 6 equal chunks" -- "$MERAK" run --cp 3
+expect_fail "cross entropy torch (merak sim's PyTorch memory)" "run computes the vocab-parallel cross entropy" -- "$MERAK" run --cross-entropy torch
+expect_fail "unknown cross entropy" "must be vocab-parallel or torch" -- "$MERAK" run --cross-entropy native
 expect_ok "--steps 0 is a valid no-op" "$MERAK" run --steps 0
 expect_ok "--help" "$MERAK" run --help
 # one rule for a plan's dtype, whoever gives it (issue 32): fp8 refused from

@@ -55,4 +55,21 @@ for f, tp in (('$tmpdir/l1.json', 1), ('$tmpdir/l2.json', 2)):
     w = json.load(open(f))['memory_breakdown'][0]['working']
     want = 32768 * 128256 * 6 / tp
     assert abs(w - want) <= 1e-9 * want, (f, w, want)"
+# --cross-entropy torch (PyTorch's F.cross_entropy on fp32 logits): its
+# backward holds two fp32 logits-sized gradients beside the saved
+# log-probabilities, so the working set at the peak is at least 8 N V
+# bytes (the vocab-parallel default: the 6 N V forward scratch); the
+# plan file carries the choice and gives the same peak under --plan
+$MERAK sim $L --dp 8 --gbs 8 --cross-entropy torch >"$tmpdir/lt.json" || echo "FAIL: merak sim --cross-entropy torch"
+"$PYTHON" -c "import json, sys; json.dump(json.load(open(sys.argv[1]))['plan'], open(sys.argv[2], 'w'))" \
+  "$tmpdir/lt.json" "$tmpdir/lt.plan.json"
+$MERAK sim --plan "$tmpdir/lt.plan.json" --json >"$tmpdir/lt2.json" || echo "FAIL: merak sim --plan (torch)"
+check "cross entropy torch: working >= 8 N V, the plan says torch, --plan the same peak" "$PYTHON" -c "
+import json
+t, d, r = (json.load(open(f)) for f in ('$tmpdir/lt.json', '$tmpdir/l1.json', '$tmpdir/lt2.json'))
+w = t['memory_breakdown'][0]['working']
+assert w >= 32768 * 128256 * 8, w
+assert t['peak_memory_bytes'][0] > d['peak_memory_bytes'][0]
+assert t['plan']['cross_entropy'] == 'torch' and 'cross_entropy' not in d['plan']
+assert r['peak_memory_bytes'] == t['peak_memory_bytes']"
 finish

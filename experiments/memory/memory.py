@@ -59,9 +59,7 @@ def published_rows(merak):
     out = []
     for n, r in enumerate(data["rows"]):
         src = data["sources"][r["source"]]
-        flags = shlex.split(r["flags"])
-        if "--cluster" not in flags:
-            flags += ["--cluster", src.get("cluster", "h100-96gb-500w")]
+        flags = shlex.split(r["flags"]) + shlex.split(src.get("flags", ""))  # the source's hardware, software
         j = run_json([merak, "sim", "--json"] + flags)
         peaks = j["peak_memory_bytes"]
         s = max(range(len(peaks)), key=lambda i: peaks[i])

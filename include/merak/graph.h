@@ -99,6 +99,8 @@ typedef struct mk_graph_opts {
     int dropout;        /* dropout layers save masks */
     int tp;             /* for vocabulary padding only */
     int flash_attn;     /* the attention core keeps no s x s scores (FlashAttention) */
+    int xent_torch;     /* the loss is PyTorch's F.cross_entropy on fp32 logits (memory only:
+                           its backward's two fp32 gradients; mk_xent_t) */
     double moe_imbalance; /* MoE: the busiest expert's load over the mean (the plan's; 0 or 1:
                              balanced); a time figure only, the graph's FLOPs stay the mean */
     int ep;             /* MoE: expert parallel ranks (0 or 1: none): an expert's GEMMs see the

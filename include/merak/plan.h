@@ -29,6 +29,15 @@ MK_API const char *mk_attn_backend_name(mk_attn_backend_t a);
 /* "flash", "fused", "unfused" or "auto"; -1 with a message naming them otherwise. */
 MK_API int mk_attn_backend_parse(const char *s, mk_attn_backend_t *out);
 
+/* The loss's implementation, for its memory: vocab-parallel (Megatron-LM's
+ * vocab_parallel_cross_entropy, the gradient written into the saved
+ * softmax in place) or torch (F.cross_entropy on the fp32 logits, as
+ * torchtitan calls it: its backward makes two fp32 logits-sized tensors). */
+typedef enum { MK_XENT_VOCAB_PARALLEL = 0, MK_XENT_TORCH } mk_xent_t;
+MK_API const char *mk_xent_name(mk_xent_t x);
+/* "vocab-parallel" or "torch"; -1 with a message naming them otherwise. */
+MK_API int mk_xent_parse(const char *s, mk_xent_t *out);
+
 typedef struct mk_plan {
     mk_model_config_t model;
     char cluster[512];          /* preset name or cluster JSON path */
@@ -70,6 +79,10 @@ typedef struct mk_plan {
                                  * bmm); auto: flash where the cluster's GPU has a fused kernel
                                  * (mk_plan_attention), settled by mk_plan_resolve.  The executor's
                                  * attention is exact either way. */
+    mk_xent_t cross_entropy;    /* the loss's implementation (memory only; mk_xent_t):
+                                 * vocab-parallel (mk_plan_init's default, and a plan file's
+                                 * without the field) or torch.  The executor computes the
+                                 * vocab-parallel one and refuses torch. */
     char partition[16];         /* uniform | parameters | compute | refine | explicit */
     int n_vstages;              /* pp*vpp */
     int bounds[MK_PLAN_MAX_VSTAGES + 1];

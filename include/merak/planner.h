@@ -58,6 +58,7 @@ typedef struct mk_planner_opts {
     mk_attn_backend_t attention; /* every candidate's attention core (auto: settled against the
                                     cluster once, mk_plan_attention); mk_planner_opts_init: unfused,
                                     merak plan: auto */
+    mk_xent_t cross_entropy;  /* every candidate's loss implementation (memory; mk_xent_t) */
     int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:

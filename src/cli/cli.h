@@ -42,6 +42,7 @@ typedef struct mk_args {
                                       without a cluster); 0 unknown, -1 nodes differ */
     int tp_overlap, zero, seqpar, verify, json;
     const char *attention;         /* --attention-backend (--use-flash-attn: flash); NULL: auto */
+    const char *cross_entropy;     /* --cross-entropy; NULL: vocab-parallel */
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
     const char *plan_file, *trace_file, *save_plan, *out;
     const char *baseline;          /* merak plan: restrict the space to a system's choices */
@@ -178,6 +179,9 @@ int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int 
 /* --attention-backend (or --use-flash-attn) into *out, the CLI's default
  * auto when neither is given; -1 with the message printed. */
 int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out);
+/* --cross-entropy into *out (vocab-parallel when not given); -1 with the
+ * message printed. */
+int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
 /* Resolve it (mk_plan_resolve with ro; stage bounds by --partition, or
  * d's, unless the plan came from a file).  Prints the error and returns
  * -1 on failure; on success free ctx with mk_plan_ctx_free. */

@@ -46,6 +46,14 @@ int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out)
     return 0;
 }
 
+int mk_args_xent(const mk_args_t *a, mk_xent_t *out)
+{
+    *out = MK_XENT_VOCAB_PARALLEL;
+    if (a->cross_entropy && mk_xent_parse(a->cross_entropy, out) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    return 0;
+}
+
 static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, mk_plan_t *p)
 {
     mk_plan_init(p);
@@ -73,7 +81,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->tp_overlap = a->tp_overlap > 0 ? a->tp_overlap : 0;
     p->zero = a->zero;
     p->seqpar = a->seqpar;
-    if (mk_args_attention(a, &p->attention) < 0) return -1;
+    if (mk_args_attention(a, &p->attention) < 0 || mk_args_xent(a, &p->cross_entropy) < 0) return -1;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
     return 0;
 }

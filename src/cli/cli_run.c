@@ -72,6 +72,8 @@ static const char *run_usage =
     "  --attention-backend A, --use-flash-attn  accepted for plans that set it: the\n"
     "                   executor's attention is exact either way (same results); it\n"
     "                   changes only merak sim's costs\n"
+    "  --cross-entropy vocab-parallel  the executor's loss; a plan with torch (merak sim's\n"
+    "                   PyTorch memory) is refused\n"
     "  --trace FILE     Chrome trace of the last step, all ranks (rank 0 writes it)\n"
     "  --json           one JSON object on stdout (rank 0): losses, step times, memory\n"
     "                   (MoE models: aux_losses, the load-balancing losses, apart)\n"

@@ -54,6 +54,10 @@ static const char *sim_usage =
     "                     dropout, bmm); auto (default): flash where the cluster's GPU has a\n"
     "                     fused kernel (device.flash_attn_flops), else unfused.\n"
     "                     --use-flash-attn is --attention-backend flash\n"
+    "  --cross-entropy X  the loss's memory: vocab-parallel (default: Megatron-LM's, its\n"
+    "                     gradient written into the saved softmax) or torch (PyTorch's\n"
+    "                     F.cross_entropy on fp32 logits, as torchtitan: two fp32 logits-sized\n"
+    "                     gradients in its backward)\n"
     "  --dtype D          fp16, bf16, fp32, or fp8 (linear GEMMs in FP8, Transformer-Engine style;\n"
     "                     devices with FP8 tensor cores only) (default: the cluster's 16-bit type)\n"
     "  --partition P      @partition@ (default), parameters, compute\n"
@@ -112,8 +116,9 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
                           p->cp > 1 ? " x cp" : "", dcp);
     if (r->zero && r->zero_group == dcp) snprintf(zero, sizeof zero, ", ZeRO-%d", r->zero);
     printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s, "
-           "attention %s\n", p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
-           p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention));
+           "attention %s%s\n", p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
+           p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention),
+           p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
     char v[48], w[48];
     mk_unit_t su = mk_unit_seconds(r->step_time_s); /* 4 digits, zeros kept: as merak plan's step column */
     printf("step time        %s %s\n", mk_fmt_in(v, sizeof v, r->step_time_s, su, mk_unit_decimals(r->step_time_s, su, 4)),

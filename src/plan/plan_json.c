@@ -57,6 +57,9 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
        core (and use_flash_attn, the field before Megatron-Core's name, is read) */
     if (j && p->attention != MK_ATTN_UNFUSED)
         json_object_set_new(j, "attention_backend", json_string(mk_attn_backend_name(p->attention)));
+    /* likewise only when torch: absent means Megatron's vocab-parallel loss */
+    if (j && p->cross_entropy != MK_XENT_VOCAB_PARALLEL)
+        json_object_set_new(j, "cross_entropy", json_string(mk_xent_name(p->cross_entropy)));
     /* likewise only when hybrid: absent means the whole DP group */
     if (j && p->zero_shard) json_object_set_new(j, "zero_shard_size", json_integer(p->zero_shard));
     if (j && p->cp > 1) json_object_set_new(j, "cp", json_integer(p->cp)); /* likewise: absent means 1 */
@@ -162,6 +165,16 @@ static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
     return 0;
 }
 
+/* cross_entropy: absent means vocab-parallel. */
+static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
+{
+    json_t *v = json_object_get(j, "cross_entropy");
+    p->cross_entropy = MK_XENT_VOCAB_PARALLEL;
+    if (v && (!json_is_string(v) || mk_xent_parse(json_string_value(v), &p->cross_entropy) < 0))
+        return mk_error_set("%s: 'cross_entropy' must be vocab-parallel or torch", what);
+    return 0;
+}
+
 /* The version first (a newer file's new keys are not "unknown" but
  * "too new"), then the keys. */
 static int plan_version_and_keys(json_t *j, const char *what)
@@ -170,7 +183,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
                                        "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
-                                       "use_flash_attn", "attention_backend", "ep", "moe_imbalance", NULL};
+                                       "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -227,7 +240,8 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         return mk_error_set("%s: %s", what, mk_error_last());
     if (!strcmp(rc, "explicit")) p->recompute.kind = MK_RECOMPUTE_EXPLICIT;
     if (opt_bool(j, what, "sequence_parallel", 0, &p->seqpar) < 0 ||
-        opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 || attention_from_json(j, what, p) < 0)
+        opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 || attention_from_json(j, what, p) < 0 ||
+        xent_from_json(j, what, p) < 0)
         return -1;
     if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||

@@ -22,6 +22,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
     q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep, q.attention = S->attention;
+    q.cross_entropy = S->o->cross_entropy;
     if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
     e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
     if (!(e->g = mk_plan_graph(&q))) return NULL;
@@ -151,6 +152,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                     p.model = *S->model;
                     mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
                     p.dtype = o->dtype, p.gbs = o->gbs, p.attention = S->attention;
+                    p.cross_entropy = o->cross_entropy;
                     p.dp = dp, p.cp = cp, p.ep = ep, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
                     if (o->moe_imbalance > 0) p.moe_imbalance = o->moe_imbalance;
                     p.schedule = (mk_sched_kind_t)k;
