@@ -11,7 +11,7 @@
  *              (mk_sim_chunk_act: a checkpointed block keeps its input)
  *   working    the largest recompute group's activations (rebuilt in B) +
  *              the backward's gradients of the layer that needs most (the
- *              attention's with its kernel's scratch: attn_scratch); in F
+ *              attention's with its kernel's scratch: mk_sim_attn_scratch); in F
  *              on the last chunk at least the loss's forward scratch, the
  *              logits and their fp32 copy (mk_sim_chunk_fscratch,
  *              memory_scratch.c, with the CP ring's K/V block)
@@ -184,46 +184,9 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     return 0;
 }
 
-/* The attention core's backward scratch beside the gradients at its
- * input and output, on one TP rank (TP splits the heads; the caller
- * divides every figure by cp):
- *   unfused  the gradient of its scores, heads x s^2 x b in the model
- *            dtype; under CP the ring's backward takes one K/V block at a
- *            time, so a rank's s/cp queries meet s/cp keys: s^2 / cp of
- *            it before the caller's / cp.
- *   flash    no s x s tensor: FlashAttention-2's backward (flash_api.cpp
- *            mha_bwd, Dao-AILab/flash-attention) allocates dq_accum, an
- *            fp32 b x s x heads x d accumulator, and softmax_d, fp32
- *            b x heads x s; with grouped K/V heads also dk_expanded and
- *            dv_expanded, b x s x heads x d each in the model dtype,
- *            summed over each group into dK, dV afterwards. */
-static double attn_scratch(const mk_graph_t *g, const mk_op_t *o, int tp, int cp)
-{
-    double b = g->opts.mbs, s = g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype);
-    if (!g->opts.flash_attn) return (double)o->heads * s * (s / cp) * b * dt / tp;
-    double ctx = b * s * o->width; /* heads x d per token */
-    int kvh = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : g->cfg.heads;
-    double x = ctx * 4 + (double)o->heads * s * b * 4 + (kvh < g->cfg.heads ? 2 * ctx * dt : 0);
-    return x / tp;
-}
-
-/* The loss's backward under PyTorch's F.cross_entropy on the fp32 logits
- * (torchtitan's loss_fn; loss_parallel shards it over the vocabulary like
- * Megatron's): nll_loss's backward makes the fp32 gradient of the
- * log-probabilities and log_softmax's backward a second fp32 tensor for
- * the logits, both live beside the saved log-probabilities (stored) until
- * that node ends; the 16-bit cast after it is smaller.  2 x 4 bytes per
- * logit, where Megatron's vocab_parallel_cross_entropy writes its
- * gradient into the saved softmax in place and leaves only the 16-bit
- * gradient (op_grads' default). */
-static double loss_torch_grads(const mk_graph_t *g, const mk_op_t *o, int tp)
-{
-    return (double)g->opts.mbs * g->cfg.seq * o->in_width * 8 / tp;
-}
-
 /* Bytes of the gradients at op i's output and input on one TP rank while
  * its backward runs (both live), the attention core's also its scratch
- * (attn_scratch): a split tensor is /t (column outputs, row inputs,
+ * (mk_sim_attn_scratch): a split tensor is /t (column outputs, row inputs,
  * inside a pair, the vocabulary-split logits), a replicated one /t only
  * under SP.  The largest is the LM head's (the logits' gradient, s b V/t),
  * the MLP's 4h-wide pair or the attention's with its scratch. */
@@ -237,8 +200,8 @@ static double op_grads(const mk_graph_t *g, int i, int tp, double tsp, int cp)
     int in_split = inside || r == MK_TP_ROW || o->kind == MK_OPK_LOSS;
     double gout = o->kind == MK_OPK_LOSS ? 0 : o->out_bytes / (out_split ? tp : tsp);
     double gin = o->n_in < 1 || o->in[0] == MK_GRAPH_INPUT ? 0 : N * o->in_width * dt / (in_split ? tp : tsp);
-    if (o->kind == MK_OPK_ATTENTION) gin += attn_scratch(g, o, tp, cp);
-    if (o->kind == MK_OPK_LOSS && g->opts.xent_torch) gin = loss_torch_grads(g, o, tp);
+    if (o->kind == MK_OPK_ATTENTION) gin += mk_sim_attn_scratch(g, o, tp, cp);
+    if (o->kind == MK_OPK_LOSS && g->opts.xent_torch) gin = mk_sim_loss_torch_grads(g, o, tp);
     return gout + gin;
 }
 
@@ -268,19 +231,25 @@ static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp, int cp
  *           Megatron-DeepSpeed's --checkpoint-activations and merak run
  *           (exec_stream.c) do; Korthikanti et al. 2022 (arXiv:2205.05198,
  *           sec. 5): 2sbh bytes per transformer layer with full recompute.
+ *           Under selective-op the group also keeps what the op-level
+ *           policy keeps (mk_sim_opsac_layer_bytes), and rebuilds the rest.
  *   wmax    the largest group's activations rebuilt in B (all of its
- *           layers at once, less its input, already stored).
+ *           layers at once, less what it stored).
  *   gbuf    the largest layer's backward gradients (layer_grads; NULL: not
  *           wanted, which skips the per-op loop). */
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf)
 {
     int sel = p->recompute.kind == MK_RECOMPUTE_SELECTIVE, sp = p->seqpar && p->tp > 1;
+    int opsac = p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP;
     double tsp = sp ? p->tp : 1, st = 0, wm = 0, gb = 0, grp = 0;
     int seen = 0, in_grp = 0;
     for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
         double a = mk_layer_act_bytes(g, l, p->tp, sp, sel);
         int is_ck = mk_sim_is_ckptable(g, l) && seen++ < ck;
+        double kept = is_ck && opsac ? mk_sim_opsac_layer_bytes(g, l, p->tp, tsp) : 0;
+        if (kept > a) kept = a;
+        st += kept, a -= kept; /* the rebuild makes the rest */
         if (is_ck && in_grp && g->layers[l].block == g->layers[l - 1].block) {
             grp += a; /* joins the group: its input is rebuilt from the group's */
         } else if (is_ck) {
@@ -311,7 +280,8 @@ static int policy_ckpt(const mk_plan_t *p, const mk_graph_t *g, int s, int c, co
     int n = layers[s * p->vpp + c];
     if (p->has_ckpt) return p->ckpt[s * p->vpp + c];
     switch (p->recompute.kind) {
-    case MK_RECOMPUTE_FULL: return n;
+    case MK_RECOMPUTE_FULL:
+    case MK_RECOMPUTE_SELECTIVE_OP: return n;
     case MK_RECOMPUTE_STAGE_AWARE:
         return mk_recompute_count(n, mk_recompute_stage_ratio(p->recompute.ratio, p->pp, s));
     default: return 0;

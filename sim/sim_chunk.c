@@ -154,6 +154,25 @@ double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention)
     return t;
 }
 
+/* --recompute selective-op: layer l's recompute replays only the ops the
+ * policy did not keep (opsac.c), so its forward piece loses the kept
+ * ops' compute (the half micro-batch's in proportion); its TP collectives
+ * stay (an upper bound: torchtitan's policy also keeps reduce-scatter
+ * outputs). */
+static void opsac_piece(const mk_sim_state_t *R, int l, mk_tpl_t *t)
+{
+    const mk_graph_t *g = R->g;
+    const mk_layer_t *L = &g->layers[l];
+    double kept = 0;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        double f = mk_sim_opsac_kept(g, l, i);
+        if (f > 0) kept += f * mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(R->p, g), R->p->dtype, 0);
+    }
+    if (kept <= 0 || t->c_full <= 0) return;
+    double r = kept < t->c_full ? 1 - kept / t->c_full : 0;
+    t->c_full *= r, t->c_half *= r, t->row_full *= r, t->row_half *= r;
+}
+
 void mk_chunk_cost_free(mk_chunk_cost_t *c)
 {
     free(c->fwd), free(c->bwd), free(c->bin), free(c->ckf);
@@ -211,7 +230,11 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
         mk_chunk_layer_piece(R, l, 0, &c->fwd[i]);
         mk_chunk_layer_piece(R, l1 - 1 - i, 1, &c->bwd[i]);
         mk_chunk_layer_piece(R, l1 - 1 - i, 2, &c->bin[i]);
-        if (mk_sim_is_ckptable(g, l)) c->ckf[j++] = c->fwd[i];
+        if (mk_sim_is_ckptable(g, l)) {
+            c->ckf[j] = c->fwd[i];
+            if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP) opsac_piece(R, l, &c->ckf[j]);
+            j++;
+        }
         if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) c->sel += mk_chunk_ops_fwd(R, l, 1);
         c->bw += mk_chunk_ops_fwd(R, l1 - 1 - i, 0);
     }

@@ -87,6 +87,17 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
  * the loss; memory.c). */
 double mk_sim_chunk_fscratch(const mk_plan_t *p, const mk_graph_t *g, int k);
 int mk_sim_is_ckptable(const mk_graph_t *g, int l);
+/* --recompute selective-op: the share of op i's (of layer l) output its
+ * policy keeps in the forward (0 to 1; opsac.c). */
+double mk_sim_opsac_kept(const mk_graph_t *g, int l, int i);
+/* ... and the bytes checkpointed layer l keeps under it, one TP rank. */
+double mk_sim_opsac_layer_bytes(const mk_graph_t *g, int l, int tp, double tsp);
+/* The attention op o's backward scratch (unfused: the score gradient, one
+ * K/V block at a time under CP; flash: FlashAttention-2's workspace) and
+ * the loss op o's backward under --cross-entropy torch, bytes on one TP
+ * rank (memory_scratch.c). */
+double mk_sim_attn_scratch(const mk_graph_t *g, const mk_op_t *o, int tp, int cp);
+double mk_sim_loss_torch_grads(const mk_graph_t *g, const mk_op_t *o, int tp);
 /* One K/V block the CP ring passes (bytes on one TP rank; 0 without CP). */
 double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g);
 double mk_sim_bucket_bytes(const mk_sim_opts_t *o);

@@ -72,4 +72,31 @@ assert w >= 32768 * 128256 * 8, w
 assert t['peak_memory_bytes'][0] > d['peak_memory_bytes'][0]
 assert t['plan']['cross_entropy'] == 'torch' and 'cross_entropy' not in d['plan']
 assert r['peak_memory_bytes'] == t['peak_memory_bytes']"
+# --recompute selective-op (torchtitan's op-level policy): every block is
+# checkpointed and also keeps the attention kernel's context and fp32
+# log-sum-exp and every second matmul's output (Llama: wq, wv, w1, w2 of
+# wq wk wv wo w1 w3 w2).  llama-tiny (h 64, 4 heads, 2 K/V groups: kv 32,
+# ffn 192), one sequence of 64, bf16, flash, pp 1, one micro-batch:
+# activations = full recompute's + 4 blocks x N x (h + kv + h + f + h) x 2
+# + 4 x heads x N x 4; its recompute is cheaper than full's; merak run
+# refuses it
+T="--model llama-tiny --cluster dgx-a100 --dtype bf16 --attention-backend flash --mbs 1 --gbs 1 --json"
+$MERAK sim $T --recompute full >"$tmpdir/sf.json" && $MERAK sim $T --recompute selective-op >"$tmpdir/so.json" ||
+  echo "FAIL: merak sim llama-tiny selective-op"
+check "selective-op keeps wq, wv, the context, w1, w2 and the lse per block" "$PYTHON" -c "
+import json
+f, o = (json.load(open(x)) for x in ('$tmpdir/sf.json', '$tmpdir/so.json'))
+N, h, kv, ff, heads = 64, 64, 32, 192, 4
+want = 4 * (N * (h + kv + h + ff + h) * 2 + heads * N * 4)
+d = o['memory_breakdown'][0]['activations'] - f['memory_breakdown'][0]['activations']
+assert abs(d - want) <= 1e-9 * want, (d, want)
+assert o['plan']['recompute'] == 'selective-op'"
+B="--model llama-3-8b --cluster dgx-h100 --dp 8 --zero 3 --mbs 2 --gbs 16 --json"
+$MERAK sim $B --recompute full >"$tmpdir/bf.json" && $MERAK sim $B --recompute selective-op >"$tmpdir/bo.json" ||
+  echo "FAIL: merak sim llama-3-8b selective-op"
+check "selective-op recomputes less than full (llama-3-8b)" "$PYTHON" -c "
+import json
+f, o = (json.load(open(x))['explain']['breakdown_s']['recompute'] for x in ('$tmpdir/bf.json', '$tmpdir/bo.json'))
+assert 0 < o < 0.5 * f, (o, f)"
+expect_fail "run refuses selective-op" "selective-op" -- "$MERAK" run --recompute selective-op
 finish

@@ -104,12 +104,12 @@ def errors(rows):
 
 
 def groups(rows):
-    """(name, rows) the summary reports separately: what the model covers
-    differs (the recompute policy, the measured quantity)."""
+    """(name, rows) the summary reports separately: the recompute policy,
+    and the measured quantity (published: the allocator's reserve)."""
     pub = [r for r in rows if r["group"] == "published"]
     full = [r for r in pub if "--recompute full" in r["flags"]]
     return [("published, full recompute", full),
-            ("published, torchtitan's op-level SAC (replayed as selective)", [r for r in pub if r not in full]),
+            ("published, torchtitan's op-level SAC (selective-op)", [r for r in pub if r not in full]),
             ("published, all", pub),
             ("merak run (CPU executor, per stage)", [r for r in rows if r["group"] == "merak run"])]
 

@@ -64,7 +64,8 @@ typedef enum {
 
 typedef enum {
     MK_RECOMPUTE_NONE = 0, MK_RECOMPUTE_FULL, MK_RECOMPUTE_SELECTIVE,
-    MK_RECOMPUTE_STAGE_AWARE, MK_RECOMPUTE_AUTO, MK_RECOMPUTE_EXPLICIT
+    MK_RECOMPUTE_STAGE_AWARE, MK_RECOMPUTE_AUTO, MK_RECOMPUTE_EXPLICIT,
+    MK_RECOMPUTE_SELECTIVE_OP   /* torchtitan's op-level selective checkpointing (sim/opsac.c) */
 } mk_recompute_kind_t;
 
 typedef struct mk_recompute {

@@ -293,6 +293,7 @@ void mk_recompute_format(const mk_recompute_t *r, char *buf, size_t n)
     case MK_RECOMPUTE_SELECTIVE: snprintf(buf, n, "selective"); break;
     case MK_RECOMPUTE_STAGE_AWARE: snprintf(buf, n, "stage-aware:%g", r->ratio); break;
     case MK_RECOMPUTE_AUTO: snprintf(buf, n, "auto"); break;
+    case MK_RECOMPUTE_SELECTIVE_OP: snprintf(buf, n, "selective-op"); break;
     default: snprintf(buf, n, "explicit"); break;
     }
 }

@@ -26,6 +26,10 @@ int mk_recompute_parse(const char *s, mk_recompute_t *out)
         out->kind = MK_RECOMPUTE_AUTO;
         return 0;
     }
+    if (s && !strcmp(s, "selective-op")) {
+        out->kind = MK_RECOMPUTE_SELECTIVE_OP;
+        return 0;
+    }
     if (s && !strncmp(s, "stage-aware:", 12)) {
         char *end;
         errno = 0;
@@ -81,6 +85,7 @@ int mk_sched_resolve_ckpt(mk_sched_t *s, const int *explicit_ckpt)
     case MK_RECOMPUTE_SELECTIVE: /* attention core only: the engines handle it */
         return 0;
     case MK_RECOMPUTE_FULL:
+    case MK_RECOMPUTE_SELECTIVE_OP: /* every block checkpointed; what it keeps: the engines */
         memcpy(s->ckpt, s->layers, (size_t)s->n_vstages * sizeof *s->ckpt);
         return 0;
     case MK_RECOMPUTE_STAGE_AWARE:
