@@ -103,7 +103,13 @@ static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *
  *           double-buffered reduce buckets)
  *   ZeRO-3  + weights w P / k; gathered: the working set w (two
  *           neighbouring layers whole) while a layer computes (DeepSpeed
- *           ZeRO-3 / FSDP with prefetch 1). */
+ *           ZeRO-3 / FSDP with prefetch 1).  Reshard never: the stage's
+ *           weights are whole all step instead (+ w P), and its gradients
+ *           accumulate unsharded in fp32 until the last backward reduces
+ *           them (+ 4 P: FSDP2 accumulates an unsharded gradient in its
+ *           reduce dtype, fp32 in torchtitan's mixed precision, when the
+ *           pipeline schedule turns gradient sync off for all but the last
+ *           micro-batch). */
 static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w, double gr, double opt, double P,
                        mk_stage_static_t *out)
 {
@@ -119,6 +125,7 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
         zero_layers(p, g, s, &layer, &pair);
         out->grads = gr * (P - Pe) / k + gr * Pe / ke + 2 * gr * layer;
         if (z == 3) out->weights = w * (P - Pe) / k + w * Pe / ke, out->gathered = w * pair;
+        if (z == 3 && p->reshard == MK_RESHARD_NEVER) out->weights += w * P, out->grads += 4 * P, out->gathered = 0;
     }
 }
 

@@ -22,7 +22,8 @@ static double dp_floor(const mk_sim_state_t *R, int s)
     if (R->nb <= 0 || R->o->unit_costs) return 0;
     for (int c = 0; c < p->vpp; c++) {
         int k = c * p->pp + s;
-        if (z == 3) sum += p->m * mk_zero_chunk_dp_floor(R, k);
+        /* (reshard never gathers and reduces once a step: no floor taken) */
+        if (z == 3 && p->reshard == MK_RESHARD_ALWAYS) sum += p->m * mk_zero_chunk_dp_floor(R, k);
         if (z != 2) continue;
         mk_sim_bucket_cost(R, S, mk_zero_chunk_gbytes(R, k) / R->nb, &red, &rep);
         sum += (double)p->m * R->nb * (red + rep);

@@ -120,7 +120,8 @@ double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k)
 /* ZeRO-3: what the DP stream carries for one micro-batch of chunk k,
  * whatever the schedule: every layer's gather for its forward and for its
  * backward (B or B_IN), and its gradient's reduction (in B or B_W); a
- * recompute's gathers come on top.  Seconds. */
+ * recompute's gathers come on top.  Seconds.  (Reshard never: one gather
+ * and one reduction a step, at most this; the bound takes it once.) */
 double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k)
 {
     double sum = 0;
@@ -171,22 +172,24 @@ static void reduce(zrun_t *x, const mk_zseq_t *q, int i, double ready)
     issue(x, "AR.dp", e, q->ar[i], q->layer[i]);
 }
 
-/* Layers q[0, n) on the compute stream, each after its gather; the next
- * gather issued as a layer starts.  rec (a recomputing B): the replay of
- * the first rck checkpointable layers, each added to its layer's
- * backward (q->ckj).  Returns the time. */
-static double run_layers(zrun_t *x, const mk_zseq_t *q, int n, const mk_zseq_t *rec, int rck, int late)
+/* Layers q[0, n) on the compute stream, each after its gather (gather:
+ * else the weights are there); the next gather issued as a layer starts.
+ * rec (a recomputing B): the replay of the first rck checkpointable
+ * layers, each added to its layer's backward (q->ckj).  red: the
+ * gradients are reduced here.  Returns the time. */
+static double run_layers(zrun_t *x, const mk_zseq_t *q, int n, const mk_zseq_t *rec, int rck, int late, int gather,
+                         int red)
 {
     double t = 0, ready = 0;
-    if (n > 0) ready = issue(x, "AG.zero", 0, q->ag[0], q->layer[0]);
+    if (n > 0 && gather) ready = issue(x, "AG.zero", 0, q->ag[0], q->layer[0]);
     for (int j = 0; j < n; j++) {
         double start = t > ready ? t : ready;
-        if (j + 1 < n) ready = issue(x, "AG.zero", start, q->ag[j + 1], q->layer[j + 1]);
+        if (j + 1 < n && gather) ready = issue(x, "AG.zero", start, q->ag[j + 1], q->layer[j + 1]);
         int r = rec && q->ckj[j] >= 0 && q->ckj[j] < rck ? q->ckj[j] : -1;
         t = start + q->dur[j] + (r >= 0 ? rec->dur[r] : 0);
-        if (!late) reduce(x, q, j, t);
+        if (!late && red) reduce(x, q, j, t);
     }
-    for (int j = 0; late && j < n; j++) reduce(x, q, j, t);
+    for (int j = 0; late && red && j < n; j++) reduce(x, q, j, t);
     return t;
 }
 
@@ -199,14 +202,19 @@ double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk
     zrun_t x = {R, s, in->mb, in->chunk, t0, S->dp_free > t0 ? S->dp_free - t0 : 0, 0};
     int late = !R->p->overlap_grad_reduce;
     const mk_zseq_t *rec = rc ? &z->ck : NULL;
+    /* reshard never: a chunk's weights are gathered by its first forward
+       (micro-batch 0: every schedule runs a chunk's forwards in micro-batch
+       order) and kept; its gradients reduced by its last weight-gradient
+       backward (micro-batch m - 1, likewise in order) */
+    int keep = R->p->reshard == MK_RESHARD_NEVER, ag = !keep || in->mb == 0, red = !keep || in->mb == R->p->m - 1;
     double d = 0;
     switch (in->op) {
     case MK_INSTR_F:
-    case MK_INSTR_F_PRE: d = run_layers(&x, &z->f, c->nl, NULL, 0, late); break;
-    case MK_INSTR_R: d = run_layers(&x, &z->ck, ck, NULL, 0, late); break;
-    case MK_INSTR_B: d = run_layers(&x, &z->b, c->nl, rec, ck, late); break;
-    case MK_INSTR_B_IN: d = run_layers(&x, &z->bi, c->nl, rec, ck, late); break;
-    case MK_INSTR_B_W: d = run_layers(&x, &z->bw, c->nl, NULL, 0, late); break;
+    case MK_INSTR_F_PRE: d = run_layers(&x, &z->f, c->nl, NULL, 0, late, ag, 1); break;
+    case MK_INSTR_R: d = run_layers(&x, &z->ck, ck, NULL, 0, late, !keep, 1); break;
+    case MK_INSTR_B: d = run_layers(&x, &z->b, c->nl, rec, ck, late, !keep, red); break;
+    case MK_INSTR_B_IN: d = run_layers(&x, &z->bi, c->nl, rec, ck, late, !keep, 1); break;
+    case MK_INSTR_B_W: d = run_layers(&x, &z->bw, c->nl, NULL, 0, late, !keep, red); break;
     default: return 0;
     }
     if (x.comm > 0) S->dp_free = t0 + x.q;

@@ -108,4 +108,30 @@ check "merak sim --plan reproduces the hybrid plan" sh -c "'$MERAK' sim --plan '
   sys.exit(0 if a[\"step_time_s\"] == b[\"step_time_s\"] and a[\"memory_breakdown\"] == b[\"memory_breakdown\"] else 1)' \
   '$tmpdir/h3.json'"
 expect_fail "plan with zero_shard_size 3 of dp 16" "group 3 does not divide dp 16" -- $MERAK sim --plan "$tmpdir/bad.json"
+# --fsdp-reshard-after-forward never (issue 34; torchtitan's FSDP under PP):
+# each layer gathered once a step, by its chunk's first forward
+# (micro-batch 0), and reduced once, by its last backward (micro-batch
+# m - 1); the stage's weights whole all step (+ 2 P) and its gradients
+# accumulated unsharded in fp32 (+ 4 P); --zero 1 with it, and merak run, refuse
+R="--model gpt-tiny --cluster dgx-a100 --dp 2 --pp 2 --zero 3 --gbs 8 --json"
+$MERAK sim $R >"$tmpdir/ra.json" && $MERAK sim $R --fsdp-reshard-after-forward never --trace "$tmpdir/rn.trace" \
+  >"$tmpdir/rn.json" || echo "FAIL: merak sim --fsdp-reshard-after-forward never"
+check "reshard never: one gather (mb 0) and one reduction (mb m-1) per layer, whole weights and fp32 gradients" "$PYTHON" -c "
+import json
+a, n = (json.load(open(f)) for f in ('$tmpdir/ra.json', '$tmpdir/rn.json'))
+ev = [e for e in json.load(open('$tmpdir/rn.trace'))['traceEvents'] if e['ph'] == 'X']
+for pid in (0, 2):
+    ag = [e['args']['mb'] for e in ev if e['pid'] == pid and e['name'] == 'AG.zero']
+    rs = [e['args']['mb'] for e in ev if e['pid'] == pid and e['name'] == 'RS.dp']
+    assert len(ag) == len(rs) == 5 and set(ag) == {0} and set(rs) == {3}, (pid, ag, rs)
+for s in (0, 1):
+    ma, mn = a['memory_breakdown'][s], n['memory_breakdown'][s]
+    P = ma['weights']   # zero 3 over dp 2: the weights are 2 P / 2
+    assert abs(mn['weights'] - (ma['weights'] + 2 * P)) <= 1e-9 * P, (s, mn['weights'], ma['weights'], P)
+    assert abs(mn['grads'] - (ma['grads'] + 4 * P)) <= 1e-9 * P and mn['gathered'] == 0
+assert n['plan']['fsdp_reshard_after_forward'] == 'never' and 'fsdp_reshard_after_forward' not in a['plan']"
+expect_fail "reshard never without ZeRO-3" "needs --zero 3" -- $MERAK sim --model gpt-tiny --dp 2 --gbs 8 --zero 1 \
+  --fsdp-reshard-after-forward never
+expect_fail "reshard: unknown value" "must be always or never" -- $MERAK sim --model gpt-tiny --fsdp-reshard-after-forward sometimes
+expect_fail "merak run refuses reshard never" "is for merak sim" -- $MERAK run --dp 1 --zero 3 --fsdp-reshard-after-forward never
 finish

@@ -34,6 +34,18 @@ MK_API int mk_attn_backend_parse(const char *s, mk_attn_backend_t *out);
  * softmax in place) or torch (F.cross_entropy on the fp32 logits, as
  * torchtitan calls it: its backward makes two fp32 logits-sized tensors). */
 typedef enum { MK_XENT_VOCAB_PARALLEL = 0, MK_XENT_TORCH } mk_xent_t;
+
+/* ZeRO-3's parameters between a layer's uses (torchtitan's
+ * fsdp_reshard_after_forward values): always, gathered for every forward,
+ * recompute and backward and freed after (DeepSpeed's and FSDP's per-layer
+ * rule); never, gathered in a chunk's first forward of the step and kept
+ * to its end, the gradients accumulated unsharded and reduce-scattered in
+ * its last backward (FSDP2 under torch.distributed.pipelining, as
+ * torchtitan runs it with PP). */
+typedef enum { MK_RESHARD_ALWAYS = 0, MK_RESHARD_NEVER } mk_reshard_t;
+MK_API const char *mk_reshard_name(mk_reshard_t r);
+/* "always" or "never"; -1 with a message naming them otherwise. */
+MK_API int mk_reshard_parse(const char *s, mk_reshard_t *out);
 MK_API const char *mk_xent_name(mk_xent_t x);
 /* "vocab-parallel" or "torch"; -1 with a message naming them otherwise. */
 MK_API int mk_xent_parse(const char *s, mk_xent_t *out);
@@ -79,6 +91,9 @@ typedef struct mk_plan {
                                  * bmm); auto: flash where the cluster's GPU has a fused kernel
                                  * (mk_plan_attention), settled by mk_plan_resolve.  The executor's
                                  * attention is exact either way. */
+    mk_reshard_t reshard;       /* ZeRO-3: fsdp_reshard_after_forward (mk_reshard_t; always by
+                                 * default and in a plan file without the field); the executor
+                                 * gathers per layer and refuses never */
     mk_xent_t cross_entropy;    /* the loss's implementation (memory only; mk_xent_t):
                                  * vocab-parallel (mk_plan_init's default, and a plan file's
                                  * without the field) or torch.  The executor computes the

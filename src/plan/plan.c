@@ -166,6 +166,8 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->zero_shard < 0 || p->zero_shard > p->dp || (p->zero_shard && p->dp % p->zero_shard))
         return mk_error_set("ZeRO sharding group %d does not divide dp %d", p->zero_shard, p->dp);
     if (p->zero_shard && !p->zero) return mk_error_set("a ZeRO sharding group needs --zero 1, 2 or 3");
+    if (p->reshard == MK_RESHARD_NEVER && p->zero != 3)
+        return mk_error_set("--fsdp-reshard-after-forward never needs --zero 3 (got --zero %d)", p->zero);
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
     return check_bounds(p, g);
 }
@@ -321,6 +323,15 @@ int mk_xent_parse(const char *s, mk_xent_t *out)
     for (int i = 0; i <= MK_XENT_TORCH; i++)
         if (s && !strcmp(s, xent_names[i])) return *out = (mk_xent_t)i, 0;
     return mk_error_set("--cross-entropy must be vocab-parallel or torch, not '%s'", s ? s : "");
+}
+
+const char *mk_reshard_name(mk_reshard_t r) { return r == MK_RESHARD_NEVER ? "never" : r == MK_RESHARD_ALWAYS ? "always" : "?"; }
+
+int mk_reshard_parse(const char *s, mk_reshard_t *out)
+{
+    if (s && !strcmp(s, "always")) return *out = MK_RESHARD_ALWAYS, 0;
+    if (s && !strcmp(s, "never")) return *out = MK_RESHARD_NEVER, 0;
+    return mk_error_set("--fsdp-reshard-after-forward must be always or never, not '%s'", s ? s : "");
 }
 
 mk_attn_backend_t mk_plan_attention(const mk_plan_t *p, const mk_cluster_t *c)

@@ -57,6 +57,8 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
        core (and use_flash_attn, the field before Megatron-Core's name, is read) */
     if (j && p->attention != MK_ATTN_UNFUSED)
         json_object_set_new(j, "attention_backend", json_string(mk_attn_backend_name(p->attention)));
+    /* likewise only when never: absent means gathered per layer */
+    if (j && p->reshard == MK_RESHARD_NEVER) json_object_set_new(j, "fsdp_reshard_after_forward", json_string("never"));
     /* likewise only when torch: absent means Megatron's vocab-parallel loss */
     if (j && p->cross_entropy != MK_XENT_VOCAB_PARALLEL)
         json_object_set_new(j, "cross_entropy", json_string(mk_xent_name(p->cross_entropy)));
@@ -165,13 +167,17 @@ static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
     return 0;
 }
 
-/* cross_entropy: absent means vocab-parallel. */
+/* cross_entropy (absent: vocab-parallel) and fsdp_reshard_after_forward
+ * (absent: always). */
 static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
 {
-    json_t *v = json_object_get(j, "cross_entropy");
+    json_t *v = json_object_get(j, "cross_entropy"), *r = json_object_get(j, "fsdp_reshard_after_forward");
     p->cross_entropy = MK_XENT_VOCAB_PARALLEL;
     if (v && (!json_is_string(v) || mk_xent_parse(json_string_value(v), &p->cross_entropy) < 0))
         return mk_error_set("%s: 'cross_entropy' must be vocab-parallel or torch", what);
+    p->reshard = MK_RESHARD_ALWAYS;
+    if (r && (!json_is_string(r) || mk_reshard_parse(json_string_value(r), &p->reshard) < 0))
+        return mk_error_set("%s: 'fsdp_reshard_after_forward' must be always or never", what);
     return 0;
 }
 
@@ -183,7 +189,8 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
                                        "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
-                                       "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy", NULL};
+                                       "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy",
+                                       "fsdp_reshard_after_forward", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
