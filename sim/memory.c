@@ -110,6 +110,20 @@ static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *
  *           reduce dtype, fp32 in torchtitan's mixed precision, when the
  *           pipeline schedule turns gradient sync off for all but the last
  *           micro-batch). */
+/* Optimizer CPU offload (Megatron-Core's HybridDeviceOptimizer with
+ * --optimizer-cpu-offload, DeepSpeed's ZeRO-Offload): the optimizer term
+ * leaves the device; the host holds it (fp32 master copy and Adam
+ * moments: o bytes a parameter, plus the master copy fp32 plans keep on
+ * the device too) and an fp32 copy of the gradients the CPU step reads
+ * (4 bytes a parameter, the gradients going down the host link). */
+static void offload_state(const mk_plan_t *p, double opt, mk_stage_static_t *out)
+{
+    if (!p->optimizer_offload || opt <= 0) return;
+    double per = opt + 4 + (p->dtype == MK_DTYPE_FP32 ? 4 : 0);
+    out->host_bytes = out->optimizer * per / opt;
+    out->optimizer = 0;
+}
+
 static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w, double gr, double opt, double P,
                        mk_stage_static_t *out)
 {
@@ -127,6 +141,7 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
         if (z == 3) out->weights = w * (P - Pe) / k + w * Pe / ke, out->gathered = w * pair;
         if (z == 3 && p->reshard == MK_RESHARD_NEVER) out->weights += w * P, out->grads += 4 * P, out->gathered = 0;
     }
+    offload_state(p, opt, out);
 }
 
 /* fp8 plans: parameters of the linear layers of [l0, l1) on one TP rank.

@@ -59,6 +59,8 @@ typedef struct mk_stage_static {
     double expert_params;     /* of params: the routed experts this EP rank holds (E/ep per layer) */
     double fp8_params;        /* fp8 plans: linear-layer parameters (one TP rank), whose FP8
                                  copy and transpose TE keeps beside the bf16 weights */
+    double host_bytes;        /* optimizer CPU offload: this rank's optimizer state and fp32
+                                 gradient copy in host memory (0 without offload) */
 } mk_stage_static_t;
 
 /* Bytes per parameter of each kind for the plan. */

@@ -45,6 +45,12 @@ static void result_stages(const mk_sim_state_t *R, double step, mk_sim_result_t 
         }
     }
     if (worst > out->memory_limit_bytes) out->fits = 0, out->shortfall_bytes = worst - out->memory_limit_bytes;
+    if (!p->optimizer_offload) return;
+    double host = 0;
+    for (int s = 0; s < p->pp; s++)
+        if (R->st[s].ss.host_bytes > host) host = R->st[s].ss.host_bytes;
+    out->host_memory_bytes = host * R->c->gpus_per_node, out->host_limit_bytes = R->c->host.mem_bytes;
+    if (!R->c->ideal && out->host_memory_bytes > out->host_limit_bytes) out->fits = 0;
 }
 
 void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out)
@@ -118,6 +124,10 @@ json_t *mk_sim_result_json(const mk_sim_result_t *r, const mk_plan_t *p)
                           "overlapped_comm_s", ov, "events", (json_int_t)r->events);
     /* the attention core the step was simulated with (auto settled) */
     if (j && p) json_object_set_new(j, "attention", json_string(mk_attn_backend_name(p->attention)));
+    if (j && r->host_limit_bytes > 0) { /* optimizer CPU offload only */
+        json_object_set_new(j, "host_memory_bytes", json_real(r->host_memory_bytes));
+        json_object_set_new(j, "host_limit_bytes", json_real(r->host_limit_bytes));
+    }
     if (j) json_object_set_new(j, "explain", mk_sim_explain_json(r));
     if (j && p) json_object_set_new(j, "plan", mk_plan_to_json(p));
     return j;

@@ -46,4 +46,19 @@ j = json.load(open('$tmpdir/out'))
 assert j['plans'] and all(p['plan']['cross_entropy'] == 'torch' for p in j['plans'])"
 expect_fail "run refuses a torch cross-entropy plan" "cross_entropy torch is for merak sim" -- \
   "$MERAK" run --plan "$tmpdir/xent.plan.json" --steps 1
+# nothing fits on the GPUs alone (llama-3-8b on one H100: 16 bytes a
+# parameter is 128 GB): the search runs again with the optimizer offloaded
+# to the host, and says so; every plan carries optimizer_cpu_offload
+expect_ok "plan: offload when nothing else fits" "$MERAK" plan --model llama-3-8b --cluster dgx-h100 --gpus 1 --gbs 8 --top 2
+check "the header says the plans offload" grep -q "nothing fits on the GPUs alone" "$tmpdir/out"
+expect_ok "plan --json: offload when nothing else fits" "$MERAK" plan --model llama-3-8b --cluster dgx-h100 --gpus 1 \
+  --gbs 8 --top 2 --json
+check "every plan offloads and fits, the result says so" "${PYTHON:-python3}" -c "
+import json
+j = json.load(open('$tmpdir/out'))
+assert j['optimizer_offloaded'] is True and j['plans']
+assert all(p['plan']['optimizer_cpu_offload'] and p['fits'] and p['host_memory_bytes'] <= p['host_limit_bytes']
+           for p in j['plans'])"
+expect_ok "plan: a fitting search does not offload" "$MERAK" plan --model gpt-tiny --cluster dgx-h100 --gpus 2 --gbs 8 --json
+check "no offload where the GPUs suffice" sh -c "! grep -q optimizer_cpu_offload '$tmpdir/out'"
 finish

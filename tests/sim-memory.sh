@@ -99,4 +99,27 @@ import json
 f, o = (json.load(open(x))['explain']['breakdown_s']['recompute'] for x in ('$tmpdir/bf.json', '$tmpdir/bo.json'))
 assert 0 < o < 0.5 * f, (o, f)"
 expect_fail "run refuses selective-op" "selective-op" -- "$MERAK" run --recompute selective-op
+# --optimizer-cpu-offload (Megatron-Core's): the optimizer term leaves the
+# device for the host (o + 4 bytes a parameter there: the master copy and
+# moments, an fp32 gradient copy), a node's 8 GPUs share the host memory,
+# and the step's OPT is the host link both ways plus 28 bytes a parameter
+# at the node's host bandwidth shared by its 8 GPUs (dgx-h100: 56.7 GB/s a
+# link, 614.4 GB/s); a cluster without host figures refuses it
+O="--model llama-3-70b --cluster dgx-h100 --dp 8 --tp 8 --gbs 64 --json"
+$MERAK sim $O >"$tmpdir/o0.json" && $MERAK sim $O --optimizer-cpu-offload >"$tmpdir/o1.json" ||
+  echo "FAIL: merak sim --optimizer-cpu-offload"
+check "offload: no optimizer on the device, 16/12 of it x 8 GPUs on the host, the OPT time's closed form" "$PYTHON" -c "
+import json
+a, b = (json.load(open(f)) for f in ('$tmpdir/o0.json', '$tmpdir/o1.json'))
+ma, mb = a['memory_breakdown'][0], b['memory_breakdown'][0]
+assert mb['optimizer'] == 0 and abs(b['peak_memory_bytes'][0] - (a['peak_memory_bytes'][0] - ma['optimizer'])) < 1e-6 * ma['optimizer']
+assert abs(b['host_memory_bytes'] - 8 * ma['optimizer'] * 16 / 12) <= 1e-9 * b['host_memory_bytes']
+assert b['host_limit_bytes'] == 2048e9 and b['plan']['optimizer_cpu_offload'] is True and 'host_memory_bytes' not in a
+P = ma['optimizer'] / 12
+want = 4e-6 + 4 * P / (0.9 * 63e9) + 28 * P * 8 / 614.4e9
+got = b['explain']['breakdown_s']['optimizer']
+assert abs(got - want) <= 1e-6 * want, (got, want)"
+expect_fail "offload on a cluster without host figures" "gives no host memory" -- \
+  $MERAK sim --model gpt-tiny --cluster rtx3090-pcie --optimizer-cpu-offload
+expect_fail "run refuses optimizer offload" "optimizer-cpu-offload is for merak sim" -- $MERAK run --optimizer-cpu-offload
 finish

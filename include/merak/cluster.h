@@ -53,6 +53,14 @@ typedef struct mk_device {
                                 peak); 0: such plans run the core at the GEMM curve */
 } mk_device_t;
 
+/* The host side of a node, for optimizer-state CPU offload (0: not given,
+ * and plans that offload are refused on the cluster). */
+typedef struct mk_host {
+    double link_Bps;         /* one device's link to host memory, one direction (PCIe, NVLink-C2C) */
+    double mem_bytes;        /* the node's host memory */
+    double mem_bw_Bps;       /* the node's host memory bandwidth (all its CPU sockets) */
+} mk_host_t;
+
 typedef struct mk_cluster {
     char name[64];
     mk_device_t dev;
@@ -62,6 +70,7 @@ typedef struct mk_cluster {
     mk_link_t inter;         /* one NIC */
     int nics_per_node;
     int ideal;               /* zero-cost communication and non-F/B/R work */
+    mk_host_t host;          /* optional ("host" in a cluster file) */
 } mk_cluster_t;
 
 /* Fill *c from a preset name or a cluster JSON path (a name ending in

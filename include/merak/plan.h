@@ -94,6 +94,11 @@ typedef struct mk_plan {
     mk_reshard_t reshard;       /* ZeRO-3: fsdp_reshard_after_forward (mk_reshard_t; always by
                                  * default and in a plan file without the field); the executor
                                  * gathers per layer and refuses never */
+    int optimizer_offload;      /* optimizer CPU offload (Megatron-Core's --optimizer-cpu-offload,
+                                 * DeepSpeed's ZeRO-Offload): the fp32 master weights and Adam
+                                 * moments in host memory, the step on the CPU, gradients down
+                                 * and weights up the host link (cluster host figures needed);
+                                 * the executor refuses it */
     mk_xent_t cross_entropy;    /* the loss's implementation (memory only; mk_xent_t):
                                  * vocab-parallel (mk_plan_init's default, and a plan file's
                                  * without the field) or torch.  The executor computes the

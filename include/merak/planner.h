@@ -59,6 +59,8 @@ typedef struct mk_planner_opts {
                                     cluster once, mk_plan_attention); mk_planner_opts_init: unfused,
                                     merak plan: auto */
     mk_xent_t cross_entropy;  /* every candidate's loss implementation (memory; mk_xent_t) */
+    int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also
+                                 sets it for a second search when nothing fits) */
     int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:
@@ -118,6 +120,8 @@ typedef struct mk_planner_result {
     int closest_stage;
     double closest_shortfall;
     long closest_index;       /* its candidate index (ties between ranks' closest go to the lower) */
+    int offloaded;            /* nothing fit on the devices alone: these plans offload the optimizer
+                                 to the host (the second search; mk_planner_search) */
 } mk_planner_result_t;
 
 MK_API void mk_planner_opts_init(mk_planner_opts_t *o);

@@ -106,6 +106,9 @@ typedef struct mk_sim_result {
     double memory_limit_bytes;
     int fits, worst_stage;   /* worst_stage: highest peak (-1 if none) */
     double shortfall_bytes;  /* worst peak - limit when !fits, else 0 */
+    double host_memory_bytes, host_limit_bytes; /* optimizer CPU offload: a node's host memory
+                                 used (its GPUs x the most a rank keeps there) and the cluster's
+                                 (fits also needs used <= limit); 0 without offload */
     double exposed_comm_s[MK_COMM_KINDS];    /* mean over stages of compute-stream waits on comm */
     double overlapped_comm_s[MK_COMM_KINDS]; /* the rest of that comm's time */
     long events;             /* instructions and transfers simulated */

@@ -186,6 +186,7 @@ static int print_json(const mk_planner_result_t *r, long evaluated, const mk_arg
                           (json_int_t)r->pruned_memory, "duplicates", (json_int_t)r->duplicates, "simulated",
                           (json_int_t)r->simulated, "pruned_by_bound", (json_int_t)r->pruned_bound, "layouts",
                           (json_int_t)r->layouts, "search_time_s", r->search_time_s);
+    if (r->offloaded) json_object_set_new(o, "optimizer_offloaded", json_true()); /* the second search's */
     if (r->n > 1) {
         char why[512];
         mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
@@ -220,6 +221,9 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
            "%ld pruned by bound) in %s (%s generating)\n",
            r->candidates, r->layouts, r->settled, r->pruned_memory, r->duplicates, r->simulated, r->pruned_bound,
            mk_fmt_seconds(t, sizeof t, r->search_time_s), mk_fmt_seconds(g, sizeof g, r->enumerate_time_s));
+    if (r->offloaded)
+        printf("nothing fits on the GPUs alone: these plans keep the optimizer in host memory "
+               "(--optimizer-cpu-offload)\n");
     int with_cp = 0;
     double top = 0;
     for (int i = 0; i < r->n; i++) with_cp |= r->best[i].plan.cp > 1, top = fmax(top, plan_peak(&r->best[i].res));

@@ -46,6 +46,9 @@ static const char *sim_usage =
     "                     before its forward and backward)\n"
     "  --zero-shard-group dp|node  shard over the whole DP group (default) or within a\n"
     "                     node (hybrid: replicas all-reduce the gradient shards)\n"
+    "  --optimizer-cpu-offload  Megatron-Core's: the fp32 master weights and Adam moments\n"
+    "                     in host memory and the step on the CPU, gradients and weights over\n"
+    "                     the host link (the cluster's host figures; merak run refuses it)\n"
     "  --fsdp-reshard-after-forward always|never  ZeRO-3: each layer gathered for every\n"
     "                     use (always, default), or once a step and kept, its gradients\n"
     "                     accumulated unsharded in fp32 and reduced by the last backward\n"
@@ -125,6 +128,9 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            "attention %s%s\n", p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero, p->seqpar ? ", sequence parallel" : "",
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention),
            p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
+    if (p->optimizer_offload) /* where the optimizer state went, and whether it fits there */
+        printf("  optimizer on the host: %.1f GiB of the node's %.1f GiB host memory\n", r->host_memory_bytes / GIB,
+               r->host_limit_bytes / GIB);
     char v[48], w[48];
     mk_unit_t su = mk_unit_seconds(r->step_time_s); /* 4 digits, zeros kept: as merak plan's step column */
     printf("step time        %s %s\n", mk_fmt_in(v, sizeof v, r->step_time_s, su, mk_unit_decimals(r->step_time_s, su, 4)),

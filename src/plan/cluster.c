@@ -129,6 +129,28 @@
 #define FLASH_H100 (0.35 * 989 * TF)
 #define FLASH_B200 (0.35 * 2250 * TF)
 #define FLASH_GB200 (0.35 * 2500 * TF)
+/* Host memory and each GPU's link to it, for optimizer CPU offload (data
+ * sheets; the links at 90% of their line rate, the convention above for
+ * unmeasured bandwidths):
+ *  - PCIe 4.0 x16 (A100 SXM in DGX A100): 31.5 GB/s a direction; 5.0 x16
+ *    (H100, H200, B200 in their DGX): 63 GB/s (PCI-SIG line rates).
+ *  - DGX A100: 2x AMD EPYC 7742, 204.8 GB/s each (AMD's specification: 8
+ *    channels of DDR4-3200); 2 TB in the 640 GB system, 1 TB in the 320 GB
+ *    one (NVIDIA DGX A100 data sheet).
+ *  - DGX H100 / H200: 2x Intel Xeon Platinum 8480C, 8 channels of
+ *    DDR5-4800 each (307.2 GB/s); 2 TB (DGX H100 and DGX H200 data sheets).
+ *  - DGX B200: 2x Xeon Platinum 8570, 8 channels of DDR5-5600 each
+ *    (358.4 GB/s); 2 TB, configurable to 4 (DGX B200 data sheet).
+ *  - GB200 NVL72: 36 Grace CPUs with 17 TB of LPDDR5X at up to 18.4 TB/s in
+ *    all (GB200 NVL72 specification); each Grace reaches its two B200s over
+ *    NVLink-C2C, 900 GB/s both directions together, taken here as a
+ *    quarter, 225 GB/s, per GPU and direction. */
+#define HOST_PCIE4 {0.9 * 31.5 * GB, 2048 * GB, 409.6 * GB}
+#define HOST_PCIE4_1TB {0.9 * 31.5 * GB, 1024 * GB, 409.6 * GB}
+#define HOST_H100 {0.9 * 63 * GB, 2048 * GB, 614.4 * GB}
+#define HOST_B200 {0.9 * 63 * GB, 2048 * GB, 716.8 * GB}
+#define HOST_GB200 {0.9 * 225 * GB, 17000 * GB, 18400 * GB}
+
 /* Dense FP8 tensor-core peaks (sources on top). */
 #define FP8_H100 (1979 * TF)
 #define FP8_B200 (4500 * TF)
@@ -148,20 +170,20 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "A100-SXM4-80GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
               .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
               .gemm_half_dim = 256, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
-      DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}}},
+      DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4}},
     {"8x A100-40GB SXM per node (the first DGX A100), NVSwitch, 8x200 Gb/s InfiniBand",
      {.name = "a100-40gb",
       .dev = {.name = "A100-SXM4-40GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
               .mem_bw_Bps = 1400 * GB, .mem_bytes = 40 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
               .gemm_half_dim = 256, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
-      DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}}},
+      DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4_1TB}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h100",
       .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
               .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
-      DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
+      DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     /* The H100 of torchtitan's published benchmarks (pytorch/torchtitan,
        benchmarks/llama3_h100_202412_torchtitan.md, "Hardware"): Grand
        Teton hosts of 8 H100 SXM with 96 GB HBM2e at 2.4 TB/s peak, all
@@ -185,21 +207,21 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
               .vector_flops = 134 * TF, .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6,
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_H100},
-      DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
+      DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     {"8x B200-180GB per node, NVLink 5 / NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-b200",
       .dev = {.name = "B200-180GB", .matmul_flops = {1125 * TF, 2250 * TF, 2250 * TF, FP8_B200},
               .vector_flops = 150 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 180 * GB, .launch_s = 4e-6,
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_B200},
-      DGX_LINKS(740 * GB), .inter = {5e-6, 50 * GB}}},
+      DGX_LINKS(740 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_B200}},
     {"GB200 NVL72: 72 B200 (186 GB) per NVLink 5 domain (rack), one 400 Gb/s InfiniBand NIC per GPU",
      {.name = "gb200-nvl72",
       .dev = {.name = "GB200-B200-186GB", .matmul_flops = {1250 * TF, 2500 * TF, 2500 * TF, FP8_GB200},
               .vector_flops = 180 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 186 * GB, .launch_s = 4e-6,
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_GB200},
-      .gpus_per_node = 72, .intra = {3e-6, 740 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 72}},
+      .gpus_per_node = 72, .intra = {3e-6, 740 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 72, .host = HOST_GB200}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {.name = "rtx3090-pcie",
       .dev = {.name = "GeForce RTX 3090", .matmul_flops = {35.6 * TF, 71 * TF, 71 * TF}, .vector_flops = 35.6 * TF,
@@ -324,6 +346,12 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
         return mk_error_set("%s: gpus_per_node and nics_per_node must be >= 1, max_nodes >= 0", what);
     if (!(c->intra.beta_Bps > 0) || !(c->inter.beta_Bps > 0))
         return mk_error_set("%s: link bandwidths must be > 0", what);
+    /* host figures: all or none; at most 10 TB/s a link, 2^60 bytes, 10^15 B/s */
+    const mk_host_t *h = &c->host;
+    int given = (h->link_Bps > 0) + (h->mem_bytes > 0) + (h->mem_bw_Bps > 0);
+    if (given != 0 && given != 3) return mk_error_set("%s: host needs link_Bps, mem_bytes and mem_bw_Bps", what);
+    if (h->link_Bps > 1e13 || h->mem_bytes > 0x1p60 || h->mem_bw_Bps > 1e15)
+        return mk_error_set("%s: host link_Bps at most 1e13, mem_bytes 2^60, mem_bw_Bps 1e15", what);
     return 0;
 }
 
@@ -333,10 +361,23 @@ static int opt_num(json_t *o, const char *what, const char *key, double *out)
     return json_object_get(o, key) ? mk_json_num(o, what, key, 0, out) : 0;
 }
 
+/* The optional "host" object: all three figures, each > 0. */
+static int host_from(json_t *j, const char *what, mk_host_t *h)
+{
+    static const char *const keys[] = {"link_Bps", "mem_bytes", "mem_bw_Bps", NULL};
+    json_t *o = json_object_get(j, "host");
+    if (!o) return 0;
+    if (!json_is_object(o)) return mk_error_set("%s: 'host' must be an object", what);
+    if (mk_json_only_keys(o, what, keys) < 0 || mk_json_num(o, what, "link_Bps", 1, &h->link_Bps) < 0 ||
+        mk_json_num(o, what, "mem_bytes", 1, &h->mem_bytes) < 0 || mk_json_num(o, what, "mem_bw_Bps", 1, &h->mem_bw_Bps) < 0)
+        return -1;
+    return 0;
+}
+
 int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
 {
     static const char *const top[] = {"name", "gpus_per_node", "max_nodes", "nics_per_node", "ideal", "intra",
-                                      "inter", "device", "about", NULL};
+                                      "inter", "device", "about", "host", NULL};
     static const char *const dev[] = {"name", "matmul_flops", "vector_flops", "mem_bw_Bps", "mem_bytes",
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "vector_bwd_flops",
                                       "attention_flops",
@@ -371,7 +412,8 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         (json_object_get(d, "sms") && mk_json_int(d, path, "sms", 0, &c->dev.sms) < 0) ||
         opt_num(d, path, "gemm_tile_m", &c->dev.gemm_tile_m) < 0 ||
         opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 ||
-        opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 || mk_cluster_validate(c, path) < 0)
+        opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 || host_from(j, path, &c->host) < 0 ||
+        mk_cluster_validate(c, path) < 0)
         return -1;
     return 0;
 }
@@ -413,6 +455,9 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(json_object_get(j, "device"), "host_op_s", json_real(d->host_op_s));
     if (j && d->flash_attn_flops > 0)
         json_object_set_new(json_object_get(j, "device"), "flash_attn_flops", json_real(d->flash_attn_flops));
+    if (j && c->host.link_Bps > 0)
+        json_object_set_new(j, "host", json_pack("{s:f, s:f, s:f}", "link_Bps", c->host.link_Bps, "mem_bytes",
+                                                 c->host.mem_bytes, "mem_bw_Bps", c->host.mem_bw_Bps));
     if (j && d->sms > 0) {
         json_t *dj = json_object_get(j, "device");
         json_object_set_new(dj, "sms", json_integer(d->sms));

@@ -189,8 +189,10 @@ static void search_free(mk_search_t *S)
 }
 
 
-int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
-                      mk_planner_result_t *r)
+/* One search; *any: some rank found a plan that fits (the same answer on
+ * every rank: the shared K best when the search is split). */
+static int search_once(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
+                       mk_planner_result_t *r, int *any)
 {
     double t0 = mk_time_now();
     memset(r, 0, sizeof *r);
@@ -237,8 +239,35 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
         share_finish(&S);
         mk_error_set("%s", err);
     }
+    *any = r->n > 0 || (S.all && S.all[0] < INFINITY);
     mk_sim_free(sim);
     search_free(&S);
     r->search_time_s = mk_time_now() - t0;
     return rc;
+}
+
+/* When nothing fits and the cluster gives its host figures, the search
+ * runs again with every candidate's optimizer offloaded to the host (what
+ * a user reaches for then: Megatron-Core's --optimizer-cpu-offload), and
+ * its answer replaces the first's (r->offloaded); else the first's stands,
+ * with its closest plan. */
+int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
+                      mk_planner_result_t *r)
+{
+    int any = 0;
+    if (search_once(m, c, o, r, &any) < 0) return -1;
+    if (any || o->optimizer_offload || !(c->host.link_Bps > 0) || c->ideal) return 0;
+    mk_planner_opts_t off = *o;
+    off.optimizer_offload = 1;
+    mk_planner_result_t r2;
+    int any2 = 0;
+    if (search_once(m, c, &off, &r2, &any2) < 0) return -1;
+    if (!any2) {
+        mk_planner_result_free(&r2);
+        return 0;
+    }
+    r2.search_time_s += r->search_time_s, r2.offloaded = 1;
+    mk_planner_result_free(r);
+    *r = r2;
+    return 0;
 }
