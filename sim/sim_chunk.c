@@ -166,7 +166,8 @@ static void opsac_piece(const mk_sim_state_t *R, int l, mk_tpl_t *t)
     double kept = 0;
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
         double f = mk_sim_opsac_kept(g, l, i);
-        if (f > 0) kept += f * mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(R->p, g), R->p->dtype, 0);
+        if (f > 0)
+            kept += f * mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(R->p, g), R->p->dtype, 0);
     }
     if (kept <= 0 || t->c_full <= 0) return;
     double r = kept < t->c_full ? 1 - kept / t->c_full : 0;

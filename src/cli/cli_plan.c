@@ -82,7 +82,8 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->zero = a->zero;
     p->seqpar = a->seqpar;
     if (mk_args_attention(a, &p->attention) < 0 || mk_args_xent(a, &p->cross_entropy) < 0) return -1;
-    if (a->reshard && mk_reshard_parse(a->reshard, &p->reshard) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    if (a->reshard && mk_reshard_parse(a->reshard, &p->reshard) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     p->optimizer_offload = a->optimizer_offload;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
     return 0;

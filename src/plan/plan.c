@@ -316,7 +316,10 @@ int mk_attn_backend_parse(const char *s, mk_attn_backend_t *out)
 
 static const char *const xent_names[] = {"vocab-parallel", "torch"};
 
-const char *mk_xent_name(mk_xent_t x) { return x == MK_XENT_VOCAB_PARALLEL || x == MK_XENT_TORCH ? xent_names[x] : "?"; }
+const char *mk_xent_name(mk_xent_t x)
+{
+    return x == MK_XENT_VOCAB_PARALLEL || x == MK_XENT_TORCH ? xent_names[x] : "?";
+}
 
 int mk_xent_parse(const char *s, mk_xent_t *out)
 {
@@ -325,7 +328,10 @@ int mk_xent_parse(const char *s, mk_xent_t *out)
     return mk_error_set("--cross-entropy must be vocab-parallel or torch, not '%s'", s ? s : "");
 }
 
-const char *mk_reshard_name(mk_reshard_t r) { return r == MK_RESHARD_NEVER ? "never" : r == MK_RESHARD_ALWAYS ? "always" : "?"; }
+const char *mk_reshard_name(mk_reshard_t r)
+{
+    return r == MK_RESHARD_NEVER ? "never" : r == MK_RESHARD_ALWAYS ? "always" : "?";
+}
 
 int mk_reshard_parse(const char *s, mk_reshard_t *out)
 {

@@ -60,7 +60,8 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* likewise only when on */
     if (j && p->optimizer_offload) json_object_set_new(j, "optimizer_cpu_offload", json_true());
     /* likewise only when never: absent means gathered per layer */
-    if (j && p->reshard == MK_RESHARD_NEVER) json_object_set_new(j, "fsdp_reshard_after_forward", json_string("never"));
+    if (j && p->reshard != MK_RESHARD_ALWAYS)
+        json_object_set_new(j, "fsdp_reshard_after_forward", json_string(mk_reshard_name(p->reshard)));
     /* likewise only when torch: absent means Megatron's vocab-parallel loss */
     if (j && p->cross_entropy != MK_XENT_VOCAB_PARALLEL)
         json_object_set_new(j, "cross_entropy", json_string(mk_xent_name(p->cross_entropy)));
