@@ -110,20 +110,6 @@ static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *
  *           reduce dtype, fp32 in torchtitan's mixed precision, when the
  *           pipeline schedule turns gradient sync off for all but the last
  *           micro-batch). */
-/* Optimizer CPU offload (Megatron-Core's HybridDeviceOptimizer with
- * --optimizer-cpu-offload, DeepSpeed's ZeRO-Offload): the optimizer term
- * leaves the device; the host holds it (fp32 master copy and Adam
- * moments: o bytes a parameter, plus the master copy fp32 plans keep on
- * the device too) and an fp32 copy of the gradients the CPU step reads
- * (4 bytes a parameter, the gradients going down the host link). */
-static void offload_state(const mk_plan_t *p, double opt, mk_stage_static_t *out)
-{
-    if (!p->optimizer_offload || opt <= 0) return;
-    double per = opt + 4 + (p->dtype == MK_DTYPE_FP32 ? 4 : 0);
-    out->host_bytes = out->optimizer * per / opt;
-    out->optimizer = 0;
-}
-
 static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w, double gr, double opt, double P,
                        mk_stage_static_t *out)
 {
@@ -141,7 +127,7 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
         if (z == 3) out->weights = w * (P - Pe) / k + w * Pe / ke, out->gathered = w * pair;
         if (z == 3 && p->reshard == MK_RESHARD_NEVER) out->weights += w * P, out->grads += 4 * P, out->gathered = 0;
     }
-    offload_state(p, opt, out);
+    mk_sim_offload_state(p, opt, out);
 }
 
 /* fp8 plans: parameters of the linear layers of [l0, l1) on one TP rank.
@@ -255,6 +241,10 @@ static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp, int cp
  *           sec. 5): 2sbh bytes per transformer layer with full recompute.
  *           Under selective-op the group also keeps what the op-level
  *           policy keeps (mk_sim_opsac_layer_bytes), and rebuilds the rest.
+ *           With activation offload the offloaded blocks keep nothing on
+ *           the device but the largest one, in flight to or from the host
+ *           (Transformer Engine's offload copies a layer while the next
+ *           computes).
  *   wmax    the largest group's activations rebuilt in B (all of its
  *           layers at once, less what it stored).
  *   gbuf    the largest layer's backward gradients (layer_grads; NULL: not
@@ -264,7 +254,7 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
 {
     int sel = p->recompute.kind == MK_RECOMPUTE_SELECTIVE, sp = p->seqpar && p->tp > 1;
     int opsac = p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP;
-    double tsp = sp ? p->tp : 1, st = 0, wm = 0, gb = 0, grp = 0;
+    double tsp = sp ? p->tp : 1, st = 0, wm = 0, gb = 0, grp = 0, blk = 0, blk_max = 0;
     int seen = 0, in_grp = 0;
     for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
         double a = mk_layer_act_bytes(g, l, p->tp, sp, sel);
@@ -277,6 +267,9 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
         } else if (is_ck) {
             double in = mk_layer_ckpt_bytes(g, l, p->tp, sp);
             st += in, grp = a > in ? a - in : 0;
+        } else if (mk_sim_act_offloaded(p, g, l)) { /* no recompute with offload (Megatron-Core) */
+            blk = l > p->bounds[k] && g->layers[l].block == g->layers[l - 1].block ? blk + a : a;
+            if (blk > blk_max) blk_max = blk;
         } else {
             st += a;
         }
@@ -290,6 +283,7 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
        holds s/cp tokens of each sequence (the attention scores too: its
        queries against one K/V block at a time) */
     double cp = p->cp > 1 ? p->cp : 1;
+    st += blk_max; /* the offloaded block in flight */
     if (stored) *stored = st / cp;
     if (wmax) *wmax = wm / cp;
     if (gbuf) *gbuf = gb / cp;

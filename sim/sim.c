@@ -223,9 +223,10 @@ int mk_sim_run(mk_sim_t *sim, const mk_plan_ctx_t *ctx, const mk_sim_opts_t *opt
     if (!sim || !ctx || !out) return mk_error_set("mk_sim_run: NULL argument");
     const mk_plan_t p = ctx->plan; /* resolved: checked, auto settled (mk_plan_resolve) */
     const mk_graph_t *g = ctx->g;
-    if (p.optimizer_offload && !(sim->c.host.link_Bps > 0) && !sim->c.ideal)
-        return mk_error_set("--optimizer-cpu-offload: cluster '%s' gives no host memory and link (its \"host\" "
-                            "figures: link_Bps, mem_bytes, mem_bw_Bps)", sim->c.name);
+    if ((p.optimizer_offload || p.cpu_offload_layers) && !(sim->c.host.link_Bps > 0) && !sim->c.ideal)
+        return mk_error_set("%s: cluster '%s' gives no host memory and link (its \"host\" figures: link_Bps, "
+                            "mem_bytes, mem_bw_Bps)", p.optimizer_offload ? "--optimizer-cpu-offload"
+                            : "--cpu-offloading-num-layers", sim->c.name);
 
     mk_sim_state_t R;
     memset(&R, 0, sizeof R);

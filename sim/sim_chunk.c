@@ -242,6 +242,7 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     c->f = mk_tp_run(c->fwd, c->nl, lvl, NULL, &c->f_comm, NULL, NULL);
     c->b = mk_tp_run(c->bwd, c->nl, lvl, NULL, &c->b_comm, NULL, NULL);
     c->bi = mk_tp_run(c->bin, c->nl, lvl, NULL, &c->bi_comm, NULL, NULL);
+    mk_sim_act_offload_time(R, c);
     if (chunk_recompute(c, lvl) < 0) return -1;
     for (int i = 0; i <= c->nck; i++) mk_sim_chunk_act(p, g, k, i, &c->stored[i], &c->wmax[i], i ? NULL : &c->gbuf);
     c->s_full = c->stored[0];

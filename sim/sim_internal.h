@@ -92,6 +92,14 @@ int mk_sim_is_ckptable(const mk_graph_t *g, int l);
 /* --recompute selective-op: the share of op i's (of layer l) output its
  * policy keeps in the forward (0 to 1; opsac.c). */
 double mk_sim_opsac_kept(const mk_graph_t *g, int l, int i);
+/* Host offload (offload.c): activation offload's layers and the bytes
+ * chunk k sends to the host per micro-batch (one TP rank); the optimizer
+ * term moved to out->host_bytes (o bytes a parameter for the optimizer);
+ * the CPU optimizer step of `local` parameters, seconds; the activation
+ * copies' exposed time added to chunk c's F, B and B_IN. */
+int mk_sim_act_offloaded(const mk_plan_t *p, const mk_graph_t *g, int l);
+double mk_sim_act_offload_bytes(const mk_plan_t *p, const mk_graph_t *g, int k);
+void mk_sim_offload_state(const mk_plan_t *p, double opt, mk_stage_static_t *out);
 /* ... and the bytes checkpointed layer l keeps under it, one TP rank. */
 double mk_sim_opsac_layer_bytes(const mk_graph_t *g, int l, int tp, double tsp);
 /* The attention op o's backward scratch (unfused: the score gradient, one
@@ -170,6 +178,8 @@ typedef struct mk_sim_stage {
 /* sim_cache.c: per-layer pieces kept by a handle across its runs. */
 typedef struct mk_layer_cache mk_layer_cache_t;
 typedef struct mk_sim_state mk_sim_state_t;
+double mk_sim_opt_offload_cost(const mk_sim_state_t *R, double local);
+void mk_sim_act_offload_time(const mk_sim_state_t *R, mk_chunk_cost_t *c);
 typedef struct mk_layer_caches {
     mk_layer_cache_t **e;
     int n, cap;

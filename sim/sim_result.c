@@ -45,10 +45,14 @@ static void result_stages(const mk_sim_state_t *R, double step, mk_sim_result_t 
         }
     }
     if (worst > out->memory_limit_bytes) out->fits = 0, out->shortfall_bytes = worst - out->memory_limit_bytes;
-    if (!p->optimizer_offload) return;
+    if (!p->optimizer_offload && !p->cpu_offload_layers) return;
     double host = 0;
-    for (int s = 0; s < p->pp; s++)
-        if (R->st[s].ss.host_bytes > host) host = R->st[s].ss.host_bytes;
+    for (int s = 0; s < p->pp; s++) {
+        double h = R->st[s].ss.host_bytes, a = 0;
+        for (int c = 0; c < p->vpp; c++) a += mk_sim_act_offload_bytes(p, R->g, c * p->pp + s);
+        h += a * (R->st[s].max_inflight > 0 ? R->st[s].max_inflight : 1) / p->vpp;
+        if (h > host) host = h;
+    }
     out->host_memory_bytes = host * R->c->gpus_per_node, out->host_limit_bytes = R->c->host.mem_bytes;
     if (!R->c->ideal && out->host_memory_bytes > out->host_limit_bytes) out->fits = 0;
 }

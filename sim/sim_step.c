@@ -351,29 +351,13 @@ static int op_reduce_grads(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     return DONE;
 }
 
-/* The optimizer step of `local` parameters on the CPU (optimizer CPU
- * offload): the gradients down the device's host link (their dtype), the
- * Adam step at host memory bandwidth, which the node's GPUs share (28
- * bytes a parameter read and written, as on the device: fp32 master,
- * moments and gradient in, master, moments and the 16-bit copy out), and
- * the updated weights up the link; one after the other (Megatron-Core can
- * overlap the copies with the step per parameter group: not modelled). */
-static double opt_offload_cost(const mk_sim_state_t *R, double local)
-{
-    double w, gr, opt;
-    mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
-    const mk_host_t *h = &R->c->host;
-    if (h->link_Bps <= 0 || h->mem_bw_Bps <= 0) return 0; /* refused before the run (mk_sim_run) */
-    return R->c->dev.launch_s + (gr + w) * local / h->link_Bps + 28.0 * local * R->c->gpus_per_node / h->mem_bw_Bps;
-}
-
 double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double *ag)
 {
     const mk_plan_t *p = R->p;
     int unit = R->o->unit_costs, z = mk_plan_zero(p);
     double d = 0, local = S->ss.params / (z ? mk_plan_zero_group(p) : 1);
     if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
-    if (!unit && !R->c->ideal && p->optimizer_offload) d = opt_offload_cost(R, local);
+    if (!unit && !R->c->ideal && p->optimizer_offload) d = mk_sim_opt_offload_cost(R, local);
     /* fp8: the step's cast of the linear weights to FP8 (memory.c fp8_copies) */
     if (!unit && !R->c->ideal) d += mk_dtype_cast_bytes(p->dtype) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
     double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;

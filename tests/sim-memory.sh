@@ -122,4 +122,30 @@ assert abs(got - want) <= 1e-6 * want, (got, want)"
 expect_fail "offload on a cluster without host figures" "gives no host memory" -- \
   $MERAK sim --model gpt-tiny --cluster rtx3090-pcie --optimizer-cpu-offload
 expect_fail "run refuses optimizer offload" "optimizer-cpu-offload is for merak sim" -- $MERAK run --optimizer-cpu-offload
+# --cpu-offloading-num-layers N (Megatron-Core's activation offload):
+# the first N blocks' stored activations go to the host, one block's stays
+# in flight, so on the device N = 0 -> 16 -> 31 each drop 15 blocks'
+# worth (equal differences: the blocks are alike), the host holds N blocks
+# per GPU (x 8 a node: host/N constant), and the copies lengthen the step;
+# Megatron-Core's rules refuse pp > 1, recompute and N >= the blocks
+A="--model llama-3-8b --cluster dgx-h100 --dp 8 --gbs 64 --mbs 2 --recompute none --zero 1 --json"
+for n in 0 16 31; do $MERAK sim $A --cpu-offloading-num-layers $n >"$tmpdir/a$n.json" 2>/dev/null || echo "FAIL: sim offload $n"; done
+check "activation offload: -15 blocks on the device per step of 15, N blocks on the host, a longer step" "$PYTHON" -c "
+import json
+a = {n: json.load(open('$tmpdir/a%d.json' % n)) for n in (0, 16, 31)}
+act = {n: a[n]['memory_breakdown'][0]['activations'] for n in a}
+d1, d2 = act[0] - act[16], act[16] - act[31]
+assert d1 > 0 and abs(d1 - d2) <= 1e-9 * d1, (d1, d2)
+h16, h31 = a[16]['host_memory_bytes'] / 16, a[31]['host_memory_bytes'] / 31
+assert abs(h16 - h31) <= 1e-9 * h16 and abs(h16 - 8 * d1 / 15) <= 1e-6 * h16, (h16, h31, d1)
+assert a[0]['step_time_s'] < a[16]['step_time_s'] < a[31]['step_time_s']
+assert a[16]['plan']['cpu_offloading_num_layers'] == 16 and 'cpu_offloading_num_layers' not in a[0]['plan']"
+expect_fail "activation offload with pp 2" "Megatron-Core's rules" -- $MERAK sim --model llama-3-8b --cluster dgx-h100 \
+  --pp 2 --recompute none --cpu-offloading-num-layers 4
+expect_fail "activation offload with recompute" "Megatron-Core's rules" -- $MERAK sim --model llama-3-8b \
+  --cluster dgx-h100 --cpu-offloading-num-layers 4
+expect_fail "activation offload of every block" "fewer layers than the model's 32" -- $MERAK sim --model llama-3-8b \
+  --cluster dgx-h100 --recompute none --cpu-offloading-num-layers 32
+expect_fail "run refuses activation offload" "cpu-offloading-num-layers is for merak sim" -- \
+  $MERAK run --recompute none --cpu-offloading-num-layers 1
 finish

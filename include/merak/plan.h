@@ -99,6 +99,12 @@ typedef struct mk_plan {
                                  * moments in host memory, the step on the CPU, gradients down
                                  * and weights up the host link (cluster host figures needed);
                                  * the executor refuses it */
+    int cpu_offload_layers;     /* activation offload (Megatron-Core's --cpu-offloading
+                                 * --cpu-offloading-num-layers N): the first N transformer blocks'
+                                 * stored activations go to host memory after their forward and
+                                 * come back for their backward, over the host link beside the
+                                 * compute; 0: none.  Megatron-Core's rules: pp 1, no recompute,
+                                 * N < the blocks; the executor refuses it */
     mk_xent_t cross_entropy;    /* the loss's implementation (memory only; mk_xent_t):
                                  * vocab-parallel (mk_plan_init's default, and a plan file's
                                  * without the field) or torch.  The executor computes the

@@ -89,6 +89,8 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->cross_entropy != MK_XENT_VOCAB_PARALLEL) /* its memory is PyTorch's, not the executor's */
         return mk_error_set("cross_entropy %s is for merak sim and merak plan: run computes the "
                             "vocab-parallel cross entropy", mk_xent_name(p->cross_entropy));
+    if (p->cpu_offload_layers)
+        return mk_error_set("--cpu-offloading-num-layers is for merak sim: run keeps activations on its backend");
     if (p->optimizer_offload)
         return mk_error_set("--optimizer-cpu-offload is for merak sim and merak plan: run keeps the optimizer "
                             "on its backend");

@@ -166,6 +166,10 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->zero_shard < 0 || p->zero_shard > p->dp || (p->zero_shard && p->dp % p->zero_shard))
         return mk_error_set("ZeRO sharding group %d does not divide dp %d", p->zero_shard, p->dp);
     if (p->zero_shard && !p->zero) return mk_error_set("a ZeRO sharding group needs --zero 1, 2 or 3");
+    if (p->cpu_offload_layers && (p->pp > 1 || p->recompute.kind != MK_RECOMPUTE_NONE ||
+                                  p->cpu_offload_layers < 0 || p->cpu_offload_layers >= g->cfg.num_layers))
+        return mk_error_set("--cpu-offloading-num-layers %d needs pp 1, --recompute none and fewer layers than the "
+                            "model's %d blocks (Megatron-Core's rules)", p->cpu_offload_layers, g->cfg.num_layers);
     if (p->reshard == MK_RESHARD_NEVER && p->zero != 3)
         return mk_error_set("--fsdp-reshard-after-forward never needs --zero 3 (got --zero %d)", p->zero);
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");

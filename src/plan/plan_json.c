@@ -59,6 +59,7 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
         json_object_set_new(j, "attention_backend", json_string(mk_attn_backend_name(p->attention)));
     /* likewise only when on */
     if (j && p->optimizer_offload) json_object_set_new(j, "optimizer_cpu_offload", json_true());
+    if (j && p->cpu_offload_layers) json_object_set_new(j, "cpu_offloading_num_layers", json_integer(p->cpu_offload_layers));
     /* likewise only when never: absent means gathered per layer */
     if (j && p->reshard != MK_RESHARD_ALWAYS)
         json_object_set_new(j, "fsdp_reshard_after_forward", json_string(mk_reshard_name(p->reshard)));
@@ -193,7 +194,8 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
                                        "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
                                        "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy",
-                                       "fsdp_reshard_after_forward", "optimizer_cpu_offload", NULL};
+                                       "fsdp_reshard_after_forward", "optimizer_cpu_offload",
+                                       "cpu_offloading_num_layers", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -251,7 +253,9 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
     if (!strcmp(rc, "explicit")) p->recompute.kind = MK_RECOMPUTE_EXPLICIT;
     if (opt_bool(j, what, "sequence_parallel", 0, &p->seqpar) < 0 ||
         opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 || attention_from_json(j, what, p) < 0 ||
-        xent_from_json(j, what, p) < 0 || opt_bool(j, what, "optimizer_cpu_offload", 0, &p->optimizer_offload) < 0)
+        xent_from_json(j, what, p) < 0 || opt_bool(j, what, "optimizer_cpu_offload", 0, &p->optimizer_offload) < 0 ||
+        (json_object_get(j, "cpu_offloading_num_layers") &&
+         mk_json_int(j, what, "cpu_offloading_num_layers", 0, &p->cpu_offload_layers) < 0))
         return -1;
     if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||
