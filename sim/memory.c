@@ -588,7 +588,7 @@ static int closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
             for (int ch = 0; ch < p->vpp; ch++) ck[ch] = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
             mk_mem_breakdown_t m;
             stage_total(p, g, s, &F, ck, NULL, &m);
-            if (m.total <= c->dev.mem_bytes) break;
+            if (m.total <= mk_cluster_usable_bytes(c)) break;
         }
         set_stage_ckpt(p, layers, s, k > nmax ? nmax : k);
     }
@@ -654,7 +654,7 @@ int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_gra
         mk_sched_spec_t spec;
         mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, spl, &spec);
         mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
-        rc = sch ? search_streams(p, g, o, sch, prev, c->dev.mem_bytes, &changed) : -1;
+        rc = sch ? search_streams(p, g, o, sch, prev, mk_cluster_usable_bytes(c), &changed) : -1;
         mk_sched_recycle(prev, pool);
         prev = sch;
         if (!changed) break;

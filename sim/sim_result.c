@@ -77,7 +77,7 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
         out->mfu = out->flops_per_iteration / step / gpus /
                    c->dev.matmul_flops[p->dtype == MK_DTYPE_FP8 ? MK_DTYPE_BF16 : p->dtype];
     }
-    out->memory_limit_bytes = c->dev.mem_bytes;
+    out->memory_limit_bytes = mk_cluster_usable_bytes(c);
     out->fits = 1;
     out->worst_stage = -1;
     result_stages(R, step, out);

@@ -24,7 +24,7 @@ static void test_bound_loses_nothing(const mk_model_config_t *mp, const char *cl
     mk_model_config_t m = *mp;
     mk_cluster_t c;
     mk_cluster_get(cluster, &c);
-    if (mem_gib > 0) c.dev.mem_bytes = mem_gib * (1 << 30); /* make memory matter */
+    if (mem_gib > 0) c.dev.mem_bytes = mem_gib * (1 << 30), c.dev.context_bytes = 0; /* make memory matter */
     mk_planner_opts_t o;
     mk_planner_opts_init(&o);
     o.gpus = gpus, o.gbs = gbs, o.dtype = MK_DTYPE_BF16, o.top = 3, o.tp_overlap = tp_overlap;
@@ -66,7 +66,7 @@ static void test_nothing_fits(void)
     mk_model_config_t m = small_gpt();
     mk_cluster_t c;
     mk_cluster_get("rtx3090-pcie", &c);
-    c.dev.mem_bytes = 0.06 * (1 << 30); /* the state of some candidates fits */
+    c.dev.mem_bytes = 0.06 * (1 << 30), c.dev.context_bytes = 0; /* the state of some candidates fits */
     mk_planner_opts_t o;
     mk_planner_opts_init(&o);
     o.gpus = 8, o.gbs = 64, o.top = 3;

@@ -48,6 +48,9 @@ typedef struct mk_device {
                                 the forward's (`merak profile` measures both inside a training
                                 step on the CPU); 0: vector_flops */
 
+    double context_bytes;    /* optional: device memory the runtime holds before the framework
+                                allocates anything (the CUDA context); plans get mem_bytes less
+                                this (mk_cluster_usable_bytes); 0: none */
     double flash_attn_flops; /* optional: FLOP/s of the fused FlashAttention kernel, forward
                                 and backward (plans with use_flash_attn; at most the matmul
                                 peak); 0: such plans run the core at the GEMM curve */
@@ -83,6 +86,8 @@ MK_API int mk_cluster_load(const char *path, mk_cluster_t *c);
 MK_API int mk_cluster_save(const mk_cluster_t *c, const char *path);
 /* Validate the fields of a cluster (what the JSON loader checks). */
 MK_API int mk_cluster_validate(const mk_cluster_t *c, const char *what);
+/* The device memory a plan may use: mem_bytes less the runtime's context. */
+MK_API double mk_cluster_usable_bytes(const mk_cluster_t *c);
 MK_API const char *const *mk_cluster_preset_names(void);
 MK_API const char *mk_cluster_preset_about(const char *name);
 /* A plan of dtype dt can run on the cluster's device: fp8 needs its FP8

@@ -151,6 +151,14 @@
 #define HOST_B200 {0.9 * 63 * GB, 2048 * GB, 716.8 * GB}
 #define HOST_GB200 {0.9 * 225 * GB, 17000 * GB, 18400 * GB}
 
+/* The CUDA context a PyTorch process holds on each GPU before it
+ * allocates a tensor: 287,047,680 bytes with lazy module loading
+ * (pytorch/pytorch#86509's measurement; PyTorch sets CUDA_MODULE_LOADING=
+ * LAZY since 1.13, and it is CUDA's default on Linux since 12.2), against
+ * 666,632,192 eager.  Outside the caching allocator, so outside
+ * torch.cuda's allocated and reserved figures, but not free for a plan. */
+#define CUDA_CONTEXT 287047680.0
+
 /* Dense FP8 tensor-core peaks (sources on top). */
 #define FP8_H100 (1979 * TF)
 #define FP8_B200 (4500 * TF)
@@ -169,20 +177,20 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
      {.name = "dgx-a100",
       .dev = {.name = "A100-SXM4-80GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
               .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
-              .gemm_half_dim = 256, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
+              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
       DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4}},
     {"8x A100-40GB SXM per node (the first DGX A100), NVSwitch, 8x200 Gb/s InfiniBand",
      {.name = "a100-40gb",
       .dev = {.name = "A100-SXM4-40GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
               .mem_bw_Bps = 1400 * GB, .mem_bytes = 40 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
-              .gemm_half_dim = 256, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
+              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
       DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4_1TB}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h100",
       .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     /* The H100 of torchtitan's published benchmarks (pytorch/torchtitan,
        benchmarks/llama3_h100_202412_torchtitan.md, "Hardware"): Grand
@@ -199,41 +207,41 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H100-SXM5-96GB-500W", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 2160 * GB, .mem_bytes = 96 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x H200-141GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h200",
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF, .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6,
-              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_H100},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     {"8x B200-180GB per node, NVLink 5 / NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-b200",
       .dev = {.name = "B200-180GB", .matmul_flops = {1125 * TF, 2250 * TF, 2250 * TF, FP8_B200},
               .vector_flops = 150 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 180 * GB, .launch_s = 4e-6,
-              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_B200},
       DGX_LINKS(740 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_B200}},
     {"GB200 NVL72: 72 B200 (186 GB) per NVLink 5 domain (rack), one 400 Gb/s InfiniBand NIC per GPU",
      {.name = "gb200-nvl72",
       .dev = {.name = "GB200-B200-186GB", .matmul_flops = {1250 * TF, 2500 * TF, 2500 * TF, FP8_GB200},
               .vector_flops = 180 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 186 * GB, .launch_s = 4e-6,
-              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_GB200},
       .gpus_per_node = 72, .intra = {3e-6, 740 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 72, .host = HOST_GB200}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {.name = "rtx3090-pcie",
       .dev = {.name = "GeForce RTX 3090", .matmul_flops = {35.6 * TF, 71 * TF, 71 * TF}, .vector_flops = 35.6 * TF,
               .mem_bw_Bps = 936 * GB, .mem_bytes = 24 * GB, .launch_s = 5e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 128, .has_bf16 = 1},
+              .gemm_half_dim = 128, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT},
       .gpus_per_node = 8, .intra = {10e-6, 25 * GB}, .inter = {5e-6, 12.5 * GB}, .nics_per_node = 1}},
     {"one H200 SXM (141 GB)",
      {.name = "h200",
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
       .gpus_per_node = 1, .max_nodes = 1, .intra = {3e-6, 370 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 1}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
      {.name = "ideal",
@@ -321,6 +329,8 @@ static int link_from(json_t *o, const char *what, const char *key, mk_link_t *l)
     return 0;
 }
 
+double mk_cluster_usable_bytes(const mk_cluster_t *c) { return c->dev.mem_bytes - c->dev.context_bytes; }
+
 int mk_cluster_validate(const mk_cluster_t *c, const char *what)
 {
     const mk_device_t *d = &c->dev;
@@ -342,6 +352,8 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     double peak = fmax(d->matmul_flops[0], fmax(d->matmul_flops[1], d->matmul_flops[2]));
     if (d->flash_attn_flops > peak)
         return mk_error_set("%s: flash_attn_flops must be at most the matmul peak (%g)", what, peak);
+    if (!(d->context_bytes < d->mem_bytes))
+        return mk_error_set("%s: context_bytes must be less than mem_bytes", what);
     if (c->gpus_per_node < 1 || c->nics_per_node < 1 || c->max_nodes < 0)
         return mk_error_set("%s: gpus_per_node and nics_per_node must be >= 1, max_nodes >= 0", what);
     if (!(c->intra.beta_Bps > 0) || !(c->inter.beta_Bps > 0))
@@ -382,7 +394,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "vector_bwd_flops",
                                       "attention_flops",
                                       "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
-                                      "gemm_tile_n", "flash_attn_flops", NULL};
+                                      "gemm_tile_n", "flash_attn_flops", "context_bytes", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", "fp8", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
@@ -412,7 +424,8 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         (json_object_get(d, "sms") && mk_json_int(d, path, "sms", 0, &c->dev.sms) < 0) ||
         opt_num(d, path, "gemm_tile_m", &c->dev.gemm_tile_m) < 0 ||
         opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 ||
-        opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 || host_from(j, path, &c->host) < 0 ||
+        opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 ||
+        opt_num(d, path, "context_bytes", &c->dev.context_bytes) < 0 || host_from(j, path, &c->host) < 0 ||
         mk_cluster_validate(c, path) < 0)
         return -1;
     return 0;
@@ -455,6 +468,8 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(json_object_get(j, "device"), "host_op_s", json_real(d->host_op_s));
     if (j && d->flash_attn_flops > 0)
         json_object_set_new(json_object_get(j, "device"), "flash_attn_flops", json_real(d->flash_attn_flops));
+    if (j && d->context_bytes > 0)
+        json_object_set_new(json_object_get(j, "device"), "context_bytes", json_real(d->context_bytes));
     if (j && c->host.link_Bps > 0)
         json_object_set_new(j, "host", json_pack("{s:f, s:f, s:f}", "link_Bps", c->host.link_Bps, "mem_bytes",
                                                  c->host.mem_bytes, "mem_bw_Bps", c->host.mem_bw_Bps));

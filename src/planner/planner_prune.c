@@ -62,7 +62,7 @@ static void note_miss(mk_search_t *S, const mk_plan_t *p, int stage, const mk_me
 static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, int record, int *ck)
 {
     if (resolved_ckpt(p, g, ck) < 0) return 0;
-    double limit = S->cl->dev.mem_bytes, worst = -1;
+    double limit = mk_cluster_usable_bytes(S->cl), worst = -1;
     int ws = 0;
     mk_mem_breakdown_t wm, m;
     for (int s = 0; s < p->pp; s++) {
@@ -86,8 +86,8 @@ static int state_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
     mk_mem_breakdown_t m;
     for (int s = 0; s < p->pp; s++) {
         if (mk_sim_stage_memory(S->cl, p, g, s, zero, 0, &S->so, &m) < 0) return 0;
-        if (m.total > S->cl->dev.mem_bytes) {
-            note_miss(S, p, s, &m, m.total - S->cl->dev.mem_bytes);
+        if (m.total > mk_cluster_usable_bytes(S->cl)) {
+            note_miss(S, p, s, &m, m.total - mk_cluster_usable_bytes(S->cl));
             return 0;
         }
     }
@@ -288,7 +288,7 @@ static int auto_floor(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, i
             mk_mem_breakdown_t m;
             int rc = S->fx ? mk_sim_stage_memory_fixed(S->fx, p, g, s, c, &m)
                            : mk_sim_stage_memory(S->cl, p, g, s, c, -1, &S->so, &m);
-            fits = rc == 0 && m.total <= S->cl->dev.mem_bytes;
+            fits = rc == 0 && m.total <= mk_cluster_usable_bytes(S->cl);
         }
         if (!fits) return 0;
     }

@@ -5,7 +5,7 @@ everything else (times, bubbles, events, streams, plans, rc, stderr).
 
   memory_diff.py OLD.jsonl.gz NEW.jsonl.gz
 
-Memory fields: peak_memory_bytes, memory_breakdown, fits, worst_stage,
+Memory fields: peak_memory_bytes, memory_breakdown, fits, worst_stage, memory_limit_bytes,
 shortfall_bytes (at any depth), stderr lines saying a plan does not fit,
 and GiB figures in stderr.  Every other leaf must be equal (reals to 1e-12 relative, as
 golden.py compares them).  Prints the counts; exit 1 if any non-memory
@@ -15,7 +15,7 @@ import json
 import re
 import sys
 
-MEMORY = {"peak_memory_bytes", "memory_breakdown", "fits", "worst_stage", "shortfall_bytes"}
+MEMORY = {"peak_memory_bytes", "memory_breakdown", "fits", "worst_stage", "shortfall_bytes", "memory_limit_bytes"}
 REL_TOL = 1e-12
 
 
