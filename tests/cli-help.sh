@@ -46,7 +46,7 @@ check "run: optimizer 2" has run "--weight-decay (0.1); --clip-grad (1.0);"
 check "run: optimizer 3" has run "--adam-eps (1e-8); --seed N (1234)"
 check "plan: gpus, batch, top" sh -c "grep -qF 'GPUs to use (default 64)' '$tmpdir/plan.txt' &&
   grep -qF '(default 512)' '$tmpdir/plan.txt' && grep -qF 'plans to show (default 5)' '$tmpdir/plan.txt'"
-check "sched: vpp" has sched "(interleaved only; default 2)"
+check "sched: vpp" has sched "default 2)"
 check "profile: out" has profile "(default profile.json)"
 check "model: model, gbs" sh -c "grep -qF '(default gpt-8.3b)' '$tmpdir/model.txt' &&
   grep -qF 'per iteration (default 512)' '$tmpdir/model.txt'"

@@ -21,6 +21,9 @@ equiv 1 1 2
 equiv 4 1 1 --mbs 2
 equiv 1 4 1 --schedule 1f1b
 equiv 2 1 2 --mbs 2 --schedule gpipe
+# looped BFS (issue 35): 4 stages of 2 chunks, and torchtitan's name for it
+equiv 1 4 1 --schedule looped-bfs --vpp 2 --recompute none
+equiv 1 2 2 --schedule LoopedBFS --vpp 2 --recompute full
 
 # a plan file: explicit, uneven stage bounds and checkpoint counts
 cat >"$tmpdir/plan.json" <<'JSON'

@@ -140,6 +140,15 @@ static void test_tail_and_p2p(void)
     mk_sched_free(s);
 }
 
+/* The chunks a schedule runs with in these loops (layers[8] holds p x v
+ * counts): interleaved 2 up to p 4, looped-bfs 2 (it needs them) up to p
+ * 4 and -1 (skip) above, else 1. */
+static int test_vpp(int k, int p)
+{
+    if (k == MK_SCHED_LOOPED_BFS) return p <= 4 ? 2 : -1;
+    return k == MK_SCHED_INTERLEAVED && p <= 4 ? 2 : 1;
+}
+
 /* Stage-aware and explicit counts through every schedule still verify. */
 static void test_policies(void)
 {
@@ -147,7 +156,8 @@ static void test_policies(void)
     for (int k = 0; k < MK_SCHED_COUNT; k++)
         for (int p = 1; p <= 8; p++)
             for (int m = p; m <= 2 * p; m += p) {
-                int v = k == MK_SCHED_INTERLEAVED && p <= 4 ? 2 : 1;
+                int v = test_vpp(k, p);
+                if (v < 0) continue;
                 mk_sched_spec_t sp = {.kind = k, .pp = p, .m = m, .vpp = v,
                                       .recompute = {MK_RECOMPUTE_STAGE_AWARE, 0.5},
                                       .layers = layers, .grad_buckets = 3, .tied = 1};
@@ -184,7 +194,8 @@ static void test_counts_and_pool(void)
     for (int k = 0; k < MK_SCHED_COUNT; k++)
         for (int p = 1; p <= 8; p++)
             for (int r = 0; r < 3; r++) {
-                int v = k == MK_SCHED_INTERLEAVED && p <= 4 ? 2 : 1, ck[8] = {-1};
+                int v = test_vpp(k, p), ck[8] = {-1};
+                if (v < 0) continue;
                 mk_sched_spec_t sp = {.kind = k, .pp = p, .m = 2 * p, .vpp = v, .recompute = {rks[r], 0.5},
                                       .layers = layers, .grad_buckets = 2, .tied = 1};
                 mk_sched_t *s = mk_sched_build(&sp), *q = mk_sched_build_pooled(&sp, &pool);

@@ -59,10 +59,11 @@ static void check_one(mk_sched_kind_t k, int p, int m, int v, const mk_recompute
     mk_sched_spec_t sp = {.kind = k, .pp = p, .m = m, .vpp = v, .recompute = *rc, .grad_buckets = 1, .tied = 1};
     const mk_sched_traits_t *t = mk_sched_traits(k);
     mk_sched_t *s = mk_sched_build(&sp);
-    int runs = v == 1 ? !t->interleaved || p == 1 : t->interleaved && m % p == 0;
+    int runs = v == 1 ? (!t->interleaved || p == 1) && t->min_vpp <= 1
+                      : t->interleaved && (!t->m_per_pp || m % p == 0);
     if (!s) {
         /* only what the traits rule out fails to build */
-        CHECK(!runs || (v > 1 && m % p), "%s p %d m %d v %d: refused: %s", mk_sched_kind_name(k), p, m, v,
+        CHECK(!runs, "%s p %d m %d v %d: refused: %s", mk_sched_kind_name(k), p, m, v,
               mk_error_last());
         return;
     }

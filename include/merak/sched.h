@@ -59,7 +59,7 @@ typedef struct mk_instr {
 
 typedef enum {
     MK_SCHED_GPIPE = 0, MK_SCHED_1F1B, MK_SCHED_INTERLEAVED, MK_SCHED_MERAK,
-    MK_SCHED_MERAK_PRE, MK_SCHED_MERAK_LAST, MK_SCHED_ZB_H1, MK_SCHED_COUNT
+    MK_SCHED_MERAK_PRE, MK_SCHED_MERAK_LAST, MK_SCHED_ZB_H1, MK_SCHED_LOOPED_BFS, MK_SCHED_COUNT
 } mk_sched_kind_t;
 
 typedef enum {
@@ -161,7 +161,9 @@ static inline int mk_instr_is_compute(mk_instr_op_t op)
  * the verifier; tests/test_sched_traits.c checks each against the streams. */
 typedef struct mk_sched_traits {
     int min_pp;         /* fewest stages it is searched with (2: a pipeline schedule; 1: also pp 1) */
-    int interleaved;    /* runs vpp > 1 chunks per stage, and only those (m a multiple of pp) */
+    int interleaved;    /* runs vpp > 1 chunks per stage, and only those */
+    int m_per_pp;       /* needs m a multiple of pp (Megatron's interleaved order) */
+    int min_vpp;        /* fewest chunks a stage it builds with (0: 1; looped-bfs 2: one is gpipe) */
     int split_backward; /* B_IN + B_W per micro-batch and chunk instead of B */
     int replays_early;  /* its R (replayed forward) may run before the gradient arrives */
 } mk_sched_traits_t;

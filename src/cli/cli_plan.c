@@ -34,7 +34,7 @@ static int vpp_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, mk_pla
                                "%d blocks over pp %d", a->vpp_layers, p->model.num_layers, p->pp), -1;
         p->vpp = p->model.num_layers / per;
     }
-    if (!a->vpp && !a->vpp_layers && d->vpp && p->schedule == MK_SCHED_INTERLEAVED) p->vpp = d->vpp;
+    if (!a->vpp && !a->vpp_layers && d->vpp && mk_sched_traits(p->schedule)->interleaved) p->vpp = d->vpp;
     if (p->vpp > 1 && !a->schedule) p->schedule = MK_SCHED_INTERLEAVED;
     return 0;
 }

@@ -22,7 +22,7 @@ static const char *plan_usage =
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
     "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
-    "interleaved, merak, zb-h1), recompute policy (none, full, selective, stage-aware,\n"
+    "interleaved, merak, zb-h1, looped-bfs), recompute policy (none, full, selective, stage-aware,\n"
     "auto), sequence parallelism, TP overlap, ZeRO 0-3 (over the DP group or a node's\n"
     "DP ranks) and partitioning, and for MoE models the expert parallel size ep (every\n"
     "divisor of dp that divides the experts; the table adds ep and the all-to-alls'\n"

@@ -20,10 +20,12 @@ static const char *sched_usage =
     "timeline under the unit costs F = 1, B = 2 (+1 when it recomputes), R = 1,\n"
     "B_IN = 1 (+1 when it recomputes), B_W = 1, communication 0.\n\n"
     "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre,\n"
-    "                     merak-last, zb-h1\n"
+    "                     merak-last, zb-h1, looped-bfs (torchtitan's names too: GPipe, 1F1B,\n"
+    "                     Interleaved1F1B, LoopedBFS)\n"
     "  --pp P             pipeline stages (required)\n"
     "  --micro-batches M  micro-batches per step (required; interleaved: a multiple of P)\n"
-    "  --vpp V            model chunks per stage (interleaved only; default @vpp@)\n"
+    "  --vpp V            model chunks per stage (interleaved, looped-bfs: at least 2;\n"
+    "                     default @vpp@)\n"
     "  --recompute R      none, @recompute@ (default), selective, stage-aware:R, or selective-op\n"
     "                     (torchtitan's op-level policy: full recompute's streams)\n"
     "                     (auto needs a model and cluster: see merak plan)\n"
@@ -130,7 +132,7 @@ static int make_spec(const mk_args_t *a, mk_sched_spec_t *sp)
                                     "merak sim); use none, full, selective or stage-aware:R");
     sp->pp = a->pp;
     sp->m = a->micro_batches;
-    sp->vpp = a->vpp ? a->vpp : sp->kind == MK_SCHED_INTERLEAVED ? d->vpp : 1;
+    sp->vpp = a->vpp ? a->vpp : mk_sched_traits(sp->kind)->interleaved ? d->vpp : 1;
     /* every instruction is printed (and held as JSON): cap the output */
     int64_t n;
     if (MK_PROD_WITHIN(MK_MAX_SCHED_PRINT_UNITS, &n, sp->pp, sp->vpp, sp->m) < 0)

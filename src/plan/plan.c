@@ -151,8 +151,8 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
         return mk_error_set("%d virtual stages (pp %d x vpp %d) exceed the model's %d layers",
                             p->n_vstages, p->pp, p->vpp, g->n_layers);
     if (mk_sched_traits(p->schedule)->interleaved) {
-        if (p->vpp < 2) return mk_error_set("the interleaved schedule needs --vpp >= 2");
-        if (p->m % p->pp)
+        if (p->vpp < 2) return mk_error_set("the %s schedule needs --vpp >= 2", mk_sched_kind_name(p->schedule));
+        if (mk_sched_traits(p->schedule)->m_per_pp && p->m % p->pp)
             return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of pp (%d)",
                                 p->m, p->pp);
     } else if (p->vpp != 1) {

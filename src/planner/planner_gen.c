@@ -134,7 +134,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
     if (!e) return -1;
     unsigned sm = o->sched_mask ? o->sched_mask
                                 : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
-                                      1u << MK_SCHED_ZB_H1;
+                                      1u << MK_SCHED_ZB_H1 | 1u << MK_SCHED_LOOPED_BFS;
     unsigned pm = o->partition_mask ? o->partition_mask : 1u | 4u;
     static const char *const parts[] = {"uniform", "parameters", "compute"};
     S->r->layouts++;
@@ -158,7 +158,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                     p.schedule = (mk_sched_kind_t)k;
                     p.n_vstages = (int)mk_plan_vstages(&p);
                     p.m = mk_plan_micro_batches(&p);
-                    if (tr->interleaved && (p.m % pp || p.n_vstages > e->g->n_layers)) continue;
+                    if (tr->interleaved && ((tr->m_per_pp && p.m % pp) || p.n_vstages > e->g->n_layers)) continue;
                     if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
                 }
             }

@@ -11,7 +11,13 @@
 #include <string.h>
 
 static const char *const kind_names[MK_SCHED_COUNT] = {
-    "gpipe", "1f1b", "interleaved", "merak", "merak-pre", "merak-last", "zb-h1"};
+    "gpipe", "1f1b", "interleaved", "merak", "merak-pre", "merak-last", "zb-h1", "looped-bfs"};
+
+/* torch.distributed.pipelining's class names (torchtitan's
+ * pipeline_parallel_schedule values) for the schedules it shares */
+static const struct { const char *alias; mk_sched_kind_t kind; } kind_aliases[] = {
+    {"GPipe", MK_SCHED_GPIPE}, {"1F1B", MK_SCHED_1F1B}, {"Interleaved1F1B", MK_SCHED_INTERLEAVED},
+    {"LoopedBFS", MK_SCHED_LOOPED_BFS}};
 
 static const char *const op_names[MK_INSTR_COUNT] = {
     "LOAD", "F", "F_PRE", "R", "B", "B_IN", "B_W", "SEND_ACT", "RECV_ACT",
@@ -24,8 +30,10 @@ int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out)
             *out = (mk_sched_kind_t)k;
             return 0;
         }
+    for (size_t i = 0; i < sizeof kind_aliases / sizeof *kind_aliases; i++)
+        if (s && !strcmp(s, kind_aliases[i].alias)) return *out = kind_aliases[i].kind, 0;
     return mk_error_set("unknown schedule '%s' (gpipe, 1f1b, interleaved, merak, merak-pre, "
-                        "merak-last, zb-h1)", s ? s : "");
+                        "merak-last, zb-h1, looped-bfs)", s ? s : "");
 }
 
 const char *mk_sched_kind_name(mk_sched_kind_t k)
@@ -105,7 +113,10 @@ static int check_spec(const mk_sched_spec_t *sp, int vpp)
     if (vpp > 1 && !interleaved)
         return mk_error_set("vpp %d needs the interleaved schedule (got %s)", vpp,
                             mk_sched_kind_name(sp->kind));
-    if (interleaved && sp->m % sp->pp)
+    if (vpp < mk_sched_traits(sp->kind)->min_vpp) /* looped-bfs: with one chunk it is GPipe */
+        return mk_error_set("%s needs vpp >= %d (got %d)", mk_sched_kind_name(sp->kind),
+                            mk_sched_traits(sp->kind)->min_vpp, vpp);
+    if (mk_sched_traits(sp->kind)->m_per_pp && sp->m % sp->pp)
         return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of "
                             "pipeline stages (%d)", sp->m, sp->pp);
     if (sp->grad_buckets < 0)
@@ -141,6 +152,7 @@ static int (*const generators[MK_SCHED_COUNT])(mk_sched_t *) = {
     [MK_SCHED_MERAK_PRE] = mk_sched_gen_merak,
     [MK_SCHED_MERAK_LAST] = mk_sched_gen_merak,
     [MK_SCHED_ZB_H1] = mk_sched_gen_zbh1,
+    [MK_SCHED_LOOPED_BFS] = mk_sched_gen_looped_bfs,
 };
 
 /* A schedule's own changes to the policy's counts, made before its streams. */

@@ -10,11 +10,12 @@
 static const mk_sched_traits_t traits[MK_SCHED_COUNT] = {
     [MK_SCHED_GPIPE] = {.min_pp = 1},
     [MK_SCHED_1F1B] = {.min_pp = 1},
-    [MK_SCHED_INTERLEAVED] = {.min_pp = 2, .interleaved = 1},
+    [MK_SCHED_INTERLEAVED] = {.min_pp = 2, .interleaved = 1, .m_per_pp = 1},
     [MK_SCHED_MERAK] = {.min_pp = 2, .replays_early = 1},
     [MK_SCHED_MERAK_PRE] = {.min_pp = 2, .replays_early = 1},
     [MK_SCHED_MERAK_LAST] = {.min_pp = 2, .replays_early = 1},
     [MK_SCHED_ZB_H1] = {.min_pp = 2, .split_backward = 1},
+    [MK_SCHED_LOOPED_BFS] = {.min_pp = 2, .interleaved = 1, .min_vpp = 2},
 };
 
 const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k)
@@ -36,6 +37,7 @@ int mk_sched_warmup(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts)
 {
     switch (k) {
     case MK_SCHED_GPIPE: return m;
+    case MK_SCHED_LOOPED_BFS: return m * v; /* every forward before the first backward */
     case MK_SCHED_INTERLEAVED: return interleaved_warmup(p, m, v, s);
     case MK_SCHED_MERAK: /* the shifted critical path: one extra forward on stage p-2 when it checkpoints */
         return imin(p - s + (ckpts && p >= 2 && s == p - 2), m);

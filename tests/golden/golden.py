@@ -86,6 +86,15 @@ def sched_cases():
                             args += " --vpp %d" % vpp
                         yield args + " --verify"
                         yield args + " --verify --json"
+    # looped BFS (issue 35), appended: vpp 2-4, every p, m and recompute
+    for vpp in [2, 3, 4]:
+        for p in [1, 2, 3, 4, 8]:
+            for m in [1, 2, 3, 4, 6, 8, 12, 16]:
+                for rec in recs:
+                    args = "sched --schedule looped-bfs --pp %d --micro-batches %d --recompute %s --vpp %d" % (
+                        p, m, rec, vpp)
+                    yield args + " --verify"
+                    yield args + " --verify --json"
     # refusals: their exit status and message are part of the contract
     for bad in ["--schedule 1f1b --pp 2 --micro-batches 4 --vpp 2",
                 "--schedule interleaved --pp 3 --micro-batches 4",
@@ -96,7 +105,8 @@ def sched_cases():
                 "--pp 2 --micro-batches 4 --recompute sometimes",
                 "--pp 0 --micro-batches 4", "--pp 2", "--micro-batches 4",
                 "--pp 64 --micro-batches 1024 --schedule interleaved --vpp 8",
-                "--pp 2 --micro-batches 4 extra"]:
+                "--pp 2 --micro-batches 4 extra",
+                "--schedule looped-bfs --pp 2 --micro-batches 4 --vpp 1"]:
         yield "sched " + bad + " --json"
     yield "sched --pp 4 --micro-batches 8"  # the defaults (1f1b, full), no --verify
 
