@@ -102,4 +102,17 @@ expect_fail "too many counts" "at most 16 counts" -- "$MERAK" plan $m --gpus 1,2
 expect_fail "--explain twice" "--explain is given twice" -- "$MERAK" plan $m --explain --explain
 expect_fail "--objective twice" "--objective is given twice" -- "$MERAK" plan $m --objective time --objective cost
 expect_fail "--explain is not merak run's" "unknown option" -- "$MERAK" run --explain
+# the tie order (issue 35): on the ideal cluster gpt-tiny's best plans tie;
+# equal steps are listed by lower peak memory (then tp x cp, pp), and the
+# why says they tie and what decided
+expect_ok "plan with ties" "$MERAK" plan --model gpt-tiny --cluster ideal --gpus 4 --gbs 16 --top 5 --json
+check "ties listed by peak memory, then tp x cp, then pp; the why names the tie" "${PYTHON:-python3}" -c "
+import json
+j = json.load(open('$tmpdir/out'))
+key = lambda p: (p['step_time_s'], max(p['peak_memory_bytes']), p['plan']['tp'] * p['plan'].get('cp', 1), p['plan']['pp'])
+ks = [key(p) for p in j['plans']]
+assert ks == sorted(ks), ks
+assert ks[0][0] == ks[1][0] and j['why'].startswith('#1 and #2 tie at'), j['why']"
+expect_ok "plan with ties, text" "$MERAK" plan --model gpt-tiny --cluster ideal --gpus 4 --gbs 16 --top 5
+check "the text why: the tie goes to #1 by lower peak memory" grep -q "^why: #1 and #2 tie at .* the tie goes to #1 by lower peak memory" "$tmpdir/out"
 finish

@@ -130,6 +130,10 @@ MK_API void mk_planner_opts_init(mk_planner_opts_t *o);
 MK_API int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const mk_planner_opts_t *o,
                       mk_planner_result_t *r);
 MK_API void mk_planner_result_free(mk_planner_result_t *r);
+/* List r's plans in the tie order: equal steps by lower peak memory, then
+ * fewer ranks in tp x cp, then fewer stages, then the candidate generated
+ * first (mk_planner_search and mk_planner_merge end with it). */
+MK_API void mk_planner_order_ties(mk_planner_result_t *r);
 /* Merge entries (e.g. gathered from MPI ranks) into r's top K. */
 MK_API void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n, int top);
 /* Refine a plan's partition (vpp 1): move a layer off the stage with the
@@ -143,6 +147,8 @@ MK_API int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int m
 typedef struct mk_planner_why {
     double faster_pct;
     char knobs[256];
+    char tie[96];           /* equal steps: what the tie order decided by (mk_planner_order_ties:
+                               "lower peak memory (68.7 vs 70.4 GiB)", ...); "" otherwise */
     const char *what;       /* "compute", "exposed DP communication", ... */
     const char *what_long;  /* the same, saying what the figure is */
     double a_s, b_s;

@@ -206,6 +206,11 @@ static void print_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
     mk_planner_why_t w;
     mk_planner_why(a, b, &w);
     char x[32], y[32];
+    if (w.tie[0]) { /* equal steps: the stated tie order decided */
+        printf("why: #1 and #2 tie at %s per step (#1 vs #2: %s); the tie goes to #1 by %s\n",
+               mk_fmt_seconds(x, sizeof x, a->res.step_time_s), w.knobs, w.tie);
+        return;
+    }
     printf("why: #1 is %.1f%% faster than #2 (#1 vs #2: %s); #1 spends less on %s: %s vs %s per step\n", w.faster_pct,
            w.knobs, w.what_long, mk_fmt_seconds(x, sizeof x, w.a_s), mk_fmt_seconds(y, sizeof y, w.b_s));
 }

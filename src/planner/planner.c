@@ -45,9 +45,47 @@ static void top_insert(mk_planner_result_t *r, const mk_planner_entry_t *e, int 
 }
 
 
+/* The tie order (issue 35): plans whose simulated steps are equal are
+ * listed by a stated secondary rule, since a step cannot choose between
+ * them: the lower peak memory (the most any stage holds), then fewer ranks
+ * in the per-layer collectives (tp x cp), then fewer pipeline stages, then
+ * the candidate generated first.  Which plans make the top K stays the
+ * (step, candidate) order's, so that a split search and one process agree. */
+double mk_pl_entry_peak(const mk_planner_entry_t *e)
+{
+    double x = 0;
+    for (int s = 0; s < e->res.pp; s++) x = fmax(x, e->res.peak_memory_bytes[s]);
+    return x;
+}
+
+static int tie_cmp(const void *pa, const void *pb)
+{
+    const mk_planner_entry_t *a = pa, *b = pb;
+    if (a->res.step_time_s != b->res.step_time_s) return a->res.step_time_s < b->res.step_time_s ? -1 : 1;
+    double ma = mk_pl_entry_peak(a), mb = mk_pl_entry_peak(b);
+    if (ma != mb) return ma < mb ? -1 : 1;
+    int ca = a->plan.tp * a->plan.cp, cb = b->plan.tp * b->plan.cp;
+    if (ca != cb) return ca < cb ? -1 : 1;
+    if (a->plan.pp != b->plan.pp) return a->plan.pp < b->plan.pp ? -1 : 1;
+    return (a->index > b->index) - (a->index < b->index);
+}
+
+static int canon_cmp(const void *pa, const void *pb)
+{
+    const mk_planner_entry_t *a = pa, *b = pb;
+    return entry_better(a, b) ? -1 : entry_better(b, a) ? 1 : 0;
+}
+
+void mk_planner_order_ties(mk_planner_result_t *r)
+{
+    if (r->n > 1) qsort(r->best, (size_t)r->n, sizeof *r->best, tie_cmp);
+}
+
 void mk_planner_merge(mk_planner_result_t *r, const mk_planner_entry_t *e, int n, int top)
 {
+    if (r->n > 1) qsort(r->best, (size_t)r->n, sizeof *r->best, canon_cmp); /* membership: (step, candidate) */
     for (int i = 0; i < n; i++) top_insert(r, &e[i], top);
+    mk_planner_order_ties(r);
 }
 
 
@@ -256,6 +294,7 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
 {
     int any = 0;
     if (search_once(m, c, o, r, &any) < 0) return -1;
+    mk_planner_order_ties(r);
     if (any || o->optimizer_offload || !(c->host.link_Bps > 0) || c->ideal) return 0;
     mk_planner_opts_t off = *o;
     off.optimizer_offload = 1;
@@ -266,6 +305,7 @@ int mk_planner_search(const mk_model_config_t *m, const mk_cluster_t *c, const m
         mk_planner_result_free(&r2);
         return 0;
     }
+    mk_planner_order_ties(&r2);
     r2.search_time_s += r->search_time_s, r2.offloaded = 1;
     mk_planner_result_free(r);
     *r = r2;

@@ -13,6 +13,21 @@ static double mean_bubble(const mk_sim_result_t *r)
 }
 
 
+/* Equal steps: which key of the tie order (mk_planner_order_ties) put a
+ * before b, in words, into buf; "" when the steps differ. */
+static void tie_reason(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
+{
+    double ma = mk_pl_entry_peak(a), mb = mk_pl_entry_peak(b), top = ma > mb ? ma : mb;
+    double u = top >= 0x1p30 ? 0x1p30 : top >= 0x1p20 ? 0x1p20 : 0x1p10; /* the larger's unit */
+    const char *un = u == 0x1p30 ? "GiB" : u == 0x1p20 ? "MiB" : "KiB";
+    int ca = a->plan.tp * a->plan.cp, cb = b->plan.tp * b->plan.cp;
+    if (a->res.step_time_s != b->res.step_time_s) buf[0] = 0;
+    else if (ma != mb) snprintf(buf, n, "lower peak memory (%.3g vs %.3g %s)", ma / u, mb / u, un);
+    else if (ca != cb) snprintf(buf, n, "fewer ranks in tp x cp (%d vs %d)", ca, cb);
+    else if (a->plan.pp != b->plan.pp) snprintf(buf, n, "fewer pipeline stages (%d vs %d)", a->plan.pp, b->plan.pp);
+    else snprintf(buf, n, "generated first (the same peak, tp x cp and stages)");
+}
+
 /* The comparison behind mk_planner_explain. */
 void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w)
 {
@@ -62,6 +77,7 @@ void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk
     for (int i = 1; i < nk; i++)
         if (vb[i] - va[i] > vb[k] - va[k]) k = i;
     w->faster_pct = 100 * (y->step_time_s - x->step_time_s) / y->step_time_s;
+    tie_reason(a, b, w->tie, sizeof w->tie);
     mk_strlcpy(w->knobs, d ? diff : "same knobs", sizeof w->knobs);
     w->what = what[k], w->what_long = what_long[k];
     w->a_s = va[k], w->b_s = vb[k];
@@ -73,8 +89,11 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
 {
     mk_planner_why_t w;
     mk_planner_why(a, b, &w);
-    snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step", w.faster_pct, w.knobs,
-             w.what, w.a_s, w.b_s);
+    if (w.tie[0])
+        snprintf(buf, n, "#1 and #2 tie at %.4g s per step (%s): #1 by %s", a->res.step_time_s, w.knobs, w.tie);
+    else
+        snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step", w.faster_pct,
+                 w.knobs, w.what, w.a_s, w.b_s);
 }
 
 

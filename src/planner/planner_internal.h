@@ -159,4 +159,7 @@ int mk_pl_enumerate(mk_search_t *S);
 /* ranking and the search's driver (planner.c) */
 void mk_pl_report(mk_search_t *S, int phase);
 
+/* The most memory any stage of e's plan holds (the tie order's first key). */
+double mk_pl_entry_peak(const mk_planner_entry_t *e);
+
 #endif
