@@ -24,6 +24,8 @@ equiv 2 1 2 --mbs 2 --schedule gpipe
 # looped BFS (issue 35): 4 stages of 2 chunks, and torchtitan's name for it
 equiv 1 4 1 --schedule looped-bfs --vpp 2 --recompute none
 equiv 1 2 2 --schedule LoopedBFS --vpp 2 --recompute full
+# uneven stages (issue 35): gpt-tiny's 4 blocks as 1 + 3
+equiv 1 2 1 --decoder-first-pipeline-num-layers 1
 
 # a plan file: explicit, uneven stage bounds and checkpoint counts
 cat >"$tmpdir/plan.json" <<'JSON'

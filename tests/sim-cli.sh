@@ -73,4 +73,28 @@ assert dp(a) < dp(b) / 5, (dp(a), dp(b))" "$tmpdir/gb200-nvl72.json" "$tmpdir/dg
 check "h100-96gb-500w: a 96 GB limit less the CUDA context, attention flash" sh -c "$MERAK sim --model llama-3-8b --cluster h100-96gb-500w \
   --dp 8 --zero 3 --gbs 16 --mbs 2 --json | '${PYTHON:-python3}' -c \"import json, sys
 j = json.load(sys.stdin); assert j['memory_limit_bytes'] == 96e9 - 287047680 and j['attention'] == 'flash', j['memory_limit_bytes']\""
+# uneven first and last stages (issue 35; Megatron-Core's
+# --decoder-first/last-pipeline-num-layers): llama-3-8b's 32 blocks over
+# pp 4 as 7 / 9 / 9 / 7 (the first stage also holds the embedding, the
+# last the head: 2 layers a block); the plan file names them and replays;
+# a split that does not divide, one with vpp > 1 and one under another
+# partition are refused
+U="--model llama-3-8b --cluster dgx-h100 --pp 4 --gbs 16"
+$MERAK sim $U --decoder-first-pipeline-num-layers 7 --decoder-last-pipeline-num-layers 7 --json >"$tmpdir/u.json" ||
+  echo "FAIL: sim uneven stages"
+check "uneven stages: bounds [0, 15, 33, 51, 66], named in the plan, the plan file replays" "${PYTHON:-python3}" -c "
+import json, subprocess, sys
+j = json.load(open('$tmpdir/u.json')); p = j['plan']
+assert p['stage_bounds'] == [0, 15, 33, 51, 66], p['stage_bounds']
+assert p['decoder_first_pipeline_num_layers'] == 7 and p['decoder_last_pipeline_num_layers'] == 7
+json.dump(p, open('$tmpdir/up.json', 'w'))
+r = json.loads(subprocess.run(['$MERAK', 'sim', '--plan', '$tmpdir/up.json', '--json'], capture_output=True,
+                              text=True, check=True).stdout)
+assert r['step_time_s'] == j['step_time_s'] and r['plan']['stage_bounds'] == p['stage_bounds']"
+expect_fail "uneven stages that do not divide" "do not split into first 6" -- $MERAK sim $U \
+  --decoder-first-pipeline-num-layers 6
+expect_fail "uneven stages with vpp 2" "need pp >= 2 and vpp 1" -- $MERAK sim $U --schedule interleaved --vpp 2 \
+  --decoder-first-pipeline-num-layers 6
+expect_fail "uneven stages under the compute partition" "need --partition uniform" -- $MERAK sim $U \
+  --partition compute --decoder-last-pipeline-num-layers 7
 finish

@@ -110,6 +110,10 @@ typedef struct mk_plan {
                                  * without the field) or torch.  The executor computes the
                                  * vocab-parallel one and refuses torch. */
     char partition[16];         /* uniform | parameters | compute | refine | explicit */
+    int first_stage_layers;     /* uniform partition: transformer blocks on the first and the last
+                                 * stage (Megatron-Core's --decoder-first-pipeline-num-layers,  */
+    int last_stage_layers;      /* --decoder-last-pipeline-num-layers), the other stages sharing
+                                 * the rest evenly; 0: an even split (vpp 1 only) */
     int n_vstages;              /* pp*vpp */
     int bounds[MK_PLAN_MAX_VSTAGES + 1];
     int has_ckpt;               /* ckpt[] holds per-(stage, chunk) checkpoint counts */

@@ -46,6 +46,7 @@ typedef struct mk_args {
     const char *reshard;           /* --fsdp-reshard-after-forward; NULL: always */
     int optimizer_offload;         /* --optimizer-cpu-offload */
     int cpu_offload_layers;        /* --cpu-offloading-num-layers (0: none) */
+    int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers (0: even) */
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
     const char *plan_file, *trace_file, *save_plan, *out;
     const char *baseline;          /* merak plan: restrict the space to a system's choices */

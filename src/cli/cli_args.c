@@ -19,7 +19,7 @@ enum {
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
-    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_ACT_OFFLOAD, O_PARTITION, O_PLAN, O_TRACE,
+    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
@@ -99,6 +99,8 @@ static const mk_flag_t mk_flags[] = {
     {"fsdp-reshard-after-forward", O_RESHARD, MK_OPTG_SIM, S, 1, 0, 0},
     {"optimizer-cpu-offload", O_OFFLOAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"cpu-offloading-num-layers", O_ACT_OFFLOAD, MK_OPTG_SIM, I, 1, 0, MK_MAX_LAYERS},
+    {"decoder-first-pipeline-num-layers", O_FIRST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},
+    {"decoder-last-pipeline-num-layers", O_LAST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},
     {"partition", O_PARTITION, MK_OPTG_SIM, S, 1, 0, 0},
     {"plan", O_PLAN, MK_OPTG_SIM, S, 0, 0, 0},
     {"trace", O_TRACE, MK_OPTG_SIM | MK_OPTG_PLAN | MK_OPTG_RUN, S, 0, 0, 0},
@@ -374,6 +376,8 @@ static int *int_slot(mk_args_t *a, int id)
     case O_MICRO_BATCHES: return &a->micro_batches;
     case O_TP_OVERLAP: return &a->tp_overlap;
     case O_ACT_OFFLOAD: return &a->cpu_offload_layers;
+    case O_FIRST_LAYERS: return &a->first_stage_layers;
+    case O_LAST_LAYERS: return &a->last_stage_layers;
     case O_ZERO: return &a->zero;
     case O_GPUS: return &a->gpus;
     case O_TOP: return &a->top;

@@ -86,6 +86,8 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     p->optimizer_offload = a->optimizer_offload;
     p->cpu_offload_layers = a->cpu_offload_layers > 0 ? a->cpu_offload_layers : 0;
+    p->first_stage_layers = a->first_stage_layers > 0 ? a->first_stage_layers : 0;
+    p->last_stage_layers = a->last_stage_layers > 0 ? a->last_stage_layers : 0;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
     return 0;
 }

@@ -65,6 +65,8 @@ void mk_partition_default_costs(const mk_plan_t *p, const mk_graph_t *g, double 
 int mk_partition_costs(mk_plan_t *p, const mk_graph_t *g, const char *method, const double *layer_cost)
 {
     if (!strcmp(method, "uniform")) return mk_plan_partition_uniform(p, g);
+    if (p->first_stage_layers || p->last_stage_layers)
+        return mk_error_set("--decoder-first/last-pipeline-num-layers need --partition uniform (got %s)", method);
     int64_t nv = mk_plan_vstages(p);
     if (nv > g->n_layers || nv > MK_PLAN_MAX_VSTAGES)
         return mk_error_set("%d virtual stages do not fit the model's %d layers", (int)nv, g->n_layers);

@@ -207,6 +207,29 @@ int mk_plan_check(mk_plan_t *p, const mk_graph_t *g)
     return mk_plan_check_layout(p, g);
 }
 
+/* Blocks per virtual stage of the uniform split into share[0..nv): Megatron-
+ * Core's rule with a first or last stage's count given (the rest shared
+ * evenly by the others, who must divide it, each at least one), else
+ * nblocks/nv each with the remainder past the first stage. */
+static int uniform_shares(const mk_plan_t *p, int nblocks, int nv, int *share)
+{
+    int f = p->first_stage_layers, l = p->last_stage_layers;
+    if (!f && !l) {
+        for (int k = 0; k < nv; k++) share[k] = nblocks / nv + (k >= 1 && k <= nblocks % nv);
+        return 0;
+    }
+    if (nv != p->pp || p->pp < 2 || f < 0 || l < 0)
+        return mk_error_set("--decoder-first/last-pipeline-num-layers need pp >= 2 and vpp 1");
+    int given = (f > 0) + (l > 0), rest = nblocks - f - l, others = nv - given;
+    if (rest < others || (others == 0 ? rest != 0 : rest % others))
+        return mk_error_set("%d blocks do not split into first %d, last %d and %d equal stages between", nblocks,
+                            f, l, others);
+    for (int k = 0; k < nv; k++) share[k] = others ? rest / others : 0;
+    if (f) share[0] = f;
+    if (l) share[nv - 1] = l;
+    return 0;
+}
+
 int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g)
 {
     int64_t n = mk_plan_vstages(p);
@@ -230,10 +253,10 @@ int mk_plan_partition_uniform(mk_plan_t *p, const mk_graph_t *g)
         for (int k = 1; k < nv; k++) p->bounds[k] = (int)((long)g->n_layers * k / nv);
         return check_bounds(p, g);
     }
-    int base = nblocks / nv, extra = nblocks % nv, l = first;
+    int share[MK_PLAN_MAX_VSTAGES], l = first;
+    if (uniform_shares(p, nblocks, nv, share) < 0) return -1;
     for (int k = 0; k < nv - 1; k++) {
-        int share = base + (k >= 1 && k <= extra); /* extra blocks skip the first stage */
-        for (int t = 0; t < share; t++) {
+        for (int t = 0; t < share[k]; t++) {
             int b = g->layers[l].block;
             while (l <= last && g->layers[l].block == b) l++;
         }

@@ -57,6 +57,11 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
        core (and use_flash_attn, the field before Megatron-Core's name, is read) */
     if (j && p->attention != MK_ATTN_UNFUSED)
         json_object_set_new(j, "attention_backend", json_string(mk_attn_backend_name(p->attention)));
+    /* likewise only when given: absent means an even split */
+    if (j && p->first_stage_layers)
+        json_object_set_new(j, "decoder_first_pipeline_num_layers", json_integer(p->first_stage_layers));
+    if (j && p->last_stage_layers)
+        json_object_set_new(j, "decoder_last_pipeline_num_layers", json_integer(p->last_stage_layers));
     /* likewise only when on */
     if (j && p->optimizer_offload) json_object_set_new(j, "optimizer_cpu_offload", json_true());
     if (j && p->cpu_offload_layers) json_object_set_new(j, "cpu_offloading_num_layers", json_integer(p->cpu_offload_layers));
@@ -195,7 +200,8 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
                                        "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy",
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
-                                       "cpu_offloading_num_layers", NULL};
+                                       "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
+                                       "decoder_last_pipeline_num_layers", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -255,7 +261,11 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 || attention_from_json(j, what, p) < 0 ||
         xent_from_json(j, what, p) < 0 || opt_bool(j, what, "optimizer_cpu_offload", 0, &p->optimizer_offload) < 0 ||
         (json_object_get(j, "cpu_offloading_num_layers") &&
-         mk_json_int(j, what, "cpu_offloading_num_layers", 0, &p->cpu_offload_layers) < 0))
+         mk_json_int(j, what, "cpu_offloading_num_layers", 0, &p->cpu_offload_layers) < 0) ||
+        (json_object_get(j, "decoder_first_pipeline_num_layers") &&
+         mk_json_int(j, what, "decoder_first_pipeline_num_layers", 0, &p->first_stage_layers) < 0) ||
+        (json_object_get(j, "decoder_last_pipeline_num_layers") &&
+         mk_json_int(j, what, "decoder_last_pipeline_num_layers", 0, &p->last_stage_layers) < 0))
         return -1;
     if (mk_json_int(j, what, "global_batch_size", 1, &p->gbs) < 0 || mk_json_int(j, what, "dp", 1, &p->dp) < 0 ||
         mk_json_int(j, what, "pp", 1, &p->pp) < 0 || mk_json_int(j, what, "tp", 1, &p->tp) < 0 ||
