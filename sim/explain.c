@@ -24,7 +24,7 @@ static double stage_flops(const mk_sim_state_t *R, int s)
         const mk_instr_t *in = &R->sch->streams[s].v[i];
         int fwd = in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE, bwd = in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN;
         if (!fwd && !bwd) continue;
-        int k = in->chunk * p->pp + s, left = in->op == MK_INSTR_F_PRE ? 1 << 30 : in->ckpt;
+        int k = mk_plan_vstage(p, s, in->chunk), left = in->op == MK_INSTR_F_PRE ? 1 << 30 : in->ckpt;
         for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
             f += fwd ? g->layers[l].fwd_flops : g->layers[l].bwd_flops;
             if (fwd && left > 0 && mk_layer_checkpointable(g, l)) f += g->layers[l].fwd_flops, left--;

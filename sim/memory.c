@@ -69,7 +69,7 @@ double mk_sim_tied_params(const mk_graph_t *g, int tp)
 double mk_sim_layer_zparams(const mk_plan_t *p, const mk_graph_t *g, int l, int gather)
 {
     double x = g->layers[l].params_rep + g->layers[l].params_split / p->tp;
-    if (l == g->n_layers - 1 && (gather || p->pp > 1)) x += mk_sim_tied_params(g, p->tp);
+    if (l == g->n_layers - 1 && (gather || mk_plan_ends_apart(p))) x += mk_sim_tied_params(g, p->tp);
     return x;
 }
 
@@ -81,7 +81,7 @@ static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *
 {
     *layer = *pair = 0;
     for (int c = 0; c < p->vpp; c++) {
-        int k = c * p->pp + s;
+        int k = mk_plan_vstage(p, s, c);
         for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
             double r = mk_sim_layer_zparams(p, g, l, 0), a = mk_sim_layer_zparams(p, g, l, 1);
             double b = l + 1 < p->bounds[k + 1] ? mk_sim_layer_zparams(p, g, l + 1, 1) : 0;
@@ -168,7 +168,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     mk_sim_param_bytes(p, o, &w, &gr, &opt);
     int V = p->n_vstages;
     for (int c = 0; c < p->vpp; c++) {
-        int k = c * p->pp + s, l0 = p->bounds[k], l1 = p->bounds[k + 1];
+        int k = mk_plan_vstage(p, s, c), l0 = p->bounds[k], l1 = p->bounds[k + 1];
         /* EP: this rank's E/ep of each MoE layer's experts */
         double pe = mk_sim_expert_params(g, l0, l1, p->tp), ep = p->ep > 1 ? p->ep : 1;
         P += mk_sim_layers_params(g, l0, l1, p->tp) - pe + pe / ep;
@@ -178,9 +178,10 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
         if (k < V - 1) buf += 2 * g->layers[l1 - 1].out_bytes / tsp;
     }
     double tied = mk_sim_tied_params(g, p->tp);
-    if (p->pp > 1 && tied > 0) {
-        if (s == p->pp - 1) P += tied;
-        if (s == 0 || s == p->pp - 1) out->tied_bytes = tied * gr;
+    if (mk_plan_ends_apart(p) && tied > 0) {
+        int head = mk_plan_head_stage(p);
+        if (s == head) P += tied;
+        if (s == 0 || s == head) out->tied_bytes = tied * gr;
     }
     out->params = P;
     zero_state(p, g, s, w, gr, opt, P, out);
@@ -321,8 +322,8 @@ static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int infl
     F->inf = inflight;
     F->fs = 0;
     for (int c = 0; c < p->vpp; c++) {
-        mk_sim_chunk_act(p, g, c * p->pp + s, 0, NULL, NULL, &F->gb[c]);
-        double fs = mk_sim_chunk_fscratch(p, g, c * p->pp + s);
+        mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), 0, NULL, NULL, &F->gb[c]);
+        double fs = mk_sim_chunk_fscratch(p, g, mk_plan_vstage(p, s, c));
         if (fs > F->fs) F->fs = fs;
     }
 }
@@ -343,7 +344,7 @@ static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const st
         int ck = ckpt ? ckpt[c] : policy_ckpt(p, g, s, c, layers);
         any_ck |= ck > 0;
         double a, w, b = F->gb[c];
-        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &a, &w, NULL);
+        mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), ck, &a, &w, NULL);
         per_mb += a / p->vpp;
         if (w > wm) wm = w;
         if (b > gb) gb = b;
@@ -428,7 +429,7 @@ static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, 
 {
     size_t i = (size_t)c * M->w + ck;
     if (!M->have[i]) {
-        mk_sim_chunk_act(p, g, c * p->pp + s, ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
+        mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
         M->have[i] = M->have_gb[c] = 1;
     }
     *a = M->a[i], *w = M->wm[i], *gb = M->gb[c];
@@ -530,7 +531,7 @@ static void peak_search_stage(peak_search_t *S, int s)
     S->x.gath = st.gathered;
     S->x.fs_chunk = -1, S->x.fs = 0;
     for (int c = 0; c < p->vpp && S->x.fs_chunk < 0; c++) /* at most one chunk holds the loss */
-        if ((S->x.fs = mk_sim_chunk_fscratch(p, S->x.g, c * p->pp + s)) > 0) S->x.fs_chunk = c;
+        if ((S->x.fs = mk_sim_chunk_fscratch(p, S->x.g, mk_plan_vstage(p, s, c))) > 0) S->x.fs_chunk = c;
     memset(S->M.have, 0, (size_t)S->M.v * S->M.w);
     memset(S->M.have_gb, 0, (size_t)S->M.v);
 }

@@ -120,7 +120,7 @@ void mk_sim_setup_groups(mk_sim_state_t *R)
     int dcp = mk_plan_dp_cp(p), sh = stage_sharers(c, p);
     mk_sim_layer_groups(c, p, &R->tpg, &R->cpg, &R->epg);
     R->dpg = mk_group_make(c, 0, p->tp, dcp, sh);
-    R->tiedg = mk_group_make(c, 0, p->pp > 1 ? (p->pp - 1) * dcp * p->tp : 1, 2, sh);
+    R->tiedg = mk_group_make(c, 0, mk_plan_ends_apart(p) ? (mk_plan_head_stage(p)) * dcp * p->tp : 1, 2, sh);
     /* an expert's gradient is reduced over the dp*cp/ep ranks holding it
        (stride tp*ep: exact for cp 1, the cp ranks' placement approximated
        otherwise) */
@@ -152,7 +152,7 @@ static int setup_shared(mk_sim_state_t *R, mk_layer_caches_t *lc)
         if (mk_chunk_cost_build(R, k, &R->ch[k]) < 0) return -1;
     /* a forward checkpoints at most its chunk's checkpointable layers */
     for (int s = 0; s < p->pp; s++)
-        for (int k = 0; k < p->vpp; k++) R->ckpt_cap[s * p->vpp + k] = R->ch[k * p->pp + s].nck;
+        for (int k = 0; k < p->vpp; k++) R->ckpt_cap[s * p->vpp + k] = R->ch[mk_plan_vstage(p, s, k)].nck;
     mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = R->ckpt_cap};
     mk_walk_hooks_t h;
     mk_sim_hooks(R, &h);

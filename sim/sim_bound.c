@@ -21,7 +21,7 @@ static double dp_floor(const mk_sim_state_t *R, int s)
     double sum = 0, red, rep;
     if (R->nb <= 0 || R->o->unit_costs) return 0;
     for (int c = 0; c < p->vpp; c++) {
-        int k = c * p->pp + s;
+        int k = mk_plan_vstage(p, s, c);
         /* (reshard never gathers and reduces once a step: no floor taken) */
         if (z == 3 && p->reshard == MK_RESHARD_ALWAYS) sum += p->m * mk_zero_chunk_dp_floor(R, k);
         if (z != 2) continue;
@@ -207,7 +207,7 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
         double busy = 0;
         chunk_ops_t o, c0 = {0};
         for (int c = 0; c < p->vpp; c++) {
-            chunk_ops(b, p, c * p->pp + s, ckpt[s * p->vpp + c], &o);
+            chunk_ops(b, p, mk_plan_vstage(p, s, c), ckpt[s * p->vpp + c], &o);
             busy += o.f + o.b + o.bi + o.bw + o.sel + o.rec;
             if (c == 0) c0 = o;
         }

@@ -18,7 +18,7 @@ static double recompute_flops(const mk_sched_t *sch, const mk_plan_t *p, const m
         for (int i = 0; i < sch->streams[s].n; i++) {
             const mk_instr_t *in = &sch->streams[s].v[i];
             if ((in->op != MK_INSTR_F && in->op != MK_INSTR_F_PRE) || in->ckpt <= 0) continue;
-            int k = in->chunk * p->pp + s, left = in->op == MK_INSTR_F_PRE ? 1 << 30 : in->ckpt;
+            int k = mk_plan_vstage(p, s, in->chunk), left = in->op == MK_INSTR_F_PRE ? 1 << 30 : in->ckpt;
             for (int l = p->bounds[k]; l < p->bounds[k + 1] && left > 0; l++)
                 if (mk_layer_checkpointable(g, l)) f += g->layers[l].fwd_flops, left--;
         }
@@ -49,7 +49,7 @@ static void result_stages(const mk_sim_state_t *R, double step, mk_sim_result_t 
     double host = 0;
     for (int s = 0; s < p->pp; s++) {
         double h = R->st[s].ss.host_bytes, a = 0;
-        for (int c = 0; c < p->vpp; c++) a += mk_sim_act_offload_bytes(p, R->g, c * p->pp + s);
+        for (int c = 0; c < p->vpp; c++) a += mk_sim_act_offload_bytes(p, R->g, mk_plan_vstage(p, s, c));
         h += a * (R->st[s].max_inflight > 0 ? R->st[s].max_inflight : 1) / p->vpp;
         if (h > host) host = h;
     }

@@ -113,7 +113,7 @@ double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k)
     mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
     int l0 = R->p->bounds[k], l1 = R->p->bounds[k + 1];
     double P = mk_sim_layers_params(R->g, l0, l1, R->p->tp);
-    if (k == R->V - 1 && R->p->pp > 1) P += mk_sim_tied_params(R->g, R->p->tp);
+    if (k == R->V - 1 && mk_plan_ends_apart(R->p)) P += mk_sim_tied_params(R->g, R->p->tp);
     return gr * P;
 }
 

@@ -24,6 +24,15 @@ equiv 2 1 2 --mbs 2 --schedule gpipe
 # looped BFS (issue 35): 4 stages of 2 chunks, and torchtitan's name for it
 equiv 1 4 1 --schedule looped-bfs --vpp 2 --recompute none
 equiv 1 2 2 --schedule LoopedBFS --vpp 2 --recompute full
+# zb-h2, zb-v and dualpipev (issue 35): two chunks per stage in a V (stage 0
+# holds the embedding and the tied head: one copy, no REDUCE_TIED; the last
+# stage hands chunk 0 to chunk 1 locally), DeepSeek's DualPipeV order,
+# ZeRO-3 and TP under them, torchtitan's names
+equiv 1 4 1 --schedule zb-v --recompute none
+equiv 2 2 1 --schedule ZBVZeroBubble --zero 3
+equiv 1 4 1 --schedule dualpipev --recompute full
+equiv 1 2 2 --schedule DualPipeV --recompute none
+equiv 1 4 1 --schedule zb-h2 --recompute none
 # uneven stages (issue 35): gpt-tiny's 4 blocks as 1 + 3
 equiv 1 2 1 --decoder-first-pipeline-num-layers 1
 

@@ -35,4 +35,39 @@ done
 $MERAK sched --schedule LoopedBFS --pp 4 --micro-batches 8 --vpp 2 --recompute none >"$tmpdir/lb2" 2>&1
 $MERAK sched --schedule looped-bfs --pp 4 --micro-batches 8 --vpp 2 --recompute none >"$tmpdir/lb1" 2>&1
 check "LoopedBFS is looped-bfs (the same output, its name printed canonically)" cmp -s "$tmpdir/lb1" "$tmpdir/lb2"
+# zb-h2, zb-v, dualpipev (issue 35): without recompute at p 4, m 8 zb-h2
+# takes zb-h1's 3m + p - 1 = 27 with stage 0 holding 2p - 1 = 7; the V
+# schedules show two chunks per stage placed in a V (stage s: virtual
+# stages s and 2p-1-s), split B_IN / B_W, every stage holding 2p (zb-v)
+# or 2p + 1 (dualpipev) chunk slots; torchtitan's names give the same
+expect_ok "zb-h2" "$MERAK" sched --schedule zb-h2 --pp 4 --micro-batches 8 --recompute none --verify
+check "zb-h2: makespan 27, stage 0 holds 7" sh -c "grep -q '^makespan 27\$' '$tmpdir/out' &&
+  grep -q '^stage 0: .*max in flight 7\$' '$tmpdir/out'"
+for s in zb-v:8 dualpipev:9; do
+  k=${s%%:*}; held=${s#*:}
+  expect_ok "$k --json" "$MERAK" sched --schedule "$k" --pp 4 --micro-batches 8 --recompute none --verify --json
+  check "$k: two chunks in a V, split backward, $held slots held" "$PYTHON" -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+assert o["verified"] is True and o["vpp"] == 2 and o["placement"] == "v"
+assert o["virtual_stages"] == [[s, 7 - s] for s in range(4)], o["virtual_stages"]
+for st in o["streams"]:
+    assert {i["chunk"] for i in st if i["op"] == "F"} == {0, 1}
+    ops = {i["op"] for i in st}
+    assert "B_IN" in ops and "B_W" in ops and "B" not in ops
+# the V bottom hands chunk 0 to chunk 1 locally: stage 3 sends no chunk-0 activation
+assert not [i for i in o["streams"][3] if i["op"] == "SEND_ACT" and i["chunk"] == 0]
+# stage 0 holds the embedding and the head: it loads every micro-batch once
+assert sum(i["op"] == "LOAD" for i in o["streams"][0]) == 8
+assert o["max_inflight"] == [int(sys.argv[2])] * 4, o["max_inflight"]
+' "$tmpdir/out" "$held"
+done
+"$MERAK" sched --schedule ZBVZeroBubble --pp 4 --micro-batches 8 >"$tmpdir/a" 2>&1
+"$MERAK" sched --schedule zb-v --pp 4 --micro-batches 8 >"$tmpdir/b" 2>&1
+check "ZBVZeroBubble is zb-v" cmp -s "$tmpdir/a" "$tmpdir/b"
+"$MERAK" sched --schedule DualPipeV --pp 4 --micro-batches 8 >"$tmpdir/a" 2>&1
+"$MERAK" sched --schedule dualpipev --pp 4 --micro-batches 8 >"$tmpdir/b" 2>&1
+check "DualPipeV is dualpipev" cmp -s "$tmpdir/a" "$tmpdir/b"
+expect_fail "zb-v runs two chunks only" "runs vpp 2 exactly" -- "$MERAK" sched --schedule zb-v --pp 4 --micro-batches 8 --vpp 4
+expect_fail "dualpipev needs m >= 2p" "at least 2 x pp = 8 micro-batches" -- "$MERAK" sched --schedule dualpipev --pp 4 --micro-batches 6
 finish

@@ -97,4 +97,18 @@ expect_fail "uneven stages with vpp 2" "need pp >= 2 and vpp 1" -- $MERAK sim $U
   --decoder-first-pipeline-num-layers 6
 expect_fail "uneven stages under the compute partition" "need --partition uniform" -- $MERAK sim $U \
   --partition compute --decoder-last-pipeline-num-layers 7
+# issue 35's acceptance: on the ideal cluster zb-h2, zb-v and dualpipev
+# idle less than 1f1b at pp 4 with 8 micro-batches
+for k in 1f1b zb-h2 zb-v dualpipev; do
+  "$MERAK" sim --cluster ideal --model gpt2-124m --pp 4 --gbs 8 --schedule $k --json >"$tmpdir/b-$k.json" 2>&1
+done
+check "zb-h2, zb-v, dualpipev idle less than 1f1b (ideal, pp 4, m 8)" "$PYTHON" -c '
+import json, sys
+idle = {}
+for k in ("1f1b", "zb-h2", "zb-v", "dualpipev"):
+    o = json.load(open("%s/b-%s.json" % (sys.argv[1], k)))
+    assert o["plan"]["schedule"] == k and o["plan"]["micro_batches"] == 8, o["plan"]
+    idle[k] = sum(o["bubble_fraction"]) / len(o["bubble_fraction"])
+assert all(idle[k] < idle["1f1b"] for k in ("zb-h2", "zb-v", "dualpipev")), idle
+' "$tmpdir"
 finish

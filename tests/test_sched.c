@@ -141,11 +141,11 @@ static void test_tail_and_p2p(void)
 }
 
 /* The chunks a schedule runs with in these loops (layers[8] holds p x v
- * counts): interleaved 2 up to p 4, looped-bfs 2 (it needs them) up to p
- * 4 and -1 (skip) above, else 1. */
+ * counts): interleaved 2 up to p 4, looped-bfs, zb-v and dualpipev 2 (they
+ * need them) up to p 4 and -1 (skip) above, else 1. */
 static int test_vpp(int k, int p)
 {
-    if (k == MK_SCHED_LOOPED_BFS) return p <= 4 ? 2 : -1;
+    if (mk_sched_traits(k)->min_vpp > 1) return p <= 4 ? 2 : -1;
     return k == MK_SCHED_INTERLEAVED && p <= 4 ? 2 : 1;
 }
 
@@ -157,7 +157,7 @@ static void test_policies(void)
         for (int p = 1; p <= 8; p++)
             for (int m = p; m <= 2 * p; m += p) {
                 int v = test_vpp(k, p);
-                if (v < 0) continue;
+                if (v < 0 || m < mk_sched_traits(k)->min_m_per_pp * p) continue;
                 mk_sched_spec_t sp = {.kind = k, .pp = p, .m = m, .vpp = v,
                                       .recompute = {MK_RECOMPUTE_STAGE_AWARE, 0.5},
                                       .layers = layers, .grad_buckets = 3, .tied = 1};

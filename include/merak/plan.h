@@ -131,6 +131,14 @@ MK_API void mk_plan_init(mk_plan_t *p);
 MK_API int mk_plan_micro_batches(const mk_plan_t *p);
 /* Virtual stages pp*vpp, in 64 bits (any two ints multiply without overflow). */
 MK_API int64_t mk_plan_vstages(const mk_plan_t *p);
+/* The virtual stage stage s's chunk c runs under the plan's schedule (the
+ * loop, or zb-v's and dualpipev's V: mk_sched_vstage). */
+MK_API int mk_plan_vstage(const mk_plan_t *p, int s, int c);
+/* The embedding and the head on different stages, so a tied embedding
+ * has a copy on each (pp > 1 but in a V: mk_sched_ends_apart). */
+MK_API int mk_plan_ends_apart(const mk_plan_t *p);
+/* The stage holding the head (the last virtual stage). */
+MK_API int mk_plan_head_stage(const mk_plan_t *p);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
 MK_API int mk_plan_zero(const mk_plan_t *p);
 /* The ranks a gradient is reduced over, dp x cp (each CP rank's gradient

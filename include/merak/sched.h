@@ -59,7 +59,8 @@ typedef struct mk_instr {
 
 typedef enum {
     MK_SCHED_GPIPE = 0, MK_SCHED_1F1B, MK_SCHED_INTERLEAVED, MK_SCHED_MERAK,
-    MK_SCHED_MERAK_PRE, MK_SCHED_MERAK_LAST, MK_SCHED_ZB_H1, MK_SCHED_LOOPED_BFS, MK_SCHED_COUNT
+    MK_SCHED_MERAK_PRE, MK_SCHED_MERAK_LAST, MK_SCHED_ZB_H1, MK_SCHED_LOOPED_BFS,
+    MK_SCHED_ZB_H2, MK_SCHED_ZB_V, MK_SCHED_DUALPIPEV, MK_SCHED_COUNT
 } mk_sched_kind_t;
 
 typedef enum {
@@ -98,6 +99,7 @@ typedef struct mk_sched {
     int *layers;                /* [pp*vpp] layers of (stage, chunk) (1 each if not given) */
     int layers_given;           /* spec.layers was given */
     int n_vstages;              /* pp*vpp virtual stages (mk_vstages) */
+    int vshape;                 /* the V placement (mk_sched_vstage) */
     mk_stream_t *streams;       /* [pp] */
 } mk_sched_t;
 
@@ -148,6 +150,30 @@ MK_API int mk_recompute_count(int n, double ri);
  * the plan (mk_plan_vstages) and mk_sched_t.n_vstages come from it. */
 MK_API int64_t mk_vstages(int pp, int vpp);
 
+/* Placement: the virtual stage chunk c of stage s runs (p stages).  The
+ * loop (vshape 0: interleaved, looped-bfs) is chunk-major, k = c*p + s, so
+ * the last stage's chunk c feeds the first stage's chunk c+1; the V
+ * (vshape 1: zb-v, dualpipev; Qi et al. 2024) sends odd chunks back down,
+ * k = c*p + p-1-s, so the last stage feeds itself and the first stage
+ * holds the first and the last virtual stage.  Inline: the walker asks it
+ * per instruction. */
+static inline int mk_sched_vstage(int vshape, int p, int s, int c)
+{
+    return c * p + (vshape && (c & 1) ? p - 1 - s : s);
+}
+
+/* The stage that runs virtual stage k (mk_sched_vstage's inverse). */
+static inline int mk_sched_vstage_stage(int vshape, int p, int k)
+{
+    int c = k / p, r = k - c * p;
+    return vshape && (c & 1) ? p - 1 - r : r;
+}
+
+/* 1 if the first and the last virtual stage (the embedding and the head)
+ * are on different stages: then a tied embedding has two copies, summed
+ * by REDUCE_TIED.  pp > 1 but for the V-shaped schedules. */
+MK_API int mk_sched_ends_apart(mk_sched_kind_t k, int pp, int vpp);
+
 /* Is this op a compute op (F, F_PRE, R, B, B_IN, B_W)?  They are the
  * enum's range F..B_W (inline: every stream walk asks it per instruction). */
 static inline int mk_instr_is_compute(mk_instr_op_t op)
@@ -164,18 +190,29 @@ typedef struct mk_sched_traits {
     int interleaved;    /* runs vpp > 1 chunks per stage, and only those */
     int m_per_pp;       /* needs m a multiple of pp (Megatron's interleaved order) */
     int min_vpp;        /* fewest chunks a stage it builds with (0: 1; looped-bfs 2: one is gpipe) */
+    int max_vpp;        /* most chunks (0: no limit; the V-shaped schedules exactly 2) */
+    int vshape;         /* V placement (mk_sched_vstage): chunk 1 comes back down the stages */
+    int min_m_per_pp;   /* fewest micro-batches per stage (dualpipev 2: m >= 2p), 0: none */
     int split_backward; /* B_IN + B_W per micro-batch and chunk instead of B */
     int replays_early;  /* its R (replayed forward) may run before the gradient arrives */
+    int list_scheduled; /* its order comes from a clock (sched_zb_list.c): warm-up and tail have no
+                           closed form; the peak in flight is its cap, the tail at most that */
 } mk_sched_traits_t;
 MK_API const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k);
 /* Stage s of p (m micro-batches, v chunks): the forwards (F or F_PRE) it
  * runs before its first backward (B or B_IN); ckpts: whether the stage
- * checkpoints anything (merak's stage p-2 then runs one more). */
+ * checkpoints anything (merak's stage p-2 then runs one more); -1 for a
+ * list-scheduled schedule (no closed form; nothing reads it but the peak). */
 MK_API int mk_sched_warmup(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
 /* Its peak of (micro-batch, chunk) slots in flight: forwarded, not yet
  * released by B (or, split, by B_W), as the stream walker counts them. */
 MK_API int mk_sched_peak_inflight(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
-/* The B_Ws it runs after its last B_IN (its tail; 0 unless split). */
+/* The zero-bubble list schedules' cap on slots in flight on stage s
+ * (zb-h2, zb-v: sched_zb_list.c). */
+MK_API int mk_sched_zb_cap(mk_sched_kind_t k, int p, int m, int v, int s);
+/* The B_Ws it runs after its last B_IN (its tail; 0 unless split); for a
+ * list-scheduled one the most it can be, its cap (a B_W is for a slot
+ * held), which is all the planner's lower bound needs. */
 MK_API int mk_sched_tail_bw(mk_sched_kind_t k, int p, int m, int s);
 
 MK_API int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out);

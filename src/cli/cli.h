@@ -50,6 +50,7 @@ typedef struct mk_args {
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
     const char *plan_file, *trace_file, *save_plan, *out;
     const char *baseline;          /* merak plan: restrict the space to a system's choices */
+    const char *schedules;         /* merak plan: the schedules searched (comma-separated names) */
     int gpus, top;
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;

@@ -24,7 +24,7 @@ enum {
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
-    O_BASELINE, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
+    O_BASELINE, O_SCHEDULES, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
     O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE, /* issue 21 */
     O_END /* one past the last flag: sizes the repeat check */
 };
@@ -108,6 +108,7 @@ static const mk_flag_t mk_flags[] = {
     {"top", O_TOP, MK_OPTG_PLAN, I, 0, 1, MK_MAX_TOP},
     {"save-plan", O_SAVE_PLAN, MK_OPTG_PLAN, S, 0, 0, 0},
     {"baseline", O_BASELINE, MK_OPTG_PLAN, S, 0, 0, 0},
+    {"schedules", O_SCHEDULES, MK_OPTG_PLAN, S, 0, 0, 0},
     {"steps", O_STEPS, MK_OPTG_RUN, I, 0, 0, MK_MAX_STEPS},
     {"backend", O_BACKEND, MK_OPTG_RUN, S, 0, 0, 0},
     {"data", O_DATA, MK_OPTG_RUN, S, 0, 0, 0},
@@ -431,6 +432,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_TRACE: return &a->trace_file;
     case O_SAVE_PLAN: return &a->save_plan;
     case O_BASELINE: return &a->baseline;
+    case O_SCHEDULES: return &a->schedules;
     case O_BACKEND: return &a->backend;
     case O_DATA: return &a->data;
     case O_SAVE: return &a->save;

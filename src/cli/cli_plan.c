@@ -23,7 +23,8 @@ int mk_args_micro_batches(mk_args_t *a)
 }
 
 /* --vpp, or --num-layers-per-virtual-pipeline-stage, or the subcommand's
- * default for the interleaved schedule. */
+ * default for the interleaved schedules (2 for zb-v and dualpipev, which
+ * run no other). */
 static int vpp_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, mk_plan_t *p)
 {
     p->vpp = a->vpp ? a->vpp : 1;
@@ -34,7 +35,9 @@ static int vpp_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, mk_pla
                                "%d blocks over pp %d", a->vpp_layers, p->model.num_layers, p->pp), -1;
         p->vpp = p->model.num_layers / per;
     }
-    if (!a->vpp && !a->vpp_layers && d->vpp && mk_sched_traits(p->schedule)->interleaved) p->vpp = d->vpp;
+    const mk_sched_traits_t *tr = mk_sched_traits(p->schedule);
+    if (!a->vpp && !a->vpp_layers && d->vpp && tr->interleaved) p->vpp = d->vpp;
+    if (!a->vpp && !a->vpp_layers && tr->max_vpp) p->vpp = tr->max_vpp; /* the V's two chunks: its only value */
     if (p->vpp > 1 && !a->schedule) p->schedule = MK_SCHED_INTERLEAVED;
     return 0;
 }

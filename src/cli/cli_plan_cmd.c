@@ -22,11 +22,11 @@ static const char *plan_usage =
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
     "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
-    "interleaved, merak, zb-h1, looped-bfs), recompute policy (none, full, selective, stage-aware,\n"
-    "auto), sequence parallelism, TP overlap, ZeRO 0-3 (over the DP group or a node's\n"
-    "DP ranks) and partitioning, and for MoE models the expert parallel size ep (every\n"
-    "divisor of dp that divides the experts; the table adds ep and the all-to-alls'\n"
-    "share of the step); rank candidates by\n"
+    "interleaved, merak, zb-h1, looped-bfs, zb-h2, zb-v, dualpipev), recompute policy (none,\n"
+    "full, selective, stage-aware, auto), sequence parallelism, TP overlap, ZeRO 0-3 (over the\n"
+    "DP group or a node's DP ranks) and partitioning, and for MoE models the expert parallel\n"
+    "size ep (every divisor of dp that divides the experts; the table adds ep and the\n"
+    "all-to-alls' share of the step); rank candidates by\n"
     "a lower bound, simulate the survivors, and print the K fastest plans that fit.\n\n"
     "  --model M        preset or JSON description (default @model@)\n"
     "  --cluster C      preset or cluster JSON (default @cluster@)\n"
@@ -47,6 +47,8 @@ static const char *plan_usage =
     "                   stage-aware/auto recompute, compute partition, sub-pipelined TP), fsdp\n"
     "                   (ZeRO-3 data parallelism, optionally TP, no PP; none or full recompute;\n"
     "                   whole-group or node sharding), all\n"
+    "  --schedules L    search only these schedules (comma-separated names, torchtitan's too:\n"
+    "                   --schedules 1F1B,Interleaved1F1B,ZBVZeroBubble; default: every one)\n"
     "  --save-plan F    write the best plan (runs unchanged under merak sim/run --plan)\n"
     "  --trace F        Chrome trace of the best plan's simulated step\n"
     "  --json           one JSON object: plans (best first, each with the sim keys),\n"
@@ -276,6 +278,29 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
     return rc < 0 ? mk_cli_fail("plan", "%s", mk_error_last()) : 0;
 }
 
+/* --schedules a,b,...: search only those (torchtitan's names too), within
+ * a --baseline's. */
+static int apply_schedules(const char *list, mk_planner_opts_t *o)
+{
+    if (!list) return 0;
+    unsigned mask = 0;
+    char name[64];
+    for (const char *s = list; ; s++) {
+        size_t n = strcspn(s, ",");
+        if (n == 0 || n >= sizeof name) return mk_error_set("--schedules: empty or too long a name in '%s'", list);
+        memcpy(name, s, n), name[n] = 0;
+        mk_sched_kind_t k;
+        if (mk_sched_kind_parse(name, &k) < 0) return mk_error_set("--schedules: %s", mk_error_last());
+        mask |= 1u << k;
+        s += n;
+        if (!*s) break;
+    }
+    if (o->sched_mask && !(mask &= o->sched_mask))
+        return mk_error_set("--schedules %s: none of them is in the --baseline's space", list);
+    o->sched_mask = mask;
+    return 0;
+}
+
 /* Restrict the space to one system's choices (the Merak experiment). */
 static int apply_baseline(const char *b, mk_planner_opts_t *o)
 {
@@ -343,7 +368,8 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
-    if (apply_baseline(a->baseline, &o) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    if (apply_baseline(a->baseline, &o) < 0 || apply_schedules(a->schedules, &o) < 0)
+        return mk_cli_fail("plan", "%s", mk_error_last());
     if (mk_cli_plan_check(a)) return MK_EXIT_USAGE;
     /* on a terminal; MERAK_PROGRESS=1 forces it (tests), =0 silences it */
     const char *force = getenv("MERAK_PROGRESS");

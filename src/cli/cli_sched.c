@@ -20,12 +20,14 @@ static const char *sched_usage =
     "timeline under the unit costs F = 1, B = 2 (+1 when it recomputes), R = 1,\n"
     "B_IN = 1 (+1 when it recomputes), B_W = 1, communication 0.\n\n"
     "  --schedule S       gpipe, @schedule@ (default), interleaved, merak, merak-pre,\n"
-    "                     merak-last, zb-h1, looped-bfs (torchtitan's names too: GPipe, 1F1B,\n"
-    "                     Interleaved1F1B, LoopedBFS)\n"
+    "                     merak-last, zb-h1, looped-bfs, zb-h2, zb-v, dualpipev (torchtitan's\n"
+    "                     names too: GPipe, 1F1B, Interleaved1F1B, LoopedBFS, ZBVZeroBubble,\n"
+    "                     DualPipeV)\n"
     "  --pp P             pipeline stages (required)\n"
-    "  --micro-batches M  micro-batches per step (required; interleaved: a multiple of P)\n"
+    "  --micro-batches M  micro-batches per step (required; interleaved: a multiple of P;\n"
+    "                     dualpipev: at least 2P)\n"
     "  --vpp V            model chunks per stage (interleaved, looped-bfs: at least 2;\n"
-    "                     default @vpp@)\n"
+    "                     default @vpp@; zb-v, dualpipev: 2, in a V)\n"
     "  --recompute R      none, @recompute@ (default), selective, stage-aware:R, or selective-op\n"
     "                     (torchtitan's op-level policy: full recompute's streams)\n"
     "                     (auto needs a model and cluster: see merak plan)\n"
@@ -66,6 +68,9 @@ static void print_text(const mk_sched_t *s, const mk_sched_timeline_t *tl,
     int p = s->spec.pp, cols = (int)ceil(tl->makespan);
     printf("schedule %s: %d stages, %d micro-batches, vpp %d, recompute %s\n\n",
            mk_sched_kind_name(s->spec.kind), p, s->spec.m, s->spec.vpp, recompute);
+    if (s->vshape)
+        printf("Placement V: stage s runs virtual stages s and %d-s (stage 0 holds the first and the last)\n\n",
+               2 * p - 1);
     printf("Streams (opMB[.chunk][@peer][/ckpt]):\n");
     for (int st = 0; st < p; st++) {
         printf("s%d:", st);

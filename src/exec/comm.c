@@ -27,7 +27,7 @@ static int mpi_cuda_aware(void)
     return 0;
 }
 
-int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp)
+int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp, int ends_apart)
 {
     c->world = world;
     MPI_Comm_rank(world, &c->rank);
@@ -43,7 +43,7 @@ int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp)
     c->mpi_device_aware = mpi_cuda_aware();
     MPI_Comm_split(world, c->pp_rank * dp + c->dp_rank, c->tp_rank, &c->tpc);
     MPI_Comm_split(world, c->pp_rank * tp + c->tp_rank, c->dp_rank, &c->dpc);
-    int ends = pp > 1 && (c->pp_rank == 0 || c->pp_rank == pp - 1);
+    int ends = ends_apart && (c->pp_rank == 0 || c->pp_rank == pp - 1);
     MPI_Comm_split(world, ends ? c->dp_rank * tp + c->tp_rank : MPI_UNDEFINED, c->pp_rank, &c->tied);
     return 0;
 }

@@ -36,7 +36,10 @@ typedef struct mk_comm_watch {
 
 /* Split world into the grid; collective over world.  dp*pp*tp must be the
  * size of world (checked by mk_plan_resolve, opts.world).  Returns 0 or -1. */
-int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp);
+/* ends_apart: the embedding and the head on different stages (the first
+ * and the last: mk_plan_ends_apart), which then share a tied-embedding
+ * communicator. */
+int mk_comm_init(mk_comm_t *c, MPI_Comm world, int dp, int pp, int tp, int ends_apart);
 void mk_comm_free(mk_comm_t *c);
 /* Global rank of (dp_rank, pp_rank, tp_rank). */
 int mk_comm_rank_of(const mk_comm_t *c, int dp_rank, int pp_rank, int tp_rank);

@@ -77,7 +77,8 @@ static void from_file(const mk_gpt_tensor_t *t, const float *file, float *ours)
 static int stage_of(const mk_exec_t *e, int l)
 {
     for (int vs = 0; vs < e->pipe.n_vstages; vs++)
-        if (l >= e->pipe.bounds[vs] && l < e->pipe.bounds[vs + 1]) return vs % e->comm.pp;
+        if (l >= e->pipe.bounds[vs] && l < e->pipe.bounds[vs + 1])
+            return mk_sched_vstage_stage(mk_sched_traits(e->o->ctx->plan.schedule)->vshape, e->comm.pp, vs);
     return 0;
 }
 
@@ -374,10 +375,10 @@ static int scatter_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Com
 {
     mk_gpt_t *g = e->g;
     const mk_gpt_tensor_t *t = &g->t[k];
-    int last = e->comm.pp - 1;
+    int head = mk_plan_head_stage(&e->o->ctx->plan), apart = mk_plan_ends_apart(&e->o->ctx->plan);
     for (int dst = 0; dst < e->comm.size; dst++) {
         int s = dst / (e->comm.tp * e->comm.dp);
-        int tied = k == 0 && !g->cfg.untied && e->comm.pp > 1 && s == last;
+        int tied = k == 0 && !g->cfg.untied && apart && s == head;
         if ((s != stage_of(e, t->layer) && !tied) || !holds_expert(e, t, dst)) continue;
         int tr = dst % e->comm.tp;
         for (size_t i = 0; i < shard_n(t); i++) {

@@ -19,7 +19,7 @@ static int setup_chunks(mk_exec_t *e, int *own)
     e->pipe.chunks = calloc(e->pipe.n_chunks, sizeof *e->pipe.chunks);
     for (int v = 0; v < e->pipe.n_chunks; v++) {
         mk_chunk_t *c = &e->pipe.chunks[v];
-        c->vs = v * o->ctx->plan.pp + s;
+        c->vs = mk_plan_vstage(&o->ctx->plan, s, v);
         c->l0 = e->pipe.bounds[c->vs];
         c->l1 = e->pipe.bounds[c->vs + 1];
         for (int l = c->l0; l < c->l1; l++) own[l] = 1;
@@ -42,7 +42,9 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     /* the CP ranks of a replica are consecutive: to the grid, dp x cp DP ranks (exec_cp.c) */
     e->cp.n = o->ctx->plan.cp > 1 ? o->ctx->plan.cp : 1;
     e->cp.c = MPI_COMM_NULL;
-    if (mk_comm_init(&e->comm, world, o->ctx->plan.dp * e->cp.n, o->ctx->plan.pp, o->ctx->plan.tp) < 0) return -1;
+    if (mk_comm_init(&e->comm, world, o->ctx->plan.dp * e->cp.n, o->ctx->plan.pp, o->ctx->plan.tp,
+                     mk_plan_ends_apart(&o->ctx->plan)) < 0)
+        return -1;
     e->comm.timeout_s = o->timeout_s;
     e->comm.be = o->be;  /* device buffers reach MPI through host copies */
     mk_runtime_bind(&e->comm);
@@ -55,7 +57,7 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
         e->pipe.bounds[i] = o->ctx->plan.bounds[i];
     int *own = calloc(nl, sizeof *own);
     setup_chunks(e, own);
-    int tied_copy = o->ctx->plan.pp > 1 && own[nl - 1];
+    int tied_copy = mk_plan_ends_apart(&o->ctx->plan) && own[nl - 1];
     e->run.loss_scale = 1.0f / ((float)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;

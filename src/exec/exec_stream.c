@@ -154,6 +154,15 @@ static int joins_block(const mk_exec_t *e, const mk_chunk_t *c, int l)
     return l > c->l0 && mk_gpt_layer_kind(e->g, l) == MK_GPT_MLP && mk_gpt_layer_kind(e->g, l - 1) == MK_GPT_ATTN;
 }
 
+/* This rank's chunk running virtual stage vs, or NULL (another rank's):
+ * a hand-off to it is local, the stream has no SEND/RECV for it. */
+static mk_chunk_t *local_chunk(mk_exec_t *e, int vs)
+{
+    for (int v = 0; v < e->pipe.n_chunks; v++)
+        if (e->pipe.chunks[v].vs == vs) return &e->pipe.chunks[v];
+    return NULL;
+}
+
 /* Checkpointable layers are the chunk's layers but the embedding, in order. */
 static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
 {
@@ -166,7 +175,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
         if (mk_gpt_layer_kind(e->g, l) != MK_GPT_HEAD) {
             if (!(out = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
             if (l + 1 < c->l1) act_of(e, c, mb, l + 1)->in = out;
-            else if (e->comm.pp == 1) act_of(e, c + 1, mb, l + 1)->in = out; /* next chunk, here */
+            else if (local_chunk(e, c->vs + 1)) act_of(e, local_chunk(e, c->vs + 1), mb, l + 1)->in = out;
             else c->out[mb] = out;
         }
         int cp = l > 0 && k++ < ckpt;
@@ -251,7 +260,7 @@ static void layer_final(mk_exec_t *e, int l)
     if (e->comm.dp == 1 || e->zero.on) return;  /* ZeRO: reduce-scattered at OPT_STEP */
     e->dp.state[l] = MK_DP_FINAL;
     if (!e->o->ctx->plan.overlap_grad_reduce) return;
-    if (!(e->comm.pp > 1 && (l == 0 || l == e->g->n_layers - 1))) start_dp(e, l);
+    if (!(e->comm.tied != MPI_COMM_NULL && (l == 0 || l == e->g->n_layers - 1))) start_dp(e, l);
 }
 
 static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
@@ -280,8 +289,9 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
     if (mode != MK_BWD_W) {
         mk_gpt_release(&e->run, e->g, c->gin[mb], act_floats(e));
         c->gin[mb] = NULL;
-        /* one stage: the previous chunk is on this rank, no SEND_GRAD */
-        if (c->l0 > 0 && e->comm.pp == 1) c[-1].gin[mb] = din;
+        /* the previous virtual stage on this rank (one stage, the V's
+           bottom): no SEND_GRAD */
+        if (c->l0 > 0 && local_chunk(e, c->vs - 1)) local_chunk(e, c->vs - 1)->gin[mb] = din;
         else if (c->l0 > 0) c->gout[mb] = din;
     }
     if (mode != MK_BWD_IN) c->nbwd++;
@@ -412,7 +422,7 @@ int mk_exec_stream_init(mk_exec_t *e)
     if (!e->pipe.ckpt_cap) return mk_error_set("out of memory");
     for (int s = 0; s < pp; s++)
         for (int c = 0; c < vpp; c++) {
-            const int *b = &e->pipe.bounds[c * pp + s];
+            const int *b = &e->pipe.bounds[mk_plan_vstage(&e->o->ctx->plan, s, c)];
             e->pipe.ckpt_cap[s * vpp + c] = b[1] - b[0] - (b[0] == 0);
         }
     mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = e->pipe.ckpt_cap};

@@ -38,11 +38,11 @@ static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
 }
 
 /* ZeRO-2/3: each owned layer's tensors a unit; with a tied pair across
- * stages (pp > 1), wte and the head's copy of it one each. */
+ * stages (mk_plan_ends_apart), wte and the head's copy of it one each. */
 static void layer_units(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
-    int pair = !g->cfg.untied && e->comm.pp > 1;
+    int pair = !g->cfg.untied && mk_plan_ends_apart(&e->o->ctx->plan);
     e->zero.lu = calloc(g->n_layers + 1, sizeof *e->zero.lu);
     e->zero.wte_unit = g->t[0].owned ? 0 : -1;  /* wte opens layer 0's first unit */
     for (int l = 0; l < g->n_layers; l++) {

@@ -42,6 +42,18 @@ int mk_plan_micro_batches(const mk_plan_t *p)
 
 int64_t mk_plan_vstages(const mk_plan_t *p) { return mk_vstages(p->pp, p->vpp); }
 
+int mk_plan_vstage(const mk_plan_t *p, int s, int c)
+{
+    return mk_sched_vstage(mk_sched_traits(p->schedule)->vshape, p->pp, s, c);
+}
+
+int mk_plan_ends_apart(const mk_plan_t *p) { return mk_sched_ends_apart(p->schedule, p->pp, p->vpp); }
+
+int mk_plan_head_stage(const mk_plan_t *p)
+{
+    return mk_sched_vstage_stage(mk_sched_traits(p->schedule)->vshape, p->pp, p->pp * p->vpp - 1);
+}
+
 int mk_plan_dp_cp(const mk_plan_t *p) { return p->dp * (p->cp > 1 ? p->cp : 1); }
 
 int mk_plan_zero(const mk_plan_t *p) { return mk_plan_dp_cp(p) > 1 ? p->zero : 0; }
@@ -150,8 +162,15 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->n_vstages > g->n_layers)
         return mk_error_set("%d virtual stages (pp %d x vpp %d) exceed the model's %d layers",
                             p->n_vstages, p->pp, p->vpp, g->n_layers);
-    if (mk_sched_traits(p->schedule)->interleaved) {
+    const mk_sched_traits_t *tr = mk_sched_traits(p->schedule);
+    if (tr->interleaved) {
         if (p->vpp < 2) return mk_error_set("the %s schedule needs --vpp >= 2", mk_sched_kind_name(p->schedule));
+        if (tr->max_vpp && p->vpp > tr->max_vpp)
+            return mk_error_set("the %s schedule runs --vpp %d (two chunks per stage in a V), not %d",
+                                mk_sched_kind_name(p->schedule), tr->max_vpp, p->vpp);
+        if (p->m < tr->min_m_per_pp * p->pp)
+            return mk_error_set("%s needs at least %d x pp = %d micro-batches per replica (got %d)",
+                                mk_sched_kind_name(p->schedule), tr->min_m_per_pp, tr->min_m_per_pp * p->pp, p->m);
         if (mk_sched_traits(p->schedule)->m_per_pp && p->m % p->pp)
             return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of pp (%d)",
                                 p->m, p->pp);
@@ -269,7 +288,7 @@ void mk_plan_ckpt_layers(const mk_plan_t *p, const mk_graph_t *g, int *layers)
 {
     for (int s = 0; s < p->pp; s++)
         for (int c = 0; c < p->vpp; c++) {
-            int k = c * p->pp + s, n = 0;
+            int k = mk_plan_vstage(p, s, c), n = 0;
             for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++)
                 n += mk_layer_checkpointable(g, l);
             layers[s * p->vpp + c] = n;
@@ -289,7 +308,7 @@ void mk_plan_sched_spec(const mk_plan_t *p, const mk_graph_t *g, int grad_bucket
     spec->layers = layers;
     spec->ckpt = p->has_ckpt ? p->ckpt : NULL;
     spec->grad_buckets = grad_buckets;
-    spec->tied = p->pp > 1 && g->cfg.family != MK_FAMILY_CUSTOM && !g->cfg.untied;
+    spec->tied = mk_plan_ends_apart(p) && g->cfg.family != MK_FAMILY_CUSTOM && !g->cfg.untied;
 }
 
 void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)

@@ -134,7 +134,8 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
     if (!e) return -1;
     unsigned sm = o->sched_mask ? o->sched_mask
                                 : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
-                                      1u << MK_SCHED_ZB_H1 | 1u << MK_SCHED_LOOPED_BFS;
+                                      1u << MK_SCHED_ZB_H1 | 1u << MK_SCHED_LOOPED_BFS | 1u << MK_SCHED_ZB_H2 |
+                                      1u << MK_SCHED_ZB_V | 1u << MK_SCHED_DUALPIPEV;
     unsigned pm = o->partition_mask ? o->partition_mask : 1u | 4u;
     static const char *const parts[] = {"uniform", "parameters", "compute"};
     S->r->layouts++;
@@ -142,7 +143,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
         const mk_sched_traits_t *tr = mk_sched_traits((mk_sched_kind_t)k);
         if (!mk_pl_has(sm, k) || pp < tr->min_pp) continue;
         for (int v = 1; v <= 4; v *= 2) {
-            if (tr->interleaved != (v > 1)) continue;
+            if (tr->interleaved != (v > 1) || (tr->max_vpp && v > tr->max_vpp)) continue;
             for (int pi = 0; pi < 3; pi++) {
                 if (!mk_pl_has(pm, pi) || (pp == 1 && pi > 0 && (pm & 1u))) continue; /* one stage: one split */
                 for (int sp = 0; sp <= 1; sp++) {
@@ -159,6 +160,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                     p.n_vstages = (int)mk_plan_vstages(&p);
                     p.m = mk_plan_micro_batches(&p);
                     if (tr->interleaved && ((tr->m_per_pp && p.m % pp) || p.n_vstages > e->g->n_layers)) continue;
+                    if (p.m < tr->min_m_per_pp * pp) continue;
                     if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
                 }
             }

@@ -34,7 +34,8 @@ static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
     int layers[MK_PLAN_MAX_VSTAGES];
     mk_sched_spec_t spec;
     mk_plan_t q = *p;
-    q.m = q.pp; /* counts do not depend on m: the smallest valid spec */
+    int least = mk_sched_traits(q.schedule)->min_m_per_pp; /* dualpipev: m >= 2p */
+    q.m = q.pp * (least > 1 ? least : 1); /* counts do not depend on m: the smallest valid spec */
     mk_plan_sched_spec(&q, g, 0, layers, &spec);
     return mk_sched_ckpt_counts(&spec, out);
 }

@@ -11,13 +11,14 @@
 #include <string.h>
 
 static const char *const kind_names[MK_SCHED_COUNT] = {
-    "gpipe", "1f1b", "interleaved", "merak", "merak-pre", "merak-last", "zb-h1", "looped-bfs"};
+    "gpipe", "1f1b", "interleaved", "merak", "merak-pre", "merak-last", "zb-h1", "looped-bfs",
+    "zb-h2", "zb-v", "dualpipev"};
 
 /* torch.distributed.pipelining's class names (torchtitan's
  * pipeline_parallel_schedule values) for the schedules it shares */
 static const struct { const char *alias; mk_sched_kind_t kind; } kind_aliases[] = {
     {"GPipe", MK_SCHED_GPIPE}, {"1F1B", MK_SCHED_1F1B}, {"Interleaved1F1B", MK_SCHED_INTERLEAVED},
-    {"LoopedBFS", MK_SCHED_LOOPED_BFS}};
+    {"LoopedBFS", MK_SCHED_LOOPED_BFS}, {"ZBVZeroBubble", MK_SCHED_ZB_V}, {"DualPipeV", MK_SCHED_DUALPIPEV}};
 
 static const char *const op_names[MK_INSTR_COUNT] = {
     "LOAD", "F", "F_PRE", "R", "B", "B_IN", "B_W", "SEND_ACT", "RECV_ACT",
@@ -33,7 +34,7 @@ int mk_sched_kind_parse(const char *s, mk_sched_kind_t *out)
     for (size_t i = 0; i < sizeof kind_aliases / sizeof *kind_aliases; i++)
         if (s && !strcmp(s, kind_aliases[i].alias)) return *out = kind_aliases[i].kind, 0;
     return mk_error_set("unknown schedule '%s' (gpipe, 1f1b, interleaved, merak, merak-pre, "
-                        "merak-last, zb-h1, looped-bfs)", s ? s : "");
+                        "merak-last, zb-h1, looped-bfs, zb-h2, zb-v, dualpipev)", s ? s : "");
 }
 
 const char *mk_sched_kind_name(mk_sched_kind_t k)
@@ -59,18 +60,30 @@ int mk_sched_grow(mk_sched_t *s, int stage)
     return 0;
 }
 
-/* Virtual stage k = chunk*pp + stage: the pipeline is chunk-major, so the
- * last stage's chunk c feeds the first stage's chunk c+1. */
+/* The stages of virtual stages k-1 and k+1 (mk_sched_vstage's placement):
+ * on the loop the neighbouring stages, without a division per instruction. */
+static void vneighbours(const mk_sched_t *s, int stage, int k, int *prev, int *next)
+{
+    int p = s->spec.pp;
+    if (s->vshape) {
+        *prev = k > 0 ? mk_sched_vstage_stage(1, p, k - 1) : stage;
+        *next = k < s->n_vstages - 1 ? mk_sched_vstage_stage(1, p, k + 1) : stage;
+        return;
+    }
+    *prev = stage == 0 ? p - 1 : stage - 1, *next = stage + 1 == p ? 0 : stage + 1;
+}
+
 int mk_sched_emit(mk_sched_t *s, int stage, mk_instr_op_t op, int mb, int chunk)
 {
-    int p = s->spec.pp, k = chunk * p + stage, last = s->n_vstages - 1;
-    /* the stages of k-1 and k+1: (k -+ 1) mod p, as neighbours (no division per instruction) */
-    int prev = stage == 0 ? p - 1 : stage - 1, next = stage + 1 == p ? 0 : stage + 1;
+    int p = s->spec.pp, k = mk_sched_vstage(s->vshape, p, stage, chunk), last = s->n_vstages - 1;
+    int prev, next;
+    vneighbours(s, stage, k, &prev, &next);
     int fwd = op == MK_INSTR_F || op == MK_INSTR_F_PRE;
     int bwd = op == MK_INSTR_B || op == MK_INSTR_B_IN;
     int rc = 0;
     if (fwd) {
-        /* First stage reads the tokens, last stage the labels (once per mb). */
+        /* The first virtual stage reads the tokens, the last the labels
+           (once per mb on a stage holding both) */
         if (k == 0 || (k == last && stage != 0))
             rc |= mk_sched_push(s, stage, MK_INSTR_LOAD, mb, chunk, -1, 0);
         if (k > 0 && prev != stage)
@@ -113,9 +126,16 @@ static int check_spec(const mk_sched_spec_t *sp, int vpp)
     if (vpp > 1 && !interleaved)
         return mk_error_set("vpp %d needs the interleaved schedule (got %s)", vpp,
                             mk_sched_kind_name(sp->kind));
-    if (vpp < mk_sched_traits(sp->kind)->min_vpp) /* looped-bfs: with one chunk it is GPipe */
-        return mk_error_set("%s needs vpp >= %d (got %d)", mk_sched_kind_name(sp->kind),
-                            mk_sched_traits(sp->kind)->min_vpp, vpp);
+    const mk_sched_traits_t *tr = mk_sched_traits(sp->kind);
+    if (vpp < tr->min_vpp || (tr->max_vpp && vpp > tr->max_vpp)) { /* looped-bfs: one chunk is GPipe */
+        if (tr->max_vpp == tr->min_vpp)
+            return mk_error_set("%s runs vpp %d exactly (two chunks per stage in a V; got %d)",
+                                mk_sched_kind_name(sp->kind), tr->min_vpp, vpp);
+        return mk_error_set("%s needs vpp >= %d (got %d)", mk_sched_kind_name(sp->kind), tr->min_vpp, vpp);
+    }
+    if (sp->m < (int64_t)tr->min_m_per_pp * sp->pp) /* dualpipev: DeepSeek's dualpipev.py asserts it */
+        return mk_error_set("%s needs at least %d x pp = %d micro-batches (got %d)", mk_sched_kind_name(sp->kind),
+                            tr->min_m_per_pp, tr->min_m_per_pp * sp->pp, sp->m);
     if (mk_sched_traits(sp->kind)->m_per_pp && sp->m % sp->pp)
         return mk_error_set("interleaved needs micro-batches (%d) to be a multiple of "
                             "pipeline stages (%d)", sp->m, sp->pp);
@@ -133,9 +153,9 @@ static int check_spec(const mk_sched_spec_t *sp, int vpp)
  * (first and last stage), the DP gradient buckets, the optimizer. */
 static int emit_tail(mk_sched_t *s)
 {
-    int p = s->spec.pp, rc = 0;
+    int p = s->spec.pp, rc = 0, apart = mk_sched_ends_apart(s->spec.kind, p, s->spec.vpp);
     for (int st = 0; st < p; st++) {
-        if (s->spec.tied && p > 1 && (st == 0 || st == p - 1))
+        if (s->spec.tied && apart && (st == 0 || st == p - 1))
             rc |= mk_sched_push(s, st, MK_INSTR_REDUCE_TIED, -1, 0, st == 0 ? p - 1 : 0, 0);
         for (int b = 0; b < s->spec.grad_buckets; b++)
             rc |= mk_sched_push(s, st, MK_INSTR_REDUCE_GRADS, -1, 0, -1, 0);
@@ -153,6 +173,9 @@ static int (*const generators[MK_SCHED_COUNT])(mk_sched_t *) = {
     [MK_SCHED_MERAK_LAST] = mk_sched_gen_merak,
     [MK_SCHED_ZB_H1] = mk_sched_gen_zbh1,
     [MK_SCHED_LOOPED_BFS] = mk_sched_gen_looped_bfs,
+    [MK_SCHED_ZB_H2] = mk_sched_gen_zb_list,
+    [MK_SCHED_ZB_V] = mk_sched_gen_zb_list,
+    [MK_SCHED_DUALPIPEV] = mk_sched_gen_dualpipev,
 };
 
 /* A schedule's own changes to the policy's counts, made before its streams. */
@@ -218,6 +241,7 @@ static mk_sched_t *sched_prepare(const mk_sched_spec_t *spec, int with_streams)
     s->spec.vpp = vpp;
     s->spec.layers = s->spec.ckpt = NULL;
     s->n_vstages = nc;
+    s->vshape = mk_sched_traits(spec->kind)->vshape;
     s->ckpt = calloc((size_t)nc, sizeof *s->ckpt);
     s->layers = calloc((size_t)nc, sizeof *s->layers);
     if (with_streams) s->streams = calloc((size_t)spec->pp, sizeof *s->streams);

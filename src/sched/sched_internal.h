@@ -60,5 +60,7 @@ int mk_sched_gen_merak(mk_sched_t *s);
 int mk_sched_gen_interleaved(mk_sched_t *s);
 int mk_sched_gen_zbh1(mk_sched_t *s);
 int mk_sched_gen_looped_bfs(mk_sched_t *s);
+int mk_sched_gen_zb_list(mk_sched_t *s);
+int mk_sched_gen_dualpipev(mk_sched_t *s);
 
 #endif

@@ -22,6 +22,16 @@ json_t *mk_sched_to_json(const mk_sched_t *s, const mk_sched_report_t *rep)
         for (int i = 0; i < s->streams[st].n; i++)
             if (json_array_append_new(a, instr_json(&s->streams[st].v[i])) < 0) goto fail;
     }
+    if (s->vshape) { /* the V's placement stated: each stage's virtual stages, chunk by chunk */
+        json_t *vs = json_array();
+        for (int st = 0; vs && st < s->spec.pp; st++) {
+            json_t *a = json_array();
+            for (int c = 0; a && c < s->spec.vpp; c++) json_array_append_new(a, json_integer(mk_sched_vstage(1, s->spec.pp, st, c)));
+            json_array_append_new(vs, a);
+        }
+        json_object_set_new(o, "placement", json_string("v"));
+        json_object_set_new(o, "virtual_stages", vs);
+    }
     if (json_object_set_new(o, "streams", streams) < 0) {
         streams = NULL;
         goto fail;

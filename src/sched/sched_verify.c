@@ -88,7 +88,7 @@ static int scan(stage_chk_t *c, mk_walk_t *w)
 static int check_slot(const stage_chk_t *c, int mb, int ch)
 {
     const mk_sched_t *s = c->s;
-    int p = s->spec.pp, V = s->n_vstages, k = ch * p + c->st, sl = mb * s->spec.vpp + ch;
+    int p = s->spec.pp, V = s->n_vstages, k = mk_sched_vstage(s->vshape, p, c->st, ch), sl = mb * s->spec.vpp + ch;
     int st = c->st, zb = mk_sched_traits(s->spec.kind)->split_backward;
     int pf = c->pos[P_F][sl], pb = c->pos[P_B][sl];
     if (c->cnt[P_F][sl] != 1 || c->cnt[P_B][sl] != 1 || c->cnt[P_BW][sl] != zb)
@@ -100,7 +100,8 @@ static int check_slot(const stage_chk_t *c, int mb, int ch)
                                                      c->pos[P_R][sl] > pb)))
         FAIL("stage %d chunk %d mb %d: R must follow its F_PRE and precede its backward", st,
              ch, mb);
-    int remote_prev = k > 0 && (k - 1) % p != st, remote_next = k < V - 1 && (k + 1) % p != st;
+    int remote_prev = k > 0 && mk_sched_vstage_stage(s->vshape, p, k - 1) != st;
+    int remote_next = k < V - 1 && mk_sched_vstage_stage(s->vshape, p, k + 1) != st;
     if (c->cnt[P_RA][sl] != remote_prev || c->cnt[P_SA][sl] != remote_next ||
         c->cnt[P_RG][sl] != remote_next || c->cnt[P_SG][sl] != remote_prev)
         FAIL("stage %d chunk %d mb %d: p2p count wrong (recv act %d, send act %d, recv grad %d,"
@@ -118,7 +119,8 @@ static int check_links(const stage_chk_t *c, int mb)
 {
     const mk_sched_t *s = c->s;
     int p = s->spec.pp, v = s->spec.vpp, st = c->st, b = mb * v;
-    int loads = st == 0 || st == p - 1;
+    int last = mk_sched_vstage_stage(s->vshape, p, s->n_vstages - 1); /* the head's stage */
+    int loads = st == 0 || st == last;
     if (c->cnt[P_LOAD][b] != loads)
         FAIL("stage %d mb %d: %d LOADs (want %d)", st, mb, c->cnt[P_LOAD][b], loads);
     if (loads && c->pos[P_LOAD][b] > c->pos[P_F][b + (st == 0 ? 0 : v - 1)])
@@ -134,7 +136,8 @@ static int check_links(const stage_chk_t *c, int mb)
 static int check_tail(const mk_sched_t *s, int st, int last_bwd)
 {
     const mk_stream_t *str = &s->streams[st];
-    int p = s->spec.pp, tied = s->spec.tied && p > 1 && (st == 0 || st == p - 1);
+    int p = s->spec.pp, apart = mk_sched_ends_apart(s->spec.kind, p, s->spec.vpp);
+    int tied = s->spec.tied && apart && (st == 0 || st == p - 1);
     int ntied = 0, ngrads = 0, nopt = 0;
     for (int i = 0; i < str->n; i++) {
         mk_instr_op_t op = str->v[i].op;

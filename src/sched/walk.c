@@ -31,7 +31,7 @@ int mk_walk_n_keys(const mk_sched_t *s)
 static WALK_INLINE int msg_key(const mk_sched_t *s, int stage, const mk_instr_t *in)
 {
     if (!is_p2p(in->op)) return -1;
-    int p = s->spec.pp, V = s->n_vstages, k = in->chunk * p + stage;
+    int p = s->spec.pp, V = s->n_vstages, k = mk_sched_vstage(s->vshape, p, stage, in->chunk);
     int dst = is_send(in->op) ? (goes_up(in->op) ? k + 1 : k - 1) : k;
     int grad = in->op == MK_INSTR_SEND_GRAD || in->op == MK_INSTR_RECV_GRAD;
     if (in->mb < 0 || in->mb >= s->spec.m || in->chunk < 0 || in->chunk >= s->spec.vpp ||
@@ -164,8 +164,10 @@ static WALK_INLINE int decode_p2p(const mk_walk_t *w, mk_walk_ev_t *ev)
 {
     int up = goes_up(ev->in->op), st = ev->stage;
     ev->vpeer = up ? ev->vstage + 1 : ev->vstage - 1;
-    /* vpeer mod pp, as the neighbouring stage (no division: this runs per instruction) */
-    ev->peer = up ? (st + 1 == w->pp ? 0 : st + 1) : (st == 0 ? w->pp - 1 : st - 1);
+    /* on the loop vpeer mod pp, as the neighbouring stage (no division:
+       this runs per instruction); in a V its stage (mk_sched_vstage) */
+    if (w->s->vshape) ev->peer = mk_sched_vstage_stage(1, w->pp, ev->vpeer);
+    else ev->peer = up ? (st + 1 == w->pp ? 0 : st + 1) : (st == 0 ? w->pp - 1 : st - 1);
     ev->key = msg_key(w->s, ev->stage, ev->in);
     if (ev->key < 0 && !w->o.lenient)
         return mk_error_set("stage %d instruction %d: bad %s", ev->stage, ev->index,
@@ -182,7 +184,7 @@ static WALK_INLINE int decode(const mk_walk_t *w, int st, int i, const mk_instr_
 {
     mk_instr_op_t op = in->op;
     *ev = (mk_walk_ev_t){.in = in, .stage = st, .index = i, .slot = -1,
-                         .vstage = in->chunk * w->pp + st, .vpeer = -1, .peer = -1, .key = -1,
+                         .vstage = mk_sched_vstage(w->s->vshape, w->pp, st, in->chunk), .vpeer = -1, .peer = -1, .key = -1,
                          .inflight = w->inflight[st], .last_bwd = i == w->last_bwd[st],
                          .bucket = -1};
     if (per_slot(op)) {
@@ -198,7 +200,7 @@ static WALK_INLINE int decode(const mk_walk_t *w, int st, int i, const mk_instr_
     if (op == MK_INSTR_REDUCE_GRADS) ev->bucket = w->nbucket[st];
     if (op == MK_INSTR_REDUCE_TIED) {
         ev->peer = st == 0 ? w->pp - 1 : 0;
-        if (!w->o.lenient && (w->pp < 2 || (st != 0 && st != w->pp - 1)))
+        if (!w->o.lenient && (!mk_sched_ends_apart(w->s->spec.kind, w->pp, w->vpp) || (st != 0 && st != w->pp - 1)))
             return mk_error_set("stage %d instruction %d: REDUCE_TIED belongs on the first and "
                                 "last stage only", st, i);
         ev->tied_first = w->o.mode == MK_WALK_LOCAL || w->tied_done[ev->peer] <= w->tied_done[st];

@@ -57,6 +57,7 @@ import sys
 import tempfile
 
 SCHEDULES = ["gpipe", "1f1b", "interleaved", "merak", "merak-pre", "merak-last", "zb-h1"]
+NEW_SCHEDULES = ["zb-h2", "zb-v", "dualpipev"]  # issue 35, appended to each grid
 REL_TOL = 1e-12  # reals of sim and plan: the restructuring may reorder sums
 # run cases, justified in tests/golden/README.md ("Tolerances of the run
 # golden"): fp32 sums reordered by another GEMM kernel family move a 3-step
@@ -95,6 +96,20 @@ def sched_cases():
                         p, m, rec, vpp)
                     yield args + " --verify"
                     yield args + " --verify --json"
+    # zb-h2, zb-v, dualpipev (issue 35), appended: every p, m and recompute
+    # (zb-v and dualpipev at their vpp 2; dualpipev where m >= 2p)
+    for sched in NEW_SCHEDULES:
+        for p in [1, 2, 3, 4, 8]:
+            for m in [1, 2, 3, 4, 6, 8, 12, 16]:
+                if sched == "dualpipev" and m < 2 * p:
+                    continue
+                for rec in recs:
+                    args = "sched --schedule %s --pp %d --micro-batches %d --recompute %s" % (sched, p, m, rec)
+                    yield args + " --verify"
+                    yield args + " --verify --json"
+    for bad in ["--schedule zb-v --pp 2 --micro-batches 4 --vpp 3",
+                "--schedule dualpipev --pp 4 --micro-batches 7"]:
+        yield "sched " + bad + " --json"
     # refusals: their exit status and message are part of the contract
     for bad in ["--schedule 1f1b --pp 2 --micro-batches 4 --vpp 2",
                 "--schedule interleaved --pp 3 --micro-batches 4",
@@ -177,6 +192,20 @@ def sim_ideal_cases():
     yield from sim_errors("ideal")
     yield "sim --model gpt-tiny --num-layers 6 --hidden-size 96 --num-attention-heads 6 --cluster ideal --pp 3 --tp 3 --gbs 12 --json"
     yield "sim --model gpt-1.5b --cluster ideal --dp 2 --pp 4 --json"  # default gbs 512
+    yield from new_schedule_grid(["gpt2-124m", "gpt-2.5b"], "ideal", ["none", "full", "selective", "stage-aware:0.5",
+                                                                      "auto"], [16, 48])
+
+
+def new_schedule_grid(models, cluster, recs, batches):
+    """Issue 35's schedules on the pipelined layouts (appended)."""
+    for model in models:
+        for lay in LAYOUTS:
+            if lay[1] < 2:
+                continue
+            for sched in NEW_SCHEDULES:
+                for rec in recs:
+                    for gbs in batches:
+                        yield sim_line(model, cluster, lay, "--gbs %d --schedule %s --recompute %s" % (gbs, sched, rec))
 
 
 def sim_errors(cluster):
@@ -195,6 +224,8 @@ def sim_clusters_cases():
     yield "sim --model gpt-20b --cluster rtx3090-pcie --dp 1 --pp 2 --tp 2 --gbs 16 --json"
     yield "sim --model gpt-175b --cluster dgx-a100 --dp 1 --pp 8 --tp 8 --gbs 64 --json"
     yield "sim --model gpt-8.3b --cluster rtx3090-pcie --dp 2 --pp 4 --tp 2 --json"  # defaults: gbs 512
+    for cluster in ["dgx-a100", "rtx3090-pcie"]:
+        yield from new_schedule_grid(["gpt2-124m", "gpt-2.5b"], cluster, ["none", "full", "auto"], [16])
 
 
 def plan_cases():
@@ -207,6 +238,8 @@ def plan_cases():
     yield "plan --model gpt-2.5b --cluster rtx3090-pcie --gpus 8 --gbs 32 --top 3 --json"
     yield "plan --model gpt-tiny --cluster dgx-a100 --gpus 3 --gbs 16 --top 3 --json"
     yield "plan --model gpt-175b --cluster rtx3090-pcie --gpus 2 --gbs 16 --json"  # nothing fits
+    # issue 35: only the V schedules, by torchtitan's names too (appended)
+    yield "plan --model gpt2-124m --cluster dgx-a100 --gpus 8 --gbs 32 --top 3 --schedules ZBVZeroBubble,dualpipev --json"
 
 
 # --quiet: the step lines on stderr hold measured times (stderr is compared)
