@@ -24,10 +24,9 @@
  *   zb-v (two chunks in a V, mk_sched_vstage): cap 2p chunk slots on every
  *     stage, each half a stage: p micro-batches' activations, 1F1B's
  *     first-stage peak (the paper's ZB-V memory), the least cap that does
- *     not deadlock.  Bubble without recompute, m >= p: p-1 or p chunk-times
- *     over tests/test_sched_props.c's grid (52
- *     ticks for 48 busy at p 4, m 8: 26 stage-times to ZB-H1's 27 and
- *     1F1B's 33).
+ *     not deadlock.  Bubble without recompute, m >= p: from p-1 to 3p/2
+ *     chunk-times (p 2-8, m p-16; 52 ticks for 48 busy at p 4, m 8: 26
+ *     stage-times to ZB-H1's 27 and 1F1B's 33).
  * A chunk runs ahead of the next one by no more than the virtual stages
  * between them, so the cap never fills with forwards whose next chunk
  * cannot start.
