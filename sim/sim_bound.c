@@ -190,7 +190,8 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
  * before it, each a send and a backward (drain), and stage 0 ends no
  * sooner than after[0] after it.  zb-h1's stage s runs min(s+1, m) B_Ws
  * after its last B_IN, the one the gradient leaves from, and stage 0 its
- * last B_W after the drain's B_IN (sched_zbh1.c).  Each stage also ends no
+ * last B_W after the drain's B_IN (sched_zbh1.c); the other split
+ * schedules at most mk_sched_tail_bw of them, of either chunk.  Each stage also ends no
  * sooner than after[s] after its ops, nor before its DP stream's floor
  * and after[s] (mk_sim_stage_tail). */
 double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
@@ -204,17 +205,20 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
     int zb = tr->split_backward, pre = tr->replays_early, inter;
     double worst = 0, fill = 0, drain = 0, bw0 = 0;
     for (int s = 0; s < p->pp; s++) {
-        double busy = 0;
+        double busy = 0, bw_max = 0, bw_min = 0;
         chunk_ops_t o, c0 = {0};
         for (int c = 0; c < p->vpp; c++) {
             chunk_ops(b, p, mk_plan_vstage(p, s, c), ckpt[s * p->vpp + c], &o);
             busy += o.f + o.b + o.bi + o.bw + o.sel + o.rec;
-            if (c == 0) c0 = o;
+            if (c == 0) c0 = o, bw_min = o.bw;
+            if (o.bw > bw_max) bw_max = o.bw;
+            if (o.bw < bw_min) bw_min = o.bw;
         }
         busy *= p->m;
-        if (s == 0) bw0 = c0.bw;
+        if (s == 0) bw0 = bw_min; /* its last B_W: of any chunk, so the cheapest */
         double chain = fill + busy + drain + after[0];
-        if (zb) chain += bw0 - mk_sched_tail_bw(p->schedule, p->pp, p->m, s) * c0.bw;
+        /* the tail's B_Ws may be any chunk's: the dearest each, so none is under-subtracted */
+        if (zb) chain += bw0 - mk_sched_tail_bw(p->schedule, p->pp, p->m, s) * bw_max;
         double end = fill + busy + after[s], floor = dp[s] + after[s];
         double lb = chain > end ? chain : end;
         if (floor > lb) lb = floor;

@@ -48,6 +48,20 @@ for k in ("baselines", "what_if"):
         assert x == y, (k, x, y)
 ' "$tmpdir/w1.json" "$tmpdir/w2.json"
 
+# --explain's families (issue 35): the best plan without each of #1's
+# choices, the same on 2 ranks (rank 0 broadcasts #1's plan) as on one
+ex="--model gpt-8.3b --cluster rtx3090-pcie --gpus 64 --gbs 512 --top 1 --explain --json"
+"$MERAK" plan $ex >"$tmpdir/f1.json" || exit 1
+"$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" plan $ex >"$tmpdir/f2.json" 2>"$tmpdir/err" || { cat "$tmpdir/err"; exit 1; }
+check "--explain: the same families on 1 and 2 ranks" "$PY" -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert len(a["families"]) == len(b["families"]) >= 3
+for x, y in zip(a["families"], b["families"]):
+    x.pop("wall_s", None); y.pop("wall_s", None)
+    assert x == y, (x, y)
+' "$tmpdir/f1.json" "$tmpdir/f2.json"
+
 # nothing fits: the report names the closest candidate of all ranks, as
 # one rank does (before: rank 0's own; here it held mbs 2, 27.52 GiB short)
 nofit="--model gpt-20b --gpus 6 --gbs 12"

@@ -61,4 +61,24 @@ assert all(p['plan']['optimizer_cpu_offload'] and p['fits'] and p['host_memory_b
            for p in j['plans'])"
 expect_ok "plan: a fitting search does not offload" "$MERAK" plan --model gpt-tiny --cluster dgx-h100 --gpus 2 --gbs 8 --json
 check "no offload where the GPUs suffice" sh -c "! grep -q optimizer_cpu_offload '$tmpdir/out'"
+# uneven first and last stages in the search (issue 35): under Megatron's
+# space with 1f1b, GPT-20B's 44 blocks over pp 16 are also tried as 1,
+# 3 x 14, 1 (Megatron-Core's --decoder-first/last-pipeline-num-layers),
+# shown as "uni 1/1", named in the plan, and its plan file replays
+expect_ok "plan: uneven ends searched" "$MERAK" plan --model gpt-20b --cluster rtx3090-pcie --gpus 64 --gbs 512 \
+  --top 5 --baseline megatron --schedules 1f1b --json
+check "an uneven-ends plan among the best, named, replaying" "${PYTHON:-python3}" -c "
+import json, subprocess, sys
+j = json.load(open('$tmpdir/out'))
+u = [p for p in j['plans'] if p['plan'].get('decoder_first_pipeline_num_layers')]
+assert u, [p['plan']['partition'] for p in j['plans']]
+q = u[0]['plan']
+assert q['decoder_first_pipeline_num_layers'] == q['decoder_last_pipeline_num_layers'] == 1 and q['pp'] == 16, q
+open('$tmpdir/uneven.json', 'w').write(json.dumps(q))
+r = json.loads(subprocess.run(['$MERAK', 'sim', '--plan', '$tmpdir/uneven.json', '--json'], capture_output=True,
+                              text=True, check=True).stdout)
+assert r['step_time_s'] == u[0]['step_time_s'], (r['step_time_s'], u[0]['step_time_s'])"
+expect_ok "plan: uneven ends, text" "$MERAK" plan --model gpt-20b --cluster rtx3090-pcie --gpus 64 --gbs 512 \
+  --top 5 --baseline megatron --schedules 1f1b
+check "the table shows uni 1/1" grep -q " uni 1/1 " "$tmpdir/out"
 finish

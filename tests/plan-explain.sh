@@ -115,4 +115,26 @@ assert ks == sorted(ks), ks
 assert ks[0][0] == ks[1][0] and j['why'].startswith('#1 and #2 tie at'), j['why']"
 expect_ok "plan with ties, text" "$MERAK" plan --model gpt-tiny --cluster ideal --gpus 4 --gbs 16 --top 5
 check "the text why: the tie goes to #1 by lower peak memory" grep -q "^why: #1 and #2 tie at .* the tie goes to #1 by lower peak memory" "$tmpdir/out"
+# the why's families (issue 35): with --explain, the best plan without
+# each of #1's choices (its PP, TP, CP, ZeRO, its schedule), each obeying
+# its restriction and no faster than #1, with where the winner gains
+expect_ok "families" "$MERAK" plan --model gpt-8.3b --cluster rtx3090-pcie --gpus 64 --gbs 512 --top 1 --explain --json
+check "families: one per choice of #1, each without it, none faster" "${PYTHON:-python3}" -c "
+import json
+j = json.load(open('$tmpdir/out'))
+b = j['plans'][0]; bp = b['plan']
+want = [l for l, on in (('without PP', bp['pp'] > 1), ('without TP', bp['tp'] > 1), ('without CP', bp.get('cp', 1) > 1),
+                        ('without ZeRO', bp.get('zero', 0) > 0), ('not ' + bp['schedule'], bp['pp'] > 1)) if on]
+fams = {f['family']: f for f in j['families']}
+assert list(fams) == want and len(want) >= 3, (list(fams), want)
+for l, f in fams.items():
+    p = f['summary']['plan']
+    assert f['found'] and f['step_time_s'] >= b['step_time_s'], (l, f['step_time_s'])
+    ok = {'without PP': p['pp'] == 1, 'without TP': p['tp'] == 1, 'without CP': p.get('cp', 1) == 1,
+          'without ZeRO': p.get('zero', 0) == 0}.get(l, p['schedule'] != bp['schedule'])
+    assert ok, (l, p)
+    assert f['note'].startswith('winner') or f['note'] == 'ties the winner', f['note']"
+expect_ok "families, text" "$MERAK" plan --model gpt-8.3b --cluster rtx3090-pcie --gpus 64 --gbs 512 --top 1 --explain
+check "the text has the family table" sh -c "grep -q '^why, family by family' '$tmpdir/out' &&
+  grep -q '^  without PP .* winner .* faster; gains most in ' '$tmpdir/out'"
 finish

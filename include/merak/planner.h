@@ -38,11 +38,17 @@ extern "C" {
 
 struct mk_planner_progress;
 
+/* The schedules searched by default: every one but gpipe and the merak
+ * variants' ablations (merak-pre, merak-last). */
+#define MK_PLANNER_SCHEDULES                                                                            \
+    (1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK | 1u << MK_SCHED_ZB_H1 |  \
+     1u << MK_SCHED_LOOPED_BFS | 1u << MK_SCHED_ZB_H2 | 1u << MK_SCHED_ZB_V | 1u << MK_SCHED_DUALPIPEV)
+
 typedef struct mk_planner_opts {
     int gpus, gbs;
     mk_dtype_t dtype;
     int top;                  /* K plans to return (default 5) */
-    unsigned sched_mask;      /* bits 1u << mk_sched_kind_t; 0: 1f1b|interleaved|merak|zb-h1 */
+    unsigned sched_mask;      /* bits 1u << mk_sched_kind_t; 0: MK_PLANNER_SCHEDULES */
     unsigned recompute_mask;  /* bits 1u << mk_recompute_kind_t; 0: all but explicit */
     int seqpar, tp_overlap, zero; /* -1 search on and off (zero: 0..3), else fixed (tp_overlap: the level
                                      used when on) */
@@ -50,6 +56,8 @@ typedef struct mk_planner_opts {
     int zero_hybrid;          /* -1 search ZeRO over the whole DP group and (where it divides dp) a
                                  node's DP ranks; 0 the whole group only; 1 the node's only */
     int max_pp;               /* 0: any; else pipeline stages at most (1: the fsdp baseline) */
+    int max_tp, max_cp;       /* 0: any; else tensor / context parallel size at most (the why's
+                                 families: 1) */
     unsigned partition_mask;  /* 1 uniform, 2 parameters, 4 compute; 0: uniform|compute */
     int max_mbs;              /* 0: 8 */
     int exhaustive;           /* simulate every candidate that fits (tests) */

@@ -196,7 +196,8 @@ typedef struct mk_sched_traits {
     int split_backward; /* B_IN + B_W per micro-batch and chunk instead of B */
     int replays_early;  /* its R (replayed forward) may run before the gradient arrives */
     int list_scheduled; /* its order comes from a clock (sched_zb_list.c): warm-up and tail have no
-                           closed form; the peak in flight is its cap, the tail at most that */
+                           closed form; the peak in flight is at most its cap (the cap but in rare
+                           mixed-cost cases), the tail at most that */
 } mk_sched_traits_t;
 MK_API const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k);
 /* Stage s of p (m micro-batches, v chunks): the forwards (F or F_PRE) it
@@ -205,7 +206,9 @@ MK_API const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k);
  * list-scheduled schedule (no closed form; nothing reads it but the peak). */
 MK_API int mk_sched_warmup(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
 /* Its peak of (micro-batch, chunk) slots in flight: forwarded, not yet
- * released by B (or, split, by B_W), as the stream walker counts them. */
+ * released by B (or, split, by B_W), as the stream walker counts them
+ * (list-scheduled: their cap, which the streams reach all but rarely, never
+ * pass). */
 MK_API int mk_sched_peak_inflight(mk_sched_kind_t k, int p, int m, int v, int s, int ckpts);
 /* The zero-bubble list schedules' cap on slots in flight on stage s
  * (zb-h2, zb-v: sched_zb_list.c). */

@@ -122,9 +122,12 @@ static int by_cost(const mk_args_t *a)
  * "the same plan". */
 static void plan_changes(const mk_plan_t *b, const mk_plan_t *p, char *buf, size_t n)
 {
-    const char *what[] = {"dp", "cp", "pp", "tp", "ep", "vpp", "mbs", "sp", "tp-overlap", "zero"};
-    int vb[] = {b->dp, b->cp, b->pp, b->tp, b->ep, b->vpp, b->mbs, b->seqpar, b->tp_overlap, b->zero};
-    int vp[] = {p->dp, p->cp, p->pp, p->tp, p->ep, p->vpp, p->mbs, p->seqpar, p->tp_overlap, p->zero};
+    const char *what[] = {"dp", "cp", "pp", "tp", "ep", "vpp", "mbs", "sp", "tp-overlap", "zero", "first-stage blocks",
+                          "last-stage blocks"};
+    int vb[] = {b->dp, b->cp, b->pp, b->tp, b->ep, b->vpp, b->mbs, b->seqpar, b->tp_overlap, b->zero,
+                b->first_stage_layers, b->last_stage_layers};
+    int vp[] = {p->dp, p->cp, p->pp, p->tp, p->ep, p->vpp, p->mbs, p->seqpar, p->tp_overlap, p->zero,
+                p->first_stage_layers, p->last_stage_layers};
     size_t k = 0;
     buf[0] = 0;
     for (int i = 0; i < (int)(sizeof vb / sizeof *vb); i++)
@@ -219,6 +222,33 @@ static int add_baselines(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_
     return 0;
 }
 
+/* The families #1 is not in (issue 35): the best plan without its
+ * pipeline, its TP, its CP, its ZeRO, or with another schedule, each the
+ * main search's space with that one restriction. */
+static void add_families(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_cluster_t *cl,
+                         const mk_planner_opts_t *o, const mk_plan_t *b, mk_cli_extras_t *x)
+{
+    for (int f = 0; f < 5; f++) {
+        mk_planner_opts_t q = *o;
+        q.top = 1;
+        const char *label = NULL;
+        char lab[64];
+        if (f == 0 && b->pp > 1) q.max_pp = 1, label = "without PP";
+        if (f == 1 && b->tp > 1) q.max_tp = 1, label = "without TP";
+        if (f == 2 && b->cp > 1) q.max_cp = 1, label = "without CP";
+        if (f == 3 && b->zero > 0) q.zero = 0, label = "without ZeRO";
+        if (f == 4 && b->pp > 1) {
+            q.sched_mask = (o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES) & ~(1u << b->schedule);
+            snprintf(lab, sizeof lab, "not %s", mk_sched_kind_name(b->schedule));
+            label = q.sched_mask ? lab : NULL;
+        }
+        if (!label) continue;
+        mk_cli_alt_t *alt = &x->fam[x->nf++];
+        mk_strlcpy(alt->label, label, sizeof alt->label);
+        alt_job(J, m, cl, &q, o->gpus, alt);
+    }
+}
+
 /* The what-if clusters: one knob changed at a time (issue 21's list). */
 static const struct {
     mk_cluster_knob_t k;
@@ -272,7 +302,8 @@ static int alt_results(mk_alt_jobs_t *J, const mk_cli_alt_t *res, const mk_plann
         *alt = res[i];
         if (alt->failed) return mk_cli_fail("plan", "%s", alt->note);
         if (!alt->found) continue;
-        if (alt >= x->base && alt < x->base + MK_CLI_MAX_ALTS) winner_gains(best, &alt->e, alt->note, sizeof alt->note);
+        if ((alt >= x->base && alt < x->base + MK_CLI_MAX_ALTS) || (alt >= x->fam && alt < x->fam + MK_CLI_MAX_ALTS))
+            winner_gains(best, &alt->e, alt->note, sizeof alt->note);
         else if (alt >= x->whatif && alt < x->whatif + MK_CLI_MAX_ALTS)
             plan_changes(&best->plan, &alt->e.plan, alt->note, sizeof alt->note);
     }
@@ -280,7 +311,8 @@ static int alt_results(mk_alt_jobs_t *J, const mk_cli_alt_t *res, const mk_plann
 }
 
 int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
-                       const mk_planner_opts_t *o, const mk_planner_entry_t *best, mk_cli_extras_t *x)
+                       const mk_planner_opts_t *o, const mk_planner_entry_t *best, const mk_plan_t *best_plan,
+                       mk_cli_extras_t *x)
 {
     double t0 = mk_time_now();
     memset(x, 0, sizeof *x);
@@ -288,6 +320,7 @@ int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_
     J.n = 0;
     int rc = 0;
     if (a->explain || a->what_if) rc = add_baselines(&J, m, cl, o, x);
+    if (!rc && a->explain && best_plan) add_families(&J, m, cl, o, best_plan, x);
     if (!rc && a->what_if) rc = add_whatif(&J, m, cl, o, x);
     if (!rc && a->n_gpus_list > 1) add_scaling(&J, a, m, cl, o, best, x);
     if (rc || J.n == 0) return rc;
@@ -412,6 +445,12 @@ void mk_cli_plan_extras_human(const mk_args_t *a, const mk_planner_entry_t *best
         alt_row(a, "this search: #1", &me, "the winner");
         for (int i = 0; i < x->nb; i++) alt_row(a, x->base[i].label, &x->base[i], x->base[i].note);
     }
+    if (x->nf) {
+        printf("\nwhy, family by family (the best plan without each of #1's choices, the same search)\n");
+        alt_header(a, "family", "where the winner gains");
+        alt_row(a, "this search: #1", &me, "the winner");
+        for (int i = 0; i < x->nf; i++) alt_row(a, x->fam[i].label, &x->fam[i], x->fam[i].note);
+    }
     if (x->nw) {
         printf("\nwhat if (the cluster changed one knob at a time, the same search)\n");
         alt_header(a, "change", "what changed in the best plan");
@@ -419,7 +458,7 @@ void mk_cli_plan_extras_human(const mk_args_t *a, const mk_planner_entry_t *best
         for (int i = 0; i < x->nw; i++) alt_row(a, x->whatif[i].label, &x->whatif[i], x->whatif[i].note);
     }
     if (x->ns) print_scaling(a, x);
-    if (x->nb || x->nw || x->ns) printf("(%.2f s for these searches)\n", x->wall_s);
+    if (x->nb || x->nw || x->ns || x->nf) printf("(%.2f s for these searches)\n", x->wall_s);
 }
 
 /* An alternative as JSON: its label under `key`, the summary figures, the
@@ -451,6 +490,10 @@ void mk_cli_plan_extras_json(const mk_args_t *a, const mk_planner_entry_t *best,
         json_object_set_new(top, "baselines", l = json_array());
         for (int i = 0; i < x->nb; i++) json_array_append_new(l, alt_json(a, "system", &x->base[i]));
     }
+    if (x->nf) {
+        json_object_set_new(top, "families", l = json_array());
+        for (int i = 0; i < x->nf; i++) json_array_append_new(l, alt_json(a, "family", &x->fam[i]));
+    }
     if (x->nw) {
         json_object_set_new(top, "what_if", l = json_array());
         for (int i = 0; i < x->nw; i++) json_array_append_new(l, alt_json(a, "change", &x->whatif[i]));
@@ -467,5 +510,5 @@ void mk_cli_plan_extras_json(const mk_args_t *a, const mk_planner_entry_t *best,
             json_array_append_new(l, j);
         }
     }
-    if (x->nb || x->nw || x->ns) json_object_set_new(top, "explain_search_time_s", json_real(x->wall_s));
+    if (x->nb || x->nw || x->ns || x->nf) json_object_set_new(top, "explain_search_time_s", json_real(x->wall_s));
 }

@@ -23,8 +23,9 @@ typedef struct mk_cli_alt {
 
 #define MK_CLI_MAX_ALTS 16
 typedef struct mk_cli_extras {
-    int nb, nw, ns;        /* baselines, what-if clusters, scaling counts */
+    int nb, nw, ns, nf;    /* baselines, what-if clusters, scaling counts, families */
     mk_cli_alt_t base[MK_CLI_MAX_ALTS], whatif[MK_CLI_MAX_ALTS], scaling[MK_MAX_GPU_COUNTS];
+    mk_cli_alt_t fam[MK_CLI_MAX_ALTS]; /* the best plan without each of #1's choices (--explain) */
     double wall_s;         /* the time all of them took */
 } mk_cli_extras_t;
 
@@ -35,9 +36,11 @@ int mk_cli_plan_check(const mk_args_t *a);
  * --gpus list) against the best plan of the main search: 0, or prints the
  * error and returns MK_EXIT_USAGE.  Under mpiexec every rank calls it
  * (the searches are spread over the ranks and their cores; rank 0, whose
- * best is the main search's, gets the results). */
+ * best is the main search's, gets the results); best_plan is #1's plan on
+ * every rank (the families to search follow from it), NULL if none. */
 int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_cluster_t *cl,
-                       const mk_planner_opts_t *o, const mk_planner_entry_t *best, mk_cli_extras_t *x);
+                       const mk_planner_opts_t *o, const mk_planner_entry_t *best, const mk_plan_t *best_plan,
+                       mk_cli_extras_t *x);
 void mk_cli_plan_extras_human(const mk_args_t *a, const mk_planner_entry_t *best, const mk_cli_extras_t *x);
 /* Add baselines, what_if, scaling (those run) at the top of the --json object. */
 void mk_cli_plan_extras_json(const mk_args_t *a, const mk_planner_entry_t *best, const mk_cli_extras_t *x,

@@ -53,9 +53,10 @@ static const char *plan_usage =
     "  --trace F        Chrome trace of the best plan's simulated step\n"
     "  --json           one JSON object: plans (best first, each with the sim keys),\n"
     "                   evaluated, simulated, search_time_s\n"
-    "  --explain        #1's step breakdown, memory and MFU gap, and the best plan of each\n"
-    "                   --baseline system (megatron, megatron-sp, deepspeed, merak, fsdp) with\n"
-    "                   where #1 gains on it (--json: baselines)\n"
+    "  --explain        #1's step breakdown, memory and MFU gap, the best plan of each\n"
+    "                   --baseline system (megatron, megatron-sp, deepspeed, merak, fsdp), and\n"
+    "                   the best without each of #1's choices (its PP, TP, CP, ZeRO, schedule),\n"
+    "                   each with where #1 gains on it (--json: baselines, families)\n"
     "  --what-if        --explain's baselines, and the search again with the cluster changed one\n"
     "                   knob at a time: intra- and inter-node bandwidth x2 and /2, device FLOP/s\n"
     "                   x2, device memory x2, GPUs x2 and /2 (--json: what_if)\n"
@@ -145,15 +146,19 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int 
     mk_fmt_in(peak, sizeof peak, plan_peak(r), u->ub, u->db);
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
-    char cp[16] = "", a2a[16] = "";
+    char cp[16] = "", a2a[16] = "", part[24];
     snprintf(cp, sizeof cp, with_cp ? " %3d" : "", p->cp);
+    /* uniform with uneven first / last stages: "uni F/L" */
+    if (p->first_stage_layers || p->last_stage_layers)
+        snprintf(part, sizeof part, "uni %d/%d", p->first_stage_layers, p->last_stage_layers);
+    else mk_strlcpy(part, p->partition, sizeof part);
     if (moe) { /* the ep column, and the exposed all-to-alls (mean per stage) over the step */
         snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " %3d", p->ep);
         snprintf(a2a, sizeof a2a, " %5.1f%%", r->step_time_s > 0 ? 100 * r->exposed_comm_s[MK_COMM_EP] / r->step_time_s : 0);
     }
     printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9s %10.0f %8.1f %5.1f%% %6.1f%% %8s%s\n",
            i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
-           p->seqpar ? "on" : "-", p->tp_overlap, z, p->partition, step, r->tokens_per_s, r->tflops_per_gpu,
+           p->seqpar ? "on" : "-", p->tp_overlap, z, part, step, r->tokens_per_s, r->tflops_per_gpu,
            100 * r->mfu, 100 * mb, peak, a2a);
 }
 
@@ -385,8 +390,13 @@ static int plan_main(const mk_args_t *a, int rank, int size)
             rc = mk_cli_fail("plan", "%s", mk_error_last());
     }
     if (size > 1) MPI_Bcast(&rc, 1, MPI_INT, 0, MPI_COMM_WORLD); /* every rank runs the alternatives, or none */
+    static mk_plan_t bp; /* #1's plan on every rank: the why's families follow from it (plain data) */
+    int have = rank == 0 && r.n > 0;
+    if (rank == 0 && have) bp = r.best[0].plan;
+    if (size > 1) MPI_Bcast(&have, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (size > 1 && have) MPI_Bcast(&bp, (int)sizeof bp, MPI_BYTE, 0, MPI_COMM_WORLD);
     static mk_cli_extras_t x; /* issue 21: nothing runs without its flags */
-    if (rc == 0) rc = mk_cli_plan_extras(a, &base.model, &cl, &o, r.n ? &r.best[0] : NULL, &x);
+    if (rc == 0) rc = mk_cli_plan_extras(a, &base.model, &cl, &o, r.n ? &r.best[0] : NULL, have ? &bp : NULL, &x);
     if (rc == 0 && rank == 0) {
         if (a->json) print_json(&r, evaluated, a, &x);
         else print_human(&r, &base, &o, a), mk_cli_plan_extras_human(a, &r.best[0], &x);

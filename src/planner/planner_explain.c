@@ -54,6 +54,9 @@ void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk
     DIFF(p->zero != q->zero, "ZeRO-%d vs ZeRO-%d", p->zero, q->zero);
     DIFF(p->zero_shard != q->zero_shard, "ZeRO group %d vs %d", mk_plan_zero_group(p), mk_plan_zero_group(q));
     DIFF(strcmp(p->partition, q->partition), "partition %s vs %s", p->partition, q->partition);
+    DIFF(p->first_stage_layers != q->first_stage_layers || p->last_stage_layers != q->last_stage_layers,
+         "first/last stage blocks %d/%d vs %d/%d (0: even)", p->first_stage_layers, p->last_stage_layers,
+         q->first_stage_layers, q->last_stage_layers);
 #undef DIFF
     const mk_sim_result_t *x = &a->res, *y = &b->res;
     /* the all-to-alls block the compute stream: apart from compute, and a

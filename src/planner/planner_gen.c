@@ -126,16 +126,31 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
 }
 
 
+/* Llama 3's split as Megatron-Core writes it (--decoder-first/last-
+ * pipeline-num-layers): the first and the last stage f blocks each, the
+ * others o' = o + 1 or o + 2 (o = blocks / pp) evenly, the first o' that
+ * divides; 0 where none does, or pp < 3, or the plain uniform split is
+ * that already (blocks = pp o' - 2 puts its remainder in the middle). */
+static int uneven_ends(int blocks, int pp)
+{
+    if (pp < 3) return 0;
+    for (int o = blocks / pp + 1; o <= blocks / pp + 2; o++) {
+        int rest = blocks - (pp - 2) * o;
+        if (rest < 2 || rest % 2) continue;
+        int f = rest / 2;
+        int plain = f == blocks / pp && blocks % pp == pp - 2; /* the uniform split's own shares */
+        return f >= 1 && f < o && !plain ? f : 0;
+    }
+    return 0;
+}
+
 /* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
 static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int tp, int mbs)
 {
     const mk_planner_opts_t *o = S->o;
     mk_gcache_t *e = graph_for(S, mbs, tp, cp, ep);
     if (!e) return -1;
-    unsigned sm = o->sched_mask ? o->sched_mask
-                                : 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_MERAK |
-                                      1u << MK_SCHED_ZB_H1 | 1u << MK_SCHED_LOOPED_BFS | 1u << MK_SCHED_ZB_H2 |
-                                      1u << MK_SCHED_ZB_V | 1u << MK_SCHED_DUALPIPEV;
+    unsigned sm = o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES;
     unsigned pm = o->partition_mask ? o->partition_mask : 1u | 4u;
     static const char *const parts[] = {"uniform", "parameters", "compute"};
     S->r->layouts++;
@@ -161,6 +176,11 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                     p.m = mk_plan_micro_batches(&p);
                     if (tr->interleaved && ((tr->m_per_pp && p.m % pp) || p.n_vstages > e->g->n_layers)) continue;
                     if (p.m < tr->min_m_per_pp * pp) continue;
+                    if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
+                    /* the uniform split with lighter first and last stages */
+                    int f = pi == 0 && v == 1 ? uneven_ends(S->model->num_layers, pp) : 0;
+                    if (!f) continue;
+                    p.first_stage_layers = p.last_stage_layers = f;
                     if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
                 }
             }
@@ -238,9 +258,9 @@ int mk_pl_enumerate(mk_search_t *S)
     const mk_planner_opts_t *o = S->o;
     int N = o->gpus, blocks = S->model->num_layers, any_layout = 0, any_batch = 0;
     char too_long[256] = "";
-    for (int cp = 1; cp <= N && cp <= MK_MAX_CP; cp++) {
+    for (int cp = 1; cp <= N && cp <= MK_MAX_CP && (!o->max_cp || cp <= o->max_cp); cp++) {
         if (!divides(cp, N) || !cp_searched(S->model, cp)) continue;
-        for (int tp = 1; tp <= N / cp && tp <= S->cl->gpus_per_node; tp++) {
+        for (int tp = 1; tp <= N / cp && tp <= S->cl->gpus_per_node && (!o->max_tp || tp <= o->max_tp); tp++) {
             if (!divides(tp, N / cp) || mk_model_check_tp(S->model, tp) < 0) continue;
             int M = N / (cp * tp);
             for (int pp = 1; pp <= M && pp <= blocks && (!o->max_pp || pp <= o->max_pp); pp++) {

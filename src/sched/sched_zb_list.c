@@ -30,9 +30,11 @@
  * A chunk runs ahead of the next one by no more than the virtual stages
  * between them, so the cap never fills with forwards whose next chunk
  * cannot start.
- * The peaks are stated (mk_sched_zb_cap, sched_traits.c) and checked
- * against these streams by tests/test_sched_traits.c; the warm-up and the
- * tail follow the clock (no closed form; the tail is at most the cap). */
+ * The peak is the cap (mk_sched_zb_cap, sched_traits.c) but where a
+ * stage-aware policy mixes one- and two-tick B_INs and the clock leaves a
+ * slot free (1 of tests/test_sched_traits.c's 4,608 stages): the memory
+ * model takes the cap, never under.  The warm-up and the tail follow the
+ * clock (no closed form; the tail is at most the cap). */
 #include "config.h"
 #include "sched/sched_internal.h"
 
