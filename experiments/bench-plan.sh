@@ -30,6 +30,10 @@ before() {
   "Llama-3-70B, 256 x dgx-h100, 1 rank") echo "16.5 s" ;;
   "Llama-3-70B, 256 x dgx-h100, mpiexec -n 2") echo "1.88 s user, 1.17 s wall: own K best" ;;
   "GPT-175B, 1024 x dgx-a100, mpiexec -n 2") echo "0.55 s user, 0.42 s wall: own K best" ;;
+  # issue 35's figures (before its new schedules, on the issue's machine)
+  "Llama-3-70B, 256 x dgx-h100, gbs 512, top 1") echo "1.84 s wall" ;;
+  "Llama-3.1-405B, 16384 x dgx-h100, top 1") echo "2.65 s wall" ;;
+  "Mixtral-8x22B, 1024 x dgx-h100, top 1") echo "2.94 s wall, 167 MB" ;;
   *) echo "not measured" ;;
   esac
 }
@@ -50,6 +54,16 @@ run "GPT-175B, 1024 x dgx-a100, mpiexec -n 2" "$MPIEXEC" -n 2 "$MERAK" plan --mo
 llama="--model llama-3-70b --cluster dgx-h100 --gpus 256 --gbs 512 --seq-length 8192 --json"
 run "Llama-3-70B, 256 x dgx-h100, 1 rank" "$MERAK" plan $llama
 run "Llama-3-70B, 256 x dgx-h100, mpiexec -n 2" "$MPIEXEC" -n 2 "$MERAK" plan $llama
+# issue 35's targets: each < 0.5 s wall on one core and < 100 MB, with the
+# new schedules in the space; mpiexec -n 2 at least 1.6x faster on the
+# largest (405B)
+run "Llama-3-70B, 256 x dgx-h100, gbs 512, top 1" "$MERAK" plan --model llama-3-70b --gpus 256 --cluster dgx-h100 \
+  --gbs 512 --top 1 --json
+l405="--model llama-3.1-405b --gpus 16384 --cluster dgx-h100 --gbs 2048 --seq-length 8192 --top 1 --json"
+run "Llama-3.1-405B, 16384 x dgx-h100, top 1" "$MERAK" plan $l405
+run "Llama-3.1-405B, 16384 x dgx-h100, mpiexec -n 2" "$MPIEXEC" -n 2 "$MERAK" plan $l405
+run "Mixtral-8x22B, 1024 x dgx-h100, top 1" "$MERAK" plan --model mixtral-8x22b --gpus 1024 --cluster dgx-h100 \
+  --gbs 1024 --seq-length 4096 --top 1 --json
 # --what-if: 14 more searches (5 baselines, 8 clusters) over the rank's
 # cores (threads) and over the ranks; user time counts every thread
 run "GPT-8.3B, 64 x rtx3090-pcie, --what-if, 1 rank" "$MERAK" plan --model gpt-8.3b --gpus 64 --what-if --json

@@ -51,6 +51,7 @@ double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)
 
 double mk_sim_expert_params(const mk_graph_t *g, int l0, int l1, int tp)
 {
+    if (g->cfg.num_experts <= 0) return 0; /* a dense model has none: no walk over its ops */
     double sum = 0;
     for (int l = l0; l < l1; l++)
         for (int i = g->layers[l].first_op; i < g->layers[l].first_op + g->layers[l].n_ops; i++)

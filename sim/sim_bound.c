@@ -4,6 +4,7 @@
  * run's step. */
 #include "sim/sim_internal.h"
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -159,6 +160,23 @@ static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int 
     return e->v;
 }
 
+/* The most all-to-all time n pieces from v can expose (whole or in halves). */
+static double a2a_most(const mk_tpl_t *v, int n)
+{
+    double t = 0;
+    for (int i = 0; i < n; i++) t += v[i].n_a2a * fmax(v[i].a2a_full, 2 * v[i].a2a_half);
+    return t;
+}
+
+/* dualpipev's F&B pairs may hide every all-to-all of an F, a B_IN and its
+ * recompute (sim_step.c pair_hidden): the bound takes none of them. */
+static void drop_a2a(const mk_sim_bound_t *b, int l0, int l1, int ck, chunk_ops_t *o)
+{
+    o->f = fmax(0, o->f - a2a_most(b->fwd + l0, l1 - l0));
+    o->bi = fmax(0, o->bi - a2a_most(b->bin + (b->L - l1), l1 - l0));
+    if (ck > 0) o->rec = fmax(0, o->rec - a2a_most(b->ckf + b->ckpos[l0], ck));
+}
+
 static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, chunk_ops_t *o)
 {
     int l0 = p->bounds[k], l1 = p->bounds[k + 1], n = l1 - l0, lvl = p->tp_overlap;
@@ -177,6 +195,7 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
        B_IN) takes rec[ck] at least (mk_tp_run's prefix ends grow) */
     if (ck > nck) ck = nck;
     if (ck > 0) o->rec = run_memo(b, 3, b->ckpos[l0], ck, lvl);
+    if (p->schedule == MK_SCHED_DUALPIPEV && p->ep > 1) drop_a2a(b, l0, l1, ck, o);
 }
 
 /* Sums taken in another order than a run's clock adds them may round

@@ -161,6 +161,7 @@ typedef struct mk_sim_stage {
     int rank, node;
     double now;                 /* compute stream's time (while blocked: when it blocked) */
     double busy;                /* compute time, s */
+    double f_comp, f_a2a;       /* the last F's compute and exposed all-to-alls (an overlapped B_IN hides them) */
     double exposed[MK_COMM_KINDS], comm[MK_COMM_KINDS]; /* compute-stream waits on comm; comm time */
     double cls[MK_SIM_CLASSES]; /* busy seconds by class, comm waits inside them removed (explain.c) */
     double idle;                /* compute-stream gaps: waits on peers not counted as comm */

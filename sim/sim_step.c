@@ -33,6 +33,7 @@
  * Under opts.unit_costs everything but compute takes 0. */
 #include "sim/sim_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 
 /* A handler: instruction ev of stage ev->stage, starting at t = the
@@ -210,6 +211,26 @@ static void explain_classes(mk_sim_stage_t *S, mk_instr_op_t op, const mk_chunk_
     S->cls[op == MK_INSTR_F || op == MK_INSTR_F_PRE ? MK_SIM_FWD : MK_SIM_BWD] += part - rec;
 }
 
+/* DualPipe's F&B pairs (an overlapped B_IN, sched.h): each op's
+ * all-to-alls run behind the other's compute, so the pair takes its two
+ * computes plus only what of each one's all-to-alls the other's compute
+ * does not cover.  The F ran first, whole: the B_IN gives back what it
+ * hides of the F's and of its own (*aex, the op's exposed all-to-alls,
+ * less what it hides), which never undercuts the pair's two computes.
+ * An F notes its compute and all-to-alls for the B_IN after it. */
+static double pair_hidden(mk_sim_stage_t *S, const mk_instr_t *in, double comp, double *aex)
+{
+    if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) {
+        S->f_comp = comp, S->f_a2a = *aex;
+        return 0;
+    }
+    if (!in->overlap) return 0;
+    double own = fmin(*aex, S->f_comp), back = fmin(S->f_a2a, comp);
+    *aex -= own + back; /* negative: the F's exposure given back */
+    S->f_comp = S->f_a2a = 0;
+    return own + back;
+}
+
 static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     const mk_plan_t *p = R->p;
@@ -241,6 +262,7 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         }
         if (p->ep > 1) { /* likewise the all-to-alls, all exposed */
             double a2a, aex = mk_chunk_cost_a2a(c, in->op, p->tp_overlap, rc, ck, &a2a);
+            d -= pair_hidden(S, in, pure - aex - (p->cp > 1 ? S->exposed[MK_COMM_CP] - cp0 : 0), &aex);
             S->exposed[MK_COMM_EP] += aex;
             S->comm[MK_COMM_EP] += a2a;
         }

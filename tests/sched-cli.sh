@@ -70,4 +70,22 @@ check "ZBVZeroBubble is zb-v" cmp -s "$tmpdir/a" "$tmpdir/b"
 check "DualPipeV is dualpipev" cmp -s "$tmpdir/a" "$tmpdir/b"
 expect_fail "zb-v runs two chunks only" "runs vpp 2 exactly" -- "$MERAK" sched --schedule zb-v --pp 4 --micro-batches 8 --vpp 4
 expect_fail "dualpipev needs m >= 2p" "at least 2 x pp = 8 micro-batches" -- "$MERAK" sched --schedule dualpipev --pp 4 --micro-batches 6
+# dualpipev's F&B pairs: per rank r, 2(m-2p+r+1) in step 4 (the last
+# rank's first apart) and p-r-1 in step 5, each an overlapped B_IN
+# (text "+") right after another micro-batch's F
+expect_ok "dualpipev pairs" "$MERAK" sched --schedule dualpipev --pp 4 --micro-batches 8 --json
+check "dualpipev: 5, 6, 7, 7 overlapped pairs" "$PYTHON" -c '
+import json, sys
+o = json.load(open(sys.argv[1]))
+n = []
+for st in o["streams"]:
+    comp = [i for i in st if i["op"] in ("F", "F_PRE", "B", "B_IN", "B_W", "R")]
+    for a, b in zip(comp, comp[1:]):
+        if b.get("overlap"):
+            assert b["op"] == "B_IN" and a["op"] == "F" and (a["mb"], a["chunk"]) != (b["mb"], b["chunk"]), (a, b)
+    n.append(sum(1 for i in st if i.get("overlap")))
+assert n == [5, 6, 7, 7], n
+' "$tmpdir/out"
+"$MERAK" sched --schedule dualpipev --pp 4 --micro-batches 8 >"$tmpdir/t" 2>&1
+check "dualpipev text marks the pairs" sh -c "grep -q 'B_IN[0-9]*\.[01]+ ' '$tmpdir/t'"
 finish

@@ -21,7 +21,12 @@
  *  - B_IN computes input gradients (recomputing first if needed), B_W the
  *    weight gradients of the same micro-batch (zero-bubble schedules).
  *  - A transfer between two chunks on the same stage (interleaved with
- *    pp = 1) is local: no SEND/RECV, the stream order carries it.
+ *    pp = 1, the V's bottom) is local: no SEND/RECV, the stream order
+ *    carries it.
+ *  - A B_IN with overlap set runs together with the F just before it on
+ *    the stage (another micro-batch and chunk): engines may hide each
+ *    one's all-to-alls behind the other's compute (DualPipe); the
+ *    executor runs them one after the other, the same results.
  *
  * Which semantics hold: every schedule is deadlock-free with buffered sends
  * (the verifier fails otherwise).  mk_sched_verify also runs the streams
@@ -55,6 +60,8 @@ typedef struct mk_instr {
     int chunk;  /* model chunk on this stage (0 without interleaving) */
     int peer;   /* the other stage for p2p, -1 otherwise */
     int ckpt;   /* F/F_PRE: how many of the chunk's layers are checkpointed */
+    int overlap; /* B_IN: runs overlapped with the F just before it on this stage, each one's
+                    communication behind the other's compute (dualpipev's F&B pairs); 0 else */
 } mk_instr_t;
 
 typedef enum {

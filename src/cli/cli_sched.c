@@ -47,6 +47,7 @@ static void print_instr(const mk_instr_t *in, int vpp)
     if (vpp > 1 && in->mb >= 0) printf(".%d", in->chunk);
     if (in->peer >= 0) printf("@%d", in->peer);
     if ((in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) && in->ckpt) printf("/%d", in->ckpt);
+    if (in->overlap) printf("+"); /* overlapped with the F before it */
 }
 
 static char glyph(const mk_instr_t *in)
@@ -71,7 +72,7 @@ static void print_text(const mk_sched_t *s, const mk_sched_timeline_t *tl,
     if (s->vshape)
         printf("Placement V: stage s runs virtual stages s and %d-s (stage 0 holds the first and the last)\n\n",
                2 * p - 1);
-    printf("Streams (opMB[.chunk][@peer][/ckpt]):\n");
+    printf("Streams (opMB[.chunk][@peer][/ckpt]%s):\n", s->spec.kind == MK_SCHED_DUALPIPEV ? "[+: overlapped with the F before]" : "");
     for (int st = 0; st < p; st++) {
         printf("s%d:", st);
         for (int i = 0; i < s->streams[st].n; i++) print_instr(&s->streams[st].v[i], s->spec.vpp);

@@ -31,7 +31,7 @@ static inline int mk_sched_push(mk_sched_t *s, int stage, mk_instr_op_t op, int 
 {
     mk_stream_t *st = &s->streams[stage];
     if (st->n == st->cap && mk_sched_grow(s, stage) < 0) return -1;
-    st->v[st->n++] = (mk_instr_t){op, mb, chunk, peer, ckpt};
+    st->v[st->n++] = (mk_instr_t){op, mb, chunk, peer, ckpt, 0};
     return 0;
 }
 

@@ -6,8 +6,10 @@
 
 static json_t *instr_json(const mk_instr_t *in)
 {
-    return json_pack("{s:s, s:i, s:i, s:i, s:i}", "op", mk_instr_op_name(in->op), "mb", in->mb,
-                     "chunk", in->chunk, "peer", in->peer, "ckpt", in->ckpt);
+    json_t *o = json_pack("{s:s, s:i, s:i, s:i, s:i}", "op", mk_instr_op_name(in->op), "mb", in->mb,
+                          "chunk", in->chunk, "peer", in->peer, "ckpt", in->ckpt);
+    if (o && in->overlap) json_object_set_new(o, "overlap", json_true()); /* dualpipev's pairs only */
+    return o;
 }
 
 json_t *mk_sched_to_json(const mk_sched_t *s, const mk_sched_report_t *rep)

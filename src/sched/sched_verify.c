@@ -8,7 +8,8 @@
  * compute that consumes it and a SEND after the one that produces it; every
  * SEND with exactly one RECV on its peer; LOAD once per micro-batch on the
  * first and last stage, before its forward; REDUCE_TIED / REDUCE_GRADS
- * after the last backward work, OPT_STEP last.
+ * after the last backward work, OPT_STEP last; an overlapped op is a B_IN
+ * whose stage's compute op before it is another slot's forward.
  *
  * The scan decodes each stage through the stream walker (merak/walk.h, one
  * stage, lenient): mb/chunk ranges, the peer a p2p must name, in-flight
@@ -29,6 +30,7 @@ typedef struct {
     unsigned char *pre;
     int last_bwd, most;         /* last backward work, most micro-batches in flight */
     int bad_peer, want_peer;    /* first p2p naming a wrong peer, and the right one */
+    int prev_op, prev_slot;     /* the last compute op seen (an overlapped B_IN pairs with it) */
 } stage_chk_t;
 
 static int which(mk_instr_op_t op)
@@ -58,6 +60,11 @@ static int scan_ev(void *ctx, const mk_walk_ev_t *ev)
     int w = which(in->op), zb = mk_sched_traits(s->spec.kind)->split_backward;
     if (ev->inflight > c->most) c->most = ev->inflight;
     if (ev->last_bwd) c->last_bwd = ev->index;
+    if (in->overlap && (in->op != MK_INSTR_B_IN || (c->prev_op != MK_INSTR_F && c->prev_op != MK_INSTR_F_PRE) ||
+                        c->prev_slot == ev->slot))
+        return mk_error_set("stage %d instruction %d: an overlapped %s must be a B_IN right after another "
+                            "micro-batch's F", c->st, ev->index, mk_instr_op_name(in->op));
+    if (mk_instr_is_compute(in->op)) c->prev_op = in->op, c->prev_slot = ev->slot;
     if (w < 0) return MK_WALK_GO;
     if (w >= P_RA && in->peer != ev->peer && c->bad_peer < 0)
         c->bad_peer = ev->index, c->want_peer = ev->peer;
@@ -73,7 +80,7 @@ static int scan_ev(void *ctx, const mk_walk_ev_t *ev)
 
 static int scan(stage_chk_t *c, mk_walk_t *w)
 {
-    c->last_bwd = c->bad_peer = -1;
+    c->last_bwd = c->bad_peer = c->prev_op = c->prev_slot = -1;
     c->most = 0;
     if (mk_walk_stage(w, c->st) < 0) return -1;
     if (c->bad_peer < 0) return 0;
