@@ -153,7 +153,7 @@ static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int 
     static const size_t off[4] = {offsetof(mk_sim_bound_t, fwd), offsetof(mk_sim_bound_t, bin),
                                   offsetof(mk_sim_bound_t, bwd), offsetof(mk_sim_bound_t, ckf)};
     const mk_tpl_t *v = *(mk_tpl_t *const *)((const char *)b + off[which]) + from;
-    uint64_t key = 1 + ((uint64_t)which | (uint64_t)(lvl & 0xff) << 2 | (uint64_t)(uint32_t)from << 10 |
+    uint64_t key = 1 + ((uint64_t)which | (uint64_t)(lvl & 0x3f) << 4 | (uint64_t)(uint32_t)from << 10 |
                         (uint64_t)(uint32_t)n << 37);
     mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> 52]; /* 12 bits: MK_BOUND_MEMO */
     if (e->key != key) e->key = key, e->v = mk_tp_run(v, n, lvl, NULL, NULL, NULL, NULL);
@@ -177,6 +177,21 @@ static void drop_a2a(const mk_sim_bound_t *b, int l0, int l1, int ck, chunk_ops_
     if (ck > 0) o->rec = fmax(0, o->rec - a2a_most(b->ckf + b->ckpos[l0], ck));
 }
 
+/* The sum of sel (which 0) or bw (1) over layers [l0, l1), in layer
+ * order, through the memo (the very sum a new loop would give). */
+static double sum_memo(const mk_sim_bound_t *b, int which, int l0, int l1)
+{
+    uint64_t key = 1 + ((uint64_t)(4 + which) | (uint64_t)(uint32_t)l0 << 10 | (uint64_t)(uint32_t)(l1 - l0) << 37);
+    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> 52];
+    if (e->key != key) {
+        const double *v = which ? b->bw : b->sel;
+        double s = 0;
+        for (int l = l0; l < l1; l++) s += v[l];
+        e->key = key, e->v = s;
+    }
+    return e->v;
+}
+
 static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, chunk_ops_t *o)
 {
     int l0 = p->bounds[k], l1 = p->bounds[k + 1], n = l1 - l0, lvl = p->tp_overlap;
@@ -186,10 +201,8 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
     /* zb-h1 runs B_IN and B_W, the others B (sched_zbh1.c) */
     if (zb) o->bi = run_memo(b, 1, b->L - l1, n, lvl);
     else o->b = run_memo(b, 2, b->L - l1, n, lvl);
-    for (int l = l0; l < l1; l++) {
-        if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) o->sel += b->sel[l];
-        if (zb) o->bw += b->bw[l];
-    }
+    if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) o->sel = sum_memo(b, 0, l0, l1);
+    if (zb) o->bw = sum_memo(b, 1, l0, l1);
     /* F checkpoints ck (capped at the chunk's checkpointable layers, as the
        walker caps it), F_PRE all of them: the replay (R, or inside B or
        B_IN) takes rec[ck] at least (mk_tp_run's prefix ends grow) */

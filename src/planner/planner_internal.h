@@ -67,6 +67,18 @@ typedef struct {
     signed char state_ok; /* -1 not known */
 } mk_fam_t;
 
+/* A family's tail (mk_sim_stage_tail: the optimizer step and DP stream
+ * per stage) reads its plan but not its schedule, save the placement (the
+ * V's chunks): families that differ only there share one, found in a
+ * direct-mapped table by a hash of the plan (a slot keeps the last family
+ * hashed there; a third of a search's generating time before). */
+#define MK_TAILC 4096
+typedef struct {
+    unsigned char mid[MK_CAND_TO - MK_CAND_FROM]; /* the plan's, schedule canonical */
+    long off, toff; /* its bounds in S->ints, the tail in S->dbl */
+    int nb;         /* n_vstages + 1; 0: empty */
+} mk_tailc_t;
+
 /* The search's queue: groups (grp: id in S->grp) and candidates that fit
  * (id in S->c), least (lb, index) first. */
 typedef struct {
@@ -123,6 +135,7 @@ typedef struct {
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
     const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
     mk_tail_t tail;
+    mk_tailc_t *tailc;      /* [MK_TAILC] families' tails by their plan but the schedule (direct-mapped) */
     double *all;            /* o->share: the K best step times of every rank (all_buf), else NULL */
     double all_buf[MK_MAX_TOP];
     int shared;             /* o->share: 1 once every rank is done (share_finish) */

@@ -4,6 +4,7 @@
 
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +177,37 @@ static void tail_load(mk_search_t *S, long fi, int pp)
 /* A family for split p (with its ZeRO variant); returns its id or -1.
  * The tail is one per family: it reads the stage's parameters, ZeRO and
  * DP groups (stage statics, optimizer, DP floor), no recompute detail. */
+/* The schedule a tail is keyed by: one per placement and chunk count. */
+static mk_sched_kind_t tail_sched(const mk_plan_t *p)
+{
+    if (mk_sched_traits(p->schedule)->vshape) return MK_SCHED_ZB_V;
+    return p->vpp > 1 ? MK_SCHED_INTERLEAVED : MK_SCHED_1F1B;
+}
+
+/* FNV-1a over n bytes, from h. */
+static uint64_t fnv(uint64_t h, const void *v, size_t n)
+{
+    const unsigned char *c = v;
+    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* p's slot in S->tailc and its key (p's fields but the schedule,
+ * canonical); the slot's toff when it holds p's tail (the same key and
+ * bounds), else -1. */
+static long tail_cached(const mk_search_t *S, const mk_plan_t *p, unsigned char *key, mk_tailc_t **slot)
+{
+    mk_plan_t q = *p;
+    q.schedule = tail_sched(p);
+    memcpy(key, (const char *)&q + MK_CAND_FROM, MK_CAND_TO - MK_CAND_FROM);
+    int nb = p->n_vstages + 1;
+    uint64_t h = fnv(fnv(0xcbf29ce484222325ull, key, MK_CAND_TO - MK_CAND_FROM), p->bounds, (size_t)nb * sizeof(int));
+    mk_tailc_t *t = *slot = &S->tailc[h % MK_TAILC];
+    if (t->nb == nb && !memcmp(t->mid, key, sizeof t->mid) && !memcmp(S->ints + t->off, p->bounds, (size_t)nb * sizeof(int)))
+        return t->toff;
+    return -1;
+}
+
 long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
 {
     if (mk_pl_grow(&S->fam, &S->capfam, S->nfam + 1, sizeof *S->fam, 256) < 0 ||
@@ -184,9 +216,16 @@ long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
     mk_fam_t *F = &S->fam[S->nfam];
     memset(F, 0, sizeof *F);
     if (mk_pl_store_plan(S, p, 0, F->mid, &F->off) < 0) return -1;
-    F->toff = S->ndbl, F->first = S->ngrp, F->state_ok = -1;
+    F->first = S->ngrp, F->state_ok = -1;
+    unsigned char key[MK_CAND_TO - MK_CAND_FROM];
+    mk_tailc_t *t = NULL;
+    if (!S->tailc && !(S->tailc = calloc(MK_TAILC, sizeof *S->tailc))) return mk_error_set("out of memory");
+    if ((F->toff = tail_cached(S, p, key, &t)) >= 0) return S->nfam++;
+    F->toff = S->ndbl;
     if (mk_sim_stage_tail(S->cl, p, g, &S->so, S->dbl + S->ndbl, S->dbl + S->ndbl + p->pp) < 0) return -1;
     S->ndbl += 2L * p->pp;
+    memcpy(t->mid, key, sizeof t->mid);
+    t->off = F->off, t->toff = F->toff, t->nb = p->n_vstages + 1;
     return S->nfam++;
 }
 
