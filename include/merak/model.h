@@ -60,6 +60,16 @@ typedef struct mk_model_config {
     double moe_capacity;   /* expert capacity factor, 0 = dropless (--moe-expert-capacity-factor) */
     int moe_layer_freq;    /* 1: every block (from moe_first_dense on) */
     int moe_first_dense;   /* leading dense blocks */
+    /* From a Hugging Face config (model_hf.c): what the cost does not
+     * read but a run must honour or refuse.  window: a sliding attention
+     * window (Mistral's sliding_window; Megatron's --window-size), 0 none;
+     * no cost models it, so it must cover the sequence.  rope_factor > 0:
+     * Llama 3.1's rope_scaling (rope_type llama3: factor, low/high
+     * frequency factors, the original context), which merak run refuses
+     * until its RoPE scales the frequencies. */
+    int window;
+    double rope_factor, rope_low_freq, rope_high_freq;
+    int rope_orig_max_pos;
     char json_path[512];  /* MK_FAMILY_CUSTOM: the JSON description it came from */
 } mk_model_config_t;
 

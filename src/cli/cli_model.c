@@ -23,7 +23,7 @@ int mk_cmd_models(int argc, char **argv)
     int rc = mk_args_parse(&a, argc, argv, 0, models_usage, NULL);
     if (rc) return rc < 0 ? MK_EXIT_USAGE : 0;
     if (a.npos) return mk_cli_fail("models", "unexpected argument '%s'", a.pos[0]);
-    printf("Models (--model NAME, or a path to a JSON description):\n");
+    printf("Models (--model NAME, a path to a JSON description, or a Hugging Face config.json or its directory):\n");
     printf("  %-14s %6s %7s %6s %4s %6s %7s  %6s\n", "name", "blocks", "hidden", "heads", "kv", "seq", "vocab",
            "params");
     for (const char *const *n = mk_model_preset_names(); *n; n++) {
@@ -51,7 +51,8 @@ static const char *model_usage =
     "Build a model's proxy graph, shard it into layers and print each layer's\n"
     "parameters, FLOPs per micro-batch and activation bytes saved for backward\n"
     "(per tensor-parallel rank), with totals.\n\n"
-    "  --model NAME     preset (see 'merak models') or JSON description (default @model@)\n"
+    "  --model NAME     preset (see 'merak models'), JSON description, or a Hugging Face\n"
+    "                   config.json or its directory: gpt2, llama, mistral, mixtral (default @model@)\n"
     "  --num-layers N --hidden-size H --num-attention-heads A --seq-length S\n"
     "  --vocab-size V --ffn-hidden-size F   override the preset (any order)\n"
     "  --normalization LayerNorm|RMSNorm --swiglu --position-embedding-type\n"

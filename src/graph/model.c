@@ -18,6 +18,7 @@
  * 0.001, vocab 102400, 4096 positions, rms_norm_eps 1e-6). */
 #include "merak/graph.h"
 #include "merak/readfile.h"
+#include "graph/model_hf.h"
 #include "merak/model.h"
 #include "merak/limits.h"
 
@@ -199,6 +200,14 @@ static int validate_arch(names_t *n, const mk_model_config_t *c)
     if (c->heads % c->kv_heads)
         return mk_error_set("%s %d does not divide %s %d", nm(n, F_KV, 0), c->kv_heads, nm(n, F_HEADS, 1), c->heads);
     if (check_real(n, F_ROPE, c->rope_theta, MK_MAX_ROPE_THETA) < 0) return -1;
+    if (c->window < 0 || (c->window > 0 && c->window < c->seq))
+        return mk_error_set("model '%s': a sliding attention window of %d below the sequence %d is not in merak's "
+                            "cost model", c->name, c->window, c->seq);
+    if (c->rope_factor && !(c->rope_factor >= 1 && c->rope_factor <= 1e6 && c->rope_low_freq > 0 &&
+                            c->rope_high_freq > c->rope_low_freq && c->rope_high_freq <= 1e6 &&
+                            c->rope_orig_max_pos >= 1 && c->rope_orig_max_pos <= MK_MAX_SEQ))
+        return mk_error_set("model '%s': rope scaling needs factor 1 to 1e6, 0 < low_freq_factor < high_freq_factor "
+                            "<= 1e6 and an original context of 1 to %d", c->name, MK_MAX_SEQ);
     return check_real(n, F_NORM_EPS, c->norm_eps, MK_MAX_NORM_EPS);
 }
 
@@ -350,8 +359,22 @@ static int is_json_path(const char *s)
     return strchr(s, '/') != NULL || (n > 5 && !strcasecmp(s + n - 5, ".json"));
 }
 
+/* A Hugging Face config: its sizes and architecture stand; --seq-length
+ * (what the config does not say) may change the sequence. */
+static int resolve_hf(const char *model, const mk_model_overrides_t *ov, mk_model_config_t *cfg)
+{
+    if (mk_model_hf_load(model, cfg) < 0) return -1;
+    if (ov->num_layers > 0 || ov->hidden > 0 || ov->heads > 0 || ov->vocab > 0 || ov->ffn > 0 || arch_given(ov) ||
+        moe_given(ov) || ov->num_experts >= 0)
+        return mk_error_set("model flags cannot change a Hugging Face config (%s) but --seq-length", model);
+    if (ov->seq > 0) cfg->seq = ov->seq;
+    return mk_model_validate(cfg);
+}
+
 int mk_model_resolve(const char *model, const mk_model_overrides_t *ov, mk_model_config_t *cfg)
 {
+    /* a preset's name is the preset, whatever a directory of that name holds */
+    if (!mk_model_preset_about(model)[0] && mk_model_hf_is(model)) return resolve_hf(model, ov, cfg);
     if (is_json_path(model)) {
         char found[sizeof cfg->json_path]; /* the path kept must fit there */
         if (mk_graph_json_probe(mk_data_path(model, found, sizeof found), cfg) < 0) return -1;

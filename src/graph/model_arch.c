@@ -103,7 +103,7 @@ int mk_pos_parse(const char *s, mk_pos_kind_t *out)
 int mk_model_arch_is_gpt(const mk_model_config_t *c)
 {
     return c->kv_heads == c->heads && c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED &&
-           c->rope_theta == 10000 && c->norm_eps == 1e-5 && !c->untied && c->bias;
+           c->rope_theta == 10000 && c->norm_eps == 1e-5 && !c->untied && c->bias && !c->window && !c->rope_factor;
 }
 
 static const char *const arch_keys[] = {"num_query_groups", "normalization", "swiglu",
@@ -113,8 +113,39 @@ static const char *const arch_keys[] = {"num_query_groups", "normalization", "sw
                                         "num_experts", "moe_router_topk", "moe_ffn_hidden_size",
                                         "moe_shared_expert_intermediate_size", "moe_router_pre_softmax",
                                         "moe_aux_loss_coeff", "moe_expert_capacity_factor", "moe_layer_freq",
-                                        "moe_first_dense_layers", NULL};
+                                        "moe_first_dense_layers",
+                                        /* a Hugging Face config's (arch_keys + HF_KEYS), only when set */
+                                        "window_size", "rope_scaling_factor", "rope_scaling_low_freq_factor",
+                                        "rope_scaling_high_freq_factor",
+                                        "rope_scaling_original_max_position_embeddings", NULL};
 #define MOE_KEYS 8 /* the index of num_experts */
+#define HF_KEYS 17 /* the index of window_size */
+
+/* The sliding window and the RoPE scaling as keys of obj, where set. */
+static int hf_to_json(const mk_model_config_t *c, json_t *obj)
+{
+    const char *const *k = arch_keys + HF_KEYS;
+    int rc = 0;
+    if (c->window) rc |= json_object_set_new(obj, k[0], json_integer(c->window));
+    if (c->rope_factor) {
+        rc |= json_object_set_new(obj, k[1], json_real(c->rope_factor));
+        rc |= json_object_set_new(obj, k[2], json_real(c->rope_low_freq));
+        rc |= json_object_set_new(obj, k[3], json_real(c->rope_high_freq));
+        rc |= json_object_set_new(obj, k[4], json_integer(c->rope_orig_max_pos));
+    }
+    return rc ? -1 : 0;
+}
+
+static int hf_from_json(json_t *o, const char *what, mk_model_config_t *c)
+{
+    const char *const *k = arch_keys + HF_KEYS;
+    if (json_object_get(o, k[0]) && mk_json_int(o, what, k[0], 1, &c->window) < 0) return -1;
+    if (!json_object_get(o, k[1])) return 0; /* the four come together */
+    if (mk_json_num(o, what, k[1], 1, &c->rope_factor) < 0 || mk_json_num(o, what, k[2], 0, &c->rope_low_freq) < 0 ||
+        mk_json_num(o, what, k[3], 0, &c->rope_high_freq) < 0 || mk_json_int(o, what, k[4], 1, &c->rope_orig_max_pos) < 0)
+        return -1;
+    return 0;
+}
 
 /* The experts of an MoE model as keys of obj (a dense model has none, so
  * its JSON is unchanged). */
@@ -152,7 +183,7 @@ int mk_model_arch_to_json(const mk_model_config_t *c, json_t *obj)
                           arch_keys[4], c->rope_theta, arch_keys[5], c->norm_eps, arch_keys[6], c->untied,
                           arch_keys[7], c->bias);
     json_t *m = moe_to_json(c);
-    int bad = !a || !m || json_object_update(obj, a) < 0 || json_object_update(obj, m) < 0;
+    int bad = !a || !m || json_object_update(obj, a) < 0 || json_object_update(obj, m) < 0 || hf_to_json(c, obj) < 0;
     json_decref(a);
     json_decref(m);
     return bad ? mk_error_set("out of memory") : 0;
@@ -198,5 +229,5 @@ int mk_model_arch_from_json(json_t *o, const char *what, mk_model_config_t *c)
         return -1;
     c->norm = (mk_norm_kind_t)norm;
     c->pos = (mk_pos_kind_t)pos;
-    return moe_from_json(o, what, c);
+    return moe_from_json(o, what, c) < 0 ? -1 : hf_from_json(o, what, c);
 }

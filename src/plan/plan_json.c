@@ -95,7 +95,7 @@ static const char *const model_keys[] = {"name", "family", "num_layers", "hidden
 
 static int model_keys_check(json_t *m, const char *what, int custom)
 {
-#define ARCH_MAXKEYS 32 /* room for mk_model_arch_keys (17 with the experts') and json_path */
+#define ARCH_MAXKEYS 32 /* room for mk_model_arch_keys (22 with the experts' and a Hugging Face config's) and json_path */
     const char *keys[MODEL_NKEYS + ARCH_MAXKEYS + 1] = {NULL};
     memcpy(keys, model_keys, sizeof model_keys);
     const char *const *arch = mk_model_arch_keys();

@@ -1,6 +1,7 @@
-/* Model JSON descriptions (src/graph/graph_json.c), as `merak model --model
- * FILE.json` reads them: resolve (probe and validate), then build the
- * graph at tp 1 and walk it the way the CLI prints it. */
+/* Model JSON descriptions (src/graph/graph_json.c) and Hugging Face
+ * config.json files (src/graph/model_hf.c: a model_type key), as `merak
+ * model --model FILE.json` reads them: resolve (probe and validate), then
+ * build the graph at tp 1 and walk it the way the CLI prints it. */
 #include "fuzz.h"
 #include "merak/graph.h"
 #include "merak/model.h"

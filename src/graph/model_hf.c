@@ -1,0 +1,263 @@
+/* Hugging Face `config.json` (transformers' PretrainedConfig as the hub
+ * publishes it) -> a model configuration, for --model PATH where PATH is
+ * such a file or a directory holding one (issue 36).
+ *
+ * Families by model_type: gpt2 (GPT2LMHeadModel: LayerNorm, GELU MLP of
+ * n_inner or 4h, learned positions, the head tied to the embedding),
+ * llama (Llama 1/2/3/3.1/3.2), mistral and mixtral (RMSNorm, SwiGLU,
+ * rotary positions, GQA; mixtral's sparse MoE: num_local_experts experts
+ * of intermediate_size, top num_experts_per_tok, renormalised).  Every key
+ * is known: those that shape the cost are read, those that do not
+ * (tokenizer ids, dtype, dropout, initialisation, cache, router loss
+ * weights, ...) are listed and ignored, and any other key, a missing
+ * required one, or a value merak cannot honour (attention or MLP biases
+ * in a Llama, a head_dim other than hidden/heads, another activation or
+ * RoPE scaling type, router noise) fails naming the key.  A sliding window
+ * and Llama 3.1's rope_scaling are kept in the configuration (window,
+ * rope_*): the validator refuses a window below the sequence, merak run
+ * the scaling (model.h).
+ *
+ * The training sequence is not in a config.json (max_position_embeddings
+ * is the longest the model supports): it is min(max_position_embeddings,
+ * 2048), torchtitan's training.seq_len default, until --seq-length says. */
+#include "config.h"
+#include "graph/model_hf.h"
+#include "merak/jsonio.h"
+#include "merak/limits.h"
+#include "merak/readfile.h"
+
+#include <jansson.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MK_HF_SEQ 2048 /* torchtitan's [training] seq_len default (torchtitan/config/job_config.py) */
+
+/* Keys that do not change what training costs, in every family. */
+#define HF_IGNORED                                                                                         \
+    "architectures", "model_type", "_name_or_path", "transformers_version", "torch_dtype", "use_cache",   \
+        "bos_token_id", "eos_token_id", "pad_token_id", "initializer_range", "return_dict",                \
+        "output_hidden_states", "output_attentions", "torchscript", "tie_encoder_decoder", "is_decoder",   \
+        "id2label", "label2id", "problem_type", "tokenizer_class"
+
+static const char *const gpt2_keys[] = {
+    "n_layer", "n_embd", "n_head", "n_positions", "vocab_size", "n_inner", "activation_function",
+    "layer_norm_epsilon", "tie_word_embeddings", "n_ctx", "attn_pdrop", "embd_pdrop", "resid_pdrop",
+    "summary_activation", "summary_first_dropout", "summary_proj_to_labels", "summary_type",
+    "summary_use_proj", "task_specific_params", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
+    "reorder_and_upcast_attn", HF_IGNORED, NULL};
+
+static const char *const llama_keys[] = {
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act",
+    "attention_bias", "mlp_bias", "head_dim", "rope_scaling", "sliding_window", "num_local_experts",
+    "num_experts_per_tok", "router_jitter_noise", "pretraining_tp", "attention_dropout", "output_router_logits",
+    "router_aux_loss_coef", "max_window_layers", "use_sliding_window", HF_IGNORED, NULL};
+
+/* An optional integer (absent or null: dflt). */
+static int opt_int(json_t *o, const char *what, const char *key, int lo, int dflt, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return *out = dflt, 0;
+    return mk_json_int(o, what, key, lo, out);
+}
+
+static int opt_num(json_t *o, const char *what, const char *key, double lo, double dflt, double *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return *out = dflt, 0;
+    return mk_json_num(o, what, key, lo, out);
+}
+
+static int opt_bool(json_t *o, const char *what, const char *key, int dflt, int *out)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return *out = dflt, 0;
+    return mk_json_bool(o, what, key, out);
+}
+
+/* A string field that must be one of the names given. */
+static int want_str(json_t *o, const char *what, const char *key, const char *const *ok)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    for (int i = 0; json_is_string(v) && ok[i]; i++)
+        if (!strcmp(json_string_value(v), ok[i])) return 0;
+    return mk_error_set("%s: %s %s is not supported (%s%s%s)", what, key,
+                        json_is_string(v) ? json_string_value(v) : "(not a string)", ok[0], ok[1] ? ", " : "",
+                        ok[1] ? ok[1] : "");
+}
+
+static int load_gpt2(json_t *o, const char *what, mk_model_config_t *c)
+{
+    static const char *const gelu[] = {"gelu_new", "gelu", "gelu_pytorch_tanh", NULL};
+    int inner, tie, npos;
+    double eps;
+    if (mk_json_only_keys(o, what, gpt2_keys) < 0 || mk_json_int(o, what, "n_layer", 1, &c->num_layers) < 0 ||
+        mk_json_int(o, what, "n_embd", 1, &c->hidden) < 0 || mk_json_int(o, what, "n_head", 1, &c->heads) < 0 ||
+        mk_json_int(o, what, "n_positions", 1, &npos) < 0 || mk_json_int(o, what, "vocab_size", 1, &c->vocab) < 0 ||
+        opt_int(o, what, "n_inner", 1, 0, &inner) < 0 || want_str(o, what, "activation_function", gelu) < 0 ||
+        opt_num(o, what, "layer_norm_epsilon", 0, 1e-5, &eps) < 0 ||
+        opt_bool(o, what, "tie_word_embeddings", 1, &tie) < 0)
+        return -1;
+    if (!tie) return mk_error_set("%s: tie_word_embeddings false: GPT-2's head is its embedding", what);
+    if (c->hidden % c->heads) return mk_error_set("%s: n_embd %d is not a multiple of n_head %d", what, c->hidden, c->heads);
+    c->family = MK_FAMILY_GPT;
+    c->kv_heads = c->heads;
+    c->ffn = inner ? inner : 4 * c->hidden;
+    c->norm_eps = eps;
+    c->seq = npos < MK_HF_SEQ ? npos : MK_HF_SEQ;
+    return 0;
+}
+
+/* rope_scaling: null, or Llama 3.1's {rope_type (or type) "llama3",
+ * factor, low_freq_factor, high_freq_factor,
+ * original_max_position_embeddings}, every key required. */
+static int rope_scaling(json_t *o, const char *what, mk_model_config_t *c)
+{
+    static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
+                                       "original_max_position_embeddings", NULL};
+    static const char *const llama3[] = {"llama3", NULL};
+    json_t *rs = json_object_get(o, "rope_scaling");
+    if (!rs || json_is_null(rs)) return 0;
+    char in[1200];
+    snprintf(in, sizeof in, "%s: rope_scaling", what);
+    if (!json_is_object(rs)) return mk_error_set("%s must be an object or null", in);
+    if (mk_json_only_keys(rs, in, keys) < 0) return -1;
+    if (!json_object_get(rs, "rope_type") && !json_object_get(rs, "type"))
+        return mk_error_set("%s: missing field 'rope_type'", in);
+    if (want_str(rs, in, "rope_type", llama3) < 0 || want_str(rs, in, "type", llama3) < 0 ||
+        mk_json_num(rs, in, "factor", 1, &c->rope_factor) < 0 ||
+        mk_json_num(rs, in, "low_freq_factor", 0, &c->rope_low_freq) < 0 ||
+        mk_json_num(rs, in, "high_freq_factor", 0, &c->rope_high_freq) < 0 ||
+        mk_json_int(rs, in, "original_max_position_embeddings", 1, &c->rope_orig_max_pos) < 0)
+        return -1;
+    return 0;
+}
+
+/* The attention and rotary keys: what merak's graph has not refuses the
+ * model, naming the key; the window and the scaling are kept. */
+static int llama_unsupported(json_t *o, const char *what, mk_model_config_t *c)
+{
+    int ab, mb, hd;
+    if (opt_bool(o, what, "attention_bias", 0, &ab) < 0 || opt_bool(o, what, "mlp_bias", 0, &mb) < 0 ||
+        opt_int(o, what, "head_dim", 1, c->hidden / c->heads, &hd) < 0)
+        return -1;
+    if (ab || mb) return mk_error_set("%s: %s true: biases in a Llama's linears are not in merak's graph", what,
+                                      ab ? "attention_bias" : "mlp_bias");
+    if (hd * c->heads != c->hidden)
+        return mk_error_set("%s: head_dim %d with %d heads of hidden_size %d: a head dim apart from hidden/heads "
+                            "is not in merak's graph", what, hd, c->heads, c->hidden);
+    json_t *sw = json_object_get(o, "sliding_window"), *use = json_object_get(o, "use_sliding_window");
+    if (sw && !json_is_null(sw) && !(use && json_is_false(use)) &&
+        mk_json_int(o, what, "sliding_window", 1, &c->window) < 0)
+        return -1;
+    return rope_scaling(o, what, c);
+    return 0;
+}
+
+static int load_llama(json_t *o, const char *what, const char *type, mk_model_config_t *c)
+{
+    static const char *const silu[] = {"silu", NULL};
+    int npos, tie, moe = !strcmp(type, "mixtral");
+    if (mk_json_only_keys(o, what, llama_keys) < 0 || mk_json_int(o, what, "hidden_size", 1, &c->hidden) < 0 ||
+        mk_json_int(o, what, "intermediate_size", 1, &c->ffn) < 0 ||
+        mk_json_int(o, what, "num_hidden_layers", 1, &c->num_layers) < 0 ||
+        mk_json_int(o, what, "num_attention_heads", 1, &c->heads) < 0 ||
+        opt_int(o, what, "num_key_value_heads", 1, c->heads, &c->kv_heads) < 0 ||
+        mk_json_int(o, what, "vocab_size", 1, &c->vocab) < 0 ||
+        mk_json_int(o, what, "max_position_embeddings", 1, &npos) < 0 ||
+        opt_num(o, what, "rms_norm_eps", 0, 1e-6, &c->norm_eps) < 0 ||
+        opt_num(o, what, "rope_theta", 1, 10000, &c->rope_theta) < 0 ||
+        opt_bool(o, what, "tie_word_embeddings", 0, &tie) < 0 || want_str(o, what, "hidden_act", silu) < 0)
+        return -1;
+    if (c->hidden % c->heads || c->heads % c->kv_heads)
+        return mk_error_set("%s: hidden_size %d, num_attention_heads %d, num_key_value_heads %d do not divide", what,
+                            c->hidden, c->heads, c->kv_heads);
+    c->seq = npos < MK_HF_SEQ ? npos : MK_HF_SEQ;
+    c->untied = !tie;
+    if (llama_unsupported(o, what, c) < 0) return -1;
+    double jitter;
+    if (opt_num(o, what, "router_jitter_noise", 0, 0, &jitter) < 0) return -1;
+    if (jitter > 0) return mk_error_set("%s: router_jitter_noise %g: router noise is not modelled", what, jitter);
+    if (!moe) return 0;
+    if (mk_json_int(o, what, "num_local_experts", 1, &c->num_experts) < 0 ||
+        mk_json_int(o, what, "num_experts_per_tok", 1, &c->moe_topk) < 0)
+        return -1;
+    c->moe_ffn = c->ffn; /* Mixtral's experts are intermediate_size wide, every block sparse */
+    c->moe_layer_freq = 1, c->moe_first_dense = 0, c->moe_pre_softmax = 0;
+    return 0;
+}
+
+/* The model's name: _name_or_path (the hub id), else its directory's
+ * name, else the file's. */
+static void hf_name(json_t *o, const char *path, const char *file, mk_model_config_t *c)
+{
+    json_t *n = json_object_get(o, "_name_or_path");
+    const char *s = json_is_string(n) && json_string_length(n) ? json_string_value(n) : NULL;
+    char dir[1024];
+    if (!s) {
+        mk_strlcpy(dir, file != path ? path : file, sizeof dir);
+        size_t k = strlen(dir);
+        while (k > 1 && dir[k - 1] == '/') dir[--k] = 0;
+        char *slash = strrchr(dir, '/');
+        if (file == path && slash && !strcmp(slash + 1, "config.json")) { /* .../NAME/config.json */
+            *slash = 0;
+            slash = strrchr(dir, '/');
+        }
+        s = slash ? slash + 1 : dir;
+    }
+    snprintf(c->name, sizeof c->name, "%s", s);
+}
+
+/* config.json itself, or the one in directory path. */
+static const char *config_path(const char *path, char *buf, size_t n)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        size_t k = strlen(path);
+        if (k + sizeof "/config.json" > n) return NULL;
+        snprintf(buf, n, "%s%sconfig.json", path, k && path[k - 1] == '/' ? "" : "/");
+        return buf;
+    }
+    return path;
+}
+
+int mk_model_hf_is(const char *path)
+{
+    char buf[1024];
+    const char *f = config_path(path, buf, sizeof buf);
+    if (!f || f != path) return f != NULL; /* a directory: its config.json */
+    json_t *j = mk_json_load(f, "model");
+    int is = j && json_is_object(j) && json_object_get(j, "model_type") != NULL;
+    json_decref(j);
+    return is;
+}
+
+int mk_model_hf_load(const char *path, mk_model_config_t *c)
+{
+    char buf[1024];
+    const char *f = config_path(path, buf, sizeof buf);
+    if (!f) return mk_error_set("model directory '%s': path too long", path);
+    json_t *o = mk_json_load(f, "Hugging Face config");
+    if (!o) return -1;
+    char what[1100];
+    snprintf(what, sizeof what, "%s", f);
+    int rc = -1;
+    json_t *t = json_object_get(o, "model_type");
+    mk_model_defaults(c);
+    if (!json_is_object(o) || !json_is_string(t)) {
+        mk_error_set("%s: not a Hugging Face config (a string model_type)", what);
+    } else if (!strcmp(json_string_value(t), "gpt2")) {
+        rc = load_gpt2(o, what, c);
+    } else if (!strcmp(json_string_value(t), "llama") || !strcmp(json_string_value(t), "mistral") ||
+               !strcmp(json_string_value(t), "mixtral")) {
+        mk_model_llama_arch(c);
+        rc = load_llama(o, what, json_string_value(t), c);
+    } else {
+        mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral)", what,
+                     json_string_value(t));
+    }
+    if (rc == 0) hf_name(o, path, f, c);
+    json_decref(o);
+    return rc;
+}

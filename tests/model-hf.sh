@@ -1,0 +1,121 @@
+#!/bin/sh
+# Hugging Face config.json as --model (issue 36): the hub's published
+# configs load verbatim with Hugging Face's parameter counts, as a file or
+# a directory holding config.json, on every subcommand; unknown keys,
+# missing keys and values merak cannot honour are exit 2 naming the key.
+. "$top_srcdir/tests/lib.sh"
+d="$tmpdir/hf"; mkdir -p "$d"
+cfg() { mkdir -p "$d/$1"; cat >"$d/$1/config.json"; }
+cfg gpt2 <<'EOF'
+{"activation_function": "gelu_new", "architectures": ["GPT2LMHeadModel"], "attn_pdrop": 0.1, "bos_token_id": 50256,
+ "embd_pdrop": 0.1, "eos_token_id": 50256, "initializer_range": 0.02, "layer_norm_epsilon": 1e-05, "model_type": "gpt2",
+ "n_ctx": 1024, "n_embd": 768, "n_head": 12, "n_layer": 12, "n_positions": 1024, "resid_pdrop": 0.1,
+ "summary_activation": null, "summary_first_dropout": 0.1, "summary_proj_to_labels": true, "summary_type": "cls_index",
+ "summary_use_proj": true, "task_specific_params": {"text-generation": {"do_sample": true, "max_length": 50}},
+ "vocab_size": 50257}
+EOF
+cfg llama-3-8b <<'EOF'
+{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+ "eos_token_id": 128001, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+ "intermediate_size": 14336, "max_position_embeddings": 8192, "model_type": "llama", "num_attention_heads": 32,
+ "num_hidden_layers": 32, "num_key_value_heads": 8, "pretraining_tp": 1, "rms_norm_eps": 1e-05, "rope_scaling": null,
+ "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.40.0.dev0",
+ "use_cache": true, "vocab_size": 128256}
+EOF
+cfg llama-3.1-8b <<'EOF'
+{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+ "eos_token_id": [128001, 128008, 128009], "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+ "intermediate_size": 14336, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+ "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8, "pretraining_tp": 1,
+ "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+ "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "rope_theta": 500000.0,
+ "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.43.0.dev0", "use_cache": true,
+ "vocab_size": 128256}
+EOF
+cfg llama-3.2-1b <<'EOF'
+{"architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 128000,
+ "eos_token_id": 128001, "head_dim": 64, "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02,
+ "intermediate_size": 8192, "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+ "num_attention_heads": 32, "num_hidden_layers": 16, "num_key_value_heads": 8, "pretraining_tp": 1,
+ "rms_norm_eps": 1e-05, "rope_scaling": {"factor": 32.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
+ "original_max_position_embeddings": 8192, "rope_type": "llama3"}, "rope_theta": 500000.0, "tie_word_embeddings": true,
+ "torch_dtype": "bfloat16", "transformers_version": "4.45.0.dev0", "use_cache": true, "vocab_size": 128256}
+EOF
+cfg mistral-7b-v0.1 <<'EOF'
+{"architectures": ["MistralForCausalLM"], "bos_token_id": 1, "eos_token_id": 2, "hidden_act": "silu",
+ "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 32768,
+ "model_type": "mistral", "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+ "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "sliding_window": 4096, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "transformers_version": "4.34.0.dev0", "use_cache": true, "vocab_size": 32000}
+EOF
+cfg mixtral-8x7b <<'EOF'
+{"architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+ "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+ "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32, "num_experts_per_tok": 2,
+ "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": false,
+ "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": null,
+ "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0", "use_cache": true,
+ "vocab_size": 32000}
+EOF
+# Hugging Face's own counts (model.num_parameters())
+for c in gpt2:124439808 llama-3-8b:8030261248 llama-3.1-8b:8030261248 llama-3.2-1b:1235814400 \
+         mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704; do
+  m=${c%%:*}; want=${c#*:}
+  "$MERAK" model --model "$d/$m" --json >"$tmpdir/m.json" 2>"$tmpdir/err"
+  got=$("$PYTHON" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["params"]))' "$tmpdir/m.json" 2>/dev/null)
+  check "$m: $want parameters (got $got)" test "$got" = "$want"
+done
+# the file itself, as the directory; the name from the directory, the sequence torchtitan's 2048
+"$MERAK" model --model "$d/llama-3-8b/config.json" >"$tmpdir/a" 2>&1
+"$MERAK" model --model "$d/llama-3-8b" >"$tmpdir/b" 2>&1
+check "config.json or its directory: the same model" cmp -s "$tmpdir/a" "$tmpdir/b"
+check "named by its directory, seq min(max_position_embeddings, 2048)" grep -q "^model llama-3-8b: 32 blocks, hidden 4096, 32 heads, seq 2048, vocab 128256" "$tmpdir/a"
+check "the architecture read" grep -q "8 KV heads (query groups), RMSNorm, SwiGLU MLP, rotary positions (theta 500000), eps 1e-05, untied head, no biases" "$tmpdir/a"
+"$MERAK" model --model "$d/gpt2" >"$tmpdir/g" 2>&1
+check "gpt2: GPT's architecture, seq 1024" sh -c "grep -q '^model gpt2: 12 blocks, hidden 768, 12 heads, seq 1024, vocab 50257' '$tmpdir/g'"
+# every subcommand; --seq-length changes the sequence, nothing else changes a config
+expect_ok "sim of an HF config" "$MERAK" sim --model "$d/mixtral-8x7b" --cluster dgx-h100 --dp 8 --ep 8 --pp 2 --tp 4 --gbs 64 --seq-length 4096
+expect_ok "plan of an HF config, saved" "$MERAK" plan --model "$d/llama-3.1-8b" --cluster dgx-h100 --gpus 16 --gbs 64 --top 1 --save-plan "$tmpdir/p.json"
+check "the plan file keeps the rope scaling" "$PYTHON" -c '
+import json, sys
+m = json.load(open(sys.argv[1]))["model"]
+assert m["rope_scaling_factor"] == 8 and m["rope_scaling_original_max_position_embeddings"] == 8192, m' "$tmpdir/p.json"
+expect_ok "the plan replays" "$MERAK" sim --plan "$tmpdir/p.json"
+expect_fail "merak run refuses the scaling (not in its RoPE)" "rope_scaling \(llama3, factor 8\) is not in merak run" -- \
+  "$MERAK" run --plan "$tmpdir/p.json" --steps 1
+expect_fail "mistral's window below the sequence" "sliding attention window of 4096 below the sequence 8192" -- \
+  "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 8192 --pp 2
+expect_ok "mistral's window at the sequence" "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 4096 --pp 2
+expect_fail "size flags" "model flags cannot change a Hugging Face config" -- "$MERAK" sim --model "$d/gpt2" --num-layers 6
+# refusals: one line naming the key
+bad() { # name, pattern, python edit of the llama-3-8b config
+  mkdir -p "$d/bad-$1"
+  "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$d/llama-3-8b/config.json" "$d/bad-$1/config.json"
+  expect_fail "$1" "$2" -- "$MERAK" model --model "$d/bad-$1"
+}
+bad unknown-key "unknown field 'rope_mode'" "c['rope_mode'] = 1"
+bad missing-key "missing field 'hidden_size'" "del c['hidden_size']"
+bad wrong-type "field 'num_hidden_layers' must be" "c['num_hidden_layers'] = 'many'"
+bad qwen2 "model_type 'qwen2' is not supported" "c['model_type'] = 'qwen2'"
+bad attention-bias "attention_bias true" "c['attention_bias'] = True"
+bad head-dim "head_dim 96 with 32 heads" "c['head_dim'] = 96"
+bad activation "hidden_act gelu is not supported" "c['hidden_act'] = 'gelu'"
+bad rope-type "rope_type dynamic is not supported" "c['rope_scaling'] = {'rope_type': 'dynamic', 'factor': 2.0}"
+bad rope-key "rope_scaling: missing field 'low_freq_factor'" "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 8.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
+bad heads "do not divide" "c['num_key_value_heads'] = 5"
+expect_fail "not JSON" "malformed JSON" -- sh -c "mkdir -p '$d/x' && echo '{' >'$d/x/config.json' && '$MERAK' model --model '$d/x'"
+# a tiny Llama written as a Hugging Face config trains as the same flags do
+cfg tiny <<'EOF'
+{"model_type": "llama", "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64, "rms_norm_eps": 1e-05,
+ "rope_theta": 10000.0, "tie_word_embeddings": false, "hidden_act": "silu"}
+EOF
+"$MERAK" run --model "$d/tiny" --gbs 4 --steps 2 --json >"$tmpdir/h.json" 2>"$tmpdir/err" || cat "$tmpdir/err"
+"$MERAK" run --model llama-tiny --num-layers 2 --hidden-size 64 --num-attention-heads 4 --num-query-groups 2 \
+  --group-query-attention --ffn-hidden-size 176 --vocab-size 256 --seq-length 64 --gbs 4 --steps 2 --json >"$tmpdir/f.json" 2>"$tmpdir/err" || cat "$tmpdir/err"
+check "the HF tiny llama trains as its flags do (the same losses)" "$PYTHON" -c '
+import json, sys
+a, b = (json.load(open(f))["losses"] for f in sys.argv[1:3])
+assert a == b and len(a) == 2, (a, b)' "$tmpdir/h.json" "$tmpdir/f.json"
+finish
