@@ -57,9 +57,12 @@ cfg mixtral-8x7b <<'EOF'
  "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0", "use_cache": true,
  "vocab_size": 32000}
 EOF
+cfg qwen2-7b <<'EOF'
+{"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02, "intermediate_size": 18944, "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.37.2", "use_cache": true, "use_sliding_window": false, "vocab_size": 152064}
+EOF
 # Hugging Face's own counts (model.num_parameters())
 for c in gpt2:124439808 llama-3-8b:8030261248 llama-3.1-8b:8030261248 llama-3.2-1b:1235814400 \
-         mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704; do
+         mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704 qwen2-7b:7615616512; do
   m=${c%%:*}; want=${c#*:}
   "$MERAK" model --model "$d/$m" --json >"$tmpdir/m.json" 2>"$tmpdir/err"
   got=$("$PYTHON" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["params"]))' "$tmpdir/m.json" 2>/dev/null)
@@ -87,6 +90,16 @@ expect_fail "mistral's window below the sequence" "sliding attention window of 4
   "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 8192 --pp 2
 expect_ok "mistral's window at the sequence" "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 4096 --pp 2
 expect_fail "size flags" "model flags cannot change a Hugging Face config" -- "$MERAK" sim --model "$d/gpt2" --num-layers 6
+# qwen2's q/k/v biases: Megatron's --add-qkv-bias; the executor refuses them
+"$MERAK" model --model "$d/qwen2-7b" >"$tmpdir/q" 2>&1
+check "qwen2: biases on QKV only" grep -q "untied head, biases on QKV only" "$tmpdir/q"
+expect_fail "merak run refuses q/k/v biases" "add-qkv-bias .* is for merak sim and merak plan" -- \
+  "$MERAK" run --model "$d/qwen2-7b" --steps 1
+for f in "" --add-qkv-bias; do
+  "$MERAK" model --model llama-tiny $f --json | "$PYTHON" -c 'import json,sys; print(int(json.load(sys.stdin)["params"]))' >>"$tmpdir/qb"
+done
+check "--add-qkv-bias adds the q/k/v widths per block (4 x (64 + 2 x 32))" "$PYTHON" -c '
+import sys; a, b = map(int, open(sys.argv[1]).read().split()); assert b - a == 4 * (64 + 2 * 32), (a, b)' "$tmpdir/qb"
 # refusals: one line naming the key
 bad() { # name, pattern, python edit of the llama-3-8b config
   mkdir -p "$d/bad-$1"
@@ -97,7 +110,7 @@ bad() { # name, pattern, python edit of the llama-3-8b config
 bad unknown-key "unknown field 'rope_mode'" "c['rope_mode'] = 1"
 bad missing-key "missing field 'hidden_size'" "del c['hidden_size']"
 bad wrong-type "field 'num_hidden_layers' must be" "c['num_hidden_layers'] = 'many'"
-bad qwen2 "model_type 'qwen2' is not supported" "c['model_type'] = 'qwen2'"
+bad qwen3-moe "model_type 'qwen3_moe' is not supported" "c['model_type'] = 'qwen3_moe'"
 bad attention-bias "attention_bias true" "c['attention_bias'] = True"
 bad head-dim "head_dim 96 with 32 heads" "c['head_dim'] = 96"
 bad activation "hidden_act gelu is not supported" "c['hidden_act'] = 'gelu'"

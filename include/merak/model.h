@@ -43,6 +43,8 @@ typedef struct mk_model_config {
     double norm_eps;       /* 1e-5 */
     int untied;            /* LM head separate from the embedding (--untie-embeddings-and-output-weights) */
     int bias;              /* linears have biases (GPT 1; --disable-bias-linear -> 0) */
+    int qkv_bias;          /* the QKV linear has a bias where the others have none (Megatron's
+                              --add-qkv-bias; Qwen2); 0: as bias says */
     /* Mixture of experts (Megatron-LM's --num-experts and --moe-* flags): the
      * MLP of each MoE block is a router linear (h -> E), softmax and top-k
      * selection, E expert MLPs of width moe_ffn (SwiGLU or GELU as swiglu
@@ -80,7 +82,7 @@ typedef struct mk_model_config {
 typedef struct mk_model_overrides {
     int num_layers, hidden, heads, seq, vocab, ffn;
     int group_query_attention, kv_heads;
-    int norm, swiglu, pos, untied, bias;
+    int norm, swiglu, pos, untied, bias, qkv_bias;
     double rope_theta, norm_eps;
     /* --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
      * --moe-shared-expert-intermediate-size, --moe-router-pre-softmax (1),

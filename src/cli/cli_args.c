@@ -15,7 +15,7 @@
 
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
-    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_NORM_EPS,
+    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
@@ -60,6 +60,7 @@ static const mk_flag_t mk_flags[] = {
     {"num-query-groups", O_KV_GROUPS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEADS},
     {"untie-embeddings-and-output-weights", O_UNTIE, MK_OPTG_MODEL, N, 1, 0, 0},
     {"disable-bias-linear", O_NO_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"add-qkv-bias", O_QKV_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
     {"num-experts", O_EXPERTS, MK_OPTG_MODEL, I, 1, 0, MK_MAX_EXPERTS},
     {"moe-router-topk", O_MOE_TOPK, MK_OPTG_MODEL, I, 1, 1, MK_MAX_EXPERTS},
@@ -470,6 +471,7 @@ static int arch_store(mk_args_t *a, int id, const char *v)
     case O_GQA: a->ov.group_query_attention = 1; return 0;
     case O_UNTIE: a->ov.untied = 1; return 0;
     case O_NO_BIAS: a->ov.bias = 0; return 0;
+    case O_QKV_BIAS: a->ov.qkv_bias = 1; return 0;
     }
     return 1;
 }

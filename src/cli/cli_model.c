@@ -52,13 +52,14 @@ static const char *model_usage =
     "parameters, FLOPs per micro-batch and activation bytes saved for backward\n"
     "(per tensor-parallel rank), with totals.\n\n"
     "  --model NAME     preset (see 'merak models'), JSON description, or a Hugging Face\n"
-    "                   config.json or its directory: gpt2, llama, mistral, mixtral (default @model@)\n"
+    "                   config.json or its directory: gpt2, llama, mistral, mixtral, qwen2\n"
+    "                   (default @model@)\n"
     "  --num-layers N --hidden-size H --num-attention-heads A --seq-length S\n"
     "  --vocab-size V --ffn-hidden-size F   override the preset (any order)\n"
     "  --normalization LayerNorm|RMSNorm --swiglu --position-embedding-type\n"
     "  learned_absolute|rope --rotary-base B --group-query-attention\n"
     "  --num-query-groups G --untie-embeddings-and-output-weights\n"
-    "  --disable-bias-linear --norm-epsilon E   the architecture (Megatron-LM's flags)\n"
+    "  --disable-bias-linear --add-qkv-bias --norm-epsilon E   the architecture (Megatron-LM's flags)\n"
     "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
     "  --moe-shared-expert-intermediate-size F --moe-router-pre-softmax\n"
     "  --moe-aux-loss-coeff C --moe-expert-capacity-factor C --moe-layer-freq N|'([0]*K+[1]*M)'\n"
@@ -115,7 +116,7 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
         printf("architecture: %d KV heads (query groups), %s, %s MLP, %s positions (theta %g), eps %g, %s head, %s\n",
                c->kv_heads, mk_norm_name(c->norm), c->swiglu ? "SwiGLU" : "GELU",
                c->pos == MK_POS_ROPE ? "rotary" : "learned", c->rope_theta, c->norm_eps,
-               c->untied ? "untied" : "tied", c->bias ? "biases" : "no biases");
+               c->untied ? "untied" : "tied", c->bias ? "biases" : c->qkv_bias ? "biases on QKV only" : "no biases");
     if (mk_model_is_moe(c))
         printf("experts: %d of width %d, top-%d (%s), shared expert %d, aux-loss coefficient %g, %s\n",
                c->num_experts, c->moe_ffn, c->moe_topk,

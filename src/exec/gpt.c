@@ -187,6 +187,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
     if (c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED && c->bias && !c->untied &&
         (c->kv_heads == c->heads || c->kv_heads == 0))
         return 0;
+    if (c->qkv_bias && !c->bias) /* issue 36: Qwen2's; the executor's Llama block has no bias to add it to */
+        return mk_error_set("--add-qkv-bias (Qwen2's q/k/v biases) is for merak sim and merak plan: the executor's "
+                            "Llama block has no biases");
     if (c->norm == MK_NORM_RMSNORM && c->swiglu && c->pos == MK_POS_ROPE && !c->bias) return 1;
     return mk_error_set("the executor runs GPT blocks (LayerNorm, GELU, learned positions, biases, tied head, "
                         "multi-head) or Llama blocks (RMSNorm, SwiGLU, rotary positions, no biases), "

@@ -92,7 +92,7 @@ static int attention(mk_builder_t *b, int y)
 {
     const mk_model_config_t *c = &b->g->cfg;
     int h = c->hidden, kv_width = c->kv_heads * (h / c->heads);
-    int qkv = emit(b, MK_OPK_LINEAR, "qkv", y, 0, h + 2 * kv_width);
+    int qkv = emit_op(b, MK_OPK_LINEAR, "qkv", y, 0, h + 2 * kv_width, c->bias || c->qkv_bias);
     if (c->pos == MK_POS_ROPE) qkv = emit(b, MK_OPK_ROPE, "rope", qkv, 0, 0);
     int att = emit(b, MK_OPK_ATTENTION, "attn", qkv, 0, 0);
     int proj = emit(b, MK_OPK_LINEAR, "proj", att, 0, h);

@@ -142,7 +142,7 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
 {
     ov->num_layers = ov->hidden = ov->heads = ov->seq = ov->vocab = ov->ffn = -1;
     ov->group_query_attention = ov->kv_heads = -1;
-    ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = -1;
+    ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = -1;
     ov->rope_theta = ov->norm_eps = -1;
     ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
     ov->moe_layer_freq = ov->moe_first_dense = ov->moe_pattern_len = -1;
@@ -307,6 +307,7 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->pos >= 0) c->pos = (mk_pos_kind_t)ov->pos;
     if (ov->untied >= 0) c->untied = ov->untied;
     if (ov->bias >= 0) c->bias = ov->bias;
+    if (ov->qkv_bias >= 0) c->qkv_bias = ov->qkv_bias;
     if (ov->rope_theta >= 0) c->rope_theta = ov->rope_theta;
     if (ov->norm_eps >= 0) c->norm_eps = ov->norm_eps;
     return 0;
@@ -315,7 +316,8 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
 static int arch_given(const mk_model_overrides_t *ov)
 {
     return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->norm >= 0 || ov->swiglu >= 0 ||
-           ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0;
+           ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 || ov->rope_theta >= 0 ||
+           ov->norm_eps >= 0;
 }
 
 static int moe_given(const mk_model_overrides_t *ov)

@@ -4,9 +4,10 @@
  *
  * Families by model_type: gpt2 (GPT2LMHeadModel: LayerNorm, GELU MLP of
  * n_inner or 4h, learned positions, the head tied to the embedding),
- * llama (Llama 1/2/3/3.1/3.2), mistral and mixtral (RMSNorm, SwiGLU,
- * rotary positions, GQA; mixtral's sparse MoE: num_local_experts experts
- * of intermediate_size, top num_experts_per_tok, renormalised).  Every key
+ * llama (Llama 1/2/3/3.1/3.2), mistral, mixtral and qwen2 (RMSNorm,
+ * SwiGLU, rotary positions, GQA; mixtral's sparse MoE: num_local_experts
+ * experts of intermediate_size, top num_experts_per_tok, renormalised;
+ * qwen2's biases on the q/k/v projections, Megatron's --add-qkv-bias).  Every key
  * is known: those that shape the cost are read, those that do not
  * (tokenizer ids, dtype, dropout, initialisation, cache, router loss
  * weights, ...) are listed and ignored, and any other key, a missing
@@ -250,11 +251,12 @@ int mk_model_hf_load(const char *path, mk_model_config_t *c)
     } else if (!strcmp(json_string_value(t), "gpt2")) {
         rc = load_gpt2(o, what, c);
     } else if (!strcmp(json_string_value(t), "llama") || !strcmp(json_string_value(t), "mistral") ||
-               !strcmp(json_string_value(t), "mixtral")) {
+               !strcmp(json_string_value(t), "mixtral") || !strcmp(json_string_value(t), "qwen2")) {
         mk_model_llama_arch(c);
+        c->qkv_bias = !strcmp(json_string_value(t), "qwen2"); /* Qwen2Attention's q/k/v projections have biases */
         rc = load_llama(o, what, json_string_value(t), c);
     } else {
-        mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral)", what,
+        mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral, qwen2)", what,
                      json_string_value(t));
     }
     if (rc == 0) hf_name(o, path, f, c);
