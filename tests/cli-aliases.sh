@@ -32,7 +32,9 @@ check "expert parallel: --expert-model-parallel-size = --ep" cmp -s "$tmpdir/a.j
 # the values Megatron-LM has that merak does not: refused by name
 expect_fail "recompute-granularity none" "--recompute-granularity must be one of selective\|full, got 'none'" -- \
   "$MERAK" sim $S --recompute-granularity none
-expect_fail "recompute-method block" "--recompute-method block is not supported" -- "$MERAK" sim $S --recompute-method block
+expect_fail "recompute-method block (Megatron's default 1 block)" "--recompute-method block --recompute-num-layers 1: merak checkpoints every block" -- "$MERAK" sim $S --recompute-method block
+same "recompute none as Megatron says it (block 0)" "--recompute-granularity full --recompute-method block --recompute-num-layers 0" "--recompute none"
+expect_fail "recompute-num-layers 2" "uniform --recompute-num-layers 2: merak checkpoints" -- "$MERAK" sim $S --recompute-num-layers 2
 expect_fail "max-position-embeddings below the sequence" "--max-position-embeddings 32 is below the sequence length 64" -- \
   "$MERAK" sim $S --max-position-embeddings 32
 expect_fail "max-position-embeddings above a learned table" "learned position table has --seq-length rows" -- \

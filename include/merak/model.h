@@ -45,6 +45,8 @@ typedef struct mk_model_config {
     int bias;              /* linears have biases (GPT 1; --disable-bias-linear -> 0) */
     int qkv_bias;          /* the QKV linear has a bias where the others have none (Megatron's
                               --add-qkv-bias; Qwen2); 0: as bias says */
+    int no_dropout;        /* 1: no dropout ops (Megatron's --attention-dropout 0 --hidden-dropout 0;
+                              the Llama family never has them) */
     /* Mixture of experts (Megatron-LM's --num-experts and --moe-* flags): the
      * MLP of each MoE block is a router linear (h -> E), softmax and top-k
      * selection, E expert MLPs of width moe_ffn (SwiGLU or GELU as swiglu
@@ -84,6 +86,7 @@ typedef struct mk_model_overrides {
     int group_query_attention, kv_heads;
     int norm, swiglu, pos, untied, bias, qkv_bias;
     double rope_theta, norm_eps;
+    double attention_dropout, hidden_dropout; /* Megatron's probabilities (< 0: not given) */
     /* --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
      * --moe-shared-expert-intermediate-size, --moe-router-pre-softmax (1),
      * --moe-layer-freq as (freq, first dense, pattern length: 0 for the

@@ -139,6 +139,13 @@ MK_API int mk_plan_vstage(const mk_plan_t *p, int s, int c);
 MK_API int mk_plan_ends_apart(const mk_plan_t *p);
 /* The stage holding the head (the last virtual stage). */
 MK_API int mk_plan_head_stage(const mk_plan_t *p);
+
+/* The plan as Megatron-LM's launch command, `torchrun --nnodes N
+ * --nproc-per-node G pretrain_gpt.py ARGS` (Megatron-Core core_r0.13's
+ * argument names; nodes of gpus_per_node), into buf; no data, tokenizer
+ * or optimizer arguments.  Returns 0, or -1 naming what Megatron-LM
+ * cannot run (src/plan/plan_export.c). */
+MK_API int mk_plan_export_megatron(const mk_plan_t *p, int gpus_per_node, char *buf, size_t n);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
 MK_API int mk_plan_zero(const mk_plan_t *p);
 /* The ranks a gradient is reduced over, dp x cp (each CP rank's gradient

@@ -51,6 +51,8 @@ typedef struct mk_args {
     const char *plan_file, *trace_file, *save_plan, *out;
     const char *baseline;          /* merak plan: restrict the space to a system's choices */
     const char *schedules;         /* merak plan: the schedules searched (comma-separated names) */
+    const char *export_to;         /* merak sim/plan --export: megatron (the plan as its launch command) */
+    int recompute_num_layers;      /* Megatron-LM's --recompute-num-layers: 1 (uniform, every block) */
     int gpus, top;
     int vpp_layers;                /* --num-layers-per-virtual-pipeline-stage */
     int steps;

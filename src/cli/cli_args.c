@@ -15,7 +15,7 @@
 
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
-    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_NORM_EPS,
+    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
@@ -24,7 +24,7 @@ enum {
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
-    O_BASELINE, O_SCHEDULES, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
+    O_BASELINE, O_SCHEDULES, O_EXPORT, O_RECOMPUTE_NUM_LAYERS, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
     O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE, /* issue 21 */
     O_END /* one past the last flag: sizes the repeat check */
 };
@@ -61,6 +61,8 @@ static const mk_flag_t mk_flags[] = {
     {"untie-embeddings-and-output-weights", O_UNTIE, MK_OPTG_MODEL, N, 1, 0, 0},
     {"disable-bias-linear", O_NO_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"add-qkv-bias", O_QKV_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"attention-dropout", O_ATT_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
+    {"hidden-dropout", O_HID_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
     {"num-experts", O_EXPERTS, MK_OPTG_MODEL, I, 1, 0, MK_MAX_EXPERTS},
     {"moe-router-topk", O_MOE_TOPK, MK_OPTG_MODEL, I, 1, 1, MK_MAX_EXPERTS},
@@ -105,7 +107,9 @@ static const mk_flag_t mk_flags[] = {
     {"partition", O_PARTITION, MK_OPTG_SIM, S, 1, 0, 0},
     {"plan", O_PLAN, MK_OPTG_SIM, S, 0, 0, 0},
     {"trace", O_TRACE, MK_OPTG_SIM | MK_OPTG_PLAN | MK_OPTG_RUN, S, 0, 0, 0},
-    {"gpus", O_GPUS, MK_OPTG_PLAN, I, 0, 1, MK_MAX_GPUS},
+    {"gpus", O_GPUS, MK_OPTG_PLAN | MK_OPTG_SIM, I, 0, 1, MK_MAX_GPUS},
+    {"export", O_EXPORT, MK_OPTG_PLAN | MK_OPTG_SIM, S, 0, 0, 0},
+    {"recompute-num-layers", O_RECOMPUTE_NUM_LAYERS, MK_OPTG_SCHED, I, 1, 0, MK_MAX_LAYERS},
     {"top", O_TOP, MK_OPTG_PLAN, I, 0, 1, MK_MAX_TOP},
     {"save-plan", O_SAVE_PLAN, MK_OPTG_PLAN, S, 0, 0, 0},
     {"baseline", O_BASELINE, MK_OPTG_PLAN, S, 0, 0, 0},
@@ -348,6 +352,7 @@ static void args_init(mk_args_t *a, const char *cmd)
     a->top = -1;
     a->tp_overlap = -1;
     a->overlap_grad_reduce = -1;
+    a->recompute_num_layers = -1; /* not given (0 is a value: block 0)  */
 }
 
 /* Where an integer flag's value goes (NULL: not an integer flag). */
@@ -382,6 +387,7 @@ static int *int_slot(mk_args_t *a, int id)
     case O_LAST_LAYERS: return &a->last_stage_layers;
     case O_ZERO: return &a->zero;
     case O_GPUS: return &a->gpus;
+    case O_RECOMPUTE_NUM_LAYERS: return &a->recompute_num_layers;
     case O_TOP: return &a->top;
     case O_STEPS: return &a->steps;
     case O_WARMUP: return &a->lr_warmup_iters;
@@ -409,6 +415,8 @@ static double *real_slot(mk_args_t *a, int id)
     case O_BETA2: return &a->adam_beta2;
     case O_ROPE_BASE: return &a->ov.rope_theta;
     case O_NORM_EPS: return &a->ov.norm_eps;
+    case O_ATT_DROP: return &a->ov.attention_dropout;
+    case O_HID_DROP: return &a->ov.hidden_dropout;
     case O_MOE_AUX: return &a->ov.moe_aux_coeff;
     case O_MOE_CAPACITY: return &a->ov.moe_capacity;
     case O_MOE_IMBALANCE: return &a->moe_imbalance;
@@ -434,6 +442,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_SAVE_PLAN: return &a->save_plan;
     case O_BASELINE: return &a->baseline;
     case O_SCHEDULES: return &a->schedules;
+    case O_EXPORT: return &a->export_to;
     case O_BACKEND: return &a->backend;
     case O_DATA: return &a->data;
     case O_SAVE: return &a->save;
@@ -478,14 +487,13 @@ static int arch_store(mk_args_t *a, int id, const char *v)
 
 /* Values a string flag accepts beyond its slot: --recompute-method is
  * Megatron-LM's, of which merak's full recompute is "uniform" (every
- * block checkpointed, --recompute-num-layers 1); "block" (only the first
- * N blocks of a stage) has no counterpart. */
+ * block checkpointed, --recompute-num-layers 1) and no recompute "block"
+ * with --recompute-num-layers 0 (the first 0 blocks of a stage: what
+ * --export megatron writes for none); block with N > 0 has no
+ * counterpart (mk_args_plan checks N). */
 static int check_string(const mk_args_t *a, int id, const char *name, const char *v)
 {
-    if (id != O_RECOMPUTE_METHOD || !strcmp(v, "uniform")) return 0;
-    if (!strcmp(v, "block"))
-        return mk_cli_fail(a->cmd, "--%s block is not supported: merak's full recompute checkpoints every "
-                           "block (uniform)", name), -1;
+    if (id != O_RECOMPUTE_METHOD || !strcmp(v, "uniform") || !strcmp(v, "block")) return 0;
     return mk_cli_fail(a->cmd, "--%s must be uniform or block, got '%s'", name, v), -1;
 }
 

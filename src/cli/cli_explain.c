@@ -334,6 +334,22 @@ int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_
     return rc;
 }
 
+/* ---- another engine's launch command (--export) ------------------------ */
+
+int mk_cli_export(const mk_args_t *a, const mk_plan_t *p, const mk_cluster_t *cl)
+{
+    if (strcmp(a->export_to, "megatron"))
+        return mk_cli_fail(a->cmd, "--export %s: only megatron is written yet (torchtitan and deepspeed are not)",
+                           a->export_to);
+    char cmd[8192];
+    if (mk_plan_export_megatron(p, cl->gpus_per_node, cmd, sizeof cmd) < 0)
+        return mk_cli_fail(a->cmd, "--export megatron: %s", mk_error_last());
+    printf("%s\n", cmd);
+    fprintf(stderr, "merak %s: note: Megatron-LM (core_r0.13 arguments); add the data (--data-path or --mock-data), "
+                    "tokenizer, optimizer and training-length arguments\n", a->cmd);
+    return 0;
+}
+
 /* ---- time and cost to train ------------------------------------------ */
 
 /* Tokens per GPU-second of a plan (the cost objective's figure). */

@@ -50,6 +50,10 @@ void mk_cli_plan_extras_json(const mk_args_t *a, const mk_planner_entry_t *best,
 void mk_cli_plan_cost_json(const mk_args_t *a, const mk_planner_entry_t *e, json_t *plan);
 void mk_cli_plan_cost_human(const mk_args_t *a, const mk_planner_entry_t *e, int i);
 
+/* --export TARGET: p as TARGET's launch command on stdout (megatron), a
+ * note on stderr; 0, or prints why not and returns MK_EXIT_USAGE. */
+int mk_cli_export(const mk_args_t *a, const mk_plan_t *p, const mk_cluster_t *cl);
+
 /* merak/plan's baseline restrictions (cli_plan_cmd.c apply_baseline). */
 int mk_cli_plan_baseline(const char *b, mk_planner_opts_t *o);
 

@@ -57,6 +57,23 @@ int mk_args_xent(const mk_args_t *a, mk_xent_t *out)
     return 0;
 }
 
+/* Megatron-LM's --recompute-method / --recompute-num-layers (-1: not
+ * given; Megatron's default 1) with --recompute-granularity full: uniform
+ * 1 is merak's full recompute, block 0 none (the first 0 blocks of each
+ * stage); other counts have no counterpart. */
+static int recompute_method(const mk_args_t *a, mk_plan_t *p)
+{
+    int block = a->recompute_method && !strcmp(a->recompute_method, "block");
+    int n = a->recompute_num_layers >= 0 ? a->recompute_num_layers : 1;
+    if (!a->recompute_method && a->recompute_num_layers < 0) return 0;
+    if (p->recompute.kind != MK_RECOMPUTE_FULL)
+        return mk_cli_fail(a->cmd, "--recompute-method and --recompute-num-layers need --recompute-granularity full"), -1;
+    if (block && n == 0) return p->recompute.kind = MK_RECOMPUTE_NONE, 0;
+    if (!block && n == 1) return 0;
+    return mk_cli_fail(a->cmd, "--recompute-method %s --recompute-num-layers %d: merak checkpoints every block "
+                       "(uniform 1) or none (block 0)", block ? "block" : "uniform", n), -1;
+}
+
 static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, mk_plan_t *p)
 {
     mk_plan_init(p);
@@ -92,7 +109,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->first_stage_layers = a->first_stage_layers > 0 ? a->first_stage_layers : 0;
     p->last_stage_layers = a->last_stage_layers > 0 ? a->last_stage_layers : 0;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
-    return 0;
+    return recompute_method(a, p);
 }
 
 int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, mk_plan_t *p)

@@ -48,6 +48,9 @@ static const char *plan_usage =
     "                   stage-aware/auto recompute, compute partition, sub-pipelined TP), fsdp\n"
     "                   (ZeRO-3 data parallelism, optionally TP, no PP; none or full recompute;\n"
     "                   whole-group or node sharding), all\n"
+    "  --export megatron  print the best plan Megatron-LM runs (its space: 1f1b/interleaved,\n"
+    "                   none/full/selective recompute, the distributed optimizer, the uniform\n"
+    "                   split) as one torchrun ... pretrain_gpt.py command on stdout\n"
     "  --schedules L    search only these schedules (comma-separated names, torchtitan's too:\n"
     "                   --schedules 1F1B,Interleaved1F1B,ZBVZeroBubble; default: every one)\n"
     "  --save-plan F    write the best plan (runs unchanged under merak sim/run --plan)\n"
@@ -284,6 +287,27 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
     return rc < 0 ? mk_cli_fail("plan", "%s", mk_error_last()) : 0;
 }
 
+/* --export megatron: search only what Megatron-LM runs (mk_plan_export_
+ * megatron: 1f1b or interleaved, none / full / selective recompute, the
+ * distributed optimizer as ZeRO-1 over the DP group, the uniform split
+ * (uneven ends too), no sub-pipelined TP), within a --baseline's. */
+static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
+{
+    if (!a->export_to) return 0;
+    if (strcmp(a->export_to, "megatron"))
+        return mk_error_set("--export %s: only megatron is written yet (torchtitan and deepspeed are not)",
+                            a->export_to);
+    unsigned s = 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED, r = 1u << MK_RECOMPUTE_NONE |
+                 1u << MK_RECOMPUTE_FULL | 1u << MK_RECOMPUTE_SELECTIVE;
+    o->sched_mask = (o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES) & s;
+    o->recompute_mask = (o->recompute_mask ? o->recompute_mask : 0x1fu) & r;
+    o->partition_mask = 1u, o->tp_overlap = 0, o->zero_hybrid = 0, o->refine = 0; /* refine: bounds of its own */
+    if (o->zero > 1) return mk_error_set("--export megatron: ZeRO-%d is not Megatron-LM's", o->zero);
+    if (o->zero < 0 && o->zero_max > 1) o->zero_max = 1;
+    return o->sched_mask && o->recompute_mask ? 0 : mk_error_set("--export megatron: the --baseline leaves nothing "
+                                                                 "Megatron-LM runs");
+}
+
 /* --schedules a,b,...: search only those (torchtitan's names too), within
  * a --baseline's. */
 static int apply_schedules(const char *list, mk_planner_opts_t *o)
@@ -374,7 +398,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
-    if (apply_baseline(a->baseline, &o) < 0 || apply_schedules(a->schedules, &o) < 0)
+    if (apply_baseline(a->baseline, &o) < 0 || apply_export(a, &o) < 0 || apply_schedules(a->schedules, &o) < 0)
         return mk_cli_fail("plan", "%s", mk_error_last());
     if (mk_cli_plan_check(a)) return MK_EXIT_USAGE;
     /* on a terminal; MERAK_PROGRESS=1 forces it (tests), =0 silences it */
@@ -398,7 +422,12 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     if (size > 1 && have) MPI_Bcast(&bp, (int)sizeof bp, MPI_BYTE, 0, MPI_COMM_WORLD);
     static mk_cli_extras_t x; /* issue 21: nothing runs without its flags */
     if (rc == 0) rc = mk_cli_plan_extras(a, &base.model, &cl, &o, r.n ? &r.best[0] : NULL, have ? &bp : NULL, &x);
-    if (rc == 0 && rank == 0) {
+    if (rc == 0 && rank == 0 && a->export_to) { /* stdout holds only the command */
+        const mk_planner_entry_t *e = &r.best[0];
+        fprintf(stderr, "merak plan: the best plan Megatron-LM runs: %s, step %.9g s, %.0f tokens/s\n",
+                mk_plan_layout_str(&e->plan, " x ").s, e->res.step_time_s, e->res.tokens_per_s);
+        rc = mk_cli_export(a, &e->plan, &cl);
+    } else if (rc == 0 && rank == 0) {
         if (a->json) print_json(&r, evaluated, a, &x);
         else print_human(&r, &base, &o, a), mk_cli_plan_extras_human(a, &r.best[0], &x);
         rc = finish_best(a, &cl, &r.best[0]);

@@ -181,7 +181,15 @@ static int sim_ctx(const mk_args_t *a, mk_cluster_t *cl, mk_plan_ctx_t *ctx)
         dtype = mk_cluster_default_dtype(cl);
     }
     mk_plan_t plan;
-    if (mk_args_plan(a, d, 0, dtype, &plan) < 0) return -1;
+    /* --gpus N: dp = N / (tp pp cp), as Megatron-LM derives it from the world size */
+    if (a->gpus && !a->plan_file) {
+        long per = (long)(a->tp ? a->tp : 1) * (a->pp ? a->pp : 1) * (a->cp ? a->cp : 1);
+        if (a->gpus % per || (a->dp && a->dp * per != a->gpus))
+            return mk_cli_fail("sim", "--gpus %d is not %s tp x pp x cp = %ld", a->gpus,
+                               a->dp ? "dp x" : "a multiple of", a->dp ? a->dp * per : per), -1;
+    }
+    if (a->gpus && a->plan_file) return mk_cli_fail("sim", "--gpus and --plan: the plan names its layout"), -1;
+    if (mk_args_plan(a, d, a->gpus, dtype, &plan) < 0) return -1;
     if (mk_cluster_get(plan.cluster, cl) < 0) return mk_cli_fail("sim", "%s", mk_error_last()), -1;
     mk_plan_resolve_opts_t ro = {.cluster = cl, .resolve_auto = mk_sim_auto};
     return mk_args_resolve(a, d, &plan, &ro, ctx);
@@ -243,6 +251,11 @@ int mk_cmd_sim(int argc, char **argv)
     mk_cluster_t cl;
     mk_plan_ctx_t ctx;
     if (sim_ctx(&a, &cl, &ctx) < 0) return MK_EXIT_USAGE;
+    if (a.export_to) { /* the plan as another engine's command: stdout holds only it */
+        rc = mk_cli_export(&a, &ctx.plan, &cl);
+        mk_plan_ctx_free(&ctx);
+        return rc;
+    }
     static mk_sim_result_t r;
     rc = simulate(&a, &ctx, &r);
     if (rc == 0) rc = print_result(&a, &ctx, &r);

@@ -189,7 +189,7 @@ mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *
     if (mk_model_validate(cfg) < 0) return NULL;
     mk_builder_t b = {mk_graph_new(cfg, opts), -1, 0};
     if (!b.g) return mk_error_set("out of memory"), NULL;
-    if (cfg->family == MK_FAMILY_LLAMA) b.g->opts.dropout = 0; /* Llama trains without dropout */
+    if (cfg->family == MK_FAMILY_LLAMA || cfg->no_dropout) b.g->opts.dropout = 0; /* Llama trains without dropout */
     if (cfg->family == MK_FAMILY_BERT) build_bert(&b);
     else build_gpt(&b);
     if (b.err || mk_graph_finish(b.g) < 0) {

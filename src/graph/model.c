@@ -143,6 +143,7 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->num_layers = ov->hidden = ov->heads = ov->seq = ov->vocab = ov->ffn = -1;
     ov->group_query_attention = ov->kv_heads = -1;
     ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = -1;
+    ov->attention_dropout = ov->hidden_dropout = -1;
     ov->rope_theta = ov->norm_eps = -1;
     ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
     ov->moe_layer_freq = ov->moe_first_dense = ov->moe_pattern_len = -1;
@@ -308,6 +309,14 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->untied >= 0) c->untied = ov->untied;
     if (ov->bias >= 0) c->bias = ov->bias;
     if (ov->qkv_bias >= 0) c->qkv_bias = ov->qkv_bias;
+    if (ov->attention_dropout >= 0 || ov->hidden_dropout >= 0) { /* Megatron's default for one not given: 0.1 */
+        double at = ov->attention_dropout >= 0 ? ov->attention_dropout : 0.1;
+        double hd = ov->hidden_dropout >= 0 ? ov->hidden_dropout : 0.1;
+        if ((at == 0) != (hd == 0))
+            return mk_error_set("--attention-dropout %g and --hidden-dropout %g: merak models dropout everywhere or "
+                                "nowhere (both 0, or both above 0)", at, hd);
+        c->no_dropout = at == 0;
+    }
     if (ov->rope_theta >= 0) c->rope_theta = ov->rope_theta;
     if (ov->norm_eps >= 0) c->norm_eps = ov->norm_eps;
     return 0;
@@ -317,7 +326,7 @@ static int arch_given(const mk_model_overrides_t *ov)
 {
     return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->norm >= 0 || ov->swiglu >= 0 ||
            ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 || ov->rope_theta >= 0 ||
-           ov->norm_eps >= 0;
+           ov->norm_eps >= 0 || ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
 }
 
 static int moe_given(const mk_model_overrides_t *ov)

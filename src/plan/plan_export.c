@@ -1,0 +1,120 @@
+/* A plan as the launch command of another engine (issue 36): Megatron-LM's
+ * pretrain_gpt.py under torchrun.  The arguments are Megatron-Core's as of
+ * core_r0.13 (megatron/training/arguments.py): the parallel degrees, the
+ * virtual pipeline, uneven first/last stages, sequence parallelism, the
+ * distributed optimizer, recomputation, the batch, the precision, the
+ * attention backend and the model's shape and architecture.  What
+ * Megatron-LM cannot express (another schedule, ZeRO-2/3 or a hybrid
+ * shard, per-stage recompute counts, sub-pipelined TP, a partition other
+ * than the uniform one, RoPE scaling, a custom graph) is refused, naming
+ * it.  The data, tokenizer, optimizer and training-length arguments are
+ * the user's: the command carries none. */
+#include "config.h"
+#include "merak/plan.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    char *buf;
+    size_t n, k;
+} mk_argbuf_t;
+
+static void put(mk_argbuf_t *b, const char *fmt, ...)
+{
+    if (b->k >= b->n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(b->buf + b->k, b->n - b->k, fmt, ap);
+    va_end(ap);
+    b->k = w < 0 ? b->n : b->k + (size_t)w;
+}
+
+/* What Megatron-LM runs differently from the plan, or NULL. */
+static const char *megatron_cannot(const mk_plan_t *p)
+{
+    const mk_model_config_t *m = &p->model;
+    if (m->family != MK_FAMILY_GPT && m->family != MK_FAMILY_LLAMA) return "a model other than GPT or Llama";
+    if (p->schedule != MK_SCHED_1F1B && p->schedule != MK_SCHED_INTERLEAVED)
+        return "a schedule other than 1f1b and interleaved";
+    if (p->vpp > 1 && (m->num_layers % (p->pp * p->vpp) || p->first_stage_layers || p->last_stage_layers))
+        return "virtual stages of unequal blocks";
+    if (p->zero > 1 || (p->zero == 1 && p->zero_shard)) return "ZeRO-2/3 or a hybrid shard (its distributed "
+                                                               "optimizer is ZeRO-1 over the DP group)";
+    if (p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_FULL &&
+        p->recompute.kind != MK_RECOMPUTE_SELECTIVE)
+        return "per-stage recompute counts (it takes none, full or selective)";
+    if (p->tp_overlap > 0) return "sub-pipelined TP (--tp-overlap)";
+    if (strcmp(p->partition, "uniform")) return "a partition other than uniform";
+    if (m->rope_factor) return "RoPE scaling";
+    if (p->optimizer_offload || p->cpu_offload_layers || p->cross_entropy != MK_XENT_VOCAB_PARALLEL ||
+        p->reshard != MK_RESHARD_ALWAYS)
+        return "an offload, torch cross entropy or FSDP resharding";
+    return NULL;
+}
+
+static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
+{
+    put(b, " --num-layers %d --hidden-size %d --num-attention-heads %d --seq-length %d --max-position-embeddings %d"
+           " --ffn-hidden-size %d --vocab-size %d", m->num_layers, m->hidden, m->heads, m->seq, m->seq, m->ffn,
+        m->vocab);
+    if (m->norm == MK_NORM_RMSNORM) put(b, " --normalization RMSNorm");
+    if (m->swiglu) put(b, " --swiglu");
+    if (m->pos == MK_POS_ROPE) put(b, " --position-embedding-type rope --rotary-base %g", m->rope_theta);
+    if (m->kv_heads != m->heads) put(b, " --group-query-attention --num-query-groups %d", m->kv_heads);
+    if (m->untied) put(b, " --untie-embeddings-and-output-weights");
+    if (!m->bias) put(b, " --disable-bias-linear");
+    if (m->qkv_bias && !m->bias) put(b, " --add-qkv-bias");
+    if (m->norm_eps != 1e-5) put(b, " --norm-epsilon %g", m->norm_eps);
+    if (m->family == MK_FAMILY_LLAMA || m->no_dropout) put(b, " --attention-dropout 0 --hidden-dropout 0");
+    if (!m->num_experts) return;
+    put(b, " --num-experts %d --moe-router-topk %d --moe-ffn-hidden-size %d", m->num_experts, m->moe_topk, m->moe_ffn);
+    if (m->moe_shared_ffn) put(b, " --moe-shared-expert-intermediate-size %d", m->moe_shared_ffn);
+    if (m->moe_pre_softmax) put(b, " --moe-router-pre-softmax");
+    if (m->moe_first_dense) put(b, " --moe-layer-freq '([0]*%d+[1]*%d)'", m->moe_first_dense, m->num_layers - m->moe_first_dense);
+    else if (m->moe_layer_freq != 1) put(b, " --moe-layer-freq %d", m->moe_layer_freq);
+    if (m->moe_aux_coeff > 0) put(b, " --moe-aux-loss-coeff %g", m->moe_aux_coeff);
+    if (m->moe_capacity > 0) put(b, " --moe-expert-capacity-factor %g", m->moe_capacity);
+}
+
+static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
+{
+    put(b, " --tensor-model-parallel-size %d --pipeline-model-parallel-size %d", p->tp, p->pp);
+    if (p->cp > 1) put(b, " --context-parallel-size %d", p->cp);
+    if (p->ep > 1) put(b, " --expert-model-parallel-size %d", p->ep);
+    if (p->vpp > 1) put(b, " --num-layers-per-virtual-pipeline-stage %d", p->model.num_layers / (p->pp * p->vpp));
+    if (p->first_stage_layers) put(b, " --decoder-first-pipeline-num-layers %d", p->first_stage_layers);
+    if (p->last_stage_layers) put(b, " --decoder-last-pipeline-num-layers %d", p->last_stage_layers);
+    if (p->seqpar && p->tp > 1) put(b, " --sequence-parallel");
+    if (p->zero == 1) put(b, " --use-distributed-optimizer");
+    if (p->overlap_grad_reduce && mk_plan_dp_cp(p) > 1) put(b, " --overlap-grad-reduce");
+    if (p->recompute.kind == MK_RECOMPUTE_FULL)
+        put(b, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1");
+    /* none said so (Megatron-LM's default, merak's is full): the first 0 blocks of each stage */
+    if (p->recompute.kind == MK_RECOMPUTE_NONE)
+        put(b, " --recompute-granularity full --recompute-method block --recompute-num-layers 0");
+    if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) put(b, " --recompute-granularity selective");
+    put(b, " --micro-batch-size %d --global-batch-size %d", p->mbs, p->gbs);
+    put(b, p->dtype == MK_DTYPE_BF16 ? " --bf16" : p->dtype == MK_DTYPE_FP16 ? " --fp16" : "");
+    put(b, " --attention-backend %s", mk_attn_backend_name(p->attention));
+}
+
+int mk_plan_export_megatron(const mk_plan_t *p, int gpus_per_node, char *buf, size_t n)
+{
+    const char *why = megatron_cannot(p);
+    if (why) return mk_error_set("Megatron-LM cannot run this plan: %s", why);
+    if (p->dtype != MK_DTYPE_BF16 && p->dtype != MK_DTYPE_FP16)
+        return mk_error_set("Megatron-LM cannot run this plan: %s training (export bf16 or fp16 plans)",
+                            mk_dtype_name(p->dtype));
+    int64_t g = mk_plan_gpus(p);
+    int per = gpus_per_node > 0 && g > gpus_per_node ? gpus_per_node : (int)g;
+    if (g % per) return mk_error_set("%lld GPUs do not fill nodes of %d evenly (torchrun's --nproc-per-node)",
+                                     (long long)g, per);
+    mk_argbuf_t b = {buf, n, 0};
+    put(&b, "torchrun --nnodes %lld --nproc-per-node %d pretrain_gpt.py", (long long)(g / per), per);
+    parallel_args(&b, p);
+    model_args(&b, &p->model);
+    if (b.k >= n) return mk_error_set("the command is longer than %zu bytes", n);
+    return 0;
+}
