@@ -30,6 +30,7 @@
 #include <jansson.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define MK_HF_SEQ 2048 /* torchtitan's [training] seq_len default (torchtitan/config/job_config.py) */
 
@@ -227,7 +228,8 @@ int mk_model_hf_is(const char *path)
 {
     char buf[1024];
     const char *f = config_path(path, buf, sizeof buf);
-    if (!f || f != path) return f != NULL; /* a directory: its config.json */
+    if (!f) return 0;
+    if (f != path) return access(f, F_OK) == 0; /* a directory holding a config.json */
     json_t *j = mk_json_load(f, "model");
     int is = j && json_is_object(j) && json_object_get(j, "model_type") != NULL;
     json_decref(j);

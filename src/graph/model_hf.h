@@ -5,7 +5,7 @@
 
 #include "merak/model.h"
 
-/* 1 when path is a directory (its config.json is the model) or a JSON
+/* 1 when path is a directory holding a config.json (the model) or a JSON
  * file with a model_type: a Hugging Face config, not merak's own JSON. */
 int mk_model_hf_is(const char *path);
 /* Read it into *cfg (sizes, architecture, experts, window, RoPE scaling;
