@@ -43,8 +43,48 @@ expect_fail "ZeRO-3" "ZeRO-2/3 or a hybrid shard" -- "$MERAK" sim $S --dp 2 --ze
 expect_fail "stage-aware recompute" "per-stage recompute counts" -- "$MERAK" sim $S --recompute stage-aware:0.5 --export megatron
 expect_fail "sub-pipelined TP" "sub-pipelined TP" -- "$MERAK" sim $S --tp 2 --tp-overlap 1 --export megatron
 expect_fail "fp32" "fp32 training" -- "$MERAK" sim $S --dtype fp32 --export megatron
-expect_fail "torchtitan not written yet" "only megatron is written yet" -- "$MERAK" sim $S --export torchtitan
-expect_fail "plan --export torchtitan" "only megatron is written yet" -- "$MERAK" plan --model gpt-tiny --gpus 2 --export torchtitan
+expect_fail "deepspeed not written yet" "megatron or torchtitan .deepspeed is not written yet." -- "$MERAK" sim $S --export deepspeed
+# torchtitan v0.2.2's job TOML: a llama3 flavor, FSDP (ZeRO-3) over dp, a
+# zero-bubble schedule by its name, micro-batches as local_batch_size
+"$MERAK" sim --model llama-3-8b --cluster dgx-h100 --dp 4 --zero 3 --pp 2 --tp 2 --sequence-parallel --schedule zb-v \
+  --gbs 64 --recompute full --export torchtitan >"$tmpdir/t.toml" 2>"$tmpdir/err"
+check "torchtitan: the TOML says the plan" "$PYTHON" -c '
+import sys
+try:
+    import tomllib
+except ImportError:
+    sys.exit(0)  # Python < 3.11: no TOML reader to check with
+t = tomllib.load(open(sys.argv[1], "rb"))
+assert t["model"] == {"name": "llama3", "flavor": "8B"}, t["model"]
+assert t["training"] == {"local_batch_size": 16, "global_batch_size": 64, "seq_len": 8192,
+                         "mixed_precision_param": "bfloat16"}, t["training"]
+p = t["parallelism"]
+assert (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"], p["tensor_parallel_degree"],
+        p["pipeline_parallel_degree"]) == (1, 4, 2, 2), p
+assert p["pipeline_parallel_schedule"] == "ZBVZeroBubble" and p["pipeline_parallel_layers_per_stage"] == 8, p
+assert t["activation_checkpoint"] == {"mode": "full"}, t["activation_checkpoint"]' "$tmpdir/t.toml"
+check "torchtitan: its note on stderr" grep -q "note: torchtitan v0.2.2" "$tmpdir/err"
+"$MERAK" sim --model llama-3-8b --cluster dgx-h100 --dp 8 --gbs 64 --recompute selective-op --export torchtitan >"$tmpdir/t2.toml" 2>/dev/null
+check "torchtitan: DDP as replicate, op-level selective recompute" sh -c "grep -q '^data_parallel_replicate_degree = 8' '$tmpdir/t2.toml' &&
+  grep -q '^data_parallel_shard_degree = 1' '$tmpdir/t2.toml' && grep -q '^selective_ac_option = \"op\"' '$tmpdir/t2.toml'"
+"$MERAK" plan --model llama-3-8b --cluster dgx-h100 --gpus 64 --gbs 256 --export torchtitan >"$tmpdir/t3.toml" 2>"$tmpdir/err"
+check "plan --export torchtitan: the best plan it runs, FSDP (HSDP over the nodes)" "$PYTHON" -c '
+import sys
+try:
+    import tomllib
+except ImportError:
+    sys.exit(0)
+t = tomllib.load(open(sys.argv[1], "rb"))
+p = t["parallelism"]
+assert t["model"]["flavor"] == "8B" and p["data_parallel_shard_degree"] > 1, t
+assert p["data_parallel_replicate_degree"] * p["data_parallel_shard_degree"] * p["tensor_parallel_degree"] * \
+    p["pipeline_parallel_degree"] * p["context_parallel_degree"] == 64, p' "$tmpdir/t3.toml"
+check "plan --export torchtitan: says which plan on stderr" grep -q "the best plan torchtitan runs" "$tmpdir/err"
+expect_fail "torchtitan: not a llama3 flavor" "its llama3 flavors" -- "$MERAK" sim $S --export torchtitan
+expect_fail "torchtitan: merak's schedule" "cannot run this plan: this schedule" -- "$MERAK" sim --model llama-3-8b \
+  --cluster dgx-h100 --pp 2 --gbs 16 --schedule merak --export torchtitan
+expect_fail "torchtitan: ZeRO-1" "ZeRO-1/2" -- "$MERAK" sim --model llama-3-8b --cluster dgx-h100 --dp 2 --zero 1 \
+  --gbs 16 --export torchtitan
 expect_fail "--gpus that does not divide" "--gpus 6 is not a multiple of tp x pp x cp = 4" -- \
   "$MERAK" sim --model gpt-tiny --pp 2 --tp 2 --gpus 6
 finish

@@ -146,6 +146,10 @@ MK_API int mk_plan_head_stage(const mk_plan_t *p);
  * or optimizer arguments.  Returns 0, or -1 naming what Megatron-LM
  * cannot run (src/plan/plan_export.c). */
 MK_API int mk_plan_export_megatron(const mk_plan_t *p, int gpus_per_node, char *buf, size_t n);
+/* The plan as torchtitan v0.2.2's job TOML ([model] llama3 flavor,
+ * [training] batch and sequence, [parallelism] degrees and schedule,
+ * [activation_checkpoint]); -1 naming what torchtitan cannot run. */
+MK_API int mk_plan_export_torchtitan(const mk_plan_t *p, char *buf, size_t n);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
 MK_API int mk_plan_zero(const mk_plan_t *p);
 /* The ranks a gradient is reduced over, dp x cp (each CP rank's gradient

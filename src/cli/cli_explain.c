@@ -338,13 +338,21 @@ int mk_cli_plan_extras(const mk_args_t *a, const mk_model_config_t *m, const mk_
 
 int mk_cli_export(const mk_args_t *a, const mk_plan_t *p, const mk_cluster_t *cl)
 {
+    char out[8192];
+    if (!strcmp(a->export_to, "torchtitan")) {
+        if (mk_plan_export_torchtitan(p, out, sizeof out) < 0)
+            return mk_cli_fail(a->cmd, "--export torchtitan: %s", mk_error_last());
+        fputs(out, stdout);
+        fprintf(stderr, "merak %s: note: torchtitan v0.2.2 (TOML job config); add [job], [optimizer], the dataset "
+                        "and the steps; run with NGPU=%d CONFIG_FILE=FILE ./run_train.sh\n", a->cmd,
+                (int)mk_plan_gpus(p));
+        return 0;
+    }
     if (strcmp(a->export_to, "megatron"))
-        return mk_cli_fail(a->cmd, "--export %s: only megatron is written yet (torchtitan and deepspeed are not)",
-                           a->export_to);
-    char cmd[8192];
-    if (mk_plan_export_megatron(p, cl->gpus_per_node, cmd, sizeof cmd) < 0)
+        return mk_cli_fail(a->cmd, "--export %s: megatron or torchtitan (deepspeed is not written yet)", a->export_to);
+    if (mk_plan_export_megatron(p, cl->gpus_per_node, out, sizeof out) < 0)
         return mk_cli_fail(a->cmd, "--export megatron: %s", mk_error_last());
-    printf("%s\n", cmd);
+    printf("%s\n", out);
     fprintf(stderr, "merak %s: note: Megatron-LM (core_r0.13 arguments); add the data (--data-path or --mock-data), "
                     "tokenizer, optimizer and training-length arguments\n", a->cmd);
     return 0;

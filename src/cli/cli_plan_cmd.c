@@ -291,12 +291,28 @@ static int finish_best(const mk_args_t *a, const mk_cluster_t *cl, mk_planner_en
  * megatron: 1f1b or interleaved, none / full / selective recompute, the
  * distributed optimizer as ZeRO-1 over the DP group, the uniform split
  * (uneven ends too), no sub-pipelined TP), within a --baseline's. */
+/* --export torchtitan: its schedules, none or full recompute, FSDP
+ * (ZeRO-3, its default, over the group or a node's: HSDP), the even
+ * uniform split; the plans with TP but no SP it cannot run are passed over
+ * at the end (export_best). */
+static int apply_titan(mk_planner_opts_t *o)
+{
+    unsigned s = 1u << MK_SCHED_GPIPE | 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED | 1u << MK_SCHED_LOOPED_BFS |
+                 1u << MK_SCHED_ZB_V | 1u << MK_SCHED_DUALPIPEV;
+    o->sched_mask = (o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES) & s;
+    o->recompute_mask = (o->recompute_mask ? o->recompute_mask : 0x1fu) & (1u << MK_RECOMPUTE_NONE | 1u << MK_RECOMPUTE_FULL);
+    o->partition_mask = 1u, o->tp_overlap = 0, o->refine = 0, o->zero = 3;
+    if (o->top < 16) o->top = 16; /* room for the ones it cannot run */
+    return o->sched_mask && o->recompute_mask ? 0 : mk_error_set("--export torchtitan: the --baseline leaves nothing "
+                                                                 "torchtitan runs");
+}
+
 static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
 {
     if (!a->export_to) return 0;
+    if (!strcmp(a->export_to, "torchtitan")) return apply_titan(o);
     if (strcmp(a->export_to, "megatron"))
-        return mk_error_set("--export %s: only megatron is written yet (torchtitan and deepspeed are not)",
-                            a->export_to);
+        return mk_error_set("--export %s: megatron or torchtitan (deepspeed is not written yet)", a->export_to);
     unsigned s = 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED, r = 1u << MK_RECOMPUTE_NONE |
                  1u << MK_RECOMPUTE_FULL | 1u << MK_RECOMPUTE_SELECTIVE;
     o->sched_mask = (o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES) & s;
@@ -306,6 +322,23 @@ static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
     if (o->zero < 0 && o->zero_max > 1) o->zero_max = 1;
     return o->sched_mask && o->recompute_mask ? 0 : mk_error_set("--export megatron: the --baseline leaves nothing "
                                                                  "Megatron-LM runs");
+}
+
+/* The best of the search's plans the target runs (torchtitan: not the TP
+ * ones without SP), as its command or config on stdout. */
+static int export_best(const mk_args_t *a, const mk_planner_result_t *r, const mk_cluster_t *cl)
+{
+    int titan = !strcmp(a->export_to, "torchtitan");
+    char tmp[8192];
+    for (int i = 0; i < r->n; i++) {
+        const mk_planner_entry_t *e = &r->best[i];
+        if (titan && mk_plan_export_torchtitan(&e->plan, tmp, sizeof tmp) < 0) continue;
+        fprintf(stderr, "merak plan: the best plan %s runs: %s, %s, step %.9g s, %.0f tokens/s\n",
+                titan ? "torchtitan" : "Megatron-LM", mk_plan_layout_str(&e->plan, " x ").s,
+                mk_sched_kind_name(e->plan.schedule), e->res.step_time_s, e->res.tokens_per_s);
+        return mk_cli_export(a, &e->plan, cl);
+    }
+    return mk_cli_export(a, &r->best[0].plan, cl); /* none: the first's reason */
 }
 
 /* --schedules a,b,...: search only those (torchtitan's names too), within
@@ -423,10 +456,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     static mk_cli_extras_t x; /* issue 21: nothing runs without its flags */
     if (rc == 0) rc = mk_cli_plan_extras(a, &base.model, &cl, &o, r.n ? &r.best[0] : NULL, have ? &bp : NULL, &x);
     if (rc == 0 && rank == 0 && a->export_to) { /* stdout holds only the command */
-        const mk_planner_entry_t *e = &r.best[0];
-        fprintf(stderr, "merak plan: the best plan Megatron-LM runs: %s, step %.9g s, %.0f tokens/s\n",
-                mk_plan_layout_str(&e->plan, " x ").s, e->res.step_time_s, e->res.tokens_per_s);
-        rc = mk_cli_export(a, &e->plan, &cl);
+        rc = export_best(a, &r, &cl);
     } else if (rc == 0 && rank == 0) {
         if (a->json) print_json(&r, evaluated, a, &x);
         else print_human(&r, &base, &o, a), mk_cli_plan_extras_human(a, &r.best[0], &x);

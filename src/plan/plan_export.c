@@ -1,5 +1,5 @@
 /* A plan as the launch command of another engine (issue 36): Megatron-LM's
- * pretrain_gpt.py under torchrun.  The arguments are Megatron-Core's as of
+ * pretrain_gpt.py under torchrun, or torchtitan's job TOML.  The arguments are Megatron-Core's as of
  * core_r0.13 (megatron/training/arguments.py): the parallel degrees, the
  * virtual pipeline, uneven first/last stages, sequence parallelism, the
  * distributed optimizer, recomputation, the batch, the precision, the
@@ -116,5 +116,89 @@ int mk_plan_export_megatron(const mk_plan_t *p, int gpus_per_node, char *buf, si
     parallel_args(&b, p);
     model_args(&b, &p->model);
     if (b.k >= n) return mk_error_set("the command is longer than %zu bytes", n);
+    return 0;
+}
+
+/* ---- torchtitan v0.2.2's job TOML (torchtitan/config/job_config.py) ---- */
+
+/* torchtitan's llama3 flavor of the model (torchtitan/models/llama3), or NULL. */
+static const char *titan_flavor(const mk_model_config_t *m)
+{
+    static const struct { const char *name; int layers, hidden, heads, kv, ffn; } f[] = {
+        {"8B", 32, 4096, 32, 8, 14336}, {"70B", 80, 8192, 64, 8, 28672}, {"405B", 126, 16384, 128, 8, 53248}};
+    if (m->family != MK_FAMILY_LLAMA || m->vocab != 128256 || m->num_experts || m->untied != 1 || m->qkv_bias)
+        return NULL;
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (m->num_layers == f[i].layers && m->hidden == f[i].hidden && m->heads == f[i].heads &&
+            m->kv_heads == f[i].kv && m->ffn == f[i].ffn && m->rope_theta == 500000)
+            return f[i].name;
+    return NULL;
+}
+
+/* torchtitan's pipeline_parallel_schedule for the plan's, or NULL. */
+static const char *titan_schedule(mk_sched_kind_t k)
+{
+    switch (k) {
+    case MK_SCHED_GPIPE: return "GPipe";
+    case MK_SCHED_1F1B: return "1F1B";
+    case MK_SCHED_INTERLEAVED: return "Interleaved1F1B";
+    case MK_SCHED_LOOPED_BFS: return "LoopedBFS";
+    case MK_SCHED_ZB_V: return "ZBVZeroBubble";
+    case MK_SCHED_DUALPIPEV: return "DualPipeV";
+    default: return NULL;
+    }
+}
+
+/* What torchtitan runs differently from the plan, or NULL. */
+static const char *titan_cannot(const mk_plan_t *p)
+{
+    if (!titan_flavor(&p->model)) return "a model other than its llama3 flavors (8B, 70B, 405B)";
+    if (p->pp > 1 && !titan_schedule(p->schedule)) return "this schedule (it has GPipe, 1F1B, Interleaved1F1B, "
+                                                          "LoopedBFS, ZBVZeroBubble, DualPipeV)";
+    if (p->zero == 1 || p->zero == 2) return "ZeRO-1/2 (it shards with FSDP, ZeRO-3, or replicates)";
+    if (p->tp > 1 && !p->seqpar) return "TP without sequence parallelism (its TP shards the norms' sequence)";
+    if (p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_FULL &&
+        p->recompute.kind != MK_RECOMPUTE_SELECTIVE_OP)
+        return "this recompute policy (it has none, full, and op-level selective)";
+    if (p->tp_overlap > 0 || strcmp(p->partition, "uniform") || p->first_stage_layers || p->last_stage_layers)
+        return "sub-pipelined TP or a partition other than the even uniform one";
+    if (p->vpp > 1 && p->model.num_layers % (p->pp * p->vpp)) return "virtual stages of unequal blocks";
+    if (p->dtype != MK_DTYPE_BF16) return "a dtype other than bf16 (mixed_precision_param)";
+    if (p->optimizer_offload || p->cpu_offload_layers) return "an offload";
+    return NULL;
+}
+
+static void titan_parallelism(mk_argbuf_t *b, const mk_plan_t *p)
+{
+    int shard = p->zero == 3 ? (p->zero_shard ? p->zero_shard : p->dp) : 1, repl = p->dp / shard;
+    put(b, "[parallelism]\ndata_parallel_replicate_degree = %d\ndata_parallel_shard_degree = %d\n", repl, shard);
+    if (p->zero == 3 && p->reshard == MK_RESHARD_NEVER) put(b, "fsdp_reshard_after_forward = \"never\"\n");
+    put(b, "tensor_parallel_degree = %d\ncontext_parallel_degree = %d\nexpert_parallel_degree = %d\n", p->tp,
+        p->cp, p->ep);
+    put(b, "pipeline_parallel_degree = %d\n", p->pp);
+    if (p->pp > 1) {
+        put(b, "pipeline_parallel_schedule = \"%s\"\npipeline_parallel_microbatch_size = %d\n",
+            titan_schedule(p->schedule), p->mbs);
+        put(b, "pipeline_parallel_layers_per_stage = %d\n", p->model.num_layers / (p->pp * p->vpp));
+    }
+    if (p->cross_entropy == MK_XENT_TORCH && p->tp > 1) put(b, "disable_loss_parallel = true\n");
+}
+
+int mk_plan_export_torchtitan(const mk_plan_t *p, char *buf, size_t n)
+{
+    const char *why = titan_cannot(p);
+    if (why) return mk_error_set("torchtitan cannot run this plan: %s", why);
+    mk_argbuf_t b = {buf, n, 0};
+    int local = p->mbs * (p->pp > 1 ? p->m : 1); /* per DP rank per step; without PP the rest accumulates */
+    put(&b, "# torchtitan v0.2.2 job config from merak (%lld GPUs)\n[model]\nname = \"llama3\"\nflavor = \"%s\"\n\n",
+        (long long)mk_plan_gpus(p), titan_flavor(&p->model));
+    put(&b, "[training]\nlocal_batch_size = %d\nglobal_batch_size = %d\nseq_len = %d\nmixed_precision_param = "
+             "\"bfloat16\"\n\n", local, p->gbs, p->model.seq);
+    titan_parallelism(&b, p);
+    const char *mode = p->recompute.kind == MK_RECOMPUTE_FULL ? "full"
+                     : p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP ? "selective" : "none";
+    put(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n", mode);
+    if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP) put(&b, "selective_ac_option = \"op\"\n");
+    if (b.k >= n) return mk_error_set("the config is longer than %zu bytes", n);
     return 0;
 }
