@@ -43,7 +43,22 @@ expect_fail "ZeRO-3" "ZeRO-2/3 or a hybrid shard" -- "$MERAK" sim $S --dp 2 --ze
 expect_fail "stage-aware recompute" "per-stage recompute counts" -- "$MERAK" sim $S --recompute stage-aware:0.5 --export megatron
 expect_fail "sub-pipelined TP" "sub-pipelined TP" -- "$MERAK" sim $S --tp 2 --tp-overlap 1 --export megatron
 expect_fail "fp32" "fp32 training" -- "$MERAK" sim $S --dtype fp32 --export megatron
-expect_fail "deepspeed not written yet" "megatron or torchtitan .deepspeed is not written yet." -- "$MERAK" sim $S --export deepspeed
+expect_fail "an unknown target" "megatron, torchtitan or deepspeed" -- "$MERAK" sim $S --export nemo
+# DeepSpeed: ds_config.json on stdout (train_batch_size = micro x accumulation x dp), Megatron-DeepSpeed's args on stderr
+"$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --pp 2 --tp 2 --gbs 64 --mbs 2 --zero 1 --export deepspeed >"$tmpdir/ds.json" 2>"$tmpdir/err"
+check "deepspeed: the ds_config says the plan" "$PYTHON" -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c == {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,
+             "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}, c' "$tmpdir/ds.json"
+check "deepspeed: Megatron-DeepSpeed's TP/PP arguments on stderr" grep -q "tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --checkpoint-activations .* --deepspeed --deepspeed_config ds_config.json" "$tmpdir/err"
+expect_fail "deepspeed: interleaved" "a pipeline schedule other than 1f1b" -- "$MERAK" sim $S --schedule interleaved --vpp 2 --export deepspeed
+expect_fail "deepspeed: ZeRO-3 with PP" "ZeRO-2/3 with pipeline parallelism" -- "$MERAK" sim $S --dp 2 --zero 3 --export deepspeed
+"$MERAK" plan --model gpt-2.5b --cluster dgx-a100 --gpus 32 --gbs 128 --export deepspeed >"$tmpdir/ds2.json" 2>"$tmpdir/err"
+check "plan --export deepspeed: a ds_config of the best plan it runs" "$PYTHON" -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["train_batch_size"] == 128 and c["zero_optimization"]["stage"] in (0, 1, 2, 3), c' "$tmpdir/ds2.json"
 # torchtitan v0.2.2's job TOML: a llama3 flavor, FSDP (ZeRO-3) over dp, a
 # zero-bubble schedule by its name, micro-batches as local_batch_size
 "$MERAK" sim --model llama-3-8b --cluster dgx-h100 --dp 4 --zero 3 --pp 2 --tp 2 --sequence-parallel --schedule zb-v \

@@ -150,6 +150,11 @@ MK_API int mk_plan_export_megatron(const mk_plan_t *p, int gpus_per_node, char *
  * [training] batch and sequence, [parallelism] degrees and schedule,
  * [activation_checkpoint]); -1 naming what torchtitan cannot run. */
 MK_API int mk_plan_export_torchtitan(const mk_plan_t *p, char *buf, size_t n);
+/* The plan as DeepSpeed's ds_config.json (train_batch_size, micro batch,
+ * gradient accumulation, ZeRO stage, bf16/fp16) into json, and the
+ * Megatron-DeepSpeed pretrain_gpt.py arguments for its TP/PP into args;
+ * -1 naming what DeepSpeed cannot run. */
+MK_API int mk_plan_export_deepspeed(const mk_plan_t *p, char *json, size_t n, char *args, size_t na);
 /* The ZeRO stage in effect: the plan's, 0 without data parallelism (dp 1). */
 MK_API int mk_plan_zero(const mk_plan_t *p);
 /* The ranks a gradient is reduced over, dp x cp (each CP rank's gradient

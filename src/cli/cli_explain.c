@@ -348,8 +348,17 @@ int mk_cli_export(const mk_args_t *a, const mk_plan_t *p, const mk_cluster_t *cl
                 (int)mk_plan_gpus(p));
         return 0;
     }
+    if (!strcmp(a->export_to, "deepspeed")) {
+        char args[8192];
+        if (mk_plan_export_deepspeed(p, out, sizeof out, args, sizeof args) < 0)
+            return mk_cli_fail(a->cmd, "--export deepspeed: %s", mk_error_last());
+        fputs(out, stdout);
+        fprintf(stderr, "merak %s: note: DeepSpeed ds_config.json on stdout; Megatron-DeepSpeed's arguments: %s\n",
+                a->cmd, args);
+        return 0;
+    }
     if (strcmp(a->export_to, "megatron"))
-        return mk_cli_fail(a->cmd, "--export %s: megatron or torchtitan (deepspeed is not written yet)", a->export_to);
+        return mk_cli_fail(a->cmd, "--export %s: megatron, torchtitan or deepspeed", a->export_to);
     if (mk_plan_export_megatron(p, cl->gpus_per_node, out, sizeof out) < 0)
         return mk_cli_fail(a->cmd, "--export megatron: %s", mk_error_last());
     printf("%s\n", out);

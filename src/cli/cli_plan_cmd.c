@@ -307,12 +307,26 @@ static int apply_titan(mk_planner_opts_t *o)
                                                                  "torchtitan runs");
 }
 
+/* --export deepspeed: its pipeline engine's 1f1b and ZeRO-1 (ZeRO-0..3
+ * without PP: export_best passes over what it cannot run), none or full
+ * recompute, no CP, no hybrid group. */
+static int apply_ds(mk_planner_opts_t *o)
+{
+    o->sched_mask = (o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES) & 1u << MK_SCHED_1F1B;
+    o->recompute_mask = (o->recompute_mask ? o->recompute_mask : 0x1fu) & (1u << MK_RECOMPUTE_NONE | 1u << MK_RECOMPUTE_FULL);
+    o->tp_overlap = 0, o->refine = 0, o->zero_hybrid = 0, o->max_cp = 1;
+    if (o->top < 16) o->top = 16;
+    return o->sched_mask && o->recompute_mask ? 0 : mk_error_set("--export deepspeed: the --baseline leaves nothing "
+                                                                 "DeepSpeed runs");
+}
+
 static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
 {
     if (!a->export_to) return 0;
     if (!strcmp(a->export_to, "torchtitan")) return apply_titan(o);
+    if (!strcmp(a->export_to, "deepspeed")) return apply_ds(o);
     if (strcmp(a->export_to, "megatron"))
-        return mk_error_set("--export %s: megatron or torchtitan (deepspeed is not written yet)", a->export_to);
+        return mk_error_set("--export %s: megatron, torchtitan or deepspeed", a->export_to);
     unsigned s = 1u << MK_SCHED_1F1B | 1u << MK_SCHED_INTERLEAVED, r = 1u << MK_RECOMPUTE_NONE |
                  1u << MK_RECOMPUTE_FULL | 1u << MK_RECOMPUTE_SELECTIVE;
     o->sched_mask = (o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES) & s;
@@ -328,13 +342,14 @@ static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
  * ones without SP), as its command or config on stdout. */
 static int export_best(const mk_args_t *a, const mk_planner_result_t *r, const mk_cluster_t *cl)
 {
-    int titan = !strcmp(a->export_to, "torchtitan");
-    char tmp[8192];
+    int titan = !strcmp(a->export_to, "torchtitan"), ds = !strcmp(a->export_to, "deepspeed");
+    char tmp[8192], tmp2[8192];
     for (int i = 0; i < r->n; i++) {
         const mk_planner_entry_t *e = &r->best[i];
         if (titan && mk_plan_export_torchtitan(&e->plan, tmp, sizeof tmp) < 0) continue;
+        if (ds && mk_plan_export_deepspeed(&e->plan, tmp, sizeof tmp, tmp2, sizeof tmp2) < 0) continue;
         fprintf(stderr, "merak plan: the best plan %s runs: %s, %s, step %.9g s, %.0f tokens/s\n",
-                titan ? "torchtitan" : "Megatron-LM", mk_plan_layout_str(&e->plan, " x ").s,
+                titan ? "torchtitan" : ds ? "DeepSpeed" : "Megatron-LM", mk_plan_layout_str(&e->plan, " x ").s,
                 mk_sched_kind_name(e->plan.schedule), e->res.step_time_s, e->res.tokens_per_s);
         return mk_cli_export(a, &e->plan, cl);
     }

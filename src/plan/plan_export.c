@@ -1,5 +1,6 @@
 /* A plan as the launch command of another engine (issue 36): Megatron-LM's
- * pretrain_gpt.py under torchrun, or torchtitan's job TOML.  The arguments are Megatron-Core's as of
+ * pretrain_gpt.py under torchrun, torchtitan's job TOML, or DeepSpeed's
+ * ds_config.json with Megatron-DeepSpeed's arguments.  The arguments are Megatron-Core's as of
  * core_r0.13 (megatron/training/arguments.py): the parallel degrees, the
  * virtual pipeline, uneven first/last stages, sequence parallelism, the
  * distributed optimizer, recomputation, the batch, the precision, the
@@ -200,5 +201,47 @@ int mk_plan_export_torchtitan(const mk_plan_t *p, char *buf, size_t n)
     put(&b, "\n[activation_checkpoint]\nmode = \"%s\"\n", mode);
     if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP) put(&b, "selective_ac_option = \"op\"\n");
     if (b.k >= n) return mk_error_set("the config is longer than %zu bytes", n);
+    return 0;
+}
+
+/* ---- DeepSpeed: ds_config.json and Megatron-DeepSpeed's arguments ---- */
+
+/* What DeepSpeed's engine (with Megatron-DeepSpeed's TP) runs differently,
+ * or NULL: its pipeline engine runs one 1F1B-like schedule and takes ZeRO-1
+ * at most (deepspeed/runtime/pipe/engine.py). */
+static const char *ds_cannot(const mk_plan_t *p)
+{
+    const mk_model_config_t *m = &p->model;
+    if (m->family != MK_FAMILY_GPT && m->family != MK_FAMILY_LLAMA) return "a model other than GPT or Llama";
+    if (m->num_experts) return "mixture-of-experts (DeepSpeed-MoE's expert groups are not mapped)";
+    if (p->pp > 1 && p->schedule != MK_SCHED_1F1B) return "a pipeline schedule other than 1f1b";
+    if (p->pp > 1 && p->zero > 1) return "ZeRO-2/3 with pipeline parallelism";
+    if (p->zero_shard) return "a hybrid ZeRO group";
+    if (p->cp > 1) return "context parallelism";
+    if (p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_FULL)
+        return "a recompute policy other than none or full (--checkpoint-activations)";
+    if (p->tp_overlap > 0 || p->optimizer_offload || p->cpu_offload_layers) return "sub-pipelined TP or an offload";
+    if (p->dtype != MK_DTYPE_BF16 && p->dtype != MK_DTYPE_FP16) return "a dtype other than bf16 or fp16";
+    return NULL;
+}
+
+int mk_plan_export_deepspeed(const mk_plan_t *p, char *json, size_t n, char *args, size_t na)
+{
+    const char *why = ds_cannot(p);
+    if (why) return mk_error_set("DeepSpeed cannot run this plan: %s", why);
+    mk_argbuf_t b = {json, n, 0};
+    put(&b, "{\n  \"train_batch_size\": %d,\n  \"train_micro_batch_size_per_gpu\": %d,\n"
+            "  \"gradient_accumulation_steps\": %d,\n  \"zero_optimization\": {\"stage\": %d},\n"
+            "  \"%s\": {\"enabled\": true}\n}\n", p->gbs, p->mbs, p->m, p->zero,
+        p->dtype == MK_DTYPE_BF16 ? "bf16" : "fp16");
+    mk_argbuf_t a = {args, na, 0};
+    put(&a, "pretrain_gpt.py --tensor-model-parallel-size %d --pipeline-model-parallel-size %d", p->tp, p->pp);
+    if (p->seqpar && p->tp > 1) put(&a, " --sequence-parallel");
+    if (p->recompute.kind == MK_RECOMPUTE_FULL) put(&a, " --checkpoint-activations");
+    put(&a, " --micro-batch-size %d --global-batch-size %d --%s", p->mbs, p->gbs,
+        p->dtype == MK_DTYPE_BF16 ? "bf16" : "fp16");
+    model_args(&a, &p->model);
+    put(&a, " --deepspeed --deepspeed_config ds_config.json");
+    if (b.k >= n || a.k >= na) return mk_error_set("the DeepSpeed config is longer than its buffer");
     return 0;
 }
