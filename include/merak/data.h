@@ -3,6 +3,10 @@
  * batches that are the same sequences whatever the parallel layout.
  *
  * Formats, detected in this order:
+ *  - Megatron-LM's indexed dataset: PATH (a prefix with no file of that
+ *    name, or PREFIX.idx) names PREFIX.idx + PREFIX.bin (src/formats/
+ *    data_megatron.c: the MMIDIDX index, every integer dtype, each size
+ *    and pointer checked before a token is read), the sequences in order;
  *  - llm.c's .bin: a 256-int32 header (magic 20240520, version 1, token
  *    count) followed by little-endian uint16 ids;
  *  - a name ending in .bin, .u16 or .tok: raw little-endian uint16 ids;
@@ -33,7 +37,7 @@ typedef struct mk_data mk_data_t;
 mk_data_t *mk_data_open(const char *path, int vocab, int seq);
 void mk_data_free(mk_data_t *d);
 size_t mk_data_tokens(const mk_data_t *d, mk_data_split_t split);
-const char *mk_data_format(const mk_data_t *d); /* "bytes", "uint16", "llm.c" */
+const char *mk_data_format(const mk_data_t *d); /* "bytes", "uint16", "llm.c", "megatron" */
 
 /* Sequences [first, first+count) of global batch k: count*(seq+1) ids. */
 void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,

@@ -1,20 +1,15 @@
 /* Token files (formats and batch order in data.h). */
 #include "merak/common.h"
-#include "merak/data.h"
+#include "formats/data_internal.h"
 #include "merak/readfile.h"
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LLMC_MAGIC 20240520
 #define LLMC_HEADER_INTS 256
 
-struct mk_data {
-    uint16_t *ids;
-    size_t n, n_train;
-    int seq;
-    const char *format;
-};
 
 static int has_suffix(const char *s, const char *suf)
 {
@@ -43,6 +38,7 @@ static int decode(mk_data_t *d, const char *path, const unsigned char *b, size_t
         count = len;
         d->format = "bytes";
     }
+    if (count > MK_READ_MAX_BYTES / sizeof *d->ids) return mk_error_set("%s: too many tokens", path);
     d->ids = malloc((count ? count : 1) * sizeof *d->ids);
     if (!d->ids) return mk_error_set("out of memory");
     for (size_t i = 0; i < count; i++)
@@ -51,15 +47,37 @@ static int decode(mk_data_t *d, const char *path, const unsigned char *b, size_t
     return 0;
 }
 
+/* PREFIX of a Megatron-LM indexed dataset: path is the prefix (Megatron's
+ * --data-path) with PREFIX.idx beside it, or PREFIX.idx itself.  A name
+ * ending in .bin stays an llm.c or raw uint16 file, whatever lies beside. */
+static int megatron_prefix(const char *path, char *prefix, size_t n)
+{
+    char idx[4200];
+    size_t k = strlen(path);
+    if (k + 5 > n || k + 5 > sizeof idx || has_suffix(path, ".bin")) return 0;
+    memcpy(prefix, path, k + 1);
+    if (has_suffix(path, ".idx")) prefix[k - 4] = 0;
+    snprintf(idx, sizeof idx, "%s.idx", prefix);
+    return access(idx, F_OK) == 0 && access(path, F_OK) != 0 ? 1 : has_suffix(path, ".idx");
+}
+
 mk_data_t *mk_data_open(const char *path, int vocab, int seq)
 {
     size_t len;
     if (vocab < 1 || seq < 1) return mk_error_set("%s: vocabulary %d and sequence %d must be >= 1", path, vocab, seq), NULL;
-    unsigned char *b = (unsigned char *)mk_read_file(path, "data file", MK_READ_MAX_BYTES, &len);
-    if (!b) return NULL;
-    mk_data_t *d = calloc(1, sizeof *d);
-    int rc = d ? decode(d, path, b, len) : mk_error_set("out of memory");
-    free(b);
+    char prefix[4096];
+    mk_data_t *d = NULL;
+    int rc;
+    if (megatron_prefix(path, prefix, sizeof prefix)) {
+        d = calloc(1, sizeof *d);
+        rc = d ? mk_data_megatron(d, prefix) : mk_error_set("out of memory");
+    } else {
+        unsigned char *b = (unsigned char *)mk_read_file(path, "data file", MK_READ_MAX_BYTES, &len);
+        if (!b) return NULL;
+        d = calloc(1, sizeof *d);
+        rc = d ? decode(d, path, b, len) : mk_error_set("out of memory");
+        free(b);
+    }
     if (rc == 0) {
         d->seq = seq;
         d->n_train = d->n - d->n / 10;
@@ -95,11 +113,11 @@ const char *mk_data_format(const mk_data_t *d) { return d->format; }
 void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
                    int32_t *out)
 {
-    const uint16_t *base = d->ids + (split == MK_DATA_TRAIN ? 0 : d->n_train);
+    const uint32_t *base = d->ids + (split == MK_DATA_TRAIN ? 0 : d->n_train);
     size_t windows = (mk_data_tokens(d, split) - 1) / d->seq;
     for (int j = 0; j < count; j++) {
         size_t w = ((size_t)k * gbs + first + j) % windows;
-        const uint16_t *src = base + w * d->seq;
-        for (int t = 0; t <= d->seq; t++) out[(size_t)j * ((size_t)d->seq + 1) + t] = src[t];
+        const uint32_t *src = base + w * d->seq;
+        for (int t = 0; t <= d->seq; t++) out[(size_t)j * ((size_t)d->seq + 1) + t] = (int32_t)src[t];
     }
 }

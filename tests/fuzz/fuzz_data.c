@@ -4,12 +4,17 @@
  *   byte 0, bits 0-1: the file name's suffix (.txt .bin .u16 .tok), which
  *                     selects the format; bits 2-3: the vocabulary
  *                     (256, 65, 50257, 65536);
- *   byte 1: the sequence length - 1 (1..256 tokens).
+ *   byte 1: the sequence length - 1 (1..256 tokens);
+ *   byte 0, bit 4: a Megatron-LM indexed dataset: bytes 2-3 the index's
+ *                  length L (little-endian), the next L bytes data.idx, the
+ *                  rest data.bin, opened as the prefix "data".
  * The rest is the file. */
 #include "fuzz.h"
 #include "merak/data.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int read_data(const uint8_t *data, size_t size)
 {
@@ -17,7 +22,20 @@ static int read_data(const uint8_t *data, size_t size)
     static const int vocabs[] = {256, 65, 50257, 65536};
     if (size < 2) return 0; /* no parameters: nothing the CLI could ask */
     int seq = 1 + data[1], gbs = 3;
-    mk_data_t *d = mk_data_open(mk_fuzz_file(names[data[0] & 3], data + 2, size - 2), vocabs[data[0] >> 2 & 3], seq);
+    const char *path;
+    if (data[0] & 16) { /* a .idx and a .bin */
+        if (size < 4) return 0;
+        size_t l = (size_t)(data[2] | data[3] << 8);
+        if (l > size - 4) l = size - 4;
+        mk_fuzz_file("data.idx", data + 4, l);
+        const char *bin = mk_fuzz_file("data.bin", data + 4 + l, size - 4 - l);
+        static char prefix[4096];
+        snprintf(prefix, sizeof prefix, "%.*s", (int)(strlen(bin) - 4), bin);
+        path = prefix;
+    } else {
+        path = mk_fuzz_file(names[data[0] & 3], data + 2, size - 2);
+    }
+    mk_data_t *d = mk_data_open(path, vocabs[data[0] >> 2 & 3], seq);
     if (!d) return -1;
     int32_t *batch = malloc((size_t)gbs * (seq + 1) * sizeof *batch); /* gbs sequences of seq + 1 ids */
     for (int split = 0; batch && split < 2; split++) {
