@@ -30,7 +30,10 @@ typedef struct mk_st_tensor {
     int ndim;
     int64_t shape[MK_ST_MAX_DIMS];
     uint64_t begin, end;   /* byte offsets within the data section */
+    int dtype;             /* reader: MK_ST_F32, MK_ST_BF16 or MK_ST_F16 (the writer writes F32) */
 } mk_st_tensor_t;
+
+enum { MK_ST_F32 = 0, MK_ST_BF16, MK_ST_F16 };
 
 typedef struct mk_st_writer mk_st_writer_t;
 typedef struct mk_st_reader mk_st_reader_t;
@@ -47,7 +50,8 @@ int mk_st_writer_commit(mk_st_writer_t *w);
 /* Drop the temporary file; frees w. */
 void mk_st_writer_abort(mk_st_writer_t *w);
 
-/* Open and check a file (header well-formed, F32 only, offsets matching the
+/* Open and check a file (header well-formed, F32, BF16 or F16 (Hugging
+ * Face's published checkpoints; read as float32), offsets matching the
  * shapes and tiling the data section: no gap, overlap or trailing bytes;
  * checksums for all tensors or none, well-formed).  Returns NULL on error. */
 mk_st_reader_t *mk_st_open(const char *path);
@@ -55,8 +59,9 @@ void mk_st_close(mk_st_reader_t *r);
 int mk_st_count(const mk_st_reader_t *r);
 const mk_st_tensor_t *mk_st_tensor(const mk_st_reader_t *r, int i);
 const mk_st_tensor_t *mk_st_find(const mk_st_reader_t *r, const char *name);
-/* Read a tensor's data (count must equal its element count); with
- * checksums, a mismatch is an error naming the tensor and the file. */
+/* Read a tensor's data as float32 (count must equal its element count;
+ * BF16 and F16 widened exactly); with checksums (of the stored bytes), a
+ * mismatch is an error naming the tensor and the file. */
 int mk_st_read(mk_st_reader_t *r, const char *name, float *dst, size_t count);
 /* 1: every tensor has a stored checksum; 0: none (reads are unverified). */
 int mk_st_checksummed(const mk_st_reader_t *r);

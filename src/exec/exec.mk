@@ -13,7 +13,8 @@ noinst_HEADERS += src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exe
 check_PROGRAMS += tests/test_gpt tests/test_gpt_gradcmp
 tests_test_gpt_SOURCES = tests/test_gpt.c tests/check.h
 tests_test_gpt_gradcmp_SOURCES = tests/test_gpt_gradcmp.c
-TESTS += tests/test_gpt
+TESTS += tests/test_gpt tests/ckpt-hf.sh
+EXTRA_DIST += tests/ckpt-hf.sh
 EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
 	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \

@@ -20,6 +20,7 @@
 #include "merak/fileio.h"
 #include "merak/ckpt.h"
 #include "merak/safetensors.h"
+#include "merak/jsonio.h"
 
 #include <errno.h>
 #include <stdint.h>
@@ -27,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 static const char *const kind_prefix[3] = {"", "optim.m.", "optim.v."};
 
@@ -404,6 +406,121 @@ static int recv_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm c
     return 0;
 }
 
+/* ---- --load DIR: a Hugging Face model as the hub publishes it ---------
+ * DIR/config.json (the run's model: the same sizes and architecture) and
+ * DIR/model.safetensors, or the shards DIR/model.safetensors.index.json's
+ * weight_map names (plain file names in DIR), in F32, BF16 or F16: the
+ * weights only, so Adam starts from zero at step 0. */
+#define MK_HF_MAX_SHARDS 256
+typedef struct {
+    mk_st_reader_t *r[MK_HF_MAX_SHARDS];
+    char name[MK_HF_MAX_SHARDS][256];
+    int n;
+    json_t *map; /* weight_map, or NULL: one file */
+} hf_src_t;
+
+/* The first field in which the two models differ, or NULL. */
+static const char *model_differs(const mk_model_config_t *a, const mk_model_config_t *b)
+{
+    const struct { const char *name; double x, y; } f[] = {
+        {"num_hidden_layers", a->num_layers, b->num_layers}, {"hidden_size", a->hidden, b->hidden},
+        {"num_attention_heads", a->heads, b->heads}, {"num_key_value_heads", a->kv_heads, b->kv_heads},
+        {"vocab_size", a->vocab, b->vocab}, {"intermediate_size", a->ffn, b->ffn},
+        {"normalization", a->norm, b->norm}, {"the MLP", a->swiglu, b->swiglu}, {"positions", a->pos, b->pos},
+        {"tie_word_embeddings", a->untied, b->untied}, {"biases", a->bias, b->bias},
+        {"q/k/v biases", a->qkv_bias, b->qkv_bias}, {"num_local_experts", a->num_experts, b->num_experts},
+        {"num_experts_per_tok", a->moe_topk, b->moe_topk}};
+    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+        if (f[i].x != f[i].y) return f[i].name;
+    return NULL;
+}
+
+static mk_st_reader_t *hf_reader(const hf_src_t *s, const char *tensor)
+{
+    if (!s->map) return s->r[0];
+    const char *file = json_string_value(json_object_get(s->map, tensor));
+    for (int i = 0; file && i < s->n; i++)
+        if (!strcmp(s->name[i], file)) return s->r[i];
+    return NULL;
+}
+
+/* Open the shards weight_map names (each once, plain names only). */
+static int hf_shards(hf_src_t *s, const char *dir)
+{
+    char p[4352];
+    const char *tensor;
+    json_t *v;
+    json_object_foreach(s->map, tensor, v) {
+        const char *f = json_string_value(v);
+        if (!f || !*f || strchr(f, '/') || !strcmp(f, "..") || strlen(f) >= sizeof s->name[0])
+            return mk_error_set("%s: weight_map['%s'] must be a file name in the directory", dir, tensor);
+        int seen = 0;
+        for (int i = 0; i < s->n && !seen; i++) seen = !strcmp(s->name[i], f);
+        if (seen) continue;
+        if (s->n == MK_HF_MAX_SHARDS) return mk_error_set("%s: more than %d shards", dir, MK_HF_MAX_SHARDS);
+        snprintf(p, sizeof p, "%s/%s", dir, f);
+        mk_strlcpy(s->name[s->n], f, sizeof s->name[0]);
+        if (!(s->r[s->n] = mk_st_open(p))) return -1;
+        s->n++;
+    }
+    return 0;
+}
+
+/* Rank 0: the directory's model checked against the run's, its files opened. */
+static int hf_open(mk_exec_t *e, const char *dir, hf_src_t *s)
+{
+    mk_model_overrides_t ov;
+    mk_model_config_t hf;
+    mk_model_overrides_init(&ov);
+    if (mk_model_resolve(dir, &ov, &hf) < 0) return -1;
+    const char *d = model_differs(&hf, &e->o->ctx->plan.model);
+    if (d) return mk_error_set("%s: model mismatch: its config.json and this run's model differ in %s", dir, d);
+    char p[4352];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    if (access(p, F_OK) == 0) {
+        json_t *idx = mk_json_load(p, "safetensors index");
+        s->map = idx ? json_incref(json_object_get(idx, "weight_map")) : NULL;
+        json_decref(idx);
+        if (!idx) return -1;
+        if (!json_is_object(s->map)) return mk_error_set("%s: no weight_map object", p);
+        return hf_shards(s, dir);
+    }
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    s->n = (s->r[0] = mk_st_open(p)) != NULL;
+    return s->n ? 0 : -1;
+}
+
+static void hf_close(hf_src_t *s)
+{
+    for (int i = 0; i < s->n; i++) mk_st_close(s->r[i]);
+    json_decref(s->map);
+    memset(s, 0, sizeof *s);
+}
+
+/* Every canonical weight present with its shape (the moments are not). */
+static int hf_check(mk_exec_t *e, const hf_src_t *s, const char *dir)
+{
+    for (int k = 0; k < n_canon(e->g); k++) {
+        mk_st_tensor_t want;
+        file_entry(e->g, k, 0, &want);
+        mk_st_reader_t *r = hf_reader(s, want.name);
+        const mk_st_tensor_t *got = r ? mk_st_find(r, want.name) : NULL;
+        if (!got) return mk_error_set("%s: tensor '%s' is missing", dir, want.name);
+        int same = got->ndim == want.ndim;
+        for (int i = 0; same && i < want.ndim; i++) same = got->shape[i] == want.shape[i];
+        char a[64], b[64];
+        if (!same) return mk_error_set("%s: tensor '%s' has shape %s, want %s", dir, want.name,
+                                       shape_str(got, a, sizeof a), shape_str(&want, b, sizeof b));
+    }
+    return 0;
+}
+
+static int is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 /* Rank 0: tensor k's state `kind` from the file into b->full (zeros for
  * moments the file lacks).  The read verifies its checksum. */
 static int read_tensor(mk_exec_t *e, mk_st_reader_t *r, ckpt_bufs_t *b, int k, int kind, int has_optim)
@@ -415,6 +532,7 @@ static int read_tensor(mk_exec_t *e, mk_st_reader_t *r, ckpt_bufs_t *b, int k, i
         memset(b->full, 0, mk_gpt_full_size(t) * sizeof *b->full);
         return 0;
     }
+    if (!r) return mk_error_set("tensor '%s': no file of the checkpoint holds it", d.name);
     if (mk_st_read(r, d.name, b->file, mk_gpt_full_size(t)) < 0) return -1;
     from_file(t, b->file, b->full);
     return 0;
@@ -429,7 +547,13 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
     int64_t mine = 0, hdr[6] = {0};  /* rc, meta[3], has_optim, checksummed (rank 0's) */
-    if (rank == 0) {
+    static hf_src_t hf; /* a Hugging Face directory's files (rank 0) */
+    int dir = is_dir(path);
+    if (rank == 0 && dir) { /* the weights at step 0, unverified (no checksums) */
+        meta[0] = meta[1] = meta[2] = 0;
+        mine = hf_open(e, path, &hf) < 0 || hf_check(e, &hf, path) < 0 ? -1 : 0;
+        hdr[0] = mine;
+    } else if (rank == 0) {
         r = mk_st_open(path);
         mine = r ? check_file(e, r, path, meta, &has_optim) : -1;
         hdr[0] = mine, hdr[1] = meta[0], hdr[2] = meta[1], hdr[3] = meta[2];
@@ -447,7 +571,9 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
        tensor stops every rank at the same point (no hang, one message) */
     for (int kind = 0; rc == 0 && kind < 3; kind++)
         for (int k = 0; rc == 0 && k < nc; k++) {
-            int ok = rank != 0 || read_tensor(e, r, &b, k, kind, has_optim) == 0;
+            mk_st_tensor_t d;
+            file_entry(g, k, kind, &d);
+            int ok = rank != 0 || read_tensor(e, dir ? hf_reader(&hf, d.name) : r, &b, k, kind, has_optim) == 0;
             if (mk_comm_bcast(&e->comm, &ok, 1, MPI_INT, 0, cc, "rank 0 to read a checkpointed tensor") < 0) rc = -1;
             else if (!ok) rc = rank ? mk_error_set("cannot load %s (see rank 0)", path) : -1;
             else if (rank == 0) rc = scatter_tensor(e, &b, k, kind, cc);
@@ -456,6 +582,7 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     if (rc == 0) e->load_unverified = !hdr[5];
     bufs_free(&b);
     mk_st_close(r);
+    hf_close(&hf);
     MPI_Comm_free(&cc);
     return rc;
 }

@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -198,9 +199,11 @@ static int parse_entry(mk_st_reader_t *r, const char *name, json_t *e, uint64_t 
            *off = json_object_get(e, "data_offsets");
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) || json_array_size(off) != 2)
         return mk_error_set("%s: tensor '%s' needs dtype, shape and data_offsets", r->path, name);
-    if (strcmp(json_string_value(dt), "F32"))
-        return mk_error_set("%s: tensor '%s' is %s; only F32 is supported", r->path, name,
-                            json_string_value(dt));
+    const char *dn = json_string_value(dt);
+    t->dtype = !strcmp(dn, "F32") ? MK_ST_F32 : !strcmp(dn, "BF16") ? MK_ST_BF16 : !strcmp(dn, "F16") ? MK_ST_F16 : -1;
+    if (t->dtype < 0)
+        return mk_error_set("%s: tensor '%s' is %s; F32, BF16 and F16 are supported", r->path, name, dn);
+    uint64_t esz = t->dtype == MK_ST_F32 ? 4 : 2;
     if (json_array_size(sh) > MK_ST_MAX_DIMS || strlen(name) >= sizeof t->name)
         return mk_error_set("%s: tensor '%s' has too many dimensions or too long a name", r->path, name);
     mk_strlcpy(t->name, name, sizeof t->name);
@@ -219,9 +222,9 @@ static int parse_entry(mk_st_reader_t *r, const char *name, json_t *e, uint64_t 
     t->end = (uint64_t)json_integer_value(en);
     int64_t count = 1; /* checked: a shape like [2^32, 2^32] must not wrap to match */
     for (int d = 0; d < t->ndim; d++)
-        if (mk_mul_i64(count, (int64_t)t->shape[d], &count) < 0 || (uint64_t)count > data_len / 4)
+        if (mk_mul_i64(count, (int64_t)t->shape[d], &count) < 0 || (uint64_t)count > data_len / esz)
             return mk_error_set("%s: tensor '%s' has a shape larger than the file", r->path, name);
-    if (t->end - t->begin != 4 * (uint64_t)count)
+    if (t->end - t->begin != esz * (uint64_t)count)
         return mk_error_set("%s: tensor '%s': data_offsets do not match its shape", r->path, name);
     return 0;
 }
@@ -379,6 +382,30 @@ const mk_st_tensor_t *mk_st_find(const mk_st_reader_t *r, const char *name)
     return NULL;
 }
 
+/* A half's value (IEEE binary16: sign, 5 exponent bits, 10 mantissa bits), exactly. */
+static float half_to_float(uint16_t h)
+{
+    int e = h >> 10 & 31, m = h & 1023;
+    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
+    return h >> 15 ? -v : v;
+}
+
+/* count 16-bit values at raw (little-endian) into dst from the front:
+ * element i's 4 bytes never reach raw's elements i+1 onwards (raw starts
+ * at dst + count halves). */
+static void widen(const unsigned char *raw, int dtype, float *dst, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        uint16_t h = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
+        if (dtype == MK_ST_BF16) {
+            uint32_t u = (uint32_t)h << 16; /* bfloat16 is float32's top half */
+            memcpy(&dst[i], &u, sizeof u);
+        } else {
+            dst[i] = half_to_float(h);
+        }
+    }
+}
+
 int mk_st_read(mk_st_reader_t *r, const char *name, float *dst, size_t count)
 {
     const mk_st_tensor_t *t = mk_st_find(r, name);
@@ -386,11 +413,15 @@ int mk_st_read(mk_st_reader_t *r, const char *name, float *dst, size_t count)
     if (count != numel(t))
         return mk_error_set("%s: tensor '%s' has %llu elements, expected %zu (shape mismatch)", r->path,
                             name, (unsigned long long)numel(t), count);
-    if (fseek(r->f, (long)(r->data_start + t->begin), SEEK_SET) != 0 ||
-        fread(dst, sizeof(float), count, r->f) != count)
+    size_t esz = t->dtype == MK_ST_F32 ? 4 : 2;
+    /* 16-bit data is read into the second half of dst, then widened in place from the front */
+    unsigned char *raw = (unsigned char *)dst + (esz == 2 ? count * 2 : 0);
+    if (fseek(r->f, (long)(r->data_start + t->begin), SEEK_SET) != 0 || fread(raw, esz, count, r->f) != count)
         return mk_error_set("%s: cannot read tensor '%s'", r->path, name);
     uint32_t want = r->n_crc ? r->crc[t - r->t] : 0, got = 0;
-    if (r->n_crc && want != (got = (uint32_t)crc32_z(0, (const Bytef *)dst, count * sizeof(float))))
+    if (r->n_crc) got = (uint32_t)crc32_z(0, (const Bytef *)raw, count * esz);
+    if (esz == 2) widen(raw, t->dtype, dst, count);
+    if (r->n_crc && want != got)
         return mk_error_set("%s: tensor '%s' is damaged: crc32 %08x, the file's metadata says %08x", r->path,
                             name, (unsigned)got, (unsigned)want);
     return 0;

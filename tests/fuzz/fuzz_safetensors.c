@@ -1,6 +1,7 @@
 /* safetensors files (src/formats/safetensors.c), as `merak run --load FILE` opens
- * a checkpoint (src/exec/exec_ckpt.c): open and check the header, check the
- * merak metadata (src/formats/ckpt_meta.c), read each tensor's data. */
+ * a checkpoint (src/exec/exec_ckpt.c) and `--load DIR` a Hugging Face shard:
+ * open and check the header, read each tensor's data (F32, BF16, F16), check
+ * the merak metadata (src/formats/ckpt_meta.c). */
 #include "fuzz.h"
 #include "merak/ckpt.h"
 #include "merak/common.h"
@@ -28,10 +29,13 @@ static int read_st(const uint8_t *data, size_t size)
 {
     mk_st_reader_t *r = mk_st_open(mk_fuzz_file("ckpt.st", data, size));
     if (!r) return -1;
-    uint64_t meta[MK_CKPT_N_META]; /* the metadata checks of `merak run --load` */
-    int rc = mk_ckpt_read_meta(r, "ckpt.st", meta) < 0 ? -1
+    uint64_t meta[MK_CKPT_N_META]; /* the metadata checks of `merak run --load FILE` */
+    /* every tensor read first: a Hugging Face shard (--load DIR) is read
+       without merak's metadata, in F32, BF16 or F16 */
+    int rc = read_all(r) < 0 ? -1
+           : mk_ckpt_read_meta(r, "ckpt.st", meta) < 0 ? -1
            : !mk_st_meta(r, "config") ? mk_error_set("ckpt.st: model mismatch: (no config)") /* as check_file */
-           : read_all(r);
+           : 0;
     mk_st_close(r);
     return rc;
 }

@@ -1,0 +1,70 @@
+#!/bin/sh
+# --load DIR (issue 36): a Hugging Face model directory as the hub
+# publishes it (config.json, model.safetensors or shards with
+# model.safetensors.index.json, in BF16, F16 or F32), written here with
+# NumPy: BF16 and F16 weights load as their exact float32 values (the same
+# losses as those values in an F32 file), sharded or not; the weights
+# change the run (not a fresh init); a wrong directory is exit 2 naming it.
+. "$top_srcdir/tests/lib.sh"
+"$PYTHON" -c "import numpy" 2>/dev/null || { echo "no numpy: skipped"; exit 77; }
+cfgjson='{"model_type": "llama", "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
+ "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64,
+ "rms_norm_eps": 1e-05, "rope_theta": 10000.0, "tie_word_embeddings": false, "hidden_act": "silu"}'
+mkdir -p "$tmpdir/src" && printf '%s\n' "$cfgjson" >"$tmpdir/src/config.json"
+"$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 2 --seed 99 --save "$tmpdir/trained.st" >/dev/null 2>&1 ||
+  { echo "FAIL: training the source weights"; exit 1; }
+"$PYTHON" - "$top_srcdir/tests" "$tmpdir" <<'EOF'
+import json, os, struct, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1]); import st_read
+d = sys.argv[2]
+_, t = st_read.read(d + "/trained.st")
+w = {k: np.array(v, dtype=np.float32).reshape(s) for k, (s, v) in t.items() if not k.startswith("optim.")}
+def bf16(x):  # round to nearest even, as torch does
+    u = x.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+def save(path, tensors):  # tensors: name -> (dtype string, numpy array of the stored type)
+    hdr, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for k, (dt, a) in tensors.items():
+        b = a.tobytes(); hdr[k] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b); off += len(b)
+    h = json.dumps(hdr).encode()
+    with open(path, "wb") as f: f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+def model_dir(name):
+    p = "%s/%s" % (d, name); os.makedirs(p, exist_ok=True)
+    open(p + "/config.json", "w").write(open(d + "/src/config.json").read()); return p
+names = list(w)
+# BF16, two shards and an index
+p = model_dir("bf16"); half = len(names) // 2
+shards = {"model-00001-of-00002.safetensors": names[:half], "model-00002-of-00002.safetensors": names[half:]}
+for f, ks in shards.items(): save(p + "/" + f, {k: ("BF16", bf16(w[k])) for k in ks})
+json.dump({"metadata": {}, "weight_map": {k: f for f, ks in shards.items() for k in ks}}, open(p + "/model.safetensors.index.json", "w"))
+# the same values in F32, one file
+p = model_dir("bf16-as-f32")
+save(p + "/model.safetensors", {k: ("F32", (bf16(w[k]).astype(np.uint32) << 16).view(np.float32)) for k in names})
+# F16, and its values in F32
+p = model_dir("f16"); save(p + "/model.safetensors", {k: ("F16", w[k].astype(np.float16)) for k in names})
+p = model_dir("f16-as-f32"); save(p + "/model.safetensors", {k: ("F32", w[k].astype(np.float16).astype(np.float32)) for k in names})
+# refusals
+p = model_dir("missing"); save(p + "/model.safetensors", {k: ("F32", w[k]) for k in names[1:]})
+p = model_dir("escape"); save(p + "/model.safetensors", {k: ("F32", w[k]) for k in names})
+json.dump({"weight_map": {k: "../model.safetensors" for k in names}}, open(p + "/model.safetensors.index.json", "w"))
+p = model_dir("other"); c = json.load(open(p + "/config.json")); c["intermediate_size"] = 192
+json.dump(c, open(p + "/config.json", "w")); save(p + "/model.safetensors", {k: ("F32", w[k]) for k in names})
+EOF
+run() { "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 2 --json "$@" 2>"$tmpdir/err"; }
+losses() { "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["losses"])' "$1"; }
+for k in bf16 bf16-as-f32 f16 f16-as-f32; do run --load "$tmpdir/$k" >"$tmpdir/$k.json"; done
+run >"$tmpdir/fresh.json"
+check "BF16 shards load as their float32 values ($(losses "$tmpdir/bf16.json"))" \
+  test "$(losses "$tmpdir/bf16.json")" = "$(losses "$tmpdir/bf16-as-f32.json")"
+check "F16 loads as its float32 values" test "$(losses "$tmpdir/f16.json")" = "$(losses "$tmpdir/f16-as-f32.json")"
+check "the loaded weights are used (not a fresh init: $(losses "$tmpdir/fresh.json"))" \
+  test "$(losses "$tmpdir/bf16.json")" != "$(losses "$tmpdir/fresh.json")"
+run --load "$tmpdir/bf16" >/dev/null
+check "a Hugging Face directory starts at step 0, unverified (no checksums), said on stderr" grep -q "has no checksums" "$tmpdir/err"
+expect_fail "a missing tensor" "tensor 'model.embed_tokens.weight' is missing" -- "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --load "$tmpdir/missing"
+expect_fail "a shard outside the directory" "must be a file name in the directory" -- "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --load "$tmpdir/escape"
+expect_fail "another model" "model mismatch: its config.json and this run's model differ in intermediate_size" -- \
+  "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --load "$tmpdir/other"
+finish
