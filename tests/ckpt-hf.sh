@@ -63,6 +63,20 @@ check "the loaded weights are used (not a fresh init: $(losses "$tmpdir/fresh.js
   test "$(losses "$tmpdir/bf16.json")" != "$(losses "$tmpdir/fresh.json")"
 run --load "$tmpdir/bf16" >/dev/null
 check "a Hugging Face directory starts at step 0, unverified (no checksums), said on stderr" grep -q "has no checksums" "$tmpdir/err"
+# --save-hf: the trained weights as a Hugging Face directory, loadable again
+"$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 2 --seed 99 --save "$tmpdir/again.st" --save-hf "$tmpdir/hfout" \
+  >/dev/null 2>"$tmpdir/err" || cat "$tmpdir/err"
+check "--save-hf writes config.json and model.safetensors: the checkpoint's weights, bit for bit" "$PYTHON" -c '
+import json, sys
+sys.path.insert(0, sys.argv[1]); import st_read
+_, a = st_read.read(sys.argv[2] + "/again.st")
+meta, b = st_read.read(sys.argv[2] + "/hfout/model.safetensors")
+assert meta["format"] == "pt" and sorted(b) == sorted(k for k in a if not k.startswith("optim."))
+assert all(a[k] == b[k] for k in b)
+assert json.load(open(sys.argv[2] + "/hfout/config.json"))["model_type"] == "llama"' "$top_srcdir/tests" "$tmpdir"
+expect_ok "--load of a --save-hf directory (--model it too)" "$MERAK" run --model "$tmpdir/hfout" --load "$tmpdir/hfout" --gbs 4 --steps 1
+check "its checksums are verified (no note)" sh -c "! grep -q 'has no checksums' '$tmpdir/err'"
+expect_fail "--save-hf over a file" "exists and is not a directory" -- "$MERAK" run --steps 1 --save-hf "$tmpdir/again.st"
 expect_fail "a missing tensor" "tensor 'model.embed_tokens.weight' is missing" -- "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --load "$tmpdir/missing"
 expect_fail "a shard outside the directory" "must be a file name in the directory" -- "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --load "$tmpdir/escape"
 expect_fail "another model" "model mismatch: its config.json and this run's model differ in intermediate_size" -- \

@@ -48,7 +48,9 @@ typedef struct mk_exec_opts {
                                      last, validation losses, each file written (0: silent) */
     const char *trace;            /* Chrome trace of the last step (all ranks, written by rank 0) */
     const char *data;             /* token file (merak/data.h), or NULL: the synthetic stream */
-    const char *save, *load;      /* checkpoint files (safetensors, src/exec/README.md "Checkpoints") */
+    const char *save, *load;      /* checkpoint files (safetensors, src/exec/README.md "Checkpoints");
+                                     load may be a Hugging Face model directory */
+    const char *save_hf;          /* also write the weights at the end as a Hugging Face model directory */
     int save_interval;            /* also save every N steps (0: at the end only) */
     int eval_interval;            /* validation loss every N steps and at the end (0: never) */
     int eval_batches;             /* global batches per validation (0: up to 8) */

@@ -51,6 +51,7 @@ typedef struct mk_args {
     const char *plan_file, *trace_file, *save_plan, *out;
     const char *baseline;          /* merak plan: restrict the space to a system's choices */
     const char *schedules;         /* merak plan: the schedules searched (comma-separated names) */
+    const char *save_hf;           /* merak run: the weights as a Hugging Face model directory */
     const char *export_to;         /* merak sim/plan --export: megatron (the plan as its launch command) */
     int recompute_num_layers;      /* Megatron-LM's --recompute-num-layers: 1 (uniform, every block) */
     int gpus, top;

@@ -21,7 +21,7 @@ enum {
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
-    O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
+    O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
     O_BASELINE, O_SCHEDULES, O_EXPORT, O_RECOMPUTE_NUM_LAYERS, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
@@ -118,6 +118,7 @@ static const mk_flag_t mk_flags[] = {
     {"backend", O_BACKEND, MK_OPTG_RUN, S, 0, 0, 0},
     {"data", O_DATA, MK_OPTG_RUN, S, 0, 0, 0},
     {"save", O_SAVE, MK_OPTG_RUN, S, 0, 0, 0},
+    {"save-hf", O_SAVE_HF, MK_OPTG_RUN, S, 0, 0, 0},
     {"load", O_LOAD, MK_OPTG_RUN, S, 0, 0, 0},
     {"lr", O_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
     {"min-lr", O_MIN_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
@@ -446,6 +447,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_BACKEND: return &a->backend;
     case O_DATA: return &a->data;
     case O_SAVE: return &a->save;
+    case O_SAVE_HF: return &a->save_hf;
     case O_LOAD: return &a->load;
     case O_OUT: return &a->out;
     case O_OBJECTIVE: return &a->objective;

@@ -11,6 +11,7 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -61,8 +62,11 @@ static const char *run_usage =
     "  --eval-interval N  validation loss (the held-out last tenth) every N steps and at the end;\n"
     "                   --eval-batches N global batches each (default up to 8)\n"
     "  --save FILE      safetensors checkpoint at the end (and every --save-interval N steps)\n"
+    "  --save-hf DIR    also write the weights at the end as a Hugging Face model directory\n"
+    "                   (config.json, model.safetensors: F32)\n"
     "  --load FILE      start from a checkpoint (any layout; checksums verified); --steps more\n"
-    "                   steps follow\n"
+    "                   steps follow; or a Hugging Face model directory (config.json and its\n"
+    "                   safetensors, sharded or not, F32/BF16/F16: the weights, at step 0)\n"
     "  --lr-decay-iters N  cosine horizon (default: the checkpoint's, else the last step)\n"
     "  --zero Z         ZeRO over the DP group: 1 Adam state sharded, 2 + gradients\n"
     "                   (reduce-scattered per micro-batch), 3 + parameters (FSDP:\n"
@@ -173,12 +177,28 @@ static int run_backend(const mk_args_t *a, mk_dtype_t given, const mk_plan_ctx_t
     return 0;
 }
 
+/* --save-hf DIR, before any work: a directory, or a name in one (made at the end). */
+static int save_hf_ok(const mk_args_t *a)
+{
+    struct stat st;
+    if (!a->save_hf) return 0;
+    if (stat(a->save_hf, &st) == 0)
+        return S_ISDIR(st.st_mode) ? 0 : mk_cli_fail("run", "--save-hf: '%s' exists and is not a directory", a->save_hf);
+    char parent[4096];
+    mk_strlcpy(parent, a->save_hf, sizeof parent);
+    char *slash = strrchr(parent, '/');
+    if (!slash) return 0;
+    *slash = 0;
+    if (!*parent || (stat(parent, &st) == 0 && S_ISDIR(st.st_mode))) return 0;
+    return mk_cli_fail("run", "--save-hf: directory '%s' does not exist", parent);
+}
+
 static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_opts_t *o)
 {
     const mk_cli_defaults_t *d = &run_defaults;
     mk_dtype_t given;
     mk_exec_opts_init(o);
-    if (unsupported(a) || run_ctx(a, world, &given, ctx) < 0) return -1;
+    if (unsupported(a) || save_hf_ok(a) || run_ctx(a, world, &given, ctx) < 0) return -1;
     if (run_backend(a, given, ctx, o)) {
         mk_plan_ctx_free(ctx);
         return -1;
@@ -199,6 +219,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     o->trace = a->trace_file;
     o->data = a->data;
     o->save = a->save;
+    o->save_hf = a->save_hf;
     o->load = a->load;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
     o->save_interval = a->save_interval, o->lr_decay_steps = a->lr_decay_iters, o->eval_batches = a->eval_batches;

@@ -213,6 +213,38 @@ static void config_json(const mk_gpt_t *g, char *buf, size_t n)
              "\"vocab_size\":%d,\"n_inner\":%d}", c->num_layers, c->hidden, c->heads, c->seq, c->vocab, c->ffn);
 }
 
+/* Rank 0: DIR/config.json for --save-hf (the model's Hugging Face fields,
+ * written whole or not at all). */
+static int write_hf_config(mk_exec_t *e, const char *dir)
+{
+    char path[4352], cfg[1024];
+    if (mkdir(dir, 0777) < 0 && errno != EEXIST) return mk_error_set("--save-hf: cannot create '%s': %s", dir, strerror(errno));
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    config_json(e->g, cfg, sizeof cfg);
+    mk_file_out_t o;
+    FILE *f = mk_file_begin(&o, path, "Hugging Face config");
+    if (!f) return -1;
+    if (fprintf(f, "%s\n", cfg) < 0) return mk_file_abort(&o), mk_error_set("cannot write %s", path);
+    return mk_file_commit(&o);
+}
+
+/* Rank 0: --save-hf's DIR/model.safetensors header: the weights only,
+ * Hugging Face's metadata. */
+static mk_st_writer_t *begin_hf(mk_exec_t *e, const char *dir)
+{
+    char path[4352];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    if (write_hf_config(e, dir) < 0) return NULL;
+    int nc = n_canon(e->g);
+    mk_st_tensor_t *tab = calloc(nc > 0 ? (size_t)nc : 1, sizeof *tab);
+    if (!tab) return mk_error_set("out of memory"), NULL;
+    for (int k = 0; k < nc; k++) file_entry(e->g, k, 0, &tab[k]);
+    const char *keys[] = {"format"}, *vals[] = {"pt"};
+    mk_st_writer_t *w = mk_st_writer_begin(path, tab, nc, keys, vals, 1);
+    free(tab);
+    return w;
+}
+
 /* Rank 0: one header of the file at path (metadata and tensor table). */
 static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
 {
@@ -280,16 +312,17 @@ static int gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm
     return 0;
 }
 
+/* step < 0: --save-hf's directory (weights only), else the checkpoint file. */
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
 {
     mk_gpt_t *g = e->g;
-    int nc = n_canon(g), rank = e->comm.rank, rc = 0;
+    int nc = n_canon(g), rank = e->comm.rank, rc = 0, kinds = step < 0 ? 1 : 3;
     mk_st_writer_t *w = NULL;
     ckpt_bufs_t b = {NULL, NULL, NULL};
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
     int mine = 0;  /* this rank's setup; every rank learns of any failure */
-    if (rank == 0 && !(w = begin_file(e, path, step))) mine = -1;
+    if (rank == 0 && !(w = step < 0 ? begin_hf(e, path) : begin_file(e, path, step))) mine = -1;
     if (bufs_alloc(g, rank, &b) < 0) mine = -1;
     rc = mine;
     /* lost: a peer stopped answering (timed out, interrupted): no agreement left to reach */
@@ -301,7 +334,7 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
         if (!mine && !lost) mk_error_set("saving %s failed on another rank (see its message)", path);
         return -1;
     }
-    for (int kind = 0; !lost && kind < 3; kind++)
+    for (int kind = 0; !lost && kind < kinds; kind++)
         for (int k = 0; !lost && k < nc; k++) {
             if (gather_tensor(e, &b, k, kind, cc) < 0) { lost = 1; break; }
             if (rank != 0) continue;
@@ -549,10 +582,11 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     int64_t mine = 0, hdr[6] = {0};  /* rc, meta[3], has_optim, checksummed (rank 0's) */
     static hf_src_t hf; /* a Hugging Face directory's files (rank 0) */
     int dir = is_dir(path);
-    if (rank == 0 && dir) { /* the weights at step 0, unverified (no checksums) */
+    if (rank == 0 && dir) { /* the weights at step 0, verified where the shards have checksums */
         meta[0] = meta[1] = meta[2] = 0;
         mine = hf_open(e, path, &hf) < 0 || hf_check(e, &hf, path) < 0 ? -1 : 0;
-        hdr[0] = mine;
+        hdr[0] = mine, hdr[5] = hf.n > 0;
+        for (int i = 0; i < hf.n; i++) hdr[5] &= mk_st_checksummed(hf.r[i]);
     } else if (rank == 0) {
         r = mk_st_open(path);
         mine = r ? check_file(e, r, path, meta, &has_optim) : -1;

@@ -212,6 +212,7 @@ int mk_exec_tp_allreduce(void *ctx, float *buf, int n, int is_max);
 size_t mk_exec_act_floats(const mk_exec_t *e);
 /* exec_ckpt.c: collective; meta = {step, data position, lr decay steps},
  * each checked on load to lie in [0, INT64_MAX] */
+/* step < 0: the weights as a Hugging Face model directory at path (--save-hf). */
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step);
 /* exec.c: the learning rate of global step `step` (warm-up, then cosine to min_lr) */
 double mk_exec_lr_at(const mk_exec_t *e, int64_t step);

@@ -341,6 +341,8 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (rc == 0) finish_result(&e, res);
     if (rc == 0 && o->save && mk_exec_save(&e, o->save, e.step0 + o->steps) < 0) rc = -1, res->fail_exit = 1;
     else if (rc == 0 && o->save) mk_exec_log(&e, "saved %s (step %lld)", o->save, (long long)(e.step0 + o->steps));
+    if (rc == 0 && o->save_hf && mk_exec_save(&e, o->save_hf, -1) < 0) rc = -1, res->fail_exit = 1;
+    else if (rc == 0 && o->save_hf) mk_exec_log(&e, "saved the Hugging Face model %s", o->save_hf);
     if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1, res->fail_exit = 1;
     else if (rc == 0 && o->trace) mk_exec_log(&e, "wrote trace %s", o->trace);
     if (e.zero.on) mk_exec_zero_free(&e);
