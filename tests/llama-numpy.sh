@@ -42,6 +42,32 @@ m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"])
 assert "lm_head.weight" not in t and c["tie_word_embeddings"] is True and c["num_key_value_heads"] == 1
 assert c["rope_theta"] == 500000 and c["rms_norm_eps"] == 1e-6' "$top_srcdir/tests" "$tmpdir/tied.st"
 
+# Llama 3.1's rope_scaling (issue 36), from a Hugging Face config: the
+# executor's scaled frequencies are transformers' formula (the reference's
+# rope), on a short original context so that most pairs are scaled
+mkdir -p "$tmpdir/hf31"
+cat >"$tmpdir/hf31/config.json" <<'EOF'
+{"model_type": "llama", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 4, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64, "rms_norm_eps": 1e-05,
+ "rope_theta": 10000.0, "tie_word_embeddings": false, "hidden_act": "silu",
+ "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                  "original_max_position_embeddings": 32}}
+EOF
+ref_case scaled --model "$tmpdir/hf31"
+check "scaled: the checkpoint's config carries the scaling" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+c = json.loads(st_read.read(sys.argv[2])[0]["config"])
+assert c["rope_scaling"] == {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_factor": 4,
+                             "original_max_position_embeddings": 32}, c' "$top_srcdir/tests" "$tmpdir/scaled.st"
+# and the same model unscaled misses the scaled executor's loss
+"$MERAK" run --model "$tmpdir/hf31" --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/scaled.st" >"$tmpdir/s.json"
+cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+c = json.loads(st_read.read(sys.argv[2])[0]["config"]); del c["rope_scaling"]; print(json.dumps(c, separators=(",", ":")))'   "$top_srcdir/tests" "$tmpdir/scaled.st")
+"$PY" "$EDIT" "$tmpdir/scaled.st" "$tmpdir/unscaled.st" "--meta=config=$cfg"
+if "$PY" "$REF" "$tmpdir/unscaled.st" "$D" --gbs 8 --batch 10 --want "$(first_loss "$tmpdir/s.json")" --rtol 1e-6 >"$tmpdir/o" 2>&1; then
+  echo "FAIL: the unscaled formula still gives the scaled executor's loss: $(cat "$tmpdir/o")"; fails=$((fails + 1))
+else echo "ok: unscaled frequencies miss the scaled run: $(tail -1 "$tmpdir/o")"; fi
+
 # the rebuild can fail: the same tensors under a config with another rotary base
 cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read
 print(st_read.read(sys.argv[2])[0]["config"])' "$top_srcdir/tests" "$tmpdir/untied.st")

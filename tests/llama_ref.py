@@ -51,9 +51,21 @@ def rotate_half(x):
     return np.concatenate([-x[..., h:], x[..., :h]], axis=-1)
 
 
-def rope(T, d, theta):
-    """cos, sin (T, d): angle p * theta^(-2i/d) for pairs (i, i + d/2)."""
+def rope(T, d, theta, scaling=None):
+    """cos, sin (T, d): angle p * theta^(-2i/d) for pairs (i, i + d/2);
+    with rope_scaling of type llama3, transformers'
+    _compute_llama3_parameters (Meta's Llama 3.1 frequency formula)."""
     inv = 1.0 / theta ** (np.arange(0, d, 2, dtype=np.float64) / d)
+    if scaling:
+        factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+        old = scaling["original_max_position_embeddings"]
+        low_wave, high_wave = old / low, old / high
+        wave = 2 * np.pi / inv
+        scaled = np.where(wave > low_wave, inv / factor, inv)
+        smooth = (old / wave - low) / (high - low)
+        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
+        medium = ~(wave < high_wave) & ~(wave > low_wave)
+        inv = np.where(medium, smoothed, scaled)
     ang = np.outer(np.arange(T, dtype=np.float64), inv)
     ang = np.concatenate([ang, ang], axis=-1)
     return np.cos(ang), np.sin(ang)
@@ -83,7 +95,7 @@ def loss(cfg, w, batch):
     inp, tgt = batch[:, :-1], batch[:, 1:]
     eps = cfg["rms_norm_eps"]
     C, H = cfg["hidden_size"], cfg["num_attention_heads"]
-    cos, sin = rope(inp.shape[1], C // H, cfg["rope_theta"])
+    cos, sin = rope(inp.shape[1], C // H, cfg["rope_theta"], cfg.get("rope_scaling"))
     x = w["model.embed_tokens.weight"][inp]
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i

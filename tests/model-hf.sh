@@ -84,8 +84,6 @@ import json, sys
 m = json.load(open(sys.argv[1]))["model"]
 assert m["rope_scaling_factor"] == 8 and m["rope_scaling_original_max_position_embeddings"] == 8192, m' "$tmpdir/p.json"
 expect_ok "the plan replays" "$MERAK" sim --plan "$tmpdir/p.json"
-expect_fail "merak run refuses the scaling (not in its RoPE)" "rope_scaling \(llama3, factor 8\) is not in merak run" -- \
-  "$MERAK" run --plan "$tmpdir/p.json" --steps 1
 expect_fail "mistral's window below the sequence" "sliding attention window of 4096 below the sequence 8192" -- \
   "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 8192 --pp 2
 expect_ok "mistral's window at the sequence" "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 4096 --pp 2

@@ -218,14 +218,16 @@ static void test_rmsnorm(int N, int C)
 /* q and k heads of a GQA qkv row rotated, v copied (out of place), then back in place */
 static void test_rope(int B, int T, int NH, int KV, int hs, float theta)
 {
+    mk_rope_t rp = {theta, 0, 0, 0, 0};
+    if (theta > 100000) rp = (mk_rope_t){theta, 8, 1, 4, 8}; /* Llama 3.1's scaling, on a short context */
     int N = B * T, ld = (NH + 2 * KV) * hs;
     size_t n = (size_t)N * ld;
     float *x = hrand(n, 1), *y = malloc(n * 4), *gx = up(x, n * 4), *gy = gpu->alloc(gpu->ctx, n * 4);
-    cpu->rope_fwd(cpu->ctx, y, x, N, T, NH + KV, hs, ld, theta);
-    gpu->rope_fwd(gpu->ctx, gy, gx, N, T, NH + KV, hs, ld, theta);
+    cpu->rope_fwd(cpu->ctx, y, x, N, T, NH + KV, hs, ld, &rp);
+    gpu->rope_fwd(gpu->ctx, gy, gx, N, T, NH + KV, hs, ld, &rp);
     cmp("rope_fwd", gy, y, n, 1e-6);
-    cpu->rope_bwd(cpu->ctx, x, x, N, T, NH + KV, hs, ld, theta);
-    gpu->rope_bwd(gpu->ctx, gx, gx, N, T, NH + KV, hs, ld, theta);
+    cpu->rope_bwd(cpu->ctx, x, x, N, T, NH + KV, hs, ld, &rp);
+    gpu->rope_bwd(gpu->ctx, gx, gx, N, T, NH + KV, hs, ld, &rp);
     cmp("rope_bwd (in place)", gx, x, n, 1e-6);
     free(x); free(y);
 }

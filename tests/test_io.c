@@ -13,7 +13,8 @@ static const char *dir;
 
 static int write_two(const char *path, float bias)
 {
-    mk_st_tensor_t t[2] = {{"transformer.wte.weight", 2, {3, 4}, 0, 0}, {"transformer.ln_f.bias", 1, {4}, 0, 0}};
+    mk_st_tensor_t t[2] = {{"transformer.wte.weight", 2, {3, 4}, 0, 0, MK_ST_F32},
+                           {"transformer.ln_f.bias", 1, {4}, 0, 0, MK_ST_F32}};
     const char *k[] = {"format_version", "step"}, *v[] = {"1", "7"};
     mk_st_writer_t *w = mk_st_writer_begin(path, t, 2, k, v, 2);
     if (!w) return -1;
@@ -46,7 +47,7 @@ static void test_safetensors(void)
     mk_st_close(r);
 
     /* a save that dies midway leaves the previous file intact */
-    mk_st_tensor_t t2[1] = {{"x", 1, {4}, 0, 0}};
+    mk_st_tensor_t t2[1] = {{"x", 1, {4}, 0, 0, MK_ST_F32}};
     mk_st_writer_t *w = mk_st_writer_begin(path, t2, 1, NULL, NULL, 0);
     float x[2] = {9, 9};
     CHECK(w && mk_st_writer_put(w, x, 2) < 0, "short tensor rejected");

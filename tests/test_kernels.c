@@ -213,7 +213,23 @@ static void test_rmsnorm(void)
 }
 
 /* ---- RoPE (rotate-half): x = rows (N, ld), the first nh heads rotated ---- */
-typedef struct { int N, T, nh, hs, ld; double theta; } rope_t;
+typedef struct { int N, T, nh, hs, ld; mk_rope_t r; } rope_t;
+
+/* transformers' _compute_llama3_parameters, step by step as it is written
+ * there (torch.where on wavelengths), for one frequency */
+static double ref_rope_freq(const mk_rope_t *r, int i, int hs)
+{
+    double f = 1.0 / pow(r->theta, 2.0 * i / hs);
+    if (r->factor == 0) return f;
+    double low_wavelen = r->orig / r->low_freq, high_wavelen = r->orig / r->high_freq;
+    double wavelen = 2 * M_PI / f;
+    double llama = wavelen > low_wavelen ? f / r->factor : f;
+    double smooth = (r->orig / wavelen - r->low_freq) / (r->high_freq - r->low_freq);
+    double smoothed = (1 - smooth) * llama / r->factor + smooth * llama;
+    int medium = !(wavelen < high_wavelen) && !(wavelen > low_wavelen);
+    return medium ? smoothed : llama;
+}
+
 static void ref_rope(double *out, const double *x, const void *c)
 {
     const rope_t *s = c;
@@ -222,8 +238,8 @@ static void ref_rope(double *out, const double *x, const void *c)
         for (int k = 0; k < s->ld; k++) out[n * s->ld + k] = x[n * s->ld + k];
         for (int h = 0; h < s->nh; h++)
             for (int i = 0; i < h2; i++) {
-                /* Hugging Face: q cos + rotate_half(q) sin, inv_freq_i = theta^(-2i/d) */
-                double a = (n % s->T) / pow(s->theta, 2.0 * i / s->hs);
+                /* Hugging Face: q cos + rotate_half(q) sin at angle position * inv_freq_i */
+                double a = (n % s->T) * ref_rope_freq(&s->r, i, s->hs);
                 double x1 = x[n * s->ld + h * s->hs + i], x2 = x[n * s->ld + h * s->hs + i + h2];
                 out[n * s->ld + h * s->hs + i] = x1 * cos(a) - x2 * sin(a);
                 out[n * s->ld + h * s->hs + i + h2] = x2 * cos(a) + x1 * sin(a);
@@ -231,27 +247,48 @@ static void ref_rope(double *out, const double *x, const void *c)
     }
 }
 
-static void test_rope(void)
+static void test_rope_case(const mk_rope_t *r)
 {
     /* two sequences (positions restart at n = T), 3 rotated heads of 8 and one left alone */
-    rope_t s = {2 * 6, 6, 3, 8, 4 * 8, 10000.0};
+    rope_t s = {2 * 6, 6, 3, 8, 4 * 8, *r};
     int n = s.N * s.ld;
-    float *xf = malloc(n * 4), *out = malloc(n * 4), *r = malloc(n * 4), *dg = malloc(n * 4);
+    float *xf = malloc(n * 4), *out = malloc(n * 4), *rf = malloc(n * 4), *dg = malloc(n * 4);
     double *x = malloc(n * 8), *ref = malloc(n * 8), *rd = malloc(n * 8), *g = malloc(n * 8);
-    fill(xf, x, n, 1.0); fill(r, rd, n, 1.0);
-    mk_cpu_rope_fwd(NULL, out, xf, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    fill(xf, x, n, 1.0); fill(rf, rd, n, 1.0);
+    mk_cpu_rope_fwd(NULL, out, xf, s.N, s.T, s.nh, s.hs, s.ld, r);
     ref_rope(ref, x, &s);
-    CHECK(rel(out, ref, n) < 1e-6, "rope fwd rel %g", rel(out, ref, n));
-    mk_cpu_rope_bwd(NULL, dg, r, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    CHECK(rel(out, ref, n) < 1e-6, "rope fwd rel %g (factor %g)", rel(out, ref, n), r->factor);
+    mk_cpu_rope_bwd(NULL, dg, rf, s.N, s.T, s.nh, s.hs, s.ld, r);
     fd(ref_rope, &s, x, n, n, rd, g);
-    CHECK(rel(dg, g, n) < 1e-6, "rope bwd rel %g", rel(dg, g, n));
+    CHECK(rel(dg, g, n) < 1e-6, "rope bwd rel %g (factor %g)", rel(dg, g, n), r->factor);
     memcpy(dg, xf, n * 4);  /* in place gives the same; the backward undoes the forward */
-    mk_cpu_rope_fwd(NULL, dg, dg, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    mk_cpu_rope_fwd(NULL, dg, dg, s.N, s.T, s.nh, s.hs, s.ld, r);
     CHECK(!memcmp(dg, out, n * 4), "rope fwd in place differs");
-    mk_cpu_rope_bwd(NULL, dg, dg, s.N, s.T, s.nh, s.hs, s.ld, (float)s.theta);
+    mk_cpu_rope_bwd(NULL, dg, dg, s.N, s.T, s.nh, s.hs, s.ld, r);
     for (int i = 0; i < n; i++) ref[i] = xf[i];
     CHECK(rel(dg, ref, n) < 1e-6, "rope bwd(fwd(x)) rel %g", rel(dg, ref, n));
-    free(xf); free(out); free(r); free(dg); free(x); free(ref); free(rd); free(g);
+    free(xf); free(out); free(rf); free(dg); free(x); free(ref); free(rd); free(g);
+}
+
+static void test_rope(void)
+{
+    mk_rope_t plain = {10000.0, 0, 0, 0, 0};
+    test_rope_case(&plain);
+    /* Llama 3.1's scaling with an original context of 1000: the four
+     * wavelengths of hs = 8 (6.3, 63, 628, 6283) fall in all three bands
+     * (kept below 250, smoothed between, divided by 8 above 1000) */
+    mk_rope_t llama3 = {10000.0, 8.0, 1.0, 4.0, 1000.0};
+    test_rope_case(&llama3);
+    /* and the scaling moves the angles: the plain rotation misses */
+    rope_t s = {2 * 6, 6, 3, 8, 4 * 8, llama3};
+    int n = s.N * s.ld;
+    float *xf = malloc(n * 4), *out = malloc(n * 4);
+    double *x = malloc(n * 8), *ref = malloc(n * 8);
+    fill(xf, x, n, 1.0);
+    mk_cpu_rope_fwd(NULL, out, xf, s.N, s.T, s.nh, s.hs, s.ld, &plain);
+    ref_rope(ref, x, &s);
+    CHECK(rel(out, ref, n) > 1e-3, "unscaled rope matches the scaled reference (rel %g)", rel(out, ref, n));
+    free(xf); free(out); free(x); free(ref);
 }
 
 /* ---- SwiGLU: x = gu (N, 2F), rows [gate (F) | up (F)] ---- */

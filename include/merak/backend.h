@@ -16,6 +16,7 @@
 #define MERAK_BACKEND_H
 
 #include "merak/common.h"
+#include "merak/rope.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -68,14 +69,15 @@ typedef struct mk_backend {
                           const float *att, int B, int T, int NH, int KV, int hs);
     /* Rotary position embedding, rotate-half form (Hugging Face Llama): in each of the
        first nh heads (hs even) of every row of inp (N rows of ld floats), the pair
-       (i, i + hs/2) turns by angle p * theta^(-2i/hs), position p = n mod T:
+       (i, i + hs/2) turns by angle p * f_i (merak/rope.h: theta^(-2i/hs), Llama 3.1's
+       scaling), position p = n mod T:
        out_i = x_i cos - x_{i+hs/2} sin, out_{i+hs/2} = x_{i+hs/2} cos + x_i sin.
        Columns past nh*hs are copied.  out may equal inp (in place). */
     void (*rope_fwd)(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld,
-                     float theta);
+                     const mk_rope_t *rope);
     /* the inverse rotation (the backward): dinp = R^T dout, same shapes; may be in place */
     void (*rope_bwd)(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld,
-                     float theta);
+                     const mk_rope_t *rope);
     void (*gelu_fwd)(void *ctx, float *out, const float *inp, int n);              /* tanh approximation */
     void (*gelu_bwd)(void *ctx, float *dinp, const float *inp, const float *dout, int n); /* dinp += */
     /* SwiGLU: out (N,F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)), where each row of

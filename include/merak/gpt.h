@@ -52,6 +52,7 @@ typedef struct mk_gpt {
     int llama;                    /* Llama blocks (see above); 0: GPT */
     int KV, kv;                   /* K/V heads, all and this TP rank's (GPT: NH, nh) */
     float eps, theta;             /* Llama: RMSNorm eps, RoPE base */
+    mk_rope_t rope;               /* Llama: the rotary frequencies (the base as a float, the scaling) */
     int E, topk, Fe, Fs;          /* MoE (src/exec/gpt_moe.c): experts, k, expert and shared-expert
                                      widths (0: a dense model / no shared expert) */
     int ep, ep_rank;              /* expert parallel: this rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep) */

@@ -6,6 +6,7 @@
  * (mk_cpu_pool_t; NULL runs every loop on the calling thread). */
 #ifndef MERAK_KERNELS_CPU_H
 #define MERAK_KERNELS_CPU_H
+#include "merak/rope.h"
 #include <stddef.h>
 
 /* ---- threads (src/cpu/cpu_par.c) ---- */
@@ -51,12 +52,12 @@ void mk_cpu_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *inp, co
 void mk_cpu_rmsnorm_bwd(void *ctx, float *dinp, float *dw, const float *dout, const float *inp,
                         const float *w, const float *rstd, int N, int C);
 void mk_cpu_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld,
-                     float theta);
+                     const mk_rope_t *rope);
 void mk_cpu_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld,
-                     float theta);
+                     const mk_rope_t *rope);
 /* RoPE in place on N rows at positions p0 .. p0+N-1 (sign 1: forward, -1: inverse;
    context parallelism's chunks, src/exec/kernels_cp_cpu.c) */
-void mk_cpu_rope_at(float *x, int N, int p0, int nh, int hs, int ld, float theta, int sign);
+void mk_cpu_rope_at(float *x, int N, int p0, int nh, int hs, int ld, const mk_rope_t *rope, int sign);
 void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);
 void mk_cpu_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
 void mk_cpu_gelu_fwd(void *ctx, float *out, const float *inp, int n);

@@ -69,8 +69,8 @@ typedef struct mk_model_config {
      * window (Mistral's sliding_window; Megatron's --window-size), 0 none;
      * no cost models it, so it must cover the sequence.  rope_factor > 0:
      * Llama 3.1's rope_scaling (rope_type llama3: factor, low/high
-     * frequency factors, the original context), which merak run refuses
-     * until its RoPE scales the frequencies. */
+     * frequency factors, the original context): the kernels' RoPE scales
+     * the frequencies (merak/rope.h). */
     int window;
     double rope_factor, rope_low_freq, rope_high_freq;
     int rope_orig_max_pos;

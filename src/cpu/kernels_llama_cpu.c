@@ -46,7 +46,7 @@ void mk_cpu_rmsnorm_bwd(void *ctx, float *dinp, float *dw, const float *dout, co
 /* One rotation for both directions: sign +1 forward, -1 inverse.  The
  * angle and its cosine/sine are computed in double and rounded once, so
  * every backend gets the same table (the CUDA kernel does the same). */
-static void rope(float *out, const float *inp, int N, int T, int p0, int nh, int hs, int ld, float theta,
+static void rope(float *out, const float *inp, int N, int T, int p0, int nh, int hs, int ld, const mk_rope_t *r,
                  int sign)
 {
     int h2 = hs / 2;
@@ -55,7 +55,7 @@ static void rope(float *out, const float *inp, int N, int T, int p0, int nh, int
         float *o = out + (size_t)n * ld;
         double p = p0 + n % T;
         for (int i = 0; i < h2; i++) {
-            double a = p * pow((double)theta, -2.0 * i / hs);
+            double a = p * mk_rope_freq(r, i, hs);
             float cs = (float)cos(a), sn = sign * (float)sin(a);
             for (int h = 0; h < nh; h++) {
                 float x1 = x[h * hs + i], x2 = x[h * hs + i + h2];
@@ -68,22 +68,22 @@ static void rope(float *out, const float *inp, int N, int T, int p0, int nh, int
 }
 
 void mk_cpu_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld,
-                     float theta)
+                     const mk_rope_t *r)
 {
     (void)ctx;
-    rope(out, inp, N, T, 0, nh, hs, ld, theta, 1);
+    rope(out, inp, N, T, 0, nh, hs, ld, r, 1);
 }
 
 void mk_cpu_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld,
-                     float theta)
+                     const mk_rope_t *r)
 {
     (void)ctx;
-    rope(dinp, dout, N, T, 0, nh, hs, ld, theta, -1);
+    rope(dinp, dout, N, T, 0, nh, hs, ld, r, -1);
 }
 
-void mk_cpu_rope_at(float *x, int N, int p0, int nh, int hs, int ld, float theta, int sign)
+void mk_cpu_rope_at(float *x, int N, int p0, int nh, int hs, int ld, const mk_rope_t *r, int sign)
 {
-    rope(x, x, N, N, p0, nh, hs, ld, theta, sign);
+    rope(x, x, N, N, p0, nh, hs, ld, r, sign);
 }
 
 void mk_cpu_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F)

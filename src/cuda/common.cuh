@@ -17,6 +17,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include "merak/rope.h"
 
 typedef enum { MKC_MATH_FP32 = 0, MKC_MATH_TF32, MKC_MATH_BF16 } mkc_math_t;
 
@@ -131,8 +132,8 @@ void mkc_rmsnorm_bwd(void *ctx, float *dinp, float *dw, const float *dout, const
 void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hs);
 void mkc_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                        int B, int T, int NH, int KV, int hs);
-void mkc_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld, float theta);
-void mkc_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld, float theta);
+void mkc_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld, const mk_rope_t *rope);
+void mkc_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld, const mk_rope_t *rope);
 void mkc_gelu_fwd(void *ctx, float *out, const float *inp, int n);
 void mkc_gelu_bwd(void *ctx, float *dinp, const float *inp, const float *dout, int n);
 void mkc_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);

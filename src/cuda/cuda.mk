@@ -10,7 +10,7 @@ CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/c
 	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
 	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu
 # nvcc's objects have no automatic header dependencies: name them
-$(CUDA_SRCS:.cu=.lo): src/cuda/common.cuh include/merak/cuda_module.h include/merak/backend.h include/merak/cuda.h \
+$(CUDA_SRCS:.cu=.lo): src/cuda/common.cuh include/merak/cuda_module.h include/merak/backend.h include/merak/rope.h include/merak/cuda.h \
 	include/merak/common.h config.h
 noinst_HEADERS += include/merak/cuda.h
 noinst_HEADERS += src/cuda/common.cuh

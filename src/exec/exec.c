@@ -91,9 +91,6 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
                             "vocab-parallel cross entropy", mk_xent_name(p->cross_entropy));
     if (p->cpu_offload_layers)
         return mk_error_set("--cpu-offloading-num-layers is for merak sim: run keeps activations on its backend");
-    if (p->model.rope_factor) /* issue 36: Llama 3.1's scaled frequencies, not yet in the kernels */
-        return mk_error_set("model %s: rope_scaling (llama3, factor %g) is not in merak run's RoPE yet: it trains "
-                            "only unscaled rotary positions", p->model.name, p->model.rope_factor);
     if (p->optimizer_offload)
         return mk_error_set("--optimizer-cpu-offload is for merak sim and merak plan: run keeps the optimizer "
                             "on its backend");

@@ -205,6 +205,14 @@ static void config_json(const mk_gpt_t *g, char *buf, size_t n)
                        "\"rope_theta\":%s,\"tie_word_embeddings\":%s", moe ? "mixtral" : "llama", c->num_layers,
                        c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
                        c->untied ? "false" : "true");
+        if (c->rope_factor > 0) { /* Llama 3.1's, as its config.json has it */
+            char f[32], lo[32], hi[32];
+            shortest_real(c->rope_factor, f, sizeof f), shortest_real(c->rope_low_freq, lo, sizeof lo);
+            shortest_real(c->rope_high_freq, hi, sizeof hi);
+            len += snprintf(buf + len, n - len, ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":%s,"
+                            "\"low_freq_factor\":%s,\"high_freq_factor\":%s,\"original_max_position_embeddings\":%d}",
+                            f, lo, hi, c->rope_orig_max_pos);
+        }
         if (moe) moe_config_json(g, buf + len, n - len);
         else snprintf(buf + len, n - len, "}");
         return;

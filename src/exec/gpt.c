@@ -228,6 +228,9 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
     g->kv = g->KV / tp;
     g->eps = (float)cfg->norm_eps;
     g->theta = (float)cfg->rope_theta;
+    /* the base as the float it always was (the same angles as before the scaling) */
+    g->rope = (mk_rope_t){(double)g->theta, cfg->rope_factor, cfg->rope_low_freq, cfg->rope_high_freq,
+                          (double)cfg->rope_orig_max_pos};
     if (g->F % tp) { mk_error_set("--tp %d does not divide the MLP width %d", tp, g->F); free(g); return NULL; }
     g->n_layers = mk_gpt_n_layers(cfg);
     if (mk_model_is_moe(cfg)) {

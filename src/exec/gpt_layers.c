@@ -312,7 +312,7 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
         if (g->llama && g->cp > 1)  /* context parallel: global positions, ring attention */
             mk_cp_rope(g, p->x1 + r0 * mid, nr, (int)mid, 1);
         else if (g->llama)  /* q and k heads, in place */
-            be->rope_fwd(be->ctx, p->x1 + r0 * mid, p->x1 + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, g->theta);
+            be->rope_fwd(be->ctx, p->x1 + r0 * mid, p->x1 + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, &g->rope);
         if (g->cp > 1)
             run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T,
                              p->x1 + r0 * mid, nr / g->T);
@@ -508,7 +508,7 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
                           nr / g->T, g->T, g->nh, g->kv, g->hs);
         if (g->llama && g->cp > 1) mk_cp_rope(g, dmid + r0 * mid, nr, (int)mid, -1);
         else if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
-            be->rope_bwd(be->ctx, dmid + r0 * mid, dmid + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, g->theta);
+            be->rope_bwd(be->ctx, dmid + r0 * mid, dmid + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, &g->rope);
     } else if (g->llama) {
         be->swiglu_bwd(be->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, nr, g->Fl);
     } else {

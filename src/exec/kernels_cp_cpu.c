@@ -35,7 +35,7 @@ void mk_cp_rope(const mk_gpt_t *g, float *x, int nr, int ld, int sign)
     int c = g->T / 2;
     for (int r = 0; r < nr; r += c)
         mk_cpu_rope_at(x + (size_t)r * ld, c, mk_cp_pos(g->cp, g->cp_rank, g->T, r % g->T), g->nh + g->kv, g->hs,
-                       ld, g->theta, sign);
+                       ld, &g->rope, sign);
 }
 
 /* Row strides: the local q|k|v and a packed K/V block. */

@@ -15,8 +15,8 @@
  * in a Llama, a head_dim other than hidden/heads, another activation or
  * RoPE scaling type, router noise) fails naming the key.  A sliding window
  * and Llama 3.1's rope_scaling are kept in the configuration (window,
- * rope_*): the validator refuses a window below the sequence, merak run
- * the scaling (model.h).
+ * rope_*): the validator refuses a window below the sequence; the
+ * executor's RoPE scales the frequencies (merak/rope.h).
  *
  * The training sequence is not in a config.json (max_position_embeddings
  * is the longest the model supports): it is min(max_position_embeddings,
