@@ -51,7 +51,7 @@ a=$("$MERAK" model --model llama-tiny --normalization LayerNorm --position-embed
     "$PY" -c 'import json,sys; print(json.load(sys.stdin)["params"])')
 check "LayerNorm and learned positions on llama-tiny ($a = 229952 + 9*64 + 64*64)" [ "$a" = 234624.0 ]
 expect_ok "model prints the architecture" "$MERAK" model --model llama-3-70b
-check "architecture line" grep -q "8 KV heads (query groups), RMSNorm, SwiGLU MLP, rotary positions (theta 500000)" "$tmpdir/out"
+check "architecture line" grep -q "8 KV heads (query groups), head dim 128, RMSNorm, SwiGLU MLP, rotary positions (theta 500000)" "$tmpdir/out"
 
 expect_fail "bad --normalization" "normalization 'BatchNorm' is not LayerNorm or RMSNorm" -- \
   "$MERAK" model --model llama-tiny --normalization BatchNorm

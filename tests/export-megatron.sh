@@ -23,6 +23,9 @@ roundtrip "llama GQA, SP, distributed optimizer, cp 2, no recompute" dgx-h100 32
   --pp 2 --tp 2 --gbs 64 --sequence-parallel --zero 1 --recompute none
 roundtrip "mixtral, ep 4, selective" dgx-h100 32 --model mixtral-8x7b --dp 4 --ep 4 --pp 2 --tp 4 --gbs 64 \
   --seq-length 4096 --recompute selective
+roundtrip "a head dim apart from hidden / heads (--kv-channels)" dgx-h100 16 --model llama-3-8b --kv-channels 96 \
+  --dp 2 --pp 2 --tp 4 --gbs 32
+check "--kv-channels exported" grep -q -- "--kv-channels 96 " "$tmpdir/cmd"
 roundtrip "uneven first and last stages, fp16" dgx-a100 16 --model gpt-20b --dp 1 --pp 4 --tp 4 --gbs 16 \
   --decoder-first-pipeline-num-layers 10 --decoder-last-pipeline-num-layers 10 --dtype fp16
 # merak plan: the best plan in Megatron-LM's space, exported; its step is the round trip's

@@ -36,6 +36,14 @@ ref_case untied --model llama-tiny
 ref_case tied --model gpt-tiny --normalization RMSNorm --swiglu --position-embedding-type rope \
   --disable-bias-linear --group-query-attention --num-query-groups 1 --ffn-hidden-size 192 \
   --rotary-base 500000 --norm-epsilon 1e-6
+# a head dim apart from hidden / heads (issue 36: --kv-channels, HF's
+# head_dim): q_proj (96, 64), o_proj (64, 96), RoPE over 24 dims
+ref_case headdim --model llama-tiny --kv-channels 24
+check "headdim: the checkpoint's config says head_dim 24" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"])
+assert c["head_dim"] == 24 and t["model.layers.0.self_attn.q_proj.weight"][0] == [96, 64], c' \
+  "$top_srcdir/tests" "$tmpdir/headdim.st"
 check "tied: no lm_head.weight in the file" "$PY" -c '
 import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
 m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"])

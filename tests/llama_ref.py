@@ -71,10 +71,15 @@ def rope(T, d, theta, scaling=None):
     return np.cos(ang), np.sin(ang)
 
 
+def head_dim(cfg):
+    """LlamaConfig's head_dim, hidden_size // num_attention_heads when absent"""
+    return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
+
+
 def attention(x, w, p, cfg, cos, sin):
     B, T, C = x.shape
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    d = C // H
+    d = head_dim(cfg)
     q = (x @ w[p + "q_proj.weight"].T).reshape(B, T, H, d).transpose(0, 2, 1, 3)
     k = (x @ w[p + "k_proj.weight"].T).reshape(B, T, KV, d).transpose(0, 2, 1, 3)
     v = (x @ w[p + "v_proj.weight"].T).reshape(B, T, KV, d).transpose(0, 2, 1, 3)
@@ -94,8 +99,7 @@ def silu(x):
 def loss(cfg, w, batch):
     inp, tgt = batch[:, :-1], batch[:, 1:]
     eps = cfg["rms_norm_eps"]
-    C, H = cfg["hidden_size"], cfg["num_attention_heads"]
-    cos, sin = rope(inp.shape[1], C // H, cfg["rope_theta"], cfg.get("rope_scaling"))
+    cos, sin = rope(inp.shape[1], head_dim(cfg), cfg["rope_theta"], cfg.get("rope_scaling"))
     x = w["model.embed_tokens.weight"][inp]
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i

@@ -60,9 +60,18 @@ EOF
 cfg qwen2-7b <<'EOF'
 {"architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643, "hidden_act": "silu", "hidden_size": 3584, "initializer_range": 0.02, "intermediate_size": 18944, "max_position_embeddings": 131072, "max_window_layers": 28, "model_type": "qwen2", "num_attention_heads": 28, "num_hidden_layers": 28, "num_key_value_heads": 4, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0, "sliding_window": 131072, "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.37.2", "use_cache": true, "use_sliding_window": false, "vocab_size": 152064}
 EOF
+# a head dim apart from hidden / heads (5120 / 32 heads of 128: Megatron's --kv-channels)
+cfg mistral-nemo-12b <<'EOF'
+{"_name_or_path": "mistralai/Mistral-Nemo-Base-2407", "architectures": ["MistralForCausalLM"], "attention_dropout": 0.0,
+ "bos_token_id": 1, "eos_token_id": 2, "head_dim": 128, "hidden_act": "silu", "hidden_size": 5120,
+ "initializer_range": 0.02, "intermediate_size": 14336, "max_position_embeddings": 128000, "model_type": "mistral",
+ "num_attention_heads": 32, "num_hidden_layers": 40, "num_key_value_heads": 8, "rms_norm_eps": 1e-05,
+ "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+ "transformers_version": "4.43.3", "use_cache": true, "vocab_size": 131072}
+EOF
 # Hugging Face's own counts (model.num_parameters())
 for c in gpt2:124439808 llama-3-8b:8030261248 llama-3.1-8b:8030261248 llama-3.2-1b:1235814400 \
-         mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704 qwen2-7b:7615616512; do
+         mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704 qwen2-7b:7615616512 mistral-nemo-12b:12247782400; do
   m=${c%%:*}; want=${c#*:}
   "$MERAK" model --model "$d/$m" --json >"$tmpdir/m.json" 2>"$tmpdir/err"
   got=$("$PYTHON" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["params"]))' "$tmpdir/m.json" 2>/dev/null)
@@ -73,7 +82,7 @@ done
 "$MERAK" model --model "$d/llama-3-8b" >"$tmpdir/b" 2>&1
 check "config.json or its directory: the same model" cmp -s "$tmpdir/a" "$tmpdir/b"
 check "named by its directory, seq min(max_position_embeddings, 2048)" grep -q "^model llama-3-8b: 32 blocks, hidden 4096, 32 heads, seq 2048, vocab 128256" "$tmpdir/a"
-check "the architecture read" grep -q "8 KV heads (query groups), RMSNorm, SwiGLU MLP, rotary positions (theta 500000), eps 1e-05, untied head, no biases" "$tmpdir/a"
+check "the architecture read" grep -q "8 KV heads (query groups), head dim 128, RMSNorm, SwiGLU MLP, rotary positions (theta 500000), eps 1e-05, untied head, no biases" "$tmpdir/a"
 "$MERAK" model --model "$d/gpt2" >"$tmpdir/g" 2>&1
 check "gpt2: GPT's architecture, seq 1024" sh -c "grep -q '^model gpt2: 12 blocks, hidden 768, 12 heads, seq 1024, vocab 50257' '$tmpdir/g'"
 # every subcommand; --seq-length changes the sequence, nothing else changes a config
@@ -88,6 +97,20 @@ expect_fail "mistral's window below the sequence" "sliding attention window of 4
   "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 8192 --pp 2
 expect_ok "mistral's window at the sequence" "$MERAK" sim --model "$d/mistral-7b-v0.1" --seq-length 4096 --pp 2
 expect_fail "size flags" "model flags cannot change a Hugging Face config" -- "$MERAK" sim --model "$d/gpt2" --num-layers 6
+# head_dim is Megatron's --kv-channels: the config and the flags give one model
+"$MERAK" model --model "$d/mistral-nemo-12b" >"$tmpdir/n" 2>&1
+check "mistral-nemo: head dim 128 on hidden 5120" grep -q "8 KV heads (query groups), head dim 128," "$tmpdir/n"
+"$MERAK" model --model "$d/mistral-nemo-12b" --seq-length 4096 --json >"$tmpdir/n1.json" 2>&1
+"$MERAK" model --model llama-3-8b --num-layers 40 --hidden-size 5120 --ffn-hidden-size 14336 --vocab-size 131072 \
+  --kv-channels 128 --rotary-base 1000000 --seq-length 4096 --json >"$tmpdir/n2.json" 2>&1
+check "--kv-channels 128 gives the config's parameters and FLOPs" "$PYTHON" -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert a["params"] == b["params"] == 12247782400 and a["flops_per_iteration"] == b["flops_per_iteration"], (a, b)' \
+  "$tmpdir/n1.json" "$tmpdir/n2.json"
+expect_fail "--kv-channels on a GPT's executor" "kv-channels with GPT blocks is for merak sim and merak plan" -- \
+  "$MERAK" run --model gpt-tiny --kv-channels 8 --steps 1
+expect_ok "--kv-channels equal to hidden / heads is the plain model" "$MERAK" model --model llama-tiny --kv-channels 16
 # qwen2's q/k/v biases: Megatron's --add-qkv-bias; the executor refuses them
 "$MERAK" model --model "$d/qwen2-7b" >"$tmpdir/q" 2>&1
 check "qwen2: biases on QKV only" grep -q "untied head, biases on QKV only" "$tmpdir/q"
@@ -110,11 +133,12 @@ bad missing-key "missing field 'hidden_size'" "del c['hidden_size']"
 bad wrong-type "field 'num_hidden_layers' must be" "c['num_hidden_layers'] = 'many'"
 bad qwen3-moe "model_type 'qwen3_moe' is not supported" "c['model_type'] = 'qwen3_moe'"
 bad attention-bias "attention_bias true" "c['attention_bias'] = True"
-bad head-dim "head_dim 96 with 32 heads" "c['head_dim'] = 96"
+bad head-dim "field 'head_dim' must be an integer >= 1" "c['head_dim'] = 0"
+bad odd-head-dim "the head dim 97 is odd" "c['head_dim'] = 97"
 bad activation "hidden_act gelu is not supported" "c['hidden_act'] = 'gelu'"
 bad rope-type "rope_type dynamic is not supported" "c['rope_scaling'] = {'rope_type': 'dynamic', 'factor': 2.0}"
 bad rope-key "rope_scaling: missing field 'low_freq_factor'" "c['rope_scaling'] = {'rope_type': 'llama3', 'factor': 8.0, 'high_freq_factor': 4.0, 'original_max_position_embeddings': 8192}"
-bad heads "do not divide" "c['num_key_value_heads'] = 5"
+bad heads "num_key_value_heads 5 does not divide" "c['num_key_value_heads'] = 5"
 expect_fail "not JSON" "malformed JSON" -- sh -c "mkdir -p '$d/x' && echo '{' >'$d/x/config.json' && '$MERAK' model --model '$d/x'"
 # a tiny Llama written as a Hugging Face config trains as the same flags do
 cfg tiny <<'EOF'

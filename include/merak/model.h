@@ -33,9 +33,11 @@ typedef struct mk_model_config {
     int vocab;            /* V, the real vocabulary (padding is computational only) */
     int ffn;              /* MLP width, 4h by default */
     /* The Llama architecture (Hugging Face LlamaForCausalLM); the defaults
-     * (mk_model_defaults) give the GPT.  Head dim d = hidden / heads; the K/V
-     * width is kv_heads * d; query head i uses K/V head floor(i*kv/heads). */
+     * (mk_model_defaults) give the GPT.  Head dim d = hidden / heads, or
+     * kv_channels where set (mk_model_head_dim); the queries are heads * d
+     * wide, the K/V kv_heads * d; query head i uses K/V head floor(i*kv/heads). */
     int kv_heads;          /* num_key_value_heads (GQA); == heads for MHA (GPT: heads) */
+    int kv_channels;       /* head dim apart from hidden / heads (Megatron's --kv-channels, HF head_dim); 0: h/a */
     mk_norm_kind_t norm;   /* MK_NORM_LAYERNORM (GPT) | MK_NORM_RMSNORM */
     int swiglu;            /* MLP = down(silu(gate(x)) * up(x)); 0: GELU MLP */
     mk_pos_kind_t pos;     /* MK_POS_LEARNED (GPT) | MK_POS_ROPE */
@@ -83,7 +85,7 @@ typedef struct mk_model_config {
  * group_query_attention: Megatron's default is 1 group). */
 typedef struct mk_model_overrides {
     int num_layers, hidden, heads, seq, vocab, ffn;
-    int group_query_attention, kv_heads;
+    int group_query_attention, kv_heads, kv_channels;
     int norm, swiglu, pos, untied, bias, qkv_bias;
     double rope_theta, norm_eps;
     double attention_dropout, hidden_dropout; /* Megatron's probabilities (< 0: not given) */
@@ -111,6 +113,8 @@ MK_API const char *mk_norm_name(mk_norm_kind_t k);
 MK_API const char *mk_pos_name(mk_pos_kind_t k);
 MK_API int mk_norm_parse(const char *s, mk_norm_kind_t *out);
 MK_API int mk_pos_parse(const char *s, mk_pos_kind_t *out);
+/* The head dim d: kv_channels where set, else hidden / heads. */
+MK_API int mk_model_head_dim(const mk_model_config_t *cfg);
 /* 1 for a mixture-of-experts model (num_experts > 0), 0 for a dense one. */
 MK_API int mk_model_is_moe(const mk_model_config_t *cfg);
 /* 1 when block i (0-based) has an MoE layer instead of the dense MLP. */

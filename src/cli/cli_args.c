@@ -15,7 +15,7 @@
 
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
-    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
+    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
@@ -58,6 +58,7 @@ static const mk_flag_t mk_flags[] = {
     {"rotary-base", O_ROPE_BASE, MK_OPTG_MODEL, R, 1, 0, MK_MAX_ROPE_THETA},
     {"group-query-attention", O_GQA, MK_OPTG_MODEL, N, 1, 0, 0},
     {"num-query-groups", O_KV_GROUPS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEADS},
+    {"kv-channels", O_KV_CHANNELS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
     {"untie-embeddings-and-output-weights", O_UNTIE, MK_OPTG_MODEL, N, 1, 0, 0},
     {"disable-bias-linear", O_NO_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"add-qkv-bias", O_QKV_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
@@ -367,6 +368,7 @@ static int *int_slot(mk_args_t *a, int id)
     case O_VOCAB: return &a->ov.vocab;
     case O_FFN: return &a->ov.ffn;
     case O_KV_GROUPS: return &a->ov.kv_heads;
+    case O_KV_CHANNELS: return &a->ov.kv_channels;
     case O_EXPERTS: return &a->ov.num_experts;
     case O_MOE_TOPK: return &a->ov.moe_topk;
     case O_MOE_FFN: return &a->ov.moe_ffn;

@@ -58,7 +58,7 @@ static const char *model_usage =
     "  --vocab-size V --ffn-hidden-size F   override the preset (any order)\n"
     "  --normalization LayerNorm|RMSNorm --swiglu --position-embedding-type\n"
     "  learned_absolute|rope --rotary-base B --group-query-attention\n"
-    "  --num-query-groups G --untie-embeddings-and-output-weights\n"
+    "  --num-query-groups G --kv-channels D --untie-embeddings-and-output-weights\n"
     "  --disable-bias-linear --add-qkv-bias --norm-epsilon E   the architecture (Megatron-LM's flags)\n"
     "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
     "  --moe-shared-expert-intermediate-size F --moe-router-pre-softmax\n"
@@ -113,8 +113,9 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
            c->name, c->num_layers, c->hidden, c->heads, c->seq, c->vocab,
            mk_model_padded_vocab(c, tp), tp, c->ffn);
     if (c->family != MK_FAMILY_CUSTOM && !mk_model_arch_is_gpt(c))
-        printf("architecture: %d KV heads (query groups), %s, %s MLP, %s positions (theta %g), eps %g, %s head, %s\n",
-               c->kv_heads, mk_norm_name(c->norm), c->swiglu ? "SwiGLU" : "GELU",
+        printf("architecture: %d KV heads (query groups), head dim %d, %s, %s MLP, %s positions (theta %g), eps %g, "
+               "%s head, %s\n",
+               c->kv_heads, mk_model_head_dim(c), mk_norm_name(c->norm), c->swiglu ? "SwiGLU" : "GELU",
                c->pos == MK_POS_ROPE ? "rotary" : "learned", c->rope_theta, c->norm_eps,
                c->untied ? "untied" : "tied", c->bias ? "biases" : c->qkv_bias ? "biases on QKV only" : "no biases");
     if (mk_model_is_moe(c))

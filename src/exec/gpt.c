@@ -185,8 +185,12 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
     if (c->family != MK_FAMILY_GPT && c->family != MK_FAMILY_LLAMA)
         return mk_error_set("the executor trains GPT and Llama models only");
     if (c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED && c->bias && !c->untied &&
-        (c->kv_heads == c->heads || c->kv_heads == 0))
+        (c->kv_heads == c->heads || c->kv_heads == 0)) {
+        if (c->kv_channels) /* its c_attn and c_proj are h wide: GPT-2's layout has no other head dim */
+            return mk_error_set("--kv-channels with GPT blocks is for merak sim and merak plan: the executor's GPT "
+                                "block (GPT-2's tensors) has heads of hidden / heads");
         return 0;
+    }
     if (c->qkv_bias && !c->bias) /* issue 36: Qwen2's; the executor's Llama block has no bias to add it to */
         return mk_error_set("--add-qkv-bias (Qwen2's q/k/v biases) is for merak sim and merak plan: the executor's "
                             "Llama block has no biases");
@@ -220,7 +224,7 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
     g->tp_rank = tp_rank;
     g->ep = ep, g->ep_rank = ep_rank;
     g->L = cfg->num_layers; g->C = cfg->hidden; g->T = cfg->seq; g->NH = cfg->heads;
-    g->hs = g->C / g->NH; g->nh = g->NH / tp; g->F = cfg->ffn; g->Fl = g->F / tp;
+    g->hs = mk_model_head_dim(cfg); g->nh = g->NH / tp; g->F = cfg->ffn; g->Fl = g->F / tp;
     g->V = cfg->vocab; g->Vp = mk_model_padded_vocab(cfg, tp); g->Vl = g->Vp / tp;
     g->v0 = tp_rank * g->Vl;
     g->llama = llama;

@@ -4,9 +4,9 @@
  * LlamaForCausalLM) and BERT (post-norm encoder, bidirectional, MLM head
  * tied to the word embedding).  The architecture fields of the config
  * (model.h) select each part on any family, as Megatron-LM's flags do.
- * Like Megatron-LM, q,k,v are one fused linear (h -> h + 2*kv*d) and so
- * are gate and up (h -> 2f): the same FLOPs and parameters as separate
- * projections.  They emit plain ops; roles and layers come from
+ * Like Megatron-LM, q,k,v are one fused linear (h -> (a + 2*kv)*d, d the
+ * head dim: mk_model_head_dim) and so are gate and up (h -> 2f): the same
+ * FLOPs and parameters as separate projections.  They emit plain ops; roles and layers come from
  * graph_shard.c. */
 #include "merak/graph.h"
 
@@ -91,8 +91,8 @@ static int dropout(mk_builder_t *b, const char *name, int x)
 static int attention(mk_builder_t *b, int y)
 {
     const mk_model_config_t *c = &b->g->cfg;
-    int h = c->hidden, kv_width = c->kv_heads * (h / c->heads);
-    int qkv = emit_op(b, MK_OPK_LINEAR, "qkv", y, 0, h + 2 * kv_width, c->bias || c->qkv_bias);
+    int h = c->hidden, d = mk_model_head_dim(c);
+    int qkv = emit_op(b, MK_OPK_LINEAR, "qkv", y, 0, (c->heads + 2 * c->kv_heads) * d, c->bias || c->qkv_bias);
     if (c->pos == MK_POS_ROPE) qkv = emit(b, MK_OPK_ROPE, "rope", qkv, 0, 0);
     int att = emit(b, MK_OPK_ATTENTION, "attn", qkv, 0, 0);
     int proj = emit(b, MK_OPK_LINEAR, "proj", att, 0, h);

@@ -22,6 +22,7 @@
 #include "merak/model.h"
 #include "merak/limits.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -141,7 +142,7 @@ int mk_model_preset(const char *name, mk_model_config_t *cfg)
 void mk_model_overrides_init(mk_model_overrides_t *ov)
 {
     ov->num_layers = ov->hidden = ov->heads = ov->seq = ov->vocab = ov->ffn = -1;
-    ov->group_query_attention = ov->kv_heads = -1;
+    ov->group_query_attention = ov->kv_heads = ov->kv_channels = -1;
     ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = -1;
     ov->attention_dropout = ov->hidden_dropout = -1;
     ov->rope_theta = ov->norm_eps = -1;
@@ -159,7 +160,7 @@ typedef struct {
 } names_t;
 
 enum { F_LAYERS, F_HIDDEN, F_HEADS, F_SEQ, F_VOCAB, F_FFN, F_KV, F_ROPE, F_NORM_EPS, F_EXPERTS, F_TOPK, F_MOE_FFN,
-       F_MOE_SHARED, F_MOE_FREQ, F_MOE_AUX, F_MOE_CAP, F_COUNT };
+       F_MOE_SHARED, F_MOE_FREQ, F_MOE_AUX, F_MOE_CAP, F_KV_CHANNELS, F_COUNT };
 static const char *const field_names[F_COUNT][2] = {
     {"--num-layers", "num_layers"}, {"--hidden-size", "hidden_size"},
     {"--num-attention-heads", "num_attention_heads"}, {"--seq-length", "seq_length"},
@@ -169,7 +170,7 @@ static const char *const field_names[F_COUNT][2] = {
     {"--moe-router-topk", "moe_router_topk"}, {"--moe-ffn-hidden-size", "moe_ffn_hidden_size"},
     {"--moe-shared-expert-intermediate-size", "moe_shared_expert_intermediate_size"},
     {"--moe-layer-freq", "moe_layer_freq"}, {"--moe-aux-loss-coeff", "moe_aux_loss_coeff"},
-    {"--moe-expert-capacity-factor", "moe_expert_capacity_factor"}};
+    {"--moe-expert-capacity-factor", "moe_expert_capacity_factor"}, {"--kv-channels", "kv_channels"}};
 
 /* Field f's name in message slot (0-2). */
 static const char *nm(names_t *n, int f, int slot)
@@ -194,6 +195,23 @@ static int check_real(names_t *n, int f, double v, double max)
     return 0;
 }
 
+/* The head dim: hidden / heads, or kv_channels with the queries' width
+ * heads * d within the hidden size's limit. */
+static int validate_heads(names_t *n, const mk_model_config_t *c)
+{
+    if (!c->kv_channels) {
+        if (c->hidden % c->heads)
+            return mk_error_set("%s %d does not divide %s %d (give --kv-channels for a head dim apart from it)",
+                                nm(n, F_HEADS, 0), c->heads, nm(n, F_HIDDEN, 1), c->hidden);
+        return 0;
+    }
+    if (check_size(n, F_KV_CHANNELS, c->kv_channels, MK_MAX_HEAD_DIM) < 0) return -1;
+    if ((int64_t)c->heads * c->kv_channels > MK_MAX_HIDDEN)
+        return mk_error_set("%s %d x %s %d: the queries' width is above %d", nm(n, F_HEADS, 0), c->heads,
+                            nm(n, F_KV_CHANNELS, 1), c->kv_channels, MK_MAX_HIDDEN);
+    return 0;
+}
+
 /* GQA groups, the rotary base and the norm epsilon. */
 static int validate_arch(names_t *n, const mk_model_config_t *c)
 {
@@ -201,6 +219,9 @@ static int validate_arch(names_t *n, const mk_model_config_t *c)
     if (c->heads % c->kv_heads)
         return mk_error_set("%s %d does not divide %s %d", nm(n, F_KV, 0), c->kv_heads, nm(n, F_HEADS, 1), c->heads);
     if (check_real(n, F_ROPE, c->rope_theta, MK_MAX_ROPE_THETA) < 0) return -1;
+    if (c->pos == MK_POS_ROPE && mk_model_head_dim(c) % 2)
+        return mk_error_set("model '%s': rotary positions turn pairs: the head dim %d is odd", c->name,
+                            mk_model_head_dim(c));
     if (c->window < 0 || (c->window > 0 && c->window < c->seq))
         return mk_error_set("model '%s': a sliding attention window of %d below the sequence %d is not in merak's "
                             "cost model", c->name, c->window, c->seq);
@@ -252,10 +273,7 @@ static int validate(names_t *n, const mk_model_config_t *c)
     const int max[] = {MK_MAX_LAYERS, MK_MAX_HIDDEN, MK_MAX_HEADS, MK_MAX_SEQ, MK_MAX_VOCAB, MK_MAX_FFN};
     for (int i = 0; i < 6; i++)
         if (check_size(n, sizes[i], vals[i], max[i]) < 0) return -1;
-    if (c->hidden % c->heads)
-        return mk_error_set("%s %d does not divide %s %d", nm(n, F_HEADS, 0), c->heads, nm(n, F_HIDDEN, 1),
-                            c->hidden);
-    if (validate_arch(n, c) < 0) return -1;
+    if (validate_heads(n, c) < 0 || validate_arch(n, c) < 0) return -1;
     return validate_moe(n, c);
 }
 
@@ -303,6 +321,7 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->kv_heads > 0 && ov->group_query_attention != 1)
         return mk_error_set("--num-query-groups needs --group-query-attention");
     if (ov->group_query_attention == 1) c->kv_heads = ov->kv_heads > 0 ? ov->kv_heads : 1;
+    if (ov->kv_channels >= 0) c->kv_channels = ov->kv_channels;
     if (ov->norm >= 0) c->norm = (mk_norm_kind_t)ov->norm;
     if (ov->swiglu >= 0) c->swiglu = ov->swiglu;
     if (ov->pos >= 0) c->pos = (mk_pos_kind_t)ov->pos;
@@ -324,9 +343,9 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
 
 static int arch_given(const mk_model_overrides_t *ov)
 {
-    return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->norm >= 0 || ov->swiglu >= 0 ||
-           ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 || ov->rope_theta >= 0 ||
-           ov->norm_eps >= 0 || ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
+    return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->kv_channels >= 0 || ov->norm >= 0 ||
+           ov->swiglu >= 0 || ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 ||
+           ov->rope_theta >= 0 || ov->norm_eps >= 0 || ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
 }
 
 static int moe_given(const mk_model_overrides_t *ov)
@@ -412,5 +431,9 @@ int mk_model_resolve(const char *model, const mk_model_overrides_t *ov, mk_model
     }
     if (ov->ffn > 0) cfg->ffn = ov->ffn;
     if (apply_moe(ov, cfg) < 0) return -1;
+    /* Megatron's default --kv-channels is h/a: given so, it is the same model */
+    if (cfg->kv_channels && cfg->heads > 0 && cfg->hidden % cfg->heads == 0 &&
+        cfg->kv_channels == cfg->hidden / cfg->heads)
+        cfg->kv_channels = 0;
     return mk_model_validate(cfg);
 }

@@ -28,6 +28,7 @@
 #include "merak/readfile.h"
 
 #include <jansson.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -142,19 +143,20 @@ static int llama_unsupported(json_t *o, const char *what, mk_model_config_t *c)
 {
     int ab, mb, hd;
     if (opt_bool(o, what, "attention_bias", 0, &ab) < 0 || opt_bool(o, what, "mlp_bias", 0, &mb) < 0 ||
-        opt_int(o, what, "head_dim", 1, c->hidden / c->heads, &hd) < 0)
+        opt_int(o, what, "head_dim", 1, 0, &hd) < 0)
         return -1;
     if (ab || mb) return mk_error_set("%s: %s true: biases in a Llama's linears are not in merak's graph", what,
                                       ab ? "attention_bias" : "mlp_bias");
-    if (hd * c->heads != c->hidden)
-        return mk_error_set("%s: head_dim %d with %d heads of hidden_size %d: a head dim apart from hidden/heads "
-                            "is not in merak's graph", what, hd, c->heads, c->hidden);
+    if (!hd && c->hidden % c->heads)
+        return mk_error_set("%s: num_attention_heads %d does not divide hidden_size %d (and no head_dim)", what,
+                            c->heads, c->hidden);
+    /* head_dim apart from hidden/heads: Megatron's --kv-channels (Mistral-Nemo: 5120 / 32 heads of 128) */
+    c->kv_channels = hd && hd * (int64_t)c->heads != c->hidden ? hd : 0;
     json_t *sw = json_object_get(o, "sliding_window"), *use = json_object_get(o, "use_sliding_window");
     if (sw && !json_is_null(sw) && !(use && json_is_false(use)) &&
         mk_json_int(o, what, "sliding_window", 1, &c->window) < 0)
         return -1;
     return rope_scaling(o, what, c);
-    return 0;
 }
 
 static int load_llama(json_t *o, const char *what, const char *type, mk_model_config_t *c)
@@ -172,9 +174,9 @@ static int load_llama(json_t *o, const char *what, const char *type, mk_model_co
         opt_num(o, what, "rope_theta", 1, 10000, &c->rope_theta) < 0 ||
         opt_bool(o, what, "tie_word_embeddings", 0, &tie) < 0 || want_str(o, what, "hidden_act", silu) < 0)
         return -1;
-    if (c->hidden % c->heads || c->heads % c->kv_heads)
-        return mk_error_set("%s: hidden_size %d, num_attention_heads %d, num_key_value_heads %d do not divide", what,
-                            c->hidden, c->heads, c->kv_heads);
+    if (c->heads % c->kv_heads)
+        return mk_error_set("%s: num_key_value_heads %d does not divide num_attention_heads %d", what, c->kv_heads,
+                            c->heads);
     c->seq = npos < MK_HF_SEQ ? npos : MK_HF_SEQ;
     c->untied = !tie;
     if (llama_unsupported(o, what, c) < 0) return -1;
