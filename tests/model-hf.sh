@@ -69,9 +69,32 @@ cfg mistral-nemo-12b <<'EOF'
  "rope_theta": 1000000.0, "sliding_window": null, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
  "transformers_version": "4.43.3", "use_cache": true, "vocab_size": 131072}
 EOF
+# Qwen3: q_norm and k_norm (RMSNorm over each head's 128 dims: Megatron's --qk-layernorm), head_dim 128;
+# Qwen3-MoE: 128 experts of 768, top 8 renormalised (norm_topk_prob), every block sparse
+cfg qwen3-8b <<'EOF'
+{"architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+ "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02,
+ "intermediate_size": 12288, "max_position_embeddings": 40960, "max_window_layers": 36, "model_type": "qwen3",
+ "num_attention_heads": 32, "num_hidden_layers": 36, "num_key_value_heads": 8, "rms_norm_eps": 1e-06,
+ "rope_scaling": null, "rope_theta": 1000000, "sliding_window": null, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+ "vocab_size": 151936}
+EOF
+cfg qwen3-30b-a3b <<'EOF'
+{"architectures": ["Qwen3MoeForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "bos_token_id": 151643,
+ "decoder_sparse_step": 1, "eos_token_id": 151645, "head_dim": 128, "hidden_act": "silu", "hidden_size": 2048,
+ "initializer_range": 0.02, "intermediate_size": 6144, "max_position_embeddings": 40960, "max_window_layers": 48,
+ "mlp_only_layers": [], "model_type": "qwen3_moe", "moe_intermediate_size": 768, "norm_topk_prob": true,
+ "num_attention_heads": 32, "num_experts": 128, "num_experts_per_tok": 8, "num_hidden_layers": 48,
+ "num_key_value_heads": 4, "output_router_logits": false, "rms_norm_eps": 1e-06, "rope_scaling": null,
+ "rope_theta": 1000000.0, "router_aux_loss_coef": 0.001, "sliding_window": null, "tie_word_embeddings": false,
+ "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
+ "vocab_size": 151936}
+EOF
 # Hugging Face's own counts (model.num_parameters())
 for c in gpt2:124439808 llama-3-8b:8030261248 llama-3.1-8b:8030261248 llama-3.2-1b:1235814400 \
-         mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704 qwen2-7b:7615616512 mistral-nemo-12b:12247782400; do
+         mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704 qwen2-7b:7615616512 mistral-nemo-12b:12247782400 \
+         qwen3-8b:8190735360 qwen3-30b-a3b:30532122624; do
   m=${c%%:*}; want=${c#*:}
   "$MERAK" model --model "$d/$m" --json >"$tmpdir/m.json" 2>"$tmpdir/err"
   got=$("$PYTHON" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["params"]))' "$tmpdir/m.json" 2>/dev/null)
@@ -111,6 +134,38 @@ assert a["params"] == b["params"] == 12247782400 and a["flops_per_iteration"] ==
 expect_fail "--kv-channels on a GPT's executor" "kv-channels with GPT blocks is for merak sim and merak plan" -- \
   "$MERAK" run --model gpt-tiny --kv-channels 8 --steps 1
 expect_ok "--kv-channels equal to hidden / heads is the plain model" "$MERAK" model --model llama-tiny --kv-channels 16
+# qwen3: the q/k norms are Megatron's --qk-layernorm (2 x 128 weights a block), the experts top-8 of 128
+"$MERAK" model --model "$d/qwen3-30b-a3b" >"$tmpdir/q3" 2>&1
+check "qwen3-moe: q/k norm, 128 experts of 768, top-8 renormalised" sh -c "grep -q 'no biases, q/k norm' '$tmpdir/q3' &&
+  grep -q 'experts: 128 of width 768, top-8 (top-k renormalised)' '$tmpdir/q3'"
+"$MERAK" model --model "$d/qwen3-30b-a3b" --json >"$tmpdir/q3.json" 2>&1
+check "qwen3-moe: 3,353,032,704 active parameters" "$PYTHON" -c '
+import json, sys; assert int(json.load(open(sys.argv[1]))["active_params"]) == 3353032704' "$tmpdir/q3.json"
+for f in "" --qk-layernorm; do
+  "$MERAK" model --model llama-tiny $f --json | "$PYTHON" -c 'import json,sys; print(int(json.load(sys.stdin)["params"]))' >>"$tmpdir/qk"
+done
+check "--qk-layernorm adds a q and a k weight of the head dim per block (4 x 2 x 16)" "$PYTHON" -c '
+import sys; a, b = map(int, open(sys.argv[1]).read().split()); assert b - a == 4 * 2 * 16, (a, b)' "$tmpdir/qk"
+expect_ok "sim of qwen3-moe with EP and TP" "$MERAK" sim --model "$d/qwen3-30b-a3b" --cluster dgx-h100 --dp 4 --ep 4 --tp 2 --pp 2 --gbs 64 --seq-length 4096
+expect_fail "merak run refuses q/k norms" "qk-layernorm .* is for merak sim and merak plan" -- \
+  "$MERAK" run --model llama-tiny --qk-layernorm --steps 1
+qwen_bad() { # name, pattern, python edit of the qwen3-30b-a3b config
+  mkdir -p "$d/bad-$1"
+  "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$d/qwen3-30b-a3b/config.json" "$d/bad-$1/config.json"
+  expect_fail "$1" "$2" -- "$MERAK" model --model "$d/bad-$1"
+}
+qwen_bad sparse-step "decoder_sparse_step 2" "c['decoder_sparse_step'] = 2"
+qwen_bad dense-gaps "mlp_only_layers must be the first blocks" "c['mlp_only_layers'] = [1, 3]"
+mkdir -p "$d/qwen3-dense2"
+"$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); c['mlp_only_layers'] = [0, 1]; json.dump(c, open(sys.argv[2], 'w'))" \
+  "$d/qwen3-30b-a3b/config.json" "$d/qwen3-dense2/config.json"
+"$MERAK" model --model "$d/qwen3-dense2" --json >"$tmpdir/q3d.json" 2>&1
+check "mlp_only_layers [0, 1]: two dense blocks of intermediate_size 6144 in place of two MoE ones" "$PYTHON" -c '
+import json, sys
+a, b = (int(json.load(open(f))["params"]) for f in sys.argv[1:3])
+moe, dense = 2048 * 128 + 128 * 3 * 2048 * 768, 3 * 2048 * 6144
+assert a - b == 2 * (moe - dense), (a, b)' "$tmpdir/q3.json" "$tmpdir/q3d.json"
 # qwen2's q/k/v biases: Megatron's --add-qkv-bias; the executor refuses them
 "$MERAK" model --model "$d/qwen2-7b" >"$tmpdir/q" 2>&1
 check "qwen2: biases on QKV only" grep -q "untied head, biases on QKV only" "$tmpdir/q"
@@ -131,7 +186,8 @@ bad() { # name, pattern, python edit of the llama-3-8b config
 bad unknown-key "unknown field 'rope_mode'" "c['rope_mode'] = 1"
 bad missing-key "missing field 'hidden_size'" "del c['hidden_size']"
 bad wrong-type "field 'num_hidden_layers' must be" "c['num_hidden_layers'] = 'many'"
-bad qwen3-moe "model_type 'qwen3_moe' is not supported" "c['model_type'] = 'qwen3_moe'"
+bad deepseek "model_type 'deepseek_v3' is not supported" "c['model_type'] = 'deepseek_v3'"
+bad qwen3-moe-experts "missing field 'num_experts'" "c['model_type'] = 'qwen3_moe'"
 bad attention-bias "attention_bias true" "c['attention_bias'] = True"
 bad head-dim "field 'head_dim' must be an integer >= 1" "c['head_dim'] = 0"
 bad odd-head-dim "the head dim 97 is odd" "c['head_dim'] = 97"

@@ -38,6 +38,7 @@ typedef enum {
     MK_OPK_ROPE,          /* rotary positions on the q and k parts of a fused q,k,v; same width */
     MK_OPK_SWIGLU,        /* silu(gate) * up: input [gate | up] 2f, output f */
     MK_OPK_MOE,           /* routed experts: inputs x (w) and router logits (E); output w */
+    MK_OPK_QK_NORM,       /* q and k of a fused q,k,v normalised per head (RMSNorm; bias: LayerNorm); same width */
     MK_OPK_COUNT
 } mk_opkind_t;
 

@@ -47,6 +47,8 @@ typedef struct mk_model_config {
     int bias;              /* linears have biases (GPT 1; --disable-bias-linear -> 0) */
     int qkv_bias;          /* the QKV linear has a bias where the others have none (Megatron's
                               --add-qkv-bias; Qwen2); 0: as bias says */
+    int qk_norm;           /* q and k normalised per head before RoPE by the model's norm (Megatron's
+                              --qk-layernorm; Qwen3's q_norm, k_norm) */
     int no_dropout;        /* 1: no dropout ops (Megatron's --attention-dropout 0 --hidden-dropout 0;
                               the Llama family never has them) */
     /* Mixture of experts (Megatron-LM's --num-experts and --moe-* flags): the
@@ -86,7 +88,7 @@ typedef struct mk_model_config {
 typedef struct mk_model_overrides {
     int num_layers, hidden, heads, seq, vocab, ffn;
     int group_query_attention, kv_heads, kv_channels;
-    int norm, swiglu, pos, untied, bias, qkv_bias;
+    int norm, swiglu, pos, untied, bias, qkv_bias, qk_norm;
     double rope_theta, norm_eps;
     double attention_dropout, hidden_dropout; /* Megatron's probabilities (< 0: not given) */
     /* --num-experts, --moe-router-topk, --moe-ffn-hidden-size,

@@ -15,7 +15,8 @@
 
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
-    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
+    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_QK_NORM,
+    O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
@@ -62,6 +63,7 @@ static const mk_flag_t mk_flags[] = {
     {"untie-embeddings-and-output-weights", O_UNTIE, MK_OPTG_MODEL, N, 1, 0, 0},
     {"disable-bias-linear", O_NO_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"add-qkv-bias", O_QKV_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"qk-layernorm", O_QK_NORM, MK_OPTG_MODEL, N, 1, 0, 0},
     {"attention-dropout", O_ATT_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"hidden-dropout", O_HID_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
@@ -485,6 +487,7 @@ static int arch_store(mk_args_t *a, int id, const char *v)
     case O_UNTIE: a->ov.untied = 1; return 0;
     case O_NO_BIAS: a->ov.bias = 0; return 0;
     case O_QKV_BIAS: a->ov.qkv_bias = 1; return 0;
+    case O_QK_NORM: a->ov.qk_norm = 1; return 0;
     }
     return 1;
 }

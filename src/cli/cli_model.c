@@ -59,7 +59,8 @@ static const char *model_usage =
     "  --normalization LayerNorm|RMSNorm --swiglu --position-embedding-type\n"
     "  learned_absolute|rope --rotary-base B --group-query-attention\n"
     "  --num-query-groups G --kv-channels D --untie-embeddings-and-output-weights\n"
-    "  --disable-bias-linear --add-qkv-bias --norm-epsilon E   the architecture (Megatron-LM's flags)\n"
+    "  --disable-bias-linear --add-qkv-bias --qk-layernorm --norm-epsilon E\n"
+    "                   the architecture (Megatron-LM's flags)\n"
     "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
     "  --moe-shared-expert-intermediate-size F --moe-router-pre-softmax\n"
     "  --moe-aux-loss-coeff C --moe-expert-capacity-factor C --moe-layer-freq N|'([0]*K+[1]*M)'\n"
@@ -114,10 +115,11 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
            mk_model_padded_vocab(c, tp), tp, c->ffn);
     if (c->family != MK_FAMILY_CUSTOM && !mk_model_arch_is_gpt(c))
         printf("architecture: %d KV heads (query groups), head dim %d, %s, %s MLP, %s positions (theta %g), eps %g, "
-               "%s head, %s\n",
+               "%s head, %s%s\n",
                c->kv_heads, mk_model_head_dim(c), mk_norm_name(c->norm), c->swiglu ? "SwiGLU" : "GELU",
                c->pos == MK_POS_ROPE ? "rotary" : "learned", c->rope_theta, c->norm_eps,
-               c->untied ? "untied" : "tied", c->bias ? "biases" : c->qkv_bias ? "biases on QKV only" : "no biases");
+               c->untied ? "untied" : "tied", c->bias ? "biases" : c->qkv_bias ? "biases on QKV only" : "no biases",
+               c->qk_norm ? ", q/k norm" : "");
     if (mk_model_is_moe(c))
         printf("experts: %d of width %d, top-%d (%s), shared expert %d, aux-loss coefficient %g, %s\n",
                c->num_experts, c->moe_ffn, c->moe_topk,

@@ -184,6 +184,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
 {
     if (c->family != MK_FAMILY_GPT && c->family != MK_FAMILY_LLAMA)
         return mk_error_set("the executor trains GPT and Llama models only");
+    if (c->qk_norm) /* issue 36: Qwen3's q_norm, k_norm */
+        return mk_error_set("--qk-layernorm (Qwen3's q/k norms) is for merak sim and merak plan: the executor's "
+                            "blocks have no q/k norm");
     if (c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED && c->bias && !c->untied &&
         (c->kv_heads == c->heads || c->kv_heads == 0)) {
         if (c->kv_channels) /* its c_attn and c_proj are h wide: GPT-2's layout has no other head dim */

@@ -12,6 +12,9 @@
  *   rmsnorm    params w, 4 vector FLOPs an element, saves input N*w*dt
  *   rope       rotates q and k (r = w - kv*d per token): 3*N*r vector FLOPs,
  *              saves nothing (backward is the inverse rotation)
+ *   qk_norm    RMSNorm (bias: LayerNorm) of each q and k head over d:
+ *              params 2*d (4*d), 4*N*r (8*N*r) vector FLOPs, saves its
+ *              input N*r*dt; its weights are every TP rank's (replicated)
  *   swiglu     input 2f, output f: 6*N*f vector FLOPs, saves input 2*N*f*dt
  *   dropout    saves a 1-byte mask N*w        add saves nothing
  *   lm head    fwd 2*N*h*Vp (padded vocabulary), saves input N*h*dt
@@ -49,7 +52,7 @@
 
 static const char *const mk_opkind_names[MK_OPK_COUNT] = {
     "embedding", "pos_embedding", "layernorm", "linear", "attention",
-    "gelu", "add", "dropout", "lm_head", "loss", "rmsnorm", "rope", "swiglu", "moe"};
+    "gelu", "add", "dropout", "lm_head", "loss", "rmsnorm", "rope", "swiglu", "moe", "qk_norm"};
 
 const char *mk_opkind_name(mk_opkind_t k) { return k < MK_OPK_COUNT ? mk_opkind_names[k] : "?"; }
 
@@ -102,7 +105,8 @@ static int producer_width(const mk_graph_t *g, int p)
 }
 
 /* A fused q,k,v input of width (heads + 2*kv)*d: attention outputs the
- * heads*d context, rope the same q,k,v rotated.  kv 0 means heads (MHA). */
+ * heads*d context, rope and qk_norm the same q,k,v rotated or normalised.
+ * kv 0 means heads (MHA). */
 static int qkv_shape(mk_op_t *o, int w)
 {
     if (o->kv_heads == 0) o->kv_heads = o->heads;
@@ -111,7 +115,7 @@ static int qkv_shape(mk_op_t *o, int w)
         return mk_error_set("op '%s': %s needs an input of width (heads + 2*kv_heads)*d with kv_heads "
                             "dividing heads (got width %d, %d heads, %d KV heads)",
                             o->name, mk_opkind_name(o->kind), w, a, kv);
-    o->width = o->kind == MK_OPK_ROPE ? w : w / (a + 2 * kv) * a;
+    o->width = o->kind == MK_OPK_ATTENTION ? w / (a + 2 * kv) * a : w;
     return 0;
 }
 
@@ -163,7 +167,7 @@ static int op_shape(const mk_graph_t *g, mk_op_t *o)
     case MK_OPK_LINEAR:
         if (o->width < 1) return mk_error_set("op '%s': linear 'out' must be >= 1", o->name);
         break;
-    case MK_OPK_ATTENTION: case MK_OPK_ROPE:
+    case MK_OPK_ATTENTION: case MK_OPK_ROPE: case MK_OPK_QK_NORM:
         if (qkv_shape(o, w) < 0) return -1;
         break;
     case MK_OPK_SWIGLU:
@@ -220,6 +224,14 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop)
         double r = w - w / (o->heads + 2 * o->kv_heads) * o->kv_heads; /* q and k, not v */
         o->vec_flops = 3 * N * r;
         o->bytes_moved = 2 * N * r * dt;
+        break;
+    }
+    case MK_OPK_QK_NORM: { /* one weight (and bias) of d for the q heads, one for the k heads */
+        double d = w / (o->heads + 2 * o->kv_heads), r = w - d * o->kv_heads;
+        o->params = (o->bias ? 2 : 1) * 2 * d;
+        o->vec_flops = (o->bias ? 8 : 4) * N * r;
+        o->bytes_moved = 2 * N * r * dt;
+        o->act_rep = N * r * dt;
         break;
     }
     case MK_OPK_SWIGLU:

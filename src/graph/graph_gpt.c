@@ -93,6 +93,8 @@ static int attention(mk_builder_t *b, int y)
     const mk_model_config_t *c = &b->g->cfg;
     int h = c->hidden, d = mk_model_head_dim(c);
     int qkv = emit_op(b, MK_OPK_LINEAR, "qkv", y, 0, (c->heads + 2 * c->kv_heads) * d, c->bias || c->qkv_bias);
+    /* Megatron's --qk-layernorm (Qwen3): the model's norm per q and k head, before RoPE */
+    if (c->qk_norm) qkv = emit_op(b, MK_OPK_QK_NORM, "qk_norm", qkv, 0, 0, c->norm == MK_NORM_LAYERNORM);
     if (c->pos == MK_POS_ROPE) qkv = emit(b, MK_OPK_ROPE, "rope", qkv, 0, 0);
     int att = emit(b, MK_OPK_ATTENTION, "attn", qkv, 0, 0);
     int proj = emit(b, MK_OPK_LINEAR, "proj", att, 0, h);

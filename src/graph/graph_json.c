@@ -82,7 +82,7 @@ static int op_fields(const mk_jctx_t *c, json_t *jo, const char *where, mk_op_t 
     if (mk_opkind_parse(json_string_value(kind), &o->kind) < 0) {
         char msg[256];
         snprintf(msg, sizeof msg, "unknown op '%s' (embedding, pos_embedding, layernorm, rmsnorm, linear, "
-                 "attention, rope, gelu, swiglu, add, dropout, lm_head, loss)", json_string_value(kind));
+                 "attention, rope, qk_norm, gelu, swiglu, add, dropout, lm_head, loss, moe)", json_string_value(kind));
         return jerr(c, where, msg);
     }
     o->width = o->kind == MK_OPK_EMBEDDING || o->kind == MK_OPK_POS_EMBEDDING ? c->hidden : 0;

@@ -37,7 +37,7 @@ static int *sole_consumers(const mk_graph_t *g)
 
 static int is_elementwise(mk_opkind_t k)
 {
-    return k == MK_OPK_GELU || k == MK_OPK_DROPOUT || k == MK_OPK_ROPE || k == MK_OPK_SWIGLU;
+    return k == MK_OPK_GELU || k == MK_OPK_DROPOUT || k == MK_OPK_ROPE || k == MK_OPK_SWIGLU || k == MK_OPK_QK_NORM;
 }
 
 static int assign_tp_roles(mk_graph_t *g)
@@ -96,7 +96,7 @@ static int is_anchor(mk_opkind_t k)
 static int is_post_op(mk_opkind_t k)
 {
     return k == MK_OPK_DROPOUT || k == MK_OPK_GELU || k == MK_OPK_ADD || k == MK_OPK_LOSS ||
-           k == MK_OPK_ROPE || k == MK_OPK_SWIGLU;
+           k == MK_OPK_ROPE || k == MK_OPK_SWIGLU || k == MK_OPK_QK_NORM;
 }
 
 /* Candidate cut points: after op i, one live activation.  Linear in the
@@ -173,7 +173,8 @@ static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
         L->vec_flops += o->vec_flops;
         L->bytes_moved += o->bytes_moved;
         L->act_rep += o->act_rep, L->act_split += o->act_split, L->act_scores += o->act_scores;
-        if (o->tp_role == MK_TP_REPLICATED) L->params_rep += o->params;
+        /* a q/k norm runs on a rank's heads but holds the whole (per-head) weight */
+        if (o->tp_role == MK_TP_REPLICATED || o->kind == MK_OPK_QK_NORM) L->params_rep += o->params;
         else L->params_split += o->params;
         if (o->tp_role == MK_TP_ROW) L->n_tp_allreduce++, L->has_tp_pair = 1;
     }

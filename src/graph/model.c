@@ -143,7 +143,7 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
 {
     ov->num_layers = ov->hidden = ov->heads = ov->seq = ov->vocab = ov->ffn = -1;
     ov->group_query_attention = ov->kv_heads = ov->kv_channels = -1;
-    ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = -1;
+    ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = ov->qk_norm = -1;
     ov->attention_dropout = ov->hidden_dropout = -1;
     ov->rope_theta = ov->norm_eps = -1;
     ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
@@ -328,6 +328,7 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->untied >= 0) c->untied = ov->untied;
     if (ov->bias >= 0) c->bias = ov->bias;
     if (ov->qkv_bias >= 0) c->qkv_bias = ov->qkv_bias;
+    if (ov->qk_norm >= 0) c->qk_norm = ov->qk_norm;
     if (ov->attention_dropout >= 0 || ov->hidden_dropout >= 0) { /* Megatron's default for one not given: 0.1 */
         double at = ov->attention_dropout >= 0 ? ov->attention_dropout : 0.1;
         double hd = ov->hidden_dropout >= 0 ? ov->hidden_dropout : 0.1;
@@ -345,7 +346,8 @@ static int arch_given(const mk_model_overrides_t *ov)
 {
     return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->kv_channels >= 0 || ov->norm >= 0 ||
            ov->swiglu >= 0 || ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 ||
-           ov->rope_theta >= 0 || ov->norm_eps >= 0 || ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
+           ov->qk_norm >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0 || ov->attention_dropout >= 0 ||
+           ov->hidden_dropout >= 0;
 }
 
 static int moe_given(const mk_model_overrides_t *ov)

@@ -105,7 +105,8 @@ int mk_pos_parse(const char *s, mk_pos_kind_t *out)
 int mk_model_arch_is_gpt(const mk_model_config_t *c)
 {
     return c->kv_heads == c->heads && c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED &&
-           c->rope_theta == 10000 && c->norm_eps == 1e-5 && !c->untied && c->bias && !c->qkv_bias && !c->window && !c->kv_channels &&
+           c->rope_theta == 10000 && c->norm_eps == 1e-5 && !c->untied && c->bias && !c->qkv_bias && !c->window &&
+           !c->kv_channels && !c->qk_norm &&
            !c->rope_factor && !c->no_dropout;
 }
 
@@ -121,12 +122,12 @@ static const char *const arch_keys[] = {"num_query_groups", "normalization", "sw
                                         "window_size", "rope_scaling_factor", "rope_scaling_low_freq_factor",
                                         "rope_scaling_high_freq_factor",
                                         "rope_scaling_original_max_position_embeddings",
-                                        "add_qkv_bias", "no_dropout", "kv_channels", NULL};
+                                        "add_qkv_bias", "no_dropout", "kv_channels", "qk_layernorm", NULL};
 #define MOE_KEYS 8 /* the index of num_experts */
 #define HF_KEYS 17 /* the index of window_size */
 
-/* The sliding window, the RoPE scaling, the QKV bias, no dropout and the
- * head dim as keys of obj, where set. */
+/* The sliding window, the RoPE scaling, the QKV bias, no dropout, the
+ * head dim and the q/k norm as keys of obj, where set. */
 static int hf_to_json(const mk_model_config_t *c, json_t *obj)
 {
     const char *const *k = arch_keys + HF_KEYS;
@@ -135,6 +136,7 @@ static int hf_to_json(const mk_model_config_t *c, json_t *obj)
     if (c->qkv_bias) rc |= json_object_set_new(obj, k[5], json_true());
     if (c->no_dropout && c->family != MK_FAMILY_LLAMA) rc |= json_object_set_new(obj, k[6], json_true());
     if (c->kv_channels) rc |= json_object_set_new(obj, k[7], json_integer(c->kv_channels));
+    if (c->qk_norm) rc |= json_object_set_new(obj, k[8], json_true());
     if (c->rope_factor) {
         rc |= json_object_set_new(obj, k[1], json_real(c->rope_factor));
         rc |= json_object_set_new(obj, k[2], json_real(c->rope_low_freq));
@@ -151,6 +153,7 @@ static int hf_from_json(json_t *o, const char *what, mk_model_config_t *c)
     if (json_object_get(o, k[5]) && mk_json_bool(o, what, k[5], &c->qkv_bias) < 0) return -1;
     if (json_object_get(o, k[6]) && mk_json_bool(o, what, k[6], &c->no_dropout) < 0) return -1;
     if (json_object_get(o, k[7]) && mk_json_int(o, what, k[7], 1, &c->kv_channels) < 0) return -1;
+    if (json_object_get(o, k[8]) && mk_json_bool(o, what, k[8], &c->qk_norm) < 0) return -1;
     if (!json_object_get(o, k[1])) return 0; /* the four come together */
     if (mk_json_num(o, what, k[1], 1, &c->rope_factor) < 0 || mk_json_num(o, what, k[2], 0, &c->rope_low_freq) < 0 ||
         mk_json_num(o, what, k[3], 0, &c->rope_high_freq) < 0 || mk_json_int(o, what, k[4], 1, &c->rope_orig_max_pos) < 0)

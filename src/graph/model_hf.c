@@ -7,12 +7,16 @@
  * llama (Llama 1/2/3/3.1/3.2), mistral, mixtral and qwen2 (RMSNorm,
  * SwiGLU, rotary positions, GQA; mixtral's sparse MoE: num_local_experts
  * experts of intermediate_size, top num_experts_per_tok, renormalised;
- * qwen2's biases on the q/k/v projections, Megatron's --add-qkv-bias).  Every key
+ * qwen2's biases on the q/k/v projections, Megatron's --add-qkv-bias;
+ * qwen3's RMSNorm of each q and k head, Megatron's --qk-layernorm;
+ * qwen3_moe's num_experts of moe_intermediate_size, top
+ * num_experts_per_tok, renormalised as norm_topk_prob says, the blocks of
+ * mlp_only_layers dense).  Every key
  * is known: those that shape the cost are read, those that do not
  * (tokenizer ids, dtype, dropout, initialisation, cache, router loss
  * weights, ...) are listed and ignored, and any other key, a missing
  * required one, or a value merak cannot honour (attention or MLP biases
- * in a Llama, a head_dim other than hidden/heads, another activation or
+ * in a Llama, an odd head_dim, another activation or
  * RoPE scaling type, router noise) fails naming the key.  A sliding window
  * and Llama 3.1's rope_scaling are kept in the configuration (window,
  * rope_*): the validator refuses a window below the sequence; the
@@ -49,12 +53,16 @@ static const char *const gpt2_keys[] = {
     "summary_use_proj", "task_specific_params", "scale_attn_weights", "scale_attn_by_inverse_layer_idx",
     "reorder_and_upcast_attn", HF_IGNORED, NULL};
 
-static const char *const llama_keys[] = {
-    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
-    "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act",
-    "attention_bias", "mlp_bias", "head_dim", "rope_scaling", "sliding_window", "num_local_experts",
-    "num_experts_per_tok", "router_jitter_noise", "pretraining_tp", "attention_dropout", "output_router_logits",
-    "router_aux_loss_coef", "max_window_layers", "use_sliding_window", HF_IGNORED, NULL};
+#define LLAMA_KEYS                                                                                         \
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",   \
+    "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act", \
+    "attention_bias", "mlp_bias", "head_dim", "rope_scaling", "sliding_window", "num_local_experts",         \
+    "num_experts_per_tok", "router_jitter_noise", "pretraining_tp", "attention_dropout", "output_router_logits", \
+    "router_aux_loss_coef", "max_window_layers", "use_sliding_window", HF_IGNORED
+static const char *const llama_keys[] = {LLAMA_KEYS, NULL};
+/* Qwen3MoeConfig's experts (num_experts_per_tok is the llama list's) */
+static const char *const qwen3_moe_keys[] = {LLAMA_KEYS, "num_experts", "moe_intermediate_size", "norm_topk_prob",
+                                             "decoder_sparse_step", "mlp_only_layers", NULL};
 
 /* An optional integer (absent or null: dflt). */
 static int opt_int(json_t *o, const char *what, const char *key, int lo, int dflt, int *out)
@@ -159,11 +167,41 @@ static int llama_unsupported(json_t *o, const char *what, mk_model_config_t *c)
     return rope_scaling(o, what, c);
 }
 
+/* Qwen3MoeConfig's experts: block i is sparse unless in mlp_only_layers,
+ * every decoder_sparse_step-th; merak's blocks are its first K dense then
+ * every one sparse, so the step must be 1 and mlp_only_layers 0..K-1. */
+static int load_qwen3_moe(json_t *o, const char *what, mk_model_config_t *c)
+{
+    int step, norm_topk;
+    if (mk_json_int(o, what, "num_experts", 1, &c->num_experts) < 0 ||
+        mk_json_int(o, what, "num_experts_per_tok", 1, &c->moe_topk) < 0 ||
+        mk_json_int(o, what, "moe_intermediate_size", 1, &c->moe_ffn) < 0 ||
+        opt_bool(o, what, "norm_topk_prob", 0, &norm_topk) < 0 ||
+        opt_int(o, what, "decoder_sparse_step", 1, 1, &step) < 0)
+        return -1;
+    if (step != 1)
+        return mk_error_set("%s: decoder_sparse_step %d: merak's MoE blocks are every block after the dense ones", what,
+                            step);
+    json_t *dense = json_object_get(o, "mlp_only_layers");
+    size_t i, n = dense && !json_is_null(dense) ? json_array_size(dense) : 0;
+    if (dense && !json_is_null(dense) && !json_is_array(dense))
+        return mk_error_set("%s: mlp_only_layers must be a list of block indices", what);
+    for (i = 0; i < n; i++)
+        if (!json_is_integer(json_array_get(dense, i)) || json_integer_value(json_array_get(dense, i)) != (json_int_t)i)
+            return mk_error_set("%s: mlp_only_layers must be the first blocks 0, 1, ... in order (merak's dense "
+                                "blocks lead)", what);
+    c->moe_first_dense = (int)(n < (size_t)c->num_layers ? n : (size_t)c->num_layers);
+    c->moe_layer_freq = 1;
+    c->moe_pre_softmax = !norm_topk; /* softmax over all, top-k kept as they are unless renormalised */
+    return 0;
+}
+
 static int load_llama(json_t *o, const char *what, const char *type, mk_model_config_t *c)
 {
     static const char *const silu[] = {"silu", NULL};
-    int npos, tie, moe = !strcmp(type, "mixtral");
-    if (mk_json_only_keys(o, what, llama_keys) < 0 || mk_json_int(o, what, "hidden_size", 1, &c->hidden) < 0 ||
+    int npos, tie, moe = !strcmp(type, "mixtral"), qwen3_moe = !strcmp(type, "qwen3_moe");
+    if (mk_json_only_keys(o, what, qwen3_moe ? qwen3_moe_keys : llama_keys) < 0 ||
+        mk_json_int(o, what, "hidden_size", 1, &c->hidden) < 0 ||
         mk_json_int(o, what, "intermediate_size", 1, &c->ffn) < 0 ||
         mk_json_int(o, what, "num_hidden_layers", 1, &c->num_layers) < 0 ||
         mk_json_int(o, what, "num_attention_heads", 1, &c->heads) < 0 ||
@@ -183,6 +221,7 @@ static int load_llama(json_t *o, const char *what, const char *type, mk_model_co
     double jitter;
     if (opt_num(o, what, "router_jitter_noise", 0, 0, &jitter) < 0) return -1;
     if (jitter > 0) return mk_error_set("%s: router_jitter_noise %g: router noise is not modelled", what, jitter);
+    if (qwen3_moe) return load_qwen3_moe(o, what, c);
     if (!moe) return 0;
     if (mk_json_int(o, what, "num_local_experts", 1, &c->num_experts) < 0 ||
         mk_json_int(o, what, "num_experts_per_tok", 1, &c->moe_topk) < 0)
@@ -238,6 +277,15 @@ int mk_model_hf_is(const char *path)
     return is;
 }
 
+/* The families read as Llama's decoder (RMSNorm, SwiGLU, RoPE, GQA). */
+static int is_llama_like(const char *type)
+{
+    static const char *const t[] = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", NULL};
+    for (int i = 0; t[i]; i++)
+        if (!strcmp(type, t[i])) return 1;
+    return 0;
+}
+
 int mk_model_hf_load(const char *path, mk_model_config_t *c)
 {
     char buf[1024];
@@ -254,14 +302,15 @@ int mk_model_hf_load(const char *path, mk_model_config_t *c)
         mk_error_set("%s: not a Hugging Face config (a string model_type)", what);
     } else if (!strcmp(json_string_value(t), "gpt2")) {
         rc = load_gpt2(o, what, c);
-    } else if (!strcmp(json_string_value(t), "llama") || !strcmp(json_string_value(t), "mistral") ||
-               !strcmp(json_string_value(t), "mixtral") || !strcmp(json_string_value(t), "qwen2")) {
+    } else if (is_llama_like(json_string_value(t))) {
+        const char *type = json_string_value(t);
         mk_model_llama_arch(c);
-        c->qkv_bias = !strcmp(json_string_value(t), "qwen2"); /* Qwen2Attention's q/k/v projections have biases */
-        rc = load_llama(o, what, json_string_value(t), c);
+        c->qkv_bias = !strcmp(type, "qwen2"); /* Qwen2Attention's q/k/v projections have biases */
+        c->qk_norm = !strncmp(type, "qwen3", 5); /* Qwen3Attention's q_norm, k_norm (RMSNorm over head_dim) */
+        rc = load_llama(o, what, type, c);
     } else {
-        mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral, qwen2)", what,
-                     json_string_value(t));
+        mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)",
+                     what, json_string_value(t));
     }
     if (rc == 0) hf_name(o, path, f, c);
     json_decref(o);

@@ -65,6 +65,7 @@ static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
     if (m->pos == MK_POS_ROPE) put(b, " --position-embedding-type rope --rotary-base %g", m->rope_theta);
     if (m->kv_heads != m->heads) put(b, " --group-query-attention --num-query-groups %d", m->kv_heads);
     if (m->kv_channels) put(b, " --kv-channels %d", m->kv_channels);
+    if (m->qk_norm) put(b, " --qk-layernorm");
     if (m->untied) put(b, " --untie-embeddings-and-output-weights");
     if (!m->bias) put(b, " --disable-bias-linear");
     if (m->qkv_bias && !m->bias) put(b, " --add-qkv-bias");
@@ -129,7 +130,7 @@ static const char *titan_flavor(const mk_model_config_t *m)
     static const struct { const char *name; int layers, hidden, heads, kv, ffn; } f[] = {
         {"8B", 32, 4096, 32, 8, 14336}, {"70B", 80, 8192, 64, 8, 28672}, {"405B", 126, 16384, 128, 8, 53248}};
     if (m->family != MK_FAMILY_LLAMA || m->vocab != 128256 || m->num_experts || m->untied != 1 || m->qkv_bias ||
-        m->kv_channels || m->window)
+        m->kv_channels || m->window || m->qk_norm)
         return NULL;
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (m->num_layers == f[i].layers && m->hidden == f[i].hidden && m->heads == f[i].heads &&
