@@ -30,6 +30,9 @@ roundtrip "q/k norms (--qk-layernorm), experts in the first blocks dense" dgx-h1
   --num-experts 16 --moe-router-topk 4 --moe-ffn-hidden-size 2048 --moe-layer-freq '([0]*2+[1]*30)' \
   --dp 4 --ep 4 --pp 2 --tp 4 --gbs 64
 check "--qk-layernorm exported" grep -q -- "--qk-layernorm " "$tmpdir/cmd"
+roundtrip "a sliding window (--window-size)" dgx-h100 16 --model llama-3-8b --window-size 4095,0 --seq-length 16384 \
+  --dp 2 --pp 2 --tp 4 --gbs 16
+check "--window-size exported" grep -q -- "--window-size 4095,0 " "$tmpdir/cmd"
 roundtrip "uneven first and last stages, fp16" dgx-a100 16 --model gpt-20b --dp 1 --pp 4 --tp 4 --gbs 16 \
   --decoder-first-pipeline-num-layers 10 --decoder-last-pipeline-num-layers 10 --dtype fp16
 # merak plan: the best plan in Megatron-LM's space, exported; its step is the round trip's

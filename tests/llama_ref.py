@@ -22,7 +22,7 @@ import st_read  # noqa: E402  (the standard-library reader; verifies checksums)
 def load(path):
     meta, tensors = st_read.read(path)
     cfg = json.loads(meta["config"])
-    assert cfg["model_type"] == "llama", cfg["model_type"]
+    assert cfg["model_type"] in ("llama", "mistral"), cfg["model_type"]
     w = {k: np.array(v, dtype=np.float64).reshape(s) for k, (s, v) in tensors.items() if not k.startswith("optim.")}
     return cfg, w
 
@@ -86,7 +86,10 @@ def attention(x, w, p, cfg, cos, sin):
     q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)  # repeat_kv
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
-    s = np.where(np.tril(np.ones((T, T), dtype=bool)), s, -np.inf)
+    keep = np.tril(np.ones((T, T), dtype=bool))
+    if cfg.get("sliding_window"):  # transformers' sliding_window_overlay: key > query - window
+        keep &= np.triu(np.ones((T, T), dtype=bool), -(cfg["sliding_window"] - 1))
+    s = np.where(keep, s, -np.inf)
     s = np.exp(s - s.max(axis=-1, keepdims=True))
     y = (s / s.sum(axis=-1, keepdims=True)) @ v  # (B, H, T, d)
     return y.transpose(0, 2, 1, 3).reshape(B, T, H * d) @ w[p + "o_proj.weight"].T

@@ -3,7 +3,8 @@
 # ranks gives the one-rank losses (3 steps, 1e-5 relative) and step-1
 # gradients (per tensor, 1e-5) under the layouts, schedules, TP overlap and
 # ZeRO-1 the GPT is held to (a tied Llama head is covered by tests/test_gpt's
-# finite differences only); and with --kv-channels 24 under TP, PP and CP.
+# finite differences only); and with --kv-channels 24 under TP, PP and CP,
+# and a sliding window under DP, TP and PP.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 RUN_COMMON="$RUN_COMMON --model llama-tiny"
@@ -20,8 +21,13 @@ equiv 4 1 2 --zero 1
 equiv 2 2 2 --zero 1 --schedule merak
 # a head dim apart from hidden / heads (--kv-channels, Hugging Face's
 # head_dim; issue 36): 4 heads of 24 on hidden 64, split over TP and CP
-RUN_COMMON="$RUN_COMMON --kv-channels 24"
+base=$RUN_COMMON
+RUN_COMMON="$base --kv-channels 24"
 make_reference
 equiv 1 2 2 --recompute full
 EQUIV_CP=2 equiv 1 1 1 --recompute none
+# Mistral's sliding window (Megatron's --window-size 15,0: 16 keys a query)
+RUN_COMMON="$base --window-size 15,0"
+make_reference
+equiv 2 2 2 --recompute full --schedule zb-h1
 finish

@@ -171,17 +171,17 @@ static void test_layernorm(int N, int C)
     free(x); free(w); free(b); free(y); free(mean); free(rstd); free(dy); free(dx); free(dw); free(db);
 }
 
-static void test_attention(int B, int T, int NH, int KV, int hs)
+static void test_attention(int B, int T, int NH, int KV, int hs, int window)
 {
     int C = NH * hs;
     char w[64];
     size_t nq = (size_t)B * T * (C + 2 * KV * hs), na = (size_t)B * NH * T * T, no = (size_t)B * T * C;
     float *qkv = hrand(nq, 1), *att = malloc(na * 4), *out = malloc(no * 4);
     float *gqkv = up(qkv, nq * 4), *gatt = gpu->alloc(gpu->ctx, na * 4), *gout = gpu->alloc(gpu->ctx, no * 4);
-    cpu->attention_fwd(cpu->ctx, out, att, qkv, B, T, NH, KV, hs);
-    gpu->attention_fwd(gpu->ctx, gout, gatt, gqkv, B, T, NH, KV, hs);
+    cpu->attention_fwd(cpu->ctx, out, att, qkv, B, T, NH, KV, hs, window);
+    gpu->attention_fwd(gpu->ctx, gout, gatt, gqkv, B, T, NH, KV, hs, window);
     float *gatt_cpu = up(att, na * 4);  /* the backward gets the CPU's probabilities */
-    snprintf(w, sizeof w, "attention_fwd att NH%d KV%d", NH, KV);
+    snprintf(w, sizeof w, "attention_fwd att NH%d KV%d window %d", NH, KV, window);
     cmp(w, gatt, att, na, gemm_b(hs > T ? hs : T));
     cmp("attention_fwd out", gout, out, no, gemm_b(hs > T ? hs : T));
     float *dout = hrand(no, 1), *dqkv = hrand(nq, 1), *datt = malloc(na * 4);
@@ -351,11 +351,12 @@ int main(void)
     test_embed(2, 16, 48, 40, 40, 70);  /* TP shard with padding rows */
     test_layernorm(70, 96);
     test_layernorm(33, 768);
-    test_attention(2, 16, 3, 3, 8);
-    test_attention(2, 64, 4, 4, 32);
-    test_attention(1, 100, 2, 2, 64);  /* T not a multiple of 32 */
-    test_attention(2, 64, 8, 2, 16);   /* GQA, 4 query heads per K/V head */
-    test_attention(1, 40, 3, 1, 32);   /* MQA */
+    test_attention(2, 16, 3, 3, 8, 0);
+    test_attention(2, 64, 4, 4, 32, 0);
+    test_attention(1, 100, 2, 2, 64, 0);  /* T not a multiple of 32 */
+    test_attention(2, 64, 8, 2, 16, 0);   /* GQA, 4 query heads per K/V head */
+    test_attention(1, 40, 3, 1, 32, 0);   /* MQA */
+    test_attention(1, 100, 4, 2, 16, 37); /* a sliding window (rows past 36 start at t - 36) */
     test_rmsnorm(70, 96);
     test_rmsnorm(33, 4096);
     test_rope(2, 64, 8, 2, 16, 10000.0f);

@@ -12,7 +12,7 @@ static int dropout = 1; /* the graph option (the Llama builder turns it off itse
 
 static mk_graph_t *build_cfg(const mk_model_config_t *c, int mbs, int tp)
 {
-    mk_graph_opts_t o = {mbs, MK_DTYPE_BF16, dropout, tp};
+    mk_graph_opts_t o = {.mbs = mbs, .dtype = MK_DTYPE_BF16, .dropout = dropout, .tp = tp};
     mk_graph_t *g = mk_graph_build(c, &o);
     if (!g) {
         fprintf(stderr, "build %s: %s\n", c->name, mk_error_last());
@@ -182,6 +182,41 @@ static void test_json(const char *srcdir)
     dropout = 1;
 }
 
+/* Issue 36's attention variants on llama-tiny (h 64, 4 heads, 2 KV heads):
+ * --kv-channels 24 widens q|k|v to (4 + 2*2)*24 and the context to 96;
+ * --qk-layernorm's op keeps the width, holds 2*24 weights whole on every
+ * TP rank (params_rep) and saves its q and k input; a sliding window's
+ * share of the causal pairs is W(W+1)/2 + (s-W)W over s(s+1)/2. */
+static void test_attention_variants(void)
+{
+    mk_model_config_t c;
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    ov.kv_channels = 24, ov.qk_norm = 1;
+    CHECK(mk_model_resolve("llama-tiny", &ov, &c) == 0, "resolve: %s", mk_error_last());
+    mk_graph_t *g = build_cfg(&c, 1, 2);
+    int qkv = mk_graph_find_op(g, "qkv.0"), qn = mk_graph_find_op(g, "qk_norm.0"), att = mk_graph_find_op(g, "attn.0");
+    int proj = mk_graph_find_op(g, "proj.0");
+    CHECK(qkv >= 0 && qn == qkv + 1 && att > qn && proj > att, "qkv, qk_norm, rope, attn, proj in order");
+    CHECK(g->ops[qkv].width == 8 * 24 && g->ops[qn].width == 8 * 24 && g->ops[att].width == 96, "widths %d %d %d",
+          g->ops[qkv].width, g->ops[qn].width, g->ops[att].width);
+    CHECK(g->ops[proj].params == 96.0 * 64, "proj reads a*d = 96");
+    CHECK(g->ops[qn].params == 2 * 24 && g->ops[qn].tp_role == MK_TP_SPLIT, "qk_norm params %g", g->ops[qn].params);
+    CHECK(g->ops[qn].act_rep + g->ops[qn].act_split == 64.0 * 6 * 24 * 2, "qk_norm saves q and k (bf16)");
+    int l = 0;
+    while (l + 1 < g->n_layers && g->layers[l + 1].first_op <= qn) l++;
+    double rep = 0;
+    for (int i = g->layers[l].first_op; i < g->layers[l].first_op + g->layers[l].n_ops; i++)
+        if (g->ops[i].tp_role == MK_TP_REPLICATED || g->ops[i].kind == MK_OPK_QK_NORM) rep += g->ops[i].params;
+    CHECK(g->layers[l].params_rep == rep && rep >= 48, "the q/k norm weights are replicated over TP");
+    mk_graph_free(g);
+    mk_model_config_t w = c;
+    w.seq = 5, w.window = 2;
+    CHECK_REL(mk_model_window_share(&w), (3.0 + 3 * 2) / 15, 1e-15, "window 2 of 5: 9 of 15 pairs");
+    w.window = 5;
+    CHECK(mk_model_window_share(&w) == 1 && (w.window = 0, mk_model_window_share(&w) == 1), "no window: 1");
+}
+
 int main(void)
 {
     const char *srcdir = getenv("top_srcdir");
@@ -191,6 +226,7 @@ int main(void)
     test_activations();
     test_roles_and_sharding();
     test_flags();
+    test_attention_variants();
     test_json(srcdir);
     CHECK_DONE();
 }

@@ -112,8 +112,10 @@ static void test_layernorm(void)
 }
 
 /* ---- causal grouped-query attention: x = qkv (B,T,(NH+2KV)hs); query
-   head h uses K/V head h*KV/NH (repeat_kv) ---- */
-typedef struct { int B, T, NH, KV, hs; } att_t;
+   head h uses K/V head h*KV/NH (repeat_kv); with a sliding window W > 0
+   query t sees keys u with t - W < u <= t (Hugging Face's sliding_window)
+   ---- */
+typedef struct { int B, T, NH, KV, hs, W; } att_t;
 static void ref_att(double *out, const double *x, const void *c)
 {
     const att_t *s = c;
@@ -125,38 +127,49 @@ static void ref_att(double *out, const double *x, const void *c)
                 int kh = h / (s->NH / s->KV), ko = C + kh * s->hs, vo = C + (s->KV + kh) * s->hs;
                 const double *q = x + (b * s->T + t) * C3 + h * s->hs;
                 double mx = -1e300, sum = 0;
-                for (int u = 0; u <= t; u++) {
+                int lo = s->W > 0 && t - s->W + 1 > 0 ? t - s->W + 1 : 0;
+                for (int u = 0; u <= t; u++) p[u] = 0;
+                for (int u = lo; u <= t; u++) {
                     const double *k = x + (b * s->T + u) * C3 + ko;
                     double d = 0;
                     for (int i = 0; i < s->hs; i++) d += q[i] * k[i];
                     p[u] = d / sqrt((double)s->hs);
                     if (p[u] > mx) mx = p[u];
                 }
-                for (int u = 0; u <= t; u++) { p[u] = exp(p[u] - mx); sum += p[u]; }
+                for (int u = lo; u <= t; u++) { p[u] = exp(p[u] - mx); sum += p[u]; }
                 for (int i = 0; i < s->hs; i++) {
                     double a = 0;
-                    for (int u = 0; u <= t; u++) a += p[u] / sum * x[(b * s->T + u) * C3 + vo + i];
+                    for (int u = lo; u <= t; u++) a += p[u] / sum * x[(b * s->T + u) * C3 + vo + i];
                     out[(b * s->T + t) * C + h * s->hs + i] = a;
                 }
             }
     free(p);
 }
 
-/* MHA (KV = NH, the GPT's), GQA and MQA (KV = 1) */
-static void test_attention(int NH, int KV)
+/* MHA (KV = NH, the GPT's), GQA and MQA (KV = 1); W > 0 a sliding window */
+static void test_attention(int NH, int KV, int W)
 {
-    att_t s = {2, 5, NH, KV, 3};
+    att_t s = {2, 5, NH, KV, 3, W};
     int C = s.NH * s.hs, nx = s.B * s.T * (C + 2 * KV * s.hs), no = s.B * s.T * C, na = s.B * s.NH * s.T * s.T;
     float *xf = malloc(nx * 4), *out = malloc(no * 4), *r = malloc(no * 4), *att = malloc(na * 4);
     float *datt = malloc(na * 4), *dg = calloc(nx, 4);
     double *x = malloc(nx * 8), *ref = malloc(no * 8), *rd = malloc(no * 8), *g = malloc(nx * 8);
     fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
-    mk_cpu_attention_fwd(NULL, out, att, xf, s.B, s.T, s.NH, s.KV, s.hs);
+    mk_cpu_attention_fwd(NULL, out, att, xf, s.B, s.T, s.NH, s.KV, s.hs, W);
     ref_att(ref, x, &s);
-    CHECK(rel(out, ref, no) < 1e-5, "attention NH %d KV %d fwd rel %g", NH, KV, rel(out, ref, no));
+    CHECK(rel(out, ref, no) < 1e-5, "attention NH %d KV %d W %d fwd rel %g", NH, KV, W, rel(out, ref, no));
+    if (W) { /* and the window changes the result: the causal reference misses it */
+        att_t c = s;
+        c.W = 0;
+        double *full = malloc(no * 8);
+        ref_att(full, x, &c);
+        CHECK(rel(out, full, no) > 1e-3, "window %d: the unwindowed attention gives the same (rel %g)", W,
+              rel(out, full, no));
+        free(full);
+    }
     mk_cpu_attention_bwd(NULL, dg, datt, r, xf, att, s.B, s.T, s.NH, s.KV, s.hs);
     fd(ref_att, &s, x, nx, no, rd, g);
-    CHECK(rel(dg, g, nx) < 1e-4, "attention NH %d KV %d bwd rel %g", NH, KV, rel(dg, g, nx));
+    CHECK(rel(dg, g, nx) < 1e-4, "attention NH %d KV %d W %d bwd rel %g", NH, KV, W, rel(dg, g, nx));
     free(xf); free(out); free(r); free(att); free(datt); free(dg); free(x); free(ref); free(rd); free(g);
 }
 
@@ -486,9 +499,10 @@ int main(void)
 {
     test_linear();
     test_layernorm();
-    test_attention(2, 2);  /* MHA */
-    test_attention(4, 2);  /* GQA */
-    test_attention(3, 1);  /* MQA */
+    test_attention(2, 2, 0);  /* MHA */
+    test_attention(4, 2, 0);  /* GQA */
+    test_attention(3, 1, 0);  /* MQA */
+    test_attention(4, 2, 2);  /* GQA in a sliding window of 2 (T 5) */
     test_rmsnorm();
     test_rope();
     test_swiglu();

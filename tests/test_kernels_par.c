@@ -94,7 +94,7 @@ static void test_attention(int NH, int KV)
     for (int th = 1; th <= 3; th += 2) {
         float *o = calloc(no, 4), *a = calloc(na, 4), *d = calloc(nx, 4), *da = calloc(na, 4);
         mk_cpu_pool_set_threads(pool, th);
-        mk_cpu_attention_fwd(pool, o, a, x, B, T, NH, KV, hs);
+        mk_cpu_attention_fwd(pool, o, a, x, B, T, NH, KV, hs, 0);
         mk_cpu_attention_bwd(pool, d, da, r, x, a, B, T, NH, KV, hs);
         CHECK(same(o, o0, no) && same(a, a0, na), "attention NH %d KV %d fwd, %d threads", NH, KV, th);
         CHECK(same(d, d0, nx), "attention NH %d KV %d bwd, %d threads", NH, KV, th);

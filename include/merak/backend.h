@@ -60,9 +60,11 @@ typedef struct mk_backend {
     /* Grouped-query causal attention, scaled 1/sqrt(hs).  qkv (B,T,(NH+2*KV)*hs) as
        [q heads (NH*hs) | k heads (KV*hs) | v heads (KV*hs)]; query head h uses K/V head
        floor(h*KV/NH) (Hugging Face repeat_kv; KV divides NH; KV == NH: multi-head, the
-       GPT's).  att (B,NH,T,T) softmax probabilities (saved); out (B,T,NH*hs). */
+       GPT's).  att (B,NH,T,T) softmax probabilities (saved); out (B,T,NH*hs).
+       window > 0: query t sees keys t-window+1..t only (a sliding window, Hugging Face's
+       sliding_window), the others' probabilities 0; 0: keys 0..t. */
     void (*attention_fwd)(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
-                          int hs);
+                          int hs, int window);
     /* dqkv (B,T,(NH+2*KV)*hs) += (dK/dV summed over the query heads sharing them);
        scratch datt (B,NH,T,T) is overwritten */
     void (*attention_bwd)(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,

@@ -51,6 +51,7 @@ typedef struct mk_gpt {
     int L, C, T, NH, nh, hs, F, Fl, V, Vp, Vl, v0;  /* nh, Fl, Vl: this TP rank's share */
     int llama;                    /* Llama blocks (see above); 0: GPT */
     int KV, kv;                   /* K/V heads, all and this TP rank's (GPT: NH, nh) */
+    int window;                   /* a sliding attention window below T (Mistral's), else 0 */
     float eps, theta;             /* Llama: RMSNorm eps, RoPE base */
     mk_rope_t rope;               /* Llama: the rotary frequencies (the base as a float, the scaling) */
     int E, topk, Fe, Fs;          /* MoE (src/exec/gpt_moe.c): experts, k, expert and shared-expert

@@ -41,7 +41,7 @@ void mk_cpu_layernorm_fwd(void *ctx, float *out, float *mean, float *rstd, const
 void mk_cpu_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float *dout, const float *inp,
                           const float *w, const float *mean, const float *rstd, int N, int C);
 void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
-                          int hs);
+                          int hs, int window);
 void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int KV, int hs);
 /* The K/V head of query head h (NH query heads, KV K/V heads; Hugging Face repeat_kv). */

@@ -68,10 +68,11 @@ typedef struct mk_model_config {
     double moe_capacity;   /* expert capacity factor, 0 = dropless (--moe-expert-capacity-factor) */
     int moe_layer_freq;    /* 1: every block (from moe_first_dense on) */
     int moe_first_dense;   /* leading dense blocks */
-    /* From a Hugging Face config (model_hf.c): what the cost does not
-     * read but a run must honour or refuse.  window: a sliding attention
-     * window (Mistral's sliding_window; Megatron's --window-size), 0 none;
-     * no cost models it, so it must cover the sequence.  rope_factor > 0:
+    /* window: a causal sliding attention window (Mistral's sliding_window:
+     * a query sees the window keys ending at itself; Megatron's
+     * --window-size window-1,0), 0 none: the fused attention does its
+     * share of the work (mk_model_window_share), the executor masks the
+     * rest; not under context parallelism.  rope_factor > 0:
      * Llama 3.1's rope_scaling (rope_type llama3: factor, low/high
      * frequency factors, the original context): the kernels' RoPE scales
      * the frequencies (merak/rope.h). */
@@ -88,7 +89,7 @@ typedef struct mk_model_config {
 typedef struct mk_model_overrides {
     int num_layers, hidden, heads, seq, vocab, ffn;
     int group_query_attention, kv_heads, kv_channels;
-    int norm, swiglu, pos, untied, bias, qkv_bias, qk_norm;
+    int norm, swiglu, pos, untied, bias, qkv_bias, qk_norm, window;
     double rope_theta, norm_eps;
     double attention_dropout, hidden_dropout; /* Megatron's probabilities (< 0: not given) */
     /* --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
@@ -115,6 +116,12 @@ MK_API const char *mk_norm_name(mk_norm_kind_t k);
 MK_API const char *mk_pos_name(mk_pos_kind_t k);
 MK_API int mk_norm_parse(const char *s, mk_norm_kind_t *out);
 MK_API int mk_pos_parse(const char *s, mk_pos_kind_t *out);
+/* A causal sliding window's share of the causal attention's work: of the
+ * s(s+1)/2 (query, key) pairs a causal mask keeps, those with key >
+ * query - window (window keys a query, itself included: Hugging Face's
+ * sliding_window), W(W+1)/2 + (s - W) W; 1 without a window or one that
+ * covers the sequence. */
+MK_API double mk_model_window_share(const mk_model_config_t *cfg);
 /* The head dim d: kv_channels where set, else hidden / heads. */
 MK_API int mk_model_head_dim(const mk_model_config_t *cfg);
 /* 1 for a mixture-of-experts model (num_experts > 0), 0 for a dense one. */
@@ -126,6 +133,12 @@ MK_API int mk_model_block_is_moe(const mk_model_config_t *cfg, int block);
  * parentheses optional).  Sets *freq, *first_dense and *len (K+M, 0 for
  * the integer form).  Returns 0 or -1. */
 MK_API int mk_moe_layer_freq_parse(const char *s, int *freq, int *first_dense, int *len);
+/* Megatron's --window-size "LEFT,RIGHT" (parentheses optional): a query
+ * sees LEFT keys before it and RIGHT after; RIGHT must be 0 (causal), and
+ * LEFT -1 means no window.  *window = LEFT + 1 (the keys a query sees,
+ * itself included: Hugging Face's sliding_window), 0 for none.  Returns
+ * 0 or -1. */
+MK_API int mk_window_size_parse(const char *s, int *window);
 /* 1 when the architecture fields are the GPT's (mk_model_defaults, MHA). */
 MK_API int mk_model_arch_is_gpt(const mk_model_config_t *cfg);
 

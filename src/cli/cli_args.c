@@ -15,8 +15,8 @@
 
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
-    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS, O_QK_NORM,
-    O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
+    O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS,
+    O_QK_NORM, O_WINDOW, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
@@ -64,6 +64,7 @@ static const mk_flag_t mk_flags[] = {
     {"disable-bias-linear", O_NO_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"add-qkv-bias", O_QKV_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"qk-layernorm", O_QK_NORM, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"window-size", O_WINDOW, MK_OPTG_MODEL, S, 1, 0, 0},
     {"attention-dropout", O_ATT_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"hidden-dropout", O_HID_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
@@ -476,6 +477,9 @@ static int arch_store(mk_args_t *a, int id, const char *v)
         if (mk_pos_parse(v, &pk) < 0)
             return mk_cli_fail(a->cmd, "--position-embedding-type: %s", mk_error_last()), -1;
         a->ov.pos = (int)pk;
+        return 0;
+    case O_WINDOW:
+        if (mk_window_size_parse(v, &a->ov.window) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
         return 0;
     case O_MOE_FREQ:
         if (mk_moe_layer_freq_parse(v, &a->ov.moe_layer_freq, &a->ov.moe_first_dense, &a->ov.moe_pattern_len) < 0)

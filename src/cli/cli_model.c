@@ -59,7 +59,7 @@ static const char *model_usage =
     "  --normalization LayerNorm|RMSNorm --swiglu --position-embedding-type\n"
     "  learned_absolute|rope --rotary-base B --group-query-attention\n"
     "  --num-query-groups G --kv-channels D --untie-embeddings-and-output-weights\n"
-    "  --disable-bias-linear --add-qkv-bias --qk-layernorm --norm-epsilon E\n"
+    "  --disable-bias-linear --add-qkv-bias --qk-layernorm --window-size LEFT,0 --norm-epsilon E\n"
     "                   the architecture (Megatron-LM's flags)\n"
     "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
     "  --moe-shared-expert-intermediate-size F --moe-router-pre-softmax\n"

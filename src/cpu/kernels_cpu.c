@@ -183,7 +183,7 @@ void mk_cpu_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const fl
 typedef struct {
     float *out, *att, *dqkv, *datt;
     const float *qkv, *dout, *catt;
-    int B, T, NH, KV, hs;
+    int B, T, NH, KV, hs, window;
 } attn_t;
 
 /* q.k of one query row with keys 0..t into a[], scaled: four keys at a
@@ -219,13 +219,14 @@ MK_VEC static void attn_fwd_head(const attn_t *x, int b, int h)
         const float *q = x->qkv + ((size_t)b * T + t) * C3 + h * hs;
         float *a = x->att + (((size_t)b * x->NH + h) * T + t) * T;
         float mx = -INFINITY, sum = 0.0f;
+        int u0 = x->window > 0 && t >= x->window ? t - x->window + 1 : 0; /* the window's first key */
         attn_scores(a, q, x->qkv + (size_t)b * T * C3 + ko, C3, t, hs, scale);
-        for (int u = 0; u <= t; u++) if (a[u] > mx) mx = a[u];
-        for (int u = 0; u <= t; u++) { a[u] = expf(a[u] - mx); sum += a[u]; }
-        for (int u = 0; u < T; u++) a[u] = u <= t ? a[u] / sum : 0.0f;
+        for (int u = u0; u <= t; u++) if (a[u] > mx) mx = a[u];
+        for (int u = u0; u <= t; u++) { a[u] = expf(a[u] - mx); sum += a[u]; }
+        for (int u = 0; u < T; u++) a[u] = u >= u0 && u <= t ? a[u] / sum : 0.0f;
         float *o = x->out + ((size_t)b * T + t) * C + h * hs;
         memset(o, 0, hs * sizeof(float));
-        for (int u = 0; u <= t; u++) {
+        for (int u = u0; u <= t; u++) {
             const float *v = x->qkv + ((size_t)b * T + u) * C3 + vo;
             for (int i = 0; i < hs; i++) o[i] += a[u] * v[i];
         }
@@ -248,10 +249,10 @@ static size_t attn_grain(int T, int hs)
 }
 
 void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV,
-                          int hs)
+                          int hs, int window)
 {
     (void)ctx;
-    attn_t x = {.out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .KV = KV, .hs = hs};
+    attn_t x = {.out = out, .att = att, .qkv = qkv, .B = B, .T = T, .NH = NH, .KV = KV, .hs = hs, .window = window};
     mk_cpu_par(ctx, (size_t)B * NH, attn_grain(T, hs), attn_fwd_part, &x);
 }
 

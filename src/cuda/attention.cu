@@ -27,22 +27,23 @@ __device__ static float warp_max(float v)
 }
 
 // rows (B*NH*T) of T scaled scores -> causal softmax probabilities, 0 above t
-__global__ void k_softmax_causal(float *att, int rows, int T)
+// and, with a sliding window (window > 0), below t - window + 1
+__global__ void k_softmax_causal(float *att, int rows, int T, int window)
 {
     int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
     if (r >= rows) return;
-    int t = r % T;
+    int t = r % T, u0 = window > 0 && t >= window ? t - window + 1 : 0;
     float *a = att + (size_t)r * T;
     float mx = -INFINITY, sum = 0.0f;
-    for (int u = lane; u <= t; u += 32) mx = fmaxf(mx, a[u]);
+    for (int u = u0 + lane; u <= t; u += 32) mx = fmaxf(mx, a[u]);
     mx = warp_max(mx);
-    for (int u = lane; u <= t; u += 32) {
+    for (int u = u0 + lane; u <= t; u += 32) {
         float e = expf(a[u] - mx);
         a[u] = e;
         sum += e;
     }
     sum = warp_sum(sum);
-    for (int u = lane; u < T; u += 32) a[u] = u <= t ? a[u] / sum : 0.0f;
+    for (int u = lane; u < T; u += 32) a[u] = u >= u0 && u <= t ? a[u] / sum : 0.0f;
 }
 
 // datt row: da[u] = v_u . d_t (all u) -> g[u] = a[u] (da[u] - sum_u' da a) scale, 0 above t
@@ -89,7 +90,8 @@ static void heads_gemm(mkc_ctx_t *c, const groups_t *g, cublasOperation_t ta, cu
     }
 }
 
-void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hs)
+void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hs,
+                       int window)
 {
     mkc_ctx_t *c = mkc(ctx);
     int C = NH * hs, C3 = C + 2 * KV * hs;
@@ -103,7 +105,7 @@ void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int 
                    SIDE_ATT);
     }
     int rows = B * NH * T;
-    k_softmax_causal<<<(rows + 7) / 8, 256, 0, c->s>>>(att, rows, T);
+    k_softmax_causal<<<(rows + 7) / 8, 256, 0, c->s>>>(att, rows, T, window);
     LAUNCHED(c);
     for (int b = 0; b < B; b++) {
         const float *v = qkv + (size_t)b * T * C3 + C + KV * hs;

@@ -129,7 +129,8 @@ void mkc_layernorm_bwd(void *ctx, float *dinp, float *dw, float *db, const float
 void mkc_rmsnorm_fwd(void *ctx, float *out, float *rstd, const float *inp, const float *w, float eps, int N, int C);
 void mkc_rmsnorm_bwd(void *ctx, float *dinp, float *dw, const float *dout, const float *inp, const float *w,
                      const float *rstd, int N, int C);
-void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hs);
+void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int B, int T, int NH, int KV, int hs,
+                       int window);
 void mkc_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                        int B, int T, int NH, int KV, int hs);
 void mkc_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld, const mk_rope_t *rope);

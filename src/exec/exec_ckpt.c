@@ -202,10 +202,13 @@ static void config_json(const mk_gpt_t *g, char *buf, size_t n)
         len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
                        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
                        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
-                       "\"rope_theta\":%s,\"tie_word_embeddings\":%s", moe ? "mixtral" : "llama", c->num_layers,
+                       "\"rope_theta\":%s,\"tie_word_embeddings\":%s",
+                       moe ? "mixtral" : c->window ? "mistral" : "llama", c->num_layers,
                        c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
                        c->untied ? "false" : "true");
         if (c->kv_channels) len += snprintf(buf + len, n - len, ",\"head_dim\":%d", c->kv_channels);
+        /* MistralConfig's (and MixtralConfig's) sliding_window; LlamaConfig has none */
+        if (c->window) len += snprintf(buf + len, n - len, ",\"sliding_window\":%d", c->window);
         if (c->rope_factor > 0) { /* Llama 3.1's, as its config.json has it */
             char f[32], lo[32], hi[32];
             shortest_real(c->rope_factor, f, sizeof f), shortest_real(c->rope_low_freq, lo, sizeof lo);
@@ -467,7 +470,7 @@ static const char *model_differs(const mk_model_config_t *a, const mk_model_conf
     const struct { const char *name; double x, y; } f[] = {
         {"num_hidden_layers", a->num_layers, b->num_layers}, {"hidden_size", a->hidden, b->hidden},
         {"num_attention_heads", a->heads, b->heads}, {"num_key_value_heads", a->kv_heads, b->kv_heads},
-        {"head_dim", mk_model_head_dim(a), mk_model_head_dim(b)},
+        {"head_dim", mk_model_head_dim(a), mk_model_head_dim(b)}, {"sliding_window", a->window, b->window},
         {"vocab_size", a->vocab, b->vocab}, {"intermediate_size", a->ffn, b->ffn},
         {"normalization", a->norm, b->norm}, {"the MLP", a->swiglu, b->swiglu}, {"positions", a->pos, b->pos},
         {"tie_word_embeddings", a->untied, b->untied}, {"biases", a->bias, b->bias},

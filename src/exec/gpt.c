@@ -192,6 +192,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
         if (c->kv_channels) /* its c_attn and c_proj are h wide: GPT-2's layout has no other head dim */
             return mk_error_set("--kv-channels with GPT blocks is for merak sim and merak plan: the executor's GPT "
                                 "block (GPT-2's tensors) has heads of hidden / heads");
+        if (c->window) /* GPT2Config has no window: its checkpoints could not say it */
+            return mk_error_set("a sliding attention window with GPT blocks is for merak sim and merak plan: the "
+                                "executor windows Llama-family (Mistral) blocks");
         return 0;
     }
     if (c->qkv_bias && !c->bias) /* issue 36: Qwen2's; the executor's Llama block has no bias to add it to */
@@ -233,6 +236,7 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
     g->llama = llama;
     g->KV = llama && cfg->kv_heads > 0 ? cfg->kv_heads : g->NH;
     g->kv = g->KV / tp;
+    g->window = cfg->window > 0 && cfg->window < cfg->seq ? cfg->window : 0;
     g->eps = (float)cfg->norm_eps;
     g->theta = (float)cfg->rope_theta;
     /* the base as the float it always was (the same angles as before the scaling) */

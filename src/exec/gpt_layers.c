@@ -316,8 +316,8 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
         if (g->cp > 1)
             run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T,
                              p->x1 + r0 * mid, nr / g->T);
-        else be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1 + r0 * mid,
-                          nr / g->T, g->T, g->nh, g->kv, g->hs);
+        else be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T,
+                               p->x1 + r0 * mid, nr / g->T, g->T, g->nh, g->kv, g->hs, g->window);
     } else if (g->llama) {
         be->swiglu_fwd(be->ctx, p->x2 + r0 * g->Fl, p->x1 + r0 * mid, nr, g->Fl);
     } else {

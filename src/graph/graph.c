@@ -3,7 +3,8 @@
  * Per op, N = b*s tokens, dt = bytes of the dtype, w = output width:
  *   linear     params in*out(+out)  fwd 2*N*in*out   bwd 2*fwd   saves input N*in*dt
  *              (fp8 plans: the input cast to FP8, below)
- *   attention  fwd 4*N*s*w (non-causal; causal (s+1)/(2s) of it), bwd 2*fwd,
+ *   attention  fwd 4*N*s*w (non-causal; causal (s+1)/(2s) of it, a sliding
+ *              window's share of that: mk_model_window_share), bwd 2*fwd,
  *              saves q,k,v N*in*dt (in = 3w, or w + 2*kv*d with grouped K/V
  *              heads) and scores a*s*s*b*dt (+ mask a*s*s*b and dropped
  *              scores a*s*s*b*dt with dropout); with flash attention
@@ -325,6 +326,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         double scores = (double)o->heads * s * s * b;
         o->fwd_flops = 4 * N * s * w;
         o->fwd_flops_causal = o->causal ? o->fwd_flops * (s + 1) / (2 * s) : o->fwd_flops;
+        if (o->causal && mk_model_window_share(&g->cfg) < 1) o->fwd_flops_causal *= mk_model_window_share(&g->cfg);
         o->bwd_flops = 2 * o->fwd_flops;
         o->vec_flops = (drop ? 7 : 5) * scores;
         o->bytes_moved = (N * in + N * w) * dt + 2 * scores * dt;

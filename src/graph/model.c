@@ -143,7 +143,7 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
 {
     ov->num_layers = ov->hidden = ov->heads = ov->seq = ov->vocab = ov->ffn = -1;
     ov->group_query_attention = ov->kv_heads = ov->kv_channels = -1;
-    ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = ov->qk_norm = -1;
+    ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = ov->qk_norm = ov->window = -1;
     ov->attention_dropout = ov->hidden_dropout = -1;
     ov->rope_theta = ov->norm_eps = -1;
     ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
@@ -222,9 +222,11 @@ static int validate_arch(names_t *n, const mk_model_config_t *c)
     if (c->pos == MK_POS_ROPE && mk_model_head_dim(c) % 2)
         return mk_error_set("model '%s': rotary positions turn pairs: the head dim %d is odd", c->name,
                             mk_model_head_dim(c));
-    if (c->window < 0 || (c->window > 0 && c->window < c->seq))
-        return mk_error_set("model '%s': a sliding attention window of %d below the sequence %d is not in merak's "
-                            "cost model", c->name, c->window, c->seq);
+    if (c->window < 0 || (c->window > 0 && c->family == MK_FAMILY_BERT))
+        return mk_error_set("model '%s': a sliding attention window is for causal decoders (got %d)", c->name,
+                            c->window);
+    if (c->window > MK_MAX_SEQ) return mk_error_set("model '%s': the attention window %d is above %d", c->name,
+                                                   c->window, MK_MAX_SEQ);
     if (c->rope_factor && !(c->rope_factor >= 1 && c->rope_factor <= 1e6 && c->rope_low_freq > 0 &&
                             c->rope_high_freq > c->rope_low_freq && c->rope_high_freq <= 1e6 &&
                             c->rope_orig_max_pos >= 1 && c->rope_orig_max_pos <= MK_MAX_SEQ))
@@ -329,6 +331,7 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->bias >= 0) c->bias = ov->bias;
     if (ov->qkv_bias >= 0) c->qkv_bias = ov->qkv_bias;
     if (ov->qk_norm >= 0) c->qk_norm = ov->qk_norm;
+    if (ov->window >= 0) c->window = ov->window;
     if (ov->attention_dropout >= 0 || ov->hidden_dropout >= 0) { /* Megatron's default for one not given: 0.1 */
         double at = ov->attention_dropout >= 0 ? ov->attention_dropout : 0.1;
         double hd = ov->hidden_dropout >= 0 ? ov->hidden_dropout : 0.1;
@@ -346,8 +349,8 @@ static int arch_given(const mk_model_overrides_t *ov)
 {
     return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->kv_channels >= 0 || ov->norm >= 0 ||
            ov->swiglu >= 0 || ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 ||
-           ov->qk_norm >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0 || ov->attention_dropout >= 0 ||
-           ov->hidden_dropout >= 0;
+           ov->qk_norm >= 0 || ov->window >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0 ||
+           ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
 }
 
 static int moe_given(const mk_model_overrides_t *ov)

@@ -7,7 +7,9 @@
 
 #include "merak/limits.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void mk_model_defaults(mk_model_config_t *cfg)
@@ -23,6 +25,13 @@ void mk_model_defaults(mk_model_config_t *cfg)
 }
 
 int mk_model_is_moe(const mk_model_config_t *c) { return c->num_experts > 0; }
+
+double mk_model_window_share(const mk_model_config_t *c)
+{
+    double s = c->seq, w = c->window;
+    if (c->window <= 0 || c->window >= c->seq) return 1.0;
+    return (w * (w + 1) / 2 + (s - w) * w) / (s * (s + 1) / 2);
+}
 
 int mk_model_head_dim(const mk_model_config_t *c) { return c->kv_channels ? c->kv_channels : c->hidden / c->heads; }
 
@@ -51,6 +60,31 @@ int mk_moe_layer_freq_parse(const char *s, int *freq, int *first_dense, int *len
         return 0;
     }
     return mk_error_set("--moe-layer-freq '%s' is not an integer or \"([0]*K+[1]*M)\"", s);
+}
+
+/* One integer of --window-size at *p, in [-1, MK_MAX_SEQ]; *p past it. */
+static int window_int(const char **p, long *out)
+{
+    char *end;
+    errno = 0;
+    *out = strtol(*p, &end, 10);
+    if (end == *p || errno || *out < -1 || *out > MK_MAX_SEQ) return -1;
+    *p = end;
+    return 0;
+}
+
+int mk_window_size_parse(const char *s, int *window)
+{
+    const char *p = s;
+    long left, right;
+    int paren = *p == '(';
+    p += paren;
+    if (window_int(&p, &left) < 0 || *p++ != ',' || window_int(&p, &right) < 0 || (paren && *p++ != ')') || *p)
+        return mk_error_set("--window-size '%s' is not LEFT,RIGHT (integers from -1 to %d)", s, MK_MAX_SEQ);
+    if (right != 0)
+        return mk_error_set("--window-size '%s': merak's decoders are causal, so RIGHT must be 0", s);
+    *window = left < 0 ? 0 : (int)left + 1; /* -1: no window; LEFT keys before the query and itself */
+    return 0;
 }
 
 void mk_model_llama_arch(mk_model_config_t *cfg)

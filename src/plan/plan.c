@@ -177,6 +177,10 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     } else if (p->vpp != 1) {
         return mk_error_set("--vpp %d needs the interleaved schedule", p->vpp);
     }
+    if (p->cp > 1 && mk_model_window_share(&g->cfg) < 1)
+        return mk_error_set("--cp %d with a sliding attention window of %d: Megatron-Core's ring (p2p) context "
+                            "parallelism does not run windowed attention, so merak neither models nor runs it",
+                            p->cp, g->cfg.window);
     if (p->cp > 1 && g->cfg.seq % (2 * p->cp))
         return mk_error_set("--cp %d: the sequence (%d) must split into 2 x cp = %d equal chunks", p->cp, g->cfg.seq,
                             2 * p->cp);

@@ -66,6 +66,7 @@ static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
     if (m->kv_heads != m->heads) put(b, " --group-query-attention --num-query-groups %d", m->kv_heads);
     if (m->kv_channels) put(b, " --kv-channels %d", m->kv_channels);
     if (m->qk_norm) put(b, " --qk-layernorm");
+    if (m->window) put(b, " --window-size %d,0", m->window - 1);
     if (m->untied) put(b, " --untie-embeddings-and-output-weights");
     if (!m->bias) put(b, " --disable-bias-linear");
     if (m->qkv_bias && !m->bias) put(b, " --add-qkv-bias");

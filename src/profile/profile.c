@@ -62,7 +62,7 @@ typedef struct {
 static void k_attn_fwd(void *p)
 {
     attn_t *a = p; /* one sequence */
-    a->be->attention_fwd(a->be->ctx, a->out, a->att, a->qkv, 1, a->T, a->nh, a->nh, a->hs);
+    a->be->attention_fwd(a->be->ctx, a->out, a->att, a->qkv, 1, a->T, a->nh, a->nh, a->hs, 0);
 }
 static void k_attn_bwd(void *p)
 {

@@ -68,10 +68,10 @@ static void t_lbw(void *c, float *dw, float *db, const float *o, const float *i,
     (void)c;
     TIMED(C_GEMM, T_.in->linear_bwd_w(T_.in->ctx, dw, db, o, i, N, IC, OC));
 }
-static void t_af(void *c, float *o, float *a, const float *q, int B, int T, int NH, int KV, int hs)
+static void t_af(void *c, float *o, float *a, const float *q, int B, int T, int NH, int KV, int hs, int window)
 {
     (void)c;
-    TIMED(C_ATTN, T_.in->attention_fwd(T_.in->ctx, o, a, q, B, T, NH, KV, hs));
+    TIMED(C_ATTN, T_.in->attention_fwd(T_.in->ctx, o, a, q, B, T, NH, KV, hs, window));
 }
 static void t_ab(void *c, float *d, float *da, const float *o, const float *q, const float *a, int B, int T, int NH,
                  int KV, int hs)
