@@ -28,8 +28,13 @@ roundtrip "a head dim apart from hidden / heads (--kv-channels)" dgx-h100 16 --m
 check "--kv-channels exported" grep -q -- "--kv-channels 96 " "$tmpdir/cmd"
 roundtrip "q/k norms (--qk-layernorm), experts in the first blocks dense" dgx-h100 32 --model llama-3-8b --qk-layernorm \
   --num-experts 16 --moe-router-topk 4 --moe-ffn-hidden-size 2048 --moe-layer-freq '([0]*2+[1]*30)' \
+  --moe-shared-expert-intermediate-size 4096 --moe-shared-expert-gate \
   --dp 4 --ep 4 --pp 2 --tp 4 --gbs 64
-check "--qk-layernorm exported" grep -q -- "--qk-layernorm " "$tmpdir/cmd"
+check "--qk-layernorm and --moe-shared-expert-gate exported" sh -c "grep -q -- '--qk-layernorm ' '$tmpdir/cmd' &&
+  grep -q -- '--moe-shared-expert-gate' '$tmpdir/cmd'"
+roundtrip "Llama 3.1's RoPE scaling (--use-rope-scaling)" dgx-h100 16 --model llama-3-8b --use-rope-scaling \
+  --rope-scaling-factor 8 --dp 4 --pp 2 --tp 2 --gbs 32
+check "--use-rope-scaling exported" grep -q -- "--use-rope-scaling --rope-scaling-factor 8 " "$tmpdir/cmd"
 roundtrip "a sliding window (--window-size)" dgx-h100 16 --model llama-3-8b --window-size 4095,0 --seq-length 16384 \
   --dp 2 --pp 2 --tp 4 --gbs 16
 check "--window-size exported" grep -q -- "--window-size 4095,0 " "$tmpdir/cmd"

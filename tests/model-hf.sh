@@ -91,10 +91,23 @@ cfg qwen3-30b-a3b <<'EOF'
  "torch_dtype": "bfloat16", "transformers_version": "4.51.0", "use_cache": true, "use_sliding_window": false,
  "vocab_size": 151936}
 EOF
+# Qwen1.5-MoE-A2.7B (model_type qwen2_moe): qwen2's q/k/v biases, 60 experts of 1408 top-4 not renormalised, and
+# a shared expert of 5632 scaled by sigmoid(shared_expert_gate . x): Megatron's --moe-shared-expert-gate
+cfg qwen1.5-moe-a2.7b <<'EOF'
+{"architectures": ["Qwen2MoeForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 151643, "eos_token_id": 151643,
+ "hidden_act": "silu", "hidden_size": 2048, "initializer_range": 0.02, "intermediate_size": 5632,
+ "max_position_embeddings": 8192, "max_window_layers": 21, "model_type": "qwen2_moe", "num_attention_heads": 16,
+ "num_hidden_layers": 24, "num_key_value_heads": 16, "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+ "sliding_window": 32768, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+ "transformers_version": "4.39.0.dev0", "use_cache": true, "use_sliding_window": false, "vocab_size": 151936,
+ "decoder_sparse_step": 1, "moe_intermediate_size": 1408, "shared_expert_intermediate_size": 5632,
+ "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": false, "output_router_logits": false,
+ "router_aux_loss_coef": 0.001}
+EOF
 # Hugging Face's own counts (model.num_parameters())
 for c in gpt2:124439808 llama-3-8b:8030261248 llama-3.1-8b:8030261248 llama-3.2-1b:1235814400 \
          mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704 qwen2-7b:7615616512 mistral-nemo-12b:12247782400 \
-         qwen3-8b:8190735360 qwen3-30b-a3b:30532122624; do
+         qwen3-8b:8190735360 qwen3-30b-a3b:30532122624 qwen1.5-moe-a2.7b:14315784192; do
   m=${c%%:*}; want=${c#*:}
   "$MERAK" model --model "$d/$m" --json >"$tmpdir/m.json" 2>"$tmpdir/err"
   got=$("$PYTHON" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["params"]))' "$tmpdir/m.json" 2>/dev/null)
@@ -116,6 +129,15 @@ import json, sys
 m = json.load(open(sys.argv[1]))["model"]
 assert m["rope_scaling_factor"] == 8 and m["rope_scaling_original_max_position_embeddings"] == 8192, m' "$tmpdir/p.json"
 expect_ok "the plan replays" "$MERAK" sim --plan "$tmpdir/p.json"
+# Megatron's --use-rope-scaling is Llama 3.1's (factor 8, low 1, high 4, original 8192): the same model as the config
+"$MERAK" model --model "$d/llama-3.1-8b" --json >"$tmpdir/r1.json" 2>&1
+"$MERAK" model --model llama-3-8b --use-rope-scaling --seq-length 2048 --json >"$tmpdir/r2.json" 2>&1
+check "--use-rope-scaling gives llama-3.1-8b's config" "$PYTHON" -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+del a["name"], b["name"]
+assert a == b and a["rope_scaling_factor"] == 8, [(k, a.get(k), b.get(k)) for k in set(a) | set(b) if a.get(k) != b.get(k)]' \
+  "$tmpdir/r1.json" "$tmpdir/r2.json"
 # mistral's window: the fused attention does the window's share of the causal work, so at 16K tokens
 # (window 4096) a step is shorter than the same model's without it, by less than its attention's time
 W="--cluster dgx-h100 --dp 2 --pp 2 --tp 2 --gbs 32 --seq-length 16384 --json"
@@ -165,6 +187,20 @@ import sys; a, b = map(int, open(sys.argv[1]).read().split()); assert b - a == 4
 expect_ok "sim of qwen3-moe with EP and TP" "$MERAK" sim --model "$d/qwen3-30b-a3b" --cluster dgx-h100 --dp 4 --ep 4 --tp 2 --pp 2 --gbs 64 --seq-length 4096
 expect_fail "merak run refuses q/k norms" "qk-layernorm .* is for merak sim and merak plan" -- \
   "$MERAK" run --model llama-tiny --qk-layernorm --steps 1
+"$MERAK" model --model "$d/qwen1.5-moe-a2.7b" >"$tmpdir/q2" 2>&1
+check "qwen2-moe: biases on QKV, 60 experts top-4 not renormalised, a gated shared expert" sh -c "
+  grep -q 'biases on QKV only' '$tmpdir/q2' &&
+  grep -q 'experts: 60 of width 1408, top-4 (softmax then top-k, not renormalised), shared expert 5632 (sigmoid-gated)' '$tmpdir/q2'"
+M="--model mixtral-8x7b --moe-shared-expert-intermediate-size 4096"
+for f in "" --moe-shared-expert-gate; do
+  "$MERAK" model $M $f --json | "$PYTHON" -c 'import json,sys; print(int(json.load(sys.stdin)["params"]))' >>"$tmpdir/sg"
+done
+check "--moe-shared-expert-gate adds an h-wide gate per MoE block (32 x 4096)" "$PYTHON" -c '
+import sys; a, b = map(int, open(sys.argv[1]).read().split()); assert b - a == 32 * 4096, (a, b)' "$tmpdir/sg"
+expect_fail "a shared expert gate without a shared expert" "moe-shared-expert-gate needs a shared expert" -- \
+  "$MERAK" model --model mixtral-8x7b --moe-shared-expert-gate
+expect_fail "merak run refuses the shared expert gate" "moe-shared-expert-gate .* is for merak sim and merak plan" -- \
+  "$MERAK" run --model llama-tiny --num-experts 4 --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --steps 1
 qwen_bad() { # name, pattern, python edit of the qwen3-30b-a3b config
   mkdir -p "$d/bad-$1"
   "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \

@@ -64,8 +64,9 @@ typedef struct mk_op {
     int causal, bias, tied;
     int block;                /* transformer block, -1 outside blocks */
     /* moe: E experts of width ffn (gated: SwiGLU, else GELU), top-k of them
-     * per token, a shared expert of width shared_ffn (0: none) */
-    int experts, topk, ffn, shared_ffn, gated;
+     * per token, a shared expert of width shared_ffn (0: none), its output
+     * gated by sigmoid(x . g) when shared_gate */
+    int experts, topk, ffn, shared_ffn, gated, shared_gate;
     mk_tp_role_t tp_role;
     /* per micro-batch, whole (unsharded) op: */
     double params;

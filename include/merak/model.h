@@ -62,6 +62,8 @@ typedef struct mk_model_config {
     int moe_topk;          /* k experts per token (--moe-router-topk, 2) */
     int moe_ffn;           /* expert width (--moe-ffn-hidden-size, default ffn) */
     int moe_shared_ffn;    /* shared expert width, 0 = none (--moe-shared-expert-intermediate-size) */
+    int moe_shared_gate;   /* the shared expert's output scaled by sigmoid(x . g), g an h-vector
+                              (--moe-shared-expert-gate; Qwen2-MoE's shared_expert_gate) */
     int moe_pre_softmax;   /* 1: softmax over E then top-k, not renormalised (DeepSeek;
                               --moe-router-pre-softmax); 0: the k weights sum to 1 (Mixtral) */
     double moe_aux_coeff;  /* load-balancing loss coefficient (--moe-aux-loss-coeff, Megatron 0) */
@@ -91,12 +93,14 @@ typedef struct mk_model_overrides {
     int group_query_attention, kv_heads, kv_channels;
     int norm, swiglu, pos, untied, bias, qkv_bias, qk_norm, window;
     double rope_theta, norm_eps;
+    int use_rope_scaling;        /* Megatron's --use-rope-scaling: Llama 3.1's, low 1, high 4, original 8192 */
+    double rope_scaling_factor;  /* --rope-scaling-factor (Megatron's default 8) */
     double attention_dropout, hidden_dropout; /* Megatron's probabilities (< 0: not given) */
     /* --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
      * --moe-shared-expert-intermediate-size, --moe-router-pre-softmax (1),
      * --moe-layer-freq as (freq, first dense, pattern length: 0 for the
      * integer form), --moe-aux-loss-coeff, --moe-expert-capacity-factor */
-    int num_experts, moe_topk, moe_ffn, moe_shared_ffn, moe_pre_softmax;
+    int num_experts, moe_topk, moe_ffn, moe_shared_ffn, moe_pre_softmax, moe_shared_gate;
     int moe_layer_freq, moe_first_dense, moe_pattern_len;
     double moe_aux_coeff, moe_capacity;
 } mk_model_overrides_t;

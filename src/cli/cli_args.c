@@ -16,8 +16,9 @@
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS,
-    O_QK_NORM, O_WINDOW, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
-    O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_AUX, O_MOE_CAPACITY, O_MOE_FREQ,
+    O_QK_NORM, O_WINDOW, O_ROPE_SCALING, O_ROPE_FACTOR, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
+    O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_SHARED_GATE, O_MOE_AUX, O_MOE_CAPACITY,
+    O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
@@ -57,6 +58,8 @@ static const mk_flag_t mk_flags[] = {
     {"swiglu", O_SWIGLU, MK_OPTG_MODEL, N, 1, 0, 0},
     {"position-embedding-type", O_POS, MK_OPTG_MODEL, S, 1, 0, 0},
     {"rotary-base", O_ROPE_BASE, MK_OPTG_MODEL, R, 1, 0, MK_MAX_ROPE_THETA},
+    {"use-rope-scaling", O_ROPE_SCALING, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"rope-scaling-factor", O_ROPE_FACTOR, MK_OPTG_MODEL, R, 1, 1, 1e6},
     {"group-query-attention", O_GQA, MK_OPTG_MODEL, N, 1, 0, 0},
     {"num-query-groups", O_KV_GROUPS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEADS},
     {"kv-channels", O_KV_CHANNELS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
@@ -73,6 +76,7 @@ static const mk_flag_t mk_flags[] = {
     {"moe-ffn-hidden-size", O_MOE_FFN, MK_OPTG_MODEL, I, 1, 1, MK_MAX_MOE_FFN},
     {"moe-shared-expert-intermediate-size", O_MOE_SHARED, MK_OPTG_MODEL, I, 1, 0, MK_MAX_MOE_FFN},
     {"moe-router-pre-softmax", O_MOE_PRE_SOFTMAX, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"moe-shared-expert-gate", O_MOE_SHARED_GATE, MK_OPTG_MODEL, N, 1, 0, 0},
     {"moe-aux-loss-coeff", O_MOE_AUX, MK_OPTG_MODEL, R, 1, 0, MK_MAX_MOE_AUX_COEFF},
     {"moe-expert-capacity-factor", O_MOE_CAPACITY, MK_OPTG_MODEL, R, 1, 0, MK_MAX_MOE_CAPACITY},
     {"moe-layer-freq", O_MOE_FREQ, MK_OPTG_MODEL, S, 1, 0, 0},
@@ -420,6 +424,7 @@ static double *real_slot(mk_args_t *a, int id)
     case O_BETA1: return &a->adam_beta1;
     case O_BETA2: return &a->adam_beta2;
     case O_ROPE_BASE: return &a->ov.rope_theta;
+    case O_ROPE_FACTOR: return &a->ov.rope_scaling_factor;
     case O_NORM_EPS: return &a->ov.norm_eps;
     case O_ATT_DROP: return &a->ov.attention_dropout;
     case O_HID_DROP: return &a->ov.hidden_dropout;
@@ -486,12 +491,14 @@ static int arch_store(mk_args_t *a, int id, const char *v)
             return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
         return 0;
     case O_MOE_PRE_SOFTMAX: a->ov.moe_pre_softmax = 1; return 0;
+    case O_MOE_SHARED_GATE: a->ov.moe_shared_gate = 1; return 0;
     case O_SWIGLU: a->ov.swiglu = 1; return 0;
     case O_GQA: a->ov.group_query_attention = 1; return 0;
     case O_UNTIE: a->ov.untied = 1; return 0;
     case O_NO_BIAS: a->ov.bias = 0; return 0;
     case O_QKV_BIAS: a->ov.qkv_bias = 1; return 0;
     case O_QK_NORM: a->ov.qk_norm = 1; return 0;
+    case O_ROPE_SCALING: a->ov.use_rope_scaling = 1; return 0;
     }
     return 1;
 }

@@ -57,12 +57,13 @@ static const char *model_usage =
     "  --num-layers N --hidden-size H --num-attention-heads A --seq-length S\n"
     "  --vocab-size V --ffn-hidden-size F   override the preset (any order)\n"
     "  --normalization LayerNorm|RMSNorm --swiglu --position-embedding-type\n"
-    "  learned_absolute|rope --rotary-base B --group-query-attention\n"
+    "  learned_absolute|rope --rotary-base B --use-rope-scaling --rope-scaling-factor F\n"
+    "  --group-query-attention\n"
     "  --num-query-groups G --kv-channels D --untie-embeddings-and-output-weights\n"
     "  --disable-bias-linear --add-qkv-bias --qk-layernorm --window-size LEFT,0 --norm-epsilon E\n"
     "                   the architecture (Megatron-LM's flags)\n"
     "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
-    "  --moe-shared-expert-intermediate-size F --moe-router-pre-softmax\n"
+    "  --moe-shared-expert-intermediate-size F --moe-shared-expert-gate --moe-router-pre-softmax\n"
     "  --moe-aux-loss-coeff C --moe-expert-capacity-factor C --moe-layer-freq N|'([0]*K+[1]*M)'\n"
     "                   mixture of experts (Megatron-LM's flags)\n"
     "  --tp T           tensor-parallel degree (default 1)\n"
@@ -121,10 +122,11 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
                c->untied ? "untied" : "tied", c->bias ? "biases" : c->qkv_bias ? "biases on QKV only" : "no biases",
                c->qk_norm ? ", q/k norm" : "");
     if (mk_model_is_moe(c))
-        printf("experts: %d of width %d, top-%d (%s), shared expert %d, aux-loss coefficient %g, %s\n",
+        printf("experts: %d of width %d, top-%d (%s), shared expert %d%s, aux-loss coefficient %g, %s\n",
                c->num_experts, c->moe_ffn, c->moe_topk,
                c->moe_pre_softmax ? "softmax then top-k, not renormalised" : "top-k renormalised",
-               c->moe_shared_ffn, c->moe_aux_coeff, c->moe_capacity > 0 ? "capacity-limited" : "dropless");
+               c->moe_shared_ffn, c->moe_shared_gate ? " (sigmoid-gated)" : "", c->moe_aux_coeff,
+               c->moe_capacity > 0 ? "capacity-limited" : "dropless");
     printf("micro-batch %d, dtype %s, %d ops in %d layers; per micro-batch, activations per TP rank:\n",
            g->opts.mbs, mk_dtype_name(g->opts.dtype), g->n_ops, g->n_layers);
     printf("  %-16s %-10s %14s %12s %12s %12s\n", "layer", "kind", "params", "fwd GFLOP", "bwd GFLOP",

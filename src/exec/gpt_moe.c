@@ -103,6 +103,9 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
     if (!(cfg->norm == MK_NORM_RMSNORM && cfg->swiglu && cfg->pos == MK_POS_ROPE && !cfg->bias))
         return mk_error_set("the executor's MoE layers are Llama blocks with SwiGLU experts (RMSNorm, "
                             "rotary positions, no biases)");
+    if (cfg->moe_shared_gate)
+        return mk_error_set("--moe-shared-expert-gate (Qwen2-MoE's) is for merak sim and merak plan: the executor's "
+                            "shared expert has no gate");
     if (be && !(be->moe_route && be->moe_route_bwd && be->moe_gather && be->moe_scatter && be->moe_rowdot))
         return mk_error_set("the %s backend has no mixture-of-experts kernels (use --backend cpu)", be->name);
     return 0;

@@ -29,7 +29,8 @@
  *              the k routed copies of a token, its input w, the expert's
  *              activation input and its down-projection input f (the
  *              shared expert's likewise); the block input the router
- *              linear saves already
+ *              linear saves already; a shared gate (shared_gate) adds w
+ *              params, 2*N*w matmul FLOPs and N*(w + 4) vector FLOPs
  * With 16-bit types and dropout a GPT block saves s*b*h*(34 + 5*a*s/h)
  * bytes (Korthikanti et al. 2022), of which 10*s*b*h is replicated over TP
  * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores.
@@ -291,6 +292,11 @@ static void moe_costs(mk_op_t *o, double N, double dt)
     o->fwd_flops = o->fwd_flops_causal = 2 * N * (k * m * w * f + m * w * fs);
     o->bwd_flops = 2 * o->fwd_flops;
     o->vec_flops = 5 * N * E + 2 * N * k * w + act_flops * N * (k * f + fs);
+    if (o->shared_gate) { /* x . g per token (no bias), its sigmoid, the shared output scaled */
+        o->params += w, o->active_params += w;
+        o->fwd_flops += 2 * N * w, o->fwd_flops_causal += 2 * N * w, o->bwd_flops += 4 * N * w;
+        o->vec_flops += 4 * N + N * w;
+    }
     /* tokens in and out (k copies each way), the expert weights, the
        intermediate activations written and read */
     o->bytes_moved = (2 * N * w + 2 * N * k * w + o->params + 2 * N * (act_in + 1) * (k * f + fs)) * dt;

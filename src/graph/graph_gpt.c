@@ -64,6 +64,7 @@ static int emit_moe(mk_builder_t *b, int y, int router)
     o.topk = c->moe_topk;
     o.ffn = c->moe_ffn;
     o.shared_ffn = c->moe_shared_ffn;
+    o.shared_gate = c->moe_shared_gate && c->moe_shared_ffn > 0;
     o.gated = c->swiglu;
     if (mk_graph_add_op(b->g, &o) < 0) {
         b->err = 1;

@@ -145,8 +145,10 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->group_query_attention = ov->kv_heads = ov->kv_channels = -1;
     ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = ov->qk_norm = ov->window = -1;
     ov->attention_dropout = ov->hidden_dropout = -1;
-    ov->rope_theta = ov->norm_eps = -1;
+    ov->rope_theta = ov->norm_eps = ov->rope_scaling_factor = -1;
+    ov->use_rope_scaling = -1;
     ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
+    ov->moe_shared_gate = -1;
     ov->moe_layer_freq = ov->moe_first_dense = ov->moe_pattern_len = -1;
     ov->moe_aux_coeff = ov->moe_capacity = -1;
 }
@@ -201,8 +203,8 @@ static int validate_heads(names_t *n, const mk_model_config_t *c)
 {
     if (!c->kv_channels) {
         if (c->hidden % c->heads)
-            return mk_error_set("%s %d does not divide %s %d (give --kv-channels for a head dim apart from it)",
-                                nm(n, F_HEADS, 0), c->heads, nm(n, F_HIDDEN, 1), c->hidden);
+            return mk_error_set("%s %d does not divide %s %d", nm(n, F_HEADS, 0), c->heads, nm(n, F_HIDDEN, 1),
+                                c->hidden);
         return 0;
     }
     if (check_size(n, F_KV_CHANNELS, c->kv_channels, MK_MAX_HEAD_DIM) < 0) return -1;
@@ -227,6 +229,9 @@ static int validate_arch(names_t *n, const mk_model_config_t *c)
                             c->window);
     if (c->window > MK_MAX_SEQ) return mk_error_set("model '%s': the attention window %d is above %d", c->name,
                                                    c->window, MK_MAX_SEQ);
+    if (c->rope_factor && c->pos != MK_POS_ROPE)
+        return mk_error_set("model '%s': RoPE scaling needs rotary positions (--position-embedding-type rope)",
+                            c->name);
     if (c->rope_factor && !(c->rope_factor >= 1 && c->rope_factor <= 1e6 && c->rope_low_freq > 0 &&
                             c->rope_high_freq > c->rope_low_freq && c->rope_high_freq <= 1e6 &&
                             c->rope_orig_max_pos >= 1 && c->rope_orig_max_pos <= MK_MAX_SEQ))
@@ -249,6 +254,8 @@ static int validate_moe(names_t *n, const mk_model_config_t *c)
     if (check_size(n, F_MOE_FFN, c->moe_ffn, MK_MAX_MOE_FFN) < 0) return -1;
     if (c->moe_shared_ffn < 0) return mk_error_set("%s must be >= 0", nm(n, F_MOE_SHARED, 0));
     if (mk_limit_check(nm(n, F_MOE_SHARED, 0), c->moe_shared_ffn, MK_MAX_MOE_FFN) < 0) return -1;
+    if (c->moe_shared_gate && !c->moe_shared_ffn)
+        return mk_error_set("--moe-shared-expert-gate needs a shared expert (%s)", nm(n, F_MOE_SHARED, 0));
     if (c->moe_layer_freq < 1 || c->moe_layer_freq > c->num_layers)
         return mk_error_set("%s %d must be from 1 to the %d blocks", nm(n, F_MOE_FREQ, 0), c->moe_layer_freq,
                             c->num_layers);
@@ -342,6 +349,12 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     }
     if (ov->rope_theta >= 0) c->rope_theta = ov->rope_theta;
     if (ov->norm_eps >= 0) c->norm_eps = ov->norm_eps;
+    if (ov->rope_scaling_factor >= 0 && ov->use_rope_scaling != 1)
+        return mk_error_set("--rope-scaling-factor needs --use-rope-scaling");
+    if (ov->use_rope_scaling == 1) { /* megatron/core/models/common/embeddings/rotary_pos_embedding.py's */
+        c->rope_factor = ov->rope_scaling_factor >= 0 ? ov->rope_scaling_factor : 8.0;
+        c->rope_low_freq = 1, c->rope_high_freq = 4, c->rope_orig_max_pos = 8192;
+    }
     return 0;
 }
 
@@ -350,12 +363,14 @@ static int arch_given(const mk_model_overrides_t *ov)
     return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->kv_channels >= 0 || ov->norm >= 0 ||
            ov->swiglu >= 0 || ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 ||
            ov->qk_norm >= 0 || ov->window >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0 ||
+           ov->use_rope_scaling >= 0 || ov->rope_scaling_factor >= 0 ||
            ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
 }
 
 static int moe_given(const mk_model_overrides_t *ov)
 {
     return ov->moe_topk >= 0 || ov->moe_ffn >= 0 || ov->moe_shared_ffn >= 0 || ov->moe_pre_softmax >= 0 ||
+           ov->moe_shared_gate >= 0 ||
            ov->moe_layer_freq >= 0 || ov->moe_aux_coeff >= 0 || ov->moe_capacity >= 0;
 }
 
@@ -376,6 +391,7 @@ static int apply_moe(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (!c->moe_ffn) c->moe_ffn = c->ffn;
     if (ov->moe_shared_ffn >= 0) c->moe_shared_ffn = ov->moe_shared_ffn;
     if (ov->moe_pre_softmax >= 0) c->moe_pre_softmax = ov->moe_pre_softmax;
+    if (ov->moe_shared_gate >= 0) c->moe_shared_gate = ov->moe_shared_gate;
     if (ov->moe_aux_coeff >= 0) c->moe_aux_coeff = ov->moe_aux_coeff;
     if (ov->moe_capacity >= 0) c->moe_capacity = ov->moe_capacity;
     if (ov->moe_layer_freq >= 0) {

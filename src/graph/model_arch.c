@@ -156,7 +156,8 @@ static const char *const arch_keys[] = {"num_query_groups", "normalization", "sw
                                         "window_size", "rope_scaling_factor", "rope_scaling_low_freq_factor",
                                         "rope_scaling_high_freq_factor",
                                         "rope_scaling_original_max_position_embeddings",
-                                        "add_qkv_bias", "no_dropout", "kv_channels", "qk_layernorm", NULL};
+                                        "add_qkv_bias", "no_dropout", "kv_channels", "qk_layernorm",
+                                        "moe_shared_expert_gate", NULL};
 #define MOE_KEYS 8 /* the index of num_experts */
 #define HF_KEYS 17 /* the index of window_size */
 
@@ -171,6 +172,7 @@ static int hf_to_json(const mk_model_config_t *c, json_t *obj)
     if (c->no_dropout && c->family != MK_FAMILY_LLAMA) rc |= json_object_set_new(obj, k[6], json_true());
     if (c->kv_channels) rc |= json_object_set_new(obj, k[7], json_integer(c->kv_channels));
     if (c->qk_norm) rc |= json_object_set_new(obj, k[8], json_true());
+    if (c->moe_shared_gate) rc |= json_object_set_new(obj, k[9], json_true());
     if (c->rope_factor) {
         rc |= json_object_set_new(obj, k[1], json_real(c->rope_factor));
         rc |= json_object_set_new(obj, k[2], json_real(c->rope_low_freq));
@@ -188,6 +190,7 @@ static int hf_from_json(json_t *o, const char *what, mk_model_config_t *c)
     if (json_object_get(o, k[6]) && mk_json_bool(o, what, k[6], &c->no_dropout) < 0) return -1;
     if (json_object_get(o, k[7]) && mk_json_int(o, what, k[7], 1, &c->kv_channels) < 0) return -1;
     if (json_object_get(o, k[8]) && mk_json_bool(o, what, k[8], &c->qk_norm) < 0) return -1;
+    if (json_object_get(o, k[9]) && mk_json_bool(o, what, k[9], &c->moe_shared_gate) < 0) return -1;
     if (!json_object_get(o, k[1])) return 0; /* the four come together */
     if (mk_json_num(o, what, k[1], 1, &c->rope_factor) < 0 || mk_json_num(o, what, k[2], 0, &c->rope_low_freq) < 0 ||
         mk_json_num(o, what, k[3], 0, &c->rope_high_freq) < 0 || mk_json_int(o, what, k[4], 1, &c->rope_orig_max_pos) < 0)

@@ -11,7 +11,8 @@
  * qwen3's RMSNorm of each q and k head, Megatron's --qk-layernorm;
  * qwen3_moe's num_experts of moe_intermediate_size, top
  * num_experts_per_tok, renormalised as norm_topk_prob says, the blocks of
- * mlp_only_layers dense).  Every key
+ * mlp_only_layers dense; qwen2_moe's, with qwen2's biases and a shared
+ * expert gated by a sigmoid: Megatron's --moe-shared-expert-gate).  Every key
  * is known: those that shape the cost are read, those that do not
  * (tokenizer ids, dtype, dropout, initialisation, cache, router loss
  * weights, ...) are listed and ignored, and any other key, a missing
@@ -60,9 +61,11 @@ static const char *const gpt2_keys[] = {
     "num_experts_per_tok", "router_jitter_noise", "pretraining_tp", "attention_dropout", "output_router_logits", \
     "router_aux_loss_coef", "max_window_layers", "use_sliding_window", HF_IGNORED
 static const char *const llama_keys[] = {LLAMA_KEYS, NULL};
-/* Qwen3MoeConfig's experts (num_experts_per_tok is the llama list's) */
-static const char *const qwen3_moe_keys[] = {LLAMA_KEYS, "num_experts", "moe_intermediate_size", "norm_topk_prob",
-                                             "decoder_sparse_step", "mlp_only_layers", NULL};
+/* Qwen3MoeConfig's experts (num_experts_per_tok is the llama list's);
+ * Qwen2MoeConfig's add the shared expert */
+#define QWEN_MOE_KEYS "num_experts", "moe_intermediate_size", "norm_topk_prob", "decoder_sparse_step", "mlp_only_layers"
+static const char *const qwen3_moe_keys[] = {LLAMA_KEYS, QWEN_MOE_KEYS, NULL};
+static const char *const qwen2_moe_keys[] = {LLAMA_KEYS, QWEN_MOE_KEYS, "shared_expert_intermediate_size", NULL};
 
 /* An optional integer (absent or null: dflt). */
 static int opt_int(json_t *o, const char *what, const char *key, int lo, int dflt, int *out)
@@ -167,12 +170,16 @@ static int llama_unsupported(json_t *o, const char *what, mk_model_config_t *c)
     return rope_scaling(o, what, c);
 }
 
-/* Qwen3MoeConfig's experts: block i is sparse unless in mlp_only_layers,
- * every decoder_sparse_step-th; merak's blocks are its first K dense then
- * every one sparse, so the step must be 1 and mlp_only_layers 0..K-1. */
-static int load_qwen3_moe(json_t *o, const char *what, mk_model_config_t *c)
+/* Qwen3MoeConfig's and Qwen2MoeConfig's experts: block i is sparse unless
+ * in mlp_only_layers, every decoder_sparse_step-th; merak's blocks are its
+ * first K dense then every one sparse, so the step must be 1 and
+ * mlp_only_layers 0..K-1.  Qwen2-MoE's shared expert (its
+ * shared_expert_intermediate_size) is gated by sigmoid(shared_expert_gate). */
+static int load_qwen_moe(json_t *o, const char *what, mk_model_config_t *c)
 {
     int step, norm_topk;
+    if (opt_int(o, what, "shared_expert_intermediate_size", 0, 0, &c->moe_shared_ffn) < 0) return -1;
+    c->moe_shared_gate = c->moe_shared_ffn > 0;
     if (mk_json_int(o, what, "num_experts", 1, &c->num_experts) < 0 ||
         mk_json_int(o, what, "num_experts_per_tok", 1, &c->moe_topk) < 0 ||
         mk_json_int(o, what, "moe_intermediate_size", 1, &c->moe_ffn) < 0 ||
@@ -200,7 +207,9 @@ static int load_llama(json_t *o, const char *what, const char *type, mk_model_co
 {
     static const char *const silu[] = {"silu", NULL};
     int npos, tie, moe = !strcmp(type, "mixtral"), qwen3_moe = !strcmp(type, "qwen3_moe");
-    if (mk_json_only_keys(o, what, qwen3_moe ? qwen3_moe_keys : llama_keys) < 0 ||
+    int qwen2_moe = !strcmp(type, "qwen2_moe");
+    const char *const *keys = qwen3_moe ? qwen3_moe_keys : qwen2_moe ? qwen2_moe_keys : llama_keys;
+    if (mk_json_only_keys(o, what, keys) < 0 ||
         mk_json_int(o, what, "hidden_size", 1, &c->hidden) < 0 ||
         mk_json_int(o, what, "intermediate_size", 1, &c->ffn) < 0 ||
         mk_json_int(o, what, "num_hidden_layers", 1, &c->num_layers) < 0 ||
@@ -221,7 +230,7 @@ static int load_llama(json_t *o, const char *what, const char *type, mk_model_co
     double jitter;
     if (opt_num(o, what, "router_jitter_noise", 0, 0, &jitter) < 0) return -1;
     if (jitter > 0) return mk_error_set("%s: router_jitter_noise %g: router noise is not modelled", what, jitter);
-    if (qwen3_moe) return load_qwen3_moe(o, what, c);
+    if (qwen3_moe || qwen2_moe) return load_qwen_moe(o, what, c);
     if (!moe) return 0;
     if (mk_json_int(o, what, "num_local_experts", 1, &c->num_experts) < 0 ||
         mk_json_int(o, what, "num_experts_per_tok", 1, &c->moe_topk) < 0)
@@ -280,7 +289,7 @@ int mk_model_hf_is(const char *path)
 /* The families read as Llama's decoder (RMSNorm, SwiGLU, RoPE, GQA). */
 static int is_llama_like(const char *type)
 {
-    static const char *const t[] = {"llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", NULL};
+    static const char *const t[] = {"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", NULL};
     for (int i = 0; t[i]; i++)
         if (!strcmp(type, t[i])) return 1;
     return 0;
@@ -305,12 +314,13 @@ int mk_model_hf_load(const char *path, mk_model_config_t *c)
     } else if (is_llama_like(json_string_value(t))) {
         const char *type = json_string_value(t);
         mk_model_llama_arch(c);
-        c->qkv_bias = !strcmp(type, "qwen2"); /* Qwen2Attention's q/k/v projections have biases */
+        c->family = MK_FAMILY_LLAMA; /* transformers' Llama-family decoders have no dropout ops (attention_dropout 0) */
+        c->qkv_bias = !strncmp(type, "qwen2", 5); /* Qwen2Attention's q/k/v projections have biases */
         c->qk_norm = !strncmp(type, "qwen3", 5); /* Qwen3Attention's q_norm, k_norm (RMSNorm over head_dim) */
         rc = load_llama(o, what, type, c);
     } else {
-        mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral, qwen2, qwen3, qwen3_moe)",
-                     what, json_string_value(t));
+        mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
+                     "qwen3_moe)", what, json_string_value(t));
     }
     if (rc == 0) hf_name(o, path, f, c);
     json_decref(o);

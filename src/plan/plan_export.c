@@ -48,7 +48,8 @@ static const char *megatron_cannot(const mk_plan_t *p)
         return "per-stage recompute counts (it takes none, full or selective)";
     if (p->tp_overlap > 0) return "sub-pipelined TP (--tp-overlap)";
     if (strcmp(p->partition, "uniform")) return "a partition other than uniform";
-    if (m->rope_factor) return "RoPE scaling";
+    if (m->rope_factor && (m->rope_low_freq != 1 || m->rope_high_freq != 4 || m->rope_orig_max_pos != 8192))
+        return "RoPE scaling other than Llama 3.1's low 1, high 4 and original context 8192 (Megatron-Core fixes them)";
     if (p->optimizer_offload || p->cpu_offload_layers || p->cross_entropy != MK_XENT_VOCAB_PARALLEL ||
         p->reshard != MK_RESHARD_ALWAYS)
         return "an offload, torch cross entropy or FSDP resharding";
@@ -63,6 +64,7 @@ static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
     if (m->norm == MK_NORM_RMSNORM) put(b, " --normalization RMSNorm");
     if (m->swiglu) put(b, " --swiglu");
     if (m->pos == MK_POS_ROPE) put(b, " --position-embedding-type rope --rotary-base %g", m->rope_theta);
+    if (m->rope_factor) put(b, " --use-rope-scaling --rope-scaling-factor %g", m->rope_factor);
     if (m->kv_heads != m->heads) put(b, " --group-query-attention --num-query-groups %d", m->kv_heads);
     if (m->kv_channels) put(b, " --kv-channels %d", m->kv_channels);
     if (m->qk_norm) put(b, " --qk-layernorm");
@@ -75,6 +77,7 @@ static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
     if (!m->num_experts) return;
     put(b, " --num-experts %d --moe-router-topk %d --moe-ffn-hidden-size %d", m->num_experts, m->moe_topk, m->moe_ffn);
     if (m->moe_shared_ffn) put(b, " --moe-shared-expert-intermediate-size %d", m->moe_shared_ffn);
+    if (m->moe_shared_gate) put(b, " --moe-shared-expert-gate");
     if (m->moe_pre_softmax) put(b, " --moe-router-pre-softmax");
     if (m->moe_first_dense) put(b, " --moe-layer-freq '([0]*%d+[1]*%d)'", m->moe_first_dense, m->num_layers - m->moe_first_dense);
     else if (m->moe_layer_freq != 1) put(b, " --moe-layer-freq %d", m->moe_layer_freq);
