@@ -47,6 +47,19 @@ losses() { "$PYTHON" -c 'import json,sys; print(json.load(open(sys.argv[1]))["lo
 check "a Megatron dataset trains on the same tokens as its raw stream ($(losses "$tmpdir/a.json"))" \
   test "$(losses "$tmpdir/a.json")" = "$(losses "$tmpdir/b.json")"
 check "int32 ids and a multimodal index's modes: the same" test "$(losses "$tmpdir/c.json")" = "$(losses "$tmpdir/a.json")"
+# Megatron's blend, --data-path W1 P1 W2 P2 ... (its order: tests/test_readers.c): one dataset of weight 1 is that
+# dataset; 0.3 of it and 0.7 of another trains on both (other losses than either alone); flags may follow
+run --data-path 1 "$tmpdir/u16" >"$tmpdir/d.json"
+check "--data-path 1 PREFIX is PREFIX" test "$(losses "$tmpdir/d.json")" = "$(losses "$tmpdir/a.json")"
+run --data-path 0.3 "$tmpdir/u16" 0.7 "$tmpdir/big" --model llama-tiny --vocab-size 128256 >"$tmpdir/e.json"
+run --data-path "$tmpdir/big" --model llama-tiny --vocab-size 128256 >"$tmpdir/f.json"
+check "a blend of two datasets trains, on other batches than the second alone" "$PYTHON" -c '
+import json, sys
+e, f = (json.load(open(p)) for p in sys.argv[1:3])
+assert len(e["losses"]) == 3 and e["losses"] != f["losses"], (e["losses"], f["losses"])' "$tmpdir/e.json" "$tmpdir/f.json"
+expect_fail "a blend with an odd count" "nor a blend of at most 256 'WEIGHT PATH' pairs" -- \
+  "$MERAK" run --data-path 0.3 "$tmpdir/u16" 0.7 --steps 1
+expect_fail "a blend's bad weight" "weight '-2' is not a number" -- "$MERAK" run --data-path 0.3 "$tmpdir/u16" -2 "$tmpdir/i32" --steps 1
 expect_ok "int32 ids above 65535 for a 128,256 vocabulary" "$MERAK" run --model llama-tiny --vocab-size 128256 \
   --data-path "$tmpdir/big" --gbs 2 --steps 1
 expect_fail "an id above the vocabulary" "token id 128255 at position 0 is not below the vocabulary size 256" -- \

@@ -78,13 +78,66 @@ static void test_data_checks(void)
     CHECK(!mk_data_open(dir, 256, 4) && said("cannot read data file"), "a directory: %s", mk_error_last());
 }
 
+/* Megatron's blend (--data-path 0.3 A 0.7 B): helpers.cpp's greedy rule
+ * by hand for the first ten samples (sample s goes to the larger of
+ * 0.3 max(s,1) - c_A and 0.7 max(s,1) - c_B, A on a tie): B A B B A B B A
+ * B B, each dataset serving its own samples in order; far out (past the
+ * kept strides, and asked out of order) the counts stay within one of
+ * the weights.  Window w of A starts with token w % 100, of B 100 + that. */
+static void test_blend(void)
+{
+    unsigned char a[4000], b[4000];
+    for (int i = 0; i < 4000; i++) a[i] = (unsigned char)(i / 4 % 100), b[i] = (unsigned char)(100 + i / 4 % 100);
+    char pa[128], pb[128], spec[400];
+    snprintf(pa, sizeof pa, "%s", put("A.txt", a, sizeof a));
+    snprintf(pb, sizeof pb, "%s", put("B.txt", b, sizeof b));
+    snprintf(spec, sizeof spec, "0.3 %s 0.7 %s", pa, pb);
+    mk_data_t *d = mk_data_open(spec, 256, 4);
+    CHECK(d && !strcmp(mk_data_format(d), "blend"), "a blend opens: %s", d ? "" : mk_error_last());
+    if (!d) return;
+    CHECK(mk_data_tokens(d, MK_DATA_TRAIN) == 7200, "its training tokens are its datasets' (%zu)",
+          mk_data_tokens(d, MK_DATA_TRAIN));
+    int32_t out[10 * 5];
+    mk_data_batch(d, MK_DATA_TRAIN, 0, 10, 0, 10, out);
+    const char *want = "BABBABBABB";
+    int na = 0, nb = 0, ok = 1;
+    for (int j = 0; j < 10; j++) {
+        int isb = out[j * 5] >= 100, idx = isb ? out[j * 5] - 100 : out[j * 5];
+        ok &= isb == (want[j] == 'B') && idx == (isb ? nb++ : na++);
+    }
+    CHECK(ok, "samples 0-9 go B A B B A B B A B B, each dataset's in order");
+    int64_t far[3] = {200000, 7, 123457};
+    for (int i = 0; i < 3; i++) { /* out of order: a kept stride, back to the start, in between */
+        int counts[2] = {0, 0};
+        int32_t *big = malloc(1000 * 5 * sizeof *big);
+        mk_data_batch(d, MK_DATA_TRAIN, far[i], 1000, 0, 1000, big);
+        for (int j = 0; j < 1000; j++) counts[big[j * 5] >= 100]++;
+        CHECK(counts[0] >= 299 && counts[0] <= 301, "samples %lld...: %d of 1000 from A", (long long)far[i] * 1000,
+              counts[0]);
+        free(big);
+    }
+    mk_data_free(d);
+    snprintf(spec, sizeof spec, "0.3 %s 0 %s", pa, pb);
+    CHECK(!mk_data_open(spec, 256, 4) && said("weight '0' is not a number in (0, 1e9]"), "a zero weight: %s",
+          mk_error_last());
+    snprintf(spec, sizeof spec, "0.3 %s 0.7", pa);
+    CHECK(!mk_data_open(spec, 256, 4) && said("nor a blend"), "an odd blend: %s", mk_error_last());
+    snprintf(spec, sizeof spec, "1 %s 1 %s/none", pa, dir);
+    CHECK(!mk_data_open(spec, 256, 4) && said("cannot read data file"), "a missing dataset: %s", mk_error_last());
+    snprintf(spec, sizeof spec, "1 %s 1 %s", pa, pb);
+    CHECK(!mk_data_open(spec, 150, 4) && said("not below the vocabulary size 150"), "B's ids checked: %s",
+          mk_error_last());
+}
+
 int main(void)
 {
     snprintf(dir, sizeof dir, "/tmp/mk-readers-XXXXXX");
     if (!mkdtemp(dir)) return 1;
     test_read_file();
     test_data_checks();
-    const char *names[] = {"ten", "empty", "neg.bin", "long.bin", "v2.bin", "ok.bin", "odd.u16", "t.txt"};
+    test_blend();
+    const char *names[] = {"ten", "empty", "neg.bin", "long.bin", "v2.bin", "ok.bin", "odd.u16", "t.txt", "A.txt",
+                           "B.txt"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         char p[128];
         snprintf(p, sizeof p, "%s/%s", dir, names[i]);

@@ -17,7 +17,12 @@
  *
  * Sequence j of global batch k (gbs sequences of seq tokens) is window
  * w = (k*gbs + j) mod W of the split, W = (tokens - 1) / seq windows of
- * seq + 1 tokens (inputs, and targets shifted by one). */
+ * seq + 1 tokens (inputs, and targets shifted by one).
+ *
+ * PATH with whitespace that names no file is Megatron-LM's blend "W1 P1
+ * W2 P2 ..." (up to 256 datasets, weights > 0): global sample s is sample
+ * c of dataset i by Megatron's blending rule (src/formats/data_blend.c),
+ * window c mod W_i of that dataset's split; mk_data_format says "blend". */
 #ifndef MERAK_DATA_H
 #define MERAK_DATA_H
 

@@ -595,9 +595,35 @@ static int take_opt(mk_args_t *a, const mk_opt_t *o, const char *arg, const char
     return args_store(a, o->f, name, arg);
 }
 
+/* Megatron's blend, --data-path W1 P1 W2 P2 ... (argparse's nargs='*'):
+ * the tokens after a --data-path whose first is a number, up to the next
+ * flag, joined into its one value (mk_data_open reads the blend) in
+ * argv, which shrinks; returns the new argc, or -1 (too long). */
+static int join_blend(const char *cmd, int argc, char **argv)
+{
+    static char buf[65536];
+    for (int i = 1; i + 2 < argc; i++) {
+        char *end;
+        if (strcmp(argv[i], "--data-path") || (strtod(argv[i + 1], &end), end == argv[i + 1] || *end)) continue;
+        int j = i + 1;
+        size_t len = 0;
+        for (; j < argc && strncmp(argv[j], "--", 2); j++) {
+            size_t k = strlen(argv[j]);
+            if (len + k + 2 > sizeof buf) return mk_cli_fail(cmd, "--data-path: the blend is too long"), -1;
+            memcpy(buf + len, argv[j], k), len += k, buf[len++] = ' ';
+        }
+        buf[len - 1] = 0;
+        argv[i + 1] = buf;
+        memmove(argv + i + 2, argv + j, (argc - j + 1) * sizeof *argv); /* argv[argc] (NULL) too */
+        return argc - (j - i - 2);
+    }
+    return argc;
+}
+
 int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
                   const mk_cli_defaults_t *d)
 {
+    if ((argc = join_blend(argv[0], argc, argv)) < 0) return -1;
     struct option opts[MK_NFLAGS + MK_NALIASES + 1];
     mk_opt_t which[MK_NFLAGS + MK_NALIASES];
     const char *seen[O_END - O_MODEL] = {NULL};

@@ -1,8 +1,11 @@
-/* Token files (formats and batch order in data.h). */
+/* Token files (formats and batch order in data.h) and Megatron-LM's
+ * blends of them (the order: data_blend.c). */
 #include "merak/common.h"
 #include "formats/data_internal.h"
 #include "merak/readfile.h"
 
+#include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -61,10 +64,10 @@ static int megatron_prefix(const char *path, char *prefix, size_t n)
     return access(idx, F_OK) == 0 && access(path, F_OK) != 0 ? 1 : has_suffix(path, ".idx");
 }
 
-mk_data_t *mk_data_open(const char *path, int vocab, int seq)
+/* One dataset file (or Megatron prefix). */
+static mk_data_t *open_one(const char *path, int vocab, int seq)
 {
     size_t len;
-    if (vocab < 1 || seq < 1) return mk_error_set("%s: vocabulary %d and sequence %d must be >= 1", path, vocab, seq), NULL;
     char prefix[4096];
     mk_data_t *d = NULL;
     int rc;
@@ -96,9 +99,59 @@ mk_data_t *mk_data_open(const char *path, int vocab, int seq)
     return d;
 }
 
+/* Megatron's blend "W1 P1 W2 P2 ..." (whitespace-separated; weights > 0,
+ * normalised as Megatron does) into d's parts, each opened as one file. */
+static int open_blend(mk_data_t *d, const char *spec, int vocab, int seq)
+{
+    char *copy = strdup(spec), *save = NULL, *tok[2 * MK_DATA_MAX_PARTS + 1];
+    double w[MK_DATA_MAX_PARTS];
+    int n = 0;
+    if (!copy) return mk_error_set("out of memory");
+    for (char *t = strtok_r(copy, " \t\n", &save); t && n <= 2 * MK_DATA_MAX_PARTS;
+         t = strtok_r(NULL, " \t\n", &save))
+        tok[n++] = t;
+    int rc = n % 2 || n > 2 * MK_DATA_MAX_PARTS
+                 ? mk_error_set("data '%s' is no file, nor a blend of at most %d 'WEIGHT PATH' pairs (Megatron's "
+                                "--data-path W1 P1 W2 P2 ...)", spec, MK_DATA_MAX_PARTS)
+                 : 0;
+    for (int i = 0; rc == 0 && i < n; i += 2) {
+        char *end;
+        errno = 0;
+        w[i / 2] = strtod(tok[i], &end);
+        if (end == tok[i] || *end || errno || !isfinite(w[i / 2]) || !(w[i / 2] > 0) || w[i / 2] > 1e9)
+            rc = mk_error_set("data blend '%s': weight '%s' is not a number in (0, 1e9]", spec, tok[i]);
+    }
+    d->part = rc ? NULL : calloc(n / 2, sizeof *d->part);
+    if (rc == 0 && !d->part) rc = mk_error_set("out of memory");
+    for (int i = 0; rc == 0 && i < n; i += 2, d->nparts++)
+        if (!(d->part[i / 2] = open_one(tok[i + 1], vocab, seq))) rc = -1;
+    if (rc == 0 && !(d->blend = mk_blend_new(w, n / 2))) rc = mk_error_set("out of memory");
+    for (int i = 0; rc == 0 && i < d->nparts; i++) d->n += d->part[i]->n, d->n_train += d->part[i]->n_train;
+    d->format = "blend", d->seq = seq;
+    free(copy);
+    return rc;
+}
+
+mk_data_t *mk_data_open(const char *path, int vocab, int seq)
+{
+    if (vocab < 1 || seq < 1) return mk_error_set("%s: vocabulary %d and sequence %d must be >= 1", path, vocab, seq), NULL;
+    int blend = access(path, F_OK) != 0 && strpbrk(path, " \t\n") != NULL;
+    if (!blend) return open_one(path, vocab, seq);
+    mk_data_t *d = calloc(1, sizeof *d);
+    if (!d) return mk_error_set("out of memory"), NULL;
+    if (open_blend(d, path, vocab, seq) < 0) {
+        mk_data_free(d);
+        return NULL;
+    }
+    return d;
+}
+
 void mk_data_free(mk_data_t *d)
 {
     if (!d) return;
+    for (int i = 0; i < d->nparts; i++) mk_data_free(d->part[i]);
+    free(d->part);
+    mk_blend_free(d->blend);
     free(d->ids);
     free(d);
 }
@@ -110,14 +163,21 @@ size_t mk_data_tokens(const mk_data_t *d, mk_data_split_t s)
 
 const char *mk_data_format(const mk_data_t *d) { return d->format; }
 
+/* Window w (mod the split's windows) of one dataset into out. */
+static void window(const mk_data_t *d, mk_data_split_t split, size_t w, int32_t *out)
+{
+    const uint32_t *base = d->ids + (split == MK_DATA_TRAIN ? 0 : d->n_train);
+    const uint32_t *src = base + w % ((mk_data_tokens(d, split) - 1) / d->seq) * d->seq;
+    for (int t = 0; t <= d->seq; t++) out[t] = (int32_t)src[t];
+}
+
 void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
                    int32_t *out)
 {
-    const uint32_t *base = d->ids + (split == MK_DATA_TRAIN ? 0 : d->n_train);
-    size_t windows = (mk_data_tokens(d, split) - 1) / d->seq;
     for (int j = 0; j < count; j++) {
-        size_t w = ((size_t)k * gbs + first + j) % windows;
-        const uint32_t *src = base + w * d->seq;
-        for (int t = 0; t <= d->seq; t++) out[(size_t)j * ((size_t)d->seq + 1) + t] = (int32_t)src[t];
+        int64_t s = (int64_t)k * gbs + first + j, c = s;
+        const mk_data_t *src = d;
+        if (d->blend) src = d->part[mk_blend_sample(d->blend, s, &c)]; /* a blend: the dataset's own sample c */
+        window(src, split, (size_t)c, out + (size_t)j * ((size_t)d->seq + 1));
     }
 }

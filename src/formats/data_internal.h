@@ -4,11 +4,23 @@
 
 #include "merak/data.h"
 
+/* Megatron-LM's blending of datasets (data_blend.c): the dataset global
+ * sample s comes from and which of its samples (*sample), for n weights. */
+typedef struct mk_blend mk_blend_t;
+mk_blend_t *mk_blend_new(const double *weights, int n);
+void mk_blend_free(mk_blend_t *b);
+int mk_blend_sample(mk_blend_t *b, int64_t s, int64_t *sample);
+
+#define MK_DATA_MAX_PARTS 256 /* datasets of one blend (Megatron's index is int16) */
+
 struct mk_data {
     uint32_t *ids;      /* every token, in file order */
     size_t n, n_train;
     int seq;
     const char *format;
+    struct mk_data **part; /* a blend (--data-path W1 P1 W2 P2 ...): its datasets, no ids of its own */
+    int nparts;
+    mk_blend_t *blend;
 };
 
 /* Megatron-LM's indexed dataset PREFIX.idx + PREFIX.bin into d (ids,

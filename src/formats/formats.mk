@@ -2,7 +2,8 @@
 # (safetensors.c), the checkpoint's merak metadata (ckpt_meta.c), token
 # data (data.c: llm.c .bin, raw uint16, bytes; data_megatron.c: Megatron-LM
 # indexed datasets); used by exec/ and cli/.
-libmerak_la_SOURCES += src/formats/safetensors.c src/formats/ckpt_meta.c src/formats/data.c src/formats/data_megatron.c
+libmerak_la_SOURCES += src/formats/safetensors.c src/formats/ckpt_meta.c src/formats/data.c src/formats/data_megatron.c \
+	src/formats/data_blend.c
 noinst_HEADERS += include/merak/safetensors.h include/merak/ckpt.h include/merak/data.h src/formats/data_internal.h
 check_PROGRAMS += tests/test_io
 tests_test_io_SOURCES = tests/test_io.c tests/check.h

@@ -7,7 +7,10 @@
  *   byte 1: the sequence length - 1 (1..256 tokens);
  *   byte 0, bit 4: a Megatron-LM indexed dataset: bytes 2-3 the index's
  *                  length L (little-endian), the next L bytes data.idx, the
- *                  rest data.bin, opened as the prefix "data".
+ *                  rest data.bin, opened as the prefix "data";
+ *   byte 0, bit 5: a blend (Megatron's --data-path W1 P1 W2 P2 ...): the
+ *                  rest is its text, each "@0" / "@1" in it the path of
+ *                  one of two small byte files written here.
  * The rest is the file. */
 #include "fuzz.h"
 #include "merak/data.h"
@@ -16,6 +19,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The blend's text with @0 and @1 replaced by the two files' paths. */
+static const char *blend_spec(const uint8_t *data, size_t size)
+{
+    static char spec[8192];
+    static const char text[] = "First Citizen: Before we proceed any further, hear me speak. All: Speak, speak.";
+    const char *p[2] = {mk_fuzz_file("p0.txt", (const uint8_t *)text, sizeof text - 1), NULL};
+    static char p0[4096];
+    snprintf(p0, sizeof p0, "%s", p[0]);
+    p[0] = p0, p[1] = mk_fuzz_file("p1.txt", (const uint8_t *)text + 10, sizeof text - 11);
+    size_t n = 0;
+    for (size_t i = 0; i < size && n + 4200 < sizeof spec; i++) {
+        if (data[i] == '@' && i + 1 < size && (data[i + 1] == '0' || data[i + 1] == '1')) {
+            n += (size_t)snprintf(spec + n, sizeof spec - n, "%s", p[data[++i] - '0']);
+        } else if (data[i]) {
+            spec[n++] = (char)data[i];
+        }
+    }
+    spec[n] = 0;
+    return spec;
+}
+
 static int read_data(const uint8_t *data, size_t size)
 {
     static const char *const names[] = {"data.txt", "data.bin", "data.u16", "data.tok"};
@@ -23,7 +47,9 @@ static int read_data(const uint8_t *data, size_t size)
     if (size < 2) return 0; /* no parameters: nothing the CLI could ask */
     int seq = 1 + data[1], gbs = 3;
     const char *path;
-    if (data[0] & 16) { /* a .idx and a .bin */
+    if (data[0] & 32) {
+        path = blend_spec(data + 2, size - 2);
+    } else if (data[0] & 16) { /* a .idx and a .bin */
         if (size < 4) return 0;
         size_t l = (size_t)(data[2] | data[3] << 8);
         if (l > size - 4) l = size - 4;
