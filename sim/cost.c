@@ -80,12 +80,16 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
     switch (o->kind) {
     case MK_OPK_LINEAR:
     case MK_OPK_LM_HEAD: weight_gemm(o, tp, &in, &out); break;
-    case MK_OPK_ATTENTION: {
-        double hd = o->heads > 0 ? (double)g->cfg.hidden / g->cfg.heads : in;
+    case MK_OPK_ATTENTION: { /* per head: (s x hd) by (hd x s), hd a head's q/k width */
+        double hd = o->v_dim > 0 ? (double)o->qk_dim + o->rope_dim
+                    : o->heads > 0 && o->kv_heads > 0 ? in / (o->heads + 2 * o->kv_heads) : in;
         if (hd <= 0) hd = in;
         in = hd, out = g->cfg.seq > 0 ? g->cfg.seq : tokens;
         break;
     }
+    case MK_OPK_MLA_UP: /* q_b and kv_b: tokens x latent -> the rank's heads */
+        in = o->q_lora < o->kv_lora ? o->q_lora : o->kv_lora, out = o->width / (tp > 1 ? tp : 1);
+        break;
     default: return tokens;
     }
     if (in < d) d = in;

@@ -104,10 +104,32 @@ cfg qwen1.5-moe-a2.7b <<'EOF'
  "num_experts_per_tok": 4, "num_experts": 60, "norm_topk_prob": false, "output_router_logits": false,
  "router_aux_loss_coef": 0.001}
 EOF
+# DeepSeek-V3 (model_type deepseek_v3): MLA, 256 experts of 2048 top-8 and a shared one, the first 3 blocks dense,
+# noaux_tc's per-expert score bias; YaRN and the MTP layer (num_nextn_predict_layers, which transformers'
+# DeepseekV3ForCausalLM does not build) change nothing here
+cfg deepseek-v3 <<'EOF'
+{"architectures": ["DeepseekV3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+ "auto_map": {"AutoConfig": "configuration_deepseek.DeepseekV3Config",
+ "AutoModel": "modeling_deepseek.DeepseekV3Model",
+ "AutoModelForCausalLM": "modeling_deepseek.DeepseekV3ForCausalLM"}, "aux_loss_alpha": 0.001, "bos_token_id": 0,
+ "eos_token_id": 1, "ep_size": 1, "first_k_dense_replace": 3, "hidden_act": "silu", "hidden_size": 7168,
+ "initializer_range": 0.02, "intermediate_size": 18432, "kv_lora_rank": 512, "max_position_embeddings": 163840,
+ "model_type": "deepseek_v3", "moe_intermediate_size": 2048, "moe_layer_freq": 1, "n_group": 8,
+ "n_routed_experts": 256, "n_shared_experts": 1, "norm_topk_prob": true, "num_attention_heads": 128,
+ "num_experts_per_tok": 8, "num_hidden_layers": 61, "num_key_value_heads": 128, "num_nextn_predict_layers": 1,
+ "pretraining_tp": 1, "q_lora_rank": 1536, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64,
+ "quantization_config": {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+ "weight_block_size": [128, 128]}, "rms_norm_eps": 1e-06, "rope_scaling": {"beta_fast": 32, "beta_slow": 1,
+ "factor": 40, "mscale": 1.0, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096, "type": "yarn"},
+ "rope_theta": 10000, "routed_scaling_factor": 2.5, "scoring_func": "sigmoid", "seq_aux": true,
+ "tie_word_embeddings": false, "topk_group": 4, "topk_method": "noaux_tc", "torch_dtype": "bfloat16",
+ "transformers_version": "4.33.1", "use_cache": true, "v_head_dim": 128, "vocab_size": 129280}
+EOF
 # Hugging Face's own counts (model.num_parameters())
 for c in gpt2:124439808 llama-3-8b:8030261248 llama-3.1-8b:8030261248 llama-3.2-1b:1235814400 \
          mistral-7b-v0.1:7241732096 mixtral-8x7b:46702792704 qwen2-7b:7615616512 mistral-nemo-12b:12247782400 \
-         qwen3-8b:8190735360 qwen3-30b-a3b:30532122624 qwen1.5-moe-a2.7b:14315784192; do
+         qwen3-8b:8190735360 qwen3-30b-a3b:30532122624 qwen1.5-moe-a2.7b:14315784192 \
+         deepseek-v3:671026419200; do
   m=${c%%:*}; want=${c#*:}
   "$MERAK" model --model "$d/$m" --json >"$tmpdir/m.json" 2>"$tmpdir/err"
   got=$("$PYTHON" -c 'import json,sys; print(int(json.load(open(sys.argv[1]))["params"]))' "$tmpdir/m.json" 2>/dev/null)
@@ -201,6 +223,33 @@ expect_fail "a shared expert gate without a shared expert" "moe-shared-expert-ga
   "$MERAK" model --model mixtral-8x7b --moe-shared-expert-gate
 expect_fail "merak run refuses the shared expert gate" "moe-shared-expert-gate .* is for merak sim and merak plan" -- \
   "$MERAK" run --model llama-tiny --num-experts 4 --moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --steps 1
+"$MERAK" model --model "$d/deepseek-v3" --json >"$tmpdir/ds.json" 2>&1
+"$MERAK" model --model deepseek-v3 --seq-length 2048 --json >"$tmpdir/ds2.json" 2>&1
+check "deepseek-v3: 37,552,297,472 active parameters; the preset is the config's model" "$PYTHON" -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert int(a["active_params"]) == 37552297472 and a["params"] == b["params"] and a["layers"] == b["layers"], (a["params"], b["params"])' \
+  "$tmpdir/ds.json" "$tmpdir/ds2.json"
+"$MERAK" model --model "$d/deepseek-v3" >"$tmpdir/ds.txt" 2>&1
+check "deepseek-v3: its MLA read" grep -q "multi-latent attention: q latent 1536, kv latent 512, q/k head 128 + 64 rotary, v head 128" "$tmpdir/ds.txt"
+expect_ok "sim of deepseek-v3 (EP 16, PP 8, TP 2, SP)" "$MERAK" sim --model "$d/deepseek-v3" --cluster dgx-h100 --dp 16 --ep 16 \
+  --pp 8 --tp 2 --gbs 256 --sequence-parallel --dtype fp8
+expect_fail "merak run refuses MLA" "multi-latent attention and the router's expert bias .* are for merak sim and merak plan" -- \
+  "$MERAK" run --model deepseek-tiny --steps 1
+ds_bad() { # name, pattern, python edit of the deepseek-v3 config
+  mkdir -p "$d/bad-$1"
+  "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$d/deepseek-v3/config.json" "$d/bad-$1/config.json"
+  expect_fail "$1" "$2" -- "$MERAK" model --model "$d/bad-$1"
+}
+ds_bad q-lora-null "q_lora_rank null .* is not modelled" "c['q_lora_rank'] = None"
+ds_bad topk-method "topk_method sinkhorn is not supported" "c['topk_method'] = 'sinkhorn'"
+ds_bad rope-type "rope_scaling: type llama3 is not supported" "c['rope_scaling']['type'] = 'llama3'"
+ds_bad kv-groups "num_key_value_heads other than num_attention_heads: MLA has no K/V groups" "c['num_key_value_heads'] = 8"
+expect_fail "MLA flags without --multi-latent-attention" "need --multi-latent-attention" -- \
+  "$MERAK" model --model llama-tiny --kv-lora-rank 16
+expect_fail "MLA without a q latent (Megatron's default)" "without a q latent .* give --q-lora-rank" -- \
+  "$MERAK" model --model llama-tiny --multi-latent-attention
 qwen_bad() { # name, pattern, python edit of the qwen3-30b-a3b config
   mkdir -p "$d/bad-$1"
   "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \
@@ -238,7 +287,7 @@ bad() { # name, pattern, python edit of the llama-3-8b config
 bad unknown-key "unknown field 'rope_mode'" "c['rope_mode'] = 1"
 bad missing-key "missing field 'hidden_size'" "del c['hidden_size']"
 bad wrong-type "field 'num_hidden_layers' must be" "c['num_hidden_layers'] = 'many'"
-bad deepseek "model_type 'deepseek_v3' is not supported" "c['model_type'] = 'deepseek_v3'"
+bad deepseek "model_type 'deepseek_v4' is not supported" "c['model_type'] = 'deepseek_v4'"
 bad qwen3-moe-experts "missing field 'num_experts'" "c['model_type'] = 'qwen3_moe'"
 bad attention-bias "attention_bias true" "c['attention_bias'] = True"
 bad head-dim "field 'head_dim' must be an integer >= 1" "c['head_dim'] = 0"

@@ -217,6 +217,38 @@ static void test_attention_variants(void)
     CHECK(mk_model_window_share(&w) == 1 && (w.window = 0, mk_model_window_share(&w) == 1), "no window: 1");
 }
 
+/* Multi-head latent attention on deepseek-tiny (h 64, 4 heads, q latent
+ * 32, kv latent 16, q/k 16 + 8 rotary, v 16): the down-projection
+ * 64 x (32+16+8) and the latents' norms every TP rank's, the
+ * up-projections 32 x 4*24 + 16 x 4*(16+16) column-parallel, RoPE on
+ * 4*8 + 8, the core 2 N s a (24 + 16), the output 4*16 x 64 row-parallel. */
+static void test_mla(void)
+{
+    mk_graph_t *g = build("deepseek-tiny", 1, 2);
+    const double N = 64, s = 64;
+    static const struct {
+        const char *op;
+        mk_tp_role_t role;
+        double params;
+    } ops[] = {{"mla_down.0", MK_TP_REPLICATED, 64.0 * 56}, {"mla_norm.0", MK_TP_REPLICATED, 48},
+               {"mla_up.0", MK_TP_COLUMN, 32.0 * 96 + 16.0 * 128}, {"rope.0", MK_TP_SPLIT, 0},
+               {"attn.0", MK_TP_HEADS, 0}, {"proj.0", MK_TP_ROW, 64.0 * 64},
+               {"router.1", MK_TP_REPLICATED, 64 * 8 + 8}};
+    for (size_t i = 0; i < sizeof ops / sizeof *ops; i++) {
+        int k = mk_graph_find_op(g, ops[i].op);
+        CHECK(k >= 0 && g->ops[k].tp_role == ops[i].role && g->ops[k].params == ops[i].params, "%s: %s, %g params",
+              ops[i].op, k >= 0 ? mk_tp_role_name(g->ops[k].tp_role) : "missing", k >= 0 ? g->ops[k].params : -1);
+    }
+    int up = mk_graph_find_op(g, "mla_up.0"), att = mk_graph_find_op(g, "attn.0"), rope = mk_graph_find_op(g, "rope.0");
+    CHECK(g->ops[up].width == 4 * (2 * 24 + 16) && g->ops[att].width == 4 * 16, "q|k|v %d, context %d",
+          g->ops[up].width, g->ops[att].width);
+    CHECK(g->ops[up].fwd_flops == 2 * N * (32.0 * 96 + 16.0 * 128), "up-projection FLOPs");
+    CHECK(g->ops[att].fwd_flops == 2 * N * s * 4 * (24 + 16), "core FLOPs %g", g->ops[att].fwd_flops);
+    CHECK(g->ops[rope].vec_flops == 3 * N * (4 * 8 + 8), "rope on q_pe and k_pe");
+    CHECK(g->ops[att].act_rep + g->ops[att].act_split == N * 4 * 64 * 2, "the core saves q|k|v (bf16)");
+    mk_graph_free(g);
+}
+
 int main(void)
 {
     const char *srcdir = getenv("top_srcdir");
@@ -227,6 +259,7 @@ int main(void)
     test_roles_and_sharding();
     test_flags();
     test_attention_variants();
+    test_mla();
     test_json(srcdir);
     CHECK_DONE();
 }

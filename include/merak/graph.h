@@ -39,6 +39,8 @@ typedef enum {
     MK_OPK_SWIGLU,        /* silu(gate) * up: input [gate | up] 2f, output f */
     MK_OPK_MOE,           /* routed experts: inputs x (w) and router logits (E); output w */
     MK_OPK_QK_NORM,       /* q and k of a fused q,k,v normalised per head (RMSNorm; bias: LayerNorm); same width */
+    MK_OPK_MLA_NORM,      /* MLA: RMSNorm of the q and kv latents of [q latent | kv latent | k_pe]; same width */
+    MK_OPK_MLA_UP,        /* MLA: the latents' up-projections to the heads' fused [q | k | v] */
     MK_OPK_COUNT
 } mk_opkind_t;
 
@@ -67,6 +69,10 @@ typedef struct mk_op {
      * per token, a shared expert of width shared_ffn (0: none), its output
      * gated by sigmoid(x . g) when shared_gate */
     int experts, topk, ffn, shared_ffn, gated, shared_gate;
+    /* multi-head latent attention (mla_norm, mla_up, and its rope and
+     * attention): latent ranks, a head's q/k part without and with RoPE,
+     * its v; v_dim 0: not MLA (q, k, v of one head dim) */
+    int q_lora, kv_lora, qk_dim, rope_dim, v_dim;
     mk_tp_role_t tp_role;
     /* per micro-batch, whole (unsharded) op: */
     double params;

@@ -47,6 +47,12 @@ typedef struct mk_model_config {
     int bias;              /* linears have biases (GPT 1; --disable-bias-linear -> 0) */
     int qkv_bias;          /* the QKV linear has a bias where the others have none (Megatron's
                               --add-qkv-bias; Qwen2); 0: as bias says */
+    /* Multi-head latent attention (DeepSeek-V2/V3; Megatron's --multi-latent-attention), when
+     * kv_lora_rank > 0: q from a q_lora_rank latent, k and v from a kv_lora_rank one (each
+     * RMSNorm'd), both down-projections every TP rank's; a head's q and k are qk_head_dim wide
+     * without position and qk_pos_emb_head_dim with RoPE (k's one part shared by the heads), its v
+     * v_head_dim; no K/V groups (kv_heads = heads). */
+    int q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
     int qk_norm;           /* q and k normalised per head before RoPE by the model's norm (Megatron's
                               --qk-layernorm; Qwen3's q_norm, k_norm) */
     int no_dropout;        /* 1: no dropout ops (Megatron's --attention-dropout 0 --hidden-dropout 0;
@@ -62,6 +68,8 @@ typedef struct mk_model_config {
     int moe_topk;          /* k experts per token (--moe-router-topk, 2) */
     int moe_ffn;           /* expert width (--moe-ffn-hidden-size, default ffn) */
     int moe_shared_ffn;    /* shared expert width, 0 = none (--moe-shared-expert-intermediate-size) */
+    int moe_router_bias;   /* a per-expert routing-score bias, E parameters (--moe-router-enable-expert-bias;
+                              DeepSeek-V3's e_score_correction_bias) */
     int moe_shared_gate;   /* the shared expert's output scaled by sigmoid(x . g), g an h-vector
                               (--moe-shared-expert-gate; Qwen2-MoE's shared_expert_gate) */
     int moe_pre_softmax;   /* 1: softmax over E then top-k, not renormalised (DeepSeek;
@@ -92,6 +100,8 @@ typedef struct mk_model_overrides {
     int num_layers, hidden, heads, seq, vocab, ffn;
     int group_query_attention, kv_heads, kv_channels;
     int norm, swiglu, pos, untied, bias, qkv_bias, qk_norm, window;
+    /* --multi-latent-attention (1) and its dims (Megatron's defaults: no q latent, kv 32, 128, 64, 128) */
+    int mla, q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
     double rope_theta, norm_eps;
     int use_rope_scaling;        /* Megatron's --use-rope-scaling: Llama 3.1's, low 1, high 4, original 8192 */
     double rope_scaling_factor;  /* --rope-scaling-factor (Megatron's default 8) */
@@ -100,7 +110,7 @@ typedef struct mk_model_overrides {
      * --moe-shared-expert-intermediate-size, --moe-router-pre-softmax (1),
      * --moe-layer-freq as (freq, first dense, pattern length: 0 for the
      * integer form), --moe-aux-loss-coeff, --moe-expert-capacity-factor */
-    int num_experts, moe_topk, moe_ffn, moe_shared_ffn, moe_pre_softmax, moe_shared_gate;
+    int num_experts, moe_topk, moe_ffn, moe_shared_ffn, moe_pre_softmax, moe_shared_gate, moe_router_bias;
     int moe_layer_freq, moe_first_dense, moe_pattern_len;
     double moe_aux_coeff, moe_capacity;
 } mk_model_overrides_t;
@@ -126,6 +136,8 @@ MK_API int mk_pos_parse(const char *s, mk_pos_kind_t *out);
  * sliding_window), W(W+1)/2 + (s - W) W; 1 without a window or one that
  * covers the sequence. */
 MK_API double mk_model_window_share(const mk_model_config_t *cfg);
+/* 1 for multi-head latent attention (kv_lora_rank > 0). */
+MK_API int mk_model_is_mla(const mk_model_config_t *cfg);
 /* The head dim d: kv_channels where set, else hidden / heads. */
 MK_API int mk_model_head_dim(const mk_model_config_t *cfg);
 /* 1 for a mixture-of-experts model (num_experts > 0), 0 for a dense one. */

@@ -16,7 +16,8 @@
 enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS,
-    O_QK_NORM, O_WINDOW, O_ROPE_SCALING, O_ROPE_FACTOR, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
+    O_QK_NORM, O_WINDOW, O_ROPE_SCALING, O_ROPE_FACTOR, O_MLA, O_Q_LORA, O_KV_LORA, O_QK_DIM, O_QK_POS_DIM,
+    O_V_DIM, O_MOE_ROUTER_BIAS, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_SHARED_GATE, O_MOE_AUX, O_MOE_CAPACITY,
     O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
@@ -68,6 +69,13 @@ static const mk_flag_t mk_flags[] = {
     {"add-qkv-bias", O_QKV_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"qk-layernorm", O_QK_NORM, MK_OPTG_MODEL, N, 1, 0, 0},
     {"window-size", O_WINDOW, MK_OPTG_MODEL, S, 1, 0, 0},
+    {"multi-latent-attention", O_MLA, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"q-lora-rank", O_Q_LORA, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HIDDEN},
+    {"kv-lora-rank", O_KV_LORA, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HIDDEN},
+    {"qk-head-dim", O_QK_DIM, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
+    {"qk-pos-emb-head-dim", O_QK_POS_DIM, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
+    {"v-head-dim", O_V_DIM, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
+    {"moe-router-enable-expert-bias", O_MOE_ROUTER_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
     {"attention-dropout", O_ATT_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"hidden-dropout", O_HID_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
@@ -376,6 +384,11 @@ static int *int_slot(mk_args_t *a, int id)
     case O_FFN: return &a->ov.ffn;
     case O_KV_GROUPS: return &a->ov.kv_heads;
     case O_KV_CHANNELS: return &a->ov.kv_channels;
+    case O_Q_LORA: return &a->ov.q_lora_rank;
+    case O_KV_LORA: return &a->ov.kv_lora_rank;
+    case O_QK_DIM: return &a->ov.qk_head_dim;
+    case O_QK_POS_DIM: return &a->ov.qk_pos_emb_head_dim;
+    case O_V_DIM: return &a->ov.v_head_dim;
     case O_EXPERTS: return &a->ov.num_experts;
     case O_MOE_TOPK: return &a->ov.moe_topk;
     case O_MOE_FFN: return &a->ov.moe_ffn;
@@ -499,6 +512,8 @@ static int arch_store(mk_args_t *a, int id, const char *v)
     case O_QKV_BIAS: a->ov.qkv_bias = 1; return 0;
     case O_QK_NORM: a->ov.qk_norm = 1; return 0;
     case O_ROPE_SCALING: a->ov.use_rope_scaling = 1; return 0;
+    case O_MLA: a->ov.mla = 1; return 0;
+    case O_MOE_ROUTER_BIAS: a->ov.moe_router_bias = 1; return 0;
     }
     return 1;
 }

@@ -61,9 +61,12 @@ static const char *model_usage =
     "  --group-query-attention\n"
     "  --num-query-groups G --kv-channels D --untie-embeddings-and-output-weights\n"
     "  --disable-bias-linear --add-qkv-bias --qk-layernorm --window-size LEFT,0 --norm-epsilon E\n"
+    "  --multi-latent-attention --q-lora-rank R --kv-lora-rank R --qk-head-dim D\n"
+    "  --qk-pos-emb-head-dim D --v-head-dim D   DeepSeek's MLA (Megatron-LM's flags)\n"
     "                   the architecture (Megatron-LM's flags)\n"
     "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
     "  --moe-shared-expert-intermediate-size F --moe-shared-expert-gate --moe-router-pre-softmax\n"
+    "  --moe-router-enable-expert-bias\n"
     "  --moe-aux-loss-coeff C --moe-expert-capacity-factor C --moe-layer-freq N|'([0]*K+[1]*M)'\n"
     "                   mixture of experts (Megatron-LM's flags)\n"
     "  --tp T           tensor-parallel degree (default 1)\n"
@@ -121,6 +124,9 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
                c->pos == MK_POS_ROPE ? "rotary" : "learned", c->rope_theta, c->norm_eps,
                c->untied ? "untied" : "tied", c->bias ? "biases" : c->qkv_bias ? "biases on QKV only" : "no biases",
                c->qk_norm ? ", q/k norm" : "");
+    if (mk_model_is_mla(c))
+        printf("multi-latent attention: q latent %d, kv latent %d, q/k head %d + %d rotary, v head %d\n",
+               c->q_lora_rank, c->kv_lora_rank, c->qk_head_dim, c->qk_pos_emb_head_dim, c->v_head_dim);
     if (mk_model_is_moe(c))
         printf("experts: %d of width %d, top-%d (%s), shared expert %d%s, aux-loss coefficient %g, %s\n",
                c->num_experts, c->moe_ffn, c->moe_topk,

@@ -13,6 +13,11 @@
  *   rmsnorm    params w, 4 vector FLOPs an element, saves input N*w*dt
  *   rope       rotates q and k (r = w - kv*d per token): 3*N*r vector FLOPs,
  *              saves nothing (backward is the inverse rotation)
+ *   mla_norm   RMSNorm of the q and kv latents (r = q_lora + kv_lora): r
+ *              params, 4*N*r vector FLOPs, saves N*r*dt
+ *   mla_up     q_b and kv_b: mm = q_lora*a*(qk+rope) + kv_lora*a*(qk+v)
+ *              params, fwd 2*N*mm, saves the latents N*r*dt; an MLA
+ *              attention does 2*N*s*a*(qk + rope + v) (q.k, then p.v)
  *   qk_norm    RMSNorm (bias: LayerNorm) of each q and k head over d:
  *              params 2*d (4*d), 4*N*r (8*N*r) vector FLOPs, saves its
  *              input N*r*dt; its weights are every TP rank's (replicated)
@@ -54,7 +59,7 @@
 
 static const char *const mk_opkind_names[MK_OPK_COUNT] = {
     "embedding", "pos_embedding", "layernorm", "linear", "attention",
-    "gelu", "add", "dropout", "lm_head", "loss", "rmsnorm", "rope", "swiglu", "moe", "qk_norm"};
+    "gelu", "add", "dropout", "lm_head", "loss", "rmsnorm", "rope", "swiglu", "moe", "qk_norm", "mla_norm", "mla_up"};
 
 const char *mk_opkind_name(mk_opkind_t k) { return k < MK_OPK_COUNT ? mk_opkind_names[k] : "?"; }
 
@@ -111,6 +116,14 @@ static int producer_width(const mk_graph_t *g, int p)
  * kv 0 means heads (MHA). */
 static int qkv_shape(mk_op_t *o, int w)
 {
+    if (o->v_dim > 0) { /* MLA: every head its own q and k of qk_dim + rope_dim, v of v_dim */
+        if (o->heads < 1 || (int64_t)o->heads * (2 * (o->qk_dim + o->rope_dim) + o->v_dim) != w)
+            return mk_error_set("op '%s': %s reads MLA's fused q|k|v of width heads*(2*(qk+rope) + v), got %d",
+                                o->name, mk_opkind_name(o->kind), w);
+        o->kv_heads = o->heads;
+        o->width = o->kind == MK_OPK_ATTENTION ? o->heads * o->v_dim : w;
+        return 0;
+    }
     if (o->kv_heads == 0) o->kv_heads = o->heads;
     int a = o->heads, kv = o->kv_heads;
     if (a < 1 || kv < 1 || a % kv || w % (a + 2 * kv))
@@ -118,6 +131,18 @@ static int qkv_shape(mk_op_t *o, int w)
                             "dividing heads (got width %d, %d heads, %d KV heads)",
                             o->name, mk_opkind_name(o->kind), w, a, kv);
     o->width = o->kind == MK_OPK_ATTENTION ? w / (a + 2 * kv) * a : w;
+    return 0;
+}
+
+/* MLA's norm and up-projection read [q latent | kv latent | k_pe]; the
+ * up-projection writes the heads' [q | k | v] (k_pe joins every head's k). */
+static int mla_shape(mk_op_t *o, int w)
+{
+    if (o->v_dim < 1 || o->q_lora < 1 || o->kv_lora < 1 || o->qk_dim < 1 || o->rope_dim < 1 || o->heads < 1 ||
+        (int64_t)o->q_lora + o->kv_lora + o->rope_dim != w)
+        return mk_error_set("op '%s': %s needs MLA's ranks and head dims (a built-in model's) and an input of "
+                            "q_lora + kv_lora + rope (got %d)", o->name, mk_opkind_name(o->kind), w);
+    o->width = o->kind == MK_OPK_MLA_NORM ? w : o->heads * (2 * (o->qk_dim + o->rope_dim) + o->v_dim);
     return 0;
 }
 
@@ -172,6 +197,9 @@ static int op_shape(const mk_graph_t *g, mk_op_t *o)
     case MK_OPK_ATTENTION: case MK_OPK_ROPE: case MK_OPK_QK_NORM:
         if (qkv_shape(o, w) < 0) return -1;
         break;
+    case MK_OPK_MLA_NORM: case MK_OPK_MLA_UP:
+        if (mla_shape(o, w) < 0) return -1;
+        break;
     case MK_OPK_SWIGLU:
         if (w % 2) return mk_error_set("op '%s': swiglu needs an input [gate | up] of even width, got %d",
                                        o->name, w);
@@ -224,8 +252,17 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop)
         break;
     case MK_OPK_ROPE: {
         double r = w - w / (o->heads + 2 * o->kv_heads) * o->kv_heads; /* q and k, not v */
+        if (o->v_dim > 0) r = (double)o->heads * o->rope_dim + o->rope_dim; /* MLA: q_pe, and k_pe before it joins */
         o->vec_flops = 3 * N * r;
         o->bytes_moved = 2 * N * r * dt;
+        break;
+    }
+    case MK_OPK_MLA_NORM: { /* the two latents, not k_pe */
+        double r = (double)o->q_lora + o->kv_lora;
+        o->params = r;
+        o->vec_flops = 4 * N * r;
+        o->bytes_moved = 2 * N * r * dt;
+        o->act_rep = N * r * dt;
         break;
     }
     case MK_OPK_QK_NORM: { /* one weight (and bias) of d for the q heads, one for the k heads */
@@ -328,9 +365,21 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->bwd_flops = 2 * o->fwd_flops;
         linear_bytes(g, o, N);
         break;
+    case MK_OPK_MLA_UP: { /* q_b (q_lora -> a (qk + rope)), kv_b (kv_lora -> a (qk + v)) */
+        double a = o->heads, mm = o->q_lora * a * (o->qk_dim + o->rope_dim) + o->kv_lora * a * (o->qk_dim + o->v_dim);
+        o->params = mm;
+        o->fwd_flops = o->fwd_flops_causal = 2 * N * mm;
+        o->bwd_flops = 2 * o->fwd_flops;
+        o->vec_flops = N * w; /* k_pe copied into every head's k */
+        o->bytes_moved = (N * in + N * w + mm) * dt;
+        o->act_rep = N * (o->q_lora + o->kv_lora) * dt;
+        break;
+    }
     case MK_OPK_ATTENTION: {
         double scores = (double)o->heads * s * s * b;
-        o->fwd_flops = 4 * N * s * w;
+        /* q.k over a head's q/k width, p.v over its v width (MLA: qk + rope and v; else both d = w/a) */
+        o->fwd_flops = o->v_dim > 0 ? 2 * N * s * o->heads * ((double)o->qk_dim + o->rope_dim + o->v_dim)
+                                    : 4 * N * s * w;
         o->fwd_flops_causal = o->causal ? o->fwd_flops * (s + 1) / (2 * s) : o->fwd_flops;
         if (o->causal && mk_model_window_share(&g->cfg) < 1) o->fwd_flops_causal *= mk_model_window_share(&g->cfg);
         o->bwd_flops = 2 * o->fwd_flops;

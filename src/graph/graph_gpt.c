@@ -17,6 +17,7 @@ typedef struct {
     mk_graph_t *g;
     int block;
     int err;
+    int mla; /* the ops emitted carry the model's MLA dims */
 } mk_builder_t;
 
 /* Append an op; returns its index (or -1 after the first error). */
@@ -40,6 +41,11 @@ static int emit_op(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0,
     o.heads = b->g->cfg.heads;
     o.kv_heads = b->g->cfg.kv_heads;
     o.vocab = b->g->cfg.vocab;
+    if (b->mla) {
+        const mk_model_config_t *c = &b->g->cfg;
+        o.q_lora = c->q_lora_rank, o.kv_lora = c->kv_lora_rank, o.qk_dim = c->qk_head_dim;
+        o.rope_dim = c->qk_pos_emb_head_dim, o.v_dim = c->v_head_dim;
+    }
     if (mk_graph_add_op(b->g, &o) < 0) {
         b->err = 1;
         return -1;
@@ -88,10 +94,29 @@ static int dropout(mk_builder_t *b, const char *name, int x)
     return b->g->opts.dropout ? emit(b, MK_OPK_DROPOUT, name, x, 0, 0) : x;
 }
 
+/* Multi-head latent attention (DeepSeek-V2/V3, Megatron-Core's
+ * MLASelfAttention): one down-projection h -> [q latent | kv latent |
+ * k_pe] (q_a and kv_a fused: every TP rank's), the latents' RMSNorms, the
+ * up-projections to the heads' [q | k | v] (column-parallel), RoPE on q's
+ * and k's position parts, the core, and the output projection (row). */
+static int mla_attention(mk_builder_t *b, int y)
+{
+    const mk_model_config_t *c = &b->g->cfg;
+    int down = emit_op(b, MK_OPK_LINEAR, "mla_down", y, 0, c->q_lora_rank + c->kv_lora_rank + c->qk_pos_emb_head_dim,
+                       0);
+    b->mla = 1;
+    int up = emit(b, MK_OPK_MLA_UP, "mla_up", emit(b, MK_OPK_MLA_NORM, "mla_norm", down, 0, 0), 0, 0);
+    int att = emit(b, MK_OPK_ATTENTION, "attn", emit(b, MK_OPK_ROPE, "rope", up, 0, 0), 0, 0);
+    b->mla = 0;
+    int proj = emit(b, MK_OPK_LINEAR, "proj", att, 0, c->hidden);
+    return dropout(b, "attn_drop", proj);
+}
+
 /* Attention sub-block on input y (already normalised for pre-norm). */
 static int attention(mk_builder_t *b, int y)
 {
     const mk_model_config_t *c = &b->g->cfg;
+    if (mk_model_is_mla(c)) return mla_attention(b, y);
     int h = c->hidden, d = mk_model_head_dim(c);
     int qkv = emit_op(b, MK_OPK_LINEAR, "qkv", y, 0, (c->heads + 2 * c->kv_heads) * d, c->bias || c->qkv_bias);
     /* Megatron's --qk-layernorm (Qwen3): the model's norm per q and k head, before RoPE */
@@ -107,7 +132,8 @@ static int attention(mk_builder_t *b, int y)
 static int moe(mk_builder_t *b, int y)
 {
     const mk_model_config_t *c = &b->g->cfg;
-    int router = emit_op(b, MK_OPK_LINEAR, "router", y, 0, c->num_experts, 0);
+    /* DeepSeek-V3's per-expert score bias (e_score_correction_bias): the router linear's bias */
+    int router = emit_op(b, MK_OPK_LINEAR, "router", y, 0, c->num_experts, c->moe_router_bias);
     if (b->err) return -1;
     int e = emit_moe(b, y, router);
     return dropout(b, "mlp_drop", e);
@@ -190,7 +216,7 @@ mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *
     if (opts->mbs < 1) return mk_error_set("micro-batch size must be >= 1"), NULL;
     if (cfg->family == MK_FAMILY_CUSTOM) return mk_graph_load_json(cfg, opts);
     if (mk_model_validate(cfg) < 0) return NULL;
-    mk_builder_t b = {mk_graph_new(cfg, opts), -1, 0};
+    mk_builder_t b = {mk_graph_new(cfg, opts), -1, 0, 0};
     if (!b.g) return mk_error_set("out of memory"), NULL;
     if (cfg->family == MK_FAMILY_LLAMA || cfg->no_dropout) b.g->opts.dropout = 0; /* Llama trains without dropout */
     if (cfg->family == MK_FAMILY_BERT) build_bert(&b);

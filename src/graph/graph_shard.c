@@ -51,9 +51,12 @@ static int assign_tp_roles(mk_graph_t *g)
     }
     for (int i = 0; i < g->n_ops; i++) {
         mk_op_t *o = &g->ops[i];
-        if (o->kind != MK_OPK_LINEAR || o->width <= o->in_width || o->tp_role != MK_TP_REPLICATED)
+        /* MLA's up-projection starts the pair (its latents are every rank's, Megatron-Core's down
+           projections replicated), which the output projection back to the block's width ends */
+        int mla = o->kind == MK_OPK_MLA_UP;
+        if ((!mla && (o->kind != MK_OPK_LINEAR || o->width <= o->in_width)) || o->tp_role != MK_TP_REPLICATED)
             continue;
-        int w0 = o->in_width, cur = i, end = -1;
+        int w0 = mla ? g->cfg.hidden : o->in_width, cur = i, end = -1;
         for (;;) {
             int nx = sole[cur];
             if (nx < 0 || g->ops[nx].n_in != 1) break;
@@ -89,7 +92,7 @@ static int assign_tp_roles(mk_graph_t *g)
 static int is_anchor(mk_opkind_t k)
 {
     return k == MK_OPK_EMBEDDING || k == MK_OPK_LINEAR || k == MK_OPK_ATTENTION || k == MK_OPK_LM_HEAD ||
-           k == MK_OPK_MOE;
+           k == MK_OPK_MOE || k == MK_OPK_MLA_UP;
 }
 
 /* Ops that finish their producer's work rather than start new work. */

@@ -65,7 +65,32 @@ static const mk_preset_t mk_presets[] = {
      1e6},
     {"deepseek-moe-16b", MK_FAMILY_LLAMA, 28, 2048, 16, 4096, 102400,
      "DeepSeek-MoE 16B (64 experts of 1408, top-6, a shared expert)", 16, 10944, 10000},
+    {"deepseek-v3", MK_FAMILY_LLAMA, 61, 7168, 128, 4096, 129280,
+     "DeepSeek-V3 671B (MLA, 256 experts of 2048, top-8, a shared expert)", 128, 18432, 10000},
+    {"deepseek-tiny", MK_FAMILY_LLAMA, 4, 64, 4, 64, 256, "deepseek-v3's shape in small (MLA, 8 experts): for tests",
+     4, 192, 10000},
 };
+
+/* The multi-head latent attention of the MLA presets: q and kv latents,
+ * q/k head without and with RoPE, v head (DeepSeek-V3's config.json). */
+static const struct {
+    const char *name;
+    int q_lora, kv_lora, qk, rope, v;
+} mk_mla_presets[] = {
+    {"deepseek-v3", 1536, 512, 128, 64, 128},
+    {"deepseek-tiny", 32, 16, 16, 8, 16},
+};
+
+static void mla_preset(const char *name, mk_model_config_t *cfg)
+{
+    for (size_t i = 0; i < sizeof mk_mla_presets / sizeof *mk_mla_presets; i++)
+        if (!strcmp(name, mk_mla_presets[i].name)) {
+            cfg->q_lora_rank = mk_mla_presets[i].q_lora, cfg->kv_lora_rank = mk_mla_presets[i].kv_lora;
+            cfg->qk_head_dim = mk_mla_presets[i].qk, cfg->qk_pos_emb_head_dim = mk_mla_presets[i].rope;
+            cfg->v_head_dim = mk_mla_presets[i].v;
+            cfg->moe_router_bias = 1; /* noaux_tc's e_score_correction_bias */
+        }
+}
 
 /* The experts of the MoE presets (the sources on top); the first block
  * of DeepSeek-MoE is dense. */
@@ -80,6 +105,10 @@ static const mk_moe_preset_t mk_moe_presets[] = {
     {"mixtral-8x7b", 8, 2, 14336, 0, 0, 0, 0.02, 1e-5},
     {"mixtral-8x22b", 8, 2, 16384, 0, 0, 0, 0.001, 1e-5},
     {"deepseek-moe-16b", 64, 6, 1408, 2816, 1, 1, 0.001, 1e-6},
+    /* DeepSeek-V3: sigmoid scores renormalised over the top 8 (norm_topk_prob), a sequence-wise balance
+       loss of 1e-4 (arXiv:2412.19437, 4.2) beside the bias */
+    {"deepseek-v3", 256, 8, 2048, 2048, 3, 0, 0.0001, 1e-6},
+    {"deepseek-tiny", 8, 2, 32, 32, 1, 0, 0.0001, 1e-6},
 };
 
 static void moe_preset(const char *name, mk_model_config_t *cfg)
@@ -134,6 +163,7 @@ int mk_model_preset(const char *name, mk_model_config_t *cfg)
             cfg->rope_theta = p->rope_theta;
         }
         moe_preset(name, cfg);
+        mla_preset(name, cfg);
         return 0;
     }
     return mk_error_set("unknown model '%s' (see 'merak models'; or give a path to a .json description)", name);
@@ -144,11 +174,12 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->num_layers = ov->hidden = ov->heads = ov->seq = ov->vocab = ov->ffn = -1;
     ov->group_query_attention = ov->kv_heads = ov->kv_channels = -1;
     ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = ov->qk_norm = ov->window = -1;
+    ov->mla = ov->q_lora_rank = ov->kv_lora_rank = ov->qk_head_dim = ov->qk_pos_emb_head_dim = ov->v_head_dim = -1;
     ov->attention_dropout = ov->hidden_dropout = -1;
     ov->rope_theta = ov->norm_eps = ov->rope_scaling_factor = -1;
     ov->use_rope_scaling = -1;
     ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
-    ov->moe_shared_gate = -1;
+    ov->moe_shared_gate = ov->moe_router_bias = -1;
     ov->moe_layer_freq = ov->moe_first_dense = ov->moe_pattern_len = -1;
     ov->moe_aux_coeff = ov->moe_capacity = -1;
 }
@@ -211,6 +242,33 @@ static int validate_heads(names_t *n, const mk_model_config_t *c)
     if ((int64_t)c->heads * c->kv_channels > MK_MAX_HIDDEN)
         return mk_error_set("%s %d x %s %d: the queries' width is above %d", nm(n, F_HEADS, 0), c->heads,
                             nm(n, F_KV_CHANNELS, 1), c->kv_channels, MK_MAX_HIDDEN);
+    return 0;
+}
+
+/* Multi-head latent attention: a q latent (merak has no plain-q MLA), the
+ * sizes in range, RoPE on an even part, no K/V groups, no other attention
+ * variant on top. */
+static int validate_mla(const mk_model_config_t *c)
+{
+    if (!c->kv_lora_rank) return 0;
+    const int v[] = {c->q_lora_rank, c->kv_lora_rank, c->qk_head_dim, c->qk_pos_emb_head_dim, c->v_head_dim};
+    const int max[] = {MK_MAX_HIDDEN, MK_MAX_HIDDEN, MK_MAX_HEAD_DIM, MK_MAX_HEAD_DIM, MK_MAX_HEAD_DIM};
+    static const char *const name[] = {"--q-lora-rank", "--kv-lora-rank", "--qk-head-dim", "--qk-pos-emb-head-dim",
+                                       "--v-head-dim"};
+    if (c->q_lora_rank < 1)
+        return mk_error_set("model '%s': multi-latent attention without a q latent (Megatron's default, "
+                            "DeepSeek-V2-Lite) is not modelled: give --q-lora-rank", c->name);
+    for (int i = 0; i < 5; i++)
+        if (v[i] < 1 || v[i] > max[i]) return mk_error_set("%s must be from 1 to %d, got %d", name[i], max[i], v[i]);
+    if ((int64_t)c->heads * (2 * (c->qk_head_dim + c->qk_pos_emb_head_dim) + c->v_head_dim) > MK_MAX_WIDTH)
+        return mk_error_set("model '%s': %d heads of MLA's q, k and v are wider than %d", c->name, c->heads,
+                            MK_MAX_WIDTH);
+    if (c->pos != MK_POS_ROPE || c->qk_pos_emb_head_dim % 2 || c->family == MK_FAMILY_BERT)
+        return mk_error_set("model '%s': multi-latent attention is a causal decoder's with rotary positions on an "
+                            "even --qk-pos-emb-head-dim", c->name);
+    if (c->kv_heads != c->heads || c->kv_channels || c->qk_norm || c->qkv_bias)
+        return mk_error_set("model '%s': multi-latent attention has no K/V groups, --kv-channels, --qk-layernorm "
+                            "or --add-qkv-bias", c->name);
     return 0;
 }
 
@@ -282,7 +340,7 @@ static int validate(names_t *n, const mk_model_config_t *c)
     const int max[] = {MK_MAX_LAYERS, MK_MAX_HIDDEN, MK_MAX_HEADS, MK_MAX_SEQ, MK_MAX_VOCAB, MK_MAX_FFN};
     for (int i = 0; i < 6; i++)
         if (check_size(n, sizes[i], vals[i], max[i]) < 0) return -1;
-    if (validate_heads(n, c) < 0 || validate_arch(n, c) < 0) return -1;
+    if (validate_heads(n, c) < 0 || validate_arch(n, c) < 0 || validate_mla(c) < 0) return -1;
     return validate_moe(n, c);
 }
 
@@ -323,6 +381,30 @@ static int default_ffn(const mk_model_config_t *c)
     return f > 0 ? f : 64;
 }
 
+/* --multi-latent-attention and its dims (Megatron's defaults for those not
+ * given; a model with MLA already keeps its own). */
+static int apply_mla(const mk_model_overrides_t *ov, mk_model_config_t *c)
+{
+    int dims = ov->q_lora_rank >= 0 || ov->kv_lora_rank >= 0 || ov->qk_head_dim >= 0 || ov->qk_pos_emb_head_dim >= 0 ||
+               ov->v_head_dim >= 0;
+    if (ov->mla != 1 && !c->kv_lora_rank) {
+        if (dims)
+            return mk_error_set("--q-lora-rank, --kv-lora-rank and the MLA head dims need --multi-latent-attention");
+        return 0;
+    }
+    if (!c->kv_lora_rank) /* megatron/training/arguments.py's _add_mla_args defaults */
+        c->q_lora_rank = 0, c->kv_lora_rank = 32, c->qk_head_dim = 128, c->qk_pos_emb_head_dim = 64,
+        c->v_head_dim = 128;
+    if (ov->q_lora_rank >= 0) c->q_lora_rank = ov->q_lora_rank;
+    if (ov->kv_lora_rank >= 0) c->kv_lora_rank = ov->kv_lora_rank;
+    if (ov->qk_head_dim >= 0) c->qk_head_dim = ov->qk_head_dim;
+    if (ov->qk_pos_emb_head_dim >= 0) c->qk_pos_emb_head_dim = ov->qk_pos_emb_head_dim;
+    if (ov->v_head_dim >= 0) c->v_head_dim = ov->v_head_dim;
+    if (ov->group_query_attention == 1) return mk_error_set("multi-latent attention has no K/V groups");
+    c->kv_heads = c->heads; /* every head its own k and v from the latent */
+    return 0;
+}
+
 /* The architecture flags; --num-query-groups only means something with
  * --group-query-attention (as in Megatron-LM, whose default is 1 group). */
 static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
@@ -339,6 +421,7 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->qkv_bias >= 0) c->qkv_bias = ov->qkv_bias;
     if (ov->qk_norm >= 0) c->qk_norm = ov->qk_norm;
     if (ov->window >= 0) c->window = ov->window;
+    if (apply_mla(ov, c) < 0) return -1;
     if (ov->attention_dropout >= 0 || ov->hidden_dropout >= 0) { /* Megatron's default for one not given: 0.1 */
         double at = ov->attention_dropout >= 0 ? ov->attention_dropout : 0.1;
         double hd = ov->hidden_dropout >= 0 ? ov->hidden_dropout : 0.1;
@@ -363,14 +446,15 @@ static int arch_given(const mk_model_overrides_t *ov)
     return ov->group_query_attention >= 0 || ov->kv_heads >= 0 || ov->kv_channels >= 0 || ov->norm >= 0 ||
            ov->swiglu >= 0 || ov->pos >= 0 || ov->untied >= 0 || ov->bias >= 0 || ov->qkv_bias >= 0 ||
            ov->qk_norm >= 0 || ov->window >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0 ||
-           ov->use_rope_scaling >= 0 || ov->rope_scaling_factor >= 0 ||
+           ov->use_rope_scaling >= 0 || ov->rope_scaling_factor >= 0 || ov->mla >= 0 || ov->q_lora_rank >= 0 ||
+           ov->kv_lora_rank >= 0 || ov->qk_head_dim >= 0 || ov->qk_pos_emb_head_dim >= 0 || ov->v_head_dim >= 0 ||
            ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
 }
 
 static int moe_given(const mk_model_overrides_t *ov)
 {
     return ov->moe_topk >= 0 || ov->moe_ffn >= 0 || ov->moe_shared_ffn >= 0 || ov->moe_pre_softmax >= 0 ||
-           ov->moe_shared_gate >= 0 ||
+           ov->moe_shared_gate >= 0 || ov->moe_router_bias >= 0 ||
            ov->moe_layer_freq >= 0 || ov->moe_aux_coeff >= 0 || ov->moe_capacity >= 0;
 }
 
@@ -392,6 +476,7 @@ static int apply_moe(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->moe_shared_ffn >= 0) c->moe_shared_ffn = ov->moe_shared_ffn;
     if (ov->moe_pre_softmax >= 0) c->moe_pre_softmax = ov->moe_pre_softmax;
     if (ov->moe_shared_gate >= 0) c->moe_shared_gate = ov->moe_shared_gate;
+    if (ov->moe_router_bias >= 0) c->moe_router_bias = ov->moe_router_bias;
     if (ov->moe_aux_coeff >= 0) c->moe_aux_coeff = ov->moe_aux_coeff;
     if (ov->moe_capacity >= 0) c->moe_capacity = ov->moe_capacity;
     if (ov->moe_layer_freq >= 0) {

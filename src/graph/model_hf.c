@@ -286,6 +286,88 @@ int mk_model_hf_is(const char *path)
     return is;
 }
 
+/* DeepseekV2Config / DeepseekV3Config (the hub's config.json keys). */
+static const char *const deepseek_keys[] = {
+    "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
+    "vocab_size", "max_position_embeddings", "rms_norm_eps", "rope_theta", "tie_word_embeddings", "hidden_act",
+    "attention_bias", "attention_dropout", "pretraining_tp", "q_lora_rank", "kv_lora_rank", "qk_nope_head_dim",
+    "qk_rope_head_dim", "v_head_dim", "n_routed_experts", "n_shared_experts", "num_experts_per_tok",
+    "moe_intermediate_size", "first_k_dense_replace", "moe_layer_freq", "norm_topk_prob", "scoring_func",
+    "topk_method", "n_group", "topk_group", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "ep_size",
+    "num_nextn_predict_layers", "quantization_config", "rope_scaling", "auto_map", HF_IGNORED, NULL};
+
+/* DeepSeek's YaRN rope_scaling: checked, and changes no cost (the
+ * executor, which would have to turn by it, refuses MLA models). */
+static int yarn_scaling(json_t *o, const char *what)
+{
+    static const char *const keys[] = {"type", "rope_type", "factor", "original_max_position_embeddings", "beta_fast",
+                                       "beta_slow", "mscale", "mscale_all_dim", NULL};
+    static const char *const yarn[] = {"yarn", NULL};
+    json_t *rs = json_object_get(o, "rope_scaling");
+    if (!rs || json_is_null(rs)) return 0;
+    char in[1200];
+    double f;
+    snprintf(in, sizeof in, "%s: rope_scaling", what);
+    if (!json_is_object(rs) || mk_json_only_keys(rs, in, keys) < 0 || want_str(rs, in, "type", yarn) < 0 ||
+        want_str(rs, in, "rope_type", yarn) < 0 || mk_json_num(rs, in, "factor", 1, &f) < 0)
+        return json_is_object(rs) ? -1 : mk_error_set("%s must be an object or null", in);
+    return 0;
+}
+
+/* MLA's sizes (q_lora_rank null: a plain q projection, which merak does
+ * not model) and the experts: n_routed_experts of moe_intermediate_size,
+ * n_shared_experts of it as one shared expert, the first
+ * first_k_dense_replace blocks dense; noaux_tc's score bias. */
+static int load_deepseek(json_t *o, const char *what, mk_model_config_t *c)
+{
+    static const char *const silu[] = {"silu", NULL};
+    static const char *const topk[] = {"greedy", "group_limited_greedy", "noaux_tc", NULL};
+    int npos, tie, kv, ab, shared, freq, norm_topk;
+    json_t *ql = json_object_get(o, "q_lora_rank");
+    if (mk_json_only_keys(o, what, deepseek_keys) < 0 || mk_json_int(o, what, "hidden_size", 1, &c->hidden) < 0 ||
+        mk_json_int(o, what, "intermediate_size", 1, &c->ffn) < 0 ||
+        mk_json_int(o, what, "num_hidden_layers", 1, &c->num_layers) < 0 ||
+        mk_json_int(o, what, "num_attention_heads", 1, &c->heads) < 0 ||
+        opt_int(o, what, "num_key_value_heads", 1, c->heads, &kv) < 0 ||
+        mk_json_int(o, what, "vocab_size", 1, &c->vocab) < 0 ||
+        mk_json_int(o, what, "max_position_embeddings", 1, &npos) < 0 ||
+        opt_num(o, what, "rms_norm_eps", 0, 1e-6, &c->norm_eps) < 0 ||
+        opt_num(o, what, "rope_theta", 1, 10000, &c->rope_theta) < 0 ||
+        opt_bool(o, what, "tie_word_embeddings", 0, &tie) < 0 || want_str(o, what, "hidden_act", silu) < 0 ||
+        opt_bool(o, what, "attention_bias", 0, &ab) < 0 ||
+        mk_json_int(o, what, "kv_lora_rank", 1, &c->kv_lora_rank) < 0 ||
+        mk_json_int(o, what, "qk_nope_head_dim", 1, &c->qk_head_dim) < 0 ||
+        mk_json_int(o, what, "qk_rope_head_dim", 1, &c->qk_pos_emb_head_dim) < 0 ||
+        mk_json_int(o, what, "v_head_dim", 1, &c->v_head_dim) < 0 || want_str(o, what, "topk_method", topk) < 0 ||
+        yarn_scaling(o, what) < 0)
+        return -1;
+    if (!ql || json_is_null(ql))
+        return mk_error_set("%s: q_lora_rank null (a plain q projection, DeepSeek-V2-Lite's) is not modelled", what);
+    if (mk_json_int(o, what, "q_lora_rank", 1, &c->q_lora_rank) < 0) return -1;
+    if (kv != c->heads || ab)
+        return mk_error_set("%s: %s: MLA has no K/V groups and no biases", what,
+                            ab ? "attention_bias true" : "num_key_value_heads other than num_attention_heads");
+    c->kv_heads = c->heads, c->untied = !tie, c->seq = npos < MK_HF_SEQ ? npos : MK_HF_SEQ;
+    json_t *ne = json_object_get(o, "n_routed_experts");
+    if (!ne || json_is_null(ne)) return 0; /* dense */
+    if (mk_json_int(o, what, "n_routed_experts", 1, &c->num_experts) < 0 ||
+        mk_json_int(o, what, "num_experts_per_tok", 1, &c->moe_topk) < 0 ||
+        mk_json_int(o, what, "moe_intermediate_size", 1, &c->moe_ffn) < 0 ||
+        opt_int(o, what, "n_shared_experts", 0, 0, &shared) < 0 ||
+        opt_int(o, what, "first_k_dense_replace", 0, 0, &c->moe_first_dense) < 0 ||
+        opt_int(o, what, "moe_layer_freq", 1, 1, &freq) < 0 || opt_bool(o, what, "norm_topk_prob", 0, &norm_topk) < 0)
+        return -1;
+    if (freq != 1)
+        return mk_error_set("%s: moe_layer_freq %d: merak's MoE blocks are every block after the dense ones", what,
+                            freq);
+    if ((int64_t)shared * c->moe_ffn > MK_MAX_MOE_FFN)
+        return mk_error_set("%s: %d shared experts of %d are too wide", what, shared, c->moe_ffn);
+    c->moe_shared_ffn = shared * c->moe_ffn, c->moe_layer_freq = 1, c->moe_pre_softmax = !norm_topk;
+    json_t *tm = json_object_get(o, "topk_method");
+    c->moe_router_bias = json_is_string(tm) && !strcmp(json_string_value(tm), "noaux_tc");
+    return 0;
+}
+
 /* The families read as Llama's decoder (RMSNorm, SwiGLU, RoPE, GQA). */
 static int is_llama_like(const char *type)
 {
@@ -318,9 +400,13 @@ int mk_model_hf_load(const char *path, mk_model_config_t *c)
         c->qkv_bias = !strncmp(type, "qwen2", 5); /* Qwen2Attention's q/k/v projections have biases */
         c->qk_norm = !strncmp(type, "qwen3", 5); /* Qwen3Attention's q_norm, k_norm (RMSNorm over head_dim) */
         rc = load_llama(o, what, type, c);
+    } else if (!strcmp(json_string_value(t), "deepseek_v2") || !strcmp(json_string_value(t), "deepseek_v3")) {
+        mk_model_llama_arch(c);
+        c->family = MK_FAMILY_LLAMA;
+        rc = load_deepseek(o, what, c);
     } else {
         mk_error_set("%s: model_type '%s' is not supported (gpt2, llama, mistral, mixtral, qwen2, qwen2_moe, qwen3, "
-                     "qwen3_moe)", what, json_string_value(t));
+                     "qwen3_moe, deepseek_v2, deepseek_v3)", what, json_string_value(t));
     }
     if (rc == 0) hf_name(o, path, f, c);
     json_decref(o);

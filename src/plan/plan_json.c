@@ -95,13 +95,16 @@ static const char *const model_keys[] = {"name", "family", "num_layers", "hidden
 
 static int model_keys_check(json_t *m, const char *what, int custom)
 {
-#define ARCH_MAXKEYS 32 /* room for mk_model_arch_keys (22 with the experts' and a Hugging Face config's) and json_path */
+#define ARCH_MAXKEYS 64 /* room for mk_model_arch_keys (33 with the experts', HF configs' and MLA's) */
     const char *keys[MODEL_NKEYS + ARCH_MAXKEYS + 1] = {NULL};
     memcpy(keys, model_keys, sizeof model_keys);
     const char *const *arch = mk_model_arch_keys();
+    size_t i = 0;
     if (custom) keys[MODEL_NKEYS] = "json_path";
     else
-        for (size_t i = 0; arch[i] && i < ARCH_MAXKEYS; i++) keys[MODEL_NKEYS + i] = arch[i];
+        for (; arch[i] && i < ARCH_MAXKEYS; i++) keys[MODEL_NKEYS + i] = arch[i];
+    if (!custom && arch[i]) /* never cut short */
+        return mk_error_set("%s: the model's keys outgrew ARCH_MAXKEYS", what);
     char where[4200];
     snprintf(where, sizeof where, "%s: model", what);
     return mk_json_only_keys(m, where, keys);
