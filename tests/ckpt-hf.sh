@@ -77,6 +77,35 @@ assert json.load(open(sys.argv[2] + "/hfout/config.json"))["model_type"] == "lla
 expect_ok "--load of a --save-hf directory (--model it too)" "$MERAK" run --model "$tmpdir/hfout" --load "$tmpdir/hfout" --gbs 4 --steps 1
 check "its checksums are verified (no note)" sh -c "! grep -q 'has no checksums' '$tmpdir/err'"
 expect_fail "--save-hf over a file" "exists and is not a directory" -- "$MERAK" run --steps 1 --save-hf "$tmpdir/again.st"
+# sharded as save_pretrained shards (--hf-max-shard-size, max_shard_size): model-0000i-of-0000n.safetensors in
+# order, a new one where the next tensor would pass the size, and model.safetensors.index.json; the same tensors
+# as the one file of the same 2 steps; loadable; a directory of the other layout refused
+"$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 2 --seed 99 --save-hf "$tmpdir/hfshard" \
+  --hf-max-shard-size 60KB >/dev/null 2>"$tmpdir/err" || cat "$tmpdir/err"
+check "--hf-max-shard-size 60KB: shards of at most 60,000 bytes (a larger tensor alone), an index naming them" "$PYTHON" -c '
+import json, os, sys
+sys.path.insert(0, sys.argv[1]); import st_read
+d = sys.argv[2] + "/hfshard"
+idx = json.load(open(d + "/model.safetensors.index.json"))
+files = sorted(set(idx["weight_map"].values()))
+n = len(files)
+assert n > 2 and files == ["model-%05d-of-%05d.safetensors" % (i + 1, n) for i in range(n)], files
+_, one = st_read.read(sys.argv[2] + "/hfout/model.safetensors")
+got, total = {}, 0
+for f in files:
+    meta, t = st_read.read(d + "/" + f)
+    size = sum(4 * len(v) for _, v in t.values())
+    assert size <= 60000 or len(t) == 1, (f, size)
+    assert all(idx["weight_map"][k] == f for k in t) and meta["format"] == "pt"
+    got.update(t); total += size
+assert idx["metadata"]["total_size"] == total and sorted(got) == sorted(one) and all(got[k] == one[k] for k in one)
+assert not os.path.exists(d + "/model.safetensors")' "$top_srcdir/tests" "$tmpdir"
+run --load "$tmpdir/hfshard" >"$tmpdir/s1.json"
+run --load "$tmpdir/hfout" >"$tmpdir/s2.json"
+check "the shards load as the one file does" test "$(losses "$tmpdir/s1.json")" = "$(losses "$tmpdir/s2.json")"
+expect_fail "--save-hf of one file over shards" "holds model.safetensors.index.json, and this model saves model.safetensors" -- \
+  "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --save-hf "$tmpdir/hfshard"
+expect_fail "a size that is none" "hf-max-shard-size '5XB' is not a size" -- "$MERAK" run --steps 1 --hf-max-shard-size 5XB
 expect_fail "a missing tensor" "tensor 'model.embed_tokens.weight' is missing" -- "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --load "$tmpdir/missing"
 expect_fail "a shard outside the directory" "must be a file name in the directory" -- "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 1 --load "$tmpdir/escape"
 expect_fail "another model" "model mismatch: its config.json and this run's model differ in intermediate_size" -- \

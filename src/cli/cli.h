@@ -52,6 +52,7 @@ typedef struct mk_args {
     const char *baseline;          /* merak plan: restrict the space to a system's choices */
     const char *schedules;         /* merak plan: the schedules searched (comma-separated names) */
     const char *save_hf;           /* merak run: the weights as a Hugging Face model directory */
+    int64_t hf_max_shard;          /* its shards' size at most (--hf-max-shard-size; 0: 5 GB) */
     const char *export_to;         /* merak sim/plan --export: megatron (the plan as its launch command) */
     int recompute_num_layers;      /* Megatron-LM's --recompute-num-layers: 1 (uniform, every block) */
     int gpus, top;
@@ -195,5 +196,11 @@ int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
  * -1 on failure; on success free ctx with mk_plan_ctx_free. */
 int mk_args_resolve(const mk_args_t *a, const mk_cli_defaults_t *d, const struct mk_plan *p,
                     struct mk_plan_resolve_opts *ro, struct mk_plan_ctx *ctx);
+
+/* cli_argv.c: the tokens after a --data-path whose first is a number
+ * joined into its one value, in argv (returns the new argc, or -1); a
+ * size such as 5GB, 500MB or 2GiB into *out (0 or -1; mk_error_last) */
+int mk_cli_join_blend(int argc, char **argv);
+int mk_cli_parse_size(const char *s, int64_t *out);
 
 #endif

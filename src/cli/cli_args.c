@@ -24,7 +24,7 @@ enum {
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
-    O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
+    O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_HF_SHARD, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
     O_BASELINE, O_SCHEDULES, O_EXPORT, O_RECOMPUTE_NUM_LAYERS, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
@@ -135,6 +135,7 @@ static const mk_flag_t mk_flags[] = {
     {"data", O_DATA, MK_OPTG_RUN, S, 0, 0, 0},
     {"save", O_SAVE, MK_OPTG_RUN, S, 0, 0, 0},
     {"save-hf", O_SAVE_HF, MK_OPTG_RUN, S, 0, 0, 0},
+    {"hf-max-shard-size", O_HF_SHARD, MK_OPTG_RUN, S, 0, 0, 0},
     {"load", O_LOAD, MK_OPTG_RUN, S, 0, 0, 0},
     {"lr", O_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
     {"min-lr", O_MIN_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
@@ -481,6 +482,7 @@ static const char **str_slot(mk_args_t *a, int id)
     return NULL;
 }
 
+
 /* The architecture flags given as names or alone (model.h's overrides). */
 static int arch_store(mk_args_t *a, int id, const char *v)
 {
@@ -495,6 +497,9 @@ static int arch_store(mk_args_t *a, int id, const char *v)
         if (mk_pos_parse(v, &pk) < 0)
             return mk_cli_fail(a->cmd, "--position-embedding-type: %s", mk_error_last()), -1;
         a->ov.pos = (int)pk;
+        return 0;
+    case O_HF_SHARD:
+        if (mk_cli_parse_size(v, &a->hf_max_shard) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
         return 0;
     case O_WINDOW:
         if (mk_window_size_parse(v, &a->ov.window) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
@@ -610,35 +615,11 @@ static int take_opt(mk_args_t *a, const mk_opt_t *o, const char *arg, const char
     return args_store(a, o->f, name, arg);
 }
 
-/* Megatron's blend, --data-path W1 P1 W2 P2 ... (argparse's nargs='*'):
- * the tokens after a --data-path whose first is a number, up to the next
- * flag, joined into its one value (mk_data_open reads the blend) in
- * argv, which shrinks; returns the new argc, or -1 (too long). */
-static int join_blend(const char *cmd, int argc, char **argv)
-{
-    static char buf[65536];
-    for (int i = 1; i + 2 < argc; i++) {
-        char *end;
-        if (strcmp(argv[i], "--data-path") || (strtod(argv[i + 1], &end), end == argv[i + 1] || *end)) continue;
-        int j = i + 1;
-        size_t len = 0;
-        for (; j < argc && strncmp(argv[j], "--", 2); j++) {
-            size_t k = strlen(argv[j]);
-            if (len + k + 2 > sizeof buf) return mk_cli_fail(cmd, "--data-path: the blend is too long"), -1;
-            memcpy(buf + len, argv[j], k), len += k, buf[len++] = ' ';
-        }
-        buf[len - 1] = 0;
-        argv[i + 1] = buf;
-        memmove(argv + i + 2, argv + j, (argc - j + 1) * sizeof *argv); /* argv[argc] (NULL) too */
-        return argc - (j - i - 2);
-    }
-    return argc;
-}
 
 int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
                   const mk_cli_defaults_t *d)
 {
-    if ((argc = join_blend(argv[0], argc, argv)) < 0) return -1;
+    if ((argc = mk_cli_join_blend(argc, argv)) < 0) return mk_cli_fail(argv[0], "%s", mk_error_last()), -1;
     struct option opts[MK_NFLAGS + MK_NALIASES + 1];
     mk_opt_t which[MK_NFLAGS + MK_NALIASES];
     const char *seen[O_END - O_MODEL] = {NULL};

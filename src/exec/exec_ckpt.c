@@ -30,39 +30,11 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-static const char *const kind_prefix[3] = {"", "optim.m.", "optim.v."};
-
-/* Canonical tensors: all but the head's tied copy (which comes last). */
-static int n_canon(const mk_gpt_t *g)
-{
-    int n = g->n_tensors;
-    while (n > 0 && g->t[n - 1].tied_copy) n--;
-    return n;
-}
-
-/* Linear weights are stored (out, in); a GPT-2 file holds its Conv1D
- * blocks (in, out); Llama's nn.Linear weights are (out, in) as ours. */
-static int transposed(const mk_gpt_tensor_t *t)
-{
-    return t->rows > 1 && t->layer != 0 && !strncmp(t->name, "transformer.", 12);
-}
-
-/* The file's name and shape of tensor k's state `kind`, shared by save and load. */
-static void file_entry(const mk_gpt_t *g, int k, int kind, mk_st_tensor_t *d)
-{
-    const mk_gpt_tensor_t *t = &g->t[k];
-    memset(d, 0, sizeof *d);
-    snprintf(d->name, sizeof d->name, "%s%s", kind_prefix[kind], t->name);
-    if (t->rows == 1) d->ndim = 1, d->shape[0] = t->cols;
-    else if (transposed(t)) d->ndim = 2, d->shape[0] = t->cols, d->shape[1] = t->real_rows;
-    else d->ndim = 2, d->shape[0] = t->real_rows, d->shape[1] = t->cols;
-}
-
 /* Our (real_rows, cols) layout <-> the file's. */
 static void to_file(const mk_gpt_tensor_t *t, const float *ours, float *file)
 {
     size_t R = t->real_rows, C = t->cols;
-    if (!transposed(t)) { memcpy(file, ours, R * C * sizeof *file); return; }
+    if (!mk_hf_transposed(t)) { memcpy(file, ours, R * C * sizeof *file); return; }
     for (size_t r = 0; r < R; r++)
         for (size_t c = 0; c < C; c++) file[c * R + r] = ours[r * C + c];
 }
@@ -70,7 +42,7 @@ static void to_file(const mk_gpt_tensor_t *t, const float *ours, float *file)
 static void from_file(const mk_gpt_tensor_t *t, const float *file, float *ours)
 {
     size_t R = t->real_rows, C = t->cols;
-    if (!transposed(t)) { memcpy(ours, file, R * C * sizeof *ours); return; }
+    if (!mk_hf_transposed(t)) { memcpy(ours, file, R * C * sizeof *ours); return; }
     for (size_t r = 0; r < R; r++)
         for (size_t c = 0; c < C; c++) ours[r * C + c] = file[c * R + r];
 }
@@ -157,117 +129,17 @@ static void state_set(mk_exec_t *e, int k, int kind, const float *host)
     g->be->copy(g->be->ctx, base + g->t[k].off, host, shard_n(&g->t[k]) * sizeof(float));
 }
 
-/* JSON text for v as a person writes it: whole numbers as integers
- * (500000, not 5e+05), else the shortest "%g" that reads back as v (1e-05,
- * not 1.0000000000000001e-05). */
-static void shortest_real(double v, char *buf, size_t n)
-{
-    if (v > -1e15 && v < 1e15 && (double)(long long)v == v) {
-        snprintf(buf, n, "%lld", (long long)v);
-        return;
-    }
-    for (int p = 1; p <= 17; p++) {
-        snprintf(buf, n, "%.*g", p, v);
-        if (strtod(buf, NULL) == v) return;
-    }
-}
-
-/* MixtralConfig's expert fields, then (only when used) what Mixtral has no
- * field for: the shared expert's width (Qwen2-MoE's name), norm_topk_prob
- * false (softmax then top-k, not renormalised: Qwen2-MoE / DeepSeek), the
- * dense MLP width, the leading dense blocks and the MoE frequency
- * (DeepSeek-V2's first_k_dense_replace, moe_layer_freq). */
-static void moe_config_json(const mk_gpt_t *g, char *buf, size_t n)
-{
-    const mk_model_config_t *c = &g->cfg;
-    int len = snprintf(buf, n, ",\"num_local_experts\":%d,\"num_experts_per_tok\":%d", g->E, g->topk);
-    if (g->Fs) len += snprintf(buf + len, n - len, ",\"shared_expert_intermediate_size\":%d", g->Fs);
-    if (c->moe_pre_softmax) len += snprintf(buf + len, n - len, ",\"norm_topk_prob\":false");
-    if (c->moe_first_dense > 0 || c->moe_layer_freq > 1)
-        len += snprintf(buf + len, n - len, ",\"dense_intermediate_size\":%d,\"first_k_dense_replace\":%d,"
-                        "\"moe_layer_freq\":%d", c->ffn, c->moe_first_dense, c->moe_layer_freq);
-    snprintf(buf + len, n - len, "}");
-}
-
-/* Hugging Face's config.json fields (GPT2Config, LlamaConfig), after the
- * blocks the executor built: a GPT preset given the Llama flags is a Llama. */
-static void config_json(const mk_gpt_t *g, char *buf, size_t n)
-{
-    const mk_model_config_t *c = &g->cfg;
-    if (g->llama) {
-        char eps[32], theta[32];
-        shortest_real(c->norm_eps, eps, sizeof eps);
-        shortest_real(c->rope_theta, theta, sizeof theta);
-        int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width */
-        len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
-                       "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
-                       "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
-                       "\"rope_theta\":%s,\"tie_word_embeddings\":%s",
-                       moe ? "mixtral" : c->window ? "mistral" : "llama", c->num_layers,
-                       c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
-                       c->untied ? "false" : "true");
-        if (c->kv_channels) len += snprintf(buf + len, n - len, ",\"head_dim\":%d", c->kv_channels);
-        /* MistralConfig's (and MixtralConfig's) sliding_window; LlamaConfig has none */
-        if (c->window) len += snprintf(buf + len, n - len, ",\"sliding_window\":%d", c->window);
-        if (c->rope_factor > 0) { /* Llama 3.1's, as its config.json has it */
-            char f[32], lo[32], hi[32];
-            shortest_real(c->rope_factor, f, sizeof f), shortest_real(c->rope_low_freq, lo, sizeof lo);
-            shortest_real(c->rope_high_freq, hi, sizeof hi);
-            len += snprintf(buf + len, n - len, ",\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":%s,"
-                            "\"low_freq_factor\":%s,\"high_freq_factor\":%s,\"original_max_position_embeddings\":%d}",
-                            f, lo, hi, c->rope_orig_max_pos);
-        }
-        if (moe) moe_config_json(g, buf + len, n - len);
-        else snprintf(buf + len, n - len, "}");
-        return;
-    }
-    snprintf(buf, n, "{\"model_type\":\"gpt2\",\"n_layer\":%d,\"n_embd\":%d,\"n_head\":%d,\"n_positions\":%d,"
-             "\"vocab_size\":%d,\"n_inner\":%d}", c->num_layers, c->hidden, c->heads, c->seq, c->vocab, c->ffn);
-}
-
-/* Rank 0: DIR/config.json for --save-hf (the model's Hugging Face fields,
- * written whole or not at all). */
-static int write_hf_config(mk_exec_t *e, const char *dir)
-{
-    char path[4352], cfg[1024];
-    if (mkdir(dir, 0777) < 0 && errno != EEXIST) return mk_error_set("--save-hf: cannot create '%s': %s", dir, strerror(errno));
-    snprintf(path, sizeof path, "%s/config.json", dir);
-    config_json(e->g, cfg, sizeof cfg);
-    mk_file_out_t o;
-    FILE *f = mk_file_begin(&o, path, "Hugging Face config");
-    if (!f) return -1;
-    if (fprintf(f, "%s\n", cfg) < 0) return mk_file_abort(&o), mk_error_set("cannot write %s", path);
-    return mk_file_commit(&o);
-}
-
-/* Rank 0: --save-hf's DIR/model.safetensors header: the weights only,
- * Hugging Face's metadata. */
-static mk_st_writer_t *begin_hf(mk_exec_t *e, const char *dir)
-{
-    char path[4352];
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (write_hf_config(e, dir) < 0) return NULL;
-    int nc = n_canon(e->g);
-    mk_st_tensor_t *tab = calloc(nc > 0 ? (size_t)nc : 1, sizeof *tab);
-    if (!tab) return mk_error_set("out of memory"), NULL;
-    for (int k = 0; k < nc; k++) file_entry(e->g, k, 0, &tab[k]);
-    const char *keys[] = {"format"}, *vals[] = {"pt"};
-    mk_st_writer_t *w = mk_st_writer_begin(path, tab, nc, keys, vals, 1);
-    free(tab);
-    return w;
-}
-
 /* Rank 0: one header of the file at path (metadata and tensor table). */
 static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
 {
     mk_gpt_t *g = e->g;
-    int nc = n_canon(g);
+    int nc = mk_hf_n_canon(g);
     mk_st_tensor_t *tab = calloc(3 * nc, sizeof *tab);
     if (!tab) return mk_error_set("out of memory"), NULL;
     for (int kind = 0; kind < 3; kind++)
-        for (int k = 0; k < nc; k++) file_entry(g, k, kind, &tab[kind * nc + k]);
+        for (int k = 0; k < nc; k++) mk_hf_entry(g, k, kind, &tab[kind * nc + k]);
     char cfg[1024], num[MK_CKPT_N_META][32];
-    config_json(g, cfg, sizeof cfg);
+    mk_hf_config_json(g, cfg, sizeof cfg);
     uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
     const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
     const char *vals[MK_CKPT_N_META + 3] = {"merak", MK_CKPT_FORMAT, cfg};
@@ -324,23 +196,33 @@ static int gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm
     return 0;
 }
 
+/* The checkpoint's one writer, or --save-hf's shards, dropped. */
+static void save_abort(mk_hf_out_t *w, mk_st_writer_t *one)
+{
+    if (one) mk_st_writer_abort(one);
+    else mk_hf_save_abort(w);
+}
+
 /* step < 0: --save-hf's directory (weights only), else the checkpoint file. */
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
 {
     mk_gpt_t *g = e->g;
-    int nc = n_canon(g), rank = e->comm.rank, rc = 0, kinds = step < 0 ? 1 : 3;
-    mk_st_writer_t *w = NULL;
+    int nc = mk_hf_n_canon(g), rank = e->comm.rank, rc = 0, kinds = step < 0 ? 1 : 3;
+    mk_hf_out_t w = {NULL, 0, NULL}; /* the checkpoint: one file; --save-hf: its shards */
+    mk_st_writer_t *one = NULL;
     ckpt_bufs_t b = {NULL, NULL, NULL};
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
     int mine = 0;  /* this rank's setup; every rank learns of any failure */
-    if (rank == 0 && !(w = step < 0 ? begin_hf(e, path) : begin_file(e, path, step))) mine = -1;
+    if (rank == 0 && step < 0 && mk_hf_save_begin(e, path, &w) < 0) mine = -1;
+    if (rank == 0 && step >= 0 && !(one = begin_file(e, path, step))) mine = -1;
+    if (one) w.w = &one, w.n = 1;
     if (bufs_alloc(g, rank, &b) < 0) mine = -1;
     rc = mine;
     /* lost: a peer stopped answering (timed out, interrupted): no agreement left to reach */
     int lost = mk_comm_allreduce(&e->comm, cc, &rc, 1, MPI_INT, MPI_MIN, "the other ranks to start the save") < 0;
     if (rc || lost) {
-        if (w) mk_st_writer_abort(w);
+        save_abort(&w, one);
         bufs_free(&b);
         MPI_Comm_free(&cc);
         if (!mine && !lost) mk_error_set("saving %s failed on another rank (see its message)", path);
@@ -351,13 +233,13 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
             if (gather_tensor(e, &b, k, kind, cc) < 0) { lost = 1; break; }
             if (rank != 0) continue;
             to_file(&g->t[k], b.full, b.file);
-            if (rc == 0 && mk_st_writer_put(w, b.file, mk_gpt_full_size(&g->t[k])) < 0) rc = -1;
+            if (rc == 0 && mk_hf_save_put(&w, k, b.file, mk_gpt_full_size(&g->t[k])) < 0) rc = -1;
             mk_fault_save_written(kind * nc + k + 1);
         }
     if (mk_exec_device_ok(e, -1) < 0 && rank == 0) rc = -1;  /* the shards came off a failed device */
     if (rank == 0) {
-        if (rc == 0 && !lost) rc = mk_st_writer_commit(w);
-        else mk_st_writer_abort(w);
+        if (rc == 0 && !lost) rc = one ? mk_st_writer_commit(one) : mk_hf_save_commit(e, path, &w);
+        else save_abort(&w, one);
         /* interrupted: the job ends by MPI_Abort, and the writer's message
            ("... interrupted by SIGINT (the old file is kept)") is the one to
            print, not a wait's that the signal would fail next */
@@ -373,16 +255,6 @@ int mk_exec_save(mk_exec_t *e, const char *path, int64_t step)
     return rc;
 }
 
-static const char *shape_str(const mk_st_tensor_t *t, char *buf, size_t n)
-{
-    size_t k = (size_t)snprintf(buf, n, "[");
-    for (int d = 0; d < t->ndim && k < n; d++)
-        k += (size_t)snprintf(buf + k, n - k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    if (k < n) snprintf(buf + k, n - k, "]");
-    return buf;
-}
-
-/* Rank 0: the file fits this model; *has_optim: optimizer state present. */
 static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t *meta, int *has_optim)
 {
     mk_gpt_t *g = e->g;
@@ -391,18 +263,18 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
     if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
     for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */
     const char *fc = mk_st_meta(r, "config");
-    config_json(g, cfg, sizeof cfg);
+    mk_hf_config_json(g, cfg, sizeof cfg);
     if (!fc || strcmp(fc, cfg))
         return mk_error_set("%s: model mismatch: the checkpoint holds %s, this run's model is %s", path,
                             fc ? fc : "(no config)", cfg);
-    int nc = n_canon(g);
+    int nc = mk_hf_n_canon(g);
     mk_st_tensor_t m0;  /* the embedding's first moment: named after the family */
-    file_entry(g, 0, 1, &m0);
+    mk_hf_entry(g, 0, 1, &m0);
     *has_optim = mk_st_find(r, m0.name) != NULL;
     for (int kind = 0; kind < (*has_optim ? 3 : 1); kind++)
         for (int k = 0; k < nc; k++) {
             mk_st_tensor_t want;
-            file_entry(g, k, kind, &want);
+            mk_hf_entry(g, k, kind, &want);
             const mk_st_tensor_t *got = mk_st_find(r, want.name);
             if (!got) return mk_error_set("%s: tensor '%s' is missing", path, want.name);
             int same = got->ndim == want.ndim;
@@ -410,7 +282,7 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
             if (!same) {
                 char a[64], b[64];
                 return mk_error_set("%s: tensor '%s' has shape %s, want %s", path, want.name,
-                                    shape_str(got, a, sizeof a), shape_str(&want, b, sizeof b));
+                                    mk_hf_shape_str(got, a, sizeof a), mk_hf_shape_str(&want, b, sizeof b));
             }
         }
     return 0;
@@ -451,116 +323,6 @@ static int recv_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm c
     return 0;
 }
 
-/* ---- --load DIR: a Hugging Face model as the hub publishes it ---------
- * DIR/config.json (the run's model: the same sizes and architecture) and
- * DIR/model.safetensors, or the shards DIR/model.safetensors.index.json's
- * weight_map names (plain file names in DIR), in F32, BF16 or F16: the
- * weights only, so Adam starts from zero at step 0. */
-#define MK_HF_MAX_SHARDS 256
-typedef struct {
-    mk_st_reader_t *r[MK_HF_MAX_SHARDS];
-    char name[MK_HF_MAX_SHARDS][256];
-    int n;
-    json_t *map; /* weight_map, or NULL: one file */
-} hf_src_t;
-
-/* The first field in which the two models differ, or NULL. */
-static const char *model_differs(const mk_model_config_t *a, const mk_model_config_t *b)
-{
-    const struct { const char *name; double x, y; } f[] = {
-        {"num_hidden_layers", a->num_layers, b->num_layers}, {"hidden_size", a->hidden, b->hidden},
-        {"num_attention_heads", a->heads, b->heads}, {"num_key_value_heads", a->kv_heads, b->kv_heads},
-        {"head_dim", mk_model_head_dim(a), mk_model_head_dim(b)}, {"sliding_window", a->window, b->window},
-        {"vocab_size", a->vocab, b->vocab}, {"intermediate_size", a->ffn, b->ffn},
-        {"normalization", a->norm, b->norm}, {"the MLP", a->swiglu, b->swiglu}, {"positions", a->pos, b->pos},
-        {"tie_word_embeddings", a->untied, b->untied}, {"biases", a->bias, b->bias},
-        {"q/k/v biases", a->qkv_bias, b->qkv_bias}, {"num_local_experts", a->num_experts, b->num_experts},
-        {"num_experts_per_tok", a->moe_topk, b->moe_topk}};
-    for (size_t i = 0; i < sizeof f / sizeof *f; i++)
-        if (f[i].x != f[i].y) return f[i].name;
-    return NULL;
-}
-
-static mk_st_reader_t *hf_reader(const hf_src_t *s, const char *tensor)
-{
-    if (!s->map) return s->r[0];
-    const char *file = json_string_value(json_object_get(s->map, tensor));
-    for (int i = 0; file && i < s->n; i++)
-        if (!strcmp(s->name[i], file)) return s->r[i];
-    return NULL;
-}
-
-/* Open the shards weight_map names (each once, plain names only). */
-static int hf_shards(hf_src_t *s, const char *dir)
-{
-    char p[4352];
-    const char *tensor;
-    json_t *v;
-    json_object_foreach(s->map, tensor, v) {
-        const char *f = json_string_value(v);
-        if (!f || !*f || strchr(f, '/') || !strcmp(f, "..") || strlen(f) >= sizeof s->name[0])
-            return mk_error_set("%s: weight_map['%s'] must be a file name in the directory", dir, tensor);
-        int seen = 0;
-        for (int i = 0; i < s->n && !seen; i++) seen = !strcmp(s->name[i], f);
-        if (seen) continue;
-        if (s->n == MK_HF_MAX_SHARDS) return mk_error_set("%s: more than %d shards", dir, MK_HF_MAX_SHARDS);
-        snprintf(p, sizeof p, "%s/%s", dir, f);
-        mk_strlcpy(s->name[s->n], f, sizeof s->name[0]);
-        if (!(s->r[s->n] = mk_st_open(p))) return -1;
-        s->n++;
-    }
-    return 0;
-}
-
-/* Rank 0: the directory's model checked against the run's, its files opened. */
-static int hf_open(mk_exec_t *e, const char *dir, hf_src_t *s)
-{
-    mk_model_overrides_t ov;
-    mk_model_config_t hf;
-    mk_model_overrides_init(&ov);
-    if (mk_model_resolve(dir, &ov, &hf) < 0) return -1;
-    const char *d = model_differs(&hf, &e->o->ctx->plan.model);
-    if (d) return mk_error_set("%s: model mismatch: its config.json and this run's model differ in %s", dir, d);
-    char p[4352];
-    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
-    if (access(p, F_OK) == 0) {
-        json_t *idx = mk_json_load(p, "safetensors index");
-        s->map = idx ? json_incref(json_object_get(idx, "weight_map")) : NULL;
-        json_decref(idx);
-        if (!idx) return -1;
-        if (!json_is_object(s->map)) return mk_error_set("%s: no weight_map object", p);
-        return hf_shards(s, dir);
-    }
-    snprintf(p, sizeof p, "%s/model.safetensors", dir);
-    s->n = (s->r[0] = mk_st_open(p)) != NULL;
-    return s->n ? 0 : -1;
-}
-
-static void hf_close(hf_src_t *s)
-{
-    for (int i = 0; i < s->n; i++) mk_st_close(s->r[i]);
-    json_decref(s->map);
-    memset(s, 0, sizeof *s);
-}
-
-/* Every canonical weight present with its shape (the moments are not). */
-static int hf_check(mk_exec_t *e, const hf_src_t *s, const char *dir)
-{
-    for (int k = 0; k < n_canon(e->g); k++) {
-        mk_st_tensor_t want;
-        file_entry(e->g, k, 0, &want);
-        mk_st_reader_t *r = hf_reader(s, want.name);
-        const mk_st_tensor_t *got = r ? mk_st_find(r, want.name) : NULL;
-        if (!got) return mk_error_set("%s: tensor '%s' is missing", dir, want.name);
-        int same = got->ndim == want.ndim;
-        for (int i = 0; same && i < want.ndim; i++) same = got->shape[i] == want.shape[i];
-        char a[64], b[64];
-        if (!same) return mk_error_set("%s: tensor '%s' has shape %s, want %s", dir, want.name,
-                                       shape_str(got, a, sizeof a), shape_str(&want, b, sizeof b));
-    }
-    return 0;
-}
-
 static int is_dir(const char *path)
 {
     struct stat st;
@@ -573,7 +335,7 @@ static int read_tensor(mk_exec_t *e, mk_st_reader_t *r, ckpt_bufs_t *b, int k, i
 {
     const mk_gpt_tensor_t *t = &e->g->t[k];
     mk_st_tensor_t d;
-    file_entry(e->g, k, kind, &d);
+    mk_hf_entry(e->g, k, kind, &d);
     if (kind && !has_optim) {
         memset(b->full, 0, mk_gpt_full_size(t) * sizeof *b->full);
         return 0;
@@ -587,17 +349,17 @@ static int read_tensor(mk_exec_t *e, mk_st_reader_t *r, ckpt_bufs_t *b, int k, i
 int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
 {
     mk_gpt_t *g = e->g;
-    int nc = n_canon(g), rank = e->comm.rank, has_optim = 0;
+    int nc = mk_hf_n_canon(g), rank = e->comm.rank, has_optim = 0;
     mk_st_reader_t *r = NULL;
     ckpt_bufs_t b = {NULL, NULL, NULL};
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
     int64_t mine = 0, hdr[6] = {0};  /* rc, meta[3], has_optim, checksummed (rank 0's) */
-    static hf_src_t hf; /* a Hugging Face directory's files (rank 0) */
+    static mk_hf_src_t hf; /* a Hugging Face directory's files (rank 0) */
     int dir = is_dir(path);
     if (rank == 0 && dir) { /* the weights at step 0, verified where the shards have checksums */
         meta[0] = meta[1] = meta[2] = 0;
-        mine = hf_open(e, path, &hf) < 0 || hf_check(e, &hf, path) < 0 ? -1 : 0;
+        mine = mk_hf_open(e, path, &hf) < 0 || mk_hf_check(e, &hf, path) < 0 ? -1 : 0;
         hdr[0] = mine, hdr[5] = hf.n > 0;
         for (int i = 0; i < hf.n; i++) hdr[5] &= mk_st_checksummed(hf.r[i]);
     } else if (rank == 0) {
@@ -619,8 +381,8 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     for (int kind = 0; rc == 0 && kind < 3; kind++)
         for (int k = 0; rc == 0 && k < nc; k++) {
             mk_st_tensor_t d;
-            file_entry(g, k, kind, &d);
-            int ok = rank != 0 || read_tensor(e, dir ? hf_reader(&hf, d.name) : r, &b, k, kind, has_optim) == 0;
+            mk_hf_entry(g, k, kind, &d);
+            int ok = rank != 0 || read_tensor(e, dir ? mk_hf_reader(&hf, d.name) : r, &b, k, kind, has_optim) == 0;
             if (mk_comm_bcast(&e->comm, &ok, 1, MPI_INT, 0, cc, "rank 0 to read a checkpointed tensor") < 0) rc = -1;
             else if (!ok) rc = rank ? mk_error_set("cannot load %s (see rank 0)", path) : -1;
             else if (rank == 0) rc = scatter_tensor(e, &b, k, kind, cc);
@@ -629,7 +391,7 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     if (rc == 0) e->load_unverified = !hdr[5];
     bufs_free(&b);
     mk_st_close(r);
-    hf_close(&hf);
+    mk_hf_close(&hf);
     MPI_Comm_free(&cc);
     return rc;
 }

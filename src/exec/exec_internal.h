@@ -9,6 +9,9 @@
 #include "merak/exec.h"
 #include "merak/gpt.h"
 #include "merak/walk.h"
+#include "merak/safetensors.h"
+
+#include <jansson.h>
 
 /* One model chunk on this rank: layers [l0, l1) of virtual stage vs. */
 typedef struct mk_chunk {
@@ -219,6 +222,47 @@ double mk_exec_lr_at(const mk_exec_t *e, int64_t step);
 /* exec_setup.c: one line to the log handler (mk_log) from rank 0 when the run logs (o->log_interval > 0) */
 void mk_exec_log(const mk_exec_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta);
+/* exec_hf.c: tensors as Hugging Face names them (the checkpoints' names
+ * too) and its model directories: the canonical tensors (all but the
+ * head's tied copy), whether a weight is stored transposed (GPT-2's
+ * Conv1D), tensor k's state `kind` (0 weight, 1 m, 2 v) as a file entry,
+ * config.json's text, a shape as text */
+int mk_hf_n_canon(const mk_gpt_t *g);
+int mk_hf_transposed(const mk_gpt_tensor_t *t);
+void mk_hf_entry(const mk_gpt_t *g, int k, int kind, mk_st_tensor_t *d);
+void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n);
+const char *mk_hf_shape_str(const mk_st_tensor_t *t, char *buf, size_t n);
+/* --save-hf DIR (rank 0): config.json, then the weights in shards of at
+ * most o->hf_max_shard_bytes (Hugging Face's max_shard_size, 5 GB) written
+ * whole or not at all: begin, put tensor k in order, commit (with
+ * model.safetensors.index.json for more than one shard) or abort.
+ * mk_hf_layout_ok: before training, DIR holds no file of the other layout
+ * (a model.safetensors beside an index: the hub's loaders read the one). */
+typedef struct {
+    mk_st_writer_t **w;
+    int n;
+    int *of; /* tensor k's shard */
+} mk_hf_out_t;
+int mk_hf_layout_ok(const mk_exec_t *e, const char *dir);
+int mk_hf_save_begin(mk_exec_t *e, const char *dir, mk_hf_out_t *o);
+int mk_hf_save_put(mk_hf_out_t *o, int k, const float *data, size_t n);
+int mk_hf_save_commit(const mk_exec_t *e, const char *dir, mk_hf_out_t *o);
+void mk_hf_save_abort(mk_hf_out_t *o);
+/* --load DIR (rank 0): DIR/config.json (checked against the run's model),
+ * DIR/model.safetensors or the shards DIR/model.safetensors.index.json's
+ * weight_map names (plain file names in DIR), every canonical weight with
+ * its shape; the reader holding a tensor */
+#define MK_HF_MAX_SHARDS 256
+typedef struct {
+    mk_st_reader_t *r[MK_HF_MAX_SHARDS];
+    char name[MK_HF_MAX_SHARDS][256];
+    int n;
+    json_t *map; /* weight_map, or NULL: one file */
+} mk_hf_src_t;
+int mk_hf_open(mk_exec_t *e, const char *dir, mk_hf_src_t *s);
+int mk_hf_check(mk_exec_t *e, const mk_hf_src_t *s, const char *dir);
+mk_st_reader_t *mk_hf_reader(const mk_hf_src_t *s, const char *tensor);
+void mk_hf_close(mk_hf_src_t *s);
 /* exec_zero.c: the units and shard arrays (after mk_gpt_new; collective
  * over dpc), the ranges of the optimizer, ZeRO-1's reduce-scatter and
  * gather at OPT_STEP, tensor k's sharded state (kind 0 params, 1 m, 2 v)

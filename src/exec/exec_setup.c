@@ -334,6 +334,9 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
         e.data = mk_data_open(o->data, o->ctx->plan.model.vocab, o->ctx->plan.model.seq);
         if (all_ok(&e, e.data != NULL) < 0) rc = -1, res->fail_exit = 2;
     }
+    /* --save-hf's layout (one file or shards) against what DIR holds, before training */
+    if (rc == 0 && o->save_hf && all_ok(&e, e.comm.rank != 0 || mk_hf_layout_ok(&e, o->save_hf) == 0) < 0)
+        rc = -1, res->fail_exit = 2;
     if (rc == 0 && load_start(&e) < 0) rc = -1, res->fail_exit = 2;
     res->first_step = e.step0;
     res->load_unverified = e.load_unverified;
