@@ -234,7 +234,10 @@ assert int(a["active_params"]) == 37552297472 and a["params"] == b["params"] and
 check "deepseek-v3: its MLA read" grep -q "multi-latent attention: q latent 1536, kv latent 512, q/k head 128 + 64 rotary, v head 128" "$tmpdir/ds.txt"
 expect_ok "sim of deepseek-v3 (EP 16, PP 8, TP 2, SP)" "$MERAK" sim --model "$d/deepseek-v3" --cluster dgx-h100 --dp 16 --ep 16 \
   --pp 8 --tp 2 --gbs 256 --sequence-parallel --dtype fp8
-expect_fail "merak run refuses MLA" "multi-latent attention and the router's expert bias .* are for merak sim and merak plan" -- \
+"$MERAK" model --model deepseek-v3 --mtp-num-layers 1 --json >"$tmpdir/ds3.json" 2>&1
+check "deepseek-v3 with its MTP depth (--mtp-num-layers 1): 682,636,487,424 parameters" "$PYTHON" -c '
+import json, sys; assert int(json.load(open(sys.argv[1]))["params"]) == 682636487424' "$tmpdir/ds3.json"
+expect_fail "merak run refuses MLA" "multi-latent attention, the router's expert bias and multi-token prediction .* are for merak sim" -- \
   "$MERAK" run --model deepseek-tiny --steps 1
 ds_bad() { # name, pattern, python edit of the deepseek-v3 config
   mkdir -p "$d/bad-$1"

@@ -17,7 +17,7 @@ static mk_graph_t *build(const char *model, int mbs, int tp, mk_dtype_t dt, int 
         fprintf(stderr, "resolve %s: %s\n", model, mk_error_last());
         exit(1);
     }
-    mk_graph_opts_t o = {mbs, dt, dropout, tp};
+    mk_graph_opts_t o = {.mbs = mbs, .dtype = dt, .dropout = dropout, .tp = tp};
     mk_graph_t *g = mk_graph_build(&c, &o);
     if (!g) {
         fprintf(stderr, "build %s: %s\n", model, mk_error_last());
@@ -141,7 +141,7 @@ static void test_json_matches_builder(const char *srcdir)
     mk_model_config_t c;
     mk_model_preset("gpt-tiny", &c);
     c.num_layers = 4, c.hidden = 128, c.heads = 4, c.seq = 128, c.vocab = 1000, c.ffn = 512;
-    mk_graph_opts_t o = {2, MK_DTYPE_FP16, 0, 1};
+    mk_graph_opts_t o = {.mbs = 2, .dtype = MK_DTYPE_FP16, .dropout = 0, .tp = 1};
     mk_graph_t *g = mk_graph_build(&c, &o);
     CHECK(g && j->n_layers == g->n_layers, "json layers %d builder %d", j->n_layers, g ? g->n_layers : -1);
     for (int l = 0; g && l < g->n_layers && l < j->n_layers; l++) {

@@ -4,6 +4,7 @@
  * flags on a GPT preset and the JSON description of llama-tiny. */
 #include "check.h"
 #include "merak/graph.h"
+#include "merak/plan.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -249,6 +250,44 @@ static void test_mla(void)
     mk_graph_free(g);
 }
 
+/* Multi-token prediction on deepseek-tiny: a depth adds its join (two
+ * norms of 64 and the 2h -> h projection, 2*64*64 + 2*64), one block like
+ * the last (MoE), a final norm, and the model's head again (no weights,
+ * 2 N h V FLOPs), in layers of no block after the main head: the uniform
+ * split puts them on the last stage. */
+static void test_mtp(void)
+{
+    mk_model_config_t c;
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    ov.mtp_layers = 1;
+    CHECK(mk_model_resolve("deepseek-tiny", &ov, &c) == 0, "resolve: %s", mk_error_last());
+    mk_graph_t *g = build_cfg(&c, 1, 1), *g0 = build("deepseek-tiny", 1, 1);
+    double block = 0, head_f = 0;
+    for (int l = 0; l < g0->n_layers; l++) {
+        if (g0->layers[l].block == 3) block += g0->layers[l].params;
+        if (!strcmp(g0->layers[l].kind, "head")) head_f = g0->layers[l].fwd_flops;
+    }
+    CHECK(mk_graph_params(g) - mk_graph_params(g0) == 2.0 * 64 * 64 + 2 * 64 + block + 64, "MTP adds %g parameters",
+          mk_graph_params(g) - mk_graph_params(g0));
+    int n0 = g0->n_layers, heads = 0;
+    CHECK(g->n_layers == n0 + 4 && !strcmp(g->layers[n0].kind, "mtp"), "4 layers after the main head (%d)",
+          g->n_layers - n0);
+    for (int l = n0; l < g->n_layers; l++) {
+        CHECK(g->layers[l].block == -1, "MTP layer %d in no block", l);
+        if (strcmp(g->layers[l].kind, "head")) continue;
+        heads++;
+        CHECK(g->layers[l].fwd_flops == head_f, "the shared head's FLOPs (%g, want %g)", g->layers[l].fwd_flops, head_f);
+    }
+    CHECK(heads == 1 && g->layers[g->n_layers - 1].params == 64, "its head layer: the norm's 64 weights only");
+    mk_plan_t p;
+    mk_plan_init(&p);
+    p.pp = 2, p.vpp = 1;
+    CHECK(mk_plan_partition_uniform(&p, g) == 0 && p.bounds[1] < n0, "pp 2: the MTP layers on the last stage (%d)",
+          p.bounds[1]);
+    mk_graph_free(g), mk_graph_free(g0);
+}
+
 int main(void)
 {
     const char *srcdir = getenv("top_srcdir");
@@ -260,6 +299,7 @@ int main(void)
     test_flags();
     test_attention_variants();
     test_mla();
+    test_mtp();
     test_json(srcdir);
     CHECK_DONE();
 }

@@ -25,6 +25,7 @@ extern "C" {
 #define MK_MAX_HIDDEN   131072    /* 5x the widest published (25,600) */
 #define MK_MAX_HEADS    16384     /* 100x the most published (160) */
 #define MK_MAX_HEAD_DIM 4096      /* --kv-channels: 16x the widest published (256, Gemma) */
+#define MK_MAX_MTP_LAYERS 16      /* --mtp-num-layers: 16x DeepSeek-V3's 1 */
 #define MK_MAX_SEQ      1048576   /* 8x a 131072-token context */
 #define MK_MAX_VOCAB    4194304   /* 16x a 250,680-token vocabulary */
 #define MK_MAX_FFN      (4 * MK_MAX_HIDDEN) /* the default 4h of the widest model */

@@ -53,6 +53,10 @@ typedef struct mk_model_config {
      * without position and qk_pos_emb_head_dim with RoPE (k's one part shared by the heads), its v
      * v_head_dim; no K/V groups (kv_heads = heads). */
     int q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
+    int mtp_layers;        /* multi-token prediction depths after the blocks (Megatron's --mtp-num-layers;
+                              DeepSeek-V3 trained with 1): each embeds the tokens again (shared table),
+                              joins them to the previous depth's hidden state (two norms, a 2h -> h
+                              projection), runs one more block and the shared head and a loss */
     int qk_norm;           /* q and k normalised per head before RoPE by the model's norm (Megatron's
                               --qk-layernorm; Qwen3's q_norm, k_norm) */
     int no_dropout;        /* 1: no dropout ops (Megatron's --attention-dropout 0 --hidden-dropout 0;
@@ -102,6 +106,7 @@ typedef struct mk_model_overrides {
     int norm, swiglu, pos, untied, bias, qkv_bias, qk_norm, window;
     /* --multi-latent-attention (1) and its dims (Megatron's defaults: no q latent, kv 32, 128, 64, 128) */
     int mla, q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
+    int mtp_layers;     /* --mtp-num-layers */
     double rope_theta, norm_eps;
     int use_rope_scaling;        /* Megatron's --use-rope-scaling: Llama 3.1's, low 1, high 4, original 8192 */
     double rope_scaling_factor;  /* --rope-scaling-factor (Megatron's default 8) */

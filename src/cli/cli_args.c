@@ -17,7 +17,7 @@ enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS,
     O_QK_NORM, O_WINDOW, O_ROPE_SCALING, O_ROPE_FACTOR, O_MLA, O_Q_LORA, O_KV_LORA, O_QK_DIM, O_QK_POS_DIM,
-    O_V_DIM, O_MOE_ROUTER_BIAS, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
+    O_V_DIM, O_MOE_ROUTER_BIAS, O_MTP, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_SHARED_GATE, O_MOE_AUX, O_MOE_CAPACITY,
     O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
@@ -76,6 +76,7 @@ static const mk_flag_t mk_flags[] = {
     {"qk-pos-emb-head-dim", O_QK_POS_DIM, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
     {"v-head-dim", O_V_DIM, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
     {"moe-router-enable-expert-bias", O_MOE_ROUTER_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"mtp-num-layers", O_MTP, MK_OPTG_MODEL, I, 1, 0, MK_MAX_MTP_LAYERS},
     {"attention-dropout", O_ATT_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"hidden-dropout", O_HID_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"norm-epsilon", O_NORM_EPS, MK_OPTG_MODEL, R, 1, 0, MK_MAX_NORM_EPS},
@@ -390,6 +391,7 @@ static int *int_slot(mk_args_t *a, int id)
     case O_QK_DIM: return &a->ov.qk_head_dim;
     case O_QK_POS_DIM: return &a->ov.qk_pos_emb_head_dim;
     case O_V_DIM: return &a->ov.v_head_dim;
+    case O_MTP: return &a->ov.mtp_layers;
     case O_EXPERTS: return &a->ov.num_experts;
     case O_MOE_TOPK: return &a->ov.moe_topk;
     case O_MOE_FFN: return &a->ov.moe_ffn;

@@ -63,6 +63,7 @@ static const char *model_usage =
     "  --disable-bias-linear --add-qkv-bias --qk-layernorm --window-size LEFT,0 --norm-epsilon E\n"
     "  --multi-latent-attention --q-lora-rank R --kv-lora-rank R --qk-head-dim D\n"
     "  --qk-pos-emb-head-dim D --v-head-dim D   DeepSeek's MLA (Megatron-LM's flags)\n"
+    "  --mtp-num-layers N   multi-token prediction depths (DeepSeek-V3's)\n"
     "                   the architecture (Megatron-LM's flags)\n"
     "  --num-experts E --moe-router-topk K --moe-ffn-hidden-size F\n"
     "  --moe-shared-expert-intermediate-size F --moe-shared-expert-gate --moe-router-pre-softmax\n"

@@ -184,9 +184,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
 {
     if (c->family != MK_FAMILY_GPT && c->family != MK_FAMILY_LLAMA)
         return mk_error_set("the executor trains GPT and Llama models only");
-    if (mk_model_is_mla(c) || c->moe_router_bias) /* issue 36: DeepSeek-V2/V3 */
-        return mk_error_set("multi-latent attention and the router's expert bias (DeepSeek's) are for merak sim and "
-                            "merak plan: the executor has neither");
+    if (mk_model_is_mla(c) || c->moe_router_bias || c->mtp_layers) /* issue 36: DeepSeek-V2/V3 */
+        return mk_error_set("multi-latent attention, the router's expert bias and multi-token prediction (DeepSeek's) "
+                            "are for merak sim and merak plan: the executor has none of them");
     if (c->qk_norm) /* issue 36: Qwen3's q_norm, k_norm */
         return mk_error_set("--qk-layernorm (Qwen3's q/k norms) is for merak sim and merak plan: the executor's "
                             "blocks have no q/k norm");

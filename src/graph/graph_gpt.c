@@ -17,7 +17,8 @@ typedef struct {
     mk_graph_t *g;
     int block;
     int err;
-    int mla; /* the ops emitted carry the model's MLA dims */
+    int mla;         /* the ops emitted carry the model's MLA dims */
+    int shared_head; /* an LM head emitted is the model's (tied to it: no weights of its own) */
 } mk_builder_t;
 
 /* Append an op; returns its index (or -1 after the first error). */
@@ -36,7 +37,7 @@ static int emit_op(mk_builder_t *b, mk_opkind_t kind, const char *name, int in0,
     o.width = width;
     o.block = b->block;
     o.bias = bias;
-    o.tied = !b->g->cfg.untied;
+    o.tied = !b->g->cfg.untied || b->shared_head;
     o.causal = b->g->cfg.family != MK_FAMILY_BERT;
     o.heads = b->g->cfg.heads;
     o.kv_heads = b->g->cfg.kv_heads;
@@ -173,6 +174,35 @@ static int embeddings(mk_builder_t *b, int bert)
     return dropout(b, "embed_drop", x);
 }
 
+/* Multi-token prediction (DeepSeek-V3 sec. 2.2; Megatron-Core's
+ * MultiTokenPredictionLayer), depth d on hidden state h of the one before:
+ * the tokens embedded again (the model's table), both normalised, the
+ * 2h -> h projection (eh_proj, as its two h -> h halves and their sum:
+ * the same weights and FLOPs), one more block, a norm, the model's head
+ * and a loss.  Its ops belong to no block (the last stage's, as Megatron
+ * places them), named after block L + d. */
+static void mtp(mk_builder_t *b, int h)
+{
+    const mk_model_config_t *c = &b->g->cfg;
+    for (int d = 0; d < c->mtp_layers && !b->err; d++) {
+        int first = b->g->n_ops;
+        b->block = c->num_layers + d; /* its block is MoE or dense as block L + d would be */
+        int e = emit(b, MK_OPK_EMBEDDING, "mtp_embed", MK_GRAPH_INPUT, 0, c->hidden);
+        if (!b->err) b->g->ops[e].params = 0; /* the model's embedding table */
+        int pe = emit_op(b, MK_OPK_LINEAR, "mtp_proj_e", norm(b, "mtp_enorm", e), 0, c->hidden, 0);
+        int ph = emit_op(b, MK_OPK_LINEAR, "mtp_proj_h", norm(b, "mtp_hnorm", h), 0, c->hidden, 0);
+        int x = emit(b, MK_OPK_ADD, "mtp_join", pe, ph, 0);
+        x = emit(b, MK_OPK_ADD, "add1", x, attention(b, norm(b, "ln1", x)), 0);
+        h = x = emit(b, MK_OPK_ADD, "add2", x, mlp(b, norm(b, "ln2", x)), 0);
+        b->shared_head = 1;
+        x = emit_op(b, MK_OPK_LM_HEAD, "mtp_head", norm(b, "mtp_norm", x), 0, 0, 0);
+        b->shared_head = 0;
+        emit(b, MK_OPK_LOSS, "mtp_loss", x, 0, 0);
+        for (int i = first; !b->err && i < b->g->n_ops; i++) b->g->ops[i].block = -1;
+    }
+    b->block = -1;
+}
+
 static void build_gpt(mk_builder_t *b)
 {
     const mk_model_config_t *c = &b->g->cfg;
@@ -186,9 +216,11 @@ static void build_gpt(mk_builder_t *b)
         x = emit(b, MK_OPK_ADD, "add2", x, m, 0);
     }
     b->block = -1;
+    int h = x;
     x = norm(b, "ln_f", x);
     x = emit_op(b, MK_OPK_LM_HEAD, "lm_head", x, 0, 0, 0);
     emit(b, MK_OPK_LOSS, "loss", x, 0, 0);
+    mtp(b, h);
 }
 
 static void build_bert(mk_builder_t *b)
@@ -216,7 +248,7 @@ mk_graph_t *mk_graph_build(const mk_model_config_t *cfg, const mk_graph_opts_t *
     if (opts->mbs < 1) return mk_error_set("micro-batch size must be >= 1"), NULL;
     if (cfg->family == MK_FAMILY_CUSTOM) return mk_graph_load_json(cfg, opts);
     if (mk_model_validate(cfg) < 0) return NULL;
-    mk_builder_t b = {mk_graph_new(cfg, opts), -1, 0, 0};
+    mk_builder_t b = {mk_graph_new(cfg, opts), -1, 0, 0, 0};
     if (!b.g) return mk_error_set("out of memory"), NULL;
     if (cfg->family == MK_FAMILY_LLAMA || cfg->no_dropout) b.g->opts.dropout = 0; /* Llama trains without dropout */
     if (cfg->family == MK_FAMILY_BERT) build_bert(&b);

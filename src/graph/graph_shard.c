@@ -128,7 +128,11 @@ static int *find_cuts(const mk_graph_t *g, int *ncuts)
     /* Activation p is live after op i for i in [first, last_use[p]),
      * first = p (0 for the graph input and broadcast-only ops): counted
      * with a difference array, so the scan is linear in the ops. */
+    /* Token ids (no input_width) are broadcast as the labels are, so a
+     * second embedding of them (multi-token prediction's) keeps nothing
+     * live; a graph input of features is an activation. */
     for (int p = 0; p <= n; p++) {
+        if (p == n && !g->input_width) continue;
         int first = p == n || g->ops[p].n_in == 0 ? 0 : p;
         if (last_use[p] > first) delta[first]++, delta[last_use[p]]--;
     }
@@ -152,7 +156,9 @@ static void layer_name(const mk_graph_t *g, mk_layer_t *L)
         has[g->ops[i].kind] = 1;
         if (block < 0 && is_anchor(g->ops[i].kind)) block = g->ops[i].block;
     }
-    const char *kind = has[MK_OPK_EMBEDDING] ? "embedding"
+    /* multi-token prediction's embedding joins projections: their weights are read backward (zero.c) */
+    const char *kind = has[MK_OPK_EMBEDDING] && has[MK_OPK_LINEAR] ? "mtp"
+                       : has[MK_OPK_EMBEDDING] ? "embedding"
                        : has[MK_OPK_LOSS] || has[MK_OPK_LM_HEAD] ? "head"
                        : has[MK_OPK_ATTENTION] ? "attention"
                        : has[MK_OPK_MOE] ? "moe"

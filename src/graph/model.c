@@ -175,6 +175,7 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->group_query_attention = ov->kv_heads = ov->kv_channels = -1;
     ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = ov->qk_norm = ov->window = -1;
     ov->mla = ov->q_lora_rank = ov->kv_lora_rank = ov->qk_head_dim = ov->qk_pos_emb_head_dim = ov->v_head_dim = -1;
+    ov->mtp_layers = -1;
     ov->attention_dropout = ov->hidden_dropout = -1;
     ov->rope_theta = ov->norm_eps = ov->rope_scaling_factor = -1;
     ov->use_rope_scaling = -1;
@@ -341,6 +342,8 @@ static int validate(names_t *n, const mk_model_config_t *c)
     for (int i = 0; i < 6; i++)
         if (check_size(n, sizes[i], vals[i], max[i]) < 0) return -1;
     if (validate_heads(n, c) < 0 || validate_arch(n, c) < 0 || validate_mla(c) < 0) return -1;
+    if (c->mtp_layers < 0 || c->mtp_layers > MK_MAX_MTP_LAYERS || (c->mtp_layers && c->family == MK_FAMILY_BERT))
+        return mk_error_set("--mtp-num-layers %d: a decoder's 0 to %d", c->mtp_layers, MK_MAX_MTP_LAYERS);
     return validate_moe(n, c);
 }
 
@@ -421,6 +424,7 @@ static int apply_arch(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->qkv_bias >= 0) c->qkv_bias = ov->qkv_bias;
     if (ov->qk_norm >= 0) c->qk_norm = ov->qk_norm;
     if (ov->window >= 0) c->window = ov->window;
+    if (ov->mtp_layers >= 0) c->mtp_layers = ov->mtp_layers;
     if (apply_mla(ov, c) < 0) return -1;
     if (ov->attention_dropout >= 0 || ov->hidden_dropout >= 0) { /* Megatron's default for one not given: 0.1 */
         double at = ov->attention_dropout >= 0 ? ov->attention_dropout : 0.1;
@@ -448,6 +452,7 @@ static int arch_given(const mk_model_overrides_t *ov)
            ov->qk_norm >= 0 || ov->window >= 0 || ov->rope_theta >= 0 || ov->norm_eps >= 0 ||
            ov->use_rope_scaling >= 0 || ov->rope_scaling_factor >= 0 || ov->mla >= 0 || ov->q_lora_rank >= 0 ||
            ov->kv_lora_rank >= 0 || ov->qk_head_dim >= 0 || ov->qk_pos_emb_head_dim >= 0 || ov->v_head_dim >= 0 ||
+           ov->mtp_layers >= 0 ||
            ov->attention_dropout >= 0 || ov->hidden_dropout >= 0;
 }
 

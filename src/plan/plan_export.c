@@ -83,6 +83,7 @@ static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
     if (m->moe_shared_ffn) put(b, " --moe-shared-expert-intermediate-size %d", m->moe_shared_ffn);
     if (m->moe_shared_gate) put(b, " --moe-shared-expert-gate");
     if (m->moe_router_bias) put(b, " --moe-router-enable-expert-bias");
+    if (m->mtp_layers) put(b, " --mtp-num-layers %d", m->mtp_layers);
     if (m->moe_pre_softmax) put(b, " --moe-router-pre-softmax");
     if (m->moe_first_dense) put(b, " --moe-layer-freq '([0]*%d+[1]*%d)'", m->moe_first_dense, m->num_layers - m->moe_first_dense);
     else if (m->moe_layer_freq != 1) put(b, " --moe-layer-freq %d", m->moe_layer_freq);
@@ -139,7 +140,7 @@ static const char *titan_flavor(const mk_model_config_t *m)
     static const struct { const char *name; int layers, hidden, heads, kv, ffn; } f[] = {
         {"8B", 32, 4096, 32, 8, 14336}, {"70B", 80, 8192, 64, 8, 28672}, {"405B", 126, 16384, 128, 8, 53248}};
     if (m->family != MK_FAMILY_LLAMA || m->vocab != 128256 || m->num_experts || m->untied != 1 || m->qkv_bias ||
-        m->kv_channels || m->window || m->qk_norm || m->kv_lora_rank)
+        m->kv_channels || m->window || m->qk_norm || m->kv_lora_rank || m->mtp_layers)
         return NULL;
     for (size_t i = 0; i < sizeof f / sizeof *f; i++)
         if (m->num_layers == f[i].layers && m->hidden == f[i].hidden && m->heads == f[i].heads &&
@@ -226,8 +227,9 @@ static const char *ds_cannot(const mk_plan_t *p)
     const mk_model_config_t *m = &p->model;
     if (m->family != MK_FAMILY_GPT && m->family != MK_FAMILY_LLAMA) return "a model other than GPT or Llama";
     if (m->num_experts) return "mixture-of-experts (DeepSpeed-MoE's expert groups are not mapped)";
-    if (m->kv_lora_rank || m->window || m->qk_norm || m->kv_channels)
-        return "multi-latent attention, a sliding window, q/k norms or --kv-channels (not in Megatron-DeepSpeed)";
+    if (m->kv_lora_rank || m->window || m->qk_norm || m->kv_channels || m->mtp_layers)
+        return "multi-latent attention, a sliding window, q/k norms, --kv-channels or multi-token prediction (not in "
+               "Megatron-DeepSpeed)";
     if (p->pp > 1 && p->schedule != MK_SCHED_1F1B) return "a pipeline schedule other than 1f1b";
     if (p->pp > 1 && p->zero > 1) return "ZeRO-2/3 with pipeline parallelism";
     if (p->zero_shard) return "a hybrid ZeRO group";
