@@ -107,6 +107,7 @@ typedef struct mk_model_overrides {
     /* --multi-latent-attention (1) and its dims (Megatron's defaults: no q latent, kv 32, 128, 64, 128) */
     int mla, q_lora_rank, kv_lora_rank, qk_head_dim, qk_pos_emb_head_dim, v_head_dim;
     int mtp_layers;     /* --mtp-num-layers */
+    int max_pos;        /* --max-position-embeddings: at least the sequence; a learned table has seq rows */
     double rope_theta, norm_eps;
     int use_rope_scaling;        /* Megatron's --use-rope-scaling: Llama 3.1's, low 1, high 4, original 8192 */
     double rope_scaling_factor;  /* --rope-scaling-factor (Megatron's default 8) */

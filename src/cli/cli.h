@@ -66,7 +66,6 @@ typedef struct mk_args {
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
     int log_interval;              /* merak run: a step line every N steps (0: not given, every step) */
     int quiet;                     /* merak run --quiet: no step or file lines on stderr */
-    int max_pos;                   /* --max-position-embeddings (0: not given; must cover --seq-length) */
     const char *recompute_method;  /* --recompute-method uniform (checked; merak's full recompute) */
     int layout_given;              /* any layout/model flag was given (for --plan checks) */
     int npos;                      /* positional arguments after the options */

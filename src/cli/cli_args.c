@@ -423,7 +423,7 @@ static int *int_slot(mk_args_t *a, int id)
     case O_EVAL_BATCHES: return &a->eval_batches;
     case O_SAVE_INTERVAL: return &a->save_interval;
     case O_LOG_INTERVAL: return &a->log_interval;
-    case O_MAX_POS: return &a->max_pos;
+    case O_MAX_POS: return &a->ov.max_pos;
     }
     return NULL;
 }
@@ -654,26 +654,11 @@ int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const ch
     return 0;
 }
 
-/* Megatron-LM's --max-position-embeddings: at least the sequence (its own
- * rule); a learned position table has exactly --seq-length rows here, so a
- * larger one would be rows merak does not model. */
-static int check_max_pos(const mk_args_t *a, const mk_model_config_t *cfg)
-{
-    if (!a->max_pos) return 0;
-    if (a->max_pos < cfg->seq)
-        return mk_cli_fail(a->cmd, "--max-position-embeddings %d is below the sequence length %d", a->max_pos,
-                           cfg->seq), -1;
-    if (a->max_pos > cfg->seq && cfg->pos == MK_POS_LEARNED)
-        return mk_cli_fail(a->cmd, "--max-position-embeddings %d: merak's learned position table has "
-                           "--seq-length rows (%d); give %d", a->max_pos, cfg->seq, cfg->seq), -1;
-    return 0;
-}
-
 int mk_args_model(const mk_args_t *a, const char *deflt, mk_model_config_t *cfg)
 {
     if (mk_model_resolve(a->model ? a->model : deflt, &a->ov, cfg) < 0) {
         mk_cli_fail(a->cmd, "%s", mk_error_last());
         return -1;
     }
-    return check_max_pos(a, cfg);
+    return 0;
 }

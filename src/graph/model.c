@@ -175,7 +175,7 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->group_query_attention = ov->kv_heads = ov->kv_channels = -1;
     ov->norm = ov->swiglu = ov->pos = ov->untied = ov->bias = ov->qkv_bias = ov->qk_norm = ov->window = -1;
     ov->mla = ov->q_lora_rank = ov->kv_lora_rank = ov->qk_head_dim = ov->qk_pos_emb_head_dim = ov->v_head_dim = -1;
-    ov->mtp_layers = -1;
+    ov->mtp_layers = ov->max_pos = -1;
     ov->attention_dropout = ov->hidden_dropout = -1;
     ov->rope_theta = ov->norm_eps = ov->rope_scaling_factor = -1;
     ov->use_rope_scaling = -1;
@@ -512,7 +512,29 @@ static int resolve_hf(const char *model, const mk_model_overrides_t *ov, mk_mode
     return mk_model_validate(cfg);
 }
 
+/* Megatron-LM's --max-position-embeddings: at least the sequence (its own
+ * rule); a learned position table has exactly seq rows here, so a larger
+ * one would be rows merak does not model. */
+static int check_max_pos(const mk_model_overrides_t *ov, const mk_model_config_t *c)
+{
+    if (ov->max_pos <= 0) return 0;
+    if (ov->max_pos < c->seq)
+        return mk_error_set("--max-position-embeddings %d is below the sequence length %d", ov->max_pos, c->seq);
+    if (ov->max_pos > c->seq && c->pos == MK_POS_LEARNED)
+        return mk_error_set("--max-position-embeddings %d: merak's learned position table has --seq-length rows "
+                            "(%d); give %d", ov->max_pos, c->seq, c->seq);
+    return 0;
+}
+
+static int resolve(const char *model, const mk_model_overrides_t *ov, mk_model_config_t *cfg);
+
 int mk_model_resolve(const char *model, const mk_model_overrides_t *ov, mk_model_config_t *cfg)
+{
+    return resolve(model, ov, cfg) < 0 ? -1 : check_max_pos(ov, cfg);
+}
+
+/* The model (preset, HF config or JSON description) with the flags on it, validated. */
+static int resolve(const char *model, const mk_model_overrides_t *ov, mk_model_config_t *cfg)
 {
     /* a preset's name is the preset, whatever a directory of that name holds */
     if (!mk_model_preset_about(model)[0] && mk_model_hf_is(model)) return resolve_hf(model, ov, cfg);
