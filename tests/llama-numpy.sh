@@ -96,6 +96,22 @@ if "$PY" "$REF" "$tmpdir/nowindow.st" "$D" --gbs 8 --batch 10 --want "$(first_lo
   echo "FAIL: attention over the whole prefix still gives the windowed executor's loss: $(cat "$tmpdir/o")"; fails=$((fails + 1))
 else echo "ok: unwindowed attention misses the windowed run: $(tail -1 "$tmpdir/o")"; fi
 
+# Qwen2's q/k/v biases (issue 36: --add-qkv-bias), from its config: trained (the biases move from zero), the
+# checkpoint a qwen2 model whose biases the reference adds
+mkdir -p "$tmpdir/qwen2"
+cat >"$tmpdir/qwen2/config.json" <<'EOF'
+{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 4, "num_attention_heads": 4,
+ "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64, "rms_norm_eps": 1e-06,
+ "rope_theta": 1000000.0, "tie_word_embeddings": false, "hidden_act": "silu", "use_sliding_window": false}
+EOF
+ref_case qwen2 --model "$tmpdir/qwen2"
+check "qwen2: its q/k/v biases trained, a qwen2 config" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"])
+b = t["model.layers.0.self_attn.k_proj.bias"]
+assert c["model_type"] == "qwen2" and b[0] == [32] and max(abs(v) for v in b[1]) > 1e-4, (c, b[0])' \
+  "$top_srcdir/tests" "$tmpdir/qwen2.st"
+
 # the rebuild can fail: the same tensors under a config with another rotary base
 cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read
 print(st_read.read(sys.argv[2])[0]["config"])' "$top_srcdir/tests" "$tmpdir/untied.st")

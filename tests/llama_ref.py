@@ -22,7 +22,7 @@ import st_read  # noqa: E402  (the standard-library reader; verifies checksums)
 def load(path):
     meta, tensors = st_read.read(path)
     cfg = json.loads(meta["config"])
-    assert cfg["model_type"] in ("llama", "mistral"), cfg["model_type"]
+    assert cfg["model_type"] in ("llama", "mistral", "qwen2"), cfg["model_type"]
     w = {k: np.array(v, dtype=np.float64).reshape(s) for k, (s, v) in tensors.items() if not k.startswith("optim.")}
     return cfg, w
 
@@ -80,9 +80,13 @@ def attention(x, w, p, cfg, cos, sin):
     B, T, C = x.shape
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     d = head_dim(cfg)
-    q = (x @ w[p + "q_proj.weight"].T).reshape(B, T, H, d).transpose(0, 2, 1, 3)
-    k = (x @ w[p + "k_proj.weight"].T).reshape(B, T, KV, d).transpose(0, 2, 1, 3)
-    v = (x @ w[p + "v_proj.weight"].T).reshape(B, T, KV, d).transpose(0, 2, 1, 3)
+    def proj(n):  # Qwen2Attention: q/k/v projections with biases
+        y = x @ w[p + n + "_proj.weight"].T
+        return y + w[p + n + "_proj.bias"] if p + n + "_proj.bias" in w else y
+    assert (p + "q_proj.bias" in w) == (cfg["model_type"] == "qwen2"), cfg["model_type"]
+    q = proj("q").reshape(B, T, H, d).transpose(0, 2, 1, 3)
+    k = proj("k").reshape(B, T, KV, d).transpose(0, 2, 1, 3)
+    v = proj("v").reshape(B, T, KV, d).transpose(0, 2, 1, 3)
     q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)  # repeat_kv
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)

@@ -4,7 +4,7 @@
 # gradients (per tensor, 1e-5) under the layouts, schedules, TP overlap and
 # ZeRO-1 the GPT is held to (a tied Llama head is covered by tests/test_gpt's
 # finite differences only); and with --kv-channels 24 under TP, PP and CP,
-# and a sliding window under DP, TP and PP.
+# Qwen2's q/k/v biases under TP and PP, and a sliding window under DP, TP and PP.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 RUN_COMMON="$RUN_COMMON --model llama-tiny"
@@ -26,6 +26,10 @@ RUN_COMMON="$base --kv-channels 24"
 make_reference
 equiv 1 2 2 --recompute full
 EQUIV_CP=2 equiv 1 1 1 --recompute none
+# Qwen2's q/k/v biases (--add-qkv-bias): split over TP with their weights' rows
+RUN_COMMON="$base --add-qkv-bias"
+make_reference
+equiv 1 2 2 --recompute full --tp-overlap 1
 # Mistral's sliding window (Megatron's --window-size 15,0: 16 keys a query)
 RUN_COMMON="$base --window-size 15,0"
 make_reference

@@ -90,7 +90,7 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
                        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
                        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
                        "\"rope_theta\":%s,\"tie_word_embeddings\":%s",
-                       moe ? "mixtral" : c->window ? "mistral" : "llama", c->num_layers,
+                       moe ? "mixtral" : c->window ? "mistral" : c->qkv_bias ? "qwen2" : "llama", c->num_layers,
                        c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
                        c->untied ? "false" : "true");
         if (c->kv_channels) len += snprintf(buf + len, n - len, ",\"head_dim\":%d", c->kv_channels);

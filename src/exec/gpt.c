@@ -104,17 +104,24 @@ static void build_llama_tensors(mk_gpt_t *g)
     int C = g->C, F = g->F, Q = g->NH * g->hs, K = g->KV * g->hs;
     float s = 0.02f;
     tdesc_t emb[] = {{"model.embed_tokens.weight", g->Vp, C, 0, 1, s}};
+    /* Qwen2's q/k/v biases (zeros, as its _init_weights), after v: a rank's three slices lie next to each
+       other, one stacked bias for its stacked q|k|v (gpt_layers.c tix) */
     tdesc_t attn[] = {{"model.layers.%d.input_layernorm.weight", 1, C, -1, 1, -1},
                       {"model.layers.%d.self_attn.q_proj.weight", Q, C, 0, 1, s},
                       {"model.layers.%d.self_attn.k_proj.weight", K, C, 0, 1, s},
                       {"model.layers.%d.self_attn.v_proj.weight", K, C, 0, 1, s},
+                      {"model.layers.%d.self_attn.q_proj.bias", 1, Q, 1, 1, 0},
+                      {"model.layers.%d.self_attn.k_proj.bias", 1, K, 1, 1, 0},
+                      {"model.layers.%d.self_attn.v_proj.bias", 1, K, 1, 1, 0},
                       {"model.layers.%d.self_attn.o_proj.weight", C, Q, 1, 1, s}};
+    if (!g->cfg.qkv_bias) attn[4] = attn[7]; /* no biases: o follows v */
     tdesc_t mlp[] = {{"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1},
                      {"model.layers.%d.mlp.gate_proj.weight", F, C, 0, 1, s},
                      {"model.layers.%d.mlp.up_proj.weight", F, C, 0, 1, s},
                      {"model.layers.%d.mlp.down_proj.weight", C, F, 1, 1, s}};
     tdesc_t head[] = {{"model.norm.weight", 1, C, -1, 1, -1}, {"lm_head.weight", g->Vp, C, 0, 1, s}};
-    tlist_t d = {emb, attn, mlp, head, NULL, 1, 5, 4, g->cfg.untied ? 2 : 1, 0, 2 + (g->Fs ? 3 : 0)};
+    tlist_t d = {emb, attn, mlp, head, NULL, 1, g->cfg.qkv_bias ? 8 : 5, 4, g->cfg.untied ? 2 : 1, 0,
+                 2 + (g->Fs ? 3 : 0)};
     char (*names)[64] = NULL;
     tdesc_t *moe = g->E ? moe_tensors(g, &names, &d.nmoe) : NULL;
     d.moe = moe;
@@ -200,9 +207,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
                                 "executor windows Llama-family (Mistral) blocks");
         return 0;
     }
-    if (c->qkv_bias && !c->bias) /* issue 36: Qwen2's; the executor's Llama block has no bias to add it to */
-        return mk_error_set("--add-qkv-bias (Qwen2's q/k/v biases) is for merak sim and merak plan: the executor's "
-                            "Llama block has no biases");
+    if (c->qkv_bias && !c->bias && (mk_model_is_moe(c) || c->window)) /* Qwen2-MoE's tensors are not Mixtral's */
+        return mk_error_set("--add-qkv-bias with experts or a sliding window (Qwen2-MoE, Qwen2's windowed layers) is "
+                            "for merak sim and merak plan: the executor trains Qwen2's dense blocks");
     if (c->norm == MK_NORM_RMSNORM && c->swiglu && c->pos == MK_POS_ROPE && !c->bias) return 1;
     return mk_error_set("the executor runs GPT blocks (LayerNorm, GELU, learned positions, biases, tied head, "
                         "multi-head) or Llama blocks (RMSNorm, SwiGLU, rotary positions, no biases), "

@@ -26,14 +26,16 @@
 
 /* A block layer's parameters by role, in the GPT's build order (gpt.c):
  * 0 norm weight, 1 norm bias, 2 column-parallel weight, 3 its bias, 4
- * row-parallel weight, 5 its bias.  Llama has no biases (-1) and its q|k|v
- * and gate|up are consecutive tensors, used as one stacked weight. */
+ * row-parallel weight, 5 its bias.  Llama has no biases (-1) but Qwen2's
+ * q/k/v ones, and its q|k|v (and their biases) and gate|up are
+ * consecutive tensors, used as one stacked weight (bias). */
 static int tix(const mk_gpt_t *g, int l, int role)
 {
     if (!g->llama) return g->first[l] + role;
     switch (role) {
     case 0: return g->first[l];
     case 2: return g->first[l] + 1;
+    case 3: return g->cfg.qkv_bias && mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? g->first[l] + 4 : -1;
     case 4: return g->first[l + 1] - 1;
     default: return -1;
     }
