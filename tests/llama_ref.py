@@ -4,13 +4,18 @@ merak safetensors checkpoint and its __metadata__["config"] alone, and its
 mean cross-entropy on one global batch of a token file.
 
     llama_ref.py CKPT DATA --gbs B --batch K [--want LOSS --rtol R]
+                 [--reset-position-ids] [--reset-attention-mask]
 
 DATA is read as merak reads it (include/merak/data.h): a name ending in
 .bin, .u16 or .tok holds little-endian uint16 ids (an llm.c header,
 magic 20240520, is skipped), anything else one id per byte; training uses
 the first 90% of the ids; sequence j of global batch K is window
 (K*B + j) mod W of seq + 1 ids, W = (train ids - 1) // seq.  Prints the
-loss; with --want exits 1 unless |loss - want| <= rtol * want."""
+loss; with --want exits 1 unless |loss - want| <= rtol * want.
+DATA may be a Megatron-LM dataset prefix (DATA.idx + DATA.bin, read here
+from the format's own description); its documents then give Megatron's
+--reset-position-ids (positions restart at a document's first token) and
+--reset-attention-mask (a token attends only inside its document)."""
 import argparse, json, os, sys
 
 import numpy as np
@@ -27,10 +32,32 @@ def load(path):
     return cfg, w
 
 
+def megatron(prefix):
+    """ids and document start offsets of PREFIX.idx + PREFIX.bin (MMIDIDX v1)"""
+    idx = open(prefix + ".idx", "rb").read()
+    assert idx[:9] == b"MMIDIDX\x00\x00"
+    code = idx[17]
+    S, D = (int.from_bytes(idx[18 + 8 * i : 26 + 8 * i], "little") for i in range(2))
+    lens = np.frombuffer(idx, dtype="<i4", count=S, offset=34)
+    docs = np.frombuffer(idx, dtype="<i8", count=D, offset=34 + 12 * S)
+    dt = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 8: "<u2"}[code]
+    ids = np.fromfile(prefix + ".bin", dtype=dt).astype(np.int64)
+    seq_start = np.concatenate([[0], np.cumsum(lens.astype(np.int64))])
+    return ids, sorted(set(int(seq_start[j]) for j in docs[:-1]))
+
+
 def tokens(path, seq, gbs, k):
-    with open(path, "rb") as f:
-        raw = f.read()
-    if path.endswith((".bin", ".u16", ".tok")):
+    """(B, seq + 1) ids of global batch k, and (B, seq) 1 where an input token starts a document"""
+    starts = None
+    if os.path.exists(path + ".idx"):
+        ids, starts = megatron(path)
+        raw = None
+    else:
+        with open(path, "rb") as f:
+            raw = f.read()
+    if raw is None:
+        pass
+    elif path.endswith((".bin", ".u16", ".tok")):
         if len(raw) >= 1024 and int.from_bytes(raw[:4], "little") == 20240520:
             raw = raw[1024:]
         ids = np.frombuffer(raw, dtype="<u2").astype(np.int64)
@@ -38,8 +65,14 @@ def tokens(path, seq, gbs, k):
         ids = np.frombuffer(raw, dtype=np.uint8).astype(np.int64)
     train = ids[: len(ids) - len(ids) // 10]
     windows = (len(train) - 1) // seq
-    rows = [train[w * seq : w * seq + seq + 1] for w in ((k * gbs + j) % windows for j in range(gbs))]
-    return np.stack(rows)  # (B, seq + 1)
+    at = [w * seq for w in ((k * gbs + j) % windows for j in range(gbs))]
+    first = np.zeros((gbs, seq), dtype=bool)
+    first[:, 0] = True
+    for j, o in enumerate(at):
+        for s in starts or []:
+            if o < s < o + seq:
+                first[j, s - o] = True
+    return np.stack([train[o : o + seq + 1] for o in at]), first  # (B, seq + 1), (B, seq)
 
 
 def rms_norm(x, w, eps):
@@ -76,7 +109,7 @@ def head_dim(cfg):
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
-def attention(x, w, p, cfg, cos, sin):
+def attention(x, w, p, cfg, cos, sin, same_doc):
     B, T, C = x.shape
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     d = head_dim(cfg)
@@ -90,7 +123,7 @@ def attention(x, w, p, cfg, cos, sin):
     q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)  # repeat_kv
     s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
-    keep = np.tril(np.ones((T, T), dtype=bool))
+    keep = np.tril(np.ones((T, T), dtype=bool)) & same_doc
     if cfg.get("sliding_window"):  # transformers' sliding_window_overlay: key > query - window
         keep &= np.triu(np.ones((T, T), dtype=bool), -(cfg["sliding_window"] - 1))
     s = np.where(keep, s, -np.inf)
@@ -103,14 +136,23 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
-def loss(cfg, w, batch):
+def loss(cfg, w, batch, first, reset_pos=False, reset_mask=False):
+    """Megatron's get_ltor_masks_and_position_ids on document starts: positions count from each document's
+    first token (reset_pos); a query sees keys of its own document only (reset_mask)"""
     inp, tgt = batch[:, :-1], batch[:, 1:]
     eps = cfg["rms_norm_eps"]
-    cos, sin = rope(inp.shape[1], head_dim(cfg), cfg["rope_theta"], cfg.get("rope_scaling"))
+    B, T = inp.shape
+    doc = np.cumsum(first, axis=1)  # a document's number within its sequence
+    start = np.array([[np.flatnonzero(first[b, : t + 1])[-1] for t in range(T)] for b in range(B)])
+    pos = np.arange(T)[None, :] - start if reset_pos else np.broadcast_to(np.arange(T), (B, T))
+    same_doc = (doc[:, :, None] == doc[:, None, :])[:, None] if reset_mask else np.ones((T, T), dtype=bool)
+    cos, sin = rope(T, head_dim(cfg), cfg["rope_theta"], cfg.get("rope_scaling"))
+    cos, sin = cos[pos][:, None], sin[pos][:, None]  # (B, 1, T, d): each token's own position
     x = w["model.embed_tokens.weight"][inp]
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
-        x = x + attention(rms_norm(x, w[p + "input_layernorm.weight"], eps), w, p + "self_attn.", cfg, cos, sin)
+        x = x + attention(rms_norm(x, w[p + "input_layernorm.weight"], eps), w, p + "self_attn.", cfg, cos, sin,
+                          same_doc)
         h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
         m = silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
         x = x + m @ w[p + "mlp.down_proj.weight"].T
@@ -132,9 +174,12 @@ def main():
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("--want", type=float)
     ap.add_argument("--rtol", type=float, default=1e-5)
+    ap.add_argument("--reset-position-ids", action="store_true")
+    ap.add_argument("--reset-attention-mask", action="store_true")
     a = ap.parse_args()
     cfg, w = load(a.ckpt)
-    got = loss(cfg, w, tokens(a.data, cfg["max_position_embeddings"], a.gbs, a.batch))
+    batch, first = tokens(a.data, cfg["max_position_embeddings"], a.gbs, a.batch)
+    got = loss(cfg, w, batch, first, a.reset_position_ids, a.reset_attention_mask)
     print("%.9f" % got)
     if a.want is not None and not abs(got - a.want) <= a.rtol * abs(a.want):
         sys.exit("loss %.9f, the executor's %.9f (rtol %g)" % (got, a.want, a.rtol))

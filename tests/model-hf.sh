@@ -151,6 +151,9 @@ import json, sys
 m = json.load(open(sys.argv[1]))["model"]
 assert m["rope_scaling_factor"] == 8 and m["rope_scaling_original_max_position_embeddings"] == 8192, m' "$tmpdir/p.json"
 expect_ok "the plan replays" "$MERAK" sim --plan "$tmpdir/p.json"
+# a llama-like config is the Llama family (no dropout ops), so torchtitan's llama3 flavor exports it
+"$MERAK" plan --model "$d/llama-3-8b" --cluster dgx-h100 --gpus 16 --gbs 64 --export torchtitan >"$tmpdir/tt.toml" 2>/dev/null
+check "llama-3-8b's config exports as torchtitan's llama3 8B" grep -q '^flavor = "8B"' "$tmpdir/tt.toml"
 # Megatron's --use-rope-scaling is Llama 3.1's (factor 8, low 1, high 4, original 8192): the same model as the config
 "$MERAK" model --model "$d/llama-3.1-8b" --json >"$tmpdir/r1.json" 2>&1
 "$MERAK" model --model llama-3-8b --use-rope-scaling --seq-length 2048 --json >"$tmpdir/r2.json" 2>&1

@@ -21,4 +21,10 @@ for layout in "8 1 1" "4 2 1" "4 1 2" "2 4 1" "2 2 2" "2 1 4" "1 4 2" "1 2 4"; d
   # shellcheck disable=SC2086
   equiv $layout --schedule merak
 done
+# GPT's learned positions per document (Megatron's --reset-position-ids, --reset-attention-mask on a Megatron
+# dataset's documents): wpe rows restart at each document, forward and backward
+"${PYTHON:-python3}" "$top_srcdir/tests/megatron_write.py" "$tmpdir/docs" 3 400 5 40
+RUN_COMMON="$RUN_COMMON --data-path $tmpdir/docs --reset-position-ids --reset-attention-mask"
+make_reference
+equiv 1 2 2 --schedule 1f1b
 finish

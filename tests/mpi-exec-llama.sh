@@ -4,7 +4,8 @@
 # gradients (per tensor, 1e-5) under the layouts, schedules, TP overlap and
 # ZeRO-1 the GPT is held to (a tied Llama head is covered by tests/test_gpt's
 # finite differences only); and with --kv-channels 24 under TP, PP and CP,
-# Qwen2's q/k/v biases under TP and PP, and a sliding window under DP, TP and PP.
+# Qwen2's q/k/v biases under TP and PP, a sliding window and documents
+# (--reset-position-ids --reset-attention-mask) under DP, TP and PP.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 RUN_COMMON="$RUN_COMMON --model llama-tiny"
@@ -34,4 +35,9 @@ equiv 1 2 2 --recompute full --tp-overlap 1
 RUN_COMMON="$base --window-size 15,0"
 make_reference
 equiv 2 2 2 --recompute full --schedule zb-h1
+# Megatron's --reset-position-ids / --reset-attention-mask on a Megatron dataset's documents
+"${PYTHON:-python3}" "$top_srcdir/tests/megatron_write.py" "$tmpdir/docs" 3 400 5 40
+RUN_COMMON="$base --data-path $tmpdir/docs --reset-position-ids --reset-attention-mask"
+make_reference
+equiv 2 2 2 --recompute full --tp-overlap 1
 finish

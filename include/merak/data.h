@@ -48,6 +48,16 @@ const char *mk_data_format(const mk_data_t *d); /* "bytes", "uint16", "llm.c", "
 void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
                    int32_t *out);
 
+/* 1 when the data knows its documents: a Megatron-LM dataset, or a blend
+ * of nothing else (each document of the index a run of tokens). */
+int mk_data_has_docs(const mk_data_t *d);
+/* For the sequences mk_data_batch serves: start[j*seq + t] = 1 where
+ * input token t of sequence j begins a document (t = 0 always), else 0
+ * (Megatron's --reset-position-ids / --reset-attention-mask, which reset
+ * after each document's end-of-document token). */
+void mk_data_batch_docs(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
+                        unsigned char *start);
+
 #ifdef __cplusplus
 }
 #endif

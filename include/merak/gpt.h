@@ -104,6 +104,12 @@ typedef struct mk_gpt_run {
     void (*tp_poll)(void *ctx);
     int next_local;
     struct { int h, r0, n; float *out; const float *in; } defer; /* h < 0: none */
+    /* Megatron's --reset-position-ids / --reset-attention-mask: docs[n] = 1
+       where token row n of the micro-batch starts a document (the caller
+       sets it before each layer; NULL: none); positions restart there
+       (RoPE, learned positions) and attention stays inside a document. */
+    const unsigned char *docs;
+    int reset_pos, reset_mask;
     /* Context parallelism (g->cp > 1, src/exec/exec_cp.c): the attention
        core on B local sequences as a ring over the CP group; the forward
        writes out (B,T,nh*hs) and lse (B,nh,T) (in the probabilities' place),

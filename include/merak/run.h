@@ -52,6 +52,8 @@ typedef struct mk_exec_opts {
                                      load may be a Hugging Face model directory */
     const char *save_hf;          /* also write the weights at the end as a Hugging Face model directory */
     int64_t hf_max_shard_bytes;   /* its safetensors shards at most this big (max_shard_size; 0: 5 GB) */
+    int reset_position_ids;       /* Megatron's: positions restart at each document of the data */
+    int reset_attention_mask;     /* Megatron's: attention stays inside each document */
     int save_interval;            /* also save every N steps (0: at the end only) */
     int eval_interval;            /* validation loss every N steps and at the end (0: never) */
     int eval_batches;             /* global batches per validation (0: up to 8) */

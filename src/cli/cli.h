@@ -53,6 +53,7 @@ typedef struct mk_args {
     const char *schedules;         /* merak plan: the schedules searched (comma-separated names) */
     const char *save_hf;           /* merak run: the weights as a Hugging Face model directory */
     int64_t hf_max_shard;          /* its shards' size at most (--hf-max-shard-size; 0: 5 GB) */
+    int reset_pos, reset_mask;     /* --reset-position-ids, --reset-attention-mask */
     const char *export_to;         /* merak sim/plan --export: megatron (the plan as its launch command) */
     int recompute_num_layers;      /* Megatron-LM's --recompute-num-layers: 1 (uniform, every block) */
     int gpus, top;

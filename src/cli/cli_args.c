@@ -24,7 +24,8 @@ enum {
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
     O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
-    O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_HF_SHARD, O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
+    O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_HF_SHARD, O_RESET_POS, O_RESET_MASK,
+    O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
     O_BASELINE, O_SCHEDULES, O_EXPORT, O_RECOMPUTE_NUM_LAYERS, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
@@ -137,6 +138,8 @@ static const mk_flag_t mk_flags[] = {
     {"save", O_SAVE, MK_OPTG_RUN, S, 0, 0, 0},
     {"save-hf", O_SAVE_HF, MK_OPTG_RUN, S, 0, 0, 0},
     {"hf-max-shard-size", O_HF_SHARD, MK_OPTG_RUN, S, 0, 0, 0},
+    {"reset-position-ids", O_RESET_POS, MK_OPTG_RUN, N, 0, 0, 0},
+    {"reset-attention-mask", O_RESET_MASK, MK_OPTG_RUN, N, 0, 0, 0},
     {"load", O_LOAD, MK_OPTG_RUN, S, 0, 0, 0},
     {"lr", O_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
     {"min-lr", O_MIN_LR, MK_OPTG_RUN, R, 0, 0, MK_MAX_LR},
@@ -518,6 +521,8 @@ static int arch_store(mk_args_t *a, int id, const char *v)
     case O_NO_BIAS: a->ov.bias = 0; return 0;
     case O_QKV_BIAS: a->ov.qkv_bias = 1; return 0;
     case O_QK_NORM: a->ov.qk_norm = 1; return 0;
+    case O_RESET_POS: a->reset_pos = 1; return 0;
+    case O_RESET_MASK: a->reset_mask = 1; return 0;
     case O_ROPE_SCALING: a->ov.use_rope_scaling = 1; return 0;
     case O_MLA: a->ov.mla = 1; return 0;
     case O_MOE_ROUTER_BIAS: a->ov.moe_router_bias = 1; return 0;

@@ -65,6 +65,8 @@ static const char *run_usage =
     "  --save-hf DIR    also write the weights at the end as a Hugging Face model directory\n"
     "                   (config.json, model.safetensors or its shards and index: F32)\n"
     "  --hf-max-shard-size SIZE   --save-hf's shards at most SIZE (5GB, 500MB, 2GiB; default 5GB)\n"
+    "  --reset-position-ids --reset-attention-mask   positions restart, and attention stays, inside each\n"
+    "                   document of a Megatron dataset (Megatron-LM's)\n"
     "  --load FILE      start from a checkpoint (any layout; checksums verified); --steps more\n"
     "                   steps follow; or a Hugging Face model directory (config.json and its\n"
     "                   safetensors, sharded or not, F32/BF16/F16: the weights, at step 0)\n"
@@ -222,6 +224,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     o->save = a->save;
     o->save_hf = a->save_hf;
     o->hf_max_shard_bytes = a->hf_max_shard;
+    o->reset_position_ids = a->reset_pos, o->reset_attention_mask = a->reset_mask;
     o->load = a->load;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
     o->save_interval = a->save_interval, o->lr_decay_steps = a->lr_decay_iters, o->eval_batches = a->eval_batches;

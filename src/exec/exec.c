@@ -139,6 +139,8 @@ static void make_whole(mk_exec_t *e, int64_t step)
         for (int mb = 0; mb < e->pipe.n_micro; mb++) {
             int first = (mk_exec_replica(e) * e->pipe.n_micro + mb) * o->ctx->plan.mbs;
             mk_data_batch(e->data, split, k, o->ctx->plan.gbs, first, o->ctx->plan.mbs, buf);
+            if (e->pipe.docs)
+                mk_data_batch_docs(e->data, split, k, o->ctx->plan.gbs, first, o->ctx->plan.mbs, e->pipe.docs[mb]);
             for (int b = 0; b < o->ctx->plan.mbs; b++)
                 for (int t = 0; t < T; t++) {
                     e->pipe.tokens[mb][b * T + t] = buf[b * (T + 1) + t];

@@ -50,6 +50,7 @@ typedef struct mk_exec_pipeline {
     mk_chunk_t *chunks;    /* [n_chunks] chunk v is virtual stage v * pp + pp_rank */
     int **tokens;          /* [n_micro] (n_tokens) token ids of this replica's micro-batches */
     int **targets;         /* [n_micro] (n_tokens) next-token targets */
+    unsigned char **docs;  /* [n_micro] (n_tokens) 1 where a document starts (--reset-*), or NULL */
     float *grad_a, *grad_b;/* (n_tokens, C) ping-pong of the gradient between a chunk's layers */
     mk_pending_t *sends;   /* [n_sends] SEND_ACT / SEND_GRAD in flight; cap_sends allocated */
     int n_sends, cap_sends;

@@ -75,6 +75,11 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
         e->pipe.tokens[mb] = calloc((size_t)o->ctx->plan.mbs * o->ctx->plan.model.seq, sizeof(int));
         e->pipe.targets[mb] = calloc((size_t)o->ctx->plan.mbs * o->ctx->plan.model.seq, sizeof(int));
     }
+    e->run.reset_pos = o->reset_position_ids, e->run.reset_mask = o->reset_attention_mask;
+    if ((o->reset_position_ids || o->reset_attention_mask) &&
+        (e->pipe.docs = calloc(e->pipe.n_micro, sizeof *e->pipe.docs)))
+        for (int mb = 0; mb < e->pipe.n_micro; mb++)
+            e->pipe.docs[mb] = calloc((size_t)o->ctx->plan.mbs * o->ctx->plan.model.seq, 1);
     e->dp.req = malloc(nl * sizeof *e->dp.req);
     for (int l = 0; l < nl; l++) e->dp.req[l] = MPI_REQUEST_NULL;
     e->dp.state = calloc(nl, sizeof *e->dp.state);
@@ -94,7 +99,8 @@ static void teardown(mk_exec_t *e)
     }
     free(e->pipe.chunks);
     for (int mb = 0; e->pipe.tokens && mb < e->pipe.n_micro; mb++) { free(e->pipe.tokens[mb]); free(e->pipe.targets[mb]); }
-    free(e->pipe.tokens); free(e->pipe.targets);
+    for (int mb = 0; e->pipe.docs && mb < e->pipe.n_micro; mb++) free(e->pipe.docs[mb]);
+    free(e->pipe.tokens); free(e->pipe.targets); free(e->pipe.docs);
     if (e->g) {
         mk_gpt_release(&e->run, e->g, e->pipe.grad_a, mk_exec_act_floats(e));
         mk_gpt_release(&e->run, e->g, e->pipe.grad_b, mk_exec_act_floats(e));
@@ -333,6 +339,15 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (rc == 0 && o->data) {
         e.data = mk_data_open(o->data, o->ctx->plan.model.vocab, o->ctx->plan.model.seq);
         if (all_ok(&e, e.data != NULL) < 0) rc = -1, res->fail_exit = 2;
+    }
+    if (rc == 0 && (o->reset_position_ids || o->reset_attention_mask)) { /* every rank decides alike */
+        int mem = e.pipe.docs != NULL;
+        for (int mb = 0; mem && mb < e.pipe.n_micro; mb++) mem = e.pipe.docs[mb] != NULL;
+        const char *why = !e.data || !mk_data_has_docs(e.data) ? "need a Megatron-LM dataset (--data-path PREFIX: "
+                                                                 "its documents)"
+                          : o->ctx->plan.cp > 1 ? "do not run under context parallelism"
+                          : !mem ? "are out of memory" : NULL;
+        if (why) mk_error_set("--reset-position-ids and --reset-attention-mask %s", why), rc = -1, res->fail_exit = 2;
     }
     /* --save-hf's layout (one file or shards) against what DIR holds, before training */
     if (rc == 0 && o->save_hf && all_ok(&e, e.comm.rank != 0 || mk_hf_layout_ok(&e, o->save_hf) == 0) < 0)

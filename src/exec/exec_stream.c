@@ -166,6 +166,7 @@ static mk_chunk_t *local_chunk(mk_exec_t *e, int vs)
 /* Checkpointable layers are the chunk's layers but the embedding, in order. */
 static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
 {
+    e->run.docs = e->pipe.docs ? e->pipe.docs[mb] : NULL; /* --reset-position-ids/-attention-mask */
     int k = 0, prev_cp = 0;
     for (int l = c->l0; l < c->l1; l++) {
         mk_gpt_act_t *a = act_of(e, c, mb, l);
@@ -200,6 +201,7 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
  * recomputes nothing (the group's activations are all live at once). */
 static int regrow_input(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
 {
+    e->run.docs = e->pipe.docs ? e->pipe.docs[mb] : NULL; /* --reset-position-ids/-attention-mask */
     mk_gpt_act_t *a = act_of(e, c, mb, l);
     if (a->in || !joins_block(e, c, l)) return 0;
     if (!(a->in = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
@@ -220,6 +222,7 @@ static int regrow_input(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
  * up (the attention's forward then leaves nothing to recompute). */
 static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 {
+    e->run.docs = e->pipe.docs ? e->pipe.docs[mb] : NULL; /* --reset-position-ids/-attention-mask */
     for (int l = c->l0; l < c->l1; l++) {
         e->trace.cur_layer = l;
         if (mk_exec_fsdp_begin(e, l, l + 1 < c->l1 ? l + 1 : -1, MK_FSDP_RECOMPUTE) < 0 ||
@@ -265,6 +268,7 @@ static void layer_final(mk_exec_t *e, int l)
 
 static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
 {
+    e->run.docs = e->pipe.docs ? e->pipe.docs[mb] : NULL; /* --reset-position-ids/-attention-mask */
     int last = mode != MK_BWD_IN && c->nbwd == e->pipe.n_micro - 1;
     const float *dout = c->gin[mb];
     float *din = NULL;

@@ -17,6 +17,7 @@
 #include "merak/gpt.h"
 #include "exec/cp.h"
 #include "exec/gpt_moe.h"
+#include "exec/gpt_docs.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -314,12 +315,12 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
         if (g->llama && g->cp > 1)  /* context parallel: global positions, ring attention */
             mk_cp_rope(g, p->x1 + r0 * mid, nr, (int)mid, 1);
         else if (g->llama)  /* q and k heads, in place */
-            be->rope_fwd(be->ctx, p->x1 + r0 * mid, p->x1 + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, &g->rope);
+            mk_gpt_rope_rows(g, run, p->x1, r0, nr, (int)mid, 1);
         if (g->cp > 1)
             run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T,
                              p->x1 + r0 * mid, nr / g->T);
-        else be->attention_fwd(be->ctx, p->x3 + r0 * Cl, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T,
-                               p->x1 + r0 * mid, nr / g->T, g->T, g->nh, g->kv, g->hs, g->window);
+        else mk_gpt_attn_rows(g, run, p->x3, p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T, p->x1, NULL, NULL, r0,
+                              nr);
     } else if (g->llama) {
         be->swiglu_fwd(be->ctx, p->x2 + r0 * g->Fl, p->x1 + r0 * mid, nr, g->Fl);
     } else {
@@ -420,7 +421,7 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
         /* wpe is added by TP rank 0 only, so the all-reduce counts it once */
         const float *wpe = g->tp_rank == 0 && !g->llama ? P(g, 1) : NULL;  /* Llama: no positions table */
         float *full = sp_on(g, run) ? run->s_c : out;
-        be->embed_fwd(be->ctx, full, tokens, P(g, 0), g->cp > 1 ? NULL : wpe, N, g->T, C, g->v0, g->Vl);
+        mk_gpt_embed_fwd_rows(g, run, full, tokens, P(g, 0), g->cp > 1 ? NULL : wpe, N);
         if (g->cp > 1 && wpe) mk_cp_pos_fwd(g, full, wpe, run->B);  /* positions of the rank's chunks */
         return tp_sum_out(g, run, full, out);
     }
@@ -506,11 +507,10 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
         if (g->cp > 1)
             run->cp_attn_bwd(run->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x3 + r0 * inner,
                              p->x2 + sq, nr / g->T);
-        else be->attention_bwd(be->ctx, dmid + r0 * mid, run->s_att + sq, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x2 + sq,
-                          nr / g->T, g->T, g->nh, g->kv, g->hs);
+        else mk_gpt_attn_rows(g, run, dmid, p->x2 + sq, p->x1, run->s_att + sq, run->s_a, r0, nr);
         if (g->llama && g->cp > 1) mk_cp_rope(g, dmid + r0 * mid, nr, (int)mid, -1);
         else if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
-            be->rope_bwd(be->ctx, dmid + r0 * mid, dmid + r0 * mid, nr, g->T, g->nh + g->kv, g->hs, (int)mid, &g->rope);
+            mk_gpt_rope_rows(g, run, dmid, r0, nr, (int)mid, -1);
     } else if (g->llama) {
         be->swiglu_bwd(be->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, nr, g->Fl);
     } else {
@@ -627,7 +627,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
             dfull = run->s_d;
         }
         float *dwpe = g->llama ? NULL : G(g, 1);
-        g->be->embed_bwd(g->be->ctx, G(g, 0), g->cp > 1 ? NULL : dwpe, dfull, tokens, N, g->T, g->C, g->v0, g->Vl);
+        mk_gpt_embed_bwd_rows(g, run, G(g, 0), g->cp > 1 ? NULL : dwpe, dfull, tokens, N);
         if (g->cp > 1 && dwpe) mk_cp_pos_bwd(g, dwpe, dfull, run->B);
         return 0;
     }

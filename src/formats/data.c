@@ -153,6 +153,7 @@ void mk_data_free(mk_data_t *d)
     free(d->part);
     mk_blend_free(d->blend);
     free(d->ids);
+    free(d->doc);
     free(d);
 }
 
@@ -163,21 +164,48 @@ size_t mk_data_tokens(const mk_data_t *d, mk_data_split_t s)
 
 const char *mk_data_format(const mk_data_t *d) { return d->format; }
 
-/* Window w (mod the split's windows) of one dataset into out. */
-static void window(const mk_data_t *d, mk_data_split_t split, size_t w, int32_t *out)
+/* Global sample s of the split: the dataset serving it (a blend's: its
+ * own sample c) and the offset among that dataset's ids where its window
+ * (c mod the split's windows) starts. */
+static const mk_data_t *sample_at(const mk_data_t *d, mk_data_split_t split, int64_t s, size_t *at)
 {
-    const uint32_t *base = d->ids + (split == MK_DATA_TRAIN ? 0 : d->n_train);
-    const uint32_t *src = base + w % ((mk_data_tokens(d, split) - 1) / d->seq) * d->seq;
-    for (int t = 0; t <= d->seq; t++) out[t] = (int32_t)src[t];
+    int64_t c = s;
+    if (d->blend) d = d->part[mk_blend_sample(d->blend, s, &c)];
+    *at = (split == MK_DATA_TRAIN ? 0 : d->n_train) + (size_t)c % ((mk_data_tokens(d, split) - 1) / d->seq) * d->seq;
+    return d;
 }
 
 void mk_data_batch(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
                    int32_t *out)
 {
     for (int j = 0; j < count; j++) {
-        int64_t s = (int64_t)k * gbs + first + j, c = s;
-        const mk_data_t *src = d;
-        if (d->blend) src = d->part[mk_blend_sample(d->blend, s, &c)]; /* a blend: the dataset's own sample c */
-        window(src, split, (size_t)c, out + (size_t)j * ((size_t)d->seq + 1));
+        size_t at;
+        const mk_data_t *src = sample_at(d, split, (int64_t)k * gbs + first + j, &at);
+        for (int t = 0; t <= d->seq; t++) out[(size_t)j * ((size_t)d->seq + 1) + t] = (int32_t)src->ids[at + t];
+    }
+}
+
+int mk_data_has_docs(const mk_data_t *d)
+{
+    for (int i = 0; i < d->nparts; i++)
+        if (!d->part[i]->doc) return 0;
+    return d->nparts ? 1 : d->doc != NULL;
+}
+
+void mk_data_batch_docs(const mk_data_t *d, mk_data_split_t split, long k, int gbs, int first, int count,
+                        unsigned char *start)
+{
+    for (int j = 0; j < count; j++) {
+        size_t at, lo = 0, hi;
+        const mk_data_t *src = sample_at(d, split, (int64_t)k * gbs + first + j, &at);
+        unsigned char *row = start + (size_t)j * d->seq;
+        memset(row, 0, (size_t)d->seq);
+        row[0] = 1;
+        for (hi = src->ndoc; lo < hi;) { /* the first document starting after the window's first token */
+            size_t mid = lo + (hi - lo) / 2;
+            if (src->doc[mid] <= at) lo = mid + 1;
+            else hi = mid;
+        }
+        for (; lo < src->ndoc && src->doc[lo] < at + (size_t)d->seq; lo++) row[src->doc[lo] - at] = 1;
     }
 }

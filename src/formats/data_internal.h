@@ -18,6 +18,7 @@ struct mk_data {
     size_t n, n_train;
     int seq;
     const char *format;
+    size_t *doc, ndoc;     /* a Megatron dataset's documents: the token offset each starts at, ascending */
     struct mk_data **part; /* a blend (--data-path W1 P1 W2 P2 ...): its datasets, no ids of its own */
     int nparts;
     mk_blend_t *blend;

@@ -101,6 +101,21 @@ static int idx_check(const idx_t *x, uint64_t bin_len, uint64_t *total)
     return 0;
 }
 
+/* Where each document starts among the tokens: document j is sequences
+ * doc[j] .. doc[j+1] of the index (checked by idx_check). */
+static int idx_docs(const idx_t *x, struct mk_data *d)
+{
+    const unsigned char *len = x->idx + IDX_HEADER, *doc = len + 12 * x->S;
+    if (!(d->doc = malloc((x->D ? x->D : 1) * sizeof *d->doc))) return mk_error_set("out of memory");
+    size_t tok = 0;
+    uint64_t seq = 0;
+    for (uint64_t j = 0; j + 1 < x->D; j++) {
+        for (; seq < le(doc + 8 * j, 8); seq++) tok += (size_t)le(len + 4 * seq, 4);
+        if (!d->ndoc || d->doc[d->ndoc - 1] != tok) d->doc[d->ndoc++] = tok; /* empty documents start nothing */
+    }
+    return 0;
+}
+
 /* The sequences' tokens from the .bin, in order. */
 static int idx_tokens(const idx_t *x, const unsigned char *bin, struct mk_data *d, const char *bin_path)
 {
@@ -139,6 +154,7 @@ int mk_data_megatron(struct mk_data *d, const char *prefix)
     if (!rc && (!bin || bin_len != (size_t)st.st_size)) rc = bin ? mk_error_set("%s changed while read", bp) : -1;
     if (!rc && !(d->ids = malloc((total ? total : 1) * sizeof *d->ids))) rc = mk_error_set("out of memory");
     if (!rc) rc = idx_tokens(&x, bin, d, bp);
+    if (!rc) rc = idx_docs(&x, d);
     d->format = "megatron";
     free(idx), free(bin);
     return rc;

@@ -11,7 +11,7 @@ TESTS += tests/test_io tests/io-python.sh tests/llama-numpy.sh
 check_PROGRAMS += tests/test_readers
 tests_test_readers_SOURCES = tests/test_readers.c tests/check.h
 TESTS += tests/test_readers
-EXTRA_DIST += tests/io-python.sh tests/st_read.py tests/llama-numpy.sh tests/llama_ref.py
+EXTRA_DIST += tests/io-python.sh tests/st_read.py tests/llama-numpy.sh tests/llama_ref.py tests/megatron_write.py
 
 # Megatron-LM indexed datasets (issue 36)
 TESTS += tests/data-megatron.sh

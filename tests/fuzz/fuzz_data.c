@@ -67,6 +67,10 @@ static int read_data(const uint8_t *data, size_t size)
     for (int split = 0; batch && split < 2; split++) {
         long steps[] = {0, 1, 1000003};
         for (int k = 0; k < 3; k++) mk_data_batch(d, (mk_data_split_t)split, steps[k], gbs, 0, gbs, batch);
+        /* --reset-position-ids' document starts of the same sequences, where the data knows them */
+        unsigned char *docs = mk_data_has_docs(d) ? malloc((size_t)gbs * seq) : NULL;
+        for (int k = 0; docs && k < 3; k++) mk_data_batch_docs(d, (mk_data_split_t)split, steps[k], gbs, 0, gbs, docs);
+        free(docs);
     }
     free(batch);
     mk_data_free(d);

@@ -1,0 +1,22 @@
+/* The executor's document segments (gpt_docs.c; --reset-position-ids,
+ * --reset-attention-mask), called by gpt_layers.c. */
+#ifndef MERAK_EXEC_GPT_DOCS_H
+#define MERAK_EXEC_GPT_DOCS_H
+
+#include "merak/gpt.h"
+
+/* RoPE (sign +1 forward, -1 backward) on rows [r0, r0+nr) of x, ld floats a row. */
+void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, int nr, int ld, int sign);
+/* The attention core on whole sequences rows [r0, r0+nr): forward (dout
+ * NULL: out the context, att the probabilities) or backward (out dq|dk|dv
+ * +=, datt scratch), one call per document with --reset-attention-mask. */
+void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, float *att, const float *qkv, float *datt,
+                      const float *dout, int r0, int nr);
+/* The embedding (out = wte[tok] (+ wpe)) and its gradients (dwte,
+ * dwpe +=) on rows [0, N): with --reset-position-ids, per document. */
+void mk_gpt_embed_fwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *out, const int *tokens, const float *wte,
+                           const float *wpe, int N);
+void mk_gpt_embed_bwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *dwte, float *dwpe, const float *dout,
+                           const int *tokens, int N);
+
+#endif
