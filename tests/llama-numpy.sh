@@ -19,6 +19,19 @@ EDIT="$top_srcdir/tests/st_edit.py"
 D="$top_srcdir/experiments/train-shakespeare/tinyshakespeare.txt"
 first_loss() { losses_of "$1" | cut -d' ' -f1; }
 
+# misses WHAT CKPT WANT_JSON PYTHON-EDIT: the checkpoint's tensors under its config edited by PYTHON-EDIT (on
+# the dict c) must NOT give the executor's loss in WANT_JSON: the reference can tell the feature apart
+misses() {
+  what=$1; ck=$2; want=$(first_loss "$3"); edit=$4
+  cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+c = json.loads(st_read.read(sys.argv[2])[0]["config"]); exec(sys.argv[3]); print(json.dumps(c, separators=(",", ":")))' \
+    "$top_srcdir/tests" "$ck" "$edit")
+  "$PY" "$EDIT" "$ck" "$tmpdir/edited.st" "--meta=config=$cfg"
+  if "$PY" "$REF" "$tmpdir/edited.st" "$D" --gbs 8 --batch 10 --want "$want" --rtol 1e-6 >"$tmpdir/o" 2>&1; then
+    echo "FAIL: $what still gives the executor's loss: $(cat "$tmpdir/o")"; fails=$((fails + 1))
+  else echo "ok: $what misses: $(tail -1 "$tmpdir/o")"; fi
+}
+
 # case NAME FLAGS...: train 10 steps, save; the 11th step's loss is the
 # loss of the saved model on global batch 10
 ref_case() {
@@ -69,12 +82,7 @@ assert c["rope_scaling"] == {"rope_type": "llama3", "factor": 8, "low_freq_facto
                              "original_max_position_embeddings": 32}, c' "$top_srcdir/tests" "$tmpdir/scaled.st"
 # and the same model unscaled misses the scaled executor's loss
 "$MERAK" run --model "$tmpdir/hf31" --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/scaled.st" >"$tmpdir/s.json"
-cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
-c = json.loads(st_read.read(sys.argv[2])[0]["config"]); del c["rope_scaling"]; print(json.dumps(c, separators=(",", ":")))'   "$top_srcdir/tests" "$tmpdir/scaled.st")
-"$PY" "$EDIT" "$tmpdir/scaled.st" "$tmpdir/unscaled.st" "--meta=config=$cfg"
-if "$PY" "$REF" "$tmpdir/unscaled.st" "$D" --gbs 8 --batch 10 --want "$(first_loss "$tmpdir/s.json")" --rtol 1e-6 >"$tmpdir/o" 2>&1; then
-  echo "FAIL: the unscaled formula still gives the scaled executor's loss: $(cat "$tmpdir/o")"; fails=$((fails + 1))
-else echo "ok: unscaled frequencies miss the scaled run: $(tail -1 "$tmpdir/o")"; fi
+misses "the unscaled formula" "$tmpdir/scaled.st" "$tmpdir/s.json" 'del c["rope_scaling"]'
 
 # Mistral's sliding window (issue 36): a query sees the 16 keys ending at
 # itself (transformers' sliding_window_overlay), on sequences of 64; the
@@ -87,14 +95,12 @@ cat >"$tmpdir/swa/config.json" <<'EOF'
 EOF
 ref_case window --model "$tmpdir/swa"
 "$MERAK" run --model "$tmpdir/swa" --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/window.st" >"$tmpdir/w.json"
-cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
-c = json.loads(st_read.read(sys.argv[2])[0]["config"]); assert c["sliding_window"] == 16 and c["model_type"] == "mistral", c
-del c["sliding_window"]; c["model_type"] = "llama"; print(json.dumps(c, separators=(",", ":")))' \
-  "$top_srcdir/tests" "$tmpdir/window.st")
-"$PY" "$EDIT" "$tmpdir/window.st" "$tmpdir/nowindow.st" "--meta=config=$cfg"
-if "$PY" "$REF" "$tmpdir/nowindow.st" "$D" --gbs 8 --batch 10 --want "$(first_loss "$tmpdir/w.json")" --rtol 1e-6 >"$tmpdir/o" 2>&1; then
-  echo "FAIL: attention over the whole prefix still gives the windowed executor's loss: $(cat "$tmpdir/o")"; fails=$((fails + 1))
-else echo "ok: unwindowed attention misses the windowed run: $(tail -1 "$tmpdir/o")"; fi
+check "window: the checkpoint's config is mistral's with its window" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+c = json.loads(st_read.read(sys.argv[2])[0]["config"]); assert c["sliding_window"] == 16 and c["model_type"] == "mistral", c' \
+  "$top_srcdir/tests" "$tmpdir/window.st"
+misses "attention over the whole prefix" "$tmpdir/window.st" "$tmpdir/w.json" \
+  'del c["sliding_window"]; c["model_type"] = "llama"'
 
 # Qwen2's q/k/v biases (issue 36: --add-qkv-bias), from its config: trained (the biases move from zero), the
 # checkpoint a qwen2 model whose biases the reference adds
@@ -132,15 +138,9 @@ expect_fail "--reset-attention-mask needs documents" "need a Megatron-LM dataset
   "$MERAK" run --model llama-tiny --steps 1 --data "$D" --reset-attention-mask
 
 # the rebuild can fail: the same tensors under a config with another rotary base
-cfg=$("$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read
-print(st_read.read(sys.argv[2])[0]["config"])' "$top_srcdir/tests" "$tmpdir/untied.st")
-"$PY" "$EDIT" "$tmpdir/untied.st" "$tmpdir/theta.st" "--meta=config=$(echo "$cfg" | sed 's/"rope_theta":10000/"rope_theta":500000/')"
 "$MERAK" run --model llama-tiny --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/untied.st" >"$tmpdir/u.json"
-want=$(first_loss "$tmpdir/u.json")
-check "the executor's loss on batch 10 again: $want" test -n "$want"
-if "$PY" "$REF" "$tmpdir/theta.st" "$D" --gbs 8 --batch 10 --want "$want" --rtol 1e-6 >"$tmpdir/o" 2>&1; then
-  echo "FAIL: a wrong rope_theta still gives the executor's loss: $(cat "$tmpdir/o")"; fails=$((fails + 1))
-else echo "ok: a wrong rope_theta misses: $(tail -1 "$tmpdir/o")"; fi
+check "the executor's loss on batch 10 again: $(first_loss "$tmpdir/u.json")" test -n "$(first_loss "$tmpdir/u.json")"
+misses "a wrong rope_theta" "$tmpdir/untied.st" "$tmpdir/u.json" 'assert c["rope_theta"] == 10000; c["rope_theta"] = 500000'
 
 # bytes and uint16 ids of the same text: the same tokens, bitwise the same losses
 "$PY" -c 'import sys, numpy as np
