@@ -19,6 +19,18 @@ EDIT="$top_srcdir/tests/st_edit.py"
 D="$top_srcdir/experiments/train-shakespeare/tinyshakespeare.txt"
 first_loss() { losses_of "$1" | cut -d' ' -f1; }
 
+# hf_case NAME CHECK KEYS: a Hugging Face config of llama-tiny's sizes with KEYS (JSON members) trained as
+# ref_case does, then CHECK (Python on m, t, c: the checkpoint's metadata, tensors, config) must hold
+hf_case() {
+  name=$1; chk=$2; keys=$3
+  mkdir -p "$tmpdir/$name"
+  printf '{"hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64, "rope_theta": 1000000.0, "tie_word_embeddings": false, "hidden_act": "silu", %s}\n' \
+    "$keys" >"$tmpdir/$name/config.json"
+  ref_case "$name" --model "$tmpdir/$name"
+  check "$name: $chk" "$PY" -c 'import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"]); exec(sys.argv[3])' "$top_srcdir/tests" "$tmpdir/$name.st" "$chk"
+}
+
 # misses WHAT CKPT WANT_JSON PYTHON-EDIT: the checkpoint's tensors under its config edited by PYTHON-EDIT (on
 # the dict c) must NOT give the executor's loss in WANT_JSON: the reference can tell the feature apart
 misses() {
@@ -104,19 +116,15 @@ misses "attention over the whole prefix" "$tmpdir/window.st" "$tmpdir/w.json" \
 
 # Qwen2's q/k/v biases (issue 36: --add-qkv-bias), from its config: trained (the biases move from zero), the
 # checkpoint a qwen2 model whose biases the reference adds
-mkdir -p "$tmpdir/qwen2"
-cat >"$tmpdir/qwen2/config.json" <<'EOF'
-{"model_type": "qwen2", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 4, "num_attention_heads": 4,
- "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 64, "rms_norm_eps": 1e-06,
- "rope_theta": 1000000.0, "tie_word_embeddings": false, "hidden_act": "silu", "use_sliding_window": false}
-EOF
-ref_case qwen2 --model "$tmpdir/qwen2"
-check "qwen2: its q/k/v biases trained, a qwen2 config" "$PY" -c '
-import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
-m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"])
-b = t["model.layers.0.self_attn.k_proj.bias"]
+hf_case qwen2 'b = t["model.layers.0.self_attn.k_proj.bias"]
 assert c["model_type"] == "qwen2" and b[0] == [32] and max(abs(v) for v in b[1]) > 1e-4, (c, b[0])' \
-  "$top_srcdir/tests" "$tmpdir/qwen2.st"
+  '"model_type": "qwen2", "rms_norm_eps": 1e-06, "use_sliding_window": false'
+
+# Qwen3's q/k norms (issue 36: --qk-layernorm), from its config (head_dim 24 on hidden 64: Qwen3Config's head_dim
+# is its own): each q and k head RMSNorm'd before RoPE, the norms' weights trained
+hf_case qwen3 'n = t["model.layers.1.self_attn.k_norm.weight"]
+assert c["model_type"] == "qwen3" and c["head_dim"] == 24 and n[0] == [24] and max(abs(v - 1) for v in n[1]) > 1e-4, c' \
+  '"model_type": "qwen3", "head_dim": 24, "rms_norm_eps": 1e-06, "attention_bias": false'
 
 # Megatron's --reset-position-ids / --reset-attention-mask (issue 36): documents of 5-39 tokens in sequences of
 # 64, from a Megatron dataset's index; positions restart and attention stays inside each, as the reference's

@@ -27,7 +27,7 @@ import st_read  # noqa: E402  (the standard-library reader; verifies checksums)
 def load(path):
     meta, tensors = st_read.read(path)
     cfg = json.loads(meta["config"])
-    assert cfg["model_type"] in ("llama", "mistral", "qwen2"), cfg["model_type"]
+    assert cfg["model_type"] in ("llama", "mistral", "qwen2", "qwen3"), cfg["model_type"]
     w = {k: np.array(v, dtype=np.float64).reshape(s) for k, (s, v) in tensors.items() if not k.startswith("optim.")}
     return cfg, w
 
@@ -117,8 +117,12 @@ def attention(x, w, p, cfg, cos, sin, same_doc):
         y = x @ w[p + n + "_proj.weight"].T
         return y + w[p + n + "_proj.bias"] if p + n + "_proj.bias" in w else y
     assert (p + "q_proj.bias" in w) == (cfg["model_type"] == "qwen2"), cfg["model_type"]
-    q = proj("q").reshape(B, T, H, d).transpose(0, 2, 1, 3)
-    k = proj("k").reshape(B, T, KV, d).transpose(0, 2, 1, 3)
+    q, k = proj("q").reshape(B, T, H, d), proj("k").reshape(B, T, KV, d)
+    if p + "q_norm.weight" in w:  # Qwen3Attention: RMSNorm over each head's d before RoPE
+        q = rms_norm(q, w[p + "q_norm.weight"], cfg["rms_norm_eps"])
+        k = rms_norm(k, w[p + "k_norm.weight"], cfg["rms_norm_eps"])
+    assert (p + "q_norm.weight" in w) == (cfg["model_type"] == "qwen3"), cfg["model_type"]
+    q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
     v = proj("v").reshape(B, T, KV, d).transpose(0, 2, 1, 3)
     q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)  # repeat_kv

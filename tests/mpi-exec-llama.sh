@@ -31,6 +31,10 @@ EQUIV_CP=2 equiv 1 1 1 --recompute none
 RUN_COMMON="$base --add-qkv-bias"
 make_reference
 equiv 1 2 2 --recompute full --tp-overlap 1
+# Qwen3's q/k norms (--qk-layernorm): their weights every TP rank's, the gradients summed over TP
+RUN_COMMON="$base --qk-layernorm"
+make_reference
+equiv 2 2 2 --recompute full --tp-overlap 2 --mbs 2
 # Mistral's sliding window (Megatron's --window-size 15,0: 16 keys a query)
 RUN_COMMON="$base --window-size 15,0"
 make_reference

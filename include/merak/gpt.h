@@ -139,6 +139,8 @@ typedef struct mk_gpt_run {
     float *s_d;                   /* sp: (N, C) a gathered output gradient, then (2C) norm weight gradients */
     float *s_a, *s_b, *s_att, *s_c;  /* scratch: (N, wide), (N, mid), (B, nh, T, T), (N, C) */
     float *s_red;                 /* (3N) row statistics of the loss */
+    float *s_qk;                  /* --qk-layernorm: one row's q|k input gradient, then the norms' 2 hs weight
+                                     gradients ((nh + kv + 2) hs) */
     double aux;                   /* MoE: the load-balancing losses' share of the objective, summed by
                                      the forwards (each micro-batch's aux loss x loss_scale x N) */
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */

@@ -90,10 +90,12 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
                        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
                        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
                        "\"rope_theta\":%s,\"tie_word_embeddings\":%s",
-                       moe ? "mixtral" : c->window ? "mistral" : c->qkv_bias ? "qwen2" : "llama", c->num_layers,
+                       moe ? "mixtral" : c->window ? "mistral" : c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : "llama",
+                       c->num_layers,
                        c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
                        c->untied ? "false" : "true");
-        if (c->kv_channels) len += snprintf(buf + len, n - len, ",\"head_dim\":%d", c->kv_channels);
+        /* Qwen3Config's head_dim defaults to 128, not hidden / heads: say it */
+        if (c->kv_channels || c->qk_norm) len += snprintf(buf + len, n - len, ",\"head_dim\":%d", g->hs);
         /* MistralConfig's (and MixtralConfig's) sliding_window; LlamaConfig has none */
         if (c->window) len += snprintf(buf + len, n - len, ",\"sliding_window\":%d", c->window);
         if (c->rope_factor > 0) { /* Llama 3.1's, as its config.json has it */

@@ -104,24 +104,29 @@ static void build_llama_tensors(mk_gpt_t *g)
     int C = g->C, F = g->F, Q = g->NH * g->hs, K = g->KV * g->hs;
     float s = 0.02f;
     tdesc_t emb[] = {{"model.embed_tokens.weight", g->Vp, C, 0, 1, s}};
-    /* Qwen2's q/k/v biases (zeros, as its _init_weights), after v: a rank's three slices lie next to each
-       other, one stacked bias for its stacked q|k|v (gpt_layers.c tix) */
-    tdesc_t attn[] = {{"model.layers.%d.input_layernorm.weight", 1, C, -1, 1, -1},
-                      {"model.layers.%d.self_attn.q_proj.weight", Q, C, 0, 1, s},
-                      {"model.layers.%d.self_attn.k_proj.weight", K, C, 0, 1, s},
-                      {"model.layers.%d.self_attn.v_proj.weight", K, C, 0, 1, s},
-                      {"model.layers.%d.self_attn.q_proj.bias", 1, Q, 1, 1, 0},
-                      {"model.layers.%d.self_attn.k_proj.bias", 1, K, 1, 1, 0},
-                      {"model.layers.%d.self_attn.v_proj.bias", 1, K, 1, 1, 0},
-                      {"model.layers.%d.self_attn.o_proj.weight", C, Q, 1, 1, s}};
-    if (!g->cfg.qkv_bias) attn[4] = attn[7]; /* no biases: o follows v */
+    /* after v: Qwen2's q/k/v biases (zeros, as its _init_weights; a rank's three slices lie next to each
+       other, one stacked bias for its stacked q|k|v: gpt_layers.c tix), Qwen3's q/k norms (ones, every
+       TP rank's whole), then o */
+    const tdesc_t all[] = {{"model.layers.%d.input_layernorm.weight", 1, C, -1, 1, -1},
+                           {"model.layers.%d.self_attn.q_proj.weight", Q, C, 0, 1, s},
+                           {"model.layers.%d.self_attn.k_proj.weight", K, C, 0, 1, s},
+                           {"model.layers.%d.self_attn.v_proj.weight", K, C, 0, 1, s},
+                           {"model.layers.%d.self_attn.q_proj.bias", 1, Q, 1, 1, 0},
+                           {"model.layers.%d.self_attn.k_proj.bias", 1, K, 1, 1, 0},
+                           {"model.layers.%d.self_attn.v_proj.bias", 1, K, 1, 1, 0},
+                           {"model.layers.%d.self_attn.q_norm.weight", 1, g->hs, -1, 1, -1},
+                           {"model.layers.%d.self_attn.k_norm.weight", 1, g->hs, -1, 1, -1},
+                           {"model.layers.%d.self_attn.o_proj.weight", C, Q, 1, 1, s}};
+    tdesc_t attn[10];
+    int na = 0;
+    for (int i = 0; i < 10; i++)
+        if ((i < 4 || i == 9) || (i < 7 ? g->cfg.qkv_bias : g->cfg.qk_norm)) attn[na++] = all[i];
     tdesc_t mlp[] = {{"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1},
                      {"model.layers.%d.mlp.gate_proj.weight", F, C, 0, 1, s},
                      {"model.layers.%d.mlp.up_proj.weight", F, C, 0, 1, s},
                      {"model.layers.%d.mlp.down_proj.weight", C, F, 1, 1, s}};
     tdesc_t head[] = {{"model.norm.weight", 1, C, -1, 1, -1}, {"lm_head.weight", g->Vp, C, 0, 1, s}};
-    tlist_t d = {emb, attn, mlp, head, NULL, 1, g->cfg.qkv_bias ? 8 : 5, 4, g->cfg.untied ? 2 : 1, 0,
-                 2 + (g->Fs ? 3 : 0)};
+    tlist_t d = {emb, attn, mlp, head, NULL, 1, na, 4, g->cfg.untied ? 2 : 1, 0, 2 + (g->Fs ? 3 : 0)};
     char (*names)[64] = NULL;
     tdesc_t *moe = g->E ? moe_tensors(g, &names, &d.nmoe) : NULL;
     d.moe = moe;
@@ -194,9 +199,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
     if (mk_model_is_mla(c) || c->moe_router_bias || c->mtp_layers) /* issue 36: DeepSeek-V2/V3 */
         return mk_error_set("multi-latent attention, the router's expert bias and multi-token prediction (DeepSeek's) "
                             "are for merak sim and merak plan: the executor has none of them");
-    if (c->qk_norm) /* issue 36: Qwen3's q_norm, k_norm */
-        return mk_error_set("--qk-layernorm (Qwen3's q/k norms) is for merak sim and merak plan: the executor's "
-                            "blocks have no q/k norm");
+    if (c->qk_norm && (mk_model_is_moe(c) || c->qkv_bias || c->norm != MK_NORM_RMSNORM))
+        return mk_error_set("--qk-layernorm with experts, q/k/v biases or LayerNorm is for merak sim and merak plan: "
+                            "the executor trains Qwen3's dense blocks (RMSNorm q/k norms)");
     if (c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED && c->bias && !c->untied &&
         (c->kv_heads == c->heads || c->kv_heads == 0)) {
         if (c->kv_channels) /* its c_attn and c_proj are h wide: GPT-2's layout has no other head dim */

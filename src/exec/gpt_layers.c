@@ -17,7 +17,7 @@
 #include "merak/gpt.h"
 #include "exec/cp.h"
 #include "exec/gpt_moe.h"
-#include "exec/gpt_docs.h"
+#include "exec/gpt_attn.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -117,7 +117,9 @@ static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     size_t B = run->B, N = B * g->T, n = loc_rows(g, run), norm = n * g->C + 2 * n;
     if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_internals(g, run);
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: return norm + N * (mid_w(g, l) + inner_w(g, l)) + B * g->nh * g->T * g->T;
+    case MK_GPT_ATTN: /* with q/k norms also their input rows and each head's 1/rms */
+        return norm + N * (mid_w(g, l) + inner_w(g, l)) + B * g->nh * g->T * g->T +
+               (g->cfg.qk_norm ? N * (mid_w(g, l) + (size_t)(g->nh + g->kv)) : 0);
     case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
     case MK_GPT_HEAD: return norm + N * g->Vl;
     default: return 0;
@@ -160,6 +162,7 @@ int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
         !(run->s_c = mk_gpt_alloc(run, g, N * g->C)) || !(run->s_red = mk_gpt_alloc(run, g, 3 * N)))
         return -1;
     if (sp_on(g, run) && !(run->s_d = mk_gpt_alloc(run, g, N * g->C + 2 * (size_t)g->C))) return -1;
+    if (g->cfg.qk_norm && !(run->s_qk = mk_gpt_alloc(run, g, (size_t)(g->nh + g->kv + 2) * g->hs))) return -1;
     return 0;
 }
 
@@ -172,6 +175,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
     mk_gpt_release(run, g, run->s_c, N * g->C);
     mk_gpt_release(run, g, run->s_red, 3 * N);
     if (sp_on(g, run)) mk_gpt_release(run, g, run->s_d, N * g->C + 2 * (size_t)g->C);
+    if (g->cfg.qk_norm) mk_gpt_release(run, g, run->s_qk, (size_t)(g->nh + g->kv + 2) * g->hs);
 }
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
@@ -192,7 +196,7 @@ static void free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_a
 }
 
 /* Pointers into the internals of an attention / MLP / head layer. */
-struct parts { float *ln, *mean, *rstd, *x1, *x2, *x3; };
+struct parts { float *ln, *mean, *rstd, *x1, *x2, *x3, *qk, *qkr; };
 
 /* SP: the saved norm output (N/tp, C) all-gathered into full (N, C), which
  * p->ln then points to. */
@@ -209,8 +213,12 @@ static parts_t split_buf(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, floa
     size_t B = run->B, N = B * g->T, n = loc_rows(g, run);
     parts_t p;
     p.ln = buf; p.mean = buf + n * g->C; p.rstd = p.mean + n; p.x1 = p.rstd + n;
+    p.qk = p.qkr = NULL;
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = p.x2 + (size_t)B * g->nh * g->T * g->T; break;
+    case MK_GPT_ATTN:
+        p.x2 = p.x1 + N * mid_w(g, l), p.x3 = p.x2 + (size_t)B * g->nh * g->T * g->T;
+        p.qk = p.x3 + N * inner_w(g, l), p.qkr = p.qk + N * mid_w(g, l);
+        break;
     case MK_GPT_MLP: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = NULL; break;
     default: p.x2 = p.x3 = NULL;
     }
@@ -312,6 +320,7 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
     be->linear_fwd(be->ctx, p->x1 + r0 * mid, p->ln + r0 * C, P(g, tix(g, l, 2)), PN(g, tix(g, l, 3)), nr, (int)C,
                    (int)mid);
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) {
+        if (g->cfg.qk_norm) mk_gpt_qk_norm_fwd(g, l, p->x1, p->qk, p->qkr, r0, nr);
         if (g->llama && g->cp > 1)  /* context parallel: global positions, ring attention */
             mk_cp_rope(g, p->x1 + r0 * mid, nr, (int)mid, 1);
         else if (g->llama)  /* q and k heads, in place */
@@ -492,7 +501,7 @@ static int ln_back(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts
 
 /* Backward through the row-parallel linear and the core (attention or
  * GELU) on rows [r0, r0+nr): dmid rows = the core's input gradient. */
-static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy, float *dmid,
+static int bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy, float *dmid,
                          int r0, int nr)
 {
     const mk_backend_t *be = g->be;
@@ -511,11 +520,13 @@ static void bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, cons
         if (g->llama && g->cp > 1) mk_cp_rope(g, dmid + r0 * mid, nr, (int)mid, -1);
         else if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
             mk_gpt_rope_rows(g, run, dmid, r0, nr, (int)mid, -1);
+        if (g->cfg.qk_norm) return mk_gpt_qk_norm_bwd(g, run, l, p->qk, p->qkr, dmid, r0, nr);
     } else if (g->llama) {
         be->swiglu_bwd(be->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, nr, g->Fl);
     } else {
         be->gelu_bwd(be->ctx, dmid + r0 * mid, p->x1 + r0 * mid, run->s_a + r0 * inner, nr * g->Fl);
     }
+    return 0;
 }
 
 /* The column-parallel linear's input gradient on rows [r0, r0+nr) into s_c. */
@@ -559,7 +570,7 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
         be->copy(be->ctx, dy, dout, (size_t)N * C * sizeof(float));
     }
     if (!ov_level(g, run)) {
-        bwd_mid_rows(g, run, l, p, dy, dmid, 0, N);
+        if (bwd_mid_rows(g, run, l, p, dy, dmid, 0, N) < 0) return -1;
         bwd_col_rows(g, run, l, dmid, 0, N);
         if (din != dout) be->copy(be->ctx, din, dout, (size_t)loc_rows(g, run) * C * sizeof(float));
         return ln_back(g, run, l, a, p, din);
@@ -567,10 +578,10 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     /* sub-pipelined: each half's input-gradient all-reduce hides behind the
        other half's work (level 1: its dX GEMM; level 2: its whole chain) */
     int r[2] = {0, half_rows(g, run)}, n[2] = {r[1], N - r[1]}, h[2], two = chains(g, run, l);
-    if (!two) bwd_mid_rows(g, run, l, p, dy, dmid, 0, N);
+    if (!two && bwd_mid_rows(g, run, l, p, dy, dmid, 0, N) < 0) return -1;
     for (int i = 0; i < 2; i++) {
         if (two) {
-            bwd_mid_rows(g, run, l, p, dy, dmid, r[i], n[i]);
+            if (bwd_mid_rows(g, run, l, p, dy, dmid, r[i], n[i]) < 0) return -1;
             tp_poll(run);
         }
         bwd_col_rows(g, run, l, dmid, r[i], n[i]);

@@ -154,7 +154,7 @@ static int llama_unsupported(json_t *o, const char *what, mk_model_config_t *c)
 {
     int ab, mb, hd;
     if (opt_bool(o, what, "attention_bias", 0, &ab) < 0 || opt_bool(o, what, "mlp_bias", 0, &mb) < 0 ||
-        opt_int(o, what, "head_dim", 1, 0, &hd) < 0)
+        opt_int(o, what, "head_dim", 1, c->qk_norm ? 128 : 0, &hd) < 0) /* Qwen3Config's default: 128 */
         return -1;
     if (ab || mb) return mk_error_set("%s: %s true: biases in a Llama's linears are not in merak's graph", what,
                                       ab ? "attention_bias" : "mlp_bias");

@@ -1,11 +1,12 @@
-/* Megatron's --reset-position-ids / --reset-attention-mask in the
+/* Row helpers of the executor's attention layer (gpt_layers.c): Qwen3's
+ * q/k norms, and Megatron's --reset-position-ids / --reset-attention-mask in the
  * executor (run->docs: 1 where a micro-batch row starts a document): a
  * document's rows run through the position-dependent kernels as a
  * sequence of their own, so RoPE and learned positions count from its
  * first row and attention over it sees nothing before it.  The kernels
  * are the backends' own (no new kernel, on CPU and CUDA alike). */
 #include "config.h"
-#include "exec/gpt_docs.h"
+#include "exec/gpt_attn.h"
 
 /* The end of the document segment starting at row r (rows [r, end) at
  * most, a sequence of T rows never crossed). */
@@ -92,4 +93,50 @@ void mk_gpt_embed_bwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *dwte, fl
         e = embed_seg(g, run, dwpe != NULL, s, N, &T);
         g->be->embed_bwd(g->be->ctx, dwte, dwpe, dout + (size_t)s * g->C, tokens + s, e - s, T, g->C, g->v0, g->Vl);
     }
+}
+
+/* ---- Qwen3's q/k norms (--qk-layernorm): RMSNorm over each q head's hs
+ * with q_norm's weight and each K/V head's k with k_norm's, between the
+ * QKV GEMM and RoPE, a token row at a time (its heads are contiguous); qk
+ * keeps the GEMM's rows, qkr each head's 1/rms.  Their weights are every
+ * TP rank's, each rank's heads adding to their gradients: summed over the
+ * TP group (transformers' replicated_with_grad_allreduce). */
+static int qk_norm_w(const mk_gpt_t *g, int l) { return g->first[l] + 4; } /* q_norm; k_norm next */
+
+static size_t qkv_w(const mk_gpt_t *g) { return (size_t)(g->nh + 2 * g->kv) * g->hs; }
+
+void mk_gpt_qk_norm_fwd(mk_gpt_t *g, int l, float *x1, float *qk, float *qkr, int r0, int nr)
+{
+    const mk_backend_t *be = g->be;
+    size_t mid = qkv_w(g), hs = g->hs, h = (size_t)g->nh + g->kv;
+    const float *wq = mk_gpt_param(g, qk_norm_w(g, l)), *wk = mk_gpt_param(g, qk_norm_w(g, l) + 1);
+    be->copy(be->ctx, qk + r0 * mid, x1 + r0 * mid, (size_t)nr * mid * sizeof(float));
+    for (size_t r = r0; r < (size_t)r0 + nr; r++) {
+        const float *in = qk + r * mid;
+        be->rmsnorm_fwd(be->ctx, x1 + r * mid, qkr + r * h, in, wq, g->eps, g->nh, g->hs);
+        be->rmsnorm_fwd(be->ctx, x1 + r * mid + g->nh * hs, qkr + r * h + g->nh, in + g->nh * hs, wk, g->eps, g->kv,
+                        g->hs);
+    }
+}
+
+int mk_gpt_qk_norm_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *qk, const float *qkr, float *dmid, int r0,
+                       int nr)
+{
+    const mk_backend_t *be = g->be;
+    size_t mid = qkv_w(g), hs = g->hs, h = (size_t)g->nh + g->kv;
+    const float *wq = mk_gpt_param(g, qk_norm_w(g, l)), *wk = mk_gpt_param(g, qk_norm_w(g, l) + 1);
+    float *din = run->s_qk, *dw = run->s_qk + h * hs;
+    be->zero(be->ctx, dw, 2 * hs * sizeof(float));
+    for (size_t r = r0; r < (size_t)r0 + nr; r++) {
+        const float *in = qk + r * mid, *rs = qkr + r * h;
+        be->zero(be->ctx, din, h * hs * sizeof(float));
+        be->rmsnorm_bwd(be->ctx, din, dw, dmid + r * mid, in, wq, rs, g->nh, g->hs);
+        be->rmsnorm_bwd(be->ctx, din + g->nh * hs, dw + hs, dmid + r * mid + g->nh * hs, in + g->nh * hs, wk,
+                        rs + g->nh, g->kv, g->hs);
+        be->copy(be->ctx, dmid + r * mid, din, h * hs * sizeof(float));
+    }
+    if (g->tp > 1 && run->allreduce(run->ctx, dw, (int)(2 * hs), 0) < 0) return -1;
+    be->acc(be->ctx, mk_gpt_grad(g, qk_norm_w(g, l)), dw, hs);
+    be->acc(be->ctx, mk_gpt_grad(g, qk_norm_w(g, l) + 1), dw + hs, hs);
+    return 0;
 }

@@ -1,7 +1,8 @@
-/* The executor's document segments (gpt_docs.c; --reset-position-ids,
+/* The executor's attention-layer row helpers (gpt_attn.c): Qwen3's q/k
+ * norms and the document segments (--reset-position-ids,
  * --reset-attention-mask), called by gpt_layers.c. */
-#ifndef MERAK_EXEC_GPT_DOCS_H
-#define MERAK_EXEC_GPT_DOCS_H
+#ifndef MERAK_EXEC_GPT_ATTN_H
+#define MERAK_EXEC_GPT_ATTN_H
 
 #include "merak/gpt.h"
 
@@ -18,5 +19,12 @@ void mk_gpt_embed_fwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *out, con
                            const float *wpe, int N);
 void mk_gpt_embed_bwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *dwte, float *dwpe, const float *dout,
                            const int *tokens, int N);
+
+/* Qwen3's q/k norms on rows [r0, r0+nr) of the QKV GEMM's output x1 (in
+ * place; qk keeps the rows, qkr each head's 1/rms), and back: dmid's q|k
+ * columns to the norms' input, their weights' gradients (TP-summed) added. */
+void mk_gpt_qk_norm_fwd(mk_gpt_t *g, int l, float *x1, float *qk, float *qkr, int r0, int nr);
+int mk_gpt_qk_norm_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *qk, const float *qkr, float *dmid, int r0,
+                       int nr);
 
 #endif
