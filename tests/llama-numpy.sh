@@ -126,6 +126,13 @@ hf_case qwen3 'n = t["model.layers.1.self_attn.k_norm.weight"]
 assert c["model_type"] == "qwen3" and c["head_dim"] == 24 and n[0] == [24] and max(abs(v - 1) for v in n[1]) > 1e-4, c' \
   '"model_type": "qwen3", "head_dim": 24, "rms_norm_eps": 1e-06, "attention_bias": false'
 
+# mixture of experts (issue 36: the sparse blocks as transformers runs them): Mixtral's names, and Qwen3-MoE's
+# (q/k norms, mlp.experts.*, mlp_only_layers for its dense first block, top-k renormalised by norm_topk_prob)
+hf_case mixtral 'assert c["model_type"] == "mixtral" and "model.layers.3.block_sparse_moe.experts.3.w2.weight" in t, c' \
+  '"model_type": "mixtral", "rms_norm_eps": 1e-05, "num_local_experts": 4, "num_experts_per_tok": 2'
+hf_case qwen3-moe 'assert c["model_type"] == "qwen3_moe" and c["mlp_only_layers"] == [0] and "model.layers.0.mlp.gate_proj.weight" in t and "model.layers.1.mlp.experts.3.down_proj.weight" in t, c' \
+  '"model_type": "qwen3_moe", "head_dim": 16, "rms_norm_eps": 1e-06, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [0]'
+
 # Megatron's --reset-position-ids / --reset-attention-mask (issue 36): documents of 5-39 tokens in sequences of
 # 64, from a Megatron dataset's index; positions restart and attention stays inside each, as the reference's
 # get_ltor_masks_and_position_ids on the same documents; without the flags the reference misses

@@ -27,7 +27,7 @@ import st_read  # noqa: E402  (the standard-library reader; verifies checksums)
 def load(path):
     meta, tensors = st_read.read(path)
     cfg = json.loads(meta["config"])
-    assert cfg["model_type"] in ("llama", "mistral", "qwen2", "qwen3"), cfg["model_type"]
+    assert cfg["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"), cfg["model_type"]
     w = {k: np.array(v, dtype=np.float64).reshape(s) for k, (s, v) in tensors.items() if not k.startswith("optim.")}
     return cfg, w
 
@@ -121,7 +121,7 @@ def attention(x, w, p, cfg, cos, sin, same_doc):
     if p + "q_norm.weight" in w:  # Qwen3Attention: RMSNorm over each head's d before RoPE
         q = rms_norm(q, w[p + "q_norm.weight"], cfg["rms_norm_eps"])
         k = rms_norm(k, w[p + "k_norm.weight"], cfg["rms_norm_eps"])
-    assert (p + "q_norm.weight" in w) == (cfg["model_type"] == "qwen3"), cfg["model_type"]
+    assert (p + "q_norm.weight" in w) == cfg["model_type"].startswith("qwen3"), cfg["model_type"]
     q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
     v = proj("v").reshape(B, T, KV, d).transpose(0, 2, 1, 3)
     q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
@@ -138,6 +138,35 @@ def attention(x, w, p, cfg, cos, sin, same_doc):
 
 def silu(x):
     return x / (1.0 + np.exp(-x))
+
+
+def mlp(h, w, p, cfg):
+    """LlamaMLP, or a sparse MoE block: MixtralSparseMoeBlock (block_sparse_moe.*, w1/w3/w2) or
+    Qwen3MoeSparseMoeBlock (mlp.gate, mlp.experts.*): softmax over the router's logits, the top k, renormalised
+    (Mixtral always, Qwen3-MoE when norm_topk_prob), each token the weighted sum of its experts' SwiGLU MLPs"""
+    def swiglu(g, u, d):
+        return (silu(h @ w[g].T) * (h @ w[u].T)) @ w[d].T
+    if p + "mlp.gate_proj.weight" in w:
+        return swiglu(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight")
+    qwen = p + "mlp.gate.weight" in w
+    gate = w[p + ("mlp.gate.weight" if qwen else "block_sparse_moe.gate.weight")]
+    logits = h @ gate.T
+    probs = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    probs /= probs.sum(axis=-1, keepdims=True)
+    k = cfg["num_experts_per_tok"]
+    top = np.argsort(-probs, axis=-1, kind="stable")[..., :k]
+    wts = np.take_along_axis(probs, top, axis=-1)
+    if not qwen or cfg.get("norm_topk_prob", False):
+        wts = wts / wts.sum(axis=-1, keepdims=True)
+    out = np.zeros_like(h)
+    for e in range(gate.shape[0]):
+        sel = (top == e) * wts  # (B, T, k): the token's weight for expert e, where chosen
+        if not sel.any():
+            continue
+        n = (p + "mlp.experts.%d.%s.weight" if qwen else p + "block_sparse_moe.experts.%d.%s.weight")
+        names = ("gate_proj", "up_proj", "down_proj") if qwen else ("w1", "w3", "w2")
+        out += sel.sum(axis=-1, keepdims=True) * swiglu(*(n % (e, x) for x in names))
+    return out
 
 
 def loss(cfg, w, batch, first, reset_pos=False, reset_mask=False):
@@ -157,9 +186,7 @@ def loss(cfg, w, batch, first, reset_pos=False, reset_mask=False):
         p = "model.layers.%d." % i
         x = x + attention(rms_norm(x, w[p + "input_layernorm.weight"], eps), w, p + "self_attn.", cfg, cos, sin,
                           same_doc)
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        m = silu(h @ w[p + "mlp.gate_proj.weight"].T) * (h @ w[p + "mlp.up_proj.weight"].T)
-        x = x + m @ w[p + "mlp.down_proj.weight"].T
+        x = x + mlp(rms_norm(x, w[p + "post_attention_layernorm.weight"], eps), w, p, cfg)
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
     assert cfg["tie_word_embeddings"] == ("lm_head.weight" not in w)

@@ -50,6 +50,9 @@ equiv 2 1 1 --ep 2 $SH
 make_reference --moe-layer-freq 2
 equiv 2 2 1 --ep 2 --moe-layer-freq 2
 equiv 2 1 1 --zero 2 --moe-layer-freq 2
+# Qwen3-MoE's blocks (q/k norms beside the experts, its tensor names): EP and TP
+make_reference --qk-layernorm
+equiv 2 1 2 --ep 2 --qk-layernorm
 
 # a capacity factor drops tokens: the losses differ from the dropless run
 a=$(sed -n 's/.*"losses":\[\([^],]*\).*/\1/p' "$tmpdir/one.json")

@@ -67,6 +67,14 @@ static void shortest_real(double v, char *buf, size_t n)
 static void moe_config_json(const mk_gpt_t *g, char *buf, size_t n)
 {
     const mk_model_config_t *c = &g->cfg;
+    if (c->qk_norm) { /* Qwen3MoeConfig: the leading dense blocks as mlp_only_layers */
+        int len = snprintf(buf, n, ",\"num_experts\":%d,\"num_experts_per_tok\":%d,\"moe_intermediate_size\":%d,"
+                           "\"norm_topk_prob\":%s,\"decoder_sparse_step\":1,\"mlp_only_layers\":[", g->E, g->topk,
+                           g->Fe, c->moe_pre_softmax ? "false" : "true");
+        for (int i = 0; i < c->moe_first_dense; i++) len += snprintf(buf + len, n - len, "%s%d", i ? "," : "", i);
+        snprintf(buf + len, n - len, "]}");
+        return;
+    }
     int len = snprintf(buf, n, ",\"num_local_experts\":%d,\"num_experts_per_tok\":%d", g->E, g->topk);
     if (g->Fs) len += snprintf(buf + len, n - len, ",\"shared_expert_intermediate_size\":%d", g->Fs);
     if (c->moe_pre_softmax) len += snprintf(buf + len, n - len, ",\"norm_topk_prob\":false");
@@ -85,14 +93,15 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
         char eps[32], theta[32];
         shortest_real(c->norm_eps, eps, sizeof eps);
         shortest_real(c->rope_theta, theta, sizeof theta);
-        int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width */
+        int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width (Qwen3-MoE's: dense) */
+        const char *type = moe ? (c->qk_norm ? "qwen3_moe" : "mixtral") : c->window ? "mistral" : c->qkv_bias ? "qwen2"
+                           : c->qk_norm ? "qwen3" : "llama";
         len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
                        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
                        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
                        "\"rope_theta\":%s,\"tie_word_embeddings\":%s",
-                       moe ? "mixtral" : c->window ? "mistral" : c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : "llama",
-                       c->num_layers,
-                       c->hidden, c->heads, c->kv_heads, moe ? g->Fe : c->ffn, c->vocab, c->seq, eps, theta,
+                       type, c->num_layers, c->hidden, c->heads, c->kv_heads, moe && !c->qk_norm ? g->Fe : c->ffn,
+                       c->vocab, c->seq, eps, theta,
                        c->untied ? "false" : "true");
         /* Qwen3Config's head_dim defaults to 128, not hidden / heads: say it */
         if (c->kv_channels || c->qk_norm) len += snprintf(buf + len, n - len, ",\"head_dim\":%d", g->hs);

@@ -80,15 +80,18 @@ static tdesc_t *moe_tensors(const mk_gpt_t *g, char (**names)[64], int *n)
     tdesc_t *d = calloc(*n, sizeof *d);
     *names = calloc(*n, sizeof **names);
     static const char *const w[3] = {"w1", "w3", "w2"}, *const sh[3] = {"gate_proj", "up_proj", "down_proj"};
+    int qwen = g->cfg.qk_norm; /* Qwen3-MoE's names (Qwen3MoeSparseMoeBlock), else Mixtral's */
     d[k++] = (tdesc_t){"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1};
-    d[k++] = (tdesc_t){"model.layers.%d.block_sparse_moe.gate.weight", g->E, C, -1, 1, s};
+    d[k++] = (tdesc_t){qwen ? "model.layers.%d.mlp.gate.weight" : "model.layers.%d.block_sparse_moe.gate.weight", g->E,
+                       C, -1, 1, s};
     for (int i = 0; Fs && i < 3; i++, k++) {
         snprintf((*names)[k], 64, "model.layers.%%d.mlp.shared_experts.%s.weight", sh[i]);
         d[k] = (tdesc_t){(*names)[k], i < 2 ? Fs : C, i < 2 ? C : Fs, -1, 1, s};
     }
     for (int j = 0; j < g->E; j++)
         for (int i = 0; i < 3; i++, k++) {
-            snprintf((*names)[k], 64, "model.layers.%%d.block_sparse_moe.experts.%d.%s.weight", j, w[i]);
+            if (qwen) snprintf((*names)[k], 64, "model.layers.%%d.mlp.experts.%d.%s.weight", j, sh[i]);
+            else snprintf((*names)[k], 64, "model.layers.%%d.block_sparse_moe.experts.%d.%s.weight", j, w[i]);
             d[k] = (tdesc_t){(*names)[k], i < 2 ? F : C, i < 2 ? C : F, -1, 1, s};
         }
     return d;
@@ -199,9 +202,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
     if (mk_model_is_mla(c) || c->moe_router_bias || c->mtp_layers) /* issue 36: DeepSeek-V2/V3 */
         return mk_error_set("multi-latent attention, the router's expert bias and multi-token prediction (DeepSeek's) "
                             "are for merak sim and merak plan: the executor has none of them");
-    if (c->qk_norm && (mk_model_is_moe(c) || c->qkv_bias || c->norm != MK_NORM_RMSNORM))
-        return mk_error_set("--qk-layernorm with experts, q/k/v biases or LayerNorm is for merak sim and merak plan: "
-                            "the executor trains Qwen3's dense blocks (RMSNorm q/k norms)");
+    if (c->qk_norm && (c->moe_shared_ffn || c->moe_layer_freq > 1 || c->qkv_bias || c->norm != MK_NORM_RMSNORM))
+        return mk_error_set("--qk-layernorm with shared experts, sparse blocks apart, q/k/v biases or LayerNorm is for "
+                            "merak sim and merak plan: the executor trains Qwen3's and Qwen3-MoE's blocks");
     if (c->norm == MK_NORM_LAYERNORM && !c->swiglu && c->pos == MK_POS_LEARNED && c->bias && !c->untied &&
         (c->kv_heads == c->heads || c->kv_heads == 0)) {
         if (c->kv_channels) /* its c_attn and c_proj are h wide: GPT-2's layout has no other head dim */
