@@ -5,7 +5,7 @@
 # inputs accepted.  Every failing file is listed.
 : "${top_srcdir:=.}" "${top_builddir:=.}"
 st=0
-for r in model cluster plan trace safetensors data; do
+for r in model cluster plan trace safetensors data hfdir; do
   "$top_builddir/tests/fuzz/replay-$r" "$top_srcdir/tests/fuzz/corpus/$r" || st=1
 done
 exit $st

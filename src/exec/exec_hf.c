@@ -338,12 +338,22 @@ static int hf_shards(mk_hf_src_t *s, const char *dir)
 /* Rank 0: the directory's model checked against the run's, its files opened. */
 int mk_hf_open(mk_exec_t *e, const char *dir, mk_hf_src_t *s)
 {
-    mk_model_overrides_t ov;
     mk_model_config_t hf;
-    mk_model_overrides_init(&ov);
-    if (mk_model_resolve(dir, &ov, &hf) < 0) return -1;
+    if (mk_hf_dir_model(dir, &hf) < 0) return -1;
     const char *d = model_differs(&hf, &e->o->ctx->plan.model);
     if (d) return mk_error_set("%s: model mismatch: its config.json and this run's model differ in %s", dir, d);
+    return mk_hf_dir_files(dir, s);
+}
+
+int mk_hf_dir_model(const char *dir, mk_model_config_t *cfg)
+{
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    return mk_model_resolve(dir, &ov, cfg);
+}
+
+int mk_hf_dir_files(const char *dir, mk_hf_src_t *s)
+{
     char p[4352];
     snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
     if (access(p, F_OK) == 0) {

@@ -261,6 +261,10 @@ typedef struct {
     json_t *map; /* weight_map, or NULL: one file */
 } mk_hf_src_t;
 int mk_hf_open(mk_exec_t *e, const char *dir, mk_hf_src_t *s);
+/* mk_hf_open's two halves, no run needed (tests/fuzz/fuzz_hfdir.c): DIR's
+ * config.json as a model, and its safetensors (the index's shards) opened */
+int mk_hf_dir_model(const char *dir, mk_model_config_t *cfg);
+int mk_hf_dir_files(const char *dir, mk_hf_src_t *s);
 int mk_hf_check(mk_exec_t *e, const mk_hf_src_t *s, const char *dir);
 mk_st_reader_t *mk_hf_reader(const mk_hf_src_t *s, const char *tensor);
 void mk_hf_close(mk_hf_src_t *s);

@@ -5,16 +5,17 @@
 # tests/fuzz/replay-READER = replay.c + the harness + libmerak.a.
 # `make fuzz` builds the same harnesses with clang's libFuzzer and the
 # sanitizers and runs each for FUZZ_SECONDS (tests/fuzz/fuzz.sh).
-FUZZ_READERS = model cluster plan trace safetensors data
+FUZZ_READERS = model cluster plan trace safetensors data hfdir
 FUZZ_COMMON = tests/fuzz/replay.c tests/fuzz/fuzz_common.c tests/fuzz/fuzz.h
 check_PROGRAMS += tests/fuzz/replay-model tests/fuzz/replay-cluster tests/fuzz/replay-plan \
-	tests/fuzz/replay-trace tests/fuzz/replay-safetensors tests/fuzz/replay-data
+	tests/fuzz/replay-trace tests/fuzz/replay-safetensors tests/fuzz/replay-data tests/fuzz/replay-hfdir
 tests_fuzz_replay_model_SOURCES = $(FUZZ_COMMON) tests/fuzz/fuzz_model.c
 tests_fuzz_replay_cluster_SOURCES = $(FUZZ_COMMON) tests/fuzz/fuzz_cluster.c
 tests_fuzz_replay_plan_SOURCES = $(FUZZ_COMMON) tests/fuzz/fuzz_plan.c
 tests_fuzz_replay_trace_SOURCES = $(FUZZ_COMMON) tests/fuzz/fuzz_trace.c
 tests_fuzz_replay_safetensors_SOURCES = $(FUZZ_COMMON) tests/fuzz/fuzz_safetensors.c
 tests_fuzz_replay_data_SOURCES = $(FUZZ_COMMON) tests/fuzz/fuzz_data.c
+tests_fuzz_replay_hfdir_SOURCES = $(FUZZ_COMMON) tests/fuzz/fuzz_hfdir.c
 TESTS += tests/fuzz-replay.sh
 EXTRA_DIST += tests/fuzz-replay.sh tests/fuzz/fuzz.sh tests/fuzz/json.dict tests/fuzz/README.md \
 	tests/fuzz/mkcorpus.py tests/fuzz/corpus
