@@ -7,10 +7,19 @@ mk_group_t mk_group_make(const mk_cluster_t *c, int first, int stride, int n, in
 {
     mk_group_t g = {n, n, sharers};
     int gpn = c->gpus_per_node > 0 ? c->gpus_per_node : 1;
-    int node0 = first / gpn, per = 0;
-    for (int i = 0; i < n; i++)
-        if ((first + (long)stride * i) / gpn == node0) per++;
-    g.per_node = per < 1 ? 1 : per;
+    long node0 = first / gpn, per = 0;
+    /* Members first + stride*i rise with i, so those on first's node are a
+     * prefix: the count is a division, not a walk over n (the DP groups of
+     * a 16,384-GPU plan have thousands of members and every simulation
+     * makes its groups). */
+    if (stride <= 0) {
+        for (int i = 0; i < n; i++)
+            if ((first + (long)stride * i) / gpn == node0) per++;
+    } else {
+        per = ((node0 + 1) * gpn - 1 - first) / stride + 1;
+        if (per > n) per = n;
+    }
+    g.per_node = per < 1 ? 1 : (int)per;
     if (g.sharers < g.per_node) g.sharers = g.per_node;
     if (g.sharers > gpn) g.sharers = gpn;
     return g;

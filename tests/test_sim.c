@@ -136,6 +136,17 @@ static void test_collectives(void)
     double ae = c.inter.alpha_s, be = c.inter.beta_Bps * 1.0 / 8;
     double want = 2 * (7 * a + 7.0 / 8 * S / b) + 2 * 3 * ae + 2.0 * 3 / 4 * (S / 8) / be;
     CHECK_REL(mk_cost_coll(&c, MK_COLL_ALLREDUCE, &h, S), want, 1e-12, "hierarchical all-reduce");
+    /* the members on the first one's node, counted by walking them (the
+       closed form in mk_group_make must agree) */
+    for (int first = 0; first < 20; first += 3)
+        for (int stride = 1; stride < 12; stride++)
+            for (int n = 1; n < 40; n += 5) {
+                int per = 0;
+                for (int i = 0; i < n; i++) per += (first + stride * i) / 8 == first / 8;
+                mk_group_t q = mk_group_make(&c, first, stride, n, 1);
+                CHECK(q.per_node == per, "group (%d, %d, %d) per node %d, want %d", first, stride, n, q.per_node,
+                      per);
+            }
     /* ideal: free */
     mk_cluster_get("ideal", &c);
     CHECK(mk_cost_coll(&c, MK_COLL_ALLREDUCE, &g, S) == 0, "ideal collectives are free");
