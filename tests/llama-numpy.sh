@@ -5,7 +5,9 @@
 # and a tied multi-query variant with another rotary base and epsilon, each
 # trained 10 steps at a high learning rate so that attention (and with it
 # RoPE) moves the loss by far more than the tolerance; a config with another
-# rope_theta misses it.  The same text as bytes and as
+# rope_theta misses it; the kin transformers has (Mistral, Mixtral, Qwen2,
+# Qwen3, Qwen3-MoE, DeepSeek-V3's latent attention) from their configs, and
+# documents (--reset-*).  The same text as bytes and as
 # uint16 ids trains to bitwise the same losses.  Skipped (77) without numpy.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
@@ -133,6 +135,27 @@ hf_case mixtral 'assert c["model_type"] == "mixtral" and "model.layers.3.block_s
 hf_case qwen3-moe 'assert c["model_type"] == "qwen3_moe" and c["mlp_only_layers"] == [0] and "model.layers.0.mlp.gate_proj.weight" in t and "model.layers.1.mlp.experts.3.down_proj.weight" in t, c' \
   '"model_type": "qwen3_moe", "head_dim": 16, "rms_norm_eps": 1e-06, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [0]'
 
+# DeepSeek-V3's multi-head latent attention (issue 36), dense (no routed experts), from its config: q and kv
+# latents of 32 and 16, heads of 16 + 8 (RoPE, pairs interleaved) for q/k and 12 for v; DeepseekV3Attention in
+# the reference; the checkpoint a deepseek_v3 model; the same tensors with RoPE's pairs as halves miss
+mkdir -p "$tmpdir/mla"
+cat >"$tmpdir/mla/config.json" <<'EOF'
+{"model_type": "deepseek_v3", "hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 4,
+ "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": 256, "max_position_embeddings": 64,
+ "rms_norm_eps": 1e-06, "rope_theta": 10000.0, "tie_word_embeddings": false, "hidden_act": "silu",
+ "attention_bias": false, "q_lora_rank": 32, "kv_lora_rank": 16, "qk_nope_head_dim": 16, "qk_rope_head_dim": 8,
+ "v_head_dim": 12, "n_routed_experts": null, "first_k_dense_replace": 4}
+EOF
+ref_case mla --model "$tmpdir/mla"
+check "mla: the checkpoint's config is deepseek_v3's, its latents trained" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"]); n = t["model.layers.2.self_attn.kv_a_layernorm.weight"]
+assert c["model_type"] == "deepseek_v3" and c["v_head_dim"] == 12 and c["n_routed_experts"] is None, c
+assert t["model.layers.0.self_attn.kv_b_proj.weight"][0] == [112, 16] and max(abs(v - 1) for v in n[1]) > 1e-4' \
+  "$top_srcdir/tests" "$tmpdir/mla.st"
+"$MERAK" run --model "$tmpdir/mla" --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/mla.st" >"$tmpdir/m.json"
+misses "RoPE's pairs as halves" "$tmpdir/mla.st" "$tmpdir/m.json" 'c["rope_interleave"] = False'
+
 # Megatron's --reset-position-ids / --reset-attention-mask (issue 36): documents of 5-39 tokens in sequences of
 # 64, from a Megatron dataset's index; positions restart and attention stays inside each, as the reference's
 # get_ltor_masks_and_position_ids on the same documents; without the flags the reference misses
@@ -149,6 +172,13 @@ if "$PY" "$REF" "$tmpdir/docs.st" "$tmpdir/docs" --gbs 8 --batch 10 --want "$(fi
     >"$tmpdir/o" 2>&1; then
   echo "FAIL: attention across documents still gives the masked executor's loss"; fails=$((fails + 1))
 else echo "ok: attention across documents misses the masked run: $(tail -1 "$tmpdir/o")"; fi
+# and the latent attention's RoPE parts restart at each document too
+expect_ok "documents, MLA: train 10 steps, save" timeout 120 "$MERAK" run ${DR#--model llama-tiny} --model "$tmpdir/mla" --steps 10 \
+  --save "$tmpdir/docs-mla.st" --reset-position-ids --reset-attention-mask
+"$MERAK" run ${DR#--model llama-tiny} --model "$tmpdir/mla" --steps 1 --load "$tmpdir/docs-mla.st" --reset-position-ids \
+  --reset-attention-mask >"$tmpdir/d.json" 2>/dev/null
+expect_ok "documents, MLA: numpy gives the executor's loss (1e-6)" "$PY" "$REF" "$tmpdir/docs-mla.st" "$tmpdir/docs" \
+  --gbs 8 --batch 10 --want "$(first_loss "$tmpdir/d.json")" --rtol 1e-6 --reset-position-ids --reset-attention-mask
 expect_fail "--reset-attention-mask needs documents" "need a Megatron-LM dataset" -- \
   "$MERAK" run --model llama-tiny --steps 1 --data "$D" --reset-attention-mask
 

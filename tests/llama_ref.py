@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Hugging Face LlamaForCausalLM's forward in numpy (float64), built from a
+"""Hugging Face LlamaForCausalLM's forward in numpy (float64) (and its kin:
+Mistral, Mixtral, Qwen2, Qwen3, Qwen3-MoE, DeepSeek-V3's multi-head latent
+attention with dense MLPs), built from a
 merak safetensors checkpoint and its __metadata__["config"] alone, and its
 mean cross-entropy on one global batch of a token file.
 
@@ -27,7 +29,7 @@ import st_read  # noqa: E402  (the standard-library reader; verifies checksums)
 def load(path):
     meta, tensors = st_read.read(path)
     cfg = json.loads(meta["config"])
-    assert cfg["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe"), cfg["model_type"]
+    assert cfg["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"), cfg["model_type"]
     w = {k: np.array(v, dtype=np.float64).reshape(s) for k, (s, v) in tensors.items() if not k.startswith("optim.")}
     return cfg, w
 
@@ -109,6 +111,45 @@ def head_dim(cfg):
     return cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
 
 
+def core(q, k, v, same_doc, cfg):
+    """softmax(q k^T / sqrt(d), causal, within documents, windowed) v over (B, H, T, d) heads"""
+    T = q.shape[2]
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1])
+    keep = np.tril(np.ones((T, T), dtype=bool)) & same_doc
+    if cfg.get("sliding_window"):  # transformers' sliding_window_overlay: key > query - window
+        keep &= np.triu(np.ones((T, T), dtype=bool), -(cfg["sliding_window"] - 1))
+    s = np.where(keep, s, -np.inf)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    return (s / s.sum(axis=-1, keepdims=True)) @ v  # (B, H, T, dv)
+
+
+def mla(x, w, p, cfg, pos, same_doc):
+    """DeepseekV3Attention (transformers, rope_interleave as DeepSeek's checkpoints): q from the q latent
+    (q_a_proj, q_a_layernorm, q_b_proj), [k_nope | v] from the kv latent, the RoPE parts q_pe and the one k_pe
+    of every head turned by apply_rotary_pos_emb_interleave, scale (qk_nope + qk_rope)^-1/2, o_proj"""
+    B, T, C = x.shape
+    H, nope, rp, vd = (cfg[k] for k in ("num_attention_heads", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim"))
+    norm = lambda y, n: rms_norm(y, w[p + n + ".weight"], 1e-6)  # DeepseekV3RMSNorm's default eps
+    q = norm(x @ w[p + "q_a_proj.weight"].T, "q_a_layernorm") @ w[p + "q_b_proj.weight"].T
+    q = q.reshape(B, T, H, nope + rp).transpose(0, 2, 1, 3)
+    ckv = x @ w[p + "kv_a_proj_with_mqa.weight"].T
+    kv = norm(ckv[..., : cfg["kv_lora_rank"]], "kv_a_layernorm") @ w[p + "kv_b_proj.weight"].T
+    kv = kv.reshape(B, T, H, nope + vd).transpose(0, 2, 1, 3)
+    k_pe = ckv[..., cfg["kv_lora_rank"] :][:, None]  # (B, 1, T, rp)
+    cos, sin = rope(T, rp, cfg["rope_theta"])
+    cos, sin = cos[pos][:, None], sin[pos][:, None]
+    def interleave(y):  # transformers' apply_rotary_pos_emb_interleave: pairs (2i, 2i+1) as halves
+        b, h, t, d = y.shape
+        if cfg.get("rope_interleave", True):  # DeepseekV3Config's (False: apply_rotary_pos_emb's halves)
+            y = y.reshape(b, h, t, d // 2, 2).transpose(0, 1, 2, 4, 3).reshape(b, h, t, d)
+        return y * cos + rotate_half(y) * sin
+    q_pe, k_pe = interleave(q[..., nope:]), interleave(k_pe)
+    qs = np.concatenate([q[..., :nope], q_pe], axis=-1)
+    ks = np.concatenate([kv[..., :nope], np.broadcast_to(k_pe, (B, H, T, rp))], axis=-1)
+    y = core(qs, ks, kv[..., nope:], same_doc, cfg)
+    return y.transpose(0, 2, 1, 3).reshape(B, T, H * vd) @ w[p + "o_proj.weight"].T
+
+
 def attention(x, w, p, cfg, cos, sin, same_doc):
     B, T, C = x.shape
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
@@ -126,13 +167,7 @@ def attention(x, w, p, cfg, cos, sin, same_doc):
     v = proj("v").reshape(B, T, KV, d).transpose(0, 2, 1, 3)
     q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = np.repeat(k, H // KV, axis=1), np.repeat(v, H // KV, axis=1)  # repeat_kv
-    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
-    keep = np.tril(np.ones((T, T), dtype=bool)) & same_doc
-    if cfg.get("sliding_window"):  # transformers' sliding_window_overlay: key > query - window
-        keep &= np.triu(np.ones((T, T), dtype=bool), -(cfg["sliding_window"] - 1))
-    s = np.where(keep, s, -np.inf)
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    y = (s / s.sum(axis=-1, keepdims=True)) @ v  # (B, H, T, d)
+    y = core(q, k, v, same_doc, cfg)  # (B, H, T, d)
     return y.transpose(0, 2, 1, 3).reshape(B, T, H * d) @ w[p + "o_proj.weight"].T
 
 
@@ -179,13 +214,19 @@ def loss(cfg, w, batch, first, reset_pos=False, reset_mask=False):
     start = np.array([[np.flatnonzero(first[b, : t + 1])[-1] for t in range(T)] for b in range(B)])
     pos = np.arange(T)[None, :] - start if reset_pos else np.broadcast_to(np.arange(T), (B, T))
     same_doc = (doc[:, :, None] == doc[:, None, :])[:, None] if reset_mask else np.ones((T, T), dtype=bool)
-    cos, sin = rope(T, head_dim(cfg), cfg["rope_theta"], cfg.get("rope_scaling"))
-    cos, sin = cos[pos][:, None], sin[pos][:, None]  # (B, 1, T, d): each token's own position
+    deepseek = cfg["model_type"] == "deepseek_v3"
+    if not deepseek:
+        cos, sin = rope(T, head_dim(cfg), cfg["rope_theta"], cfg.get("rope_scaling"))
+        cos, sin = cos[pos][:, None], sin[pos][:, None]  # (B, 1, T, d): each token's own position
     x = w["model.embed_tokens.weight"][inp]
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
-        x = x + attention(rms_norm(x, w[p + "input_layernorm.weight"], eps), w, p + "self_attn.", cfg, cos, sin,
-                          same_doc)
+        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
+        if deepseek:
+            assert cfg["n_routed_experts"] is None and "rope_scaling" not in cfg, cfg  # dense, no YaRN
+            x = x + mla(h, w, p + "self_attn.", cfg, pos, same_doc)
+        else:
+            x = x + attention(h, w, p + "self_attn.", cfg, cos, sin, same_doc)
         x = x + mlp(rms_norm(x, w[p + "post_attention_layernorm.weight"], eps), w, p, cfg)
     x = rms_norm(x, w["model.norm.weight"], eps)
     head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]

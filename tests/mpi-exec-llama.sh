@@ -5,7 +5,9 @@
 # ZeRO-1 the GPT is held to (a tied Llama head is covered by tests/test_gpt's
 # finite differences only); and with --kv-channels 24 under TP, PP and CP,
 # Qwen2's q/k/v biases under TP and PP, a sliding window and documents
-# (--reset-position-ids --reset-attention-mask) under DP, TP and PP.
+# (--reset-position-ids --reset-attention-mask) under DP, TP and PP, and
+# DeepSeek's multi-head latent attention under DP, TP (with overlap), PP,
+# zero-bubble and ZeRO-1.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 RUN_COMMON="$RUN_COMMON --model llama-tiny"
@@ -44,4 +46,11 @@ equiv 2 2 2 --recompute full --schedule zb-h1
 RUN_COMMON="$base --data-path $tmpdir/docs --reset-position-ids --reset-attention-mask"
 make_reference
 equiv 2 2 2 --recompute full --tp-overlap 1
+# multi-head latent attention (issue 36): the latents every TP rank's, their gradients made whole over TP
+RUN_COMMON="$base --multi-latent-attention --q-lora-rank 32 --kv-lora-rank 16 --qk-head-dim 16 --qk-pos-emb-head-dim 8"
+RUN_COMMON="$RUN_COMMON --v-head-dim 12"
+make_reference
+equiv 2 2 2 --recompute full --tp-overlap 2 --mbs 2
+equiv 1 2 4 --schedule zb-h1 --recompute none
+equiv 2 1 2 --zero 1 --tp-overlap 1
 finish

@@ -270,6 +270,25 @@ static void test_elementwise(int n)
     free(x); free(a); free(y); free(d); free(dx);
 }
 
+/* multi-head latent attention's column gathers: a map with skipped (-1)
+ * and repeated source columns (the scatter sums the repeats); exact */
+static void test_cols(int N, int Ws, int Wd)
+{
+    int *idx = malloc(Wd * sizeof *idx);
+    for (int j = 0; j < Wd; j++) idx[j] = j % 5 == 4 ? -1 : (j * 7) % Ws;
+    float *src = hrand((size_t)N * Ws, 1), *dst = hrand((size_t)N * Wd, 1);
+    float *gs = up(src, (size_t)N * Ws * 4), *gd = up(dst, (size_t)N * Wd * 4);
+    cpu->cols_gather(cpu->ctx, dst, src, idx, N, Ws, Wd);
+    gpu->cols_gather(gpu->ctx, gd, gs, idx, N, Ws, Wd);
+    cmp("cols_gather", gd, dst, (size_t)N * Wd, 1e-7);
+    gd = up(dst, (size_t)N * Wd * 4);
+    cpu->cols_scatter(cpu->ctx, src, dst, idx, N, Ws, Wd);
+    gpu->cols_scatter(gpu->ctx, gs, gd, idx, N, Ws, Wd);
+    cmp("cols_scatter (+=)", gs, src, (size_t)N * Ws, 1e-7);
+    gpu->free(gpu->ctx, gd);
+    free(idx); free(src); free(dst);
+}
+
 /* one TP shard of the vocabulary: columns [v0, v0+Vl) of which those >= V are padding */
 static void test_xent(int N, int Vl, int v0, int V)
 {
@@ -363,6 +382,7 @@ int main(void)
     test_rope(1, 300, 4, 4, 128, 500000.0f);  /* Llama-3's theta, long positions */
     test_swiglu(61, 173);
     test_elementwise(10007);
+    test_cols(301, 40, 97);
     test_xent(48, 64, 0, 64);
     test_xent(48, 500, 500, 901);  /* shard with 99 padding columns and foreign targets */
     test_xent(8, 50, 100, 90);     /* an all-padding shard: max -inf, sums 0 */

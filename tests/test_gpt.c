@@ -114,8 +114,10 @@ static void check_direction(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, c
 }
 
 /* MoE variants (moe-tiny): shared expert width, DeepSeek's unnormalised
- * top-k, capacity factor, a larger aux coefficient (its gradient visible) */
-typedef struct { int shared, pre_softmax; double capacity, aux; } moe_var_t;
+ * top-k, capacity factor, a larger aux coefficient (its gradient visible);
+ * mla: DeepSeek's multi-head latent attention (llama-tiny's blocks; v
+ * narrower than q/k, so v's padding and o_proj's width are exercised) */
+typedef struct { int shared, pre_softmax; double capacity, aux; int mla; } moe_var_t;
 
 static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
 {
@@ -123,6 +125,9 @@ static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
     if (tied) c.untied = 0;
     if (v) c.moe_shared_ffn = v->shared, c.moe_pre_softmax = v->pre_softmax, c.moe_capacity = v->capacity,
            c.moe_aux_coeff = v->aux;
+    if (v && v->mla)
+        c.kv_heads = c.heads, c.q_lora_rank = 12, c.kv_lora_rank = 10, c.qk_head_dim = 6, c.qk_pos_emb_head_dim = 4,
+        c.v_head_dim = 5;
     int own[6] = {1, 1, 1, 1, 1, 1};
     mk_gpt_run_t run;
     memset(&run, 0, sizeof run);
@@ -209,6 +214,8 @@ int main(int argc, char **argv)
     test_fd("moe-tiny", 0);
     const moe_var_t vars[] = {{24, 0, 0, 0.5}, {0, 1, 0, 0.5}, {0, 0, 1.0, 0.5}};
     for (int i = 0; i < 3; i++) test_fd_moe("moe-tiny", 0, &vars[i]);
+    const moe_var_t mla = {0, 0, 0, 0, 1};
+    test_fd_moe("llama-tiny", 0, &mla);
     MPI_Finalize();
     CHECK_DONE();
 }

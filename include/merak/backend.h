@@ -124,6 +124,14 @@ typedef struct mk_backend {
     void (*moe_scatter)(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
     /* out (n) [i] = a row idx[i] . b (n,C) row i */
     void (*moe_rowdot)(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);
+    /* Column gathers (optional: NULL where a backend has none; multi-head latent attention
+       needs both, src/exec/gpt_mla.c).  idx (Wd ints) is host (or device) memory, as topi.
+       cols_gather: for every row r < N and j < Wd with idx[j] >= 0,
+       dst[r*Wd + j] = src[r*Ws + idx[j]]; the other columns of dst are left as they are. */
+    void (*cols_gather)(void *ctx, float *dst, const float *src, const int *idx, int N, int Ws, int Wd);
+    /* its transpose: dsrc[r*Ws + idx[j]] += ddst[r*Wd + j], j ascending (a column that several
+       j name gets their sum, in that order) */
+    void (*cols_scatter)(void *ctx, float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd);
     /* Optional (NULL: the backend cannot fail).  0, or -1 with mk_error_set
        once a device error has happened in any entry above (sticky: the
        entries return void, so they record it and carry on; results from

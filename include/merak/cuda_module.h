@@ -16,8 +16,9 @@ struct mk_backend;
 
 /* Raised whenever either table below or the backend table (merak/backend.h)
  * changes: a module left installed by another build is refused instead of
- * called through a wrong layout.  2: the backend table's set_threads. */
-#define MK_CUDA_MODULE_ABI 2
+ * called through a wrong layout.  2: the backend table's set_threads; 3:
+ * its column gathers (cols_gather, cols_scatter). */
+#define MK_CUDA_MODULE_ABI 3
 #define MK_CUDA_MODULE_ENTRY "mk_cuda_module_entry"
 
 typedef struct mk_cuda_host {

@@ -56,6 +56,11 @@ typedef struct mk_gpt {
     mk_rope_t rope;               /* Llama: the rotary frequencies (the base as a float, the scaling) */
     int E, topk, Fe, Fs;          /* MoE (src/exec/gpt_moe.c): experts, k, expert and shared-expert
                                      widths (0: a dense model / no shared expert) */
+    /* multi-head latent attention (DeepSeek-V2/V3; src/exec/gpt_mla.c): the q and kv latent
+       ranks, a head's q/k width without and with RoPE, its v width (hs = qk + rp; kv = nh);
+       mla_map: the column gathers' index maps (host memory, gpt_mla.c); 0 / NULL: none */
+    int mla, ql, kl, qk, rp, vd;
+    int *mla_map;
     int ep, ep_rank;              /* expert parallel: this rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep) */
     int cp, cp_rank;              /* context parallel (src/exec/cp.h): T is this rank's 2 chunks of
                                      each sequence; cp <= 1: none */
@@ -141,6 +146,8 @@ typedef struct mk_gpt_run {
     float *s_red;                 /* (3N) row statistics of the loss */
     float *s_qk;                  /* --qk-layernorm: one row's q|k input gradient, then the norms' 2 hs weight
                                      gradients ((nh + kv + 2) hs) */
+    float *s_mla;                 /* multi-head latent attention: the backward's gradients of its
+                                     pieces (N x mk_gpt_mla_scratch_row floats, gpt_mla.c) */
     double aux;                   /* MoE: the load-balancing losses' share of the objective, summed by
                                      the forwards (each micro-batch's aux loss x loss_scale x N) */
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */

@@ -93,6 +93,8 @@ typedef struct mk_model_config {
     int window;
     double rope_factor, rope_low_freq, rope_high_freq;
     int rope_orig_max_pos;
+    double rope_yarn_factor; /* DeepSeek's YaRN rope_scaling (its config.json's factor): no cost
+                              * changes; kept so that the executor refuses it; 0: none */
     char json_path[512];  /* MK_FAMILY_CUSTOM: the JSON description it came from */
 } mk_model_config_t;
 

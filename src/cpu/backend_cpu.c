@@ -66,6 +66,8 @@ static const mk_backend_t mk_cpu = {
     .moe_route_bwd = mk_cpu_moe_route_bwd,
     .moe_gather = mk_cpu_moe_gather,
     .moe_scatter = mk_cpu_moe_scatter,
+    .cols_gather = mk_cpu_cols_gather,
+    .cols_scatter = mk_cpu_cols_scatter,
     .moe_rowdot = mk_cpu_moe_rowdot,
     .set_threads = cpu_set_threads,
 };

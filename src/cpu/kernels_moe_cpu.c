@@ -1,6 +1,7 @@
 /* Mixture-of-experts kernels of the CPU backend (see merak/backend.h):
  * the router's softmax and top-k with its backward, and the row gathers
- * and scatters of token dispatch and combine (src/exec/gpt_moe.c). */
+ * and scatters of token dispatch and combine (src/exec/gpt_moe.c); the
+ * column gathers of multi-head latent attention (src/exec/gpt_mla.c). */
 #include "config.h"
 #include "merak/kernels_cpu.h"
 
@@ -86,5 +87,27 @@ void mk_cpu_moe_rowdot(void *ctx, float *out, const float *a, const int *idx, co
         double s = 0;
         for (int c = 0; c < C; c++) s += (double)x[c] * y[c];
         out[i] = (float)s;
+    }
+}
+
+void mk_cpu_cols_gather(void *ctx, float *dst, const float *src, const int *idx, int N, int Ws, int Wd)
+{
+    (void)ctx;
+    for (int r = 0; r < N; r++) {
+        const float *s = src + (size_t)r * Ws;
+        float *d = dst + (size_t)r * Wd;
+        for (int j = 0; j < Wd; j++)
+            if (idx[j] >= 0) d[j] = s[idx[j]];
+    }
+}
+
+void mk_cpu_cols_scatter(void *ctx, float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd)
+{
+    (void)ctx;
+    for (int r = 0; r < N; r++) {
+        float *s = dsrc + (size_t)r * Ws;
+        const float *d = ddst + (size_t)r * Wd;
+        for (int j = 0; j < Wd; j++)
+            if (idx[j] >= 0) s[idx[j]] += d[j];
     }
 }

@@ -141,6 +141,8 @@ void mkc_swiglu_fwd(void *ctx, float *out, const float *gu, int N, int F);
 void mkc_swiglu_bwd(void *ctx, float *dgu, const float *dout, const float *gu, int N, int F);
 void mkc_add(void *ctx, float *out, const float *a, const float *b, int n);
 void mkc_acc(void *ctx, float *out, const float *a, int n);
+void mkc_cols_gather(void *ctx, float *dst, const float *src, const int *idx, int N, int Ws, int Wd);
+void mkc_cols_scatter(void *ctx, float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd);
 void mkc_xent_max(void *ctx, float *rowmax, const float *logits, int N, int Vl, int v0, int V);
 void mkc_xent_exp(void *ctx, float *logits, float *rowsum, float *tgt, const float *rowmax, const int *targets,
                   int N, int Vl, int v0, int V);

@@ -1,5 +1,5 @@
-// Elementwise kernels (GELU, add, acc) and the vocabulary-parallel
-// embedding.  Each thread computes one entry with the CPU's expression
+// Elementwise kernels (GELU, add, acc, the column gathers of multi-head
+// latent attention) and the vocabulary-parallel embedding.  Each thread computes one entry with the CPU's expression
 // verbatim (src/cpu/kernels_cpu.c); accumulations over tokens run in token
 // order in one thread per column, so they match the CPU loop exactly.
 #include "config.h"
@@ -128,4 +128,42 @@ void mkc_embed_bwd(void *ctx, float *dwte, float *dwpe, const float *dout, const
         k_embed_bwd_wpe<<<mkc_grid((size_t)T * C, 256), 256, 0, c->s>>>(dwpe, dout, N, T, C);
         LAUNCHED(c);
     }
+}
+
+// dst[r][j] = src[r][idx[j]] where idx[j] >= 0: one thread per entry
+__global__ void k_cols_gather(float *dst, const float *src, const int *idx, int N, int Ws, int Wd)
+{
+    GRID_STRIDE(i, (size_t)N * Wd) {
+        size_t r = i / Wd;
+        int j = (int)(i % Wd);
+        if (idx[j] >= 0) dst[i] = src[r * Ws + idx[j]];
+    }
+}
+
+// dsrc[r][idx[j]] += ddst[r][j]: one thread per row, j ascending as the CPU's
+// loop (several j may name one column: k's RoPE part shared by the heads)
+__global__ void k_cols_scatter(float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd)
+{
+    GRID_STRIDE(r, N) {
+        for (int j = 0; j < Wd; j++)
+            if (idx[j] >= 0) dsrc[r * Ws + idx[j]] += ddst[r * Wd + j];
+    }
+}
+
+void mkc_cols_gather(void *ctx, float *dst, const float *src, const int *idx, int N, int Ws, int Wd)
+{
+    mkc_ctx_t *c = mkc(ctx);
+    if (N <= 0 || Wd <= 0) return;
+    const int *di = mkc_ints(c, idx, Wd);
+    k_cols_gather<<<mkc_grid((size_t)N * Wd, 256), 256, 0, c->s>>>(dst, src, di, N, Ws, Wd);
+    LAUNCHED(c);
+}
+
+void mkc_cols_scatter(void *ctx, float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd)
+{
+    mkc_ctx_t *c = mkc(ctx);
+    if (N <= 0 || Wd <= 0) return;
+    const int *di = mkc_ints(c, idx, Wd);
+    k_cols_scatter<<<mkc_grid((size_t)N, 128), 128, 0, c->s>>>(dsrc, ddst, di, N, Ws, Wd);
+    LAUNCHED(c);
 }

@@ -79,9 +79,19 @@ static int exec_check_moe(const mk_plan_t *p)
     return 0;
 }
 
+/* What the executor's multi-head latent attention (src/exec/gpt_mla.c) does not cover yet. */
+static int exec_check_mla(const mk_plan_t *p)
+{
+    if (!mk_model_is_mla(&p->model)) return 0;
+    if (p->cp > 1) return mk_error_set("multi-latent attention with --cp %d is not supported by run", p->cp);
+    if (p->seqpar && p->tp > 1)
+        return mk_error_set("multi-latent attention with --sequence-parallel is not supported by run");
+    return 0;
+}
+
 int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
 {
-    if (mk_gpt_block_kind(&p->model) < 0 || exec_check_moe(p) < 0) return -1;
+    if (mk_gpt_block_kind(&p->model) < 0 || exec_check_moe(p) < 0 || exec_check_mla(p) < 0) return -1;
     if (g->n_layers != mk_gpt_n_layers(&p->model))
         return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
                             mk_gpt_n_layers(&p->model));

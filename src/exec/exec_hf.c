@@ -95,7 +95,7 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
         shortest_real(c->rope_theta, theta, sizeof theta);
         int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width (Qwen3-MoE's: dense) */
         const char *type = moe ? (c->qk_norm ? "qwen3_moe" : "mixtral") : c->window ? "mistral" : c->qkv_bias ? "qwen2"
-                           : c->qk_norm ? "qwen3" : "llama";
+                           : c->qk_norm ? "qwen3" : g->mla ? "deepseek_v3" : "llama";
         len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
                        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
                        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
@@ -115,6 +115,12 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
                             "\"low_freq_factor\":%s,\"high_freq_factor\":%s,\"original_max_position_embeddings\":%d}",
                             f, lo, hi, c->rope_orig_max_pos);
         }
+        /* DeepseekV3Config's MLA sizes; dense: no routed experts (DeepSeek's modeling_deepseek.py), and
+           transformers' DeepseekV3 builds a dense MLP in the first first_k_dense_replace blocks */
+        if (g->mla)
+            len += snprintf(buf + len, n - len, ",\"q_lora_rank\":%d,\"kv_lora_rank\":%d,\"qk_nope_head_dim\":%d,"
+                            "\"qk_rope_head_dim\":%d,\"v_head_dim\":%d,\"n_routed_experts\":null,"
+                            "\"first_k_dense_replace\":%d", g->ql, g->kl, g->qk, g->rp, g->vd, c->num_layers);
         if (moe) moe_config_json(g, buf + len, n - len);
         else snprintf(buf + len, n - len, "}");
         return;

@@ -2,6 +2,7 @@
 #include "config.h"
 #include "merak/gpt.h"
 #include "exec/gpt_moe.h"
+#include "exec/gpt_mla.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -97,6 +98,26 @@ static tdesc_t *moe_tensors(const mk_gpt_t *g, char (**names)[64], int *n)
     return d;
 }
 
+/* DeepSeek-V2/V3's attention (DeepseekV3Attention's names): the q and kv
+ * down-projections and their latent norms every TP rank's whole (their
+ * gradients made equal on every rank: gpt_mla.c), the up-projections split
+ * by heads (a head's rows are consecutive), o_proj by its input columns. */
+static int mla_tensors(const mk_gpt_t *g, tdesc_t *attn)
+{
+    int C = g->C, H = g->NH;
+    float s = 0.02f;
+    const tdesc_t d[] = {{"model.layers.%d.input_layernorm.weight", 1, C, -1, 1, -1},
+                         {"model.layers.%d.self_attn.q_a_proj.weight", g->ql, C, -1, 1, s},
+                         {"model.layers.%d.self_attn.q_a_layernorm.weight", 1, g->ql, -1, 1, -1},
+                         {"model.layers.%d.self_attn.q_b_proj.weight", H * g->hs, g->ql, 0, 1, s},
+                         {"model.layers.%d.self_attn.kv_a_proj_with_mqa.weight", g->kl + g->rp, C, -1, 1, s},
+                         {"model.layers.%d.self_attn.kv_a_layernorm.weight", 1, g->kl, -1, 1, -1},
+                         {"model.layers.%d.self_attn.kv_b_proj.weight", H * (g->qk + g->vd), g->kl, 0, 1, s},
+                         {"model.layers.%d.self_attn.o_proj.weight", C, H * g->vd, 1, 1, s}};
+    memcpy(attn, d, sizeof d);
+    return (int)(sizeof d / sizeof *d);
+}
+
 /* Llama (Hugging Face names): q, k, v and gate, up column-parallel (each
  * split by rows on its own, so a rank's q|k|v and gate|up shards lie
  * next to each other: one GEMM each), o and down row-parallel; every
@@ -122,7 +143,8 @@ static void build_llama_tensors(mk_gpt_t *g)
                            {"model.layers.%d.self_attn.o_proj.weight", C, Q, 1, 1, s}};
     tdesc_t attn[10];
     int na = 0;
-    for (int i = 0; i < 10; i++)
+    if (g->mla) na = mla_tensors(g, attn);
+    for (int i = 0; !g->mla && i < 10; i++)
         if ((i < 4 || i == 9) || (i < 7 ? g->cfg.qkv_bias : g->cfg.qk_norm)) attn[na++] = all[i];
     tdesc_t mlp[] = {{"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1},
                      {"model.layers.%d.mlp.gate_proj.weight", F, C, 0, 1, s},
@@ -199,9 +221,15 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
 {
     if (c->family != MK_FAMILY_GPT && c->family != MK_FAMILY_LLAMA)
         return mk_error_set("the executor trains GPT and Llama models only");
-    if (mk_model_is_mla(c) || c->moe_router_bias || c->mtp_layers) /* issue 36: DeepSeek-V2/V3 */
-        return mk_error_set("multi-latent attention, the router's expert bias and multi-token prediction (DeepSeek's) "
-                            "are for merak sim and merak plan: the executor has none of them");
+    if (c->moe_router_bias || c->mtp_layers) /* issue 36: DeepSeek-V3's */
+        return mk_error_set("the router's expert bias and multi-token prediction (DeepSeek-V3's) are for merak sim "
+                            "and merak plan: the executor has neither");
+    if (c->rope_yarn_factor > 0)
+        return mk_error_set("YaRN rope_scaling (DeepSeek's) is for merak sim and merak plan: the executor's RoPE "
+                            "scales as Llama 3.1's only");
+    if (mk_model_is_mla(c) && (c->window || mk_model_is_moe(c)))
+        return mk_error_set("multi-latent attention with %s is for merak sim and merak plan: the executor trains "
+                            "dense MLA models", c->window ? "a sliding window" : "experts");
     if (c->qk_norm && (c->moe_shared_ffn || c->moe_layer_freq > 1 || c->qkv_bias || c->norm != MK_NORM_RMSNORM))
         return mk_error_set("--qk-layernorm with shared experts, sparse blocks apart, q/k/v biases or LayerNorm is for "
                             "merak sim and merak plan: the executor trains Qwen3's and Qwen3-MoE's blocks");
@@ -248,7 +276,10 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
     g->tp_rank = tp_rank;
     g->ep = ep, g->ep_rank = ep_rank;
     g->L = cfg->num_layers; g->C = cfg->hidden; g->T = cfg->seq; g->NH = cfg->heads;
-    g->hs = mk_model_head_dim(cfg); g->nh = g->NH / tp; g->F = cfg->ffn; g->Fl = g->F / tp;
+    g->hs = mk_model_head_dim(cfg); g->nh = g->NH / tp;
+    if (mk_model_is_mla(cfg))
+        g->mla = 1, g->ql = cfg->q_lora_rank, g->kl = cfg->kv_lora_rank, g->qk = cfg->qk_head_dim,
+        g->rp = cfg->qk_pos_emb_head_dim, g->vd = cfg->v_head_dim; g->F = cfg->ffn; g->Fl = g->F / tp;
     g->V = cfg->vocab; g->Vp = mk_model_padded_vocab(cfg, tp); g->Vl = g->Vp / tp;
     g->v0 = tp_rank * g->Vl;
     g->llama = llama;
@@ -279,7 +310,7 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
         t->off = g->n_params;
         g->n_params += (size_t)t->lrows * t->lcols;
     }
-    if (alloc_block(g, run) < 0) { mk_gpt_free(g); return NULL; }
+    if ((g->mla && mk_gpt_mla_init(g) < 0) || alloc_block(g, run) < 0) { mk_gpt_free(g); return NULL; }
     return g;
 }
 
@@ -292,6 +323,7 @@ void mk_gpt_free(mk_gpt_t *g)
     }
     free(g->t);
     free(g->first);
+    free(g->mla_map);
     free(g);
 }
 

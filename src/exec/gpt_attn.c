@@ -18,20 +18,27 @@ static int seg_end(const mk_gpt_t *g, const mk_gpt_run_t *run, int r, int end)
     return e;
 }
 
-/* RoPE (sign +1 forward, -1 backward) on rows [r0, r0+nr) of x (ld floats a row). */
-void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, int nr, int ld, int sign)
+/* RoPE (sign +1 forward, -1 backward) on the first nheads heads of hs of
+ * rows [r0, r0+nr) of x (ld floats a row). */
+void mk_gpt_rope_heads(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, int nr, int ld, int nheads, int hs,
+                       int sign)
 {
     const mk_backend_t *be = g->be;
     void (*f)(void *, float *, const float *, int, int, int, int, int, const mk_rope_t *) =
         sign > 0 ? be->rope_fwd : be->rope_bwd;
     if (!(run->docs && run->reset_pos)) {
-        f(be->ctx, x + (size_t)r0 * ld, x + (size_t)r0 * ld, nr, g->T, g->nh + g->kv, g->hs, ld, &g->rope);
+        f(be->ctx, x + (size_t)r0 * ld, x + (size_t)r0 * ld, nr, g->T, nheads, hs, ld, &g->rope);
         return;
     }
     for (int s = r0, e; s < r0 + nr; s = e) {
         e = seg_end(g, run, s, r0 + nr);
-        f(be->ctx, x + (size_t)s * ld, x + (size_t)s * ld, e - s, e - s, g->nh + g->kv, g->hs, ld, &g->rope);
+        f(be->ctx, x + (size_t)s * ld, x + (size_t)s * ld, e - s, e - s, nheads, hs, ld, &g->rope);
     }
+}
+
+void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, int nr, int ld, int sign)
+{
+    mk_gpt_rope_heads(g, run, x, r0, nr, ld, g->nh + g->kv, g->hs, sign);
 }
 
 /* The attention core, forward (dout NULL) or backward, on whole sequences

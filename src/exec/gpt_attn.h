@@ -6,8 +6,11 @@
 
 #include "merak/gpt.h"
 
-/* RoPE (sign +1 forward, -1 backward) on rows [r0, r0+nr) of x, ld floats a row. */
+/* RoPE (sign +1 forward, -1 backward) on rows [r0, r0+nr) of x, ld floats a row: its q and k
+ * heads (mk_gpt_rope_rows), or its first nheads heads of hs (with --reset-position-ids per document). */
 void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, int nr, int ld, int sign);
+void mk_gpt_rope_heads(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, int nr, int ld, int nheads, int hs,
+                       int sign);
 /* The attention core on whole sequences rows [r0, r0+nr): forward (dout
  * NULL: out the context, att the probabilities) or backward (out dq|dk|dv
  * +=, datt scratch), one call per document with --reset-attention-mask. */

@@ -18,6 +18,7 @@
 #include "exec/cp.h"
 #include "exec/gpt_moe.h"
 #include "exec/gpt_attn.h"
+#include "exec/gpt_mla.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -59,7 +60,8 @@ static size_t mid_w(const mk_gpt_t *g, int l)
 }
 static size_t inner_w(const mk_gpt_t *g, int l)
 {
-    return mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? (size_t)g->nh * g->hs : (size_t)g->Fl;
+    if (mk_gpt_layer_kind(g, l) != MK_GPT_ATTN) return (size_t)g->Fl;
+    return (size_t)g->nh * (g->mla ? g->vd : g->hs); /* MLA: o_proj takes each head's v */
 }
 
 /* The widest token row of the scratch buffers: s_a, hidden, mid widths
@@ -119,7 +121,8 @@ static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN: /* with q/k norms also their input rows and each head's 1/rms */
         return norm + N * (mid_w(g, l) + inner_w(g, l)) + B * g->nh * g->T * g->T +
-               (g->cfg.qk_norm ? N * (mid_w(g, l) + (size_t)(g->nh + g->kv)) : 0);
+               (g->cfg.qk_norm ? N * (mid_w(g, l) + (size_t)(g->nh + g->kv)) : 0) +
+               (g->mla ? N * mk_gpt_mla_row(g) : 0);
     case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
     case MK_GPT_HEAD: return norm + N * g->Vl;
     default: return 0;
@@ -163,6 +166,7 @@ int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
         return -1;
     if (sp_on(g, run) && !(run->s_d = mk_gpt_alloc(run, g, N * g->C + 2 * (size_t)g->C))) return -1;
     if (g->cfg.qk_norm && !(run->s_qk = mk_gpt_alloc(run, g, (size_t)(g->nh + g->kv + 2) * g->hs))) return -1;
+    if (g->mla && !(run->s_mla = mk_gpt_alloc(run, g, N * mk_gpt_mla_scratch_row(g)))) return -1;
     return 0;
 }
 
@@ -176,6 +180,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
     mk_gpt_release(run, g, run->s_red, 3 * N);
     if (sp_on(g, run)) mk_gpt_release(run, g, run->s_d, N * g->C + 2 * (size_t)g->C);
     if (g->cfg.qk_norm) mk_gpt_release(run, g, run->s_qk, (size_t)(g->nh + g->kv + 2) * g->hs);
+    if (g->mla) mk_gpt_release(run, g, run->s_mla, N * mk_gpt_mla_scratch_row(g));
 }
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
@@ -317,9 +322,15 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
 {
     const mk_backend_t *be = g->be;
     size_t C = g->C, Cl = (size_t)g->nh * g->hs, mid = mid_w(g, l);
+    int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN;
+    if (attn && g->mla) { /* p->qk: the MLA internals (gpt_mla.c) */
+        float *att = p->x2 + (size_t)(r0 / g->T) * g->nh * g->T * g->T;
+        mk_gpt_mla_fwd(g, run, l, p->ln, p->x1, att, p->x3, p->qk, r0, nr);
+        return;
+    }
     be->linear_fwd(be->ctx, p->x1 + r0 * mid, p->ln + r0 * C, P(g, tix(g, l, 2)), PN(g, tix(g, l, 3)), nr, (int)C,
                    (int)mid);
-    if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN) {
+    if (attn) {
         if (g->cfg.qk_norm) mk_gpt_qk_norm_fwd(g, l, p->x1, p->qk, p->qkr, r0, nr);
         if (g->llama && g->cp > 1)  /* context parallel: global positions, ring attention */
             mk_cp_rope(g, p->x1 + r0 * mid, nr, (int)mid, 1);
@@ -349,7 +360,7 @@ static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const fl
 static void row_rows(mk_gpt_t *g, int l, parts_t *p, float *out, int r0, int nr)
 {
     const float *bias = g->tp_rank == 0 ? PN(g, tix(g, l, 5)) : NULL;
-    size_t C = g->C, Cl = (size_t)g->nh * g->hs;
+    size_t C = g->C, Cl = inner_w(g, l); /* MLA: heads of v_head_dim */
     if (mk_gpt_layer_kind(g, l) == MK_GPT_ATTN)
         g->be->linear_fwd(g->be->ctx, out + r0 * C, p->x3 + r0 * Cl, P(g, tix(g, l, 4)), bias, nr, (int)Cl, (int)C);
     else
@@ -513,10 +524,12 @@ static int bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const
     be->zero(be->ctx, dmid + r0 * mid, nr * mid * sizeof(float));
     if (attn) {
         size_t sq = (size_t)(r0 / g->T) * g->nh * g->T * g->T;
-        if (g->cp > 1)
+        if (g->mla) mk_gpt_mla_bwd_core(g, run, run->s_a, dmid, p->x1, p->x2 + sq, run->s_att + sq, r0, nr);
+        else if (g->cp > 1)
             run->cp_attn_bwd(run->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x3 + r0 * inner,
                              p->x2 + sq, nr / g->T);
         else mk_gpt_attn_rows(g, run, dmid, p->x2 + sq, p->x1, run->s_att + sq, run->s_a, r0, nr);
+        if (g->mla) return 0; /* its RoPE and the rest: bwd_col_rows */
         if (g->llama && g->cp > 1) mk_cp_rope(g, dmid + r0 * mid, nr, (int)mid, -1);
         else if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
             mk_gpt_rope_rows(g, run, dmid, r0, nr, (int)mid, -1);
@@ -529,12 +542,16 @@ static int bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const
     return 0;
 }
 
-/* The column-parallel linear's input gradient on rows [r0, r0+nr) into s_c. */
-static void bwd_col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *dmid, int r0, int nr)
+/* The column-parallel linear's input gradient on rows [r0, r0+nr) into s_c
+ * (MLA: its chain's, and its weights' gradients). */
+static int bwd_col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dmid, int r0, int nr)
 {
     size_t C = g->C, mid = mid_w(g, l);
     g->be->zero(g->be->ctx, run->s_c + r0 * C, nr * C * sizeof(float));
+    if (g->mla && mk_gpt_layer_kind(g, l) == MK_GPT_ATTN)
+        return mk_gpt_mla_bwd_in(g, run, l, p->ln, dmid, run->s_c, p->qk, r0, nr);
     g->be->linear_bwd_in(g->be->ctx, run->s_c + r0 * C, dmid + r0 * mid, P(g, tix(g, l, 2)), nr, (int)C, (int)mid);
+    return 0;
 }
 
 /* The norm's backward on rows [r0, r0+nr) (s_c already TP-reduced), its
@@ -570,8 +587,7 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
         be->copy(be->ctx, dy, dout, (size_t)N * C * sizeof(float));
     }
     if (!ov_level(g, run)) {
-        if (bwd_mid_rows(g, run, l, p, dy, dmid, 0, N) < 0) return -1;
-        bwd_col_rows(g, run, l, dmid, 0, N);
+        if (bwd_mid_rows(g, run, l, p, dy, dmid, 0, N) < 0 || bwd_col_rows(g, run, l, p, dmid, 0, N) < 0) return -1;
         if (din != dout) be->copy(be->ctx, din, dout, (size_t)loc_rows(g, run) * C * sizeof(float));
         return ln_back(g, run, l, a, p, din);
     }
@@ -584,7 +600,7 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
             if (bwd_mid_rows(g, run, l, p, dy, dmid, r[i], n[i]) < 0) return -1;
             tp_poll(run);
         }
-        bwd_col_rows(g, run, l, dmid, r[i], n[i]);
+        if (bwd_col_rows(g, run, l, p, dmid, r[i], n[i]) < 0) return -1;
         if ((h[i] = run->iallreduce(run->ctx, run->s_c + (size_t)r[i] * C, n[i] * C)) < 0) return -1;
         tp_poll(run);
     }
@@ -605,7 +621,8 @@ static int bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const 
     if (sp_on(g, run) && ln_full(g, run, p, run->s_c) < 0) return -1;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = (int)mid_w(g, l), inner = (int)inner_w(g, l);
     g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), GN(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
-    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
+    if (!(attn && g->mla)) /* MLA's: with its input gradients (bwd_col_rows) */
+        g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
     return 0;
 }
 

@@ -296,9 +296,9 @@ static const char *const deepseek_keys[] = {
     "topk_method", "n_group", "topk_group", "routed_scaling_factor", "aux_loss_alpha", "seq_aux", "ep_size",
     "num_nextn_predict_layers", "quantization_config", "rope_scaling", "auto_map", HF_IGNORED, NULL};
 
-/* DeepSeek's YaRN rope_scaling: checked, and changes no cost (the
- * executor, which would have to turn by it, refuses MLA models). */
-static int yarn_scaling(json_t *o, const char *what)
+/* DeepSeek's YaRN rope_scaling: checked, and changes no cost; its factor
+ * kept (the executor, which would have to turn by it, refuses it). */
+static int yarn_scaling(json_t *o, const char *what, double *factor)
 {
     static const char *const keys[] = {"type", "rope_type", "factor", "original_max_position_embeddings", "beta_fast",
                                        "beta_slow", "mscale", "mscale_all_dim", NULL};
@@ -311,6 +311,7 @@ static int yarn_scaling(json_t *o, const char *what)
     if (!json_is_object(rs) || mk_json_only_keys(rs, in, keys) < 0 || want_str(rs, in, "type", yarn) < 0 ||
         want_str(rs, in, "rope_type", yarn) < 0 || mk_json_num(rs, in, "factor", 1, &f) < 0)
         return json_is_object(rs) ? -1 : mk_error_set("%s must be an object or null", in);
+    *factor = f;
     return 0;
 }
 
@@ -339,7 +340,7 @@ static int load_deepseek(json_t *o, const char *what, mk_model_config_t *c)
         mk_json_int(o, what, "qk_nope_head_dim", 1, &c->qk_head_dim) < 0 ||
         mk_json_int(o, what, "qk_rope_head_dim", 1, &c->qk_pos_emb_head_dim) < 0 ||
         mk_json_int(o, what, "v_head_dim", 1, &c->v_head_dim) < 0 || want_str(o, what, "topk_method", topk) < 0 ||
-        yarn_scaling(o, what) < 0)
+        yarn_scaling(o, what, &c->rope_yarn_factor) < 0)
         return -1;
     if (!ql || json_is_null(ql))
         return mk_error_set("%s: q_lora_rank null (a plain q projection, DeepSeek-V2-Lite's) is not modelled", what);
