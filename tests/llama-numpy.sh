@@ -156,6 +156,23 @@ assert t["model.layers.0.self_attn.kv_b_proj.weight"][0] == [112, 16] and max(ab
 "$MERAK" run --model "$tmpdir/mla" --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/mla.st" >"$tmpdir/m.json"
 misses "RoPE's pairs as halves" "$tmpdir/mla.st" "$tmpdir/m.json" 'c["rope_interleave"] = False'
 
+# the tiny DeepSeek-V3 (issue 36: deepseek-tiny, MLA and DeepseekV3MoE: sigmoid scores, the best of 2 groups of
+# 4 experts, the top 2 by score + e_score_correction_bias, weights renormalised x 2.5, a shared expert, the first
+# block dense; the biases moved by the load each step): the reference's DeepseekV3MoE gives the loss; the same
+# tensors without the groups or the scaling miss
+ref_case deepseek --model deepseek-tiny
+check "deepseek: the checkpoint is deepseek_v3's with its router, the score biases moved" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read, json
+m, t = st_read.read(sys.argv[2]); c = json.loads(m["config"]); b = t["model.layers.3.mlp.gate.e_score_correction_bias"]
+assert (c["model_type"], c["n_routed_experts"], c["n_group"], c["topk_group"], c["topk_method"]) == \
+  ("deepseek_v3", 8, 2, 1, "noaux_tc") and c["first_k_dense_replace"] == 1, c
+assert "model.layers.0.mlp.gate_proj.weight" in t and "model.layers.1.mlp.shared_experts.down_proj.weight" in t
+assert b[0] == [8] and max(abs(v) for v in b[1]) > 5e-4, b' "$top_srcdir/tests" "$tmpdir/deepseek.st"
+"$MERAK" run --model deepseek-tiny --gbs 8 --lr 3e-2 --json --data "$D" --steps 1 --load "$tmpdir/deepseek.st" \
+  >"$tmpdir/ds.json"
+misses "routing without the groups" "$tmpdir/deepseek.st" "$tmpdir/ds.json" 'c["n_group"] = c["topk_group"] = 1'
+misses "weights not scaled" "$tmpdir/deepseek.st" "$tmpdir/ds.json" 'c["routed_scaling_factor"] = 1.0'
+
 # Megatron's --reset-position-ids / --reset-attention-mask (issue 36): documents of 5-39 tokens in sequences of
 # 64, from a Megatron dataset's index; positions restart and attention stays inside each, as the reference's
 # get_ltor_masks_and_position_ids on the same documents; without the flags the reference misses

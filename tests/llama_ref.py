@@ -175,6 +175,35 @@ def silu(x):
     return x / (1.0 + np.exp(-x))
 
 
+def deepseek_moe(h, w, p, cfg, swiglu):
+    """DeepseekV3MoE (transformers): sigmoid scores; the top k of scores + e_score_correction_bias within the
+    topk_group of n_group groups whose two best sum the most (the others masked to 0); their scores,
+    renormalised (norm_topk_prob, + 1e-20) and times routed_scaling_factor, weigh the experts; the shared
+    experts (n_shared_experts of moe_intermediate_size, one MLP) added"""
+    assert cfg.get("scoring_func", "sigmoid") == "sigmoid", cfg
+    s = 1.0 / (1.0 + np.exp(-(h @ w[p + "mlp.gate.weight"].T)))  # (B, T, E)
+    E, k, G, tg = s.shape[-1], cfg["num_experts_per_tok"], cfg.get("n_group", 1), cfg.get("topk_group", 1)
+    c = s + w.get(p + "mlp.gate.e_score_correction_bias", 0.0)
+    if G > 1:
+        best = np.sort(c.reshape(*c.shape[:-1], G, E // G), axis=-1)[..., -2:].sum(axis=-1)  # (B, T, G)
+        keep = np.zeros_like(best, dtype=bool)
+        np.put_along_axis(keep, np.argsort(-best, axis=-1, kind="stable")[..., :tg], True, axis=-1)
+        c = np.where(np.repeat(keep, E // G, axis=-1), c, 0.0)
+    top = np.argsort(-c, axis=-1, kind="stable")[..., :k]
+    wts = np.take_along_axis(s, top, axis=-1)
+    if cfg.get("norm_topk_prob", True):
+        wts = wts / (wts.sum(axis=-1, keepdims=True) + 1e-20)
+    wts = wts * cfg.get("routed_scaling_factor", 2.5)
+    out = np.zeros_like(h)
+    for e in range(E):
+        sel = ((top == e) * wts).sum(axis=-1, keepdims=True)
+        if sel.any():
+            out += sel * swiglu(*(p + "mlp.experts.%d.%s_proj.weight" % (e, x) for x in ("gate", "up", "down")))
+    if p + "mlp.shared_experts.gate_proj.weight" in w:
+        out += swiglu(*(p + "mlp.shared_experts.%s_proj.weight" % x for x in ("gate", "up", "down")))
+    return out
+
+
 def mlp(h, w, p, cfg):
     """LlamaMLP, or a sparse MoE block: MixtralSparseMoeBlock (block_sparse_moe.*, w1/w3/w2) or
     Qwen3MoeSparseMoeBlock (mlp.gate, mlp.experts.*): softmax over the router's logits, the top k, renormalised
@@ -183,6 +212,8 @@ def mlp(h, w, p, cfg):
         return (silu(h @ w[g].T) * (h @ w[u].T)) @ w[d].T
     if p + "mlp.gate_proj.weight" in w:
         return swiglu(p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight", p + "mlp.down_proj.weight")
+    if cfg["model_type"] == "deepseek_v3":
+        return deepseek_moe(h, w, p, cfg, swiglu)
     qwen = p + "mlp.gate.weight" in w
     gate = w[p + ("mlp.gate.weight" if qwen else "block_sparse_moe.gate.weight")]
     logits = h @ gate.T
@@ -223,7 +254,7 @@ def loss(cfg, w, batch, first, reset_pos=False, reset_mask=False):
         p = "model.layers.%d." % i
         h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
         if deepseek:
-            assert cfg["n_routed_experts"] is None and "rope_scaling" not in cfg, cfg  # dense, no YaRN
+            assert "rope_scaling" not in cfg, cfg  # no YaRN
             x = x + mla(h, w, p + "self_attn.", cfg, pos, same_doc)
         else:
             x = x + attention(h, w, p + "self_attn.", cfg, cos, sin, same_doc)

@@ -241,16 +241,16 @@ expect_ok "sim of deepseek-v3 (EP 16, PP 8, TP 2, SP)" "$MERAK" sim --model "$d/
 "$MERAK" model --model deepseek-v3 --mtp-num-layers 1 --json >"$tmpdir/ds3.json" 2>&1
 check "deepseek-v3 with its MTP depth (--mtp-num-layers 1): 682,636,487,424 parameters" "$PYTHON" -c '
 import json, sys; assert int(json.load(open(sys.argv[1]))["params"]) == 682636487424' "$tmpdir/ds3.json"
-expect_fail "merak run refuses DeepSeek-V3's router bias" "the router's expert bias and multi-token prediction .* are for merak sim" -- \
-  "$MERAK" run --model deepseek-tiny --steps 1
-mkdir -p "$d/ds-yarn" "$d/ds-greedy"
-"$PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); c["topk_method"] = "greedy"
-json.dump(c, open(sys.argv[2] + "/config.json", "w")); del c["rope_scaling"]; json.dump(c, open(sys.argv[3] + "/config.json", "w"))' \
-  "$d/deepseek-v3/config.json" "$d/ds-yarn" "$d/ds-greedy"
+expect_fail "merak run refuses DeepSeek-V3's multi-token prediction" "multi-token prediction .* is for merak sim" -- \
+  "$MERAK" run --model deepseek-tiny --mtp-num-layers 1 --steps 1
+mkdir -p "$d/ds-yarn" "$d/ds-v2"
+"$PYTHON" -c 'import json, sys; c = json.load(open(sys.argv[1])); json.dump(c, open(sys.argv[2] + "/config.json", "w"))
+del c["rope_scaling"]; c.update(scoring_func="softmax", topk_method="group_limited_greedy")
+json.dump(c, open(sys.argv[3] + "/config.json", "w"))' "$d/deepseek-v3/config.json" "$d/ds-yarn" "$d/ds-v2"
 expect_fail "merak run refuses DeepSeek-V3's YaRN" "YaRN rope_scaling .DeepSeek's. is for merak sim" -- \
   "$MERAK" run --model "$d/ds-yarn" --steps 1
-expect_fail "merak run refuses MLA with experts" "multi-latent attention with experts is for merak sim" -- \
-  "$MERAK" run --model "$d/ds-greedy" --steps 1
+expect_fail "merak run refuses DeepSeek-V2's softmax groups" "with softmax scores .DeepSeek-V2's. are for merak sim" -- \
+  "$MERAK" run --model "$d/ds-v2" --steps 1
 ds_bad() { # name, pattern, python edit of the deepseek-v3 config
   mkdir -p "$d/bad-$1"
   "$PYTHON" -c "import json, sys; c = json.load(open(sys.argv[1])); $3; json.dump(c, open(sys.argv[2], 'w'))" \

@@ -6,7 +6,8 @@
 # and zero-bubble schedules; with a capacity factor (drops in token order of
 # each micro-batch, decided before dispatch) too.  One rank alone: the loss
 # falls, aux_losses reported.  Checkpoints: Mixtral names, one file for any
-# layout (ep 2 included).  The trace's A2A.ep and tokens per expert.  Bad
+# layout (ep 2 included).  DeepSeek-V3's router and score biases (deepseek-
+# tiny).  The trace's A2A.ep and tokens per expert.  Bad
 # input and what run does not cover: one line, exit 2.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
@@ -105,6 +106,24 @@ assert len(a2a) >= 2 * 4 * 4 * 2, len(a2a)
 assert tok and all(v == 4 * 4 * 128 for v in tok.values()), tok
 PYEOF
 check "trace: A2A.ep events and tokens per expert" test $? -eq 0
+
+# DeepSeek-V3's blocks (deepseek-tiny: MLA; sigmoid scores, 2 groups of 4 experts, the best group's top 2,
+# weights x 2.5, a shared expert; the score biases moved after each step by the load over every DP replica):
+# one rank's losses and gradients under EP, PP and TP, and after 3 steps the same biases (and every other
+# tensor) on dp 2 x ep 2 x pp 2 as on one rank
+RUN_COMMON="--gbs 8 --steps 2 --json --model deepseek-tiny"
+make_reference
+equiv 2 1 1 --ep 2
+equiv 1 2 2 --recompute none
+DS="--model deepseek-tiny --gbs 8 --steps 3 --lr-warmup-iters 0 --json"
+expect_ok "deepseek-tiny: 3 steps, one rank" "$MERAK" run $DS --save "$tmpdir/d1.st"
+expect_ok "deepseek-tiny: 3 steps, dp 2 x ep 2 x pp 2" "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run $DS --dp 2 --ep 2 \
+  --pp 2 --save "$tmpdir/d4.st"
+check "deepseek-tiny: the same tensors, score biases included" same_checkpoints "$tmpdir/d1.st" "$tmpdir/d4.st"
+check "deepseek-tiny: the score biases moved" "${PYTHON:-python3}" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read
+b = st_read.read(sys.argv[2])[1]["model.layers.2.mlp.gate.e_score_correction_bias"]
+assert b[0] == [8] and max(abs(x) for x in b[1]) > 5e-4, b' "$top_srcdir/tests" "$tmpdir/d1.st"
 
 # what run does not cover yet: one line, exit 2
 expect_fail "MoE with sequence parallelism" "mixture-of-experts models with --sequence-parallel" -- \

@@ -124,6 +124,18 @@ typedef struct mk_backend {
     void (*moe_scatter)(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
     /* out (n) [i] = a row idx[i] . b (n,C) row i */
     void (*moe_rowdot)(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);
+    /* DeepSeek-V3's router (optional: NULL where a backend has none; a sigmoid-scored MoE layer
+       needs both).  moe_route_sig: scores (N,E) = sigmoid(logits) in place; topi (N,k) the k
+       largest of scores + bias (bias (E) NULL: 0) in descending order, ties the lower index,
+       among the gtopk of the `groups` equal expert groups whose two largest sum the most (groups
+       0: all; the others count 0, as transformers masks them); topw (N,k) their scores, divided by
+       their sum + 1e-20 when renorm, times scale. */
+    void (*moe_route_sig)(void *ctx, float *scores, int *topi, float *topw, const float *bias, int N, int E, int k,
+                          int groups, int gtopk, int renorm, float scale);
+    /* dlogits (N,E) = the sigmoid's backward of d scores: dtopw (N,k) through the weights, plus
+       (dpe non-NULL) dpe's row n / T (E) as the gradient of each token's scores normalised to sum 1 */
+    void (*moe_route_sig_bwd)(void *ctx, float *dlogits, const float *scores, const int *topi, const float *dtopw,
+                              const float *dpe, int N, int E, int k, int T, int renorm, float scale);
     /* Column gathers (optional: NULL where a backend has none; multi-head latent attention
        needs both, src/exec/gpt_mla.c).  idx (Wd ints) is host (or device) memory, as topi.
        cols_gather: for every row r < N and j < Wd with idx[j] >= 0,

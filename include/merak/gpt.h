@@ -61,6 +61,8 @@ typedef struct mk_gpt {
        mla_map: the column gathers' index maps (host memory, gpt_mla.c); 0 / NULL: none */
     int mla, ql, kl, qk, rp, vd;
     int *mla_map;
+    float *moe_load;              /* DeepSeek-V3's score bias: [n_layers][E] tokens routed to each expert
+                                     this step (gpt_moe.c mk_gpt_moe_bias_step), host memory; else NULL */
     int ep, ep_rank;              /* expert parallel: this rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep) */
     int cp, cp_rank;              /* context parallel (src/exec/cp.h): T is this rank's 2 chunks of
                                      each sequence; cp <= 1: none */

@@ -79,6 +79,10 @@ void mk_cpu_moe_route_bwd(void *ctx, float *dlogits, const float *probs, const i
                           const float *dtopw, const float *dpe, int N, int E, int k, int renorm);
 void mk_cpu_moe_gather(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
 void mk_cpu_moe_scatter(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
+void mk_cpu_moe_route_sig(void *ctx, float *scores, int *topi, float *topw, const float *bias, int N, int E, int k,
+                          int groups, int gtopk, int renorm, float scale);
+void mk_cpu_moe_route_sig_bwd(void *ctx, float *dlogits, const float *scores, const int *topi, const float *dtopw,
+                              const float *dpe, int N, int E, int k, int T, int renorm, float scale);
 void mk_cpu_cols_gather(void *ctx, float *dst, const float *src, const int *idx, int N, int Ws, int Wd);
 void mk_cpu_cols_scatter(void *ctx, float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd);
 void mk_cpu_moe_rowdot(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);

@@ -74,6 +74,14 @@ typedef struct mk_model_config {
     int moe_shared_ffn;    /* shared expert width, 0 = none (--moe-shared-expert-intermediate-size) */
     int moe_router_bias;   /* a per-expert routing-score bias, E parameters (--moe-router-enable-expert-bias;
                               DeepSeek-V3's e_score_correction_bias) */
+    /* DeepSeek-V3's router (transformers' DeepseekV3TopkRouter; Megatron's --moe-router-score-function
+       sigmoid, --moe-router-topk-scaling-factor, --moe-router-num-groups, --moe-router-group-topk):
+       sigmoid scores (0: softmax), the k weights times moe_topk_scale (0: 1), the top k chosen from
+       the moe_group_topk of moe_groups expert groups with the best two scores (0: no groups).  No
+       cost changes (the sim and plan read them for the record); the executor routes by them. */
+    int moe_score_sigmoid;
+    double moe_topk_scale;
+    int moe_groups, moe_group_topk;
     int moe_shared_gate;   /* the shared expert's output scaled by sigmoid(x . g), g an h-vector
                               (--moe-shared-expert-gate; Qwen2-MoE's shared_expert_gate) */
     int moe_pre_softmax;   /* 1: softmax over E then top-k, not renormalised (DeepSeek;

@@ -134,6 +134,11 @@ static void print_human(const mk_graph_t *g, int tp, int gbs)
                c->moe_pre_softmax ? "softmax then top-k, not renormalised" : "top-k renormalised",
                c->moe_shared_ffn, c->moe_shared_gate ? " (sigmoid-gated)" : "", c->moe_aux_coeff,
                c->moe_capacity > 0 ? "capacity-limited" : "dropless");
+    if (mk_model_is_moe(c) && (c->moe_score_sigmoid || c->moe_router_bias || c->moe_groups || c->moe_topk_scale))
+        printf("router: %s scores%s, %d groups (the best %d), weights x %g\n",
+               c->moe_score_sigmoid ? "sigmoid" : "softmax", c->moe_router_bias ? " + expert bias (choosing)" : "",
+               c->moe_groups ? c->moe_groups : 1,
+               c->moe_groups ? c->moe_group_topk : 1, c->moe_topk_scale > 0 ? c->moe_topk_scale : 1.0);
     printf("micro-batch %d, dtype %s, %d ops in %d layers; per micro-batch, activations per TP rank:\n",
            g->opts.mbs, mk_dtype_name(g->opts.dtype), g->n_ops, g->n_layers);
     printf("  %-16s %-10s %14s %12s %12s %12s\n", "layer", "kind", "params", "fwd GFLOP", "bwd GFLOP",

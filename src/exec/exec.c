@@ -71,6 +71,8 @@ static int exec_check_moe(const mk_plan_t *p)
     if (p->seqpar && p->tp > 1)
         return mk_error_set("mixture-of-experts models with --sequence-parallel are not supported by run");
     int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
+    if (p->model.moe_router_bias && p->zero > 1) /* the biases move on every rank's whole copy */
+        return mk_error_set("the router's expert bias with --zero %d is not supported by run", p->zero);
     if (p->ep > 1 && p->zero > 0)
         return mk_error_set("expert parallelism (--ep %d) with --zero %d is not supported by run", p->ep, p->zero);
     if (MK_PROD_WITHIN(INT_MAX, &x, p->ep, p->mbs, p->model.seq, p->model.moe_topk, p->model.hidden) < 0)
@@ -307,6 +309,7 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     e->step_aux = sums[2];
     if (e->eval) {  /* validation: the loss only */
         zero_grads(e);
+        if (g->moe_load) memset(g->moe_load, 0, (size_t)g->n_layers * g->E * sizeof *g->moe_load);
         return 0;
     }
     if (step == e->step0 && o->dump_grads) {
@@ -318,6 +321,14 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
     if (e->zero.on == 1 && mk_exec_zero_gather(e) < 0) return -1;
     if (mk_exec_fsdp_gather(e) < 0) return -1;
+    /* DeepSeek-V3's score biases: the step's load per expert over every DP replica (a TP group's ranks
+       route the same tokens), then the same move on every rank holding them */
+    if (g->moe_load) {
+        if (mk_comm_allreduce(&e->comm, e->comm.dpc, g->moe_load, g->n_layers * g->E, MPI_FLOAT, MPI_SUM,
+                              "the experts' load") < 0)
+            return -1;
+        mk_gpt_moe_bias_step(g);
+    }
     zero_grads(e);
     if (loss_out) *loss_out = e->step_loss;
     return 0;

@@ -64,9 +64,28 @@ static void shortest_real(double v, char *buf, size_t n)
  * false (softmax then top-k, not renormalised: Qwen2-MoE / DeepSeek), the
  * dense MLP width, the leading dense blocks and the MoE frequency
  * (DeepSeek-V2's first_k_dense_replace, moe_layer_freq). */
+/* DeepseekV3Config's experts and router (the keys its reader takes back). */
+static void deepseek_moe_json(const mk_gpt_t *g, char *buf, size_t n)
+{
+    const mk_model_config_t *c = &g->cfg;
+    char scale[32];
+    shortest_real(c->moe_topk_scale > 0 ? c->moe_topk_scale : 1.0, scale, sizeof scale);
+    snprintf(buf, n, ",\"n_routed_experts\":%d,\"num_experts_per_tok\":%d,\"moe_intermediate_size\":%d,"
+             "\"n_shared_experts\":%d,\"first_k_dense_replace\":%d,\"moe_layer_freq\":1,\"norm_topk_prob\":%s,"
+             "\"scoring_func\":\"%s\",\"topk_method\":\"%s\",\"n_group\":%d,\"topk_group\":%d,"
+             "\"routed_scaling_factor\":%s}", g->E, g->topk, g->Fe, g->Fs / g->Fe, c->moe_first_dense,
+             c->moe_pre_softmax ? "false" : "true", c->moe_score_sigmoid ? "sigmoid" : "softmax",
+             c->moe_router_bias ? "noaux_tc" : c->moe_groups ? "group_limited_greedy" : "greedy",
+             c->moe_groups ? c->moe_groups : 1, c->moe_groups ? c->moe_group_topk : 1, scale);
+}
+
 static void moe_config_json(const mk_gpt_t *g, char *buf, size_t n)
 {
     const mk_model_config_t *c = &g->cfg;
+    if (g->mla) {
+        deepseek_moe_json(g, buf, n);
+        return;
+    }
     if (c->qk_norm) { /* Qwen3MoeConfig: the leading dense blocks as mlp_only_layers */
         int len = snprintf(buf, n, ",\"num_experts\":%d,\"num_experts_per_tok\":%d,\"moe_intermediate_size\":%d,"
                            "\"norm_topk_prob\":%s,\"decoder_sparse_step\":1,\"mlp_only_layers\":[", g->E, g->topk,
@@ -94,13 +113,14 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
         shortest_real(c->norm_eps, eps, sizeof eps);
         shortest_real(c->rope_theta, theta, sizeof theta);
         int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width (Qwen3-MoE's: dense) */
-        const char *type = moe ? (c->qk_norm ? "qwen3_moe" : "mixtral") : c->window ? "mistral" : c->qkv_bias ? "qwen2"
-                           : c->qk_norm ? "qwen3" : g->mla ? "deepseek_v3" : "llama";
+        const char *type = g->mla ? "deepseek_v3" : moe ? (c->qk_norm ? "qwen3_moe" : "mixtral") : c->window ? "mistral"
+                           : c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : "llama";
         len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
                        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
                        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
                        "\"rope_theta\":%s,\"tie_word_embeddings\":%s",
-                       type, c->num_layers, c->hidden, c->heads, c->kv_heads, moe && !c->qk_norm ? g->Fe : c->ffn,
+                       type, c->num_layers, c->hidden, c->heads, c->kv_heads,
+                       moe && !c->qk_norm && !g->mla ? g->Fe : c->ffn,
                        c->vocab, c->seq, eps, theta,
                        c->untied ? "false" : "true");
         /* Qwen3Config's head_dim defaults to 128, not hidden / heads: say it */
@@ -119,8 +139,10 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
            transformers' DeepseekV3 builds a dense MLP in the first first_k_dense_replace blocks */
         if (g->mla)
             len += snprintf(buf + len, n - len, ",\"q_lora_rank\":%d,\"kv_lora_rank\":%d,\"qk_nope_head_dim\":%d,"
-                            "\"qk_rope_head_dim\":%d,\"v_head_dim\":%d,\"n_routed_experts\":null,"
-                            "\"first_k_dense_replace\":%d", g->ql, g->kl, g->qk, g->rp, g->vd, c->num_layers);
+                            "\"qk_rope_head_dim\":%d,\"v_head_dim\":%d", g->ql, g->kl, g->qk, g->rp, g->vd);
+        if (g->mla && !moe)
+            len += snprintf(buf + len, n - len, ",\"n_routed_experts\":null,\"first_k_dense_replace\":%d",
+                            c->num_layers);
         if (moe) moe_config_json(g, buf + len, n - len);
         else snprintf(buf + len, n - len, "}");
         return;

@@ -65,7 +65,8 @@ static void build_from(mk_gpt_t *g, const tlist_t *d)
 }
 
 /* An MoE block's MLP layer (src/exec/gpt_moe.c relies on this order): the
- * norm, the router (E, C), the shared expert (width Fs, every token: gate,
+ * norm, the router (E, C), DeepSeek-V3's score bias (E; updated by the
+ * load, not by its gradient: gpt_moe.c), the shared expert (width Fs, every token: gate,
  * up, down) under DeepSeek-V2/V3's names (mlp.shared_experts.*_proj;
  * Mixtral has none), then per expert j w1 (gate, F x C), w3 (up) and w2
  * (down, C x F): Hugging Face Mixtral's names; the gate|up pairs are
@@ -75,16 +76,18 @@ static void build_from(mk_gpt_t *g, const tlist_t *d)
  * ranks.  Returns the list (names in *names). */
 static tdesc_t *moe_tensors(const mk_gpt_t *g, char (**names)[64], int *n)
 {
-    int C = g->C, F = g->Fe, Fs = g->Fs, k = 0;
+    int C = g->C, F = g->Fe, Fs = g->Fs, k = 0, rb = g->cfg.moe_router_bias;
     float s = 0.02f;
-    *n = 2 + 3 * g->E + (Fs ? 3 : 0);
+    *n = 2 + rb + 3 * g->E + (Fs ? 3 : 0);
     tdesc_t *d = calloc(*n, sizeof *d);
     *names = calloc(*n, sizeof **names);
     static const char *const w[3] = {"w1", "w3", "w2"}, *const sh[3] = {"gate_proj", "up_proj", "down_proj"};
-    int qwen = g->cfg.qk_norm; /* Qwen3-MoE's names (Qwen3MoeSparseMoeBlock), else Mixtral's */
+    /* Qwen3-MoE's names (Qwen3MoeSparseMoeBlock) and DeepSeek's (DeepseekV3MoE), else Mixtral's */
+    int qwen = g->cfg.qk_norm || g->mla || rb;
     d[k++] = (tdesc_t){"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1};
     d[k++] = (tdesc_t){qwen ? "model.layers.%d.mlp.gate.weight" : "model.layers.%d.block_sparse_moe.gate.weight", g->E,
                        C, -1, 1, s};
+    if (rb) d[k++] = (tdesc_t){"model.layers.%d.mlp.gate.e_score_correction_bias", 1, g->E, -1, 1, 0};
     for (int i = 0; Fs && i < 3; i++, k++) {
         snprintf((*names)[k], 64, "model.layers.%%d.mlp.shared_experts.%s.weight", sh[i]);
         d[k] = (tdesc_t){(*names)[k], i < 2 ? Fs : C, i < 2 ? C : Fs, -1, 1, s};
@@ -151,7 +154,8 @@ static void build_llama_tensors(mk_gpt_t *g)
                      {"model.layers.%d.mlp.up_proj.weight", F, C, 0, 1, s},
                      {"model.layers.%d.mlp.down_proj.weight", C, F, 1, 1, s}};
     tdesc_t head[] = {{"model.norm.weight", 1, C, -1, 1, -1}, {"lm_head.weight", g->Vp, C, 0, 1, s}};
-    tlist_t d = {emb, attn, mlp, head, NULL, 1, na, 4, g->cfg.untied ? 2 : 1, 0, 2 + (g->Fs ? 3 : 0)};
+    tlist_t d = {emb, attn, mlp, head, NULL, 1, na, 4, g->cfg.untied ? 2 : 1, 0,
+                 2 + g->cfg.moe_router_bias + (g->Fs ? 3 : 0)};
     char (*names)[64] = NULL;
     tdesc_t *moe = g->E ? moe_tensors(g, &names, &d.nmoe) : NULL;
     d.moe = moe;
@@ -221,15 +225,14 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
 {
     if (c->family != MK_FAMILY_GPT && c->family != MK_FAMILY_LLAMA)
         return mk_error_set("the executor trains GPT and Llama models only");
-    if (c->moe_router_bias || c->mtp_layers) /* issue 36: DeepSeek-V3's */
-        return mk_error_set("the router's expert bias and multi-token prediction (DeepSeek-V3's) are for merak sim "
-                            "and merak plan: the executor has neither");
+    if (c->mtp_layers) /* issue 36: DeepSeek-V3's */
+        return mk_error_set("multi-token prediction (DeepSeek-V3's --mtp-num-layers) is for merak sim and merak plan: "
+                            "the executor has none");
     if (c->rope_yarn_factor > 0)
         return mk_error_set("YaRN rope_scaling (DeepSeek's) is for merak sim and merak plan: the executor's RoPE "
                             "scales as Llama 3.1's only");
-    if (mk_model_is_mla(c) && (c->window || mk_model_is_moe(c)))
-        return mk_error_set("multi-latent attention with %s is for merak sim and merak plan: the executor trains "
-                            "dense MLA models", c->window ? "a sliding window" : "experts");
+    if (mk_model_is_mla(c) && c->window)
+        return mk_error_set("multi-latent attention with a sliding window is for merak sim and merak plan");
     if (c->qk_norm && (c->moe_shared_ffn || c->moe_layer_freq > 1 || c->qkv_bias || c->norm != MK_NORM_RMSNORM))
         return mk_error_set("--qk-layernorm with shared experts, sparse blocks apart, q/k/v biases or LayerNorm is for "
                             "merak sim and merak plan: the executor trains Qwen3's and Qwen3-MoE's blocks");
@@ -310,6 +313,11 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
         t->off = g->n_params;
         g->n_params += (size_t)t->lrows * t->lcols;
     }
+    if (cfg->moe_router_bias && g->E && !(g->moe_load = calloc((size_t)g->n_layers * g->E, sizeof *g->moe_load))) {
+        mk_error_set("out of memory");
+        mk_gpt_free(g);
+        return NULL;
+    }
     if ((g->mla && mk_gpt_mla_init(g) < 0) || alloc_block(g, run) < 0) { mk_gpt_free(g); return NULL; }
     return g;
 }
@@ -324,6 +332,7 @@ void mk_gpt_free(mk_gpt_t *g)
     free(g->t);
     free(g->first);
     free(g->mla_map);
+    free(g->moe_load);
     free(g);
 }
 

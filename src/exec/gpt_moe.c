@@ -106,16 +106,27 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
     if (cfg->moe_shared_gate)
         return mk_error_set("--moe-shared-expert-gate (Qwen2-MoE's) is for merak sim and merak plan: the executor's "
                             "shared expert has no gate");
-    if (be && !(be->moe_route && be->moe_route_bwd && be->moe_gather && be->moe_scatter && be->moe_rowdot))
+    if (be && !(be->moe_route && be->moe_route_bwd && be->moe_gather && be->moe_scatter && be->moe_rowdot &&
+                (!cfg->moe_score_sigmoid || (be->moe_route_sig && be->moe_route_sig_bwd))))
         return mk_error_set("the %s backend has no mixture-of-experts kernels (use --backend cpu)", be->name);
+    if (!cfg->moe_score_sigmoid && (cfg->moe_router_bias || cfg->moe_groups || (cfg->moe_topk_scale &&
+                                                                                cfg->moe_topk_scale != 1)))
+        return mk_error_set("the router's expert bias, groups and scaling factor with softmax scores (DeepSeek-V2's) "
+                            "are for merak sim and merak plan: the executor routes by them with sigmoid scores");
+    if (cfg->moe_router_bias && !mk_model_is_mla(cfg)) /* its tensors and config are DeepSeek-V3's */
+        return mk_error_set("the router's expert bias trains in DeepSeek-V3's blocks, with --multi-latent-attention");
+    if (mk_model_is_mla(cfg) && cfg->moe_shared_ffn % cfg->moe_ffn)
+        return mk_error_set("DeepSeek's shared experts are whole experts: a shared width of %d is not a multiple of "
+                            "the expert width %d", cfg->moe_shared_ffn, cfg->moe_ffn);
     return 0;
 }
 
 /* Tensor indices of an MoE layer l (gpt.c moe_tensors' order). */
 static int t_norm(const mk_gpt_t *g, int l) { return g->first[l]; }
 static int t_router(const mk_gpt_t *g, int l) { return g->first[l] + 1; }
-static int t_shared(const mk_gpt_t *g, int l) { return g->first[l] + 2; } /* gate|up, then down */
-static int t_w13(const mk_gpt_t *g, int l, int e) { return g->first[l] + 2 + (g->Fs ? 3 : 0) + 3 * e; }
+static int t_bias(const mk_gpt_t *g, int l) { return g->first[l] + 2; } /* with moe_router_bias */
+static int t_shared(const mk_gpt_t *g, int l) { return g->first[l] + 2 + g->cfg.moe_router_bias; } /* gate|up, down */
+static int t_w13(const mk_gpt_t *g, int l, int e) { return t_shared(g, l) + (g->Fs ? 3 : 0) + 3 * e; }
 static int t_w2(const mk_gpt_t *g, int l, int e) { return t_w13(g, l, e) + 2; }
 
 size_t mk_gpt_moe_dense_floats(const mk_gpt_t *g, int l)
@@ -131,6 +142,8 @@ void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n)
     *off = a->off;
     *n = z->off + (size_t)z->lrows * z->lcols - a->off;
 }
+
+static float topk_scale(const mk_gpt_t *g) { return g->cfg.moe_topk_scale > 0 ? (float)g->cfg.moe_topk_scale : 1.0f; }
 
 /* Expert capacity from the micro-batch's N tokens: ceil(c*N*k/E); -1 dropless. */
 static long capacity(const mk_gpt_t *g, int N)
@@ -267,7 +280,11 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
     moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
     be->rmsnorm_fwd(be->ctx, p.ln, p.rstd, a->in, P(g, t_norm(g, l)), g->eps, N, C);
     be->linear_fwd(be->ctx, p.probs, p.ln, P(g, t_router(g, l)), NULL, N, C, g->E);
-    be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !g->cfg.moe_pre_softmax);
+    const mk_model_config_t *c = &g->cfg;
+    if (c->moe_score_sigmoid)
+        be->moe_route_sig(be->ctx, p.probs, p.topi, p.topw, c->moe_router_bias ? P(g, t_bias(g, l)) : NULL, N, g->E,
+                          g->topk, c->moe_groups, c->moe_group_topk, !c->moe_pre_softmax, topk_scale(g));
+    else be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !c->moe_pre_softmax);
     if (plan(g, N, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
     be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
     if (run_experts(g, run, l, &p, &q) < 0) return -1;
@@ -282,9 +299,38 @@ const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_
     return p.topi;
 }
 
-/* The micro-batch's aux loss: coeff * E * sum_e f_e P_e. */
-static double aux_loss(const mk_gpt_t *g, const moe_parts_t *p, int N)
+/* DeepSeek-V3's sequence-wise balance loss (arXiv:2412.19437 eqs. 17-20,
+ * Megatron's seq_aux_loss): per sequence b of T tokens, coeff * sum_e
+ * f_be P_be with f_be = E / (k T) * (its tokens routed to e), P_be the mean
+ * over its tokens of the scores normalised to sum 1; the micro-batch's, the
+ * mean over its B sequences.  dpe (B, E), if non-NULL: d(aux * loss_scale
+ * * N) / d normalised score = loss_scale * coeff * f_be. */
+static double seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, float *dpe)
 {
+    int T = g->T, E = g->E, k = g->topk;
+    double aux = 0, *f = calloc(E, sizeof *f), *pe = calloc(E, sizeof *pe);
+    for (int b = 0; f && pe && b < run->B; b++) {
+        memset(f, 0, E * sizeof *f), memset(pe, 0, E * sizeof *pe);
+        for (int n = b * T; n < (b + 1) * T; n++) {
+            const float *s = p->probs + (size_t)n * E;
+            double tot = 0;
+            for (int e = 0; e < E; e++) tot += s[e];
+            for (int e = 0; e < E; e++) pe[e] += s[e] / tot / T;
+            for (int j = 0; j < k; j++) f[p->topi[(size_t)n * k + j]] += (double)E / ((double)k * T);
+        }
+        for (int e = 0; e < E; e++) {
+            aux += g->cfg.moe_aux_coeff * f[e] * pe[e] / run->B;
+            if (dpe) dpe[(size_t)b * E + e] = (float)(run->loss_scale * g->cfg.moe_aux_coeff * f[e]);
+        }
+    }
+    free(f), free(pe);
+    return aux;
+}
+
+/* The micro-batch's aux loss: coeff * E * sum_e f_e P_e (sigmoid scores: seq_aux). */
+static double aux_loss(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, int N)
+{
+    if (g->cfg.moe_score_sigmoid) return seq_aux(g, run, p, NULL);
     double aux = 0;
     for (int e = 0; e < g->E; e++) {
         double pe = 0;
@@ -306,8 +352,9 @@ int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, f
         be->linear_fwd(be->ctx, run->s_c, p.sh, P(g, t_shared(g, l) + 2), NULL, N, g->Fs, C);
         be->acc(be->ctx, out, run->s_c, N * C);
     }
-    run->aux += aux_loss(g, &p, N) * run->loss_scale * N;
+    run->aux += aux_loss(g, run, &p, N) * run->loss_scale * N;
     if (run->ep_tokens) run->ep_tokens(run->ctx, p.cnt, g->E);
+    for (int e = 0; g->moe_load && e < g->E; e++) g->moe_load[(size_t)l * g->E + e] += p.cnt[e]; /* the bias's */
     return 0;
 }
 
@@ -329,12 +376,13 @@ static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, c
 
 /* Scratch of the backward: two (R, C) for the expert side, dh and dgu
  * (3 wf: the experts' R rows or the shared expert's N, the wider), dys and
- * dxg (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E). */
+ * dxg (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E; sigmoid
+ * scores: (B, E), seq_aux). */
 static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R, size_t *wf)
 {
     size_t N = (size_t)run->B * g->T, A = slots(g, run), C = g->C;
     *wf = R * g->Fe > N * g->Fs ? R * g->Fe : N * g->Fs;
-    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + g->E) + g->E;
+    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + g->E) + (size_t)run->B * g->E;
 }
 
 /* The router's backward: dlogits from the weights' and the aux gradients,
@@ -347,10 +395,16 @@ static void router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, co
     be->moe_rowdot(be->ctx, dwslot, dout, p->slot_tok, p->y, kept, C);
     memset(dtopw, 0, (size_t)N * g->topk * sizeof *dtopw);
     for (int s = 0; s < kept; s++) dtopw[p->slot_src[s]] = dwslot[s];
-    for (int e = 0; e < E; e++)
-        dpe[e] = (float)(run->loss_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] / ((double)N * g->topk));
-    be->moe_route_bwd(be->ctx, dlog, p->probs, p->topi, p->topw, dtopw, dpe, N, E, g->topk,
-                      !g->cfg.moe_pre_softmax);
+    if (g->cfg.moe_score_sigmoid) {
+        seq_aux(g, run, p, dpe);
+        be->moe_route_sig_bwd(be->ctx, dlog, p->probs, p->topi, dtopw, g->cfg.moe_aux_coeff ? dpe : NULL, N, E,
+                              g->topk, g->T, !g->cfg.moe_pre_softmax, topk_scale(g));
+    } else {
+        for (int e = 0; e < E; e++)
+            dpe[e] = (float)(run->loss_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] / ((double)N * g->topk));
+        be->moe_route_bwd(be->ctx, dlog, p->probs, p->topi, p->topw, dtopw, dpe, N, E, g->topk,
+                          !g->cfg.moe_pre_softmax);
+    }
     be->linear_bwd_w(be->ctx, G(g, t_router(g, l)), NULL, dlog, p->ln, N, C, E);
     be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_router(g, l)), N, C, E);
 }
@@ -404,4 +458,26 @@ int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     be->rmsnorm_bwd(be->ctx, din, G(g, t_norm(g, l)), dln, a->in, P(g, t_norm(g, l)), p.rstd, N, C);
     mk_gpt_release(run, g, s, ns);
     return 0;
+}
+
+/* DeepSeek-V3's auxiliary-loss-free balancing (arXiv:2412.19437 2.1.2, Megatron's expert bias):
+   each step, every score bias moves by this rate towards the mean load (Megatron's
+   --moe-router-bias-update-rate default, DeepSeek-V3's gamma for most of its training) */
+#define MK_MOE_BIAS_RATE 1e-3f
+
+void mk_gpt_moe_bias_step(mk_gpt_t *g)
+{
+    const mk_backend_t *be = g->be;
+    float *b = malloc(g->E * sizeof *b);
+    for (int l = 0; b && l < g->n_layers; l++) {
+        if (!mk_gpt_layer_is_moe(g, l) || !g->t[t_bias(g, l)].owned) continue;
+        const float *load = g->moe_load + (size_t)l * g->E;
+        double mean = 0;
+        for (int e = 0; e < g->E; e++) mean += load[e] / g->E;
+        be->copy(be->ctx, b, P(g, t_bias(g, l)), g->E * sizeof *b);
+        for (int e = 0; e < g->E; e++) b[e] += MK_MOE_BIAS_RATE * (float)((load[e] < mean) - (load[e] > mean));
+        be->copy(be->ctx, P(g, t_bias(g, l)), b, g->E * sizeof *b);
+    }
+    free(b);
+    memset(g->moe_load, 0, (size_t)g->n_layers * g->E * sizeof *g->moe_load);
 }

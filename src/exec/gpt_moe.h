@@ -24,4 +24,9 @@ void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n);
 void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a);
 /* Every gradient of the layer (input and weights): din (N, C) = dout + . */
 int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din);
+/* DeepSeek-V3's score biases after a step: each moves by 1e-3 towards the
+ * mean of g->moe_load (its layer's tokens per expert over the step, summed
+ * over DP by the caller), which is then cleared. */
+void mk_gpt_moe_bias_step(mk_gpt_t *g);
+
 #endif

@@ -89,6 +89,11 @@ static void mla_preset(const char *name, mk_model_config_t *cfg)
             cfg->qk_head_dim = mk_mla_presets[i].qk, cfg->qk_pos_emb_head_dim = mk_mla_presets[i].rope;
             cfg->v_head_dim = mk_mla_presets[i].v;
             cfg->moe_router_bias = 1; /* noaux_tc's e_score_correction_bias */
+            /* DeepSeek-V3's config.json: sigmoid scores, routed_scaling_factor 2.5, 8 groups, top 4 of them;
+               the tiny one: 2 groups of 4 experts, the best 1 */
+            cfg->moe_score_sigmoid = 1, cfg->moe_topk_scale = 2.5;
+            int v3 = !strcmp(name, "deepseek-v3");
+            cfg->moe_groups = v3 ? 8 : 2, cfg->moe_group_topk = v3 ? 4 : 1;
         }
 }
 
@@ -324,6 +329,15 @@ static int validate_moe(names_t *n, const mk_model_config_t *c)
     if (c->moe_aux_coeff < 0 || c->moe_aux_coeff > MK_MAX_MOE_AUX_COEFF)
         return mk_error_set("%s must be in [0, %g], got %g", nm(n, F_MOE_AUX, 0), MK_MAX_MOE_AUX_COEFF,
                             c->moe_aux_coeff);
+    if (c->moe_topk_scale < 0 || c->moe_topk_scale > MK_MAX_MOE_CAPACITY)
+        return mk_error_set("the router's scaling factor must be 0 (1) to %g, got %g", MK_MAX_MOE_CAPACITY,
+                            c->moe_topk_scale);
+    if (c->moe_groups < 0 || c->moe_groups > c->num_experts || (c->moe_groups && c->num_experts % c->moe_groups) ||
+        (c->moe_groups && (c->num_experts / c->moe_groups < 2 || c->moe_group_topk < 1 ||
+                           c->moe_group_topk > c->moe_groups ||
+                           (int64_t)c->moe_group_topk * (c->num_experts / c->moe_groups) < c->moe_topk)))
+        return mk_error_set("the router's %d groups (top %d) must divide the %d experts in groups of 2 or more "
+                            "holding the top %d", c->moe_groups, c->moe_group_topk, c->num_experts, c->moe_topk);
     if (c->moe_capacity < 0 || c->moe_capacity > MK_MAX_MOE_CAPACITY)
         return mk_error_set("%s must be 0 (dropless) to %g, got %g", nm(n, F_MOE_CAP, 0), MK_MAX_MOE_CAPACITY,
                             c->moe_capacity);

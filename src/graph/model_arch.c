@@ -165,7 +165,9 @@ static const char *const arch_keys[] = {"num_query_groups", "normalization", "sw
                                         "add_qkv_bias", "no_dropout", "kv_channels", "qk_layernorm",
                                         "moe_shared_expert_gate", "moe_router_enable_expert_bias", "q_lora_rank",
                                         "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim",
-                                        "mtp_num_layers", "rope_yarn_factor", NULL};
+                                        "mtp_num_layers", "rope_yarn_factor", "moe_router_score_function",
+                                        "moe_router_topk_scaling_factor", "moe_router_num_groups",
+                                        "moe_router_group_topk", NULL};
 #define MOE_KEYS 8 /* the index of num_experts */
 #define HF_KEYS 17 /* the index of window_size */
 
@@ -186,6 +188,10 @@ static int hf_to_json(const mk_model_config_t *c, json_t *obj)
     for (int i = 0; c->kv_lora_rank && i < 5; i++) rc |= json_object_set_new(obj, k[11 + i], json_integer(mla[i]));
     if (c->mtp_layers) rc |= json_object_set_new(obj, k[16], json_integer(c->mtp_layers));
     if (c->rope_yarn_factor) rc |= json_object_set_new(obj, k[17], json_real(c->rope_yarn_factor));
+    if (c->moe_score_sigmoid) rc |= json_object_set_new(obj, k[18], json_string("sigmoid"));
+    if (c->moe_topk_scale) rc |= json_object_set_new(obj, k[19], json_real(c->moe_topk_scale));
+    if (c->moe_groups) rc |= json_object_set_new(obj, k[20], json_integer(c->moe_groups));
+    if (c->moe_groups) rc |= json_object_set_new(obj, k[21], json_integer(c->moe_group_topk));
     if (c->rope_factor) {
         rc |= json_object_set_new(obj, k[1], json_real(c->rope_factor));
         rc |= json_object_set_new(obj, k[2], json_real(c->rope_low_freq));
@@ -210,6 +216,14 @@ static int hf_from_json(json_t *o, const char *what, mk_model_config_t *c)
         if (json_object_get(o, k[11 + i]) && mk_json_int(o, what, k[11 + i], 1, mla[i]) < 0) return -1;
     if (json_object_get(o, k[16]) && mk_json_int(o, what, k[16], 0, &c->mtp_layers) < 0) return -1;
     if (json_object_get(o, k[17]) && mk_json_num(o, what, k[17], 1, &c->rope_yarn_factor) < 0) return -1;
+    json_t *sf = json_object_get(o, k[18]);
+    if (sf && !(json_is_string(sf) && !strcmp(json_string_value(sf), "sigmoid")))
+        return mk_error_set("%s: %s must be \"sigmoid\" (absent: softmax)", what, k[18]);
+    c->moe_score_sigmoid = sf != NULL;
+    if (json_object_get(o, k[19]) && mk_json_num(o, what, k[19], 0, &c->moe_topk_scale) < 0) return -1;
+    if (json_object_get(o, k[20]) && (mk_json_int(o, what, k[20], 1, &c->moe_groups) < 0 ||
+                                      mk_json_int(o, what, k[21], 1, &c->moe_group_topk) < 0))
+        return -1;
     if (!json_object_get(o, k[1])) return 0; /* the four come together */
     if (mk_json_num(o, what, k[1], 1, &c->rope_factor) < 0 || mk_json_num(o, what, k[2], 0, &c->rope_low_freq) < 0 ||
         mk_json_num(o, what, k[3], 0, &c->rope_high_freq) < 0 || mk_json_int(o, what, k[4], 1, &c->rope_orig_max_pos) < 0)

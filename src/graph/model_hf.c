@@ -315,6 +315,29 @@ static int yarn_scaling(json_t *o, const char *what, double *factor)
     return 0;
 }
 
+/* The router: scoring_func, routed_scaling_factor, and with topk_method
+ * group_limited_greedy or noaux_tc (whose score bias it also means) the
+ * groups, n_group and topk_group; absent, DeepseekV3Config's defaults
+ * (sigmoid, 2.5, 8 and 4) or DeepseekV2Config's (softmax, 1, none). */
+static int deepseek_router(json_t *o, const char *what, mk_model_config_t *c)
+{
+    static const char *const score[] = {"softmax", "sigmoid", NULL};
+    json_t *tm = json_object_get(o, "topk_method"), *sf = json_object_get(o, "scoring_func");
+    int v3 = !strcmp(json_string_value(json_object_get(o, "model_type")), "deepseek_v3");
+    const char *method = json_is_string(tm) ? json_string_value(tm) : v3 ? "noaux_tc" : "greedy";
+    if (want_str(o, what, "scoring_func", score) < 0 ||
+        opt_num(o, what, "routed_scaling_factor", 0, v3 ? 2.5 : 1.0, &c->moe_topk_scale) < 0)
+        return -1;
+    c->moe_score_sigmoid = json_is_string(sf) ? !strcmp(json_string_value(sf), "sigmoid") : v3;
+    c->moe_router_bias = !strcmp(method, "noaux_tc");
+    if (!strcmp(method, "greedy")) return 0;
+    if (opt_int(o, what, "n_group", 1, v3 ? 8 : 1, &c->moe_groups) < 0 ||
+        opt_int(o, what, "topk_group", 1, v3 ? 4 : 1, &c->moe_group_topk) < 0)
+        return -1;
+    if (c->moe_groups == 1) c->moe_groups = c->moe_group_topk = 0; /* one group: no limit */
+    return 0;
+}
+
 /* MLA's sizes (q_lora_rank null: a plain q projection, which merak does
  * not model) and the experts: n_routed_experts of moe_intermediate_size,
  * n_shared_experts of it as one shared expert, the first
@@ -364,9 +387,7 @@ static int load_deepseek(json_t *o, const char *what, mk_model_config_t *c)
     if ((int64_t)shared * c->moe_ffn > MK_MAX_MOE_FFN)
         return mk_error_set("%s: %d shared experts of %d are too wide", what, shared, c->moe_ffn);
     c->moe_shared_ffn = shared * c->moe_ffn, c->moe_layer_freq = 1, c->moe_pre_softmax = !norm_topk;
-    json_t *tm = json_object_get(o, "topk_method");
-    c->moe_router_bias = json_is_string(tm) && !strcmp(json_string_value(tm), "noaux_tc");
-    return 0;
+    return deepseek_router(o, what, c);
 }
 
 /* The families read as Llama's decoder (RMSNorm, SwiGLU, RoPE, GQA). */
