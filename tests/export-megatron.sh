@@ -37,7 +37,7 @@ roundtrip "Llama 3.1's RoPE scaling (--use-rope-scaling)" dgx-h100 16 --model ll
 check "--use-rope-scaling exported" grep -q -- "--use-rope-scaling --rope-scaling-factor 8 " "$tmpdir/cmd"
 roundtrip "DeepSeek-V3: MLA, the expert bias, dense first blocks, MTP" dgx-h100 256 --model deepseek-v3 --mtp-num-layers 1 \
   --dp 16 --ep 16 --pp 8 --tp 2 --gbs 256 --sequence-parallel --recompute full
-check "MLA exported" grep -q -- "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128 .*--moe-router-enable-expert-bias --mtp-num-layers 1 " "$tmpdir/cmd"
+check "MLA exported" grep -q -- "--multi-latent-attention --q-lora-rank 1536 --kv-lora-rank 512 --qk-head-dim 128 --qk-pos-emb-head-dim 64 --v-head-dim 128 .*--moe-router-enable-expert-bias --moe-router-score-function sigmoid --moe-router-topk-scaling-factor 2.5 --moe-router-num-groups 8 --moe-router-group-topk 4 --mtp-num-layers 1 " "$tmpdir/cmd"
 roundtrip "a sliding window (--window-size)" dgx-h100 16 --model llama-3-8b --window-size 4095,0 --seq-length 16384 \
   --dp 2 --pp 2 --tp 4 --gbs 16
 check "--window-size exported" grep -q -- "--window-size 4095,0 " "$tmpdir/cmd"

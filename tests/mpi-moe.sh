@@ -125,6 +125,15 @@ import sys; sys.path.insert(0, sys.argv[1]); import st_read
 b = st_read.read(sys.argv[2])[1]["model.layers.2.mlp.gate.e_score_correction_bias"]
 assert b[0] == [8] and max(abs(x) for x in b[1]) > 5e-4, b' "$top_srcdir/tests" "$tmpdir/d1.st"
 
+# Megatron's router flags reach the executor: without the groups (--moe-router-num-groups 1) other losses;
+# softmax scores with the score bias are refused
+"$MERAK" run $DS --moe-router-num-groups 1 >"$tmpdir/g1.json" 2>/dev/null
+"$MERAK" run $DS >"$tmpdir/g2.json" 2>/dev/null
+check "--moe-router-num-groups 1 routes otherwise ($(losses_of "$tmpdir/g1.json") vs $(losses_of "$tmpdir/g2.json"))" \
+  test -n "$(losses_of "$tmpdir/g1.json")" -a "$(losses_of "$tmpdir/g1.json")" != "$(losses_of "$tmpdir/g2.json")"
+expect_fail "the score bias with softmax scores" "with softmax scores .DeepSeek-V2's. are for merak sim" -- \
+  "$MERAK" run --model deepseek-tiny --moe-router-score-function softmax --steps 1
+
 # what run does not cover yet: one line, exit 2
 expect_fail "MoE with sequence parallelism" "mixture-of-experts models with --sequence-parallel" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model moe-tiny --steps 1 --tp 2 --sequence-parallel

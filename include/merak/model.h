@@ -125,8 +125,13 @@ typedef struct mk_model_overrides {
     /* --num-experts, --moe-router-topk, --moe-ffn-hidden-size,
      * --moe-shared-expert-intermediate-size, --moe-router-pre-softmax (1),
      * --moe-layer-freq as (freq, first dense, pattern length: 0 for the
-     * integer form), --moe-aux-loss-coeff, --moe-expert-capacity-factor */
+     * integer form), --moe-aux-loss-coeff, --moe-expert-capacity-factor;
+     * the router's --moe-router-score-function (1 sigmoid, 0 softmax),
+     * --moe-router-topk-scaling-factor, --moe-router-num-groups,
+     * --moe-router-group-topk */
     int num_experts, moe_topk, moe_ffn, moe_shared_ffn, moe_pre_softmax, moe_shared_gate, moe_router_bias;
+    int moe_score_sigmoid, moe_groups, moe_group_topk;
+    double moe_topk_scale;
     int moe_layer_freq, moe_first_dense, moe_pattern_len;
     double moe_aux_coeff, moe_capacity;
 } mk_model_overrides_t;

@@ -17,7 +17,7 @@ enum {
     O_MODEL = 256, O_NUM_LAYERS, O_HIDDEN, O_HEADS, O_SEQ, O_VOCAB, O_FFN, O_DTYPE,
     O_NORM, O_SWIGLU, O_POS, O_ROPE_BASE, O_GQA, O_KV_GROUPS, O_KV_CHANNELS, O_UNTIE, O_NO_BIAS, O_QKV_BIAS,
     O_QK_NORM, O_WINDOW, O_ROPE_SCALING, O_ROPE_FACTOR, O_MLA, O_Q_LORA, O_KV_LORA, O_QK_DIM, O_QK_POS_DIM,
-    O_V_DIM, O_MOE_ROUTER_BIAS, O_MTP, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
+    O_V_DIM, O_MOE_ROUTER_BIAS, O_MOE_SCORE, O_MOE_TOPK_SCALE, O_MOE_GROUPS, O_MOE_GROUP_TOPK, O_MTP, O_ATT_DROP, O_HID_DROP, O_NORM_EPS,
     O_EXPERTS, O_MOE_TOPK, O_MOE_FFN, O_MOE_SHARED, O_MOE_PRE_SOFTMAX, O_MOE_SHARED_GATE, O_MOE_AUX, O_MOE_CAPACITY,
     O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
@@ -77,6 +77,10 @@ static const mk_flag_t mk_flags[] = {
     {"qk-pos-emb-head-dim", O_QK_POS_DIM, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
     {"v-head-dim", O_V_DIM, MK_OPTG_MODEL, I, 1, 1, MK_MAX_HEAD_DIM},
     {"moe-router-enable-expert-bias", O_MOE_ROUTER_BIAS, MK_OPTG_MODEL, N, 1, 0, 0},
+    {"moe-router-score-function", O_MOE_SCORE, MK_OPTG_MODEL, S, 1, 0, 0},
+    {"moe-router-topk-scaling-factor", O_MOE_TOPK_SCALE, MK_OPTG_MODEL, R, 1, 0, MK_MAX_MOE_CAPACITY},
+    {"moe-router-num-groups", O_MOE_GROUPS, MK_OPTG_MODEL, I, 1, 1, MK_MAX_EXPERTS},
+    {"moe-router-group-topk", O_MOE_GROUP_TOPK, MK_OPTG_MODEL, I, 1, 1, MK_MAX_EXPERTS},
     {"mtp-num-layers", O_MTP, MK_OPTG_MODEL, I, 1, 0, MK_MAX_MTP_LAYERS},
     {"attention-dropout", O_ATT_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
     {"hidden-dropout", O_HID_DROP, MK_OPTG_MODEL, R, 1, 0, 1},
@@ -399,6 +403,8 @@ static int *int_slot(mk_args_t *a, int id)
     case O_MOE_TOPK: return &a->ov.moe_topk;
     case O_MOE_FFN: return &a->ov.moe_ffn;
     case O_MOE_SHARED: return &a->ov.moe_shared_ffn;
+    case O_MOE_GROUPS: return &a->ov.moe_groups;
+    case O_MOE_GROUP_TOPK: return &a->ov.moe_group_topk;
     case O_DP: return &a->dp;
     case O_PP: return &a->pp;
     case O_TP: return &a->tp;
@@ -449,6 +455,7 @@ static double *real_slot(mk_args_t *a, int id)
     case O_HID_DROP: return &a->ov.hidden_dropout;
     case O_MOE_AUX: return &a->ov.moe_aux_coeff;
     case O_MOE_CAPACITY: return &a->ov.moe_capacity;
+    case O_MOE_TOPK_SCALE: return &a->ov.moe_topk_scale;
     case O_MOE_IMBALANCE: return &a->moe_imbalance;
     case O_GPU_HOUR_PRICE: return &a->gpu_hour_price;
     case O_TRAIN_TOKENS: return &a->train_tokens;
@@ -497,6 +504,11 @@ static int arch_store(mk_args_t *a, int id, const char *v)
     case O_NORM:
         if (mk_norm_parse(v, &nk) < 0) return mk_cli_fail(a->cmd, "--normalization: %s", mk_error_last()), -1;
         a->ov.norm = (int)nk;
+        return 0;
+    case O_MOE_SCORE:
+        if (strcmp(v, "softmax") && strcmp(v, "sigmoid"))
+            return mk_cli_fail(a->cmd, "--moe-router-score-function: '%s' is not softmax or sigmoid", v), -1;
+        a->ov.moe_score_sigmoid = !strcmp(v, "sigmoid");
         return 0;
     case O_POS:
         if (mk_pos_parse(v, &pk) < 0)

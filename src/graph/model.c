@@ -186,6 +186,7 @@ void mk_model_overrides_init(mk_model_overrides_t *ov)
     ov->use_rope_scaling = -1;
     ov->num_experts = ov->moe_topk = ov->moe_ffn = ov->moe_shared_ffn = ov->moe_pre_softmax = -1;
     ov->moe_shared_gate = ov->moe_router_bias = -1;
+    ov->moe_score_sigmoid = ov->moe_groups = ov->moe_group_topk = -1, ov->moe_topk_scale = -1;
     ov->moe_layer_freq = ov->moe_first_dense = ov->moe_pattern_len = -1;
     ov->moe_aux_coeff = ov->moe_capacity = -1;
 }
@@ -473,7 +474,8 @@ static int arch_given(const mk_model_overrides_t *ov)
 static int moe_given(const mk_model_overrides_t *ov)
 {
     return ov->moe_topk >= 0 || ov->moe_ffn >= 0 || ov->moe_shared_ffn >= 0 || ov->moe_pre_softmax >= 0 ||
-           ov->moe_shared_gate >= 0 || ov->moe_router_bias >= 0 ||
+           ov->moe_shared_gate >= 0 || ov->moe_router_bias >= 0 || ov->moe_score_sigmoid >= 0 ||
+           ov->moe_groups >= 0 || ov->moe_group_topk >= 0 || ov->moe_topk_scale >= 0 ||
            ov->moe_layer_freq >= 0 || ov->moe_aux_coeff >= 0 || ov->moe_capacity >= 0;
 }
 
@@ -496,6 +498,11 @@ static int apply_moe(const mk_model_overrides_t *ov, mk_model_config_t *c)
     if (ov->moe_pre_softmax >= 0) c->moe_pre_softmax = ov->moe_pre_softmax;
     if (ov->moe_shared_gate >= 0) c->moe_shared_gate = ov->moe_shared_gate;
     if (ov->moe_router_bias >= 0) c->moe_router_bias = ov->moe_router_bias;
+    if (ov->moe_score_sigmoid >= 0) c->moe_score_sigmoid = ov->moe_score_sigmoid;
+    if (ov->moe_topk_scale >= 0) c->moe_topk_scale = ov->moe_topk_scale;
+    if (ov->moe_groups >= 0) c->moe_groups = ov->moe_groups > 1 ? ov->moe_groups : 0; /* 1: no limit */
+    if (ov->moe_group_topk >= 0) c->moe_group_topk = ov->moe_group_topk;
+    if (!c->moe_groups) c->moe_group_topk = 0;
     if (ov->moe_aux_coeff >= 0) c->moe_aux_coeff = ov->moe_aux_coeff;
     if (ov->moe_capacity >= 0) c->moe_capacity = ov->moe_capacity;
     if (ov->moe_layer_freq >= 0) {
