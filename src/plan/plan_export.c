@@ -85,7 +85,8 @@ static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
     if (m->moe_router_bias) put(b, " --moe-router-enable-expert-bias");
     if (m->moe_score_sigmoid) put(b, " --moe-router-score-function sigmoid");
     if (m->moe_topk_scale) put(b, " --moe-router-topk-scaling-factor %g", m->moe_topk_scale);
-    if (m->moe_groups) put(b, " --moe-router-num-groups %d --moe-router-group-topk %d", m->moe_groups, m->moe_group_topk);
+    if (m->moe_groups)
+        put(b, " --moe-router-num-groups %d --moe-router-group-topk %d", m->moe_groups, m->moe_group_topk);
     if (m->mtp_layers) put(b, " --mtp-num-layers %d", m->mtp_layers);
     if (m->moe_pre_softmax) put(b, " --moe-router-pre-softmax");
     if (m->moe_first_dense) put(b, " --moe-layer-freq '([0]*%d+[1]*%d)'", m->moe_first_dense, m->num_layers - m->moe_first_dense);
