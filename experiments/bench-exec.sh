@@ -3,7 +3,9 @@
 # 4 x seq 64, no recompute.  Prints the median step time, the achieved
 # matmul GFLOP/s (Megatron-LM's count: 72*B*s*l*h^2*(1 + s/(6h) + V/(12lh))),
 # this machine's OpenBLAS sgemm GFLOP/s on the model's largest GEMM (the LM
-# head: (B*s, h) x (h, V padded)), and their ratio.
+# head: (B*s, h) x (h, V padded)) with the kernels merak runs (its
+# `merak version` line: OpenBLAS's choice, OPENBLAS_CORETYPE, or merak's
+# own where OpenBLAS fell back to its SSE kernels), and their ratio.
 # Usage: experiments/bench-exec.sh [MERAK] [STEPS]   (run from the build tree)
 set -e
 MERAK=${1:-./merak}
@@ -41,12 +43,15 @@ int main(int argc, char **argv)
 }
 C
 ${CC:-cc} -O2 -o "$tmp/sgemm" "$tmp/sgemm.c" $(pkg-config --cflags --libs openblas 2>/dev/null || echo -lopenblas)
-sgemm=$("$tmp/sgemm" $((B * S)) $VP $H)
+blas=$("$MERAK" version | sed -n 's/^blas: OpenBLAS, \(.*\), for the cpu backend$/\1/p')
+core=${blas%% kernels*}
+sgemm=$(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core} "$tmp/sgemm" $((B * S)) $VP $H)
 
-awk -v step="$step" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" 'BEGIN {
+awk -v blas="$blas" -v step="$step" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" 'BEGIN {
   flops = 72 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H))
   gf = flops / step / 1e9
   printf "gpt2-124m, 1 rank, batch %d x seq %d, recompute none\n", B, S
+  printf "  BLAS kernels          %s\n", blas
   printf "  losses                %s\n", loss
   printf "  step time (median)    %.3f s\n", step
   printf "  tokens/s              %.0f\n", B * S / step

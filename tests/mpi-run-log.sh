@@ -17,7 +17,8 @@ check "stderr (a file, not a terminal): 3 step lines" test "$(steplines "$tmpdir
 check "stderr: 'saved FILE (step 3)'" grep -q "^saved $tmpdir/c.st (step 3)\$" "$tmpdir/err"
 check "stderr: 'wrote trace FILE'" grep -q "^wrote trace $tmpdir/t.json\$" "$tmpdir/err"
 check "stderr: 'wrote gradients FILE'" grep -q "^wrote gradients $tmpdir/g.bin\$" "$tmpdir/err"
-check "stderr: nothing else" test "$(wc -l <"$tmpdir/err")" -eq 6
+check "stderr: the first line names the kernels" grep -q "^merak run: the cpu backend on OpenBLAS, .* kernels (" "$tmpdir/err"
+check "stderr: nothing else" test "$(wc -l <"$tmpdir/err")" -eq 7
 timeout 60 "$MERAK" run --steps 3 --save "$tmpdir/c.st" --quiet --json >"$tmpdir/q.out" 2>"$tmpdir/q.err"
 check "--quiet: empty stderr" test ! -s "$tmpdir/q.err"
 check "--quiet: the same losses" test "$(losses "$tmpdir/q.out")" = "$(losses "$tmpdir/out")"

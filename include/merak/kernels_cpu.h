@@ -26,6 +26,9 @@ typedef void (*mk_cpu_range_fn)(void *arg, size_t lo, size_t hi);
 void mk_cpu_par(void *ctx, size_t n, size_t grain, mk_cpu_range_fn fn, void *arg);
 /* The CPU table with a pool of its own as ctx (mk_backend_new("cpu")). */
 struct mk_backend *mk_backend_cpu_new(void);
+/* The kernel family OpenBLAS runs (openblas_get_corename: "SkylakeX",
+   "Haswell", "Prescott", ...), "unknown" for another BLAS. */
+const char *mk_cpu_blas_core(void);
 
 void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
                        int N, int IC, int OC);

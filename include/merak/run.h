@@ -51,6 +51,8 @@ typedef struct mk_exec_opts {
     const char *save, *load;      /* checkpoint files (safetensors, src/exec/README.md "Checkpoints");
                                      load may be a Hugging Face model directory */
     const char *save_hf;          /* also write the weights at the end as a Hugging Face model directory */
+    const char *first_line;       /* logged (rank 0, unless quiet) once the run is set up, before step 1:
+                                     merak run names the cpu backend's kernels there; NULL: none */
     int64_t hf_max_shard_bytes;   /* its safetensors shards at most this big (max_shard_size; 0: 5 GB) */
     int reset_position_ids;       /* Megatron's: positions restart at each document of the data */
     int reset_attention_mask;     /* Megatron's: attention stays inside each document */

@@ -83,7 +83,9 @@ static int print_version(int argc, char **argv)
         printf("cuda: yes (cuBLAS, module %s; %d device(s) visible)\n", mk_cuda_module_path(),
                mk_cuda_device_count());
     mpi_line();
-    printf("blas: OpenBLAS (the cpu backend)\n");
+    char blas[256];
+    mk_cli_blas_describe(blas, sizeof blas);
+    printf("blas: OpenBLAS, %s, for the cpu backend\n", blas);
     return 0;
 }
 
@@ -97,6 +99,7 @@ static void log_to_stderr(void *arg, const char *line)
 int main(int argc, char **argv)
 {
     mk_log_set_handler(log_to_stderr, NULL);
+    mk_cli_blas_select(argv); /* OpenBLAS's generic kernels on a newer CPU: run again with better ones */
     if (argc < 2) {
         fprintf(stderr, "merak: missing subcommand; usage: merak SUBCOMMAND [OPTIONS] (see 'merak --help')\n");
         return MK_EXIT_USAGE;

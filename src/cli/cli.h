@@ -203,4 +203,13 @@ int mk_args_resolve(const mk_args_t *a, const mk_cli_defaults_t *d, const struct
 int mk_cli_join_blend(int argc, char **argv);
 int mk_cli_parse_size(const char *s, int64_t *out);
 
+/* cli_blas.c: OpenBLAS's kernel family.  mk_cli_blas_select: where
+ * OpenBLAS fell back to its pre-AVX kernels on a CPU with AVX2/AVX-512
+ * and OPENBLAS_CORETYPE is not set, execute argv again with the best
+ * family set (returns only if nothing is to be done or the exec failed);
+ * call it first, before MPI.  mk_cli_blas_describe: which family runs and
+ * who chose it, one phrase. */
+void mk_cli_blas_select(char **argv);
+void mk_cli_blas_describe(char *buf, size_t n);
+
 #endif

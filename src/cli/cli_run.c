@@ -331,6 +331,12 @@ int mk_cmd_run(int argc, char **argv)
         return rc < 0 ? MK_EXIT_USAGE : 0;
     }
     o.dump_grads = dump;
+    char first[320], blas[256];
+    if (!strcmp(o.be->name, "cpu")) { /* which kernels (issue 37), once the run is set up */
+        mk_cli_blas_describe(blas, sizeof blas);
+        snprintf(first, sizeof first, "merak run: the cpu backend on OpenBLAS, %s", blas);
+        o.first_line = first;
+    }
     mk_file_defer_signals(); /* from here a signal stops the executor at its next check */
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;

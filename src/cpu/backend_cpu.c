@@ -4,8 +4,19 @@
 #include "merak/backend.h"
 #include "merak/kernels_cpu.h"
 
+#include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+
+const char *mk_cpu_blas_core(void)
+{
+#ifdef HAVE_OPENBLAS_GET_CORENAME
+    const char *c = openblas_get_corename();
+    return c && *c ? c : "unknown";
+#else
+    return "unknown";
+#endif
+}
 
 /* Zeroing split over the rank's cores: the step's gradients (0.5 GB at
  * gpt2-124m) are cleared every step, and one core does not saturate the

@@ -287,6 +287,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
     const mk_exec_opts_t *o = e->o;
     ckpt_log_t log = {NULL, o->load, 0, e->step0};
     int rc = 0;
+    if (o->first_line) mk_exec_log(e, "%s", o->first_line);
     for (int i = 0; rc == 0 && i < o->steps; i++) {
         int64_t k = e->step0 + i;
         if (mk_comm_check(&e->comm, k) < 0) return res->fail_exit = 1, res->steps = i, -1;

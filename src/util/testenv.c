@@ -3,7 +3,7 @@
  * to garbage is refused by name before any work (mk_test_env_check, called
  * by merak's main), never read as 0 by atoi and fired at step 0.  What each
  * hook does is documented where it fires (src/exec/exec_faults.c,
- * src/util/fileio.c, src/planner/planner_mpi.c). */
+ * src/util/fileio.c, src/planner/planner_mpi.c, src/cli/cli_blas.c). */
 #include "merak/common.h"
 #include "merak/limits.h"
 
@@ -39,6 +39,7 @@ static const hook_t hooks[] = {
     {"MK_TEST_SAVE_DIE_AFTER", 0, 1, INT_MAX, "tensor count"},
     {"MK_TEST_WRITE_PAUSE", 0, 0, 3600, "seconds"},
     {"MK_TEST_PLAN_FAIL", 0, 0, MK_MAX_GPUS - 1, "rank"},
+    {"MK_TEST_BLAS_GENERIC", 0, 0, 1, "a switch"},
 };
 
 static const hook_t *hook_of(const char *name)
