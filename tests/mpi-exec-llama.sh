@@ -46,6 +46,8 @@ equiv 2 2 2 --recompute full --schedule zb-h1
 RUN_COMMON="$base --data-path $tmpdir/docs --reset-position-ids --reset-attention-mask"
 make_reference
 equiv 2 2 2 --recompute full --tp-overlap 1
+# the fused attention (issue 37: FlashAttention-2, lse kept) against the materialised one-rank reference
+equiv 1 2 2 --recompute full --tp-overlap 1 --attention-backend fused
 # multi-head latent attention (issue 36): the latents every TP rank's, their gradients made whole over TP
 RUN_COMMON="$base --multi-latent-attention --q-lora-rank 32 --kv-lora-rank 16 --qk-head-dim 16 --qk-pos-emb-head-dim 8"
 RUN_COMMON="$RUN_COMMON --v-head-dim 12"

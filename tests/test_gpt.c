@@ -120,8 +120,9 @@ static void check_direction(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, c
  * mla: DeepSeek's multi-head latent attention (llama-tiny's blocks; v
  * narrower than q/k, so v's padding and o_proj's width are exercised);
  * 2: with deepseek-tiny's experts (sigmoid scores, a score bias, two
- * groups, scaled weights; the sequence-wise balance loss visible) */
-typedef struct { int shared, pre_softmax; double capacity, aux; int mla; } moe_var_t;
+ * groups, scaled weights; the sequence-wise balance loss visible);
+ * fused: the backend's fused attention (lse kept, scores recomputed) */
+typedef struct { int shared, pre_softmax; double capacity, aux; int mla, fused; } moe_var_t;
 
 static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
 {
@@ -139,6 +140,7 @@ static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
     mk_gpt_t *g = mk_gpt_new(&c, mk_backend_cpu(), 1, 0, own, 0, &run);
     CHECK(g != NULL, "%s", mk_error_last());
     if (!g) return;
+    g->fused_attn = v && v->fused;
     mk_gpt_run_init(&run, g, B);
     run.loss_scale = 1.0f / (B * g->T);
     for (int i = 0; i < B * g->T; i++) { tok[i] = (i * 7) % c.vocab; tgt[i] = (i * 11 + 3) % c.vocab; }
@@ -219,9 +221,12 @@ int main(int argc, char **argv)
     test_fd("moe-tiny", 0);
     const moe_var_t vars[] = {{24, 0, 0, 0.5}, {0, 1, 0, 0.5}, {0, 0, 1.0, 0.5}};
     for (int i = 0; i < 3; i++) test_fd_moe("moe-tiny", 0, &vars[i]);
-    const moe_var_t mla = {0, 0, 0, 0, 1}, ds = {16, 0, 0, 0.5, 2};
+    const moe_var_t mla = {0, 0, 0, 0, 1, 0}, ds = {16, 0, 0, 0.5, 2, 0};
+    const moe_var_t fl = {0, 0, 0, 0, 0, 1}, fmla = {0, 0, 0, 0, 1, 1};
     test_fd_moe("llama-tiny", 0, &mla);
     test_fd_moe("deepseek-tiny", 0, &ds);
+    test_fd_moe("gpt-tiny", 1, &fl);
+    test_fd_moe("llama-tiny", 0, &fmla);
     MPI_Finalize();
     CHECK_DONE();
 }

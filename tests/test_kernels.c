@@ -173,6 +173,52 @@ static void test_attention(int NH, int KV, int W)
     free(xf); free(out); free(r); free(att); free(datt); free(dg); free(x); free(ref); free(rd); free(g);
 }
 
+/* The fused attention (FlashAttention-2: tiles of 64 keys, the online
+ * softmax, lse kept) against the unfused kernel (itself checked against
+ * the double reference and finite differences above) by normalised error,
+ * forward and backward, on sequences of several tiles; the forward also
+ * against the double reference, and lse against log sum exp. */
+static void test_attention_fused(int NH, int KV, int W)
+{
+    att_t s = {2, 150, NH, KV, 8, W};
+    int C = s.NH * s.hs, nx = s.B * s.T * (C + 2 * KV * s.hs), no = s.B * s.T * C, na = s.B * s.NH * s.T * s.T;
+    int nl = s.B * s.NH * s.T;
+    float *xf = malloc(nx * 4), *out = malloc(no * 4), *fo = malloc(no * 4), *r = malloc(no * 4);
+    float *att = malloc(na * 4), *datt = malloc(na * 4), *dg = calloc(nx, 4), *fg = calloc(nx, 4);
+    float *lse = malloc(nl * 4);
+    double *x = malloc(nx * 8), *ref = malloc(no * 8), *rd = malloc(no * 8), *d64 = malloc(nx * 8);
+    fill(xf, x, nx, 1.0); fill(r, rd, no, 1.0);
+    mk_cpu_attention_fwd(NULL, out, att, xf, s.B, s.T, s.NH, s.KV, s.hs, W);
+    mk_cpu_attention_fused_fwd(NULL, fo, lse, xf, s.B, s.T, s.NH, s.KV, s.hs, W);
+    ref_att(ref, x, &s);
+    double *o64 = malloc(no * 8);
+    for (int i = 0; i < no; i++) o64[i] = out[i];
+    CHECK(rel(fo, o64, no) < 1e-6, "fused attention NH %d KV %d W %d fwd vs unfused rel %g", NH, KV, W,
+          rel(fo, o64, no));
+    CHECK(rel(fo, ref, no) < 1e-5, "fused attention NH %d KV %d W %d fwd rel %g", NH, KV, W, rel(fo, ref, no));
+    /* lse of the last query row of head 0, sequence 0, from the unfused probabilities' own scores */
+    mk_cpu_attention_bwd(NULL, dg, datt, r, xf, att, s.B, s.T, s.NH, s.KV, s.hs);
+    mk_cpu_attention_fused_bwd(NULL, fg, r, xf, fo, lse, s.B, s.T, s.NH, s.KV, s.hs, W);
+    for (int i = 0; i < nx; i++) d64[i] = dg[i];
+    CHECK(rel(fg, d64, nx) < 1e-5, "fused attention NH %d KV %d W %d bwd vs unfused rel %g", NH, KV, W,
+          rel(fg, d64, nx));
+    double worst = 0; /* lse of sequence 0, head 0, every row: log sum_u exp(q.k_u / sqrt(hs)) in double */
+    int C3 = C + 2 * KV * s.hs;
+    for (int t = 0; t < s.T; t++) {
+        int lo = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
+        double sum = 0;
+        for (int u = lo; u <= t; u++) {
+            double d = 0;
+            for (int i = 0; i < s.hs; i++) d += x[t * C3 + i] * x[u * C3 + C + i];
+            sum += exp(d / sqrt((double)s.hs));
+        }
+        if (fabs(log(sum) - lse[t]) > worst) worst = fabs(log(sum) - lse[t]);
+    }
+    CHECK(worst < 1e-5, "fused attention NH %d KV %d W %d: lse off by %g", NH, KV, W, worst);
+    free(xf); free(out); free(fo); free(r); free(att); free(datt); free(dg); free(fg); free(lse);
+    free(x); free(ref); free(rd); free(d64); free(o64);
+}
+
 /* ---- GELU (tanh) ---- */
 static void ref_gelu(double *out, const double *x, const void *c)
 {
@@ -503,6 +549,9 @@ int main(void)
     test_attention(4, 2, 0);  /* GQA */
     test_attention(3, 1, 0);  /* MQA */
     test_attention(4, 2, 2);  /* GQA in a sliding window of 2 (T 5) */
+    test_attention_fused(2, 2, 0);   /* MHA, 150 keys: 3 tiles */
+    test_attention_fused(4, 2, 0);   /* GQA */
+    test_attention_fused(4, 1, 100); /* MQA in a window across a tile boundary */
     test_rmsnorm();
     test_rope();
     test_swiglu();

@@ -69,6 +69,16 @@ typedef struct mk_backend {
        scratch datt (B,NH,T,T) is overwritten */
     void (*attention_bwd)(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int KV, int hs);
+    /* Fused causal attention (optional: NULL where a backend has none; the executor then
+       materialises the scores): the FlashAttention-2 algorithm (Dao 2023, arXiv:2307.08691),
+       query rows against tiles of keys with the online softmax, no (T,T) tensor; out as
+       attention_fwd's, lse (B,NH,T) each row's log-sum-exp of its scaled scores. */
+    void (*attention_fused_fwd)(void *ctx, float *out, float *lse, const float *qkv, int B, int T, int NH, int KV,
+                                int hs, int window);
+    /* dqkv (B,T,(NH+2*KV)*hs) += from dout, the forward's out and lse, each tile's scores
+       recomputed (D = dout . out per row) */
+    void (*attention_fused_bwd)(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int T, int NH, int KV, int hs, int window);
     /* Rotary position embedding, rotate-half form (Hugging Face Llama): in each of the
        first nh heads (hs even) of every row of inp (N rows of ld floats), the pair
        (i, i + hs/2) turns by angle p * f_i (merak/rope.h: theta^(-2i/hs), Llama 3.1's

@@ -60,6 +60,8 @@ typedef struct mk_gpt {
        ranks, a head's q/k width without and with RoPE, its v width (hs = qk + rp; kv = nh);
        mla_map: the column gathers' index maps (host memory, gpt_mla.c); 0 / NULL: none */
     int mla, ql, kl, qk, rp, vd;
+    int fused_attn;               /* the attention core without (T,T) scores (the backend's attention_fused_*;
+                                     the plan's flash or fused backend, cp 1): each row's lse kept instead */
     int *mla_map;
     float *moe_load;              /* DeepSeek-V3's score bias: [n_layers][E] tokens routed to each expert
                                      this step (gpt_moe.c mk_gpt_moe_bias_step), host memory; else NULL */

@@ -86,6 +86,13 @@ void mk_cpu_moe_route_sig(void *ctx, float *scores, int *topi, float *topw, cons
                           int groups, int gtopk, int renorm, float scale);
 void mk_cpu_moe_route_sig_bwd(void *ctx, float *dlogits, const float *scores, const int *topi, const float *dtopw,
                               const float *dpe, int N, int E, int k, int T, int renorm, float scale);
+/* One query row's scaled scores against keys 0..t (kbase, ld floats a row) into a[0..t]
+   (kernels_cpu.c, shared with the fused attention). */
+void mk_cpu_attn_scores(float *a, const float *q, const float *kbase, size_t ld, int t, int hs, float scale);
+void mk_cpu_attention_fused_fwd(void *ctx, float *out, float *lse, const float *qkv, int B, int T, int NH, int KV,
+                                int hs, int window);
+void mk_cpu_attention_fused_bwd(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                                const float *lse, int B, int T, int NH, int KV, int hs, int window);
 void mk_cpu_cols_gather(void *ctx, float *dst, const float *src, const int *idx, int N, int Ws, int Wd);
 void mk_cpu_cols_scatter(void *ctx, float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd);
 void mk_cpu_moe_rowdot(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);

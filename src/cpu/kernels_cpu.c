@@ -188,7 +188,7 @@ typedef struct {
 
 /* q.k of one query row with keys 0..t into a[], scaled: four keys at a
  * time, each dot still summed in i order (bitwise the one-key loop). */
-static void attn_scores(float *a, const float *q, const float *kbase, size_t ld, int t, int hs, float scale)
+void mk_cpu_attn_scores(float *a, const float *q, const float *kbase, size_t ld, int t, int hs, float scale)
 {
     int u = 0;
     for (; u + 4 <= t + 1; u += 4) {
@@ -220,7 +220,7 @@ MK_VEC static void attn_fwd_head(const attn_t *x, int b, int h)
         float *a = x->att + (((size_t)b * x->NH + h) * T + t) * T;
         float mx = -INFINITY, sum = 0.0f;
         int u0 = x->window > 0 && t >= x->window ? t - x->window + 1 : 0; /* the window's first key */
-        attn_scores(a, q, x->qkv + (size_t)b * T * C3 + ko, C3, t, hs, scale);
+        mk_cpu_attn_scores(a, q, x->qkv + (size_t)b * T * C3 + ko, C3, t, hs, scale);
         for (int u = u0; u <= t; u++) if (a[u] > mx) mx = a[u];
         for (int u = u0; u <= t; u++) { a[u] = expf(a[u] - mx); sum += a[u]; }
         for (int u = 0; u < T; u++) a[u] = u >= u0 && u <= t ? a[u] / sum : 0.0f;
@@ -271,7 +271,7 @@ MK_VEC static void attn_bwd_head(const attn_t *x, int b, int h)
         float *dq = dqkv + (size_t)t * C3 + h * hs;
         float dot = 0.0f;
         /* through the value mix: da[u] = v_u . d, dv_u += a[u] d */
-        attn_scores(da, d, qkv + vo, C3, t, hs, 1.0f);
+        mk_cpu_attn_scores(da, d, qkv + vo, C3, t, hs, 1.0f);
         for (int u = 0; u <= t; u++) {
             float *dv = dqkv + (size_t)u * C3 + vo;
             for (int i = 0; i < hs; i++) dv[i] += a[u] * d[i];

@@ -66,7 +66,13 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->g = mk_gpt_new_ep(&o->ctx->plan.model, o->be, o->ctx->plan.tp, e->comm.tp_rank, e->ep.n, e->ep.rank, own,
                          tied_copy, &e->run);
     free(own);
-    if (!e->g || mk_exec_cp_init(e) < 0 || mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
+    if (!e->g || mk_exec_cp_init(e) < 0) return -1;
+    /* the plan's flash or fused attention backend: the backend's fused kernel where it has one (CP's ring keeps
+       its own log-sum-exps) */
+    mk_attn_backend_t ab = o->ctx->plan.attention;
+    e->g->fused_attn = (ab == MK_ATTN_FLASH || ab == MK_ATTN_FUSED) && e->g->cp <= 1 && o->be->attention_fused_fwd &&
+                       o->be->attention_fused_bwd;
+    if (mk_gpt_run_init(&e->run, e->g, o->ctx->plan.mbs) < 0) return -1;
     mk_gpt_init_params(e->g, o->seed);
     e->pipe.tokens = calloc(e->pipe.n_micro, sizeof *e->pipe.tokens);
     e->pipe.targets = calloc(e->pipe.n_micro, sizeof *e->pipe.targets);

@@ -41,35 +41,45 @@ void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, in
     mk_gpt_rope_heads(g, run, x, r0, nr, ld, g->nh + g->kv, g->hs, sign);
 }
 
-/* The attention core, forward (dout NULL) or backward, on whole sequences
- * rows [r0, r0+nr): with --reset-attention-mask one call per document,
- * its probabilities packed in the sequence's T x T block per head. */
-void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, float *att, const float *qkv, float *datt,
-                      const float *dout, int r0, int nr)
+size_t mk_gpt_att_seq(const mk_gpt_t *g) { return (size_t)g->nh * g->T * (g->fused_attn ? 1 : g->T); }
+
+/* The core on n rows of one call (B = n / T sequences of T, or one
+ * document of n): materialised or fused (fo: the forward's context). */
+static void core(mk_gpt_t *g, float *out, float *att, const float *qkv, float *datt, const float *dout,
+                 const float *fo, int B, int T)
 {
     const mk_backend_t *be = g->be;
-    size_t mid = (size_t)(g->nh + 2 * g->kv) * g->hs, Cl = (size_t)g->nh * g->hs, T = (size_t)g->T;
+    if (g->fused_attn && !dout)
+        be->attention_fused_fwd(be->ctx, out, att, qkv, B, T, g->nh, g->kv, g->hs, g->window);
+    else if (g->fused_attn)
+        be->attention_fused_bwd(be->ctx, out, dout, qkv, fo, att, B, T, g->nh, g->kv, g->hs, g->window);
+    else if (!dout)
+        be->attention_fwd(be->ctx, out, att, qkv, B, T, g->nh, g->kv, g->hs, g->window);
+    else
+        be->attention_bwd(be->ctx, out, datt, dout, qkv, att, B, T, g->nh, g->kv, g->hs);
+}
+
+/* The attention core, forward (dout NULL) or backward, on whole sequences
+ * rows [r0, r0+nr): with --reset-attention-mask one call per document,
+ * its probabilities (fused: log-sum-exps) packed in the sequence's block. */
+void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, float *att, const float *qkv, float *datt,
+                      const float *dout, const float *fo, int r0, int nr)
+{
+    size_t mid = (size_t)(g->nh + 2 * g->kv) * g->hs, Cl = (size_t)g->nh * g->hs;
+    size_t ow = dout ? mid : Cl, iw = dout ? Cl : mid; /* out's and dout's widths */
     if (!(run->docs && run->reset_mask)) { /* the sequences at once */
-        if (!dout)
-            be->attention_fwd(be->ctx, out + (size_t)r0 * Cl, att, qkv + (size_t)r0 * mid, nr / g->T, g->T, g->nh,
-                              g->kv, g->hs, g->window);
-        else
-            be->attention_bwd(be->ctx, out + (size_t)r0 * mid, datt, dout + (size_t)r0 * Cl, qkv + (size_t)r0 * mid,
-                              att, nr / g->T, g->T, g->nh, g->kv, g->hs);
+        core(g, out + (size_t)r0 * ow, att, qkv + (size_t)r0 * mid, datt, dout ? dout + (size_t)r0 * iw : NULL,
+             fo ? fo + (size_t)r0 * Cl : NULL, nr / g->T, g->T);
         return;
     }
     for (int b = r0 / g->T; b < (r0 + nr) / g->T; b++) {
-        size_t blk = (size_t)(b - r0 / g->T) * g->nh * T * T, packed = 0;
+        size_t blk = (size_t)(b - r0 / g->T) * mk_gpt_att_seq(g), packed = 0;
         for (int s = b * g->T, e; s < (b + 1) * g->T; s = e) {
             e = seg_end(g, run, s, (b + 1) * g->T);
             int n = e - s;
-            if (!dout)
-                be->attention_fwd(be->ctx, out + (size_t)s * Cl, att + blk + packed, qkv + (size_t)s * mid, 1, n,
-                                  g->nh, g->kv, g->hs, g->window);
-            else
-                be->attention_bwd(be->ctx, out + (size_t)s * mid, datt + blk + packed, dout + (size_t)s * Cl,
-                                  qkv + (size_t)s * mid, att + blk + packed, 1, n, g->nh, g->kv, g->hs);
-            packed += (size_t)g->nh * n * n;
+            core(g, out + (size_t)s * ow, att + blk + packed, qkv + (size_t)s * mid, datt ? datt + blk + packed : NULL,
+                 dout ? dout + (size_t)s * iw : NULL, fo ? fo + (size_t)s * Cl : NULL, 1, n);
+            packed += (size_t)g->nh * n * (g->fused_attn ? 1 : n);
         }
     }
 }

@@ -12,10 +12,14 @@ void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, in
 void mk_gpt_rope_heads(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, int nr, int ld, int nheads, int hs,
                        int sign);
 /* The attention core on whole sequences rows [r0, r0+nr): forward (dout
- * NULL: out the context, att the probabilities) or backward (out dq|dk|dv
- * +=, datt scratch), one call per document with --reset-attention-mask. */
+ * NULL: out the context, att the probabilities, or with g->fused_attn each
+ * row's lse) or backward (out dq|dk|dv +=, datt scratch; fused: fo the
+ * forward's context), one call per document with --reset-attention-mask. */
 void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, float *att, const float *qkv, float *datt,
-                      const float *dout, int r0, int nr);
+                      const float *dout, const float *fo, int r0, int nr);
+/* Floats a sequence's saved attention statistics take: nh T T
+ * probabilities, or with g->fused_attn nh T log-sum-exps. */
+size_t mk_gpt_att_seq(const mk_gpt_t *g);
 /* The embedding (out = wte[tok] (+ wpe)) and its gradients (dwte,
  * dwpe +=) on rows [0, N): with --reset-position-ids, per document. */
 void mk_gpt_embed_fwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *out, const int *tokens, const float *wte,

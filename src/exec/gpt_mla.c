@@ -172,7 +172,7 @@ void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln
     gather(g, M_XQ, x, m.qb + r * w_q(g), w_q(g), nr);
     gather(g, M_XPE, x, pe, w_pe(g), nr);
     gather(g, M_XKV, x, m.kvb + r * w_kv(g), w_kv(g), nr);
-    mk_gpt_attn_rows(g, (mk_gpt_run_t *)run, m.o, att, x1, NULL, NULL, r0, nr);
+    mk_gpt_attn_rows(g, (mk_gpt_run_t *)run, m.o, att, x1, NULL, NULL, NULL, r0, nr);
     gather(g, M_O, x3 + r * w_o(g), m.o + r * w_q(g), w_q(g), nr);
 }
 
@@ -195,13 +195,14 @@ static void split_bwd(mk_gpt_t *g, mk_gpt_run_t *run, const float *dmid, mla_gra
 }
 
 void mk_gpt_mla_bwd_core(mk_gpt_t *g, mk_gpt_run_t *run, const float *dx3, float *dmid, const float *x1,
-                         const float *att, float *datt, int r0, int nr)
+                         const float *att, float *datt, float *mx, int r0, int nr)
 {
     size_t N = (size_t)run->B * g->T, r = (size_t)r0;
     mla_grads_t d = grads(g, run->s_mla, N);
+    mla_parts_t m = parts(g, mx, N);
     g->be->zero(g->be->ctx, d.o + r * w_q(g), (size_t)nr * w_q(g) * sizeof(float));
     scatter(g, M_O, d.o + r * w_q(g), dx3 + r * w_o(g), w_q(g), nr);
-    mk_gpt_attn_rows(g, run, dmid, (float *)att, x1, datt, d.o, r0, nr);
+    mk_gpt_attn_rows(g, run, dmid, (float *)att, x1, datt, d.o, m.o, r0, nr);
     split_bwd(g, run, dmid, &d, r, nr);
 }
 
