@@ -195,6 +195,27 @@ static void test_attention(int B, int T, int NH, int KV, int hs, int window)
     free(qkv); free(att); free(out); free(dout); free(dqkv); free(datt);
 }
 
+/* the fused attention (FlashAttention-2, lse kept) against the CPU's: out, lse, and dqkv from the CPU's
+   forward (out, lse) so that only the backward differs */
+static void test_attention_fused(int B, int T, int NH, int KV, int hs, int window)
+{
+    int C = NH * hs;
+    size_t nq = (size_t)B * T * (C + 2 * KV * hs), nl = (size_t)B * NH * T, no = (size_t)B * T * C;
+    float *qkv = hrand(nq, 1), *lse = malloc(nl * 4), *out = malloc(no * 4);
+    float *gqkv = up(qkv, nq * 4), *glse = gpu->alloc(gpu->ctx, nl * 4), *gout = gpu->alloc(gpu->ctx, no * 4);
+    cpu->attention_fused_fwd(cpu->ctx, out, lse, qkv, B, T, NH, KV, hs, window);
+    gpu->attention_fused_fwd(gpu->ctx, gout, glse, gqkv, B, T, NH, KV, hs, window);
+    cmp("attention_fused_fwd out", gout, out, no, red_bound(T));
+    cmp("attention_fused_fwd lse", glse, lse, nl, red_bound(T));
+    float *dout = hrand(no, 1), *dqkv = hrand(nq, 1);
+    float *gdout = up(dout, no * 4), *gdqkv = up(dqkv, nq * 4), *gout2 = up(out, no * 4), *glse2 = up(lse, nl * 4);
+    cpu->attention_fused_bwd(cpu->ctx, dqkv, dout, qkv, out, lse, B, T, NH, KV, hs, window);
+    gpu->attention_fused_bwd(gpu->ctx, gdqkv, gdout, gqkv, gout2, glse2, B, T, NH, KV, hs, window);
+    cmp("attention_fused_bwd dqkv (+=)", gdqkv, dqkv, nq, red_bound(T * NH / KV));
+    gpu->free(gpu->ctx, gqkv); gpu->free(gpu->ctx, gdout); gpu->free(gpu->ctx, gout2); gpu->free(gpu->ctx, glse2);
+    free(qkv); free(lse); free(out); free(dout); free(dqkv);
+}
+
 static void test_rmsnorm(int N, int C)
 {
     float *x = hrand((size_t)N * C, 2), *w = hrand(C, 1), *y = malloc((size_t)N * C * 4), *rstd = malloc(N * 4);
@@ -371,6 +392,8 @@ int main(void)
     test_layernorm(70, 96);
     test_layernorm(33, 768);
     test_attention(2, 16, 3, 3, 8, 0);
+    test_attention_fused(2, 150, 4, 2, 16, 0);
+    test_attention_fused(1, 130, 4, 1, 8, 40);
     test_attention(2, 64, 4, 4, 32, 0);
     test_attention(1, 100, 2, 2, 64, 0);  /* T not a multiple of 32 */
     test_attention(2, 64, 8, 2, 16, 0);   /* GQA, 4 query heads per K/V head */

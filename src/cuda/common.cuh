@@ -133,6 +133,10 @@ void mkc_attention_fwd(void *ctx, float *out, float *att, const float *qkv, int 
                        int window);
 void mkc_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv, const float *att,
                        int B, int T, int NH, int KV, int hs);
+void mkc_attention_fused_fwd(void *ctx, float *out, float *lse, const float *qkv, int B, int T, int NH, int KV, int hs,
+                             int window);
+void mkc_attention_fused_bwd(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                             const float *lse, int B, int T, int NH, int KV, int hs, int window);
 void mkc_rope_fwd(void *ctx, float *out, const float *inp, int N, int T, int nh, int hs, int ld, const mk_rope_t *rope);
 void mkc_rope_bwd(void *ctx, float *dinp, const float *dout, int N, int T, int nh, int hs, int ld, const mk_rope_t *rope);
 void mkc_gelu_fwd(void *ctx, float *out, const float *inp, int n);

@@ -7,7 +7,7 @@
 # roundings as the CPU kernels (src/cpu/kernels_cpu.c); cuBLAS is unaffected.
 NVCCFLAGS += --fmad=false
 CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/cuda/layernorm.cu \
-	src/cuda/attention.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
+	src/cuda/attention.cu src/cuda/attention_fused.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
 	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu
 # nvcc's objects have no automatic header dependencies: name them
 $(CUDA_SRCS:.cu=.lo): src/cuda/common.cuh include/merak/cuda_module.h include/merak/backend.h include/merak/rope.h include/merak/cuda.h \
