@@ -86,11 +86,13 @@ assert len(a) == len(b) and all(abs(x - y) <= 1e-5 * abs(y) for x, y in zip(a, b
 R="--model gpt-tiny --seq-length 1024 --recompute none --gbs 1 --steps 3 --json"
 expect_ok "run --attention-backend unfused, sequence 1024" $MERAK run $R --attention-backend unfused
 cp "$tmpdir/out" "$tmpdir/r1.json"
+check "... --json says dtype fp32, attention unfused" [ "$(get "$tmpdir/r1.json" "(j['dtype'], j['attention'])")" = "('fp32', 'unfused')" ]
 expect_ok "run (auto)" $MERAK run $R
 check "... materialises: the same peak" [ "$(get "$tmpdir/out" "j['peak_memory_bytes']")" = "$(get "$tmpdir/r1.json" "j['peak_memory_bytes']")" ]
 for f in --use-flash-attn "--attention-backend fused"; do
   expect_ok "run $f" $MERAK run $R $f
   check "... the same losses (1e-5)" same "$tmpdir/out" "$tmpdir/r1.json"
+  check "... --json says attention fused" [ "$(get "$tmpdir/out" "j['attention']")" = "'fused'" ]
   check "... peak at most 60% of the materialised run's: $(get "$tmpdir/out" "j['peak_memory_bytes']") vs $(get "$tmpdir/r1.json" "j['peak_memory_bytes']")" \
     "$PY" -c "import json, sys
 a, b = (json.load(open(f))['peak_memory_bytes'][0] for f in sys.argv[1:3])

@@ -263,6 +263,12 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "model", json_string(o->ctx->plan.model.name));
     json_object_set_new(j, "global_batch", json_integer(o->ctx->plan.gbs));
     json_object_set_new(j, "zero", json_integer(o->ctx->plan.zero));
+    /* what ran (issue 37): the executor trains in fp32 on every backend (a 16-bit plan gets run_dtype_warn's
+       line), and its attention core materialised or fused */
+    json_object_set_new(j, "dtype", json_string("fp32"));
+    mk_attn_backend_t ab = o->ctx->plan.attention;
+    const char *core = o->ctx->plan.cp > 1 ? "ring" : ab == MK_ATTN_FLASH || ab == MK_ATTN_FUSED ? "fused" : "unfused";
+    json_object_set_new(j, "attention", json_string(core));
     if (o->data) json_object_set_new(j, "data", json_string(o->data));
     json_dumpf(j, stdout, JSON_COMPACT | JSON_REAL_PRECISION(10));
     fputc('\n', stdout);
