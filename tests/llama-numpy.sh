@@ -132,6 +132,11 @@ assert c["model_type"] == "qwen3" and c["head_dim"] == 24 and n[0] == [24] and m
 # (q/k norms, mlp.experts.*, mlp_only_layers for its dense first block, top-k renormalised by norm_topk_prob)
 hf_case mixtral 'assert c["model_type"] == "mixtral" and "model.layers.3.block_sparse_moe.experts.3.w2.weight" in t, c' \
   '"model_type": "mixtral", "rms_norm_eps": 1e-05, "num_local_experts": 4, "num_experts_per_tok": 2'
+# Qwen2-MoE (its q/k/v biases, a shared expert scaled by sigmoid(x . shared_expert_gate), top-k not renormalised)
+hf_case qwen2-moe 'g = t["model.layers.2.mlp.shared_expert_gate.weight"]
+assert c["model_type"] == "qwen2_moe" and c["shared_expert_intermediate_size"] == 96 and g[0] == [1, 64], c
+assert "model.layers.1.mlp.shared_expert.down_proj.weight" in t and "model.layers.1.self_attn.q_proj.bias" in t' \
+  '"model_type": "qwen2_moe", "rms_norm_eps": 1e-06, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "shared_expert_intermediate_size": 96, "norm_topk_prob": false, "decoder_sparse_step": 1, "mlp_only_layers": [0], "use_sliding_window": false'
 hf_case qwen3-moe 'assert c["model_type"] == "qwen3_moe" and c["mlp_only_layers"] == [0] and "model.layers.0.mlp.gate_proj.weight" in t and "model.layers.1.mlp.experts.3.down_proj.weight" in t, c' \
   '"model_type": "qwen3_moe", "head_dim": 16, "rms_norm_eps": 1e-06, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48, "norm_topk_prob": true, "decoder_sparse_step": 1, "mlp_only_layers": [0]'
 

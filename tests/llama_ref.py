@@ -29,7 +29,8 @@ import st_read  # noqa: E402  (the standard-library reader; verifies checksums)
 def load(path):
     meta, tensors = st_read.read(path)
     cfg = json.loads(meta["config"])
-    assert cfg["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen3_moe", "deepseek_v3"), cfg["model_type"]
+    assert cfg["model_type"] in ("llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe",
+                                 "deepseek_v3"), cfg["model_type"]
     w = {k: np.array(v, dtype=np.float64).reshape(s) for k, (s, v) in tensors.items() if not k.startswith("optim.")}
     return cfg, w
 
@@ -157,7 +158,7 @@ def attention(x, w, p, cfg, cos, sin, same_doc):
     def proj(n):  # Qwen2Attention: q/k/v projections with biases
         y = x @ w[p + n + "_proj.weight"].T
         return y + w[p + n + "_proj.bias"] if p + n + "_proj.bias" in w else y
-    assert (p + "q_proj.bias" in w) == (cfg["model_type"] == "qwen2"), cfg["model_type"]
+    assert (p + "q_proj.bias" in w) == (cfg["model_type"] in ("qwen2", "qwen2_moe")), cfg["model_type"]
     q, k = proj("q").reshape(B, T, H, d), proj("k").reshape(B, T, KV, d)
     if p + "q_norm.weight" in w:  # Qwen3Attention: RMSNorm over each head's d before RoPE
         q = rms_norm(q, w[p + "q_norm.weight"], cfg["rms_norm_eps"])
@@ -205,8 +206,9 @@ def deepseek_moe(h, w, p, cfg, swiglu):
 
 
 def mlp(h, w, p, cfg):
-    """LlamaMLP, or a sparse MoE block: MixtralSparseMoeBlock (block_sparse_moe.*, w1/w3/w2) or
-    Qwen3MoeSparseMoeBlock (mlp.gate, mlp.experts.*): softmax over the router's logits, the top k, renormalised
+    """LlamaMLP, or a sparse MoE block: MixtralSparseMoeBlock (block_sparse_moe.*, w1/w3/w2),
+    Qwen3MoeSparseMoeBlock (mlp.gate, mlp.experts.*) or Qwen2MoeSparseMoeBlock (with mlp.shared_expert.*
+    scaled by sigmoid(mlp.shared_expert_gate)): softmax over the router's logits, the top k, renormalised
     (Mixtral always, Qwen3-MoE when norm_topk_prob), each token the weighted sum of its experts' SwiGLU MLPs"""
     def swiglu(g, u, d):
         return (silu(h @ w[g].T) * (h @ w[u].T)) @ w[d].T
@@ -232,6 +234,9 @@ def mlp(h, w, p, cfg):
         n = (p + "mlp.experts.%d.%s.weight" if qwen else p + "block_sparse_moe.experts.%d.%s.weight")
         names = ("gate_proj", "up_proj", "down_proj") if qwen else ("w1", "w3", "w2")
         out += sel.sum(axis=-1, keepdims=True) * swiglu(*(n % (e, x) for x in names))
+    if p + "mlp.shared_expert.gate_proj.weight" in w:  # Qwen2MoeSparseMoeBlock: the shared expert, gated
+        gate = 1.0 / (1.0 + np.exp(-(h @ w[p + "mlp.shared_expert_gate.weight"].T)))
+        out += gate * swiglu(*(p + "mlp.shared_expert.%s_proj.weight" % x for x in ("gate", "up", "down")))
     return out
 
 

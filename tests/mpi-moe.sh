@@ -51,6 +51,11 @@ equiv 2 1 1 --ep 2 $SH
 make_reference --moe-layer-freq 2
 equiv 2 2 1 --ep 2 --moe-layer-freq 2
 equiv 2 1 1 --zero 2 --moe-layer-freq 2
+# Qwen2-MoE's blocks (q/k/v biases, a shared expert scaled by a sigmoid gate, its tensor names): EP, TP, PP
+Q2="--moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --add-qkv-bias --moe-router-pre-softmax"
+make_reference $Q2
+equiv 2 1 2 --ep 2 $Q2
+equiv 1 2 2 --recompute none $Q2
 # Qwen3-MoE's blocks (q/k norms beside the experts, its tensor names): EP and TP
 make_reference --qk-layernorm
 equiv 2 1 2 --ep 2 --qk-layernorm

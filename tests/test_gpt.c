@@ -121,8 +121,9 @@ static void check_direction(mk_gpt_t *g, mk_gpt_run_t *run, const float *base, c
  * narrower than q/k, so v's padding and o_proj's width are exercised);
  * 2: with deepseek-tiny's experts (sigmoid scores, a score bias, two
  * groups, scaled weights; the sequence-wise balance loss visible);
- * fused: the backend's fused attention (lse kept, scores recomputed) */
-typedef struct { int shared, pre_softmax; double capacity, aux; int mla, fused; } moe_var_t;
+ * fused: the backend's fused attention (lse kept, scores recomputed);
+ * sgate: Qwen2-MoE's sigmoid gate on the shared expert (and its q/k/v biases) */
+typedef struct { int shared, pre_softmax; double capacity, aux; int mla, fused, sgate; } moe_var_t;
 
 static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
 {
@@ -134,6 +135,7 @@ static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
         c.kv_heads = c.heads, c.q_lora_rank = 12, c.kv_lora_rank = 10, c.qk_head_dim = 6, c.qk_pos_emb_head_dim = 4,
         c.v_head_dim = 5;
     if (v && v->mla == 2) c.moe_ffn = 16, c.moe_shared_ffn = 16, c.moe_first_dense = 1;
+    if (v && v->sgate) c.moe_shared_gate = 1, c.qkv_bias = 1;
     int own[6] = {1, 1, 1, 1, 1, 1};
     mk_gpt_run_t run;
     memset(&run, 0, sizeof run);
@@ -222,11 +224,12 @@ int main(int argc, char **argv)
     const moe_var_t vars[] = {{24, 0, 0, 0.5}, {0, 1, 0, 0.5}, {0, 0, 1.0, 0.5}};
     for (int i = 0; i < 3; i++) test_fd_moe("moe-tiny", 0, &vars[i]);
     const moe_var_t mla = {0, 0, 0, 0, 1, 0}, ds = {16, 0, 0, 0.5, 2, 0};
-    const moe_var_t fl = {0, 0, 0, 0, 0, 1}, fmla = {0, 0, 0, 0, 1, 1};
+    const moe_var_t fl = {0, 0, 0, 0, 0, 1}, fmla = {0, 0, 0, 0, 1, 1}, q2 = {24, 1, 0, 0.5, 0, 0, 1};
     test_fd_moe("llama-tiny", 0, &mla);
     test_fd_moe("deepseek-tiny", 0, &ds);
     test_fd_moe("gpt-tiny", 1, &fl);
     test_fd_moe("llama-tiny", 0, &fmla);
+    test_fd_moe("moe-tiny", 0, &q2);
     MPI_Finalize();
     CHECK_DONE();
 }

@@ -64,6 +64,22 @@ static int exec_fits_host(const mk_plan_t *p)
     return 0;
 }
 
+/* The model's state on one rank, at least: its share of the parameters
+ * (tp x pp x ep split them; more where the split is uneven) in fp32, each
+ * with its gradient and two Adam moments (16 bytes), ZeRO's shards over
+ * dp; a model that cannot fit is refused before anything is allocated. */
+static int exec_fits_params(const mk_plan_t *p, const mk_graph_t *g)
+{
+    double mem = (double)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE), dp = p->dp > 0 ? p->dp : 1;
+    double per = mk_graph_params(g) / ((double)p->tp * p->pp * (p->ep > 1 ? p->ep : 1));
+    double bytes = per * (p->zero >= 3 ? 16 / dp : p->zero == 2 ? 4 + 12 / dp : p->zero == 1 ? 8 + 8 / dp : 16);
+    if (bytes <= mem) return 0;
+    return mk_error_set("the model's %.4g parameters need at least %.4g GiB on a rank (fp32 weights, gradients and "
+                        "Adam moments, split by tp %d x pp %d%s), more than this machine's %.1f GiB",
+                        mk_graph_params(g), bytes / (1 << 30), p->tp, p->pp, p->zero ? " and ZeRO" : "",
+                        mem / (1 << 30));
+}
+
 /* What the executor's MoE layers (src/exec/gpt_moe.c) do not cover yet. */
 static int exec_check_moe(const mk_plan_t *p)
 {
@@ -122,7 +138,7 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->seqpar && p->tp > 1 && ((long)p->mbs * p->model.seq) % p->tp)
         return mk_error_set("--sequence-parallel: --tp %d does not divide the %ld tokens of a micro-batch "
                             "(micro-batch size x sequence length)", p->tp, (long)p->mbs * p->model.seq);
-    return exec_fits_host(p);
+    return exec_fits_host(p) < 0 || exec_fits_params(p, g) < 0 ? -1 : 0;
 }
 
 int mk_exec_validate(const mk_plan_ctx_t *ctx)

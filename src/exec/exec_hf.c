@@ -39,7 +39,7 @@ void mk_hf_entry(const mk_gpt_t *g, int k, int kind, mk_st_tensor_t *d)
     const mk_gpt_tensor_t *t = &g->t[k];
     memset(d, 0, sizeof *d);
     snprintf(d->name, sizeof d->name, "%s%s", kind_prefix[kind], t->name);
-    if (t->rows == 1) d->ndim = 1, d->shape[0] = t->cols;
+    if (t->rows == 1 && !t->decay) d->ndim = 1, d->shape[0] = t->cols; /* vectors; a 1-row matrix stays 2-D */
     else if (mk_hf_transposed(t)) d->ndim = 2, d->shape[0] = t->cols, d->shape[1] = t->real_rows;
     else d->ndim = 2, d->shape[0] = t->real_rows, d->shape[1] = t->cols;
 }
@@ -86,12 +86,15 @@ static void moe_config_json(const mk_gpt_t *g, char *buf, size_t n)
         deepseek_moe_json(g, buf, n);
         return;
     }
-    if (c->qk_norm) { /* Qwen3MoeConfig: the leading dense blocks as mlp_only_layers */
+    if (c->qk_norm || c->moe_shared_gate) { /* Qwen3MoeConfig, Qwen2MoeConfig: the leading dense blocks as
+                                                mlp_only_layers; Qwen2-MoE's gated shared expert */
         int len = snprintf(buf, n, ",\"num_experts\":%d,\"num_experts_per_tok\":%d,\"moe_intermediate_size\":%d,"
                            "\"norm_topk_prob\":%s,\"decoder_sparse_step\":1,\"mlp_only_layers\":[", g->E, g->topk,
                            g->Fe, c->moe_pre_softmax ? "false" : "true");
         for (int i = 0; i < c->moe_first_dense; i++) len += snprintf(buf + len, n - len, "%s%d", i ? "," : "", i);
-        snprintf(buf + len, n - len, "]}");
+        len += snprintf(buf + len, n - len, "]");
+        if (c->moe_shared_gate) len += snprintf(buf + len, n - len, ",\"shared_expert_intermediate_size\":%d", g->Fs);
+        snprintf(buf + len, n - len, "}");
         return;
     }
     int len = snprintf(buf, n, ",\"num_local_experts\":%d,\"num_experts_per_tok\":%d", g->E, g->topk);
@@ -113,14 +116,15 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
         shortest_real(c->norm_eps, eps, sizeof eps);
         shortest_real(c->rope_theta, theta, sizeof theta);
         int moe = g->E > 0, len;  /* MixtralConfig: intermediate_size is the experts' width (Qwen3-MoE's: dense) */
-        const char *type = g->mla ? "deepseek_v3" : moe ? (c->qk_norm ? "qwen3_moe" : "mixtral") : c->window ? "mistral"
-                           : c->qkv_bias ? "qwen2" : c->qk_norm ? "qwen3" : "llama";
+        const char *moe_type = c->qk_norm ? "qwen3_moe" : c->moe_shared_gate ? "qwen2_moe" : "mixtral";
+        const char *type = g->mla ? "deepseek_v3" : moe ? moe_type : c->window ? "mistral" : c->qkv_bias ? "qwen2"
+                           : c->qk_norm ? "qwen3" : "llama";
         len = snprintf(buf, n, "{\"model_type\":\"%s\",\"num_hidden_layers\":%d,\"hidden_size\":%d,"
                        "\"num_attention_heads\":%d,\"num_key_value_heads\":%d,\"intermediate_size\":%d,"
                        "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":%s,"
                        "\"rope_theta\":%s,\"tie_word_embeddings\":%s",
                        type, c->num_layers, c->hidden, c->heads, c->kv_heads,
-                       moe && !c->qk_norm && !g->mla ? g->Fe : c->ffn,
+                       moe && !c->qk_norm && !c->moe_shared_gate && !g->mla ? g->Fe : c->ffn,
                        c->vocab, c->seq, eps, theta,
                        c->untied ? "false" : "true");
         /* Qwen3Config's head_dim defaults to 128, not hidden / heads: say it */

@@ -31,7 +31,9 @@ static void add_tensor(mk_gpt_t *g, int l, int blk, const tdesc_t *d)
     t->lrows = t->split_dim == 0 ? d->rows / g->tp : d->rows;
     t->lcols = t->split_dim == 1 ? d->cols / g->tp : d->cols;
     t->init_std = d->std;
-    t->decay = d->rows > 1;
+    /* matrices decay, vectors do not (Megatron's rule: 2-D weights); Qwen2-MoE's shared-expert gate is a
+       (1, C) matrix */
+    t->decay = d->rows > 1 || strstr(d->fmt, "shared_expert_gate.weight") != NULL;
     t->expert = -1;
 }
 
@@ -78,20 +80,22 @@ static tdesc_t *moe_tensors(const mk_gpt_t *g, char (**names)[64], int *n)
 {
     int C = g->C, F = g->Fe, Fs = g->Fs, k = 0, rb = g->cfg.moe_router_bias;
     float s = 0.02f;
-    *n = 2 + rb + 3 * g->E + (Fs ? 3 : 0);
+    int sg = g->cfg.moe_shared_gate, q2 = sg; /* Qwen2-MoE: mlp.shared_expert.*, its gate after it */
+    *n = 2 + rb + 3 * g->E + (Fs ? 3 : 0) + sg;
     tdesc_t *d = calloc(*n, sizeof *d);
     *names = calloc(*n, sizeof **names);
     static const char *const w[3] = {"w1", "w3", "w2"}, *const sh[3] = {"gate_proj", "up_proj", "down_proj"};
     /* Qwen3-MoE's names (Qwen3MoeSparseMoeBlock) and DeepSeek's (DeepseekV3MoE), else Mixtral's */
-    int qwen = g->cfg.qk_norm || g->mla || rb;
+    int qwen = g->cfg.qk_norm || g->mla || rb || q2;
     d[k++] = (tdesc_t){"model.layers.%d.post_attention_layernorm.weight", 1, C, -1, 1, -1};
     d[k++] = (tdesc_t){qwen ? "model.layers.%d.mlp.gate.weight" : "model.layers.%d.block_sparse_moe.gate.weight", g->E,
                        C, -1, 1, s};
     if (rb) d[k++] = (tdesc_t){"model.layers.%d.mlp.gate.e_score_correction_bias", 1, g->E, -1, 1, 0};
     for (int i = 0; Fs && i < 3; i++, k++) {
-        snprintf((*names)[k], 64, "model.layers.%%d.mlp.shared_experts.%s.weight", sh[i]);
+        snprintf((*names)[k], 64, "model.layers.%%d.mlp.shared_expert%s.%s.weight", q2 ? "" : "s", sh[i]);
         d[k] = (tdesc_t){(*names)[k], i < 2 ? Fs : C, i < 2 ? C : Fs, -1, 1, s};
     }
+    if (sg) d[k++] = (tdesc_t){"model.layers.%d.mlp.shared_expert_gate.weight", 1, C, -1, 1, s};
     for (int j = 0; j < g->E; j++)
         for (int i = 0; i < 3; i++, k++) {
             if (qwen) snprintf((*names)[k], 64, "model.layers.%%d.mlp.experts.%d.%s.weight", j, sh[i]);
@@ -155,7 +159,7 @@ static void build_llama_tensors(mk_gpt_t *g)
                      {"model.layers.%d.mlp.down_proj.weight", C, F, 1, 1, s}};
     tdesc_t head[] = {{"model.norm.weight", 1, C, -1, 1, -1}, {"lm_head.weight", g->Vp, C, 0, 1, s}};
     tlist_t d = {emb, attn, mlp, head, NULL, 1, na, 4, g->cfg.untied ? 2 : 1, 0,
-                 2 + g->cfg.moe_router_bias + (g->Fs ? 3 : 0)};
+                 2 + g->cfg.moe_router_bias + (g->Fs ? 3 : 0) + g->cfg.moe_shared_gate};
     char (*names)[64] = NULL;
     tdesc_t *moe = g->E ? moe_tensors(g, &names, &d.nmoe) : NULL;
     d.moe = moe;
@@ -246,9 +250,9 @@ int mk_gpt_block_kind(const mk_model_config_t *c)
                                 "executor windows Llama-family (Mistral) blocks");
         return 0;
     }
-    if (c->qkv_bias && !c->bias && (mk_model_is_moe(c) || c->window)) /* Qwen2-MoE's tensors are not Mixtral's */
-        return mk_error_set("--add-qkv-bias with experts or a sliding window (Qwen2-MoE, Qwen2's windowed layers) is "
-                            "for merak sim and merak plan: the executor trains Qwen2's dense blocks");
+    if (c->qkv_bias && !c->bias && (c->window || (mk_model_is_moe(c) && !c->moe_shared_gate)))
+        return mk_error_set("--add-qkv-bias with a sliding window, or with experts but no shared-expert gate, is for "
+                            "merak sim and merak plan: the executor trains Qwen2's dense blocks and Qwen2-MoE's");
     if (c->norm == MK_NORM_RMSNORM && c->swiglu && c->pos == MK_POS_ROPE && !c->bias) return 1;
     return mk_error_set("the executor runs GPT blocks (LayerNorm, GELU, learned positions, biases, tied head, "
                         "multi-head) or Llama blocks (RMSNorm, SwiGLU, rotary positions, no biases), "
@@ -300,7 +304,9 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
         g->E = cfg->num_experts, g->topk = cfg->moe_topk;
         g->Fe = cfg->moe_ffn > 0 ? cfg->moe_ffn : g->F, g->Fs = cfg->moe_shared_ffn > 0 ? cfg->moe_shared_ffn : 0;
     }
-    g->t = calloc((12 + 3 * (size_t)g->E) * g->L + 5, sizeof *g->t);
+    /* a block at most: attention 8 (q, k, v, their biases or MLA's 7, o, the norm) + 2 q/k norms, the MLP's
+       norm, router, score bias, 3 shared, a shared gate and 3 per expert */
+    g->t = calloc((17 + 3 * (size_t)g->E) * g->L + 5, sizeof *g->t);
     g->first = calloc(g->n_layers + 1, sizeof *g->first);
     if (llama) build_llama_tensors(g);
     else build_tensors(g);

@@ -44,6 +44,7 @@ typedef struct {
     int *nrecv;             /* (1) their sum R, the expert side's rows */
     float *xg, *y;          /* (A, C) the kept slots' inputs, and their experts' outputs back */
     float *sgu, *sh;        /* shared expert: (N, 2Fs), (N, Fs) */
+    float *sg;              /* (N) Qwen2-MoE's shared-expert gate, sigmoid(x . w) */
 } moe_parts_t;
 
 /* The expert side (a->stash): the R rows dispatched to this rank's El
@@ -61,7 +62,7 @@ static int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
     size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
-    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs;
+    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs + N;
 }
 
 static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
@@ -73,7 +74,7 @@ static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
     p.slot_w = (float *)(p.slot_src + A); p.off = (int *)(p.slot_w + A); p.cnt = (float *)(p.off + E + 1);
     p.rcnt = (int *)(p.cnt + E); p.nrecv = p.rcnt + E;
     p.xg = (float *)(p.nrecv + 1); p.y = p.xg + A * C;
-    p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs;
+    p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs; p.sg = p.sh + N * (size_t)g->Fs;
     return p;
 }
 
@@ -103,9 +104,6 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
     if (!(cfg->norm == MK_NORM_RMSNORM && cfg->swiglu && cfg->pos == MK_POS_ROPE && !cfg->bias))
         return mk_error_set("the executor's MoE layers are Llama blocks with SwiGLU experts (RMSNorm, "
                             "rotary positions, no biases)");
-    if (cfg->moe_shared_gate)
-        return mk_error_set("--moe-shared-expert-gate (Qwen2-MoE's) is for merak sim and merak plan: the executor's "
-                            "shared expert has no gate");
     if (be && !(be->moe_route && be->moe_route_bwd && be->moe_gather && be->moe_scatter && be->moe_rowdot &&
                 (!cfg->moe_score_sigmoid || (be->moe_route_sig && be->moe_route_sig_bwd))))
         return mk_error_set("the %s backend has no mixture-of-experts kernels (use --backend cpu)", be->name);
@@ -113,6 +111,9 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
                                                                                 cfg->moe_topk_scale != 1)))
         return mk_error_set("the router's expert bias, groups and scaling factor with softmax scores (DeepSeek-V2's) "
                             "are for merak sim and merak plan: the executor routes by them with sigmoid scores");
+    if (cfg->moe_shared_gate && (!cfg->qkv_bias || cfg->qk_norm || mk_model_is_mla(cfg))) /* Qwen2-MoE's names */
+        return mk_error_set("--moe-shared-expert-gate trains in Qwen2-MoE's blocks, with --add-qkv-bias (no q/k norms, "
+                            "no MLA)");
     if (cfg->moe_router_bias && !mk_model_is_mla(cfg)) /* its tensors and config are DeepSeek-V3's */
         return mk_error_set("the router's expert bias trains in DeepSeek-V3's blocks, with --multi-latent-attention");
     if (mk_model_is_mla(cfg) && cfg->moe_shared_ffn % cfg->moe_ffn)
@@ -126,7 +127,11 @@ static int t_norm(const mk_gpt_t *g, int l) { return g->first[l]; }
 static int t_router(const mk_gpt_t *g, int l) { return g->first[l] + 1; }
 static int t_bias(const mk_gpt_t *g, int l) { return g->first[l] + 2; } /* with moe_router_bias */
 static int t_shared(const mk_gpt_t *g, int l) { return g->first[l] + 2 + g->cfg.moe_router_bias; } /* gate|up, down */
-static int t_w13(const mk_gpt_t *g, int l, int e) { return t_shared(g, l) + (g->Fs ? 3 : 0) + 3 * e; }
+static int t_sgate(const mk_gpt_t *g, int l) { return t_shared(g, l) + 3; } /* Qwen2-MoE's, after the shared expert */
+static int t_w13(const mk_gpt_t *g, int l, int e)
+{
+    return t_shared(g, l) + (g->Fs ? 3 : 0) + (g->cfg.moe_shared_gate ? 1 : 0) + 3 * e;
+}
 static int t_w2(const mk_gpt_t *g, int l, int e) { return t_w13(g, l, e) + 2; }
 
 size_t mk_gpt_moe_dense_floats(const mk_gpt_t *g, int l)
@@ -289,6 +294,10 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
     be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
     if (run_experts(g, run, l, &p, &q) < 0) return -1;
     if (g->Fs) swiglu_mlp(g, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
+    if (g->Fs && g->cfg.moe_shared_gate) { /* Qwen2-MoE: sigmoid(x . w_g) per token */
+        be->linear_fwd(be->ctx, p.sg, p.ln, P(g, t_sgate(g, l)), NULL, N, C, 1);
+        for (int n = 0; n < N; n++) p.sg[n] = 1.0f / (1.0f + expf(-p.sg[n]));
+    }
     return 0;
 }
 
@@ -340,6 +349,35 @@ static double aux_loss(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_par
     return g->cfg.moe_aux_coeff * g->E * aux;
 }
 
+/* Qwen2-MoE's gate on the shared expert (Qwen2MoeSparseMoeBlock): each
+ * token's output y (N, C) times its p->sg = sigmoid(x . w_g) (made with
+ * the internals, so a recompute remakes it).  Host loops: the MoE layer
+ * runs on the cpu backend's host memory. */
+static void shared_gate(const mk_gpt_t *g, const moe_parts_t *p, float *y, int N)
+{
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < g->C; c++) y[(size_t)n * g->C + c] *= p->sg[n];
+}
+
+/* Its backward: dy (N, C) at the gated output -> *dys (N, C) the shared
+ * expert's output gradient (scratch), w_g's gradient added, dln += the
+ * gate's input gradient; y the ungated output, recomputed into ys. */
+static void shared_gate_bwd(mk_gpt_t *g, int l, const moe_parts_t *p, const float *dy, float *dys, float *ys,
+                            float *dlog, float *dln, int N)
+{
+    const mk_backend_t *be = g->be;
+    size_t C = g->C;
+    be->linear_fwd(be->ctx, ys, p->sh, P(g, t_shared(g, l) + 2), NULL, N, g->Fs, (int)C);
+    for (int n = 0; n < N; n++) {
+        double d = 0;
+        float s = p->sg[n];
+        for (size_t c = 0; c < C; c++) d += (double)dy[n * C + c] * ys[n * C + c], dys[n * C + c] = s * dy[n * C + c];
+        dlog[n] = (float)(d * s * (1.0f - s));
+    }
+    be->linear_bwd_w(be->ctx, G(g, t_sgate(g, l)), NULL, dlog, p->ln, N, (int)C, 1);
+    be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_sgate(g, l)), N, (int)C, 1);
+}
+
 int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out)
 {
     const mk_backend_t *be = g->be;
@@ -350,6 +388,7 @@ int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, f
     be->moe_scatter(be->ctx, out, p.y, p.slot_tok, p.slot_w, p.off[g->E], C);
     if (g->Fs) {
         be->linear_fwd(be->ctx, run->s_c, p.sh, P(g, t_shared(g, l) + 2), NULL, N, g->Fs, C);
+        if (g->cfg.moe_shared_gate) shared_gate(g, &p, run->s_c, N);
         be->acc(be->ctx, out, run->s_c, N * C);
     }
     run->aux += aux_loss(g, run, &p, N) * run->loss_scale * N;
@@ -451,8 +490,10 @@ int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     }
     be->zero(be->ctx, dln, (size_t)N * C * sizeof(float));
     be->moe_scatter(be->ctx, dln, dxg, p.slot_tok, NULL, kept, C);
+    const float *dsh = dout; /* the shared expert's output gradient; gated: dys and dxg are free for it */
+    if (g->Fs && g->cfg.moe_shared_gate) shared_gate_bwd(g, l, &p, dout, dys, dxg, dlog, dln, N), dsh = dys;
     if (g->Fs)
-        swiglu_mlp_bwd(g, dout, p.ln, p.sgu, p.sh, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N, g->Fs);
+        swiglu_mlp_bwd(g, dsh, p.ln, p.sgu, p.sh, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N, g->Fs);
     router_bwd(g, run, l, &p, dout, dwslot, dtopw, dlog, dpe, dln);
     if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
     be->rmsnorm_bwd(be->ctx, din, G(g, t_norm(g, l)), dln, a->in, P(g, t_norm(g, l)), p.rstd, N, C);
