@@ -56,6 +56,14 @@ Q2="--moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --add-qkv-
 make_reference $Q2
 equiv 2 1 2 --ep 2 $Q2
 equiv 1 2 2 --recompute none $Q2
+# a recomputed MoE layer remakes everything its backward reads (routes, the dispatch, Qwen2-MoE's gate,
+# DeepSeek-V3's router): --recompute full gives the gradients of --recompute none, bitwise, on one rank
+for m in "--model moe-tiny" "--model moe-tiny $Q2" "--model deepseek-tiny"; do
+  for rc in none full; do
+    "$MERAK" run $m --gbs 8 --steps 1 --recompute $rc --dump-grads "$tmpdir/rc-$rc.bin" --json >/dev/null 2>&1
+  done
+  check "recompute full = none, bitwise ($m)" "$GRADCMP" "$tmpdir/rc-none.bin" "$tmpdir/rc-full.bin" 0
+done
 # Qwen3-MoE's blocks (q/k norms beside the experts, its tensor names): EP and TP
 make_reference --qk-layernorm
 equiv 2 1 2 --ep 2 --qk-layernorm
