@@ -226,16 +226,15 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
  * schedules at most mk_sched_tail_bw of them, of either chunk.  Each stage also ends no
  * sooner than after[s] after its ops, nor before its DP stream's floor
  * and after[s] (mk_sim_stage_tail). */
-double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
-                         const double *dp)
+int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, double *v)
 {
-    if (b->o.unit_costs) return 0; /* the scheduler's unit costs: not these */
+    if (b->o.unit_costs) return 1; /* the scheduler's unit costs: not these */
     /* the schedule's traits (sched_traits.c): a split backward (B_IN, then
        B_Ws as its tail), or R replayed before the gradient arrives (Merak's
        variants: not in the drain); the others replay inside B / B_IN */
     const mk_sched_traits_t *tr = mk_sched_traits(p->schedule);
     int zb = tr->split_backward, pre = tr->replays_early, inter;
-    double worst = 0, fill = 0, drain = 0, bw0 = 0;
+    double fill = 0, drain = 0, bw0 = 0;
     for (int s = 0; s < p->pp; s++) {
         double busy = 0, bw_max = 0, bw_min = 0;
         chunk_ops_t o, c0 = {0};
@@ -248,16 +247,33 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
         }
         busy *= p->m;
         if (s == 0) bw0 = bw_min; /* its last B_W: of any chunk, so the cheapest */
-        double chain = fill + busy + drain + after[0];
+        v[3 * s] = fill + busy;
+        v[3 * s + 1] = fill + busy + drain;
         /* the tail's B_Ws may be any chunk's: the dearest each, so none is under-subtracted */
-        if (zb) chain += bw0 - mk_sched_tail_bw(p->schedule, p->pp, p->m, s) * bw_max;
-        double end = fill + busy + after[s], floor = dp[s] + after[s];
-        double lb = chain > end ? chain : end;
-        if (floor > lb) lb = floor;
-        if (lb * MK_BOUND_SHAVE > worst) worst = lb * MK_BOUND_SHAVE;
+        v[3 * s + 2] = zb ? bw0 - mk_sched_tail_bw(p->schedule, p->pp, p->m, s) * bw_max : 0;
         if (s + 1 == p->pp) break;
         fill += c0.f + mk_sim_send_cost(b->c, p, b->g, &b->o, s, s + 1, s + 1, 1, &inter);
         drain += c0.b + c0.bi + c0.sel + (pre ? 0 : c0.rec) + mk_sim_send_cost(b->c, p, b->g, &b->o, s + 1, s, s, 0, &inter);
     }
+    return 0;
+}
+
+double mk_sim_bound_finish(const double *v, int pp, const double *after, const double *dp)
+{
+    double worst = 0;
+    for (int s = 0; s < pp; s++) {
+        double chain = v[3 * s + 1] + after[0] + v[3 * s + 2];
+        double end = v[3 * s] + after[s], floor = dp[s] + after[s];
+        double lb = chain > end ? chain : end;
+        if (floor > lb) lb = floor;
+        if (lb * MK_BOUND_SHAVE > worst) worst = lb * MK_BOUND_SHAVE;
+    }
     return worst;
+}
+
+double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
+                         const double *dp)
+{
+    double v[3 * MK_PLAN_MAX_VSTAGES];
+    return mk_sim_bound_terms(b, p, ckpt, v) ? 0 : mk_sim_bound_finish(v, p->pp, after, dp);
 }

@@ -54,6 +54,13 @@ int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
  * schedule (DESIGN-NOTES.md "The planner's lower bound"). */
 double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *after,
                          const double *dp);
+/* mk_sim_bound_step in two parts, for plans that differ only in their
+ * tails (the ZeRO variants of one split and recompute policy): the terms
+ * no tail changes, 3 per stage into v[3 * pp] (returns 1 where the bound
+ * is 0: unit costs, else 0), then the bound of one tail from them, the
+ * very value mk_sim_bound_step gives. */
+int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, double *v);
+double mk_sim_bound_finish(const double *v, int pp, const double *after, const double *dp);
 
 #ifdef __cplusplus
 }

@@ -223,6 +223,7 @@ static void search_free(mk_search_t *S)
     free(S->gc);
     for (long i = 0; i < S->nfam; i++) mk_sim_fixed_free(S->fam[i].fx);
     free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap), free(S->deferred), free(S->tailc);
+    free(S->tbuf);
     mk_sched_pool_free(&S->pool);
 }
 

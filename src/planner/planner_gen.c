@@ -94,8 +94,9 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
-    int have[2] = {0, 0}, zs[8][2], nz = zero_variants(S, base, zs);
+    int have[2] = {0, 0}, zs[8][2], nz = zero_variants(S, base, zs), nt = 0;
     long fam[2][8];
+    mk_pl_terms_t T[MK_RECOMPUTE_AUTO + 1];
     mk_plan_t bp[2];
     if (!mk_pl_ov_searched(S, base, 0) && !mk_pl_ov_searched(S, base, 1)) return 0;
     for (int rk = 0; rk <= MK_RECOMPUTE_AUTO; rk++) {
@@ -109,6 +110,8 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
             for (int zi = 0; zi < nz; zi++) fam[rcon][zi] = -1;
         }
         long z1[2] = {-1, -1}; /* this kind's ZeRO-1 groups, over the whole group / hybrid */
+        const mk_pl_terms_t *t = mk_pl_terms_of(S, e, &bp[rcon], rk, rcon, T, &nt);
+        if (!t) return -1;
         for (int zi = 0; zi < nz; zi++) {
             int h = zs[zi][1] != 0;
             if (fam[rcon][zi] < 0) {
@@ -117,7 +120,7 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gc
                 p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
                 if ((fam[rcon][zi] = mk_pl_fam_new(S, &p, e->g)) < 0) return -1;
             }
-            long gi = mk_pl_group_new(S, e, fam[rcon][zi], rk, zs[zi][0] == 2 && !mk_pl_rcon_adapts(rk) ? z1[h] : -1);
+            long gi = mk_pl_group_new(S, fam[rcon][zi], rk, zs[zi][0] == 2 && !mk_pl_rcon_adapts(rk) ? z1[h] : -1, t);
             if (gi < 0) return -1;
             if (zs[zi][0] == 1) z1[h] = gi;
         }

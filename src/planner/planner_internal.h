@@ -13,6 +13,7 @@
 #include "merak/sim_search.h"
 
 #include <stddef.h>
+#include <string.h>
 
 /* A candidate as the search keeps it: its plan's fields from dtype up to
  * the stage arrays (model and cluster are the search's, the same in every
@@ -66,6 +67,25 @@ typedef struct {
     int pending;    /* groups not settled */
     signed char state_ok; /* -1 not known */
 } mk_fam_t;
+
+/* An int field of family fi's plan, read in place (a plan is 5 KB to load). */
+static inline int mk_pl_fam_int(const mk_fam_t *F, size_t off)
+{
+    int v;
+    memcpy(&v, F->mid + (off - MK_CAND_FROM), sizeof v);
+    return v;
+}
+#define MK_FAM_INT(S, fi, field) mk_pl_fam_int(&(S)->fam[fi], offsetof(mk_plan_t, field))
+
+/* The terms of one split's bounds under one recompute policy, per TP
+ * overlap (on: searched; zero: the bound is 0), shared by its ZeRO
+ * variants' groups (mk_pl_terms_of). */
+typedef struct {
+    int rcon, sel;
+    int on[2], zero[2];
+    double *v[2];                 /* mk_sim_bound_terms's, in S->tbuf */
+    int ck[MK_PLAN_MAX_VSTAGES];  /* the counts they took */
+} mk_pl_terms_t;
 
 /* A family's tail (mk_sim_stage_tail: the optimizer step and DP stream
  * per stage) reads its plan but not its schedule, save the placement (the
@@ -135,6 +155,7 @@ typedef struct {
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
     const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
     mk_tail_t tail;
+    double *tbuf;           /* the bound terms of one split's recompute policies (mk_pl_terms_of) */
     mk_tailc_t *tailc;      /* [MK_TAILC] families' tails by their plan but the schedule (direct-mapped) */
     double *all;            /* o->share: the K best step times of every rank (all_buf), else NULL */
     double all_buf[MK_MAX_TOP];
@@ -159,7 +180,9 @@ int mk_pl_store_plan(mk_search_t *S, const mk_plan_t *p, int ckpt, unsigned char
 const mk_gcache_t *mk_pl_cache_of(mk_search_t *S, const mk_plan_t *p);
 long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g);
 int mk_pl_floor_group(mk_search_t *S, long gi);
-long mk_pl_group_new(mk_search_t *S, const mk_gcache_t *e, long fi, int rk, long z1);
+long mk_pl_group_new(mk_search_t *S, long fi, int rk, long z1, const mk_pl_terms_t *T);
+const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *split, int rk, int rcon,
+                                    mk_pl_terms_t *T, int *n);
 int mk_pl_has(unsigned mask, int bit);
 int mk_pl_ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov);
 int mk_pl_rcon_adapts(int rk);

@@ -13,19 +13,25 @@
  * their p2p sends, the stages' tails; DESIGN-NOTES.md) from the layer
  * costs of p's layout, made on first use.  Where they cannot be made (out
  * of memory) 0, which bounds every step: the search only simulates more. */
-static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck, const mk_tail_t *tail)
+static const mk_sim_bound_t *bound_of(const mk_plan_t *p, const mk_gcache_t *e)
 {
     mk_gbounds_t *B = e->bd;
     for (int i = 0; i < B->n; i++)
-        if (mk_sim_bound_matches(B->v[i], p)) return mk_sim_bound_step(B->v[i], p, ck, tail->after, tail->dp);
+        if (mk_sim_bound_matches(B->v[i], p)) return B->v[i];
     if (B->n == B->cap) {
         int cap = B->cap ? 2 * B->cap : 4;
         mk_sim_bound_t **n = realloc(B->v, cap * sizeof *n);
-        if (!n) return 0;
+        if (!n) return NULL;
         B->v = n, B->cap = cap;
     }
-    if (!(B->v[B->n] = mk_sim_bound_new(B->cl, p, e->g, B->so))) return 0;
-    return mk_sim_bound_step(B->v[B->n++], p, ck, tail->after, tail->dp);
+    if (!(B->v[B->n] = mk_sim_bound_new(B->cl, p, e->g, B->so))) return NULL;
+    return B->v[B->n++];
+}
+
+static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck, const mk_tail_t *tail)
+{
+    const mk_sim_bound_t *b = bound_of(p, e);
+    return b ? mk_sim_bound_step(b, p, ck, tail->after, tail->dp) : 0;
 }
 
 
@@ -197,8 +203,10 @@ static uint64_t fnv(uint64_t h, const void *v, size_t n)
  * bounds), else -1. */
 static long tail_cached(const mk_search_t *S, const mk_plan_t *p, unsigned char *key, mk_tailc_t **slot)
 {
-    mk_plan_t q = *p;
+    mk_plan_t q = *p; /* what the tail does not read, canonical: the bounds stand for the split's method */
     q.schedule = tail_sched(p);
+    q.recompute.kind = MK_RECOMPUTE_NONE, q.recompute.ratio = 1.0;
+    memset(q.partition, 0, sizeof q.partition);
     memcpy(key, (const char *)&q + MK_CAND_FROM, MK_CAND_TO - MK_CAND_FROM);
     int nb = p->n_vstages + 1;
     uint64_t h = fnv(fnv(0xcbf29ce484222325ull, key, MK_CAND_TO - MK_CAND_FROM), p->bounds, (size_t)nb * sizeof(int));
@@ -245,28 +253,59 @@ static double group_bound(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, co
 }
 
 
-/* Group (family fi, recompute kind rk) into the queue, unsettled.  Its
- * bound holds for every outcome of its settling: lower_bound only grows
- * with the checkpoint counts, so it takes those that are certain (a fixed
- * policy's; none for auto and stage-aware, which may checkpoint nothing),
- * the family's tail, and the least over the overlaps searched.  Returns
- * its id or -1. */
-long mk_pl_group_new(mk_search_t *S, const mk_gcache_t *e, long fi, int rk, long z1)
+/* The terms of split p's bound under recompute kind rk (rcon: the split
+ * balanced with recompute costs), per TP overlap searched: one for every
+ * ZeRO variant, whose bounds differ only in their tails.  They take the
+ * checkpoint counts that are certain (a fixed policy's; none for auto and
+ * stage-aware, which may checkpoint nothing: lower_bound only grows with
+ * the counts), so kinds with the same counts and chunk ops share one (T,
+ * *n: those of the split so far).  NULL on error. */
+const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *split, int rk, int rcon,
+                                    mk_pl_terms_t *T, int *n)
+{
+    mk_plan_t p = *split;
+    p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
+    int ck[MK_PLAN_MAX_VSTAGES] = {0}, sel = rk == MK_RECOMPUTE_SELECTIVE, nv = p.n_vstages;
+    if (!mk_pl_rcon_adapts(rk) && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
+    for (int i = 0; i < *n; i++)
+        if (T[i].rcon == rcon && T[i].sel == sel && !memcmp(T[i].ck, ck, nv * sizeof *ck)) return &T[i];
+    if (!S->tbuf && !(S->tbuf = malloc(sizeof *S->tbuf * 6 * (MK_RECOMPUTE_AUTO + 1) * MK_PLAN_MAX_VSTAGES)))
+        return mk_error_set("out of memory"), NULL;
+    mk_pl_terms_t *t = &T[(*n)++];
+    t->rcon = rcon, t->sel = sel;
+    memcpy(t->ck, ck, nv * sizeof *ck);
+    const mk_sim_bound_t *b = bound_of(&p, e);
+    for (int ov = 0; ov <= 1; ov++) {
+        t->v[ov] = S->tbuf + (6L * (t - T) + 3L * ov) * MK_PLAN_MAX_VSTAGES;
+        t->on[ov] = mk_pl_ov_searched(S, &p, ov);
+        p.tp_overlap = ov_level(S, ov);
+        t->zero[ov] = !b || mk_sim_bound_terms(b, &p, ck, t->v[ov]); /* no bound: 0, which bounds every step */
+    }
+    return t;
+}
+
+
+/* Group (family fi, recompute kind rk) into the queue, unsettled, at the
+ * least bound over the overlaps searched of its terms T with the family's
+ * tail: a bound valid for every outcome of its settling (mk_pl_terms_of).
+ * Returns its id or -1. */
+long mk_pl_group_new(mk_search_t *S, long fi, int rk, long z1, const mk_pl_terms_t *T)
 {
     if (mk_pl_grow(&S->grp, &S->capgrp, S->ngrp + 1, sizeof *S->grp, 1024) < 0) return -1;
-    mk_plan_t p;
-    mk_pl_load_plan(S, S->fam[fi].mid, S->fam[fi].off, 0, &p);
-    p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
-    int ck[MK_PLAN_MAX_VSTAGES] = {0}, nov = 0;
-    if (!mk_pl_rcon_adapts(rk) && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
-    tail_load(S, fi, p.pp);
-    for (int ov = 0; ov <= 1; ov++) nov += mk_pl_ov_searched(S, &p, ov);
-    double lb = group_bound(S, &p, e, ck);
+    int pp = MK_FAM_INT(S, fi, pp), nov = 0;
+    tail_load(S, fi, pp);
+    double lb = DBL_MAX;
+    for (int ov = 0; ov <= 1; ov++) {
+        if (!T->on[ov]) continue;
+        nov++;
+        double b = T->zero[ov] ? 0 : mk_sim_bound_finish(T->v[ov], pp, S->tail.after, S->tail.dp);
+        if (b < lb) lb = b;
+    }
     mk_cgroup_t *G = &S->grp[S->ngrp];
     *G = (mk_cgroup_t){.fam = fi, .index = S->combo * 1000000 + S->combo_seq, .z1 = z1, .rk = (signed char)rk,
                        .nov = (signed char)nov};
     S->combo_seq += 2; /* the same whatever the rank split */
-    if (p.zero >= 2 || p.zero_shard) G->index += MK_LATE_VARIANT;
+    if (MK_FAM_INT(S, fi, zero) >= 2 || MK_FAM_INT(S, fi, zero_shard)) G->index += MK_LATE_VARIANT;
     S->fam[fi].pending++;
     S->r->candidates += nov;
     if (mk_pl_heap_push(S, lb, G->index, S->ngrp, 1) < 0) return -1;
