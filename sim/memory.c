@@ -194,103 +194,6 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     return 0;
 }
 
-/* Bytes of the gradients at op i's output and input on one TP rank while
- * its backward runs (both live), the attention core's also its scratch
- * (mk_sim_attn_scratch): a split tensor is /t (column outputs, row inputs,
- * inside a pair, the vocabulary-split logits), a replicated one /t only
- * under SP.  The largest is the LM head's (the logits' gradient, s b V/t),
- * the MLP's 4h-wide pair or the attention's with its scratch. */
-static double op_grads(const mk_graph_t *g, int i, int tp, double tsp, int cp)
-{
-    const mk_op_t *o = &g->ops[i];
-    double N = (double)g->opts.mbs * g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype);
-    mk_tp_role_t r = o->tp_role;
-    int inside = r == MK_TP_SPLIT || r == MK_TP_HEADS;
-    int out_split = inside || r == MK_TP_COLUMN || o->kind == MK_OPK_LM_HEAD;
-    int in_split = inside || r == MK_TP_ROW || o->kind == MK_OPK_LOSS;
-    double gout = o->kind == MK_OPK_LOSS ? 0 : o->out_bytes / (out_split ? tp : tsp);
-    double gin = o->n_in < 1 || o->in[0] == MK_GRAPH_INPUT ? 0 : N * o->in_width * dt / (in_split ? tp : tsp);
-    if (o->kind == MK_OPK_ATTENTION) gin += mk_sim_attn_scratch(g, o, tp, cp);
-    if (o->kind == MK_OPK_LOSS && g->opts.xent_torch) gin = mk_sim_loss_torch_grads(g, o, tp);
-    return gout + gin;
-}
-
-/* Gradient bytes live during layer l's backward on one TP rank: the
- * gradient arriving at its output (kept for the residual branch) and the
- * one it builds at its input, plus the largest pair of one of its ops
- * (merak run's scratch: grad_a/grad_b and s_a, s_b, s_att, s_c). */
-static double layer_grads(const mk_graph_t *g, int l, int tp, double tsp, int cp)
-{
-    const mk_layer_t *L = &g->layers[l];
-    double inner = 0;
-    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
-        double x = op_grads(g, i, tp, tsp, cp);
-        if (x > inner) inner = x;
-    }
-    return (L->out_bytes + (l > 0 ? L->in_bytes : 0)) / tsp + inner;
-}
-
-/* Activation figures of chunk k (virtual stage) per micro-batch on one TP
- * rank, with its first ck checkpointable layers checkpointed:
- *   stored  what F keeps for B.  Checkpointing is per transformer block:
- *           consecutive checkpointed layers of one block (attention and
- *           MLP) form a recompute group that keeps only its input, as
- *           Megatron-LM's full recompute (--recompute-granularity full
- *           --recompute-method uniform --recompute-num-layers 1: one
- *           tensor_parallel.checkpoint per ParallelTransformerLayer),
- *           Megatron-DeepSpeed's --checkpoint-activations and merak run
- *           (exec_stream.c) do; Korthikanti et al. 2022 (arXiv:2205.05198,
- *           sec. 5): 2sbh bytes per transformer layer with full recompute.
- *           Under selective-op the group also keeps what the op-level
- *           policy keeps (mk_sim_opsac_layer_bytes), and rebuilds the rest.
- *           With activation offload the offloaded blocks keep nothing on
- *           the device but the largest one, in flight to or from the host
- *           (Transformer Engine's offload copies a layer while the next
- *           computes).
- *   wmax    the largest group's activations rebuilt in B (all of its
- *           layers at once, less what it stored).
- *   gbuf    the largest layer's backward gradients (layer_grads; NULL: not
- *           wanted, which skips the per-op loop). */
-void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
-                      double *gbuf)
-{
-    int sel = p->recompute.kind == MK_RECOMPUTE_SELECTIVE, sp = p->seqpar && p->tp > 1;
-    int opsac = p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP;
-    double tsp = sp ? p->tp : 1, st = 0, wm = 0, gb = 0, grp = 0, blk = 0, blk_max = 0;
-    int seen = 0, in_grp = 0;
-    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
-        double a = mk_layer_act_bytes(g, l, p->tp, sp, sel);
-        int is_ck = mk_sim_is_ckptable(g, l) && seen++ < ck;
-        double kept = is_ck && opsac ? mk_sim_opsac_layer_bytes(g, l, p->tp, tsp) : 0;
-        if (kept > a) kept = a;
-        st += kept, a -= kept; /* the rebuild makes the rest */
-        if (is_ck && in_grp && g->layers[l].block == g->layers[l - 1].block) {
-            grp += a; /* joins the group: its input is rebuilt from the group's */
-        } else if (is_ck) {
-            double in = mk_layer_ckpt_bytes(g, l, p->tp, sp);
-            st += in, grp = a > in ? a - in : 0;
-        } else if (mk_sim_act_offloaded(p, g, l)) { /* no recompute with offload (Megatron-Core) */
-            blk = l > p->bounds[k] && g->layers[l].block == g->layers[l - 1].block ? blk + a : a;
-            if (blk > blk_max) blk_max = blk;
-        } else {
-            st += a;
-        }
-        in_grp = is_ck;
-        if (is_ck && grp > wm) wm = grp;
-        if (!gbuf) continue; /* the op loop below is most of the cost, and ck does not change it */
-        double lg = layer_grads(g, l, p->tp, tsp, p->cp > 1 ? p->cp : 1);
-        if (lg > gb) gb = lg;
-    }
-    /* context parallelism: every one of these is per token, and a CP rank
-       holds s/cp tokens of each sequence (the attention scores too: its
-       queries against one K/V block at a time) */
-    double cp = p->cp > 1 ? p->cp : 1;
-    st += blk_max; /* the offloaded block in flight */
-    if (stored) *stored = st / cp;
-    if (wmax) *wmax = wm / cp;
-    if (gbuf) *gbuf = gb / cp;
-}
-
 /* Checkpoint count of (stage s, chunk c) under the plan's policy when the
  * caller gives none. */
 static int policy_ckpt(const mk_plan_t *p, const mk_graph_t *g, int s, int c, const int *layers)
@@ -308,12 +211,20 @@ static int policy_ckpt(const mk_plan_t *p, const mk_graph_t *g, int s, int c, co
 
 /* What a stage's closed-form peak reads besides the checkpoint counts:
  * its static bytes, its in-flight count, each chunk's backward gradient
- * buffers (the costly part, and the same for every count). */
+ * buffers (the costly part, and the same for every count), and where a
+ * search asks for many counts every count's activation figures (tab). */
+typedef struct {
+    double *a, *w; /* chunk c's stored and wmax at count ck in [off[c] + ck], ck <= n[c] */
+    int *off, *n;  /* [vpp] */
+    int sel;       /* the recompute kind's reading they were made for (act_sel) */
+} act_tab_t;
+
 typedef struct {
     mk_stage_static_t st;
     int inf;    /* given in-flight count, or -1: the schedule's peak (mk_sched_peak_inflight) */
     double *gb; /* [vpp] bytes (the caller's room) */
     double fs;  /* the loss's forward scratch, if a chunk holds it */
+    const act_tab_t *tab; /* NULL, or the figures of every count (for plans with tab->sel) */
 } stage_fixed_t;
 
 static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int inflight, const mk_sim_opts_t *o,
@@ -327,6 +238,39 @@ static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int infl
         double fs = mk_sim_chunk_fscratch(p, g, mk_plan_vstage(p, s, c));
         if (fs > F->fs) F->fs = fs;
     }
+}
+
+/* What of the recompute kind the activation figures read (memory_act.c):
+ * selective drops the attention core, selective-op keeps its ops' share. */
+static int act_sel(const mk_plan_t *p)
+{
+    return p->recompute.kind == MK_RECOMPUTE_SELECTIVE ? 1 : p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP ? 2 : 0;
+}
+
+/* Every count's figures of stage s into T (room for its layers + vpp;
+ * scratch as much). */
+static void stage_tab(const mk_plan_t *p, const mk_graph_t *g, int s, act_tab_t *T, double *scratch)
+{
+    T->sel = act_sel(p);
+    for (int c = 0, at = 0; c < p->vpp; c++) {
+        int k = mk_plan_vstage(p, s, c);
+        T->off[c] = at, T->n[c] = mk_sim_chunk_nck(p, g, k);
+        mk_sim_chunk_act_all(p, g, k, T->a + at, T->w + at, NULL, scratch);
+        at += T->n[c] + 1;
+    }
+}
+
+/* Chunk c's figures at count ck. */
+static void chunk_figures(const mk_plan_t *p, const mk_graph_t *g, int s, const stage_fixed_t *F, int c, int ck,
+                          double *a, double *w)
+{
+    const act_tab_t *T = F->tab;
+    if (!T || T->sel != act_sel(p)) {
+        mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), ck, a, w, NULL);
+        return;
+    }
+    int i = T->off[c] + (ck < T->n[c] ? ck : T->n[c]); /* as many as it has: all of them */
+    *a = T->a[i], *w = T->w[i];
 }
 
 /* The stage's peak with ckpt[c] checkpointed layers per chunk (NULL: the
@@ -345,7 +289,7 @@ static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const st
         int ck = ckpt ? ckpt[c] : policy_ckpt(p, g, s, c, layers);
         any_ck |= ck > 0;
         double a, w, b = F->gb[c];
-        mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), ck, &a, &w, NULL);
+        chunk_figures(p, g, s, F, c, ck, &a, &w);
         per_mb += a / p->vpp;
         if (w > wm) wm = w;
         if (b > gb) gb = b;
@@ -379,41 +323,107 @@ int mk_sim_stage_memory(const mk_cluster_t *cl, const mk_plan_t *p, const mk_gra
     return 0;
 }
 
+/* A search's fixed parts: each stage's made on its first use (a search
+ * stops at the first stage that does not fit), and its activation figures
+ * of every count for the recompute kinds asked (one table per act_sel). */
 struct mk_sim_fixed {
     int pp, vpp;
+    size_t T;            /* the graph's layers + pp vpp: one table's room */
+    const mk_sim_opts_t *o;
     stage_fixed_t *st;   /* [pp] */
+    unsigned char *made; /* [pp]: bit 0 st, bit 1 + k tab */
     double *gb;          /* [pp vpp] */
+    act_tab_t *tab;      /* NULL, or [3 pp]: stage s's for act_sel k at 3 s + k */
+    double *tmp, *a, *w; /* [T], [3 T] each: the tables, by act_sel, in stage order */
+    int *off, *n;        /* [3 pp vpp] */
 };
 
 mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
 {
     if (p->n_vstages != mk_plan_vstages(p)) return mk_error_set("plan has no stage bounds (check it first)"), NULL;
+    size_t V = (size_t)p->pp * p->vpp;
     mk_sim_fixed_t *F = calloc(1, sizeof *F);
-    if (F) F->st = calloc(p->pp, sizeof *F->st), F->gb = calloc((size_t)p->pp * p->vpp, sizeof *F->gb);
-    if (!F || !F->st || !F->gb) {
+    if (F) F->st = calloc(p->pp, sizeof *F->st), F->made = calloc(p->pp, 1), F->gb = calloc(V, sizeof *F->gb);
+    if (!F || !F->st || !F->made || !F->gb) {
         mk_sim_fixed_free(F);
         return mk_error_set("out of memory"), NULL;
     }
-    F->pp = p->pp, F->vpp = p->vpp;
-    for (int s = 0; s < p->pp; s++) {
-        F->st[s].gb = F->gb + (size_t)s * p->vpp;
-        stage_fixed(p, g, s, -1, o, &F->st[s]);
-    }
+    F->pp = p->pp, F->vpp = p->vpp, F->o = o, F->T = (size_t)g->n_layers + V;
+    for (int s = 0; s < p->pp; s++) F->st[s].gb = F->gb + (size_t)s * p->vpp;
     return F;
+}
+
+void mk_sim_fixed_trim(mk_sim_fixed_t *F)
+{
+    if (!F) return;
+    free(F->tab), free(F->tmp), free(F->a), free(F->w), free(F->off), free(F->n);
+    F->tab = NULL, F->tmp = F->a = F->w = NULL, F->off = F->n = NULL;
+    for (int s = 0; s < F->pp; s++) F->made[s] &= 1;
 }
 
 void mk_sim_fixed_free(mk_sim_fixed_t *F)
 {
-    if (F) free(F->st), free(F->gb);
+    mk_sim_fixed_trim(F);
+    if (F) free(F->st), free(F->made), free(F->gb);
     free(F);
 }
 
-int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
-                              const int *ckpt, mk_mem_breakdown_t *out)
+/* The tables' room (on first use: mk_sim_fixed_trim gives it back),
+ * stage s's for act_sel k from the layers before it.  0 or -1. */
+static int tab_room(mk_sim_fixed_t *F, const mk_plan_t *p)
+{
+    size_t V = (size_t)F->pp * F->vpp, T = F->T;
+    if (F->tab) return 0;
+    F->tab = calloc(3 * (size_t)F->pp, sizeof *F->tab), F->tmp = malloc(T * sizeof *F->tmp);
+    F->a = malloc(3 * T * sizeof *F->a), F->w = malloc(3 * T * sizeof *F->w);
+    F->off = malloc(3 * V * sizeof *F->off), F->n = malloc(3 * V * sizeof *F->n);
+    if (!F->tab || !F->tmp || !F->a || !F->w || !F->off || !F->n) return mk_sim_fixed_trim(F), -1;
+    for (int s = 0, at = 0; s < F->pp; s++) {
+        for (int k = 0; k < 3; k++) {
+            act_tab_t *X = &F->tab[3 * s + k];
+            X->a = F->a + k * T + at, X->w = F->w + k * T + at;
+            X->off = F->off + k * V + (size_t)s * F->vpp, X->n = F->n + k * V + (size_t)s * F->vpp;
+        }
+        for (int c = 0; c < F->vpp; c++) {
+            int k = mk_plan_vstage(p, s, c);
+            at += p->bounds[k + 1] - p->bounds[k] + 1;
+        }
+    }
+    return 0;
+}
+
+/* Stage s's fixed parts with the table for p's recompute kind (none if
+ * there is no room for it: then the figures are computed per count). */
+static stage_fixed_t fixed_stage(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s)
+{
+    int k = act_sel(p);
+    if (!(F->made[s] & 1)) stage_fixed(p, g, s, -1, F->o, &F->st[s]), F->made[s] |= 1;
+    stage_fixed_t X = F->st[s];
+    if (tab_room(F, p) < 0) return X;
+    if (!(F->made[s] & (2 << k))) stage_tab(p, g, s, &F->tab[3 * s + k], F->tmp), F->made[s] |= (unsigned char)(2 << k);
+    X.tab = &F->tab[3 * s + k];
+    return X;
+}
+
+int mk_sim_stage_memory_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s, const int *ckpt,
+                              mk_mem_breakdown_t *out)
 {
     if (check_stage(p, s) < 0) return -1;
     if (p->pp != F->pp || p->vpp != F->vpp) return mk_error_set("stage memory: the plan is not the one prepared");
-    stage_total(p, g, s, &F->st[s], ckpt, NULL, out);
+    stage_fixed_t X = fixed_stage(F, p, g, s);
+    stage_total(p, g, s, &X, ckpt, NULL, out);
+    return 0;
+}
+
+int mk_sim_stage_state_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
+                             mk_mem_breakdown_t *out)
+{
+    if (check_stage(p, s) < 0) return -1;
+    if (p->pp != F->pp || p->vpp != F->vpp) return mk_error_set("stage memory: the plan is not the one prepared");
+    stage_fixed_t X = fixed_stage(F, p, g, s);
+    int zero[MK_PLAN_MAX_VSTAGES] = {0};
+    X.inf = 0;
+    stage_total(p, g, s, &X, zero, NULL, out);
     return 0;
 }
 

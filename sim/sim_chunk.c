@@ -244,7 +244,10 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     c->bi = mk_tp_run(c->bin, c->nl, lvl, NULL, &c->bi_comm, NULL, NULL);
     mk_sim_act_offload_time(R, c);
     if (chunk_recompute(c, lvl) < 0) return -1;
-    for (int i = 0; i <= c->nck; i++) mk_sim_chunk_act(p, g, k, i, &c->stored[i], &c->wmax[i], i ? NULL : &c->gbuf);
+    double *q = malloc((c->nck + 1) * sizeof *q);
+    if (!q) return mk_error_set("out of memory");
+    mk_sim_chunk_act_all(p, g, k, c->stored, c->wmax, &c->gbuf, q);
+    free(q);
     c->s_full = c->stored[0];
     c->fscr = mk_sim_chunk_fscratch(p, g, k);
     return mk_zero_chunk_build(R, c);

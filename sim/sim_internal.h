@@ -84,6 +84,12 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int stage, cons
  * backward gradient buffers. */
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf);
+/* The same for every count 0..n at once (n = mk_sim_chunk_nck, the
+ * chunk's checkpointable layers): stored[0..n], wmax[0..n], scratch room
+ * for n + 1 more; each the very value mk_sim_chunk_act gives (memory_act.c). */
+int mk_sim_chunk_nck(const mk_plan_t *p, const mk_graph_t *g, int k);
+void mk_sim_chunk_act_all(const mk_plan_t *p, const mk_graph_t *g, int k, double *stored, double *wmax,
+                          double *gbuf, double *scratch);
 /* The loss's forward scratch on chunk k: bytes live beside the stored
  * activations while the softmax of the logits runs (0 on a chunk without
  * the loss; memory.c). */

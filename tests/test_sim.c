@@ -5,6 +5,7 @@
 #include "merak/cost.h"
 #include "merak/partition.h"
 #include "merak/sim.h"
+#include "merak/sim_search.h"
 #include "tests/check.h"
 
 #include <stdlib.h>
@@ -288,6 +289,51 @@ static void test_given_streams(void)
     mk_graph_free(g);
 }
 
+/* A search's fixed parts (mk_sim_fixed_t: every count's activation
+ * figures in one pass each way) give mk_sim_stage_memory's very bytes at
+ * every count of every stage, and the state (no activation in flight) its
+ * figure with no count and none in flight. */
+static void test_memory_fixed(void)
+{
+    struct { const char *model, *rc; int pp, tp, vpp, sp; mk_sched_kind_t k; } cases[] = {
+        {"gpt-tiny", "full", 2, 2, 1, 1, MK_SCHED_1F1B},
+        {"gpt-tiny", "selective", 2, 2, 2, 0, MK_SCHED_INTERLEAVED},
+        {"llama-tiny", "none", 4, 1, 1, 0, MK_SCHED_1F1B},      {"moe-tiny", "full", 2, 1, 2, 0, MK_SCHED_INTERLEAVED},
+        {"llama-tiny", "selective-op", 1, 2, 1, 1, MK_SCHED_1F1B}};
+    mk_cluster_t c;
+    CHECK(mk_cluster_get("dgx-a100", &c) == 0, "cluster");
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        mk_plan_t p;
+        mk_graph_t *g = setup(cases[i].model, 1, cases[i].pp, cases[i].tp, cases[i].vpp, 1, 8, cases[i].k, cases[i].rc,
+                              &p);
+        CHECK(g != NULL, "setup %s", cases[i].model);
+        if (!g) continue;
+        p.seqpar = cases[i].sp;
+        mk_sim_fixed_t *F = mk_sim_fixed_new(&p, g, NULL);
+        CHECK(F != NULL, "fixed parts");
+        int layers[MK_PLAN_MAX_VSTAGES], zero[MK_PLAN_MAX_VSTAGES] = {0}, same = 1, n = 0;
+        mk_plan_ckpt_layers(&p, g, layers);
+        for (int s = 0; F && s < p.pp; s++) {
+            mk_mem_breakdown_t a, b;
+            for (int k = 0; k <= 64; k++) { /* every count, and past the most a chunk has */
+                int ck[MK_PLAN_MAX_VSTAGES];
+                for (int ch = 0; ch < p.vpp; ch++) ck[ch] = k < layers[s * p.vpp + ch] + 2 ? k : 0;
+                mk_sim_stage_memory(&c, &p, g, s, ck, -1, NULL, &a);
+                mk_sim_stage_memory_fixed(F, &p, g, s, ck, &b);
+                same &= !memcmp(&a, &b, sizeof a), n++;
+                if (k % 7 == 0) mk_sim_fixed_trim(F); /* remade as asked */
+            }
+            mk_sim_stage_memory(&c, &p, g, s, zero, 0, NULL, &a);
+            mk_sim_stage_state_fixed(F, &p, g, s, &b);
+            same &= !memcmp(&a, &b, sizeof a);
+        }
+        CHECK(same, "%s %s: the fixed parts' figures are mk_sim_stage_memory's (%d counts)", cases[i].model,
+              cases[i].rc, n);
+        mk_sim_fixed_free(F);
+        mk_graph_free(g);
+    }
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -297,6 +343,7 @@ int main(void)
     test_unit_costs();
     test_given_streams();
     test_memory();
+    test_memory_fixed();
     test_cluster_json();
     CHECK_DONE();
 }

@@ -14,13 +14,23 @@ extern "C" {
  * inflight < 0) that no checkpoint count changes (static bytes, in-flight
  * counts, gradient buffers), for many counts of one plan (the planner's
  * recompute search): valid while the plan's layout, schedule, m, bounds
- * and ZeRO settings stay.  NULL with mk_error_last() on failure. */
+ * and ZeRO settings stay; o must outlive it.  NULL with mk_error_last()
+ * on failure. */
 typedef struct mk_sim_fixed mk_sim_fixed_t;
 mk_sim_fixed_t *mk_sim_fixed_new(const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o);
 void mk_sim_fixed_free(mk_sim_fixed_t *F);
-/* mk_sim_stage_memory(c, p, g, s, ckpt, -1, o, out) from F: the same figures.  0 or -1. */
-int mk_sim_stage_memory_fixed(const mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
+/* Give back the activation tables F made for many counts (they hold the
+ * graph's layers several times over): a search keeping many F's trims
+ * each when it is done with it for now. */
+void mk_sim_fixed_trim(mk_sim_fixed_t *F);
+/* mk_sim_stage_memory(c, p, g, s, ckpt, -1, o, out) from F: the same figures
+ * (F keeps what it computes for stage s).  0 or -1. */
+int mk_sim_stage_memory_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
                               const int *ckpt, mk_mem_breakdown_t *out);
+/* The same with no activation in flight (mk_sim_stage_memory with no
+ * count and inflight 0): what no recompute policy can avoid. */
+int mk_sim_stage_state_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
+                             mk_mem_breakdown_t *out);
 
 /* The same with the search's streams built from and recycled to pool
  * (merak/sched.h; the planner keeps one for all its candidates). */

@@ -153,7 +153,7 @@ typedef struct {
     int counting;             /* enumerate() only counts this rank's layouts into combos (progress) */
     double t0;                /* search start (progress) */
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
-    const mk_sim_fixed_t *fx; /* the candidate's memory parts no count changes (NULL: none) */
+    mk_sim_fixed_t *fx;       /* the candidate's memory parts no count changes (NULL: none) */
     mk_tail_t tail;
     double *tbuf;           /* the bound terms of one split's recompute policies (mk_pl_terms_of) */
     mk_tailc_t *tailc;      /* [MK_TAILC] families' tails by their plan but the schedule (direct-mapped) */

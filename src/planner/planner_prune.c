@@ -88,12 +88,11 @@ static int plan_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, in
 /* Memory no recompute policy can avoid: weights, gradients, optimizer
  * state and buffers, with no activation in flight.  If a stage exceeds
  * the device with that alone, no recompute variant of the split fits. */
-static int state_fits(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
+static int state_fits(mk_search_t *S, mk_sim_fixed_t *fx, const mk_plan_t *p, const mk_graph_t *g)
 {
-    int zero[MK_PLAN_MAX_VSTAGES] = {0};
     mk_mem_breakdown_t m;
     for (int s = 0; s < p->pp; s++) {
-        if (mk_sim_stage_memory(S->cl, p, g, s, zero, 0, &S->so, &m) < 0) return 0;
+        if (mk_sim_stage_state_fixed(fx, p, g, s, &m) < 0) return 0;
         if (m.total > mk_cluster_usable_bytes(S->cl)) {
             note_miss(S, p, s, &m, m.total - mk_cluster_usable_bytes(S->cl));
             return 0;
@@ -320,14 +319,16 @@ long mk_pl_group_new(mk_search_t *S, long fi, int rk, long z1, const mk_pl_terms
 static int fam_state(mk_search_t *S, long gi, const mk_plan_t *p, const mk_graph_t *g)
 {
     mk_fam_t *F = &S->fam[S->grp[gi].fam];
+    /* the same for every recompute kind and count (NULL: computed per count) */
+    if (F->state_ok < 0 && !(F->fx = mk_sim_fixed_new(p, g, &S->so))) return 0; /* out of memory: no fit */
     if (F->state_ok < 0) {
         mk_plan_t q = *p; /* the eager search checked the state at the family's first group */
         q.recompute.kind = (mk_recompute_kind_t)S->grp[F->first].rk;
         S->miss_order = S->grp[F->first].index;
-        F->state_ok = (signed char)state_fits(S, &q, g);
+        F->state_ok = (signed char)state_fits(S, F->fx, &q, g);
+        if (!F->state_ok) mk_sim_fixed_free(F->fx), F->fx = NULL;
     }
-    /* the same for every recompute kind and count (NULL: computed per count) */
-    if (F->state_ok && !F->fx) F->fx = mk_sim_fixed_new(p, g, &S->so);
+    if (F->state_ok > 0 && !F->fx) F->fx = mk_sim_fixed_new(p, g, &S->so); /* freed with the last group before */
     S->fx = F->fx, S->miss_order = S->grp[gi].index;
     return F->state_ok;
 }
@@ -337,7 +338,7 @@ static int fam_state(mk_search_t *S, long gi, const mk_plan_t *p, const mk_graph
 static int group_fits(mk_search_t *S, long gi, mk_plan_t *p, const mk_graph_t *g, int *ck)
 {
     int fit = fam_state(S, gi, p, g) && settle_recompute(S, p, g, ck);
-    S->fx = NULL;
+    mk_sim_fixed_trim(S->fx), S->fx = NULL;
     return fit;
 }
 
@@ -389,7 +390,7 @@ int mk_pl_floor_group(mk_search_t *S, long gi)
     p.recompute.kind = MK_RECOMPUTE_AUTO, p.recompute.ratio = 1.0;
     const mk_gcache_t *e = mk_pl_cache_of(S, &p);
     int ck[MK_PLAN_MAX_VSTAGES], fit = fam_state(S, gi, &p, e->g) ? auto_floor(S, &p, e->g, ck) : -1;
-    S->fx = NULL;
+    mk_sim_fixed_trim(S->fx), S->fx = NULL;
     if (fit < 0) return 0;
     G->floored = 1;
     if (fit) {
