@@ -288,8 +288,9 @@ static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const st
     for (int c = 0; c < p->vpp; c++) {
         int ck = ckpt ? ckpt[c] : policy_ckpt(p, g, s, c, layers);
         any_ck |= ck > 0;
-        double a, w, b = F->gb[c];
-        chunk_figures(p, g, s, F, c, ck, &a, &w);
+        double a = 0, w = 0, b = F->gb[c];
+        /* none in flight and no count: nothing held, no group rebuilt (the state) */
+        if (F->inf != 0 || ck > 0) chunk_figures(p, g, s, F, c, ck, &a, &w);
         per_mb += a / p->vpp;
         if (w > wm) wm = w;
         if (b > gb) gb = b;

@@ -219,6 +219,8 @@ static void search_free(mk_search_t *S)
             for (int j = 0; j < S->gc[i].bd->n; j++) mk_sim_bound_free(S->gc[i].bd->v[j]);
         if (S->gc[i].bd) free(S->gc[i].bd->v);
         free(S->gc[i].bd);
+        for (int j = 0; j < S->gc[i].npart; j++) free(S->gc[i].part[j].bounds);
+        free(S->gc[i].part);
     }
     free(S->gc);
     for (long i = 0; i < S->nfam; i++) mk_sim_fixed_free(S->fam[i].fx);

@@ -44,16 +44,37 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
 }
 
 
-/* Stage bounds for one partition method, layout and cost setting. */
-static int bounds_for(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, const char *method, int rcon)
+/* Stage bounds for one partition method, layout and cost setting.  The
+ * compute split reads only the layer costs and the virtual stages (not
+ * the schedule): made once per (seqpar, recompute costs, stages) and kept
+ * in e.  Out of memory for the keeping: made each time. */
+static int bounds_for(mk_search_t *S, mk_plan_t *p, mk_gcache_t *e, const char *method, int rcon)
 {
     if (strcmp(method, "compute")) return mk_partition(p, e->g, method);
     const mk_graph_t *g = e->g;
+    int nv = (int)mk_plan_vstages(p);
+    for (int i = 0; i < e->npart; i++) {
+        const mk_part_memo_t *m = &e->part[i];
+        if (m->sp != p->seqpar || m->rcon != rcon || m->nv != nv) continue;
+        if (m->rc < 0) return mk_error_set("%s", m->err);
+        p->n_vstages = nv;
+        memcpy(p->bounds, m->bounds, (nv + 1) * sizeof *p->bounds);
+        mk_strlcpy(p->partition, method, sizeof p->partition);
+        return 0;
+    }
     double cost[4096];
     if (g->n_layers > 4096) return mk_partition(p, g, method);
     for (int l = 0; l < g->n_layers; l++)
         cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && mk_layer_checkpointable(g, l) ? e->f[p->seqpar][l] : 0);
-    return mk_partition_costs(p, g, method, cost);
+    int rc = mk_partition_costs(p, g, method, cost);
+    mk_part_memo_t *n = realloc(e->part, (e->npart + 1) * sizeof *n), m = {p->seqpar, rcon, nv, rc, NULL, ""};
+    if (!n) return rc;
+    e->part = n;
+    if (rc < 0) mk_strlcpy(m.err, mk_error_last(), sizeof m.err);
+    else if (!(m.bounds = malloc((nv + 1) * sizeof *m.bounds))) return rc;
+    else memcpy(m.bounds, p->bounds, (nv + 1) * sizeof *m.bounds);
+    e->part[e->npart++] = m;
+    return rc;
 }
 
 
@@ -90,7 +111,7 @@ static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][
 
 /* All recompute / ZeRO choices on one (schedule, vpp, partition, sp), as
  * groups (their overlaps inside): families fam[rcon][zi] made here. */
-static int variant_candidates(mk_search_t *S, const mk_plan_t *base, const mk_gcache_t *e, const char *method)
+static int variant_candidates(mk_search_t *S, const mk_plan_t *base, mk_gcache_t *e, const char *method)
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */

@@ -107,6 +107,15 @@ typedef struct {
     int grp;
 } mk_hent_t;
 
+/* A compute-balanced split of one graph's layer costs (seqpar, recompute
+ * counted) into nv virtual stages: its bounds (nv + 1), or rc -1 with its
+ * error. */
+typedef struct {
+    int sp, rcon, nv, rc;
+    int *bounds;
+    char err[160];
+} mk_part_memo_t;
+
 /* Cached per (mbs, tp, cp, ep): the graph (ep: its experts' GEMM shapes); per seqpar: per-layer fwd/bwd times
  * of one rank's tokens (b s / cp). */
 typedef struct {
@@ -114,6 +123,8 @@ typedef struct {
     mk_graph_t *g;
     double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
     mk_gbounds_t *bd;     /* the bound's (mk_sim_bound_t) */
+    mk_part_memo_t *part; /* the compute splits made (bounds_for): the same for every schedule */
+    int npart;
 } mk_gcache_t;
 
 /* What each stage runs after its compute and its DP stream's floor
