@@ -163,34 +163,63 @@ static int share_finish(mk_search_t *S)
 }
 
 
+/* The queue's least entry: a group settled (its candidates that fit
+ * queued at their true bounds, no less than the group's), or a candidate
+ * simulated (into the top K if it fits).  1 when it simulated, 0, -1. */
+static int queue_step(mk_search_t *S, mk_sim_t *sim, int report)
+{
+    int top = S->o->top > 0 ? S->o->top : 5;
+    mk_planner_entry_t e;
+    mk_hent_t h = mk_pl_heap_pop(S);
+    if (h.grp) {
+        const mk_cgroup_t *G = &S->grp[h.id];
+        int k = G->rk == MK_RECOMPUTE_AUTO && !G->floored && !G->done ? mk_pl_floor_group(S, h.id) : 0;
+        return k < 0 || (k == 0 && mk_pl_settle_group(S, h.id) < 0) ? -1 : 0;
+    }
+    if (report) mk_pl_report(S, 1);
+    mk_plan_t p;
+    mk_pl_cand_plan(S, &S->c[h.id], &p);
+    int rc = simulate(S, sim, &p, h.index, &e);
+    if (rc < 0) return -1;
+    if (e.res.step_time_s < h.lb * (1 - 1e-9)) S->r->bound_violations++;
+    if (rc > 0) top_insert(S->r, &e, top);
+    return 1;
+}
+
+double mk_pl_cut(const mk_search_t *S)
+{
+    return S->o->exhaustive ? INFINITY : kth_best(S);
+}
+
+/* Generating is cheaper with a K-th best to compare with: whatever
+ * bound is no less is never settled (the search stops at the first such
+ * bound), so it need not be kept.  The entries taken here are the ones
+ * the search would take first among those made so far; those the search
+ * would not have taken at all cost a simulation each. */
+int mk_pl_probe(mk_search_t *S)
+{
+    if (!S->sim || S->o->exhaustive) return 0;
+    int top = S->o->top > 0 ? S->o->top : 5, want = S->r->n < top ? top - S->r->n : 1;
+    while (want > 0 && S->nheap > 0 && S->heap[0].lb < kth_best(S)) {
+        int rc = queue_step(S, S->sim, 0);
+        if (rc < 0) return -1;
+        want -= rc;
+    }
+    return 0;
+}
+
 /* Branch and bound over this rank's share of the candidates, A*-like:
- * the least (bound, index) entry of the queue first; a group is settled
- * and its candidates that fit queued at their true bounds (no less than
- * the group's), a candidate simulated.  Every candidate thus comes out in
- * the order of the eager search's sorted list, and the search stops where
- * that one did: at the first bound no less than the K-th best step. */
+ * the least (bound, index) entry of the queue first.  Every candidate thus
+ * comes out in the order of the eager search's sorted list, and the search
+ * stops where that one did: at the first bound no less than the K-th best
+ * step. */
 static int bound_and_simulate(mk_search_t *S, mk_sim_t *sim)
 {
     const mk_planner_opts_t *o = S->o;
-    int top = o->top > 0 ? o->top : 5;
-    mk_planner_entry_t e;
     while (S->nheap > 0) {
         if (S->all && share_round(S, 0) < 0) return -1;
         if (!o->exhaustive && S->heap[0].lb >= kth_best(S)) break;
-        mk_hent_t h = mk_pl_heap_pop(S);
-        if (h.grp) {
-            const mk_cgroup_t *G = &S->grp[h.id];
-            int k = G->rk == MK_RECOMPUTE_AUTO && !G->floored && !G->done ? mk_pl_floor_group(S, h.id) : 0;
-            if (k < 0 || (k == 0 && mk_pl_settle_group(S, h.id) < 0)) return -1;
-            continue;
-        }
-        mk_pl_report(S, 1);
-        mk_plan_t p;
-        mk_pl_cand_plan(S, &S->c[h.id], &p);
-        int rc = simulate(S, sim, &p, h.index, &e);
-        if (rc < 0) return -1;
-        if (e.res.step_time_s < h.lb * (1 - 1e-9)) S->r->bound_violations++;
-        if (rc > 0) top_insert(S->r, &e, top);
+        if (queue_step(S, sim, 1) < 0) return -1;
     }
     if (share_finish(S) < 0) return -1;
     /* the put-by groups only feed the no-fit report: not when any rank found a plan */
@@ -224,8 +253,9 @@ static void search_free(mk_search_t *S)
     }
     free(S->gc);
     for (long i = 0; i < S->nfam; i++) mk_sim_fixed_free(S->fam[i].fx);
-    free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap), free(S->deferred), free(S->tailc);
-    free(S->tbuf);
+    free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap), free(S->deferred);
+    mk_pl_tails_free(S);
+    free(S->tbuf), free(S->tscr);
     mk_sched_pool_free(&S->pool);
 }
 
@@ -263,7 +293,7 @@ static int search_once(const mk_model_config_t *m, const mk_cluster_t *c, const 
         for (int i = 0; i < top; i++) S.all[i] = INFINITY;
     }
     mk_sim_t *sim = mk_sim_new(c);
-    S.t0 = t0;
+    S.t0 = t0, S.sim = sim;
     int rc = (!r->best || !sim) ? mk_error_set("out of memory") : 0;
     if (rc == 0 && o->progress) { /* a first pass counts the pairs: the bar's length while generating */
         S.counting = 1;

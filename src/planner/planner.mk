@@ -1,5 +1,5 @@
 # planner module: the search behind `merak plan` (needs the simulator).
-libmerak_la_SOURCES += src/planner/planner.c src/planner/planner_gen.c src/planner/planner_prune.c src/planner/planner_queue.c \
+libmerak_la_SOURCES += src/planner/planner.c src/planner/planner_gen.c src/planner/planner_prune.c src/planner/planner_fam.c src/planner/planner_queue.c \
 	src/planner/planner_explain.c src/planner/whatif.c src/planner/planner_mpi.c
 noinst_HEADERS += src/planner/planner_internal.h
 noinst_HEADERS += include/merak/whatif.h

@@ -109,17 +109,78 @@ static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][
 }
 
 
+/* One split's families (fam[zi], made as their first group is kept) and
+ * their tails (tl[zi], tail[zi] made), shared by its recompute kinds. */
+typedef struct {
+    long fam[8];
+    int made[8];
+    double *tl[8];
+} split_fams_t;
+
+/* Split bp's family of ZeRO variant zi (p: its plan), made on first use
+ * (with the other split's tail where the splits are one); -1 on error. */
+static long split_fam(mk_search_t *S, const mk_plan_t *p, int zi, split_fams_t *F, const split_fams_t *other)
+{
+    if (F->fam[zi] >= 0) return F->fam[zi];
+    long o = other ? other->fam[zi] : -1, share = -1;
+    if (o >= 0 && !memcmp(S->ints + S->fam[o].off, p->bounds, (p->n_vstages + 1) * sizeof *p->bounds))
+        share = S->fam[o].toff;
+    return F->fam[zi] = mk_pl_fam_new(S, p, F->tl[zi], share);
+}
+
+/* The groups of recompute kind rk on split bp (terms t), one per ZeRO
+ * variant zs[0..nz).  A group whose bound is no less than the K-th best
+ * so far is not kept (mk_pl_cut: the search would never settle it), but
+ * for a fixed policy's ZeRO-1 group whose ZeRO-2 group is kept, which
+ * asks whether it fits: then it is kept, not queued (z1at: its index). */
+static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp, int rk, const mk_pl_terms_t *t,
+                       int zs[8][2], int nz, split_fams_t *F, const split_fams_t *other)
+{
+    int nov = t->on[0] + t->on[1], fixed = !mk_pl_rcon_adapts(rk), pp = bp->pp, z1zi[2] = {-1, -1};
+    double cut = mk_pl_cut(S), z1lb[2] = {0, 0};
+    long z1[2] = {-1, -1}, z1at[2] = {0, 0}; /* this kind's ZeRO-1 groups, over the whole group / hybrid */
+    int none = mk_pl_terms_lb(t, pp, NULL) >= cut;
+    for (int zi = 0; zi < nz; zi++) {
+        int h = zs[zi][1] != 0;
+        long at = S->combo * 1000000 + S->combo_seq;
+        mk_pl_group_skip(S, nov); /* counted and indexed, kept or not */
+        if (none && !(zs[zi][0] == 1 && fixed)) continue;
+        mk_plan_t p = *bp;
+        p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
+        p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
+        if (!F->made[zi] && mk_pl_tail(S, &p, e->g, F->tl[zi]) < 0) return -1;
+        F->made[zi] = 1;
+        double lb = mk_pl_terms_lb(t, pp, F->tl[zi]);
+        if (zs[zi][0] == 1 && fixed && lb >= cut) z1zi[h] = zi, z1at[h] = at, z1lb[h] = lb; /* if its ZeRO-2 is kept */
+        if (lb >= cut) continue;
+        if (zs[zi][0] == 2 && fixed && z1[h] < 0 && z1zi[h] >= 0) { /* the ZeRO-1 group it asks */
+            mk_plan_t q = p;
+            q.zero = 1;
+            long f1 = split_fam(S, &q, z1zi[h], F, other);
+            if (f1 < 0 || (z1[h] = mk_pl_group_new(S, f1, rk, -1, z1lb[h], nov, z1at[h], 0)) < 0) return -1;
+        }
+        long fi = split_fam(S, &p, zi, F, other);
+        long gi = fi < 0 ? -1 : mk_pl_group_new(S, fi, rk, zs[zi][0] == 2 && fixed ? z1[h] : -1, lb, nov, at, 1);
+        if (gi < 0) return -1;
+        if (zs[zi][0] == 1) z1[h] = gi;
+    }
+    return 0;
+}
+
+
 /* All recompute / ZeRO choices on one (schedule, vpp, partition, sp), as
- * groups (their overlaps inside): families fam[rcon][zi] made here. */
+ * groups (their overlaps inside): families F[rcon] made here. */
 static int variant_candidates(mk_search_t *S, const mk_plan_t *base, mk_gcache_t *e, const char *method)
 {
     const mk_planner_opts_t *o = S->o;
     unsigned rm = o->recompute_mask ? o->recompute_mask : 0x1fu; /* none..auto */
     int have[2] = {0, 0}, zs[8][2], nz = zero_variants(S, base, zs), nt = 0;
-    long fam[2][8];
+    split_fams_t F[2];
     mk_pl_terms_t T[MK_RECOMPUTE_AUTO + 1];
     mk_plan_t bp[2];
     if (!mk_pl_ov_searched(S, base, 0) && !mk_pl_ov_searched(S, base, 1)) return 0;
+    if (!S->tscr && !(S->tscr = malloc(2 * 8 * 2 * MK_PLAN_MAX_VSTAGES * sizeof *S->tscr)))
+        return mk_error_set("out of memory");
     for (int rk = 0; rk <= MK_RECOMPUTE_AUTO; rk++) {
         if (!mk_pl_has(rm, rk) || (rk == MK_RECOMPUTE_STAGE_AWARE && base->pp == 1)) continue;
         int rcon = rk == MK_RECOMPUTE_FULL || rk == MK_RECOMPUTE_STAGE_AWARE || rk == MK_RECOMPUTE_AUTO;
@@ -128,23 +189,13 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, mk_gcache_t
             if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
             if (same_as_uniform(S, &bp[rcon], e->g, method)) return 0; /* already a uniform candidate */
             have[rcon] = 1;
-            for (int zi = 0; zi < nz; zi++) fam[rcon][zi] = -1;
+            for (int zi = 0; zi < nz; zi++)
+                F[rcon].fam[zi] = -1, F[rcon].made[zi] = 0,
+                F[rcon].tl[zi] = S->tscr + (size_t)(rcon * 8 + zi) * 2 * MK_PLAN_MAX_VSTAGES;
         }
-        long z1[2] = {-1, -1}; /* this kind's ZeRO-1 groups, over the whole group / hybrid */
         const mk_pl_terms_t *t = mk_pl_terms_of(S, e, &bp[rcon], rk, rcon, T, &nt);
-        if (!t) return -1;
-        for (int zi = 0; zi < nz; zi++) {
-            int h = zs[zi][1] != 0;
-            if (fam[rcon][zi] < 0) {
-                mk_plan_t p = bp[rcon];
-                p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
-                p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
-                if ((fam[rcon][zi] = mk_pl_fam_new(S, &p, e->g)) < 0) return -1;
-            }
-            long gi = mk_pl_group_new(S, fam[rcon][zi], rk, zs[zi][0] == 2 && !mk_pl_rcon_adapts(rk) ? z1[h] : -1, t);
-            if (gi < 0) return -1;
-            if (zs[zi][0] == 1) z1[h] = gi;
-        }
+        if (!t || kind_groups(S, e, &bp[rcon], rk, t, zs, nz, &F[rcon], have[!rcon] ? &F[!rcon] : NULL) < 0)
+            return -1;
     }
     return 0;
 }
@@ -268,6 +319,10 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
             }
             if (layout_candidates(S, dp, cp, ep, pp, tp, mbs) < 0) return -1;
             S->combos_done++;
+            /* a K-th best to compare with early, and better ones as the
+               layouts go on: a few simulations (mk_pl_probe) */
+            long d = S->combos_done;
+            if (((d & (d - 1)) == 0 || d % 64 == 0) && mk_pl_probe(S) < 0) return -1;
             mk_pl_report(S, 0);
         }
     }

@@ -94,9 +94,10 @@ typedef struct {
  * hashed there; a third of a search's generating time before). */
 #define MK_TAILC 4096
 typedef struct {
-    unsigned char mid[MK_CAND_TO - MK_CAND_FROM]; /* the plan's, schedule canonical */
-    long off, toff; /* its bounds in S->ints, the tail in S->dbl */
+    unsigned char mid[MK_CAND_TO - MK_CAND_FROM]; /* the plan's, canonical (mk_pl_tail) */
     int nb;         /* n_vstages + 1; 0: empty */
+    int *bounds;    /* [nb] */
+    double *tail;   /* [2 pp] */
 } mk_tailc_t;
 
 /* The search's queue: groups (grp: id in S->grp) and candidates that fit
@@ -166,6 +167,8 @@ typedef struct {
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
     mk_sim_fixed_t *fx;       /* the candidate's memory parts no count changes (NULL: none) */
     mk_tail_t tail;
+    double *tscr;           /* the tails of one split's ZeRO variants ([2][8][2 MK_PLAN_MAX_VSTAGES]) */
+    mk_sim_t *sim;          /* the search's simulator (mk_pl_probe) */
     double *tbuf;           /* the bound terms of one split's recompute policies (mk_pl_terms_of) */
     mk_tailc_t *tailc;      /* [MK_TAILC] families' tails by their plan but the schedule (direct-mapped) */
     double *all;            /* o->share: the K best step times of every rank (all_buf), else NULL */
@@ -189,9 +192,8 @@ int mk_pl_store_plan(mk_search_t *S, const mk_plan_t *p, int ckpt, unsigned char
 
 /* bound and prune: memory settling of groups and families, the lower bound (planner_prune.c) */
 const mk_gcache_t *mk_pl_cache_of(mk_search_t *S, const mk_plan_t *p);
-long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g);
+void mk_pl_tail_load(mk_search_t *S, long fi, int pp);
 int mk_pl_floor_group(mk_search_t *S, long gi);
-long mk_pl_group_new(mk_search_t *S, long fi, int rk, long z1, const mk_pl_terms_t *T);
 const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *split, int rk, int rcon,
                                     mk_pl_terms_t *T, int *n);
 int mk_pl_has(unsigned mask, int bit);
@@ -200,11 +202,25 @@ int mk_pl_rcon_adapts(int rk);
 void mk_pl_settle_deferred(mk_search_t *S);
 int mk_pl_settle_group(mk_search_t *S, long gi);
 
+/* families, tails and groups as the generator makes them (planner_fam.c) */
+int mk_pl_tail(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, double *out);
+void mk_pl_tails_free(mk_search_t *S);
+long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const double *tail, long toff);
+double mk_pl_terms_lb(const mk_pl_terms_t *T, int pp, const double *tail);
+void mk_pl_group_skip(mk_search_t *S, int nov);
+long mk_pl_group_new(mk_search_t *S, long fi, int rk, long z1, double lb, int nov, long at, int queue);
+
 /* the candidate generator (planner_gen.c) */
 int mk_pl_enumerate(mk_search_t *S);
 
 /* ranking and the search's driver (planner.c) */
 void mk_pl_report(mk_search_t *S, int phase);
+/* The bound a group must stay under to be kept: the K-th best step so far
+ * (INFINITY: no K yet, or an exhaustive search). */
+double mk_pl_cut(const mk_search_t *S);
+/* While generating: the queue's least entries settled and simulated
+ * until a first K plans are known, or one more (the cut drops). */
+int mk_pl_probe(mk_search_t *S);
 
 /* The most memory any stage of e's plan holds (the tie order's first key). */
 double mk_pl_entry_peak(const mk_planner_entry_t *e);

@@ -4,7 +4,6 @@
 
 #include <float.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -171,69 +170,11 @@ static int ov_level(const mk_search_t *S, int ov) { return ov ? (S->o->tp_overla
 
 
 /* Family fi's tail into S->tail, for lower_bound. */
-static void tail_load(mk_search_t *S, long fi, int pp)
+void mk_pl_tail_load(mk_search_t *S, long fi, int pp)
 {
     const double *t = S->dbl + S->fam[fi].toff;
     memcpy(S->tail.after, t, pp * sizeof *t);
     memcpy(S->tail.dp, t + pp, pp * sizeof *t);
-}
-
-
-/* A family for split p (with its ZeRO variant); returns its id or -1.
- * The tail is one per family: it reads the stage's parameters, ZeRO and
- * DP groups (stage statics, optimizer, DP floor), no recompute detail. */
-/* The schedule a tail is keyed by: one per placement and chunk count. */
-static mk_sched_kind_t tail_sched(const mk_plan_t *p)
-{
-    if (mk_sched_traits(p->schedule)->vshape) return MK_SCHED_ZB_V;
-    return p->vpp > 1 ? MK_SCHED_INTERLEAVED : MK_SCHED_1F1B;
-}
-
-/* FNV-1a over n bytes, from h. */
-static uint64_t fnv(uint64_t h, const void *v, size_t n)
-{
-    const unsigned char *c = v;
-    for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
-    return h;
-}
-
-/* p's slot in S->tailc and its key (p's fields but the schedule,
- * canonical); the slot's toff when it holds p's tail (the same key and
- * bounds), else -1. */
-static long tail_cached(const mk_search_t *S, const mk_plan_t *p, unsigned char *key, mk_tailc_t **slot)
-{
-    mk_plan_t q = *p; /* what the tail does not read, canonical: the bounds stand for the split's method */
-    q.schedule = tail_sched(p);
-    q.recompute.kind = MK_RECOMPUTE_NONE, q.recompute.ratio = 1.0;
-    memset(q.partition, 0, sizeof q.partition);
-    memcpy(key, (const char *)&q + MK_CAND_FROM, MK_CAND_TO - MK_CAND_FROM);
-    int nb = p->n_vstages + 1;
-    uint64_t h = fnv(fnv(0xcbf29ce484222325ull, key, MK_CAND_TO - MK_CAND_FROM), p->bounds, (size_t)nb * sizeof(int));
-    mk_tailc_t *t = *slot = &S->tailc[h % MK_TAILC];
-    if (t->nb == nb && !memcmp(t->mid, key, sizeof t->mid) && !memcmp(S->ints + t->off, p->bounds, (size_t)nb * sizeof(int)))
-        return t->toff;
-    return -1;
-}
-
-long mk_pl_fam_new(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
-{
-    if (mk_pl_grow(&S->fam, &S->capfam, S->nfam + 1, sizeof *S->fam, 256) < 0 ||
-        mk_pl_grow(&S->dbl, &S->capdbl, S->ndbl + 2L * p->pp, sizeof *S->dbl, 4096) < 0)
-        return -1;
-    mk_fam_t *F = &S->fam[S->nfam];
-    memset(F, 0, sizeof *F);
-    if (mk_pl_store_plan(S, p, 0, F->mid, &F->off) < 0) return -1;
-    F->first = S->ngrp, F->state_ok = -1;
-    unsigned char key[MK_CAND_TO - MK_CAND_FROM];
-    mk_tailc_t *t = NULL;
-    if (!S->tailc && !(S->tailc = calloc(MK_TAILC, sizeof *S->tailc))) return mk_error_set("out of memory");
-    if ((F->toff = tail_cached(S, p, key, &t)) >= 0) return S->nfam++;
-    F->toff = S->ndbl;
-    if (mk_sim_stage_tail(S->cl, p, g, &S->so, S->dbl + S->ndbl, S->dbl + S->ndbl + p->pp) < 0) return -1;
-    S->ndbl += 2L * p->pp;
-    memcpy(t->mid, key, sizeof t->mid);
-    t->off = F->off, t->toff = F->toff, t->nb = p->n_vstages + 1;
-    return S->nfam++;
 }
 
 
@@ -281,34 +222,6 @@ const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const 
         t->zero[ov] = !b || mk_sim_bound_terms(b, &p, ck, t->v[ov]); /* no bound: 0, which bounds every step */
     }
     return t;
-}
-
-
-/* Group (family fi, recompute kind rk) into the queue, unsettled, at the
- * least bound over the overlaps searched of its terms T with the family's
- * tail: a bound valid for every outcome of its settling (mk_pl_terms_of).
- * Returns its id or -1. */
-long mk_pl_group_new(mk_search_t *S, long fi, int rk, long z1, const mk_pl_terms_t *T)
-{
-    if (mk_pl_grow(&S->grp, &S->capgrp, S->ngrp + 1, sizeof *S->grp, 1024) < 0) return -1;
-    int pp = MK_FAM_INT(S, fi, pp), nov = 0;
-    tail_load(S, fi, pp);
-    double lb = DBL_MAX;
-    for (int ov = 0; ov <= 1; ov++) {
-        if (!T->on[ov]) continue;
-        nov++;
-        double b = T->zero[ov] ? 0 : mk_sim_bound_finish(T->v[ov], pp, S->tail.after, S->tail.dp);
-        if (b < lb) lb = b;
-    }
-    mk_cgroup_t *G = &S->grp[S->ngrp];
-    *G = (mk_cgroup_t){.fam = fi, .index = S->combo * 1000000 + S->combo_seq, .z1 = z1, .rk = (signed char)rk,
-                       .nov = (signed char)nov};
-    S->combo_seq += 2; /* the same whatever the rank split */
-    if (MK_FAM_INT(S, fi, zero) >= 2 || MK_FAM_INT(S, fi, zero_shard)) G->index += MK_LATE_VARIANT;
-    S->fam[fi].pending++;
-    S->r->candidates += nov;
-    if (mk_pl_heap_push(S, lb, G->index, S->ngrp, 1) < 0) return -1;
-    return S->ngrp++;
 }
 
 
@@ -394,7 +307,7 @@ int mk_pl_floor_group(mk_search_t *S, long gi)
     if (fit < 0) return 0;
     G->floored = 1;
     if (fit) {
-        tail_load(S, fi, p.pp);
+        mk_pl_tail_load(S, fi, p.pp);
         return mk_pl_heap_push(S, group_bound(S, &p, e, ck), G->index, gi, 1) < 0 ? -1 : 1;
     }
     G->done = 1, G->fit = 0;
@@ -451,7 +364,7 @@ int mk_pl_settle_group(mk_search_t *S, long gi)
         S->r->duplicates += G->nov;
         return 1;
     }
-    tail_load(S, fi, p.pp);
+    mk_pl_tail_load(S, fi, p.pp);
     for (int ov = 0; ov <= 1; ov++) {
         if (!mk_pl_ov_searched(S, &p, ov)) continue;
         p.tp_overlap = ov_level(S, ov); /* memory does not depend on TP overlap: settled once for both */
