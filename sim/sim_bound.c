@@ -277,3 +277,89 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
     double v[3 * MK_PLAN_MAX_VSTAGES];
     return mk_sim_bound_terms(b, p, ckpt, v) ? 0 : mk_sim_bound_finish(v, p->pp, after, dp);
 }
+
+/* ---- the pipeline walk's bound (mk_sim_bound_walk) ----
+ * The run's streams under buffered sends with every compute op at its
+ * chunk_ops duration (the run's, whatever the other streams do), a send
+ * arriving mk_sim_send_cost after it is issued (the run queues it no
+ * earlier), REDUCE_TIED waiting for both ends, everything else free:
+ * each stage's clock is then no later than the run's at every
+ * instruction (stages run their streams in order), and the stage ends no
+ * sooner than after[s] past it nor before dp[s] + after[s]. */
+typedef struct {
+    const mk_sim_bound_t *b;
+    const mk_plan_t *p;
+    double *clock, *sent, tied_t; /* [pp], [mk_walk_n_keys] arrivals */
+    chunk_ops_t *ops;             /* [V] at the count ck[k] */
+    int *ck;                      /* [V] (-1: none yet) */
+} walk_bound_t;
+
+static double walk_op(walk_bound_t *x, const mk_walk_ev_t *ev)
+{
+    int k = ev->vstage;
+    if (x->ck[k] != ev->ckpt) chunk_ops(x->b, x->p, k, ev->ckpt, &x->ops[k]), x->ck[k] = ev->ckpt;
+    const chunk_ops_t *o = &x->ops[k];
+    switch (ev->in->op) {
+    case MK_INSTR_F:
+    case MK_INSTR_F_PRE: return o->f;
+    case MK_INSTR_R: return o->rec;
+    case MK_INSTR_B: return o->b + o->sel + (ev->recomputes ? o->rec : 0);
+    case MK_INSTR_B_IN: return o->bi + o->sel + (ev->recomputes ? o->rec : 0);
+    case MK_INSTR_B_W: return o->bw;
+    default: return 0;
+    }
+}
+
+static int walk_timed(void *ctx, const mk_walk_ev_t *ev)
+{
+    walk_bound_t *x = ctx;
+    int st = ev->stage, inter;
+    double t = x->clock[st];
+    switch (ev->in->op) {
+    case MK_INSTR_SEND_ACT:
+    case MK_INSTR_SEND_GRAD:
+        x->sent[ev->key] = t + mk_sim_send_cost(x->b->c, x->p, x->b->g, &x->b->o, st, ev->peer, ev->vpeer,
+                                                ev->in->op == MK_INSTR_SEND_ACT, &inter);
+        break;
+    case MK_INSTR_RECV_ACT:
+    case MK_INSTR_RECV_GRAD: t = fmax(t, x->sent[ev->key]); break;
+    case MK_INSTR_REDUCE_TIED:
+        if (ev->tied_first) x->tied_t = fmax(t, x->clock[ev->peer]);
+        t = x->tied_t;
+        break;
+    default: t += mk_instr_is_compute(ev->in->op) ? walk_op(x, ev) : 0; break;
+    }
+    x->clock[st] = t;
+    return MK_WALK_GO;
+}
+
+double mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_graph_t *g, const double *after,
+                         const double *dp, mk_sched_pool_t *pool)
+{
+    if (b->o.unit_costs) return 0;
+    int layers[MK_PLAN_MAX_VSTAGES], V = p->n_vstages;
+    mk_sched_spec_t spec;
+    mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, layers, &spec);
+    mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
+    if (!sch) return 0; /* 0 bounds every step: the search only simulates */
+    walk_bound_t x = {b, p, calloc(p->pp, sizeof(double)), malloc(mk_walk_n_keys(sch) * sizeof(double)), 0,
+                      malloc(V * sizeof(chunk_ops_t)), malloc(V * sizeof(int))};
+    mk_walk_hooks_t h = {.ctx = &x, .compute = walk_timed, .send = walk_timed, .recv = walk_timed,
+                         .collective = walk_timed, .load = walk_timed};
+    mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = layers};
+    mk_walk_t w;
+    double worst = 0;
+    int rc = -1;
+    if (x.clock && x.sent && x.ops && x.ck && mk_walk_init(&w, sch, &wo, &h) == 0) {
+        for (int k = 0; k < V; k++) x.ck[k] = -1;
+        rc = mk_walk_run(&w);
+        mk_walk_free(&w);
+    }
+    for (int s = 0; rc == 0 && s < p->pp; s++) {
+        double lb = fmax(x.clock[s] + after[s], dp[s] + after[s]);
+        if (lb * MK_BOUND_SHAVE > worst) worst = lb * MK_BOUND_SHAVE;
+    }
+    free(x.clock), free(x.sent), free(x.ops), free(x.ck);
+    mk_sched_recycle(sch, pool);
+    return rc == 0 ? worst : 0;
+}

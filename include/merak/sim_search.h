@@ -71,6 +71,13 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
  * very value mk_sim_bound_step gives. */
 int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, double *v);
 double mk_sim_bound_finish(const double *v, int pp, const double *after, const double *dp);
+/* A tighter bound on the same plan, at the cost of its streams: them
+ * walked with the compute ops at the durations mk_sim_bound_step takes,
+ * the sends at their transfer times, the rest free (sim_bound.c); never
+ * less than what the run of p takes to its last instruction, with the
+ * tails.  Streams from pool (NULL: none); 0 where they cannot be made. */
+double mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_graph_t *g, const double *after,
+                         const double *dp, mk_sched_pool_t *pool);
 
 #ifdef __cplusplus
 }

@@ -176,9 +176,15 @@ static int queue_step(mk_search_t *S, mk_sim_t *sim, int report)
         int k = G->rk == MK_RECOMPUTE_AUTO && !G->floored && !G->done ? mk_pl_floor_group(S, h.id) : 0;
         return k < 0 || (k == 0 && mk_pl_settle_group(S, h.id) < 0) ? -1 : 0;
     }
-    if (report) mk_pl_report(S, 1);
     mk_plan_t p;
     mk_pl_cand_plan(S, &S->c[h.id], &p);
+    if (!S->c[h.id].refined) { /* a simulation costs more than its streams' walk */
+        S->c[h.id].refined = 1;
+        double lb = mk_pl_refine(S, &p, h.lb);
+        if (S->o->exhaustive) h.lb = lb; /* simulated anyway: the walk's bound checked */
+        else if (lb > h.lb) return mk_pl_heap_push(S, S->c[h.id].lb = lb, h.index, h.id, 0) < 0 ? -1 : 0;
+    }
+    if (report) mk_pl_report(S, 1);
     int rc = simulate(S, sim, &p, h.index, &e);
     if (rc < 0) return -1;
     if (e.res.step_time_s < h.lb * (1 - 1e-9)) S->r->bound_violations++;

@@ -27,6 +27,7 @@
 typedef struct {
     unsigned char mid[MK_CAND_TO - MK_CAND_FROM];
     int has_ckpt;
+    int refined;      /* lb is mk_pl_refine's */
     long off;         /* its stage arrays in S->ints */
     double lb;        /* lower bound on the step time, seconds */
     long index;
@@ -201,6 +202,7 @@ int mk_pl_ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov);
 int mk_pl_rcon_adapts(int rk);
 void mk_pl_settle_deferred(mk_search_t *S);
 int mk_pl_settle_group(mk_search_t *S, long gi);
+double mk_pl_refine(mk_search_t *S, const mk_plan_t *p, double lb);
 
 /* families, tails and groups as the generator makes them (planner_fam.c) */
 int mk_pl_tail(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, double *out);

@@ -34,6 +34,19 @@ static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *c
 }
 
 
+/* Candidate p's bound from its streams (mk_sim_bound_walk), no less than
+ * lb, its bound so far; lb where it cannot be made. */
+double mk_pl_refine(mk_search_t *S, const mk_plan_t *p, double lb)
+{
+    const mk_gcache_t *e = mk_pl_cache_of(S, p);
+    const mk_sim_bound_t *b = e ? bound_of(p, e) : NULL;
+    double tail[2 * MK_PLAN_MAX_VSTAGES];
+    if (!b || mk_pl_tail(S, p, e->g, tail) < 0) return lb;
+    double w = mk_sim_bound_walk(b, p, e->g, tail, tail + p->pp, &S->pool);
+    return w > lb ? w : lb;
+}
+
+
 /* The checkpoint count of every (stage, chunk) the scheduler will use. */
 static int resolved_ckpt(const mk_plan_t *p, const mk_graph_t *g, int *out)
 {
