@@ -286,18 +286,27 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
  * each stage's clock is then no later than the run's at every
  * instruction (stages run their streams in order), and the stage ends no
  * sooner than after[s] past it nor before dp[s] + after[s]. */
+/* One walk's clocks for one TP overlap level (a lane): the walk runs the
+ * streams once for one or two levels (a candidate's two overlaps share
+ * every op but their durations). */
 typedef struct {
-    const mk_sim_bound_t *b;
-    const mk_plan_t *p;
+    mk_plan_t p;                  /* the plan at this lane's level */
     double *clock, *sent, tied_t; /* [pp], [mk_walk_n_keys] arrivals */
     chunk_ops_t *ops;             /* [V] at the count ck[k] */
     int *ck;                      /* [V] (-1: none yet) */
+} walk_lane_t;
+
+typedef struct {
+    const mk_sim_bound_t *b;
+    walk_lane_t *lane;
+    int n;
+    double *send;                 /* [2 V]: the transfer into vstage k (act) / out of it (grad); -1 not yet */
 } walk_bound_t;
 
-static double walk_op(walk_bound_t *x, const mk_walk_ev_t *ev)
+static double walk_op(const mk_sim_bound_t *b, walk_lane_t *x, const mk_walk_ev_t *ev)
 {
     int k = ev->vstage;
-    if (x->ck[k] != ev->ckpt) chunk_ops(x->b, x->p, k, ev->ckpt, &x->ops[k]), x->ck[k] = ev->ckpt;
+    if (x->ck[k] != ev->ckpt) chunk_ops(b, &x->p, k, ev->ckpt, &x->ops[k]), x->ck[k] = ev->ckpt;
     const chunk_ops_t *o = &x->ops[k];
     switch (ev->in->op) {
     case MK_INSTR_F:
@@ -312,54 +321,71 @@ static double walk_op(walk_bound_t *x, const mk_walk_ev_t *ev)
 
 static int walk_timed(void *ctx, const mk_walk_ev_t *ev)
 {
-    walk_bound_t *x = ctx;
-    int st = ev->stage, inter;
-    double t = x->clock[st];
-    switch (ev->in->op) {
-    case MK_INSTR_SEND_ACT:
-    case MK_INSTR_SEND_GRAD:
-        x->sent[ev->key] = t + mk_sim_send_cost(x->b->c, x->p, x->b->g, &x->b->o, st, ev->peer, ev->vpeer,
-                                                ev->in->op == MK_INSTR_SEND_ACT, &inter);
-        break;
-    case MK_INSTR_RECV_ACT:
-    case MK_INSTR_RECV_GRAD: t = fmax(t, x->sent[ev->key]); break;
-    case MK_INSTR_REDUCE_TIED:
-        if (ev->tied_first) x->tied_t = fmax(t, x->clock[ev->peer]);
-        t = x->tied_t;
-        break;
-    default: t += mk_instr_is_compute(ev->in->op) ? walk_op(x, ev) : 0; break;
+    walk_bound_t *w = ctx;
+    int st = ev->stage, inter, act = ev->in->op == MK_INSTR_SEND_ACT, i = 2 * ev->vpeer + act;
+    int send = ev->in->op == MK_INSTR_SEND_ACT || ev->in->op == MK_INSTR_SEND_GRAD;
+    if (send && w->send[i] < 0) /* the cost reads only these, and no TP overlap */
+        w->send[i] = mk_sim_send_cost(w->b->c, &w->lane[0].p, w->b->g, &w->b->o, st, ev->peer, ev->vpeer, act, &inter);
+    for (int j = 0; j < w->n; j++) {
+        walk_lane_t *x = &w->lane[j];
+        double t = x->clock[st];
+        switch (ev->in->op) {
+        case MK_INSTR_SEND_ACT:
+        case MK_INSTR_SEND_GRAD: x->sent[ev->key] = t + w->send[i]; break;
+        case MK_INSTR_RECV_ACT:
+        case MK_INSTR_RECV_GRAD: t = fmax(t, x->sent[ev->key]); break;
+        case MK_INSTR_REDUCE_TIED:
+            if (ev->tied_first) x->tied_t = fmax(t, x->clock[ev->peer]);
+            t = x->tied_t;
+            break;
+        default: t += mk_instr_is_compute(ev->in->op) ? walk_op(w->b, x, ev) : 0; break;
+        }
+        x->clock[st] = t;
     }
-    x->clock[st] = t;
     return MK_WALK_GO;
 }
 
-double mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_graph_t *g, const double *after,
-                         const double *dp, mk_sched_pool_t *pool)
+static int lane_init(walk_lane_t *x, const mk_plan_t *p, int lvl, long nkeys)
 {
-    if (b->o.unit_costs) return 0;
-    int layers[MK_PLAN_MAX_VSTAGES], V = p->n_vstages;
-    mk_sched_spec_t spec;
-    mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, layers, &spec);
-    mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
-    if (!sch) return 0; /* 0 bounds every step: the search only simulates */
-    walk_bound_t x = {b, p, calloc(p->pp, sizeof(double)), malloc(mk_walk_n_keys(sch) * sizeof(double)), 0,
-                      malloc(V * sizeof(chunk_ops_t)), malloc(V * sizeof(int))};
+    x->p = *p, x->p.tp_overlap = lvl, x->tied_t = 0;
+    x->clock = calloc(p->pp, sizeof *x->clock), x->sent = malloc(nkeys * sizeof *x->sent);
+    x->ops = malloc(p->n_vstages * sizeof *x->ops), x->ck = malloc(p->n_vstages * sizeof *x->ck);
+    if (!x->clock || !x->sent || !x->ops || !x->ck) return -1;
+    for (int k = 0; k < p->n_vstages; k++) x->ck[k] = -1;
+    return 0;
+}
+
+static void lane_free(walk_lane_t *x)
+{
+    free(x->clock), free(x->sent), free(x->ops), free(x->ck);
+}
+
+void mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_sched_t *sch, const double *after,
+                       const double *dp, const int lvl[2], double out[2])
+{
+    out[0] = out[1] = 0; /* 0 bounds every step: the search only simulates */
+    if (b->o.unit_costs) return;
+    int V = p->n_vstages, n = lvl[1] >= 0 ? 2 : 1, ok = 1;
+    walk_lane_t lane[2];
+    memset(lane, 0, sizeof lane);
+    walk_bound_t x = {b, lane, n, malloc(2 * V * sizeof(double))};
+    for (int j = 0; j < n; j++) ok &= lane_init(&lane[j], p, lvl[j], mk_walk_n_keys(sch)) == 0;
     mk_walk_hooks_t h = {.ctx = &x, .compute = walk_timed, .send = walk_timed, .recv = walk_timed,
                          .collective = walk_timed, .load = walk_timed};
-    mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = layers};
+    mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = sch->layers};
     mk_walk_t w;
-    double worst = 0;
     int rc = -1;
-    if (x.clock && x.sent && x.ops && x.ck && mk_walk_init(&w, sch, &wo, &h) == 0) {
-        for (int k = 0; k < V; k++) x.ck[k] = -1;
+    if (ok && x.send && mk_walk_init(&w, sch, &wo, &h) == 0) {
+        for (int k = 0; k < 2 * V; k++) x.send[k] = -1;
         rc = mk_walk_run(&w);
         mk_walk_free(&w);
     }
-    for (int s = 0; rc == 0 && s < p->pp; s++) {
-        double lb = fmax(x.clock[s] + after[s], dp[s] + after[s]);
-        if (lb * MK_BOUND_SHAVE > worst) worst = lb * MK_BOUND_SHAVE;
+    for (int j = 0; j < n; j++) {
+        for (int s = 0; rc == 0 && s < p->pp; s++) {
+            double lb = fmax(lane[j].clock[s] + after[s], dp[s] + after[s]);
+            if (lb * MK_BOUND_SHAVE > out[j]) out[j] = lb * MK_BOUND_SHAVE;
+        }
+        lane_free(&lane[j]);
     }
-    free(x.clock), free(x.sent), free(x.ops), free(x.ck);
-    mk_sched_recycle(sch, pool);
-    return rc == 0 ? worst : 0;
+    free(x.send);
 }

@@ -71,13 +71,15 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
  * very value mk_sim_bound_step gives. */
 int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, double *v);
 double mk_sim_bound_finish(const double *v, int pp, const double *after, const double *dp);
-/* A tighter bound on the same plan, at the cost of its streams: them
- * walked with the compute ops at the durations mk_sim_bound_step takes,
- * the sends at their transfer times, the rest free (sim_bound.c); never
- * less than what the run of p takes to its last instruction, with the
- * tails.  Streams from pool (NULL: none); 0 where they cannot be made. */
-double mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_graph_t *g, const double *after,
-                         const double *dp, mk_sched_pool_t *pool);
+/* A tighter bound on the same plan, at the cost of walking its streams
+ * sch (mk_plan_sched_spec's, any bucket count): the compute ops at the
+ * durations mk_sim_bound_step takes, the sends at their transfer times,
+ * the rest free (sim_bound.c); never less than what the run of p takes to
+ * its last instruction, with the tails: out[0] at TP overlap level
+ * lvl[0], out[1] at lvl[1] from the same walk (lvl[1] < 0: none).  0
+ * where it cannot be walked. */
+void mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_sched_t *sch, const double *after,
+                       const double *dp, const int lvl[2], double out[2]);
 
 #ifdef __cplusplus
 }

@@ -178,12 +178,10 @@ static int queue_step(mk_search_t *S, mk_sim_t *sim, int report)
     }
     mk_plan_t p;
     mk_pl_cand_plan(S, &S->c[h.id], &p);
-    if (!S->c[h.id].refined) { /* a simulation costs more than its streams' walk */
-        S->c[h.id].refined = 1;
-        double lb = mk_pl_refine(S, &p, h.lb);
-        if (S->o->exhaustive) h.lb = lb; /* simulated anyway: the walk's bound checked */
-        else if (lb > h.lb) return mk_pl_heap_push(S, S->c[h.id].lb = lb, h.index, h.id, 0) < 0 ? -1 : 0;
-    }
+    mk_cand_t *c = &S->c[h.id];
+    if (!c->refined) mk_pl_refine(S, h.id, &p); /* a simulation costs more than its streams' walk */
+    if (S->o->exhaustive) h.lb = c->lb; /* simulated anyway: the walk's bound checked */
+    else if (c->lb > h.lb) return mk_pl_heap_push(S, c->lb, h.index, h.id, 0) < 0 ? -1 : 0;
     if (report) mk_pl_report(S, 1);
     int rc = simulate(S, sim, &p, h.index, &e);
     if (rc < 0) return -1;
@@ -262,6 +260,7 @@ static void search_free(mk_search_t *S)
     free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap), free(S->deferred);
     mk_pl_tails_free(S);
     free(S->tbuf), free(S->tscr);
+    mk_sched_recycle(S->wsch, &S->pool);
     mk_sched_pool_free(&S->pool);
 }
 

@@ -28,6 +28,7 @@ typedef struct {
     unsigned char mid[MK_CAND_TO - MK_CAND_FROM];
     int has_ckpt;
     int refined;      /* lb is mk_pl_refine's */
+    long sib;         /* its other TP overlap's candidate (-1: none) */
     long off;         /* its stage arrays in S->ints */
     double lb;        /* lower bound on the step time, seconds */
     long index;
@@ -170,6 +171,9 @@ typedef struct {
     mk_tail_t tail;
     double *tscr;           /* the tails of one split's ZeRO variants ([2][8][2 MK_PLAN_MAX_VSTAGES]) */
     mk_sim_t *sim;          /* the search's simulator (mk_pl_probe) */
+    mk_sched_t *wsch;       /* the last streams walked for a bound (mk_pl_refine), their spec: */
+    mk_sched_spec_t wkey;   /* pointers NULL */
+    int wlayers[MK_PLAN_MAX_VSTAGES], wckpt[MK_PLAN_MAX_VSTAGES];
     double *tbuf;           /* the bound terms of one split's recompute policies (mk_pl_terms_of) */
     mk_tailc_t *tailc;      /* [MK_TAILC] families' tails by their plan but the schedule (direct-mapped) */
     double *all;            /* o->share: the K best step times of every rank (all_buf), else NULL */
@@ -202,7 +206,7 @@ int mk_pl_ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov);
 int mk_pl_rcon_adapts(int rk);
 void mk_pl_settle_deferred(mk_search_t *S);
 int mk_pl_settle_group(mk_search_t *S, long gi);
-double mk_pl_refine(mk_search_t *S, const mk_plan_t *p, double lb);
+void mk_pl_refine(mk_search_t *S, long ci, const mk_plan_t *p);
 
 /* families, tails and groups as the generator makes them (planner_fam.c) */
 int mk_pl_tail(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, double *out);

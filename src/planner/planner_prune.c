@@ -34,16 +34,43 @@ static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *c
 }
 
 
-/* Candidate p's bound from its streams (mk_sim_bound_walk), no less than
- * lb, its bound so far; lb where it cannot be made. */
-double mk_pl_refine(mk_search_t *S, const mk_plan_t *p, double lb)
+/* Plan p's streams for the walk: the last ones made where the spec is the
+ * same (a candidate's TP overlaps and ZeRO variants share them). */
+static const mk_sched_t *walk_streams(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
 {
+    mk_sched_spec_t spec, key;
+    int layers[MK_PLAN_MAX_VSTAGES], V = p->n_vstages;
+    mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, layers, &spec);
+    key = spec, key.layers = key.ckpt = NULL;
+    if (S->wsch && !memcmp(&key, &S->wkey, sizeof key) && !memcmp(layers, S->wlayers, V * sizeof *layers) &&
+        (!spec.ckpt || !memcmp(spec.ckpt, S->wckpt, V * sizeof *spec.ckpt)))
+        return S->wsch;
+    mk_sched_recycle(S->wsch, &S->pool);
+    if (!(S->wsch = mk_sched_build_pooled(&spec, &S->pool))) return NULL;
+    S->wkey = key;
+    memcpy(S->wlayers, layers, V * sizeof *layers);
+    if (spec.ckpt) memcpy(S->wckpt, spec.ckpt, V * sizeof *spec.ckpt);
+    return S->wsch;
+}
+
+/* Candidate ci's bound from its streams (mk_sim_bound_walk) into its lb
+ * where higher (p: its plan), and its other TP overlap's from the same
+ * walk; both refined. */
+void mk_pl_refine(mk_search_t *S, long ci, const mk_plan_t *p)
+{
+    mk_cand_t *c = &S->c[ci], *o = c->sib >= 0 && !S->c[c->sib].refined ? &S->c[c->sib] : NULL;
     const mk_gcache_t *e = mk_pl_cache_of(S, p);
     const mk_sim_bound_t *b = e ? bound_of(p, e) : NULL;
-    double tail[2 * MK_PLAN_MAX_VSTAGES];
-    if (!b || mk_pl_tail(S, p, e->g, tail) < 0) return lb;
-    double w = mk_sim_bound_walk(b, p, e->g, tail, tail + p->pp, &S->pool);
-    return w > lb ? w : lb;
+    double tail[2 * MK_PLAN_MAX_VSTAGES], w[2] = {0, 0};
+    const mk_sched_t *sch = b ? walk_streams(S, p, e->g) : NULL;
+    c->refined = 1;
+    if (o) o->refined = 1;
+    if (!sch || mk_pl_tail(S, p, e->g, tail) < 0) return;
+    int lv[2] = {p->tp_overlap, -1};
+    if (o) memcpy(&lv[1], o->mid + (offsetof(mk_plan_t, tp_overlap) - MK_CAND_FROM), sizeof lv[1]);
+    mk_sim_bound_walk(b, p, sch, tail, tail + p->pp, lv, w);
+    if (w[0] > c->lb) c->lb = w[0];
+    if (o && w[1] > o->lb) o->lb = w[1];
 }
 
 
@@ -378,10 +405,12 @@ int mk_pl_settle_group(mk_search_t *S, long gi)
         return 1;
     }
     mk_pl_tail_load(S, fi, p.pp);
+    long first = S->n;
     for (int ov = 0; ov <= 1; ov++) {
         if (!mk_pl_ov_searched(S, &p, ov)) continue;
         p.tp_overlap = ov_level(S, ov); /* memory does not depend on TP overlap: settled once for both */
         if (mk_pl_push(S, &p, lower_bound(&p, e, ck, &S->tail), G->index + ov) < 0) return -1;
     }
+    if (S->n == first + 2) S->c[first].sib = first + 1, S->c[first + 1].sib = first; /* one walk for both */
     return 1;
 }

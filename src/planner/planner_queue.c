@@ -85,7 +85,7 @@ int mk_pl_push(mk_search_t *S, const mk_plan_t *p, double lb, long index)
     if (mk_pl_grow(&S->c, &S->cap, S->n + 1, sizeof *S->c, 1024) < 0) return -1;
     mk_cand_t *c = &S->c[S->n];
     if (mk_pl_store_plan(S, p, 1, c->mid, &c->off) < 0) return -1;
-    c->has_ckpt = p->has_ckpt, c->refined = 0;
+    c->has_ckpt = p->has_ckpt, c->refined = 0, c->sib = -1;
     c->lb = lb;
     c->index = index;
     return mk_pl_heap_push(S, lb, index, S->n++, 0);
