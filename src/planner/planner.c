@@ -203,6 +203,7 @@ double mk_pl_cut(const mk_search_t *S)
 int mk_pl_probe(mk_search_t *S)
 {
     if (!S->sim || S->o->exhaustive) return 0;
+    if (S->all && share_round(S, 0) < 0) return -1; /* the other ranks' K best so far, when they are in */
     int top = S->o->top > 0 ? S->o->top : 5, want = S->r->n < top ? top - S->r->n : 1;
     while (want > 0 && S->nheap > 0 && S->heap[0].lb < kth_best(S)) {
         int rc = queue_step(S, S->sim, 0);
