@@ -226,7 +226,16 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
  * schedules at most mk_sched_tail_bw of them, of either chunk.  Each stage also ends no
  * sooner than after[s] after its ops, nor before its DP stream's floor
  * and after[s] (mk_sim_stage_tail). */
-int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, double *v)
+void mk_sim_bound_sends(const mk_sim_bound_t *b, const mk_plan_t *p, double *sends)
+{
+    int inter;
+    for (int s = 0; s + 1 < p->pp; s++) {
+        sends[2 * s] = mk_sim_send_cost(b->c, p, b->g, &b->o, s, s + 1, s + 1, 1, &inter);
+        sends[2 * s + 1] = mk_sim_send_cost(b->c, p, b->g, &b->o, s + 1, s, s, 0, &inter);
+    }
+}
+
+int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *sends, double *v)
 {
     if (b->o.unit_costs) return 1; /* the scheduler's unit costs: not these */
     /* the schedule's traits (sched_traits.c): a split backward (B_IN, then
@@ -252,8 +261,10 @@ int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *c
         /* the tail's B_Ws may be any chunk's: the dearest each, so none is under-subtracted */
         v[3 * s + 2] = zb ? bw0 - mk_sched_tail_bw(p->schedule, p->pp, p->m, s) * bw_max : 0;
         if (s + 1 == p->pp) break;
-        fill += c0.f + mk_sim_send_cost(b->c, p, b->g, &b->o, s, s + 1, s + 1, 1, &inter);
-        drain += c0.b + c0.bi + c0.sel + (pre ? 0 : c0.rec) + mk_sim_send_cost(b->c, p, b->g, &b->o, s + 1, s, s, 0, &inter);
+        double sa = sends ? sends[2 * s] : mk_sim_send_cost(b->c, p, b->g, &b->o, s, s + 1, s + 1, 1, &inter);
+        double sg = sends ? sends[2 * s + 1] : mk_sim_send_cost(b->c, p, b->g, &b->o, s + 1, s, s, 0, &inter);
+        fill += c0.f + sa;
+        drain += c0.b + c0.bi + c0.sel + (pre ? 0 : c0.rec) + sg;
     }
     return 0;
 }
@@ -275,7 +286,7 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
                          const double *dp)
 {
     double v[3 * MK_PLAN_MAX_VSTAGES];
-    return mk_sim_bound_terms(b, p, ckpt, v) ? 0 : mk_sim_bound_finish(v, p->pp, after, dp);
+    return mk_sim_bound_terms(b, p, ckpt, NULL, v) ? 0 : mk_sim_bound_finish(v, p->pp, after, dp);
 }
 
 /* ---- the pipeline walk's bound (mk_sim_bound_walk) ----

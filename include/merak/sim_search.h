@@ -69,7 +69,13 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
  * no tail changes, 3 per stage into v[3 * pp] (returns 1 where the bound
  * is 0: unit costs, else 0), then the bound of one tail from them, the
  * very value mk_sim_bound_step gives. */
-int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, double *v);
+int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *sends,
+                       double *v);
+/* The p2p transfers the terms take between stages s and s + 1 (the
+ * activation down at 2 s, the gradient back at 2 s + 1; pp - 1 pairs):
+ * they read only the split and the layout, so plans of one split share
+ * them (sends NULL above: computed there). */
+void mk_sim_bound_sends(const mk_sim_bound_t *b, const mk_plan_t *p, double *sends);
 double mk_sim_bound_finish(const double *v, int pp, const double *after, const double *dp);
 /* A tighter bound on the same plan, at the cost of walking its streams
  * sch (mk_plan_sched_spec's, any bucket count): the compute ops at the

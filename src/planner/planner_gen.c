@@ -29,7 +29,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
     if (!(e->bd = calloc(1, sizeof *e->bd))) return NULL;
-    e->bd->cl = S->cl, e->bd->so = &S->so;
+    e->bd->cl = S->cl, e->bd->so = &S->so, e->bd->last = -1;
     for (int sp = 0; sp < 2; sp++) {
         e->f[sp] = malloc(L * sizeof(double));
         e->b[sp] = malloc(L * sizeof(double));
@@ -115,6 +115,8 @@ typedef struct {
     long fam[8];
     int made[8];
     double *tl[8];
+    double sends[2 * MK_PLAN_MAX_VSTAGES]; /* its p2p transfers (mk_sim_bound_sends), once made */
+    int have_sends;
 } split_fams_t;
 
 /* Split bp's family of ZeRO variant zi (p: its plan), made on first use
@@ -189,11 +191,12 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, mk_gcache_t
             if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
             if (same_as_uniform(S, &bp[rcon], e->g, method)) return 0; /* already a uniform candidate */
             have[rcon] = 1;
+            F[rcon].have_sends = 0;
             for (int zi = 0; zi < nz; zi++)
                 F[rcon].fam[zi] = -1, F[rcon].made[zi] = 0,
                 F[rcon].tl[zi] = S->tscr + (size_t)(rcon * 8 + zi) * 2 * MK_PLAN_MAX_VSTAGES;
         }
-        const mk_pl_terms_t *t = mk_pl_terms_of(S, e, &bp[rcon], rk, rcon, T, &nt);
+        const mk_pl_terms_t *t = mk_pl_terms_of(S, e, &bp[rcon], rk, rcon, T, &nt, F[rcon].sends, &F[rcon].have_sends);
         if (!t || kind_groups(S, e, &bp[rcon], rk, t, zs, nz, &F[rcon], have[!rcon] ? &F[!rcon] : NULL) < 0)
             return -1;
     }

@@ -42,6 +42,7 @@ typedef struct {
     const mk_sim_opts_t *so;
     mk_sim_bound_t **v;
     int n, cap;
+    int last, last_sp, last_dp; /* the last found (bound_of; -1: none) and what it was found for */
 } mk_gbounds_t;
 
 /* A group: the candidates of one (split, recompute kind, ZeRO variant),
@@ -200,7 +201,7 @@ const mk_gcache_t *mk_pl_cache_of(mk_search_t *S, const mk_plan_t *p);
 void mk_pl_tail_load(mk_search_t *S, long fi, int pp);
 int mk_pl_floor_group(mk_search_t *S, long gi);
 const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *split, int rk, int rcon,
-                                    mk_pl_terms_t *T, int *n);
+                                    mk_pl_terms_t *T, int *n, double *sends, int *have_sends);
 int mk_pl_has(unsigned mask, int bit);
 int mk_pl_ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov);
 int mk_pl_rcon_adapts(int rk);

@@ -15,16 +15,20 @@
 static const mk_sim_bound_t *bound_of(const mk_plan_t *p, const mk_gcache_t *e)
 {
     mk_gbounds_t *B = e->bd;
+    /* the last one found, where the groups are the same (they read sp, dp and the cluster beside e's key) */
+    int sp = p->seqpar && p->tp > 1;
+    if (B->last >= 0 && B->last_sp == sp && B->last_dp == p->dp) return B->v[B->last];
+    B->last_sp = sp, B->last_dp = p->dp;
     for (int i = 0; i < B->n; i++)
-        if (mk_sim_bound_matches(B->v[i], p)) return B->v[i];
+        if (mk_sim_bound_matches(B->v[i], p)) return B->v[B->last = i];
     if (B->n == B->cap) {
         int cap = B->cap ? 2 * B->cap : 4;
         mk_sim_bound_t **n = realloc(B->v, cap * sizeof *n);
         if (!n) return NULL;
         B->v = n, B->cap = cap;
     }
-    if (!(B->v[B->n] = mk_sim_bound_new(B->cl, p, e->g, B->so))) return NULL;
-    return B->v[B->n++];
+    if (!(B->v[B->n] = mk_sim_bound_new(B->cl, p, e->g, B->so))) return B->last = -1, NULL;
+    return B->v[B->last = B->n++];
 }
 
 static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *ck, const mk_tail_t *tail)
@@ -241,12 +245,14 @@ static double group_bound(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, co
  * the counts), so kinds with the same counts and chunk ops share one (T,
  * *n: those of the split so far).  NULL on error. */
 const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *split, int rk, int rcon,
-                                    mk_pl_terms_t *T, int *n)
+                                    mk_pl_terms_t *T, int *n, double *sends, int *have_sends)
 {
     mk_plan_t p = *split;
     p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
     int ck[MK_PLAN_MAX_VSTAGES] = {0}, sel = rk == MK_RECOMPUTE_SELECTIVE, nv = p.n_vstages;
-    if (!mk_pl_rcon_adapts(rk) && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
+    /* none and selective checkpoint no layer (mk_sched_resolve_ckpt): the scheduler is asked for full's */
+    int asks = !mk_pl_rcon_adapts(rk) && rk != MK_RECOMPUTE_NONE && rk != MK_RECOMPUTE_SELECTIVE;
+    if (asks && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
     for (int i = 0; i < *n; i++)
         if (T[i].rcon == rcon && T[i].sel == sel && !memcmp(T[i].ck, ck, nv * sizeof *ck)) return &T[i];
     if (!S->tbuf && !(S->tbuf = malloc(sizeof *S->tbuf * 6 * (MK_RECOMPUTE_AUTO + 1) * MK_PLAN_MAX_VSTAGES)))
@@ -255,11 +261,12 @@ const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const 
     t->rcon = rcon, t->sel = sel;
     memcpy(t->ck, ck, nv * sizeof *ck);
     const mk_sim_bound_t *b = bound_of(&p, e);
+    if (b && !*have_sends) mk_sim_bound_sends(b, &p, sends), *have_sends = 1;
     for (int ov = 0; ov <= 1; ov++) {
         t->v[ov] = S->tbuf + (6L * (t - T) + 3L * ov) * MK_PLAN_MAX_VSTAGES;
         t->on[ov] = mk_pl_ov_searched(S, &p, ov);
         p.tp_overlap = ov_level(S, ov);
-        t->zero[ov] = !b || mk_sim_bound_terms(b, &p, ck, t->v[ov]); /* no bound: 0, which bounds every step */
+        t->zero[ov] = !b || mk_sim_bound_terms(b, &p, ck, sends, t->v[ov]); /* no bound: 0, which bounds every step */
     }
     return t;
 }
