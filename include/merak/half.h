@@ -1,0 +1,24 @@
+/* 16-bit floats: IEEE binary16 (fp16) and bfloat16, to and from float.
+ * Narrowing rounds to nearest, ties to even, wherever a value becomes
+ * 16-bit (one rule for the files, the CPU and the CUDA kernels): fp16
+ * overflows to infinity past its largest finite value (65504) by more
+ * than half an ulp and keeps its subnormals; a NaN stays a (quiet) NaN
+ * with its sign.  Widening is exact. */
+#ifndef MERAK_HALF_H
+#define MERAK_HALF_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+uint16_t mk_bf16_from_float(float x);
+float mk_bf16_to_float(uint16_t h);
+uint16_t mk_fp16_from_float(float x);
+float mk_fp16_to_float(uint16_t h);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,140 @@
+/* 16-bit rounding (merak/half.h) against references that round by
+ * distance: the two neighbours of x among the 16-bit values (computed
+ * here from the formats' definitions, in double, where every float and
+ * every midpoint is exact), the nearer taken, a tie to the even one, and
+ * past the largest finite value the next power of two standing for
+ * infinity (IEEE's overflow rule).  Every bfloat16 with the low halves
+ * that decide ties, every fp16 midpoint and its neighbours, and a million
+ * random floats each. */
+#include "check.h"
+#include "merak/half.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static float f_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static uint32_t u_of(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    return u;
+}
+
+/* |value| of the 16-bit pattern h (sign dropped), or 2^e_inf past the largest */
+static double bf16_mag(uint32_t h)
+{
+    int e = h >> 7 & 255, m = h & 127;
+    if (e == 255) return ldexp(1, 128);
+    return e ? ldexp(m | 128, e - 134) : ldexp(m, -133);
+}
+
+static uint16_t bf16_ref(float x)
+{
+    uint32_t sign = u_of(x) >> 31 << 15, t = u_of(x) >> 16 & 0x7fff; /* truncated toward zero */
+    if (isinf(x)) return (uint16_t)(sign | 0x7f80);
+    double a = fabs((double)x), lo = bf16_mag(t), hi = bf16_mag(t + 1);
+    double dl = a - lo, dh = hi - a;
+    uint32_t r = dl < dh ? t : dh < dl ? t + 1 : (t & 1 ? t + 1 : t);
+    return (uint16_t)(sign | r);
+}
+
+static double fp16_val[0x7c01]; /* every finite non-negative fp16, then 65536 for infinity */
+
+static void fp16_table(void)
+{
+    for (int h = 0; h < 0x7c00; h++) {
+        int e = h >> 10, m = h & 1023;
+        fp16_val[h] = e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    }
+    fp16_val[0x7c00] = 65536;
+}
+
+static uint16_t fp16_ref(float x)
+{
+    double a = fabs((double)x);
+    uint16_t sign = (uint16_t)(u_of(x) >> 31 << 15);
+    if (a >= 65536) return sign | 0x7c00;
+    int lo = 0, hi = 0x7c00; /* fp16_val[lo] <= a < fp16_val[hi] */
+    while (hi - lo > 1) {
+        int mid = (lo + hi) / 2;
+        if (fp16_val[mid] <= a) lo = mid;
+        else hi = mid;
+    }
+    double dl = a - fp16_val[lo], dh = fp16_val[hi] - a;
+    int r = dl < dh ? lo : dh < dl ? hi : (lo & 1 ? hi : lo);
+    return (uint16_t)(sign | r);
+}
+
+static uint32_t rng = 12345;
+static uint32_t next_u32(void)
+{
+    rng ^= rng << 13, rng ^= rng >> 17, rng ^= rng << 5;
+    return rng;
+}
+
+static long bad_bf16, bad_fp16, n_bf16, n_fp16;
+
+static void check_bf16(float x)
+{
+    n_bf16++;
+    if (isnan(x)) {
+        bad_bf16 += !isnan(mk_bf16_to_float(mk_bf16_from_float(x)));
+        return;
+    }
+    if (mk_bf16_from_float(x) != bf16_ref(x) && bad_bf16++ < 5)
+        fprintf(stderr, "bf16(%a): %04x, the reference %04x\n", x, mk_bf16_from_float(x), bf16_ref(x));
+}
+
+static void check_fp16(float x)
+{
+    n_fp16++;
+    if (isnan(x)) {
+        bad_fp16 += !isnan(mk_fp16_to_float(mk_fp16_from_float(x)));
+        return;
+    }
+    if (mk_fp16_from_float(x) != fp16_ref(x) && bad_fp16++ < 5)
+        fprintf(stderr, "fp16(%a): %04x, the reference %04x\n", x, mk_fp16_from_float(x), fp16_ref(x));
+}
+
+int main(void)
+{
+    fp16_table();
+    static const uint32_t low[] = {0, 1, 0x7fff, 0x8000, 0x8001, 0xffff};
+    for (uint32_t h = 0; h < 0x10000; h++)
+        for (size_t i = 0; i < sizeof low / sizeof low[0]; i++) check_bf16(f_of(h << 16 | low[i]));
+    for (int h = 0; h < 0x7c00; h++) { /* midpoints and their float neighbours, both signs */
+        float mid = (float)((fp16_val[h] + fp16_val[h + 1]) / 2);
+        float xs[] = {mid, nextafterf(mid, 0), nextafterf(mid, INFINITY), (float)fp16_val[h]};
+        for (int i = 0; i < 4; i++) check_fp16(xs[i]), check_fp16(-xs[i]);
+    }
+    for (int i = 0; i < 1000000; i++) {
+        uint32_t u = next_u32();
+        check_bf16(f_of(u)), check_fp16(f_of(u));
+        /* fp16's range, log-uniform: 2^-30 .. 2^17 */
+        check_fp16((float)ldexp(1 + (next_u32() & 0xffffff) / 16777216.0, (int)(next_u32() % 48) - 30));
+    }
+    CHECK(bad_bf16 == 0, "bfloat16: %ld of %ld differ from rounding to the nearest, ties to even", bad_bf16, n_bf16);
+    CHECK(bad_fp16 == 0, "fp16: %ld of %ld differ from rounding to the nearest, ties to even", bad_fp16, n_fp16);
+    /* widening is exact, and narrowing it back is the identity */
+    long wide = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float b = mk_bf16_to_float((uint16_t)h), f = mk_fp16_to_float((uint16_t)h);
+        int fin = (h & 0x7c00) != 0x7c00;
+        wide += u_of(b) != h << 16;
+        if (fin) wide += (double)f != (h & 0x8000 ? -fp16_val[h & 0x7fff] : fp16_val[h & 0x7fff]) ||
+                         mk_fp16_from_float(f) != h;
+    }
+    CHECK(wide == 0, "widening: %ld values wrong", wide);
+    CHECK(mk_fp16_from_float(65519.99f) == 0x7bff && mk_fp16_from_float(65520.0f) == 0x7c00, "fp16 overflow");
+    CHECK(mk_bf16_from_float(-0.0f) == 0x8000 && mk_fp16_from_float(-0.0f) == 0x8000, "signed zero");
+    printf("bfloat16: %ld values, fp16: %ld values rounded as the reference rounds them\n", n_bf16, n_fp16);
+    CHECK_DONE();
+}
