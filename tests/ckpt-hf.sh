@@ -5,6 +5,8 @@
 # NumPy: BF16 and F16 weights load as their exact float32 values (the same
 # losses as those values in an F32 file), sharded or not; the weights
 # change the run (not a fresh init); a wrong directory is exit 2 naming it.
+# --save-hf writes one back in the run's type (F32, or BF16/F16 rounded
+# to nearest even with --bf16/--fp16).
 . "$top_srcdir/tests/lib.sh"
 "$PYTHON" -c "import numpy" 2>/dev/null || { echo "no numpy: skipped"; exit 77; }
 cfgjson='{"model_type": "llama", "hidden_size": 64, "intermediate_size": 176, "num_hidden_layers": 2,
@@ -100,6 +102,49 @@ for f in files:
     got.update(t); total += size
 assert idx["metadata"]["total_size"] == total and sorted(got) == sorted(one) and all(got[k] == one[k] for k in one)
 assert not os.path.exists(d + "/model.safetensors")' "$top_srcdir/tests" "$tmpdir"
+# a 16-bit run exports in its type (issue 37): the same run's weights rounded to nearest even (NumPy's
+# float16 cast; bf16() above), torch_dtype saying so, checksums of the stored bytes, sizes and shards by 2 bytes
+for t in bf16 fp16; do
+  "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 2 --seed 99 --$t --save-hf "$tmpdir/hf-$t" \
+    --hf-max-shard-size 30KB >/dev/null 2>"$tmpdir/err" || cat "$tmpdir/err"
+done
+check "--bf16/--fp16 --save-hf: BF16/F16 tensors, the fp32 export's values rounded to nearest even" "$PYTHON" - \
+  "$top_srcdir/tests" "$tmpdir" <<'PY'
+import json, struct, sys, zlib
+import numpy as np
+sys.path.insert(0, sys.argv[1]); import st_read
+d = sys.argv[2]
+_, ref = st_read.read(d + "/hfout/model.safetensors")
+def bf16(x):
+    u = x.view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+rounded = {"BF16": lambda a: bf16(a), "F16": lambda a: a.astype(np.float16).view(np.uint16)}
+for t, dt, torch in (("bf16", "BF16", "bfloat16"), ("fp16", "F16", "float16")):
+    p = "%s/hf-%s" % (d, t)
+    assert json.load(open(p + "/config.json"))["torch_dtype"] == torch
+    idx = json.load(open(p + "/model.safetensors.index.json"))
+    seen, total = set(), 0
+    for f in sorted(set(idx["weight_map"].values())):
+        raw = open(p + "/" + f, "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]; h = json.loads(raw[8:8 + n]); data = raw[8 + n:]
+        meta = h.pop("__metadata__")
+        size = 0
+        for k, e in h.items():
+            b, end = e["data_offsets"]
+            want = rounded[dt](np.array(ref[k][1], dtype=np.float32))
+            assert e["dtype"] == dt and end - b == 2 * want.size, (k, e)
+            assert int(meta["crc32." + k], 16) == zlib.crc32(data[b:end]), k
+            got = np.frombuffer(data[b:end], dtype="<u2")
+            assert (got == want).all(), (t, k, int((got != want).sum()))
+            seen.add(k); size += end - b
+        assert size <= 30000 or len(h) == 1, (f, size)
+        total += size
+    assert seen == set(ref) and idx["metadata"]["total_size"] == total, (t, total)
+PY
+run --load "$tmpdir/hf-bf16" >"$tmpdir/b1.json"
+check "the bf16 export loads as NumPy's bf16 of the same weights" test "$(losses "$tmpdir/b1.json")" = "$(losses "$tmpdir/bf16.json")"
+run --load "$tmpdir/hf-fp16" >"$tmpdir/h1.json"
+check "the fp16 export loads as NumPy's float16 of them" test "$(losses "$tmpdir/h1.json")" = "$(losses "$tmpdir/f16.json")"
 run --load "$tmpdir/hfshard" >"$tmpdir/s1.json"
 run --load "$tmpdir/hfout" >"$tmpdir/s2.json"
 check "the shards load as the one file does" test "$(losses "$tmpdir/s1.json")" = "$(losses "$tmpdir/s2.json")"

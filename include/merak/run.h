@@ -54,6 +54,8 @@ typedef struct mk_exec_opts {
     const char *first_line;       /* logged (rank 0, unless quiet) once the run is set up, before step 1:
                                      merak run names the cpu backend's kernels there; NULL: none */
     int64_t hf_max_shard_bytes;   /* its safetensors shards at most this big (max_shard_size; 0: 5 GB) */
+    int hf_dtype;                 /* its weights' type: MK_ST_F32 (0), MK_ST_BF16 or MK_ST_F16 (merak/safetensors.h;
+                                     rounded to nearest even), config.json's torch_dtype saying which */
     int reset_position_ids;       /* Megatron's: positions restart at each document of the data */
     int reset_attention_mask;     /* Megatron's: attention stays inside each document */
     int save_interval;            /* also save every N steps (0: at the end only) */

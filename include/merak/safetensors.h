@@ -30,7 +30,7 @@ typedef struct mk_st_tensor {
     int ndim;
     int64_t shape[MK_ST_MAX_DIMS];
     uint64_t begin, end;   /* byte offsets within the data section */
-    int dtype;             /* reader: MK_ST_F32, MK_ST_BF16 or MK_ST_F16 (the writer writes F32) */
+    int dtype;             /* MK_ST_F32, MK_ST_BF16 or MK_ST_F16: the writer narrows to it (round to nearest even) */
 } mk_st_tensor_t;
 
 enum { MK_ST_F32 = 0, MK_ST_BF16, MK_ST_F16 };
@@ -38,12 +38,15 @@ enum { MK_ST_F32 = 0, MK_ST_BF16, MK_ST_F16 };
 typedef struct mk_st_writer mk_st_writer_t;
 typedef struct mk_st_reader mk_st_reader_t;
 
-/* Start a file of n float32 tensors; meta_keys/meta_vals: n_meta string
- * pairs for __metadata__.  Returns NULL on error (mk_error_last()). */
+/* Start a file of n tensors, each stored as its dtype says (F32, or BF16 /
+ * F16 rounded to nearest even from the floats given: merak/half.h);
+ * meta_keys/meta_vals: n_meta string pairs for __metadata__.  Returns NULL
+ * on error (mk_error_last()). */
 mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tensors, int n,
                                    const char *const *meta_keys, const char *const *meta_vals,
                                    int n_meta);
-/* Append the next tensor's data (count floats = product of its shape). */
+/* Append the next tensor's data (count floats = product of its shape; the
+ * checksum covers the bytes stored). */
 int mk_st_writer_put(mk_st_writer_t *w, const float *data, size_t count);
 /* Flush, fsync and rename over the target; frees w.  Returns 0 or -1. */
 int mk_st_writer_commit(mk_st_writer_t *w);

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "merak/exec.h"
 #include "merak/graph.h"
+#include "merak/safetensors.h"
 
 #include <jansson.h>
 #include <mpi.h>
@@ -224,6 +225,8 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     o->save = a->save;
     o->save_hf = a->save_hf;
     o->hf_max_shard_bytes = a->hf_max_shard;
+    /* the exported model in the run's 16-bit type (issue 37), as Megatron's converters and save_pretrained do */
+    o->hf_dtype = given == MK_DTYPE_BF16 ? MK_ST_BF16 : given == MK_DTYPE_FP16 ? MK_ST_F16 : MK_ST_F32;
     o->reset_position_ids = a->reset_pos, o->reset_attention_mask = a->reset_mask;
     o->load = a->load;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;

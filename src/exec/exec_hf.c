@@ -157,12 +157,26 @@ void mk_hf_config_json(const mk_gpt_t *g, char *buf, size_t n)
 
 /* Rank 0: DIR/config.json for --save-hf (the model's Hugging Face fields,
  * written whole or not at all). */
+/* The export's element type (the run's dtype: exec opts hf_dtype), its
+ * bytes per element and config.json's torch_dtype for it. */
+static int hf_dtype(const mk_exec_t *e)
+{
+    int d = e->o->hf_dtype;
+    return d == MK_ST_BF16 || d == MK_ST_F16 ? d : MK_ST_F32;
+}
+
+static int64_t hf_elem_bytes(const mk_exec_t *e) { return hf_dtype(e) == MK_ST_F32 ? 4 : 2; }
+
 static int write_hf_config(mk_exec_t *e, const char *dir)
 {
+    static const char *const torch_dtype[] = {"float32", "bfloat16", "float16"};
     char path[4352], cfg[1024];
     if (mkdir(dir, 0777) < 0 && errno != EEXIST) return mk_error_set("--save-hf: cannot create '%s': %s", dir, strerror(errno));
     snprintf(path, sizeof path, "%s/config.json", dir);
     mk_hf_config_json(e->g, cfg, sizeof cfg);
+    size_t len = strlen(cfg); /* the object's last '}' gives way to transformers' torch_dtype */
+    if (len < 2 || cfg[len - 1] != '}' || len + 32 > sizeof cfg) return mk_error_set("config.json: internal error");
+    snprintf(cfg + len - 1, sizeof cfg - (len - 1), ",\"torch_dtype\":\"%s\"}", torch_dtype[hf_dtype(e)]);
     mk_file_out_t o;
     FILE *f = mk_file_begin(&o, path, "Hugging Face config");
     if (!f) return -1;
@@ -185,12 +199,12 @@ static int64_t shard_max(const mk_exec_t *e)
  * order, a new shard when the next would take the current one past max
  * (a tensor larger than max alone in one).  of[k] = tensor k's; returns
  * the count. */
-static int plan_shards(const mk_gpt_t *g, int64_t max, int *of)
+static int plan_shards(const mk_gpt_t *g, int64_t max, int64_t esz, int *of)
 {
     int n = 0;
     int64_t cur = 0;
     for (int k = 0; k < mk_hf_n_canon(g); k++) {
-        int64_t sz = (int64_t)mk_gpt_full_size(&g->t[k]) * (int64_t)sizeof(float);
+        int64_t sz = (int64_t)mk_gpt_full_size(&g->t[k]) * esz;
         if (cur > 0 && cur + sz > max) n++, cur = 0;
         of[k] = n, cur += sz;
     }
@@ -208,7 +222,7 @@ int mk_hf_layout_ok(const mk_exec_t *e, const char *dir)
 {
     int nc = mk_hf_n_canon(e->g), *of = malloc((nc > 0 ? (size_t)nc : 1) * sizeof *of);
     if (!of) return mk_error_set("out of memory");
-    int n = plan_shards(e->g, shard_max(e), of);
+    int n = plan_shards(e->g, shard_max(e), hf_elem_bytes(e), of);
     free(of);
     const char *other = n == 1 ? "model.safetensors.index.json" : "model.safetensors";
     char p[4352];
@@ -226,7 +240,7 @@ static mk_st_writer_t *begin_shard(mk_exec_t *e, const char *dir, const mk_hf_ou
     mk_st_tensor_t *tab = calloc(nc > 0 ? (size_t)nc : 1, sizeof *tab);
     if (!tab) return mk_error_set("out of memory"), NULL;
     for (int k = 0; k < nc; k++)
-        if (o->of[k] == i) mk_hf_entry(e->g, k, 0, &tab[m++]);
+        if (o->of[k] == i) mk_hf_entry(e->g, k, 0, &tab[m]), tab[m++].dtype = hf_dtype(e);
     char name[64], path[4352];
     shard_name(i, o->n, name, sizeof name);
     snprintf(path, sizeof path, "%s/%s", dir, name);
@@ -242,7 +256,7 @@ int mk_hf_save_begin(mk_exec_t *e, const char *dir, mk_hf_out_t *o)
     memset(o, 0, sizeof *o);
     if (write_hf_config(e, dir) < 0) return -1;
     if (!(o->of = malloc((nc > 0 ? (size_t)nc : 1) * sizeof *o->of))) return mk_error_set("out of memory");
-    int n = plan_shards(e->g, shard_max(e), o->of);
+    int n = plan_shards(e->g, shard_max(e), hf_elem_bytes(e), o->of);
     if (!(o->w = calloc((size_t)n, sizeof *o->w))) return mk_hf_save_abort(o), mk_error_set("out of memory");
     o->n = n;
     for (int i = 0; i < n; i++)
@@ -266,7 +280,7 @@ static int write_index(const mk_exec_t *e, const char *dir, const mk_hf_out_t *o
         char name[64];
         mk_hf_entry(e->g, k, 0, &d);
         shard_name(o->of[k], o->n, name, sizeof name);
-        total += (double)mk_gpt_full_size(&e->g->t[k]) * sizeof(float);
+        total += (double)mk_gpt_full_size(&e->g->t[k]) * (double)hf_elem_bytes(e);
         if (json_object_set_new(map, d.name, json_string(name)) < 0) json_decref(map), map = NULL;
     }
     if (map) j = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", map);

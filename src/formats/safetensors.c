@@ -10,6 +10,7 @@
 #include "merak/checked.h"
 #include "merak/common.h"
 #include "merak/fileio.h"
+#include "merak/half.h"
 #include "merak/safetensors.h"
 
 #include <errno.h>
@@ -45,6 +46,10 @@ struct mk_st_reader {
 #define CRC_PREFIX "crc32."
 #define CRC_PLACEHOLDER "00000000"
 
+/* Bytes per element and the header's name of each dtype. */
+static const unsigned dtype_size[] = {4, 2, 2};
+static const char *const dtype_name[] = {"F32", "BF16", "F16"};
+
 static uint64_t numel(const mk_st_tensor_t *t)
 {
     uint64_t n = 1;
@@ -67,9 +72,9 @@ static json_t *header_json(mk_st_tensor_t *t, int n, const char *const *k, const
         json_t *shape = json_array();
         for (int d = 0; d < t[i].ndim; d++) json_array_append_new(shape, json_integer(t[i].shape[d]));
         t[i].begin = off;
-        t[i].end = off += 4 * numel(&t[i]);
+        t[i].end = off += dtype_size[t[i].dtype] * numel(&t[i]);
         json_object_set_new(h, t[i].name,
-                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+                            json_pack("{s:s, s:o, s:[I, I]}", "dtype", dtype_name[t[i].dtype], "shape", shape,
                                       "data_offsets", (json_int_t)t[i].begin, (json_int_t)t[i].end));
     }
     return h;
@@ -125,6 +130,12 @@ mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tenso
     }
     memcpy(w->t, tensors, n * sizeof *w->t);
     w->n = n;
+    for (int i = 0; i < n; i++)
+        if (w->t[i].dtype < MK_ST_F32 || w->t[i].dtype > MK_ST_F16) {
+            mk_st_writer_abort(w);
+            return mk_error_set("%s: tensor '%s' has no safetensors dtype %d", path, tensors[i].name,
+                                tensors[i].dtype), NULL;
+        }
     mk_strlcpy(w->path, path, sizeof w->path);
     json_t *h = header_json(w->t, n, mk, mv, n_meta);
     char *text = json_dumps(h, JSON_COMPACT);
@@ -150,6 +161,31 @@ mk_st_writer_t *mk_st_writer_begin(const char *path, const mk_st_tensor_t *tenso
     return w;
 }
 
+/* The current tensor's next bytes, into the file and its checksum. */
+static int put_bytes(mk_st_writer_t *w, const void *b, size_t n)
+{
+    if (fwrite(b, 1, n, w->f) != n) return mk_file_fail(&w->out, errno);
+    w->crc[w->next] = (uint32_t)crc32_z(w->crc[w->next], (const Bytef *)b, n);
+    return 0;
+}
+
+/* count floats as bfloat16 or fp16 (little-endian), rounded to nearest
+ * even (half.h), a chunk at a time: no copy of the tensor is made. */
+static int put_narrowed(mk_st_writer_t *w, int dtype, const float *data, size_t count)
+{
+    enum { CHUNK = 4096 };
+    unsigned char b[2 * CHUNK];
+    for (size_t i = 0; i < count; i += CHUNK) {
+        size_t m = count - i < CHUNK ? count - i : CHUNK;
+        for (size_t k = 0; k < m; k++) {
+            uint16_t h = dtype == MK_ST_BF16 ? mk_bf16_from_float(data[i + k]) : mk_fp16_from_float(data[i + k]);
+            b[2 * k] = (unsigned char)h, b[2 * k + 1] = (unsigned char)(h >> 8);
+        }
+        if (put_bytes(w, b, 2 * m) < 0) return -1;
+    }
+    return 0;
+}
+
 int mk_st_writer_put(mk_st_writer_t *w, const float *data, size_t count)
 {
     if (w->next >= w->n) return mk_error_set("%s: more tensors than declared", w->path);
@@ -157,11 +193,10 @@ int mk_st_writer_put(mk_st_writer_t *w, const float *data, size_t count)
     if (count != numel(t))
         return mk_error_set("%s: tensor '%s' has %llu elements, got %zu", w->path, t->name,
                             (unsigned long long)numel(t), count);
-    if (fwrite(data, sizeof(float), count, w->f) != count) /* x86/ARM: already little-endian */
-        return mk_file_fail(&w->out, errno);
-    w->crc[w->next] = (uint32_t)crc32_z(w->crc[w->next], (const Bytef *)data, count * sizeof(float));
-    w->next++;
-    return 0;
+    int rc = t->dtype == MK_ST_F32 ? put_bytes(w, data, count * sizeof(float)) /* x86/ARM: little-endian */
+             : put_narrowed(w, t->dtype, data, count);
+    if (rc == 0) w->next++;
+    return rc;
 }
 
 int mk_st_writer_commit(mk_st_writer_t *w)
@@ -200,10 +235,12 @@ static int parse_entry(mk_st_reader_t *r, const char *name, json_t *e, uint64_t 
     if (!json_is_string(dt) || !json_is_array(sh) || !json_is_array(off) || json_array_size(off) != 2)
         return mk_error_set("%s: tensor '%s' needs dtype, shape and data_offsets", r->path, name);
     const char *dn = json_string_value(dt);
-    t->dtype = !strcmp(dn, "F32") ? MK_ST_F32 : !strcmp(dn, "BF16") ? MK_ST_BF16 : !strcmp(dn, "F16") ? MK_ST_F16 : -1;
+    t->dtype = -1;
+    for (int d = MK_ST_F32; d <= MK_ST_F16; d++)
+        if (!strcmp(dn, dtype_name[d])) t->dtype = d;
     if (t->dtype < 0)
         return mk_error_set("%s: tensor '%s' is %s; F32, BF16 and F16 are supported", r->path, name, dn);
-    uint64_t esz = t->dtype == MK_ST_F32 ? 4 : 2;
+    uint64_t esz = dtype_size[t->dtype];
     if (json_array_size(sh) > MK_ST_MAX_DIMS || strlen(name) >= sizeof t->name)
         return mk_error_set("%s: tensor '%s' has too many dimensions or too long a name", r->path, name);
     mk_strlcpy(t->name, name, sizeof t->name);
@@ -382,14 +419,6 @@ const mk_st_tensor_t *mk_st_find(const mk_st_reader_t *r, const char *name)
     return NULL;
 }
 
-/* A half's value (IEEE binary16: sign, 5 exponent bits, 10 mantissa bits), exactly. */
-static float half_to_float(uint16_t h)
-{
-    int e = h >> 10 & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
-    return h >> 15 ? -v : v;
-}
-
 /* count 16-bit values at raw (little-endian) into dst from the front:
  * element i's 4 bytes never reach raw's elements i+1 onwards (raw starts
  * at dst + count halves). */
@@ -397,12 +426,7 @@ static void widen(const unsigned char *raw, int dtype, float *dst, size_t count)
 {
     for (size_t i = 0; i < count; i++) {
         uint16_t h = (uint16_t)(raw[2 * i] | raw[2 * i + 1] << 8);
-        if (dtype == MK_ST_BF16) {
-            uint32_t u = (uint32_t)h << 16; /* bfloat16 is float32's top half */
-            memcpy(&dst[i], &u, sizeof u);
-        } else {
-            dst[i] = half_to_float(h);
-        }
+        dst[i] = dtype == MK_ST_BF16 ? mk_bf16_to_float(h) : mk_fp16_to_float(h);
     }
 }
 
@@ -413,7 +437,7 @@ int mk_st_read(mk_st_reader_t *r, const char *name, float *dst, size_t count)
     if (count != numel(t))
         return mk_error_set("%s: tensor '%s' has %llu elements, expected %zu (shape mismatch)", r->path,
                             name, (unsigned long long)numel(t), count);
-    size_t esz = t->dtype == MK_ST_F32 ? 4 : 2;
+    size_t esz = dtype_size[t->dtype];
     /* 16-bit data is read into the second half of dst, then widened in place from the front */
     unsigned char *raw = (unsigned char *)dst + (esz == 2 ? count * 2 : 0);
     if (fseek(r->f, (long)(r->data_start + t->begin), SEEK_SET) != 0 || fread(raw, esz, count, r->f) != count)
