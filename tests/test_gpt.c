@@ -144,7 +144,7 @@ static void test_fd_moe(const char *preset, int tied, const moe_var_t *v)
     if (!g) return;
     g->fused_attn = v && v->fused;
     mk_gpt_run_init(&run, g, B);
-    run.loss_scale = 1.0f / (B * g->T);
+    run.loss_scale = run.grad_scale = 1.0f / (B * g->T);
     for (int i = 0; i < B * g->T; i++) { tok[i] = (i * 7) % c.vocab; tgt[i] = (i * 11 + 3) % c.vocab; }
     /* MoE: a seed whose routing decisions are not near ties (see check_direction) */
     for (uint64_t seed = 7; seed < 107; seed++) {

@@ -98,6 +98,7 @@ typedef struct mk_gpt_act {
 typedef struct mk_gpt_run {
     int B;                        /* sequences per micro-batch */
     float loss_scale;             /* 1 / (tokens in the global batch) */
+    float grad_scale;             /* the gradients' seed: loss_scale x the loss scaler's scale (merak/loss_scale.h) */
     /* sum (max when is_max) over the TP group, in place; 0 or -1 */
     int (*allreduce)(void *ctx, float *buf, int n, int is_max);
     void *ctx;

@@ -83,6 +83,13 @@ extern "C" {
 #define MK_MAX_CLIP_GRAD 1e6
 #define MK_MAX_TIMEOUT_MINUTES 10080.0 /* --distributed-timeout-minutes: a week */
 #define MK_MAX_ADAM_EPS 1.0
+/* Loss scales (--loss-scale, --initial-loss-scale, --min-loss-scale): 2^64.
+ * Megatron starts its dynamic scale at 2^32; fp32 gradients ~1e-3 times
+ * 2^64 are ~1e16, far inside fp32's range (3.4e38), so a larger scale
+ * could only overflow. */
+#define MK_MAX_LOSS_SCALE 18446744073709551616.0
+#define MK_MAX_LOSS_SCALE_WINDOW 1000000 /* --loss-scale-window: steps (Megatron's default 1000) */
+#define MK_MAX_HYSTERESIS 1000000        /* --hysteresis: overflows (Megatron's default 2) */
 /* Adam's betas: below 1, or the bias correction 1 - beta^t is 0; 1 - 1e-7
  * is the largest fp32 value under 1 that stays distinct from it (fp32's
  * spacing below 1 is 6e-8). */

@@ -9,6 +9,7 @@
 #ifndef MERAK_RUN_H
 #define MERAK_RUN_H
 
+#include "merak/loss_scale.h"
 #include "merak/plan.h"
 #include "merak/planner.h"
 
@@ -54,6 +55,7 @@ typedef struct mk_exec_opts {
     const char *first_line;       /* logged (rank 0, unless quiet) once the run is set up, before step 1:
                                      merak run names the cpu backend's kernels there; NULL: none */
     int64_t hf_max_shard_bytes;   /* its safetensors shards at most this big (max_shard_size; 0: 5 GB) */
+    mk_loss_scaler_t loss_scaler; /* loss scaling's kind and first state (merak/loss_scale.h; kind 0: none) */
     int hf_dtype;                 /* its weights' type: MK_ST_F32 (0), MK_ST_BF16 or MK_ST_F16 (merak/safetensors.h;
                                      rounded to nearest even), config.json's torch_dtype saying which */
     int reset_position_ids;       /* Megatron's: positions restart at each document of the data */
@@ -78,6 +80,8 @@ typedef struct mk_exec_result {
     size_t *peak_mem;             /* [pp] bytes: params, grads, Adam state, activations, scratch */
     int64_t first_step;           /* global index of losses[0] (after --load) */
     int load_unverified;          /* --load's file had no checksums (the CLI notes it) */
+    double loss_scale;            /* loss scaling's scale after the last step (1: none) */
+    int64_t skipped_steps;        /* steps skipped for inf/NaN gradients (loss scaling only) */
     int n_val;
     int64_t *val_steps;           /* [n_val] steps done when measured */
     double *val_losses;           /* [n_val] mean validation loss */

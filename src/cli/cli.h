@@ -63,6 +63,8 @@ typedef struct mk_args {
     const char *dump_grads;        /* merak run --dump-grads (taken out of argv before parsing) */
     double timeout_min;            /* --distributed-timeout-minutes (-1: not given) */
     double lr, min_lr, weight_decay, clip_grad, adam_eps, adam_beta1, adam_beta2; /* -1: not given */
+    double loss_scale, initial_loss_scale, min_loss_scale; /* Megatron's loss scaling (-1: not given) */
+    int loss_scale_window, hysteresis;                     /* (0: not given) */
     int lr_warmup_iters, seed, eval_interval;
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
     int log_interval;              /* merak run: a step line every N steps (0: not given, every step) */

@@ -28,7 +28,8 @@ enum {
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_HF_SHARD, O_RESET_POS, O_RESET_MASK,
     O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
-    O_BETA1, O_BETA2, O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
+    O_BETA1, O_BETA2, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
+    O_LOG_INTERVAL, O_QUIET, O_MAX_POS, O_RECOMPUTE_METHOD,
     O_BASELINE, O_SCHEDULES, O_EXPORT, O_RECOMPUTE_NUM_LAYERS, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
     O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE, /* issue 21 */
     O_END /* one past the last flag: sizes the repeat check */
@@ -155,6 +156,11 @@ static const mk_flag_t mk_flags[] = {
     {"adam-eps", O_EPS, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_EPS},
     {"adam-beta1", O_BETA1, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_BETA},
     {"adam-beta2", O_BETA2, MK_OPTG_RUN, R, 0, 0, MK_MAX_ADAM_BETA},
+    {"loss-scale", O_LOSS_SCALE, MK_OPTG_RUN, R, 0, 1, MK_MAX_LOSS_SCALE},
+    {"initial-loss-scale", O_INIT_LOSS_SCALE, MK_OPTG_RUN, R, 0, 1, MK_MAX_LOSS_SCALE},
+    {"min-loss-scale", O_MIN_LOSS_SCALE, MK_OPTG_RUN, R, 0, 1, MK_MAX_LOSS_SCALE},
+    {"loss-scale-window", O_LOSS_SCALE_WINDOW, MK_OPTG_RUN, I, 0, 1, MK_MAX_LOSS_SCALE_WINDOW},
+    {"hysteresis", O_HYSTERESIS, MK_OPTG_RUN, I, 0, 1, MK_MAX_HYSTERESIS},
     {"log-interval", O_LOG_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
     {"quiet", O_QUIET, MK_OPTG_RUN, N, 0, 0, 0},
     {"seed", O_SEED, MK_OPTG_RUN, I, 0, 0, INT_MAX},
@@ -374,6 +380,7 @@ static void args_init(mk_args_t *a, const char *cmd)
     mk_model_overrides_init(&a->ov);
     a->lr = a->min_lr = a->weight_decay = a->clip_grad = a->adam_eps = a->adam_beta1 = a->adam_beta2 = -1.0;
     a->timeout_min = -1.0;
+    a->loss_scale = a->initial_loss_scale = a->min_loss_scale = -1.0;
     a->lr_warmup_iters = a->seed = a->eval_interval = -1;
     a->steps = -1;
     a->top = -1;
@@ -429,6 +436,8 @@ static int *int_slot(mk_args_t *a, int id)
     case O_WARMUP: return &a->lr_warmup_iters;
     case O_DECAY: return &a->lr_decay_iters;
     case O_SEED: return &a->seed;
+    case O_LOSS_SCALE_WINDOW: return &a->loss_scale_window;
+    case O_HYSTERESIS: return &a->hysteresis;
     case O_EVAL_INTERVAL: return &a->eval_interval;
     case O_EVAL_BATCHES: return &a->eval_batches;
     case O_SAVE_INTERVAL: return &a->save_interval;
@@ -449,6 +458,9 @@ static double *real_slot(mk_args_t *a, int id)
     case O_EPS: return &a->adam_eps;
     case O_BETA1: return &a->adam_beta1;
     case O_BETA2: return &a->adam_beta2;
+    case O_LOSS_SCALE: return &a->loss_scale;
+    case O_INIT_LOSS_SCALE: return &a->initial_loss_scale;
+    case O_MIN_LOSS_SCALE: return &a->min_loss_scale;
     case O_ROPE_BASE: return &a->ov.rope_theta;
     case O_ROPE_FACTOR: return &a->ov.rope_scaling_factor;
     case O_NORM_EPS: return &a->ov.norm_eps;

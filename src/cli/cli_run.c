@@ -26,7 +26,8 @@ static const char *run_usage =
     "              [--save-interval N] [--lr-decay-iters N] [--zero Z] [--trace FILE]\n"
     "              [--zero-shard-group dp|node] [--no-overlap-grad-reduce] [--attention-backend A]\n"
     "              [--adam-beta1 X] [--adam-beta2 X] [--log-interval N] [--quiet]\n"
-    "              [--distributed-timeout-minutes X]\n\n"
+    "              [--distributed-timeout-minutes X] [--bf16|--fp16] [--loss-scale X]\n"
+    "              [--initial-loss-scale X] [--min-loss-scale X] [--loss-scale-window N] [--hysteresis N]\n\n"
     "Train a GPT, Llama or MoE model for real (src/exec/README.md; fp32;\n"
     "CPU backend on OpenBLAS, CUDA when built and a GPU is visible), running\n"
     "each pipeline stage's instruction stream with real kernels and MPI.\n"
@@ -52,6 +53,11 @@ static const char *run_usage =
     "                   with --zero, --cp or --sequence-parallel; same results\n"
     "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
     "                   with it); a 16-bit plan trains in fp32, with a warning\n"
+    "  --bf16 / --fp16  the plan's dtype (computed in fp32 so far); fp16 scales the loss as\n"
+    "                   Megatron-LM does: dynamic from --initial-loss-scale (2^32), halved after\n"
+    "                   --hysteresis (2) overflows, doubled after --loss-scale-window (1000) good\n"
+    "                   steps, at least --min-loss-scale (1); --loss-scale X: constant (bf16\n"
+    "                   too); a step with inf/NaN gradients is skipped on every rank\n"
     "  --backend B      cpu or cuda (default: cuda when built and a GPU is visible)\n"
     "  --lr X           peak learning rate (default @lr@); --min-lr (default lr/10);\n"
     "  --lr-warmup-iters N  linear warm-up (default 2/(1-beta2) steps: 40), then cosine\n"
@@ -64,7 +70,8 @@ static const char *run_usage =
     "                   --eval-batches N global batches each (default up to 8)\n"
     "  --save FILE      safetensors checkpoint at the end (and every --save-interval N steps)\n"
     "  --save-hf DIR    also write the weights at the end as a Hugging Face model directory\n"
-    "                   (config.json, model.safetensors or its shards and index: F32)\n"
+    "                   (config.json, model.safetensors or its shards and index: F32, or\n"
+    "                   BF16/F16 for a 16-bit run, rounded to nearest even)\n"
     "  --hf-max-shard-size SIZE   --save-hf's shards at most SIZE (5GB, 500MB, 2GiB; default 5GB)\n"
     "  --reset-position-ids --reset-attention-mask   positions restart, and attention stays, inside each\n"
     "                   document of a Megatron dataset (Megatron-LM's)\n"
@@ -181,6 +188,36 @@ static int run_backend(const mk_args_t *a, mk_dtype_t given, const mk_plan_ctx_t
     return 0;
 }
 
+/* Loss scaling as Megatron-LM chooses it (megatron/core/optimizer):
+ * --loss-scale X a constant scale (fp16 or bf16), else fp16 a dynamic one
+ * (--initial-loss-scale 2^32, --min-loss-scale 1, --loss-scale-window 1000,
+ * --hysteresis 2: its defaults), else none.  Flags that would do nothing
+ * (an fp32 run's, the dynamic ones beside --loss-scale or with bf16) and a
+ * floor above the start are refused rather than ignored. */
+static int loss_scaler_of(const mk_args_t *a, mk_dtype_t given, mk_loss_scaler_t *ls)
+{
+    int dyn = a->initial_loss_scale >= 0 || a->min_loss_scale >= 0 || a->loss_scale_window || a->hysteresis;
+    const char *dyn_flag = a->initial_loss_scale >= 0 ? "--initial-loss-scale" : a->min_loss_scale >= 0
+                           ? "--min-loss-scale" : a->loss_scale_window ? "--loss-scale-window" : "--hysteresis";
+    double init = a->initial_loss_scale >= 0 ? a->initial_loss_scale : 4294967296.0 /* 2^32 */;
+    double floor = a->min_loss_scale >= 0 ? a->min_loss_scale : 1.0;
+    if (given == MK_DTYPE_FP32 && (dyn || a->loss_scale >= 0))
+        return mk_cli_fail("run", "%s is for --fp16 and --bf16 runs: an fp32 run scales no loss",
+                           a->loss_scale >= 0 ? "--loss-scale" : dyn_flag);
+    if (dyn && a->loss_scale >= 0)
+        return mk_cli_fail("run", "%s tunes the dynamic loss scale, and --loss-scale fixes it: give one", dyn_flag);
+    if (dyn && given != MK_DTYPE_FP16)
+        return mk_cli_fail("run", "%s is for --fp16 (a %s run scales its loss only with --loss-scale X)", dyn_flag,
+                           mk_dtype_name(given));
+    if (floor > init)
+        return mk_cli_fail("run", "--min-loss-scale %g is above the initial loss scale %g", floor, init);
+    mk_loss_scale_kind_t kind = a->loss_scale >= 0 ? MK_LOSS_SCALE_CONSTANT
+                                : given == MK_DTYPE_FP16 ? MK_LOSS_SCALE_DYNAMIC : MK_LOSS_SCALE_NONE;
+    mk_loss_scaler_init(ls, kind, a->loss_scale >= 0 ? a->loss_scale : init, floor,
+                        a->loss_scale_window ? a->loss_scale_window : 1000, a->hysteresis ? a->hysteresis : 2);
+    return 0;
+}
+
 /* --save-hf DIR, before any work: a directory, or a name in one (made at the end). */
 static int save_hf_ok(const mk_args_t *a)
 {
@@ -203,7 +240,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     mk_dtype_t given;
     mk_exec_opts_init(o);
     if (unsupported(a) || save_hf_ok(a) || run_ctx(a, world, &given, ctx) < 0) return -1;
-    if (run_backend(a, given, ctx, o)) {
+    if (loss_scaler_of(a, given, &o->loss_scaler) || run_backend(a, given, ctx, o)) {
         mk_plan_ctx_free(ctx);
         return -1;
     }
@@ -269,6 +306,10 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     /* what ran (issue 37): the executor trains in fp32 on every backend (a 16-bit plan gets run_dtype_warn's
        line), and its attention core materialised or fused */
     json_object_set_new(j, "dtype", json_string("fp32"));
+    if (o->loss_scaler.kind) { /* Megatron's loss scaler ran (fp16, or --loss-scale) */
+        json_object_set_new(j, "loss_scale", json_real(r->loss_scale));
+        json_object_set_new(j, "skipped_steps", json_integer((json_int_t)r->skipped_steps));
+    }
     mk_attn_backend_t ab = o->ctx->plan.attention;
     const char *core = o->ctx->plan.cp > 1 ? "ring" : ab == MK_ATTN_FLASH || ab == MK_ATTN_FUSED ? "fused" : "unfused";
     json_object_set_new(j, "attention", json_string(core));

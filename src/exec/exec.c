@@ -290,6 +290,16 @@ static int dump_first(mk_exec_t *e)
     return rc;
 }
 
+/* What Adam multiplies the summed gradients by: 1 / the loss scale they
+ * carry (Megatron's unscale), times global-norm clipping's factor on the
+ * unscaled norm.  The scale is a power of two by default, so the product
+ * is the unscaled run's factor times 2^-k, exactly. */
+static double clip_factor(const mk_exec_t *e, double sumsq)
+{
+    double inv = 1.0 / e->scaler.scale, norm = sqrt(sumsq) * inv, clip = e->o->clip_grad;
+    return clip > 0 && norm > clip ? clip / norm * inv : inv;
+}
+
 static void adam_ranges(mk_exec_t *e, int64_t step, double scale)
 {
     const mk_exec_opts_t *o = e->o;
@@ -317,6 +327,7 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     mk_gpt_t *g = e->g;
     double sums[3] = {0.0, 0.0, 0.0};  /* squared gradient norm, token losses, aux losses (TP rank 0) */
     if (reduced_sumsq(e, &sums[0]) < 0) return -1;
+    if (mk_fault_grad_inf(e->comm.rank, step)) sums[0] = INFINITY;
     double t0 = e->trace.on ? mk_exec_now(e) : 0.0;
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
@@ -334,8 +345,11 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
         if (dump_first(e) < 0) return -1;
         mk_exec_log(e, "wrote gradients %s", o->dump_grads);
     }
-    double norm = sqrt(sums[0]), scale = o->clip_grad > 0 && norm > o->clip_grad ? o->clip_grad / norm : 1.0;
-    adam_ranges(e, step, scale);
+    /* the sums are all-reduced: every rank finds the same inf and skips alike */
+    e->step_skipped = mk_loss_scaler_update(&e->scaler, e->scaler.kind && !isfinite(sums[0]));
+    if (!e->step_skipped) adam_ranges(e, step, clip_factor(e, sums[0]));
+    else e->skipped++;
+    e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale);
     mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
     if (e->zero.on == 1 && mk_exec_zero_gather(e) < 0) return -1;
     if (mk_exec_fsdp_gather(e) < 0) return -1;
@@ -366,12 +380,13 @@ int mk_exec_dump_grads(mk_exec_t *e, const char *path, const float *grads)
     /* the gradients may live on a device: read them through the backend */
     float *gr = malloc((g->n_params ? g->n_params : 1) * sizeof *gr);
     g->be->copy(g->be->ctx, gr, grads, g->n_params * sizeof *gr);
+    float inv = (float)(1.0 / e->scaler.scale); /* the loss scale's factor out (exact: a power of two) */
     for (int k = 0; k < g->n_tensors; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
         if (!counts_once(e, t, 0)) continue;
         for (size_t i = 0; i < (size_t)t->lrows * t->lcols; i++) {
             long f = mk_gpt_full_index(g, t, i);
-            if (f >= 0) full[off[k] + f] = gr[t->off + i];
+            if (f >= 0) full[off[k] + f] = gr[t->off + i] * inv;
         }
     }
     free(gr);

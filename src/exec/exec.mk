@@ -6,7 +6,8 @@
 libmerak_la_SOURCES += src/exec/gpt.c src/exec/gpt_layers.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_hf.c src/exec/gpt_attn.c src/exec/gpt_mla.c src/exec/exec_zero.c src/exec/exec_fsdp.c src/exec/exec_faults.c src/exec/exec_tp.c \
-	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c
+	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c \
+	src/exec/loss_scale.c
 noinst_HEADERS += include/merak/gpt.h include/merak/exec.h
 noinst_HEADERS += src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exec/gpt_moe.h src/exec/gpt_attn.h src/exec/gpt_mla.h
 
@@ -14,11 +15,17 @@ check_PROGRAMS += tests/test_gpt tests/test_gpt_gradcmp
 tests_test_gpt_SOURCES = tests/test_gpt.c tests/check.h
 tests_test_gpt_gradcmp_SOURCES = tests/test_gpt_gradcmp.c
 TESTS += tests/test_gpt tests/ckpt-hf.sh
+# Loss scaling (loss_scale.c) against Megatron-LM's DynamicGradScaler, step by step.
+check_PROGRAMS += tests/test_loss_scale
+tests_test_loss_scale_SOURCES = tests/test_loss_scale.c tests/check.h
+TESTS += tests/test_loss_scale
 EXTRA_DIST += tests/ckpt-hf.sh
 EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
 	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \
-	tests/mpi-run-data.sh tests/mpi-memory.sh tests/mpi-cp.sh tests/mpi-sp.sh tests/mpi-moe.sh tests/mpi-trace-nesting.sh
+	tests/mpi-run-data.sh tests/mpi-memory.sh tests/mpi-cp.sh tests/mpi-sp.sh tests/mpi-moe.sh tests/mpi-trace-nesting.sh \
+	tests/mpi-loss-scale.sh
+EXTRA_DIST += tests/mpi-loss-scale.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh tests/mpi-memory.sh \
 	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \

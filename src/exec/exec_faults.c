@@ -11,6 +11,10 @@
  *                             that no longer answers (tests/mpi-timeout.sh).
  *   MK_TEST_NAN=STEP          the loss of that step reads NaN on every rank:
  *                             a diverged run.
+ *   MK_TEST_GRAD_INF=RANK:STEP  that rank's gradients' sum of squares reads
+ *                             inf at that step, as an overflowed fp16
+ *                             gradient makes it: loss scaling must skip the
+ *                             step on every rank alike.
  *   MK_TEST_SAVE_DIE_AFTER=N  rank 0 _exits with status 3 once it has written
  *                             N tensors of a checkpoint: a save killed midway.
  *   MK_TEST_DEVICE_FAIL=RANK:STEP  that rank's backend reports a device error
@@ -61,6 +65,8 @@ int mk_fault_device(int rank, int64_t step)
     if (!at_rank_step("MK_TEST_DEVICE_FAIL", rank, step)) return 0;
     return mk_error_set("testing: a device error after step %lld", (long long)step);
 }
+
+int mk_fault_grad_inf(int rank, int64_t step) { return at_rank_step("MK_TEST_GRAD_INF", rank, step); }
 
 int mk_fault_nan(int64_t step)
 {

@@ -178,6 +178,9 @@ typedef struct mk_exec {
     double loss;           /* sum of token losses this step (head rank) */
     double step_loss;      /* mean loss over the global batch, after OPT_STEP */
     double step_aux;       /* MoE: the aux losses' share of the objective (run.aux summed), after OPT_STEP */
+    mk_loss_scaler_t scaler; /* loss scaling (o->loss_scaler's state, moved by each step) */
+    int64_t skipped;       /* steps of this run skipped for inf/NaN gradients */
+    int step_skipped;      /* the last OPT_STEP skipped its update */
     /* first step of this run (after --load) and the lr schedule's length:
        64-bit, as a checkpoint's step may be anything a 64-bit counter holds */
     int64_t step0, horizon;
@@ -302,6 +305,7 @@ void mk_exec_fsdp_free(mk_exec_t *e);
 /* exec_faults.c: fault injection for the tests (MK_TEST_*; no-ops when unset) */
 void mk_fault_rank_step(int rank, int64_t step);  /* MK_TEST_FAIL: exit(1) here */
 int mk_fault_nan(int64_t step);                   /* MK_TEST_NAN: nonzero at that step */
+int mk_fault_grad_inf(int rank, int64_t step);    /* MK_TEST_GRAD_INF: nonzero at that rank and step */
 void mk_fault_save_written(int written);          /* MK_TEST_SAVE_DIE_AFTER: _exit(3) */
 int mk_fault_device_armed(void);                  /* MK_TEST_DEVICE_FAIL is set (on every rank) */
 int mk_fault_device(int rank, int64_t step);      /* -1 (mk_error_set) at that rank and step */

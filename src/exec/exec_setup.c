@@ -59,6 +59,8 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     setup_chunks(e, own);
     int tied_copy = mk_plan_ends_apart(&o->ctx->plan) && own[nl - 1];
     e->run.loss_scale = 1.0f / ((float)o->ctx->plan.gbs * o->ctx->plan.model.seq);
+    e->scaler = o->loss_scaler.kind ? o->loss_scaler : (mk_loss_scaler_t){.scale = 1.0};
+    e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale); /* x 2^k: exact */
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;
     mk_exec_tp_setup(e);
@@ -257,10 +259,14 @@ static void log_step(const mk_exec_t *e, const mk_exec_result_t *res, int i)
 {
     const mk_exec_opts_t *o = e->o;
     int64_t k = e->step0 + i;
-    if (o->log_interval <= 0 || ((i + 1) % o->log_interval && i != o->steps - 1)) return;
-    mk_exec_log(e, "step %4lld/%lld  loss %.6f  lr %.3e  %.1f ms  %.0f tokens/s", (long long)k + 1,
+    if (o->log_interval <= 0 || ((i + 1) % o->log_interval && i != o->steps - 1 && !e->step_skipped)) return;
+    char ls[96] = "";  /* Megatron's "loss scale" and its skipped iterations */
+    if (e->scaler.kind)
+        snprintf(ls, sizeof ls, "  loss scale %.10g%s", e->scaler.scale,
+                 e->step_skipped ? "  skipped: inf/NaN gradients (no update)" : "");
+    mk_exec_log(e, "step %4lld/%lld  loss %.6f  lr %.3e  %.1f ms  %.0f tokens/s%s", (long long)k + 1,
                 (long long)(e->step0 + o->steps), res->losses[i], mk_exec_lr_at(e, k), 1e3 * res->step_times[i],
-                (double)o->ctx->plan.gbs * o->ctx->plan.model.seq / res->step_times[i]);
+                (double)o->ctx->plan.gbs * o->ctx->plan.model.seq / res->step_times[i], ls);
 }
 
 /* Validation and interval saves after step i; rc 0, or -1 with res->fail_exit. */
@@ -311,6 +317,7 @@ static int train_loop(mk_exec_t *e, mk_exec_result_t *res)
         }
         if (rc == 0 && mk_fault_nan(k)) e->step_loss = NAN;
         res->losses[i] = e->step_loss;
+        res->loss_scale = e->scaler.scale, res->skipped_steps = e->skipped;
         if (res->aux_losses) res->aux_losses[i] = e->step_aux;
         if (rc == 0 && !isfinite(e->step_loss)) {
             nan_message(&log, k, e->step_loss);  /* the loss is all-reduced: every rank sees it */

@@ -629,7 +629,7 @@ static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, part
 {
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C, w = mk_gpt_head_weight(g);
-    be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->loss_scale, N, g->Vl, g->v0);
+    be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->grad_scale, N, g->Vl, g->v0);
     parts_t q = *p;  /* SP: q.ln gathered into s_c, overwritten next */
     if (sp_on(g, run) && ln_full(g, run, &q, run->s_c) < 0) return -1;
     be->linear_bwd_w(be->ctx, G(g, w), NULL, run->s_a, q.ln, N, C, g->Vl);

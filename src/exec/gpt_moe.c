@@ -329,7 +329,7 @@ static double seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_part
         }
         for (int e = 0; e < E; e++) {
             aux += g->cfg.moe_aux_coeff * f[e] * pe[e] / run->B;
-            if (dpe) dpe[(size_t)b * E + e] = (float)(run->loss_scale * g->cfg.moe_aux_coeff * f[e]);
+            if (dpe) dpe[(size_t)b * E + e] = (float)(run->grad_scale * g->cfg.moe_aux_coeff * f[e]);
         }
     }
     free(f), free(pe);
@@ -440,7 +440,7 @@ static void router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, co
                               g->topk, g->T, !g->cfg.moe_pre_softmax, topk_scale(g));
     } else {
         for (int e = 0; e < E; e++)
-            dpe[e] = (float)(run->loss_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] / ((double)N * g->topk));
+            dpe[e] = (float)(run->grad_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] / ((double)N * g->topk));
         be->moe_route_bwd(be->ctx, dlog, p->probs, p->topi, p->topw, dtopw, dpe, N, E, g->topk,
                           !g->cfg.moe_pre_softmax);
     }

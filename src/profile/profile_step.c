@@ -149,7 +149,7 @@ static int run_steps(const mk_model_config_t *cfg, int n_mb, step_times_t *st, c
     for (int l = 0; l < L; l++) own[l] = 1;
     if (!(g = mk_gpt_new(cfg, &be, 1, 0, own, 0, &run)) || mk_gpt_run_init(&run, g, 1) < 0) goto out;
     mk_gpt_init_params(g, 1234);
-    run.loss_scale = 1.0f / cfg->seq;
+    run.loss_scale = run.grad_scale = 1.0f / cfg->seq;  /* no loss scaling */
     for (int i = 0; i < 2 * cfg->seq; i++) tok[i] = (int)((i * 2654435761u) % (unsigned)cfg->vocab);
     if (!(ga[0] = mk_gpt_alloc(&run, g, (size_t)g->T * g->C)) || !(ga[1] = mk_gpt_alloc(&run, g, (size_t)g->T * g->C)))
         goto out;

@@ -36,6 +36,7 @@ static const hook_t hooks[] = {
     {"MK_TEST_STOP", 1, 0, MK_MAX_STEPS, "step"},
     {"MK_TEST_DEVICE_FAIL", 1, -1, MK_MAX_STEPS, "step (-1: the load)"},
     {"MK_TEST_NAN", 0, 0, MK_MAX_STEPS, "step"},
+    {"MK_TEST_GRAD_INF", 1, 0, MK_MAX_STEPS, "step"},
     {"MK_TEST_SAVE_DIE_AFTER", 0, 1, INT_MAX, "tensor count"},
     {"MK_TEST_WRITE_PAUSE", 0, 0, 3600, "seconds"},
     {"MK_TEST_PLAN_FAIL", 0, 0, MK_MAX_GPUS - 1, "rank"},

@@ -1,0 +1,69 @@
+#!/bin/sh
+# Loss scaling (issue 37; Megatron-LM's flags and rules, src/exec/loss_scale.c):
+# --fp16 scales the loss dynamically from 2^32, --loss-scale X by a constant;
+# computed in fp32, a power-of-two scale changes no value, so the losses
+# are the fp32 run's bit for bit (a missing unscale would change them).
+# An injected overflow (MK_TEST_GRAD_INF=RANK:STEP: that rank's gradient
+# norm reads inf) skips the step on every rank alike: no update (the
+# checkpoint after it is the one before it), the scale backs off after
+# --hysteresis overflows, --json and the log line say so, and a 4-rank
+# tp2 x pp2 run and a dp2 ZeRO-3 run with the overflow on their last rank
+# give the one-rank run's losses.  Flags that would do nothing are exit 2.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/mpi-exec-lib.sh"
+PY=${PYTHON:-python3}
+one() { "$MERAK" run --gbs 8 --steps 4 --lr-decay-iters 4 --json "$@"; }
+field() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2]))' "$1" "$2"; }
+one >"$tmpdir/fp32.json" 2>/dev/null || { echo "FAIL: the fp32 run"; exit 1; }
+one --fp16 >"$tmpdir/fp16.json" 2>/dev/null
+check "--fp16: the fp32 run's losses bit for bit ($(losses_of "$tmpdir/fp16.json"))" \
+  test -n "$(losses_of "$tmpdir/fp16.json")" -a "$(losses_of "$tmpdir/fp16.json")" = "$(losses_of "$tmpdir/fp32.json")"
+check "--fp16: loss_scale 2^32 (Megatron's initial), no step skipped" \
+  test "$(field "$tmpdir/fp16.json" loss_scale)" = 4294967296.0 -a "$(field "$tmpdir/fp16.json" skipped_steps)" = 0
+check "fp32: no loss_scale field" test "$(field "$tmpdir/fp32.json" loss_scale)" = None
+# Adam is nearly blind to a gradient's scale: a large eps and no clipping are not, so these catch a wrong unscale
+one --adam-eps 0.5 --clip-grad 0 --dump-grads "$tmpdir/g32.bin" >"$tmpdir/eps32.json" 2>/dev/null
+one --adam-eps 0.5 --clip-grad 0 --fp16 --dump-grads "$tmpdir/g16.bin" >"$tmpdir/eps16.json" 2>/dev/null
+check "--fp16, Adam eps 0.5, no clipping: the fp32 run's losses bit for bit" \
+  test -n "$(losses_of "$tmpdir/eps16.json")" -a "$(losses_of "$tmpdir/eps16.json")" = "$(losses_of "$tmpdir/eps32.json")"
+check "--dump-grads under --fp16: the unscaled gradients (fp32's)" cmp -s "$tmpdir/g16.bin" "$tmpdir/g32.bin"
+one --bf16 --loss-scale 1024 >"$tmpdir/bf16.json" 2>/dev/null
+check "--bf16 --loss-scale 1024: constant, the same losses" \
+  test "$(field "$tmpdir/bf16.json" loss_scale)" = 1024.0 -a "$(losses_of "$tmpdir/bf16.json")" = "$(losses_of "$tmpdir/fp32.json")"
+# an overflow at step index 1 on rank 0
+MK_TEST_GRAD_INF=0:1 one --fp16 --hysteresis 1 >"$tmpdir/inf1.json" 2>"$tmpdir/inf1.err"
+check "an overflow with --hysteresis 1: skipped_steps 1, the scale halved to 2^31" \
+  test "$(field "$tmpdir/inf1.json" skipped_steps)" = 1 -a "$(field "$tmpdir/inf1.json" loss_scale)" = 2147483648.0
+check "the log line says so" grep -q "step    2/4 .*loss scale 2147483648  skipped: inf/NaN gradients" "$tmpdir/inf1.err"
+before_after() { # the first loss equal, the third not
+  set -- $(losses_of "$1") "|" $(losses_of "$2")
+  test "$1" = "$6" -a "$3" != "$8" -a "$5" = "|"
+}
+check "the step before it is the fp32 run's, the ones after differ" before_after "$tmpdir/inf1.json" "$tmpdir/fp32.json"
+MK_TEST_GRAD_INF=0:1 one --fp16 >"$tmpdir/inf2.json" 2>/dev/null
+check "with the default --hysteresis 2 one overflow skips and keeps 2^32" \
+  test "$(field "$tmpdir/inf2.json" skipped_steps)" = 1 -a "$(field "$tmpdir/inf2.json" loss_scale)" = 4294967296.0
+# a skipped step changes no weight and no Adam moment
+MK_TEST_GRAD_INF=0:1 "$MERAK" run --gbs 8 --steps 2 --lr-decay-iters 4 --fp16 --save "$tmpdir/skip.st" 2>/dev/null
+"$MERAK" run --gbs 8 --steps 1 --lr-decay-iters 4 --fp16 --save "$tmpdir/one.st" 2>/dev/null
+check "two steps with the second skipped: the checkpoint of one step (weights and Adam state)" \
+  same_checkpoints "$tmpdir/skip.st" "$tmpdir/one.st"
+# every rank skips alike: the overflow on the last rank only
+mpi() { n=$1; shift; timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --steps 4 --lr-decay-iters 4 --json "$@"; }
+MK_TEST_GRAD_INF=3:1 mpi 4 --tp 2 --pp 2 --fp16 --hysteresis 1 >"$tmpdir/tp.json" 2>"$tmpdir/tp.err"
+check "tp2 x pp2, the overflow on rank 3: skipped on every rank, one rank's losses (1e-5)" \
+  same_losses "$tmpdir/tp.json" "$tmpdir/inf1.json"
+check "... and says so: skipped_steps 1" test "$(field "$tmpdir/tp.json" skipped_steps)" = 1
+MK_TEST_GRAD_INF=1:1 mpi 2 --dp 2 --zero 3 --fp16 --hysteresis 1 >"$tmpdir/z3.json" 2>"$tmpdir/z3.err"
+check "dp2 ZeRO-3, the overflow on rank 1: one rank's losses (1e-5)" same_losses "$tmpdir/z3.json" "$tmpdir/inf1.json"
+# flags that would do nothing, and bad values
+expect_fail "fp32 with --loss-scale" "is for --fp16 and --bf16 runs" -- "$MERAK" run --steps 1 --loss-scale 1024
+expect_fail "--loss-scale with a dynamic flag" "tunes the dynamic loss scale, and --loss-scale fixes it" -- \
+  "$MERAK" run --steps 1 --fp16 --loss-scale 1024 --hysteresis 3
+expect_fail "bf16 with --initial-loss-scale" "is for --fp16" -- "$MERAK" run --steps 1 --bf16 --initial-loss-scale 1024
+expect_fail "a floor above the start" "min-loss-scale 4096 is above the initial loss scale 1024" -- \
+  "$MERAK" run --steps 1 --fp16 --initial-loss-scale 1024 --min-loss-scale 4096
+expect_fail "a scale below 1" "loss-scale must be from 1" -- "$MERAK" run --steps 1 --fp16 --loss-scale 0.5
+expect_fail "--hysteresis 0" "hysteresis must be an integer >= 1" -- "$MERAK" run --steps 1 --fp16 --hysteresis 0
+expect_fail "a bad overflow hook" "MK_TEST_GRAD_INF must be RANK:step" -- env MK_TEST_GRAD_INF=x "$MERAK" run --steps 1
+finish
