@@ -1,5 +1,6 @@
 /* The memory model: static per-stage bytes, per-chunk activation figures,
- * the closed-form stage peak (mk_sim_stage_memory) and `auto` recompute.
+ * the closed-form stage peak (mk_sim_stage_memory) and `auto`'s first
+ * guess (the stream walks: memory_auto.c).
  *
  *   weights    w P, grads g P, optimizer o P (ZeRO divides them: zero_state)
  *              16-bit plans: w = 2, g = 2 (4 with fp32 grads), o = 12
@@ -428,171 +429,13 @@ int mk_sim_stage_state_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_gra
     return 0;
 }
 
-/* mk_sim_chunk_act memoised per (chunk, checkpoint count): a stream walk
- * asks for the same few values once per instruction. */
-typedef struct {
-    int v, w;                 /* chunks, counts per chunk (max nck + 1) */
-    double *a, *wm, *gb;      /* gb: [v] per chunk (no count changes it) */
-    unsigned char *have, *have_gb;
-} mk_act_memo_t;
-
-static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, int s, int c, int ck,
-                     double *a, double *w, double *gb)
-{
-    size_t i = (size_t)c * M->w + ck;
-    if (!M->have[i]) {
-        mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
-        M->have[i] = M->have_gb[c] = 1;
-    }
-    *a = M->a[i], *w = M->wm[i], *gb = M->gb[c];
-}
-
-typedef struct {
-    const mk_plan_t *p;
-    const mk_graph_t *g;
-    int s;
-    mk_act_memo_t *M;
-    double stat, stored, peak; /* bytes: static, activations held now, the peak */
-    double *mbs;              /* [m*vpp] bytes each slot holds */
-    double gath;              /* ZeRO-3: gathered weights while an op other than B_W runs */
-    int fs_chunk;             /* the stage's chunk holding the loss (-1: none) */
-    double fs;                /* its forward scratch (mk_sim_chunk_fscratch) */
-} peak_walk_t;
-
-/* One compute op: F/F_PRE add the slot's stored bytes (working set: the
- * largest recompute group), R expands them to full, B/B_IN need the
- * recomputed layer (when the walker says it recomputes) plus the gradient
- * buffers, B or B_W frees. */
-static int peak_op(void *ctx, const mk_walk_ev_t *ev)
-{
-    peak_walk_t *x = ctx;
-    int ch = ev->in->chunk, sl = ev->slot;
-    double a, w, gb, cur;
-    if (ev->holds) {
-        memo_act(x->M, x->p, x->g, x->s, ch, ev->ckpt, &a, &w, &gb);
-        x->mbs[sl] = a, x->stored += a;
-        double fs = ch == x->fs_chunk ? x->fs : 0;
-        cur = x->stat + x->stored + (w > fs ? w : fs);
-    } else if (ev->regrows) {
-        memo_act(x->M, x->p, x->g, x->s, ch, 0, &a, &w, &gb);
-        x->stored += a - x->mbs[sl], x->mbs[sl] = a;
-        cur = x->stat + x->stored;
-    } else {
-        memo_act(x->M, x->p, x->g, x->s, ch, ev->recomputes ? ev->ckpt : 0, &a, &w, &gb);
-        cur = x->stat + x->stored + (ev->recomputes ? w : 0) + gb;
-        if (ev->releases) x->stored -= x->mbs[sl], x->mbs[sl] = 0;
-    }
-    if (ev->in->op != MK_INSTR_B_W) cur += x->gath;
-    if (cur > x->peak) x->peak = cur;
-    return MK_WALK_GO;
-}
-
-/* The peak search on one set of streams: the walker (one stage at a time)
- * and the buffers are made once and reused by every stage and probe (the
- * binary search walks each stage many times with other F counts); the
- * static bytes and the activation memo are the stage's (peak_search_stage). */
-typedef struct {
-    peak_walk_t x;
-    mk_act_memo_t M;
-    const mk_sim_opts_t *o;
-    int layers[MK_PLAN_MAX_VSTAGES], ckf[MK_PLAN_MAX_VSTAGES];
-    mk_walk_t w;
-    int have_walk;
-} peak_search_t;
-
-static void peak_search_free(peak_search_t *S)
-{
-    if (S->have_walk) mk_walk_free(&S->w);
-    free(S->x.mbs), free(S->M.a), free(S->M.wm), free(S->M.gb), free(S->M.have), free(S->M.have_gb);
-}
-
-static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch,
-                            const mk_sim_opts_t *o)
-{
-    memset(S, 0, sizeof *S);
-    int v = p->vpp;
-    mk_plan_ckpt_layers(p, g, S->layers);
-    S->o = o;
-    S->M = (mk_act_memo_t){v, 1, NULL, NULL, NULL, NULL, NULL};
-    for (int i = 0; i < p->n_vstages; i++) /* room for every stage's counts */
-        if (S->layers[i] + 1 > S->M.w) S->M.w = S->layers[i] + 1;
-    S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, 0, NULL, 0, -1, 0};
-    S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
-    size_t n = (size_t)v * S->M.w;
-    S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
-    S->M.gb = malloc(v * sizeof(double)), S->M.have = calloc(n, 1), S->M.have_gb = calloc(v, 1);
-    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = S->layers, .ckpt_f = S->ckf};
-    mk_walk_hooks_t h = {.ctx = &S->x, .memory = peak_op};
-    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || !S->M.have_gb ||
-        mk_walk_init(&S->w, sch, &wo, &h) < 0) {
-        peak_search_free(S);
-        return mk_error_set("out of memory");
-    }
-    S->have_walk = 1;
-    return 0;
-}
-
-/* Probes walk stage s from now on: its static bytes, a memo of its chunks. */
-static void peak_search_stage(peak_search_t *S, int s)
-{
-    const mk_plan_t *p = S->x.p;
-    mk_stage_static_t st;
-    mk_sim_stage_static(p, S->x.g, s, S->o, &st);
-    S->x.s = s;
-    S->x.stat = st.weights + st.grads + st.optimizer + st.buffers;
-    S->x.gath = st.gathered;
-    S->x.fs_chunk = -1, S->x.fs = 0;
-    for (int c = 0; c < p->vpp && S->x.fs_chunk < 0; c++) /* at most one chunk holds the loss */
-        if ((S->x.fs = mk_sim_chunk_fscratch(p, S->x.g, mk_plan_vstage(p, s, c))) > 0) S->x.fs_chunk = c;
-    memset(S->M.have, 0, (size_t)S->M.v * S->M.w);
-    memset(S->M.have_gb, 0, (size_t)S->M.v);
-}
-
-/* Peak of the stage along its own stream with every plain F checkpointing
- * k layers (capped per chunk at its checkpointable layers).  Memory
- * depends only on the order of a stage's instructions, not on timing, so
- * this walk gives the event engine's figure exactly: both take the
- * per-slot rules (checkpoint counts, recomputes, what is held) from the
- * stream walker (merak/walk.h).  1e300 when the walk fails. */
-static double peak_search_probe(peak_search_t *S, int k)
-{
-    const mk_plan_t *p = S->x.p;
-    for (int i = 0; i < p->n_vstages; i++) S->ckf[i] = k;
-    memset(S->x.mbs, 0, (size_t)p->m * p->vpp * sizeof *S->x.mbs);
-    S->x.stored = 0, S->x.peak = S->x.stat;
-    mk_walk_reset_stage(&S->w, S->x.s);
-    return mk_walk_stage(&S->w, S->x.s) >= 0 ? S->x.peak : 1e300;
-}
-
-/* Most checkpointable layers of a chunk of stage s. */
-static int stage_nmax(const mk_plan_t *p, const int *layers, int s)
-{
-    int nmax = 0;
-    for (int ch = 0; ch < p->vpp; ch++)
-        if (layers[s * p->vpp + ch] > nmax) nmax = layers[s * p->vpp + ch];
-    return nmax;
-}
-
-/* Set stage s's counts to k layers per chunk (capped at the chunk's);
- * returns 1 if that changed any. */
-static int set_stage_ckpt(mk_plan_t *p, const int *layers, int s, int k)
-{
-    int changed = 0;
-    for (int ch = 0; ch < p->vpp; ch++) {
-        int v = k < layers[s * p->vpp + ch] ? k : layers[s * p->vpp + ch];
-        changed |= p->ckpt[s * p->vpp + ch] != v;
-        p->ckpt[s * p->vpp + ch] = v;
-    }
-    return changed;
-}
-
 /* The closed-form first guess: per stage the fewest k whose
  * mk_sim_stage_memory fits (the most when none does). */
-static int closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+int mk_sim_closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
                         const int *layers)
 {
     for (int s = 0; s < p->pp; s++) {
-        int nmax = stage_nmax(p, layers, s), ck[MK_PLAN_MAX_VSTAGES], k;
+        int nmax = mk_sim_stage_nmax(p, layers, s), ck[MK_PLAN_MAX_VSTAGES], k;
         double gb[MK_PLAN_MAX_VSTAGES];
         stage_fixed_t F = {.gb = gb}; /* mk_sim_stage_memory's, once for every k */
         if (check_stage(p, s) < 0) return -1;
@@ -603,85 +446,8 @@ static int closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
             stage_total(p, g, s, &F, ck, NULL, &m);
             if (m.total <= mk_cluster_usable_bytes(c)) break;
         }
-        set_stage_ckpt(p, layers, s, k > nmax ? nmax : k);
+        mk_sim_set_stage_ckpt(p, layers, s, k > nmax ? nmax : k);
     }
     p->has_ckpt = 1;
     return 0;
-}
-
-/* Stage s's streams in a and b are the same for the peak walk: it reads
- * every field of every instruction but a plain F's checkpoint count (the
- * probe's ckpt_f replaces it), so the same streams give the same search. */
-static int same_walk(const mk_sched_t *a, const mk_sched_t *b, int s)
-{
-    const mk_stream_t *x = &a->streams[s], *y = &b->streams[s];
-    if (x->n != y->n) return 0;
-    for (int i = 0; i < x->n; i++) {
-        const mk_instr_t *u = &x->v[i], *v = &y->v[i];
-        if (u->op != v->op || u->mb != v->mb || u->chunk != v->chunk || u->peer != v->peer ||
-            (u->op != MK_INSTR_F && u->ckpt != v->ckpt))
-            return 0;
-    }
-    return 1;
-}
-
-/* Per stage the fewest k that fits on the streams sch (nmax if none), into
- * p->ckpt; a stage whose stream walks as in prev (the streams the counts
- * came from) keeps them.  *changed: some count moved.  0 or -1. */
-static int search_streams(mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o, const mk_sched_t *sch,
-                          const mk_sched_t *prev, double limit, int *changed)
-{
-    peak_search_t S;
-    if (peak_search_init(&S, p, g, sch, o) < 0) return -1;
-    *changed = 0;
-    for (int s = 0; s < p->pp; s++) {
-        if (prev && same_walk(prev, sch, s)) continue;
-        int lo = 0, hi = stage_nmax(p, S.layers, s);
-        peak_search_stage(&S, s);
-        while (lo < hi) {
-            int mid = (lo + hi) / 2;
-            if (peak_search_probe(&S, mid) <= limit) hi = mid;
-            else lo = mid + 1;
-        }
-        *changed |= set_stage_ckpt(p, S.layers, s, lo);
-    }
-    peak_search_free(&S);
-    return 0;
-}
-
-/* Resolve `auto`: a closed-form first guess, then per stage the fewest
- * checkpointed layers whose stream walk fits (binary search over plain F's
- * count on the current streams), rebuilding the streams until the counts
- * are stable (the streams may depend on them). */
-int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
-                               mk_sched_pool_t *pool)
-{
-    int layers[MK_PLAN_MAX_VSTAGES];
-    if (p->n_vstages != mk_plan_vstages(p) || p->m < 1) return mk_error_set("plan has no stage bounds (check it first)");
-    mk_plan_ckpt_layers(p, g, layers);
-    if (closed_guess(c, p, g, o, layers) < 0) return -1;
-    mk_sched_t *prev = NULL;
-    int rc = 0;
-    for (int iter = 0; iter < 8 && rc == 0; iter++) {
-        int spl[MK_PLAN_MAX_VSTAGES], changed = 0;
-        mk_sched_spec_t spec;
-        mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, spl, &spec);
-        mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
-        rc = sch ? search_streams(p, g, o, sch, prev, mk_cluster_usable_bytes(c), &changed) : -1;
-        mk_sched_recycle(prev, pool);
-        prev = sch;
-        if (!changed) break;
-    }
-    mk_sched_recycle(prev, pool);
-    return rc;
-}
-
-int mk_sim_resolve_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o)
-{
-    return mk_sim_resolve_auto_pooled(c, p, g, o, NULL);
-}
-
-int mk_sim_auto(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g)
-{
-    return mk_sim_resolve_auto(c, p, g, NULL);
 }

@@ -94,6 +94,14 @@ void mk_sim_chunk_act_all(const mk_plan_t *p, const mk_graph_t *g, int k, double
  * activations while the softmax of the logits runs (0 on a chunk without
  * the loss; memory.c). */
 double mk_sim_chunk_fscratch(const mk_plan_t *p, const mk_graph_t *g, int k);
+/* `auto` (memory.c, memory_auto.c): the closed-form first guess (per stage
+ * the fewest k whose mk_sim_stage_memory fits, the most when none does);
+ * stage s's most checkpointable layers in a chunk; its counts set to k per
+ * chunk (capped at the chunk's), 1 if any changed. */
+int mk_sim_closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                        const int *layers);
+int mk_sim_stage_nmax(const mk_plan_t *p, const int *layers, int s);
+int mk_sim_set_stage_ckpt(mk_plan_t *p, const int *layers, int s, int k);
 int mk_sim_is_ckptable(const mk_graph_t *g, int l);
 /* --recompute selective-op: the share of op i's (of layer l) output its
  * policy keeps in the forward (0 to 1; opsac.c). */
