@@ -5,6 +5,7 @@
 #include "merak/cost.h"
 #include "merak/partition.h"
 #include "merak/planner.h"
+#include "merak/sim_search.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -184,6 +185,59 @@ static void test_auto_recompute(void)
     mk_sim_free(sim);
 }
 
+/* auto with the peaks memo (shared by every plan here, each resolved
+ * twice: first filling it, then from it) settles every plan as auto
+ * without it: ZeRO levels (other static bytes, the same streams; ZeRO-3's
+ * gathered weights), sequence lengths (other activation figures, the
+ * same streams), schedules, micro-batch sizes and pipeline depths. */
+static void test_peak_memo(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("rtx3090-pcie", &c);
+    mk_model_config_t m;
+    mk_model_preset("gpt-8.3b", &m);
+    mk_sim_opts_t so;
+    mk_sim_opts_init(&so);
+    mk_sim_peak_memo_t *memo = mk_sim_peak_memo_new();
+    static const mk_sched_kind_t kinds[] = {MK_SCHED_1F1B, MK_SCHED_MERAK, MK_SCHED_INTERLEAVED, MK_SCHED_ZB_V};
+    int plans = 0, partial = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int ki = 0; ki < 4; ki++)
+            for (int pp = 2; pp <= 8; pp *= 2)
+                for (int mbs = 1; mbs <= 4; mbs *= 2)
+                    for (int v = 0; v < 6; v++) { /* ZeRO 0, 2, 3 (ZeRO-3's gathered weights), seq 2048 or 1024 */
+                        int zero = v % 3 ? v % 3 + 1 : 0;
+                        mk_plan_t p;
+                        mk_plan_init(&p);
+                        p.model = m, p.pp = pp, p.tp = 2, p.dp = 2, p.mbs = mbs, p.gbs = 64, p.zero = zero;
+                        p.model.seq = v < 3 ? 2048 : 1024;
+                        p.dtype = MK_DTYPE_BF16, p.schedule = kinds[ki], p.recompute.kind = MK_RECOMPUTE_AUTO;
+                        p.vpp = kinds[ki] == MK_SCHED_INTERLEAVED || kinds[ki] == MK_SCHED_ZB_V ? 2 : 1;
+                        mk_graph_t *g = mk_plan_graph(&p);
+                        p.n_vstages = pp * p.vpp;
+                        mk_plan_partition_uniform(&p, g);
+                        if (mk_plan_check(&p, g) < 0) {
+                            mk_graph_free(g);
+                            continue;
+                        }
+                        mk_plan_t q = p;
+                        int a = mk_sim_resolve_auto(&c, &p, g, &so), b = mk_sim_resolve_auto_pooled(&c, &q, g, &so,
+                                                                                                  NULL, memo);
+                        CHECK(a == 0 && b == 0, "resolve: %s", mk_error_last());
+                        CHECK(!memcmp(p.ckpt, q.ckpt, p.n_vstages * sizeof *p.ckpt),
+                              "memo: other counts (%s pp %d mbs %d seq %d zero %d pass %d)",
+                              mk_sched_kind_name(kinds[ki]), pp, mbs, p.model.seq, zero, pass);
+                        int nck = 0, nfull = 0, layers[64];
+                        mk_plan_ckpt_layers(&p, g, layers);
+                        for (int i = 0; i < p.n_vstages; i++) nck += p.ckpt[i], nfull += layers[i];
+                        plans++, partial += nck > 0 && nck < nfull;
+                        mk_graph_free(g);
+                    }
+    printf("peaks memo: %d plans settled alike, %d of them checkpointing some layers only\n", plans, partial);
+    CHECK(plans >= 64 && partial > 0, "the memo test covers too little (%d plans, %d partial)", plans, partial);
+    mk_sim_peak_memo_free(memo);
+}
+
 int main(void)
 {
     mk_model_config_t gpt = small_gpt(), deep = small_gpt(), moe;
@@ -209,5 +263,6 @@ int main(void)
     test_mpi_split_same_answer();
     test_compute_partition();
     test_auto_recompute();
+    test_peak_memo();
     CHECK_DONE();
 }

@@ -32,10 +32,22 @@ int mk_sim_stage_memory_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_gr
 int mk_sim_stage_state_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s,
                              mk_mem_breakdown_t *out);
 
+/* Stream-walk peaks kept across many plans: a stage's activation peak is
+ * a function of its instruction stream, the checkpoint count and its
+ * chunks' activation figures only (not of its static bytes, which add),
+ * and a search meets the same ones many times over (ZeRO levels, TP
+ * overlaps, micro-batch counts that leave a stage's stream alike).  Keyed
+ * by two independent 64-bit hashes of all of that; a fixed table (~400
+ * KB), the newest entry kept where two meet.  NULL: out of memory. */
+typedef struct mk_sim_peak_memo mk_sim_peak_memo_t;
+mk_sim_peak_memo_t *mk_sim_peak_memo_new(void);
+void mk_sim_peak_memo_free(mk_sim_peak_memo_t *m);
+
 /* The same with the search's streams built from and recycled to pool
- * (merak/sched.h; the planner keeps one for all its candidates). */
+ * (merak/sched.h; the planner keeps one for all its candidates) and the
+ * stage walks' peaks kept in memo (NULL: none). */
 int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
-                               mk_sched_pool_t *pool);
+                               mk_sched_pool_t *pool, mk_sim_peak_memo_t *memo);
 
 /* Lower bounds for a search (the planner's branch and bound) on a checked
  * plan with its recompute settled, per stage s of pp: after[s], the seconds

@@ -263,6 +263,7 @@ static void search_free(mk_search_t *S)
     free(S->tbuf), free(S->tscr);
     mk_sched_recycle(S->wsch, &S->pool);
     mk_sched_pool_free(&S->pool);
+    mk_sim_peak_memo_free(S->pmemo);
 }
 
 
@@ -300,6 +301,7 @@ static int search_once(const mk_model_config_t *m, const mk_cluster_t *c, const 
     }
     mk_sim_t *sim = mk_sim_new(c);
     S.t0 = t0, S.sim = sim;
+    S.pmemo = mk_sim_peak_memo_new(); /* NULL: the walks are made each time */
     int rc = (!r->best || !sim) ? mk_error_set("out of memory") : 0;
     if (rc == 0 && o->progress) { /* a first pass counts the pairs: the bar's length while generating */
         S.counting = 1;

@@ -168,6 +168,7 @@ typedef struct {
     int counting;             /* enumerate() only counts this rank's layouts into combos (progress) */
     double t0;                /* search start (progress) */
     mk_sched_pool_t pool;   /* the auto searches' stream buffers, reused by every candidate */
+    mk_sim_peak_memo_t *pmemo; /* their stage walks' peaks (NULL: none) */
     mk_sim_fixed_t *fx;       /* the candidate's memory parts no count changes (NULL: none) */
     mk_tail_t tail;
     double *tscr;           /* the tails of one split's ZeRO variants ([2][8][2 MK_PLAN_MAX_VSTAGES]) */

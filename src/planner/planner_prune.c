@@ -151,7 +151,7 @@ static int state_fits(mk_search_t *S, mk_sim_fixed_t *fx, const mk_plan_t *p, co
 static int settle_recompute(mk_search_t *S, mk_plan_t *p, const mk_graph_t *g, int *ck)
 {
     if (p->recompute.kind == MK_RECOMPUTE_AUTO) {
-        if (mk_sim_resolve_auto_pooled(S->cl, p, g, &S->so, &S->pool) < 0) return 0;
+        if (mk_sim_resolve_auto_pooled(S->cl, p, g, &S->so, &S->pool, S->pmemo) < 0) return 0;
         return plan_fits(S, p, g, 1, ck);
     }
     if (p->recompute.kind != MK_RECOMPUTE_STAGE_AWARE) return plan_fits(S, p, g, 1, ck);
