@@ -122,6 +122,7 @@ typedef struct mk_walk {
     int *pos;                   /* [pp] next instruction of each stage */
     int *state;                 /* [pp] mk_walk_state_t */
     int *waiting;               /* [pp] index the stage is blocked at (-1: none) */
+    int *bkey;                  /* [pp] BUFFERED: the message key it waits for there (-1: not a RECV) */
     int *inflight, *nbucket, *last_bwd, *tied_in, *tied_done; /* [pp] */
     int *ck;                    /* [pp*m*vpp] forward's checkpoint count per (stage, slot) */
     unsigned char *rran;        /* [pp*m*vpp] R ran since that forward */

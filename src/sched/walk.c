@@ -90,7 +90,9 @@ int mk_walk_init(mk_walk_t *w, const mk_sched_t *s, const mk_walk_opts_t *opts,
     w->ck = calloc(nsl, sizeof *w->ck);
     w->rran = calloc(nsl, 1);
     w->sent = local ? NULL : calloc((size_t)mk_walk_n_keys(s), 1);
-    int ok = w->ck && w->rran && (local || w->sent);
+    int buffered = w->o.mode == MK_WALK_BUFFERED;
+    w->bkey = buffered ? malloc(p * sizeof *w->bkey) : NULL;
+    int ok = w->ck && w->rran && (local || w->sent) && (!buffered || w->bkey);
     for (size_t i = 0; i < sizeof per_stage / sizeof *per_stage; i++) ok &= *per_stage[i] != NULL;
     if (!ok) {
         mk_walk_free(w);
@@ -128,7 +130,7 @@ void mk_walk_free(mk_walk_t *w)
 {
     free(w->pos), free(w->state), free(w->waiting), free(w->inflight), free(w->nbucket);
     free(w->last_bwd), free(w->tied_in), free(w->tied_done);
-    free(w->ck), free(w->rran), free(w->sent);
+    free(w->ck), free(w->rran), free(w->sent), free(w->bkey);
     memset(w, 0, sizeof *w);
 }
 
@@ -319,6 +321,7 @@ static int stop_blocked(mk_walk_t *w, const mk_walk_ev_t *ev)
 {
     int st = ev->stage;
     w->state[st] = MK_WALK_BLOCKED;
+    if (w->bkey) w->bkey[st] = ev->in->op == MK_INSTR_RECV_ACT || ev->in->op == MK_INSTR_RECV_GRAD ? ev->key : -1;
     if (w->waiting[st] == ev->index) return 0;
     w->waiting[st] = ev->index;
     return w->h.block && w->h.block(w->h.ctx, ev) < 0 ? -1 : 0;
@@ -384,12 +387,22 @@ int mk_walk_done(const mk_walk_t *w)
     return 0;
 }
 
+/* Buffered: stage st stands blocked at a RECV whose SEND has not come, so
+ * walking it would only decode that RECV again and stop (no hook runs
+ * twice for one wait): pass it over. */
+static int still_blocked(const mk_walk_t *w, int st)
+{
+    return w->bkey && w->state[st] == MK_WALK_BLOCKED && w->waiting[st] == w->pos[st] && w->bkey[st] >= 0 &&
+           !w->sent[w->bkey[st]];
+}
+
 int mk_walk_run(mk_walk_t *w)
 {
     int moved = 1;
     while (moved) {
         moved = 0;
         for (int st = 0; st < w->pp; st++) {
+            if (still_blocked(w, st)) continue;
             int r = mk_walk_stage(w, st);
             if (r < 0) return -1;
             moved |= r > 0;
