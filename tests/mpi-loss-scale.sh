@@ -1,60 +1,65 @@
 #!/bin/sh
-# Loss scaling (issue 37; Megatron-LM's flags and rules, src/exec/loss_scale.c):
-# --fp16 scales the loss dynamically from 2^32, --loss-scale X by a constant;
-# computed in fp32, a power-of-two scale changes no value, so the losses
-# are the fp32 run's bit for bit (a missing unscale would change them).
-# An injected overflow (MK_TEST_GRAD_INF=RANK:STEP: that rank's gradient
-# norm reads inf) skips the step on every rank alike: no update (the
-# checkpoint after it is the one before it), the scale backs off after
-# --hysteresis overflows, --json and the log line say so, and a 4-rank
-# tp2 x pp2 run and a dp2 ZeRO-3 run with the overflow on their last rank
-# give the one-rank run's losses.  Flags that would do nothing are exit 2.
+# Loss scaling (issue 37; Megatron-LM's flags and rules, src/exec/loss_scale.c)
+# with 16-bit GEMM operands (the cpu backend rounds them to nearest even):
+# bf16 keeps fp32's exponent range, so a constant power-of-two scale
+# changes no rounding and --bf16 --loss-scale 1024 gives --bf16's losses
+# and gradients bit for bit (a missing unscale would change them, also
+# where Adam's eps is large and nothing is clipped); fp16's range is small,
+# so Megatron's 2^32 start overflows the gradients and the first steps are
+# skipped while the scale backs off, as in Megatron's own fp16 logs.  An
+# injected overflow (MK_TEST_GRAD_INF=RANK:STEP: that rank's gradient norm
+# reads inf) skips the step on every rank alike: no update (the checkpoint
+# after it is the one before it), the scale backs off after --hysteresis
+# overflows, --json and the log line say so, and a 4-rank tp2 x pp2 run
+# and a dp2 ZeRO-3 run with the overflow on their last rank give the
+# one-rank run's losses.  Flags that would do nothing are exit 2.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 PY=${PYTHON:-python3}
 one() { "$MERAK" run --gbs 8 --steps 4 --lr-decay-iters 4 --json "$@"; }
 field() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2]))' "$1" "$2"; }
 one >"$tmpdir/fp32.json" 2>/dev/null || { echo "FAIL: the fp32 run"; exit 1; }
-one --fp16 >"$tmpdir/fp16.json" 2>/dev/null
-check "--fp16: the fp32 run's losses bit for bit ($(losses_of "$tmpdir/fp16.json"))" \
-  test -n "$(losses_of "$tmpdir/fp16.json")" -a "$(losses_of "$tmpdir/fp16.json")" = "$(losses_of "$tmpdir/fp32.json")"
-check "--fp16: loss_scale 2^32 (Megatron's initial), no step skipped" \
-  test "$(field "$tmpdir/fp16.json" loss_scale)" = 4294967296.0 -a "$(field "$tmpdir/fp16.json" skipped_steps)" = 0
 check "fp32: no loss_scale field" test "$(field "$tmpdir/fp32.json" loss_scale)" = None
-# Adam is nearly blind to a gradient's scale: a large eps and no clipping are not, so these catch a wrong unscale
-one --adam-eps 0.5 --clip-grad 0 --dump-grads "$tmpdir/g32.bin" >"$tmpdir/eps32.json" 2>/dev/null
-one --adam-eps 0.5 --clip-grad 0 --fp16 --dump-grads "$tmpdir/g16.bin" >"$tmpdir/eps16.json" 2>/dev/null
-check "--fp16, Adam eps 0.5, no clipping: the fp32 run's losses bit for bit" \
-  test -n "$(losses_of "$tmpdir/eps16.json")" -a "$(losses_of "$tmpdir/eps16.json")" = "$(losses_of "$tmpdir/eps32.json")"
-check "--dump-grads under --fp16: the unscaled gradients (fp32's)" cmp -s "$tmpdir/g16.bin" "$tmpdir/g32.bin"
-one --bf16 --loss-scale 1024 >"$tmpdir/bf16.json" 2>/dev/null
-check "--bf16 --loss-scale 1024: constant, the same losses" \
-  test "$(field "$tmpdir/bf16.json" loss_scale)" = 1024.0 -a "$(losses_of "$tmpdir/bf16.json")" = "$(losses_of "$tmpdir/fp32.json")"
+one --bf16 --adam-eps 0.5 --clip-grad 0 --dump-grads "$tmpdir/gb.bin" >"$tmpdir/bf16.json" 2>/dev/null
+one --bf16 --adam-eps 0.5 --clip-grad 0 --loss-scale 1024 --dump-grads "$tmpdir/gs.bin" >"$tmpdir/bf16s.json" 2>/dev/null
+check "--bf16 --loss-scale 1024 (Adam eps 0.5, no clipping): --bf16's losses bit for bit" \
+  test -n "$(losses_of "$tmpdir/bf16s.json")" -a "$(losses_of "$tmpdir/bf16s.json")" = "$(losses_of "$tmpdir/bf16.json")"
+check "... a constant scale of 1024 reported" test "$(field "$tmpdir/bf16s.json" loss_scale)" = 1024.0
+check "--dump-grads under a loss scale: the unscaled gradients" cmp -s "$tmpdir/gs.bin" "$tmpdir/gb.bin"
+check "bf16's losses are not fp32's (the operands are rounded)" \
+  test "$(losses_of "$tmpdir/bf16.json")" != "$(losses_of "$tmpdir/fp32.json")"
+"$MERAK" run --gbs 8 --steps 8 --lr-decay-iters 4 --json --fp16 >"$tmpdir/fp16.json" 2>/dev/null
+check "--fp16 from Megatron's 2^32: fp16 gradients overflow, steps skipped, the scale backs off (skipped \
+$(field "$tmpdir/fp16.json" skipped_steps), scale $(field "$tmpdir/fp16.json" loss_scale))" "$PY" -c '
+import json, sys; d = json.load(open(sys.argv[1])); assert d["skipped_steps"] >= 1 and d["loss_scale"] < 2**32' "$tmpdir/fp16.json"
+S="--fp16 --initial-loss-scale 65536"
+one $S >"$tmpdir/f16.json" 2>/dev/null
+check "--fp16 from 65536: no step skipped" test "$(field "$tmpdir/f16.json" skipped_steps)" = 0
 # an overflow at step index 1 on rank 0
-MK_TEST_GRAD_INF=0:1 one --fp16 --hysteresis 1 >"$tmpdir/inf1.json" 2>"$tmpdir/inf1.err"
-check "an overflow with --hysteresis 1: skipped_steps 1, the scale halved to 2^31" \
-  test "$(field "$tmpdir/inf1.json" skipped_steps)" = 1 -a "$(field "$tmpdir/inf1.json" loss_scale)" = 2147483648.0
-check "the log line says so" grep -q "step    2/4 .*loss scale 2147483648  skipped: inf/NaN gradients" "$tmpdir/inf1.err"
+MK_TEST_GRAD_INF=0:1 one $S --hysteresis 1 >"$tmpdir/inf1.json" 2>"$tmpdir/inf1.err"
+check "an overflow with --hysteresis 1: skipped_steps 1, the scale halved to 32768" \
+  test "$(field "$tmpdir/inf1.json" skipped_steps)" = 1 -a "$(field "$tmpdir/inf1.json" loss_scale)" = 32768.0
+check "the log line says so" grep -q "step    2/4 .*loss scale 32768  skipped: inf/NaN gradients" "$tmpdir/inf1.err"
 before_after() { # the first loss equal, the third not
   set -- $(losses_of "$1") "|" $(losses_of "$2")
   test "$1" = "$6" -a "$3" != "$8" -a "$5" = "|"
 }
-check "the step before it is the fp32 run's, the ones after differ" before_after "$tmpdir/inf1.json" "$tmpdir/fp32.json"
-MK_TEST_GRAD_INF=0:1 one --fp16 >"$tmpdir/inf2.json" 2>/dev/null
-check "with the default --hysteresis 2 one overflow skips and keeps 2^32" \
-  test "$(field "$tmpdir/inf2.json" skipped_steps)" = 1 -a "$(field "$tmpdir/inf2.json" loss_scale)" = 4294967296.0
+check "the step before it is the run's without it, the ones after differ" before_after "$tmpdir/inf1.json" "$tmpdir/f16.json"
+MK_TEST_GRAD_INF=0:1 one $S >"$tmpdir/inf2.json" 2>/dev/null
+check "with the default --hysteresis 2 one overflow skips and keeps the scale" \
+  test "$(field "$tmpdir/inf2.json" skipped_steps)" = 1 -a "$(field "$tmpdir/inf2.json" loss_scale)" = 65536.0
 # a skipped step changes no weight and no Adam moment
-MK_TEST_GRAD_INF=0:1 "$MERAK" run --gbs 8 --steps 2 --lr-decay-iters 4 --fp16 --save "$tmpdir/skip.st" 2>/dev/null
-"$MERAK" run --gbs 8 --steps 1 --lr-decay-iters 4 --fp16 --save "$tmpdir/one.st" 2>/dev/null
+MK_TEST_GRAD_INF=0:1 "$MERAK" run --gbs 8 --steps 2 --lr-decay-iters 4 $S --save "$tmpdir/skip.st" 2>/dev/null
+"$MERAK" run --gbs 8 --steps 1 --lr-decay-iters 4 $S --save "$tmpdir/one.st" 2>/dev/null
 check "two steps with the second skipped: the checkpoint of one step (weights and Adam state)" \
   same_checkpoints "$tmpdir/skip.st" "$tmpdir/one.st"
 # every rank skips alike: the overflow on the last rank only
 mpi() { n=$1; shift; timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --steps 4 --lr-decay-iters 4 --json "$@"; }
-MK_TEST_GRAD_INF=3:1 mpi 4 --tp 2 --pp 2 --fp16 --hysteresis 1 >"$tmpdir/tp.json" 2>"$tmpdir/tp.err"
+MK_TEST_GRAD_INF=3:1 mpi 4 --tp 2 --pp 2 $S --hysteresis 1 >"$tmpdir/tp.json" 2>"$tmpdir/tp.err"
 check "tp2 x pp2, the overflow on rank 3: skipped on every rank, one rank's losses (1e-5)" \
   same_losses "$tmpdir/tp.json" "$tmpdir/inf1.json"
 check "... and says so: skipped_steps 1" test "$(field "$tmpdir/tp.json" skipped_steps)" = 1
-MK_TEST_GRAD_INF=1:1 mpi 2 --dp 2 --zero 3 --fp16 --hysteresis 1 >"$tmpdir/z3.json" 2>"$tmpdir/z3.err"
+MK_TEST_GRAD_INF=1:1 mpi 2 --dp 2 --zero 3 $S --hysteresis 1 >"$tmpdir/z3.json" 2>"$tmpdir/z3.err"
 check "dp2 ZeRO-3, the overflow on rank 1: one rank's losses (1e-5)" same_losses "$tmpdir/z3.json" "$tmpdir/inf1.json"
 # flags that would do nothing, and bad values
 expect_fail "fp32 with --loss-scale" "is for --fp16 and --bf16 runs" -- "$MERAK" run --steps 1 --loss-scale 1024

@@ -2,7 +2,7 @@
 # ZeRO-1: losses of plain DP within 1e-5; Adam state 1/dp (lower peak
 # memory); a ZeRO checkpoint continues without ZeRO with the same losses.
 # `run --plan` runs all of a plan: "zero": 1 as --zero 1 (bitwise), a bf16
-# plan in fp32 with a warning, fields run cannot honour refused by name
+# plan with 16-bit GEMM operands as --bf16, fields run cannot honour refused by name
 # (ZeRO-2/3 plans: tests/mpi-zero23.sh).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
@@ -32,7 +32,7 @@ p = json.load(sys.stdin)["plan"]; p.update(json.loads(sys.argv[2])); json.dump(p
 runp() { n=$1; shift; timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --json --steps 4 --lr-decay-iters 4 "$@"; }
 l="--dp 2 --pp 2 --tp 2"
 run 8 $l --zero 1 >"$tmpdir/flag.json" 2>/dev/null
-plan_of "$tmpdir/z.plan" '{}' $l --zero 1
+plan_of "$tmpdir/z.plan" '{}' $l --zero 1 --dtype fp32
 expect_ok "a plan with zero 1 runs" runp 8 --plan "$tmpdir/z.plan"
 check "plan zero 1: bitwise the losses of --zero 1" \
   test -n "$(losses_of "$tmpdir/out")" -a "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/flag.json")"
@@ -40,9 +40,12 @@ check "plan zero 1: ZeRO is on (zero 1, stage 0 peak $(mem0 "$tmpdir/out") = --z
   test "$(mem0 "$tmpdir/out")" = "$(mem0 "$tmpdir/flag.json")" -a -n "$(grep '"zero":1' "$tmpdir/out")"
 plan_of "$tmpdir/b.plan" '{}' $l --zero 1 --dtype bf16
 expect_ok "a bf16 plan runs" runp 8 --plan "$tmpdir/b.plan"
-check "bf16 plan: one warning naming bf16 and fp32" \
-  test "$(grep -c 'warning: .*dtype is bf16; the cpu backend trains in fp32' "$tmpdir/err")" -eq 1
-check "bf16 plan: trained in fp32 (bitwise the fp32 losses)" test "$(losses_of "$tmpdir/out")" = "$(losses_of "$tmpdir/flag.json")"
+cp "$tmpdir/out" "$tmpdir/bplan.json"
+run 8 $l --zero 1 --bf16 >"$tmpdir/bflag.json" 2>/dev/null
+check "bf16 plan: \"dtype\": \"bf16\", no warning" test -n "$(grep '"dtype":"bf16"' "$tmpdir/bplan.json")" -a -z "$(grep warning "$tmpdir/err")"
+check "bf16 plan: bitwise the losses of --bf16 (16-bit GEMM operands, not fp32's)" \
+  test "$(losses_of "$tmpdir/bplan.json")" = "$(losses_of "$tmpdir/bflag.json")" -a \
+  "$(losses_of "$tmpdir/bplan.json")" != "$(losses_of "$tmpdir/flag.json")"
 # a plan field combination the executor cannot honour is refused by name
 plan_of "$tmpdir/sp.plan" '{"sequence_parallel": true, "tp_overlap": 1}' --tp 2
 expect_fail "a plan with sequence parallelism and TP overlap is refused by name" "sequence-parallel with --tp-overlap" \

@@ -24,9 +24,10 @@ equiv 4 1 1 --zero 2 --no-overlap-grad-reduce
 equiv 2 1 2 --zero 3 --tp-overlap 2 --mbs 2 --recompute none
 
 # plans from `merak sim --json` (its "plan" object is a plan file), edited by key
+# (the plans are fp32: the references are fp32 runs; a 16-bit plan would round the GEMMs' operands)
 plan_of() {
   out=$1; edit=$2; shift 2
-  "$MERAK" sim --model "$model" --cluster ideal --gbs 8 --json "$@" 2>/dev/null | "$PY" -c '
+  "$MERAK" sim --model "$model" --cluster ideal --gbs 8 --dtype fp32 --json "$@" 2>/dev/null | "$PY" -c '
 import json, sys
 p = json.load(sys.stdin)["plan"]; p.update(json.loads(sys.argv[2])); json.dump(p, open(sys.argv[1], "w"))' "$out" "$edit"
 }

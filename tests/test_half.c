@@ -82,9 +82,20 @@ static uint32_t next_u32(void)
 
 static long bad_bf16, bad_fp16, n_bf16, n_fp16;
 
+/* The array rounding (the GEMMs' operands) gives the scalar rule's value, bit for bit. */
+static long bad_round;
+static void check_round(float x)
+{
+    float r, want = mk_bf16_to_float(mk_bf16_from_float(x)), r16, want16 = mk_fp16_to_float(mk_fp16_from_float(x));
+    mk_bf16_round_n(&r, &x, 1), mk_fp16_round_n(&r16, &x, 1);
+    if ((memcmp(&r, &want, sizeof r) || memcmp(&r16, &want16, sizeof r)) && bad_round++ < 5)
+        fprintf(stderr, "round_n(%a): %a %a, the scalar rule %a %a\n", x, r, r16, want, want16);
+}
+
 static void check_bf16(float x)
 {
     n_bf16++;
+    check_round(x);
     if (isnan(x)) {
         bad_bf16 += !isnan(mk_bf16_to_float(mk_bf16_from_float(x)));
         return;
@@ -123,6 +134,7 @@ int main(void)
     }
     CHECK(bad_bf16 == 0, "bfloat16: %ld of %ld differ from rounding to the nearest, ties to even", bad_bf16, n_bf16);
     CHECK(bad_fp16 == 0, "fp16: %ld of %ld differ from rounding to the nearest, ties to even", bad_fp16, n_fp16);
+    CHECK(bad_round == 0, "the array rounding: %ld values differ from the scalar rule", bad_round);
     /* widening is exact, and narrowing it back is the identity */
     long wide = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {

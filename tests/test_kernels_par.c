@@ -4,7 +4,9 @@
  * kernel before issue 23), at sizes that take the threaded paths. */
 #include "config.h"
 #include "check.h"
+#include "merak/half.h"
 #include "merak/kernels_cpu.h"
+#include "merak/model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -177,6 +179,69 @@ static void test_gemm(int N, int IC, int OC)
     free(x); free(w); free(b); free(dy);
 }
 
+/* Mixed precision's GEMMs (mk_cpu_pool_set_gemm_dtype): against a double
+   sum over the operands rounded to bf16 / fp16 (merak/half.h, the one
+   rounding rule), by normalised error; and not the fp32 product. */
+static void ref_linears(int dtype, int N, int IC, int OC, const float *x, const float *w, const float *dy,
+                        double *y, double *dx, double *dw)
+{
+    size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, ny = (size_t)N * OC;
+    float *xr = malloc(nx * 4), *wr = malloc(nw * 4), *dr = malloc(ny * 4);
+    if (dtype == MK_DTYPE_BF16) mk_bf16_round_n(xr, x, nx), mk_bf16_round_n(wr, w, nw), mk_bf16_round_n(dr, dy, ny);
+    else mk_fp16_round_n(xr, x, nx), mk_fp16_round_n(wr, w, nw), mk_fp16_round_n(dr, dy, ny);
+    memset(dx, 0, nx * sizeof *dx), memset(dw, 0, nw * sizeof *dw);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OC; o++) {
+            double acc = 0;
+            for (int i = 0; i < IC; i++) {
+                acc += (double)xr[(size_t)n * IC + i] * wr[(size_t)o * IC + i];
+                dx[(size_t)n * IC + i] += (double)dr[(size_t)n * OC + o] * wr[(size_t)o * IC + i];
+                dw[(size_t)o * IC + i] += (double)dr[(size_t)n * OC + o] * xr[(size_t)n * IC + i];
+            }
+            y[(size_t)n * OC + o] = acc;
+        }
+    free(xr), free(wr), free(dr);
+}
+
+static double normdiff_d(const float *a, const double *b, size_t n)
+{
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabs(a[i] - b[i]) > d) d = fabs(a[i] - b[i]);
+        if (fabs(b[i]) > m) m = fabs(b[i]);
+    }
+    return m > 0.0 ? d / m : d;
+}
+
+static void test_gemm16(int dtype, int N, int IC, int OC)
+{
+    size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, ny = (size_t)N * OC;
+    float *x = rnd(nx, 1.0f), *w = rnd(nw, 0.1f), *dy = rnd(ny, 1.0f), *out[2][3];
+    double *ry = malloc(ny * 8), *rdx = malloc(nx * 8), *rdw = malloc(nw * 8);
+    ref_linears(dtype, N, IC, OC, x, w, dy, ry, rdx, rdw);
+    mk_cpu_pool_set_threads(pool, 3);
+    for (int k = 0; k < 2; k++) { /* 16-bit, then fp32 */
+        mk_cpu_pool_set_gemm_dtype(pool, k ? MK_DTYPE_FP32 : dtype);
+        out[k][0] = calloc(ny, 4), out[k][1] = calloc(nx, 4), out[k][2] = calloc(nw, 4);
+        mk_cpu_linear_fwd(pool, out[k][0], x, w, NULL, N, IC, OC);
+        mk_cpu_linear_bwd_in(pool, out[k][1], dy, w, N, IC, OC);
+        mk_cpu_linear_bwd_w(pool, out[k][2], NULL, dy, x, N, IC, OC);
+    }
+    mk_cpu_pool_set_gemm_dtype(pool, MK_DTYPE_FP32), mk_cpu_pool_set_threads(pool, 1);
+    const double *ref[3] = {ry, rdx, rdw};
+    size_t len[3] = {ny, nx, nw};
+    const char *what[3] = {"fwd", "bwd in", "bwd w"}, *dn = dtype == MK_DTYPE_BF16 ? "bf16" : "fp16";
+    for (int j = 0; j < 3; j++) {
+        double d = normdiff_d(out[0][j], ref[j], len[j]), f = normdiff_d(out[1][j], ref[j], len[j]);
+        CHECK(d < 1e-5, "%s linear %s N %d IC %d OC %d: %g from the rounded operands' product", dn, what[j], N,
+              IC, OC, d);
+        CHECK(f > 10 * d, "%s linear %s: the fp32 product (%g) is no further off than the 16-bit one (%g)", dn,
+              what[j], f, d);
+        free(out[0][j]), free(out[1][j]);
+    }
+    free(x), free(w), free(dy), free(ry), free(rdx), free(rdw);
+}
+
 /* Two pools are two backends: each its own size, and a split on one runs
    while the other has its own workers (created, used, joined on free). */
 static void add_one(void *arg, size_t lo, size_t hi)
@@ -212,6 +277,8 @@ int main(void)
     test_gemm(256, 3072, 768);   /* MLP down */
     test_gemm(1000, 333, 203);   /* rows split, ragged */
     test_gemm(77, 3001, 5000);   /* LM-head-like, ragged */
+    test_gemm16(MK_DTYPE_BF16, 130, 300, 200);
+    test_gemm16(MK_DTYPE_FP16, 64, 257, 190);
     test_attention(4, 4);  /* MHA */
     test_attention(6, 2);  /* GQA */
     test_attention(3, 1);  /* MQA */

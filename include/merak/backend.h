@@ -162,6 +162,10 @@ typedef struct mk_backend {
     /* Optional (NULL: no host threads of its own): the kernels' thread
        count, the cores the rank is bound to (mk_runtime_bind); CPU only. */
     void (*set_threads)(void *ctx, int n);
+    /* Optional (NULL: fp32 GEMMs only): the linears' GEMM operands in a
+       16-bit type (mk_dtype_t: FP32, BF16, FP16), rounded to nearest even,
+       their products summed in fp32: mixed precision's matmuls.  CPU. */
+    void (*set_gemm_dtype)(void *ctx, int dtype);
     /* Optional, device backends only (NULL on the CPU). */
     /* one device per rank: local_rank mod the visible devices, local_rank
        within the node; before the first allocation.  The device, or -1. */

@@ -7,6 +7,7 @@
 #ifndef MERAK_HALF_H
 #define MERAK_HALF_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -17,6 +18,10 @@ uint16_t mk_bf16_from_float(float x);
 float mk_bf16_to_float(uint16_t h);
 uint16_t mk_fp16_from_float(float x);
 float mk_fp16_to_float(uint16_t h);
+/* dst[i] = src[i] rounded to the nearest bfloat16 / fp16 value (as a
+ * float: the value mk_*_to_float(mk_*_from_float(x)) gives); dst may be src. */
+void mk_bf16_round_n(float *dst, const float *src, size_t n);
+void mk_fp16_round_n(float *dst, const float *src, size_t n);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,13 @@ mk_cpu_pool_t *mk_cpu_pool_new(void);
    executor: mk_runtime_bind's count, the rank's cores). */
 void mk_cpu_pool_set_threads(mk_cpu_pool_t *p, int n);
 int mk_cpu_pool_threads(const mk_cpu_pool_t *p);  /* 1 for NULL */
+/* The linears' GEMM operands: MK_DTYPE_FP32 (0: as given), MK_DTYPE_BF16 or
+   MK_DTYPE_FP16 (each operand rounded to nearest even to that type, the
+   products summed in fp32: mixed precision's GEMM); NULL pool: fp32. */
+void mk_cpu_pool_set_gemm_dtype(mk_cpu_pool_t *p, int dtype);
+int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p);
+/* The pool's scratch of at least n floats (kept, grown; NULL: out of memory or no pool). */
+float *mk_cpu_pool_scratch(mk_cpu_pool_t *p, size_t n);
 void mk_cpu_pool_free(mk_cpu_pool_t *p);
 /* fn(arg, lo, hi) over [lo, hi) for contiguous ranges covering [0, n), on
    up to the pool's thread count (ctx: the pool, or NULL for one thread),

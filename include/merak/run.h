@@ -55,6 +55,8 @@ typedef struct mk_exec_opts {
     const char *first_line;       /* logged (rank 0, unless quiet) once the run is set up, before step 1:
                                      merak run names the cpu backend's kernels there; NULL: none */
     int64_t hf_max_shard_bytes;   /* its safetensors shards at most this big (max_shard_size; 0: 5 GB) */
+    int gemm_dtype;               /* the linears' GEMM operands (mk_dtype_t; 0: fp32): a backend with
+                                     set_gemm_dtype rounds them to it (mixed precision's matmuls) */
     mk_loss_scaler_t loss_scaler; /* loss scaling's kind and first state (merak/loss_scale.h; kind 0: none) */
     int hf_dtype;                 /* its weights' type: MK_ST_F32 (0), MK_ST_BF16 or MK_ST_F16 (merak/safetensors.h;
                                      rounded to nearest even), config.json's torch_dtype saying which */

@@ -52,8 +52,9 @@ static const char *run_usage =
     "                   the experts (all-to-all dispatch); divides dp and the experts; not\n"
     "                   with --zero, --cp or --sequence-parallel; same results\n"
     "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
-    "                   with it); a 16-bit plan trains in fp32, with a warning\n"
-    "  --bf16 / --fp16  the plan's dtype (computed in fp32 so far); fp16 scales the loss as\n"
+    "                   with it); a 16-bit plan runs as --bf16 / --fp16\n"
+    "  --bf16 / --fp16  16-bit GEMM operands (cpu backend; fp32 sums, activations and weights);\n"
+    "                   fp16 scales the loss as\n"
     "                   Megatron-LM does: dynamic from --initial-loss-scale (2^32), halved after\n"
     "                   --hysteresis (2) overflows, doubled after --loss-scale-window (1000) good\n"
     "                   steps, at least --min-loss-scale (1); --loss-scale X: constant (bf16\n"
@@ -146,20 +147,24 @@ static const mk_cli_defaults_t run_defaults = {
 };
 
 /* One rule for the dtype, from --dtype or a plan's "dtype" (issue 32): the
- * executor keeps fp32 weights and optimizer state on every backend, so a
- * 16-bit dtype runs in fp32, said on stderr (rank 0: the others are
- * silenced while parsing) once the plan is accepted; fp8, whose scaling
- * recipe an fp32 run cannot stand for, is refused. */
+ * executor keeps fp32 weights and optimizer state on every backend; a
+ * 16-bit dtype rounds the GEMMs' operands where the backend can, else runs
+ * in fp32, said on stderr (rank 0: the others are silenced while parsing)
+ * once the plan is accepted (run_dtype_warn); fp8, whose scaling recipe an
+ * fp32 run cannot stand for, is refused. */
 static int run_dtype_check(mk_dtype_t given, int from_plan)
 {
     if (given != MK_DTYPE_FP8) return 0;
-    return mk_cli_fail("run", "the executor trains in fp32 (16-bit dtypes run as fp32) and has no fp8 path: "
-                       "%s fp8 is for merak sim and merak plan", from_plan ? "the plan's dtype" : "--dtype");
+    return mk_cli_fail("run", "the executor has no fp8 path: %s fp8 is for merak sim and merak plan (bf16 and fp16 "
+                       "run)", from_plan ? "the plan's dtype" : "--dtype");
 }
 
+/* A 16-bit dtype: the linears' GEMMs take 16-bit operands where the
+ * backend can (set_gemm_dtype), the rest stays fp32; where it cannot, the
+ * run is fp32 and says so. */
 static void run_dtype_warn(mk_dtype_t given, int from_plan, const mk_backend_t *be)
 {
-    if (given != MK_DTYPE_FP32)
+    if (given != MK_DTYPE_FP32 && !be->set_gemm_dtype)
         fprintf(stderr, "merak run: warning: %s is %s; the %s backend trains in %s\n",
                 from_plan ? "the plan's dtype" : "--dtype", mk_dtype_name(given), be->name,
                 mk_dtype_name(MK_DTYPE_FP32));
@@ -264,6 +269,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     o->hf_max_shard_bytes = a->hf_max_shard;
     /* the exported model in the run's 16-bit type (issue 37), as Megatron's converters and save_pretrained do */
     o->hf_dtype = given == MK_DTYPE_BF16 ? MK_ST_BF16 : given == MK_DTYPE_FP16 ? MK_ST_F16 : MK_ST_F32;
+    if (o->be->set_gemm_dtype && given != MK_DTYPE_FP32) o->gemm_dtype = given;
     o->reset_position_ids = a->reset_pos, o->reset_attention_mask = a->reset_mask;
     o->load = a->load;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
@@ -303,9 +309,12 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "model", json_string(o->ctx->plan.model.name));
     json_object_set_new(j, "global_batch", json_integer(o->ctx->plan.gbs));
     json_object_set_new(j, "zero", json_integer(o->ctx->plan.zero));
-    /* what ran (issue 37): the executor trains in fp32 on every backend (a 16-bit plan gets run_dtype_warn's
-       line), and its attention core materialised or fused */
-    json_object_set_new(j, "dtype", json_string("fp32"));
+    /* what ran (issue 37): the GEMMs' operands in the plan's 16-bit type where the backend rounds them (all
+       else fp32), and the attention core materialised or fused */
+    mk_dtype_t ran = o->gemm_dtype ? (mk_dtype_t)o->gemm_dtype : MK_DTYPE_FP32;
+    json_object_set_new(j, "dtype", json_string(mk_dtype_name(ran)));
+    if (o->gemm_dtype) json_object_set_new(j, "precision", json_string("16-bit GEMM operands, fp32 sums, activations, "
+                                                                      "weights and optimizer"));
     if (o->loss_scaler.kind) { /* Megatron's loss scaler ran (fp16, or --loss-scale) */
         json_object_set_new(j, "loss_scale", json_real(r->loss_scale));
         json_object_set_new(j, "skipped_steps", json_integer((json_int_t)r->skipped_steps));

@@ -28,6 +28,9 @@ typedef struct {
  * acknowledges each job (`pending`), running its range when it has one. */
 struct mk_cpu_pool {
     int threads;  /* the kernels' thread count, workers + the caller */
+    int gemm_dtype;       /* the GEMMs' operands: MK_DTYPE_FP32 (0), _BF16 or _FP16 (merak/model.h) */
+    float *scr;           /* their rounded copies (mk_cpu_pool_scratch) */
+    size_t scr_n;
     pthread_mutex_t dispatch, mu;
     pthread_cond_t go, done;
     atomic_ulong gen;
@@ -59,6 +62,24 @@ void mk_cpu_pool_set_threads(mk_cpu_pool_t *p, int n)
 }
 
 int mk_cpu_pool_threads(const mk_cpu_pool_t *p) { return p ? p->threads : 1; }
+
+void mk_cpu_pool_set_gemm_dtype(mk_cpu_pool_t *p, int dtype)
+{
+    if (p) p->gemm_dtype = dtype;
+}
+
+int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p) { return p ? p->gemm_dtype : 0; }
+
+float *mk_cpu_pool_scratch(mk_cpu_pool_t *p, size_t n)
+{
+    if (!p) return NULL;
+    if (n > p->scr_n) {
+        float *v = realloc(p->scr, n * sizeof *v);
+        if (!v) return NULL;
+        p->scr = v, p->scr_n = n;
+    }
+    return p->scr;
+}
 
 static _Thread_local int in_pool;  /* a kernel run by a pool splits no further */
 
@@ -158,5 +179,6 @@ void mk_cpu_pool_free(mk_cpu_pool_t *pool)
     pthread_mutex_destroy(&pool->mu);
     pthread_cond_destroy(&pool->go);
     pthread_cond_destroy(&pool->done);
+    free(pool->scr);
     free(pool);
 }

@@ -2,7 +2,9 @@
  * OpenBLAS; everything else is a plain loop.  Each kernel has a naive
  * double-precision reference in tests/test_kernels.c. */
 #include "config.h"
+#include "merak/half.h"
 #include "merak/kernels_cpu.h"
+#include "merak/model.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -59,8 +61,63 @@ static void gemm_part(void *p, size_t lo, size_t hi)
                 M, N, g->K, 1.0f, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
 }
 
+/* Mixed precision's GEMM (mk_cpu_pool_set_gemm_dtype): the operand rows
+ * rows x cols (leading dimension ld) rounded to bf16 or fp16 values into
+ * dst (packed: leading dimension cols), a range of rows per thread. */
+typedef struct {
+    const float *src;
+    float *dst;
+    int cols, ld, dtype;
+} round_t;
+
+static void round_part(void *p, size_t lo, size_t hi)
+{
+    const round_t *r = p;
+    for (size_t i = lo; i < hi; i++) {
+        const float *s = r->src + i * (size_t)r->ld;
+        float *d = r->dst + i * (size_t)r->cols;
+        if (r->dtype == MK_DTYPE_BF16) mk_bf16_round_n(d, s, (size_t)r->cols);
+        else mk_fp16_round_n(d, s, (size_t)r->cols);
+    }
+}
+
+static void round_rows(void *ctx, const float *src, int rows, int cols, int ld, float *dst, int dtype)
+{
+    round_t r = {src, dst, cols, ld, dtype};
+    mk_cpu_par(ctx, (size_t)rows, PAR_GRAIN / ((size_t)cols + 1) + 1, round_part, &r);
+}
+
+static void gemm_split(void *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                       int ldb, float beta, float *C, int ldc);
+
+/* The operands' 16-bit values (an fp32 sum of their products, as cuBLAS
+ * and oneDNN give for 16-bit inputs); 0, or -1 without the scratch (the
+ * caller then multiplies in fp32). */
+static int gemm_16bit(void *ctx, int dtype, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc)
+{
+    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    size_t na = (size_t)ar * ac, nb = (size_t)br * bc;
+    float *s = mk_cpu_pool_scratch(ctx, na + nb);
+    if (!s) return -1;
+    round_rows(ctx, A, ar, ac, lda, s, dtype);
+    round_rows(ctx, B, br, bc, ldb, s + na, dtype);
+    gemm_split(ctx, ta, tb, M, N, K, s, ac, s + na, bc, beta, C, ldc);
+    return 0;
+}
+
 static void gemm(void *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B, int ldb,
                  float beta, float *C, int ldc)
+{
+    int dt = mk_cpu_pool_gemm_dtype(ctx);
+    if ((dt == MK_DTYPE_BF16 || dt == MK_DTYPE_FP16) &&
+        gemm_16bit(ctx, dt, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc) == 0)
+        return;
+    gemm_split(ctx, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void gemm_split(void *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                       int ldb, float beta, float *C, int ldc)
 {
     gemm_t g = {ta, tb, M, N, K, lda, ldb, ldc, M > N, A, B, beta, C};
 #ifndef HAVE_OPENBLAS_SET_NUM_THREADS

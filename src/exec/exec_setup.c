@@ -60,6 +60,7 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     int tied_copy = mk_plan_ends_apart(&o->ctx->plan) && own[nl - 1];
     e->run.loss_scale = 1.0f / ((float)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     e->scaler = o->loss_scaler.kind ? o->loss_scaler : (mk_loss_scaler_t){.scale = 1.0};
+    if (o->gemm_dtype && o->be->set_gemm_dtype) o->be->set_gemm_dtype(o->be->ctx, o->gemm_dtype);
     e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale); /* x 2^k: exact */
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;

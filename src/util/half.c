@@ -60,3 +60,20 @@ float mk_fp16_to_float(uint16_t h)
     float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
     return h >> 15 ? -v : v;
 }
+
+/* The bfloat16 rule on float bits, branch-free but for NaN, so that the
+ * loop vectorises (the GEMMs' operands pass through it). */
+void mk_bf16_round_n(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = bits_of(src[i]);
+        uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) & 0xffff0000u
+                                                      : (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
+        memcpy(&dst[i], &r, sizeof r);
+    }
+}
+
+void mk_fp16_round_n(float *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = mk_fp16_to_float(mk_fp16_from_float(src[i]));
+}
