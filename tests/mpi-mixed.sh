@@ -4,7 +4,9 @@
 # summed in fp32 (activations, weights and Adam stay fp32).  gpt-tiny at
 # sequence 256, 30 steps: "dtype" says which; the final loss is within 3% of
 # the fp32 run's and not equal to it; tp 2 x pp 2 and dp 2 with ZeRO-3 give
-# the one-rank bf16 run's final loss within 1%; fp16 reports its loss scale
+# the one-rank bf16 run's final loss within 1%; the peak counts the rounded
+# operands' scratch (higher than fp32's: 16-bit storage is not done); fp16
+# reports its loss scale
 # (from 65536: Megatron's 2^32 skips the first ~10 steps here while it backs
 # off, which the last check shows).
 . "$top_srcdir/tests/lib.sh"
@@ -34,6 +36,9 @@ check "--fp16 from 2^32: $(field "$tmpdir/fp16d.json" skipped_steps) steps skipp
 $(field "$tmpdir/fp16d.json" loss_scale)" "$PY" -c '
 import json, sys; d = json.load(open(sys.argv[1])); assert 1 <= d["skipped_steps"] < 30 and d["loss_scale"] < 2**32' \
   "$tmpdir/fp16d.json"
+peak0() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_memory_bytes"][0])' "$1"; }
+check "bf16's peak counts the rounded operands' scratch ($(peak0 "$tmpdir/bf16.json") > fp32's $(peak0 "$tmpdir/fp32.json"))" \
+  test "$(peak0 "$tmpdir/bf16.json")" -gt "$(peak0 "$tmpdir/fp32.json")"
 b1=$(final "$tmpdir/bf16.json")
 mpi 4 --tp 2 --pp 2 --bf16 >"$tmpdir/tp.json" || cat "$tmpdir/err"
 check "bf16, tp 2 x pp 2: final loss $(final "$tmpdir/tp.json") within 1% of one rank's $b1" near "$(final "$tmpdir/tp.json")" "$b1" 0.01

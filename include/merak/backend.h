@@ -166,6 +166,9 @@ typedef struct mk_backend {
        16-bit type (mk_dtype_t: FP32, BF16, FP16), rounded to nearest even,
        their products summed in fp32: mixed precision's matmuls.  CPU. */
     void (*set_gemm_dtype)(void *ctx, int dtype);
+    /* Optional (NULL: none): bytes the backend holds beside the executor's
+       tensors (the CPU's rounded GEMM operands), counted in the peak. */
+    size_t (*scratch_bytes)(void *ctx);
     /* Optional, device backends only (NULL on the CPU). */
     /* one device per rank: local_rank mod the visible devices, local_rank
        within the node; before the first allocation.  The device, or -1. */

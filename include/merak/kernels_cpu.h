@@ -25,6 +25,7 @@ void mk_cpu_pool_set_gemm_dtype(mk_cpu_pool_t *p, int dtype);
 int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p);
 /* The pool's scratch of at least n floats (kept, grown; NULL: out of memory or no pool). */
 float *mk_cpu_pool_scratch(mk_cpu_pool_t *p, size_t n);
+size_t mk_cpu_pool_scratch_bytes(const mk_cpu_pool_t *p);  /* its size now (it only grows) */
 void mk_cpu_pool_free(mk_cpu_pool_t *p);
 /* fn(arg, lo, hi) over [lo, hi) for contiguous ranges covering [0, n), on
    up to the pool's thread count (ctx: the pool, or NULL for one thread),

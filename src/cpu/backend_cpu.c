@@ -42,6 +42,7 @@ static void cpu_copy(void *ctx, void *d, const void *s, size_t bytes) { (void)ct
 static void cpu_set_threads(void *ctx, int n) { mk_cpu_pool_set_threads(ctx, n); }
 static void cpu_destroy(void *ctx) { mk_cpu_pool_free(ctx); }
 static void cpu_set_gemm_dtype(void *ctx, int dtype) { mk_cpu_pool_set_gemm_dtype(ctx, dtype); }
+static size_t cpu_scratch_bytes(void *ctx) { return mk_cpu_pool_scratch_bytes(ctx); }
 
 static const mk_backend_t mk_cpu = {
     .name = "cpu",
@@ -87,6 +88,7 @@ static const mk_backend_t mk_cpu = {
     .moe_rowdot = mk_cpu_moe_rowdot,
     .set_threads = cpu_set_threads,
     .set_gemm_dtype = cpu_set_gemm_dtype,
+    .scratch_bytes = cpu_scratch_bytes,
 };
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }

@@ -70,6 +70,8 @@ void mk_cpu_pool_set_gemm_dtype(mk_cpu_pool_t *p, int dtype)
 
 int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p) { return p ? p->gemm_dtype : 0; }
 
+size_t mk_cpu_pool_scratch_bytes(const mk_cpu_pool_t *p) { return p ? p->scr_n * sizeof(float) : 0; }
+
 float *mk_cpu_pool_scratch(mk_cpu_pool_t *p, size_t n)
 {
     if (!p) return NULL;

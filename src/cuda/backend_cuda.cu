@@ -278,6 +278,7 @@ static const mk_backend_t mk_cuda = {
     /* .status = */ cu_status,
     /* .set_threads = */ NULL,
     /* .set_gemm_dtype = */ NULL, /* fp32 GEMMs: its 16-bit path is not written yet */
+    /* .scratch_bytes = */ NULL,
     /* .bind = */ cu_bind,
     /* .is_device = */ cu_is_device,
     /* .to_host = */ cu_to_host,
