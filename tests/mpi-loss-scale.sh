@@ -12,7 +12,9 @@
 # after it is the one before it), the scale backs off after --hysteresis
 # overflows, --json and the log line say so, and a 4-rank tp2 x pp2 run
 # and a dp2 ZeRO-3 run with the overflow on their last rank give the
-# one-rank run's losses.  Flags that would do nothing are exit 2.
+# one-rank run's losses.  The scaler's state is saved: 4 + 4 steps through a
+# checkpoint are the 8-step run (a malformed state is exit 2).  Flags that
+# would do nothing are exit 2.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 PY=${PYTHON:-python3}
@@ -53,6 +55,21 @@ MK_TEST_GRAD_INF=0:1 "$MERAK" run --gbs 8 --steps 2 --lr-decay-iters 4 $S --save
 "$MERAK" run --gbs 8 --steps 1 --lr-decay-iters 4 $S --save "$tmpdir/one.st" 2>/dev/null
 check "two steps with the second skipped: the checkpoint of one step (weights and Adam state)" \
   same_checkpoints "$tmpdir/skip.st" "$tmpdir/one.st"
+# an exact resume: the dynamic scaler's state is in the checkpoint (metadata loss_scaler); from 2^32 the
+# scale is still backing off at step 4, so a resumed run that restarted it would skip other steps
+R="--gbs 8 --lr-decay-iters 8 --fp16"
+"$MERAK" run $R --steps 8 --json >"$tmpdir/r8.json" 2>/dev/null
+"$MERAK" run $R --steps 4 --save "$tmpdir/r4.st" 2>/dev/null
+"$MERAK" run $R --steps 4 --load "$tmpdir/r4.st" --json >"$tmpdir/r44.json" 2>/dev/null
+last3() { losses_of "$1" | awk '{print $(NF-2), $(NF-1), $NF}'; }
+check "4 steps, saved, 4 more from the file: the 8-step run's last losses and scale ($(field "$tmpdir/r44.json" loss_scale))" \
+  test -n "$(last3 "$tmpdir/r44.json")" -a "$(last3 "$tmpdir/r44.json")" = "$(last3 "$tmpdir/r8.json")" -a \
+  "$(field "$tmpdir/r44.json" loss_scale)" = "$(field "$tmpdir/r8.json" loss_scale)"
+for bad in "abc" "0.5 0 2" "1024 -1 2" "1024 0 2 9" "1e400 0 1" "1024 0"; do
+  "$PY" "$top_srcdir/tests/st_edit.py" "$tmpdir/r4.st" "$tmpdir/bad.st" "--meta=loss_scaler=$bad"
+  expect_fail "loss_scaler '$bad' refused" "bad.st: metadata 'loss_scaler' must be 'SCALE GROWTH HYSTERESIS'" -- \
+    "$MERAK" run $R --steps 1 --load "$tmpdir/bad.st"
+done
 # every rank skips alike: the overflow on the last rank only
 mpi() { n=$1; shift; timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --steps 4 --lr-decay-iters 4 --json "$@"; }
 MK_TEST_GRAD_INF=3:1 mpi 4 --tp 2 --pp 2 $S --hysteresis 1 >"$tmpdir/tp.json" 2>"$tmpdir/tp.err"

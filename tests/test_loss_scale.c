@@ -30,7 +30,7 @@ int main(void)
     const step_t dyn[] = {
         {1, S, 1},         /* first overflow: hysteresis 2 -> 1, no back-off */
         {1, S / 2, 1},     /* 1 -> 0: halve */
-        {1, S / 4, 1},     /* -1: halve again (the tracker is not reset by a back-off) */
+        {1, S / 4, 1},     /* halve again (the tracker is not reset by a back-off) */
         {0, S / 4, 0}, {0, S / 4, 0},
         {0, S / 2, 0},     /* third good step in a row: double, trackers reset (hysteresis 2) */
         {1, S / 2, 1},     /* 2 -> 1: no back-off */

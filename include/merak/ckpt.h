@@ -24,6 +24,17 @@ const char *mk_ckpt_meta_key(int i);
  * within range).  0, or -1 with one line naming the field and its range. */
 int mk_ckpt_read_meta(const mk_st_reader_t *r, const char *path, uint64_t v[MK_CKPT_N_META]);
 
+/* The dynamic loss scaler's state (merak/loss_scale.h), kept for an exact
+ * resume: metadata "loss_scaler" = "SCALE GROWTH HYSTERESIS" (the scale in
+ * %.17g, in [1, MK_MAX_LOSS_SCALE]; its good steps since the last change,
+ * in [0, MK_MAX_LOSS_SCALE_WINDOW]; overflows left before a back-off, in
+ * [0, MK_MAX_HYSTERESIS]).  Optional: 1 read, 0 absent (a checkpoint of a
+ * run without one), -1 malformed with one line naming it. */
+typedef struct { double scale; int growth, hysteresis; } mk_ckpt_scaler_t;
+#define MK_CKPT_SCALER_KEY "loss_scaler"
+int mk_ckpt_read_scaler(const mk_st_reader_t *r, const char *path, mk_ckpt_scaler_t *s);
+void mk_ckpt_format_scaler(const mk_ckpt_scaler_t *s, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -138,16 +138,22 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     if (!tab) return mk_error_set("out of memory"), NULL;
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) mk_hf_entry(g, k, kind, &tab[kind * nc + k]);
-    char cfg[1024], num[MK_CKPT_N_META][32];
+    char cfg[1024], num[MK_CKPT_N_META][32], ls[96];
     mk_hf_config_json(g, cfg, sizeof cfg);
     uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
-    const char *keys[MK_CKPT_N_META + 3] = {"format", "format_version", "config"};
-    const char *vals[MK_CKPT_N_META + 3] = {"merak", MK_CKPT_FORMAT, cfg};
+    const char *keys[MK_CKPT_N_META + 4] = {"format", "format_version", "config"};
+    const char *vals[MK_CKPT_N_META + 4] = {"merak", MK_CKPT_FORMAT, cfg};
     for (int i = 0; i < MK_CKPT_N_META; i++) {
         snprintf(num[i], sizeof num[i], "%llu", (unsigned long long)v[i]);
         keys[3 + i] = mk_ckpt_meta_key(i), vals[3 + i] = num[i];
     }
-    mk_st_writer_t *w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, MK_CKPT_N_META + 3);
+    int nm = MK_CKPT_N_META + 3;
+    if (e->scaler.kind == MK_LOSS_SCALE_DYNAMIC) { /* its state, for an exact resume */
+        mk_ckpt_scaler_t cs = {e->scaler.scale, e->scaler.growth_tracker, e->scaler.hysteresis_tracker};
+        mk_ckpt_format_scaler(&cs, ls, sizeof ls);
+        keys[nm] = MK_CKPT_SCALER_KEY, vals[nm++] = ls;
+    }
+    mk_st_writer_t *w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, nm);
     free(tab);
     return w;
 }
@@ -262,6 +268,11 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
     uint64_t v[MK_CKPT_N_META];
     if (mk_ckpt_read_meta(r, path, v) < 0) return -1;
     for (int i = 0; i < 3; i++) meta[i] = (int64_t)v[i]; /* step, data position, decay: max INT64_MAX */
+    mk_ckpt_scaler_t cs;
+    int have = mk_ckpt_read_scaler(r, path, &cs);
+    if (have < 0) return -1;
+    meta[3] = have, meta[4] = cs.growth, meta[5] = cs.hysteresis; /* have: 0 or 1 */
+    if (have) memcpy(&meta[6], &cs.scale, sizeof cs.scale);
     const char *fc = mk_st_meta(r, "config");
     mk_hf_config_json(g, cfg, sizeof cfg);
     if (!fc || strcmp(fc, cfg))
@@ -354,7 +365,8 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     ckpt_bufs_t b = {NULL, NULL, NULL};
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
-    int64_t mine = 0, hdr[6] = {0};  /* rc, meta[3], has_optim, checksummed (rank 0's) */
+    int64_t mine = 0, hdr[12] = {0};  /* rc, meta[3], has_optim, checksummed, the loss scaler's 5 (rank 0's) */
+    int64_t m7[7] = {0};
     static mk_hf_src_t hf; /* a Hugging Face directory's files (rank 0) */
     int dir = is_dir(path);
     if (rank == 0 && dir) { /* the weights at step 0, verified where the shards have checksums */
@@ -364,12 +376,13 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
         for (int i = 0; i < hf.n; i++) hdr[5] &= mk_st_checksummed(hf.r[i]);
     } else if (rank == 0) {
         r = mk_st_open(path);
-        mine = r ? check_file(e, r, path, meta, &has_optim) : -1;
-        hdr[0] = mine, hdr[1] = meta[0], hdr[2] = meta[1], hdr[3] = meta[2];
+        mine = r ? check_file(e, r, path, m7, &has_optim) : -1;
+        hdr[0] = mine, hdr[1] = meta[0] = m7[0], hdr[2] = meta[1] = m7[1], hdr[3] = meta[2] = m7[2];
         hdr[4] = has_optim, hdr[5] = r && mk_st_checksummed(r);
+        memcpy(&hdr[6], &m7[3], 4 * sizeof *hdr);
     }
     if (mine == 0 && bufs_alloc(g, rank, &b) < 0) mine = -1;
-    int lost = mk_comm_bcast(&e->comm, hdr, 6, MPI_INT64_T, 0, cc, "rank 0 to read the checkpoint") < 0 ||
+    int lost = mk_comm_bcast(&e->comm, hdr, 12, MPI_INT64_T, 0, cc, "rank 0 to read the checkpoint") < 0 ||
                mk_comm_allreduce(&e->comm, cc, &mine, 1, MPI_INT64_T, MPI_MIN, "the other ranks to start the load") < 0;
     int rc = mine || lost ? -1 : 0;
     if (rc && !lost && rank) mk_error_set("cannot load %s (see rank 0)", path); /* lost: the wait's message */
@@ -389,6 +402,11 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
             else rc = recv_tensor(e, &b, k, kind, cc);
         }
     if (rc == 0) e->load_unverified = !hdr[5];
+    if (rc == 0 && hdr[6] && e->scaler.kind == MK_LOSS_SCALE_DYNAMIC) { /* the run's own scaler goes on */
+        memcpy(&e->scaler.scale, &hdr[9], sizeof e->scaler.scale);
+        e->scaler.growth_tracker = (int)hdr[7], e->scaler.hysteresis_tracker = (int)hdr[8];
+        e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale);
+    }
     bufs_free(&b);
     mk_st_close(r);
     mk_hf_close(&hf);

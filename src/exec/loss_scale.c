@@ -25,7 +25,8 @@ int mk_loss_scaler_update(mk_loss_scaler_t *s, int found_inf)
     if (s->kind == MK_LOSS_SCALE_CONSTANT) return found_inf != 0;
     if (found_inf) {
         s->growth_tracker = 0;
-        if (--s->hysteresis_tracker <= 0) {
+        if (--s->hysteresis_tracker <= 0) { /* Megatron counts on below 0, to the same effect: stop at 0 */
+            s->hysteresis_tracker = 0;
             s->scale *= 0.5;
             if (s->scale < s->min_scale) s->scale = s->min_scale;
         }
