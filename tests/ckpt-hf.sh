@@ -102,25 +102,27 @@ for f in files:
     got.update(t); total += size
 assert idx["metadata"]["total_size"] == total and sorted(got) == sorted(one) and all(got[k] == one[k] for k in one)
 assert not os.path.exists(d + "/model.safetensors")' "$top_srcdir/tests" "$tmpdir"
-# a 16-bit run exports in its type (issue 37): the same run's weights rounded to nearest even (NumPy's
-# float16 cast; bf16() above), torch_dtype saying so, checksums of the stored bytes, sizes and shards by 2 bytes
+# a 16-bit run exports in its type (issue 37): its fp32 master weights (the checkpoint of the same run)
+# rounded to nearest even (NumPy's float16 cast; bf16() above), torch_dtype saying so, checksums of the
+# stored bytes, sizes and shards by 2 bytes; each export loads as its values in an F32 file (written here)
 for t in bf16 fp16; do
-  "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 2 --seed 99 --$t --save-hf "$tmpdir/hf-$t" \
-    --hf-max-shard-size 30KB >/dev/null 2>"$tmpdir/err" || cat "$tmpdir/err"
+  "$MERAK" run --model "$tmpdir/src" --gbs 4 --steps 2 --seed 99 --$t --save "$tmpdir/m-$t.st" \
+    --save-hf "$tmpdir/hf-$t" --hf-max-shard-size 30KB >/dev/null 2>"$tmpdir/err" || cat "$tmpdir/err"
 done
-check "--bf16/--fp16 --save-hf: BF16/F16 tensors, the fp32 export's values rounded to nearest even" "$PYTHON" - \
+check "--bf16/--fp16 --save-hf: BF16/F16 tensors, the run's fp32 masters rounded to nearest even" "$PYTHON" - \
   "$top_srcdir/tests" "$tmpdir" <<'PY'
-import json, struct, sys, zlib
+import json, os, struct, sys, zlib
 import numpy as np
 sys.path.insert(0, sys.argv[1]); import st_read
 d = sys.argv[2]
-_, ref = st_read.read(d + "/hfout/model.safetensors")
 def bf16(x):
     u = x.view(np.uint32).astype(np.uint64)
     return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
 rounded = {"BF16": lambda a: bf16(a), "F16": lambda a: a.astype(np.float16).view(np.uint16)}
 for t, dt, torch in (("bf16", "BF16", "bfloat16"), ("fp16", "F16", "float16")):
-    p = "%s/hf-%s" % (d, t)
+    _, ref = st_read.read("%s/m-%s.st" % (d, t))
+    ref = {k: v for k, v in ref.items() if not k.startswith("optim.")}
+    widened, p = {}, "%s/hf-%s" % (d, t)
     assert json.load(open(p + "/config.json"))["torch_dtype"] == torch
     idx = json.load(open(p + "/model.safetensors.index.json"))
     seen, total = set(), 0
@@ -136,15 +138,27 @@ for t, dt, torch in (("bf16", "BF16", "bfloat16"), ("fp16", "F16", "float16")):
             assert int(meta["crc32." + k], 16) == zlib.crc32(data[b:end]), k
             got = np.frombuffer(data[b:end], dtype="<u2")
             assert (got == want).all(), (t, k, int((got != want).sum()))
+            wide = (got.astype(np.uint32) << 16).view(np.float32) if dt == "BF16" else got.view(np.float16).astype(np.float32)
+            widened[k] = wide.reshape(e["shape"])
             seen.add(k); size += end - b
         assert size <= 30000 or len(h) == 1, (f, size)
         total += size
     assert seen == set(ref) and idx["metadata"]["total_size"] == total, (t, total)
+    q = p + "-f32"; os.makedirs(q, exist_ok=True)  # the same values in F32, for the load check
+    open(q + "/config.json", "w").write(open(p + "/config.json").read())
+    hdr, blobs, off = {"__metadata__": {"format": "pt"}}, [], 0
+    for k, a in widened.items():
+        b = a.tobytes(); hdr[k] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b); off += len(b)
+    h = json.dumps(hdr).encode()
+    open(q + "/model.safetensors", "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 PY
-run --load "$tmpdir/hf-bf16" >"$tmpdir/b1.json"
-check "the bf16 export loads as NumPy's bf16 of the same weights" test "$(losses "$tmpdir/b1.json")" = "$(losses "$tmpdir/bf16.json")"
-run --load "$tmpdir/hf-fp16" >"$tmpdir/h1.json"
-check "the fp16 export loads as NumPy's float16 of them" test "$(losses "$tmpdir/h1.json")" = "$(losses "$tmpdir/f16.json")"
+for t in bf16 fp16; do
+  run --load "$tmpdir/hf-$t" >"$tmpdir/l-$t.json"
+  run --load "$tmpdir/hf-$t-f32" >"$tmpdir/l-$t-f32.json"
+  check "the $t export loads as its values in an F32 file ($(losses "$tmpdir/l-$t.json"))" \
+    test -n "$(losses "$tmpdir/l-$t.json")" -a "$(losses "$tmpdir/l-$t.json")" = "$(losses "$tmpdir/l-$t-f32.json")"
+done
 run --load "$tmpdir/hfshard" >"$tmpdir/s1.json"
 run --load "$tmpdir/hfout" >"$tmpdir/s2.json"
 check "the shards load as the one file does" test "$(losses "$tmpdir/s1.json")" = "$(losses "$tmpdir/s2.json")"
