@@ -5,7 +5,10 @@
 # this machine's OpenBLAS sgemm GFLOP/s on the model's largest GEMM (the LM
 # head: (B*s, h) x (h, V padded)) with the kernels merak runs (its
 # `merak version` line: OpenBLAS's choice, OPENBLAS_CORETYPE, or merak's
-# own where OpenBLAS fell back to its SSE kernels), and their ratio.
+# own where OpenBLAS fell back to its SSE kernels), and their ratio; then
+# the same step with --bf16 (its GEMM engine: oneDNN's bf16 kernel where
+# built with it and the CPU has one, else sgemm of rounded operands) and
+# its speed against the fp32 step and against sgemm.
 # Usage: experiments/bench-exec.sh [MERAK] [STEPS]   (run from the build tree)
 set -e
 MERAK=${1:-./merak}
@@ -18,6 +21,11 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 step=$(sed -n 's/.*"step_time_s":\([0-9.eE+-]*\).*/\1/p' "$tmp/run.json")
 loss=$(sed -n 's/.*"losses":\[\([^]]*\)\].*/\1/p' "$tmp/run.json")
 peak=$(sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$tmp/run.json")
+# the same step with bf16 GEMM operands (issue 37), side by side in this run
+"$MERAK" run --model gpt2-124m --seq-length $S --mbs $B --gbs $B --steps "$STEPS" \
+  --recompute none --bf16 --json >"$tmp/bf16.json"
+step16=$(sed -n 's/.*"step_time_s":\([0-9.eE+-]*\).*/\1/p' "$tmp/bf16.json")
+gemm16=$(sed -n 's/.*"gemm":"\([^"]*\)".*/\1/p' "$tmp/bf16.json")
 
 cat >"$tmp/sgemm.c" <<'C'
 #include <cblas.h>
@@ -47,7 +55,7 @@ blas=$("$MERAK" version | sed -n 's/^blas: OpenBLAS, \(.*\), for the cpu backend
 core=${blas%% kernels*}
 sgemm=$(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core} "$tmp/sgemm" $((B * S)) $VP $H)
 
-awk -v blas="$blas" -v step="$step" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" 'BEGIN {
+awk -v blas="$blas" -v step="$step" -v step16="$step16" -v gemm16="$gemm16" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" 'BEGIN {
   flops = 72 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H))
   gf = flops / step / 1e9
   printf "gpt2-124m, 1 rank, batch %d x seq %d, recompute none\n", B, S
@@ -60,4 +68,7 @@ awk -v blas="$blas" -v step="$step" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=
   printf "  OpenBLAS sgemm        %.1f GFLOP/s on (%d x %d) x (%d x %d)^T\n", sg, B * S, H, 50304, H
   printf "  ratio                 %.2f\n", gf / sg
   printf "  peak memory           %.2f GB (params, grads, Adam, activations)\n", peak / 1e9
+  printf "  bf16 step (median)    %.3f s, GEMMs: %s\n", step16, gemm16
+  printf "  bf16 / fp32 speed     %.2fx (the fp32 step time over the bf16 one)\n", step / step16
+  printf "  bf16 achieved         %.1f GFLOP/s, %.2f of fp32 sgemm\n", flops / step16 / 1e9, flops / step16 / 1e9 / sg
 }'

@@ -9,6 +9,7 @@
 #include "merak/model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -277,7 +278,14 @@ int main(void)
     test_gemm(256, 3072, 768);   /* MLP down */
     test_gemm(1000, 333, 203);   /* rows split, ragged */
     test_gemm(77, 3001, 5000);   /* LM-head-like, ragged */
+    /* bf16 through oneDNN where it has a bf16 kernel here, then the rounded operands' sgemm */
+    printf("bf16 GEMMs: %s\n", mk_cpu_dnnl_bf16_ok() ? "oneDNN's bf16 kernel" : "sgemm on rounded operands");
     test_gemm16(MK_DTYPE_BF16, 130, 300, 200);
+    test_gemm16(MK_DTYPE_BF16, 300, 130, 70);
+    setenv("MK_TEST_NO_DNNL", "1", 1);
+    CHECK(!mk_cpu_dnnl_bf16_ok(), "MK_TEST_NO_DNNL=1 turns oneDNN off");
+    test_gemm16(MK_DTYPE_BF16, 130, 300, 200);
+    unsetenv("MK_TEST_NO_DNNL");
     test_gemm16(MK_DTYPE_FP16, 64, 257, 190);
     test_attention(4, 4);  /* MHA */
     test_attention(6, 2);  /* GQA */

@@ -22,6 +22,8 @@ float mk_fp16_to_float(uint16_t h);
  * float: the value mk_*_to_float(mk_*_from_float(x)) gives); dst may be src. */
 void mk_bf16_round_n(float *dst, const float *src, size_t n);
 void mk_fp16_round_n(float *dst, const float *src, size_t n);
+/* dst[i] = mk_bf16_from_float(src[i]), a loop that vectorises. */
+void mk_bf16_from_float_n(uint16_t *dst, const float *src, size_t n);
 
 #ifdef __cplusplus
 }

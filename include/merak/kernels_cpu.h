@@ -8,6 +8,7 @@
 #define MERAK_KERNELS_CPU_H
 #include "merak/rope.h"
 #include <stddef.h>
+#include <stdint.h>
 
 /* ---- threads (src/cpu/cpu_par.c) ---- */
 #define MK_CPU_MAX_THREADS 256
@@ -26,6 +27,13 @@ int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p);
 /* The pool's scratch of at least n floats (kept, grown; NULL: out of memory or no pool). */
 float *mk_cpu_pool_scratch(mk_cpu_pool_t *p, size_t n);
 size_t mk_cpu_pool_scratch_bytes(const mk_cpu_pool_t *p);  /* its size now (it only grows) */
+/* oneDNN's bf16 GEMM (src/cpu/gemm_dnnl.c): 1 where it runs a bf16 kernel
+   on this CPU (built with oneDNN, AVX512-BF16 or AMX), else 0.  The GEMM:
+   C (M,N; ldc) = op(A) op(B), + C when acc; A, B bfloat16 bits (op: the
+   transpose where ta / tb); 0, or -1 (the caller multiplies otherwise). */
+int mk_cpu_dnnl_bf16_ok(void);
+int mk_cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
+                     int acc, float *C, int ldc);
 void mk_cpu_pool_free(mk_cpu_pool_t *p);
 /* fn(arg, lo, hi) over [lo, hi) for contiguous ranges covering [0, n), on
    up to the pool's thread count (ctx: the pool, or NULL for one thread),

@@ -6,6 +6,7 @@
 #include "cli/cli.h"
 #include "merak/exec.h"
 #include "merak/graph.h"
+#include "merak/kernels_cpu.h"
 #include "merak/safetensors.h"
 
 #include <jansson.h>
@@ -313,8 +314,12 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
        else fp32), and the attention core materialised or fused */
     mk_dtype_t ran = o->gemm_dtype ? (mk_dtype_t)o->gemm_dtype : MK_DTYPE_FP32;
     json_object_set_new(j, "dtype", json_string(mk_dtype_name(ran)));
-    if (o->gemm_dtype) json_object_set_new(j, "precision", json_string("16-bit GEMM operands, fp32 sums, activations, "
-                                                                      "weights and optimizer"));
+    if (o->gemm_dtype) {
+        json_object_set_new(j, "precision", json_string("16-bit GEMM operands, fp32 sums, activations, "
+                                                        "weights and optimizer"));
+        int dnnl = o->gemm_dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok(); /* gemm_dtype: the cpu backend */
+        json_object_set_new(j, "gemm", json_string(dnnl ? "oneDNN bf16" : "OpenBLAS sgemm of the rounded operands"));
+    }
     if (o->loss_scaler.kind) { /* Megatron's loss scaler ran (fp16, or --loss-scale) */
         json_object_set_new(j, "loss_scale", json_real(r->loss_scale));
         json_object_set_new(j, "skipped_steps", json_integer((json_int_t)r->skipped_steps));

@@ -7,6 +7,7 @@
 #include "merak/model.h"
 
 #include <cblas.h>
+#include <stdint.h>
 #include <math.h>
 #include <string.h>
 
@@ -77,7 +78,8 @@ static void round_part(void *p, size_t lo, size_t hi)
         const float *s = r->src + i * (size_t)r->ld;
         float *d = r->dst + i * (size_t)r->cols;
         if (r->dtype == MK_DTYPE_BF16) mk_bf16_round_n(d, s, (size_t)r->cols);
-        else mk_fp16_round_n(d, s, (size_t)r->cols);
+        else if (r->dtype == MK_DTYPE_FP16) mk_fp16_round_n(d, s, (size_t)r->cols);
+        else mk_bf16_from_float_n((uint16_t *)r->dst + i * (size_t)r->cols, s, (size_t)r->cols); /* bf16 bits */
     }
 }
 
@@ -86,6 +88,58 @@ static void round_rows(void *ctx, const float *src, int rows, int cols, int ld, 
     round_t r = {src, dst, cols, ld, dtype};
     mk_cpu_par(ctx, (size_t)rows, PAR_GRAIN / ((size_t)cols + 1) + 1, round_part, &r);
 }
+
+/* oneDNN's bf16 GEMM on column (or row) blocks of C, as gemm_part splits sgemm. */
+typedef struct {
+    int ta, tb, M, N, K, lda, ldb, ldc, by_rows, acc;
+    const uint16_t *A, *B;
+    float *C;
+} gemm16_t;
+
+static void gemm16_part(void *p, size_t lo, size_t hi)
+{
+    gemm16_t *g = p;
+    int a = (int)lo * GEMM_UNIT, e = (int)hi * GEMM_UNIT, lim = g->by_rows ? g->M : g->N;
+    if (e > lim) e = lim;
+    const uint16_t *A = g->A, *B = g->B;
+    float *C = g->C;
+    int M = g->M, N = g->N;
+    if (g->by_rows) A += g->ta ? (size_t)a : (size_t)a * g->lda, C += (size_t)a * g->ldc, M = e - a;
+    else B += g->tb ? (size_t)a * g->ldb : (size_t)a, C += a, N = e - a;
+    if (mk_cpu_gemm_bf16(g->ta, g->tb, M, N, g->K, A, g->lda, B, g->ldb, g->acc, C, g->ldc) == 0) return;
+    /* oneDNN failed on a block it took before (not expected): the same sums, by loops */
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            float acc = 0;
+            for (int q = 0; q < g->K; q++)
+                acc += mk_bf16_to_float(A[g->ta ? (size_t)q * g->lda + m : (size_t)m * g->lda + q]) *
+                       mk_bf16_to_float(B[g->tb ? (size_t)n * g->ldb + q : (size_t)q * g->ldb + n]);
+            C[(size_t)m * g->ldc + n] = g->acc ? C[(size_t)m * g->ldc + n] + acc : acc;
+        }
+}
+
+/* bf16 through oneDNN where it has a bf16 kernel here: both operands as
+ * bf16 bits (half the scratch), the blocks split over the pool.  0, or -1
+ * with nothing written (no kernel, beta not 0 or 1, no scratch). */
+static int gemm_dnnl(void *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
+                     int ldb, float beta, float *C, int ldc)
+{
+    if ((beta != 0.0f && beta != 1.0f) || !mk_cpu_dnnl_bf16_ok()) return -1;
+    int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    size_t na = (size_t)ar * ac, nb = (size_t)br * bc;
+    float *s = mk_cpu_pool_scratch(ctx, (na + nb + 1) / 2);
+    if (!s) return -1;
+    uint16_t *a16 = (uint16_t *)s, *b16 = a16 + na;
+    round_rows(ctx, A, ar, ac, lda, (float *)a16, -1);
+    round_t rb = {B, (float *)b16, bc, ldb, -1};
+    mk_cpu_par(ctx, (size_t)br, PAR_GRAIN / ((size_t)bc + 1) + 1, round_part, &rb);
+    gemm16_t g = {ta, tb, M, N, K, ac, bc, ldc, M > N, beta != 0.0f, a16, b16, C};
+    size_t units = (size_t)((g.by_rows ? M : N) + GEMM_UNIT - 1) / GEMM_UNIT;
+    size_t flop_unit = 2 * (size_t)GEMM_UNIT * K * (g.by_rows ? N : M) + 1;
+    mk_cpu_par(ctx, units, ((size_t)8 << 20) / flop_unit + 1, gemm16_part, &g);
+    return 0;
+}
+
 
 static void gemm_split(void *ctx, int ta, int tb, int M, int N, int K, const float *A, int lda, const float *B,
                        int ldb, float beta, float *C, int ldc);
@@ -96,6 +150,7 @@ static void gemm_split(void *ctx, int ta, int tb, int M, int N, int K, const flo
 static int gemm_16bit(void *ctx, int dtype, int ta, int tb, int M, int N, int K, const float *A, int lda,
                       const float *B, int ldb, float beta, float *C, int ldc)
 {
+    if (dtype == MK_DTYPE_BF16 && gemm_dnnl(ctx, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc) == 0) return 0;
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
     size_t na = (size_t)ar * ac, nb = (size_t)br * bc;
     float *s = mk_cpu_pool_scratch(ctx, na + nb);

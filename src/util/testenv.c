@@ -41,6 +41,7 @@ static const hook_t hooks[] = {
     {"MK_TEST_WRITE_PAUSE", 0, 0, 3600, "seconds"},
     {"MK_TEST_PLAN_FAIL", 0, 0, MK_MAX_GPUS - 1, "rank"},
     {"MK_TEST_BLAS_GENERIC", 0, 0, 1, "a switch"},
+    {"MK_TEST_NO_DNNL", 0, 0, 1, "a switch"},
 };
 
 static const hook_t *hook_of(const char *name)
