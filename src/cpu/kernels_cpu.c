@@ -5,24 +5,14 @@
 #include "merak/half.h"
 #include "merak/kernels_cpu.h"
 #include "merak/model.h"
+#include "merak/vec.h"
 
 #include <cblas.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
 
-/* The elementwise loops vectorised: GCC's -O2 cost model declines every
- * loop whose trip count is unknown (sqrtf: -fno-math-errno, Makefile.am).  An
- * AVX2 clone is picked at load time where the CPU has it (the default
- * build must run on any x86-64).  -std=c11 means -ffp-contract=off: no FMA
- * contraction, so every clone rounds each element as the scalar loop does
- * and the results are bitwise those of the plain loop. */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define MK_VEC __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic"), \
-                              target_clones("avx2", "default")))
-#else
-#define MK_VEC
-#endif
+/* The elementwise loops vectorised (MK_VEC, merak/vec.h). */
 
 /* Elements per thread below which a loop runs on one thread (creating one
  * costs ~20-50 us; 64 Ki floats of AdamW take ~100 us). */

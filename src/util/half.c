@@ -5,6 +5,7 @@
  * 2^-14 the implicit bit joins the mantissa and more bits go (subnormals),
  * below half the smallest subnormal the value is zero. */
 #include "merak/half.h"
+#include "merak/vec.h"
 
 #include <math.h>
 #include <string.h>
@@ -61,9 +62,10 @@ float mk_fp16_to_float(uint16_t h)
     return h >> 15 ? -v : v;
 }
 
+
 /* The bfloat16 rule on float bits, branch-free but for NaN, so that the
  * loop vectorises (the GEMMs' operands pass through it). */
-void mk_bf16_round_n(float *dst, const float *src, size_t n)
+MK_VEC void mk_bf16_round_n(float *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u = bits_of(src[i]);
@@ -78,7 +80,7 @@ void mk_fp16_round_n(float *dst, const float *src, size_t n)
     for (size_t i = 0; i < n; i++) dst[i] = mk_fp16_to_float(mk_fp16_from_float(src[i]));
 }
 
-void mk_bf16_from_float_n(uint16_t *dst, const float *src, size_t n)
+MK_VEC void mk_bf16_from_float_n(uint16_t *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         uint32_t u = bits_of(src[i]);
