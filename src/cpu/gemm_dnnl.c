@@ -64,15 +64,21 @@ static dnnl_primitive_t make_prim(const int *k)
     return ok ? p : NULL;
 }
 
-static dnnl_primitive_t prim_of(const int *k)
+/* The primitive of shape k: kept; once PRIMS are kept (a model whose
+ * shapes keep changing: MoE experts' token counts), one made for this call
+ * alone (*temp: the caller destroys it). */
+static dnnl_primitive_t prim_of(const int *k, int *temp)
 {
     dnnl_primitive_t p = NULL;
+    *temp = 0;
     pthread_mutex_lock(&mu);
     if (!eng && dnnl_engine_create(&eng, dnnl_cpu, 0) != dnnl_success) usable = 0, eng = NULL;
     for (int i = 0; i < nprims && !p; i++)
         if (!memcmp(prims[i].key, k, sizeof prims[i].key)) p = prims[i].p;
-    if (!p && usable != 0 && eng && nprims < PRIMS && (p = make_prim(k)))
-        memcpy(prims[nprims].key, k, sizeof prims[nprims].key), prims[nprims++].p = p;
+    if (!p && usable != 0 && eng && (p = make_prim(k))) {
+        if (nprims < PRIMS) memcpy(prims[nprims].key, k, sizeof prims[nprims].key), prims[nprims++].p = p;
+        else *temp = 1;
+    }
     pthread_mutex_unlock(&mu);
     return p;
 }
@@ -82,16 +88,27 @@ int mk_cpu_dnnl_bf16_ok(void)
 {
     long long off;
     if (mk_test_env("MK_TEST_NO_DNNL", NULL, &off) && off) return 0;
-    int k[9] = {0, 0, 64, 64, 64, 64, 64, 64, 0};
-    return prim_of(k) != NULL;
+    int k[9] = {0, 0, 64, 64, 64, 64, 64, 64, 0}, temp;
+    dnnl_primitive_t p = prim_of(k, &temp);
+    if (p && temp) dnnl_primitive_destroy(p);
+    return p != NULL;
 }
+
+static int run_prim(dnnl_primitive_t p, const uint16_t *A, const uint16_t *B, float *C);
 
 int mk_cpu_gemm_bf16(int ta, int tb, int M, int N, int K, const uint16_t *A, int lda, const uint16_t *B, int ldb,
                      int acc, float *C, int ldc)
 {
-    int k[9] = {ta, tb, M, N, K, lda, ldb, ldc, acc != 0};
-    dnnl_primitive_t p = prim_of(k);
+    int k[9] = {ta, tb, M, N, K, lda, ldb, ldc, acc != 0}, temp;
+    dnnl_primitive_t p = prim_of(k, &temp);
     if (!p) return -1;
+    int rc = run_prim(p, A, B, C);
+    if (temp) dnnl_primitive_destroy(p);
+    return rc;
+}
+
+static int run_prim(dnnl_primitive_t p, const uint16_t *A, const uint16_t *B, float *C)
+{
     if (!one_thread) omp_set_num_threads(1), one_thread = 1;
     if (!stream && dnnl_stream_create(&stream, eng, dnnl_stream_default_flags) != dnnl_success) return -1;
     const dnnl_memory_desc_t *d[3];
