@@ -4,9 +4,11 @@
  * sgemm).  C (M, N, fp32, leading dimension ldc) = op(A) op(B) (+ C when
  * accumulating), A and B bf16 with any leading dimensions: one primitive
  * per shape, made once (shapes repeat every micro-batch) and run from any
- * of the pool's threads, each with its own stream and OpenMP held to one
- * thread (the pool splits the GEMM; oneDNN's own team would spin on the
- * cores the other kernels use). */
+ * of the pool's threads, each with its own stream, its own scratchpad (the
+ * primitives are made in user scratchpad mode: oneDNN's library mode would
+ * tie each to the thread that made it) and OpenMP held to one thread (the
+ * pool splits the GEMM; oneDNN's own team would spin on the cores the
+ * other kernels use). */
 #include "config.h"
 #include "merak/common.h"
 #include "merak/kernels_cpu.h"
@@ -14,6 +16,7 @@
 #ifdef HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 void omp_set_num_threads(int n); /* libgomp's (omp.h is not in every install) */
@@ -32,6 +35,8 @@ static prim_t prims[PRIMS];
 static int nprims;
 static _Thread_local dnnl_stream_t stream;
 static _Thread_local int one_thread;
+static _Thread_local void *scratch;   /* this thread's scratchpad (kept, grown; freed at exit by the OS) */
+static _Thread_local size_t scratch_n;
 
 static dnnl_primitive_t make_prim(const int *k)
 {
@@ -47,7 +52,9 @@ static dnnl_primitive_t make_prim(const int *k)
              dnnl_memory_desc_init_by_strides(&b, 2, db, dnnl_bf16, sb) == dnnl_success &&
              dnnl_memory_desc_init_by_strides(&c, 2, dc, dnnl_f32, sc) == dnnl_success &&
              dnnl_matmul_desc_init(&md, &a, &b, NULL, &c) == dnnl_success &&
-             dnnl_primitive_attr_create(&attr) == dnnl_success;
+             dnnl_primitive_attr_create(&attr) == dnnl_success &&
+             /* the scratchpad ours, one per thread: oneDNN's own would tie a primitive to the thread that made it */
+             dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user) == dnnl_success;
     if (ok && k[8]) /* C += A B: the sum post-op */
         ok = dnnl_post_ops_create(&po) == dnnl_success && dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success &&
              dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
@@ -111,19 +118,26 @@ static int run_prim(dnnl_primitive_t p, const uint16_t *A, const uint16_t *B, fl
 {
     if (!one_thread) omp_set_num_threads(1), one_thread = 1;
     if (!stream && dnnl_stream_create(&stream, eng, dnnl_stream_default_flags) != dnnl_success) return -1;
-    const dnnl_memory_desc_t *d[3];
+    const dnnl_memory_desc_t *d[4];
     dnnl_primitive_desc_t pd;
     if (dnnl_primitive_get_primitive_desc(p, (const_dnnl_primitive_desc_t *)&pd) != dnnl_success) return -1;
-    d[0] = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    d[1] = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    d[2] = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    void *h[3] = {(void *)A, (void *)B, C};
-    dnnl_memory_t m[3] = {NULL, NULL, NULL};
-    int ok = 1;
-    for (int i = 0; i < 3; i++) ok &= dnnl_memory_create(&m[i], d[i], eng, h[i]) == dnnl_success;
-    dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_DST, m[2]}};
-    ok = ok && dnnl_primitive_execute(p, stream, 3, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
-    for (int i = 0; i < 3; i++)
+    static const dnnl_query_t q[4] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md,
+                                      dnnl_query_scratchpad_md};
+    for (int i = 0; i < 4; i++) d[i] = dnnl_primitive_desc_query_md(pd, q[i], 0);
+    size_t need = d[3] ? dnnl_memory_desc_get_size(d[3]) : 0;
+    if (need > scratch_n) {
+        void *v = realloc(scratch, need);
+        if (!v) return -1;
+        scratch = v, scratch_n = need;
+    }
+    void *h[4] = {(void *)A, (void *)B, C, scratch};
+    dnnl_memory_t m[4] = {NULL, NULL, NULL, NULL};
+    int ok = 1, n = need ? 4 : 3;
+    for (int i = 0; i < n; i++) ok &= dnnl_memory_create(&m[i], d[i], eng, h[i]) == dnnl_success;
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, m[0]}, {DNNL_ARG_WEIGHTS, m[1]}, {DNNL_ARG_DST, m[2]},
+                               {DNNL_ARG_SCRATCHPAD, m[3]}};
+    ok = ok && dnnl_primitive_execute(p, stream, n, args) == dnnl_success && dnnl_stream_wait(stream) == dnnl_success;
+    for (int i = 0; i < n; i++)
         if (m[i]) dnnl_memory_destroy(m[i]);
     return ok ? 0 : -1;
 }
