@@ -16,6 +16,7 @@
 #ifdef HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -95,9 +96,13 @@ int mk_cpu_dnnl_bf16_ok(void)
 {
     long long off;
     if (mk_test_env("MK_TEST_NO_DNNL", NULL, &off) && off) return 0;
+    static atomic_int known = -1; /* asked once: every GEMM asks again */
+    int v = atomic_load(&known);
+    if (v >= 0) return v;
     int k[9] = {0, 0, 64, 64, 64, 64, 64, 64, 0}, temp;
     dnnl_primitive_t p = prim_of(k, &temp);
     if (p && temp) dnnl_primitive_destroy(p);
+    atomic_store(&known, p != NULL);
     return p != NULL;
 }
 

@@ -33,23 +33,34 @@ typedef struct {
 
 #define GEMM_UNIT 64  /* rows or columns per split unit */
 
+/* Units [lo, hi) of a split GEMM (by rows: of A and C, else columns of B
+ * and C): the element offsets into A, B and C and the block's M x N. */
+typedef struct { size_t a, b, c; int M, N; } gblock_t;
+
+static gblock_t gemm_block(int by_rows, int ta, int tb, int M, int N, int lda, int ldb, int ldc, size_t lo,
+                           size_t hi)
+{
+    int a = (int)lo * GEMM_UNIT, e = (int)hi * GEMM_UNIT, lim = by_rows ? M : N;
+    if (e > lim) e = lim;
+    if (by_rows) return (gblock_t){ta ? (size_t)a : (size_t)a * lda, 0, (size_t)a * ldc, e - a, N};
+    return (gblock_t){0, tb ? (size_t)a * ldb : (size_t)a, (size_t)a, M, e - a};
+}
+
+/* The split over the pool: units of GEMM_UNIT rows (or columns), a share
+ * of at least ~8 MFLOP (~0.1 ms) per thread. */
+static void gemm_par(void *ctx, int by_rows, int M, int N, int K, mk_cpu_range_fn fn, void *arg)
+{
+    size_t units = (size_t)((by_rows ? M : N) + GEMM_UNIT - 1) / GEMM_UNIT;
+    size_t flop_unit = 2 * (size_t)GEMM_UNIT * K * (by_rows ? N : M) + 1;
+    mk_cpu_par(ctx, units, ((size_t)8 << 20) / flop_unit + 1, fn, arg);
+}
+
 static void gemm_part(void *p, size_t lo, size_t hi)
 {
     const gemm_t *g = p;
-    int a = (int)lo * GEMM_UNIT, e = (int)hi * GEMM_UNIT, lim = g->by_rows ? g->M : g->N;
-    if (e > lim) e = lim;
-    const float *A = g->A, *B = g->B;
-    float *C = g->C;
-    int M = g->M, N = g->N;
-    if (g->by_rows) {
-        A += g->ta ? (size_t)a : (size_t)a * g->lda;
-        C += (size_t)a * g->ldc, M = e - a;
-    } else {
-        B += g->tb ? (size_t)a * g->ldb : (size_t)a;
-        C += a, N = e - a;
-    }
+    gblock_t k = gemm_block(g->by_rows, g->ta, g->tb, g->M, g->N, g->lda, g->ldb, g->ldc, lo, hi);
     cblas_sgemm(CblasRowMajor, g->ta ? CblasTrans : CblasNoTrans, g->tb ? CblasTrans : CblasNoTrans,
-                M, N, g->K, 1.0f, A, g->lda, B, g->ldb, g->beta, C, g->ldc);
+                k.M, k.N, g->K, 1.0f, g->A + k.a, g->lda, g->B + k.b, g->ldb, g->beta, g->C + k.c, g->ldc);
 }
 
 /* Mixed precision's GEMM (mk_cpu_pool_set_gemm_dtype): the operand rows
@@ -57,9 +68,11 @@ static void gemm_part(void *p, size_t lo, size_t hi)
  * dst (packed: leading dimension cols), a range of rows per thread. */
 typedef struct {
     const float *src;
-    float *dst;
+    float *dst;               /* BF16_BITS: uint16_t bfloat16 bits (oneDNN's operands), else floats */
     int cols, ld, dtype;
 } round_t;
+
+enum { BF16_BITS = -1 };      /* round_t's dtype for the bits themselves */
 
 static void round_part(void *p, size_t lo, size_t hi)
 {
@@ -69,7 +82,7 @@ static void round_part(void *p, size_t lo, size_t hi)
         float *d = r->dst + i * (size_t)r->cols;
         if (r->dtype == MK_DTYPE_BF16) mk_bf16_round_n(d, s, (size_t)r->cols);
         else if (r->dtype == MK_DTYPE_FP16) mk_fp16_round_n(d, s, (size_t)r->cols);
-        else mk_bf16_from_float_n((uint16_t *)r->dst + i * (size_t)r->cols, s, (size_t)r->cols); /* bf16 bits */
+        else mk_bf16_from_float_n((uint16_t *)r->dst + i * (size_t)r->cols, s, (size_t)r->cols); /* BF16_BITS */
     }
 }
 
@@ -89,13 +102,10 @@ typedef struct {
 static void gemm16_part(void *p, size_t lo, size_t hi)
 {
     gemm16_t *g = p;
-    int a = (int)lo * GEMM_UNIT, e = (int)hi * GEMM_UNIT, lim = g->by_rows ? g->M : g->N;
-    if (e > lim) e = lim;
-    const uint16_t *A = g->A, *B = g->B;
-    float *C = g->C;
-    int M = g->M, N = g->N;
-    if (g->by_rows) A += g->ta ? (size_t)a : (size_t)a * g->lda, C += (size_t)a * g->ldc, M = e - a;
-    else B += g->tb ? (size_t)a * g->ldb : (size_t)a, C += a, N = e - a;
+    gblock_t k = gemm_block(g->by_rows, g->ta, g->tb, g->M, g->N, g->lda, g->ldb, g->ldc, lo, hi);
+    const uint16_t *A = g->A + k.a, *B = g->B + k.b;
+    float *C = g->C + k.c;
+    int M = k.M, N = k.N;
     if (mk_cpu_gemm_bf16(g->ta, g->tb, M, N, g->K, A, g->lda, B, g->ldb, g->acc, C, g->ldc) == 0) return;
     /* oneDNN failed on a block it took before (not expected): the same sums, by loops */
     for (int m = 0; m < M; m++)
@@ -120,13 +130,10 @@ static int gemm_dnnl(void *ctx, int ta, int tb, int M, int N, int K, const float
     float *s = mk_cpu_pool_scratch(ctx, (na + nb + 1) / 2);
     if (!s) return -1;
     uint16_t *a16 = (uint16_t *)s, *b16 = a16 + na;
-    round_rows(ctx, A, ar, ac, lda, (float *)a16, -1);
-    round_t rb = {B, (float *)b16, bc, ldb, -1};
-    mk_cpu_par(ctx, (size_t)br, PAR_GRAIN / ((size_t)bc + 1) + 1, round_part, &rb);
+    round_rows(ctx, A, ar, ac, lda, (float *)a16, BF16_BITS);
+    round_rows(ctx, B, br, bc, ldb, (float *)b16, BF16_BITS);
     gemm16_t g = {ta, tb, M, N, K, ac, bc, ldc, M > N, beta != 0.0f, a16, b16, C};
-    size_t units = (size_t)((g.by_rows ? M : N) + GEMM_UNIT - 1) / GEMM_UNIT;
-    size_t flop_unit = 2 * (size_t)GEMM_UNIT * K * (g.by_rows ? N : M) + 1;
-    mk_cpu_par(ctx, units, ((size_t)8 << 20) / flop_unit + 1, gemm16_part, &g);
+    gemm_par(ctx, g.by_rows, M, N, K, gemm16_part, &g);
     return 0;
 }
 
@@ -171,10 +178,7 @@ static void gemm_split(void *ctx, int ta, int tb, int M, int N, int K, const flo
     gemm_part(&g, 0, (size_t)(N + GEMM_UNIT - 1) / GEMM_UNIT);
     return;
 #endif
-    size_t units = (size_t)((g.by_rows ? M : N) + GEMM_UNIT - 1) / GEMM_UNIT;
-    /* a share of at least ~8 MFLOP (~0.1 ms) per thread */
-    size_t flop_unit = 2 * (size_t)GEMM_UNIT * K * (g.by_rows ? N : M) + 1;
-    mk_cpu_par(ctx, units, ((size_t)8 << 20) / flop_unit + 1, gemm_part, &g);
+    gemm_par(ctx, g.by_rows, M, N, K, gemm_part, &g);
 }
 
 void mk_cpu_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias,
