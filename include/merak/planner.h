@@ -22,7 +22,7 @@
  * the bound reaches the K-th best simulated step time.  Per-layer costs
  * are cached per (micro-batch, tp, cp, ep) and layout.  With MPI each
  * rank generates, checks and simulates every size-th (layout,
- * micro-batch) share of the space and the ranks' top-K lists are merged:
+ * micro-batch, schedule) share of the space and the ranks' top-K lists are merged:
  * the top K of a union is the top K of the parts' top Ks, and candidate
  * indices (ties) do not depend on the split, so the answer is the same as
  * on one rank.  While they search the ranks share their K best step times
@@ -69,7 +69,7 @@ typedef struct mk_planner_opts {
     mk_xent_t cross_entropy;  /* every candidate's loss implementation (memory; mk_xent_t) */
     int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also
                                  sets it for a second search when nothing fits) */
-    int rank, size;           /* this process's share of the (layout, micro-batch) pairs */
+    int rank, size;           /* this process's share of the (layout, micro-batch, schedule) triples */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:
        MPI_Iallreduce, cli_plan_mpi.c).  Called between candidates with

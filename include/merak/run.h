@@ -127,7 +127,7 @@ MK_API int mk_exec_bind(void *mpi_comm, struct mk_backend *be, int *kernel_threa
 /* ---- The planner over MPI ranks ---- */
 
 /* The search of mk_planner_search with o->rank, o->size the communicator's: each
- * rank searches every size-th (layout, micro-batch) pair, the ranks share
+ * rank searches every size-th (layout, micro-batch, schedule), the ranks share
  * their K best while they search (pruning at the K-th best of all), and
  * rank 0 gets the merged top K and counters in r.  0, or -1 on every rank
  * with the lowest failing rank's message ("rank R: ..." for R > 0). */

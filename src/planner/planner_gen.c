@@ -144,7 +144,7 @@ static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp
     int none = mk_pl_terms_lb(t, pp, NULL) >= cut;
     for (int zi = 0; zi < nz; zi++) {
         int h = zs[zi][1] != 0;
-        long at = S->combo * 1000000 + S->combo_seq;
+        long at = S->combo * MK_PL_COMBO_SEQ + S->combo_seq;
         mk_pl_group_skip(S, nov); /* counted and indexed, kept or not */
         if (none && !(zs[zi][0] == 1 && fixed)) continue;
         mk_plan_t p = *bp;
@@ -226,15 +226,23 @@ static int uneven_ends(int blocks, int pp)
 static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int tp, int mbs)
 {
     const mk_planner_opts_t *o = S->o;
-    mk_gcache_t *e = graph_for(S, mbs, tp, cp, ep);
-    if (!e) return -1;
+    mk_gcache_t *e = NULL;  /* made when this rank has a schedule of it */
     unsigned sm = o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES;
     unsigned pm = o->partition_mask ? o->partition_mask : 1u | 4u;
     static const char *const parts[] = {"uniform", "parameters", "compute"};
-    S->r->layouts++;
+    int size = o->size > 0 ? o->size : 1;
+    long seq0 = S->combo_seq; /* this ep's range of the combo's indices */
+    if ((S->combo - 1) % size == o->rank) S->r->layouts++; /* counted once over the ranks */
     for (int k = 0; k < MK_SCHED_COUNT; k++) {
         const mk_sched_traits_t *tr = mk_sched_traits((mk_sched_kind_t)k);
         if (!mk_pl_has(sm, k) || pp < tr->min_pp) continue;
+        /* ranks take every size-th (layout, micro-batch, schedule): the
+           work near the best plan, which is a few layouts' schedules,
+           spreads evenly; the candidates' indices are a schedule's range
+           of its combo's, the same whatever the split */
+        S->combo_seq = seq0 + (long)k * MK_PL_SCHED_SEQ;
+        if (((S->combo - 1) * MK_SCHED_COUNT + k) % size != o->rank) continue;
+        if (!e && !(e = graph_for(S, mbs, tp, cp, ep))) return -1;
         for (int v = 1; v <= 4; v *= 2) {
             if (tr->interleaved != (v > 1) || (tr->max_vpp && v > tr->max_vpp)) continue;
             for (int pi = 0; pi < 3; pi++) {
@@ -295,7 +303,7 @@ static int cp_searched(const mk_model_config_t *m, int cp)
 static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *any_batch, char *too_long, size_t n)
 {
     const mk_planner_opts_t *o = S->o;
-    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8, size = o->size > 0 ? o->size : 1;
+    int max_mbs = o->max_mbs > 0 ? o->max_mbs : 8;
     for (int mbs = 1; mbs <= max_mbs; mbs *= 2) {
         mk_plan_t sz;
         mk_plan_init(&sz);
@@ -307,15 +315,14 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
             continue;
         }
         *any_batch = 1;
-        /* ranks take every size-th (layout, micro-batch): each
-         * generates, checks and simulates only its own share */
-        S->combo++, S->combo_seq = 0;
-        if ((S->combo - 1) % size != o->rank) continue;
+        if (++S->combo >= MK_PL_MAX_COMBOS) return mk_error_set("more than %ld (layout, micro-batch) pairs to search", MK_PL_MAX_COMBOS);
+        S->combo_seq = 0; /* the ranks' shares: layout_candidates */
         /* expert parallelism: every ep dividing dp and the experts, 1 first
            (a dense model has only ep 1: its candidates are unchanged) */
-        for (int ep = 1; ep <= dp; ep++) {
+        for (int ep = 1, epi = 0; ep <= dp; ep++) {
             if (!divides(ep, dp) || (ep > 1 && !(S->model->num_experts > 0 && divides(ep, S->model->num_experts))))
                 continue;
+            S->combo_seq = epi++ * MK_SCHED_COUNT * MK_PL_SCHED_SEQ;
             if (S->counting) {
                 S->combos++;
                 continue;

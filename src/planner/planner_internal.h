@@ -186,7 +186,20 @@ typedef struct {
 /* Ties between plans (equal simulated steps: the ideal cluster) go to the
  * ones the search had before ZeRO-2/3 and hybrid groups (issue 17): the
  * less sharded plan does less communication on a real cluster. */
-#define MK_LATE_VARIANT (1L << 40)
+#define MK_LATE_VARIANT (1L << 52)
+/* A candidate's index: combo x MK_PL_COMBO_SEQ + (the ep's ordinal in the
+ * combo x MK_SCHED_COUNT + schedule k) x MK_PL_SCHED_SEQ + its sequence in
+ * that schedule's loop (at most 2 vpp x 3 partitions x 2 sp x 2 uneven x 5
+ * recompute kinds x 8 ZeRO variants groups of 2 indices: 1,920).  Fixed
+ * ranges, so a rank that does not generate a schedule's candidates knows
+ * the next one's indices (ranks share the search by schedule), and the
+ * order is the generation order.  At most 2^24 / (11 x 2048) = 744 ep
+ * values (ep divides dp and the experts: under 100 values for 16,384 experts)
+ * and 2^28 combos, so an index with MK_LATE_VARIANT stays below 2^53 and
+ * exact as a double (merge_closest sends it so). */
+#define MK_PL_SCHED_SEQ 2048L
+#define MK_PL_COMBO_SEQ (1L << 24)
+#define MK_PL_MAX_COMBOS (1L << 28)
 
 /* the search's storage and queue (planner_queue.c) */
 void mk_pl_cand_plan(const mk_search_t *S, const mk_cand_t *c, mk_plan_t *p);

@@ -2,7 +2,7 @@
  * mpiexec and any program linking libmerak can call.
  *
  * The main search: each rank searches its share of the (layout,
- * micro-batch) pairs and prunes at the K-th best step time of all ranks,
+ * micro-batch, schedule) triples (planner_gen.c) and prunes at the K-th best step time of all ranks,
  * which they exchange while they search: one MPI_Iallreduce at a time,
  * posted with the rank's K best so far and tested between candidates, its
  * user op merging two sorted lists of K.  A round costs one allreduce of
