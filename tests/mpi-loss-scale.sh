@@ -12,9 +12,11 @@
 # after it is the one before it), the scale backs off after --hysteresis
 # overflows, --json and the log line say so, and a 4-rank tp2 x pp2 run
 # and a dp2 ZeRO-3 run with the overflow on their last rank give the
-# one-rank run's losses.  The scaler's state is saved: 4 + 4 steps through a
-# checkpoint are the 8-step run (a malformed state is exit 2).  Flags that
-# would do nothing are exit 2.
+# one-rank run's losses.  As in Megatron-LM a skipped step moves neither the
+# lr schedule nor Adam's step count, and the checkpoint keeps how many were
+# skipped (metadata skipped_steps).  The scaler's state is saved: 4 + 4 steps
+# through a checkpoint are the 8-step run (a malformed state is exit 2).
+# Flags that would do nothing are exit 2.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 PY=${PYTHON:-python3}
@@ -35,7 +37,7 @@ check "--fp16 from Megatron's 2^32: fp16 gradients overflow, steps skipped, the 
 $(field "$tmpdir/fp16.json" skipped_steps), scale $(field "$tmpdir/fp16.json" loss_scale))" "$PY" -c '
 import json, sys; d = json.load(open(sys.argv[1])); assert d["skipped_steps"] >= 1 and d["loss_scale"] < 2**32' "$tmpdir/fp16.json"
 S="--fp16 --initial-loss-scale 65536"
-one $S >"$tmpdir/f16.json" 2>/dev/null
+one $S >"$tmpdir/f16.json" 2>"$tmpdir/f16.err"
 check "--fp16 from 65536: no step skipped" test "$(field "$tmpdir/f16.json" skipped_steps)" = 0
 # an overflow at step index 1 on rank 0
 MK_TEST_GRAD_INF=0:1 one $S --hysteresis 1 >"$tmpdir/inf1.json" 2>"$tmpdir/inf1.err"
@@ -55,6 +57,28 @@ MK_TEST_GRAD_INF=0:1 "$MERAK" run --gbs 8 --steps 2 --lr-decay-iters 4 $S --save
 "$MERAK" run --gbs 8 --steps 1 --lr-decay-iters 4 $S --save "$tmpdir/one.st" 2>/dev/null
 check "two steps with the second skipped: the checkpoint of one step (weights and Adam state)" \
   same_checkpoints "$tmpdir/skip.st" "$tmpdir/one.st"
+# Megatron-LM's skipped step moves neither the lr schedule nor Adam's step count: the step after it runs at
+# the lr it would have had (warm-up: one lr per update), and a resume needs the count (metadata skipped_steps)
+lr_of() { sed -n "s|^step *$2/[0-9]* .* lr \([^ ]*\) .*|\1|p" "$1"; }
+check "the skipped step 2 and step 3 at one lr ($(lr_of "$tmpdir/inf1.err" 2)), step 4 at step 3's of a run without the skip" \
+  test -n "$(lr_of "$tmpdir/inf1.err" 2)" -a "$(lr_of "$tmpdir/inf1.err" 2)" = "$(lr_of "$tmpdir/inf1.err" 3)" -a \
+  "$(lr_of "$tmpdir/inf1.err" 4)" = "$(lr_of "$tmpdir/f16.err" 3)" -a "$(lr_of "$tmpdir/f16.err" 2)" != "$(lr_of "$tmpdir/f16.err" 3)"
+check "the checkpoint after the skip says skipped_steps 1" "$PY" -c '
+import sys; sys.path.insert(0, sys.argv[1]); import st_read
+meta, _ = st_read.read(sys.argv[2]); assert meta.get("skipped_steps") == "1", meta' "$top_srcdir/tests" "$tmpdir/skip.st"
+"$MERAK" run --gbs 8 --steps 2 --lr-decay-iters 4 $S --load "$tmpdir/skip.st" --json >"$tmpdir/skip22.json" 2>/dev/null
+last2() { losses_of "$1" | awk '{print $(NF-1), $NF}'; }
+check "2 steps with a skip, saved, 2 more from the file: the 4-step run's last losses" \
+  test -n "$(last2 "$tmpdir/skip22.json")" -a "$(last2 "$tmpdir/skip22.json")" = "$(last2 "$tmpdir/inf2.json")"
+"$PY" "$top_srcdir/tests/st_edit.py" "$tmpdir/skip.st" "$tmpdir/noskip.st" "--meta=skipped_steps=0"
+"$MERAK" run --gbs 8 --steps 2 --lr-decay-iters 4 $S --load "$tmpdir/noskip.st" --json >"$tmpdir/noskip.json" 2>/dev/null
+check "... which the count decides (the same file saying 0 gives others)" \
+  test -n "$(last2 "$tmpdir/noskip.json")" -a "$(last2 "$tmpdir/noskip.json")" != "$(last2 "$tmpdir/inf2.json")"
+for bad in 3 -1 x 99999999999999999999; do
+  "$PY" "$top_srcdir/tests/st_edit.py" "$tmpdir/skip.st" "$tmpdir/bad.st" "--meta=skipped_steps=$bad"
+  expect_fail "skipped_steps '$bad' refused" "bad.st: metadata 'skipped_steps' must be an integer in .0, 2. .the checkpoint's step." -- \
+    "$MERAK" run --gbs 8 --steps 1 $S --load "$tmpdir/bad.st"
+done
 # an exact resume: the dynamic scaler's state is in the checkpoint (metadata loss_scaler); from 2^32 the
 # scale is still backing off at step 4, so a resumed run that restarted it would skip other steps
 R="--gbs 8 --lr-decay-iters 8 --fp16"

@@ -35,6 +35,14 @@ typedef struct { double scale; int growth, hysteresis; } mk_ckpt_scaler_t;
 int mk_ckpt_read_scaler(const mk_st_reader_t *r, const char *path, mk_ckpt_scaler_t *s);
 void mk_ckpt_format_scaler(const mk_ckpt_scaler_t *s, char *buf, size_t n);
 
+/* Steps skipped for inf/NaN gradients before the checkpoint's step:
+ * metadata "skipped_steps", a decimal in [0, step], written where it is
+ * not 0.  The lr schedule and Adam's step count only the updates (step -
+ * skipped), as Megatron-LM's scheduler and optimizer do, so a resume needs
+ * it.  Optional: absent is 0.  0 (*skipped set), or -1 with one line. */
+#define MK_CKPT_SKIPPED_KEY "skipped_steps"
+int mk_ckpt_read_skipped(const mk_st_reader_t *r, const char *path, uint64_t step, uint64_t *skipped);
+
 #ifdef __cplusplus
 }
 #endif

@@ -213,13 +213,13 @@ int64_t mk_exec_default_warmup(double beta2)
     return (int64_t)ceil(2.0 / (1.0 - beta2) - 1e-9); /* 1 - 0.95 is 0.05000000000000004 */
 }
 
-double mk_exec_lr_at(const mk_exec_t *e, int64_t step)
+double mk_exec_lr_at(const mk_exec_t *e, int64_t updates)
 {
     const mk_exec_opts_t *o = e->o;
     int64_t warmup = e->warmup, horizon = e->horizon;
     double min = o->min_lr < 0 ? o->lr / 10 : o->min_lr;
-    if (step < warmup) return o->lr * (double)(step + 1) / (double)warmup;
-    double p = horizon > warmup ? (double)(step - warmup) / (double)(horizon - warmup) : 0.0;
+    if (updates < warmup) return o->lr * (double)(updates + 1) / (double)warmup;
+    double p = horizon > warmup ? (double)(updates - warmup) / (double)(horizon - warmup) : 0.0;
     if (p > 1.0) p = 1.0;
     return min + 0.5 * (o->lr - min) * (1.0 + cos(M_PI * p));
 }
@@ -300,13 +300,16 @@ static double clip_factor(const mk_exec_t *e, double sumsq)
     return clip > 0 && norm > clip ? clip / norm * inv : inv;
 }
 
-static void adam_ranges(mk_exec_t *e, int64_t step, double scale)
+/* Adam's update number e->updates + 1 (its bias corrections) at the lr
+ * of the updates before it. */
+static void adam_ranges(mk_exec_t *e, double scale)
 {
     const mk_exec_opts_t *o = e->o;
     mk_gpt_t *g = e->g;
-    float lr = (float)mk_exec_lr_at(e, step);
+    int64_t t = e->updates + 1;
+    float lr = (float)e->lr;
     float b1 = (float)o->adam_beta1, b2 = (float)o->adam_beta2;
-    float bc1 = 1.0f - powf(b1, (float)(step + 1)), bc2 = 1.0f - powf(b2, (float)(step + 1));
+    float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
     for (int i = 0; i < mk_exec_zero_n_ranges(e); i++) {
         mk_opt_range_t r;
         mk_exec_zero_range(e, i, &r);
@@ -345,9 +348,11 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
         if (dump_first(e) < 0) return -1;
         mk_exec_log(e, "wrote gradients %s", o->dump_grads);
     }
-    /* the sums are all-reduced: every rank finds the same inf and skips alike */
+    /* the sums are all-reduced: every rank finds the same inf and skips alike;
+       a skipped step moves neither the lr schedule nor Adam's step count */
     e->step_skipped = mk_loss_scaler_update(&e->scaler, e->scaler.kind && !isfinite(sums[0]));
-    if (!e->step_skipped) adam_ranges(e, step, clip_factor(e, sums[0]));
+    e->lr = mk_exec_lr_at(e, e->updates);
+    if (!e->step_skipped) adam_ranges(e, clip_factor(e, sums[0])), e->updates++;
     else e->skipped++;
     e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale);
     mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);

@@ -138,11 +138,11 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     if (!tab) return mk_error_set("out of memory"), NULL;
     for (int kind = 0; kind < 3; kind++)
         for (int k = 0; k < nc; k++) mk_hf_entry(g, k, kind, &tab[kind * nc + k]);
-    char cfg[1024], num[MK_CKPT_N_META][32], ls[96];
+    char cfg[1024], num[MK_CKPT_N_META][32], ls[96], sk[32];
     mk_hf_config_json(g, cfg, sizeof cfg);
     uint64_t v[MK_CKPT_N_META] = {(uint64_t)step, (uint64_t)step, (uint64_t)e->horizon, e->o->seed};
-    const char *keys[MK_CKPT_N_META + 4] = {"format", "format_version", "config"};
-    const char *vals[MK_CKPT_N_META + 4] = {"merak", MK_CKPT_FORMAT, cfg};
+    const char *keys[MK_CKPT_N_META + 5] = {"format", "format_version", "config"};
+    const char *vals[MK_CKPT_N_META + 5] = {"merak", MK_CKPT_FORMAT, cfg};
     for (int i = 0; i < MK_CKPT_N_META; i++) {
         snprintf(num[i], sizeof num[i], "%llu", (unsigned long long)v[i]);
         keys[3 + i] = mk_ckpt_meta_key(i), vals[3 + i] = num[i];
@@ -152,6 +152,10 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
         mk_ckpt_scaler_t cs = {e->scaler.scale, e->scaler.growth_tracker, e->scaler.hysteresis_tracker};
         mk_ckpt_format_scaler(&cs, ls, sizeof ls);
         keys[nm] = MK_CKPT_SCALER_KEY, vals[nm++] = ls;
+    }
+    if (step > e->updates) { /* steps skipped so far: the lr schedule and Adam resume at e->updates */
+        snprintf(sk, sizeof sk, "%lld", (long long)(step - e->updates));
+        keys[nm] = MK_CKPT_SKIPPED_KEY, vals[nm++] = sk;
     }
     mk_st_writer_t *w = mk_st_writer_begin(path, tab, 3 * nc, keys, vals, nm);
     free(tab);
@@ -273,6 +277,9 @@ static int check_file(mk_exec_t *e, mk_st_reader_t *r, const char *path, int64_t
     if (have < 0) return -1;
     meta[3] = have, meta[4] = cs.growth, meta[5] = cs.hysteresis; /* have: 0 or 1 */
     if (have) memcpy(&meta[6], &cs.scale, sizeof cs.scale);
+    uint64_t skipped;
+    if (mk_ckpt_read_skipped(r, path, v[0], &skipped) < 0) return -1;
+    meta[7] = (int64_t)skipped;
     const char *fc = mk_st_meta(r, "config");
     mk_hf_config_json(g, cfg, sizeof cfg);
     if (!fc || strcmp(fc, cfg))
@@ -357,7 +364,7 @@ static int read_tensor(mk_exec_t *e, mk_st_reader_t *r, ckpt_bufs_t *b, int k, i
     return 0;
 }
 
-int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
+int mk_exec_load(mk_exec_t *e, const char *path, int64_t meta[4])
 {
     mk_gpt_t *g = e->g;
     int nc = mk_hf_n_canon(g), rank = e->comm.rank, has_optim = 0;
@@ -365,21 +372,23 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     ckpt_bufs_t b = {NULL, NULL, NULL};
     MPI_Comm cc;
     MPI_Comm_dup(e->comm.world, &cc);
-    int64_t mine = 0, hdr[12] = {0};  /* rc, meta[3], has_optim, checksummed, the loss scaler's 5 (rank 0's) */
-    int64_t m7[7] = {0};
+    /* rc, meta[3], has_optim, checksummed, the loss scaler's 4 (rank 0's), skipped steps */
+    int64_t mine = 0, hdr[12] = {0};
+    int64_t m8[8] = {0};
     static mk_hf_src_t hf; /* a Hugging Face directory's files (rank 0) */
     int dir = is_dir(path);
     if (rank == 0 && dir) { /* the weights at step 0, verified where the shards have checksums */
-        meta[0] = meta[1] = meta[2] = 0;
+        meta[0] = meta[1] = meta[2] = meta[3] = 0;
         mine = mk_hf_open(e, path, &hf) < 0 || mk_hf_check(e, &hf, path) < 0 ? -1 : 0;
         hdr[0] = mine, hdr[5] = hf.n > 0;
         for (int i = 0; i < hf.n; i++) hdr[5] &= mk_st_checksummed(hf.r[i]);
     } else if (rank == 0) {
         r = mk_st_open(path);
-        mine = r ? check_file(e, r, path, m7, &has_optim) : -1;
-        hdr[0] = mine, hdr[1] = meta[0] = m7[0], hdr[2] = meta[1] = m7[1], hdr[3] = meta[2] = m7[2];
+        mine = r ? check_file(e, r, path, m8, &has_optim) : -1;
+        hdr[0] = mine, hdr[1] = meta[0] = m8[0], hdr[2] = meta[1] = m8[1], hdr[3] = meta[2] = m8[2];
         hdr[4] = has_optim, hdr[5] = r && mk_st_checksummed(r);
-        memcpy(&hdr[6], &m7[3], 4 * sizeof *hdr);
+        memcpy(&hdr[6], &m8[3], 4 * sizeof *hdr);
+        hdr[10] = meta[3] = m8[7];
     }
     if (mine == 0 && bufs_alloc(g, rank, &b) < 0) mine = -1;
     int lost = mk_comm_bcast(&e->comm, hdr, 12, MPI_INT64_T, 0, cc, "rank 0 to read the checkpoint") < 0 ||
@@ -389,6 +398,7 @@ int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta)
     else if (rc && !lost && !hdr[0] && b.shard) mk_error_set("cannot load %s: another rank is out of memory", path);
     has_optim = (int)hdr[4];
     for (int i = 0; i < 3; i++) meta[i] = hdr[i + 1];
+    meta[3] = hdr[10];
     /* rank 0 says after each read whether it succeeded, so a damaged
        tensor stops every rank at the same point (no hang, one message) */
     for (int kind = 0; rc == 0 && kind < 3; kind++)

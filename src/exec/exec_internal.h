@@ -180,6 +180,9 @@ typedef struct mk_exec {
     double step_aux;       /* MoE: the aux losses' share of the objective (run.aux summed), after OPT_STEP */
     mk_loss_scaler_t scaler; /* loss scaling (o->loss_scaler's state, moved by each step) */
     int64_t skipped;       /* steps of this run skipped for inf/NaN gradients */
+    int64_t updates;       /* updates applied before this step, the checkpoint's included: the lr schedule's
+                              and Adam's step (Megatron-LM's: a skipped step moves neither) */
+    double lr;             /* the learning rate of the last OPT_STEP (applied, or skipped) */
     int step_skipped;      /* the last OPT_STEP skipped its update */
     /* first step of this run (after --load) and the lr schedule's length:
        64-bit, as a checkpoint's step may be anything a 64-bit counter holds */
@@ -221,11 +224,12 @@ size_t mk_exec_act_floats(const mk_exec_t *e);
  * each checked on load to lie in [0, INT64_MAX] */
 /* step < 0: the weights as a Hugging Face model directory at path (--save-hf). */
 int mk_exec_save(mk_exec_t *e, const char *path, int64_t step);
-/* exec.c: the learning rate of global step `step` (warm-up, then cosine to min_lr) */
-double mk_exec_lr_at(const mk_exec_t *e, int64_t step);
+/* exec.c: the learning rate after `updates` applied updates (warm-up, then cosine to min_lr) */
+double mk_exec_lr_at(const mk_exec_t *e, int64_t updates);
 /* exec_setup.c: one line to the log handler (mk_log) from rank 0 when the run logs (o->log_interval > 0) */
 void mk_exec_log(const mk_exec_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-int mk_exec_load(mk_exec_t *e, const char *path, int64_t *meta);
+/* exec_ckpt.c: --load (collective); meta: step, data position, lr decay steps, steps skipped before it */
+int mk_exec_load(mk_exec_t *e, const char *path, int64_t meta[4]);
 /* exec_hf.c: tensors as Hugging Face names them (the checkpoints' names
  * too) and its model directories: the canonical tensors (all but the
  * head's tied copy), whether a weight is stored transposed (GPT-2's

@@ -205,12 +205,13 @@ static int evaluate(mk_exec_t *e, double *loss)
 static int load_start(mk_exec_t *e)
 {
     const mk_exec_opts_t *o = e->o;
-    int64_t meta[3] = {0, 0, 0};
+    int64_t meta[4] = {0, 0, 0, 0};
     if (o->load && mk_exec_load(e, o->load, meta) < 0) return -1;
     if (meta[0] > INT64_MAX - o->steps)
         return mk_error_set("%s: step %lld + --steps %d exceeds the 64-bit step counter (%lld)", o->load,
                             (long long)meta[0], o->steps, (long long)INT64_MAX);
     e->step0 = meta[0];
+    e->updates = meta[0] - meta[3]; /* the checkpoint's skipped steps: 0 <= meta[3] <= meta[0] */
     e->horizon = o->lr_decay_steps > 0 ? o->lr_decay_steps : meta[2] > 0 ? meta[2] : e->step0 + o->steps;
     e->warmup = o->warmup >= 0 ? o->warmup : mk_exec_default_warmup(o->adam_beta2);
     return 0;
@@ -268,7 +269,7 @@ static void log_step(const mk_exec_t *e, const mk_exec_result_t *res, int i)
         snprintf(ls, sizeof ls, "  loss scale %.10g%s", e->scaler.scale,
                  e->step_skipped ? "  skipped: inf/NaN gradients (no update)" : "");
     mk_exec_log(e, "step %4lld/%lld  loss %.6f  lr %.3e  %.1f ms  %.0f tokens/s%s", (long long)k + 1,
-                (long long)(e->step0 + o->steps), res->losses[i], mk_exec_lr_at(e, k), 1e3 * res->step_times[i],
+                (long long)(e->step0 + o->steps), res->losses[i], e->lr, 1e3 * res->step_times[i],
                 (double)o->ctx->plan.gbs * o->ctx->plan.model.seq / res->step_times[i], ls);
 }
 

@@ -54,6 +54,19 @@ int mk_ckpt_read_meta(const mk_st_reader_t *r, const char *path, uint64_t v[MK_C
     return 0;
 }
 
+int mk_ckpt_read_skipped(const mk_st_reader_t *r, const char *path, uint64_t step, uint64_t *skipped)
+{
+    const char *s = mk_st_meta(r, MK_CKPT_SKIPPED_KEY);
+    *skipped = 0;
+    if (!s) return 0;
+    char *end = NULL, shown[48];
+    errno = 0;
+    unsigned long long x = *s >= '0' && *s <= '9' ? strtoull(s, &end, 10) : 0;
+    if (end && !*end && errno == 0 && x <= step) return *skipped = x, 0;
+    return mk_error_set("%s: metadata '%s' must be an integer in [0, %llu] (the checkpoint's step), got '%s'", path,
+                        MK_CKPT_SKIPPED_KEY, (unsigned long long)step, printable(s, shown, sizeof shown));
+}
+
 void mk_ckpt_format_scaler(const mk_ckpt_scaler_t *s, char *buf, size_t n)
 {
     snprintf(buf, n, "%.17g %d %d", s->scale, s->growth, s->hysteresis);

@@ -31,11 +31,13 @@ static int read_st(const uint8_t *data, size_t size)
     if (!r) return -1;
     uint64_t meta[MK_CKPT_N_META]; /* the metadata checks of `merak run --load FILE` */
     mk_ckpt_scaler_t cs;
+    uint64_t skipped;
     /* every tensor read first: a Hugging Face shard (--load DIR) is read
        without merak's metadata, in F32, BF16 or F16 */
     int rc = read_all(r) < 0 ? -1
            : mk_ckpt_read_meta(r, "ckpt.st", meta) < 0 ? -1
            : mk_ckpt_read_scaler(r, "ckpt.st", &cs) < 0 ? -1
+           : mk_ckpt_read_skipped(r, "ckpt.st", meta[MK_CKPT_STEP], &skipped) < 0 ? -1
            : !mk_st_meta(r, "config") ? mk_error_set("ckpt.st: model mismatch: (no config)") /* as check_file */
            : 0;
     mk_st_close(r);

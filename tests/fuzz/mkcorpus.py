@@ -281,7 +281,9 @@ def checkpoints(merak, mpiexec):
                           ("reject", "lr-decay-steps-2p63", "lr_decay_steps", "9223372036854775808"),
                           ("accept", "lr-decay-steps-2147483648", "lr_decay_steps", "2147483648"),
                           ("accept", "loss-scaler", "loss_scaler", "65536 3 2"),
-                          ("reject", "loss-scaler-below-1", "loss_scaler", "0.5 3 2")):
+                          ("reject", "loss-scaler-below-1", "loss_scaler", "0.5 3 2"),
+                          ("accept", "skipped-steps-1", "skipped_steps", "1"),
+                          ("reject", "skipped-steps-above-step", "skipped_steps", "2")):
         put("safetensors", "%s-ckpt-meta-%s.st" % (expect, tag),
             st_join(dict(hdr, __metadata__=dict(meta, **{key: val})), data))
     # bit flips in the data: only a file with checksums can be refused
