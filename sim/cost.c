@@ -217,9 +217,11 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     if (c->ideal) return tc;
     int flash = core && g->opts.flash_attn && d->flash_attn_flops > 0;
     if (flash) tc = f * (bwd ? FLASH_BWD_FLOPS : 1) / d->flash_attn_flops, v = 0; /* softmax on-chip */
-    /* a fused kernel skips the tiles a sliding window masks whole (FlashAttention-2's window_size): it does
-       the window's share of the causal work; the materialised core computes every score and masks them */
-    if (flash && o->causal) tc *= mk_model_window_share(&g->cfg);
+    /* a fused kernel skips the tiles the causal mask (and a sliding window, FlashAttention-2's window_size)
+       masks whole: it does the causal pairs' share of the work, s(s+1)/2 of s^2 (the window's share of
+       that), and its published rates count those FLOPs (FlashAttention-2's and -3's benchmarks halve the
+       causal count); the materialised core computes every score and masks them */
+    if (flash && o->fwd_flops > 0) tc *= o->fwd_flops_causal / o->fwd_flops;
     /* a device may give its backward vector rate apart (cluster.h) */
     double vr = bwd && d->vector_bwd_flops > 0 ? d->vector_bwd_flops : d->vector_flops;
     double tv = vr > 0 ? v / vr : 0, tm = d->mem_bw_Bps > 0 ? m / d->mem_bw_Bps : 0;

@@ -334,6 +334,38 @@ static void test_memory_fixed(void)
     }
 }
 
+/* A fused attention kernel (FlashAttention's tiling) skips the tiles the
+ * causal mask covers: its forward on dgx-h100 takes the causal pairs'
+ * share, (s+1)/2s, of the full core's FLOPs at the device's flash rate,
+ * and its backward 2.5x that (FlashAttention-2's count; sim/cost.c); the
+ * materialised core (unfused) computes every score. */
+static void test_fused_causal(void)
+{
+    mk_plan_t p;
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    ov.seq = 8192;
+    mk_plan_init(&p);
+    CHECK(mk_model_resolve("llama-2-7b", &ov, &p.model) == 0, "resolve");
+    p.dtype = MK_DTYPE_BF16, p.attention = MK_ATTN_FLASH;
+    mk_graph_t *g = mk_plan_graph(&p);
+    mk_cluster_t c;
+    CHECK(g && mk_cluster_get("dgx-h100", &c) == 0, "graph and cluster");
+    if (!g) return;
+    int att = mk_graph_find_op(g, "attn.0");
+    double s = 8192, tok = s, share = (s + 1) / (2 * s), f = g->ops[att].fwd_flops;
+    CHECK_REL(g->ops[att].fwd_flops_causal, f * share, 1e-12, "the graph's causal count");
+    double fwd = mk_cost_op_time(&c, g, att, 1, 0, tok, MK_DTYPE_BF16, 0);
+    double bwd = mk_cost_op_time(&c, g, att, 1, 0, tok, MK_DTYPE_BF16, 1);
+    CHECK_REL(fwd, f * share / c.dev.flash_attn_flops + c.dev.launch_s, 1e-12, "fused causal forward");
+    CHECK_REL(bwd, 2.5 * f * share / c.dev.flash_attn_flops + 2 * c.dev.launch_s, 1e-12, "fused causal backward");
+    mk_graph_free(g);
+    p.attention = MK_ATTN_UNFUSED;
+    g = mk_plan_graph(&p);
+    CHECK(g && mk_cost_op_time(&c, g, att, 1, 0, tok, MK_DTYPE_BF16, 0) > 1.9 * fwd, "the materialised core: every score");
+    mk_graph_free(g);
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -345,5 +377,6 @@ int main(void)
     test_memory();
     test_memory_fixed();
     test_cluster_json();
+    test_fused_causal();
     CHECK_DONE();
 }

@@ -124,7 +124,9 @@
  * 156 TFLOP/s; H100/H200, "FlashAttention-2 achieves only 35% utilization
  * on the H100" (Shah et al., FlashAttention-3, arXiv:2407.08608,
  * abstract) = 346 TFLOP/s (cuDNN's and FlashAttention-3's faster kernels
- * are not modelled).  RTX 3090: no published figure at hand (0). */
+ * are not modelled).  RTX 3090: no published figure at hand (0).  These
+ * rates count a causal kernel's FLOPs as the benchmarks do, half of the
+ * full core's (sim/cost.c charges a fused causal core that share). */
 #define FLASH_A100 (0.50 * 312 * TF)
 #define FLASH_H100 (0.35 * 989 * TF)
 #define FLASH_B200 (0.35 * 2250 * TF)
