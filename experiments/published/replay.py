@@ -8,18 +8,27 @@ Every row of multi-node.json and single-node.json (README.md here) that
 `merak sim` can express is simulated by one rule, the same for every
 source (it is also how the simulator is judged on runs not in this folder):
 
-  cluster     the preset of the GPU type: A100 -> dgx-a100, H100 -> dgx-h100
-              (no per-dataset presets: where a row's hardware differs from
-              the preset, that is an error source, not something to fit)
-  layout      the row's dp, pp, tp; cp > 1 is not expressible
+  cluster     the preset of the GPU type: A100 -> dgx-a100, H100 -> dgx-h100,
+              H200 -> dgx-h200, B200 -> dgx-b200 (no per-dataset presets:
+              where a row's hardware differs from the preset, that is an
+              error source, not something to fit)
+  model       the row's shape on the preset of its family: GPT (learned
+              positions, LayerNorm, GELU) or Llama (RoPE, RMSNorm, SwiGLU,
+              grouped-query attention where kv_heads < heads)
+  layout      the row's dp, pp, tp and cp (context parallelism: each
+              sequence over cp ranks in 2cp chunks, a K/V ring)
   schedule    interleaved with --vpp V when vpp > 1, else 1f1b
   recompute   the row's; unknown: full for runs before 2023, none or
               selective (the faster that fits) for later Megatron-Core runs
   seq. par.   the row's; unknown: on only for Megatron-Core runs from 2023
   optimizer   distributed optimizer / ZeRO-1 -> --zero 1, ZeRO-2 -> --zero 2,
-              ZeRO-3 / FSDP -> --zero 3 (over the whole DP group)
-  dtype       fp16 / bf16 / fp32 when the row names one, else the
-              cluster's 16-bit type (A100: fp16 and bf16 have one peak)
+              ZeRO-3 / FSDP -> --zero 3 (over the whole DP group); unknown:
+              NeMo's default, its distributed optimizer (NeMo's GPT configs
+              and NeMo 2.0's recipes: distributed_fused_adam /
+              use_distributed_optimizer), else none
+  dtype       fp16 / bf16 / fp32 / fp8 (Transformer Engine's recipe) when
+              the row names one, else the cluster's 16-bit type (A100: fp16
+              and bf16 have one peak)
   micro-batch the row's; unknown: searched over 1, 2, 4, 8, keeping the
               fastest plan that fits (the published runs were tuned)
   vocab       the row's; unknown (vTrain): 50257, the GPT-2 tokenizer's
@@ -61,13 +70,13 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = [os.path.join(HERE, "multi-node.json"), os.path.join(HERE, "single-node.json")]
+DATA = [os.path.join(HERE, f) for f in ("multi-node.json", "single-node.json", "long-context.json")]
 MBS_SEARCH = (1, 2, 4, 8)
 UNKNOWN_VOCAB = 50257
 # The regression subset (seconds): rows of every source the simulator
 # expresses, spread over layouts (file stem, row index).
 SUBSET = [("multi-node", i) for i in (0, 3, 6, 13, 22, 32, 39, 47, 53, 58, 62, 66, 70)] + \
-         [("single-node", i) for i in range(0, 1440, 90)]
+         [("single-node", i) for i in range(0, 1440, 90)] + [("long-context", i) for i in (0, 4, 8)]
 CHECK_SLACK = 1.0   # percentage points
 
 
@@ -79,6 +88,8 @@ def source_label(row):
         return "Megatron-LM README (Jan 2021)"
     if "vTrain" in s:
         return "vTrain " + ("multi-node" if "multi" in t else "single-node")
+    if "NeMo" in s and "Long Sequence" in s:
+        return "NeMo long sequence " + t.split(" - ")[-1].split(",")[0]
     return s[:40]
 
 
@@ -128,39 +139,52 @@ def cluster_of(row):
         return "dgx-a100"
     if "H100" in g:
         return "dgx-h100"
+    if "H200" in g:
+        return "dgx-h200"
+    if "B200" in g:
+        return "dgx-b200"
     return None
 
 
 def model_flags(m):
+    """The row's shape on its family's preset (GPT: gpt-175b's blocks;
+    Llama: llama-2-7b's, with grouped-query attention where kv_heads <
+    heads)."""
     vocab = m["vocab"] if m.get("vocab") else UNKNOWN_VOCAB
-    return ["--model", "gpt-175b", "--num-layers", str(m["layers"]), "--hidden-size", str(m["hidden"]),
-            "--num-attention-heads", str(m["heads"]), "--seq-length", str(m["seq"]),
-            "--vocab-size", str(vocab), "--ffn-hidden-size", str(m["ffn"])]
+    llama = (m.get("arch") or "gpt").lower() == "llama"
+    f = ["--model", "llama-2-7b" if llama else "gpt-175b", "--num-layers", str(m["layers"]),
+         "--hidden-size", str(m["hidden"]), "--num-attention-heads", str(m["heads"]), "--seq-length", str(m["seq"]),
+         "--vocab-size", str(vocab), "--ffn-hidden-size", str(m["ffn"])]
+    if llama and m.get("kv_heads") and m["kv_heads"] != m["heads"]:
+        f += ["--group-query-attention", "--num-query-groups", str(m["kv_heads"])]
+    return f
 
 
 def model_missing(m):
     arch = (m.get("arch") or "gpt").lower()
-    if arch != "gpt":
-        return "%s architecture (SwiGLU/RMSNorm/RoPE: merak models GPT and BERT only)" % arch
-    if m.get("kv_heads") and m["kv_heads"] != m["heads"]:
-        return "grouped-query attention (kv_heads %d of %d heads)" % (m["kv_heads"], m["heads"])
+    if arch not in ("gpt", "llama"):
+        return "%s architecture (merak models GPT and Llama blocks)" % arch
+    if arch == "gpt" and m.get("kv_heads") and m["kv_heads"] != m["heads"]:
+        return "grouped-query attention in a GPT block (kv_heads %d of %d heads)" % (m["kv_heads"], m["heads"])
     return None
 
 
 def layout(row):
-    """(dp, pp, tp) or a missing-feature string."""
-    dp, pp, tp = row.get("dp"), row.get("pp"), row.get("tp")
+    """(dp, pp, tp, cp) or a missing-feature string."""
+    dp, pp, tp, cp = row.get("dp"), row.get("pp"), row.get("tp"), row.get("cp") or 1
     if (tp is None or pp is None) and dp and row.get("gpus") == dp:
         tp = pp = 1     # model-parallel size 1: the split is determined
     if tp is None or pp is None or dp is None:
         return "TP x PP split not published (only the model-parallel size)"
-    if dp * pp * tp != row["gpus"]:
-        return "dp x pp x tp = %d is not the %d GPUs" % (dp * pp * tp, row["gpus"])
-    return dp, pp, tp
+    if dp * pp * tp * cp != row["gpus"]:
+        return "dp x pp x tp x cp = %d is not the %d GPUs (as published)" % (dp * pp * tp * cp, row["gpus"])
+    return dp, pp, tp, cp
 
 
 def optimizer_flags(row):
     d = row.get("distributed_optimizer")
+    if d is None and "NeMo" in row["source"]:
+        d = "distributed optimizer (NeMo's default)"
     if not d:
         return []
     s = str(d).lower()
@@ -173,7 +197,7 @@ def optimizer_flags(row):
 
 def dtype_flags(row):
     s = (row.get("dtype") or "").lower()
-    for d in ("bf16", "fp16", "fp32"):
+    for d in ("bf16", "fp16", "fp32", "fp8"):
         if s.startswith(d):
             return ["--dtype", d]
     return []
@@ -203,8 +227,6 @@ def express(row):
     missing = model_missing(row["model"])
     if missing:
         return missing
-    if row.get("cp") and row["cp"] > 1:
-        return "context parallelism (cp %d)" % row["cp"]
     cl = cluster_of(row)
     if not cl:
         return "no cluster preset for GPU type %r" % row.get("gpu_type")
@@ -214,9 +236,10 @@ def express(row):
     opt = optimizer_flags(row)
     if isinstance(opt, str):
         return opt
-    dp, pp, tp = lay
+    dp, pp, tp, cp = lay
     base = ["--cluster", cl] + model_flags(row["model"]) + \
-        ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + opt + dtype_flags(row) + \
+        ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + \
+        (["--cp", str(cp)] if cp > 1 else []) + opt + dtype_flags(row) + \
         overlap_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]
@@ -307,7 +330,7 @@ def opt_value(flags, name):
 def result_row(rid, row, flags, j, meas):
     return {"row": rid, "source": source_label(row), "table": row["table"], "gpus": row["gpus"],
             "dp": opt_value(flags, "--dp"), "pp": opt_value(flags, "--pp"), "tp": opt_value(flags, "--tp"),
-            "mbs": opt_value(flags, "--mbs"), "mbs_searched": int(not row.get("mbs")),
+            "cp": opt_value(flags, "--cp") or "1", "mbs": opt_value(flags, "--mbs"), "mbs_searched": int(not row.get("mbs")),
             "schedule": opt_value(flags, "--schedule"), "recompute": opt_value(flags, "--recompute"),
             "sp": int("--sequence-parallel" in flags), "zero": opt_value(flags, "--zero") or "0",
             "predicted_s": j["step_time_s"], "measured_s": meas,
@@ -476,12 +499,20 @@ def scatter(res, path):
 
 
 def check(s, path):
+    """The subset's MAPE, and each source's among its rows, within
+    CHECK_SLACK points of the recorded figures."""
     with open(path) as f:
         rec = json.load(f)
     want, got = rec["subset"]["mape"], s["all"]["mape"]
     ok = got <= want + CHECK_SLACK
     print("subset MAPE %.3f%% (recorded %.3f%%, allowed %.3f%%): %s" % (got, want, want + CHECK_SLACK,
                                                                         "ok" if ok else "REGRESSED"))
+    for src, w in sorted(rec["subset"].get("sources", {}).items()):
+        g = s["sources"].get(src)
+        good = g is not None and g["mape"] <= w + CHECK_SLACK
+        print("  %s: %s (recorded %.3f%%): %s" % (src, "%.3f%%" % g["mape"] if g else "no rows", w,
+                                                  "ok" if good else "REGRESSED"))
+        ok = ok and good
     return ok
 
 
@@ -507,7 +538,7 @@ def main():
     s = summarise(res, skipped)
     os.makedirs(a.out, exist_ok=True)
     write_csv(os.path.join(a.out, "replay.csv"), res,
-              ["row", "source", "model", "gpus", "dp", "pp", "tp", "mbs", "mbs_searched", "schedule", "recompute",
+              ["row", "source", "model", "gpus", "dp", "pp", "tp", "cp", "mbs", "mbs_searched", "schedule", "recompute",
                "sp", "zero", "predicted_s", "measured_s", "error", "fits", "peak_gb", "limit_gb", "flags"])
     write_csv(os.path.join(a.out, "unsupported.csv"), skipped, ["row", "source", "missing"])
     with open(os.path.join(a.out, "summary.json"), "w") as f:
@@ -529,9 +560,11 @@ def write_record(path, s, res):
     """The recorded figures: the full replay's, and the subset's (its rows
     filtered from this replay)."""
     ids = {"%s#%d" % t for t in SUBSET}
-    sub = figures([r for r in res if r["row"] in ids])
+    rows = [r for r in res if r["row"] in ids]
+    sub = figures(rows)
+    by_src = {src: figures([r for r in rows if r["source"] == src])["mape"] for src in {r["source"] for r in rows}}
     rec = {"full": {"all": s["all"], "files": s["files"], "sources": s["sources"]},
-           "subset": {"rows": sub["rows"], "mape": sub["mape"]}}
+           "subset": {"rows": sub["rows"], "mape": sub["mape"], "sources": by_src}}
     with open(path, "w") as f:
         json.dump(rec, f, indent=1)
         f.write("\n")
