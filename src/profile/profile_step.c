@@ -42,6 +42,7 @@ enum { C_GEMM = 0, C_ATTN, C_REST, N_CLS };
 typedef struct {
     const mk_backend_t *in;
     double cls[N_CLS];
+    int in_moe;  /* the layer running is an MoE layer: its experts' SwiGLU is the MoE op's */
 } timer_t_;
 
 static timer_t_ T_;  /* one per process: the profile runs one step at a time */
@@ -80,6 +81,39 @@ static void t_ab(void *c, float *d, float *da, const float *o, const float *q, c
     TIMED(C_ATTN, T_.in->attention_bwd(T_.in->ctx, d, da, o, q, a, B, T, NH, KV, hs));
 }
 
+/* An MoE layer's dispatch and combine (the token gathers and scatters
+ * around its experts, the weighted combine's row dots) and its experts'
+ * SwiGLU are part of the cost model's MoE op, whose class is C_GEMM
+ * (op_class); a dense MLP's SwiGLU is an op of its own (C_REST, by
+ * subtraction). */
+static void t_sf(void *c, float *out, const float *gu, int N, int F)
+{
+    (void)c;
+    if (!T_.in_moe) T_.in->swiglu_fwd(T_.in->ctx, out, gu, N, F);
+    else TIMED(C_GEMM, T_.in->swiglu_fwd(T_.in->ctx, out, gu, N, F));
+}
+static void t_sb(void *c, float *dgu, const float *dout, const float *gu, int N, int F)
+{
+    (void)c;
+    if (!T_.in_moe) T_.in->swiglu_bwd(T_.in->ctx, dgu, dout, gu, N, F);
+    else TIMED(C_GEMM, T_.in->swiglu_bwd(T_.in->ctx, dgu, dout, gu, N, F));
+}
+static void t_mg(void *c, float *dst, const float *src, const int *idx, const float *scale, int n, int C)
+{
+    (void)c;
+    TIMED(C_GEMM, T_.in->moe_gather(T_.in->ctx, dst, src, idx, scale, n, C));
+}
+static void t_ms(void *c, float *dst, const float *src, const int *idx, const float *scale, int n, int C)
+{
+    (void)c;
+    TIMED(C_GEMM, T_.in->moe_scatter(T_.in->ctx, dst, src, idx, scale, n, C));
+}
+static void t_mr(void *c, float *out, const float *a, const int *idx, const float *b, int n, int C)
+{
+    (void)c;
+    TIMED(C_GEMM, T_.in->moe_rowdot(T_.in->ctx, out, a, idx, b, n, C));
+}
+
 /* Per layer and direction (0 forward, 1 backward): the minimum over
  * micro-batches of each class's time in it (C_REST: the layer's wall time
  * less its timed kernels). */
@@ -113,6 +147,7 @@ static int one_mb(mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *act, float *cons
             act[l + 1].in = out;
         }
         memset(T_.cls, 0, sizeof T_.cls);
+        T_.in_moe = mk_gpt_layer_is_moe(g, l);
         double t0 = MPI_Wtime();
         if (mk_gpt_forward(g, run, l, &act[l], tok, tgt, out, 0, &loss) < 0) return -1;
         if (mb > 0) layer_done(st, l, 0, MPI_Wtime() - t0, mb == 1);
@@ -121,6 +156,7 @@ static int one_mb(mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *act, float *cons
     for (int l = L - 1; l >= 0; l--) {
         float *din = l > 0 ? (dout == ga[0] ? ga[1] : ga[0]) : NULL;
         memset(T_.cls, 0, sizeof T_.cls);
+        T_.in_moe = mk_gpt_layer_is_moe(g, l);
         double t0 = MPI_Wtime();
         if (mk_gpt_backward(g, run, l, &act[l], MK_BWD_FULL, dout, din, tok, tgt) < 0) return -1;
         if (mb > 0) layer_done(st, l, 1, MPI_Wtime() - t0, mb == 1);
@@ -137,6 +173,8 @@ static int run_steps(const mk_model_config_t *cfg, int n_mb, step_times_t *st, c
     T_.in = cpu;
     be.linear_fwd = t_lf, be.linear_bwd_in = t_lbi, be.linear_bwd_w = t_lbw;
     be.attention_fwd = t_af, be.attention_bwd = t_ab;
+    if (cpu->moe_gather) be.moe_gather = t_mg, be.moe_scatter = t_ms, be.moe_rowdot = t_mr;
+    if (cpu->swiglu_fwd) be.swiglu_fwd = t_sf, be.swiglu_bwd = t_sb;
     int L = mk_gpt_n_layers(cfg), rc = -1;
     int *own = malloc(L * sizeof *own), *tok = malloc(2 * (size_t)cfg->seq * sizeof *tok);
     mk_gpt_act_t *act = calloc(L + 1, sizeof *act);
@@ -177,14 +215,22 @@ out:
     return rc;
 }
 
+/* The class whose timed kernels run op kind k: the linears, the LM head
+ * and an MoE layer's experts go through the backend's linear entries
+ * (gpt_moe.c: each expert's GEMMs are linear_fwd / linear_bwd_*, which
+ * the wrapper times as GEMMs), the attention core through its own. */
+static int op_class(mk_opkind_t k)
+{
+    return k == MK_OPK_LINEAR || k == MK_OPK_LM_HEAD || k == MK_OPK_MOE ? C_GEMM : k == MK_OPK_ATTENTION ? C_ATTN : C_REST;
+}
+
 /* The cost model's time of one class of the graph's ops (one micro-batch
  * of one sequence, tp 1, fp32), forward (bwd 0) or backward. */
 static double class_time(const mk_cluster_t *c, const mk_graph_t *g, int cls, int bwd)
 {
     double t = 0;
     for (int i = 0; i < g->n_ops; i++) {
-        mk_opkind_t k = g->ops[i].kind;
-        int ci = k == MK_OPK_LINEAR || k == MK_OPK_LM_HEAD ? C_GEMM : k == MK_OPK_ATTENTION ? C_ATTN : C_REST;
+        int ci = op_class(g->ops[i].kind);
         if (ci == cls) t += mk_cost_op_time(c, g, i, 1, 0, g->cfg.seq, MK_DTYPE_FP32, bwd);
     }
     return t;
