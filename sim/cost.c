@@ -173,6 +173,24 @@ static double score_pass_bytes(const mk_graph_t *g, const mk_op_t *o, mk_dtype_t
     return scores * (softmax + (g->opts.dropout ? 2 * dt + 1 : 0));
 }
 
+/* Bytes an MoE layer's kernels between its experts' GEMMs move, per
+ * micro-batch, whole op (the GEMMs' own operands are in the op's
+ * bytes_moved): the dispatch's permutation gathers each token's k routed
+ * copies (reads and writes N k w), the activation reads the up-projections'
+ * outputs and writes their activations (N (k f + fs) (act_in + 1)), the
+ * combine reads the k expert outputs and writes each token's sum (N k w +
+ * N w) -- Megatron-Core's MoEAlltoAllTokenDispatcher permute / unpermute
+ * and TE's grouped MLP activation, separate kernels that run after one
+ * another, not under a GEMM.  Backward: twice (the same passes mirrored:
+ * the convention for every op's bytes). */
+static double moe_pass_bytes(const mk_graph_t *g, const mk_op_t *o, mk_dtype_t dtype, int bwd)
+{
+    double N = (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1), dt = mk_dtype_bytes(dtype);
+    double w = o->width, k = o->topk, act_in = o->gated ? 2 : 1;
+    double b = N * (3 * k * w + w + (act_in + 1) * (k * o->ffn + o->shared_ffn)) * dt;
+    return bwd ? 2 * b : b;
+}
+
 /* FlashAttention-2's backward runs 2.5x the forward's matmul FLOPs (it
  * recomputes the scores; the FLOP count of its benchmark,
  * benchmarks/benchmark_flash_attention.py) where the graph counts 2x. */
@@ -232,6 +250,8 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
        own between its GEMMs: their passes follow the GEMMs' time */
     if (core && !g->opts.flash_attn && d->mem_bw_Bps > 0)
         t += score_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
+    /* so are an MoE layer's dispatch, activation and combine around its GEMMs */
+    if (o->kind == MK_OPK_MOE && d->mem_bw_Bps > 0) t += moe_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
     t += d->launch_s * (bwd ? 2 : 1);
     /* kernels launch asynchronously: the device waits for the host only
        when the host issues an op more slowly than the device runs it */

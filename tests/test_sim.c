@@ -366,6 +366,38 @@ static void test_fused_causal(void)
     mk_graph_free(g);
 }
 
+/* An MoE layer's dispatch, activation and combine are kernels of their own
+ * between its experts' GEMMs: their bytes, N (3 k w + w + (act_in + 1) k
+ * f) dt (Mixtral-8x7B: k 2, w 4096, f 14336, gated), add to the GEMMs'
+ * time at the device's memory bandwidth (twice in the backward), so on
+ * dgx-h100, where the GEMMs bound the op, doubling the bandwidth takes
+ * half of that time off exactly. */
+static void test_moe_passes(void)
+{
+    mk_plan_t p;
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    ov.seq = 4096;
+    mk_plan_init(&p);
+    CHECK(mk_model_resolve("mixtral-8x7b", &ov, &p.model) == 0, "resolve");
+    p.dtype = MK_DTYPE_BF16;
+    mk_graph_t *g = mk_plan_graph(&p);
+    mk_cluster_t c, c2;
+    CHECK(g && mk_cluster_get("dgx-h100", &c) == 0, "graph and cluster");
+    if (!g) return;
+    c2 = c, c2.dev.mem_bw_Bps *= 2;
+    int moe = -1;
+    for (int i = 0; i < g->n_ops && moe < 0; i++)
+        if (g->ops[i].kind == MK_OPK_MOE) moe = i;
+    double N = 4096, w = 4096, f = 14336, passes = N * (3 * 2 * w + w + 3 * 2 * f) * 2;
+    for (int bwd = 0; bwd <= 1; bwd++) {
+        double t1 = mk_cost_op_time(&c, g, moe, 1, 0, N, MK_DTYPE_BF16, bwd);
+        double t2 = mk_cost_op_time(&c2, g, moe, 1, 0, N, MK_DTYPE_BF16, bwd);
+        CHECK_REL(t1 - t2, (bwd ? 2 : 1) * passes / (2 * c.dev.mem_bw_Bps), 1e-9, bwd ? "MoE passes, backward" : "MoE passes");
+    }
+    mk_graph_free(g);
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -378,5 +410,6 @@ int main(void)
     test_memory_fixed();
     test_cluster_json();
     test_fused_causal();
+    test_moe_passes();
     CHECK_DONE();
 }

@@ -35,7 +35,9 @@
  *              activation input and its down-projection input f (the
  *              shared expert's likewise); the block input the router
  *              linear saves already; a shared gate (shared_gate) adds w
- *              params, 2*N*w matmul FLOPs and N*(w + 4) vector FLOPs
+ *              params, 2*N*w matmul FLOPs and N*(w + 4) vector FLOPs;
+ *              bytes: its GEMMs' operands (the dispatch, activation and
+ *              combine passes between them: sim/cost.c moe_pass_bytes)
  * With 16-bit types and dropout a GPT block saves s*b*h*(34 + 5*a*s/h)
  * bytes (Korthikanti et al. 2022), of which 10*s*b*h is replicated over TP
  * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores.
@@ -334,9 +336,13 @@ static void moe_costs(mk_op_t *o, double N, double dt)
         o->fwd_flops += 2 * N * w, o->fwd_flops_causal += 2 * N * w, o->bwd_flops += 4 * N * w;
         o->vec_flops += 4 * N + N * w;
     }
-    /* tokens in and out (k copies each way), the expert weights, the
-       intermediate activations written and read */
-    o->bytes_moved = (2 * N * w + 2 * N * k * w + o->params + 2 * N * (act_in + 1) * (k * f + fs)) * dt;
+    /* the experts' GEMMs' operands: the expert weights, and per routed copy
+       of a token its input and output rows (w each), the up-projection's
+       output (act_in f) and the down-projection's input (f); the shared
+       expert's likewise per token.  The dispatch, activation and combine
+       kernels between them are passes of their own (sim/cost.c
+       moe_pass_bytes) */
+    o->bytes_moved = (o->params + N * k * (2 * w + (act_in + 1) * f) + (fs > 0 ? N * (2 * w + (act_in + 1) * fs) : 0)) * dt;
     o->act_rep = N * E * 4 + N * k * (w + (act_in + 1) * f) * dt + N * (act_in + 1) * fs * dt;
 }
 
