@@ -334,6 +334,19 @@ static void test_memory_fixed(void)
     }
 }
 
+/* Preset `model` at sequence length seq in bf16 with attention backend a:
+ * its graph (NULL on failure), the plan in *p. */
+static mk_graph_t *bf16_graph(const char *model, int seq, mk_attn_backend_t a, mk_plan_t *p)
+{
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    ov.seq = seq;
+    mk_plan_init(p);
+    if (mk_model_resolve(model, &ov, &p->model) < 0) return NULL;
+    p->dtype = MK_DTYPE_BF16, p->attention = a;
+    return mk_plan_graph(p);
+}
+
 /* A fused attention kernel (FlashAttention's tiling) skips the tiles the
  * causal mask covers: its forward on dgx-h100 takes the causal pairs'
  * share, (s+1)/2s, of the full core's FLOPs at the device's flash rate,
@@ -342,13 +355,7 @@ static void test_memory_fixed(void)
 static void test_fused_causal(void)
 {
     mk_plan_t p;
-    mk_model_overrides_t ov;
-    mk_model_overrides_init(&ov);
-    ov.seq = 8192;
-    mk_plan_init(&p);
-    CHECK(mk_model_resolve("llama-2-7b", &ov, &p.model) == 0, "resolve");
-    p.dtype = MK_DTYPE_BF16, p.attention = MK_ATTN_FLASH;
-    mk_graph_t *g = mk_plan_graph(&p);
+    mk_graph_t *g = bf16_graph("llama-2-7b", 8192, MK_ATTN_FLASH, &p);
     mk_cluster_t c;
     CHECK(g && mk_cluster_get("dgx-h100", &c) == 0, "graph and cluster");
     if (!g) return;
@@ -375,13 +382,7 @@ static void test_fused_causal(void)
 static void test_moe_passes(void)
 {
     mk_plan_t p;
-    mk_model_overrides_t ov;
-    mk_model_overrides_init(&ov);
-    ov.seq = 4096;
-    mk_plan_init(&p);
-    CHECK(mk_model_resolve("mixtral-8x7b", &ov, &p.model) == 0, "resolve");
-    p.dtype = MK_DTYPE_BF16;
-    mk_graph_t *g = mk_plan_graph(&p);
+    mk_graph_t *g = bf16_graph("mixtral-8x7b", 4096, MK_ATTN_UNFUSED, &p);
     mk_cluster_t c, c2;
     CHECK(g && mk_cluster_get("dgx-h100", &c) == 0, "graph and cluster");
     if (!g) return;
