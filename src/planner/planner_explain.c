@@ -13,6 +13,19 @@ static double mean_bubble(const mk_sim_result_t *r)
 }
 
 
+/* x and y (x != y) in unit u with the fewest significant digits (3 at
+ * least) that print them apart, "X vs Y" into buf: a tie decided by a
+ * lower peak never reads "74.1 vs 74.1 GiB". */
+static void apart(double x, double y, double u, const char *un, char *buf, size_t n)
+{
+    char a[25], b[25];
+    for (int d = 3; d <= 17; d++) {
+        snprintf(a, sizeof a, "%.*g", d, x / u), snprintf(b, sizeof b, "%.*g", d, y / u);
+        if (strcmp(a, b)) break;
+    }
+    snprintf(buf, n, "%s vs %s %s", a, b, un);
+}
+
 /* Equal steps: which key of the tie order (mk_planner_order_ties) put a
  * before b, in words, into buf; "" when the steps differ. */
 static void tie_reason(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
@@ -22,7 +35,11 @@ static void tie_reason(const mk_planner_entry_t *a, const mk_planner_entry_t *b,
     const char *un = u == 0x1p30 ? "GiB" : u == 0x1p20 ? "MiB" : "KiB";
     int ca = a->plan.tp * a->plan.cp, cb = b->plan.tp * b->plan.cp;
     if (a->res.step_time_s != b->res.step_time_s) buf[0] = 0;
-    else if (ma != mb) snprintf(buf, n, "lower peak memory (%.3g vs %.3g %s)", ma / u, mb / u, un);
+    else if (ma != mb) {
+        char v[64];
+        apart(ma, mb, u, un, v, sizeof v);
+        snprintf(buf, n, "lower peak memory (%s)", v);
+    }
     else if (ca != cb) snprintf(buf, n, "fewer ranks in tp x cp (%d vs %d)", ca, cb);
     else if (a->plan.pp != b->plan.pp) snprintf(buf, n, "fewer pipeline stages (%d vs %d)", a->plan.pp, b->plan.pp);
     else snprintf(buf, n, "generated first (the same peak, tp x cp and stages)");
