@@ -8,7 +8,8 @@ Every row of multi-node.json and single-node.json (README.md here) that
 `merak sim` can express is simulated by one rule, the same for every
 source (it is also how the simulator is judged on runs not in this folder):
 
-  cluster     the preset of the GPU type: A100 -> dgx-a100, H100 -> dgx-h100,
+  cluster     the preset of the GPU type: A100 -> dgx-a100, H100 -> dgx-h100
+              (the 96 GB HBM2e part at 500 W -> h100-96gb-500w),
               H200 -> dgx-h200, B200 -> dgx-b200 (no per-dataset presets:
               where a row's hardware differs from the preset, that is an
               error source, not something to fit)
@@ -39,11 +40,17 @@ source (it is also how the simulator is judged on runs not in this folder):
               DDP, SC21 and the 2021 README) and Megatron-DeepSpeed (vTrain)
               all-reduce after the backward: --no-overlap-grad-reduce
   attention   the row's software, always explicit (--attention-backend):
-              Megatron-Core runs from 2023 use flash attention (flash; a
-              row field flash_attn, when a
+              Megatron-Core runs from 2023 and torchtitan (SDPA) use flash
+              attention (flash; a row field flash_attn, when a
               source gives it, wins); Megatron-LM 2021 (SC21, the README)
               and Megatron-DeepSpeed (vTrain) the materialised core
               (baddbmm, fused softmax, dropout, bmm)
+  torchtitan  FSDP2 overlaps its gathers and reductions (DP overlap on),
+              the loss is F.cross_entropy on fp32 logits (--cross-entropy
+              torch), "selective" is its op-level SAC (--recompute
+              selective-op), its pipeline schedules by name; rows run with
+              torch.compile or torchao's Float8 are not expressible (the
+              compiler's fusions and that recipe are not modelled)
 
 A row published as TFLOP/s per GPU becomes an iteration time through the
 model's own FLOP count (`merak model --json`): the sources that count the
@@ -70,13 +77,14 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = [os.path.join(HERE, f) for f in ("multi-node.json", "single-node.json", "long-context.json")]
+DATA = [os.path.join(HERE, f) for f in ("multi-node.json", "single-node.json", "long-context.json", "torchtitan.json")]
 MBS_SEARCH = (1, 2, 4, 8)
 UNKNOWN_VOCAB = 50257
 # The regression subset (seconds): rows of every source the simulator
 # expresses, spread over layouts (file stem, row index).
 SUBSET = [("multi-node", i) for i in (0, 3, 6, 13, 22, 32, 39, 47, 53, 58, 62, 66, 70)] + \
-         [("single-node", i) for i in range(0, 1440, 90)] + [("long-context", i) for i in (0, 4, 8)]
+         [("single-node", i) for i in range(0, 1440, 90)] + [("long-context", i) for i in (0, 4, 8)] + \
+         [("torchtitan", i) for i in (0, 7)]
 CHECK_SLACK = 1.0   # percentage points
 
 
@@ -88,6 +96,8 @@ def source_label(row):
         return "Megatron-LM README (Jan 2021)"
     if "vTrain" in s:
         return "vTrain " + ("multi-node" if "multi" in t else "single-node")
+    if "torchtitan" in s:
+        return "torchtitan (FSDP2, eager)"
     if "NeMo" in s and "Long Sequence" in s:
         return "NeMo long sequence " + t.split(" - ")[-1].split(",")[0]
     return s[:40]
@@ -107,6 +117,10 @@ def run_year(row):
     return int(m.group(1)) if m else 0
 
 
+def torchtitan(row):
+    return "torchtitan" in row["source"]
+
+
 def megatron_core(row):
     text = (row["source"] + " " + row.get("notes", "")).lower()
     return "megatron-core" in text or "mcore" in text
@@ -118,7 +132,7 @@ def overlap_flags(row):
     overlapped (a row field overlap_grad_reduce, when a source gives it)."""
     on = row.get("overlap_grad_reduce")
     if on is None:
-        on = megatron_core(row)
+        on = megatron_core(row) or torchtitan(row)
     return [] if on else ["--no-overlap-grad-reduce"]
 
 
@@ -129,7 +143,7 @@ def flash_flags(row):
     explicit, never merak's default (auto)."""
     on = row.get("flash_attn")
     if on is None:
-        on = megatron_core(row) and run_year(row) >= 2023
+        on = (megatron_core(row) and run_year(row) >= 2023) or torchtitan(row)
     return ["--attention-backend", "flash" if on else "unfused"]
 
 
@@ -137,6 +151,8 @@ def cluster_of(row):
     g = (row.get("gpu_type") or "").upper()
     if "A100" in g:
         return "dgx-a100"
+    if "H100" in g and "96GB" in g and "500W" in g:
+        return "h100-96gb-500w"
     if "H100" in g:
         return "dgx-h100"
     if "H200" in g:
@@ -210,7 +226,7 @@ def recompute_choices(row):
     if r.startswith("full"):
         rec = ["full"]
     elif r.startswith("selective"):
-        rec = ["selective"]
+        rec = ["selective-op" if torchtitan(row) else "selective"]
     elif r.startswith("none") or r.startswith("no"):
         rec = ["none"]
     elif run_year(row) >= 2023 and megatron_core(row):
@@ -227,6 +243,10 @@ def express(row):
     missing = model_missing(row["model"])
     if missing:
         return missing
+    if row.get("compile"):
+        return "torch.compile's fusions (not modelled)"
+    if row.get("float8"):
+        return "torchao Float8 training (not modelled)"
     cl = cluster_of(row)
     if not cl:
         return "no cluster preset for GPU type %r" % row.get("gpu_type")
@@ -240,6 +260,7 @@ def express(row):
     base = ["--cluster", cl] + model_flags(row["model"]) + \
         ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + \
         (["--cp", str(cp)] if cp > 1 else []) + opt + dtype_flags(row) + \
+        (["--cross-entropy", "torch"] if torchtitan(row) else []) + \
         overlap_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]
@@ -317,6 +338,8 @@ def measured_s(row, model_json):
     m = row["measured"]
     if m["kind"] == "iteration_s":
         return m["value"]
+    if m["kind"] == "tokens_per_s_per_gpu":
+        return row["gbs"] * row["model"]["seq"] / (m["value"] * row["gpus"])
     if m["kind"] == "tflops_per_gpu":
         f = model_json["flops_per_iteration_recompute" if counts_recompute_flops(row) else "flops_per_iteration"]
         return f / (m["value"] * 1e12 * row["gpus"])
