@@ -39,6 +39,29 @@ import json, sys; d = json.load(open(sys.argv[1])); assert d["skipped_steps"] >=
 S="--fp16 --initial-loss-scale 65536"
 one $S >"$tmpdir/f16.json" 2>"$tmpdir/f16.err"
 check "--fp16 from 65536: no step skipped" test "$(field "$tmpdir/f16.json" skipped_steps)" = 0
+# Megatron's gradient buffers: fp16 for --fp16 (each accumulation and the reduced sum rounded to fp16, so an
+# overflow there is real), fp32 with --accumulate-allreduce-grads-in-fp32 and for bf16 (Megatron forces it)
+check "--fp16: fp16 gradient buffers in --json" test "$(field "$tmpdir/f16.json" grads)" = fp16
+one $S --accumulate-allreduce-grads-in-fp32 --dump-grads "$tmpdir/g32.bin" >"$tmpdir/f16a.json" 2>/dev/null
+one $S --dump-grads "$tmpdir/g16.bin" >/dev/null 2>/dev/null
+check "... fp32 with --accumulate-allreduce-grads-in-fp32, and for bf16" \
+  test "$(field "$tmpdir/f16a.json" grads)" = fp32 -a "$(field "$tmpdir/bf16.json" grads)" = fp32
+grads_fp16() { # DUMP SCALE: every gradient times the step's loss scale (a power of two) is an fp16 value
+  "$PY" -c '
+import struct, sys, numpy as np
+b = open(sys.argv[1], "rb").read(); assert b[:8] == b"MKGRAD1\n"
+n, pos, vals = struct.unpack_from("<i", b, 8)[0], 12, []
+for _ in range(n):
+    ln = struct.unpack_from("<i", b, pos)[0]; pos += 4 + ln
+    m = struct.unpack_from("<q", b, pos)[0]; pos += 8
+    vals.append(np.frombuffer(b, np.float32, m, pos)); pos += 4 * m
+v = np.concatenate(vals) * np.float32(float(sys.argv[2]))
+assert np.all(np.isfinite(v)) and np.any(v != 0)
+sys.exit(0 if np.array_equal(v.astype(np.float16).astype(np.float32), v) else 1)' "$1" "$2"
+}
+check "fp16 buffers: the first step's scaled gradients are fp16 values" grads_fp16 "$tmpdir/g16.bin" 65536
+check "... and with --accumulate-allreduce-grads-in-fp32 they are not" \
+  test "$(grads_fp16 "$tmpdir/g32.bin" 65536 2>/dev/null; echo $?)" = 1
 # an overflow at step index 1 on rank 0
 MK_TEST_GRAD_INF=0:1 one $S --hysteresis 1 >"$tmpdir/inf1.json" 2>"$tmpdir/inf1.err"
 check "an overflow with --hysteresis 1: skipped_steps 1, the scale halved to 32768" \

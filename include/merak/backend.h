@@ -169,6 +169,11 @@ typedef struct mk_backend {
     /* Optional (NULL: none): bytes the backend holds beside the executor's
        tensors (the CPU's rounded GEMM operands), counted in the peak. */
     size_t (*scratch_bytes)(void *ctx);
+    /* Optional (NULL: gradients stay fp32): x[0..n) rounded in place to the
+       16-bit type (mk_dtype_t BF16 or FP16) to nearest even, fp16 past its
+       range to infinity: fp16 gradient buffers (Megatron-LM without
+       --accumulate-allreduce-grads-in-fp32).  CPU. */
+    void (*round16)(void *ctx, float *x, size_t n, int dtype);
     /* Optional, device backends only (NULL on the CPU). */
     /* one device per rank: local_rank mod the visible devices, local_rank
        within the node; before the first allocation.  The device, or -1. */

@@ -18,8 +18,10 @@ struct mk_backend;
  * changes: a module left installed by another build is refused instead of
  * called through a wrong layout.  2: the backend table's set_threads; 3:
  * its column gathers (cols_gather, cols_scatter) and DeepSeek-V3's
- * router (moe_route_sig, moe_route_sig_bwd); 4: the fused attention. */
-#define MK_CUDA_MODULE_ABI 4
+ * router (moe_route_sig, moe_route_sig_bwd); 4: the fused attention; 5:
+ * set_gemm_dtype, scratch_bytes (issue 37, which did not raise it) and
+ * round16. */
+#define MK_CUDA_MODULE_ABI 5
 #define MK_CUDA_MODULE_ENTRY "mk_cuda_module_entry"
 
 typedef struct mk_cuda_host {

@@ -58,6 +58,10 @@ typedef struct mk_exec_opts {
     int gemm_dtype;               /* the linears' GEMM operands (mk_dtype_t; 0: fp32): a backend with
                                      set_gemm_dtype rounds them to it (mixed precision's matmuls) */
     mk_loss_scaler_t loss_scaler; /* loss scaling's kind and first state (merak/loss_scale.h; kind 0: none) */
+    int grad_dtype;               /* the gradient buffers and their DP reduction (mk_dtype_t; 0: fp32): fp16 for
+                                     --fp16 without --accumulate-allreduce-grads-in-fp32, as Megatron-LM (its
+                                     bf16 forces fp32); a backend with round16 rounds each accumulation and
+                                     each reduced sum to it */
     int hf_dtype;                 /* its weights' type: MK_ST_F32 (0), MK_ST_BF16 or MK_ST_F16 (merak/safetensors.h;
                                      rounded to nearest even), config.json's torch_dtype saying which */
     int reset_position_ids;       /* Megatron's: positions restart at each document of the data */

@@ -69,6 +69,7 @@ typedef struct mk_args {
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
     int log_interval;              /* merak run: a step line every N steps (0: not given, every step) */
     int quiet;                     /* merak run --quiet: no step or file lines on stderr */
+    int accum_fp32;                /* merak run --accumulate-allreduce-grads-in-fp32 (Megatron's; bf16 forces it) */
     const char *recompute_method;  /* --recompute-method uniform (checked; merak's full recompute) */
     int layout_given;              /* any layout/model flag was given (for --plan checks) */
     int npos;                      /* positional arguments after the options */

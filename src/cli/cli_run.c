@@ -59,7 +59,9 @@ static const char *run_usage =
     "                   Megatron-LM does: dynamic from --initial-loss-scale (2^32), halved after\n"
     "                   --hysteresis (2) overflows, doubled after --loss-scale-window (1000) good\n"
     "                   steps, at least --min-loss-scale (1); --loss-scale X: constant (bf16\n"
-    "                   too); a step with inf/NaN gradients is skipped on every rank\n"
+    "                   too); a step with inf/NaN gradients is skipped on every rank; fp16\n"
+    "                   gradient buffers, each accumulation and the DP sum rounded to fp16,\n"
+    "                   unless --accumulate-allreduce-grads-in-fp32 (bf16's are fp32)\n"
     "  --backend B      cpu or cuda (default: cuda when built and a GPU is visible)\n"
     "  --lr X           peak learning rate (default @lr@); --min-lr (default lr/10);\n"
     "  --lr-warmup-iters N  linear warm-up (default 2/(1-beta2) steps: 40), then cosine\n"
@@ -271,6 +273,9 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     /* the exported model in the run's 16-bit type (issue 37), as Megatron's converters and save_pretrained do */
     o->hf_dtype = given == MK_DTYPE_BF16 ? MK_ST_BF16 : given == MK_DTYPE_FP16 ? MK_ST_F16 : MK_ST_F32;
     if (o->be->set_gemm_dtype && given != MK_DTYPE_FP32) o->gemm_dtype = given;
+    /* Megatron-LM's gradient buffers: fp16's own type unless --accumulate-allreduce-grads-in-fp32
+       (bf16 forces fp32: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32") */
+    if (o->be->round16 && given == MK_DTYPE_FP16 && !a->accum_fp32) o->grad_dtype = MK_DTYPE_FP16;
     o->reset_position_ids = a->reset_pos, o->reset_attention_mask = a->reset_mask;
     o->load = a->load;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;
@@ -315,8 +320,12 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     mk_dtype_t ran = o->gemm_dtype ? (mk_dtype_t)o->gemm_dtype : MK_DTYPE_FP32;
     json_object_set_new(j, "dtype", json_string(mk_dtype_name(ran)));
     if (o->gemm_dtype) {
-        json_object_set_new(j, "precision", json_string("16-bit GEMM operands, fp32 sums, activations, "
-                                                        "weights and optimizer"));
+        json_object_set_new(j, "precision", json_string(o->grad_dtype ? "16-bit GEMM operands and gradient "
+                                                        "buffers, fp32 sums, activations, weights and optimizer"
+                                                        : "16-bit GEMM operands, fp32 sums, activations, weights, "
+                                                        "gradients and optimizer"));
+        json_object_set_new(j, "grads", json_string(mk_dtype_name(o->grad_dtype ? (mk_dtype_t)o->grad_dtype
+                                                                                 : MK_DTYPE_FP32)));
         int dnnl = o->gemm_dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok(); /* gemm_dtype: the cpu backend */
         json_object_set_new(j, "gemm", json_string(dnnl ? "oneDNN bf16" : "OpenBLAS sgemm of the rounded operands"));
     }

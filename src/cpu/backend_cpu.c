@@ -3,6 +3,8 @@
 #include "config.h"
 #include "merak/backend.h"
 #include "merak/kernels_cpu.h"
+#include "merak/model.h"
+#include "merak/half.h"
 
 #include <cblas.h>
 #include <stdlib.h>
@@ -43,6 +45,12 @@ static void cpu_set_threads(void *ctx, int n) { mk_cpu_pool_set_threads(ctx, n);
 static void cpu_destroy(void *ctx) { mk_cpu_pool_free(ctx); }
 static void cpu_set_gemm_dtype(void *ctx, int dtype) { mk_cpu_pool_set_gemm_dtype(ctx, dtype); }
 static size_t cpu_scratch_bytes(void *ctx) { return mk_cpu_pool_scratch_bytes(ctx); }
+static void cpu_round16(void *ctx, float *x, size_t n, int dtype)
+{
+    (void)ctx;
+    if (dtype == MK_DTYPE_FP16) mk_fp16_round_n(x, x, n);
+    else if (dtype == MK_DTYPE_BF16) mk_bf16_round_n(x, x, n);
+}
 
 static const mk_backend_t mk_cpu = {
     .name = "cpu",
@@ -89,6 +97,7 @@ static const mk_backend_t mk_cpu = {
     .set_threads = cpu_set_threads,
     .set_gemm_dtype = cpu_set_gemm_dtype,
     .scratch_bytes = cpu_scratch_bytes,
+    .round16 = cpu_round16,
 };
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }

@@ -279,6 +279,7 @@ static const mk_backend_t mk_cuda = {
     /* .set_threads = */ NULL,
     /* .set_gemm_dtype = */ NULL, /* fp32 GEMMs: its 16-bit path is not written yet */
     /* .scratch_bytes = */ NULL,
+    /* .round16 = */ NULL, /* fp32 gradients: no 16-bit path yet */
     /* .bind = */ cu_bind,
     /* .is_device = */ cu_is_device,
     /* .to_host = */ cu_to_host,

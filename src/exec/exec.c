@@ -245,6 +245,21 @@ static size_t clip_to(const mk_opt_range_t *r, const mk_gpt_tensor_t *t, size_t 
 
 /* The gradients' reduction before the update (ZeRO-1's reduce-scatter;
  * ZeRO-2/3 finish theirs) and the sum of squares of this rank's share. */
+static int grads16(const mk_exec_t *e)
+{
+    return e->o->grad_dtype && e->g->be->round16 ? e->o->grad_dtype : 0;
+}
+
+void mk_exec_grads16_layer(mk_exec_t *e, int l)
+{
+    mk_gpt_t *g = e->g;
+    int dt = grads16(e);
+    for (int k = dt ? g->first[l] : g->first[l + 1]; k < g->first[l + 1]; k++) {
+        float *gr = g->t[k].owned ? mk_gpt_grad(g, k) : NULL;
+        if (gr) g->be->round16(g->be->ctx, gr, (size_t)g->t[k].lrows * g->t[k].lcols, dt);
+    }
+}
+
 static int reduced_sumsq(mk_exec_t *e, double *sumsq)
 {
     mk_gpt_t *g = e->g;
@@ -253,6 +268,7 @@ static int reduced_sumsq(mk_exec_t *e, double *sumsq)
     for (int i = 0; i < mk_exec_zero_n_ranges(e); i++) {
         mk_opt_range_t r;
         mk_exec_zero_range(e, i, &r);
+        if (grads16(e)) g->be->round16(g->be->ctx, r.g, r.hi - r.lo, grads16(e)); /* the reduced sums */
         for (int k = 0; k < g->n_tensors; k++) {
             size_t a, n = counts_once(e, &g->t[k], e->zero.on) ? clip_to(&r, &g->t[k], &a) : 0;
             if (n) *sumsq += g->be->sumsq(g->be->ctx, r.g + (a - r.lo), n);

@@ -331,6 +331,11 @@ int mk_exec_ep_reduce(mk_exec_t *e);
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);
+/* exec.c: 16-bit gradient buffers (o->grad_dtype and the backend's round16;
+ * else nothing): layer l's owned gradients rounded after a backward added
+ * to them (Megatron's fp16 main_grad accumulation), and at the optimizer
+ * step the reduced sums (its fp16 all-reduce's result). */
+void mk_exec_grads16_layer(mk_exec_t *e, int l);
 int mk_exec_dump_grads(mk_exec_t *e, const char *path, const float *grads);
 void mk_exec_make_batch(mk_exec_t *e, int64_t step);
 

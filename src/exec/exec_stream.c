@@ -283,9 +283,10 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
         if (mk_exec_fsdp_begin(e, l, l > c->l0 ? l - 1 : -1, (int)mode) < 0 ||
             (mode != MK_BWD_W && regrow_input(e, c, mb, l) < 0) ||
             mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
-                            e->pipe.targets[mb]) < 0 ||
-            mk_exec_fsdp_end(e, l, (int)mode) < 0)
+                            e->pipe.targets[mb]) < 0)
             return -1;
+        if (mode != MK_BWD_IN) mk_exec_grads16_layer(e, l); /* its weight gradients accumulated */
+        if (mk_exec_fsdp_end(e, l, (int)mode) < 0) return -1;
         if (last) layer_final(e, l);
         mk_exec_poll(e);
         dout = din;
