@@ -23,6 +23,7 @@ EXTRA_DIST += \
 EXTRA_DIST += experiments/published/README.md experiments/published/run.sh experiments/published/replay.py \
 	experiments/published/multi-node.json experiments/published/single-node.json \
 	experiments/published/long-context.json experiments/published/torchtitan.json \
+	experiments/published/nemo-summary.json \
 	experiments/published/recorded.json tests/published.sh
 TESTS += tests/published.sh
 # Memory against measured peaks (issue 34): published peaks and merak run's;
