@@ -254,7 +254,8 @@ void mk_exec_grads16_layer(mk_exec_t *e, int l)
 {
     mk_gpt_t *g = e->g;
     int dt = grads16(e);
-    for (int k = dt ? g->first[l] : g->first[l + 1]; k < g->first[l + 1]; k++) {
+    if (!dt) return;
+    for (int k = g->first[l]; k < g->first[l + 1]; k++) {
         float *gr = g->t[k].owned ? mk_gpt_grad(g, k) : NULL;
         if (gr) g->be->round16(g->be->ctx, gr, (size_t)g->t[k].lrows * g->t[k].lcols, dt);
     }
