@@ -19,4 +19,15 @@ r = json.load(open(sys.argv[1])); r['subset']['mape'] = 0.0
 json.dump(r, open(sys.argv[2], 'w'))" "$dir/recorded.json" "$tmpdir/low.json"
 check "a regression fails the check" sh -c "! '$PYTHON' '$dir/replay.py' --merak '$MERAK' --out '$tmpdir/r2' \
   --check '$tmpdir/low.json' --no-plot >'$tmpdir/low.out' 2>&1 && grep -q REGRESSED '$tmpdir/low.out'"
+# an MoE row (model fields experts, topk, moe_ffn; the row's ep) is expressed, not reported unsupported
+cat >"$tmpdir/moe.json" <<'EOF'
+[{"source": "an MoE row, 2024", "table": "t", "model": {"arch": "llama", "layers": 4, "hidden": 1024, "heads": 8,
+  "kv_heads": 8, "ffn": 2048, "seq": 1024, "vocab": 32000, "experts": 8, "topk": 2, "moe_ffn": 512}, "gpus": 8,
+  "gpu_type": "H100", "tp": 1, "pp": 1, "dp": 8, "cp": null, "ep": 4, "vpp": null, "mbs": 1, "gbs": 16, "dtype": "bf16",
+  "recompute": "none", "sequence_parallel": null, "distributed_optimizer": null,
+  "measured": {"kind": "iteration_s", "value": 1.0}}]
+EOF
+"$PYTHON" "$dir/replay.py" --merak "$MERAK" --out "$tmpdir/m" --no-plot "$tmpdir/moe.json" >/dev/null 2>&1
+check "an MoE row replays with its experts and ep" grep -q -- "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 .*--ep 4" \
+  "$tmpdir/m/replay.csv"
 finish

@@ -15,7 +15,11 @@ source (it is also how the simulator is judged on runs not in this folder):
               error source, not something to fit)
   model       the row's shape on the preset of its family: GPT (learned
               positions, LayerNorm, GELU) or Llama (RoPE, RMSNorm, SwiGLU,
-              grouped-query attention where kv_heads < heads)
+              grouped-query attention where kv_heads < heads); with model
+              fields experts, topk, moe_ffn (and shared_ffn) an MoE model
+              (Megatron-Core's --num-experts, --moe-router-topk,
+              --moe-ffn-hidden-size, --moe-shared-expert-intermediate-size)
+              and the row's ep (--expert-model-parallel-size) as --ep
   layout      the row's dp, pp, tp and cp (context parallelism: each
               sequence over cp ranks in 2cp chunks, a K/V ring)
   schedule    interleaved with --vpp V when vpp > 1, else 1f1b
@@ -176,6 +180,11 @@ def model_flags(m):
          "--vocab-size", str(vocab), "--ffn-hidden-size", str(m["ffn"])]
     if llama and m.get("kv_heads") and m["kv_heads"] != m["heads"]:
         f += ["--group-query-attention", "--num-query-groups", str(m["kv_heads"])]
+    if m.get("experts"):
+        f += ["--num-experts", str(m["experts"]), "--moe-router-topk", str(m.get("topk") or 2),
+              "--moe-ffn-hidden-size", str(m.get("moe_ffn") or m["ffn"])]
+        if m.get("shared_ffn"):
+            f += ["--moe-shared-expert-intermediate-size", str(m["shared_ffn"])]
     return f
 
 
@@ -262,7 +271,8 @@ def express(row):
     dp, pp, tp, cp = lay
     base = ["--cluster", cl] + model_flags(row["model"]) + \
         ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + \
-        (["--cp", str(cp)] if cp > 1 else []) + opt + dtype_flags(row) + \
+        (["--cp", str(cp)] if cp > 1 else []) + (["--ep", str(row["ep"])] if (row.get("ep") or 1) > 1 else []) + \
+        opt + dtype_flags(row) + \
         (["--cross-entropy", "torch"] if torchtitan(row) else []) + \
         overlap_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1
