@@ -64,31 +64,7 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
  * the run's.  Layers are kept in the orders the chunk costs take them:
  * backward pieces reversed (chunk [l0, l1) backward is rev[L-l1, L-l0)),
  * the checkpointable layers' forward pieces packed (the chunk's are
- * ckf[ckpos[l0], ckpos[l1])). */
-/* The candidates of a search share most chunks (a split's ranges recur
- * across schedules, recompute kinds and ZeRO variants), and mk_tp_run is
- * a pure function of (pieces, count, level): its results are kept in a
- * direct-mapped table keyed by exactly those, so a hit returns the very
- * value a new run would. */
-#define MK_BOUND_MEMO 4096
-typedef struct {
-    uint64_t key; /* 0: empty */
-    double v;
-} mk_bound_memo_t;
-
-struct mk_sim_bound {
-    const mk_cluster_t *c;
-    const mk_graph_t *g;
-    mk_sim_opts_t o;
-    int L, sp;
-    mk_group_t tpg, cpg, epg;   /* the key (with sp): what the pieces read of the layout */
-    mk_tpl_t *fwd, *bwd, *bin;  /* [L]: fwd by layer, bwd and bin reversed */
-    mk_tpl_t *ckf;              /* [ckpos[L]] */
-    int *ckpos;                 /* [L + 1] checkpointable layers before l */
-    double *sel, *bw;           /* [L] attention cores' forward (selective), linears' (B_W) */
-    mk_bound_memo_t *memo;      /* [MK_BOUND_MEMO] chunk durations already run (run_memo) */
-};
-
+ * ckf[ckpos[l0], ckpos[l1])); the struct and its memo: sim_internal.h. */
 void mk_sim_bound_free(mk_sim_bound_t *b)
 {
     if (!b) return;
@@ -141,11 +117,6 @@ int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p)
            !memcmp(&epg, &b->epg, sizeof epg);
 }
 
-/* One chunk's ops per micro-batch, as mk_chunk_cost_time gives them. */
-typedef struct {
-    double f, b, bi, bw, sel, rec;
-} chunk_ops_t;
-
 /* mk_tp_run over n pieces of array `which` (0 fwd, 1 bin, 2 bwd, 3 ckf)
  * from `from`, at TP overlap level lvl, through the memo. */
 static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int lvl)
@@ -170,7 +141,7 @@ static double a2a_most(const mk_tpl_t *v, int n)
 
 /* dualpipev's F&B pairs may hide every all-to-all of an F, a B_IN and its
  * recompute (sim_step.c pair_hidden): the bound takes none of them. */
-static void drop_a2a(const mk_sim_bound_t *b, int l0, int l1, int ck, chunk_ops_t *o)
+static void drop_a2a(const mk_sim_bound_t *b, int l0, int l1, int ck, mk_chunk_ops_t *o)
 {
     o->f = fmax(0, o->f - a2a_most(b->fwd + l0, l1 - l0));
     o->bi = fmax(0, o->bi - a2a_most(b->bin + (b->L - l1), l1 - l0));
@@ -192,7 +163,7 @@ static double sum_memo(const mk_sim_bound_t *b, int which, int l0, int l1)
     return e->v;
 }
 
-static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, chunk_ops_t *o)
+void mk_sim_bound_chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, mk_chunk_ops_t *o)
 {
     int l0 = p->bounds[k], l1 = p->bounds[k + 1], n = l1 - l0, lvl = p->tp_overlap;
     int zb = mk_sched_traits(p->schedule)->split_backward, nck = b->ckpos[l1] - b->ckpos[l0];
@@ -211,10 +182,6 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
     if (p->schedule == MK_SCHED_DUALPIPEV && p->ep > 1) drop_a2a(b, l0, l1, ck, o);
 }
 
-/* Sums taken in another order than a run's clock adds them may round
- * above it: every term is shaved by 1e-12 (relative). */
-#define MK_BOUND_SHAVE (1 - 1e-12)
-
 /* Stage s runs m micro-batches of every chunk's ops (busy) one after
  * another, none before micro-batch 0 has gone forward through the stages
  * before it, each a chunk-0 forward and a send (fill).  Its last op is a
@@ -228,11 +195,49 @@ static void chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck
  * and after[s] (mk_sim_stage_tail). */
 void mk_sim_bound_sends(const mk_sim_bound_t *b, const mk_plan_t *p, double *sends)
 {
-    int inter;
-    for (int s = 0; s + 1 < p->pp; s++) {
-        sends[2 * s] = mk_sim_send_cost(b->c, p, b->g, &b->o, s, s + 1, s + 1, 1, &inter);
-        sends[2 * s + 1] = mk_sim_send_cost(b->c, p, b->g, &b->o, s + 1, s, s, 0, &inter);
+    int inter, vs = mk_sched_traits(p->schedule)->vshape;
+    for (int k = 0; k + 1 < p->n_vstages; k++) {
+        int s = mk_sched_vstage_stage(vs, p->pp, k), t = mk_sched_vstage_stage(vs, p->pp, k + 1);
+        /* two virtual stages on one stage hand over without a transfer (the V's turn) */
+        sends[2 * k] = s == t ? 0 : mk_sim_send_cost(b->c, p, b->g, &b->o, s, t, k + 1, 1, &inter);
+        sends[2 * k + 1] = s == t ? 0 : mk_sim_send_cost(b->c, p, b->g, &b->o, t, s, k, 0, &inter);
     }
+}
+
+/* One micro-batch's own path bounds every schedule, whatever m (what
+ * fill, busy and drain miss where m is small beside the virtual stages):
+ * its forward runs through all V virtual stages in order, each handing
+ * its activation to the next (a transfer between stages), then its
+ * backward back through them, each a B or B_IN with the replay it holds
+ * (not for the schedules that replay early) and a gradient transfer; its
+ * B_W at virtual stage 0 and stage 0's tail come after.  And no
+ * backward work of virtual stage k, of any micro-batch, starts before
+ * that path's first micro-batch can reach it (tb[k]): a stage's m
+ * micro-batches of backward work (B or B_IN, B_W, selective and held
+ * replays) all come after the least tb of its chunks.  ops: [V] by
+ * virtual stage; v: the terms (mk_sim_bound_terms), raised where these
+ * are higher. */
+static void path_terms(const mk_plan_t *p, const mk_chunk_ops_t *ops, const double *sends, int pre, double *v)
+{
+    int V = p->n_vstages, vs = mk_sched_traits(p->schedule)->vshape;
+    double t = 0, tb[MK_PLAN_MAX_VSTAGES], least[MK_PLAN_MAX_VSTAGES], work[MK_PLAN_MAX_VSTAGES];
+    for (int k = 0; k < V; k++) t += ops[k].f + (k + 1 < V ? sends[2 * k] : 0);
+    for (int k = V - 1; k >= 0; k--) {
+        const mk_chunk_ops_t *o = &ops[k];
+        tb[k] = t;
+        t += o->b + o->bi + o->sel + (pre ? 0 : o->rec) + (k > 0 ? sends[2 * k - 1] : 0);
+    }
+    /* stage 0's chain term: v[1] + after[0] + v[2] (mk_sim_bound_finish) */
+    if (t + ops[0].bw - v[2] > v[1]) v[1] = t + ops[0].bw - v[2];
+    for (int s = 0; s < p->pp; s++) least[s] = 1e300, work[s] = 0;
+    for (int k = 0; k < V; k++) {
+        int s = mk_sched_vstage_stage(vs, p->pp, k);
+        const mk_chunk_ops_t *o = &ops[k];
+        if (tb[k] < least[s]) least[s] = tb[k];
+        work[s] += p->m * (o->b + o->bi + o->bw + o->sel + (pre ? 0 : o->rec));
+    }
+    for (int s = 0; s < p->pp; s++)
+        if (least[s] + work[s] > v[3 * s]) v[3 * s] = least[s] + work[s];
 }
 
 int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, const double *sends, double *v)
@@ -242,17 +247,20 @@ int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *c
        B_Ws as its tail), or R replayed before the gradient arrives (Merak's
        variants: not in the drain); the others replay inside B / B_IN */
     const mk_sched_traits_t *tr = mk_sched_traits(p->schedule);
-    int zb = tr->split_backward, pre = tr->replays_early, inter;
-    double fill = 0, drain = 0, bw0 = 0;
+    int zb = tr->split_backward, pre = tr->replays_early;
+    double fill = 0, drain = 0, bw0 = 0, own[2 * MK_PLAN_MAX_VSTAGES];
+    mk_chunk_ops_t ops[MK_PLAN_MAX_VSTAGES];
+    if (!sends) mk_sim_bound_sends(b, p, own), sends = own;
     for (int s = 0; s < p->pp; s++) {
         double busy = 0, bw_max = 0, bw_min = 0;
-        chunk_ops_t o, c0 = {0};
         for (int c = 0; c < p->vpp; c++) {
-            chunk_ops(b, p, mk_plan_vstage(p, s, c), ckpt[s * p->vpp + c], &o);
-            busy += o.f + o.b + o.bi + o.bw + o.sel + o.rec;
-            if (c == 0) c0 = o, bw_min = o.bw;
-            if (o.bw > bw_max) bw_max = o.bw;
-            if (o.bw < bw_min) bw_min = o.bw;
+            int k = mk_plan_vstage(p, s, c);
+            mk_chunk_ops_t *o = &ops[k];
+            mk_sim_bound_chunk_ops(b, p, k, ckpt[s * p->vpp + c], o);
+            busy += o->f + o->b + o->bi + o->bw + o->sel + o->rec;
+            if (c == 0) bw_min = o->bw;
+            if (o->bw > bw_max) bw_max = o->bw;
+            if (o->bw < bw_min) bw_min = o->bw;
         }
         busy *= p->m;
         if (s == 0) bw0 = bw_min; /* its last B_W: of any chunk, so the cheapest */
@@ -261,11 +269,11 @@ int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *c
         /* the tail's B_Ws may be any chunk's: the dearest each, so none is under-subtracted */
         v[3 * s + 2] = zb ? bw0 - mk_sched_tail_bw(p->schedule, p->pp, p->m, s) * bw_max : 0;
         if (s + 1 == p->pp) break;
-        double sa = sends ? sends[2 * s] : mk_sim_send_cost(b->c, p, b->g, &b->o, s, s + 1, s + 1, 1, &inter);
-        double sg = sends ? sends[2 * s + 1] : mk_sim_send_cost(b->c, p, b->g, &b->o, s + 1, s, s, 0, &inter);
-        fill += c0.f + sa;
-        drain += c0.b + c0.bi + c0.sel + (pre ? 0 : c0.rec) + sg;
+        const mk_chunk_ops_t *c0 = &ops[s]; /* chunk 0 of stage s: virtual stage s in either placement */
+        fill += c0->f + sends[2 * s];
+        drain += c0->b + c0->bi + c0->sel + (pre ? 0 : c0->rec) + sends[2 * s + 1];
     }
+    path_terms(p, ops, sends, pre, v);
     return 0;
 }
 
@@ -287,116 +295,4 @@ double mk_sim_bound_step(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
 {
     double v[3 * MK_PLAN_MAX_VSTAGES];
     return mk_sim_bound_terms(b, p, ckpt, NULL, v) ? 0 : mk_sim_bound_finish(v, p->pp, after, dp);
-}
-
-/* ---- the pipeline walk's bound (mk_sim_bound_walk) ----
- * The run's streams under buffered sends with every compute op at its
- * chunk_ops duration (the run's, whatever the other streams do), a send
- * arriving mk_sim_send_cost after it is issued (the run queues it no
- * earlier), REDUCE_TIED waiting for both ends, everything else free:
- * each stage's clock is then no later than the run's at every
- * instruction (stages run their streams in order), and the stage ends no
- * sooner than after[s] past it nor before dp[s] + after[s]. */
-/* One walk's clocks for one TP overlap level (a lane): the walk runs the
- * streams once for one or two levels (a candidate's two overlaps share
- * every op but their durations). */
-typedef struct {
-    mk_plan_t p;                  /* the plan at this lane's level */
-    double *clock, *sent, tied_t; /* [pp], [mk_walk_n_keys] arrivals */
-    chunk_ops_t *ops;             /* [V] at the count ck[k] */
-    int *ck;                      /* [V] (-1: none yet) */
-} walk_lane_t;
-
-typedef struct {
-    const mk_sim_bound_t *b;
-    walk_lane_t *lane;
-    int n;
-    double *send;                 /* [2 V]: the transfer into vstage k (act) / out of it (grad); -1 not yet */
-} walk_bound_t;
-
-static double walk_op(const mk_sim_bound_t *b, walk_lane_t *x, const mk_walk_ev_t *ev)
-{
-    int k = ev->vstage;
-    if (x->ck[k] != ev->ckpt) chunk_ops(b, &x->p, k, ev->ckpt, &x->ops[k]), x->ck[k] = ev->ckpt;
-    const chunk_ops_t *o = &x->ops[k];
-    switch (ev->in->op) {
-    case MK_INSTR_F:
-    case MK_INSTR_F_PRE: return o->f;
-    case MK_INSTR_R: return o->rec;
-    case MK_INSTR_B: return o->b + o->sel + (ev->recomputes ? o->rec : 0);
-    case MK_INSTR_B_IN: return o->bi + o->sel + (ev->recomputes ? o->rec : 0);
-    case MK_INSTR_B_W: return o->bw;
-    default: return 0;
-    }
-}
-
-static int walk_timed(void *ctx, const mk_walk_ev_t *ev)
-{
-    walk_bound_t *w = ctx;
-    int st = ev->stage, inter, act = ev->in->op == MK_INSTR_SEND_ACT, i = 2 * ev->vpeer + act;
-    int send = ev->in->op == MK_INSTR_SEND_ACT || ev->in->op == MK_INSTR_SEND_GRAD;
-    if (send && w->send[i] < 0) /* the cost reads only these, and no TP overlap */
-        w->send[i] = mk_sim_send_cost(w->b->c, &w->lane[0].p, w->b->g, &w->b->o, st, ev->peer, ev->vpeer, act, &inter);
-    for (int j = 0; j < w->n; j++) {
-        walk_lane_t *x = &w->lane[j];
-        double t = x->clock[st];
-        switch (ev->in->op) {
-        case MK_INSTR_SEND_ACT:
-        case MK_INSTR_SEND_GRAD: x->sent[ev->key] = t + w->send[i]; break;
-        case MK_INSTR_RECV_ACT:
-        case MK_INSTR_RECV_GRAD: t = fmax(t, x->sent[ev->key]); break;
-        case MK_INSTR_REDUCE_TIED:
-            if (ev->tied_first) x->tied_t = fmax(t, x->clock[ev->peer]);
-            t = x->tied_t;
-            break;
-        default: t += mk_instr_is_compute(ev->in->op) ? walk_op(w->b, x, ev) : 0; break;
-        }
-        x->clock[st] = t;
-    }
-    return MK_WALK_GO;
-}
-
-static int lane_init(walk_lane_t *x, const mk_plan_t *p, int lvl, long nkeys)
-{
-    x->p = *p, x->p.tp_overlap = lvl, x->tied_t = 0;
-    x->clock = calloc(p->pp, sizeof *x->clock), x->sent = malloc(nkeys * sizeof *x->sent);
-    x->ops = malloc(p->n_vstages * sizeof *x->ops), x->ck = malloc(p->n_vstages * sizeof *x->ck);
-    if (!x->clock || !x->sent || !x->ops || !x->ck) return -1;
-    for (int k = 0; k < p->n_vstages; k++) x->ck[k] = -1;
-    return 0;
-}
-
-static void lane_free(walk_lane_t *x)
-{
-    free(x->clock), free(x->sent), free(x->ops), free(x->ck);
-}
-
-void mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_sched_t *sch, const double *after,
-                       const double *dp, const int lvl[2], double out[2])
-{
-    out[0] = out[1] = 0; /* 0 bounds every step: the search only simulates */
-    if (b->o.unit_costs) return;
-    int V = p->n_vstages, n = lvl[1] >= 0 ? 2 : 1, ok = 1;
-    walk_lane_t lane[2];
-    memset(lane, 0, sizeof lane);
-    walk_bound_t x = {b, lane, n, malloc(2 * V * sizeof(double))};
-    for (int j = 0; j < n; j++) ok &= lane_init(&lane[j], p, lvl[j], mk_walk_n_keys(sch)) == 0;
-    mk_walk_hooks_t h = {.ctx = &x, .compute = walk_timed, .send = walk_timed, .recv = walk_timed,
-                         .collective = walk_timed, .load = walk_timed};
-    mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = sch->layers};
-    mk_walk_t w;
-    int rc = -1;
-    if (ok && x.send && mk_walk_init(&w, sch, &wo, &h) == 0) {
-        for (int k = 0; k < 2 * V; k++) x.send[k] = -1;
-        rc = mk_walk_run(&w);
-        mk_walk_free(&w);
-    }
-    for (int j = 0; j < n; j++) {
-        for (int s = 0; rc == 0 && s < p->pp; s++) {
-            double lb = fmax(lane[j].clock[s] + after[s], dp[s] + after[s]);
-            if (lb * MK_BOUND_SHAVE > out[j]) out[j] = lb * MK_BOUND_SHAVE;
-        }
-        lane_free(&lane[j]);
-    }
-    free(x.send);
 }

@@ -324,4 +324,41 @@ double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double 
 /* sim_result.c: fill *out from a finished run of makespan `step` (s). */
 void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);
 
+/* ---- the planner's lower bound (sim_bound.c, sim_bound_walk.c) ----
+ * The candidates of a search share most chunks (a split's ranges recur
+ * across schedules, recompute kinds and ZeRO variants), and mk_tp_run is
+ * a pure function of (pieces, count, level): its results are kept in a
+ * direct-mapped table keyed by exactly those, so a hit returns the very
+ * value a new run would. */
+#define MK_BOUND_MEMO 4096
+typedef struct {
+    uint64_t key; /* 0: empty */
+    double v;
+} mk_bound_memo_t;
+
+struct mk_sim_bound {
+    const mk_cluster_t *c;
+    const mk_graph_t *g;
+    mk_sim_opts_t o;
+    int L, sp;
+    mk_group_t tpg, cpg, epg;   /* the key (with sp): what the pieces read of the layout */
+    mk_tpl_t *fwd, *bwd, *bin;  /* [L]: fwd by layer, bwd and bin reversed */
+    mk_tpl_t *ckf;              /* [ckpos[L]] */
+    int *ckpos;                 /* [L + 1] checkpointable layers before l */
+    double *sel, *bw;           /* [L] attention cores' forward (selective), linears' (B_W) */
+    mk_bound_memo_t *memo;      /* [MK_BOUND_MEMO] chunk durations already run (run_memo) */
+};
+
+/* One chunk's ops per micro-batch, as mk_chunk_cost_time gives them. */
+typedef struct {
+    double f, b, bi, bw, sel, rec;
+} mk_chunk_ops_t;
+
+/* Virtual stage k's ops at checkpoint count ck (mk_sim_bound_terms). */
+void mk_sim_bound_chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, int ck, mk_chunk_ops_t *o);
+
+/* Sums taken in another order than a run's clock adds them may round
+ * above it: every term is shaved by 1e-12 (relative). */
+#define MK_BOUND_SHAVE (1 - 1e-12)
+
 #endif

@@ -144,6 +144,16 @@ static void test_compute_partition(void)
     }
 }
 
+/* Plan p (on graph g) simulated on c into *r. */
+static void simulate(mk_sim_t *sim, const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
+                     const mk_sim_opts_t *so, mk_sim_result_t *r)
+{
+    mk_plan_resolve_opts_t ro = {.cluster = c, .graph = g};
+    mk_plan_ctx_t ctx;
+    CHECK(mk_plan_resolve(&ctx, p, &ro) == 0 && mk_sim_run(sim, &ctx, so, r) == 0, "sim: %s", mk_error_last());
+    mk_plan_ctx_free(&ctx);
+}
+
 static void test_auto_recompute(void)
 {
     mk_cluster_t c;
@@ -170,11 +180,7 @@ static void test_auto_recompute(void)
             mk_plan_ckpt_layers(&p, g, layers);
             for (int s = 0; s < pp; s++) nck += p.ckpt[s], nfull += layers[s];
             mk_sim_result_t r;
-            mk_plan_resolve_opts_t ro = {.cluster = &c, .graph = g};
-            mk_plan_ctx_t ctx;
-            CHECK(mk_plan_resolve(&ctx, &p, &ro) == 0 && mk_sim_run(sim, &ctx, &so, &r) == 0, "sim: %s",
-                  mk_error_last());
-            mk_plan_ctx_free(&ctx);
+            simulate(sim, &c, &p, g, &so, &r);
             int all_full = nck == nfull;
             CHECK(r.fits || all_full, "auto plan pp %d mbs %d does not fit although it could checkpoint more", pp, mbs);
             fewer += nck < nfull;
@@ -238,6 +244,63 @@ static void test_peak_memo(void)
     mk_sim_peak_memo_free(memo);
 }
 
+/* Where the micro-batches are few beside the virtual stages, one
+ * micro-batch's own path through every virtual stage and back is the
+ * step (issue 35): the closed-form bound must see it at m = 1 (it saw
+ * only fill, busy and drain: a third of looped-bfs's step at v = 4), never
+ * pass the simulated step, and the walk program must give the walk's
+ * bound on many plans alike. */
+static void test_path_bound(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    mk_model_config_t m = small_gpt();
+    m.num_layers = 16;
+    mk_sim_t *sim = mk_sim_new(&c);
+    mk_sim_opts_t so;
+    mk_sim_opts_init(&so);
+    static const mk_sched_kind_t kinds[] = {MK_SCHED_LOOPED_BFS, MK_SCHED_ZB_V, MK_SCHED_INTERLEAVED, MK_SCHED_1F1B};
+    for (size_t i = 0; i < sizeof kinds / sizeof *kinds; i++)
+        for (int gbs = 1; gbs <= 2; gbs++) {
+            mk_plan_t p;
+            mk_plan_init(&p);
+            p.model = m, p.pp = 4, p.tp = 1, p.dp = 1, p.mbs = 1, p.gbs = gbs, p.dtype = MK_DTYPE_BF16;
+            p.schedule = kinds[i], p.vpp = kinds[i] == MK_SCHED_1F1B ? 1 : kinds[i] == MK_SCHED_ZB_V ? 2 : 4;
+            if (kinds[i] == MK_SCHED_INTERLEAVED && gbs < p.pp) continue; /* interleaved: m a multiple of pp */
+            mk_graph_t *g = mk_plan_graph(&p);
+            p.n_vstages = p.pp * p.vpp;
+            CHECK(g && mk_plan_partition_uniform(&p, g) == 0 && mk_plan_check(&p, g) == 0, "plan: %s", mk_error_last());
+            mk_sim_result_t r;
+            simulate(sim, &c, &p, g, &so, &r);
+            double after[MK_PLAN_MAX_VSTAGES], dp[MK_PLAN_MAX_VSTAGES], w[2], wq[2];
+            int ck[MK_PLAN_MAX_VSTAGES] = {0}, lvl[2] = {p.tp_overlap, -1}, layers[MK_PLAN_MAX_VSTAGES];
+            mk_sim_bound_t *b = mk_sim_bound_new(&c, &p, g, &so);
+            CHECK(b && mk_sim_stage_tail(&c, &p, g, &so, after, dp) == 0, "bound: %s", mk_error_last());
+            mk_sched_spec_t spec;
+            mk_plan_sched_spec(&p, g, 0, layers, &spec);
+            CHECK(mk_sched_ckpt_counts(&spec, ck) == 0, "counts: %s", mk_error_last());
+            double lb = mk_sim_bound_step(b, &p, ck, after, dp), step = r.step_time_s;
+            mk_sched_t *sch = mk_sched_build(&spec);
+            mk_sim_bound_prog_t *q = sch ? mk_sim_bound_prog_new(sch) : NULL;
+            mk_sim_bound_walk(b, &p, sch, after, dp, lvl, w);
+            mk_sim_bound_walk_prog(b, &p, q, after, dp, lvl, wq);
+            char rk[32];
+            mk_recompute_format(&p.recompute, rk, sizeof rk);
+            printf("%s m %d v %d, recompute %s: step %.4g ms, closed-form bound %.4g ms, walk %.4g ms\n",
+                   mk_sched_kind_name(p.schedule), gbs, p.vpp, rk, step * 1e3, lb * 1e3, w[0] * 1e3);
+            CHECK(lb <= step * (1 + 1e-9) && w[0] <= step * (1 + 1e-9), "%s m %d: a bound above the step",
+                  mk_sched_kind_name(p.schedule), gbs);
+            CHECK(gbs > 1 || lb >= 0.99 * step, "%s m 1: the closed-form bound %.4g of a %.4g step misses the path",
+                  mk_sched_kind_name(p.schedule), lb, step);
+            CHECK(q && wq[0] == w[0], "the program's bound %.17g, the walk's %.17g", wq[0], w[0]);
+            mk_sim_bound_prog_free(q);
+            mk_sched_free(sch);
+            mk_sim_bound_free(b);
+            mk_graph_free(g);
+        }
+    mk_sim_free(sim);
+}
+
 int main(void)
 {
     mk_model_config_t gpt = small_gpt(), deep = small_gpt(), moe;
@@ -264,5 +327,6 @@ int main(void)
     test_compute_partition();
     test_auto_recompute();
     test_peak_memo();
+    test_path_bound();
     CHECK_DONE();
 }

@@ -98,6 +98,17 @@ double mk_sim_bound_finish(const double *v, int pp, const double *after, const d
  * where it cannot be walked. */
 void mk_sim_bound_walk(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_sched_t *sch, const double *after,
                        const double *dp, const int lvl[2], double out[2]);
+/* The same in two parts, for many plans on the same streams: the walk's
+ * events recorded once (NULL with mk_error_last() where the streams cannot
+ * be walked), then run with one plan's durations: the very out[] of
+ * mk_sim_bound_walk (sim_bound_walk.c).  A program holds
+ * mk_sim_bound_prog_bytes (8 bytes a p2p or compute instruction). */
+typedef struct mk_sim_bound_prog mk_sim_bound_prog_t;
+mk_sim_bound_prog_t *mk_sim_bound_prog_new(const mk_sched_t *sch);
+void mk_sim_bound_prog_free(mk_sim_bound_prog_t *q);
+size_t mk_sim_bound_prog_bytes(const mk_sim_bound_prog_t *q);
+void mk_sim_bound_walk_prog(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_sim_bound_prog_t *q,
+                            const double *after, const double *dp, const int lvl[2], double out[2]);
 
 #ifdef __cplusplus
 }

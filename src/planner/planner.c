@@ -261,7 +261,7 @@ static void search_free(mk_search_t *S)
     free(S->c), free(S->ints), free(S->fam), free(S->grp), free(S->dbl), free(S->heap), free(S->deferred);
     mk_pl_tails_free(S);
     free(S->tbuf), free(S->tscr);
-    mk_sched_recycle(S->wsch, &S->pool);
+    mk_pl_progs_free(S->progs);
     mk_sched_pool_free(&S->pool);
     mk_sim_peak_memo_free(S->pmemo);
 }

@@ -103,6 +103,8 @@ typedef struct {
     double *tail;   /* [2 pp] */
 } mk_tailc_t;
 
+typedef struct mk_pl_progs mk_pl_progs_t;
+
 /* The search's queue: groups (grp: id in S->grp) and candidates that fit
  * (id in S->c), least (lb, index) first. */
 typedef struct {
@@ -173,9 +175,7 @@ typedef struct {
     mk_tail_t tail;
     double *tscr;           /* the tails of one split's ZeRO variants ([2][8][2 MK_PLAN_MAX_VSTAGES]) */
     mk_sim_t *sim;          /* the search's simulator (mk_pl_probe) */
-    mk_sched_t *wsch;       /* the last streams walked for a bound (mk_pl_refine), their spec: */
-    mk_sched_spec_t wkey;   /* pointers NULL */
-    int wlayers[MK_PLAN_MAX_VSTAGES], wckpt[MK_PLAN_MAX_VSTAGES];
+    mk_pl_progs_t *progs;   /* the streams' walk programs kept for mk_pl_refine (planner_prune.c) */
     double *tbuf;           /* the bound terms of one split's recompute policies (mk_pl_terms_of) */
     mk_tailc_t *tailc;      /* [MK_TAILC] families' tails by their plan but the schedule (direct-mapped) */
     double *all;            /* o->share: the K best step times of every rank (all_buf), else NULL */
@@ -222,6 +222,7 @@ int mk_pl_rcon_adapts(int rk);
 void mk_pl_settle_deferred(mk_search_t *S);
 int mk_pl_settle_group(mk_search_t *S, long gi);
 void mk_pl_refine(mk_search_t *S, long ci, const mk_plan_t *p);
+void mk_pl_progs_free(mk_pl_progs_t *P);
 
 /* families, tails and groups as the generator makes them (planner_fam.c) */
 int mk_pl_tail(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, double *out);
