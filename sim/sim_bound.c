@@ -126,7 +126,7 @@ static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int 
     const mk_tpl_t *v = *(mk_tpl_t *const *)((const char *)b + off[which]) + from;
     uint64_t key = 1 + ((uint64_t)which | (uint64_t)(lvl & 0x3f) << 4 | (uint64_t)(uint32_t)from << 10 |
                         (uint64_t)(uint32_t)n << 37);
-    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> 52]; /* 12 bits: MK_BOUND_MEMO */
+    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> (64 - MK_BOUND_MEMO_BITS)];
     if (e->key != key) e->key = key, e->v = mk_tp_run(v, n, lvl, NULL, NULL, NULL, NULL);
     return e->v;
 }
@@ -153,7 +153,7 @@ static void drop_a2a(const mk_sim_bound_t *b, int l0, int l1, int ck, mk_chunk_o
 static double sum_memo(const mk_sim_bound_t *b, int which, int l0, int l1)
 {
     uint64_t key = 1 + ((uint64_t)(4 + which) | (uint64_t)(uint32_t)l0 << 10 | (uint64_t)(uint32_t)(l1 - l0) << 37);
-    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> 52];
+    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> (64 - MK_BOUND_MEMO_BITS)];
     if (e->key != key) {
         const double *v = which ? b->bw : b->sel;
         double s = 0;

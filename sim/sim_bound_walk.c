@@ -65,31 +65,45 @@ static int grow(void *pv, int n, int *cap, size_t size)
     return 0;
 }
 
-/* The id of x (size bytes) in table *v of *n entries, added where new:
- * the tables are small (a search's compute ops and transfers), so a
- * linear search from the end (the last added recur soonest). */
-static int table_id(void *v, int *n, int *cap, const void *x, size_t size)
+/* The id of x (size bytes) in table *v of *n entries, added where new;
+ * *hint: the last id found for x's slot (-1: none), tried first (a slot
+ * is a (virtual stage, op) or a transfer's direction: its entries differ
+ * in rare fields), else a search from the end. */
+static int table_id(void *v, int *n, int *cap, const void *x, size_t size, int *hint)
 {
+    char *t = *(char **)v;
+    if (*hint >= 0 && !memcmp(t + (size_t)*hint * size, x, size)) return *hint;
     for (int i = *n - 1; i >= 0; i--)
-        if (!memcmp(*(char **)v + (size_t)i * size, x, size)) return i;
+        if (!memcmp(t + (size_t)i * size, x, size)) return *hint = i;
     if (grow(v, *n, cap, size) < 0) return -1;
     memcpy(*(char **)v + (size_t)*n * size, x, size);
-    return (*n)++;
+    return *hint = (*n)++;
 }
+
+/* The recording walk's context: the program and the tables' hints. */
+typedef struct {
+    mk_sim_bound_prog_t *q;
+    int *op_hint;   /* [V][MK_INSTR_COUNT][2]: by (virtual stage, op, replays) */
+    int *x_hint;    /* [V + 1][2]: by (the receiving virtual stage + 1, act) */
+} recorder_t;
 
 static int record(void *ctx, const mk_walk_ev_t *ev)
 {
-    mk_sim_bound_prog_t *q = ctx;
+    recorder_t *R = ctx;
+    mk_sim_bound_prog_t *q = R->q;
     mk_instr_op_t op = ev->in->op;
     int kind, flag = 0, id = 0, key = 0;
     if (mk_instr_is_compute(op)) {
         bw_op_t o;
         memset(&o, 0, sizeof o); /* compared bytewise */
         o.k = ev->vstage, o.ck = ev->ckpt, o.op = (unsigned char)op, o.rec = (unsigned char)ev->recomputes;
-        kind = EV_COMPUTE, id = table_id(&q->op, &q->nop, &q->capop, &o, sizeof o);
+        int *h = &R->op_hint[((size_t)o.k * MK_INSTR_COUNT + op) * 2 + o.rec];
+        kind = EV_COMPUTE, id = table_id(&q->op, &q->nop, &q->capop, &o, sizeof o, h);
     } else if (op == MK_INSTR_SEND_ACT || op == MK_INSTR_SEND_GRAD) {
         bw_xfer_t x = {ev->stage, ev->peer, ev->vpeer, op == MK_INSTR_SEND_ACT};
-        kind = EV_SEND, id = table_id(&q->x, &q->nx, &q->capx, &x, sizeof x), key = ev->key;
+        if (ev->vpeer < -1 || ev->vpeer > q->V) return mk_error_set("bound walk: a send to virtual stage %d", ev->vpeer);
+        int *h = &R->x_hint[(size_t)(ev->vpeer + 1) * 2 + x.act];
+        kind = EV_SEND, id = table_id(&q->x, &q->nx, &q->capx, &x, sizeof x, h), key = ev->key;
     } else if (op == MK_INSTR_RECV_ACT || op == MK_INSTR_RECV_GRAD) {
         kind = EV_RECV, key = ev->key;
     } else if (op == MK_INSTR_REDUCE_TIED) {
@@ -114,14 +128,21 @@ mk_sim_bound_prog_t *mk_sim_bound_prog_new(const mk_sched_t *sch)
 {
     if (sch->spec.pp > BW_MAX_STAGES) return mk_error_set("bound walk: %d stages", sch->spec.pp), NULL;
     mk_sim_bound_prog_t *q = calloc(1, sizeof *q);
-    if (!q) return mk_error_set("out of memory"), NULL;
-    q->pp = sch->spec.pp, q->V = sch->n_vstages, q->nkeys = mk_walk_n_keys(sch);
-    mk_walk_hooks_t h = {.ctx = q, .compute = record, .send = record, .recv = record, .collective = record};
-    mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = sch->layers};
+    size_t V = (size_t)sch->n_vstages, nop = V * MK_INSTR_COUNT * 2, nx = (V + 2) * 2;
+    recorder_t R = {q, malloc(nop * sizeof(int)), malloc(nx * sizeof(int))};
     mk_walk_t w;
-    if (mk_walk_init(&w, sch, &wo, &h) < 0) return mk_sim_bound_prog_free(q), NULL;
-    int rc = mk_walk_run(&w);
-    mk_walk_free(&w);
+    int rc = -1;
+    if (!q || !R.op_hint || !R.x_hint) {
+        mk_error_set("out of memory");
+    } else {
+        for (size_t i = 0; i < nop; i++) R.op_hint[i] = -1;
+        for (size_t i = 0; i < nx; i++) R.x_hint[i] = -1;
+        q->pp = sch->spec.pp, q->V = sch->n_vstages, q->nkeys = mk_walk_n_keys(sch);
+        mk_walk_hooks_t h = {.ctx = &R, .compute = record, .send = record, .recv = record, .collective = record};
+        mk_walk_opts_t wo = {.mode = MK_WALK_BUFFERED, .ckpt_cap = sch->layers};
+        if (mk_walk_init(&w, sch, &wo, &h) == 0) rc = mk_walk_run(&w), mk_walk_free(&w);
+    }
+    free(R.op_hint), free(R.x_hint);
     if (rc < 0) return mk_sim_bound_prog_free(q), NULL;
     bw_ev_t *v = q->n ? realloc(q->ev, (size_t)q->n * sizeof *v) : q->ev; /* the exact size: programs are kept */
     if (v) q->ev = v, q->cap = q->n;

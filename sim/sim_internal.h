@@ -329,8 +329,11 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
  * across schedules, recompute kinds and ZeRO variants), and mk_tp_run is
  * a pure function of (pieces, count, level): its results are kept in a
  * direct-mapped table keyed by exactly those, so a hit returns the very
- * value a new run would. */
-#define MK_BOUND_MEMO 4096
+ * value a new run would.  1,024 entries (16 KB): a search keeps a bound
+ * per layout (112 for Llama-3.1-405B / 16,384), and 4,096 made that
+ * search 5.5 MB bigger and no faster (issue 35). */
+#define MK_BOUND_MEMO_BITS 10
+#define MK_BOUND_MEMO (1 << MK_BOUND_MEMO_BITS)
 typedef struct {
     uint64_t key; /* 0: empty */
     double v;

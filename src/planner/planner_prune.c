@@ -44,7 +44,7 @@ static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *c
  * and micro-batch count): the Llama-3.1-405B search walks 73 specs for
  * 461 candidates, and records 138 programs with this budget (73 with 16
  * MB, 5% faster).  The budget keeps that search under its memory target
- * (issue 35: 100 MB; 98 MB with 8 MB here, where a pp 64, m 128 zb-v
+ * (issue 35: 100 MB; 92 MB with 8 MB here, where a pp 64, m 128 zb-v
  * program takes 0.9 MB). */
 #define MK_PL_PROGS 64
 #define MK_PL_PROG_BUDGET (8L << 20)
