@@ -73,11 +73,30 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
  * and the buffers are made once and reused by every stage and probe (the
  * binary search walks each stage many times with other F counts); the
  * static bytes and the activation memo are the stage's (peak_search_stage). */
+/* One stage's stream hashed (mk_stream_hash: every field the peak walk
+ * reads) and the chunks where it has an F_PRE (which keeps all its layers). */
+typedef struct {
+    uint64_t h[2];
+    unsigned pre;
+} stream_hash_t;
+
+/* The streams of one spec, built only when a walk needs them (issue 35):
+ * with the peaks memo, a spec met before has its stages' hashes kept, and
+ * where every probe finds its peak in the memo the streams are never
+ * built.  sh: [pp], from the memo's spec table or hashed from sch. */
+typedef struct {
+    const mk_sched_spec_t *spec;
+    mk_sched_pool_t *pool;
+    mk_sched_t *sch;          /* NULL until built */
+    stream_hash_t *sh;
+} lazy_streams_t;
+
 typedef struct {
     peak_walk_t x;
     mk_act_memo_t M;
     const mk_sim_opts_t *o;
     int layers[MK_PLAN_MAX_VSTAGES], ckf[MK_PLAN_MAX_VSTAGES];
+    lazy_streams_t *L;
     mk_walk_t w;
     int have_walk;
     double stat;              /* the stage's static bytes */
@@ -92,11 +111,11 @@ static void peak_search_free(peak_search_t *S)
     free(S->x.mbs), free(S->M.a), free(S->M.wm), free(S->M.gb), free(S->M.have), free(S->M.have_gb);
 }
 
-static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const mk_sched_t *sch,
+static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph_t *g, lazy_streams_t *L,
                             const mk_sim_opts_t *o, mk_sim_peak_memo_t *memo)
 {
     memset(S, 0, sizeof *S);
-    S->memo = memo;
+    S->memo = memo, S->L = L;
     int v = p->vpp;
     mk_plan_ckpt_layers(p, g, S->layers);
     S->o = o;
@@ -108,20 +127,30 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     size_t n = (size_t)v * S->M.w;
     S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
     S->M.gb = malloc(v * sizeof(double)), S->M.have = calloc(n, 1), S->M.have_gb = calloc(v, 1);
-    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = S->layers, .ckpt_f = S->ckf};
-    mk_walk_hooks_t h = {.ctx = &S->x, .memory = peak_op};
-    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || !S->M.have_gb ||
-        mk_walk_init(&S->w, sch, &wo, &h) < 0) {
+    if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || !S->M.have_gb) {
         peak_search_free(S);
         return mk_error_set("out of memory");
     }
+    return 0;
+}
+
+/* The streams built (where they were not) and the walker on them, for a
+ * probe the memo cannot answer.  0 or -1. */
+static int peak_search_walker(peak_search_t *S)
+{
+    lazy_streams_t *L = S->L;
+    if (S->have_walk) return 0;
+    if (!L->sch && !(L->sch = mk_sched_build_pooled(L->spec, L->pool))) return -1;
+    mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = S->layers, .ckpt_f = S->ckf};
+    mk_walk_hooks_t h = {.ctx = &S->x, .memory = peak_op};
+    if (mk_walk_init(&S->w, L->sch, &wo, &h) < 0) return -1;
     S->have_walk = 1;
     return 0;
 }
 
 /* ---- the peaks memo (sim_search.h) ------------------------------------
  * Key: two 64-bit hashes, each over everything the walk reads: the
- * stage's instructions (as same_walk compares them), its chunks' caps,
+ * stage's instructions (stream_hash), its chunks' caps,
  * its loss scratch and ZeRO-3 gathered bytes (peak_search_stage), then the
  * probe's count and each chunk's figures at the counts the walk can ask
  * for (its capped count, 0 for R, all layers where an F_PRE is).  The two
@@ -129,11 +158,28 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
  * multiplier), so a wrong hit needs both 64-bit hashes to collide. */
 #define MK_PEAK_MEMO_BITS 14
 
+/* Beside the peaks, the stages' stream hashes of the last MK_PEAK_SPECS
+ * specs met (least recently used replaced), keyed by a hash of the whole
+ * spec (the streams are a function of it): a spec met again needs its
+ * streams only for a probe the peaks do not answer (lazy_streams_t). */
+#define MK_PEAK_SPECS 64
+
 struct mk_peak_entry { uint64_t key[2]; double peak; };
-struct mk_sim_peak_memo { struct mk_peak_entry e[1u << MK_PEAK_MEMO_BITS]; };
+struct mk_peak_spec { uint64_t key[2]; int pp; stream_hash_t *sh; unsigned long used; };
+struct mk_sim_peak_memo {
+    struct mk_peak_entry e[1u << MK_PEAK_MEMO_BITS];
+    struct mk_peak_spec sp[MK_PEAK_SPECS];
+    unsigned long tick;
+};
 
 mk_sim_peak_memo_t *mk_sim_peak_memo_new(void) { return calloc(1, sizeof(mk_sim_peak_memo_t)); }
-void mk_sim_peak_memo_free(mk_sim_peak_memo_t *m) { free(m); }
+
+void mk_sim_peak_memo_free(mk_sim_peak_memo_t *m)
+{
+    if (!m) return;
+    for (int i = 0; i < MK_PEAK_SPECS; i++) free(m->sp[i].sh);
+    free(m);
+}
 
 static void mix(uint64_t h[2], uint64_t v)
 {
@@ -148,21 +194,30 @@ static void mix_real(uint64_t h[2], double d)
     mix(h, v);
 }
 
-static void stage_hash(peak_search_t *S)
+static void stream_hash(const mk_sched_t *sch, int s, int vpp, stream_hash_t *out)
 {
-    const mk_plan_t *p = S->x.p;
-    const mk_stream_t *st = &S->w.s->streams[S->x.s];
-    uint64_t *h = S->h;
+    const mk_stream_t *st = &sch->streams[s];
+    uint64_t *h = out->h;
     h[0] = 0xcbf29ce484222325ull, h[1] = 0x243f6a8885a308d3ull;
-    S->pre = 0;
-    mix(h, (uint64_t)st->n), mix(h, (uint64_t)p->vpp);
+    out->pre = 0;
+    mix(h, (uint64_t)st->n), mix(h, (uint64_t)vpp);
     for (int i = 0; i < st->n; i++) {
         const mk_instr_t *in = &st->v[i];
         mix(h, (uint64_t)(uint32_t)in->op << 32 | (uint32_t)in->mb);
         mix(h, (uint64_t)(uint32_t)in->chunk << 32 | (uint32_t)in->peer);
         mix(h, (uint64_t)(uint32_t)(in->op == MK_INSTR_F ? 0 : in->ckpt) << 32 | (uint32_t)in->overlap);
-        if (in->op == MK_INSTR_F_PRE && in->chunk >= 0 && in->chunk < 32) S->pre |= 1u << in->chunk;
+        if (in->op == MK_INSTR_F_PRE && in->chunk >= 0 && in->chunk < 32) out->pre |= 1u << in->chunk;
     }
+}
+
+/* The stage's key: its stream's hash, then its chunks' caps, its loss
+ * scratch and ZeRO-3 gathered bytes. */
+static void stage_hash(peak_search_t *S)
+{
+    const mk_plan_t *p = S->x.p;
+    const stream_hash_t *sh = &S->L->sh[S->x.s];
+    uint64_t *h = S->h;
+    h[0] = sh->h[0], h[1] = sh->h[1], S->pre = sh->pre;
     for (int c = 0; c < p->vpp; c++) mix(h, (uint64_t)S->layers[S->x.s * p->vpp + c]);
     mix_real(h, S->x.gath), mix_real(h, S->x.fs), mix(h, (uint64_t)(int64_t)S->x.fs_chunk);
 }
@@ -216,6 +271,7 @@ static double peak_search_probe(peak_search_t *S, int k)
     uint64_t key[2];
     struct mk_peak_entry *e = S->memo ? memo_slot(S, k, key) : NULL;
     if (e && e->key[0] == key[0] && e->key[1] == key[1]) return S->stat + e->peak;
+    if (peak_search_walker(S) < 0) return 1e300;
     S->x.stored = 0, S->x.peak = 0;
     mk_walk_reset_stage(&S->w, S->x.s);
     if (mk_walk_stage(&S->w, S->x.s) < 0) return 1e300;
@@ -245,33 +301,60 @@ int mk_sim_set_stage_ckpt(mk_plan_t *p, const int *layers, int s, int k)
     return changed;
 }
 
-/* Stage s's streams in a and b are the same for the peak walk: it reads
- * every field of every instruction but a plain F's checkpoint count (the
- * probe's ckpt_f replaces it), so the same streams give the same search. */
-static int same_walk(const mk_sched_t *a, const mk_sched_t *b, int s)
+/* The spec's key: everything mk_sched_build reads of it. */
+static void spec_key(const mk_sched_spec_t *sp, int V, uint64_t h[2])
 {
-    const mk_stream_t *x = &a->streams[s], *y = &b->streams[s];
-    if (x->n != y->n) return 0;
-    for (int i = 0; i < x->n; i++) {
-        const mk_instr_t *u = &x->v[i], *v = &y->v[i];
-        if (u->op != v->op || u->mb != v->mb || u->chunk != v->chunk || u->peer != v->peer ||
-            (u->op != MK_INSTR_F && u->ckpt != v->ckpt))
-            return 0;
-    }
-    return 1;
+    h[0] = 0xcbf29ce484222325ull, h[1] = 0x243f6a8885a308d3ull;
+    mix(h, (uint64_t)sp->kind << 32 | (uint32_t)sp->pp), mix(h, (uint64_t)(uint32_t)sp->m << 32 | (uint32_t)sp->vpp);
+    mix(h, (uint64_t)sp->recompute.kind), mix_real(h, sp->recompute.ratio);
+    mix(h, (uint64_t)(uint32_t)sp->grad_buckets << 32 | (uint32_t)sp->tied);
+    for (int i = 0; i < V; i++) mix(h, (uint64_t)(uint32_t)(sp->layers ? sp->layers[i] : 1));
+    mix(h, sp->ckpt != NULL);
+    for (int i = 0; sp->ckpt && i < V; i++) mix(h, (uint64_t)(uint32_t)sp->ckpt[i]);
 }
 
-/* Per stage the fewest k that fits on the streams sch (nmax if none), into
- * p->ckpt; a stage whose stream walks as in prev (the streams the counts
- * came from) keeps them.  *changed: some count moved.  0 or -1. */
-static int search_streams(mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o, const mk_sched_t *sch,
-                          const mk_sched_t *prev, double limit, mk_sim_peak_memo_t *memo, int *changed)
+/* L's stage hashes (L->sh): kept in memo for this spec, else from the
+ * streams, built now (and kept in memo).  0 or -1. */
+static int streams_hashed(lazy_streams_t *L, int V, mk_sim_peak_memo_t *memo)
+{
+    int pp = L->spec->pp, lru = 0;
+    uint64_t key[2];
+    spec_key(L->spec, V, key);
+    if (memo) {
+        memo->tick++;
+        for (int i = 0; i < MK_PEAK_SPECS; i++) {
+            struct mk_peak_spec *e = &memo->sp[i];
+            if (e->sh && e->pp == pp && e->key[0] == key[0] && e->key[1] == key[1]) {
+                e->used = memo->tick;
+                memcpy(L->sh, e->sh, pp * sizeof *L->sh);
+                return 0;
+            }
+            if (e->used < memo->sp[lru].used) lru = i;
+        }
+    }
+    if (!(L->sch = mk_sched_build_pooled(L->spec, L->pool))) return -1;
+    for (int s = 0; s < pp; s++) stream_hash(L->sch, s, L->spec->vpp, &L->sh[s]);
+    struct mk_peak_spec *e = memo ? &memo->sp[lru] : NULL;
+    stream_hash_t *sh = e ? realloc(e->sh, pp * sizeof *sh) : NULL;
+    if (!sh) return 0; /* not kept: the next search hashes again */
+    memcpy(sh, L->sh, pp * sizeof *sh);
+    e->sh = sh, e->pp = pp, e->key[0] = key[0], e->key[1] = key[1], e->used = memo->tick;
+    return 0;
+}
+
+/* Per stage the fewest k that fits on L's streams (nmax if none), into
+ * p->ckpt; a stage whose stream hashes as in prev (the streams the counts
+ * came from: every field the peak walk reads, a plain F's count aside,
+ * which the probe's ckpt_f replaces) keeps them.  *changed: some count
+ * moved.  0 or -1. */
+static int search_streams(mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o, lazy_streams_t *L,
+                          const stream_hash_t *prev, double limit, mk_sim_peak_memo_t *memo, int *changed)
 {
     peak_search_t S;
-    if (peak_search_init(&S, p, g, sch, o, memo) < 0) return -1;
+    if (peak_search_init(&S, p, g, L, o, memo) < 0) return -1;
     *changed = 0;
     for (int s = 0; s < p->pp; s++) {
-        if (prev && same_walk(prev, sch, s)) continue;
+        if (prev && !memcmp(prev[s].h, L->sh[s].h, sizeof prev[s].h)) continue;
         int lo = 0, hi = mk_sim_stage_nmax(p, S.layers, s);
         peak_search_stage(&S, s);
         while (lo < hi) {
@@ -285,10 +368,27 @@ static int search_streams(mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t
     return 0;
 }
 
+/* One round of `auto`'s search on the streams of p's counts now (spec's
+ * counts copied first: the search moves p's); hashes into cur. */
+static int auto_round(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
+                      mk_sched_pool_t *pool, mk_sim_peak_memo_t *memo, stream_hash_t *cur,
+                      const stream_hash_t *prev, int *changed)
+{
+    int spl[MK_PLAN_MAX_VSTAGES], ck[MK_PLAN_MAX_VSTAGES], V = p->n_vstages;
+    mk_sched_spec_t spec;
+    mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, spl, &spec);
+    if (spec.ckpt) memcpy(ck, spec.ckpt, V * sizeof *ck), spec.ckpt = ck;
+    lazy_streams_t L = {&spec, pool, NULL, cur};
+    int rc = streams_hashed(&L, V, memo);
+    if (rc == 0) rc = search_streams(p, g, o, &L, prev, mk_cluster_usable_bytes(c), memo, changed);
+    mk_sched_recycle(L.sch, pool);
+    return rc;
+}
+
 /* Resolve `auto`: a closed-form first guess, then per stage the fewest
  * checkpointed layers whose stream walk fits (binary search over plain F's
- * count on the current streams), rebuilding the streams until the counts
- * are stable (the streams may depend on them). */
+ * count on the current streams), again on the streams of the new counts
+ * until the counts are stable (the streams may depend on them). */
 int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
                                mk_sched_pool_t *pool, mk_sim_peak_memo_t *memo)
 {
@@ -296,19 +396,14 @@ int mk_sim_resolve_auto_pooled(const mk_cluster_t *c, mk_plan_t *p, const mk_gra
     if (p->n_vstages != mk_plan_vstages(p) || p->m < 1) return mk_error_set("plan has no stage bounds (check it first)");
     mk_plan_ckpt_layers(p, g, layers);
     if (mk_sim_closed_guess(c, p, g, o, layers) < 0) return -1;
-    mk_sched_t *prev = NULL;
-    int rc = 0;
+    stream_hash_t *h[2] = {malloc(p->pp * sizeof **h), malloc(p->pp * sizeof **h)};
+    int rc = h[0] && h[1] ? 0 : mk_error_set("out of memory");
     for (int iter = 0; iter < 8 && rc == 0; iter++) {
-        int spl[MK_PLAN_MAX_VSTAGES], changed = 0;
-        mk_sched_spec_t spec;
-        mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, spl, &spec);
-        mk_sched_t *sch = mk_sched_build_pooled(&spec, pool);
-        rc = sch ? search_streams(p, g, o, sch, prev, mk_cluster_usable_bytes(c), memo, &changed) : -1;
-        mk_sched_recycle(prev, pool);
-        prev = sch;
+        int changed = 0;
+        rc = auto_round(c, p, g, o, pool, memo, h[iter & 1], iter ? h[!(iter & 1)] : NULL, &changed);
         if (!changed) break;
     }
-    mk_sched_recycle(prev, pool);
+    free(h[0]), free(h[1]);
     return rc;
 }
 
