@@ -69,23 +69,40 @@ void mk_sim_bound_free(mk_sim_bound_t *b)
 {
     if (!b) return;
     free(b->fwd), free(b->bwd), free(b->bin), free(b->ckf), free(b->ckpos), free(b->sel), free(b->bw);
-    free(b->memo), free(b);
+    if (b->memo && --b->memo->refs == 0) free(b->memo->e), free(b->memo);
+    free(b);
+}
+
+/* A memo table of its own, or share's. */
+static mk_bound_memo_tab_t *memo_join(const mk_sim_bound_t *share)
+{
+    mk_bound_memo_tab_t *m = share ? share->memo : calloc(1, sizeof *m);
+    if (!share && m && !(m->e = calloc(MK_BOUND_MEMO, sizeof *m->e))) return free(m), NULL;
+    if (m) m->refs++;
+    return m;
 }
 
 mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
                                  const mk_sim_opts_t *o)
 {
+    return mk_sim_bound_new_sharing(c, p, g, o, NULL);
+}
+
+mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
+                                         const mk_sim_opts_t *o, const mk_sim_bound_t *share)
+{
     mk_sim_bound_t *b = calloc(1, sizeof *b);
     size_t L = g->n_layers;
     if (!b) return mk_error_set("out of memory"), NULL;
+    if (!(b->memo = memo_join(share))) return free(b), mk_error_set("out of memory"), NULL;
+    b->id = b->memo->next_id++;
     b->c = c, b->g = g, b->L = (int)L, b->sp = p->seqpar && p->tp > 1;
     if (o) b->o = *o;
     else mk_sim_opts_init(&b->o);
     b->fwd = malloc(L * sizeof *b->fwd), b->bwd = malloc(L * sizeof *b->bwd), b->bin = malloc(L * sizeof *b->bin);
     b->ckf = malloc(L * sizeof *b->ckf), b->ckpos = malloc((L + 1) * sizeof *b->ckpos);
     b->sel = malloc(L * sizeof *b->sel), b->bw = malloc(L * sizeof *b->bw);
-    b->memo = calloc(MK_BOUND_MEMO, sizeof *b->memo);
-    if (!b->fwd || !b->bwd || !b->bin || !b->ckf || !b->ckpos || !b->sel || !b->bw || !b->memo) {
+    if (!b->fwd || !b->bwd || !b->bin || !b->ckf || !b->ckpos || !b->sel || !b->bw) {
         mk_sim_bound_free(b);
         return mk_error_set("out of memory"), NULL;
     }
@@ -117,6 +134,13 @@ int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p)
            !memcmp(&epg, &b->epg, sizeof epg);
 }
 
+/* Key's entry in b's memo (its id mixed into the slot). */
+static mk_bound_memo_t *memo_slot(const mk_sim_bound_t *b, uint64_t key)
+{
+    uint64_t h = (key ^ (uint64_t)b->id << 40 ^ (uint64_t)b->id) * 0x9E3779B97F4A7C15ull;
+    return &b->memo->e[h >> (64 - MK_BOUND_MEMO_BITS)];
+}
+
 /* mk_tp_run over n pieces of array `which` (0 fwd, 1 bin, 2 bwd, 3 ckf)
  * from `from`, at TP overlap level lvl, through the memo. */
 static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int lvl)
@@ -126,8 +150,8 @@ static double run_memo(const mk_sim_bound_t *b, int which, int from, int n, int 
     const mk_tpl_t *v = *(mk_tpl_t *const *)((const char *)b + off[which]) + from;
     uint64_t key = 1 + ((uint64_t)which | (uint64_t)(lvl & 0x3f) << 4 | (uint64_t)(uint32_t)from << 10 |
                         (uint64_t)(uint32_t)n << 37);
-    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> (64 - MK_BOUND_MEMO_BITS)];
-    if (e->key != key) e->key = key, e->v = mk_tp_run(v, n, lvl, NULL, NULL, NULL, NULL);
+    mk_bound_memo_t *e = memo_slot(b, key);
+    if (e->key != key || e->id != b->id) e->key = key, e->id = b->id, e->v = mk_tp_run(v, n, lvl, NULL, NULL, NULL, NULL);
     return e->v;
 }
 
@@ -153,12 +177,12 @@ static void drop_a2a(const mk_sim_bound_t *b, int l0, int l1, int ck, mk_chunk_o
 static double sum_memo(const mk_sim_bound_t *b, int which, int l0, int l1)
 {
     uint64_t key = 1 + ((uint64_t)(4 + which) | (uint64_t)(uint32_t)l0 << 10 | (uint64_t)(uint32_t)(l1 - l0) << 37);
-    mk_bound_memo_t *e = &b->memo[(key * 0x9E3779B97F4A7C15ull) >> (64 - MK_BOUND_MEMO_BITS)];
-    if (e->key != key) {
+    mk_bound_memo_t *e = memo_slot(b, key);
+    if (e->key != key || e->id != b->id) {
         const double *v = which ? b->bw : b->sel;
         double s = 0;
         for (int l = l0; l < l1; l++) s += v[l];
-        e->key = key, e->v = s;
+        e->key = key, e->id = b->id, e->v = s;
     }
     return e->v;
 }

@@ -328,16 +328,25 @@ void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *o
  * The candidates of a search share most chunks (a split's ranges recur
  * across schedules, recompute kinds and ZeRO variants), and mk_tp_run is
  * a pure function of (pieces, count, level): its results are kept in a
- * direct-mapped table keyed by exactly those, so a hit returns the very
- * value a new run would.  1,024 entries (16 KB): a search keeps a bound
- * per layout (112 for Llama-3.1-405B / 16,384), and 4,096 made that
- * search 5.5 MB bigger and no faster (issue 35). */
-#define MK_BOUND_MEMO_BITS 10
+ * direct-mapped table keyed by exactly those and the bound's id (its
+ * pieces), so a hit returns the very value a new run would.  The bounds
+ * of one search share one table (mk_sim_bound_new_sharing; issue 35): a
+ * search works through its layouts in turn, so the one in use has the
+ * whole table, where 112 tables of their own (Llama-3.1-405B / 16,384)
+ * each thrashed at 1,024 entries or took 7 MB at 4,096. */
+#define MK_BOUND_MEMO_BITS 14
 #define MK_BOUND_MEMO (1 << MK_BOUND_MEMO_BITS)
 typedef struct {
     uint64_t key; /* 0: empty */
+    unsigned id;  /* the bound's */
     double v;
 } mk_bound_memo_t;
+
+typedef struct {
+    mk_bound_memo_t *e;  /* [MK_BOUND_MEMO] */
+    unsigned next_id;
+    int refs;            /* bounds using it: freed with the last */
+} mk_bound_memo_tab_t;
 
 struct mk_sim_bound {
     const mk_cluster_t *c;
@@ -349,7 +358,8 @@ struct mk_sim_bound {
     mk_tpl_t *ckf;              /* [ckpos[L]] */
     int *ckpos;                 /* [L + 1] checkpointable layers before l */
     double *sel, *bw;           /* [L] attention cores' forward (selective), linears' (B_W) */
-    mk_bound_memo_t *memo;      /* [MK_BOUND_MEMO] chunk durations already run (run_memo) */
+    mk_bound_memo_tab_t *memo;  /* chunk durations already run (run_memo), maybe shared */
+    unsigned id;                /* its key in the memo */
 };
 
 /* One chunk's ops per micro-batch, as mk_chunk_cost_time gives them. */

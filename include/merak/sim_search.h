@@ -67,6 +67,10 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
 typedef struct mk_sim_bound mk_sim_bound_t;
 mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
                                  const mk_sim_opts_t *o);
+/* The same, its memo of chunk durations shared with share's (NULL: its
+ * own): the bounds of one search, one table (sim_internal.h). */
+mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
+                                         const mk_sim_opts_t *o, const mk_sim_bound_t *share);
 void mk_sim_bound_free(mk_sim_bound_t *b);
 /* Whether plan p (on b's graph and cluster) has b's layer costs. */
 int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);

@@ -29,7 +29,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
     if (!(e->bd = calloc(1, sizeof *e->bd))) return NULL;
-    e->bd->cl = S->cl, e->bd->so = &S->so, e->bd->last = -1;
+    e->bd->cl = S->cl, e->bd->so = &S->so, e->bd->last = -1, e->bd->share = &S->bshare;
     for (int sp = 0; sp < 2; sp++) {
         e->f[sp] = malloc(L * sizeof(double));
         e->b[sp] = malloc(L * sizeof(double));

@@ -43,6 +43,7 @@ typedef struct {
     mk_sim_bound_t **v;
     int n, cap;
     int last, last_sp, last_dp; /* the last found (bound_of; -1: none) and what it was found for */
+    mk_sim_bound_t **share;     /* the search's first bound, whose memo every bound shares */
 } mk_gbounds_t;
 
 /* A group: the candidates of one (split, recompute kind, ZeRO variant),
@@ -175,6 +176,7 @@ typedef struct {
     mk_tail_t tail;
     double *tscr;           /* the tails of one split's ZeRO variants ([2][8][2 MK_PLAN_MAX_VSTAGES]) */
     mk_sim_t *sim;          /* the search's simulator (mk_pl_probe) */
+    mk_sim_bound_t *bshare; /* the first bound made (mk_gbounds_t.share; freed with its graph's) */
     mk_pl_progs_t *progs;   /* the streams' walk programs kept for mk_pl_refine (planner_prune.c) */
     double *tbuf;           /* the bound terms of one split's recompute policies (mk_pl_terms_of) */
     mk_tailc_t *tailc;      /* [MK_TAILC] families' tails by their plan but the schedule (direct-mapped) */

@@ -27,7 +27,8 @@ static const mk_sim_bound_t *bound_of(const mk_plan_t *p, const mk_gcache_t *e)
         if (!n) return NULL;
         B->v = n, B->cap = cap;
     }
-    if (!(B->v[B->n] = mk_sim_bound_new(B->cl, p, e->g, B->so))) return B->last = -1, NULL;
+    if (!(B->v[B->n] = mk_sim_bound_new_sharing(B->cl, p, e->g, B->so, *B->share))) return B->last = -1, NULL;
+    if (!*B->share) *B->share = B->v[B->n];
     return B->v[B->last = B->n++];
 }
 
@@ -44,7 +45,7 @@ static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *c
  * and micro-batch count): the Llama-3.1-405B search walks 73 specs for
  * 461 candidates, and records 138 programs with this budget (73 with 16
  * MB, 5% faster).  The budget keeps that search under its memory target
- * (issue 35: 100 MB; 92 MB with 8 MB here, where a pp 64, m 128 zb-v
+ * (issue 35: 100 MB; 91 MB with 8 MB here, where a pp 64, m 128 zb-v
  * program takes 0.9 MB). */
 #define MK_PL_PROGS 64
 #define MK_PL_PROG_BUDGET (8L << 20)
