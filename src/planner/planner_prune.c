@@ -316,12 +316,14 @@ const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const 
     /* none and selective checkpoint no layer (mk_sched_resolve_ckpt): the scheduler is asked for full's */
     int asks = !mk_pl_rcon_adapts(rk) && rk != MK_RECOMPUTE_NONE && rk != MK_RECOMPUTE_SELECTIVE;
     if (asks && resolved_ckpt(&p, e->g, ck) < 0) memset(ck, 0, sizeof ck); /* it will not fit */
-    for (int i = 0; i < *n; i++)
-        if (T[i].rcon == rcon && T[i].sel == sel && !memcmp(T[i].ck, ck, nv * sizeof *ck)) return &T[i];
+    for (int i = 0; i < *n; i++) /* the terms read the split, not how it was balanced: one split, one set */
+        if (T[i].sel == sel && !memcmp(T[i].ck, ck, nv * sizeof *ck) &&
+            (T[i].rcon == rcon || !memcmp(T[i].bounds, split->bounds, (nv + 1) * sizeof *split->bounds)))
+            return &T[i];
     if (!S->tbuf && !(S->tbuf = malloc(sizeof *S->tbuf * 6 * (MK_RECOMPUTE_AUTO + 1) * MK_PLAN_MAX_VSTAGES)))
         return mk_error_set("out of memory"), NULL;
     mk_pl_terms_t *t = &T[(*n)++];
-    t->rcon = rcon, t->sel = sel;
+    t->rcon = rcon, t->sel = sel, t->bounds = split->bounds;
     memcpy(t->ck, ck, nv * sizeof *ck);
     const mk_sim_bound_t *b = bound_of(&p, e);
     if (b && !*have_sends) mk_sim_bound_sends(b, &p, sends), *have_sends = 1;
