@@ -127,11 +127,20 @@ mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t 
 
 int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p)
 {
+    return mk_sim_bound_find(&b, 1, p) == 0;
+}
+
+int mk_sim_bound_find(const mk_sim_bound_t *const *v, int n, const mk_plan_t *p)
+{
     mk_group_t tpg, cpg, epg;
-    if ((p->seqpar && p->tp > 1) != b->sp) return 0;
-    mk_sim_layer_groups(b->c, p, &tpg, &cpg, &epg);
-    return !memcmp(&tpg, &b->tpg, sizeof tpg) && !memcmp(&cpg, &b->cpg, sizeof cpg) &&
-           !memcmp(&epg, &b->epg, sizeof epg);
+    int sp = p->seqpar && p->tp > 1;
+    if (n < 1) return -1;
+    mk_sim_layer_groups(v[0]->c, p, &tpg, &cpg, &epg); /* once for all: they share the cluster */
+    for (int i = 0; i < n; i++)
+        if (v[i]->sp == sp && !memcmp(&tpg, &v[i]->tpg, sizeof tpg) && !memcmp(&cpg, &v[i]->cpg, sizeof cpg) &&
+            !memcmp(&epg, &v[i]->epg, sizeof epg))
+            return i;
+    return -1;
 }
 
 /* Key's entry in b's memo (its id mixed into the slot). */

@@ -74,6 +74,8 @@ mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t 
 void mk_sim_bound_free(mk_sim_bound_t *b);
 /* Whether plan p (on b's graph and cluster) has b's layer costs. */
 int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
+/* The first of v[0..n) (one cluster's) that p matches, or -1. */
+int mk_sim_bound_find(const mk_sim_bound_t *const *v, int n, const mk_plan_t *p);
 /* No run of plan p (b's graph, checked, recompute settled; ckpt: the
  * scheduler's count per (stage, chunk) at s*vpp+c; after, dp:
  * mk_sim_stage_tail's) has a shorter step than this, whatever its

@@ -19,8 +19,8 @@ static const mk_sim_bound_t *bound_of(const mk_plan_t *p, const mk_gcache_t *e)
     int sp = p->seqpar && p->tp > 1;
     if (B->last >= 0 && B->last_sp == sp && B->last_dp == p->dp) return B->v[B->last];
     B->last_sp = sp, B->last_dp = p->dp;
-    for (int i = 0; i < B->n; i++)
-        if (mk_sim_bound_matches(B->v[i], p)) return B->v[B->last = i];
+    int i = mk_sim_bound_find((const mk_sim_bound_t *const *)B->v, B->n, p);
+    if (i >= 0) return B->v[B->last = i];
     if (B->n == B->cap) {
         int cap = B->cap ? 2 * B->cap : 4;
         mk_sim_bound_t **n = realloc(B->v, cap * sizeof *n);
