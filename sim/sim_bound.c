@@ -310,6 +310,18 @@ int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *c
     return 0;
 }
 
+double mk_sim_bound_busy(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, int s)
+{
+    double busy = 0;
+    if (b->o.unit_costs || s < 0 || s >= p->pp) return 0;
+    for (int c = 0; c < p->vpp; c++) {
+        mk_chunk_ops_t o;
+        mk_sim_bound_chunk_ops(b, p, mk_plan_vstage(p, s, c), ckpt[s * p->vpp + c], &o);
+        busy += o.f + o.b + o.bi + o.bw + o.sel + o.rec;
+    }
+    return busy * p->m * MK_BOUND_SHAVE; /* the same sum as the terms' v[3 s] - fill */
+}
+
 double mk_sim_bound_finish(const double *v, int pp, const double *after, const double *dp)
 {
     double worst = 0;

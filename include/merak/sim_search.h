@@ -95,6 +95,10 @@ int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *c
  * them (sends NULL above: computed there). */
 void mk_sim_bound_sends(const mk_sim_bound_t *b, const mk_plan_t *p, double *sends);
 double mk_sim_bound_finish(const double *v, int pp, const double *after, const double *dp);
+/* Stage s's m micro-batches of compute alone (the terms' busy part, no
+ * fill, drain or tail): a cheaper bound on the same plans, O(vpp), for
+ * pruning before the terms are made. */
+double mk_sim_bound_busy(const mk_sim_bound_t *b, const mk_plan_t *p, const int *ckpt, int s);
 /* A tighter bound on the same plan, at the cost of walking its streams
  * sch (mk_plan_sched_spec's, any bucket count): the compute ops at the
  * durations mk_sim_bound_step takes, the sends at their transfer times,

@@ -93,6 +93,7 @@ double mk_pl_terms_lb(const mk_pl_terms_t *T, int pp, const double *tail)
     static const double none[2 * MK_PLAN_MAX_VSTAGES];
     const double *t = tail ? tail : none;
     double lb = DBL_MAX;
+    if (T->busy > 0) return T->busy;
     for (int ov = 0; ov <= 1; ov++) {
         if (!T->on[ov]) continue;
         double b = T->zero[ov] ? 0 : mk_sim_bound_finish(T->v[ov], pp, t, t + pp);

@@ -148,7 +148,7 @@ static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp
         int h = zs[zi][1] != 0;
         long at = S->combo * MK_PL_COMBO_SEQ + S->combo_seq;
         mk_pl_group_skip(S, nov); /* counted and indexed, kept or not */
-        if (none && !(zs[zi][0] == 1 && fixed)) continue;
+        if (none) continue; /* every variant's bound passes the cut: none kept, no ZeRO-1 asked */
         mk_plan_t p = *bp;
         p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
         p.zero = zs[zi][0], p.zero_shard = zs[zi][1];

@@ -87,6 +87,7 @@ static inline int mk_pl_fam_int(const mk_fam_t *F, size_t off)
 typedef struct {
     int rcon, sel;
     const int *bounds;            /* the split's (n_vstages + 1), valid while its candidates are made */
+    double busy;                  /* > 0: not made, a stage's busy alone passed the cut (mk_pl_terms_lb: it) */
     int on[2], zero[2];
     double *v[2];                 /* mk_sim_bound_terms's, in S->tbuf */
     int ck[MK_PLAN_MAX_VSTAGES];  /* the counts they took */

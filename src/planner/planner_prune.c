@@ -300,6 +300,23 @@ static double group_bound(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, co
 }
 
 
+/* Where every searched TP overlap's busiest end stage (the first or the
+ * last: embedding, head) alone reaches the cut, that busy time, a bound
+ * on every candidate of the split and kind (the terms are never less):
+ * the groups are pruned without the terms (most are, at scale).  Else 0. */
+static double busy_cut(mk_search_t *S, const mk_sim_bound_t *b, mk_plan_t *p, const int *ck)
+{
+    double cut = mk_pl_cut(S), least = DBL_MAX;
+    if (!isfinite(cut)) return 0;
+    for (int ov = 0; ov <= 1; ov++) {
+        if (!mk_pl_ov_searched(S, p, ov)) continue; /* (reads no tp_overlap) */
+        p->tp_overlap = ov_level(S, ov);
+        double a = mk_sim_bound_busy(b, p, ck, 0), z = mk_sim_bound_busy(b, p, ck, p->pp - 1);
+        if ((a > z ? a : z) < least) least = a > z ? a : z;
+    }
+    return least >= cut && least < DBL_MAX ? least : 0;
+}
+
 /* The terms of split p's bound under recompute kind rk (rcon: the split
  * balanced with recompute costs), per TP overlap searched: one for every
  * ZeRO variant, whose bounds differ only in their tails.  They take the
@@ -323,13 +340,14 @@ const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const 
     if (!S->tbuf && !(S->tbuf = malloc(sizeof *S->tbuf * 6 * (MK_RECOMPUTE_AUTO + 1) * MK_PLAN_MAX_VSTAGES)))
         return mk_error_set("out of memory"), NULL;
     mk_pl_terms_t *t = &T[(*n)++];
-    t->rcon = rcon, t->sel = sel, t->bounds = split->bounds;
+    t->rcon = rcon, t->sel = sel, t->bounds = split->bounds, t->busy = 0;
     memcpy(t->ck, ck, nv * sizeof *ck);
     const mk_sim_bound_t *b = bound_of(&p, e);
+    for (int ov = 0; ov <= 1; ov++) t->on[ov] = mk_pl_ov_searched(S, &p, ov);
+    if (b && (t->busy = busy_cut(S, b, &p, ck)) > 0) return t;
     if (b && !*have_sends) mk_sim_bound_sends(b, &p, sends), *have_sends = 1;
     for (int ov = 0; ov <= 1; ov++) {
         t->v[ov] = S->tbuf + (6L * (t - T) + 3L * ov) * MK_PLAN_MAX_VSTAGES;
-        t->on[ov] = mk_pl_ov_searched(S, &p, ov);
         p.tp_overlap = ov_level(S, ov);
         t->zero[ov] = !b || mk_sim_bound_terms(b, &p, ck, sends, t->v[ov]); /* no bound: 0, which bounds every step */
     }
