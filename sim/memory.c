@@ -29,13 +29,11 @@ double mk_sim_bucket_bytes(const mk_sim_opts_t *o)
     return o && o->bucket_bytes > 0 ? o->bucket_bytes : 64.0 * 1024 * 1024;
 }
 
-void mk_sim_param_bytes(const mk_plan_t *p, const mk_sim_opts_t *o, double *w, double *gr, double *opt)
+void mk_sim_param_bytes(const mk_plan_t *p, double *w, double *gr, double *opt)
 {
-    if (p->dtype == MK_DTYPE_FP32) {
-        *w = 4, *gr = 4, *opt = 8;
-    } else {
-        *w = 2, *gr = o && o->fp32_grads ? 4 : 2, *opt = 12;
-    }
+    *gr = mk_dtype_bytes(mk_plan_grad_dtype(p)); /* the buffers the DP reduction also moves */
+    if (p->dtype == MK_DTYPE_FP32) *w = 4, *opt = 8;
+    else *w = 2, *opt = 12;
 }
 
 int mk_sim_is_ckptable(const mk_graph_t *g, int l)
@@ -167,7 +165,7 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
 {
     memset(out, 0, sizeof *out);
     double w, gr, opt, P = 0, buf = 0, tsp = p->seqpar && p->tp > 1 ? p->tp : 1;
-    mk_sim_param_bytes(p, o, &w, &gr, &opt);
+    mk_sim_param_bytes(p, &w, &gr, &opt);
     int V = p->n_vstages;
     for (int c = 0; c < p->vpp; c++) {
         int k = mk_plan_vstage(p, s, c), l0 = p->bounds[k], l1 = p->bounds[k + 1];

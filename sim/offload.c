@@ -30,7 +30,7 @@ void mk_sim_offload_state(const mk_plan_t *p, double opt, mk_stage_static_t *out
 double mk_sim_opt_offload_cost(const mk_sim_state_t *R, double local)
 {
     double w, gr, opt;
-    mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
+    mk_sim_param_bytes(R->p, &w, &gr, &opt);
     const mk_host_t *h = &R->c->host;
     if (h->link_Bps <= 0 || h->mem_bw_Bps <= 0) return 0; /* refused before the run (mk_sim_run) */
     return R->c->dev.launch_s + (gr + w) * local / h->link_Bps + 28.0 * local * R->c->gpus_per_node / h->mem_bw_Bps;

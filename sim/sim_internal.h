@@ -64,7 +64,7 @@ typedef struct mk_stage_static {
 } mk_stage_static_t;
 
 /* Bytes per parameter of each kind for the plan. */
-void mk_sim_param_bytes(const mk_plan_t *p, const mk_sim_opts_t *o, double *w, double *gr, double *opt);
+void mk_sim_param_bytes(const mk_plan_t *p, double *w, double *gr, double *opt);
 /* Parameters of layers [l0, l1) on one TP rank. */
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp);
 /* The routed experts' parameters of layers [l0, l1) on one TP rank (all E). */

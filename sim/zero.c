@@ -64,7 +64,7 @@ static int tp_durations(const mk_tpl_t *L, int n, int lvl, double *dur)
 static void layer_comm(const mk_sim_state_t *R, int l, double *ag, double *rs, double *ar)
 {
     double w, gr, opt;
-    mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
+    mk_sim_param_bytes(R->p, &w, &gr, &opt);
     const mk_cluster_t *c = R->c;
     *ag = mk_cost_coll(c, MK_COLL_ALLGATHER, &R->zg, w * mk_sim_layer_zparams(R->p, R->g, l, 1));
     double gb = gr * mk_sim_layer_zparams(R->p, R->g, l, 0);
@@ -110,7 +110,7 @@ static int zero3_fill(const mk_sim_state_t *R, mk_chunk_cost_t *c)
 double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k)
 {
     double w, gr, opt;
-    mk_sim_param_bytes(R->p, R->o, &w, &gr, &opt);
+    mk_sim_param_bytes(R->p, &w, &gr, &opt);
     int l0 = R->p->bounds[k], l1 = R->p->bounds[k + 1];
     double P = mk_sim_layers_params(R->g, l0, l1, R->p->tp);
     if (k == R->V - 1 && mk_plan_ends_apart(R->p)) P += mk_sim_tied_params(R->g, R->p->tp);

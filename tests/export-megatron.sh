@@ -68,7 +68,20 @@ check "deepspeed: the ds_config says the plan" "$PYTHON" -c '
 import json, sys
 c = json.load(open(sys.argv[1]))
 assert c == {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,
-             "zero_optimization": {"stage": 1}, "bf16": {"enabled": True}}, c' "$tmpdir/ds.json"
+             "zero_optimization": {"stage": 1}, "bf16": {"enabled": True},
+             "data_types": {"grad_accum_dtype": "fp32"}, "communication_data_type": "fp32"}, c' "$tmpdir/ds.json"
+# fp16 keeps fp16 gradients (DeepSpeed's and Megatron-LM's default) unless asked for fp32 ones
+"$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --pp 2 --tp 2 --gbs 64 --mbs 2 --dtype fp16 --export deepspeed >"$tmpdir/ds16.json" 2>/dev/null
+"$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --pp 2 --tp 2 --gbs 64 --mbs 2 --dtype fp16 \
+  --accumulate-allreduce-grads-in-fp32 --export deepspeed >"$tmpdir/ds16a.json" 2>/dev/null
+check "deepspeed: fp16's gradients fp16, fp32 with --accumulate-allreduce-grads-in-fp32" "$PYTHON" -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:3])
+assert "data_types" not in a and a["fp16"] == {"enabled": True}, a
+assert b["data_types"] == {"grad_accum_dtype": "fp32"} and b["communication_data_type"] == "fp32", b' "$tmpdir/ds16.json" "$tmpdir/ds16a.json"
+"$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --gbs 64 --mbs 2 --dtype fp16 --accumulate-allreduce-grads-in-fp32 \
+  --export megatron >"$tmpdir/m16.txt" 2>/dev/null
+check "megatron: --fp16 --accumulate-allreduce-grads-in-fp32 kept" grep -q -- "--fp16 --accumulate-allreduce-grads-in-fp32" "$tmpdir/m16.txt"
 check "deepspeed: Megatron-DeepSpeed's TP/PP arguments on stderr" grep -q "tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --checkpoint-activations .* --deepspeed --deepspeed_config ds_config.json" "$tmpdir/err"
 expect_fail "deepspeed: interleaved" "a pipeline schedule other than 1f1b" -- "$MERAK" sim $S --schedule interleaved --vpp 2 --export deepspeed
 expect_fail "deepspeed: ZeRO-3 with PP" "ZeRO-2/3 with pipeline parallelism" -- "$MERAK" sim $S --dp 2 --zero 3 --export deepspeed
@@ -90,7 +103,7 @@ except ImportError:
 t = tomllib.load(open(sys.argv[1], "rb"))
 assert t["model"] == {"name": "llama3", "flavor": "8B"}, t["model"]
 assert t["training"] == {"local_batch_size": 16, "global_batch_size": 64, "seq_len": 8192,
-                         "mixed_precision_param": "bfloat16"}, t["training"]
+                         "mixed_precision_param": "bfloat16", "mixed_precision_reduce": "float32"}, t["training"]
 p = t["parallelism"]
 assert (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"], p["tensor_parallel_degree"],
         p["pipeline_parallel_degree"]) == (1, 4, 2, 2), p

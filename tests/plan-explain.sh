@@ -116,7 +116,7 @@ assert ks[0][0] == ks[1][0] and j['why'].startswith('#1 and #2 tie at'), j['why'
 expect_ok "plan with ties, text" "$MERAK" plan --model gpt-tiny --cluster ideal --gpus 4 --gbs 16 --top 5
 check "the text why: the tie goes to #1 by lower peak memory" grep -q "^why: #1 and #2 tie at .* the tie goes to #1 by lower peak memory" "$tmpdir/out"
 # the peaks print with the digits that tell them apart (a lower peak never reads "74.1 vs 74.1 GiB")
-"$MERAK" plan --model llama-3-70b --cluster dgx-h100 --gpus 256 --gbs 512 --top 2 >"$tmpdir/l70" 2>/dev/null
+"$MERAK" plan --model llama-3-8b --cluster dgx-h100 --gpus 64 --gbs 512 --top 2 >"$tmpdir/l70" 2>/dev/null
 check "a tie by lower peak memory shows two different figures" "${PYTHON:-python3}" -c "
 import re, sys
 m = re.search(r'by lower peak memory \(([0-9.e+]+) vs ([0-9.e+]+) [KMG]iB\)', open(sys.argv[1]).read())

@@ -78,6 +78,30 @@ runs_as "$tmpdir/p.json" "p['overlap_grad_reduce'] = True" "overlap_grad_reduce 
 edit "$tmpdir/p.json" "$tmpdir/e7.json" "p['overlap_grad_reduce'] = 1"
 expect_fail "overlap_grad_reduce not a boolean" "'overlap_grad_reduce' must be true or false" -- \
   $MERAK sim --plan "$tmpdir/e7.json"
+
+# grad_reduce_dtype: written only when given; an fp16 plan with
+# --accumulate-allreduce-grads-in-fp32 (Megatron-LM's) has bf16's fp32
+# gradients (twice the bytes), a bf16 plan with --grad-reduce-dtype bf16
+# fp16's; a 16-bit type that is not the plan's is refused
+F="$M --dp 2 --pp 2 --tp 2 --dtype fp16 --json"
+expect_ok "sim --dtype fp16" $MERAK sim $F
+cp "$tmpdir/out" "$tmpdir/f16.json"
+expect_ok "sim --dtype fp16 --accumulate-allreduce-grads-in-fp32" $MERAK sim $F --accumulate-allreduce-grads-in-fp32
+cp "$tmpdir/out" "$tmpdir/f16a.json"
+check "... written when set, twice the gradient bytes" "$PY" -c "import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert 'grad_reduce_dtype' not in a['plan'] and b['plan']['grad_reduce_dtype'] == 'fp32'
+assert b['memory_breakdown'][0]['grads'] == 2 * a['memory_breakdown'][0]['grads']" "$tmpdir/f16.json" "$tmpdir/f16a.json"
+runs_as "$tmpdir/f16a.json" "p = p['plan']" "sim --plan with grad_reduce_dtype fp32" "$tmpdir/f16a.json"
+expect_ok "sim --grad-reduce-dtype bf16 (a bf16 plan)" $MERAK sim $M --dp 2 --pp 2 --tp 2 --grad-reduce-dtype bf16 --json
+check "... bf16 gradients: fp16's bytes" "$PY" -c "import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b['plan']['grad_reduce_dtype'] == 'bf16' and b['memory_breakdown'][0]['grads'] == a['memory_breakdown'][0]['grads']" \
+  "$tmpdir/f16.json" "$tmpdir/out"
+expect_fail "fp16 gradients of a bf16 plan" "fp16 gradients do not go with a bf16 plan" -- \
+  $MERAK sim $M --dp 2 --grad-reduce-dtype fp16
+edit "$tmpdir/f16a.json" "$tmpdir/e8.json" "p = p['plan']; p['grad_reduce_dtype'] = 'fp8'"
+expect_fail "grad_reduce_dtype fp8" "'grad_reduce_dtype' must be fp32, bf16 or fp16" -- $MERAK sim --plan "$tmpdir/e8.json"
 I="--model gpt-tiny --cluster ideal --gbs 32 --dp 4 --pp 2 --json"
 expect_ok "ideal, overlap" $MERAK sim $I
 cp "$tmpdir/out" "$tmpdir/i1.json"

@@ -187,7 +187,7 @@ static void test_memory(void)
     snprintf(what, sizeof what, "%s tp %d sp %d %s %s", name, t, sp, cases[i].rc, cases[i].gpipe ? "gpipe" : "1f1b"); \
     CHECK_REL(got, want, 0.01, what)
         MEMCHK(M->weights, 2 * P, "weights");
-        MEMCHK(M->grads, 2 * P, "grads");
+        MEMCHK(M->grads, 4 * P, "grads"); /* fp32: a bf16 plan's (Megatron-LM forces it) */
         MEMCHK(M->optimizer, 12 * P, "optimizer");
         MEMCHK(M->activations, inflight * act, "activations");
         /* backward gradients: the layer's arriving and leaving ones (2sbh
@@ -202,7 +202,7 @@ static void test_memory(void)
         MEMCHK(M->working, wmax + gbuf, "working set");
         /* p2p: activation sent and gradient received at the output, gradient sent at the input */
         MEMCHK(M->buffers, 3 * 2 * sbh / tsp, "p2p buffers");
-        MEMCHK(res.peak_memory_bytes[1], 16 * P + inflight * act + wmax + gbuf + 6 * sbh / tsp, "peak");
+        MEMCHK(res.peak_memory_bytes[1], 18 * P + inflight * act + wmax + gbuf + 6 * sbh / tsp, "peak");
         /* the closed-form function agrees with the tracker */
         mk_cluster_t c;
         mk_cluster_get("dgx-a100", &c);
@@ -399,6 +399,34 @@ static void test_moe_passes(void)
     mk_graph_free(g);
 }
 
+/* The gradient buffers' type (mk_plan_grad_dtype): fp32 for bf16 (and
+ * fp8) plans, as Megatron-LM forces, fp16 for fp16 ones unless
+ * --accumulate-allreduce-grads-in-fp32: 4 or 2 bytes a parameter, and the
+ * DP all-reduce moves them (dp 16 over two dgx-a100 nodes: twice the
+ * bytes at the same bus bandwidth, less than twice the time only by the
+ * ring's latency terms). */
+static void test_grad_dtype(void)
+{
+    mk_plan_t p;
+    double grads[3], dp_s[3];
+    const mk_dtype_t dts[3] = {MK_DTYPE_BF16, MK_DTYPE_FP16, MK_DTYPE_FP16};
+    for (int i = 0; i < 3; i++) {
+        mk_graph_t *g = setup("gpt-2.5b", 16, 1, 1, 1, 1, 16, MK_SCHED_1F1B, "full", &p);
+        CHECK(g != NULL, "setup");
+        if (!g) return;
+        p.dtype = dts[i], p.grad_reduce_dtype = i == 2 ? MK_DTYPE_FP32 + 1 : 0, p.overlap_grad_reduce = 0;
+        CHECK(run("dgx-a100", &p, g, 0) == 0, "run");
+        grads[i] = res.mem[0].grads;
+        dp_s[i] = res.exposed_comm_s[MK_COMM_DP] + res.overlapped_comm_s[MK_COMM_DP];
+        mk_graph_free(g);
+    }
+    printf("gradients: bf16 %.4g GB, %.4g s DP; fp16 %.4g GB, %.4g s; fp16 + fp32 accumulation %.4g GB, %.4g s\n",
+           grads[0] / 1e9, dp_s[0], grads[1] / 1e9, dp_s[1], grads[2] / 1e9, dp_s[2]);
+    CHECK_REL(grads[0], 2 * grads[1], 1e-12, "bf16's gradients fp32, fp16's fp16");
+    CHECK(grads[2] == grads[0] && dp_s[2] == dp_s[0], "fp16 with fp32 accumulation as bf16");
+    CHECK(dp_s[0] > 1.8 * dp_s[1] && dp_s[0] <= 2 * dp_s[1] * (1 + 1e-9), "the DP reduction moves twice the bytes");
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -412,5 +440,6 @@ int main(void)
     test_cluster_json();
     test_fused_causal();
     test_moe_passes();
+    test_grad_dtype();
     CHECK_DONE();
 }

@@ -32,8 +32,16 @@ source (it is also how the simulator is judged on runs not in this folder):
               and NeMo 2.0's recipes: distributed_fused_adam /
               use_distributed_optimizer), else none
   dtype       fp16 / bf16 / fp32 / fp8 (Transformer Engine's recipe) when
-              the row names one, else the cluster's 16-bit type (A100: fp16
-              and bf16 have one peak)
+              the row names one, else the software's 16-bit default of its
+              time (A100: fp16 and bf16 have one peak, but a bf16 plan's
+              gradients are fp32, Megatron-LM's rule): bf16 for
+              Megatron-Core and torchtitan, fp16 for Megatron-LM before
+              Megatron-Core (SC21, the 2021 README) and Megatron-DeepSpeed
+              (vTrain)
+  gradients   the dtype's (merak's rule, Megatron-LM's: fp32 for bf16 and
+              fp8, fp16 for fp16) but where the software's recipe says
+              otherwise: NeMo 24.x's performance recipes reduce them in
+              bf16 (optim.grad_sync_dtype=bf16: --grad-reduce-dtype bf16)
   micro-batch the row's; unknown: searched over 1, 2, 4, 8, keeping the
               fastest plan that fits (the published runs were tuned)
   vocab       the row's; unknown (vTrain): 50257, the GPT-2 tokenizer's
@@ -224,11 +232,28 @@ def optimizer_flags(row):
 
 
 def dtype_flags(row):
+    """The row's dtype; unstated 16-bit: the software's default of its
+    time, which decides the gradients' bytes (merak's mk_plan_grad_dtype:
+    bf16's are fp32, fp16's fp16): bf16 for Megatron-Core and torchtitan,
+    fp16 for Megatron-LM before Megatron-Core (its 2021 example scripts
+    pass --fp16; --bf16 came after SC21's runs) and Megatron-DeepSpeed
+    (its GPT examples run DeepSpeed's fp16 engine)."""
     s = (row.get("dtype") or "").lower()
     for d in ("bf16", "fp16", "fp32", "fp8"):
         if s.startswith(d):
             return ["--dtype", d]
-    return []
+    return ["--dtype", "bf16" if megatron_core(row) or torchtitan(row) else "fp16"]
+
+
+def grad_flags(row):
+    """The gradients' reduction where the software's recipe departs from
+    the dtype's default (fp32 for bf16 and fp8): NeMo 24.x's performance
+    recipes sync them in bf16 (optim.grad_sync_dtype=bf16 in
+    NVIDIA/NeMo-Framework-Launcher's examples/training/{gpt,llama}/h100/
+    scripts: GPT-3 5B-175B, Llama 2 13B/70B, Llama 3 8B/70B; apex's
+    DistributedFusedAdam keeps its gradient buckets in that type)."""
+    d = dtype_flags(row)[1]
+    return ["--grad-reduce-dtype", "bf16"] if "nemo" in row["source"].lower() and d in ("bf16", "fp8") else []
 
 
 def recompute_choices(row):
@@ -272,7 +297,7 @@ def express(row):
     base = ["--cluster", cl] + model_flags(row["model"]) + \
         ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + \
         (["--cp", str(cp)] if cp > 1 else []) + (["--ep", str(row["ep"])] if (row.get("ep") or 1) > 1 else []) + \
-        opt + dtype_flags(row) + \
+        opt + dtype_flags(row) + grad_flags(row) + \
         (["--cross-entropy", "torch"] if torchtitan(row) else []) + \
         overlap_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1

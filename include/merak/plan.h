@@ -82,6 +82,12 @@ typedef struct mk_plan {
                                  * merak run's executor); 0: all of them start at REDUCE_GRADS, after
                                  * the backward (Megatron-LM's local DDP before Megatron-Core,
                                  * Megatron-DeepSpeed) */
+    int grad_reduce_dtype;      /* the gradient buffers' and their DP reduction's type, as
+                                 * mk_dtype_t + 1; 0: the dtype's default (mk_plan_grad_dtype:
+                                 * fp32 for bf16 and fp8, fp16 for fp16).  Megatron-LM's
+                                 * --accumulate-allreduce-grads-in-fp32 makes an fp16 plan's fp32;
+                                 * bf16 (NeMo's optim.grad_sync_dtype=bf16, torchtitan's
+                                 * mixed_precision_reduce) a bf16 or fp8 plan's 16-bit */
     mk_attn_backend_t attention; /* the attention core (Megatron-Core's --attention-backend):
                                  * flash / fused, one fused kernel (FlashAttention, cuDNN's fused
                                  * attention): its time at the device's flash_attn_flops, no
@@ -234,6 +240,22 @@ MK_API void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o);
 /* Whether a plan models dropout: for 16-bit training (Megatron-LM runs
  * with it), not for fp32 (the CPU executor has none). */
 MK_API int mk_plan_dropout(mk_dtype_t dt);
+
+/* The type of p's gradient buffers and of their DP reduction (reduce-
+ * scatter): p->grad_reduce_dtype where set, else fp32 for fp32, bf16 and
+ * fp8 plans and fp16 for fp16 ones.  Megatron-LM forces fp32 for bf16
+ * ("bfloat16 requires gradient accumulation and all-reduce to be done in
+ * fp32", megatron/training/arguments.py; Megatron-Core's DDP
+ * grad_reduce_in_fp32 follows it, and Transformer Engine's fp8 runs keep
+ * bf16 parameters); torchtitan's FSDP2 reduces in fp32 by default
+ * (mixed_precision_reduce), DeepSpeed's bf16 optimizer accumulates in
+ * fp32; fp16 keeps fp16 gradients unless asked (Megatron-LM, DeepSpeed).
+ * The simulator's gradient bytes and DP volume and the executor's
+ * gradient buffers both come from here. */
+MK_API mk_dtype_t mk_plan_grad_dtype(const mk_plan_t *p);
+/* 0, or -1 naming the problem: a gradient type the plan's dtype cannot
+ * have (16-bit gradients of another 16-bit type, or of an fp32 plan). */
+MK_API int mk_plan_check_grad_dtype(const mk_plan_t *p);
 /* The plan's graph (mk_plan_graph_opts); NULL with mk_error_last() on failure. */
 MK_API mk_graph_t *mk_plan_graph(const mk_plan_t *p);
 /* p's attention with auto settled against cluster c: flash where the GPU

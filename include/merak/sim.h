@@ -13,8 +13,10 @@
  * Inter-node sends reserve the sending node's NIC (a shared resource,
  * FIFO), so contention between stages on one node shows.
  *
- * Memory per stage (mixed-precision Adam, 16-bit weights and grads):
- * weights 2P, grads 2P (4P with fp32_grads), optimizer 12P; fp32 plans:
+ * Memory per stage (mixed-precision Adam, 16-bit weights): weights 2P,
+ * grads 4P (fp32: bf16 and fp8 plans by default; fp16's 2P, each as
+ * mk_plan_grad_dtype says, which the DP reduction's volume follows too),
+ * optimizer 12P (fp32 master weights and Adam moments); fp32 plans:
  * 4P + 4P + 8P; ZeRO over a group of k ranks divides the optimizer state
  * (1), the gradients (2) and the weights (3) by k (sim/memory.c
  * zero_state; ZeRO-3 adds `gathered`, two layers whole, while F/B/R run).  P = the stage's parameters on one TP
@@ -67,7 +69,6 @@ typedef struct mk_sim_opts {
                                 B_W 1, everything else 0): for the scheduler's makespans */
     struct mk_trace *trace;  /* optional: events are written to it (merak/trace.h; caller opens/closes) */
     double bucket_bytes;     /* DP gradient bucket size (0: 64 MiB) */
-    int fp32_grads;          /* 18 bytes per parameter instead of 16 */
     const mk_sched_t *sched; /* optional prebuilt streams for the plan (else built) */
 } mk_sim_opts_t;
 

@@ -44,6 +44,7 @@ typedef struct mk_args {
     const char *attention;         /* --attention-backend (--use-flash-attn: flash); NULL: auto */
     const char *cross_entropy;     /* --cross-entropy; NULL: vocab-parallel */
     const char *reshard;           /* --fsdp-reshard-after-forward; NULL: always */
+    const char *grad_dtype;        /* --grad-reduce-dtype (mk_args_grad_dtype); NULL: not given */
     int optimizer_offload;         /* --optimizer-cpu-offload */
     int cpu_offload_layers;        /* --cpu-offloading-num-layers (0: none) */
     int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers (0: even) */
@@ -69,7 +70,8 @@ typedef struct mk_args {
     int lr_decay_iters, eval_batches, save_interval; /* 0: not given */
     int log_interval;              /* merak run: a step line every N steps (0: not given, every step) */
     int quiet;                     /* merak run --quiet: no step or file lines on stderr */
-    int accum_fp32;                /* merak run --accumulate-allreduce-grads-in-fp32 (Megatron's; bf16 forces it) */
+    int grad_reduce_dtype;         /* --grad-reduce-dtype, or fp32 by --accumulate-allreduce-grads-in-fp32 (Megatron's):
+                                      mk_plan_t.grad_reduce_dtype (mk_dtype_t + 1; 0: not given) */
     const char *recompute_method;  /* --recompute-method uniform (checked; merak's full recompute) */
     int layout_given;              /* any layout/model flag was given (for --plan checks) */
     int npos;                      /* positional arguments after the options */

@@ -29,7 +29,7 @@ enum {
     O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
     O_CLIP, O_EPS, O_SEED, O_EVAL_INTERVAL, O_SAVE_INTERVAL, O_DECAY, O_EVAL_BATCHES,
     O_BETA1, O_BETA2, O_LOSS_SCALE, O_INIT_LOSS_SCALE, O_MIN_LOSS_SCALE, O_LOSS_SCALE_WINDOW, O_HYSTERESIS,
-    O_LOG_INTERVAL, O_QUIET, O_ACCUM_FP32, O_MAX_POS, O_RECOMPUTE_METHOD,
+    O_LOG_INTERVAL, O_QUIET, O_ACCUM_FP32, O_GRAD_DTYPE, O_MAX_POS, O_RECOMPUTE_METHOD,
     O_BASELINE, O_SCHEDULES, O_EXPORT, O_RECOMPUTE_NUM_LAYERS, O_OUT, O_JSON, O_HELP, O_DIST_TIMEOUT,
     O_EXPLAIN, O_WHAT_IF, O_GPU_HOUR_PRICE, O_TRAIN_TOKENS, O_OBJECTIVE, /* issue 21 */
     O_END /* one past the last flag: sizes the repeat check */
@@ -163,7 +163,8 @@ static const mk_flag_t mk_flags[] = {
     {"hysteresis", O_HYSTERESIS, MK_OPTG_RUN, I, 0, 1, MK_MAX_HYSTERESIS},
     {"log-interval", O_LOG_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
     {"quiet", O_QUIET, MK_OPTG_RUN, N, 0, 0, 0},
-    {"accumulate-allreduce-grads-in-fp32", O_ACCUM_FP32, MK_OPTG_RUN, N, 0, 0, 0},
+    {"accumulate-allreduce-grads-in-fp32", O_ACCUM_FP32, MK_OPTG_SIM, N, 0, 0, 0},
+    {"grad-reduce-dtype", O_GRAD_DTYPE, MK_OPTG_SIM, S, 0, 0, 0},
     {"seed", O_SEED, MK_OPTG_RUN, I, 0, 0, INT_MAX},
     {"eval-interval", O_EVAL_INTERVAL, MK_OPTG_RUN, I, 0, 1, MK_MAX_STEPS},
     {"eval-batches", O_EVAL_BATCHES, MK_OPTG_RUN, I, 0, 0, MK_MAX_EVAL_BATCHES},
@@ -504,6 +505,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_ATTN: return &a->attention;
     case O_XENT: return &a->cross_entropy;
     case O_RESHARD: return &a->reshard;
+    case O_GRAD_DTYPE: return &a->grad_dtype;
     }
     return NULL;
 }
@@ -591,7 +593,7 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *name, const 
     else if (f->id == O_EXPLAIN) a->explain = 1;
     else if (f->id == O_WHAT_IF) a->what_if = 1;
     else if (f->id == O_QUIET) a->quiet = 1;
-    else if (f->id == O_ACCUM_FP32) a->accum_fp32 = 1;
+    else if (f->id == O_ACCUM_FP32) a->grad_reduce_dtype = MK_DTYPE_FP32 + 1;
     return 0;
 }
 

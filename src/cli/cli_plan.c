@@ -74,6 +74,18 @@ static int recompute_method(const mk_args_t *a, mk_plan_t *p)
                        "(uniform 1) or none (block 0)", block ? "block" : "uniform", n), -1;
 }
 
+/* --grad-reduce-dtype D, or --accumulate-allreduce-grads-in-fp32 (fp32),
+ * into p (the plan's check matches it with the dtype). */
+static int args_grad_dtype(const mk_args_t *a, mk_plan_t *p)
+{
+    mk_dtype_t dt;
+    if (a->grad_dtype && (mk_dtype_parse(a->grad_dtype, &dt) < 0 || dt == MK_DTYPE_FP8))
+        return mk_cli_fail(a->cmd, "--grad-reduce-dtype must be fp32, bf16 or fp16, not '%s'", a->grad_dtype), -1;
+    if (a->grad_dtype) p->grad_reduce_dtype = (int)dt + 1;
+    else if (a->grad_reduce_dtype) p->grad_reduce_dtype = a->grad_reduce_dtype;
+    return 0;
+}
+
 static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, mk_plan_t *p)
 {
     mk_plan_init(p);
@@ -109,6 +121,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->first_stage_layers = a->first_stage_layers > 0 ? a->first_stage_layers : 0;
     p->last_stage_layers = a->last_stage_layers > 0 ? a->last_stage_layers : 0;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
+    if (args_grad_dtype(a, p) < 0) return -1;
     return recompute_method(a, p);
 }
 
@@ -120,6 +133,7 @@ int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int 
                            "do not combine it with model or layout flags"), -1;
     if (mk_plan_load(a->plan_file, p) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     if (a->cluster) mk_strlcpy(p->cluster, a->cluster, sizeof p->cluster);
+    if (args_grad_dtype(a, p) < 0) return -1; /* a precision choice, not the layout's */
     return 0;
 }
 

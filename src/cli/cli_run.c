@@ -273,9 +273,12 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     /* the exported model in the run's 16-bit type (issue 37), as Megatron's converters and save_pretrained do */
     o->hf_dtype = given == MK_DTYPE_BF16 ? MK_ST_BF16 : given == MK_DTYPE_FP16 ? MK_ST_F16 : MK_ST_F32;
     if (o->be->set_gemm_dtype && given != MK_DTYPE_FP32) o->gemm_dtype = given;
-    /* Megatron-LM's gradient buffers: fp16's own type unless --accumulate-allreduce-grads-in-fp32
-       (bf16 forces fp32: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32") */
-    if (o->be->round16 && given == MK_DTYPE_FP16 && !a->accum_fp32) o->grad_dtype = MK_DTYPE_FP16;
+    /* the gradient buffers' type: the plan's (mk_plan_grad_dtype, Megatron-LM's rule, which the
+       simulator's memory and DP volume follow too) */
+    mk_plan_t gp = ctx->plan;
+    gp.dtype = given;
+    mk_dtype_t gd = mk_plan_grad_dtype(&gp);
+    if (o->be->round16 && gd != MK_DTYPE_FP32) o->grad_dtype = gd;
     o->reset_position_ids = a->reset_pos, o->reset_attention_mask = a->reset_mask;
     o->load = a->load;
     if (a->eval_interval > 0) o->eval_interval = a->eval_interval;

@@ -124,6 +124,7 @@ int mk_plan_check_sizes(mk_plan_t *p)
     if (p->m > MK_MAX_MICRO_BATCHES)
         return mk_error_set("%d micro-batches per replica (gbs %d / (dp %d x mbs %d)); a step may have at most %d",
                             p->m, p->gbs, p->dp, p->mbs, MK_MAX_MICRO_BATCHES);
+    if (mk_plan_check_grad_dtype(p) < 0) return -1;
     return mk_sched_check_size(p->pp, p->vpp, p->m);
 }
 
@@ -329,6 +330,27 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
 }
 
 int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }
+
+mk_dtype_t mk_plan_grad_dtype(const mk_plan_t *p)
+{
+    if (p->grad_reduce_dtype > 0 && p->grad_reduce_dtype <= MK_DTYPE_COUNT) return (mk_dtype_t)(p->grad_reduce_dtype - 1);
+    return p->dtype == MK_DTYPE_FP16 ? MK_DTYPE_FP16 : MK_DTYPE_FP32;
+}
+
+int mk_plan_check_grad_dtype(const mk_plan_t *p)
+{
+    int g = p->grad_reduce_dtype - 1;
+    if (p->grad_reduce_dtype == 0 || g == MK_DTYPE_FP32) return 0;
+    int sixteen = p->dtype == MK_DTYPE_FP16 ? MK_DTYPE_FP16 : MK_DTYPE_BF16; /* fp8: bf16 parameters */
+    if (g != MK_DTYPE_FP16 && g != MK_DTYPE_BF16)
+        return mk_error_set("gradient reduce dtype must be fp32, bf16 or fp16");
+    if (p->dtype == MK_DTYPE_FP32)
+        return mk_error_set("%s gradients do not go with an fp32 plan (its gradients are fp32)", mk_dtype_name((mk_dtype_t)g));
+    if (g != sixteen)
+        return mk_error_set("%s gradients do not go with a %s plan (its gradients are fp32 or %s)",
+                            mk_dtype_name((mk_dtype_t)g), mk_dtype_name(p->dtype), mk_dtype_name((mk_dtype_t)sixteen));
+    return 0;
+}
 
 mk_graph_t *mk_plan_graph(const mk_plan_t *p)
 {

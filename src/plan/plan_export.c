@@ -53,6 +53,8 @@ static const char *megatron_cannot(const mk_plan_t *p)
     if (p->optimizer_offload || p->cpu_offload_layers || p->cross_entropy != MK_XENT_VOCAB_PARALLEL ||
         p->reshard != MK_RESHARD_ALWAYS)
         return "an offload, torch cross entropy or FSDP resharding";
+    if (p->dtype != MK_DTYPE_FP16 && mk_plan_grad_dtype(p) != MK_DTYPE_FP32)
+        return "16-bit gradients of a bf16 plan (Megatron-LM reduces them in fp32)";
     return NULL;
 }
 
@@ -114,6 +116,8 @@ static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
     if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE) put(b, " --recompute-granularity selective");
     put(b, " --micro-batch-size %d --global-batch-size %d", p->mbs, p->gbs);
     put(b, p->dtype == MK_DTYPE_BF16 ? " --bf16" : p->dtype == MK_DTYPE_FP16 ? " --fp16" : "");
+    if (p->dtype == MK_DTYPE_FP16 && mk_plan_grad_dtype(p) == MK_DTYPE_FP32)
+        put(b, " --accumulate-allreduce-grads-in-fp32"); /* bf16: forced */
     put(b, " --attention-backend %s", mk_attn_backend_name(p->attention));
 }
 
@@ -210,8 +214,10 @@ int mk_plan_export_torchtitan(const mk_plan_t *p, char *buf, size_t n)
     int local = p->mbs * (p->pp > 1 ? p->m : 1); /* per DP rank per step; without PP the rest accumulates */
     put(&b, "# torchtitan v0.2.2 job config from merak (%lld GPUs)\n[model]\nname = \"llama3\"\nflavor = \"%s\"\n\n",
         (long long)mk_plan_gpus(p), titan_flavor(&p->model));
+    /* the gradients reduced as the plan's (mk_plan_grad_dtype; torchtitan's default is float32) */
     put(&b, "[training]\nlocal_batch_size = %d\nglobal_batch_size = %d\nseq_len = %d\nmixed_precision_param = "
-             "\"bfloat16\"\n\n", local, p->gbs, p->model.seq);
+             "\"bfloat16\"\nmixed_precision_reduce = \"%s\"\n\n", local, p->gbs, p->model.seq,
+        mk_plan_grad_dtype(p) == MK_DTYPE_FP32 ? "float32" : "bfloat16");
     titan_parallelism(&b, p);
     const char *mode = p->recompute.kind == MK_RECOMPUTE_FULL ? "full"
                      : p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP ? "selective" : "none";
@@ -252,8 +258,16 @@ int mk_plan_export_deepspeed(const mk_plan_t *p, char *json, size_t n, char *arg
     mk_argbuf_t b = {json, n, 0};
     put(&b, "{\n  \"train_batch_size\": %d,\n  \"train_micro_batch_size_per_gpu\": %d,\n"
             "  \"gradient_accumulation_steps\": %d,\n  \"zero_optimization\": {\"stage\": %d},\n"
-            "  \"%s\": {\"enabled\": true}\n}\n", p->gbs, p->mbs, p->m, p->zero,
+            "  \"%s\": {\"enabled\": true}", p->gbs, p->mbs, p->m, p->zero,
         p->dtype == MK_DTYPE_BF16 ? "bf16" : "fp16");
+    /* the plan's gradient buffers and reduction (mk_plan_grad_dtype) where they are not the
+       parameters' type: fp32 for bf16 (DeepSpeed's BF16 optimizer accumulates in fp32 by
+       default) and for fp16 with --grad-reduce-dtype fp32 */
+    mk_dtype_t gd = mk_plan_grad_dtype(p);
+    if (gd != p->dtype) /* DeepSpeed's fp16 engine's default is fp16: say it otherwise */
+        put(&b, ",\n  \"data_types\": {\"grad_accum_dtype\": \"%s\"},\n  \"communication_data_type\": \"%s\"",
+            mk_dtype_name(gd), mk_dtype_name(gd));
+    put(&b, "\n}\n");
     mk_argbuf_t a = {args, na, 0};
     put(&a, "pretrain_gpt.py --tensor-model-parallel-size %d --pipeline-model-parallel-size %d", p->tp, p->pp);
     if (p->seqpar && p->tp > 1) put(&a, " --sequence-parallel");

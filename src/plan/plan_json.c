@@ -53,6 +53,9 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* written only when off: absent means on, so files written before the
      * field (and every plan with the default) read and print unchanged */
     if (j && !p->overlap_grad_reduce) json_object_set_new(j, "overlap_grad_reduce", json_false());
+    /* likewise only when set (absent: the dtype's default, mk_plan_grad_dtype) */
+    if (j && p->grad_reduce_dtype > 0)
+        json_object_set_new(j, "grad_reduce_dtype", json_string(mk_dtype_name(mk_plan_grad_dtype(p))));
     /* likewise only when not unfused: absent means the materialised attention
        core (and use_flash_attn, the field before Megatron-Core's name, is read) */
     if (j && p->attention != MK_ATTN_UNFUSED)
@@ -162,6 +165,19 @@ static int opt_bool(json_t *j, const char *what, const char *key, int deflt, int
     return 0;
 }
 
+/* grad_reduce_dtype: fp32, bf16 or fp16 (checked against the dtype by
+ * mk_plan_check_grad_dtype); absent: the dtype's default. */
+static int grad_dtype_from_json(json_t *j, const char *what, mk_plan_t *p)
+{
+    json_t *v = json_object_get(j, "grad_reduce_dtype");
+    mk_dtype_t d;
+    if (!v) return 0;
+    if (!json_is_string(v) || mk_dtype_parse(json_string_value(v), &d) < 0 || d == MK_DTYPE_FP8)
+        return mk_error_set("%s: 'grad_reduce_dtype' must be fp32, bf16 or fp16", what);
+    p->grad_reduce_dtype = (int)d + 1;
+    return 0;
+}
+
 /* attention_backend (Megatron-Core's values), or the older use_flash_attn
  * (true: flash); both must agree; neither: unfused. */
 static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
@@ -204,7 +220,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy",
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
-                                       "decoder_last_pipeline_num_layers", NULL};
+                                       "decoder_last_pipeline_num_layers", "grad_reduce_dtype", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -262,6 +278,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
     if (!strcmp(rc, "explicit")) p->recompute.kind = MK_RECOMPUTE_EXPLICIT;
     if (opt_bool(j, what, "sequence_parallel", 0, &p->seqpar) < 0 ||
         opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 || attention_from_json(j, what, p) < 0 ||
+        grad_dtype_from_json(j, what, p) < 0 ||
         xent_from_json(j, what, p) < 0 || opt_bool(j, what, "optimizer_cpu_offload", 0, &p->optimizer_offload) < 0 ||
         (json_object_get(j, "cpu_offloading_num_layers") &&
          mk_json_int(j, what, "cpu_offloading_num_layers", 0, &p->cpu_offload_layers) < 0) ||

@@ -139,6 +139,11 @@ def plans(merak):
     # overlap_grad_reduce (issue 15): a boolean, absent = on
     put("plan", "accept-no-overlap-grad-reduce.json", js(dict(plan, overlap_grad_reduce=False)))
     put("plan", "reject-overlap-grad-reduce-int.json", js(dict(plan, overlap_grad_reduce=1)))
+    # grad_reduce_dtype (issue 38): fp32 or the plan's 16-bit type, absent = the dtype's default
+    put("plan", "accept-grad-reduce-dtype-fp32-fp16.json", js(dict(plan, dtype="fp16", grad_reduce_dtype="fp32")))
+    put("plan", "accept-grad-reduce-dtype-bf16.json", js(dict(plan, grad_reduce_dtype="bf16")))
+    put("plan", "reject-grad-reduce-dtype-fp16-of-bf16.json", js(dict(plan, grad_reduce_dtype="fp16")))
+    put("plan", "reject-grad-reduce-dtype-int.json", js(dict(plan, grad_reduce_dtype=1)))
     # use_flash_attn (issue 15): a boolean, absent = the materialised core
     put("plan", "accept-use-flash-attn.json", js(dict(plan, use_flash_attn=True)))
     put("plan", "reject-use-flash-attn-string.json", js(dict(plan, use_flash_attn="yes")))
