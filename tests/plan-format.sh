@@ -100,6 +100,13 @@ assert b['plan']['grad_reduce_dtype'] == 'bf16' and b['memory_breakdown'][0]['gr
   "$tmpdir/f16.json" "$tmpdir/out"
 expect_fail "fp16 gradients of a bf16 plan" "fp16 gradients do not go with a bf16 plan" -- \
   $MERAK sim $M --dp 2 --grad-reduce-dtype fp16
+# merak plan searches with it: every plan carries it, a 16-bit type not the dtype's is refused
+expect_ok "plan --grad-reduce-dtype bf16" $MERAK plan --model gpt-tiny --gpus 4 --gbs 16 --top 3 --grad-reduce-dtype bf16 --json
+check "... every plan has bf16 gradients" "$PY" -c "import json, sys
+j = json.load(open(sys.argv[1]))
+assert j['plans'] and all(p['plan']['grad_reduce_dtype'] == 'bf16' for p in j['plans'])" "$tmpdir/out"
+expect_fail "plan: fp16 gradients of a bf16 search" "fp16 gradients do not go with a bf16 plan" -- \
+  $MERAK plan --model gpt-tiny --gpus 4 --gbs 16 --grad-reduce-dtype fp16
 edit "$tmpdir/f16a.json" "$tmpdir/e8.json" "p = p['plan']; p['grad_reduce_dtype'] = 'fp8'"
 expect_fail "grad_reduce_dtype fp8" "'grad_reduce_dtype' must be fp32, bf16 or fp16" -- $MERAK sim --plan "$tmpdir/e8.json"
 I="--model gpt-tiny --cluster ideal --gbs 32 --dp 4 --pp 2 --json"

@@ -69,6 +69,7 @@ typedef struct mk_planner_opts {
     mk_xent_t cross_entropy;  /* every candidate's loss implementation (memory; mk_xent_t) */
     int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also
                                  sets it for a second search when nothing fits) */
+    int grad_reduce_dtype;    /* every candidate's mk_plan_t.grad_reduce_dtype (0: the dtype's default) */
     int rank, size;           /* this process's share of the (layout, micro-batch, schedule) triples */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:

@@ -196,6 +196,10 @@ int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out);
 /* --cross-entropy into *out (vocab-parallel when not given); -1 with the
  * message printed. */
 int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
+/* --grad-reduce-dtype D or --accumulate-allreduce-grads-in-fp32 into *out
+ * (mk_plan_t.grad_reduce_dtype's encoding), left as it is when neither is
+ * given; 0, or -1 with the message printed. */
+int mk_args_grad_dtype(const mk_args_t *a, int *out);
 /* Resolve it (mk_plan_resolve with ro; stage bounds by --partition, or
  * d's, unless the plan came from a file).  Prints the error and returns
  * -1 on failure; on success free ctx with mk_plan_ctx_free. */

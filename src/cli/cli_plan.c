@@ -74,16 +74,19 @@ static int recompute_method(const mk_args_t *a, mk_plan_t *p)
                        "(uniform 1) or none (block 0)", block ? "block" : "uniform", n), -1;
 }
 
-/* --grad-reduce-dtype D, or --accumulate-allreduce-grads-in-fp32 (fp32),
- * into p (the plan's check matches it with the dtype). */
-static int args_grad_dtype(const mk_args_t *a, mk_plan_t *p)
+int mk_args_grad_dtype(const mk_args_t *a, int *out)
 {
     mk_dtype_t dt;
     if (a->grad_dtype && (mk_dtype_parse(a->grad_dtype, &dt) < 0 || dt == MK_DTYPE_FP8))
         return mk_cli_fail(a->cmd, "--grad-reduce-dtype must be fp32, bf16 or fp16, not '%s'", a->grad_dtype), -1;
-    if (a->grad_dtype) p->grad_reduce_dtype = (int)dt + 1;
-    else if (a->grad_reduce_dtype) p->grad_reduce_dtype = a->grad_reduce_dtype;
+    if (a->grad_dtype) *out = (int)dt + 1;
+    else if (a->grad_reduce_dtype) *out = a->grad_reduce_dtype;
     return 0;
+}
+
+static int args_grad_dtype(const mk_args_t *a, mk_plan_t *p)
+{
+    return mk_args_grad_dtype(a, &p->grad_reduce_dtype);
 }
 
 static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, mk_plan_t *p)

@@ -17,7 +17,7 @@
 
 static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
-    "                  [--attention-backend A] [--cross-entropy X]\n"
+    "                  [--attention-backend A] [--cross-entropy X] [--grad-reduce-dtype D]\n"
     "                  [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
@@ -40,6 +40,9 @@ static const char *plan_usage =
     "                   cluster's GPU has a fused kernel, else unfused); --use-flash-attn: flash\n"
     "  --cross-entropy X  vocab-parallel (default, Megatron-LM's) or torch (PyTorch's\n"
     "                   F.cross_entropy, torchtitan's): the loss's memory in every plan\n"
+    "  --grad-reduce-dtype D  every plan's gradients and DP reduction: fp32 (the default for\n"
+    "                   bf16 and fp8, Megatron-LM's) or the plan's 16-bit type (fp16's default;\n"
+    "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"
     "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
@@ -443,7 +446,11 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.gbs = a->gbs ? a->gbs : d->gbs;
     o.top = a->top > 0 ? a->top : d->top;
     o.moe_imbalance = a->moe_imbalance;
-    if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0) return MK_EXIT_USAGE;
+    if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
+        mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
+        return MK_EXIT_USAGE;
+    base.dtype = o.dtype, base.grad_reduce_dtype = o.grad_reduce_dtype;
+    if (mk_plan_check_grad_dtype(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
