@@ -125,11 +125,6 @@ mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t 
     return b;
 }
 
-int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p)
-{
-    return mk_sim_bound_find(&b, 1, p) == 0;
-}
-
 int mk_sim_bound_find(const mk_sim_bound_t *const *v, int n, const mk_plan_t *p)
 {
     mk_group_t tpg, cpg, epg;
@@ -237,6 +232,12 @@ void mk_sim_bound_sends(const mk_sim_bound_t *b, const mk_plan_t *p, double *sen
     }
 }
 
+/* A chunk's ops of one micro-batch, all of them (its busy time), and the
+ * backward op a gradient waits for (B or B_IN with the selective cores,
+ * and the replay it holds unless the schedule replays early: pre). */
+static double chunk_total(const mk_chunk_ops_t *o) { return o->f + o->b + o->bi + o->bw + o->sel + o->rec; }
+static double chunk_bwd(const mk_chunk_ops_t *o, int pre) { return o->b + o->bi + o->sel + (pre ? 0 : o->rec); }
+
 /* One micro-batch's own path bounds every schedule, whatever m (what
  * fill, busy and drain miss where m is small beside the virtual stages):
  * its forward runs through all V virtual stages in order, each handing
@@ -258,7 +259,7 @@ static void path_terms(const mk_plan_t *p, const mk_chunk_ops_t *ops, const doub
     for (int k = V - 1; k >= 0; k--) {
         const mk_chunk_ops_t *o = &ops[k];
         tb[k] = t;
-        t += o->b + o->bi + o->sel + (pre ? 0 : o->rec) + (k > 0 ? sends[2 * k - 1] : 0);
+        t += chunk_bwd(o, pre) + (k > 0 ? sends[2 * k - 1] : 0);
     }
     /* stage 0's chain term: v[1] + after[0] + v[2] (mk_sim_bound_finish) */
     if (t + ops[0].bw - v[2] > v[1]) v[1] = t + ops[0].bw - v[2];
@@ -290,7 +291,7 @@ int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *c
             int k = mk_plan_vstage(p, s, c);
             mk_chunk_ops_t *o = &ops[k];
             mk_sim_bound_chunk_ops(b, p, k, ckpt[s * p->vpp + c], o);
-            busy += o->f + o->b + o->bi + o->bw + o->sel + o->rec;
+            busy += chunk_total(o);
             if (c == 0) bw_min = o->bw;
             if (o->bw > bw_max) bw_max = o->bw;
             if (o->bw < bw_min) bw_min = o->bw;
@@ -304,7 +305,7 @@ int mk_sim_bound_terms(const mk_sim_bound_t *b, const mk_plan_t *p, const int *c
         if (s + 1 == p->pp) break;
         const mk_chunk_ops_t *c0 = &ops[s]; /* chunk 0 of stage s: virtual stage s in either placement */
         fill += c0->f + sends[2 * s];
-        drain += c0->b + c0->bi + c0->sel + (pre ? 0 : c0->rec) + sends[2 * s + 1];
+        drain += chunk_bwd(c0, pre) + sends[2 * s + 1];
     }
     path_terms(p, ops, sends, pre, v);
     return 0;
@@ -317,7 +318,7 @@ double mk_sim_bound_busy(const mk_sim_bound_t *b, const mk_plan_t *p, const int 
     for (int c = 0; c < p->vpp; c++) {
         mk_chunk_ops_t o;
         mk_sim_bound_chunk_ops(b, p, mk_plan_vstage(p, s, c), ckpt[s * p->vpp + c], &o);
-        busy += o.f + o.b + o.bi + o.bw + o.sel + o.rec;
+        busy += chunk_total(&o);
     }
     return busy * p->m * MK_BOUND_SHAVE; /* the same sum as the terms' v[3 s] - fill */
 }

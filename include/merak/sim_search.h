@@ -72,9 +72,8 @@ mk_sim_bound_t *mk_sim_bound_new(const mk_cluster_t *c, const mk_plan_t *p, cons
 mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
                                          const mk_sim_opts_t *o, const mk_sim_bound_t *share);
 void mk_sim_bound_free(mk_sim_bound_t *b);
-/* Whether plan p (on b's graph and cluster) has b's layer costs. */
-int mk_sim_bound_matches(const mk_sim_bound_t *b, const mk_plan_t *p);
-/* The first of v[0..n) (one cluster's) that p matches, or -1. */
+/* The first of v[0..n) (one cluster's) whose layer costs are plan p's
+ * (on their graph and cluster), or -1. */
 int mk_sim_bound_find(const mk_sim_bound_t *const *v, int n, const mk_plan_t *p);
 /* No run of plan p (b's graph, checked, recompute settled; ckpt: the
  * scheduler's count per (stage, chunk) at s*vpp+c; after, dp:

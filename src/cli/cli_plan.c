@@ -84,11 +84,6 @@ int mk_args_grad_dtype(const mk_args_t *a, int *out)
     return 0;
 }
 
-static int args_grad_dtype(const mk_args_t *a, mk_plan_t *p)
-{
-    return mk_args_grad_dtype(a, &p->grad_reduce_dtype);
-}
-
 static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int dtype, mk_plan_t *p)
 {
     mk_plan_init(p);
@@ -124,7 +119,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->first_stage_layers = a->first_stage_layers > 0 ? a->first_stage_layers : 0;
     p->last_stage_layers = a->last_stage_layers > 0 ? a->last_stage_layers : 0;
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
-    if (args_grad_dtype(a, p) < 0) return -1;
+    if (mk_args_grad_dtype(a, &p->grad_reduce_dtype) < 0) return -1;
     return recompute_method(a, p);
 }
 
@@ -136,7 +131,7 @@ int mk_args_plan(const mk_args_t *a, const mk_cli_defaults_t *d, int world, int 
                            "do not combine it with model or layout flags"), -1;
     if (mk_plan_load(a->plan_file, p) < 0) return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     if (a->cluster) mk_strlcpy(p->cluster, a->cluster, sizeof p->cluster);
-    if (args_grad_dtype(a, p) < 0) return -1; /* a precision choice, not the layout's */
+    if (mk_args_grad_dtype(a, &p->grad_reduce_dtype) < 0) return -1; /* a precision choice, not the layout's */
     return 0;
 }
 
