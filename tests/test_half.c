@@ -90,6 +90,14 @@ static void check_round(float x)
     mk_bf16_round_n(&r, &x, 1), mk_fp16_round_n(&r16, &x, 1);
     if ((memcmp(&r, &want, sizeof r) || memcmp(&r16, &want16, sizeof r)) && bad_round++ < 5)
         fprintf(stderr, "round_n(%a): %a %a, the scalar rule %a %a\n", x, r, r16, want, want16);
+    /* the packed forms (16-bit activations): the scalar bits, widened back to the rounded value */
+    uint16_t hb, hf;
+    float wb, wf;
+    mk_bf16_from_float_n(&hb, &x, 1), mk_fp16_from_float_n(&hf, &x, 1);
+    mk_bf16_to_float_n(&wb, &hb, 1), mk_fp16_to_float_n(&wf, &hf, 1);
+    if ((hb != mk_bf16_from_float(x) || hf != mk_fp16_from_float(x) || memcmp(&wb, &want, sizeof wb) ||
+         memcmp(&wf, &want16, sizeof wf)) && bad_round++ < 5)
+        fprintf(stderr, "from_float_n / to_float_n(%a): %04x %04x -> %a %a\n", x, hb, hf, wb, wf);
 }
 
 static void check_bf16(float x)
@@ -134,7 +142,7 @@ int main(void)
     }
     CHECK(bad_bf16 == 0, "bfloat16: %ld of %ld differ from rounding to the nearest, ties to even", bad_bf16, n_bf16);
     CHECK(bad_fp16 == 0, "fp16: %ld of %ld differ from rounding to the nearest, ties to even", bad_fp16, n_fp16);
-    CHECK(bad_round == 0, "the array rounding: %ld values differ from the scalar rule", bad_round);
+    CHECK(bad_round == 0, "the array rounding and packing: %ld values differ from the scalar rule", bad_round);
     /* widening is exact, and narrowing it back is the identity */
     long wide = 0;
     for (uint32_t h = 0; h < 0x10000; h++) {

@@ -174,6 +174,12 @@ typedef struct mk_backend {
        range to infinity: fp16 gradient buffers (Megatron-LM without
        --accumulate-allreduce-grads-in-fp32).  CPU. */
     void (*round16)(void *ctx, float *x, size_t n, int dtype);
+    /* Optional (NULL: saved activations stay fp32): x[0..n) as 16-bit values
+       (mk_dtype_t BF16 or FP16, rounded to nearest even) into dst[0..n) of
+       uint16, and back (exact): 16-bit runs keep the layers' saved inputs
+       in half the bytes (src/exec/gpt_act16.c).  CPU. */
+    void (*pack16)(void *ctx, void *dst, const float *x, size_t n, int dtype);
+    void (*unpack16)(void *ctx, float *dst, const void *src, size_t n, int dtype);
     /* Optional, device backends only (NULL on the CPU). */
     /* one device per rank: local_rank mod the visible devices, local_rank
        within the node; before the first allocation.  The device, or -1. */

@@ -91,6 +91,7 @@ typedef struct mk_gpt_act {
     float *in;          /* (N, C) the layer's input; kept while in flight (not the embedding) */
     float *buf;         /* internals for backward; NULL when checkpointed or freed */
     float *stash;       /* B_IN -> B_W: gradients at the layer's linears' outputs */
+    int in16, buf16;    /* in / buf hold their 16-bit values packed (mk_gpt_act_pack) */
 } mk_gpt_act_t;
 
 /* What a forward/backward needs besides the model: micro-batch geometry,
@@ -156,6 +157,12 @@ typedef struct mk_gpt_run {
     double aux;                   /* MoE: the load-balancing losses' share of the objective, summed by
                                      the forwards (each micro-batch's aux loss x loss_scale x N) */
     size_t mem_cur, mem_peak;     /* bytes held by activations (and the model, see below) */
+    /* 16-bit runs (mk_dtype_t BF16 or FP16; 0: fp32 activations): every
+       layer's output rounded to that type where it becomes final
+       (mk_gpt_round_out), the layers' saved inputs kept in it between their
+       forward and their recompute or backward (mk_gpt_act_pack/unpack).
+       Needs the backend's round16, pack16 and unpack16. */
+    int act16;
 } mk_gpt_run_t;
 
 /* The executor's layer count for cfg: the embedding, attention and MLP of
@@ -189,10 +196,39 @@ size_t mk_gpt_full_size(const mk_gpt_tensor_t *t);
 /* Scratch and activations (counted in run->mem_*). */
 int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B);
 void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g);
+/* The activations' sizes on this rank (gpt_layers.c): a layer boundary's
+ * (loc rows x C), layer l's internals (split_buf's layout) and its
+ * B_IN -> B_W stash, in floats; the internals as runs kept 16-bit or fp32
+ * in a 16-bit run (at most MK_GPT_RUNS16; their count). */
+typedef struct { size_t n; int half; } mk_gpt_run16_t;
+#define MK_GPT_RUNS16 5
+size_t mk_gpt_row_floats(const mk_gpt_t *g, const mk_gpt_run_t *run);
+size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
+size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, int B);
+int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *runs);
+/* gpt_act.c: the allocator (counted in run->mem_*), and the 16-bit storage. */
 float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats);
 /* Free everything a layer holds for a micro-batch. */
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
+/* run->act16: x[0..n) (a layer's output rows) rounded to the run's 16-bit
+ * type in place; else nothing. */
+void mk_gpt_round_out(const mk_gpt_t *g, const mk_gpt_run_t *run, float *x, size_t n);
+/* run->act16: layer's saved input, and of a dense attention or MLP its
+ * internals but the fp32 statistics (the norm's, the fused attention's
+ * log-sum-exps), into 16-bit storage (half the bytes; exact, their values
+ * rounded where made), and back to fp32 before anything reads them; else,
+ * or with nothing held, nothing.  0 or -1 (out of memory, nothing
+ * changed). */
+int mk_gpt_act_pack(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
+int mk_gpt_act_unpack(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
+/* Whether layer's internals are kept 16-bit (run->act16, a dense attention
+ * or MLP), and then x[0..n) (a kept internal, where made) rounded in place;
+ * floats its internals take (packed or not); their release. */
+int mk_gpt_internals16(const mk_gpt_t *g, int layer, const mk_gpt_run_t *run);
+void mk_gpt_round_kept(const mk_gpt_t *g, int layer, const mk_gpt_run_t *run, float *x, size_t n);
+size_t mk_gpt_buf_floats(const mk_gpt_t *g, int layer, const mk_gpt_run_t *run, int packed);
+void mk_gpt_free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 
 /* Forward of one layer.  a->in holds the input (tokens for the embedding);
  * out (N, C) (sp: (N/tp, C), as a->in, dout and din) receives the output (NULL for the head, which adds the sum of

@@ -54,7 +54,8 @@ static const char *run_usage =
     "                   with --zero, --cp or --sequence-parallel; same results\n"
     "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
     "                   with it); a 16-bit plan runs as --bf16 / --fp16\n"
-    "  --bf16 / --fp16  16-bit GEMM operands (cpu backend; fp32 sums, activations and weights);\n"
+    "  --bf16 / --fp16  16-bit GEMM operands and saved activations (cpu backend; fp32 sums,\n"
+    "                   working tensors and weights);\n"
     "                   fp16 scales the loss as\n"
     "                   Megatron-LM does: dynamic from --initial-loss-scale (2^32), halved after\n"
     "                   --hysteresis (2) overflows, doubled after --loss-scale-window (1000) good\n"
@@ -318,15 +319,17 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "model", json_string(o->ctx->plan.model.name));
     json_object_set_new(j, "global_batch", json_integer(o->ctx->plan.gbs));
     json_object_set_new(j, "zero", json_integer(o->ctx->plan.zero));
-    /* what ran (issue 37): the GEMMs' operands in the plan's 16-bit type where the backend rounds them (all
-       else fp32), and the attention core materialised or fused */
+    /* what ran (issue 37): the GEMMs' operands, the layer outputs and what the layers keep for their
+       backward in the plan's 16-bit type where the backend rounds them (gpt.h act16; the rest fp32),
+       and the attention core materialised or fused */
     mk_dtype_t ran = o->gemm_dtype ? (mk_dtype_t)o->gemm_dtype : MK_DTYPE_FP32;
     json_object_set_new(j, "dtype", json_string(mk_dtype_name(ran)));
     if (o->gemm_dtype) {
-        json_object_set_new(j, "precision", json_string(o->grad_dtype ? "16-bit GEMM operands and gradient "
-                                                        "buffers, fp32 sums, activations, weights and optimizer"
-                                                        : "16-bit GEMM operands, fp32 sums, activations, weights, "
-                                                        "gradients and optimizer"));
+        json_object_set_new(j, "precision", json_string(o->grad_dtype ? "16-bit GEMM operands, saved activations "
+                                                        "and gradient buffers; fp32 sums, working tensors, weights "
+                                                        "and optimizer"
+                                                        : "16-bit GEMM operands and saved activations; fp32 sums, "
+                                                        "working tensors, weights, gradients and optimizer"));
         json_object_set_new(j, "grads", json_string(mk_dtype_name(o->grad_dtype ? (mk_dtype_t)o->grad_dtype
                                                                                  : MK_DTYPE_FP32)));
         int dnnl = o->gemm_dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok(); /* gemm_dtype: the cpu backend */

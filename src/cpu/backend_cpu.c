@@ -52,6 +52,19 @@ static void cpu_round16(void *ctx, float *x, size_t n, int dtype)
     else if (dtype == MK_DTYPE_BF16) mk_bf16_round_n(x, x, n);
 }
 
+static void cpu_pack16(void *ctx, void *dst, const float *x, size_t n, int dtype)
+{
+    (void)ctx;
+    if (dtype == MK_DTYPE_FP16) mk_fp16_from_float_n(dst, x, n);
+    else mk_bf16_from_float_n(dst, x, n);
+}
+static void cpu_unpack16(void *ctx, float *dst, const void *src, size_t n, int dtype)
+{
+    (void)ctx;
+    if (dtype == MK_DTYPE_FP16) mk_fp16_to_float_n(dst, src, n);
+    else mk_bf16_to_float_n(dst, src, n);
+}
+
 static const mk_backend_t mk_cpu = {
     .name = "cpu",
     .alloc = cpu_alloc,
@@ -98,6 +111,8 @@ static const mk_backend_t mk_cpu = {
     .set_gemm_dtype = cpu_set_gemm_dtype,
     .scratch_bytes = cpu_scratch_bytes,
     .round16 = cpu_round16,
+    .pack16 = cpu_pack16,
+    .unpack16 = cpu_unpack16,
 };
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }

@@ -61,6 +61,8 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     e->run.loss_scale = 1.0f / ((float)o->ctx->plan.gbs * o->ctx->plan.model.seq);
     e->scaler = o->loss_scaler.kind ? o->loss_scaler : (mk_loss_scaler_t){.scale = 1.0};
     if (o->gemm_dtype && o->be->set_gemm_dtype) o->be->set_gemm_dtype(o->be->ctx, o->gemm_dtype);
+    /* the layer boundaries and saved inputs in the GEMMs' 16-bit type (gpt.h act16) */
+    if (o->gemm_dtype && o->be->round16 && o->be->pack16 && o->be->unpack16) e->run.act16 = o->gemm_dtype;
     e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale); /* x 2^k: exact */
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;

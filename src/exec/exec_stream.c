@@ -190,9 +190,12 @@ static int forward(mk_exec_t *e, mk_chunk_t *c, int mb, int ckpt)
             a->in = NULL;
         }
         prev_cp = cp;
+        /* the previous layer's input is read no more (a sub-pipelined TP
+           residual add carried into this layer is done): 16-bit from here */
+        if (l > c->l0 && mk_gpt_act_pack(&e->run, e->g, l - 1, act_of(e, c, mb, l - 1)) < 0) return -1;
         mk_exec_poll(e);
     }
-    return 0;
+    return mk_gpt_act_pack(&e->run, e->g, c->l1 - 1, act_of(e, c, mb, c->l1 - 1));
 }
 
 /* The MLP l of a block checkpointed whole gave its input up at F: rebuild
@@ -204,6 +207,7 @@ static int regrow_input(mk_exec_t *e, mk_chunk_t *c, int mb, int l)
     e->run.docs = e->pipe.docs ? e->pipe.docs[mb] : NULL; /* --reset-position-ids/-attention-mask */
     mk_gpt_act_t *a = act_of(e, c, mb, l);
     if (a->in || !joins_block(e, c, l)) return 0;
+    if (mk_gpt_act_unpack(&e->run, e->g, l - 1, act_of(e, c, mb, l - 1)) < 0) return -1;
     if (!(a->in = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
     double loss = 0; /* an attention layer adds none */
     int next = e->run.next_local, pre = e->zero.pre;
@@ -225,10 +229,12 @@ static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
     e->run.docs = e->pipe.docs ? e->pipe.docs[mb] : NULL; /* --reset-position-ids/-attention-mask */
     for (int l = c->l0; l < c->l1; l++) {
         e->trace.cur_layer = l;
-        if (mk_exec_fsdp_begin(e, l, l + 1 < c->l1 ? l + 1 : -1, MK_FSDP_RECOMPUTE) < 0 ||
+        if (mk_gpt_act_unpack(&e->run, e->g, l, act_of(e, c, mb, l)) < 0 ||
+            mk_exec_fsdp_begin(e, l, l + 1 < c->l1 ? l + 1 : -1, MK_FSDP_RECOMPUTE) < 0 ||
             (l + 1 < c->l1 && regrow_input(e, c, mb, l + 1) < 0) ||
             mk_gpt_recompute(e->g, &e->run, l, act_of(e, c, mb, l), e->pipe.tokens[mb], e->pipe.targets[mb]) < 0 ||
-            mk_exec_fsdp_end(e, l, MK_FSDP_RECOMPUTE) < 0)
+            mk_exec_fsdp_end(e, l, MK_FSDP_RECOMPUTE) < 0 ||
+            mk_gpt_act_pack(&e->run, e->g, l, act_of(e, c, mb, l)) < 0) /* 16-bit until its backward */
             return -1;
         mk_exec_poll(e);
     }
@@ -280,7 +286,8 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
                 if (!(din = mk_gpt_alloc(&e->run, e->g, act_floats(e)))) return -1;
             } else din = dout == e->pipe.grad_a ? e->pipe.grad_b : e->pipe.grad_a;
         }
-        if (mk_exec_fsdp_begin(e, l, l > c->l0 ? l - 1 : -1, (int)mode) < 0 ||
+        if (mk_gpt_act_unpack(&e->run, e->g, l, act_of(e, c, mb, l)) < 0 ||
+            mk_exec_fsdp_begin(e, l, l > c->l0 ? l - 1 : -1, (int)mode) < 0 ||
             (mode != MK_BWD_W && regrow_input(e, c, mb, l) < 0) ||
             mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
                             e->pipe.targets[mb]) < 0)

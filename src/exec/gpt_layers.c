@@ -97,6 +97,8 @@ static int loc_rows(const mk_gpt_t *g, const mk_gpt_run_t *run)
 
 /* This rank's (loc_rows, C) shard of full (N, C) <-> full: all-gather
  * (gather) or the reduce-scatter of a partial sum. */
+size_t mk_gpt_row_floats(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)loc_rows(g, run) * g->C; }
+
 static int sp_coll(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *local, int gather)
 {
     return run->sp_coll(run->ctx, full, local, loc_rows(g, run) * g->C, gather);
@@ -114,7 +116,7 @@ static int tp_sum_out(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *
  * gathered again where a linear needs them: Korthikanti et al. keep the
  * sequence-parallel shard), mid (N, mid), inner (N, inner), the attention
  * probabilities (B, nh, T, T) */
-static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
+size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 {
     size_t B = run->B, N = B * g->T, n = loc_rows(g, run), norm = n * g->C + 2 * n;
     if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_internals(g, run);
@@ -129,7 +131,7 @@ static size_t internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     }
 }
 
-static size_t stash_size(const mk_gpt_t *g, int l, int B)
+size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, int B)
 {
     size_t N = (size_t)B * g->T;
     if (mk_gpt_layer_is_moe(g, l)) return 0;  /* B_IN does all of it */
@@ -137,22 +139,6 @@ static size_t stash_size(const mk_gpt_t *g, int l, int B)
     case MK_GPT_ATTN: case MK_GPT_MLP: return N * g->C + N * mid_w(g, l);
     default: return 0;
     }
-}
-
-float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
-{
-    float *p = g->be->alloc(g->be->ctx, floats * sizeof(float));
-    if (!p) { mk_error_set("out of memory for activations (%zu floats)", floats); return NULL; }
-    run->mem_cur += floats * sizeof(float);
-    if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
-    return p;
-}
-
-void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats)
-{
-    if (!p) return;
-    g->be->free(g->be->ctx, p);
-    run->mem_cur -= floats * sizeof(float);
 }
 
 int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
@@ -183,21 +169,24 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
     if (g->mla) mk_gpt_release(run, g, run->s_mla, N * mk_gpt_mla_scratch_row(g));
 }
 
-void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+/* The internals as runs of floats (split_buf's order), each kept 16-bit
+ * or fp32: the norm's output; its statistics (fp32); the column linear's
+ * output, the attention's probabilities (fused: its log-sum-exps, fp32)
+ * and output, or the MLP's activation.  The count. */
+int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
 {
-    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
-    if (l > 0) mk_gpt_release(run, g, a->in, (size_t)loc_rows(g, run) * g->C);
-    mk_gpt_release(run, g, a->buf, internals(g, l, run));
-    mk_gpt_release(run, g, a->stash, stash_size(g, l, run->B));
-    a->in = NULL; /* the embedding's input is the token array, not ours */
-    a->buf = a->stash = NULL;
-}
-
-static void free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
-{
-    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
-    mk_gpt_release(run, g, a->buf, internals(g, l, run));
-    a->buf = NULL;
+    size_t N = (size_t)run->B * g->T, n = loc_rows(g, run), att = (size_t)run->B * mk_gpt_att_seq(g);
+    int k = 0;
+    s[k++] = (mk_gpt_run16_t){n * g->C, 1};
+    s[k++] = (mk_gpt_run16_t){2 * n, 0};
+    if (mk_gpt_layer_kind(g, l) == MK_GPT_MLP) {
+        s[k++] = (mk_gpt_run16_t){N * (mid_w(g, l) + inner_w(g, l)), 1};
+        return k;
+    }
+    s[k++] = (mk_gpt_run16_t){N * mid_w(g, l), 1};
+    s[k++] = (mk_gpt_run16_t){att, !g->fused_attn};
+    s[k++] = (mk_gpt_run16_t){N * inner_w(g, l), 1};
+    return k;
 }
 
 /* Pointers into the internals of an attention / MLP / head layer. */
@@ -282,6 +271,7 @@ static int settle(const mk_gpt_t *g, mk_gpt_run_t *run)
     if (run->tp_wait(run->ctx, h) < 0) return -1;
     size_t o = (size_t)run->defer.r0 * g->C;
     g->be->acc(g->be->ctx, run->defer.out + o, run->defer.in + o, run->defer.n * g->C);
+    mk_gpt_round_out(g, run, run->defer.out + o, (size_t)run->defer.n * g->C);
     return 0;
 }
 
@@ -296,10 +286,12 @@ static void norm_at(const mk_gpt_t *g, int l, float *ln, float *mean, float *rst
         be->layernorm_fwd(be->ctx, ln, mean, rstd, in, P(g, tix(g, l, 0)), P(g, tix(g, l, 1)), nr, g->C);
 }
 
-static void norm_rows(const mk_gpt_t *g, int l, parts_t *p, const float *in, int r0, int nr)
+static void norm_rows(const mk_gpt_t *g, const mk_gpt_run_t *run, int l, parts_t *p, const float *in, int r0,
+                      int nr)
 {
     size_t C = g->C;
     norm_at(g, l, p->ln + r0 * C, p->mean + r0, p->rstd + r0, in + r0 * C, nr);
+    mk_gpt_round_kept(g, l, run, p->ln + r0 * C, (size_t)nr * C);
 }
 
 /* The norm of the whole micro-batch into p->ln (N, C); with SP, of this
@@ -308,10 +300,10 @@ static void norm_rows(const mk_gpt_t *g, int l, parts_t *p, const float *in, int
 static int norm_all(const mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in)
 {
     if (!sp_on(g, run)) {
-        norm_rows(g, l, p, in, 0, run->B * g->T);
+        norm_rows(g, run, l, p, in, 0, run->B * g->T);
         return 0;
     }
-    norm_rows(g, l, p, in, 0, loc_rows(g, run));
+    norm_rows(g, run, l, p, in, 0, loc_rows(g, run));
     return ln_full(g, run, p, run->s_d);
 }
 
@@ -330,26 +322,33 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
     }
     be->linear_fwd(be->ctx, p->x1 + r0 * mid, p->ln + r0 * C, P(g, tix(g, l, 2)), PN(g, tix(g, l, 3)), nr, (int)C,
                    (int)mid);
+    mk_gpt_round_kept(g, l, run, p->x1 + r0 * mid, (size_t)nr * mid);
     if (attn) {
         if (g->cfg.qk_norm) mk_gpt_qk_norm_fwd(g, l, p->x1, p->qk, p->qkr, r0, nr);
         if (g->llama && g->cp > 1)  /* context parallel: global positions, ring attention */
             mk_cp_rope(g, p->x1 + r0 * mid, nr, (int)mid, 1);
         else if (g->llama)  /* q and k heads, in place */
             mk_gpt_rope_rows(g, run, p->x1, r0, nr, (int)mid, 1);
+        if (g->llama) mk_gpt_round_kept(g, l, run, p->x1 + r0 * mid, (size_t)nr * mid);
         float *att = p->x2 + (size_t)(r0 / g->T) * mk_gpt_att_seq(g);
         if (g->cp > 1) run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, att, p->x1 + r0 * mid, nr / g->T);
         else mk_gpt_attn_rows(g, run, p->x3, att, p->x1, NULL, NULL, NULL, r0, nr);
+        /* the probabilities are kept rounded after their P.V (one kernel here) */
+        if (!g->fused_attn) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
+        mk_gpt_round_kept(g, l, run, p->x3 + r0 * Cl, (size_t)nr * Cl);
     } else if (g->llama) {
         be->swiglu_fwd(be->ctx, p->x2 + r0 * g->Fl, p->x1 + r0 * mid, nr, g->Fl);
+        mk_gpt_round_kept(g, l, run, p->x2 + r0 * g->Fl, (size_t)nr * g->Fl);
     } else {
         size_t Fl = g->Fl;
         be->gelu_fwd(be->ctx, p->x2 + r0 * Fl, p->x1 + r0 * Fl, nr * g->Fl);
+        mk_gpt_round_kept(g, l, run, p->x2 + r0 * Fl, (size_t)nr * Fl);
     }
 }
 
 static void fwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *in, int r0, int nr)
 {
-    norm_rows(g, l, p, in, r0, nr);
+    norm_rows(g, run, l, p, in, r0, nr);
     col_rows(g, run, l, p, r0, nr);
 }
 
@@ -372,7 +371,7 @@ static int fwd_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
     const mk_backend_t *be = g->be;
     int B = run->B, N = B * g->T, C = g->C;
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
-    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run)))) return -1;
+    if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, mk_gpt_internals(g, l, run)))) return -1;
     parts_t p = split_buf(g, l, run, a->buf);
     if (norm_all(g, run, l, &p, a->in) < 0) return -1;
     if (kind != MK_GPT_HEAD) {
@@ -394,7 +393,7 @@ static int fwd_overlap(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, c
     int N = run->B * g->T, C = g->C, r[2] = {0, half_rows(g, run)}, n[2] = {r[1], N - r[1]}, h[2];
     int two = chains(g, run, l);
     if (!two && fwd_inner(g, run, l, a, targets) < 0) return -1;
-    if (two && !a->buf && !(a->buf = mk_gpt_alloc(run, g, internals(g, l, run)))) return -1;
+    if (two && !a->buf && !(a->buf = mk_gpt_alloc(run, g, mk_gpt_internals(g, l, run)))) return -1;
     parts_t p = split_buf(g, l, run, a->buf);
     for (int i = 0; i < 2; i++) {
         if (two) {
@@ -417,6 +416,7 @@ static int fwd_overlap(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, c
         }
         if (run->tp_wait(run->ctx, h[i]) < 0) return -1;
         g->be->acc(g->be->ctx, out + (size_t)r[i] * C, a->in + (size_t)r[i] * C, n[i] * C);
+        mk_gpt_round_out(g, run, out + (size_t)r[i] * C, (size_t)n[i] * C);
     }
     return 0;
 }
@@ -429,7 +429,8 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
     if (mk_gpt_layer_is_moe(g, l)) {  /* gpt_moe.c: its input complete first */
         if (settle(g, run) < 0 || mk_gpt_moe_forward(g, run, l, a, out) < 0) return -1;
-        if (ckpt) free_internals(run, g, l, a);
+        mk_gpt_round_out(g, run, out, (size_t)N * C);
+        if (ckpt) mk_gpt_free_internals(run, g, l, a);
         return 0;
     }
     /* a carried all-reduce belongs to this layer's input only if it is the
@@ -441,7 +442,9 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
         float *full = sp_on(g, run) ? run->s_c : out;
         mk_gpt_embed_fwd_rows(g, run, full, tokens, P(g, 0), g->cp > 1 ? NULL : wpe, N);
         if (g->cp > 1 && wpe) mk_cp_pos_fwd(g, full, wpe, run->B);  /* positions of the rank's chunks */
-        return tp_sum_out(g, run, full, out);
+        if (tp_sum_out(g, run, full, out) < 0) return -1;
+        mk_gpt_round_out(g, run, out, (size_t)loc_rows(g, run) * C);
+        return 0;
     }
     if (kind != MK_GPT_HEAD && ov_level(g, run)) {
         if (fwd_overlap(g, run, l, a, targets, out) < 0) return -1;
@@ -456,9 +459,10 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
             row_rows(g, l, &p, full, 0, N);
             if (tp_sum_out(g, run, full, out) < 0) return -1;
             be->acc(be->ctx, out, a->in, (size_t)loc_rows(g, run) * C);
+            mk_gpt_round_out(g, run, out, (size_t)loc_rows(g, run) * C);
         }
     }
-    if (ckpt) free_internals(run, g, l, a);
+    if (ckpt) mk_gpt_free_internals(run, g, l, a);
     return 0;
 }
 
@@ -680,7 +684,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         return 0;
     }
     if (mode == MK_BWD_IN) {
-        if (!a->stash && !(a->stash = mk_gpt_alloc(run, g, stash_size(g, l, run->B)))) return -1;
+        if (!a->stash && !(a->stash = mk_gpt_alloc(run, g, mk_gpt_stash_floats(g, l, run->B)))) return -1;
         return bwd_block_in(g, run, l, a, &p, dout, din, a->stash, a->stash + (size_t)N * g->C);
     }
     if (!a->stash || !a->buf) return mk_error_set("B_W of layer %d without its B_IN", l);

@@ -87,3 +87,21 @@ MK_VEC void mk_bf16_from_float_n(uint16_t *dst, const float *src, size_t n)
         dst[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? u >> 16 | 0x0040u : (u + 0x7fffu + (u >> 16 & 1u)) >> 16);
     }
 }
+
+MK_VEC void mk_bf16_to_float_n(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)src[i] << 16;
+        memcpy(&dst[i], &u, sizeof u);
+    }
+}
+
+void mk_fp16_from_float_n(uint16_t *dst, const float *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = mk_fp16_from_float(src[i]);
+}
+
+void mk_fp16_to_float_n(float *dst, const uint16_t *src, size_t n)
+{
+    for (size_t i = 0; i < n; i++) dst[i] = mk_fp16_to_float(src[i]);
+}

@@ -1,0 +1,131 @@
+/* The activations' storage: the allocator that counts the peak, and a
+ * 16-bit run's packing of what the layers keep for their backward
+ * (gpt.h act16; src/exec/README.md "dtype").  The layouts are
+ * gpt_layers.c's (mk_gpt_internals, mk_gpt_buf_runs). */
+#include "config.h"
+#include "merak/gpt.h"
+#include "exec/gpt_moe.h"
+
+#include <stdlib.h>
+
+float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
+{
+    float *p = g->be->alloc(g->be->ctx, floats * sizeof(float));
+    if (!p) { mk_error_set("out of memory for activations (%zu floats)", floats); return NULL; }
+    run->mem_cur += floats * sizeof(float);
+    if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
+    return p;
+}
+
+void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats)
+{
+    if (!p) return;
+    g->be->free(g->be->ctx, p);
+    run->mem_cur -= floats * sizeof(float);
+}
+
+/* A layer's input: floats of its fp32 rows, or of their 16-bit copy. */
+static size_t in_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, int packed)
+{
+    size_t n = mk_gpt_row_floats(g, run);
+    return packed ? (n + 1) / 2 : n;
+}
+
+/* The internals kept 16-bit (run->act16): a dense attention's or MLP's;
+ * MoE, MLA, q/k norms and ring attention keep theirs fp32. */
+int mk_gpt_internals16(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
+{
+    mk_gpt_kind_t k = mk_gpt_layer_kind(g, l);
+    return run->act16 && (k == MK_GPT_ATTN || k == MK_GPT_MLP) && !mk_gpt_layer_is_moe(g, l) && !g->mla &&
+           !g->cfg.qk_norm && g->cp <= 1;
+}
+
+size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int packed)
+{
+    if (!packed) return mk_gpt_internals(g, l, run);
+    mk_gpt_run16_t s[MK_GPT_RUNS16];
+    size_t f = 0;
+    for (int i = 0, k = mk_gpt_buf_runs(g, l, run, s); i < k; i++) f += s[i].half ? (s[i].n + 1) / 2 : s[i].n;
+    return f;
+}
+
+void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+{
+    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
+    if (l > 0) mk_gpt_release(run, g, a->in, in_floats(g, run, a->in16));
+    if (a->buf) mk_gpt_release(run, g, a->buf, mk_gpt_buf_floats(g, l, run, a->buf16));
+    mk_gpt_release(run, g, a->stash, mk_gpt_stash_floats(g, l, run->B));
+    a->in = NULL; /* the embedding's input is the token array, not ours */
+    a->buf = a->stash = NULL;
+    a->in16 = a->buf16 = 0;
+}
+
+void mk_gpt_free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+{
+    if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
+    if (a->buf) mk_gpt_release(run, g, a->buf, mk_gpt_buf_floats(g, l, run, a->buf16));
+    a->buf = NULL, a->buf16 = 0;
+}
+
+/* Megatron-LM keeps the residual stream in the run's type (no
+ * --fp32-residual-connection): the layer boundaries are 16-bit tensors.
+ * Rounding each output where it becomes final makes a saved input's
+ * 16-bit copy exact, so the recompute and the backward read the very
+ * values the forward read. */
+void mk_gpt_round_out(const mk_gpt_t *g, const mk_gpt_run_t *run, float *x, size_t n)
+{
+    if (run->act16) g->be->round16(g->be->ctx, x, n, run->act16);
+}
+
+/* Internals kept 16-bit are rounded where made (col_rows, norm_rows). */
+void mk_gpt_round_kept(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, float *x, size_t n)
+{
+    if (mk_gpt_internals16(g, l, run)) g->be->round16(g->be->ctx, x, n, run->act16);
+}
+
+/* *p (floats fp32 or packed: pack) into a new buffer of the other form,
+ * run by run (segs; NULL: one 16-bit run of n); the old one released. */
+static int convert(mk_gpt_run_t *run, const mk_gpt_t *g, float **p, const mk_gpt_run16_t *segs, int k, size_t n, int pack)
+{
+    mk_gpt_run16_t one = {n, 1};
+    if (!segs) segs = &one, k = 1;
+    size_t packed = 0;
+    for (int i = 0; i < k; i++) packed += segs[i].half ? (segs[i].n + 1) / 2 : segs[i].n;
+    float *q = mk_gpt_alloc(run, g, pack ? packed : n), *src = *p, *dst = q;
+    if (!q) return -1;
+    const mk_backend_t *be = g->be;
+    for (int i = 0; i < k; i++) {
+        size_t m = segs[i].n, h = segs[i].half ? (m + 1) / 2 : m;
+        if (!segs[i].half) be->copy(be->ctx, dst, src, m * sizeof(float));
+        else if (pack) be->pack16(be->ctx, dst, src, m, run->act16);
+        else be->unpack16(be->ctx, dst, src, m, run->act16);
+        src += pack ? m : h, dst += pack ? h : m;
+    }
+    mk_gpt_release(run, g, *p, pack ? n : packed);
+    *p = q;
+    return 0;
+}
+
+int mk_gpt_act_pack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+{
+    mk_gpt_run16_t s[MK_GPT_RUNS16];
+    if (!run->act16 || l == 0) return 0;
+    if (a->in && !a->in16 && convert(run, g, &a->in, NULL, 0, in_floats(g, run, 0), 1) < 0) return -1;
+    if (a->in) a->in16 = 1;
+    if (a->buf && !a->buf16 && mk_gpt_internals16(g, l, run) &&
+        convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 1) < 0)
+        return -1;
+    if (a->buf && mk_gpt_internals16(g, l, run)) a->buf16 = 1;
+    return 0;
+}
+
+int mk_gpt_act_unpack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+{
+    mk_gpt_run16_t s[MK_GPT_RUNS16];
+    if (a->in16 && convert(run, g, &a->in, NULL, 0, in_floats(g, run, 0), 0) < 0) return -1;
+    a->in16 = 0;
+    if (a->buf16 && convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 0) < 0) return -1;
+    a->buf16 = 0;
+    return 0;
+}
+
