@@ -301,25 +301,13 @@ int mk_sim_set_stage_ckpt(mk_plan_t *p, const int *layers, int s, int k)
     return changed;
 }
 
-/* The spec's key: everything mk_sched_build reads of it. */
-static void spec_key(const mk_sched_spec_t *sp, int V, uint64_t h[2])
-{
-    h[0] = 0xcbf29ce484222325ull, h[1] = 0x243f6a8885a308d3ull;
-    mix(h, (uint64_t)sp->kind << 32 | (uint32_t)sp->pp), mix(h, (uint64_t)(uint32_t)sp->m << 32 | (uint32_t)sp->vpp);
-    mix(h, (uint64_t)sp->recompute.kind), mix_real(h, sp->recompute.ratio);
-    mix(h, (uint64_t)(uint32_t)sp->grad_buckets << 32 | (uint32_t)sp->tied);
-    for (int i = 0; i < V; i++) mix(h, (uint64_t)(uint32_t)(sp->layers ? sp->layers[i] : 1));
-    mix(h, sp->ckpt != NULL);
-    for (int i = 0; sp->ckpt && i < V; i++) mix(h, (uint64_t)(uint32_t)sp->ckpt[i]);
-}
-
 /* L's stage hashes (L->sh): kept in memo for this spec, else from the
  * streams, built now (and kept in memo).  0 or -1. */
-static int streams_hashed(lazy_streams_t *L, int V, mk_sim_peak_memo_t *memo)
+static int streams_hashed(lazy_streams_t *L, mk_sim_peak_memo_t *memo)
 {
     int pp = L->spec->pp, lru = 0;
     uint64_t key[2];
-    spec_key(L->spec, V, key);
+    mk_sched_spec_hash(L->spec, key);
     if (memo) {
         memo->tick++;
         for (int i = 0; i < MK_PEAK_SPECS; i++) {
@@ -379,7 +367,7 @@ static int auto_round(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, 
     mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, spl, &spec);
     if (spec.ckpt) memcpy(ck, spec.ckpt, V * sizeof *ck), spec.ckpt = ck;
     lazy_streams_t L = {&spec, pool, NULL, cur};
-    int rc = streams_hashed(&L, V, memo);
+    int rc = streams_hashed(&L, memo);
     if (rc == 0) rc = search_streams(p, g, o, &L, prev, mk_cluster_usable_bytes(c), memo, changed);
     mk_sched_recycle(L.sch, pool);
     return rc;

@@ -257,6 +257,13 @@ MK_API void mk_sched_free(mk_sched_t *s);
 MK_API mk_sched_t *mk_sched_build_pooled(const mk_sched_spec_t *spec, mk_sched_pool_t *pool);
 MK_API void mk_sched_recycle(mk_sched_t *s, mk_sched_pool_t *pool);
 
+/* A 128-bit hash of everything mk_sched_build reads of spec (its kind,
+ * sizes, recompute, layers and ckpt arrays, buckets, tied): two specs
+ * with the same hash build the same streams.  The one identity of a spec
+ * for the caches that keep what was built from one (the planner's walk
+ * programs, the memory search's stream hashes). */
+MK_API void mk_sched_spec_hash(const mk_sched_spec_t *spec, uint64_t h[2]);
+
 /* The checkpoint count of every plain F (ckpt[pp*vpp] at s*vpp+c, as
  * mk_sched_t.ckpt) that mk_sched_build would resolve from spec, without
  * building the streams.  Returns 0, or -1 on a bad spec as mk_sched_build. */

@@ -52,8 +52,7 @@ static double lower_bound(const mk_plan_t *p, const mk_gcache_t *e, const int *c
 
 struct mk_pl_progs {
     struct {
-        mk_sched_spec_t key;  /* pointers NULL */
-        int *arr;             /* layers[V], then ckpt[V] where the spec has them */
+        uint64_t key[2];      /* mk_sched_spec_hash */
         mk_sim_bound_prog_t *q;
         unsigned long used;   /* the tick of its last use (0: empty) */
     } e[MK_PL_PROGS];
@@ -64,14 +63,14 @@ struct mk_pl_progs {
 void mk_pl_progs_free(mk_pl_progs_t *P)
 {
     if (!P) return;
-    for (int i = 0; i < MK_PL_PROGS; i++) free(P->e[i].arr), mk_sim_bound_prog_free(P->e[i].q);
+    for (int i = 0; i < MK_PL_PROGS; i++) mk_sim_bound_prog_free(P->e[i].q);
     free(P);
 }
 
 static void prog_drop(mk_pl_progs_t *P, int i)
 {
     P->bytes -= mk_sim_bound_prog_bytes(P->e[i].q);
-    mk_sim_bound_prog_free(P->e[i].q), free(P->e[i].arr);
+    mk_sim_bound_prog_free(P->e[i].q);
     memset(&P->e[i], 0, sizeof P->e[i]);
 }
 
@@ -95,27 +94,23 @@ static int prog_slot(mk_pl_progs_t *P, size_t need)
  * cannot be built or walked (the bound stays as it is). */
 static const mk_sim_bound_prog_t *walk_prog(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g)
 {
-    mk_sched_spec_t spec, key;
-    int layers[MK_PLAN_MAX_VSTAGES], V = p->n_vstages;
+    mk_sched_spec_t spec;
+    int layers[MK_PLAN_MAX_VSTAGES];
+    uint64_t key[2];
     mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, layers, &spec);
-    key = spec, key.layers = key.ckpt = NULL;
+    mk_sched_spec_hash(&spec, key);
     mk_pl_progs_t *P = S->progs ? S->progs : (S->progs = calloc(1, sizeof *S->progs));
     if (!P) return NULL;
     P->tick++;
     for (int i = 0; i < MK_PL_PROGS; i++)
-        if (P->e[i].used && !memcmp(&key, &P->e[i].key, sizeof key) &&
-            !memcmp(layers, P->e[i].arr, V * sizeof *layers) &&
-            (!spec.ckpt || !memcmp(spec.ckpt, P->e[i].arr + V, V * sizeof *spec.ckpt)))
+        if (P->e[i].used && P->e[i].key[0] == key[0] && P->e[i].key[1] == key[1])
             return P->e[i].used = P->tick, P->e[i].q;
     mk_sched_t *sch = mk_sched_build_pooled(&spec, &S->pool);
     mk_sim_bound_prog_t *q = sch ? mk_sim_bound_prog_new(sch) : NULL;
     mk_sched_recycle(sch, &S->pool);
-    int *arr = q ? malloc(2 * V * sizeof *arr) : NULL;
-    if (!arr) return mk_sim_bound_prog_free(q), NULL;
-    memcpy(arr, layers, V * sizeof *arr);
-    if (spec.ckpt) memcpy(arr + V, spec.ckpt, V * sizeof *arr);
+    if (!q) return NULL;
     int i = prog_slot(P, mk_sim_bound_prog_bytes(q));
-    P->e[i].key = key, P->e[i].arr = arr, P->e[i].q = q, P->e[i].used = P->tick;
+    P->e[i].key[0] = key[0], P->e[i].key[1] = key[1], P->e[i].q = q, P->e[i].used = P->tick;
     P->bytes += mk_sim_bound_prog_bytes(q);
     return q;
 }
