@@ -26,6 +26,7 @@ peak=$(sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$tmp/run.json")
   --recompute none --bf16 --json >"$tmp/bf16.json"
 step16=$(sed -n 's/.*"step_time_s":\([0-9.eE+-]*\).*/\1/p' "$tmp/bf16.json")
 gemm16=$(sed -n 's/.*"gemm":"\([^"]*\)".*/\1/p' "$tmp/bf16.json")
+peak16=$(sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$tmp/bf16.json")
 
 cat >"$tmp/sgemm.c" <<'C'
 #include <cblas.h>
@@ -55,7 +56,7 @@ blas=$("$MERAK" version | sed -n 's/^blas: OpenBLAS, \(.*\), for the cpu backend
 core=${blas%% kernels*}
 sgemm=$(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core} "$tmp/sgemm" $((B * S)) $VP $H)
 
-awk -v blas="$blas" -v step="$step" -v step16="$step16" -v gemm16="$gemm16" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" 'BEGIN {
+awk -v blas="$blas" -v step="$step" -v step16="$step16" -v gemm16="$gemm16" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" -v peak16="$peak16" 'BEGIN {
   flops = 72 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H))
   gf = flops / step / 1e9
   printf "gpt2-124m, 1 rank, batch %d x seq %d, recompute none\n", B, S
@@ -71,4 +72,5 @@ awk -v blas="$blas" -v step="$step" -v step16="$step16" -v gemm16="$gemm16" -v s
   printf "  bf16 step (median)    %.3f s, GEMMs: %s\n", step16, gemm16
   printf "  bf16 / fp32 speed     %.2fx (the fp32 step time over the bf16 one)\n", step / step16
   printf "  bf16 achieved         %.1f GFLOP/s, %.2f of fp32 sgemm\n", flops / step16 / 1e9, flops / step16 / 1e9 / sg
+  printf "  bf16 peak memory      %.2f GB (16-bit saved activations, fp32 weights and Adam)\n", peak16 / 1e9
 }'

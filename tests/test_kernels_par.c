@@ -243,6 +243,30 @@ static void test_gemm16(int dtype, int N, int IC, int OC)
     free(x), free(w), free(dy), free(ry), free(rdx), free(rdw);
 }
 
+/* A small cap (mk_cpu_pool_set_gemm16_cap) splits the 16-bit GEMMs into
+   panels: of K (130 x 300 x 200's three; 60 tokens x 3000 -> 100's
+   forward), of C's columns (its input and weight gradients) and of C's
+   rows (400 tokens x 50 -> 300's forward): the same sums (test_gemm16's
+   bounds), a scratch of a few panels, not the operands' copies whole
+   (65,000 floats and more). */
+static void test_gemm16_panels(void)
+{
+    mk_cpu_pool_t *whole = pool;
+    pool = mk_cpu_pool_new();
+    mk_cpu_pool_set_gemm16_cap(pool, 4096);
+    test_gemm16(MK_DTYPE_BF16, 130, 300, 200);
+    test_gemm16(MK_DTYPE_BF16, 60, 3000, 100);
+    test_gemm16(MK_DTYPE_BF16, 400, 50, 300);
+    test_gemm16(MK_DTYPE_FP16, 60, 3000, 100);
+    setenv("MK_TEST_NO_DNNL", "1", 1);
+    test_gemm16(MK_DTYPE_BF16, 60, 3000, 100);
+    unsetenv("MK_TEST_NO_DNNL");
+    size_t got = mk_cpu_pool_scratch_bytes(pool) / sizeof(float);
+    CHECK(got > 0 && got <= 4 * 4096, "16-bit GEMM panels: scratch %zu floats (at most %d)", got, 4 * 4096);
+    mk_cpu_pool_free(pool);
+    pool = whole;
+}
+
 /* Two pools are two backends: each its own size, and a split on one runs
    while the other has its own workers (created, used, joined on free). */
 static void add_one(void *arg, size_t lo, size_t hi)
@@ -287,6 +311,7 @@ int main(void)
     test_gemm16(MK_DTYPE_BF16, 130, 300, 200);
     unsetenv("MK_TEST_NO_DNNL");
     test_gemm16(MK_DTYPE_FP16, 64, 257, 190);
+    test_gemm16_panels();
     test_attention(4, 4);  /* MHA */
     test_attention(6, 2);  /* GQA */
     test_attention(3, 1);  /* MQA */

@@ -24,6 +24,15 @@ int mk_cpu_pool_threads(const mk_cpu_pool_t *p);  /* 1 for NULL */
    products summed in fp32: mixed precision's GEMM); NULL pool: fp32. */
 void mk_cpu_pool_set_gemm_dtype(mk_cpu_pool_t *p, int dtype);
 int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p);
+/* The most floats the rounded operand copies of one 16-bit GEMM take: a
+   GEMM whose copies would take more runs in panels (kernels_cpu.c
+   gemm_16bit), so the scratch stays bounded where an operand is large
+   (gpt2-124m's LM head: 77 MB of bf16 copies whole).  2^23 floats (32 MiB:
+   panels that large run as fast as the whole GEMM, experiments/README.md)
+   unless set (0: that default; tests set small ones). */
+#define MK_CPU_GEMM16_CAP ((size_t)1 << 23)
+void mk_cpu_pool_set_gemm16_cap(mk_cpu_pool_t *p, size_t floats);
+size_t mk_cpu_pool_gemm16_cap(const mk_cpu_pool_t *p);
 /* The pool's scratch of at least n floats (kept, grown; NULL: out of memory or no pool). */
 float *mk_cpu_pool_scratch(mk_cpu_pool_t *p, size_t n);
 size_t mk_cpu_pool_scratch_bytes(const mk_cpu_pool_t *p);  /* its size now (it only grows) */

@@ -31,6 +31,7 @@ struct mk_cpu_pool {
     int gemm_dtype;       /* the GEMMs' operands: MK_DTYPE_FP32 (0), _BF16 or _FP16 (merak/model.h) */
     float *scr;           /* their rounded copies (mk_cpu_pool_scratch) */
     size_t scr_n;
+    size_t gemm16_cap;    /* the most floats of copies one 16-bit GEMM panel takes (0: the default) */
     pthread_mutex_t dispatch, mu;
     pthread_cond_t go, done;
     atomic_ulong gen;
@@ -69,6 +70,16 @@ void mk_cpu_pool_set_gemm_dtype(mk_cpu_pool_t *p, int dtype)
 }
 
 int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p) { return p ? p->gemm_dtype : 0; }
+
+void mk_cpu_pool_set_gemm16_cap(mk_cpu_pool_t *p, size_t floats)
+{
+    if (p) p->gemm16_cap = floats;
+}
+
+size_t mk_cpu_pool_gemm16_cap(const mk_cpu_pool_t *p)
+{
+    return p && p->gemm16_cap ? p->gemm16_cap : MK_CPU_GEMM16_CAP;
+}
 
 size_t mk_cpu_pool_scratch_bytes(const mk_cpu_pool_t *p) { return p ? p->scr_n * sizeof(float) : 0; }
 

@@ -8,6 +8,7 @@
 #include "merak/vec.h"
 
 #include <cblas.h>
+#include <limits.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
@@ -144,8 +145,8 @@ static void gemm_split(void *ctx, int ta, int tb, int M, int N, int K, const flo
 /* The operands' 16-bit values (an fp32 sum of their products, as cuBLAS
  * and oneDNN give for 16-bit inputs); 0, or -1 without the scratch (the
  * caller then multiplies in fp32). */
-static int gemm_16bit(void *ctx, int dtype, int ta, int tb, int M, int N, int K, const float *A, int lda,
-                      const float *B, int ldb, float beta, float *C, int ldc)
+static int gemm_whole16(void *ctx, int dtype, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                        const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (dtype == MK_DTYPE_BF16 && gemm_dnnl(ctx, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc) == 0) return 0;
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
@@ -155,6 +156,50 @@ static int gemm_16bit(void *ctx, int dtype, int ta, int tb, int M, int N, int K,
     round_rows(ctx, A, ar, ac, lda, s, dtype);
     round_rows(ctx, B, br, bc, ldb, s + na, dtype);
     gemm_split(ctx, ta, tb, M, N, K, s, ac, s + na, bc, beta, C, ldc);
+    return 0;
+}
+
+/* Which dimension a 16-bit GEMM's panels split (0: none, 1 C's rows, 2
+ * its columns, 3 K): none where both copies fit the cap; the large
+ * operand's own one where the other's copy takes at most half the cap;
+ * else K (both shrink), or where K is too short the large one's. */
+static int panel_dim(int M, int N, int K, size_t cap, int wide)
+{
+    size_t na = (size_t)M * K, nb = (size_t)N * K, small = na < nb ? na : nb;
+    int own = na >= nb ? 1 : 2, len = own == 1 ? M : N;
+    if (na + nb <= cap) return 0;
+    if (small <= cap / 2 && len >= 2 * wide) return own;
+    if (K >= 2 * wide) return 3;
+    return len >= 2 * wide ? own : 0;
+}
+
+/* The same in panels where the copies of both operands whole would pass
+ * the pool's cap (mk_cpu_pool_gemm16_cap, in fp32 floats: a bf16 copy
+ * takes half), each panel converting only its share: C's rows or columns,
+ * or K with C accumulating (beta, then 1: the panels' sums add in fp32 as
+ * the blocked kernels' do).  A panel is at least 64 wide (a GEMM that
+ * narrow is no longer efficient). */
+static int gemm_16bit(void *ctx, int dtype, int ta, int tb, int M, int N, int K, const float *A, int lda,
+                      const float *B, int ldb, float beta, float *C, int ldc)
+{
+    size_t na = (size_t)M * K, nb = (size_t)N * K, cap = mk_cpu_pool_gemm16_cap(ctx);
+    int wide = 64, dim = panel_dim(M, N, K, cap, wide);
+    if (!dim) return gemm_whole16(ctx, dtype, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
+    size_t other = dim == 1 ? nb : dim == 2 ? na : 0, per = dim == 1 ? (size_t)K : dim == 2 ? (size_t)K : (size_t)M + N;
+    size_t room = cap > other ? (cap - other) / per : 0;
+    int P = room < (size_t)wide ? wide : room > (size_t)INT_MAX ? INT_MAX : (int)room, D = dim == 1 ? M : dim == 2 ? N : K;
+    for (int at = 0; at < D; at += P) {
+        int n = D - at < P ? D - at : P;
+        const float *a = A, *b = B;
+        float *c = C, bt = beta;
+        if (dim == 1) a += ta ? (size_t)at : (size_t)at * lda, c += (size_t)at * ldc;
+        else if (dim == 2) b += tb ? (size_t)at * ldb : (size_t)at, c += at;
+        else a += ta ? (size_t)at * lda : (size_t)at, b += tb ? (size_t)at : (size_t)at * ldb, bt = at ? 1.0f : beta;
+        int pm = dim == 1 ? n : M, pn = dim == 2 ? n : N, pk = dim == 3 ? n : K;
+        if (gemm_whole16(ctx, dtype, ta, tb, pm, pn, pk, a, lda, b, ldb, bt, c, ldc) == 0) continue;
+        if (!at) return -1; /* nothing written: the caller multiplies in fp32 */
+        gemm_split(ctx, ta, tb, pm, pn, pk, a, lda, b, ldb, bt, c, ldc); /* not expected: the first panel had room */
+    }
     return 0;
 }
 
