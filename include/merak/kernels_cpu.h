@@ -13,6 +13,9 @@
 /* ---- threads (src/cpu/cpu_par.c) ---- */
 #define MK_CPU_MAX_THREADS 256
 typedef struct mk_cpu_pool mk_cpu_pool_t;
+/* Elements per thread below which a loop runs on one thread (creating one
+ * costs ~20-50 us; 64 Ki floats of AdamW take ~100 us). */
+#define MK_CPU_PAR_GRAIN ((size_t)1 << 16)
 /* A pool of one thread (the caller's) until set_threads; NULL when out of memory. */
 mk_cpu_pool_t *mk_cpu_pool_new(void);
 /* The kernels' thread count, clamped to 1..MK_CPU_MAX_THREADS (the
@@ -25,7 +28,7 @@ int mk_cpu_pool_threads(const mk_cpu_pool_t *p);  /* 1 for NULL */
 void mk_cpu_pool_set_gemm_dtype(mk_cpu_pool_t *p, int dtype);
 int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p);
 /* The most floats the rounded operand copies of one 16-bit GEMM take: a
-   GEMM whose copies would take more runs in panels (kernels_cpu.c
+   GEMM whose copies would take more runs in panels (gemm_cpu.c
    gemm_16bit), so the scratch stays bounded where an operand is large
    (gpt2-124m's LM head: 77 MB of bf16 copies whole).  2^23 floats (32 MiB:
    panels that large run as fast as the whole GEMM, experiments/README.md)

@@ -51,7 +51,7 @@ int mk_runtime_bind(mk_comm_t *c)
     int cores_mine = threads;
     if (env && atoi(env) > 0) threads = atoi(env);
     /* the kernels' own threads: never more than the rank's cores; they
-       also split the GEMMs (kernels_cpu.c), so OpenBLAS runs one thread
+       also split the GEMMs (gemm_cpu.c), so OpenBLAS runs one thread
        (its idle workers would spin on those cores between GEMMs) */
     c->kernel_threads = threads < cores_mine ? threads : cores_mine;
     if (c->be && c->be->set_threads) c->be->set_threads(c->be->ctx, c->kernel_threads);
