@@ -292,6 +292,8 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
             mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
                             e->pipe.targets[mb]) < 0)
             return -1;
+        /* B_W reads them later (zero-bubble schedules): 16-bit meanwhile */
+        if (mode == MK_BWD_IN && mk_gpt_act_pack(&e->run, e->g, l, act_of(e, c, mb, l)) < 0) return -1;
         if (mode != MK_BWD_IN) mk_exec_grads16_layer(e, l); /* its weight gradients accumulated */
         if (mk_exec_fsdp_end(e, l, (int)mode) < 0) return -1;
         if (last) layer_final(e, l);

@@ -95,10 +95,10 @@ static int loc_rows(const mk_gpt_t *g, const mk_gpt_run_t *run)
     return run->B * g->T / (sp_on(g, run) ? g->tp : 1);
 }
 
-/* This rank's (loc_rows, C) shard of full (N, C) <-> full: all-gather
- * (gather) or the reduce-scatter of a partial sum. */
 size_t mk_gpt_row_floats(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)loc_rows(g, run) * g->C; }
 
+/* This rank's (loc_rows, C) shard of full (N, C) <-> full: all-gather
+ * (gather) or the reduce-scatter of a partial sum. */
 static int sp_coll(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *local, int gather)
 {
     return run->sp_coll(run->ctx, full, local, loc_rows(g, run) * g->C, gather);
