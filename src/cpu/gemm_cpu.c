@@ -180,9 +180,11 @@ static int gemm_16bit(void *ctx, int dtype, int ta, int tb, int M, int N, int K,
     size_t na = (size_t)M * K, nb = (size_t)N * K, cap = mk_cpu_pool_gemm16_cap(ctx);
     int wide = 64, dim = panel_dim(M, N, K, cap, wide);
     if (!dim) return gemm_whole16(ctx, dtype, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc);
-    size_t other = dim == 1 ? nb : dim == 2 ? na : 0, per = dim == 1 ? (size_t)K : dim == 2 ? (size_t)K : (size_t)M + N;
+    size_t other = dim == 1 ? nb : dim == 2 ? na : 0;
+    size_t per = dim == 3 ? (size_t)M + N : (size_t)K; /* floats a unit of the split dimension takes */
     size_t room = cap > other ? (cap - other) / per : 0;
-    int P = room < (size_t)wide ? wide : room > (size_t)INT_MAX ? INT_MAX : (int)room, D = dim == 1 ? M : dim == 2 ? N : K;
+    int P = room < (size_t)wide ? wide : room > (size_t)INT_MAX ? INT_MAX : (int)room;
+    int D = dim == 1 ? M : dim == 2 ? N : K;
     for (int at = 0; at < D; at += P) {
         int n = D - at < P ? D - at : P;
         const float *a = A, *b = B;

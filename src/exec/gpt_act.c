@@ -85,7 +85,8 @@ void mk_gpt_round_kept(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, float 
 
 /* *p (floats fp32 or packed: pack) into a new buffer of the other form,
  * run by run (segs; NULL: one 16-bit run of n); the old one released. */
-static int convert(mk_gpt_run_t *run, const mk_gpt_t *g, float **p, const mk_gpt_run16_t *segs, int k, size_t n, int pack)
+static int convert(mk_gpt_run_t *run, const mk_gpt_t *g, float **p, const mk_gpt_run16_t *segs, int k, size_t n,
+                   int pack)
 {
     mk_gpt_run16_t one = {n, 1};
     if (!segs) segs = &one, k = 1;
@@ -124,7 +125,8 @@ int mk_gpt_act_unpack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
     mk_gpt_run16_t s[MK_GPT_RUNS16];
     if (a->in16 && convert(run, g, &a->in, NULL, 0, in_floats(g, run, 0), 0) < 0) return -1;
     a->in16 = 0;
-    if (a->buf16 && convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 0) < 0) return -1;
+    if (a->buf16 && convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 0) < 0)
+        return -1;
     a->buf16 = 0;
     return 0;
 }
