@@ -24,11 +24,13 @@ void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t float
     run->mem_cur -= floats * sizeof(float);
 }
 
+/* Floats n values take: fp32, or packed two 16-bit values a float. */
+static size_t held(size_t n, int half) { return half ? (n + 1) / 2 : n; }
+
 /* A layer's input: floats of its fp32 rows, or of their 16-bit copy. */
 static size_t in_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, int packed)
 {
-    size_t n = mk_gpt_row_floats(g, run);
-    return packed ? (n + 1) / 2 : n;
+    return held(mk_gpt_row_floats(g, run), packed);
 }
 
 /* The internals kept 16-bit (run->act16): a dense attention's or MLP's;
@@ -45,7 +47,7 @@ size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int 
     if (!packed) return mk_gpt_internals(g, l, run);
     mk_gpt_run16_t s[MK_GPT_RUNS16];
     size_t f = 0;
-    for (int i = 0, k = mk_gpt_buf_runs(g, l, run, s); i < k; i++) f += s[i].half ? (s[i].n + 1) / 2 : s[i].n;
+    for (int i = 0, k = mk_gpt_buf_runs(g, l, run, s); i < k; i++) f += held(s[i].n, s[i].half);
     return f;
 }
 
@@ -91,12 +93,12 @@ static int convert(mk_gpt_run_t *run, const mk_gpt_t *g, float **p, const mk_gpt
     mk_gpt_run16_t one = {n, 1};
     if (!segs) segs = &one, k = 1;
     size_t packed = 0;
-    for (int i = 0; i < k; i++) packed += segs[i].half ? (segs[i].n + 1) / 2 : segs[i].n;
+    for (int i = 0; i < k; i++) packed += held(segs[i].n, segs[i].half);
     float *q = mk_gpt_alloc(run, g, pack ? packed : n), *src = *p, *dst = q;
     if (!q) return -1;
     const mk_backend_t *be = g->be;
     for (int i = 0; i < k; i++) {
-        size_t m = segs[i].n, h = segs[i].half ? (m + 1) / 2 : m;
+        size_t m = segs[i].n, h = held(m, segs[i].half);
         if (!segs[i].half) be->copy(be->ctx, dst, src, m * sizeof(float));
         else if (pack) be->pack16(be->ctx, dst, src, m, run->act16);
         else be->unpack16(be->ctx, dst, src, m, run->act16);
