@@ -4,6 +4,7 @@
  * (mk_sim_closed_guess, memory.c). */
 #include "sim/sim_internal.h"
 #include "merak/walk.h"
+#include "merak/hash.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -181,31 +182,26 @@ void mk_sim_peak_memo_free(mk_sim_peak_memo_t *m)
     free(m);
 }
 
-static void mix(uint64_t h[2], uint64_t v)
-{
-    h[0] = (h[0] ^ v) * 0x100000001b3ull;
-    h[1] = ((h[1] ^ v) << 27 | (h[1] ^ v) >> 37) * 0x9E3779B97F4A7C15ull;
-}
-
 static void mix_real(uint64_t h[2], double d)
 {
     uint64_t v;
     memcpy(&v, &d, sizeof v);
-    mix(h, v);
+    mk_hash128_mix(h, v);
 }
 
 static void stream_hash(const mk_sched_t *sch, int s, int vpp, stream_hash_t *out)
 {
     const mk_stream_t *st = &sch->streams[s];
     uint64_t *h = out->h;
-    h[0] = 0xcbf29ce484222325ull, h[1] = 0x243f6a8885a308d3ull;
+    const uint64_t init[2] = MK_HASH128_INIT;
+    h[0] = init[0], h[1] = init[1];
     out->pre = 0;
-    mix(h, (uint64_t)st->n), mix(h, (uint64_t)vpp);
+    mk_hash128_mix(h, (uint64_t)st->n), mk_hash128_mix(h, (uint64_t)vpp);
     for (int i = 0; i < st->n; i++) {
         const mk_instr_t *in = &st->v[i];
-        mix(h, (uint64_t)(uint32_t)in->op << 32 | (uint32_t)in->mb);
-        mix(h, (uint64_t)(uint32_t)in->chunk << 32 | (uint32_t)in->peer);
-        mix(h, (uint64_t)(uint32_t)(in->op == MK_INSTR_F ? 0 : in->ckpt) << 32 | (uint32_t)in->overlap);
+        mk_hash128_mix(h, (uint64_t)(uint32_t)in->op << 32 | (uint32_t)in->mb);
+        mk_hash128_mix(h, (uint64_t)(uint32_t)in->chunk << 32 | (uint32_t)in->peer);
+        mk_hash128_mix(h, (uint64_t)(uint32_t)(in->op == MK_INSTR_F ? 0 : in->ckpt) << 32 | (uint32_t)in->overlap);
         if (in->op == MK_INSTR_F_PRE && in->chunk >= 0 && in->chunk < 32) out->pre |= 1u << in->chunk;
     }
 }
@@ -218,8 +214,8 @@ static void stage_hash(peak_search_t *S)
     const stream_hash_t *sh = &S->L->sh[S->x.s];
     uint64_t *h = S->h;
     h[0] = sh->h[0], h[1] = sh->h[1], S->pre = sh->pre;
-    for (int c = 0; c < p->vpp; c++) mix(h, (uint64_t)S->layers[S->x.s * p->vpp + c]);
-    mix_real(h, S->x.gath), mix_real(h, S->x.fs), mix(h, (uint64_t)(int64_t)S->x.fs_chunk);
+    for (int c = 0; c < p->vpp; c++) mk_hash128_mix(h, (uint64_t)S->layers[S->x.s * p->vpp + c]);
+    mix_real(h, S->x.gath), mix_real(h, S->x.fs), mk_hash128_mix(h, (uint64_t)(int64_t)S->x.fs_chunk);
 }
 
 /* Probe k's entry, its key in key (memo_act fills what the walk reads). */
@@ -227,7 +223,7 @@ static struct mk_peak_entry *memo_slot(peak_search_t *S, int k, uint64_t key[2])
 {
     const mk_plan_t *p = S->x.p;
     key[0] = S->h[0], key[1] = S->h[1];
-    mix(key, (uint64_t)k);
+    mk_hash128_mix(key, (uint64_t)k);
     for (int c = 0; c < p->vpp; c++) {
         int cap = S->layers[S->x.s * p->vpp + c], ks[3] = {k < cap ? k : cap, 0, cap};
         for (int j = 0; j < ((S->pre >> c & 1) || p->vpp > 32 ? 3 : 2); j++) {

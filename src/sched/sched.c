@@ -6,6 +6,7 @@
 #include "sched/sched_internal.h"
 #include "merak/checked.h"
 #include "merak/limits.h"
+#include "merak/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -301,23 +302,18 @@ void mk_sched_free(mk_sched_t *s)
     mk_sched_recycle(s, NULL);
 }
 
-static void spec_mix(uint64_t h[2], uint64_t v)
-{
-    h[0] = (h[0] ^ v) * 0x100000001b3ull;
-    h[1] = ((h[1] ^ v) << 27 | (h[1] ^ v) >> 37) * 0x9E3779B97F4A7C15ull;
-}
-
 void mk_sched_spec_hash(const mk_sched_spec_t *sp, uint64_t h[2])
 {
     int V = sp->pp * (sp->vpp > 1 ? sp->vpp : 1);
     uint64_t ratio;
     memcpy(&ratio, &sp->recompute.ratio, sizeof ratio);
-    h[0] = 0xcbf29ce484222325ull, h[1] = 0x243f6a8885a308d3ull;
-    spec_mix(h, (uint64_t)sp->kind << 32 | (uint32_t)sp->pp);
-    spec_mix(h, (uint64_t)(uint32_t)sp->m << 32 | (uint32_t)sp->vpp);
-    spec_mix(h, (uint64_t)sp->recompute.kind), spec_mix(h, ratio);
-    spec_mix(h, (uint64_t)(uint32_t)sp->grad_buckets << 32 | (uint32_t)sp->tied);
-    for (int i = 0; i < V; i++) spec_mix(h, (uint64_t)(uint32_t)(sp->layers ? sp->layers[i] : 1));
-    spec_mix(h, sp->ckpt != NULL);
-    for (int i = 0; sp->ckpt && i < V; i++) spec_mix(h, (uint64_t)(uint32_t)sp->ckpt[i]);
+    const uint64_t init[2] = MK_HASH128_INIT;
+    h[0] = init[0], h[1] = init[1];
+    mk_hash128_mix(h, (uint64_t)sp->kind << 32 | (uint32_t)sp->pp);
+    mk_hash128_mix(h, (uint64_t)(uint32_t)sp->m << 32 | (uint32_t)sp->vpp);
+    mk_hash128_mix(h, (uint64_t)sp->recompute.kind), mk_hash128_mix(h, ratio);
+    mk_hash128_mix(h, (uint64_t)(uint32_t)sp->grad_buckets << 32 | (uint32_t)sp->tied);
+    for (int i = 0; i < V; i++) mk_hash128_mix(h, (uint64_t)(uint32_t)(sp->layers ? sp->layers[i] : 1));
+    mk_hash128_mix(h, sp->ckpt != NULL);
+    for (int i = 0; sp->ckpt && i < V; i++) mk_hash128_mix(h, (uint64_t)(uint32_t)sp->ckpt[i]);
 }
