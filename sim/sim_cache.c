@@ -34,7 +34,7 @@ static void key_of(const mk_sim_state_t *R, mk_layer_cache_t *k)
     /* memcpy: the padding too, which memcmp compares */
     memcpy(&k->cfg, &R->g->cfg, sizeof k->cfg), memcpy(&k->gopts, &R->g->opts, sizeof k->gopts);
     k->n_layers = R->g->n_layers, k->n_ops = R->g->n_ops;
-    k->tp = p->tp, k->cp = p->cp, k->ep = p->ep, k->sp = p->seqpar && p->tp > 1;
+    k->tp = p->tp, k->cp = p->cp, k->ep = p->ep, k->sp = p->seqpar && p->tp > 1 ? 1 + (p->tp_comm_overlap != 0) : 0;
     k->dtype = p->dtype, k->unit = R->o->unit_costs;
     k->tpg = R->tpg, k->cpg = R->cpg, k->epg = R->epg;
 }

@@ -13,6 +13,8 @@
  * Under opts.unit_costs the scheduler's unit costs (mk_sched_costs_unit). */
 #include "sim/sim_internal.h"
 
+#include <math.h>
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +38,32 @@ static double tp_collective(const mk_sim_state_t *R, double S)
     if (!seqpar_of(R->p)) return mk_cost_coll(R->c, MK_COLL_ALLREDUCE, &R->tpg, S);
     return mk_cost_coll(R->c, MK_COLL_REDUCE_SCATTER, &R->tpg, S) +
            mk_cost_coll(R->c, MK_COLL_ALLGATHER, &R->tpg, S);
+}
+
+/* Transformer Engine's userbuffers overlap (Megatron-Core's
+ * --tp-comm-overlap; sequence parallelism): a block's all-gather is split
+ * into tp pieces that a ring exchange passes on while the GEMM reading
+ * them runs on the piece already there, and its reduce-scatter into tp
+ * pieces sent on as the GEMM making them finishes each (TE's
+ * "ring-exchange" and "pipelined" overlaps).  A GEMM of time G paired with
+ * a transfer of time C then takes max(G, C + G/tp): the first piece's GEMM
+ * (all-gather) or the last piece's transfer (reduce-scatter) cannot
+ * overlap, so C - (1 - 1/tp) G of the transfer stays exposed where
+ * positive.  The all-gather (half of a unit's RS + AG, equal volumes)
+ * pairs with the layer's column-parallel GEMMs (col), the reduce-scatter
+ * with its row-parallel ones (row_full); backward the other way round.
+ * The n_blk block collectives are overlapped, the embedding's and the
+ * head's (n_ar - n_blk) are not (TE overlaps its own linears only).  Not
+ * charged: the GEMM pieces' lower efficiency and the SMs TE's pipelined
+ * reduce-scatter takes (sim/README.md "TP communication overlap"). */
+static void te_overlap(int tp, int n_blk, double col, mk_tpl_t *t)
+{
+    if (n_blk <= 0 || t->n_ar <= 0 || t->ar_full <= 0) return;
+    double k = 1.0 - 1.0 / tp, half = t->ar_full / 2;
+    double ag = fmax(0.0, half - k * col / n_blk), rs = fmax(0.0, half - k * t->row_full / n_blk);
+    double full = (n_blk * (ag + rs) + (t->n_ar - n_blk) * t->ar_full) / t->n_ar;
+    t->ar_half *= full / t->ar_full; /* the halves (tp_overlap >= 1) are refused beside it */
+    t->ar_full = full;
 }
 
 /* Context parallelism's ring inside layer l's attention core (op i),
@@ -96,6 +124,7 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
     t->layer = l;
     t->block = L->block;
     int vocab_emb = 0, head = 0;
+    double col_full = 0; /* the GEMMs at the layer's start (TE's all-gather overlap) */
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
         const mk_op_t *o = &g->ops[i];
         double full = mk_cost_op_time(R->c, g, i, p->tp, sp, N, p->dtype, bwd);
@@ -110,6 +139,7 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
         t->c_full += full;
         t->c_half += 2 * half;
         if (o->tp_role == (bwd ? MK_TP_COLUMN : MK_TP_ROW)) t->row_full += full, t->row_half += half;
+        if (o->tp_role == (bwd ? MK_TP_ROW : MK_TP_COLUMN)) col_full += full;
         if (o->kind == MK_OPK_EMBEDDING && o->tp_role == MK_TP_VOCAB) vocab_emb = 1;
         if (o->kind == MK_OPK_LM_HEAD && o->tp_role == MK_TP_VOCAB) head = 1;
         if (o->kind == MK_OPK_ATTENTION && p->cp > 1 && !R->c->ideal && !R->o->unit_costs) cp_ring(R, i, N, bwd, t);
@@ -121,6 +151,7 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
         double S = L->out_bytes / (p->cp > 1 ? p->cp : 1); /* a CP rank's s/cp tokens */
         t->ar_full = tp_collective(R, S);
         t->ar_half = tp_collective(R, S / 2);
+        if (p->tp_comm_overlap) te_overlap(p->tp, L->n_tp_allreduce, col_full, t);
     }
 }
 

@@ -21,6 +21,9 @@ roundtrip "gpt interleaved, full recompute" dgx-a100 24 --model gpt-2.5b --dp 2 
   --schedule interleaved --vpp 2 --recompute full
 roundtrip "llama GQA, SP, distributed optimizer, cp 2, no recompute" dgx-h100 32 --model llama-3-8b --dp 4 --cp 2 \
   --pp 2 --tp 2 --gbs 64 --sequence-parallel --zero 1 --recompute none
+roundtrip "SP with Transformer Engine's TP communication overlap" dgx-h100 32 --model llama-3-8b --dp 4 --pp 2 \
+  --tp 4 --gbs 64 --sequence-parallel --tp-comm-overlap --zero 1 --recompute selective
+check "--tp-comm-overlap exported" grep -q -- "--sequence-parallel --tp-comm-overlap " "$tmpdir/cmd"
 roundtrip "mixtral, ep 4, selective" dgx-h100 32 --model mixtral-8x7b --dp 4 --ep 4 --pp 2 --tp 4 --gbs 64 \
   --seq-length 4096 --recompute selective
 roundtrip "a head dim apart from hidden / heads (--kv-channels)" dgx-h100 16 --model llama-3-8b --kv-channels 96 \

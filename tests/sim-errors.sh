@@ -21,6 +21,12 @@ expect_fail "--plan with layout flags" "do not combine" -- $MERAK sim --plan "$t
 expect_fail "gbs not divisible" "divisible" -- $MERAK sim --model gpt-tiny --gbs 7 --dp 2
 expect_fail "bad schedule" "schedule" -- $MERAK sim --schedule nosuch
 expect_fail "bad tp-overlap" "tp-overlap" -- $MERAK sim --model gpt-tiny --tp-overlap 4
+expect_fail "tp-comm-overlap without SP" "--tp-comm-overlap needs --tp 2 or more and --sequence-parallel" -- \
+  $MERAK sim --model gpt-tiny --tp 2 --tp-comm-overlap
+expect_fail "tp-comm-overlap with tp-overlap" "no --tp-overlap" -- \
+  $MERAK sim --model gpt-tiny --tp 2 --sequence-parallel --tp-overlap 1 --tp-comm-overlap
+expect_fail "run refuses tp-comm-overlap" "tp-comm-overlap .* is for merak sim" -- \
+  $MERAK run --model gpt-tiny --tp 2 --sequence-parallel --tp-comm-overlap --steps 1
 expect_fail "unknown option" "unknown option" -- $MERAK sim --bogus
 # context parallelism: the sequence (64) in 2 x cp equal chunks
 expect_fail "cp not splitting the sequence" "--cp 3: the sequence \\(64\\) must split into 2 x cp = 6" -- $MERAK sim --model gpt-tiny --cp 3

@@ -35,10 +35,9 @@ static mk_graph_t *setup(const char *model, int dp, int pp, int tp, int vpp, int
 
 static mk_sim_result_t res;
 
-static int run(const char *cluster, const mk_plan_t *p, const mk_graph_t *g, int unit)
+static int run_on(const mk_cluster_t *cl, const mk_plan_t *p, const mk_graph_t *g, int unit)
 {
-    mk_cluster_t c;
-    if (mk_cluster_get(cluster, &c) < 0) return -1;
+    mk_cluster_t c = *cl;
     mk_sim_t *s = mk_sim_new(&c);
     mk_sim_opts_t o;
     mk_sim_opts_init(&o);
@@ -51,6 +50,12 @@ static int run(const char *cluster, const mk_plan_t *p, const mk_graph_t *g, int
     mk_sim_free(s);
     if (rc < 0) fprintf(stderr, "sim: %s\n", mk_error_last());
     return rc;
+}
+
+static int run(const char *cluster, const mk_plan_t *p, const mk_graph_t *g, int unit)
+{
+    mk_cluster_t c;
+    return mk_cluster_get(cluster, &c) < 0 ? -1 : run_on(&c, p, g, unit);
 }
 
 static void test_pipeline_invariants(void)
@@ -427,6 +432,42 @@ static void test_grad_dtype(void)
     CHECK(dp_s[0] > 1.8 * dp_s[1] && dp_s[0] <= 2 * dp_s[1] * (1 + 1e-9), "the DP reduction moves twice the bytes");
 }
 
+/* Transformer Engine's TP communication overlap (--tp-comm-overlap,
+ * sim_chunk.c te_overlap): a GEMM of time G beside a transfer of time C
+ * takes max(G, C + G/tp).  One micro-batch on one pipeline stage, tp 8
+ * with sequence parallelism: with NVLink a thousand times slower every
+ * block's all-gather and reduce-scatter outlast their GEMMs, so the step
+ * shrinks by exactly (1 - 1/tp) x the time of every column- and
+ * row-parallel linear, forward and backward; at dgx-h100's own NVLink
+ * the GEMMs hide all but the embedding's and head's collectives. */
+static void test_tp_comm_overlap(void)
+{
+    mk_plan_t p;
+    mk_cluster_t c, slow;
+    mk_graph_t *g = setup("gpt-8.3b", 1, 1, 8, 1, 1, 1, MK_SCHED_1F1B, "none", &p);
+    CHECK(g && mk_cluster_get("dgx-h100", &c) == 0, "setup");
+    if (!g) return;
+    p.seqpar = 1;
+    slow = c, slow.intra.beta_Bps /= 1000;
+    double step[2][2], tp_ex[2][2], lin = 0, N = (double)p.mbs * p.model.seq;
+    for (int i = 0; i < g->n_ops; i++)
+        if (g->ops[i].tp_role == MK_TP_ROW || g->ops[i].tp_role == MK_TP_COLUMN)
+            for (int bwd = 0; bwd <= 1; bwd++) lin += mk_cost_op_time(&c, g, i, 8, 1, N, p.dtype, bwd);
+    for (int s = 0; s < 2; s++)
+        for (int te = 0; te < 2; te++) {
+            p.tp_comm_overlap = te;
+            CHECK(mk_plan_check(&p, g) == 0 && run_on(s ? &slow : &c, &p, g, 0) == 0, "run");
+            step[s][te] = res.step_time_s, tp_ex[s][te] = res.exposed_comm_s[MK_COMM_TP];
+        }
+    printf("TP overlap: slow NVLink %.4f -> %.4f s (linears %.4f s), dgx-h100 exposed TP %.4f -> %.4f s\n",
+           step[1][0], step[1][1], lin, tp_ex[0][0], tp_ex[0][1]);
+    CHECK_REL(step[1][0] - step[1][1], (1 - 1.0 / 8) * lin, 1e-9, "slow links: (1 - 1/tp) of the linears hidden");
+    CHECK(tp_ex[0][1] < 0.1 * tp_ex[0][0] && step[0][1] < step[0][0], "dgx-h100: the blocks' collectives hidden");
+    p.seqpar = 0;
+    CHECK(mk_plan_check(&p, g) < 0, "--tp-comm-overlap needs sequence parallelism");
+    mk_graph_free(g);
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -441,5 +482,6 @@ int main(void)
     test_fused_causal();
     test_moe_passes();
     test_grad_dtype();
+    test_tp_comm_overlap();
     CHECK_DONE();
 }

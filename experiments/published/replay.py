@@ -51,6 +51,12 @@ source (it is also how the simulator is judged on runs not in this folder):
               merak default); Megatron-LM before Megatron-Core (its local
               DDP, SC21 and the 2021 README) and Megatron-DeepSpeed (vTrain)
               all-reduce after the backward: --no-overlap-grad-reduce
+  TP overlap  Megatron-Core runs from 2023 with sequence parallelism and
+              tp > 1: Transformer Engine's TP communication overlap
+              (--tp-comm-overlap), as their published configurations set it
+              (the Megatron-LM README's H100 runs, NeMo's performance
+              scripts); a row field tp_comm_overlap, when a source gives it,
+              wins
   attention   the row's software, always explicit (--attention-backend):
               Megatron-Core runs from 2023 and torchtitan (SDPA) use flash
               attention (flash; a row field flash_attn, when a
@@ -160,6 +166,20 @@ def flash_flags(row):
     if on is None:
         on = (megatron_core(row) and run_year(row) >= 2023) or torchtitan(row)
     return ["--attention-backend", "flash" if on else "unfused"]
+
+
+def tp_comm_flags(row, tp, sp):
+    """--tp-comm-overlap (Transformer Engine's userbuffers) for Megatron-Core
+    runs from 2023 with sequence parallelism and tp > 1 (a row field
+    tp_comm_overlap, when a source gives it, wins): their published
+    configurations set it -- the Megatron-LM README's H100 scaling runs
+    ("fine-grained overlapping of ... tensor-parallel (--tp-comm-overlap)
+    ... communication with computation") and NeMo's performance scripts
+    (model.ub_tp_comm_overlap=true beside model.sequence_parallel=true)."""
+    on = row.get("tp_comm_overlap")
+    if on is None:
+        on = megatron_core(row) and run_year(row) >= 2023
+    return ["--tp-comm-overlap"] if on and sp and tp > 1 else []
 
 
 def cluster_of(row):
@@ -308,7 +328,8 @@ def express(row):
     out = []
     for rec, sp in recompute_choices(row):
         for b in mbs:
-            out.append(base + ["--mbs", str(b), "--recompute", rec] + (["--sequence-parallel"] if sp else []))
+            out.append(base + ["--mbs", str(b), "--recompute", rec] + (["--sequence-parallel"] if sp else []) +
+                       tp_comm_flags(row, tp, sp))
     return out
 
 

@@ -70,6 +70,11 @@ typedef struct mk_plan {
     mk_sched_kind_t schedule;
     mk_recompute_t recompute;
     int tp_overlap;             /* 0: none, 1-3: sub-pipelined TP levels */
+    int tp_comm_overlap;        /* Megatron-Core's --tp-comm-overlap (Transformer Engine's userbuffers):
+                                 * with sequence parallelism, each TP all-gather and reduce-scatter
+                                 * split into tp pieces pipelined with the GEMM that reads or
+                                 * makes it (sim/README.md "TP communication overlap"); the
+                                 * executor refuses it */
     int zero;                   /* ZeRO stage over the sharding group: 0 none, 1 optimizer state
                                  * (Megatron's distributed optimizer), 2 + gradients (reduce-scattered),
                                  * 3 + parameters (FSDP: gathered per layer before use) */

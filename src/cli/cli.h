@@ -46,6 +46,7 @@ typedef struct mk_args {
     const char *reshard;           /* --fsdp-reshard-after-forward; NULL: always */
     const char *grad_dtype;        /* --grad-reduce-dtype (mk_args_grad_dtype); NULL: not given */
     int optimizer_offload;         /* --optimizer-cpu-offload */
+    int tp_comm_overlap;           /* --tp-comm-overlap */
     int cpu_offload_layers;        /* --cpu-offloading-num-layers (0: none) */
     int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers (0: even) */
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */

@@ -23,7 +23,7 @@ enum {
     O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
-    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
+    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_TP_COMM_OVERLAP, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_HF_SHARD, O_RESET_POS, O_RESET_MASK,
     O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
@@ -125,6 +125,7 @@ static const mk_flag_t mk_flags[] = {
     {"cross-entropy", O_XENT, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"fsdp-reshard-after-forward", O_RESHARD, MK_OPTG_SIM, S, 1, 0, 0},
     {"optimizer-cpu-offload", O_OFFLOAD, MK_OPTG_SIM, N, 1, 0, 0},
+    {"tp-comm-overlap", O_TP_COMM_OVERLAP, MK_OPTG_SIM, N, 1, 0, 0},
     {"cpu-offloading-num-layers", O_ACT_OFFLOAD, MK_OPTG_SIM, I, 1, 0, MK_MAX_LAYERS},
     {"decoder-first-pipeline-num-layers", O_FIRST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},
     {"decoder-last-pipeline-num-layers", O_LAST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},
@@ -588,6 +589,7 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *name, const 
     if (f->id == O_VERIFY) a->verify = 1;
     else if (f->id == O_SEQPAR) a->seqpar = 1;
     else if (f->id == O_OFFLOAD) a->optimizer_offload = 1;
+    else if (f->id == O_TP_COMM_OVERLAP) a->tp_comm_overlap = 1;
     else if (f->id == O_OVERLAP_GRAD || f->id == O_NO_OVERLAP_GRAD) a->overlap_grad_reduce = f->id == O_OVERLAP_GRAD;
     else if (f->id == O_JSON) a->json = 1;
     else if (f->id == O_EXPLAIN) a->explain = 1;

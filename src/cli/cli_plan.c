@@ -115,6 +115,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     if (a->reshard && mk_reshard_parse(a->reshard, &p->reshard) < 0)
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     p->optimizer_offload = a->optimizer_offload;
+    p->tp_comm_overlap = a->tp_comm_overlap;
     p->cpu_offload_layers = a->cpu_offload_layers > 0 ? a->cpu_offload_layers : 0;
     p->first_stage_layers = a->first_stage_layers > 0 ? a->first_stage_layers : 0;
     p->last_stage_layers = a->last_stage_layers > 0 ? a->last_stage_layers : 0;

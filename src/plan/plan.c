@@ -197,6 +197,10 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->reshard == MK_RESHARD_NEVER && p->zero != 3)
         return mk_error_set("--fsdp-reshard-after-forward never needs --zero 3 (got --zero %d)", p->zero);
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
+    if (p->tp_comm_overlap && (p->tp < 2 || !p->seqpar || p->tp_overlap))
+        return mk_error_set("--tp-comm-overlap needs --tp 2 or more and --sequence-parallel, and no --tp-overlap "
+                            "(Megatron-Core's rule; got tp %d%s%s)", p->tp, p->seqpar ? "" : ", no sequence parallelism",
+                            p->tp_overlap ? ", --tp-overlap" : "");
     return check_bounds(p, g);
 }
 

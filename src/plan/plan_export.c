@@ -106,6 +106,7 @@ static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
     if (p->first_stage_layers) put(b, " --decoder-first-pipeline-num-layers %d", p->first_stage_layers);
     if (p->last_stage_layers) put(b, " --decoder-last-pipeline-num-layers %d", p->last_stage_layers);
     if (p->seqpar && p->tp > 1) put(b, " --sequence-parallel");
+    if (p->tp_comm_overlap) put(b, " --tp-comm-overlap");
     if (p->zero == 1) put(b, " --use-distributed-optimizer");
     if (p->overlap_grad_reduce && mk_plan_dp_cp(p) > 1) put(b, " --overlap-grad-reduce");
     if (p->recompute.kind == MK_RECOMPUTE_FULL)
@@ -182,8 +183,9 @@ static const char *titan_cannot(const mk_plan_t *p)
     if (p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_FULL &&
         p->recompute.kind != MK_RECOMPUTE_SELECTIVE_OP)
         return "this recompute policy (it has none, full, and op-level selective)";
-    if (p->tp_overlap > 0 || strcmp(p->partition, "uniform") || p->first_stage_layers || p->last_stage_layers)
-        return "sub-pipelined TP or a partition other than the even uniform one";
+    if (p->tp_overlap > 0 || p->tp_comm_overlap || strcmp(p->partition, "uniform") || p->first_stage_layers ||
+        p->last_stage_layers)
+        return "sub-pipelined TP, TE's TP communication overlap or a partition other than the even uniform one";
     if (p->vpp > 1 && p->model.num_layers % (p->pp * p->vpp)) return "virtual stages of unequal blocks";
     if (p->dtype != MK_DTYPE_BF16) return "a dtype other than bf16 (mixed_precision_param)";
     if (p->optimizer_offload || p->cpu_offload_layers) return "an offload";
@@ -246,7 +248,8 @@ static const char *ds_cannot(const mk_plan_t *p)
     if (p->cp > 1) return "context parallelism";
     if (p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_FULL)
         return "a recompute policy other than none or full (--checkpoint-activations)";
-    if (p->tp_overlap > 0 || p->optimizer_offload || p->cpu_offload_layers) return "sub-pipelined TP or an offload";
+    if (p->tp_overlap > 0 || p->tp_comm_overlap || p->optimizer_offload || p->cpu_offload_layers)
+        return "sub-pipelined TP, TE's TP communication overlap or an offload";
     if (p->dtype != MK_DTYPE_BF16 && p->dtype != MK_DTYPE_FP16) return "a dtype other than bf16 or fp16";
     return NULL;
 }

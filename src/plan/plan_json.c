@@ -67,6 +67,7 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
         json_object_set_new(j, "decoder_last_pipeline_num_layers", json_integer(p->last_stage_layers));
     /* likewise only when on */
     if (j && p->optimizer_offload) json_object_set_new(j, "optimizer_cpu_offload", json_true());
+    if (j && p->tp_comm_overlap) json_object_set_new(j, "tp_comm_overlap", json_true());
     if (j && p->cpu_offload_layers) json_object_set_new(j, "cpu_offloading_num_layers", json_integer(p->cpu_offload_layers));
     /* likewise only when never: absent means gathered per layer */
     if (j && p->reshard != MK_RESHARD_ALWAYS)
@@ -220,7 +221,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy",
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
-                                       "decoder_last_pipeline_num_layers", "grad_reduce_dtype", NULL};
+                                       "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -280,6 +281,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 || attention_from_json(j, what, p) < 0 ||
         grad_dtype_from_json(j, what, p) < 0 ||
         xent_from_json(j, what, p) < 0 || opt_bool(j, what, "optimizer_cpu_offload", 0, &p->optimizer_offload) < 0 ||
+        opt_bool(j, what, "tp_comm_overlap", 0, &p->tp_comm_overlap) < 0 ||
         (json_object_get(j, "cpu_offloading_num_layers") &&
          mk_json_int(j, what, "cpu_offloading_num_layers", 0, &p->cpu_offload_layers) < 0) ||
         (json_object_get(j, "decoder_first_pipeline_num_layers") &&
