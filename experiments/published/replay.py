@@ -96,14 +96,14 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = [os.path.join(HERE, f) for f in ("multi-node.json", "single-node.json", "long-context.json", "torchtitan.json",
-                                           "nemo-summary.json")]
+                                           "nemo-summary.json", "mt-nlg.json")]
 MBS_SEARCH = (1, 2, 4, 8)
 UNKNOWN_VOCAB = 50257
 # The regression subset (seconds): rows of every source the simulator
 # expresses, spread over layouts (file stem, row index).
 SUBSET = [("multi-node", i) for i in (0, 3, 6, 13, 22, 32, 39, 47, 53, 58, 62, 66, 70)] + \
          [("single-node", i) for i in range(0, 1440, 90)] + [("long-context", i) for i in (0, 4, 8)] + \
-         [("torchtitan", i) for i in (0, 7)] + [("nemo-summary", i) for i in (0, 6)]
+         [("torchtitan", i) for i in (0, 7)] + [("nemo-summary", i) for i in (0, 6)] + [("mt-nlg", 0)]
 CHECK_SLACK = 1.0   # percentage points
 
 
@@ -119,6 +119,8 @@ def source_label(row):
         return "torchtitan (FSDP2, eager)"
     if "NeMo" in s and "Performance Benchmarks" in s:
         return "NeMo 24.07 H100 FP8"
+    if "Megatron-Turing NLG" in s:
+        return "MT-NLG 530B (Megatron-DeepSpeed)"
     if "NeMo" in s and "Long Sequence" in s:
         return "NeMo long sequence " + t.split(" - ")[-1].split(",")[0]
     return s[:40]
