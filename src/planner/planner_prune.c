@@ -89,6 +89,25 @@ static int prog_slot(mk_pl_progs_t *P, size_t need)
     }
 }
 
+/* The spec whose streams p's walk program records.  A program keeps the
+ * streams' event order and each compute op's checkpoint count and
+ * replay flag (sim_bound_walk.c), not the chunks' layer counts, which
+ * reach the streams only through those counts: where nothing is
+ * checkpointed (no recompute, or selective's attention core, which the
+ * engines replay inside B) the layer counts and the recompute kind are
+ * dropped, so plans whose partitions differ share one program.  Merak's
+ * schedules are left whole (their F_PRE counts every layer). */
+static void prog_spec(const mk_plan_t *p, const mk_graph_t *g, int *layers, mk_sched_spec_t *spec)
+{
+    mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, layers, spec);
+    mk_recompute_kind_t k = spec->recompute.kind;
+    int merak = spec->kind == MK_SCHED_MERAK || spec->kind == MK_SCHED_MERAK_PRE || spec->kind == MK_SCHED_MERAK_LAST;
+    if ((k == MK_RECOMPUTE_NONE || k == MK_RECOMPUTE_SELECTIVE) && !merak) {
+        spec->layers = spec->ckpt = NULL;
+        spec->recompute.kind = MK_RECOMPUTE_NONE, spec->recompute.ratio = 0;
+    }
+}
+
 /* Plan p's walk program: a kept one where the spec is the same, else
  * recorded from newly built streams and kept.  NULL where the streams
  * cannot be built or walked (the bound stays as it is). */
@@ -97,7 +116,7 @@ static const mk_sim_bound_prog_t *walk_prog(mk_search_t *S, const mk_plan_t *p, 
     mk_sched_spec_t spec;
     int layers[MK_PLAN_MAX_VSTAGES];
     uint64_t key[2];
-    mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, layers, &spec);
+    prog_spec(p, g, layers, &spec);
     mk_sched_spec_hash(&spec, key);
     mk_pl_progs_t *P = S->progs ? S->progs : (S->progs = calloc(1, sizeof *S->progs));
     if (!P) return NULL;
