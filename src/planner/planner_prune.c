@@ -280,10 +280,13 @@ const mk_gcache_t *mk_pl_cache_of(mk_search_t *S, const mk_plan_t *p)
 }
 
 
-/* The TP overlap settings searched: ov 0 off, 1 on (at the level asked, 2 by default). */
+/* The TP overlap settings searched: ov 0 off, 1 on (at the level asked, 2
+ * by default).  Not with sequence parallelism: sub-pipelined TP's halves
+ * have no SP form in merak run (it refuses the pair) nor in Megatron-LM,
+ * so such a plan would be one no engine runs. */
 int mk_pl_ov_searched(const mk_search_t *S, const mk_plan_t *p, int ov)
 {
-    return !((S->o->tp_overlap >= 0 && ov != (S->o->tp_overlap > 0)) || (ov && p->tp == 1));
+    return !((S->o->tp_overlap >= 0 && ov != (S->o->tp_overlap > 0)) || (ov && (p->tp == 1 || p->seqpar)));
 }
 
 
