@@ -90,6 +90,8 @@ typedef struct {
     mk_sched_pool_t *pool;
     mk_sched_t *sch;          /* NULL until built */
     stream_hash_t *sh;
+    uint64_t key[2];          /* mk_sched_spec_hash of spec */
+    int kept;                 /* sch is the memo's (built streams kept): not recycled */
 } lazy_streams_t;
 
 typedef struct {
@@ -142,6 +144,7 @@ static int peak_search_walker(peak_search_t *S)
     lazy_streams_t *L = S->L;
     if (S->have_walk) return 0;
     if (!L->sch && !(L->sch = mk_sched_build_pooled(L->spec, L->pool))) return -1;
+    /* (auto_round hands it to the memo's built streams afterwards) */
     mk_walk_opts_t wo = {.mode = MK_WALK_LOCAL, .ckpt_cap = S->layers, .ckpt_f = S->ckf};
     mk_walk_hooks_t h = {.ctx = &S->x, .memory = peak_op};
     if (mk_walk_init(&S->w, L->sch, &wo, &h) < 0) return -1;
@@ -165,11 +168,18 @@ static int peak_search_walker(peak_search_t *S)
  * streams only for a probe the peaks do not answer (lazy_streams_t). */
 #define MK_PEAK_SPECS 64
 
+/* And the streams themselves of the last MK_PEAK_BUILT specs built (a
+ * probe the peaks miss walks them: ZB-V's and DualPipeV's list schedules
+ * of 64 stages cost ~4.5 M instructions to build, a few MB to keep). */
+#define MK_PEAK_BUILT 4
+
 struct mk_peak_entry { uint64_t key[2]; double peak; };
 struct mk_peak_spec { uint64_t key[2]; int pp; stream_hash_t *sh; unsigned long used; };
+struct mk_peak_built { uint64_t key[2]; mk_sched_t *sch; unsigned long used; };
 struct mk_sim_peak_memo {
     struct mk_peak_entry e[1u << MK_PEAK_MEMO_BITS];
     struct mk_peak_spec sp[MK_PEAK_SPECS];
+    struct mk_peak_built built[MK_PEAK_BUILT];
     unsigned long tick;
 };
 
@@ -179,6 +189,7 @@ void mk_sim_peak_memo_free(mk_sim_peak_memo_t *m)
 {
     if (!m) return;
     for (int i = 0; i < MK_PEAK_SPECS; i++) free(m->sp[i].sh);
+    for (int i = 0; i < MK_PEAK_BUILT; i++) mk_sched_free(m->built[i].sch);
     free(m);
 }
 
@@ -302,8 +313,7 @@ int mk_sim_set_stage_ckpt(mk_plan_t *p, const int *layers, int s, int k)
 static int streams_hashed(lazy_streams_t *L, mk_sim_peak_memo_t *memo)
 {
     int pp = L->spec->pp, lru = 0;
-    uint64_t key[2];
-    mk_sched_spec_hash(L->spec, key);
+    const uint64_t *key = L->key;
     if (memo) {
         memo->tick++;
         for (int i = 0; i < MK_PEAK_SPECS; i++) {
@@ -316,7 +326,7 @@ static int streams_hashed(lazy_streams_t *L, mk_sim_peak_memo_t *memo)
             if (e->used < memo->sp[lru].used) lru = i;
         }
     }
-    if (!(L->sch = mk_sched_build_pooled(L->spec, L->pool))) return -1;
+    if (!L->sch && !(L->sch = mk_sched_build_pooled(L->spec, L->pool))) return -1;
     for (int s = 0; s < pp; s++) stream_hash(L->sch, s, L->spec->vpp, &L->sh[s]);
     struct mk_peak_spec *e = memo ? &memo->sp[lru] : NULL;
     stream_hash_t *sh = e ? realloc(e->sh, pp * sizeof *sh) : NULL;
@@ -352,6 +362,52 @@ static int search_streams(mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t
     return 0;
 }
 
+/* The memo's built streams of L's spec, where kept (L->kept). */
+static void built_find(lazy_streams_t *L, mk_sim_peak_memo_t *memo)
+{
+    for (int i = 0; memo && i < MK_PEAK_BUILT; i++) {
+        struct mk_peak_built *b = &memo->built[i];
+        if (b->sch && b->key[0] == L->key[0] && b->key[1] == L->key[1]) {
+            b->used = ++memo->tick;
+            L->sch = b->sch, L->kept = 1;
+            return;
+        }
+    }
+}
+
+/* L's streams, built this round, kept in the memo in place of the least
+ * recently used (recycled into the pool); without a memo recycled. */
+static void built_keep(lazy_streams_t *L, mk_sim_peak_memo_t *memo)
+{
+    if (!L->sch || L->kept) return;
+    if (!memo) {
+        mk_sched_recycle(L->sch, L->pool);
+        return;
+    }
+    struct mk_peak_built *b = &memo->built[0];
+    for (int i = 1; i < MK_PEAK_BUILT; i++)
+        if (memo->built[i].used < b->used) b = &memo->built[i];
+    mk_sched_recycle(b->sch, L->pool);
+    b->sch = L->sch, b->key[0] = L->key[0], b->key[1] = L->key[1], b->used = ++memo->tick;
+}
+
+/* The spec the round's streams are built from.  The peak walk reads no
+ * plain F's count from the streams (the probe's ckpt_f replaces it, R and
+ * B read what F set) and takes the chunks' caps from the plan, not the
+ * streams; and no generator but Merak's orders its instructions by the
+ * counts' values or the layer counts, only by which chunks recompute at
+ * all (zb-h2 and zb-v's list scheduler: a recomputing B_IN takes a tick
+ * more).  So counts above zero become 1 and the layer counts go: rounds
+ * and plans whose counts or partitions differ only in size share one
+ * spec, its stage hashes and its streams. */
+static void round_spec(const mk_plan_t *p, int *ck, mk_sched_spec_t *spec)
+{
+    mk_sched_kind_t k = p->schedule;
+    if (!spec->ckpt || k == MK_SCHED_MERAK || k == MK_SCHED_MERAK_PRE || k == MK_SCHED_MERAK_LAST) return;
+    for (int i = 0; i < p->n_vstages; i++) ck[i] = ck[i] > 0;
+    spec->layers = NULL;
+}
+
 /* One round of `auto`'s search on the streams of p's counts now (spec's
  * counts copied first: the search moves p's); hashes into cur. */
 static int auto_round(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
@@ -362,10 +418,13 @@ static int auto_round(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g, 
     mk_sched_spec_t spec;
     mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, spl, &spec);
     if (spec.ckpt) memcpy(ck, spec.ckpt, V * sizeof *ck), spec.ckpt = ck;
-    lazy_streams_t L = {&spec, pool, NULL, cur};
+    round_spec(p, ck, &spec);
+    lazy_streams_t L = {&spec, pool, NULL, cur, {0, 0}, 0};
+    mk_sched_spec_hash(&spec, L.key);
+    built_find(&L, memo);
     int rc = streams_hashed(&L, memo);
     if (rc == 0) rc = search_streams(p, g, o, &L, prev, mk_cluster_usable_bytes(c), memo, changed);
-    mk_sched_recycle(L.sch, pool);
+    built_keep(&L, memo);
     return rc;
 }
 
