@@ -203,27 +203,33 @@ static void lane_free(walk_lane_t *x)
     free(x->clock), free(x->sent), free(x->dur);
 }
 
-/* The program on n lanes, each event's additions and maxima as the walk's hooks made them. */
+/* Event e on one lane: the addition or maximum the walk's hook made. */
+static inline void run_event(const bw_ev_t *e, walk_lane_t *x, const double *xfer)
+{
+    int st = e->sk >> 3;
+    double t = x->clock[st];
+    switch (e->sk & 3) {
+    case EV_SEND: x->sent[e->key] = t + xfer[e->id]; break;
+    case EV_RECV: t = fmax(t, x->sent[e->key]); break;
+    case EV_TIED:
+        if (e->sk & 4) x->tied_t = fmax(t, x->clock[e->id]);
+        t = x->tied_t;
+        break;
+    default: t += x->dur[e->id]; break;
+    }
+    x->clock[st] = t;
+}
+
+/* The program on n lanes (1 or 2), each event's additions and maxima as
+ * the walk's hooks made them; a loop per lane count (the loop over lanes
+ * inside each event took 405B's search 0.84 G instructions, 0.49 G so). */
 static void run_program(const mk_sim_bound_prog_t *q, walk_lane_t *lane, int n, const double *xfer)
 {
-    for (int i = 0; i < q->n; i++) {
-        const bw_ev_t *e = &q->ev[i];
-        int st = e->sk >> 3;
-        for (int j = 0; j < n; j++) {
-            walk_lane_t *x = &lane[j];
-            double t = x->clock[st];
-            switch (e->sk & 3) {
-            case EV_SEND: x->sent[e->key] = t + xfer[e->id]; break;
-            case EV_RECV: t = fmax(t, x->sent[e->key]); break;
-            case EV_TIED:
-                if (e->sk & 4) x->tied_t = fmax(t, x->clock[e->id]);
-                t = x->tied_t;
-                break;
-            default: t += x->dur[e->id]; break;
-            }
-            x->clock[st] = t;
-        }
-    }
+    const bw_ev_t *e = q->ev, *end = q->ev + q->n;
+    if (n == 1)
+        for (walk_lane_t *x = &lane[0]; e < end; e++) run_event(e, x, xfer);
+    else
+        for (; e < end; e++) run_event(e, &lane[0], xfer), run_event(e, &lane[1], xfer);
 }
 
 void mk_sim_bound_walk_prog(const mk_sim_bound_t *b, const mk_plan_t *p, const mk_sim_bound_prog_t *q,
