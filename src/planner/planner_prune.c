@@ -365,6 +365,8 @@ const mk_pl_terms_t *mk_pl_terms_of(mk_search_t *S, const mk_gcache_t *e, const 
     if (b && !*have_sends) mk_sim_bound_sends(b, &p, sends), *have_sends = 1;
     for (int ov = 0; ov <= 1; ov++) {
         t->v[ov] = S->tbuf + (6L * (t - T) + 3L * ov) * MK_PLAN_MAX_VSTAGES;
+        t->zero[ov] = 1;
+        if (!t->on[ov]) continue; /* mk_pl_terms_lb reads only the overlaps searched */
         p.tp_overlap = ov_level(S, ov);
         t->zero[ov] = !b || mk_sim_bound_terms(b, &p, ck, sends, t->v[ov]); /* no bound: 0, which bounds every step */
     }
