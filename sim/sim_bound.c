@@ -14,7 +14,7 @@
  * REDUCE_GRADS returns: every backward's buckets (ZeRO-2: each micro-batch's
  * reduce-scatter, the last one's included; ZeRO-0/1: the stage's gradient
  * once), or ZeRO-3's per-layer gathers and reductions (zero.c). */
-static double dp_floor(const mk_sim_state_t *R, int s)
+static double dp_floor(const mk_sim_state_t *R, int s, mk_zfloor_memo_t *M)
 {
     const mk_plan_t *p = R->p;
     const mk_sim_stage_t *S = &R->st[s];
@@ -24,7 +24,7 @@ static double dp_floor(const mk_sim_state_t *R, int s)
     for (int c = 0; c < p->vpp; c++) {
         int k = mk_plan_vstage(p, s, c);
         /* (reshard never gathers and reduces once a step: no floor taken) */
-        if (z == 3 && p->reshard == MK_RESHARD_ALWAYS) sum += p->m * mk_zero_chunk_dp_floor(R, k);
+        if (z == 3 && p->reshard == MK_RESHARD_ALWAYS) sum += p->m * mk_zero_chunk_dp_floor(R, k, M);
         if (z != 2) continue;
         mk_sim_bucket_cost(R, S, mk_zero_chunk_gbytes(R, k) / R->nb, &red, &rep);
         sum += (double)p->m * R->nb * (red + rep);
@@ -46,10 +46,11 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
     R.c = c, R.p = p, R.g = g, R.o = o, R.V = p->n_vstages;
     if (mk_sim_setup_statics(&R) < 0) return -1;
     mk_sim_setup_groups(&R);
+    mk_zfloor_memo_t M = {0, 0, {{0, 0, 0, 0}}};
     for (int s = 0; s < p->pp; s++) {
         double ag, opt = mk_sim_opt_cost(&R, &R.st[s], &ag);
         after[s] = opt + ag;
-        dp[s] = dp_floor(&R, s);
+        dp[s] = dp_floor(&R, s, &M);
     }
     free(R.st);
     return 0;

@@ -284,7 +284,13 @@ double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk
 /* What one backward of chunk k reduces with ZeRO-2/3 (gradient bytes on
  * one TP rank), and ZeRO-3's DP-stream seconds per micro-batch of it. */
 double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k);
-double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k);
+/* Layers' DP-stream floors by their parameter counts (zero.c layer_floor). */
+#define MK_ZFLOOR_MEMO 8
+typedef struct {
+    int n, next;
+    struct mk_zfloor { double pg, pr; int once; double v; } e[MK_ZFLOOR_MEMO];
+} mk_zfloor_memo_t;
+double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k, mk_zfloor_memo_t *M);
 
 /* sim.c: a run's per-stage statics and DP bucket count (R->c, p, g, o, V
  * set; R->st allocated), and its communication groups.  0 or -1. */

@@ -122,14 +122,28 @@ double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k)
  * backward (B or B_IN), and its gradient's reduction (in B or B_W); a
  * recompute's gathers come on top.  Seconds.  (Reshard never: one gather
  * and one reduction a step, at most this; the bound takes it once.) */
-double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k)
+/* Layer l's DP-stream seconds in a micro-batch: its gathers (one for an
+ * embedding, whose backward reads no weights) and its reduction.  They
+ * read the layer's gathered and reduced parameter counts only: memo M
+ * (where given) keeps the last few by those, so a 126-block stage walk
+ * costs its few kinds of layer, not every layer. */
+static double layer_floor(const mk_sim_state_t *R, int l, mk_zfloor_memo_t *M)
+{
+    double pg = mk_sim_layer_zparams(R->p, R->g, l, 1), pr = mk_sim_layer_zparams(R->p, R->g, l, 0);
+    int once = reads_no_weights_bwd(R->g, l);
+    for (int i = 0; M && i < M->n; i++)
+        if (M->e[i].pg == pg && M->e[i].pr == pr && M->e[i].once == once) return M->e[i].v;
+    double ag, rs, ar;
+    layer_comm(R, l, &ag, &rs, &ar);
+    double v = ag + (once ? 0 : ag) + rs + ar;
+    if (M) M->e[M->n < MK_ZFLOOR_MEMO ? M->n++ : (M->next++ % MK_ZFLOOR_MEMO)] = (struct mk_zfloor){pg, pr, once, v};
+    return v;
+}
+
+double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k, mk_zfloor_memo_t *M)
 {
     double sum = 0;
-    for (int l = R->p->bounds[k]; l < R->p->bounds[k + 1]; l++) {
-        double ag, rs, ar;
-        layer_comm(R, l, &ag, &rs, &ar);
-        sum += ag + (reads_no_weights_bwd(R->g, l) ? 0 : ag) + rs + ar;
-    }
+    for (int l = R->p->bounds[k]; l < R->p->bounds[k + 1]; l++) sum += layer_floor(R, l, M);
     return sum;
 }
 

@@ -468,6 +468,29 @@ static void test_tp_comm_overlap(void)
     mk_graph_free(g);
 }
 
+/* A stage's tail (mk_sim_stage_tail: the optimizer step and the DP
+ * stream after the last backward) does not read the micro-batches below
+ * ZeRO-2 -- the planner keys its tails without them (planner_fam.c
+ * mk_pl_tail) -- and ZeRO-2's does (a reduce-scatter per micro-batch). */
+static void test_tail_micro_batches(void)
+{
+    double t[4][2][2 * 4];
+    for (int z = 0; z <= 2; z++)
+        for (int i = 0; i < 2; i++) {
+            mk_plan_t p;
+            mk_cluster_t c;
+            mk_graph_t *g = setup("gpt-2.5b", 4, 4, 2, 1, i ? 4 : 1, 64, MK_SCHED_1F1B, "full", &p);
+            CHECK(g && mk_cluster_get("dgx-a100", &c) == 0, "setup");
+            if (!g) return;
+            p.zero = z;
+            CHECK(mk_sim_stage_tail(&c, &p, g, NULL, t[z][i], t[z][i] + 4) == 0, "tail");
+            mk_graph_free(g);
+        }
+    CHECK(!memcmp(t[0][0], t[0][1], sizeof t[0][0]), "no ZeRO: the tail the same at micro-batch 1 and 4");
+    CHECK(!memcmp(t[1][0], t[1][1], sizeof t[1][0]), "ZeRO-1's tail: the same at micro-batch 1 and 4");
+    CHECK(memcmp(t[2][0], t[2][1], sizeof t[2][0]) != 0, "ZeRO-2's tail reads the micro-batches");
+}
+
 int main(void)
 {
     const char *src = getenv("top_srcdir");
@@ -483,5 +506,6 @@ int main(void)
     test_moe_passes();
     test_grad_dtype();
     test_tp_comm_overlap();
+    test_tail_micro_batches();
     CHECK_DONE();
 }

@@ -29,7 +29,11 @@ static uint64_t fnv(uint64_t h, const void *v, size_t n)
  * reads the stages' parameters, ZeRO and DP groups, not the schedule's
  * order nor any recompute detail: found in S->tailc by p's fields with
  * those canonical (the bounds stand for the split's method), a slot
- * keeping the last tail hashed there.  0 or -1. */
+ * keeping the last tail hashed there.  Below ZeRO-2 the DP stream carries
+ * the step's gradient once and the optimizer's work is the parameters',
+ * whatever the micro-batches: their size and count and the TP overlap
+ * are canonical too (ZeRO-2 reduces, ZeRO-3 gathers, per micro-batch).
+ * 0 or -1. */
 int mk_pl_tail(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, double *out)
 {
     if (!S->tailc && !(S->tailc = calloc(MK_TAILC, sizeof *S->tailc))) return mk_error_set("out of memory");
@@ -37,6 +41,7 @@ int mk_pl_tail(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, double *
     q.schedule = tail_sched(p);
     q.recompute.kind = MK_RECOMPUTE_NONE, q.recompute.ratio = 1.0;
     memset(q.partition, 0, sizeof q.partition);
+    if (mk_plan_zero(p) < 2) q.mbs = q.m = q.tp_overlap = 0;
     const unsigned char *key = (const unsigned char *)&q + MK_CAND_FROM;
     int nb = p->n_vstages + 1, pp = p->pp;
     uint64_t h = fnv(fnv(0xcbf29ce484222325ull, key, MK_CAND_TO - MK_CAND_FROM), p->bounds, (size_t)nb * sizeof(int));
