@@ -394,12 +394,15 @@ static int tab_room(mk_sim_fixed_t *F, const mk_plan_t *p)
 
 /* Stage s's fixed parts with the table for p's recompute kind (none if
  * there is no room for it: then the figures are computed per count). */
-static stage_fixed_t fixed_stage(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s)
+/* Stage s's fixed figures, made once; with its every-count table (tab)
+ * where asked: the state alone (no activation in flight, no count) reads
+ * none of it. */
+static stage_fixed_t fixed_stage(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_graph_t *g, int s, int tab)
 {
     int k = act_sel(p);
     if (!(F->made[s] & 1)) stage_fixed(p, g, s, -1, F->o, &F->st[s]), F->made[s] |= 1;
     stage_fixed_t X = F->st[s];
-    if (tab_room(F, p) < 0) return X;
+    if (!tab || tab_room(F, p) < 0) return X;
     if (!(F->made[s] & (2 << k))) stage_tab(p, g, s, &F->tab[3 * s + k], F->tmp), F->made[s] |= (unsigned char)(2 << k);
     X.tab = &F->tab[3 * s + k];
     return X;
@@ -410,7 +413,7 @@ int mk_sim_stage_memory_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_gr
 {
     if (check_stage(p, s) < 0) return -1;
     if (p->pp != F->pp || p->vpp != F->vpp) return mk_error_set("stage memory: the plan is not the one prepared");
-    stage_fixed_t X = fixed_stage(F, p, g, s);
+    stage_fixed_t X = fixed_stage(F, p, g, s, 1);
     stage_total(p, g, s, &X, ckpt, NULL, out);
     return 0;
 }
@@ -420,7 +423,7 @@ int mk_sim_stage_state_fixed(mk_sim_fixed_t *F, const mk_plan_t *p, const mk_gra
 {
     if (check_stage(p, s) < 0) return -1;
     if (p->pp != F->pp || p->vpp != F->vpp) return mk_error_set("stage memory: the plan is not the one prepared");
-    stage_fixed_t X = fixed_stage(F, p, g, s);
+    stage_fixed_t X = fixed_stage(F, p, g, s, 0);
     int zero[MK_PLAN_MAX_VSTAGES] = {0};
     X.inf = 0;
     stage_total(p, g, s, &X, zero, NULL, out);

@@ -87,14 +87,13 @@ static void act_ctx(act_ctx_t *x, const mk_plan_t *p, const mk_graph_t *g)
 }
 
 /* The forward pass: P and the largest group before each split j (out
- * slot j, or only want's in slot 0 when want >= 0), the offloaded blocks'
- * largest and the gradient buffers; returns the chunk's checkpointable
- * layers. */
-static int act_forward(const act_ctx_t *x, int k, int want, double *P, double *W, double *off, double *gbuf)
+ * slot j, or only want's in slot 0 when want >= 0) and the offloaded
+ * blocks' largest; returns the chunk's checkpointable layers. */
+static int act_forward(const act_ctx_t *x, int k, int want, double *P, double *W, double *off)
 {
     const mk_plan_t *p = x->p;
     const mk_graph_t *g = x->g;
-    double st = 0, wm = 0, grp = 0, blk = 0, blk_max = 0, gb = 0;
+    double st = 0, wm = 0, grp = 0, blk = 0, blk_max = 0;
     int j = 0, in_grp = 0, l0 = p->bounds[k], l1 = p->bounds[k + 1];
     for (int l = l0; l < l1; l++) {
         double a = mk_layer_act_bytes(g, l, p->tp, x->sp, x->sel);
@@ -120,14 +119,22 @@ static int act_forward(const act_ctx_t *x, int k, int want, double *P, double *W
             st += a;
         }
         in_grp = ckable;
-        if (!gbuf) continue; /* the op loop below is most of the cost, and ck does not change it */
-        double lg = layer_grads(g, l, p->tp, x->tsp, p->cp > 1 ? p->cp : 1);
-        if (lg > gb) gb = lg;
     }
     if (want < 0 || want >= j) P[want < 0 ? j : 0] = st, W[want < 0 ? j : 0] = wm;
     *off = blk_max;
-    if (gbuf) *gbuf = gb;
     return j;
+}
+
+double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k)
+{
+    act_ctx_t x;
+    act_ctx(&x, p, g);
+    double gb = 0, cp = p->cp > 1 ? p->cp : 1;
+    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
+        double lg = layer_grads(g, l, p->tp, x.tsp, (int)cp);
+        if (lg > gb) gb = lg;
+    }
+    return gb / cp;
 }
 
 /* The backward pass: Q from each split j on (slot j, or want's in slot
@@ -148,18 +155,19 @@ static void act_backward(const act_ctx_t *x, int k, int n, int want, double *Q)
 void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, double *stored, double *wmax,
                       double *gbuf)
 {
+    if (gbuf) *gbuf = mk_sim_chunk_gbuf(p, g, k);
+    if (!stored && !wmax) return; /* the gradient buffers alone: no count changes them */
     act_ctx_t x;
     act_ctx(&x, p, g);
     double P, W, Q, off, cp = p->cp > 1 ? p->cp : 1;
-    int n = act_forward(&x, k, ck, &P, &W, &off, gbuf);
+    int n = act_forward(&x, k, ck, &P, &W, &off);
     if (!stored) Q = 0;
-    else act_backward(&x, k, n, ck, &Q); /* (gbuf alone: no need) */
+    else act_backward(&x, k, n, ck, &Q);
     /* context parallelism: every one of these is per token, and a CP rank
        holds s/cp tokens of each sequence (the attention scores too: its
        queries against one K/V block at a time) */
     if (stored) *stored = (P + Q + off) / cp;
     if (wmax) *wmax = W / cp;
-    if (gbuf) *gbuf /= cp;
 }
 
 int mk_sim_chunk_nck(const mk_plan_t *p, const mk_graph_t *g, int k)
@@ -175,8 +183,8 @@ void mk_sim_chunk_act_all(const mk_plan_t *p, const mk_graph_t *g, int k, double
     act_ctx_t x;
     act_ctx(&x, p, g);
     double off, cp = p->cp > 1 ? p->cp : 1;
-    int n = act_forward(&x, k, -1, stored, wmax, &off, gbuf);
+    int n = act_forward(&x, k, -1, stored, wmax, &off);
     act_backward(&x, k, n, -1, scratch);
     for (int j = 0; j <= n; j++) stored[j] = (stored[j] + scratch[j] + off) / cp, wmax[j] /= cp;
-    if (gbuf) *gbuf /= cp;
+    if (gbuf) *gbuf = mk_sim_chunk_gbuf(p, g, k);
 }

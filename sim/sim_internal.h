@@ -88,6 +88,9 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
  * chunk's checkpointable layers): stored[0..n], wmax[0..n], scratch room
  * for n + 1 more; each the very value mk_sim_chunk_act gives (memory_act.c). */
 int mk_sim_chunk_nck(const mk_plan_t *p, const mk_graph_t *g, int k);
+/* Chunk k's backward gradient buffers alone (mk_sim_chunk_act's gbuf: no
+ * checkpoint count changes them). */
+double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k);
 void mk_sim_chunk_act_all(const mk_plan_t *p, const mk_graph_t *g, int k, double *stored, double *wmax,
                           double *gbuf, double *scratch);
 /* The loss's forward scratch on chunk k: bytes live beside the stored
