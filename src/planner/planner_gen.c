@@ -49,15 +49,19 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
 /* Stage bounds for one partition method, layout and cost setting.  The
  * compute split reads only the layer costs and the virtual stages (not
  * the schedule): made once per (seqpar, recompute costs, stages) and kept
- * in e.  Out of memory for the keeping: made each time. */
+ * in e; the uniform split only the stages and the first and last stages'
+ * blocks, once per those.  Out of memory for the keeping: made each time. */
 static int bounds_for(mk_search_t *S, mk_plan_t *p, mk_gcache_t *e, const char *method, int rcon)
 {
-    if (strcmp(method, "compute")) return mk_partition(p, e->g, method);
+    int uni = !strcmp(method, "uniform");
+    if (!uni && strcmp(method, "compute")) return mk_partition(p, e->g, method);
     const mk_graph_t *g = e->g;
-    int nv = (int)mk_plan_vstages(p);
+    int nv = (int)mk_plan_vstages(p), sp = uni ? p->pp : p->seqpar, rc_key = uni ? 0 : rcon;
+    int first = uni ? p->first_stage_layers : 0, last = uni ? p->last_stage_layers : 0;
     for (int i = 0; i < e->npart; i++) {
         const mk_part_memo_t *m = &e->part[i];
-        if (m->sp != p->seqpar || m->rcon != rcon || m->nv != nv) continue;
+        if (m->uni != uni || m->sp != sp || m->rcon != rc_key || m->nv != nv || m->first != first || m->last != last)
+            continue;
         if (m->rc < 0) return mk_error_set("%s", m->err);
         p->n_vstages = nv;
         memcpy(p->bounds, m->bounds, (nv + 1) * sizeof *p->bounds);
@@ -65,11 +69,12 @@ static int bounds_for(mk_search_t *S, mk_plan_t *p, mk_gcache_t *e, const char *
         return 0;
     }
     double cost[4096];
-    if (g->n_layers > 4096) return mk_partition(p, g, method);
-    for (int l = 0; l < g->n_layers; l++)
+    if (!uni && g->n_layers > 4096) return mk_partition(p, g, method);
+    for (int l = 0; !uni && l < g->n_layers; l++)
         cost[l] = e->f[p->seqpar][l] + e->b[p->seqpar][l] + (rcon && mk_layer_checkpointable(g, l) ? e->f[p->seqpar][l] : 0);
-    int rc = mk_partition_costs(p, g, method, cost);
-    mk_part_memo_t *n = realloc(e->part, (e->npart + 1) * sizeof *n), m = {p->seqpar, rcon, nv, rc, NULL, ""};
+    int rc = uni ? mk_partition(p, g, method) : mk_partition_costs(p, g, method, cost);
+    mk_part_memo_t *n = realloc(e->part, (e->npart + 1) * sizeof *n),
+                   m = {sp, rc_key, nv, rc, uni, first, last, NULL, ""};
     if (!n) return rc;
     e->part = n;
     if (rc < 0) mk_strlcpy(m.err, mk_error_last(), sizeof m.err);
@@ -82,12 +87,12 @@ static int bounds_for(mk_search_t *S, mk_plan_t *p, mk_gcache_t *e, const char *
 
 /* A non-uniform method that lands on the uniform split adds nothing when
  * uniform is searched too. */
-static int same_as_uniform(mk_search_t *S, const mk_plan_t *p, const mk_graph_t *g, const char *method)
+static int same_as_uniform(mk_search_t *S, const mk_plan_t *p, mk_gcache_t *e, const char *method)
 {
     unsigned pm = S->o->partition_mask ? S->o->partition_mask : 1u | 4u;
     if (!strcmp(method, "uniform") || !(pm & 1u)) return 0;
     mk_plan_t u = *p;
-    if (mk_plan_partition_uniform(&u, g) < 0) return 0;
+    if (bounds_for(S, &u, e, "uniform", 0) < 0) return 0;
     return !memcmp(u.bounds, p->bounds, (p->n_vstages + 1) * sizeof *p->bounds);
 }
 
@@ -191,7 +196,7 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, mk_gcache_t
         if (!have[rcon]) {
             bp[rcon] = *base;
             if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
-            if (same_as_uniform(S, &bp[rcon], e->g, method)) return 0; /* already a uniform candidate */
+            if (same_as_uniform(S, &bp[rcon], e, method)) return 0; /* already a uniform candidate */
             have[rcon] = 1;
             F[rcon].have_sends = 0;
             for (int zi = 0; zi < nz; zi++)

@@ -116,11 +116,12 @@ typedef struct {
     int grp;
 } mk_hent_t;
 
-/* A compute-balanced split of one graph's layer costs (seqpar, recompute
- * counted) into nv virtual stages: its bounds (nv + 1), or rc -1 with its
- * error. */
+/* A split of one graph into nv virtual stages: compute-balanced (uni 0:
+ * its layer costs, seqpar sp and recompute counted) or uniform (uni 1,
+ * with first and last stage blocks, sp the stages pp: neither seqpar nor
+ * recompute read): its bounds (nv + 1), or rc -1 with its error. */
 typedef struct {
-    int sp, rcon, nv, rc;
+    int sp, rcon, nv, rc, uni, first, last;
     int *bounds;
     char err[160];
 } mk_part_memo_t;
