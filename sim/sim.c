@@ -102,16 +102,6 @@ void mk_sim_layer_groups(const mk_cluster_t *c, const mk_plan_t *p, mk_group_t *
     *epg = mk_group_make(c, 0, p->tp * (p->cp > 1 ? p->cp : 1), ep, sh);
 }
 
-int mk_sim_stage_rank(const mk_plan_t *p, int s)
-{
-    return s * mk_plan_dp_cp(p) * p->tp;
-}
-
-int mk_sim_stage_node(const mk_cluster_t *c, const mk_plan_t *p, int s)
-{
-    return mk_sim_stage_rank(p, s) / (c->gpus_per_node > 0 ? c->gpus_per_node : 1);
-}
-
 /* Communication groups, message and NIC tables, chunk costs, the walker. */
 void mk_sim_setup_groups(mk_sim_state_t *R)
 {

@@ -303,8 +303,17 @@ void mk_sim_setup_groups(mk_sim_state_t *R);
 void mk_sim_layer_groups(const mk_cluster_t *c, const mk_plan_t *p, mk_group_t *tpg, mk_group_t *cpg,
                          mk_group_t *epg);
 /* Stage s's first rank and its node. */
-int mk_sim_stage_rank(const mk_plan_t *p, int s);
-int mk_sim_stage_node(const mk_cluster_t *c, const mk_plan_t *p, int s);
+/* Stage s's first rank, and its node (inline: every p2p cost asks both
+ * ends', a simulation hundreds of thousands of times). */
+static inline int mk_sim_stage_rank(const mk_plan_t *p, int s)
+{
+    return s * mk_plan_dp_cp(p) * p->tp;
+}
+
+static inline int mk_sim_stage_node(const mk_cluster_t *c, const mk_plan_t *p, int s)
+{
+    return mk_sim_stage_rank(p, s) / (c->gpus_per_node > 0 ? c->gpus_per_node : 1);
+}
 /* One SEND_ACT (act 1) or SEND_GRAD from stage s to stage ds of the
  * activation entering virtual stage kd or the gradient of the one leaving
  * it: its transfer seconds on the p2p stream (*inter: the stages are on
