@@ -146,8 +146,8 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     if (r->zero && r->zero_group == dcp) snprintf(zero, sizeof zero, ", ZeRO-%d", r->zero);
     printf("  micro-batch %d, global batch %d, %d micro-batches per replica, vpp %d, tp-overlap %d%s%s%s, "
            "attention %s%s\n", p->mbs, p->gbs, p->m, p->vpp, p->tp_overlap, zero,
-           p->seqpar ? (p->tp_comm_overlap ? ", sequence parallel with TE's TP communication overlap" : ", sequence parallel")
-                     : "",
+           !p->seqpar ? "" : p->tp_comm_overlap ? ", sequence parallel with TE's TP communication overlap"
+                                                 : ", sequence parallel",
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention),
            p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
     if (p->optimizer_offload) /* where the optimizer state went, and whether it fits there */
