@@ -23,6 +23,16 @@ check "  named: $(grep '^blas' "$tmpdir/out")" grep -q "^blas: OpenBLAS, .* kern
   "$tmpdir/out"
 expect_fail "a bad MK_TEST_BLAS_GENERIC" "MK_TEST_BLAS_GENERIC must be a switch from 0 to 1" -- \
   env MK_TEST_BLAS_GENERIC=2 "$MERAK" sim --model gpt-tiny
+# under mpiexec OpenBLAS's idle workers sleep at once (they would spin on
+# the other ranks' cores for ~0.1 s); a user's OPENBLAS_THREAD_TIMEOUT wins
+expect_ok "mpiexec: OpenBLAS's idle threads sleep" env -u OPENBLAS_THREAD_TIMEOUT "$MPIEXEC" $MPIEXEC_FLAGS -n 1 \
+  "$MERAK" version
+check "  version says so" grep -q "^blas: OpenBLAS, .*, idle threads asleep after 2^4 cycles" "$tmpdir/out"
+expect_ok "mpiexec: the user's OPENBLAS_THREAD_TIMEOUT" env OPENBLAS_THREAD_TIMEOUT=12 "$MPIEXEC" $MPIEXEC_FLAGS -n 1 \
+  "$MERAK" version
+check "  kept" grep -q "^blas: OpenBLAS, .*, idle threads asleep after 2^12 cycles" "$tmpdir/out"
+expect_ok "no mpiexec: OpenBLAS as it loads" env -u OPENBLAS_THREAD_TIMEOUT "$MERAK" version
+check "  no thread setting" sh -c "! grep -q 'idle threads' '$tmpdir/out'"
 if [ -z "$want" ]; then
   echo "no AVX on this CPU: nothing beats OpenBLAS's SSE kernels, the re-execution is not tried"
   finish

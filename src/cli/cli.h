@@ -216,10 +216,13 @@ int mk_cli_parse_size(const char *s, int64_t *out);
 /* cli_blas.c: OpenBLAS's kernel family.  mk_cli_blas_select: where
  * OpenBLAS fell back to its pre-AVX kernels on a CPU with AVX2/AVX-512
  * and OPENBLAS_CORETYPE is not set, execute argv again with the best
- * family set (returns only if nothing is to be done or the exec failed);
- * call it first, before MPI.  mk_cli_blas_describe: which family runs and
+ * family set, and under mpiexec with OPENBLAS_THREAD_TIMEOUT set so that
+ * OpenBLAS's idle workers sleep (returns only if nothing is to be done or
+ * the exec failed); call it first, before MPI.  mk_cli_blas_describe: which family runs and
  * who chose it, one phrase. */
 void mk_cli_blas_select(char **argv);
 void mk_cli_blas_describe(char *buf, size_t n);
+/* Whether mpiexec (MPICH's PMI, Open MPI, PMIx) started this process. */
+int mk_cli_under_mpiexec(void);
 
 #endif

@@ -8,7 +8,15 @@
  * choice is one of its pre-AVX families and the CPU has AVX2 or AVX-512,
  * merak executes itself again, before MPI starts, with the best family the
  * CPU supports set there.  A user's OPENBLAS_CORETYPE always wins;
- * MERAK_OPENBLAS_CHOICE remembers what OpenBLAS chose, for the report. */
+ * MERAK_OPENBLAS_CHOICE remembers what OpenBLAS chose, for the report.
+ *
+ * Under mpiexec the same re-execution sets OPENBLAS_THREAD_TIMEOUT (where
+ * the user has not): OpenBLAS starts its worker threads when it loads and
+ * they spin (sched_yield) for their first 2^28 cycles, about 0.1 s, on
+ * the cores the other ranks run on; merak never gives them work (run sets
+ * OpenBLAS to one thread, its kernels have their own pool; the other
+ * commands run no BLAS), so they sleep at once (2^4 cycles): two ranks of
+ * `merak plan --model gpt-tiny` on two cores took 0.13 s, 0.05 s so. */
 #include "config.h"
 #include "cli/cli.h"
 #include "merak/common.h"
@@ -62,26 +70,41 @@ static int under_valgrind(void)
     return p && strstr(p, "vgpreload");
 }
 
+int mk_cli_under_mpiexec(void)
+{
+    return getenv("PMI_RANK") || getenv("PMI_SIZE") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
+}
+
 void mk_cli_blas_select(char **argv)
 {
-    if (getenv("OPENBLAS_CORETYPE") || under_valgrind()) return; /* the user's, or ours after the re-execution */
-    const char *core = own_choice(), *best = best_core();
-    if (!pre_avx(core) || !best) return;
-    setenv("OPENBLAS_CORETYPE", best, 1);
-    setenv("MERAK_OPENBLAS_CHOICE", core, 1);
-    unsetenv("MK_TEST_BLAS_GENERIC");
+    if (under_valgrind()) return;
+    /* the user's settings, or ours after the re-execution, stay */
+    const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : own_choice(), *best = core ? best_core() : NULL;
+    int kernels = core && pre_avx(core) && best;
+    int sleep = mk_cli_under_mpiexec() && !getenv("OPENBLAS_THREAD_TIMEOUT");
+    if (!kernels && !sleep) return;
+    if (kernels) {
+        setenv("OPENBLAS_CORETYPE", best, 1);
+        setenv("MERAK_OPENBLAS_CHOICE", core, 1);
+        unsetenv("MK_TEST_BLAS_GENERIC");
+    }
+    if (sleep) setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
     execv("/proc/self/exe", argv);
-    fprintf(stderr, "merak: warning: could not run again with OPENBLAS_CORETYPE=%s: OpenBLAS's %s kernels run\n",
-            best, core);
-    unsetenv("OPENBLAS_CORETYPE");
-    unsetenv("MERAK_OPENBLAS_CHOICE");
+    if (kernels)
+        fprintf(stderr, "merak: warning: could not run again with OPENBLAS_CORETYPE=%s: OpenBLAS's %s kernels run\n",
+                best, core);
+    if (kernels) unsetenv("OPENBLAS_CORETYPE"), unsetenv("MERAK_OPENBLAS_CHOICE");
+    if (sleep) unsetenv("OPENBLAS_THREAD_TIMEOUT");
 }
 
 void mk_cli_blas_describe(char *buf, size_t n)
 {
     const char *own = getenv("MERAK_OPENBLAS_CHOICE"), *set = getenv("OPENBLAS_CORETYPE");
     const char *core = mk_cpu_blas_core();
-    if (own && set) snprintf(buf, n, "%s kernels (merak's choice: OpenBLAS chose %s)", core, own);
-    else if (set) snprintf(buf, n, "%s kernels (OPENBLAS_CORETYPE=%s)", core, set);
-    else snprintf(buf, n, "%s kernels (OpenBLAS's choice)", core);
+    const char *sleep = getenv("OPENBLAS_THREAD_TIMEOUT");
+    char idle[96] = "";
+    if (sleep) snprintf(idle, sizeof idle, ", idle threads asleep after 2^%s cycles", sleep);
+    if (own && set) snprintf(buf, n, "%s kernels (merak's choice: OpenBLAS chose %s)%s", core, own, idle);
+    else if (set) snprintf(buf, n, "%s kernels (OPENBLAS_CORETYPE=%s)%s", core, set, idle);
+    else snprintf(buf, n, "%s kernels (OpenBLAS's choice)%s", core, idle);
 }

@@ -82,11 +82,6 @@ static const mk_cli_defaults_t plan_defaults = {
     .model = "gpt-8.3b", .cluster = "rtx3090-pcie", .dtype = -1, .gbs = 512, .gpus = 64, .top = 5,
 };
 
-static int launched_by_mpiexec(void)
-{
-    return getenv("PMI_RANK") || getenv("PMI_SIZE") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
-}
-
 /* The search's progress bar on stderr: redrawn at most every 0.1 s and
  * at each phase change; generating fills it by layouts, simulating by
  * the candidates simulated of those the bound has not yet ruled out (so
@@ -497,7 +492,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
  * give the top of the heap back at every free, so the 405B search took
  * 27,000 page faults (0.04 s of kernel time, 8% of its wall).  Kept
  * mapped, freed memory is reused (21,000 faults; the peak a few MB
- * higher).  Only for `merak plan`: run's memory is what it measures. */
+ * higher), as run keeps its activations' (exec/runtime.c). */
 static void plan_malloc_tuning(void)
 {
 #if defined(__GLIBC__)
@@ -509,7 +504,7 @@ static void plan_malloc_tuning(void)
 
 int mk_cmd_plan(int argc, char **argv)
 {
-    int rank = 0, size = 1, mpi = launched_by_mpiexec();
+    int rank = 0, size = 1, mpi = mk_cli_under_mpiexec();
     plan_malloc_tuning();
     if (mpi) {
         /* before parsing, so that only rank 0 prints an argument error */
