@@ -81,4 +81,27 @@ assert r['step_time_s'] == u[0]['step_time_s'], (r['step_time_s'], u[0]['step_ti
 expect_ok "plan: uneven ends, text" "$MERAK" plan --model gpt-20b --cluster rtx3090-pcie --gpus 64 --gbs 512 \
   --top 5 --baseline megatron --schedules 1f1b
 check "the table shows uni 1/1" grep -q " uni 1/1 " "$tmpdir/out"
+# --tp-comm-overlap: every sequence-parallel plan with tp > 1 runs TE's TP
+# overlap (a fixed knob, not searched); such a plan replays in merak sim to
+# the same step, and the best step is no slower than without it
+L70="--model llama-3-70b --cluster dgx-h100 --gpus 64 --gbs 256 --seq-length 4096 --top 5 --json"
+expect_ok "plan: without TE's TP overlap" "$MERAK" plan $L70
+cp "$tmpdir/out" "$tmpdir/noTE.json"
+expect_ok "plan: --tp-comm-overlap" "$MERAK" plan $L70 --tp-comm-overlap
+check "SP plans with tp > 1 carry it, the others not; one replays; no slower" "${PYTHON:-python3}" -c "
+import json, subprocess
+j = json.load(open('$tmpdir/out')); n = json.load(open('$tmpdir/noTE.json'))
+te = 0
+for p in j['plans']:
+    q = p['plan']
+    want = bool(q.get('sequence_parallel')) and q['tp'] > 1
+    assert bool(q.get('tp_comm_overlap')) == want, q
+    te += want
+assert te, [p['plan']['tp'] for p in j['plans']]
+q = [p for p in j['plans'] if p['plan'].get('tp_comm_overlap')][0]
+open('$tmpdir/te.json', 'w').write(json.dumps(q['plan']))
+r = json.loads(subprocess.run(['$MERAK', 'sim', '--plan', '$tmpdir/te.json', '--json'], capture_output=True,
+                              text=True, check=True).stdout)
+assert r['step_time_s'] == q['step_time_s'], (r['step_time_s'], q['step_time_s'])
+assert j['plans'][0]['step_time_s'] <= n['plans'][0]['step_time_s'], (j['plans'][0]['step_time_s'], n['plans'][0]['step_time_s'])"
 finish

@@ -70,6 +70,9 @@ typedef struct mk_planner_opts {
     int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also
                                  sets it for a second search when nothing fits) */
     int grad_reduce_dtype;    /* every candidate's mk_plan_t.grad_reduce_dtype (0: the dtype's default) */
+    int tp_comm_overlap;      /* every sequence-parallel candidate with tp > 1 runs Transformer Engine's
+                                 TP communication overlap (mk_plan_t.tp_comm_overlap; a fixed knob,
+                                 not searched) */
     int rank, size;           /* this process's share of the (layout, micro-batch, schedule) triples */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:

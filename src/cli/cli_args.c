@@ -125,7 +125,7 @@ static const mk_flag_t mk_flags[] = {
     {"cross-entropy", O_XENT, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"fsdp-reshard-after-forward", O_RESHARD, MK_OPTG_SIM, S, 1, 0, 0},
     {"optimizer-cpu-offload", O_OFFLOAD, MK_OPTG_SIM, N, 1, 0, 0},
-    {"tp-comm-overlap", O_TP_COMM_OVERLAP, MK_OPTG_SIM, N, 1, 0, 0},
+    {"tp-comm-overlap", O_TP_COMM_OVERLAP, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
     {"cpu-offloading-num-layers", O_ACT_OFFLOAD, MK_OPTG_SIM, I, 1, 0, MK_MAX_LAYERS},
     {"decoder-first-pipeline-num-layers", O_FIRST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},
     {"decoder-last-pipeline-num-layers", O_LAST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},

@@ -21,7 +21,7 @@
 static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
     "                  [--attention-backend A] [--cross-entropy X] [--grad-reduce-dtype D]\n"
-    "                  [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
+    "                  [--tp-comm-overlap] [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
     "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
@@ -47,6 +47,9 @@ static const char *plan_usage =
     "                   bf16 and fp8, Megatron-LM's) or the plan's 16-bit type (fp16's default;\n"
     "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"
     "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
+    "  --tp-comm-overlap  every sequence-parallel plan with tp > 1 runs Transformer Engine's TP\n"
+    "                   communication overlap, as Megatron-Core's H100 recipes do (merak sim --help;\n"
+    "                   merak run refuses such a plan)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
     "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
@@ -152,7 +155,8 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int 
     mk_fmt_in(peak, sizeof peak, plan_peak(r), u->ub, u->db);
     char z[16]; /* the ZeRO stage, /k over a hybrid group of k */
     snprintf(z, sizeof z, p->zero_shard ? "%d/%d" : "%d", p->zero, p->zero_shard);
-    char cp[16] = "", a2a[16] = "", part[24];
+    char cp[16] = "", a2a[16] = "", part[24], ov[8]; /* ov: the sub-pipelined TP level, or te (TE's overlap) */
+    snprintf(ov, sizeof ov, p->tp_comm_overlap ? "te" : "%d", p->tp_overlap);
     snprintf(cp, sizeof cp, with_cp ? " %3d" : "", p->cp);
     /* uniform with uneven first / last stages: "uni F/L" */
     if (p->first_stage_layers || p->last_stage_layers)
@@ -162,9 +166,9 @@ static void print_plan_row(int i, const mk_planner_entry_t *e, int with_cp, int 
         snprintf(cp + strlen(cp), sizeof cp - strlen(cp), " %3d", p->ep);
         snprintf(a2a, sizeof a2a, " %5.1f%%", r->step_time_s > 0 ? 100 * r->exposed_comm_s[MK_COMM_EP] / r->step_time_s : 0);
     }
-    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2d %2s %-9s %9s %10.0f %8.1f %5.1f%% %6.1f%% %8s%s\n",
+    printf(" %2d  %3d%s %3d %3d %3d %4d %4d  %-11s %-15s %2s %2s %2s %-9s %9s %10.0f %8.1f %5.1f%% %6.1f%% %8s%s\n",
            i + 1, p->dp, cp, p->pp, p->tp, p->vpp, p->mbs, p->m, mk_sched_kind_name(p->schedule), rc,
-           p->seqpar ? "on" : "-", p->tp_overlap, z, part, step, r->tokens_per_s, r->tflops_per_gpu,
+           p->seqpar ? "on" : "-", ov, z, part, step, r->tokens_per_s, r->tflops_per_gpu,
            100 * r->mfu, 100 * mb, peak, a2a);
 }
 
@@ -444,6 +448,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.gbs = a->gbs ? a->gbs : d->gbs;
     o.top = a->top > 0 ? a->top : d->top;
     o.moe_imbalance = a->moe_imbalance;
+    o.tp_comm_overlap = a->tp_comm_overlap;
     if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
         mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
         return MK_EXIT_USAGE;

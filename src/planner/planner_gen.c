@@ -268,6 +268,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                     p.dtype = o->dtype, p.gbs = o->gbs, p.attention = S->attention;
                     p.cross_entropy = o->cross_entropy, p.optimizer_offload = o->optimizer_offload;
                     p.grad_reduce_dtype = o->grad_reduce_dtype;
+                    p.tp_comm_overlap = o->tp_comm_overlap && sp && tp > 1;
                     p.dp = dp, p.cp = cp, p.ep = ep, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
                     if (o->moe_imbalance > 0) p.moe_imbalance = o->moe_imbalance;
                     p.schedule = (mk_sched_kind_t)k;
