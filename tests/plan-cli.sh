@@ -104,4 +104,6 @@ r = json.loads(subprocess.run(['$MERAK', 'sim', '--plan', '$tmpdir/te.json', '--
                               text=True, check=True).stdout)
 assert r['step_time_s'] == q['step_time_s'], (r['step_time_s'], q['step_time_s'])
 assert j['plans'][0]['step_time_s'] <= n['plans'][0]['step_time_s'], (j['plans'][0]['step_time_s'], n['plans'][0]['step_time_s'])"
+expect_fail "plan: --tp-comm-overlap with --export torchtitan" "--tp-comm-overlap is Megatron-Core's" -- \
+  "$MERAK" plan --model llama-3-8b --cluster dgx-h100 --gpus 16 --gbs 64 --tp-comm-overlap --export torchtitan
 finish

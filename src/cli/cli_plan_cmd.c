@@ -329,6 +329,9 @@ static int apply_ds(mk_planner_opts_t *o)
 static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
 {
     if (!a->export_to) return 0;
+    if (o->tp_comm_overlap && strcmp(a->export_to, "megatron"))
+        return mk_error_set("--tp-comm-overlap is Megatron-Core's (Transformer Engine's userbuffers): --export %s "
+                            "runs no such overlap", a->export_to);
     if (!strcmp(a->export_to, "torchtitan")) return apply_titan(o);
     if (!strcmp(a->export_to, "deepspeed")) return apply_ds(o);
     if (strcmp(a->export_to, "megatron"))
