@@ -394,16 +394,15 @@ static void built_keep(lazy_streams_t *L, mk_sim_peak_memo_t *memo)
 /* The spec the round's streams are built from.  The peak walk reads no
  * plain F's count from the streams (the probe's ckpt_f replaces it, R and
  * B read what F set) and takes the chunks' caps from the plan, not the
- * streams; and no generator but Merak's orders its instructions by the
- * counts' values or the layer counts, only by which chunks recompute at
- * all (zb-h2 and zb-v's list scheduler: a recomputing B_IN takes a tick
- * more).  So counts above zero become 1 and the layer counts go: rounds
+ * streams; and only the generators with traits reads_counts (Merak's)
+ * build from the counts' values or the layer counts, the others only from
+ * which chunks recompute at all.  So counts above zero become 1 and the
+ * layer counts go: rounds
  * and plans whose counts or partitions differ only in size share one
  * spec, its stage hashes and its streams. */
 static void round_spec(const mk_plan_t *p, int *ck, mk_sched_spec_t *spec)
 {
-    mk_sched_kind_t k = p->schedule;
-    if (!spec->ckpt || k == MK_SCHED_MERAK || k == MK_SCHED_MERAK_PRE || k == MK_SCHED_MERAK_LAST) return;
+    if (!spec->ckpt || mk_sched_traits(p->schedule)->reads_counts) return;
     for (int i = 0; i < p->n_vstages; i++) ck[i] = ck[i] > 0;
     spec->layers = NULL;
 }

@@ -205,6 +205,10 @@ typedef struct mk_sched_traits {
     int list_scheduled; /* its order comes from a clock (sched_zb_list.c): warm-up and tail have no
                            closed form; the peak in flight is at most its cap (the cap but in rare
                            mixed-cost cases), the tail at most that */
+    int reads_counts;   /* its streams depend on the checkpoint counts' values and the chunks' layer
+                           counts (Merak's: stage p-2's extra forward, F_PRE keeping every layer);
+                           the others' only on which chunks checkpoint at all (a recomputing B_IN
+                           is a tick longer on the list scheduler's clock) */
 } mk_sched_traits_t;
 MK_API const mk_sched_traits_t *mk_sched_traits(mk_sched_kind_t k);
 /* Stage s of p (m micro-batches, v chunks): the forwards (F or F_PRE) it

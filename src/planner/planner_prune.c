@@ -95,14 +95,13 @@ static int prog_slot(mk_pl_progs_t *P, size_t need)
  * reach the streams only through those counts: where nothing is
  * checkpointed (no recompute, or selective's attention core, which the
  * engines replay inside B) the layer counts and the recompute kind are
- * dropped, so plans whose partitions differ share one program.  Merak's
- * schedules are left whole (their F_PRE counts every layer). */
+ * dropped, so plans whose partitions differ share one program (not for
+ * the schedules whose streams read the counts: traits reads_counts). */
 static void prog_spec(const mk_plan_t *p, const mk_graph_t *g, int *layers, mk_sched_spec_t *spec)
 {
     mk_plan_sched_spec(p, g, mk_plan_dp_cp(p) > 1, layers, spec);
     mk_recompute_kind_t k = spec->recompute.kind;
-    int merak = spec->kind == MK_SCHED_MERAK || spec->kind == MK_SCHED_MERAK_PRE || spec->kind == MK_SCHED_MERAK_LAST;
-    if ((k == MK_RECOMPUTE_NONE || k == MK_RECOMPUTE_SELECTIVE) && !merak) {
+    if ((k == MK_RECOMPUTE_NONE || k == MK_RECOMPUTE_SELECTIVE) && !mk_sched_traits(spec->kind)->reads_counts) {
         spec->layers = spec->ckpt = NULL;
         spec->recompute.kind = MK_RECOMPUTE_NONE, spec->recompute.ratio = 0;
     }
