@@ -243,6 +243,39 @@ static void test_gemm16(int dtype, int N, int IC, int OC)
     free(x), free(w), free(dy), free(ry), free(rdx), free(rdw);
 }
 
+/* 16-bit views (mk_cpu_pool_view16, exec_p16.c's widened weights): a
+   weight inside a registered view gives the same products bit for bit as
+   the same rounded floats unregistered, on oneDNN (which then reads the
+   16-bit bits: poisoning the floats changes nothing) and on the rounded-
+   operand sgemm (which reads the floats without rounding them again); the
+   weight is a block inside a larger view, and the view goes when dropped. */
+static void test_gemm16_view(int dtype, int N, int IC, int OC)
+{
+    size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, ny = (size_t)N * OC, pad = 37;
+    float *x = rnd(nx, 1.0f), *big = rnd(nw + 2 * pad, 0.1f), *w = big + pad, *dy = rnd(ny, 1.0f), *o[2][2];
+    uint16_t *h = malloc((nw + 2 * pad) * sizeof *h);
+    if (dtype == MK_DTYPE_BF16) mk_bf16_from_float_n(h, big, nw + 2 * pad), mk_bf16_to_float_n(big, h, nw + 2 * pad);
+    else mk_fp16_from_float_n(h, big, nw + 2 * pad), mk_fp16_to_float_n(big, h, nw + 2 * pad);
+    mk_cpu_pool_set_threads(pool, 3), mk_cpu_pool_set_gemm_dtype(pool, dtype);
+    for (int k = 0; k < 2; k++) { /* unregistered, then inside the view */
+        if (k) mk_cpu_pool_view16(pool, big, h, nw + 2 * pad);
+        if (k && dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok()) w[0] = w[nw - 1] = 1e30f; /* read from h */
+        o[k][0] = calloc(ny, 4), o[k][1] = calloc(nx, 4);
+        mk_cpu_linear_fwd(pool, o[k][0], x, w, NULL, N, IC, OC);
+        mk_cpu_linear_bwd_in(pool, o[k][1], dy, w, N, IC, OC);
+    }
+    CHECK(mk_cpu_pool_view16_of(pool, w, nw) == h + pad && mk_cpu_pool_view16_of(pool, w, nw + pad + 1) == NULL,
+          "a view holds its block, not past it");
+    mk_cpu_pool_view16(pool, big, NULL, 0);
+    CHECK(mk_cpu_pool_view16_of(pool, w, nw) == NULL, "a dropped view is gone");
+    mk_cpu_pool_set_gemm_dtype(pool, MK_DTYPE_FP32), mk_cpu_pool_set_threads(pool, 1);
+    CHECK(!memcmp(o[0][0], o[1][0], ny * 4) && !memcmp(o[0][1], o[1][1], nx * 4),
+          "%s GEMMs through a 16-bit view (%s): the same products bit for bit",
+          dtype == MK_DTYPE_BF16 ? "bf16" : "fp16", mk_cpu_dnnl_bf16_ok() && dtype == MK_DTYPE_BF16 ? "oneDNN" : "sgemm");
+    for (int k = 0; k < 2; k++) free(o[k][0]), free(o[k][1]);
+    free(x), free(big), free(dy), free(h);
+}
+
 /* A small cap (mk_cpu_pool_set_gemm16_cap) splits the 16-bit GEMMs into
    panels: of K (130 x 300 x 200's three; 60 tokens x 3000 -> 100's
    forward), of C's columns (its input and weight gradients) and of C's
@@ -313,6 +346,11 @@ int main(void)
     test_gemm16(MK_DTYPE_BF16, 130, 300, 200);
     unsetenv("MK_TEST_NO_DNNL");
     test_gemm16(MK_DTYPE_FP16, 64, 257, 190);
+    test_gemm16_view(MK_DTYPE_BF16, 130, 300, 200);
+    test_gemm16_view(MK_DTYPE_FP16, 64, 257, 190);
+    setenv("MK_TEST_NO_DNNL", "1", 1);
+    test_gemm16_view(MK_DTYPE_BF16, 130, 300, 200);
+    unsetenv("MK_TEST_NO_DNNL");
     test_gemm16_panels();
     test_attention(4, 4);  /* MHA */
     test_attention(6, 2);  /* GQA */

@@ -180,6 +180,13 @@ typedef struct mk_backend {
        in half the bytes (src/exec/gpt_act16.c).  CPU. */
     void (*pack16)(void *ctx, void *dst, const float *x, size_t n, int dtype);
     void (*unpack16)(void *ctx, float *dst, const void *src, size_t n, int dtype);
+    /* Optional (NULL: alloc): memory not zero-filled, for a buffer written
+       whole before it is read (16-bit weights widened per layer, exec_p16.c). */
+    void *(*alloc_raw)(void *ctx, size_t bytes);
+    /* Optional (NULL: none): w[0..n) holds the 16-bit values w16[0..n)
+       widened (the GEMMs' dtype, set_gemm_dtype), so a GEMM may read them
+       as they are; n 0: that view of w goes.  CPU (exec_p16.c's weights). */
+    void (*weights16)(void *ctx, const float *w, const void *w16, size_t n);
     /* Optional, device backends only (NULL on the CPU). */
     /* one device per rank: local_rank mod the visible devices, local_rank
        within the node; before the first allocation.  The device, or -1. */

@@ -41,6 +41,8 @@ typedef struct mk_gpt_tensor {
     int owned;          /* held by this rank */
     int tied_copy;      /* the head's copy of wte (pipeline: other rank holds the embedding) */
     int expert;         /* MoE: the expert whose weight it is, -1 for every other tensor */
+    int fp32;           /* read from its fp32 master in a 16-bit run (src/exec/exec_p16.c): DeepSeek-V3's
+                           score bias, an fp32 buffer in Megatron-Core, moved 1e-3 at a time */
     size_t off;         /* offset (floats) in the rank's parameter block, if owned */
 } mk_gpt_tensor_t;
 
@@ -208,6 +210,8 @@ size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, int B);
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *runs);
 /* gpt_act.c: the allocator (counted in run->mem_*), and the 16-bit storage. */
 float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
+/* the same, not zero-filled where the backend can: a buffer written whole before it is read */
+float *mk_gpt_alloc_raw(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats);
 /* Free everything a layer holds for a micro-batch. */
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);

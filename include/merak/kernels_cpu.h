@@ -36,6 +36,16 @@ int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p);
 #define MK_CPU_GEMM16_CAP ((size_t)1 << 23)
 void mk_cpu_pool_set_gemm16_cap(mk_cpu_pool_t *p, size_t floats);
 size_t mk_cpu_pool_gemm16_cap(const mk_cpu_pool_t *p);
+/* 16-bit views (the backend's weights16): w[0..n) holds the 16-bit values
+   h[0..n) widened (bf16 or fp16 bits, the GEMMs' dtype), so a 16-bit GEMM
+   takes an operand lying inside it as it is: oneDNN reads h, the rounded-
+   operand sgemm reads w unrounded (rounding it again changes nothing).
+   h NULL or n 0: w's view goes.  At most MK_CPU_VIEWS16 at once (more:
+   not recorded, the operand is converted as any other).  view16_of: the
+   16-bit values of x[0..extent) where a view holds them all, else NULL. */
+#define MK_CPU_VIEWS16 16
+void mk_cpu_pool_view16(mk_cpu_pool_t *p, const float *w, const uint16_t *h, size_t n);
+const uint16_t *mk_cpu_pool_view16_of(const mk_cpu_pool_t *p, const float *x, size_t extent);
 /* The pool's scratch of at least n floats (kept, grown; NULL: out of memory or no pool). */
 float *mk_cpu_pool_scratch(mk_cpu_pool_t *p, size_t n);
 size_t mk_cpu_pool_scratch_bytes(const mk_cpu_pool_t *p);  /* its size now (it only grows) */

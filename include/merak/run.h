@@ -84,6 +84,8 @@ typedef struct mk_exec_result {
     double tokens_per_s;          /* from the median step after the first */
     double step_time;             /* that median */
     size_t *peak_mem;             /* [pp] bytes: params, grads, Adam state, activations, scratch */
+    size_t *state_mem;            /* [pp] bytes of the model's state: weights (16-bit and fp32 masters),
+                                     gradients, Adam moments, as held between steps */
     int64_t first_step;           /* global index of losses[0] (after --load) */
     int load_unverified;          /* --load's file had no checksums (the CLI notes it) */
     double loss_scale;            /* loss scaling's scale after the last step (1: none) */

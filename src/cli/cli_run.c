@@ -150,14 +150,18 @@ static const mk_cli_defaults_t run_defaults = {
     .adam_beta1 = "0.9", .adam_beta2 = "0.95",
 };
 
-/* One rule for the dtype, from --dtype or a plan's "dtype" (issue 32): the
- * executor keeps fp32 weights and optimizer state on every backend; a
- * 16-bit dtype rounds the GEMMs' operands where the backend can, else runs
+/* One rule for the dtype, from --dtype or a plan's "dtype" (issue 32): a
+ * 16-bit dtype trains with 16-bit weights over fp32 masters and rounds the
+ * GEMMs' operands where the backend can (src/exec/exec_p16.c), else runs
  * in fp32, said on stderr (rank 0: the others are silenced while parsing)
  * once the plan is accepted (run_dtype_warn); fp8, whose scaling recipe an
  * fp32 run cannot stand for, is refused. */
-static int run_dtype_check(mk_dtype_t given, int from_plan)
+static int run_dtype_check(const mk_plan_t *p, int from_plan)
 {
+    mk_dtype_t given = p->dtype;
+    if ((given == MK_DTYPE_BF16 || given == MK_DTYPE_FP16) && p->model.moe_router_bias && p->zero)
+        return mk_cli_fail("run", "the router's expert bias with --zero %d in a 16-bit run is not supported by run "
+                           "(its fp32 master would be sharded; the layers read the whole bias)", p->zero);
     if (given != MK_DTYPE_FP8) return 0;
     return mk_cli_fail("run", "the executor has no fp8 path: %s fp8 is for merak sim and merak plan (bf16 and fp16 "
                        "run)", from_plan ? "the plan's dtype" : "--dtype");
@@ -181,7 +185,7 @@ static int run_ctx(const mk_args_t *a, int world, mk_dtype_t *given, mk_plan_ctx
     mk_plan_t p;
     if (mk_args_plan(a, &run_defaults, world, run_defaults.dtype, &p) < 0) return -1;
     *given = p.dtype;
-    if (run_dtype_check(p.dtype, a->plan_file != NULL)) return -1;
+    if (run_dtype_check(&p, a->plan_file != NULL)) return -1;
     p.dtype = MK_DTYPE_FP32;
     mk_plan_resolve_opts_t ro = {.world = world, .check = mk_exec_check};
     return mk_args_resolve(a, &run_defaults, &p, &ro, ctx);
@@ -312,6 +316,10 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     json_object_set_new(j, "step_time_s", json_real(r->step_time));
     json_object_set_new(j, "tokens_per_s", json_real(r->tokens_per_s));
     json_object_set_new(j, "peak_memory_bytes", mem);
+    json_t *st = json_array(); /* the state within it: weights, gradients, optimizer (merak sim's breakdown) */
+    for (int s = 0; r->state_mem && s < o->ctx->plan.pp; s++)
+        json_array_append_new(st, json_integer((json_int_t)r->state_mem[s]));
+    json_object_set_new(j, "state_memory_bytes", st);
     json_object_set_new(j, "layout", json_pack("{s:i,s:i,s:i}", "dp", o->ctx->plan.dp, "pp", o->ctx->plan.pp, "tp", o->ctx->plan.tp));
     if (o->ctx->plan.cp > 1) json_object_set_new(json_object_get(j, "layout"), "cp", json_integer(o->ctx->plan.cp));
     if (o->ctx->plan.ep > 1) json_object_set_new(json_object_get(j, "layout"), "ep", json_integer(o->ctx->plan.ep));
@@ -325,11 +333,11 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
     mk_dtype_t ran = o->gemm_dtype ? (mk_dtype_t)o->gemm_dtype : MK_DTYPE_FP32;
     json_object_set_new(j, "dtype", json_string(mk_dtype_name(ran)));
     if (o->gemm_dtype) {
-        json_object_set_new(j, "precision", json_string(o->grad_dtype ? "16-bit GEMM operands, saved activations "
-                                                        "and gradient buffers; fp32 sums, working tensors, weights "
-                                                        "and optimizer"
-                                                        : "16-bit GEMM operands and saved activations; fp32 sums, "
-                                                        "working tensors, weights, gradients and optimizer"));
+        json_object_set_new(j, "precision", json_string(o->grad_dtype ? "16-bit weights, GEMM operands, saved "
+                                                        "activations and gradient buffers; fp32 masters, optimizer, "
+                                                        "sums and working tensors"
+                                                        : "16-bit weights, GEMM operands and saved activations; fp32 "
+                                                        "masters, gradients, optimizer, sums and working tensors"));
         json_object_set_new(j, "grads", json_string(mk_dtype_name(o->grad_dtype ? (mk_dtype_t)o->grad_dtype
                                                                                  : MK_DTYPE_FP32)));
         int dnnl = o->gemm_dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok(); /* gemm_dtype: the cpu backend */

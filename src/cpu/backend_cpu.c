@@ -27,13 +27,19 @@ static void zero_part(void *arg, size_t lo, size_t hi) { memset((char *)arg + lo
 static void par_zero(void *ctx, void *p, size_t bytes) { mk_cpu_par(ctx, bytes, (size_t)4 << 20, zero_part, p); }
 
 /* The CPU backend's context is its thread pool (NULL: one thread). */
+static size_t padded(size_t bytes) { return (bytes + 63) & ~(size_t)63 ? (bytes + 63) & ~(size_t)63 : 64; }
+
+static void *cpu_alloc_raw(void *ctx, size_t bytes)
+{
+    (void)ctx; /* 64-byte alignment for vector loads */
+    void *p = NULL;
+    return posix_memalign(&p, 64, padded(bytes)) ? NULL : p;
+}
+
 static void *cpu_alloc(void *ctx, size_t bytes)
 {
-    /* 64-byte alignment for vector loads; calloc semantics (zeroed) */
-    void *p = NULL;
-    size_t n = (bytes + 63) & ~(size_t)63;
-    if (posix_memalign(&p, 64, n ? n : 64)) return NULL;
-    par_zero(ctx, p, n ? n : 64);
+    void *p = cpu_alloc_raw(ctx, bytes); /* calloc semantics (zeroed) */
+    if (p) par_zero(ctx, p, padded(bytes));
     return p;
 }
 
@@ -45,24 +51,45 @@ static void cpu_set_threads(void *ctx, int n) { mk_cpu_pool_set_threads(ctx, n);
 static void cpu_destroy(void *ctx) { mk_cpu_pool_free(ctx); }
 static void cpu_set_gemm_dtype(void *ctx, int dtype) { mk_cpu_pool_set_gemm_dtype(ctx, dtype); }
 static size_t cpu_scratch_bytes(void *ctx) { return mk_cpu_pool_scratch_bytes(ctx); }
+static void cpu_weights16(void *ctx, const float *w, const void *w16, size_t n)
+{
+    mk_cpu_pool_view16(ctx, w, w16, n);
+}
+
+/* 16-bit conversions split over the rank's cores like zeroing: the
+ * 16-bit weights are widened per layer and rounded from the masters every
+ * step (exec_p16.c), gpt2-124m's 124 M of them.  op 0 round, 1 pack, 2
+ * unpack; values [lo, hi) of n. */
+typedef struct { int op, dtype; float *x; const float *cx; uint16_t *h; const uint16_t *ch; } conv16_t;
+
+static void conv16_part(void *arg, size_t lo, size_t hi)
+{
+    const conv16_t *c = arg;
+    int f16 = c->dtype == MK_DTYPE_FP16;
+    if (c->op == 0 && f16) mk_fp16_round_n(c->x + lo, c->x + lo, hi - lo);
+    else if (c->op == 0 && c->dtype == MK_DTYPE_BF16) mk_bf16_round_n(c->x + lo, c->x + lo, hi - lo);
+    else if (c->op == 1 && f16) mk_fp16_from_float_n(c->h + lo, c->cx + lo, hi - lo);
+    else if (c->op == 1) mk_bf16_from_float_n(c->h + lo, c->cx + lo, hi - lo);
+    else if (c->op == 2 && f16) mk_fp16_to_float_n(c->x + lo, c->ch + lo, hi - lo);
+    else if (c->op == 2) mk_bf16_to_float_n(c->x + lo, c->ch + lo, hi - lo);
+}
+
 static void cpu_round16(void *ctx, float *x, size_t n, int dtype)
 {
-    (void)ctx;
-    if (dtype == MK_DTYPE_FP16) mk_fp16_round_n(x, x, n);
-    else if (dtype == MK_DTYPE_BF16) mk_bf16_round_n(x, x, n);
+    conv16_t c = {0, dtype, x, NULL, NULL, NULL};
+    mk_cpu_par(ctx, n, (size_t)1 << 20, conv16_part, &c);
 }
 
 static void cpu_pack16(void *ctx, void *dst, const float *x, size_t n, int dtype)
 {
-    (void)ctx;
-    if (dtype == MK_DTYPE_FP16) mk_fp16_from_float_n(dst, x, n);
-    else mk_bf16_from_float_n(dst, x, n);
+    conv16_t c = {1, dtype, NULL, x, dst, NULL};
+    mk_cpu_par(ctx, n, (size_t)1 << 20, conv16_part, &c);
 }
+
 static void cpu_unpack16(void *ctx, float *dst, const void *src, size_t n, int dtype)
 {
-    (void)ctx;
-    if (dtype == MK_DTYPE_FP16) mk_fp16_to_float_n(dst, src, n);
-    else mk_bf16_to_float_n(dst, src, n);
+    conv16_t c = {2, dtype, dst, NULL, NULL, src};
+    mk_cpu_par(ctx, n, (size_t)1 << 20, conv16_part, &c);
 }
 
 static const mk_backend_t mk_cpu = {
@@ -113,6 +140,8 @@ static const mk_backend_t mk_cpu = {
     .round16 = cpu_round16,
     .pack16 = cpu_pack16,
     .unpack16 = cpu_unpack16,
+    .alloc_raw = cpu_alloc_raw,
+    .weights16 = cpu_weights16,
 };
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }

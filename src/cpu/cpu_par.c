@@ -32,6 +32,8 @@ struct mk_cpu_pool {
     float *scr;           /* their rounded copies (mk_cpu_pool_scratch) */
     size_t scr_n;
     size_t gemm16_cap;    /* the most floats of copies one 16-bit GEMM panel takes (0: the default) */
+    struct { const float *w; const uint16_t *h; size_t n; } view[MK_CPU_VIEWS16]; /* mk_cpu_pool_view16 */
+    int n_view;
     pthread_mutex_t dispatch, mu;
     pthread_cond_t go, done;
     atomic_ulong gen;
@@ -79,6 +81,23 @@ void mk_cpu_pool_set_gemm16_cap(mk_cpu_pool_t *p, size_t floats)
 size_t mk_cpu_pool_gemm16_cap(const mk_cpu_pool_t *p)
 {
     return p && p->gemm16_cap ? p->gemm16_cap : MK_CPU_GEMM16_CAP;
+}
+
+void mk_cpu_pool_view16(mk_cpu_pool_t *p, const float *w, const uint16_t *h, size_t n)
+{
+    if (!p) return;
+    for (int i = 0; i < p->n_view; i++)
+        if (p->view[i].w == w) { p->view[i] = p->view[--p->n_view]; break; }
+    if (!h || !n || p->n_view == MK_CPU_VIEWS16) return;
+    p->view[p->n_view].w = w, p->view[p->n_view].h = h, p->view[p->n_view++].n = n;
+}
+
+const uint16_t *mk_cpu_pool_view16_of(const mk_cpu_pool_t *p, const float *x, size_t extent)
+{
+    for (int i = 0; p && i < p->n_view; i++)
+        if (x >= p->view[i].w && (size_t)(x - p->view[i].w) + extent <= p->view[i].n)
+            return p->view[i].h + (x - p->view[i].w);
+    return NULL;
 }
 
 size_t mk_cpu_pool_scratch_bytes(const mk_cpu_pool_t *p) { return p ? p->scr_n * sizeof(float) : 0; }

@@ -88,6 +88,12 @@ static void round_rows(void *ctx, const float *src, int rows, int cols, int ld, 
     mk_cpu_par(ctx, (size_t)rows, PAR_GRAIN / ((size_t)cols + 1) + 1, round_part, &r);
 }
 
+/* The 16-bit view holding operand X (rows x cols, leading dimension ld), or NULL. */
+static const uint16_t *view_of(void *ctx, const float *X, int rows, int cols, int ld)
+{
+    return rows && cols ? mk_cpu_pool_view16_of(ctx, X, (size_t)(rows - 1) * ld + cols) : NULL;
+}
+
 /* oneDNN's bf16 GEMM on column (or row) blocks of C, as gemm_part splits sgemm. */
 typedef struct {
     int ta, tb, M, N, K, lda, ldb, ldc, by_rows, acc;
@@ -122,13 +128,15 @@ static int gemm_dnnl(void *ctx, int ta, int tb, int M, int N, int K, const float
 {
     if ((beta != 0.0f && beta != 1.0f) || !mk_cpu_dnnl_bf16_ok()) return -1;
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    size_t na = (size_t)ar * ac, nb = (size_t)br * bc;
-    float *s = mk_cpu_pool_scratch(ctx, (na + nb + 1) / 2);
+    const uint16_t *va = view_of(ctx, A, ar, ac, lda), *vb = view_of(ctx, B, br, bc, ldb);
+    size_t na = va ? 0 : (size_t)ar * ac, nb = vb ? 0 : (size_t)br * bc;
+    float *s = mk_cpu_pool_scratch(ctx, (na + nb + 1) / 2 + 1);
     if (!s) return -1;
     uint16_t *a16 = (uint16_t *)s, *b16 = a16 + na;
-    round_rows(ctx, A, ar, ac, lda, (float *)a16, BF16_BITS);
-    round_rows(ctx, B, br, bc, ldb, (float *)b16, BF16_BITS);
-    gemm16_t g = {ta, tb, M, N, K, ac, bc, ldc, M > N, beta != 0.0f, a16, b16, C};
+    if (!va) round_rows(ctx, A, ar, ac, lda, (float *)a16, BF16_BITS);
+    if (!vb) round_rows(ctx, B, br, bc, ldb, (float *)b16, BF16_BITS);
+    gemm16_t g = {ta, tb, M, N, K, va ? lda : ac, vb ? ldb : bc, ldc, M > N, beta != 0.0f,
+                  va ? va : a16, vb ? vb : b16, C};
     gemm_par(ctx, g.by_rows, M, N, K, gemm16_part, &g);
     return 0;
 }
@@ -145,12 +153,13 @@ static int gemm_whole16(void *ctx, int dtype, int ta, int tb, int M, int N, int 
 {
     if (dtype == MK_DTYPE_BF16 && gemm_dnnl(ctx, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc) == 0) return 0;
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    size_t na = (size_t)ar * ac, nb = (size_t)br * bc;
-    float *s = mk_cpu_pool_scratch(ctx, na + nb);
+    int ka = view_of(ctx, A, ar, ac, lda) != NULL, kb = view_of(ctx, B, br, bc, ldb) != NULL; /* 16-bit already */
+    size_t na = ka ? 0 : (size_t)ar * ac, nb = kb ? 0 : (size_t)br * bc;
+    float *s = mk_cpu_pool_scratch(ctx, na + nb + 1);
     if (!s) return -1;
-    round_rows(ctx, A, ar, ac, lda, s, dtype);
-    round_rows(ctx, B, br, bc, ldb, s + na, dtype);
-    gemm_split(ctx, ta, tb, M, N, K, s, ac, s + na, bc, beta, C, ldc);
+    if (!ka) round_rows(ctx, A, ar, ac, lda, s, dtype);
+    if (!kb) round_rows(ctx, B, br, bc, ldb, s + na, dtype);
+    gemm_split(ctx, ta, tb, M, N, K, ka ? A : s, ka ? lda : ac, kb ? B : s + na, kb ? ldb : bc, beta, C, ldc);
     return 0;
 }
 

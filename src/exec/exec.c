@@ -376,8 +376,11 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     else e->skipped++;
     e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale);
     mk_exec_trace_ev(e, MK_TRACE_COMPUTE, "OPT", t0, -1, 0, -1);
-    if (e->zero.on == 1 && mk_exec_zero_gather(e) < 0) return -1;
-    if (mk_exec_fsdp_gather(e) < 0) return -1;
+    if (e->p16.dt) { /* the 16-bit weights from the updated masters (ZeRO-1/2: gathered in 16 bits) */
+        if (mk_exec_p16_refresh(e) < 0) return -1;
+    } else if ((e->zero.on == 1 && mk_exec_zero_gather(e) < 0) || mk_exec_fsdp_gather(e) < 0) {
+        return -1;
+    }
     /* DeepSeek-V3's score biases: the step's load per expert over every DP replica (a TP group's ranks
        route the same tokens), then the same move on every rank holding them */
     if (g->moe_load) {

@@ -6,6 +6,7 @@
 libmerak_la_SOURCES += src/exec/gpt.c src/exec/gpt_layers.c src/exec/gpt_act.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_hf.c src/exec/gpt_attn.c src/exec/gpt_mla.c src/exec/exec_zero.c src/exec/exec_fsdp.c src/exec/exec_faults.c src/exec/exec_tp.c \
+	src/exec/exec_p16.c \
 	src/exec/exec_cp.c src/exec/kernels_cp_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c \
 	src/exec/loss_scale.c
 noinst_HEADERS += include/merak/gpt.h include/merak/exec.h
@@ -24,8 +25,8 @@ EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
 	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \
 	tests/mpi-run-data.sh tests/mpi-memory.sh tests/mpi-cp.sh tests/mpi-sp.sh tests/mpi-moe.sh tests/mpi-trace-nesting.sh \
-	tests/mpi-loss-scale.sh tests/mpi-mixed.sh
-EXTRA_DIST += tests/mpi-loss-scale.sh tests/mpi-mixed.sh
+	tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh
+EXTRA_DIST += tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh tests/mpi-memory.sh \
 	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \

@@ -92,9 +92,9 @@ static int bufs_alloc(const mk_gpt_t *g, int rank, ckpt_bufs_t *b)
 static void bufs_free(ckpt_bufs_t *b) { free(b->shard); free(b->full); free(b->file); }
 
 /* This rank's shard of tensor k's state (0 params, 1 m, 2 v), on the host.
- * ZeRO: the moments (ZeRO-3: the parameters too) are spread over the
- * sharding group (collective over it). */
-static int sharded(const mk_exec_t *e, int kind) { return e->zero.on && (kind || e->zero.on == 3); }
+ * ZeRO: the moments (ZeRO-3 and 16-bit runs: the parameters' fp32 masters
+ * too) are spread over the sharding group (collective over it). */
+static int sharded(const mk_exec_t *e, int kind) { return e->zero.on && (kind || mk_exec_zero_params_sharded(e)); }
 
 static int state_get(mk_exec_t *e, int k, int kind, float *host)
 {

@@ -43,9 +43,7 @@ static int completes(const mk_gpt_t *g, int l, int mode)
 
 static int needs_params(const mk_exec_t *e, int l, int phase)
 {
-    if (e->zero.on < 3) return 0;
-    if (phase == MK_FSDP_FWD) return 1;
-    return phase != MK_BWD_W && mk_gpt_layer_kind(e->g, l) != MK_GPT_EMBED;
+    return e->zero.on == 3 && mk_exec_reads_params(e, l, phase);
 }
 
 /* The units layer l reads: its own, and the head's borrowed wte (pp 1). */
@@ -140,8 +138,15 @@ static int grads_ready(mk_exec_t *e, int l)
 
 static void ag_done(mk_exec_t *e, mk_zunit_t *u)
 {
-    mk_comm_unstage(&e->comm, u->work, u->hw, u->n * sizeof(float), 1);
-    mk_comm_unstage(&e->comm, e->zero.params + u->soff, u->hs, piece(e, u) * sizeof(float), 0);
+    if (e->p16.dt) { /* the 16-bit pieces widened (host buffers: 16-bit runs are the CPU's) */
+        e->g->be->unpack16(e->g->be->ctx, u->work, u->hw, u->n, e->p16.dt);
+        mk_gpt_release(&e->run, e->g, u->hw, mk_exec_floats16(u->n));
+        mk_gpt_release(&e->run, e->g, u->hs, mk_exec_floats16(piece(e, u)));
+    } else {
+        mk_comm_unstage(&e->comm, u->work, u->hw, u->n * sizeof(float), 1);
+        mk_comm_unstage(&e->comm, e->zero.params + u->soff, u->hs, piece(e, u) * sizeof(float), 0);
+    }
+    u->hw = u->hs = NULL;
     u->ag_on = 0;
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.zero", u->ag_t0, -1, 0, u->layer);
 }
@@ -155,11 +160,18 @@ static int acquire(mk_exec_t *e, int l)
         if (u->pins++ || u->work) continue;
         if (!(u->work = mk_gpt_alloc(&e->run, e->g, u->n))) return -1;
         size_t c = piece(e, u);
-        u->hs = mk_comm_stage(&e->comm, e->zero.params + u->soff, c * sizeof(float), 1);
-        u->hw = mk_comm_stage(&e->comm, u->work, u->n * sizeof(float), 0);
+        MPI_Datatype t = e->p16.dt ? MPI_UINT16_T : MPI_FLOAT;
+        if (e->p16.dt) { /* the masters' pieces rounded: the layers' 16-bit weights, half the bytes */
+            u->hs = mk_gpt_alloc_raw(&e->run, e->g, mk_exec_floats16(c));
+            u->hw = mk_gpt_alloc_raw(&e->run, e->g, mk_exec_floats16(u->n));
+            if (!u->hs || !u->hw) return -1;
+            if (c) e->g->be->pack16(e->g->be->ctx, u->hs, e->zero.params + u->soff, c, e->p16.dt);
+        } else {
+            u->hs = mk_comm_stage(&e->comm, e->zero.params + u->soff, c * sizeof(float), 1);
+            u->hw = mk_comm_stage(&e->comm, u->work, u->n * sizeof(float), 0);
+        }
         u->ag_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-        if (MPI_Iallgatherv(u->hs, (int)c, MPI_FLOAT, u->hw, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &u->ag) !=
-            MPI_SUCCESS)
+        if (MPI_Iallgatherv(u->hs, (int)c, t, u->hw, u->cnt, u->dsp, t, e->zero.zsc, &u->ag) != MPI_SUCCESS)
             return mk_error_set("MPI_Iallgatherv failed");
         u->ag_on = 1;
     }
@@ -196,6 +208,7 @@ static void release(mk_exec_t *e, int l)
 
 int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase)
 {
+    if (mk_exec_p16_begin(e, l, phase) < 0) return -1;
     if (e->zero.on < 2) return 0;
     int p = needs_params(e, l, phase);
     if (p && e->zero.pre != l && acquire(e, l) < 0) return -1;
@@ -210,6 +223,7 @@ int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase)
 
 int mk_exec_fsdp_end(mk_exec_t *e, int l, int phase)
 {
+    mk_exec_p16_end(e, l, phase);
     if (e->zero.on < 2) return 0;
     if (needs_params(e, l, phase)) release(e, l);
     if (phase < MK_FSDP_BWD || !completes(e->g, l, phase) || !e->o->ctx->plan.overlap_grad_reduce) return 0;
@@ -304,6 +318,11 @@ void mk_exec_fsdp_free(mk_exec_t *e)
         mk_gpt_release(&e->run, e->g, u->gfly, u->n);
         mk_gpt_release(&e->run, e->g, u->rfly, c ? c : 1);
         mk_gpt_release(&e->run, e->g, u->work, u->n);
+        if (e->p16.dt) { /* a 16-bit gather left in flight by a failed step */
+            mk_gpt_release(&e->run, e->g, u->hw, mk_exec_floats16(u->n));
+            mk_gpt_release(&e->run, e->g, u->hs, mk_exec_floats16(c));
+            u->hw = u->hs = NULL;
+        }
         u->gbuf = u->gfly = u->rfly = u->work = NULL;
     }
 }

@@ -12,6 +12,7 @@
 #include "merak/safetensors.h"
 
 #include <jansson.h>
+#include <stdint.h>
 
 /* One model chunk on this rank: layers [l0, l1) of virtual stage vs. */
 typedef struct mk_chunk {
@@ -162,6 +163,15 @@ typedef struct mk_exec_ep {
 } mk_exec_ep_t;
 
 /* One rank of a run (mk_exec_train). */
+/* 16-bit weights with fp32 masters (exec_p16.c). */
+typedef struct mk_exec_p16 {
+    int dt;                /* the run's 16-bit type (mk_dtype_t BF16 or FP16), 0: fp32 weights */
+    uint16_t *store;       /* (n_params) the 16-bit weights, or NULL (ZeRO-3: gathered in 16 bits) */
+    size_t *lo, *n;        /* [n_layers] layer l's range of the block */
+    float **work;          /* [n_layers] its widened weights while pinned, or NULL */
+    int *pins;             /* [n_layers] passes pinning them */
+} mk_exec_p16_t;
+
 typedef struct mk_exec {
     const mk_exec_opts_t *o;
     mk_comm_t comm;
@@ -171,6 +181,7 @@ typedef struct mk_exec {
     mk_exec_pipeline_t pipe;
     mk_exec_dp_t dp;
     mk_exec_zero_t zero;
+    mk_exec_p16_t p16;
     mk_exec_tracing_t trace;
     mk_exec_cp_t cp;
     mk_exec_ep_t ep;
@@ -298,6 +309,25 @@ void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
  * piece (REDUCE_TIED); after the update, ZeRO-2 gathers the parameters;
  * full_grads assembles the summed gradient block on the host (--dump-grads). */
 enum { MK_FSDP_FWD = -2, MK_FSDP_RECOMPUTE = -1, MK_FSDP_BWD = 0 };
+/* exec_p16.c: 16-bit weights (e->p16.dt set before mk_exec_zero_init):
+ * init after ZeRO's (the store, the layers' ranges), refresh rounds the
+ * masters into the store (after an update or a load; collective over the
+ * sharding group with ZeRO-1/2), begin/end widen a layer's weights around
+ * a pass that reads them (inside mk_exec_fsdp_begin/end).  Whether the
+ * optimizer's parameters are pieces (ZeRO-3, or ZeRO-1/2 with 16-bit
+ * weights), and whether a pass of layer l reads its weights. */
+int mk_exec_p16_init(mk_exec_t *e);
+void mk_exec_p16_free(mk_exec_t *e);
+int mk_exec_p16_refresh(mk_exec_t *e);
+int mk_exec_p16_begin(mk_exec_t *e, int l, int phase);
+void mk_exec_p16_end(mk_exec_t *e, int l, int phase);
+int mk_exec_zero_params_sharded(const mk_exec_t *e);
+int mk_exec_reads_params(const mk_exec_t *e, int l, int phase);
+/* the floats an allocation of n 16-bit values takes (at least 1); the
+ * bytes of this rank's model state: weights (16-bit and masters),
+ * gradients (ZeRO-2/3: their pieces), Adam moments */
+size_t mk_exec_floats16(size_t n);
+size_t mk_exec_state_bytes(const mk_exec_t *e);
 int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase);
 int mk_exec_fsdp_end(mk_exec_t *e, int l, int phase);
 void mk_exec_fsdp_poll(mk_exec_t *e);

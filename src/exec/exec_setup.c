@@ -63,6 +63,7 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     if (o->gemm_dtype && o->be->set_gemm_dtype) o->be->set_gemm_dtype(o->be->ctx, o->gemm_dtype);
     /* the layer boundaries and saved inputs in the GEMMs' 16-bit type (gpt.h act16) */
     if (o->gemm_dtype && o->be->round16 && o->be->pack16 && o->be->unpack16) e->run.act16 = o->gemm_dtype;
+    e->p16.dt = e->run.act16; /* 16-bit weights over fp32 masters (exec_p16.c), where activations are 16-bit */
     e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale); /* x 2^k: exact */
     e->run.allreduce = mk_exec_tp_allreduce;
     e->run.ctx = e;
@@ -117,6 +118,7 @@ static void teardown(mk_exec_t *e)
         mk_gpt_release(&e->run, e->g, e->pipe.grad_b, mk_exec_act_floats(e));
         if (e->run.s_a) mk_gpt_run_free(&e->run, e->g);
     }
+    mk_exec_p16_free(e);
     mk_exec_cp_free(e);
     mk_exec_ep_free(e);
     mk_gpt_free(e->g);
@@ -144,6 +146,11 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
     mk_comm_allreduce(&e->comm, e->comm.world, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, "the peak memory maximum");
     res->peak_mem = calloc(pp, sizeof *res->peak_mem);
     for (int i = 0; i < pp; i++) res->peak_mem[i] = peak[i];
+    memset(peak, 0, pp * sizeof *peak);
+    peak[e->comm.pp_rank] = mk_exec_state_bytes(e);
+    mk_comm_allreduce(&e->comm, e->comm.world, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, "the state memory maximum");
+    res->state_mem = calloc(pp, sizeof *res->state_mem);
+    for (int i = 0; i < pp && res->state_mem; i++) res->state_mem[i] = peak[i];
     free(peak);
     int n = o->steps > 1 ? o->steps - 1 : o->steps;
     double *t = malloc((n ? n : 1) * sizeof *t);
@@ -348,6 +355,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (rc == 0 && !(e.sched = mk_exec_build_sched(o->ctx))) rc = -1;
     if (rc == 0) rc = mk_exec_stream_init(&e);
     if (rc == 0 && e.zero.on) rc = mk_exec_zero_init(&e);
+    if (rc == 0) rc = mk_exec_p16_init(&e);
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
@@ -373,6 +381,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (rc == 0 && o->save_hf && all_ok(&e, e.comm.rank != 0 || mk_hf_layout_ok(&e, o->save_hf) == 0) < 0)
         rc = -1, res->fail_exit = 2;
     if (rc == 0 && load_start(&e) < 0) rc = -1, res->fail_exit = 2;
+    if (rc == 0 && mk_exec_p16_refresh(&e) < 0) rc = -1; /* the 16-bit weights of the masters, loaded or not */
     res->first_step = e.step0;
     res->load_unverified = e.load_unverified;
     if (rc == 0) rc = train_loop(&e, res);
@@ -400,6 +409,7 @@ void mk_exec_result_free(mk_exec_result_t *r)
     free(r->aux_losses);
     free(r->step_times);
     free(r->peak_mem);
+    free(r->state_mem);
     free(r->val_steps);
     free(r->val_losses);
     memset(r, 0, sizeof *r);

@@ -77,7 +77,8 @@ static void split_groups(mk_exec_t *e)
 }
 
 /* The full blocks this stage shards go (their bytes leave the counters);
- * ZeRO-3 keeps its pieces of the initialised parameters. */
+ * ZeRO-3 (and 16-bit weights' masters) keeps its pieces of the initialised
+ * parameters. */
 static int shard_blocks(mk_exec_t *e, size_t s)
 {
     mk_gpt_t *g = e->g;
@@ -86,7 +87,7 @@ static int shard_blocks(mk_exec_t *e, size_t s)
     float **blk[4] = {&g->m, &g->v, &g->grads, &g->params};
     float **mine[4] = {&e->zero.m, &e->zero.v, &e->zero.grads, &e->zero.params};
     for (int i = 0; i < 4; i++) {
-        if (i == 3 && st < 3) break;
+        if (i == 3 && !mk_exec_zero_params_sharded(e)) break;
         if (!(*mine[i] = mk_gpt_alloc(&e->run, g, s))) return -1;
         if (i == 2 && st < 2) continue;  /* ZeRO-1: the full gradients stay */
         if (i == 3)
@@ -146,7 +147,7 @@ void mk_exec_zero_range(const mk_exec_t *e, int i, mk_opt_range_t *r)
     const mk_zunit_t *u = &e->zero.u[i];
     r->lo = u->off + u->dsp[e->zero.gi];
     r->hi = r->lo + u->cnt[e->zero.gi];
-    r->p = e->zero.on == 3 ? e->zero.params + u->soff : g->params + r->lo;
+    r->p = mk_exec_zero_params_sharded(e) ? e->zero.params + u->soff : g->params + r->lo;
     r->g = e->zero.grads + u->soff, r->m = e->zero.m + u->soff, r->v = e->zero.v + u->soff;
 }
 

@@ -35,6 +35,7 @@ static void add_tensor(mk_gpt_t *g, int l, int blk, const tdesc_t *d)
        (1, C) matrix */
     t->decay = d->rows > 1 || strstr(d->fmt, "shared_expert_gate.weight") != NULL;
     t->expert = -1;
+    t->fp32 = strstr(d->fmt, "e_score_correction_bias") != NULL;
 }
 
 /* One model from its tensor lists: embedding, each block's attention and

@@ -17,6 +17,16 @@ float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
     return p;
 }
 
+float *mk_gpt_alloc_raw(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
+{
+    if (!g->be->alloc_raw) return mk_gpt_alloc(run, g, floats);
+    float *p = g->be->alloc_raw(g->be->ctx, floats * sizeof(float));
+    if (!p) { mk_error_set("out of memory (%zu floats)", floats); return NULL; }
+    run->mem_cur += floats * sizeof(float);
+    if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
+    return p;
+}
+
 void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats)
 {
     if (!p) return;

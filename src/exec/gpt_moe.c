@@ -515,9 +515,10 @@ void mk_gpt_moe_bias_step(mk_gpt_t *g)
         const float *load = g->moe_load + (size_t)l * g->E;
         double mean = 0;
         for (int e = 0; e < g->E; e++) mean += load[e] / g->E;
-        be->copy(be->ctx, b, P(g, t_bias(g, l)), g->E * sizeof *b);
+        float *bias = g->params + g->t[t_bias(g, l)].off; /* the fp32 master (ZeRO-0/1, exec_p16.c) */
+        be->copy(be->ctx, b, bias, g->E * sizeof *b);
         for (int e = 0; e < g->E; e++) b[e] += MK_MOE_BIAS_RATE * (float)((load[e] < mean) - (load[e] > mean));
-        be->copy(be->ctx, P(g, t_bias(g, l)), b, g->E * sizeof *b);
+        be->copy(be->ctx, bias, b, g->E * sizeof *b);
     }
     free(b);
     memset(g->moe_load, 0, (size_t)g->n_layers * g->E * sizeof *g->moe_load);

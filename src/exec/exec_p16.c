@@ -1,0 +1,191 @@
+/* 16-bit weights with fp32 masters (issue 37; Megatron-LM's
+ * Float16OptimizerWithFloat16Params, and its distributed optimizer with
+ * ZeRO): in a bf16/fp16 run on a backend that packs 16-bit values (the
+ * CPU's pack16/unpack16) the layers read 16-bit parameters, and the fp32
+ * parameters the optimizer updates are its masters.
+ *
+ * Masters: the full fp32 block without ZeRO (g->params); with ZeRO this
+ * rank's pieces (e->zero.params: ZeRO-1 and -2 shard them as ZeRO-3 does,
+ * mk_exec_zero_params_sharded), so a rank holds 2 bytes a parameter of
+ * 16-bit weights, 4 of gradients and 12/d of masters and moments, Megatron's
+ * distributed optimizer's count (the simulator's, memory.c).
+ *
+ * Weights: store, the 16-bit copy of the block (none with ZeRO-3, whose
+ * gather carries 16-bit pieces: exec_fsdp.c).  Around a layer's pass
+ * (mk_exec_fsdp_begin/end) its range is widened into an fp32 working
+ * buffer that the layer's tensors point at (g->pw, as ZeRO-3's gathered
+ * buffers), freed after it: the kernels compute in fp32 on the 16-bit
+ * values.  The head at pp 1 borrows wte: it pins the embedding's range
+ * too.  After each update (and a load) the masters are rounded into the
+ * store (mk_exec_p16_refresh): with ZeRO-1/2 each rank rounds its pieces
+ * and the sharding group all-gathers them in 16 bits, half the bytes of
+ * the fp32 gather it replaces.
+ *
+ * A tensor marked fp32 (mk_gpt_tensor_t.fp32: DeepSeek-V3's score bias,
+ * an fp32 buffer in Megatron-Core, moved 1e-3 at a time) is read from its
+ * master. */
+#include "config.h"
+#include "exec/exec_internal.h"
+#include "merak/trace.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int mk_exec_zero_params_sharded(const mk_exec_t *e) { return e->zero.on == 3 || (e->zero.on && e->p16.dt); }
+
+size_t mk_exec_floats16(size_t n) { return (n + 1) / 2 ? (n + 1) / 2 : 1; }
+
+/* Layer l's range [lo[l], lo[l] + n[l]) of the block: its owned tensors. */
+static void layer_ranges(mk_exec_t *e)
+{
+    const mk_gpt_t *g = e->g;
+    for (int l = 0; l < g->n_layers; l++) {
+        size_t lo = (size_t)-1, hi = 0;
+        for (int k = g->first[l]; k < g->first[l + 1]; k++) {
+            const mk_gpt_tensor_t *t = &g->t[k];
+            if (!t->owned) continue;
+            size_t b = t->off + (size_t)t->lrows * t->lcols;
+            if (t->off < lo) lo = t->off;
+            if (b > hi) hi = b;
+        }
+        e->p16.lo[l] = hi ? lo : 0, e->p16.n[l] = hi ? hi - lo : 0;
+    }
+}
+
+int mk_exec_p16_init(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    if (!e->p16.dt) return 0;
+    if (g->moe_load && e->zero.on) /* its fp32 master would be sharded: the layers read the whole bias */
+        return mk_error_set("the router's expert bias with --zero %d in a 16-bit run is not supported by run",
+                            e->zero.on);
+    int nl = g->n_layers;
+    e->p16.lo = calloc(nl, sizeof *e->p16.lo), e->p16.n = calloc(nl, sizeof *e->p16.n);
+    e->p16.work = calloc(nl, sizeof *e->p16.work), e->p16.pins = calloc(nl, sizeof *e->p16.pins);
+    if (!e->p16.lo || !e->p16.n || !e->p16.work || !e->p16.pins) return mk_error_set("out of memory");
+    layer_ranges(e);
+    if (e->zero.on == 3) return 0; /* ZeRO-3 gathers 16-bit pieces into its own working buffers */
+    if (!g->pw && !(g->pw = calloc(g->n_tensors, sizeof *g->pw))) return mk_error_set("out of memory");
+    e->p16.store = (uint16_t *)mk_gpt_alloc(&e->run, g, mk_exec_floats16(g->n_params));
+    return e->p16.store ? 0 : -1;
+}
+
+void mk_exec_p16_free(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    for (int l = 0; g && e->p16.work && l < g->n_layers; l++)
+        mk_gpt_release(&e->run, g, e->p16.work[l], e->p16.n[l] ? e->p16.n[l] : 1);
+    if (g && e->p16.store) mk_gpt_release(&e->run, g, (float *)e->p16.store, mk_exec_floats16(g->n_params));
+    if (g) free(g->pw), g->pw = NULL; /* (ZeRO-2/3: freed already by mk_exec_zero_free) */
+    free(e->p16.lo); free(e->p16.n); free(e->p16.work); free(e->p16.pins);
+    memset(&e->p16, 0, sizeof e->p16);
+}
+
+size_t mk_exec_state_bytes(const mk_exec_t *e)
+{
+    const mk_gpt_t *g = e->g;
+    size_t n = g->n_params ? g->n_params : 1, s = e->zero.ns ? e->zero.ns : 1, b = 0;
+    const float *full[4] = {g->params, g->grads, g->m, g->v};
+    const float *mine[4] = {e->zero.params, e->zero.grads, e->zero.m, e->zero.v};
+    for (int i = 0; i < 4; i++) b += (full[i] ? n : 0) + (mine[i] ? s : 0);
+    return b * sizeof(float) + (e->p16.store ? mk_exec_floats16(g->n_params) * sizeof(float) : 0);
+}
+
+/* ---- the store ---- */
+
+/* ZeRO-1/2: round this rank's pieces into the store, then all-gather
+ * every unit's pieces over the sharding group, in 16 bits. */
+static int refresh_sharded(mk_exec_t *e)
+{
+    const mk_gpt_t *g = e->g;
+    int n = e->zero.n_units, rc = 0;
+    MPI_Request *r = malloc((n ? n : 1) * sizeof *r);
+    if (!r) return mk_error_set("out of memory");
+    double t = e->trace.on ? mk_exec_now(e) : 0.0;
+    for (int j = 0; j < n; j++) {
+        const mk_zunit_t *u = &e->zero.u[j];
+        size_t c = (size_t)u->cnt[e->zero.gi];
+        if (c) g->be->pack16(g->be->ctx, e->p16.store + u->off + u->dsp[e->zero.gi], e->zero.params + u->soff, c,
+                             e->p16.dt);
+        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, e->p16.store + u->off, u->cnt, u->dsp, MPI_UINT16_T,
+                            e->zero.zsc, &r[j]) != MPI_SUCCESS)
+            rc = mk_error_set("MPI_Iallgatherv failed"), r[j] = MPI_REQUEST_NULL;
+    }
+    if (mk_comm_waitall_for(&e->comm, n, r, "the 16-bit weights' all-gather", -1) < 0) rc = -1;
+    mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
+    free(r);
+    return rc;
+}
+
+int mk_exec_p16_refresh(mk_exec_t *e)
+{
+    const mk_gpt_t *g = e->g;
+    if (!e->p16.dt || e->zero.on == 3) return 0;
+    if (e->zero.on) return refresh_sharded(e);
+    g->be->pack16(g->be->ctx, e->p16.store, g->params, g->n_params, e->p16.dt);
+    return 0;
+}
+
+/* ---- a layer's working weights ---- */
+
+/* Whether a pass of layer l reads its weights: B_W does not, nor does
+ * the embedding's backward, nor a recompute of it (none is made). */
+int mk_exec_reads_params(const mk_exec_t *e, int l, int phase)
+{
+    if (phase == MK_FSDP_FWD) return 1;
+    return phase != MK_BWD_W && mk_gpt_layer_kind(e->g, l) != MK_GPT_EMBED;
+}
+
+/* Point layer l's tensors at base (its range widened), or at NULL. */
+static void point(mk_exec_t *e, int l, float *base)
+{
+    mk_gpt_t *g = e->g;
+    for (int k = g->first[l]; k < g->first[l + 1]; k++) {
+        const mk_gpt_tensor_t *t = &g->t[k];
+        if (!t->owned) continue;
+        g->pw[k] = !base ? NULL : t->fp32 ? g->params + t->off : base + (t->off - e->p16.lo[l]);
+    }
+}
+
+static int pin(mk_exec_t *e, int l)
+{
+    mk_gpt_t *g = e->g;
+    if (e->p16.pins[l]++) return 0;
+    size_t n = e->p16.n[l];
+    float *w = mk_gpt_alloc_raw(&e->run, g, n ? n : 1);
+    if (!w) return -1;
+    if (n) g->be->unpack16(g->be->ctx, w, e->p16.store + e->p16.lo[l], n, e->p16.dt);
+    if (n && g->be->weights16) g->be->weights16(g->be->ctx, w, e->p16.store + e->p16.lo[l], n); /* GEMMs read them */
+    e->p16.work[l] = w;
+    point(e, l, w);
+    return 0;
+}
+
+static void unpin(mk_exec_t *e, int l)
+{
+    if (--e->p16.pins[l] > 0) return;
+    point(e, l, NULL);
+    if (e->g->be->weights16) e->g->be->weights16(e->g->be->ctx, e->p16.work[l], NULL, 0);
+    mk_gpt_release(&e->run, e->g, e->p16.work[l], e->p16.n[l] ? e->p16.n[l] : 1);
+    e->p16.work[l] = NULL, e->p16.pins[l] = 0;
+}
+
+/* The head at pp 1 reads the embedding's wte. */
+static int borrows_wte(const mk_exec_t *e, int l)
+{
+    return l == e->g->n_layers - 1 && l > 0 && mk_gpt_head_weight(e->g) == 0 && e->g->t[0].owned;
+}
+
+int mk_exec_p16_begin(mk_exec_t *e, int l, int phase)
+{
+    if (!e->p16.dt || e->zero.on == 3 || !mk_exec_reads_params(e, l, phase)) return 0;
+    if (pin(e, l) < 0) return -1;
+    return borrows_wte(e, l) ? pin(e, 0) : 0;
+}
+
+void mk_exec_p16_end(mk_exec_t *e, int l, int phase)
+{
+    if (!e->p16.dt || e->zero.on == 3 || !mk_exec_reads_params(e, l, phase)) return;
+    unpin(e, l);
+    if (borrows_wte(e, l)) unpin(e, 0);
+}
