@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 /* the kernels' context: a CPU backend's thread pool (sized per test) */
 static mk_cpu_pool_t *pool;
@@ -243,36 +244,42 @@ static void test_gemm16(int dtype, int N, int IC, int OC)
     free(x), free(w), free(dy), free(ry), free(rdx), free(rdw);
 }
 
-/* 16-bit views (mk_cpu_pool_view16, exec_p16.c's widened weights): a
-   weight inside a registered view gives the same products bit for bit as
-   the same rounded floats unregistered, on oneDNN (which then reads the
-   16-bit bits: poisoning the floats changes nothing) and on the rounded-
-   operand sgemm (which reads the floats without rounding them again); the
-   weight is a block inside a larger view, and the view goes when dropped. */
+/* 16-bit views (mk_cpu_pool_view16, exec_p16.c's weights): a weight
+   inside a registered view, whose floats are an address range holding no
+   memory (PROT_NONE: a read faults), gives the same products bit for bit
+   as the same values as rounded floats, on oneDNN (which reads the bits)
+   and on the rounded-operand sgemm (which widens them into its scratch);
+   the weight is a block inside a larger view, and the view goes when
+   dropped. */
 static void test_gemm16_view(int dtype, int N, int IC, int OC)
 {
-    size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, ny = (size_t)N * OC, pad = 37;
-    float *x = rnd(nx, 1.0f), *big = rnd(nw + 2 * pad, 0.1f), *w = big + pad, *dy = rnd(ny, 1.0f), *o[2][2];
-    uint16_t *h = malloc((nw + 2 * pad) * sizeof *h);
-    if (dtype == MK_DTYPE_BF16) mk_bf16_from_float_n(h, big, nw + 2 * pad), mk_bf16_to_float_n(big, h, nw + 2 * pad);
-    else mk_fp16_from_float_n(h, big, nw + 2 * pad), mk_fp16_to_float_n(big, h, nw + 2 * pad);
+    size_t nx = (size_t)N * IC, nw = (size_t)OC * IC, ny = (size_t)N * OC, pad = 37, nv = nw + 2 * pad;
+    float *x = rnd(nx, 1.0f), *big = rnd(nv, 0.1f), *dy = rnd(ny, 1.0f), *o[2][2];
+    uint16_t *h = malloc(nv * sizeof *h);
+    if (dtype == MK_DTYPE_BF16) mk_bf16_from_float_n(h, big, nv), mk_bf16_to_float_n(big, h, nv);
+    else mk_fp16_from_float_n(h, big, nv), mk_fp16_to_float_n(big, h, nv);
+    float *none = mmap(NULL, nv * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    CHECK(none != MAP_FAILED, "an address range without memory");
+    if (none == MAP_FAILED) return;
     mk_cpu_pool_set_threads(pool, 3), mk_cpu_pool_set_gemm_dtype(pool, dtype);
-    for (int k = 0; k < 2; k++) { /* unregistered, then inside the view */
-        if (k) mk_cpu_pool_view16(pool, big, h, nw + 2 * pad);
-        if (k && dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok()) w[0] = w[nw - 1] = 1e30f; /* read from h */
+    for (int k = 0; k < 2; k++) { /* the rounded floats, then the view of a range that cannot be read */
+        const float *w = (k ? none : big) + pad;
+        if (k) mk_cpu_pool_view16(pool, none, h, nv);
         o[k][0] = calloc(ny, 4), o[k][1] = calloc(nx, 4);
         mk_cpu_linear_fwd(pool, o[k][0], x, w, NULL, N, IC, OC);
         mk_cpu_linear_bwd_in(pool, o[k][1], dy, w, N, IC, OC);
     }
-    CHECK(mk_cpu_pool_view16_of(pool, w, nw) == h + pad && mk_cpu_pool_view16_of(pool, w, nw + pad + 1) == NULL,
-          "a view holds its block, not past it");
-    mk_cpu_pool_view16(pool, big, NULL, 0);
-    CHECK(mk_cpu_pool_view16_of(pool, w, nw) == NULL, "a dropped view is gone");
+    const uint16_t *in = mk_cpu_pool_view16_of(pool, none + pad, nw);
+    const uint16_t *past = mk_cpu_pool_view16_of(pool, none + pad, nw + pad + 1);
+    CHECK(in == h + pad && !past, "a view holds its block, not past it");
+    mk_cpu_pool_view16(pool, none, NULL, 0);
+    CHECK(mk_cpu_pool_view16_of(pool, none + pad, nw) == NULL, "a dropped view is gone");
     mk_cpu_pool_set_gemm_dtype(pool, MK_DTYPE_FP32), mk_cpu_pool_set_threads(pool, 1);
     CHECK(!memcmp(o[0][0], o[1][0], ny * 4) && !memcmp(o[0][1], o[1][1], nx * 4),
           "%s GEMMs through a 16-bit view (%s): the same products bit for bit",
           dtype == MK_DTYPE_BF16 ? "bf16" : "fp16", mk_cpu_dnnl_bf16_ok() && dtype == MK_DTYPE_BF16 ? "oneDNN" : "sgemm");
     for (int k = 0; k < 2; k++) free(o[k][0]), free(o[k][1]);
+    munmap(none, nv * sizeof(float));
     free(x), free(big), free(dy), free(h);
 }
 

@@ -183,9 +183,10 @@ typedef struct mk_backend {
     /* Optional (NULL: alloc): memory not zero-filled, for a buffer written
        whole before it is read (16-bit weights widened per layer, exec_p16.c). */
     void *(*alloc_raw)(void *ctx, size_t bytes);
-    /* Optional (NULL: none): w[0..n) holds the 16-bit values w16[0..n)
-       widened (the GEMMs' dtype, set_gemm_dtype), so a GEMM may read them
-       as they are; n 0: that view of w goes.  CPU (exec_p16.c's weights). */
+    /* Optional (NULL: none): the floats w[0..n) are the 16-bit values
+       w16[0..n) (the GEMMs' dtype, set_gemm_dtype), read by the GEMMs from
+       w16; w need not be readable memory.  n 0: that view of w goes.  CPU
+       (exec_p16.c's weights). */
     void (*weights16)(void *ctx, const float *w, const void *w16, size_t n);
     /* Optional, device backends only (NULL on the CPU). */
     /* one device per rank: local_rank mod the visible devices, local_rank

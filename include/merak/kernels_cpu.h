@@ -36,10 +36,11 @@ int mk_cpu_pool_gemm_dtype(const mk_cpu_pool_t *p);
 #define MK_CPU_GEMM16_CAP ((size_t)1 << 23)
 void mk_cpu_pool_set_gemm16_cap(mk_cpu_pool_t *p, size_t floats);
 size_t mk_cpu_pool_gemm16_cap(const mk_cpu_pool_t *p);
-/* 16-bit views (the backend's weights16): w[0..n) holds the 16-bit values
-   h[0..n) widened (bf16 or fp16 bits, the GEMMs' dtype), so a 16-bit GEMM
-   takes an operand lying inside it as it is: oneDNN reads h, the rounded-
-   operand sgemm reads w unrounded (rounding it again changes nothing).
+/* 16-bit views (the backend's weights16): the floats w[0..n) are the
+   16-bit values h[0..n) (bf16 or fp16 bits, the GEMMs' dtype), and w need
+   not be readable memory (exec_p16.c reserves it PROT_NONE): a 16-bit
+   GEMM takes an operand lying inside it from h, as it is for oneDNN,
+   widened into the rounded-operand sgemm's scratch otherwise.
    h NULL or n 0: w's view goes.  At most MK_CPU_VIEWS16 at once (more:
    not recorded, the operand is converted as any other).  view16_of: the
    16-bit values of x[0..extent) where a view holds them all, else NULL. */

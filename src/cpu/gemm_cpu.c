@@ -64,6 +64,7 @@ static void gemm_part(void *p, size_t lo, size_t hi)
  * dst (packed: leading dimension cols), a range of rows per thread. */
 typedef struct {
     const float *src;
+    const uint16_t *src16;    /* src's 16-bit view (the GEMM's dtype), or NULL */
     float *dst;               /* BF16_BITS: uint16_t bfloat16 bits (oneDNN's operands), else floats */
     int cols, ld, dtype;
 } round_t;
@@ -75,16 +76,21 @@ static void round_part(void *p, size_t lo, size_t hi)
     const round_t *r = p;
     for (size_t i = lo; i < hi; i++) {
         const float *s = r->src + i * (size_t)r->ld;
+        const uint16_t *h = r->src16 ? r->src16 + i * (size_t)r->ld : NULL;
         float *d = r->dst + i * (size_t)r->cols;
-        if (r->dtype == MK_DTYPE_BF16) mk_bf16_round_n(d, s, (size_t)r->cols);
+        if (h && r->dtype == MK_DTYPE_BF16) mk_bf16_to_float_n(d, h, (size_t)r->cols); /* a view's values */
+        else if (h) mk_fp16_to_float_n(d, h, (size_t)r->cols);
+        else if (r->dtype == MK_DTYPE_BF16) mk_bf16_round_n(d, s, (size_t)r->cols);
         else if (r->dtype == MK_DTYPE_FP16) mk_fp16_round_n(d, s, (size_t)r->cols);
         else mk_bf16_from_float_n((uint16_t *)r->dst + i * (size_t)r->cols, s, (size_t)r->cols); /* BF16_BITS */
     }
 }
 
-static void round_rows(void *ctx, const float *src, int rows, int cols, int ld, float *dst, int dtype)
+/* src's rows rounded into dst; src16 (a 16-bit view of src, or NULL): widened from it instead. */
+static void round_rows(void *ctx, const float *src, const uint16_t *src16, int rows, int cols, int ld, float *dst,
+                       int dtype)
 {
-    round_t r = {src, dst, cols, ld, dtype};
+    round_t r = {src, src16, dst, cols, ld, dtype};
     mk_cpu_par(ctx, (size_t)rows, PAR_GRAIN / ((size_t)cols + 1) + 1, round_part, &r);
 }
 
@@ -133,8 +139,8 @@ static int gemm_dnnl(void *ctx, int ta, int tb, int M, int N, int K, const float
     float *s = mk_cpu_pool_scratch(ctx, (na + nb + 1) / 2 + 1);
     if (!s) return -1;
     uint16_t *a16 = (uint16_t *)s, *b16 = a16 + na;
-    if (!va) round_rows(ctx, A, ar, ac, lda, (float *)a16, BF16_BITS);
-    if (!vb) round_rows(ctx, B, br, bc, ldb, (float *)b16, BF16_BITS);
+    if (!va) round_rows(ctx, A, NULL, ar, ac, lda, (float *)a16, BF16_BITS);
+    if (!vb) round_rows(ctx, B, NULL, br, bc, ldb, (float *)b16, BF16_BITS);
     gemm16_t g = {ta, tb, M, N, K, va ? lda : ac, vb ? ldb : bc, ldc, M > N, beta != 0.0f,
                   va ? va : a16, vb ? vb : b16, C};
     gemm_par(ctx, g.by_rows, M, N, K, gemm16_part, &g);
@@ -153,13 +159,12 @@ static int gemm_whole16(void *ctx, int dtype, int ta, int tb, int M, int N, int 
 {
     if (dtype == MK_DTYPE_BF16 && gemm_dnnl(ctx, ta, tb, M, N, K, A, lda, B, ldb, beta, C, ldc) == 0) return 0;
     int ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
-    int ka = view_of(ctx, A, ar, ac, lda) != NULL, kb = view_of(ctx, B, br, bc, ldb) != NULL; /* 16-bit already */
-    size_t na = ka ? 0 : (size_t)ar * ac, nb = kb ? 0 : (size_t)br * bc;
-    float *s = mk_cpu_pool_scratch(ctx, na + nb + 1);
+    size_t na = (size_t)ar * ac, nb = (size_t)br * bc;
+    float *s = mk_cpu_pool_scratch(ctx, na + nb);
     if (!s) return -1;
-    if (!ka) round_rows(ctx, A, ar, ac, lda, s, dtype);
-    if (!kb) round_rows(ctx, B, br, bc, ldb, s + na, dtype);
-    gemm_split(ctx, ta, tb, M, N, K, ka ? A : s, ka ? lda : ac, kb ? B : s + na, kb ? ldb : bc, beta, C, ldc);
+    round_rows(ctx, A, view_of(ctx, A, ar, ac, lda), ar, ac, lda, s, dtype);
+    round_rows(ctx, B, view_of(ctx, B, br, bc, ldb), br, bc, ldb, s + na, dtype);
+    gemm_split(ctx, ta, tb, M, N, K, s, ac, s + na, bc, beta, C, ldc);
     return 0;
 }
 

@@ -169,7 +169,10 @@ typedef struct mk_exec_p16 {
     uint16_t *store;       /* (n_params) the 16-bit weights, or NULL (ZeRO-3: gathered in 16 bits) */
     size_t *lo, *n;        /* [n_layers] layer l's range of the block */
     float **work;          /* [n_layers] its widened weights while pinned, or NULL */
+    float **virt;          /* [n_layers] the address range its GEMMs' weights are viewed at, or NULL */
     int *pins;             /* [n_layers] passes pinning them */
+    float *wte_virt;       /* the head's view of the embedding's wte at pp 1 while borrowed, or NULL */
+    int wte_pins;          /* passes borrowing it */
 } mk_exec_p16_t;
 
 typedef struct mk_exec {

@@ -30,6 +30,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 int mk_exec_zero_params_sharded(const mk_exec_t *e) { return e->zero.on == 3 || (e->zero.on && e->p16.dt); }
 
@@ -62,7 +63,8 @@ int mk_exec_p16_init(mk_exec_t *e)
     int nl = g->n_layers;
     e->p16.lo = calloc(nl, sizeof *e->p16.lo), e->p16.n = calloc(nl, sizeof *e->p16.n);
     e->p16.work = calloc(nl, sizeof *e->p16.work), e->p16.pins = calloc(nl, sizeof *e->p16.pins);
-    if (!e->p16.lo || !e->p16.n || !e->p16.work || !e->p16.pins) return mk_error_set("out of memory");
+    e->p16.virt = calloc(nl, sizeof *e->p16.virt);
+    if (!e->p16.lo || !e->p16.n || !e->p16.work || !e->p16.pins || !e->p16.virt) return mk_error_set("out of memory");
     layer_ranges(e);
     if (e->zero.on == 3) return 0; /* ZeRO-3 gathers 16-bit pieces into its own working buffers */
     if (!g->pw && !(g->pw = calloc(g->n_tensors, sizeof *g->pw))) return mk_error_set("out of memory");
@@ -70,14 +72,18 @@ int mk_exec_p16_init(mk_exec_t *e)
     return e->p16.store ? 0 : -1;
 }
 
+static void unpin(mk_exec_t *e, int l);
+static void unborrow(mk_exec_t *e);
+
 void mk_exec_p16_free(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
     for (int l = 0; g && e->p16.work && l < g->n_layers; l++)
-        mk_gpt_release(&e->run, g, e->p16.work[l], e->p16.n[l] ? e->p16.n[l] : 1);
+        if (e->p16.work[l]) e->p16.pins[l] = 1, unpin(e, l); /* a pass a failed step left pinned */
+    if (g && e->p16.wte_virt) e->p16.wte_pins = 1, unborrow(e);
     if (g && e->p16.store) mk_gpt_release(&e->run, g, (float *)e->p16.store, mk_exec_floats16(g->n_params));
     if (g) free(g->pw), g->pw = NULL; /* (ZeRO-2/3: freed already by mk_exec_zero_free) */
-    free(e->p16.lo); free(e->p16.n); free(e->p16.work); free(e->p16.pins);
+    free(e->p16.lo); free(e->p16.n); free(e->p16.work); free(e->p16.pins); free(e->p16.virt);
     memset(&e->p16, 0, sizeof e->p16);
 }
 
@@ -136,56 +142,128 @@ int mk_exec_reads_params(const mk_exec_t *e, int l, int phase)
     return phase != MK_BWD_W && mk_gpt_layer_kind(e->g, l) != MK_GPT_EMBED;
 }
 
-/* Point layer l's tensors at base (its range widened), or at NULL. */
-static void point(mk_exec_t *e, int l, float *base)
+/* Whether tensor k is widened when its layer is pinned: the embedding's
+ * tables (the lookup reads their rows) and every vector (norms, biases,
+ * Qwen2-MoE's 1 x C gate); the other matrices are read by the GEMMs only,
+ * through the backend's 16-bit view (weights16) of an address range that
+ * holds no memory. */
+static int widened(const mk_exec_t *e, int k)
+{
+    const mk_gpt_tensor_t *t = &e->g->t[k];
+    return !e->g->be->weights16 || t->rows == 1 || mk_gpt_layer_kind(e->g, t->layer) == MK_GPT_EMBED;
+}
+
+/* Layer l's widened floats. */
+static size_t widened_n(const mk_exec_t *e, int l)
+{
+    size_t n = 0;
+    for (int k = e->g->first[l]; k < e->g->first[l + 1]; k++)
+        if (e->g->t[k].owned && !e->g->t[k].fp32 && widened(e, k)) n += (size_t)e->g->t[k].lrows * e->g->t[k].lcols;
+    return n;
+}
+
+/* Layer l's tensors: the widened ones packed in w (their 16-bit values
+ * unpacked), the others at their place in v, the range's address space. */
+static void point(mk_exec_t *e, int l, float *w, float *v)
 {
     mk_gpt_t *g = e->g;
+    size_t at = 0;
     for (int k = g->first[l]; k < g->first[l + 1]; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
+        size_t tn = (size_t)t->lrows * t->lcols;
         if (!t->owned) continue;
-        g->pw[k] = !base ? NULL : t->fp32 ? g->params + t->off : base + (t->off - e->p16.lo[l]);
+        if (t->fp32) g->pw[k] = g->params + t->off;
+        else if (!widened(e, k)) g->pw[k] = v + (t->off - e->p16.lo[l]);
+        else {
+            g->pw[k] = w + at;
+            if (tn) g->be->unpack16(g->be->ctx, w + at, e->p16.store + t->off, tn, e->p16.dt);
+            at += tn;
+        }
     }
+}
+
+/* An address range of n floats that holds no memory (PROT_NONE: a read
+ * by anything but a 16-bit GEMM faults at once), or NULL. */
+static float *reserve(size_t n)
+{
+    void *v = mmap(NULL, n * sizeof(float), PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return v == MAP_FAILED ? NULL : v;
 }
 
 static int pin(mk_exec_t *e, int l)
 {
     mk_gpt_t *g = e->g;
     if (e->p16.pins[l]++) return 0;
-    size_t n = e->p16.n[l];
-    float *w = mk_gpt_alloc_raw(&e->run, g, n ? n : 1);
-    if (!w) return -1;
-    if (n) g->be->unpack16(g->be->ctx, w, e->p16.store + e->p16.lo[l], n, e->p16.dt);
-    if (n && g->be->weights16) g->be->weights16(g->be->ctx, w, e->p16.store + e->p16.lo[l], n); /* GEMMs read them */
-    e->p16.work[l] = w;
-    point(e, l, w);
+    size_t n = e->p16.n[l], nw = widened_n(e, l);
+    float *w = mk_gpt_alloc_raw(&e->run, g, nw ? nw : 1), *v = nw < n ? reserve(n) : NULL;
+    if (!w || (nw < n && !v)) {
+        mk_gpt_release(&e->run, g, w, nw ? nw : 1);
+        return mk_error_set("out of memory widening layer %d's 16-bit weights", l);
+    }
+    if (v) g->be->weights16(g->be->ctx, v, e->p16.store + e->p16.lo[l], n); /* the GEMMs read them there */
+    e->p16.work[l] = w, e->p16.virt[l] = v;
+    point(e, l, w, v);
     return 0;
 }
 
 static void unpin(mk_exec_t *e, int l)
 {
+    mk_gpt_t *g = e->g;
     if (--e->p16.pins[l] > 0) return;
-    point(e, l, NULL);
-    if (e->g->be->weights16) e->g->be->weights16(e->g->be->ctx, e->p16.work[l], NULL, 0);
-    mk_gpt_release(&e->run, e->g, e->p16.work[l], e->p16.n[l] ? e->p16.n[l] : 1);
-    e->p16.work[l] = NULL, e->p16.pins[l] = 0;
+    for (int k = g->first[l]; k < g->first[l + 1]; k++)
+        if (g->t[k].owned) g->pw[k] = NULL;
+    if (l == 0 && e->p16.wte_virt) g->pw[0] = e->p16.wte_virt; /* the head's borrowed view (borrow) */
+    if (e->p16.virt[l]) {
+        g->be->weights16(g->be->ctx, e->p16.virt[l], NULL, 0);
+        munmap(e->p16.virt[l], e->p16.n[l] * sizeof(float));
+    }
+    size_t nw = widened_n(e, l);
+    mk_gpt_release(&e->run, g, e->p16.work[l], nw ? nw : 1);
+    e->p16.work[l] = e->p16.virt[l] = NULL, e->p16.pins[l] = 0;
 }
 
-/* The head at pp 1 reads the embedding's wte. */
+/* The head at pp 1 reads the embedding's wte (tensor 0), as a GEMM
+ * operand only: a view of its own (wte_virt) where no pass of the
+ * embedding holds the table widened, so the head never widens it. */
 static int borrows_wte(const mk_exec_t *e, int l)
 {
     return l == e->g->n_layers - 1 && l > 0 && mk_gpt_head_weight(e->g) == 0 && e->g->t[0].owned;
+}
+
+static size_t wte_n(const mk_gpt_t *g) { return (size_t)g->t[0].lrows * g->t[0].lcols; }
+
+static int borrow(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    if (!g->be->weights16) return pin(e, 0);
+    if (e->p16.wte_pins++) return 0;
+    if (!(e->p16.wte_virt = reserve(wte_n(g)))) return mk_error_set("out of memory viewing the 16-bit wte");
+    g->be->weights16(g->be->ctx, e->p16.wte_virt, e->p16.store + g->t[0].off, wte_n(g));
+    if (!e->p16.pins[0]) g->pw[0] = e->p16.wte_virt; /* else the embedding's widened table serves */
+    return 0;
+}
+
+static void unborrow(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    if (!g->be->weights16) { unpin(e, 0); return; }
+    if (--e->p16.wte_pins > 0) return;
+    if (g->pw[0] == e->p16.wte_virt) g->pw[0] = NULL;
+    g->be->weights16(g->be->ctx, e->p16.wte_virt, NULL, 0);
+    munmap(e->p16.wte_virt, wte_n(g) * sizeof(float));
+    e->p16.wte_virt = NULL, e->p16.wte_pins = 0;
 }
 
 int mk_exec_p16_begin(mk_exec_t *e, int l, int phase)
 {
     if (!e->p16.dt || e->zero.on == 3 || !mk_exec_reads_params(e, l, phase)) return 0;
     if (pin(e, l) < 0) return -1;
-    return borrows_wte(e, l) ? pin(e, 0) : 0;
+    return borrows_wte(e, l) ? borrow(e) : 0;
 }
 
 void mk_exec_p16_end(mk_exec_t *e, int l, int phase)
 {
     if (!e->p16.dt || e->zero.on == 3 || !mk_exec_reads_params(e, l, phase)) return;
     unpin(e, l);
-    if (borrows_wte(e, l)) unpin(e, 0);
+    if (borrows_wte(e, l)) unborrow(e);
 }
