@@ -72,5 +72,5 @@ awk -v blas="$blas" -v step="$step" -v step16="$step16" -v gemm16="$gemm16" -v s
   printf "  bf16 step (median)    %.3f s, GEMMs: %s\n", step16, gemm16
   printf "  bf16 / fp32 speed     %.2fx (the fp32 step time over the bf16 one)\n", step / step16
   printf "  bf16 achieved         %.1f GFLOP/s, %.2f of fp32 sgemm\n", flops / step16 / 1e9, flops / step16 / 1e9 / sg
-  printf "  bf16 peak memory      %.2f GB (16-bit saved activations, fp32 weights and Adam)\n", peak16 / 1e9
+  printf "  bf16 peak memory      %.2f GB (16-bit weights and saved activations; fp32 masters, gradients, Adam)\n", peak16 / 1e9
 }'
