@@ -177,6 +177,7 @@ int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_ru
 {
     size_t N = (size_t)run->B * g->T, n = loc_rows(g, run), att = (size_t)run->B * mk_gpt_att_seq(g);
     int k = 0;
+    if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_runs(g, run, s);
     s[k++] = (mk_gpt_run16_t){n * g->C, 1};
     s[k++] = (mk_gpt_run16_t){2 * n, 0};
     if (mk_gpt_layer_kind(g, l) == MK_GPT_MLP) {

@@ -65,17 +65,37 @@ size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
     return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs + N;
 }
 
+/* The fp32 and integer parts first (the router's, the slots', the counts:
+ * their offsets are the same packed or not, so the expert side's size is
+ * read either way), then the runs a 16-bit run keeps 16-bit (mk_gpt_moe_runs):
+ * the norm's output, the slots' inputs and outputs, the shared expert's
+ * gate|up and activation; last Qwen2-MoE's gate values (fp32). */
+static size_t meta_floats(const mk_gpt_t *g, const mk_gpt_run_t *run)
+{
+    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk;
+    return N * (1 + E + 2 * k) + 3 * A + 3 * E + 2;
+}
+
 static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
 {
     size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
     moe_parts_t p;
-    p.ln = b; p.rstd = p.ln + N * C; p.probs = p.rstd + N; p.topw = p.probs + N * E;
+    p.rstd = b; p.probs = p.rstd + N; p.topw = p.probs + N * E;
     p.topi = (int *)(p.topw + N * k); p.slot_tok = p.topi + N * k; p.slot_src = p.slot_tok + A;
     p.slot_w = (float *)(p.slot_src + A); p.off = (int *)(p.slot_w + A); p.cnt = (float *)(p.off + E + 1);
     p.rcnt = (int *)(p.cnt + E); p.nrecv = p.rcnt + E;
-    p.xg = (float *)(p.nrecv + 1); p.y = p.xg + A * C;
+    p.ln = (float *)(p.nrecv + 1); p.xg = p.ln + N * C; p.y = p.xg + A * C;
     p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs; p.sg = p.sh + N * (size_t)g->Fs;
     return p;
+}
+
+int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
+{
+    size_t N = (size_t)run->B * g->T, A = slots(g, run);
+    s[0] = (mk_gpt_run16_t){meta_floats(g, run), 0};
+    s[1] = (mk_gpt_run16_t){N * g->C + 2 * A * g->C + 3 * N * (size_t)g->Fs, 1};
+    s[2] = (mk_gpt_run16_t){N, 0};
+    return 3;
 }
 
 static size_t side_size(const mk_gpt_t *g, size_t R)
@@ -183,14 +203,17 @@ static int plan(const mk_gpt_t *g, int N, moe_parts_t *p)
     return 0;
 }
 
-/* Rows [r0, r0+n) of xg through one SwiGLU MLP: gu = x [w1;w3]^T, h = silu(gate)*up, y = h w2^T. */
-static void swiglu_mlp(const mk_gpt_t *g, const float *x, float *gu, float *h, float *y, const float *w13,
-                       const float *w2, int n, int F)
+/* Rows [r0, r0+n) of xg through one SwiGLU MLP: gu = x [w1;w3]^T, h = silu(gate)*up, y = h w2^T;
+ * a 16-bit run's gu and h rounded where made (layer l's kept internals, mk_gpt_round_kept). */
+static void swiglu_mlp(const mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *x, float *gu, float *h,
+                       float *y, const float *w13, const float *w2, int n, int F)
 {
     const mk_backend_t *be = g->be;
     if (n == 0) return;
     be->linear_fwd(be->ctx, gu, x, w13, NULL, n, g->C, 2 * F);
+    mk_gpt_round_kept(g, l, run, gu, (size_t)n * 2 * F);
     be->swiglu_fwd(be->ctx, h, gu, n, F);
+    mk_gpt_round_kept(g, l, run, h, (size_t)n * F);
     if (y) be->linear_fwd(be->ctx, y, h, w2, NULL, n, F, g->C);
 }
 
@@ -266,12 +289,13 @@ static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, mo
     for (int j = 0; rc == 0 && j < n_local(g); j++) {
         size_t r = q->eoff[j];
         int e = g->ep_rank * n_local(g) + j;
-        swiglu_mlp(g, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t + r * C, P(g, t_w13(g, l, e)),
+        swiglu_mlp(g, run, l, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t + r * C, P(g, t_w13(g, l, e)),
                    P(g, t_w2(g, l, e)), q->eoff[j + 1] - q->eoff[j], (int)F);
     }
     be->zero(be->ctx, t + R * C, R * C * sizeof(float));
     be->moe_scatter(be->ctx, t + R * C, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
     if (rc == 0) rc = exchange(g, run, p, 1, t + R * C, p->y, (int)C);
+    mk_gpt_round_kept(g, l, run, p->y, (size_t)p->off[g->E] * C); /* the experts' outputs, 16-bit as made */
     mk_gpt_release(run, g, t, 2 * R * C);
     return rc;
 }
@@ -284,6 +308,7 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
     moe_parts_t p = split(g, run, a->buf);
     moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
     be->rmsnorm_fwd(be->ctx, p.ln, p.rstd, a->in, P(g, t_norm(g, l)), g->eps, N, C);
+    mk_gpt_round_kept(g, l, run, p.ln, (size_t)N * C); /* the GEMMs round it alike: their products unchanged */
     be->linear_fwd(be->ctx, p.probs, p.ln, P(g, t_router(g, l)), NULL, N, C, g->E);
     const mk_model_config_t *c = &g->cfg;
     if (c->moe_score_sigmoid)
@@ -293,7 +318,7 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
     if (plan(g, N, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
     be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
     if (run_experts(g, run, l, &p, &q) < 0) return -1;
-    if (g->Fs) swiglu_mlp(g, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
+    if (g->Fs) swiglu_mlp(g, run, l, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
     if (g->Fs && g->cfg.moe_shared_gate) { /* Qwen2-MoE: sigmoid(x . w_g) per token */
         be->linear_fwd(be->ctx, p.sg, p.ln, P(g, t_sgate(g, l)), NULL, N, C, 1);
         for (int n = 0; n < N; n++) p.sg[n] = 1.0f / (1.0f + expf(-p.sg[n]));

@@ -7,8 +7,10 @@
 /* Whether the executor trains cfg's MoE blocks: Llama blocks (SwiGLU
  * experts); be (NULL: not checked) has the MoE kernels.  0 or -1. */
 int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be);
-/* Floats of the saved internals of an MoE layer for run->B sequences. */
+/* Floats of the saved internals of an MoE layer for run->B sequences,
+ * and their runs (mk_gpt_buf_runs: kept 16-bit or fp32; the count). */
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run);
+int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s);
 /* The internals from a->in (forward and recompute); no aux loss added. */
 int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a);
 /* The saved top-k experts (N, k) and router probabilities (N, E) of a
