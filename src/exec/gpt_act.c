@@ -43,15 +43,15 @@ static size_t in_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, int packed)
     return held(mk_gpt_row_floats(g, run), packed);
 }
 
-/* The internals kept 16-bit (run->act16): a dense attention's or MLP's,
- * an MoE layer's (gpt_moe.c: its norm output, the slots' inputs and
- * outputs, the shared expert's); MLA, q/k norms and ring attention keep
- * theirs fp32, and so do MoE layers beside MLA or q/k norms (their
- * attention's rule, one per model). */
+/* The internals kept 16-bit (run->act16): an attention's (q/k norms'
+ * input rows too) or MLP's, an MoE layer's (gpt_moe.c: its norm output,
+ * the slots' inputs and outputs, the shared expert's); MLA and ring
+ * attention keep theirs fp32, and so do the MoE and MLP layers beside
+ * them (one rule per model). */
 int mk_gpt_internals16(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 {
     mk_gpt_kind_t k = mk_gpt_layer_kind(g, l);
-    return run->act16 && (k == MK_GPT_ATTN || k == MK_GPT_MLP) && !g->mla && !g->cfg.qk_norm && g->cp <= 1;
+    return run->act16 && (k == MK_GPT_ATTN || k == MK_GPT_MLP) && !g->mla && g->cp <= 1;
 }
 
 size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int packed)

@@ -172,7 +172,8 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
 /* The internals as runs of floats (split_buf's order), each kept 16-bit
  * or fp32: the norm's output; its statistics (fp32); the column linear's
  * output, the attention's probabilities (fused: its log-sum-exps, fp32)
- * and output, or the MLP's activation.  The count. */
+ * and output (with q/k norms then their input rows and 1/rms, fp32), or
+ * the MLP's activation; an MoE layer's, gpt_moe.c's.  The count. */
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
 {
     size_t N = (size_t)run->B * g->T, n = loc_rows(g, run), att = (size_t)run->B * mk_gpt_att_seq(g);
@@ -187,6 +188,9 @@ int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_ru
     s[k++] = (mk_gpt_run16_t){N * mid_w(g, l), 1};
     s[k++] = (mk_gpt_run16_t){att, !g->fused_attn};
     s[k++] = (mk_gpt_run16_t){N * inner_w(g, l), 1};
+    if (!g->cfg.qk_norm) return k;
+    s[k++] = (mk_gpt_run16_t){N * mid_w(g, l), 1};                /* q/k norms' input: the rounded QKV rows */
+    s[k++] = (mk_gpt_run16_t){N * ((size_t)g->nh + g->kv), 0};   /* each head's 1/rms */
     return k;
 }
 
