@@ -138,15 +138,13 @@ static int grads_ready(mk_exec_t *e, int l)
 
 static void ag_done(mk_exec_t *e, mk_zunit_t *u)
 {
-    if (e->p16.dt) { /* the 16-bit pieces widened (host buffers: 16-bit runs are the CPU's) */
-        e->g->be->unpack16(e->g->be->ctx, u->work, u->hw, u->n, e->p16.dt);
-        mk_gpt_release(&e->run, e->g, u->hw, mk_exec_floats16(u->n));
-        mk_gpt_release(&e->run, e->g, u->hs, mk_exec_floats16(piece(e, u)));
+    if (e->p16.dt) { /* the 16-bit unit: its vectors widened, its matrices viewed (host: 16-bit runs are the CPU's) */
+        mk_exec_p16_unit_ready(e, u);
     } else {
         mk_comm_unstage(&e->comm, u->work, u->hw, u->n * sizeof(float), 1);
         mk_comm_unstage(&e->comm, e->zero.params + u->soff, u->hs, piece(e, u) * sizeof(float), 0);
+        u->hw = u->hs = NULL;
     }
-    u->hw = u->hs = NULL;
     u->ag_on = 0;
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.zero", u->ag_t0, -1, 0, u->layer);
 }
@@ -158,15 +156,12 @@ static int acquire(mk_exec_t *e, int l)
     for (int i = 0; i < n; i++) {
         mk_zunit_t *u = &e->zero.u[js[i]];
         if (u->pins++ || u->work) continue;
-        if (!(u->work = mk_gpt_alloc(&e->run, e->g, u->n))) return -1;
         size_t c = piece(e, u);
         MPI_Datatype t = e->p16.dt ? MPI_UINT16_T : MPI_FLOAT;
         if (e->p16.dt) { /* the masters' pieces rounded: the layers' 16-bit weights, half the bytes */
-            u->hs = mk_gpt_alloc_raw(&e->run, e->g, mk_exec_floats16(c));
-            u->hw = mk_gpt_alloc_raw(&e->run, e->g, mk_exec_floats16(u->n));
-            if (!u->hs || !u->hw) return -1;
-            if (c) e->g->be->pack16(e->g->be->ctx, u->hs, e->zero.params + u->soff, c, e->p16.dt);
+            if (mk_exec_p16_unit_begin(e, u) < 0) return -1;
         } else {
+            if (!(u->work = mk_gpt_alloc(&e->run, e->g, u->n))) return -1;
             u->hs = mk_comm_stage(&e->comm, e->zero.params + u->soff, c * sizeof(float), 1);
             u->hw = mk_comm_stage(&e->comm, u->work, u->n * sizeof(float), 0);
         }
@@ -187,7 +182,8 @@ static int await(mk_exec_t *e, int l)
             if (mk_comm_wait_for(&e->comm, &u->ag, "the ZeRO-3 weight all-gather", -1) < 0) return -1;
             ag_done(e, u);
         }
-        point(e, u, e->g->pw, u->work);
+        if (e->p16.dt) mk_exec_p16_unit_point(e, u, 1);
+        else point(e, u, e->g->pw, u->work);
     }
     return 0;
 }
@@ -198,9 +194,15 @@ static void release(mk_exec_t *e, int l)
     for (int i = 0; i < n; i++) {
         mk_zunit_t *u = &e->zero.u[js[i]];
         if (--u->pins > 0) continue;
-        point(e, u, e->g->pw, NULL);
-        mk_gpt_release(&e->run, e->g, u->work, u->n);
-        u->work = NULL, u->pins = 0;
+        if (e->p16.dt) {
+            mk_exec_p16_unit_point(e, u, 0);
+            mk_exec_p16_unit_end(e, u);
+        } else {
+            point(e, u, e->g->pw, NULL);
+            mk_gpt_release(&e->run, e->g, u->work, u->n);
+            u->work = NULL;
+        }
+        u->pins = 0;
     }
 }
 
@@ -317,12 +319,8 @@ void mk_exec_fsdp_free(mk_exec_t *e)
         mk_gpt_release(&e->run, e->g, u->gbuf, u->n);
         mk_gpt_release(&e->run, e->g, u->gfly, u->n);
         mk_gpt_release(&e->run, e->g, u->rfly, c ? c : 1);
-        mk_gpt_release(&e->run, e->g, u->work, u->n);
-        if (e->p16.dt) { /* a 16-bit gather left in flight by a failed step */
-            mk_gpt_release(&e->run, e->g, u->hw, mk_exec_floats16(u->n));
-            mk_gpt_release(&e->run, e->g, u->hs, mk_exec_floats16(c));
-            u->hw = u->hs = NULL;
-        }
+        if (e->p16.dt) mk_exec_p16_unit_end(e, u); /* (also a 16-bit gather a failed step left in flight) */
+        else mk_gpt_release(&e->run, e->g, u->work, u->n);
         u->gbuf = u->gfly = u->rfly = u->work = NULL;
     }
 }

@@ -90,7 +90,10 @@ typedef struct mk_zunit {
     float *gfly, *rfly;    /* its reduce-scatter in flight: input (n), this rank's summed piece */
     MPI_Request rs;        /* the reduce-scatter, then (hybrid, ar_on) the piece's all-reduce over the replicas */
     int ar_on;
-    float *work;           /* ZeRO-3: (n) the gathered parameters, or NULL */
+    float *work;           /* ZeRO-3: (n) the gathered parameters, or NULL; 16-bit weights: (wn) the
+                              widened ones (exec_p16.c), the others viewed at virt, their bits in hw */
+    float *virt;
+    size_t wn;
     int pins;              /* ZeRO-3: uses of work acquired and not yet released */
     MPI_Request ag;        /* ZeRO-3: the gather into work in flight (ag_on) */
     int ag_on;
@@ -326,6 +329,15 @@ int mk_exec_p16_begin(mk_exec_t *e, int l, int phase);
 void mk_exec_p16_end(mk_exec_t *e, int l, int phase);
 int mk_exec_zero_params_sharded(const mk_exec_t *e);
 int mk_exec_reads_params(const mk_exec_t *e, int l, int phase);
+/* ZeRO-3 with 16-bit weights, a unit's gather (exec_fsdp.c): begin makes
+ * the buffers (the rounded piece to send, hs; the 16-bit unit, hw; the
+ * widened tensors, work; the viewed range, virt), ready follows the
+ * gather (widens, views), point sets (on) or clears the tensors' g->pw,
+ * end frees what begin made. */
+int mk_exec_p16_unit_begin(mk_exec_t *e, mk_zunit_t *u);
+void mk_exec_p16_unit_ready(mk_exec_t *e, mk_zunit_t *u);
+void mk_exec_p16_unit_point(mk_exec_t *e, const mk_zunit_t *u, int on);
+void mk_exec_p16_unit_end(mk_exec_t *e, mk_zunit_t *u);
 /* the floats an allocation of n 16-bit values takes (at least 1); the
  * bytes of this rank's model state: weights (16-bit and masters),
  * gradients (ZeRO-2/3: their pieces), Adam moments */

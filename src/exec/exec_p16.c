@@ -222,6 +222,79 @@ static void unpin(mk_exec_t *e, int l)
     e->p16.work[l] = e->p16.virt[l] = NULL, e->p16.pins[l] = 0;
 }
 
+/* ---- ZeRO-3: a gathered unit's weights ---- */
+
+/* Unit u's tensors, tensor k's; the widened ones' floats. */
+static int in_unit(const mk_exec_t *e, const mk_zunit_t *u, int k)
+{
+    const mk_gpt_tensor_t *t = &e->g->t[k];
+    return t->owned && t->off >= u->off && t->off < u->off + u->n;
+}
+
+static size_t unit_widened(const mk_exec_t *e, const mk_zunit_t *u)
+{
+    size_t n = 0;
+    for (int k = e->g->first[u->layer]; k < e->g->first[u->layer + 1]; k++)
+        if (in_unit(e, u, k) && widened(e, k)) n += (size_t)e->g->t[k].lrows * e->g->t[k].lcols;
+    return n;
+}
+
+int mk_exec_p16_unit_begin(mk_exec_t *e, mk_zunit_t *u)
+{
+    mk_gpt_t *g = e->g;
+    size_t c = (size_t)u->cnt[e->zero.gi];
+    u->wn = unit_widened(e, u);
+    u->hs = mk_gpt_alloc_raw(&e->run, g, mk_exec_floats16(c));
+    u->hw = mk_gpt_alloc_raw(&e->run, g, mk_exec_floats16(u->n));
+    u->work = mk_gpt_alloc_raw(&e->run, g, u->wn ? u->wn : 1);
+    u->virt = u->wn < u->n ? reserve(u->n) : NULL;
+    if (!u->hs || !u->hw || !u->work || (u->wn < u->n && !u->virt))
+        return mk_error_set("out of memory gathering layer %d's 16-bit weights", u->layer);
+    if (c) g->be->pack16(g->be->ctx, u->hs, e->zero.params + u->soff, c, e->p16.dt);
+    return 0;
+}
+
+void mk_exec_p16_unit_ready(mk_exec_t *e, mk_zunit_t *u)
+{
+    mk_gpt_t *g = e->g;
+    mk_gpt_release(&e->run, g, u->hs, mk_exec_floats16((size_t)u->cnt[e->zero.gi]));
+    u->hs = NULL;
+    size_t at = 0;
+    for (int k = g->first[u->layer]; k < g->first[u->layer + 1]; k++) {
+        size_t tn = (size_t)g->t[k].lrows * g->t[k].lcols;
+        if (!in_unit(e, u, k) || !widened(e, k)) continue;
+        if (tn) g->be->unpack16(g->be->ctx, u->work + at, (const uint16_t *)u->hw + (g->t[k].off - u->off), tn,
+                                e->p16.dt);
+        at += tn;
+    }
+    if (u->virt) g->be->weights16(g->be->ctx, u->virt, u->hw, u->n); /* the GEMMs read the matrices there */
+}
+
+void mk_exec_p16_unit_point(mk_exec_t *e, const mk_zunit_t *u, int on)
+{
+    mk_gpt_t *g = e->g;
+    size_t at = 0;
+    for (int k = g->first[u->layer]; k < g->first[u->layer + 1]; k++) {
+        size_t tn = (size_t)g->t[k].lrows * g->t[k].lcols;
+        if (!in_unit(e, u, k)) continue;
+        if (!widened(e, k)) g->pw[k] = on ? u->virt + (g->t[k].off - u->off) : NULL;
+        else g->pw[k] = on ? u->work + at : NULL, at += tn;
+    }
+}
+
+void mk_exec_p16_unit_end(mk_exec_t *e, mk_zunit_t *u)
+{
+    mk_gpt_t *g = e->g;
+    if (u->virt) {
+        g->be->weights16(g->be->ctx, u->virt, NULL, 0);
+        munmap(u->virt, u->n * sizeof(float));
+    }
+    mk_gpt_release(&e->run, g, u->work, u->wn ? u->wn : 1);
+    mk_gpt_release(&e->run, g, u->hw, mk_exec_floats16(u->n));
+    mk_gpt_release(&e->run, g, u->hs, mk_exec_floats16((size_t)u->cnt[e->zero.gi]));
+    u->work = u->virt = NULL, u->hw = u->hs = NULL;
+}
+
 /* The head at pp 1 reads the embedding's wte (tensor 0), as a GEMM
  * operand only: a view of its own (wte_virt) where no pass of the
  * embedding holds the table widened, so the head never widens it. */
