@@ -208,6 +208,8 @@ size_t mk_gpt_row_floats(const mk_gpt_t *g, const mk_gpt_run_t *run);
 size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
 size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, int B);
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *runs);
+/* the floats k runs take, packed (their 16-bit runs two values a float) or not */
+size_t mk_gpt_runs_floats(const mk_gpt_run16_t *runs, int k, int packed);
 /* gpt_act.c: the allocator (counted in run->mem_*), and the 16-bit storage. */
 float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 /* the same, not zero-filled where the backend can: a buffer written whole before it is read */

@@ -37,6 +37,13 @@ void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t float
 /* Floats n values take: fp32, or packed two 16-bit values a float. */
 static size_t held(size_t n, int half) { return half ? (n + 1) / 2 : n; }
 
+size_t mk_gpt_runs_floats(const mk_gpt_run16_t *s, int k, int packed)
+{
+    size_t f = 0;
+    for (int i = 0; i < k; i++) f += held(s[i].n, packed && s[i].half);
+    return f;
+}
+
 /* A layer's input: floats of its fp32 rows, or of their 16-bit copy. */
 static size_t in_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, int packed)
 {
@@ -58,9 +65,7 @@ size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int 
 {
     if (!packed) return mk_gpt_internals(g, l, run);
     mk_gpt_run16_t s[MK_GPT_RUNS16];
-    size_t f = 0;
-    for (int i = 0, k = mk_gpt_buf_runs(g, l, run, s); i < k; i++) f += held(s[i].n, s[i].half);
-    return f;
+    return mk_gpt_runs_floats(s, mk_gpt_buf_runs(g, l, run, s), 1);
 }
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
@@ -127,10 +132,13 @@ int mk_gpt_act_pack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a
     if (!run->act16 || l == 0) return 0;
     if (a->in && !a->in16 && convert(run, g, &a->in, NULL, 0, in_floats(g, run, 0), 1) < 0) return -1;
     if (a->in) a->in16 = 1;
-    if (a->buf && !a->buf16 && mk_gpt_internals16(g, l, run) &&
-        convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 1) < 0)
+    if (!a->buf || a->buf16 || !mk_gpt_internals16(g, l, run)) return 0;
+    if (convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 1) < 0) return -1;
+    a->buf16 = 1;
+    /* an MoE layer's expert side goes with it (gpt_moe.c; a->stash is the B_IN -> B_W stash elsewhere) */
+    if (mk_gpt_layer_is_moe(g, l) && a->stash &&
+        convert(run, g, &a->stash, s, 2, mk_gpt_moe_side_runs(g, run, a, s), 1) < 0)
         return -1;
-    if (a->buf && mk_gpt_internals16(g, l, run)) a->buf16 = 1;
     return 0;
 }
 
@@ -139,8 +147,11 @@ int mk_gpt_act_unpack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
     mk_gpt_run16_t s[MK_GPT_RUNS16];
     if (a->in16 && convert(run, g, &a->in, NULL, 0, in_floats(g, run, 0), 0) < 0) return -1;
     a->in16 = 0;
-    if (a->buf16 && convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 0) < 0)
+    if (!a->buf16) return 0;
+    if (mk_gpt_layer_is_moe(g, l) && a->stash &&
+        convert(run, g, &a->stash, s, 2, mk_gpt_moe_side_runs(g, run, a, s), 0) < 0)
         return -1;
+    if (convert(run, g, &a->buf, s, mk_gpt_buf_runs(g, l, run, s), mk_gpt_internals(g, l, run), 0) < 0) return -1;
     a->buf16 = 0;
     return 0;
 }

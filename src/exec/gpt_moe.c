@@ -103,6 +103,18 @@ static size_t side_size(const mk_gpt_t *g, size_t R)
     return R + n_local(g) + 1 + R * (g->C + 3 * (size_t)g->Fe);
 }
 
+/* The expert side's runs (side_split's order): the order and offsets
+ * (integers), then its rows' inputs, gate|up and activations (16-bit in a
+ * 16-bit run: rounded where made); R read from the buffer's counts, which
+ * sit where they are packed or not.  The floats unpacked. */
+size_t mk_gpt_moe_side_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a, mk_gpt_run16_t *s)
+{
+    size_t R = (size_t)*split(g, run, a->buf).nrecv;
+    s[0] = (mk_gpt_run16_t){R + n_local(g) + 1, 0};
+    s[1] = (mk_gpt_run16_t){R * (g->C + 3 * (size_t)g->Fe), 1};
+    return side_size(g, R);
+}
+
 static moe_side_t side_split(const mk_gpt_t *g, float *b, size_t R)
 {
     moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
@@ -114,7 +126,9 @@ static moe_side_t side_split(const mk_gpt_t *g, float *b, size_t R)
 void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a)
 {
     if (!a->stash || !a->buf) return;
-    mk_gpt_release(run, g, a->stash, side_size(g, (size_t)*split(g, run, a->buf).nrecv));
+    mk_gpt_run16_t s[2];
+    mk_gpt_moe_side_runs(g, run, a, s);
+    mk_gpt_release(run, g, a->stash, mk_gpt_runs_floats(s, 2, a->buf16)); /* packed with a->buf */
     a->stash = NULL;
 }
 
