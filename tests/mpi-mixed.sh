@@ -9,7 +9,7 @@
 # with ZeRO-3 give the one-rank bf16 run's final loss within 1%; a 16-bit
 # run recomputes exactly what its forward kept (recompute none and full
 # train alike, bit for bit: gpt-tiny, llama-tiny, fused attention, moe-tiny,
-# q/k norms); the
+# q/k norms, MLA); the
 # peak with the internals kept (recompute none) falls below 0.9 of fp32's;
 # fp16 reports its loss scale
 # (from 65536: Megatron's 2^32 skips the first ~10 steps here while it backs
@@ -43,7 +43,8 @@ $(field "$tmpdir/fp16d.json" loss_scale)" "$PY" -c '
 import json, sys; d = json.load(open(sys.argv[1])); assert 1 <= d["skipped_steps"] < 30 and d["loss_scale"] < 2**32' \
   "$tmpdir/fp16d.json"
 peak0() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_memory_bytes"][0])' "$1"; }
-for m in "gpt-tiny" "llama-tiny" "gpt-tiny --attention-backend fused" "moe-tiny" "llama-tiny --qk-layernorm"; do
+for m in "gpt-tiny" "llama-tiny" "gpt-tiny --attention-backend fused" "moe-tiny" "llama-tiny --qk-layernorm" \
+  "deepseek-tiny"; do
   rm -f "$tmpdir/none.json" "$tmpdir/full.json"
   runb --model $m --recompute none >"$tmpdir/none.json" && runb --model $m --recompute full >"$tmpdir/full.json" ||
     cat "$tmpdir/err"

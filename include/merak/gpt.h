@@ -203,7 +203,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g);
  * B_IN -> B_W stash, in floats; the internals as runs kept 16-bit or fp32
  * in a 16-bit run (at most MK_GPT_RUNS16; their count). */
 typedef struct { size_t n; int half; } mk_gpt_run16_t;
-#define MK_GPT_RUNS16 7
+#define MK_GPT_RUNS16 10
 size_t mk_gpt_row_floats(const mk_gpt_t *g, const mk_gpt_run_t *run);
 size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
 size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, int B);
@@ -229,7 +229,7 @@ void mk_gpt_round_out(const mk_gpt_t *g, const mk_gpt_run_t *run, float *x, size
 int mk_gpt_act_pack(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 int mk_gpt_act_unpack(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 /* Whether layer's internals are kept 16-bit (run->act16, an attention, MLP
- * or MoE layer but in models with MLA or ring attention), and
+ * or MoE layer but under ring attention), and
  * then x[0..n) (a kept internal, where made) rounded in place;
  * floats its internals take (packed or not); their release. */
 int mk_gpt_internals16(const mk_gpt_t *g, int layer, const mk_gpt_run_t *run);

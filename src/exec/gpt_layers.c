@@ -188,6 +188,7 @@ int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_ru
     s[k++] = (mk_gpt_run16_t){N * mid_w(g, l), 1};
     s[k++] = (mk_gpt_run16_t){att, !g->fused_attn};
     s[k++] = (mk_gpt_run16_t){N * inner_w(g, l), 1};
+    if (g->mla) return k + mk_gpt_mla_runs(g, run, s + k);       /* p->qk: the MLA internals */
     if (!g->cfg.qk_norm) return k;
     s[k++] = (mk_gpt_run16_t){N * mid_w(g, l), 1};                /* q/k norms' input: the rounded QKV rows */
     s[k++] = (mk_gpt_run16_t){N * ((size_t)g->nh + g->kv), 0};   /* each head's 1/rms */

@@ -141,20 +141,41 @@ static void scatter(const mk_gpt_t *g, int m, float *dsrc, const float *ddst, in
     g->be->cols_scatter(g->be->ctx, dsrc, ddst, map(g, m), nr, ws, map_len(g, m));
 }
 
-/* the latents and the up-projections of rows [r0, r0+nr) */
-static void latents_fwd(mk_gpt_t *g, int l, const float *ln, mla_parts_t *m, size_t r0, int nr)
+/* the latents and the up-projections of rows [r0, r0+nr), each rounded
+ * where made in a 16-bit run (mk_gpt_round_kept: kept 16-bit) */
+static void latents_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln, mla_parts_t *m, size_t r0,
+                        int nr)
 {
     const mk_backend_t *be = g->be;
     int C = g->C, ql = g->ql, kl = g->kl, rp = g->rp;
     const float *x = ln + r0 * C;
+    size_t n = (size_t)nr;
     be->linear_fwd(be->ctx, m->dq + r0 * ql, x, W(g, l, T_QA), NULL, nr, C, ql);
+    mk_gpt_round_kept(g, l, run, m->dq + r0 * ql, n * ql);
     be->rmsnorm_fwd(be->ctx, m->qn + r0 * ql, m->rq + r0, m->dq + r0 * ql, W(g, l, T_QN), MLA_LATENT_EPS, nr, ql);
+    mk_gpt_round_kept(g, l, run, m->qn + r0 * ql, n * ql);
     be->linear_fwd(be->ctx, m->qb + r0 * w_q(g), m->qn + r0 * ql, W(g, l, T_QB), NULL, nr, ql, w_q(g));
+    mk_gpt_round_kept(g, l, run, m->qb + r0 * w_q(g), n * w_q(g));
     /* kv_a's rows: the latent's kl, then k_pe's rp: two GEMMs, each output contiguous */
     be->linear_fwd(be->ctx, m->c + r0 * kl, x, W(g, l, T_KVA), NULL, nr, C, kl);
+    mk_gpt_round_kept(g, l, run, m->c + r0 * kl, n * kl);
     be->linear_fwd(be->ctx, m->kpe + r0 * rp, x, W(g, l, T_KVA) + (size_t)kl * C, NULL, nr, C, rp);
+    mk_gpt_round_kept(g, l, run, m->kpe + r0 * rp, n * rp);
     be->rmsnorm_fwd(be->ctx, m->cn + r0 * kl, m->rc + r0, m->c + r0 * kl, W(g, l, T_KVN), MLA_LATENT_EPS, nr, kl);
+    mk_gpt_round_kept(g, l, run, m->cn + r0 * kl, n * kl);
     be->linear_fwd(be->ctx, m->kvb + r0 * w_kv(g), m->cn + r0 * kl, W(g, l, T_KVB), NULL, nr, kl, w_kv(g));
+    mk_gpt_round_kept(g, l, run, m->kvb + r0 * w_kv(g), n * w_kv(g));
+}
+
+int mk_gpt_mla_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
+{
+    size_t N = (size_t)run->B * g->T;
+    s[0] = (mk_gpt_run16_t){2 * N * g->ql, 1}; /* dq, qn */
+    s[1] = (mk_gpt_run16_t){N, 0};              /* rq */
+    s[2] = (mk_gpt_run16_t){2 * N * g->kl, 1}; /* c, cn */
+    s[3] = (mk_gpt_run16_t){N, 0};              /* rc */
+    s[4] = (mk_gpt_run16_t){N * ((size_t)g->rp + 2 * w_q(g) + w_kv(g) + w_pe(g)), 1}; /* kpe, qb, kvb, pe, o */
+    return 5;
 }
 
 void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln, float *x1, float *att, float *x3,
@@ -163,16 +184,20 @@ void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln
     const mk_backend_t *be = g->be;
     size_t N = (size_t)run->B * g->T, r = (size_t)r0;
     mla_parts_t m = parts(g, mx, N);
-    latents_fwd(g, l, ln, &m, r, nr);
+    latents_fwd(g, run, l, ln, &m, r, nr);
     float *pe = m.pe + r * w_pe(g), *x = x1 + r * w_x1(g);
     gather(g, M_PEQ, pe, m.qb + r * w_q(g), w_q(g), nr);
     gather(g, M_PEK, pe, m.kpe + r * g->rp, g->rp, nr);
     mk_gpt_rope_heads(g, run, m.pe, r0, nr, w_pe(g), g->nh + 1, g->rp, 1);
+    mk_gpt_round_kept(g, l, run, pe, (size_t)nr * w_pe(g)); /* x1 gathers rounded values only: exact */
     be->zero(be->ctx, x, (size_t)nr * w_x1(g) * sizeof(float)); /* v's padding stays 0 */
     gather(g, M_XQ, x, m.qb + r * w_q(g), w_q(g), nr);
     gather(g, M_XPE, x, pe, w_pe(g), nr);
     gather(g, M_XKV, x, m.kvb + r * w_kv(g), w_kv(g), nr);
     mk_gpt_attn_rows(g, (mk_gpt_run_t *)run, m.o, att, x1, NULL, NULL, NULL, r0, nr);
+    /* the probabilities after their P.V, as a dense attention's; x3 gathers the rounded output */
+    if (!g->fused_attn) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
+    mk_gpt_round_kept(g, l, run, m.o + r * w_q(g), (size_t)nr * w_q(g));
     gather(g, M_O, x3 + r * w_o(g), m.o + r * w_q(g), w_q(g), nr);
 }
 

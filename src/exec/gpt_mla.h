@@ -14,6 +14,9 @@ int mk_gpt_mla_init(mk_gpt_t *g);
  * what its backward's scratch (run->s_mla) holds a row. */
 size_t mk_gpt_mla_row(const mk_gpt_t *g);
 size_t mk_gpt_mla_scratch_row(const mk_gpt_t *g);
+/* The MLA internals' runs (mk_gpt_buf_runs: after the attention's own;
+ * kept 16-bit or fp32, each rounded where made in a 16-bit run), their count. */
+int mk_gpt_mla_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s);
 /* Forward on whole sequences, rows [r0, r0+nr): the norm output ln -> the
  * latents, their norms and up-projections, RoPE, the heads' q|k|v in x1,
  * the attention core (att: these sequences' probabilities), x3 the
