@@ -9,7 +9,7 @@
 # with ZeRO-3 give the one-rank bf16 run's final loss within 1%; a 16-bit
 # run recomputes exactly what its forward kept (recompute none and full
 # train alike, bit for bit: gpt-tiny, llama-tiny, fused attention, moe-tiny,
-# q/k norms, MLA); the
+# q/k norms, MLA, ring attention); the
 # peak with the internals kept (recompute none) falls below 0.9 of fp32's;
 # fp16 reports its loss scale
 # (from 65536: Megatron's 2^32 skips the first ~10 steps here while it backs
@@ -51,6 +51,12 @@ for m in "gpt-tiny" "llama-tiny" "gpt-tiny --attention-backend fused" "moe-tiny"
   a=$(final "$tmpdir/none.json") b=$(final "$tmpdir/full.json")
   check "bf16 $m: recompute none and full train alike ($a, $b)" test -n "$a" -a "$a" = "$b"
 done
+# ring attention (cp 2) keeps q|k|v and the output 16-bit, its log-sum-exps fp32: none and full alike
+cp2() { timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model llama-tiny --cp 2 --mbs 4 --gbs 8 --steps 4 \
+  --bf16 --json --recompute "$1" </dev/null 2>"$tmpdir/err" | "$PY" -c 'import json,sys
+print(json.load(sys.stdin)["losses"][-1])'; }
+a=$(cp2 none) b=$(cp2 full)
+check "bf16 llama-tiny, cp 2: recompute none and full train alike ($a, $b)" test -n "$a" -a "$a" = "$b"
 # an MoE layer keeps its norm output, the slots' inputs and outputs and its expert side 16-bit too:
 # what recompute none keeps beyond full's (the GEMMs' scratch alike in both) is at most 0.45 of
 # fp32's (0.42; 0.60 with the expert side fp32, 0.66 with every internal fp32)

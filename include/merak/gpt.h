@@ -229,7 +229,7 @@ void mk_gpt_round_out(const mk_gpt_t *g, const mk_gpt_run_t *run, float *x, size
 int mk_gpt_act_pack(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 int mk_gpt_act_unpack(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 /* Whether layer's internals are kept 16-bit (run->act16, an attention, MLP
- * or MoE layer but under ring attention), and
+ * or MoE layer), and
  * then x[0..n) (a kept internal, where made) rounded in place;
  * floats its internals take (packed or not); their release. */
 int mk_gpt_internals16(const mk_gpt_t *g, int layer, const mk_gpt_run_t *run);

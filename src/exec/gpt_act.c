@@ -51,14 +51,14 @@ static size_t in_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, int packed)
 }
 
 /* The internals kept 16-bit (run->act16): an attention's (q/k norms'
- * input rows, MLA's latents and pieces too: gpt_mla.c) or MLP's, an MoE
- * layer's (gpt_moe.c: its norm output, the slots' inputs and outputs,
- * the shared expert's, its expert side); ring attention keeps its fp32,
- * and so do the other layers beside it (one rule per model). */
+ * input rows, MLA's latents and pieces too: gpt_mla.c; the probabilities
+ * where materialised, mk_gpt_att_probs) or MLP's, an MoE layer's
+ * (gpt_moe.c: its norm output, the slots' inputs and outputs, the shared
+ * expert's, its expert side). */
 int mk_gpt_internals16(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 {
     mk_gpt_kind_t k = mk_gpt_layer_kind(g, l);
-    return run->act16 && (k == MK_GPT_ATTN || k == MK_GPT_MLP) && g->cp <= 1;
+    return run->act16 && (k == MK_GPT_ATTN || k == MK_GPT_MLP);
 }
 
 size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int packed)

@@ -43,6 +43,8 @@ void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, in
 
 size_t mk_gpt_att_seq(const mk_gpt_t *g) { return (size_t)g->nh * g->T * (g->fused_attn ? 1 : g->T); }
 
+int mk_gpt_att_probs(const mk_gpt_t *g) { return !g->fused_attn && g->cp <= 1; }
+
 /* The core on n rows of one call (B = n / T sequences of T, or one
  * document of n): materialised or fused (fo: the forward's context). */
 static void core(mk_gpt_t *g, float *out, float *att, const float *qkv, float *datt, const float *dout,

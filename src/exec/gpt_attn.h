@@ -20,6 +20,9 @@ void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, float *att, co
 /* Floats a sequence's saved attention statistics take: nh T T
  * probabilities, or with g->fused_attn nh T log-sum-exps. */
 size_t mk_gpt_att_seq(const mk_gpt_t *g);
+/* Whether they hold the materialised probabilities (kept 16-bit in a
+ * 16-bit run), not log-sum-exps (fused; ring attention's, cp > 1: fp32). */
+int mk_gpt_att_probs(const mk_gpt_t *g);
 /* The embedding (out = wte[tok] (+ wpe)) and its gradients (dwte,
  * dwpe +=) on rows [0, N): with --reset-position-ids, per document. */
 void mk_gpt_embed_fwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *out, const int *tokens, const float *wte,

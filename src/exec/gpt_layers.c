@@ -186,7 +186,7 @@ int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_ru
         return k;
     }
     s[k++] = (mk_gpt_run16_t){N * mid_w(g, l), 1};
-    s[k++] = (mk_gpt_run16_t){att, !g->fused_attn};
+    s[k++] = (mk_gpt_run16_t){att, mk_gpt_att_probs(g)};
     s[k++] = (mk_gpt_run16_t){N * inner_w(g, l), 1};
     if (g->mla) return k + mk_gpt_mla_runs(g, run, s + k);       /* p->qk: the MLA internals */
     if (!g->cfg.qk_norm) return k;
@@ -340,7 +340,7 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
         if (g->cp > 1) run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, att, p->x1 + r0 * mid, nr / g->T);
         else mk_gpt_attn_rows(g, run, p->x3, att, p->x1, NULL, NULL, NULL, r0, nr);
         /* the probabilities are kept rounded after their P.V (one kernel here) */
-        if (!g->fused_attn) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
+        if (mk_gpt_att_probs(g)) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
         mk_gpt_round_kept(g, l, run, p->x3 + r0 * Cl, (size_t)nr * Cl);
     } else if (g->llama) {
         be->swiglu_fwd(be->ctx, p->x2 + r0 * g->Fl, p->x1 + r0 * mid, nr, g->Fl);

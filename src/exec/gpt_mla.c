@@ -196,7 +196,7 @@ void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln
     gather(g, M_XKV, x, m.kvb + r * w_kv(g), w_kv(g), nr);
     mk_gpt_attn_rows(g, (mk_gpt_run_t *)run, m.o, att, x1, NULL, NULL, NULL, r0, nr);
     /* the probabilities after their P.V, as a dense attention's; x3 gathers the rounded output */
-    if (!g->fused_attn) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
+    if (mk_gpt_att_probs(g)) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
     mk_gpt_round_kept(g, l, run, m.o + r * w_q(g), (size_t)nr * w_q(g));
     gather(g, M_O, x3 + r * w_o(g), m.o + r * w_q(g), w_q(g), nr);
 }
