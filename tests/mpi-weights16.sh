@@ -4,9 +4,9 @@
 # - the state a rank holds is Megatron-LM's: 2 + 4 + 12 bytes a parameter
 #   without ZeRO (16-bit weights, fp32 gradients, masters and moments),
 #   equal to `merak sim`'s weights + gradients + optimizer for the same plan
-#   (one rank and tp 2 x pp 2); with ZeRO-1 (dp 4) 2 + 4 + 16/4: the fp32
-#   block goes, the masters are pieces, the reduce-scatter's piece apart
-#   from the full gradients (exec_zero.c);
+#   (one rank and tp 2 x pp 2); with ZeRO-1 (dp 4) 2 + 4 + 12/4, Megatron's
+#   distributed optimizer's (the fp32 block goes, the masters are pieces,
+#   the gradients reduce-scatter in place), merak sim's again;
 # - ZeRO-1, -2 and -3 (16-bit all-gathers) give the one-rank bf16 loss
 #   within 1e-5, and differ from the fp32 run;
 # - a resumed run (the checkpoint holds the fp32 masters) continues bit for
@@ -49,7 +49,9 @@ for z in 1 2 3; do
     near "$(get "$tmpdir/z$z.json" losses 2)" "$b1" 0.00001
 done
 z1=$(get "$tmpdir/z1.json" state_memory_bytes 0)
-check "bf16 dp 4 ZeRO-1 state: 2 + 4 + 16/4 bytes a parameter ($z1 = $((10 * P)))" test "$z1" = $((10 * P))
+check "bf16 dp 4 ZeRO-1 state: 2 + 4 + 12/4 bytes a parameter ($z1 = $((9 * P)))" test "$z1" = $((9 * P))
+sz1=$(simstate 0 --dtype bf16 --dp 4 --zero 1)
+check "merak sim counts the same ZeRO-1 state ($sz1)" test "$sz1" = "$z1"
 
 for z in 0 1; do
   mpi 2 --dp 2 --zero $z --bf16 --steps 4 >"$tmpdir/s.json" || cat "$tmpdir/err"

@@ -289,20 +289,33 @@ static void zero_grads(mk_exec_t *e)
     else g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
 }
 
+/* ZeRO-1: the pieces gathered into the full block and dumped; this
+ * rank's piece, which the in-place reduce-scatter left at the block's
+ * start and Adam reads there, is put back after. */
+static int dump_zero1(mk_exec_t *e)
+{
+    const mk_zunit_t *u = &e->zero.u[0];
+    const mk_backend_t *be = e->g->be;
+    size_t c = (size_t)u->cnt[e->zero.gi];
+    float *piece = mk_gpt_alloc(&e->run, e->g, c ? c : 1);
+    if (!piece) return -1;
+    be->copy(be->ctx, piece, e->zero.grads, c * sizeof(float));
+    MPI_Request r;
+    int rc = MPI_Iallgatherv(piece, (int)c, MPI_FLOAT, e->g->grads, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
+    rc = rc != MPI_SUCCESS ? mk_error_set("MPI_Iallgatherv of the gradients failed")
+                           : mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
+    if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, e->g->grads);
+    be->copy(be->ctx, e->zero.grads, piece, c * sizeof(float));
+    mk_gpt_release(&e->run, e->g, piece, c ? c : 1);
+    return rc;
+}
+
 /* --dump-grads at the run's first step: the summed gradients (ZeRO-1:
  * the sharding group's reduced pieces gathered into the full gradient
- * block, which Adam no longer reads (it takes the pieces) and which is
- * zeroed after the step; ZeRO-2/3: assembled from the pieces). */
+ * block, zeroed after the step; ZeRO-2/3: assembled from the pieces). */
 static int dump_first(mk_exec_t *e)
 {
-    if (e->zero.on == 1) {
-        const mk_zunit_t *u = &e->zero.u[0];
-        MPI_Request r;
-        if (MPI_Iallgatherv(e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, e->g->grads, u->cnt, u->dsp, MPI_FLOAT,
-                            e->zero.zsc, &r) != MPI_SUCCESS)
-            return mk_error_set("MPI_Iallgatherv of the gradients failed");
-        if (mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1) < 0) return -1;
-    }
+    if (e->zero.on == 1) return dump_zero1(e);
     if (e->zero.on < 2) return mk_exec_dump_grads(e, e->o->dump_grads, e->g->grads);
     float *full = mk_exec_fsdp_full_grads(e);
     int rc = full ? mk_exec_dump_grads(e, e->o->dump_grads, full) : mk_error_set("out of memory");

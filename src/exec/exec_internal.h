@@ -114,7 +114,8 @@ typedef struct mk_exec_zero {
     int *lu;               /* [n_layers + 1] ZeRO-2/3: layer l's units are [lu[l], lu[l + 1]) */
     int wte_unit;          /* ZeRO-2/3: the unit of tensor 0 (the head borrows it at pp 1), or -1 */
     size_t ns;             /* floats of this rank's pieces */
-    float *params, *grads, *m, *v;  /* [max(ns, 1)]; params: ZeRO-3 only */
+    float *params, *grads, *m, *v;  /* [max(ns, 1)]; params: ZeRO-3's, or 16-bit weights' masters;
+                                       grads: ZeRO-1's is the full block's start (its in-place reduce-scatter) */
     int pre;               /* ZeRO-3: the layer gathered ahead by the last begin, or -1 */
     int fly;               /* ZeRO-2/3: the unit whose reduce-scatter is in flight, or -1 */
 } mk_exec_zero_t;

@@ -92,7 +92,7 @@ size_t mk_exec_state_bytes(const mk_exec_t *e)
     const mk_gpt_t *g = e->g;
     size_t n = g->n_params ? g->n_params : 1, s = e->zero.ns ? e->zero.ns : 1, b = 0;
     const float *full[4] = {g->params, g->grads, g->m, g->v};
-    const float *mine[4] = {e->zero.params, e->zero.grads, e->zero.m, e->zero.v};
+    const float *mine[4] = {e->zero.params, e->zero.grads == g->grads ? NULL : e->zero.grads, e->zero.m, e->zero.v};
     for (int i = 0; i < 4; i++) b += (full[i] ? n : 0) + (mine[i] ? s : 0);
     return b * sizeof(float) + (e->p16.store ? mk_exec_floats16(g->n_params) * sizeof(float) : 0);
 }

@@ -6,8 +6,9 @@
  * (ZeRO-2) and their parameters (ZeRO-3); the full blocks go.
  *
  * ZeRO-1: one unit, the whole block.  OPT_STEP reduce-scatters the
- * gradients over the sharding group (instead of the per-layer
- * all-reduces; a hybrid group then sums its piece over the replicas), runs
+ * gradients over the sharding group in place (instead of the per-layer
+ * all-reduces; this rank's piece lands at the block's start, zero.grads;
+ * a hybrid group then sums its piece over the replicas), runs
  * AdamW on this rank's piece only, and all-gathers the updated parameters.
  * ZeRO-2/3 reduce during the step (exec_fsdp.c). */
 #include "config.h"
@@ -88,8 +89,11 @@ static int shard_blocks(mk_exec_t *e, size_t s)
     float **mine[4] = {&e->zero.m, &e->zero.v, &e->zero.grads, &e->zero.params};
     for (int i = 0; i < 4; i++) {
         if (i == 3 && !mk_exec_zero_params_sharded(e)) break;
+        if (i == 2 && st < 2) { /* ZeRO-1: the full gradients stay, the reduced piece at their start */
+            *mine[i] = g->grads;
+            continue;
+        }
         if (!(*mine[i] = mk_gpt_alloc(&e->run, g, s))) return -1;
-        if (i == 2 && st < 2) continue;  /* ZeRO-1: the full gradients stay */
         if (i == 3)
             for (int j = 0; j < e->zero.n_units; j++) {
                 const mk_zunit_t *u = &e->zero.u[j];
@@ -128,7 +132,7 @@ void mk_exec_zero_free(mk_exec_t *e)
     size_t s = e->zero.ns ? e->zero.ns : 1;
     if (e->g) {
         mk_exec_fsdp_free(e);
-        float *a[4] = {e->zero.grads, e->zero.m, e->zero.v, e->zero.params};
+        float *a[4] = {e->zero.grads == e->g->grads ? NULL : e->zero.grads, e->zero.m, e->zero.v, e->zero.params};
         for (int i = 0; i < 4; i++) mk_gpt_release(&e->run, e->g, a[i], s);
         free(e->g->pw); free(e->g->gw);
         e->g->pw = e->g->gw = NULL;
@@ -156,7 +160,8 @@ int mk_exec_zero_scatter(mk_exec_t *e)
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     const mk_zunit_t *u = &e->zero.u[0];
     MPI_Request r;
-    int rc = MPI_Ireduce_scatter(e->g->grads, e->zero.grads, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc, &r);
+    /* in place, as Megatron's distributed optimizer: this rank's summed piece at the block's start (zero.grads) */
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, e->g->grads, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc, &r);
     if (rc != MPI_SUCCESS) return mk_error_set("MPI_Ireduce_scatter failed");
     if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
     mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
