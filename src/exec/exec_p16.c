@@ -11,15 +11,18 @@
  * distributed optimizer's count (the simulator's, memory.c).
  *
  * Weights: store, the 16-bit copy of the block (none with ZeRO-3, whose
- * gather carries 16-bit pieces: exec_fsdp.c).  Around a layer's pass
- * (mk_exec_fsdp_begin/end) its range is widened into an fp32 working
- * buffer that the layer's tensors point at (g->pw, as ZeRO-3's gathered
- * buffers), freed after it: the kernels compute in fp32 on the 16-bit
- * values.  The head at pp 1 borrows wte: it pins the embedding's range
- * too.  After each update (and a load) the masters are rounded into the
- * store (mk_exec_p16_refresh): with ZeRO-1/2 each rank rounds its pieces
- * and the sharding group all-gathers them in 16 bits, half the bytes of
- * the fp32 gather it replaces.
+ * gather carries 16-bit pieces and holds them while the layer is pinned:
+ * the unit functions below).  Around a layer's pass (mk_exec_fsdp_begin/
+ * end, the hooks of ZeRO-3's gathers) the layer's tensors get pointers
+ * (g->pw): its vectors and the embedding's tables widened into an fp32
+ * buffer, its matrices into an address range that holds no memory
+ * (PROT_NONE), which the backend's weights16 maps to the store's bits, so
+ * the 16-bit GEMMs read them as they are and anything else would fault.
+ * The head at pp 1 views the embedding's wte the same way (borrow).  After
+ * each update (and a load) the masters are rounded into the store
+ * (mk_exec_p16_refresh): with ZeRO-1/2 each rank rounds its pieces and the
+ * sharding group all-gathers them in 16 bits, half the bytes of the fp32
+ * gather it replaces.
  *
  * A tensor marked fp32 (mk_gpt_tensor_t.fp32: DeepSeek-V3's score bias,
  * an fp32 buffer in Megatron-Core, moved 1e-3 at a time) is read from its
