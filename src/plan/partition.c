@@ -20,7 +20,8 @@ static int greedy_split(const double *cost, int n, int k, double X, int *bounds)
         if (parts == k) return k + 1;
         double sum = cost[i++]; /* a part takes at least one layer */
         if (sum > X) return k + 1;
-        while (i < n && sum + cost[i] <= X && n - (i + 1) >= k - (parts + 1)) sum += cost[i++];
+        int lim = n - k + parts + 1; /* it leaves one layer to each part after it */
+        while (i < lim && sum + cost[i] <= X) sum += cost[i++];
         bounds[++parts] = i;
     }
     return parts;
