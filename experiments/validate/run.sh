@@ -64,6 +64,9 @@ tp2-none-ov2|2|--dp 1 --pp 1 --tp 2 --schedule 1f1b --recompute none --tp-overla
 PLANS
 # ONLY=REGEX: the plans whose names match (development; the record runs all)
 if [ -n "${ONLY:-}" ]; then grep -E "^(${ONLY})[|]" "$out/plans.txt" >"$out/plans.only" || true; mv "$out/plans.only" "$out/plans.txt"; fi
+if [ ! -s "$out/plans.txt" ]; then  # a whole name (or names) must match: ONLY=dp2-zero1-none, ONLY='dp2-.*'
+  echo "experiments/validate/run.sh: ONLY=${ONLY:-}: no plan's name matches" >&2; rm -rf "$out"; exit 2
+fi
 
 run_plan() { # run_plan NAME RANKS FLAGS ROUND
   name=$1 n=$2 flags=$3 r=$4
