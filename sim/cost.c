@@ -223,6 +223,9 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     if (f > 0 && o->kind == MK_OPK_MOE) tc = moe_matmul_time(d, g, o, f, tokens, matmul_peak(d, o, dtype));
     else if (f > 0) tc = f / (matmul_peak(d, o, dtype) * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
     if (f > 0 && !bwd && d->gemm_fwd_scale > 0 && !c->ideal) tc *= d->gemm_fwd_scale; /* see cluster.h */
+    /* an fp8 linear's backward GEMMs (dgrad, wgrad) accumulate precisely (TE's recipe; cluster.c) */
+    if (f > 0 && bwd && dtype == MK_DTYPE_FP8 && o->kind == MK_OPK_LINEAR && d->fp8_split_acc_scale > 0 && !c->ideal)
+        tc *= d->fp8_split_acc_scale;
     double in, out;
     if (f > 0 && !c->ideal && weight_gemm(o, tp, &in, &out)) tc *= quant_factor(d, tokens, in, out, bwd);
     /* Measured (merak profile, CPU backend, 2-core EPYC): the attention

@@ -82,6 +82,33 @@ a, b = open('$tmpdir/p.json').read(), open('$tmpdir/p8.json').read()
 assert '\"fp8\"' not in a and '\"bf16\"' in a, 'default plan'
 assert '\"fp8\"' in b and '\"bf16\"' not in b, 'fp8 plan'"
 
+# Hopper's split accumulator (issue 38): an fp8 linear's backward GEMMs take
+# fp8_split_acc_scale times their time; the forward and bf16 do not move.
+# pp 1: the stage's backward is the sum of its ops; at GPT-175B's width every
+# linear is GEMM-bound with the tokens (2048) its smallest dimension, so the
+# growth is closed form: m x L x 48 tokens h^2 (dgrad + wgrad) / (P_fp8 eff).
+X="--model gpt-175b --num-layers 2 --seq-length 2048 --gbs 8 --mbs 1 --schedule 1f1b --recompute none --json --explain"
+for s in 1 2 3; do
+  sed "s/\"bf16\": 71e12}/\"bf16\": 71e12, \"fp8\": 142e12}, \"fp8_split_acc_scale\": $s/" \
+    "$top_srcdir/traces/clusters/rtx3090-pcie.json" >"$tmpdir/acc$s.json"
+  for d in bf16 fp8; do
+    $MERAK sim $X --cluster "$tmpdir/acc$s.json" --dtype $d >"$tmpdir/acc$s-$d.json" 2>/dev/null ||
+      { echo "FAIL: acc $s $d"; exit 1; }
+  done
+done
+check "fp8 backward linears take fp8_split_acc_scale times their time; forward and bf16 do not" "$PYTHON" -c "
+import json
+def b(s, d): return json.load(open('$tmpdir/acc%d-%s.json' % (s, d)))['explain']['breakdown_s']
+f = [b(s, 'fp8') for s in (1, 2, 3)]; h = [b(s, 'bf16') for s in (1, 2, 3)]
+assert f[0]['forward'] == f[1]['forward'] == f[2]['forward']
+assert h[0] == h[1] == h[2]
+d1, d2 = f[1]['backward'] - f[0]['backward'], f[2]['backward'] - f[0]['backward']
+want = 8 * 2 * 48 * 2048 * 12288 ** 2 / (142e12 * 0.75 * 2048 / (2048 + 128))
+print('  backward +%.6f s at 2, +%.6f at 3; closed form +%.6f' % (d1, d2, want))
+assert abs(d1 - want) <= 1e-9 * want and abs(d2 - 2 * want) <= 1e-9 * want, (d1, d2, want)"
+expect_fail "fp8_split_acc_scale below 1 refused" "fp8_split_acc_scale must be 0 or in \[1, 16\]" -- \
+  $MERAK sim $T --cluster "$(sed 's/_scale": 1/_scale": 0.5/' "$tmpdir/acc1.json" >"$tmpdir/bad.json"; echo "$tmpdir/bad.json")"
+
 # presets
 $MERAK models >"$tmpdir/models" || exit 1
 for c in dgx-h200 dgx-b200 a100-40gb; do

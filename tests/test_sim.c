@@ -241,6 +241,13 @@ static void test_cluster_json(void)
     CHECK(!strcmp(d.name, c.name) && d.dev.mem_bytes == c.dev.mem_bytes && d.inter.beta_Bps == c.inter.beta_Bps &&
               d.gpus_per_node == c.gpus_per_node && d.dev.matmul_flops[2] == c.dev.matmul_flops[2],
           "round trip");
+    /* a Hopper preset's optional figures survive too (fp8 rate, split accumulation) */
+    mk_cluster_get("dgx-h100", &c);
+    CHECK(mk_cluster_save(&c, path) == 0 && mk_cluster_get(path, &d) == 0, "h100 round trip: %s", mk_error_last());
+    CHECK(c.dev.fp8_split_acc_scale > 1 && d.dev.fp8_split_acc_scale == c.dev.fp8_split_acc_scale &&
+              d.dev.matmul_flops[MK_DTYPE_FP8] == c.dev.matmul_flops[MK_DTYPE_FP8] &&
+              d.dev.flash_attn_flops == c.dev.flash_attn_flops,
+          "h100 round trip keeps fp8_split_acc_scale %g", d.dev.fp8_split_acc_scale);
     FILE *f = fopen(path, "w");
     fputs("{\"name\": \"x\", \"gpus_per_node\": 0}", f);
     fclose(f);

@@ -51,6 +51,10 @@ typedef struct mk_device {
     double context_bytes;    /* optional: device memory the runtime holds before the framework
                                 allocates anything (the CUDA context); plans get mem_bytes less
                                 this (mk_cluster_usable_bytes); 0: none */
+    double fp8_split_acc_scale; /* optional: an FP8 GEMM that promotes its partial sums to FP32
+                                (cuBLASLt's split accumulator, FAST_ACCUM off; Transformer
+                                Engine runs dgrad and wgrad so) takes this times the curve's
+                                time (Hopper: sim/cost.c); 0: 1 */
     double flash_attn_flops; /* optional: FLOP/s of the fused FlashAttention kernel, forward
                                 and backward (plans with use_flash_attn; at most the matmul
                                 peak); 0: such plans run the core at the GEMM curve */

@@ -165,6 +165,21 @@
 #define FP8_H100 (1979 * TF)
 #define FP8_B200 (4500 * TF)
 #define FP8_GB200 (5000 * TF)
+/* Hopper's FP8 tensor cores accumulate in a narrower register; cuBLASLt's
+ * precise mode (CUBLASLT_MATMUL_DESC_FAST_ACCUM = 0) promotes the partial
+ * sums to FP32 every few k-steps ("problem execution might be faster [with
+ * fast accumulation] but at the cost of lower accuracy because
+ * intermediate results will not periodically be promoted to a higher
+ * precision", the cuBLAS documentation).  Transformer Engine runs the
+ * forward GEMM fast and dgrad and wgrad precise (module/base.py:
+ * _2X_ACC_FPROP = False, _2X_ACC_DGRAD = _2X_ACC_WGRAD = True), as
+ * torchao's float8 does.  Measured on an H100: "enabling fast accumulation
+ * can lead to a 1.1x to 1.2x speedup" (pytorch/ao issue 2377, torch
+ * _scaled_mm over cuBLASLt; the maintainers keep the precise backward for
+ * accuracy); the range's middle, 1.15, is taken.  Blackwell has no such
+ * mode ("there is no fastAccuMode for sm100", NVIDIA/TransformerEngine
+ * pull request 2748's review): the B200 presets leave it off. */
+#define FP8_SPLIT_ACC_HOPPER 1.15
 
 typedef struct {
     const char *about;
@@ -192,7 +207,8 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     /* The H100 of torchtitan's published benchmarks (pytorch/torchtitan,
        benchmarks/llama3_h100_202412_torchtitan.md, "Hardware"): Grand
@@ -209,14 +225,15 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H100-SXM5-96GB-500W", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 2160 * GB, .mem_bytes = 96 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x H200-141GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h200",
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF, .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6,
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S,
-              .flash_attn_flops = FLASH_H100},
+              .flash_attn_flops = FLASH_H100, .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     {"8x B200-180GB per node, NVLink 5 / NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-b200",
@@ -243,7 +260,8 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100},
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       .gpus_per_node = 1, .max_nodes = 1, .intra = {3e-6, 370 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 1}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
      {.name = "ideal",
@@ -303,7 +321,7 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
  *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "vector_bwd_flops", "attention_flops",
  *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X, "sms": I, "gemm_tile_m": X,
- *  "gemm_tile_n": X} */
+ *  "gemm_tile_n": X, "flash_attn_flops": X, "context_bytes": X, "fp8_split_acc_scale": X} */
 
 static int get_str(json_t *o, const char *what, const char *key, char *buf, size_t n)
 {
@@ -350,6 +368,9 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     if (d->gemm_tile_m > 65536 || d->gemm_tile_n > 65536)
         return mk_error_set("%s: gemm_tile_m and gemm_tile_n must be at most 65536", what);
     if (d->host_op_s > 1) return mk_error_set("%s: host_op_s must be at most 1 (seconds)", what);
+    /* a time factor: 0 (off) or in [1, 16] (no library is 16 times slower in its precise mode) */
+    if (d->fp8_split_acc_scale != 0 && !(d->fp8_split_acc_scale >= 1 && d->fp8_split_acc_scale <= 16))
+        return mk_error_set("%s: fp8_split_acc_scale must be 0 or in [1, 16]", what);
     /* a fused kernel on the tensor cores runs at most at their peak */
     double peak = fmax(d->matmul_flops[0], fmax(d->matmul_flops[1], d->matmul_flops[2]));
     if (d->flash_attn_flops > peak)
@@ -396,7 +417,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "vector_bwd_flops",
                                       "attention_flops",
                                       "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
-                                      "gemm_tile_n", "flash_attn_flops", "context_bytes", NULL};
+                                      "gemm_tile_n", "flash_attn_flops", "context_bytes", "fp8_split_acc_scale", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", "fp8", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
@@ -427,7 +448,8 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         opt_num(d, path, "gemm_tile_m", &c->dev.gemm_tile_m) < 0 ||
         opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 ||
         opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 ||
-        opt_num(d, path, "context_bytes", &c->dev.context_bytes) < 0 || host_from(j, path, &c->host) < 0 ||
+        opt_num(d, path, "context_bytes", &c->dev.context_bytes) < 0 ||
+        opt_num(d, path, "fp8_split_acc_scale", &c->dev.fp8_split_acc_scale) < 0 || host_from(j, path, &c->host) < 0 ||
         mk_cluster_validate(c, path) < 0)
         return -1;
     return 0;
@@ -472,6 +494,8 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(json_object_get(j, "device"), "flash_attn_flops", json_real(d->flash_attn_flops));
     if (j && d->context_bytes > 0)
         json_object_set_new(json_object_get(j, "device"), "context_bytes", json_real(d->context_bytes));
+    if (j && d->fp8_split_acc_scale > 0)
+        json_object_set_new(json_object_get(j, "device"), "fp8_split_acc_scale", json_real(d->fp8_split_acc_scale));
     if (j && c->host.link_Bps > 0)
         json_object_set_new(j, "host", json_pack("{s:f, s:f, s:f}", "link_Bps", c->host.link_Bps, "mem_bytes",
                                                  c->host.mem_bytes, "mem_bw_Bps", c->host.mem_bw_Bps));

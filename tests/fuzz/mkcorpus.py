@@ -110,6 +110,10 @@ def clusters():
     # flash_attn_flops (issue 15): optional, at most the matmul peak
     put("cluster", "accept-flash-attn-flops.json", js(dict(c, device=dict(quant, flash_attn_flops=5e11))))
     put("cluster", "reject-flash-attn-above-peak.json", js(dict(c, device=dict(quant, flash_attn_flops=1e30))))
+    # fp8_split_acc_scale (issue 38): optional, 0 (off) or a time factor in [1, 16]
+    put("cluster", "accept-fp8-split-acc.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=1.15))))
+    put("cluster", "reject-fp8-split-acc-below-1.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=0.5))))
+    put("cluster", "reject-fp8-split-acc-above-16.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=17))))
 
     # matmul_flops "fp8" (issue 18): optional (absent: no FP8), >= 1 when given, at most 2^60
     def fp8(v):
