@@ -156,32 +156,62 @@ static int widened(const mk_exec_t *e, int k)
     return !e->g->be->weights16 || t->rows == 1 || mk_gpt_layer_kind(e->g, t->layer) == MK_GPT_EMBED;
 }
 
-/* Layer l's widened floats. */
-static size_t widened_n(const mk_exec_t *e, int l)
+/* A span of layer l's tensors: its owned ones at [lo, lo + n) of the block
+ * (all of them: all), whose 16-bit values are at h (h[0] holds element
+ * lo): a pinned layer's (the store) or a gathered ZeRO-3 unit's (its
+ * 16-bit gather).  One walk for both (span_walk). */
+typedef struct {
+    int layer, all;
+    size_t lo, n;
+    const uint16_t *h;
+} span_t;
+
+static span_t layer_span(const mk_exec_t *e, int l)
+{
+    return (span_t){.layer = l, .all = 1, .lo = e->p16.lo[l], .n = e->p16.n[l],
+                    .h = e->p16.store ? e->p16.store + e->p16.lo[l] : NULL};
+}
+
+static span_t unit_span(const mk_zunit_t *u)
+{
+    return (span_t){.layer = u->layer, .lo = u->off, .n = u->n, .h = u->hw};
+}
+
+static int in_span(const mk_exec_t *e, const span_t *s, int k)
+{
+    const mk_gpt_tensor_t *t = &e->g->t[k];
+    return t->owned && (s->all || (t->off >= s->lo && t->off < s->lo + s->n));
+}
+
+/* The span's widened floats. */
+static size_t span_widened(const mk_exec_t *e, const span_t *s)
 {
     size_t n = 0;
-    for (int k = e->g->first[l]; k < e->g->first[l + 1]; k++)
-        if (e->g->t[k].owned && !e->g->t[k].fp32 && widened(e, k)) n += (size_t)e->g->t[k].lrows * e->g->t[k].lcols;
+    for (int k = e->g->first[s->layer]; k < e->g->first[s->layer + 1]; k++)
+        if (in_span(e, s, k) && !e->g->t[k].fp32 && widened(e, k)) n += (size_t)e->g->t[k].lrows * e->g->t[k].lcols;
     return n;
 }
 
-/* Layer l's tensors: the widened ones packed in w (their 16-bit values
- * unpacked), the others at their place in v, the range's address space. */
-static void point(mk_exec_t *e, int l, float *w, float *v)
+enum { SPAN_UNPACK = 1, SPAN_POINT = 2, SPAN_CLEAR = 4 };
+
+/* The span's tensors: the widened ones packed in w (SPAN_UNPACK: their
+ * 16-bit values unpacked there), the others at their place in v, the
+ * span's address space, an fp32 one at its master; SPAN_POINT points the
+ * layer's tensors (g->pw) there, SPAN_CLEAR unpoints them. */
+static void span_walk(mk_exec_t *e, const span_t *s, float *w, float *v, int how)
 {
     mk_gpt_t *g = e->g;
     size_t at = 0;
-    for (int k = g->first[l]; k < g->first[l + 1]; k++) {
+    for (int k = g->first[s->layer]; k < g->first[s->layer + 1]; k++) {
         const mk_gpt_tensor_t *t = &g->t[k];
         size_t tn = (size_t)t->lrows * t->lcols;
-        if (!t->owned) continue;
-        if (t->fp32) g->pw[k] = g->params + t->off;
-        else if (!widened(e, k)) g->pw[k] = v + (t->off - e->p16.lo[l]);
-        else {
-            g->pw[k] = w + at;
-            if (tn) g->be->unpack16(g->be->ctx, w + at, e->p16.store + t->off, tn, e->p16.dt);
-            at += tn;
-        }
+        if (!in_span(e, s, k)) continue;
+        int wide = !t->fp32 && widened(e, k);
+        if (how & SPAN_CLEAR) g->pw[k] = NULL;
+        if (how & SPAN_POINT) g->pw[k] = t->fp32 ? g->params + t->off : wide ? w + at : v + (t->off - s->lo);
+        if (wide && (how & SPAN_UNPACK) && tn)
+            g->be->unpack16(g->be->ctx, w + at, s->h + (t->off - s->lo), tn, e->p16.dt);
+        if (wide) at += tn;
     }
 }
 
@@ -197,7 +227,8 @@ static int pin(mk_exec_t *e, int l)
 {
     mk_gpt_t *g = e->g;
     if (e->p16.pins[l]++) return 0;
-    size_t n = e->p16.n[l], nw = widened_n(e, l);
+    span_t sp = layer_span(e, l);
+    size_t n = e->p16.n[l], nw = span_widened(e, &sp);
     float *w = mk_gpt_alloc_raw(&e->run, g, nw ? nw : 1), *v = nw < n ? reserve(n) : NULL;
     if (!w || (nw < n && !v)) {
         mk_gpt_release(&e->run, g, w, nw ? nw : 1);
@@ -205,7 +236,7 @@ static int pin(mk_exec_t *e, int l)
     }
     if (v) g->be->weights16(g->be->ctx, v, e->p16.store + e->p16.lo[l], n); /* the GEMMs read them there */
     e->p16.work[l] = w, e->p16.virt[l] = v;
-    point(e, l, w, v);
+    span_walk(e, &sp, w, v, SPAN_UNPACK | SPAN_POINT);
     return 0;
 }
 
@@ -213,40 +244,26 @@ static void unpin(mk_exec_t *e, int l)
 {
     mk_gpt_t *g = e->g;
     if (--e->p16.pins[l] > 0) return;
-    for (int k = g->first[l]; k < g->first[l + 1]; k++)
-        if (g->t[k].owned) g->pw[k] = NULL;
+    span_t sp = layer_span(e, l);
+    span_walk(e, &sp, NULL, NULL, SPAN_CLEAR);
     if (l == 0 && e->p16.wte_virt) g->pw[0] = e->p16.wte_virt; /* the head's borrowed view (borrow) */
     if (e->p16.virt[l]) {
         g->be->weights16(g->be->ctx, e->p16.virt[l], NULL, 0);
         munmap(e->p16.virt[l], e->p16.n[l] * sizeof(float));
     }
-    size_t nw = widened_n(e, l);
+    size_t nw = span_widened(e, &sp);
     mk_gpt_release(&e->run, g, e->p16.work[l], nw ? nw : 1);
     e->p16.work[l] = e->p16.virt[l] = NULL, e->p16.pins[l] = 0;
 }
 
 /* ---- ZeRO-3: a gathered unit's weights ---- */
 
-/* Unit u's tensors, tensor k's; the widened ones' floats. */
-static int in_unit(const mk_exec_t *e, const mk_zunit_t *u, int k)
-{
-    const mk_gpt_tensor_t *t = &e->g->t[k];
-    return t->owned && t->off >= u->off && t->off < u->off + u->n;
-}
-
-static size_t unit_widened(const mk_exec_t *e, const mk_zunit_t *u)
-{
-    size_t n = 0;
-    for (int k = e->g->first[u->layer]; k < e->g->first[u->layer + 1]; k++)
-        if (in_unit(e, u, k) && widened(e, k)) n += (size_t)e->g->t[k].lrows * e->g->t[k].lcols;
-    return n;
-}
-
 int mk_exec_p16_unit_begin(mk_exec_t *e, mk_zunit_t *u)
 {
     mk_gpt_t *g = e->g;
     size_t c = (size_t)u->cnt[e->zero.gi];
-    u->wn = unit_widened(e, u);
+    span_t sp = unit_span(u);
+    u->wn = span_widened(e, &sp);
     u->hs = mk_gpt_alloc_raw(&e->run, g, mk_exec_floats16(c));
     u->hw = mk_gpt_alloc_raw(&e->run, g, mk_exec_floats16(u->n));
     u->work = mk_gpt_alloc_raw(&e->run, g, u->wn ? u->wn : 1);
@@ -262,27 +279,15 @@ void mk_exec_p16_unit_ready(mk_exec_t *e, mk_zunit_t *u)
     mk_gpt_t *g = e->g;
     mk_gpt_release(&e->run, g, u->hs, mk_exec_floats16((size_t)u->cnt[e->zero.gi]));
     u->hs = NULL;
-    size_t at = 0;
-    for (int k = g->first[u->layer]; k < g->first[u->layer + 1]; k++) {
-        size_t tn = (size_t)g->t[k].lrows * g->t[k].lcols;
-        if (!in_unit(e, u, k) || !widened(e, k)) continue;
-        if (tn) g->be->unpack16(g->be->ctx, u->work + at, (const uint16_t *)u->hw + (g->t[k].off - u->off), tn,
-                                e->p16.dt);
-        at += tn;
-    }
+    span_t sp = unit_span(u);
+    span_walk(e, &sp, u->work, NULL, SPAN_UNPACK);
     if (u->virt) g->be->weights16(g->be->ctx, u->virt, u->hw, u->n); /* the GEMMs read the matrices there */
 }
 
 void mk_exec_p16_unit_point(mk_exec_t *e, const mk_zunit_t *u, int on)
 {
-    mk_gpt_t *g = e->g;
-    size_t at = 0;
-    for (int k = g->first[u->layer]; k < g->first[u->layer + 1]; k++) {
-        size_t tn = (size_t)g->t[k].lrows * g->t[k].lcols;
-        if (!in_unit(e, u, k)) continue;
-        if (!widened(e, k)) g->pw[k] = on ? u->virt + (g->t[k].off - u->off) : NULL;
-        else g->pw[k] = on ? u->work + at : NULL, at += tn;
-    }
+    span_t sp = unit_span(u);
+    span_walk(e, &sp, u->work, u->virt, on ? SPAN_POINT : SPAN_CLEAR);
 }
 
 void mk_exec_p16_unit_end(mk_exec_t *e, mk_zunit_t *u)
