@@ -114,14 +114,22 @@ mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t 
     b->tpg = R.tpg, b->cpg = R.cpg, b->epg = R.epg;
     b->ckpos[0] = 0;
     for (size_t l = 0; l < L; l++) {
-        mk_chunk_layer_piece(&R, (int)l, 0, &b->fwd[l]);
-        mk_chunk_layer_piece(&R, (int)l, 1, &b->bwd[L - 1 - l]);
-        mk_chunk_layer_piece(&R, (int)l, 2, &b->bin[L - 1 - l]);
+        int t = g->layers[l].twin; /* its pieces are the twin's, made once */
+        if (t >= 0) {
+            mk_tpl_rename(&b->fwd[l], &b->fwd[t], g, (int)l);
+            mk_tpl_rename(&b->bwd[L - 1 - l], &b->bwd[L - 1 - t], g, (int)l);
+            mk_tpl_rename(&b->bin[L - 1 - l], &b->bin[L - 1 - t], g, (int)l);
+            b->sel[l] = b->sel[t], b->bw[l] = b->bw[t];
+        } else {
+            mk_chunk_layer_piece(&R, (int)l, 0, &b->fwd[l]);
+            mk_chunk_layer_piece(&R, (int)l, 1, &b->bwd[L - 1 - l]);
+            mk_chunk_layer_piece(&R, (int)l, 2, &b->bin[L - 1 - l]);
+            b->sel[l] = mk_chunk_ops_fwd(&R, (int)l, 1);
+            b->bw[l] = mk_chunk_ops_fwd(&R, (int)l, 0);
+        }
         int ck = mk_sim_is_ckptable(g, (int)l);
         if (ck) b->ckf[b->ckpos[l]] = b->fwd[l];
         b->ckpos[l + 1] = b->ckpos[l] + ck;
-        b->sel[l] = mk_chunk_ops_fwd(&R, (int)l, 1);
-        b->bw[l] = mk_chunk_ops_fwd(&R, (int)l, 0);
     }
     return b;
 }

@@ -158,13 +158,15 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
 /* layer_piece_build's, kept by the handle (sim_cache.c) when R->lc is set. */
 void mk_chunk_layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 {
-    const mk_tpl_t *k = R->lc ? mk_layer_cache_piece(R->lc, l, dir) : NULL;
+    int tw = R->g->layers[l].twin, at = tw >= 0 ? tw : l; /* twins share the entry */
+    const mk_tpl_t *k = R->lc ? mk_layer_cache_piece(R->lc, at, dir) : NULL;
     if (k) {
-        *t = *k;
+        mk_tpl_rename(t, k, R->g, l);
         return;
     }
-    layer_piece_build(R, l, dir, t);
-    if (R->lc) mk_layer_cache_put_piece(R->lc, l, dir, t);
+    layer_piece_build(R, at, dir, t);
+    if (R->lc) mk_layer_cache_put_piece(R->lc, at, dir, t);
+    t->layer = l, t->block = R->g->layers[l].block;
 }
 
 /* Forward time of some of layer l's ops: the attention cores (attention = 1:
@@ -175,6 +177,7 @@ double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention)
     const mk_graph_t *g = R->g;
     const mk_layer_t *L = &g->layers[l];
     double t = 0;
+    if (L->twin >= 0) return mk_chunk_ops_fwd(R, L->twin, attention); /* the same ops */
     if (R->lc && mk_layer_cache_ops(R->lc, l, attention, &t)) return t;
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
         mk_opkind_t k = g->ops[i].kind;

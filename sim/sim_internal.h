@@ -34,6 +34,13 @@ typedef struct mk_tpl {
     int layer;                 /* graph layer index */
 } mk_tpl_t;
 
+/* *t = twin layer's piece *from, as layer l's (graph.h mk_layer_t.twin). */
+static inline void mk_tpl_rename(mk_tpl_t *t, const mk_tpl_t *from, const mk_graph_t *g, int l)
+{
+    *t = *from;
+    t->layer = l, t->block = g->layers[l].block;
+}
+
 /* What a layer's blocking communication adds to its compute: the CP ring's
  * exposed part and the EP all-to-alls, whole micro-batch / one half. */
 static inline double mk_tpl_block_full(const mk_tpl_t *l) { return l->ring_full + l->n_a2a * l->a2a_full; }

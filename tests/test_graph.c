@@ -2,6 +2,8 @@
  * Korthikanti et al.), vocabulary padding, TP roles and sharding. */
 #include "check.h"
 #include "merak/checked.h"
+#include "merak/cluster.h"
+#include "merak/cost.h"
 #include "merak/graph.h"
 #include "merak/limits.h"
 
@@ -203,6 +205,47 @@ static void test_checked(void)
           mk_error_last());
 }
 
+/* Twin layers (mk_layer_t.twin): a block's attention and MLP layers are
+ * the first block's twins, the ends and the first block have none, a
+ * DeepSeek-V3 MoE block is no twin of a dense one, and twins cost the same
+ * on a cluster (what the planner and the bound rely on to compute them
+ * once). */
+static void test_twins(void)
+{
+    mk_graph_t *g = build("gpt-tiny", 2, 2, MK_DTYPE_BF16, 1);
+    int first[2] = {-1, -1}; /* the first attention and MLP layers */
+    for (int l = 0; l < g->n_layers; l++) {
+        const mk_layer_t *L = &g->layers[l];
+        int k = !strcmp(L->kind, "attention") ? 0 : !strcmp(L->kind, "mlp") ? 1 : -1;
+        if (k < 0) {
+            CHECK(L->twin == -1, "gpt-tiny layer %d (%s): no twin, got %d", l, L->kind, L->twin);
+            continue;
+        }
+        if (first[k] < 0) first[k] = l;
+        CHECK(L->twin == (l == first[k] ? -1 : first[k]), "gpt-tiny layer %d (%s): twin %d, want %d", l, L->kind,
+              L->twin, l == first[k] ? -1 : first[k]);
+    }
+    mk_graph_free(g);
+    mk_cluster_t c;
+    CHECK(mk_cluster_get("dgx-h100", &c) == 0, "dgx-h100");
+    g = build("deepseek-v3", 1, 8, MK_DTYPE_BF16, 0);
+    int twins = 0;
+    for (int l = 0; l < g->n_layers; l++) {
+        int t = g->layers[l].twin;
+        if (t < 0) continue;
+        twins++;
+        CHECK(t < l && !strcmp(g->layers[t].kind, g->layers[l].kind) && g->layers[t].params == g->layers[l].params &&
+                  g->layers[t].fwd_flops == g->layers[l].fwd_flops,
+              "deepseek-v3 layer %d's twin %d is its kind and size", l, t);
+        for (int bwd = 0; bwd < 2; bwd++)
+            CHECK(mk_cost_layer_compute(&c, g, l, 8, 1, 4096, MK_DTYPE_BF16, bwd) ==
+                      mk_cost_layer_compute(&c, g, t, 8, 1, 4096, MK_DTYPE_BF16, bwd),
+                  "deepseek-v3 layer %d costs its twin %d's (bwd %d)", l, t, bwd);
+    }
+    CHECK(twins > g->n_layers / 2, "deepseek-v3: %d of %d layers are twins", twins, g->n_layers);
+    mk_graph_free(g);
+}
+
 int main(void)
 {
     const char *srcdir = getenv("top_srcdir");
@@ -212,6 +255,7 @@ int main(void)
     test_padding_and_roles();
     test_sharding();
     test_checked();
+    test_twins();
     test_json_matches_builder(srcdir);
     CHECK_DONE();
 }

@@ -99,6 +99,9 @@ typedef struct mk_layer {
     double params_rep, params_split;       /* parameters whole on every TP rank / split over t */
     int has_tp_pair;         /* holds a column/row pair: 2 TP all-reduces fwd, 2 bwd per block */
     int n_tp_allreduce;      /* row-parallel linears: all-reduces in forward */
+    int twin;                /* an earlier layer equal to this one but for names, block numbers and
+                                where the graph puts it (its ops' inputs at the same places in it):
+                                the same costs and pieces on every plan, so computed once; or -1 */
 } mk_layer_t;
 
 typedef struct mk_graph_opts {

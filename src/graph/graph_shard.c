@@ -235,6 +235,50 @@ static int build_layers(mk_graph_t *g)
     return 0;
 }
 
+/* Op a (of a layer starting at op fa) as op b (of one at fb), but for the
+ * name, the block number and the inputs' places in the graph: all its
+ * other bytes compared, so that a field added later counts too. */
+static int op_same(const mk_op_t *a, int fa, const mk_op_t *b, int fb)
+{
+    mk_op_t x = *a, y = *b;
+    memset(x.name, 0, sizeof x.name), memset(y.name, 0, sizeof y.name);
+    if ((x.block >= 0) != (y.block >= 0)) return 0;
+    x.block = y.block = 0;
+    for (int j = 0; j < 2; j++) {
+        if (j >= x.n_in || x.in[j] == MK_GRAPH_INPUT) x.in[j] = j < x.n_in ? MK_GRAPH_INPUT : 0;
+        else x.in[j] -= fa;
+        if (j >= y.n_in || y.in[j] == MK_GRAPH_INPUT) y.in[j] = j < y.n_in ? MK_GRAPH_INPUT : 0;
+        else y.in[j] -= fb;
+    }
+    return !memcmp(&x, &y, sizeof x);
+}
+
+static int layer_same(const mk_graph_t *g, int a, int b)
+{
+    mk_layer_t x = g->layers[a], y = g->layers[b];
+    if (x.n_ops != y.n_ops || (x.block >= 0) != (y.block >= 0)) return 0;
+    for (int i = 0; i < x.n_ops; i++)
+        if (!op_same(&g->ops[x.first_op + i], x.first_op, &g->ops[y.first_op + i], y.first_op)) return 0;
+    memset(x.name, 0, sizeof x.name), memset(y.name, 0, sizeof y.name);
+    x.first_op = y.first_op = x.block = y.block = x.twin = y.twin = 0;
+    return !memcmp(&x, &y, sizeof x);
+}
+
+/* Each layer's twin among the four before it (a block's attention and
+ * MLP layers alternate; dense and MoE blocks may too), or -1. */
+static void layer_twins(mk_graph_t *g)
+{
+    for (int l = 0; l < g->n_layers; l++) {
+        g->layers[l].twin = -1;
+        for (int d = 1; d <= 4 && d <= l; d++)
+            if (layer_same(g, l, l - d)) {
+                int t = g->layers[l - d].twin;
+                g->layers[l].twin = t >= 0 ? t : l - d;
+                break;
+            }
+    }
+}
+
 int mk_graph_finish(mk_graph_t *g)
 {
     if (g->n_ops < 1) return mk_error_set("model '%s' has no ops", g->cfg.name);
@@ -246,7 +290,9 @@ int mk_graph_finish(mk_graph_t *g)
         if (o->kind == MK_OPK_EMBEDDING) *(o->tp_role == MK_TP_REPLICATED ? &g->tied_rep : &g->tied_split) += o->params;
     }
     if (!tied) g->tied_rep = g->tied_split = 0;
-    return build_layers(g);
+    if (build_layers(g) < 0) return -1;
+    layer_twins(g);
+    return 0;
 }
 
 double mk_layer_act_bytes(const mk_graph_t *g, int layer, int tp, int seqpar, int selective)

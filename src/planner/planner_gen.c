@@ -37,8 +37,9 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
         e->b[sp] = malloc(L * sizeof(double));
         if (!e->f[sp] || !e->b[sp]) return NULL;
         for (int l = 0; l < L; l++) {
-            e->f[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 0);
-            e->b[sp][l] = mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 1);
+            int t = e->g->layers[l].twin; /* the same costs, made once */
+            e->f[sp][l] = t >= 0 ? e->f[sp][t] : mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 0);
+            e->b[sp][l] = t >= 0 ? e->b[sp][t] : mk_cost_layer_compute(S->cl, e->g, l, tp, sp, tokens, S->o->dtype, 1);
         }
     }
     S->ngc++;
