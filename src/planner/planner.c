@@ -247,7 +247,7 @@ void mk_planner_result_free(mk_planner_result_t *r)
 static void search_free(mk_search_t *S)
 {
     for (int i = 0; i < S->ngc; i++) {
-        mk_graph_free(S->gc[i].g);
+        if (S->gc[i].own) mk_graph_free(S->gc[i].g);
         for (int sp = 0; sp < 2; sp++) free(S->gc[i].f[sp]), free(S->gc[i].b[sp]);
         if (S->gc[i].bd)
             for (int j = 0; j < S->gc[i].bd->n; j++) mk_sim_bound_free(S->gc[i].bd->v[j]);

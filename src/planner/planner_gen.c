@@ -27,7 +27,9 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     q.cross_entropy = S->o->cross_entropy;
     if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
     e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
-    if (!(e->g = mk_plan_graph(&q))) return NULL;
+    for (int i = 0; i < S->ngc && !e->g; i++) /* another cp's: the graph does not read cp */
+        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].ep == ep) e->g = S->gc[i].g;
+    if (!e->g && !(e->own = 1, e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
     if (!(e->bd = calloc(1, sizeof *e->bd))) return NULL;

@@ -130,7 +130,9 @@ typedef struct {
  * of one rank's tokens (b s / cp). */
 typedef struct {
     int mbs, tp, cp, ep;
-    mk_graph_t *g;
+    mk_graph_t *g;        /* the plans' graph: the same for every cp (its tokens are the costs'), so an
+                             entry of another cp may hold it (own 0) */
+    int own;
     double *f[2], *b[2];  /* [seqpar][layer] compute of forward, backward */
     mk_gbounds_t *bd;     /* the bound's (mk_sim_bound_t) */
     mk_part_memo_t *part; /* the compute splits made (bounds_for): the same for every schedule */
