@@ -232,59 +232,92 @@ static int uneven_ends(int blocks, int pp)
     return 0;
 }
 
-/* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size. */
+/* Whether this rank takes unit u (one (vpp, partition, sp, uneven ends)
+ * of schedule k) of the current (layout, micro-batch) combo: dealt by a
+ * multiplicative hash of the unit's number, so the work near the best plan
+ * (a few units' candidates: their settling, walks and simulations) spreads
+ * over the ranks (dealt round-robin by (combo, schedule), the triples'
+ * numbers' parity followed the schedules' and micro-batches': the 405B
+ * search's ranks did 0.37 and 0.53 s; dealt by a hash of the triple, 3.80
+ * and 3.23 G instructions, the first simulating 1.15 G to the second's
+ * 0.62).  A unit's candidates take the indices [u MK_PL_UNIT_SEQ, (u + 1)
+ * MK_PL_UNIT_SEQ) of the schedule's range whatever the split, in
+ * generation order. */
+static int unit_mine(const mk_search_t *S, int k, int u)
+{
+    int size = S->o->size > 0 ? S->o->size : 1;
+    uint64_t n = ((uint64_t)(S->combo - 1) * MK_SCHED_COUNT + (uint64_t)k) * MK_PL_UNITS + (uint64_t)u + 1;
+    uint64_t h = n * 0x9E3779B97F4A7C15ull;
+    return (int)((h >> 33) % (uint64_t)size) == S->o->rank;
+}
+
+/* Unit u of schedule k (base: the schedule's first index) on split method
+ * pi of plan p, when this rank has it. */
+static int unit_candidates(mk_search_t *S, const mk_plan_t *p, mk_gcache_t *e, const char *method, int k, int u,
+                           long base)
+{
+    if (!unit_mine(S, k, u)) return 0;
+    S->combo_seq = base + (long)u * MK_PL_UNIT_SEQ;
+    if (variant_candidates(S, p, e, method) < 0) return -1;
+    if (S->combo_seq > base + (long)(u + 1) * MK_PL_UNIT_SEQ) /* the ranges' sizes above: a bug */
+        return mk_error_set("a unit of candidates took more than %ld indices", MK_PL_UNIT_SEQ);
+    return 0;
+}
+
+/* The plan of one (schedule k, vpp v, sp) on a layout, or 0 where the schedule cannot run it. */
+static int unit_plan(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, int dp, int cp, int ep, int pp, int tp,
+                     int mbs, int k, int v, int sp)
+{
+    const mk_planner_opts_t *o = S->o;
+    const mk_sched_traits_t *tr = mk_sched_traits((mk_sched_kind_t)k);
+    mk_plan_init(p);
+    p->model = *S->model;
+    mk_strlcpy(p->cluster, S->cl->name, sizeof p->cluster);
+    p->dtype = o->dtype, p->gbs = o->gbs, p->attention = S->attention;
+    p->cross_entropy = o->cross_entropy, p->optimizer_offload = o->optimizer_offload;
+    p->grad_reduce_dtype = o->grad_reduce_dtype;
+    p->tp_comm_overlap = o->tp_comm_overlap && sp && tp > 1;
+    p->dp = dp, p->cp = cp, p->ep = ep, p->pp = pp, p->tp = tp, p->vpp = v, p->mbs = mbs, p->seqpar = sp;
+    if (o->moe_imbalance > 0) p->moe_imbalance = o->moe_imbalance;
+    p->schedule = (mk_sched_kind_t)k;
+    p->n_vstages = (int)mk_plan_vstages(p);
+    p->m = mk_plan_micro_batches(p);
+    if (tr->interleaved && ((tr->m_per_pp && p->m % pp) || p->n_vstages > e->g->n_layers)) return 0;
+    return p->m >= tr->min_m_per_pp * pp;
+}
+
+/* Candidates of one layout (dp, cp, ep, pp, tp) and micro-batch size:
+ * per schedule, its units (unit_mine: this rank's share). */
 static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int tp, int mbs)
 {
     const mk_planner_opts_t *o = S->o;
-    mk_gcache_t *e = NULL;  /* made when this rank has a schedule of it */
     unsigned sm = o->sched_mask ? o->sched_mask : MK_PLANNER_SCHEDULES;
     unsigned pm = o->partition_mask ? o->partition_mask : 1u | 4u;
     static const char *const parts[] = {"uniform", "parameters", "compute"};
     int size = o->size > 0 ? o->size : 1;
     long seq0 = S->combo_seq; /* this ep's range of the combo's indices */
     if ((S->combo - 1) % size == o->rank) S->r->layouts++; /* counted once over the ranks */
+    mk_gcache_t *e = NULL; /* made when a schedule runs on the layout */
     for (int k = 0; k < MK_SCHED_COUNT; k++) {
         const mk_sched_traits_t *tr = mk_sched_traits((mk_sched_kind_t)k);
         if (!mk_pl_has(sm, k) || pp < tr->min_pp) continue;
-        /* ranks take the (layout, micro-batch, schedule) triples dealt
-           by a multiplicative hash of the triple's number: the work near
-           the best plan, which is a few layouts' schedules, spreads evenly
-           (dealt round-robin, the triples' numbers' parity followed the
-           schedules' and micro-batches': the 405B search's ranks did 0.37
-           and 0.53 s of work, now 0.42 and 0.45); the candidates' indices
-           are a schedule's range of its combo's, the same whatever the
-           split */
-        S->combo_seq = seq0 + (long)k * MK_PL_SCHED_SEQ;
-        uint64_t h = ((uint64_t)(S->combo - 1) * MK_SCHED_COUNT + (uint64_t)k + 1) * 0x9E3779B97F4A7C15ull;
-        if ((int)((h >> 33) % (uint64_t)size) != o->rank) continue;
         if (!e && !(e = graph_for(S, mbs, tp, cp, ep))) return -1;
+        long base = seq0 + (long)k * MK_PL_SCHED_SEQ;
+        int u = 0;
         for (int v = 1; v <= 4; v *= 2) {
             if (tr->interleaved != (v > 1) || (tr->max_vpp && v > tr->max_vpp)) continue;
             for (int pi = 0; pi < 3; pi++) {
                 if (!mk_pl_has(pm, pi) || (pp == 1 && pi > 0 && (pm & 1u))) continue; /* one stage: one split */
-                for (int sp = 0; sp <= 1; sp++) {
+                for (int sp = 0; sp <= 1; sp++, u += 2) {
                     if ((o->seqpar >= 0 && sp != o->seqpar) || (sp && tp == 1)) continue;
                     mk_plan_t p;
-                    mk_plan_init(&p);
-                    p.model = *S->model;
-                    mk_strlcpy(p.cluster, S->cl->name, sizeof p.cluster);
-                    p.dtype = o->dtype, p.gbs = o->gbs, p.attention = S->attention;
-                    p.cross_entropy = o->cross_entropy, p.optimizer_offload = o->optimizer_offload;
-                    p.grad_reduce_dtype = o->grad_reduce_dtype;
-                    p.tp_comm_overlap = o->tp_comm_overlap && sp && tp > 1;
-                    p.dp = dp, p.cp = cp, p.ep = ep, p.pp = pp, p.tp = tp, p.vpp = v, p.mbs = mbs, p.seqpar = sp;
-                    if (o->moe_imbalance > 0) p.moe_imbalance = o->moe_imbalance;
-                    p.schedule = (mk_sched_kind_t)k;
-                    p.n_vstages = (int)mk_plan_vstages(&p);
-                    p.m = mk_plan_micro_batches(&p);
-                    if (tr->interleaved && ((tr->m_per_pp && p.m % pp) || p.n_vstages > e->g->n_layers)) continue;
-                    if (p.m < tr->min_m_per_pp * pp) continue;
-                    if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
+                    if (!unit_plan(S, &p, e, dp, cp, ep, pp, tp, mbs, k, v, sp)) continue;
+                    if (unit_candidates(S, &p, e, parts[pi], k, u, base) < 0) return -1;
                     /* the uniform split with lighter first and last stages */
                     int f = pi == 0 && v == 1 ? uneven_ends(S->model->num_layers, pp) : 0;
                     if (!f) continue;
                     p.first_stage_layers = p.last_stage_layers = f;
-                    if (variant_candidates(S, &p, e, parts[pi]) < 0) return -1;
+                    if (unit_candidates(S, &p, e, parts[pi], k, u + 1, base) < 0) return -1;
                 }
             }
         }

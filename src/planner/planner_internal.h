@@ -199,12 +199,18 @@ typedef struct {
  * that schedule's loop (at most 2 vpp x 3 partitions x 2 sp x 2 uneven x 5
  * recompute kinds x 8 ZeRO variants groups of 2 indices: 1,920).  Fixed
  * ranges, so a rank that does not generate a schedule's candidates knows
- * the next one's indices (ranks share the search by schedule), and the
+ * the next one's indices (ranks share the search by units of a schedule,
+ * each with its fixed range: MK_PL_UNIT_SEQ), and the
  * order is the generation order.  At most 2^24 / (11 x 2048) = 744 ep
  * values (ep divides dp and the experts: under 100 values for 16,384 experts)
  * and 2^28 combos, so an index with MK_LATE_VARIANT stays below 2^53 and
  * exact as a double (merge_closest sends it so). */
 #define MK_PL_SCHED_SEQ 2048L
+/* A schedule's units (planner_gen.c unit_mine): 2 vpp x 3 partitions x 2 sp
+ * x 2 uneven ends, each with a range of 5 recompute kinds x 8 ZeRO
+ * variants x 2 indices; 24 x 80 = 1,920 within MK_PL_SCHED_SEQ. */
+#define MK_PL_UNITS 24
+#define MK_PL_UNIT_SEQ 80L
 #define MK_PL_COMBO_SEQ (1L << 24)
 #define MK_PL_MAX_COMBOS (1L << 28)
 
