@@ -25,9 +25,17 @@ expect_fail "a bad MK_TEST_BLAS_GENERIC" "MK_TEST_BLAS_GENERIC must be a switch 
   env MK_TEST_BLAS_GENERIC=2 "$MERAK" sim --model gpt-tiny
 # under mpiexec OpenBLAS's idle workers sleep at once (they would spin on
 # the other ranks' cores for ~0.1 s); a user's OPENBLAS_THREAD_TIMEOUT wins
-expect_ok "mpiexec: OpenBLAS's idle threads sleep" env -u OPENBLAS_THREAD_TIMEOUT "$MPIEXEC" $MPIEXEC_FLAGS -n 1 \
-  "$MERAK" version
+W="env -u OPENBLAS_THREAD_TIMEOUT -u OPENBLAS_NUM_THREADS -u GOTO_NUM_THREADS -u OMP_NUM_THREADS"
+expect_ok "mpiexec: OpenBLAS's idle threads sleep" $W "$MPIEXEC" $MPIEXEC_FLAGS -n 1 "$MERAK" version
 check "  version says so" grep -q "^blas: OpenBLAS, .*, idle threads asleep after 2^4 cycles" "$tmpdir/out"
+# one OpenBLAS thread (its variables' order): no workers to put asleep, no second image
+for v in "OPENBLAS_NUM_THREADS=1" "GOTO_NUM_THREADS=1" "OMP_NUM_THREADS=1"; do
+  expect_ok "mpiexec, $v: no re-execution" $W $v "$MPIEXEC" $MPIEXEC_FLAGS -n 1 "$MERAK" version
+  check "  no thread setting" sh -c "! grep -q 'idle threads' '$tmpdir/out'"
+done
+expect_ok "mpiexec, OPENBLAS_NUM_THREADS=2 over OMP_NUM_THREADS=1: asleep" $W OPENBLAS_NUM_THREADS=2 OMP_NUM_THREADS=1 \
+  "$MPIEXEC" $MPIEXEC_FLAGS -n 1 "$MERAK" version
+check "  version says so" grep -q "idle threads asleep after 2^4 cycles" "$tmpdir/out"
 expect_ok "mpiexec: the user's OPENBLAS_THREAD_TIMEOUT" env OPENBLAS_THREAD_TIMEOUT=12 "$MPIEXEC" $MPIEXEC_FLAGS -n 1 \
   "$MERAK" version
 check "  kept" grep -q "^blas: OpenBLAS, .*, idle threads asleep after 2^12 cycles" "$tmpdir/out"

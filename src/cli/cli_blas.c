@@ -16,7 +16,9 @@
  * the cores the other ranks run on; merak never gives them work (run sets
  * OpenBLAS to one thread, its kernels have their own pool; the other
  * commands run no BLAS), so they sleep at once (2^4 cycles): two ranks of
- * `merak plan --model gpt-tiny` on two cores took 0.13 s, 0.05 s so. */
+ * `merak plan --model gpt-tiny` on two cores took 0.13 s, 0.05 s so.
+ * Where OpenBLAS runs one thread (OPENBLAS_NUM_THREADS=1, as job scripts
+ * and merak's tests set it) there are no workers, and no re-execution. */
 #include "config.h"
 #include "cli/cli.h"
 #include "merak/common.h"
@@ -70,6 +72,20 @@ static int under_valgrind(void)
     return p && strstr(p, "vgpreload");
 }
 
+/* Whether OpenBLAS starts no worker threads: its thread count, from
+   OPENBLAS_NUM_THREADS, else GOTO_NUM_THREADS, else OMP_NUM_THREADS (its
+   order), is 1; then none can spin and no re-execution is worth its cost
+   (0.02-0.05 s of a second process image per rank) */
+static int blas_single_thread(void)
+{
+    static const char *const vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS", NULL};
+    for (int i = 0; vars[i]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v) == 1;
+    }
+    return 0;
+}
+
 int mk_cli_under_mpiexec(void)
 {
     return getenv("PMI_RANK") || getenv("PMI_SIZE") || getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK");
@@ -81,7 +97,7 @@ void mk_cli_blas_select(char **argv)
     /* the user's settings, or ours after the re-execution, stay */
     const char *core = getenv("OPENBLAS_CORETYPE") ? NULL : own_choice(), *best = core ? best_core() : NULL;
     int kernels = core && pre_avx(core) && best;
-    int sleep = mk_cli_under_mpiexec() && !getenv("OPENBLAS_THREAD_TIMEOUT");
+    int sleep = mk_cli_under_mpiexec() && !getenv("OPENBLAS_THREAD_TIMEOUT") && !blas_single_thread();
     if (!kernels && !sleep) return;
     if (kernels) {
         setenv("OPENBLAS_CORETYPE", best, 1);
