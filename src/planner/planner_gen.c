@@ -233,20 +233,22 @@ static int uneven_ends(int blocks, int pp)
 }
 
 /* Whether this rank takes unit u (one (vpp, partition, sp, uneven ends)
- * of schedule k) of the current (layout, micro-batch) combo: dealt by a
- * multiplicative hash of the unit's number, so the work near the best plan
- * (a few units' candidates: their settling, walks and simulations) spreads
- * over the ranks (dealt round-robin by (combo, schedule), the triples'
- * numbers' parity followed the schedules' and micro-batches': the 405B
- * search's ranks did 0.37 and 0.53 s; dealt by a hash of the triple, 3.80
- * and 3.23 G instructions, the first simulating 1.15 G to the second's
- * 0.62).  A unit's candidates take the indices [u MK_PL_UNIT_SEQ, (u + 1)
- * MK_PL_UNIT_SEQ) of the schedule's range whatever the split, in
- * generation order. */
+ * of schedule k) of the current (layout, micro-batch) combo.  A (vpp,
+ * partition)'s four units go together, dealt by a multiplicative hash of
+ * their number, so the work near the best plan (a few units' candidates:
+ * their settling, walks and simulations) spreads over the ranks.  Two
+ * ranks' instructions, the larger, dealing whole (combo, schedule)
+ * triples / single units / a (vpp, partition)'s four: Llama-3.1-405B /
+ * 16,384 3.80 / 3.59 / 3.57 G, Llama-3-70B / 256 1.53 / 1.41 / 1.41 G,
+ * Mixtral-8x22B / 1,024 1.85 / 1.78 / 1.80 G, GPT-175B / 1,024 0.47 /
+ * 0.54 / 0.49 G (round-robin triples, earlier: the 405B search's ranks did
+ * 0.37 and 0.53 s).  A unit's candidates take the indices [u
+ * MK_PL_UNIT_SEQ, (u + 1) MK_PL_UNIT_SEQ) of the schedule's range whatever
+ * the split, in generation order. */
 static int unit_mine(const mk_search_t *S, int k, int u)
 {
     int size = S->o->size > 0 ? S->o->size : 1;
-    uint64_t n = ((uint64_t)(S->combo - 1) * MK_SCHED_COUNT + (uint64_t)k) * MK_PL_UNITS + (uint64_t)u + 1;
+    uint64_t n = ((uint64_t)(S->combo - 1) * MK_SCHED_COUNT + (uint64_t)k) * MK_PL_UNITS + (uint64_t)(u / 4) + 1;
     uint64_t h = n * 0x9E3779B97F4A7C15ull;
     return (int)((h >> 33) % (uint64_t)size) == S->o->rank;
 }
