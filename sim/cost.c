@@ -143,6 +143,13 @@ static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const m
 static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
 {
     int drop = g->opts.dropout, cast = g->opts.dtype == MK_DTYPE_FP8;
+    if (g->opts.eager) /* a kernel per PyTorch op (graph.c "Eager element-wise ops"), autograd's twice that */
+        switch (o->kind) {
+        case MK_OPK_RMSNORM: return bwd ? 14 : 7;
+        case MK_OPK_ROPE: return bwd ? 12 : 6;
+        case MK_OPK_SWIGLU: return bwd ? 4 : 2;
+        default: break;
+        }
     switch (o->kind) {
     case MK_OPK_LAYERNORM:
     case MK_OPK_RMSNORM: return bwd ? 5 : 1;

@@ -106,13 +106,22 @@ except ImportError:
 t = tomllib.load(open(sys.argv[1], "rb"))
 assert t["model"] == {"name": "llama3", "flavor": "8B"}, t["model"]
 assert t["training"] == {"local_batch_size": 16, "global_batch_size": 64, "seq_len": 8192,
-                         "mixed_precision_param": "bfloat16", "mixed_precision_reduce": "float32"}, t["training"]
+                         "mixed_precision_param": "bfloat16", "mixed_precision_reduce": "float32",
+                         "compile": True}, t["training"]
 p = t["parallelism"]
 assert (p["data_parallel_replicate_degree"], p["data_parallel_shard_degree"], p["tensor_parallel_degree"],
         p["pipeline_parallel_degree"]) == (1, 4, 2, 2), p
 assert p["pipeline_parallel_schedule"] == "ZBVZeroBubble" and p["pipeline_parallel_layers_per_stage"] == 8, p
 assert t["activation_checkpoint"] == {"mode": "full"}, t["activation_checkpoint"]' "$tmpdir/t.toml"
 check "torchtitan: its note on stderr" grep -q "note: torchtitan v0.2.2" "$tmpdir/err"
+# eager element-wise kernels: torchtitan without torch.compile; Megatron and DeepSpeed run fused ones
+"$MERAK" sim --model llama-3-8b --cluster dgx-h100 --dp 8 --gbs 64 --zero 3 --elementwise eager --export torchtitan \
+  >"$tmpdir/te.toml" 2>/dev/null
+check "torchtitan: an eager plan runs without torch.compile" grep -q "^compile = false$" "$tmpdir/te.toml"
+expect_fail "megatron: eager element-wise kernels" "eager element-wise kernels" -- "$MERAK" sim --model llama-3-8b \
+  --cluster dgx-h100 --dp 8 --gbs 64 --elementwise eager --export megatron
+expect_fail "deepspeed: eager element-wise kernels" "eager element-wise kernels" -- "$MERAK" sim --model llama-3-8b \
+  --cluster dgx-h100 --dp 8 --gbs 64 --elementwise eager --export deepspeed
 "$MERAK" sim --model llama-3-8b --cluster dgx-h100 --dp 8 --gbs 64 --recompute selective-op --export torchtitan >"$tmpdir/t2.toml" 2>/dev/null
 check "torchtitan: DDP as replicate, op-level selective recompute" sh -c "grep -q '^data_parallel_replicate_degree = 8' '$tmpdir/t2.toml' &&
   grep -q '^data_parallel_shard_degree = 1' '$tmpdir/t2.toml' && grep -q '^selective_ac_option = \"op\"' '$tmpdir/t2.toml'"

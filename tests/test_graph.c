@@ -7,6 +7,7 @@
 #include "merak/graph.h"
 #include "merak/limits.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -246,6 +247,42 @@ static void test_twins(void)
     mk_graph_free(g);
 }
 
+/* Eager element-wise ops (graph.c "Eager element-wise ops"): RMSNorm,
+ * RoPE and SwiGLU move 4 dt + 28, 2 dt + 16 and 5 dt bytes an element in
+ * 16 bits (fp32: 28, 8, 20) where their fused kernels move 2 dt, 2 dt and
+ * 3 dt; every other figure and every other op as fused. */
+static void test_eager(void)
+{
+    static const mk_dtype_t dts[] = {MK_DTYPE_BF16, MK_DTYPE_FP32};
+    for (int d = 0; d < 2; d++) {
+        mk_model_config_t c;
+        mk_model_overrides_t ov;
+        mk_model_overrides_init(&ov);
+        CHECK(mk_model_resolve("llama-tiny", &ov, &c) == 0, "llama-tiny");
+        mk_graph_opts_t o = {.mbs = 2, .dtype = dts[d], .tp = 1}, e = o;
+        e.eager = 1;
+        mk_graph_t *f = mk_graph_build(&c, &o), *g = mk_graph_build(&c, &e);
+        CHECK(f && g && f->n_ops == g->n_ops, "llama-tiny fused and eager graphs");
+        double dt = mk_dtype_bytes(dts[d]), up = dt < 4 ? 2 * (dt + 4) : 0;
+        int seen[3] = {0, 0, 0};
+        for (int i = 0; f && g && i < f->n_ops; i++) {
+            const mk_op_t *a = &f->ops[i], *b = &g->ops[i];
+            double per = 0, fused = 0; /* bytes an element (of what the op passes over) */
+            if (a->kind == MK_OPK_RMSNORM) per = up + 20 + 2 * dt, fused = 2 * dt, seen[0]++;
+            if (a->kind == MK_OPK_ROPE) per = up + 8, fused = 2 * dt, seen[1]++;
+            if (a->kind == MK_OPK_SWIGLU) per = 5 * dt, fused = 3 * dt, seen[2]++;
+            double want = per ? a->bytes_moved / fused * per : a->bytes_moved;
+            CHECK(fabs(b->bytes_moved - want) <= 1e-9 * want, "%s (%s): eager moves %g bytes, want %g", a->name,
+                  mk_dtype_name(dts[d]), b->bytes_moved, want);
+            CHECK(b->vec_flops == a->vec_flops && b->act_rep == a->act_rep && b->params == a->params &&
+                      b->fwd_flops == a->fwd_flops,
+                  "%s: eager changes only the bytes", a->name);
+        }
+        CHECK(seen[0] && seen[1] && seen[2], "llama-tiny has RMSNorm, RoPE and SwiGLU ops");
+        mk_graph_free(f), mk_graph_free(g);
+    }
+}
+
 int main(void)
 {
     const char *srcdir = getenv("top_srcdir");
@@ -256,6 +293,7 @@ int main(void)
     test_sharding();
     test_checked();
     test_twins();
+    test_eager();
     test_json_matches_builder(srcdir);
     CHECK_DONE();
 }

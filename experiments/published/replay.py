@@ -66,9 +66,11 @@ source (it is also how the simulator is judged on runs not in this folder):
   torchtitan  FSDP2 overlaps its gathers and reductions (DP overlap on),
               the loss is F.cross_entropy on fp32 logits (--cross-entropy
               torch), "selective" is its op-level SAC (--recompute
-              selective-op), its pipeline schedules by name; rows run with
-              torch.compile or torchao's Float8 are not expressible (the
-              compiler's fusions and that recipe are not modelled)
+              selective-op), its pipeline schedules by name; without
+              torch.compile its element-wise ops run eager (--elementwise
+              eager: RMSNorm, RoPE and SwiGLU a kernel per PyTorch op), with
+              it fused (as Megatron's kernels); rows with torchao's Float8
+              are not expressible (that recipe is not modelled)
 
 A row published as TFLOP/s per GPU becomes an iteration time through the
 model's own FLOP count (`merak model --json`): the sources that count the
@@ -116,7 +118,7 @@ def source_label(row):
     if "vTrain" in s:
         return "vTrain " + ("multi-node" if "multi" in t else "single-node")
     if "torchtitan" in s:
-        return "torchtitan (FSDP2, eager)"
+        return "torchtitan (FSDP2, bf16)"
     if "NeMo" in s and "Performance Benchmarks" in s:
         return "NeMo 24.07 H100 FP8"
     if "Megatron-Turing NLG" in s:
@@ -302,8 +304,6 @@ def express(row):
     missing = model_missing(row["model"])
     if missing:
         return missing
-    if row.get("compile"):
-        return "torch.compile's fusions (not modelled)"
     if row.get("float8"):
         return "torchao Float8 training (not modelled)"
     cl = cluster_of(row)
@@ -321,6 +321,7 @@ def express(row):
         (["--cp", str(cp)] if cp > 1 else []) + (["--ep", str(row["ep"])] if (row.get("ep") or 1) > 1 else []) + \
         opt + dtype_flags(row) + grad_flags(row) + \
         (["--cross-entropy", "torch"] if torchtitan(row) else []) + \
+        (["--elementwise", "eager"] if torchtitan(row) and not row.get("compile") else []) + \
         overlap_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]

@@ -110,6 +110,10 @@ typedef struct mk_graph_opts {
     int dropout;        /* dropout layers save masks */
     int tp;             /* for vocabulary padding only */
     int flash_attn;     /* the attention core keeps no s x s scores (FlashAttention) */
+    int eager;          /* element-wise ops as eager PyTorch runs them (torchtitan without
+                           torch.compile): RMSNorm, RoPE and SwiGLU as a kernel per PyTorch op,
+                           each a pass over memory, with fp32 upcasts (graph.c vector_costs;
+                           time only); 0: one fused kernel each (Megatron, TE, torch.compile) */
     int xent_torch;     /* the loss is PyTorch's F.cross_entropy on fp32 logits (memory only:
                            its backward's two fp32 gradients; mk_xent_t) */
     double moe_imbalance; /* MoE: the busiest expert's load over the mean (the plan's; 0 or 1:

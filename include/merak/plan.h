@@ -49,6 +49,8 @@ MK_API int mk_reshard_parse(const char *s, mk_reshard_t *out);
 MK_API const char *mk_xent_name(mk_xent_t x);
 /* "vocab-parallel" or "torch"; -1 with a message naming them otherwise. */
 MK_API int mk_xent_parse(const char *s, mk_xent_t *out);
+/* "fused" -> 0, "eager" -> 1 (mk_plan_t.eager); else -1 with the error. */
+MK_API int mk_elementwise_parse(const char *s, int *eager);
 
 typedef struct mk_plan {
     mk_model_config_t model;
@@ -116,6 +118,10 @@ typedef struct mk_plan {
                                  * come back for their backward, over the host link beside the
                                  * compute; 0: none.  Megatron-Core's rules: pp 1, no recompute,
                                  * N < the blocks; the executor refuses it */
+    int eager;                  /* element-wise kernels as eager PyTorch runs them (plan file
+                                 * "elementwise": "eager", --elementwise eager; torchtitan
+                                 * without torch.compile): time only (mk_graph_opts_t.eager);
+                                 * 0: fused.  The executor has its own kernels and refuses it. */
     mk_xent_t cross_entropy;    /* the loss's implementation (memory only; mk_xent_t):
                                  * vocab-parallel (mk_plan_init's default, and a plan file's
                                  * without the field) or torch.  The executor computes the

@@ -67,6 +67,7 @@ typedef struct mk_planner_opts {
                                     cluster once, mk_plan_attention); mk_planner_opts_init: unfused,
                                     merak plan: auto */
     mk_xent_t cross_entropy;  /* every candidate's loss implementation (memory; mk_xent_t) */
+    int eager;                /* every candidate's element-wise kernels eager (mk_plan_t.eager) */
     int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also
                                  sets it for a second search when nothing fits) */
     int grad_reduce_dtype;    /* every candidate's mk_plan_t.grad_reduce_dtype (0: the dtype's default) */

@@ -43,6 +43,7 @@ typedef struct mk_args {
     int tp_overlap, zero, seqpar, verify, json;
     const char *attention;         /* --attention-backend (--use-flash-attn: flash); NULL: auto */
     const char *cross_entropy;     /* --cross-entropy; NULL: vocab-parallel */
+    const char *elementwise;       /* --elementwise fused|eager; NULL: fused */
     const char *reshard;           /* --fsdp-reshard-after-forward; NULL: always */
     const char *grad_dtype;        /* --grad-reduce-dtype (mk_args_grad_dtype); NULL: not given */
     int optimizer_offload;         /* --optimizer-cpu-offload */
@@ -197,6 +198,7 @@ int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out);
 /* --cross-entropy into *out (vocab-parallel when not given); -1 with the
  * message printed. */
 int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
+int mk_args_elementwise(const mk_args_t *a, int *eager);
 /* --grad-reduce-dtype D or --accumulate-allreduce-grads-in-fp32 into *out
  * (mk_plan_t.grad_reduce_dtype's encoding), left as it is when neither is
  * given; 0, or -1 with the message printed. */

@@ -23,7 +23,7 @@ enum {
     O_MOE_FREQ,
     O_DP, O_PP, O_TP, O_CP, O_EP, O_ETP, O_MOE_IMBALANCE, O_MBS, O_GBS, O_VPP, O_VPP_LAYERS,
     O_SCHEDULE, O_RECOMPUTE, O_MICRO_BATCHES, O_VERIFY,
-    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_RESHARD, O_OFFLOAD, O_TP_COMM_OVERLAP, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
+    O_CLUSTER, O_TP_OVERLAP, O_ZERO, O_ZERO_SHARD, O_SEQPAR, O_OVERLAP_GRAD, O_NO_OVERLAP_GRAD, O_ATTN, O_XENT, O_ELEMENTWISE, O_RESHARD, O_OFFLOAD, O_TP_COMM_OVERLAP, O_ACT_OFFLOAD, O_FIRST_LAYERS, O_LAST_LAYERS, O_PARTITION, O_PLAN, O_TRACE,
     O_GPUS, O_TOP, O_SAVE_PLAN,
     O_STEPS, O_BACKEND, O_DATA, O_SAVE, O_SAVE_HF, O_HF_SHARD, O_RESET_POS, O_RESET_MASK,
     O_LOAD, O_LR, O_MIN_LR, O_WARMUP, O_WD,
@@ -123,6 +123,7 @@ static const mk_flag_t mk_flags[] = {
     {"no-overlap-grad-reduce", O_NO_OVERLAP_GRAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"attention-backend", O_ATTN, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"cross-entropy", O_XENT, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
+    {"elementwise", O_ELEMENTWISE, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"fsdp-reshard-after-forward", O_RESHARD, MK_OPTG_SIM, S, 1, 0, 0},
     {"optimizer-cpu-offload", O_OFFLOAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"tp-comm-overlap", O_TP_COMM_OVERLAP, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
@@ -505,12 +506,12 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_OBJECTIVE: return &a->objective;
     case O_ATTN: return &a->attention;
     case O_XENT: return &a->cross_entropy;
+    case O_ELEMENTWISE: return &a->elementwise;
     case O_RESHARD: return &a->reshard;
     case O_GRAD_DTYPE: return &a->grad_dtype;
     }
     return NULL;
 }
-
 
 /* The architecture flags given as names or alone (model.h's overrides). */
 static int arch_store(mk_args_t *a, int id, const char *v)
@@ -652,7 +653,6 @@ static int take_opt(mk_args_t *a, const mk_opt_t *o, const char *arg, const char
     }
     return args_store(a, o->f, name, arg);
 }
-
 
 int mk_args_parse(mk_args_t *a, int argc, char **argv, unsigned groups, const char *usage,
                   const mk_cli_defaults_t *d)

@@ -57,6 +57,14 @@ int mk_args_xent(const mk_args_t *a, mk_xent_t *out)
     return 0;
 }
 
+int mk_args_elementwise(const mk_args_t *a, int *eager)
+{
+    *eager = 0;
+    if (a->elementwise && mk_elementwise_parse(a->elementwise, eager) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    return 0;
+}
+
 /* Megatron-LM's --recompute-method / --recompute-num-layers (-1: not
  * given; Megatron's default 1) with --recompute-granularity full: uniform
  * 1 is merak's full recompute, block 0 none (the first 0 blocks of each
@@ -111,7 +119,9 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->tp_overlap = a->tp_overlap > 0 ? a->tp_overlap : 0;
     p->zero = a->zero;
     p->seqpar = a->seqpar;
-    if (mk_args_attention(a, &p->attention) < 0 || mk_args_xent(a, &p->cross_entropy) < 0) return -1;
+    if (mk_args_attention(a, &p->attention) < 0 || mk_args_xent(a, &p->cross_entropy) < 0 ||
+        mk_args_elementwise(a, &p->eager) < 0)
+        return -1;
     if (a->reshard && mk_reshard_parse(a->reshard, &p->reshard) < 0)
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     p->optimizer_offload = a->optimizer_offload;

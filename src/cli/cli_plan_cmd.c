@@ -20,7 +20,8 @@
 
 static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
-    "                  [--attention-backend A] [--cross-entropy X] [--grad-reduce-dtype D]\n"
+    "                  [--attention-backend A] [--cross-entropy X] [--elementwise E]\n"
+    "                  [--grad-reduce-dtype D]\n"
     "                  [--tp-comm-overlap] [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
@@ -43,6 +44,9 @@ static const char *plan_usage =
     "                   cluster's GPU has a fused kernel, else unfused); --use-flash-attn: flash\n"
     "  --cross-entropy X  vocab-parallel (default, Megatron-LM's) or torch (PyTorch's\n"
     "                   F.cross_entropy, torchtitan's): the loss's memory in every plan\n"
+    "  --elementwise E  fused (default: one kernel per norm, RoPE and SwiGLU, as Megatron-LM,\n"
+    "                   TE and torch.compile run them) or eager (PyTorch eager ops, as torchtitan\n"
+    "                   without torch.compile): every plan's element-wise time\n"
     "  --grad-reduce-dtype D  every plan's gradients and DP reduction: fp32 (the default for\n"
     "                   bf16 and fp8, Megatron-LM's) or the plan's 16-bit type (fp16's default;\n"
     "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"
@@ -453,6 +457,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.moe_imbalance = a->moe_imbalance;
     o.tp_comm_overlap = a->tp_comm_overlap;
     if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
+        mk_args_elementwise(a, &o.eager) < 0 ||
         mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
         return MK_EXIT_USAGE;
     base.dtype = o.dtype, base.grad_reduce_dtype = o.grad_reduce_dtype;

@@ -80,6 +80,9 @@ static const char *sim_usage =
     "                     gradient written into the saved softmax) or torch (PyTorch's\n"
     "                     F.cross_entropy on fp32 logits, as torchtitan: two fp32 logits-sized\n"
     "                     gradients in its backward)\n"
+    "  --elementwise E    fused (default: RMSNorm, RoPE and SwiGLU one kernel each, as Megatron-LM,\n"
+    "                     TE and torch.compile run them) or eager (a kernel per PyTorch op with\n"
+    "                     fp32 upcasts, as torchtitan without torch.compile): their time\n"
     "  --dtype D          fp16, bf16, fp32, or fp8 (linear GEMMs in FP8, Transformer-Engine style;\n"
     "                     devices with FP8 tensor cores only) (default: the cluster's 16-bit type)\n"
     "  --partition P      @partition@ (default), parameters, compute\n"
@@ -150,6 +153,7 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
                                                  : ", sequence parallel",
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention),
            p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
+    if (p->eager) printf("  element-wise kernels as eager PyTorch runs them\n");
     if (p->optimizer_offload) /* where the optimizer state went, and whether it fits there */
         printf("  optimizer on the host: %.1f GiB of the node's %.1f GiB host memory\n", r->host_memory_bytes / GIB,
                r->host_limit_bytes / GIB);

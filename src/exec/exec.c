@@ -116,6 +116,8 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
         return mk_error_set("the graph has %d layers, the executor expects %d", g->n_layers,
                             mk_gpt_n_layers(&p->model));
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
+    if (p->eager) /* a framework's kernels, not the executor's */
+        return mk_error_set("elementwise eager is for merak sim and merak plan: run has its own kernels");
     if (p->cross_entropy != MK_XENT_VOCAB_PARALLEL) /* its memory is PyTorch's, not the executor's */
         return mk_error_set("cross_entropy %s is for merak sim and merak plan: run computes the "
                             "vocab-parallel cross entropy", mk_xent_name(p->cross_entropy));

@@ -51,7 +51,21 @@
  * op saves the FP8 transpose (N*in*1) for its weight gradient.  The other
  * ops (norms, the attention core, which TE's DotProductAttention runs in
  * bf16, the LM head, which Megatron-Core's output layer runs outside TE)
- * are bf16's. */
+ * are bf16's.
+ *
+ * Eager element-wise ops (opts.eager: torchtitan's Llama without
+ * torch.compile, torchtitan/models/llama3/model.py): a PyTorch op per
+ * kernel, each a pass over memory (dt: the activation's bytes, 4 for the
+ * fp32 upcasts; x.float() and .type_as(x) are no-ops on fp32):
+ *   RMSNorm  x.float() (dt + 4), pow(2) (4 + 4), mean(-1) (4), x * rsqrt
+ *            (4 + 4), .type_as(x) (4 + dt), * weight (2 dt): 4 dt + 28
+ *            bytes an element, 36 in bf16 (fused: 2 dt), 7 kernels
+ *   RoPE     q and k each: .float() (dt + 4), the complex product with the
+ *            frequencies (4 + 4), .type_as (4 + dt): 2 dt + 16 bytes an
+ *            element, 20 in bf16 (fused: 2 dt), 6 kernels
+ *   SwiGLU   F.silu(w1 x) (dt + dt), * w3 x (2 dt + dt): 5 dt bytes an
+ *            output element (fused: 3 dt), 2 kernels
+ * The same FLOPs and saved tensors as the fused kernels (time only). */
 #include "merak/graph.h"
 #include "merak/limits.h"
 
@@ -236,7 +250,20 @@ static int op_shape(const mk_graph_t *g, mk_op_t *o)
 
 /* Costs of the elementwise ops and norms: vector work over N tokens of
  * width w (input width in). */
-static void vector_costs(mk_op_t *o, double N, double dt, int drop)
+/* A pass over memory per eager PyTorch op: bytes an element (above), or
+ * the fused kernel's, fused. */
+static double eager_bytes(mk_opkind_t k, double dt, double fused)
+{
+    double up = dt < 4 ? 2 * (dt + 4) : 0; /* .float() and .type_as(), no-ops in fp32 */
+    switch (k) {
+    case MK_OPK_RMSNORM: return up + 20 + 2 * dt;
+    case MK_OPK_ROPE: return up + 8;
+    case MK_OPK_SWIGLU: return 5 * dt;
+    default: return fused;
+    }
+}
+
+static void vector_costs(mk_op_t *o, double N, double dt, int drop, int eager)
 {
     const double w = o->width, in = o->in_width;
     switch (o->kind) {
@@ -249,14 +276,14 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop)
     case MK_OPK_RMSNORM:
         o->params = w;
         o->vec_flops = 4 * N * w;
-        o->bytes_moved = 2 * N * w * dt;
+        o->bytes_moved = N * w * (eager ? eager_bytes(o->kind, dt, 0) : 2 * dt);
         o->act_rep = N * w * dt;
         break;
     case MK_OPK_ROPE: {
         double r = w - w / (o->heads + 2 * o->kv_heads) * o->kv_heads; /* q and k, not v */
         if (o->v_dim > 0) r = (double)o->heads * o->rope_dim + o->rope_dim; /* MLA: q_pe, and k_pe before it joins */
         o->vec_flops = 3 * N * r;
-        o->bytes_moved = 2 * N * r * dt;
+        o->bytes_moved = N * r * (eager ? eager_bytes(o->kind, dt, 0) : 2 * dt);
         break;
     }
     case MK_OPK_MLA_NORM: { /* the two latents, not k_pe */
@@ -277,7 +304,7 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop)
     }
     case MK_OPK_SWIGLU:
         o->vec_flops = 6 * N * w;
-        o->bytes_moved = 3 * N * w * dt;
+        o->bytes_moved = N * w * (eager ? eager_bytes(o->kind, dt, 0) : 3 * dt);
         o->act_rep = N * in * dt;
         break;
     case MK_OPK_GELU:
@@ -422,7 +449,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         moe_costs(o, N, dt);
         return;
     default:
-        vector_costs(o, N, dt, drop);
+        vector_costs(o, N, dt, drop, g->opts.eager);
         break;
     }
     o->active_params = o->params;

@@ -331,6 +331,7 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->moe_imbalance = p->moe_imbalance;
     o->ep = p->ep;
     o->xent_torch = p->cross_entropy == MK_XENT_TORCH;
+    o->eager = p->eager;
 }
 
 int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }
@@ -402,6 +403,13 @@ int mk_xent_parse(const char *s, mk_xent_t *out)
     for (int i = 0; i <= MK_XENT_TORCH; i++)
         if (s && !strcmp(s, xent_names[i])) return *out = (mk_xent_t)i, 0;
     return mk_error_set("--cross-entropy must be vocab-parallel or torch, not '%s'", s ? s : "");
+}
+
+int mk_elementwise_parse(const char *s, int *eager)
+{
+    if (s && !strcmp(s, "fused")) return *eager = 0, 0;
+    if (s && !strcmp(s, "eager")) return *eager = 1, 0;
+    return mk_error_set("--elementwise must be fused or eager, not '%s'", s ? s : "");
 }
 
 const char *mk_reshard_name(mk_reshard_t r)

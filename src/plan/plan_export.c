@@ -53,6 +53,7 @@ static const char *megatron_cannot(const mk_plan_t *p)
     if (p->optimizer_offload || p->cpu_offload_layers || p->cross_entropy != MK_XENT_VOCAB_PARALLEL ||
         p->reshard != MK_RESHARD_ALWAYS)
         return "an offload, torch cross entropy or FSDP resharding";
+    if (p->eager) return "eager element-wise kernels (it runs fused ones)";
     if (p->dtype != MK_DTYPE_FP16 && mk_plan_grad_dtype(p) != MK_DTYPE_FP32)
         return "16-bit gradients of a bf16 plan (Megatron-LM reduces them in fp32)";
     return NULL;
@@ -216,10 +217,11 @@ int mk_plan_export_torchtitan(const mk_plan_t *p, char *buf, size_t n)
     int local = p->mbs * (p->pp > 1 ? p->m : 1); /* per DP rank per step; without PP the rest accumulates */
     put(&b, "# torchtitan v0.2.2 job config from merak (%lld GPUs)\n[model]\nname = \"llama3\"\nflavor = \"%s\"\n\n",
         (long long)mk_plan_gpus(p), titan_flavor(&p->model));
-    /* the gradients reduced as the plan's (mk_plan_grad_dtype; torchtitan's default is float32) */
+    /* the gradients reduced as the plan's (mk_plan_grad_dtype; torchtitan's default is float32); the
+       element-wise kernels fused by torch.compile unless the plan's are eager (its default, compile off) */
     put(&b, "[training]\nlocal_batch_size = %d\nglobal_batch_size = %d\nseq_len = %d\nmixed_precision_param = "
-             "\"bfloat16\"\nmixed_precision_reduce = \"%s\"\n\n", local, p->gbs, p->model.seq,
-        mk_plan_grad_dtype(p) == MK_DTYPE_FP32 ? "float32" : "bfloat16");
+             "\"bfloat16\"\nmixed_precision_reduce = \"%s\"\ncompile = %s\n\n", local, p->gbs, p->model.seq,
+        mk_plan_grad_dtype(p) == MK_DTYPE_FP32 ? "float32" : "bfloat16", p->eager ? "false" : "true");
     titan_parallelism(&b, p);
     const char *mode = p->recompute.kind == MK_RECOMPUTE_FULL ? "full"
                      : p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP ? "selective" : "none";
@@ -251,6 +253,7 @@ static const char *ds_cannot(const mk_plan_t *p)
     if (p->tp_overlap > 0 || p->tp_comm_overlap || p->optimizer_offload || p->cpu_offload_layers)
         return "sub-pipelined TP, TE's TP communication overlap or an offload";
     if (p->dtype != MK_DTYPE_BF16 && p->dtype != MK_DTYPE_FP16) return "a dtype other than bf16 or fp16";
+    if (p->eager) return "eager element-wise kernels (Megatron-DeepSpeed runs Megatron's fused ones)";
     return NULL;
 }
 

@@ -72,6 +72,8 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* likewise only when never: absent means gathered per layer */
     if (j && p->reshard != MK_RESHARD_ALWAYS)
         json_object_set_new(j, "fsdp_reshard_after_forward", json_string(mk_reshard_name(p->reshard)));
+    /* likewise only when eager: absent means fused kernels */
+    if (j && p->eager) json_object_set_new(j, "elementwise", json_string("eager"));
     /* likewise only when torch: absent means Megatron's vocab-parallel loss */
     if (j && p->cross_entropy != MK_XENT_VOCAB_PARALLEL)
         json_object_set_new(j, "cross_entropy", json_string(mk_xent_name(p->cross_entropy)));
@@ -196,14 +198,18 @@ static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
     return 0;
 }
 
-/* cross_entropy (absent: vocab-parallel) and fsdp_reshard_after_forward
- * (absent: always). */
+/* cross_entropy (absent: vocab-parallel), elementwise (absent: fused) and
+ * fsdp_reshard_after_forward (absent: always). */
 static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
 {
     json_t *v = json_object_get(j, "cross_entropy"), *r = json_object_get(j, "fsdp_reshard_after_forward");
     p->cross_entropy = MK_XENT_VOCAB_PARALLEL;
     if (v && (!json_is_string(v) || mk_xent_parse(json_string_value(v), &p->cross_entropy) < 0))
         return mk_error_set("%s: 'cross_entropy' must be vocab-parallel or torch", what);
+    json_t *el = json_object_get(j, "elementwise");
+    p->eager = 0;
+    if (el && (!json_is_string(el) || mk_elementwise_parse(json_string_value(el), &p->eager) < 0))
+        return mk_error_set("%s: 'elementwise' must be fused or eager", what);
     p->reshard = MK_RESHARD_ALWAYS;
     if (r && (!json_is_string(r) || mk_reshard_parse(json_string_value(r), &p->reshard) < 0))
         return mk_error_set("%s: 'fsdp_reshard_after_forward' must be always or never", what);
@@ -221,7 +227,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "cross_entropy",
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
-                                       "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", NULL};
+                                       "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", "elementwise", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)

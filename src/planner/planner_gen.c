@@ -24,7 +24,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
     q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep, q.attention = S->attention;
-    q.cross_entropy = S->o->cross_entropy;
+    q.cross_entropy = S->o->cross_entropy, q.eager = S->o->eager;
     if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
     e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
     for (int i = 0; i < S->ngc && !e->g; i++) /* another cp's: the graph does not read cp */
@@ -276,7 +276,7 @@ static int unit_plan(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, int dp,
     p->model = *S->model;
     mk_strlcpy(p->cluster, S->cl->name, sizeof p->cluster);
     p->dtype = o->dtype, p->gbs = o->gbs, p->attention = S->attention;
-    p->cross_entropy = o->cross_entropy, p->optimizer_offload = o->optimizer_offload;
+    p->cross_entropy = o->cross_entropy, p->eager = o->eager, p->optimizer_offload = o->optimizer_offload;
     p->grad_reduce_dtype = o->grad_reduce_dtype;
     p->tp_comm_overlap = o->tp_comm_overlap && sp && tp > 1;
     p->dp = dp, p->cp = cp, p->ep = ep, p->pp = pp, p->tp = tp, p->vpp = v, p->mbs = mbs, p->seqpar = sp;

@@ -148,6 +148,11 @@ def plans(merak):
     put("plan", "accept-grad-reduce-dtype-bf16.json", js(dict(plan, grad_reduce_dtype="bf16")))
     put("plan", "reject-grad-reduce-dtype-fp16-of-bf16.json", js(dict(plan, grad_reduce_dtype="fp16")))
     put("plan", "reject-grad-reduce-dtype-int.json", js(dict(plan, grad_reduce_dtype=1)))
+    # elementwise (issue 38): fused or eager, absent = fused
+    put("plan", "accept-elementwise-eager.json", js(dict(plan, elementwise="eager")))
+    put("plan", "accept-elementwise-fused.json", js(dict(plan, elementwise="fused")))
+    put("plan", "reject-elementwise-int.json", js(dict(plan, elementwise=1)))
+    put("plan", "reject-elementwise-lazy.json", js(dict(plan, elementwise="lazy")))
     # use_flash_attn (issue 15): a boolean, absent = the materialised core
     put("plan", "accept-use-flash-attn.json", js(dict(plan, use_flash_attn=True)))
     put("plan", "reject-use-flash-attn-string.json", js(dict(plan, use_flash_attn="yes")))
