@@ -248,21 +248,21 @@ static int op_shape(const mk_graph_t *g, mk_op_t *o)
     return 0;
 }
 
-/* Costs of the elementwise ops and norms: vector work over N tokens of
- * width w (input width in). */
-/* A pass over memory per eager PyTorch op: bytes an element (above), or
- * the fused kernel's, fused. */
-static double eager_bytes(mk_opkind_t k, double dt, double fused)
+/* Bytes an element RMSNorm, RoPE and SwiGLU move: their fused kernel's
+ * (a read and a write; SwiGLU reads two), or a pass per eager PyTorch op
+ * (above). */
+static double elem_bytes(mk_opkind_t k, double dt, int eager)
 {
     double up = dt < 4 ? 2 * (dt + 4) : 0; /* .float() and .type_as(), no-ops in fp32 */
     switch (k) {
-    case MK_OPK_RMSNORM: return up + 20 + 2 * dt;
-    case MK_OPK_ROPE: return up + 8;
-    case MK_OPK_SWIGLU: return 5 * dt;
-    default: return fused;
+    case MK_OPK_RMSNORM: return eager ? up + 20 + 2 * dt : 2 * dt;
+    case MK_OPK_ROPE: return eager ? up + 8 : 2 * dt;
+    default: return eager ? 5 * dt : 3 * dt; /* SwiGLU */
     }
 }
 
+/* Costs of the elementwise ops and norms: vector work over N tokens of
+ * width w (input width in). */
 static void vector_costs(mk_op_t *o, double N, double dt, int drop, int eager)
 {
     const double w = o->width, in = o->in_width;
@@ -276,14 +276,14 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop, int eager)
     case MK_OPK_RMSNORM:
         o->params = w;
         o->vec_flops = 4 * N * w;
-        o->bytes_moved = N * w * (eager ? eager_bytes(o->kind, dt, 0) : 2 * dt);
+        o->bytes_moved = N * w * elem_bytes(o->kind, dt, eager);
         o->act_rep = N * w * dt;
         break;
     case MK_OPK_ROPE: {
         double r = w - w / (o->heads + 2 * o->kv_heads) * o->kv_heads; /* q and k, not v */
         if (o->v_dim > 0) r = (double)o->heads * o->rope_dim + o->rope_dim; /* MLA: q_pe, and k_pe before it joins */
         o->vec_flops = 3 * N * r;
-        o->bytes_moved = N * r * (eager ? eager_bytes(o->kind, dt, 0) : 2 * dt);
+        o->bytes_moved = N * r * elem_bytes(o->kind, dt, eager);
         break;
     }
     case MK_OPK_MLA_NORM: { /* the two latents, not k_pe */
@@ -304,7 +304,7 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop, int eager)
     }
     case MK_OPK_SWIGLU:
         o->vec_flops = 6 * N * w;
-        o->bytes_moved = N * w * (eager ? eager_bytes(o->kind, dt, 0) : 3 * dt);
+        o->bytes_moved = N * w * elem_bytes(o->kind, dt, eager);
         o->act_rep = N * in * dt;
         break;
     case MK_OPK_GELU:
