@@ -36,11 +36,6 @@ void mk_sim_param_bytes(const mk_plan_t *p, double *w, double *gr, double *opt)
     else *w = 2, *opt = 12;
 }
 
-int mk_sim_is_ckptable(const mk_graph_t *g, int l)
-{
-    return mk_layer_checkpointable(g, l);
-}
-
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)
 {
     double sum = 0;

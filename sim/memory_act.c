@@ -97,7 +97,7 @@ static int act_forward(const act_ctx_t *x, int k, int want, double *P, double *W
     int j = 0, in_grp = 0, l0 = p->bounds[k], l1 = p->bounds[k + 1];
     for (int l = l0; l < l1; l++) {
         double a = mk_layer_act_bytes(g, l, p->tp, x->sp, x->sel);
-        int ckable = mk_sim_is_ckptable(g, l);
+        int ckable = mk_layer_checkpointable(g, l);
         if (mk_sim_act_offloaded(p, g, l)) { /* (count 0: every layer is offloaded, none kept) */
             blk = l > l0 && g->layers[l].block == g->layers[l - 1].block ? blk + a : a;
             if (blk > blk_max) blk_max = blk;
@@ -148,7 +148,7 @@ static void act_backward(const act_ctx_t *x, int k, int n, int want, double *Q)
     if (want < 0 || want >= n) Q[want < 0 ? n : 0] = 0;
     for (int l = p->bounds[k + 1] - 1; l >= p->bounds[k]; l--) {
         if (!mk_sim_act_offloaded(p, g, l)) st += mk_layer_act_bytes(g, l, p->tp, x->sp, x->sel);
-        if (mk_sim_is_ckptable(g, l) && (--j == want || want < 0)) Q[want < 0 ? j : 0] = st;
+        if (mk_layer_checkpointable(g, l) && (--j == want || want < 0)) Q[want < 0 ? j : 0] = st;
     }
 }
 
@@ -173,7 +173,7 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
 int mk_sim_chunk_nck(const mk_plan_t *p, const mk_graph_t *g, int k)
 {
     int n = 0;
-    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) n += mk_sim_is_ckptable(g, l);
+    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) n += mk_layer_checkpointable(g, l);
     return n;
 }
 

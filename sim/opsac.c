@@ -36,7 +36,7 @@ double mk_sim_opsac_kept(const mk_graph_t *g, int l, int i)
     if (o->kind == MK_OPK_ATTENTION) return g->opts.flash_attn ? 1.0 : 0.0;
     double w[3];
     int n = op_mms(g, o, w), mm = 0;
-    if (!n || !mk_sim_is_ckptable(g, l)) return 0;
+    if (!n || !mk_layer_checkpointable(g, l)) return 0;
     int l0 = l; /* the block's first layer: the count starts there */
     while (l0 > 0 && g->layers[l0 - 1].block == g->layers[l].block) l0--;
     for (int k = g->layers[l0].first_op; k < i; k++) mm += op_mms(g, &g->ops[k], (double[3]){0});

@@ -127,7 +127,7 @@ mk_sim_bound_t *mk_sim_bound_new_sharing(const mk_cluster_t *c, const mk_plan_t 
             b->sel[l] = mk_chunk_ops_fwd(&R, (int)l, 1);
             b->bw[l] = mk_chunk_ops_fwd(&R, (int)l, 0);
         }
-        int ck = mk_sim_is_ckptable(g, (int)l);
+        int ck = mk_layer_checkpointable(g, (int)l);
         if (ck) b->ckf[b->ckpos[l]] = b->fwd[l];
         b->ckpos[l + 1] = b->ckpos[l] + ck;
     }

@@ -257,7 +257,7 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     memset(c, 0, sizeof *c);
     c->k = k;
     c->nl = l1 - l0;
-    for (int l = l0; l < l1; l++) c->nck += mk_sim_is_ckptable(g, l);
+    for (int l = l0; l < l1; l++) c->nck += mk_layer_checkpointable(g, l);
     if (chunk_alloc(c) < 0) return -1;
     int j = 0;
     for (int i = 0; i < c->nl; i++) {
@@ -265,7 +265,7 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
         mk_chunk_layer_piece(R, l, 0, &c->fwd[i]);
         mk_chunk_layer_piece(R, l1 - 1 - i, 1, &c->bwd[i]);
         mk_chunk_layer_piece(R, l1 - 1 - i, 2, &c->bin[i]);
-        if (mk_sim_is_ckptable(g, l)) {
+        if (mk_layer_checkpointable(g, l)) {
             c->ckf[j] = c->fwd[i];
             if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP) opsac_piece(R, l, &c->ckf[j]);
             j++;

@@ -112,7 +112,6 @@ int mk_sim_closed_guess(const mk_cluster_t *c, mk_plan_t *p, const mk_graph_t *g
                         const int *layers);
 int mk_sim_stage_nmax(const mk_plan_t *p, const int *layers, int s);
 int mk_sim_set_stage_ckpt(mk_plan_t *p, const int *layers, int s, int k);
-int mk_sim_is_ckptable(const mk_graph_t *g, int l);
 /* --recompute selective-op: the share of op i's (of layer l) output its
  * policy keeps in the forward (0 to 1; opsac.c). */
 double mk_sim_opsac_kept(const mk_graph_t *g, int l, int i);

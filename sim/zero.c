@@ -87,15 +87,15 @@ static int zero3_fill(const mk_sim_state_t *R, mk_chunk_cost_t *c)
         return mk_error_set("out of memory");
     for (int i = 0; i < c->nl; i++) { /* ckj: the backward's layers are the forward's reversed */
         int lb = l1 - 1 - i, before = 0;
-        for (int l = l0; l < lb; l++) before += mk_sim_is_ckptable(R->g, l);
-        z->b.ckj[i] = z->bi.ckj[i] = mk_sim_is_ckptable(R->g, lb) ? before : -1;
+        for (int l = l0; l < lb; l++) before += mk_layer_checkpointable(R->g, l);
+        z->b.ckj[i] = z->bi.ckj[i] = mk_layer_checkpointable(R->g, lb) ? before : -1;
     }
     for (int i = 0; i < c->nl; i++) {
         int lf = l0 + i, lb = l1 - 1 - i;
         double ag, rs, ar;
         layer_comm(R, lf, &ag, &rs, &ar);
         z->f.ag[i] = ag, z->f.layer[i] = lf;
-        if (mk_sim_is_ckptable(R->g, lf)) z->ck.ag[j] = ag, z->ck.layer[j++] = lf;
+        if (mk_layer_checkpointable(R->g, lf)) z->ck.ag[j] = ag, z->ck.layer[j++] = lf;
         layer_comm(R, lb, &ag, &rs, &ar);
         if (reads_no_weights_bwd(R->g, lb)) ag = 0;
         z->b.ag[i] = z->bi.ag[i] = ag, z->b.rs[i] = z->bw.rs[i] = rs, z->b.ar[i] = z->bw.ar[i] = ar;
