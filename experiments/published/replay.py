@@ -555,7 +555,7 @@ def summary_md(s):
 
 def write_csv(path, rows, keys):
     with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore")
+        w = csv.DictWriter(f, fieldnames=keys, extrasaction="ignore", lineterminator="\n")  # LF, as the other CSVs
         w.writeheader()
         for r in rows:
             w.writerow(r)
