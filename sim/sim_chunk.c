@@ -166,7 +166,7 @@ void mk_chunk_layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
     }
     layer_piece_build(R, at, dir, t);
     if (R->lc) mk_layer_cache_put_piece(R->lc, at, dir, t);
-    t->layer = l, t->block = R->g->layers[l].block;
+    mk_tpl_rename(t, t, R->g, l);
 }
 
 /* Forward time of some of layer l's ops: the attention cores (attention = 1:

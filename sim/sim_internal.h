@@ -34,10 +34,10 @@ typedef struct mk_tpl {
     int layer;                 /* graph layer index */
 } mk_tpl_t;
 
-/* *t = twin layer's piece *from, as layer l's (graph.h mk_layer_t.twin). */
+/* *t = twin layer's piece *from (or t itself), as layer l's (graph.h mk_layer_t.twin). */
 static inline void mk_tpl_rename(mk_tpl_t *t, const mk_tpl_t *from, const mk_graph_t *g, int l)
 {
-    *t = *from;
+    if (t != from) *t = *from;
     t->layer = l, t->block = g->layers[l].block;
 }
 

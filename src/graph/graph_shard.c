@@ -235,21 +235,24 @@ static int build_layers(mk_graph_t *g)
     return 0;
 }
 
-/* Op a (of a layer starting at op fa) as op b (of one at fb), but for the
- * name, the block number and the inputs' places in the graph: all its
- * other bytes compared, so that a field added later counts too. */
+/* Op o of a layer starting at op first, but for what differs between
+ * copies of a layer: no name, whether it is in a block (not which), its
+ * inputs relative to the layer (unused ones 0). */
+static mk_op_t op_key(const mk_op_t *o, int first)
+{
+    mk_op_t x = *o;
+    memset(x.name, 0, sizeof x.name);
+    x.block = x.block >= 0;
+    for (int j = 0; j < 2; j++)
+        x.in[j] = j >= x.n_in ? 0 : x.in[j] == MK_GRAPH_INPUT ? MK_GRAPH_INPUT : x.in[j] - first;
+    return x;
+}
+
+/* Ops a and b (of layers starting at fa and fb) the same but for their
+ * places: every other byte compared, so that a field added later counts too. */
 static int op_same(const mk_op_t *a, int fa, const mk_op_t *b, int fb)
 {
-    mk_op_t x = *a, y = *b;
-    memset(x.name, 0, sizeof x.name), memset(y.name, 0, sizeof y.name);
-    if ((x.block >= 0) != (y.block >= 0)) return 0;
-    x.block = y.block = 0;
-    for (int j = 0; j < 2; j++) {
-        if (j >= x.n_in || x.in[j] == MK_GRAPH_INPUT) x.in[j] = j < x.n_in ? MK_GRAPH_INPUT : 0;
-        else x.in[j] -= fa;
-        if (j >= y.n_in || y.in[j] == MK_GRAPH_INPUT) y.in[j] = j < y.n_in ? MK_GRAPH_INPUT : 0;
-        else y.in[j] -= fb;
-    }
+    mk_op_t x = op_key(a, fa), y = op_key(b, fb);
     return !memcmp(&x, &y, sizeof x);
 }
 
