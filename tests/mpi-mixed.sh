@@ -58,13 +58,15 @@ print(json.load(sys.stdin)["losses"][-1])'; }
 a=$(cp2 none) b=$(cp2 full)
 check "bf16 llama-tiny, cp 2: recompute none and full train alike ($a, $b)" test -n "$a" -a "$a" = "$b"
 # an MoE layer keeps its norm output, the slots' inputs and outputs and its expert side 16-bit too:
-# what recompute none keeps beyond full's (the GEMMs' scratch alike in both) is at most 0.45 of
-# fp32's (0.42; 0.60 with the expert side fp32, 0.66 with every internal fp32)
+# what recompute none keeps beyond full's peak (the GEMMs' scratch alike in both) is at most 0.55 of
+# fp32's (0.48; 0.66 with the expert side fp32.  Before the attention's probabilities and their
+# gradient were 16-bit while a layer computes (kernels_attn16_cpu.c), full's peak held them fp32:
+# 0.42, and 0.60 with the expert side fp32)
 kept() { "$MERAK" run --model moe-tiny --seq-length 256 --mbs 4 --gbs 4 --steps 1 --json --recompute "$@" \
   2>"$tmpdir/err" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["peak_memory_bytes"][0])'; }
 k32=$(( $(kept none) - $(kept full) )) k16=$(( $(kept none --bf16) - $(kept full --bf16) ))
-check "moe-tiny: bf16 keeps $k16 bytes for its backward, at most 0.45 of fp32's $k32" \
-  test $((k16 * 100)) -le $((k32 * 45))
+check "moe-tiny: bf16 keeps $k16 bytes for its backward, at most 0.55 of fp32's $k32" \
+  test $((k16 * 100)) -le $((k32 * 55))
 M="--model gpt-tiny --seq-length 256 --recompute none --mbs 4 --gbs 8 --steps 2 --json"
 "$MERAK" run $M >"$tmpdir/n32.json" 2>"$tmpdir/err" && "$MERAK" run $M --bf16 >"$tmpdir/n16.json" 2>"$tmpdir/err" ||
   cat "$tmpdir/err"

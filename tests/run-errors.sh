@@ -16,6 +16,9 @@ expect_fail "a bert model" "GPT" -- "$MERAK" run --model bert-large --num-layers
 expect_fail "cp not splitting the sequence into 2cp chunks" "must split into 2 x cp = 6 equal chunks" -- "$MERAK" run --cp 3
 expect_fail "cross entropy torch (merak sim's PyTorch memory)" "run computes the vocab-parallel cross entropy" -- "$MERAK" run --cross-entropy torch
 expect_fail "unknown cross entropy" "must be vocab-parallel or torch" -- "$MERAK" run --cross-entropy native
+expect_fail "dropout asked for (the executor has none)" "--hidden-dropout 0.1: the executor trains without dropout" -- \
+  "$MERAK" run --hidden-dropout 0.1 --attention-dropout 0
+expect_ok "no dropout asked for" "$MERAK" run --steps 1 --attention-dropout 0 --hidden-dropout 0
 expect_ok "--steps 0 is a valid no-op" "$MERAK" run --steps 0
 expect_ok "--help" "$MERAK" run --help
 # one rule for a plan's dtype, whoever gives it (issue 32): fp8 refused from

@@ -5,6 +5,8 @@
 #include "config.h"
 #include "check.h"
 #include "merak/kernels_cpu.h"
+#include "merak/half.h"
+#include "merak/model.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -217,6 +219,71 @@ static void test_attention_fused(int NH, int KV, int W)
     CHECK(worst < 1e-5, "fused attention NH %d KV %d W %d: lse off by %g", NH, KV, W, worst);
     free(xf); free(out); free(fo); free(r); free(att); free(datt); free(dg); free(fg); free(lse);
     free(x); free(ref); free(rd); free(d64); free(o64);
+}
+
+/* The materialised attention with 16-bit probabilities (a bf16/fp16 run's
+ * unfused core) against the fp32 kernel on the same 16-bit inputs, by
+ * normalised error within the type's rounding (bf16 keeps 8 bits, fp16
+ * 11): the output, the probabilities, the backward's dP (datt) and input
+ * gradient; each differs from fp32's (the rounding is there), the keys
+ * outside a window hold 0, and a row's probabilities sum to 1 within the
+ * rounding of its T values. */
+static void widen16(int dt, double *dst, const uint16_t *src, int n)
+{
+    for (int i = 0; i < n; i++) dst[i] = dt == MK_DTYPE_FP16 ? mk_fp16_to_float(src[i]) : mk_bf16_to_float(src[i]);
+}
+
+static void test_attention16(int dt, int NH, int KV, int W)
+{
+    att_t s = {2, 150, NH, KV, 8, W};
+    int C = s.NH * s.hs, nx = s.B * s.T * (C + 2 * KV * s.hs), no = s.B * s.T * C, na = s.B * s.NH * s.T * s.T;
+    double tol = dt == MK_DTYPE_FP16 ? 0x1p-11 : 0x1p-8; /* the type's epsilon: twice its worst rounding */
+    const char *nm = dt == MK_DTYPE_FP16 ? "fp16" : "bf16";
+    float *xf = malloc(nx * 4), *out = malloc(no * 4), *o16 = malloc(no * 4), *r = malloc(no * 4);
+    float *att = malloc(na * 4), *datt = malloc(na * 4), *dg = calloc(nx, 4), *dg16 = calloc(nx, 4);
+    uint16_t *a16 = malloc(na * 2), *da16 = malloc(na * 2);
+    double *w = malloc(na * 8), *o64 = malloc((na > nx ? na : nx) * 8); /* na >= no */
+    fill(xf, NULL, nx, 1.0); fill(r, NULL, no, 1.0);
+    if (dt == MK_DTYPE_FP16) mk_fp16_round_n(xf, xf, nx); else mk_bf16_round_n(xf, xf, nx); /* the run's q|k|v */
+    mk_cpu_attention_fwd(NULL, out, att, xf, s.B, s.T, s.NH, s.KV, s.hs, W);
+    mk_cpu_attention16_fwd(NULL, o16, a16, xf, s.B, s.T, s.NH, s.KV, s.hs, W, dt);
+    for (int i = 0; i < no; i++) o64[i] = out[i];
+    double e = rel(o16, o64, no);
+    CHECK(e < tol && e > 0, "attention16 %s NH %d KV %d W %d: out rel %g (fp32's, rounded)", nm, NH, KV, W, e);
+    widen16(dt, w, a16, na);
+    for (int i = 0; i < na; i++) o64[i] = att[i];
+    float *wf = malloc(na * 4);
+    for (int i = 0; i < na; i++) wf[i] = (float)w[i];
+    e = rel(wf, o64, na);
+    CHECK(e < tol && e > 0, "attention16 %s NH %d KV %d W %d: probabilities rel %g", nm, NH, KV, W, e);
+    double worst = 0;
+    int outside = 0;
+    for (int row = 0; row < s.B * s.NH * s.T; row++) {
+        int t = row % s.T, lo = W > 0 && t - W + 1 > 0 ? t - W + 1 : 0;
+        double sum = 0;
+        for (int u = 0; u < s.T; u++) {
+            if (u < lo || u > t) outside += w[(size_t)row * s.T + u] != 0;
+            else sum += w[(size_t)row * s.T + u];
+        }
+        if (fabs(sum - 1) > worst) worst = fabs(sum - 1);
+    }
+    CHECK(outside == 0, "attention16 %s W %d: %d probabilities outside the keys seen", nm, W, outside);
+    CHECK(worst < 4 * tol, "attention16 %s: a row sums to 1 +- %g", nm, worst);
+    mk_cpu_attention_bwd(NULL, dg, datt, r, xf, att, s.B, s.T, s.NH, s.KV, s.hs);
+    mk_cpu_attention16_bwd(NULL, dg16, da16, r, xf, a16, s.B, s.T, s.NH, s.KV, s.hs, dt);
+    for (int i = 0; i < nx; i++) o64[i] = dg[i];
+    e = rel(dg16, o64, nx);
+    CHECK(e < 2 * tol && e > 0, "attention16 %s NH %d KV %d W %d: bwd rel %g", nm, NH, KV, W, e);
+    double d = 0, n2 = 0; /* dP on and below the diagonal, where the kernels write it */
+    for (int row = 0; row < s.B * s.NH * s.T; row++)
+        for (int u = 0; u <= row % s.T; u++) {
+            size_t i = (size_t)row * s.T + u;
+            double x = dt == MK_DTYPE_FP16 ? mk_fp16_to_float(da16[i]) : mk_bf16_to_float(da16[i]);
+            d += (x - datt[i]) * (x - datt[i]), n2 += (double)datt[i] * datt[i];
+        }
+    CHECK(sqrt(d / n2) <= tol / 2, "attention16 %s: dP rel %g (one rounding)", nm, sqrt(d / n2));
+    free(xf); free(out); free(o16); free(r); free(att); free(datt); free(dg); free(dg16); free(a16); free(da16);
+    free(w); free(o64); free(wf);
 }
 
 /* ---- GELU (tanh) ---- */
@@ -552,6 +619,9 @@ int main(void)
     test_attention_fused(2, 2, 0);   /* MHA, 150 keys: 3 tiles */
     test_attention_fused(4, 2, 0);   /* GQA */
     test_attention_fused(4, 1, 100); /* MQA in a window across a tile boundary */
+    test_attention16(MK_DTYPE_BF16, 2, 2, 0);
+    test_attention16(MK_DTYPE_BF16, 4, 1, 100);
+    test_attention16(MK_DTYPE_FP16, 4, 2, 0);
     test_rmsnorm();
     test_rope();
     test_swiglu();

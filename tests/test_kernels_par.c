@@ -108,6 +108,26 @@ static void test_attention(int NH, int KV)
     free(x); free(r); free(o0); free(a0); free(d0); free(da0);
 }
 
+/* the 16-bit-probability attention at threads 3 against 1 thread: fwd and bwd bitwise */
+static void test_attention16(int NH, int KV)
+{
+    int B = 4, T = 61, hs = 67, C = NH * hs, C3 = C + 2 * KV * hs;
+    size_t nx = (size_t)B * T * C3, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *x = rnd(nx, 1.0f), *r = rnd(no, 1.0f), *o[2], *d[2];
+    uint16_t *a[2], *da[2];
+    for (int k = 0; k < 2; k++) {
+        o[k] = calloc(no, 4), d[k] = calloc(nx, 4), a[k] = calloc(na, 2), da[k] = calloc(na, 2);
+        mk_cpu_pool_set_threads(pool, 1 + 2 * k);
+        mk_cpu_attention16_fwd(pool, o[k], a[k], x, B, T, NH, KV, hs, 0, MK_DTYPE_BF16);
+        mk_cpu_attention16_bwd(pool, d[k], da[k], r, x, a[k], B, T, NH, KV, hs, MK_DTYPE_BF16);
+    }
+    CHECK(same(o[1], o[0], no) && !memcmp(a[1], a[0], na * 2), "attention16 NH %d KV %d fwd, 3 threads", NH, KV);
+    CHECK(same(d[1], d[0], nx) && !memcmp(da[1], da[0], na * 2), "attention16 NH %d KV %d bwd, 3 threads", NH, KV);
+    mk_cpu_pool_set_threads(pool, 1);
+    for (int k = 0; k < 2; k++) free(o[k]), free(d[k]), free(a[k]), free(da[k]);
+    free(x); free(r);
+}
+
 /* GELU, AdamW, cross-entropy, the sum of squares: 3 threads = 1 thread */
 static void test_elementwise(void)
 {
@@ -362,6 +382,7 @@ int main(void)
     test_attention(4, 4);  /* MHA */
     test_attention(6, 2);  /* GQA */
     test_attention(3, 1);  /* MQA */
+    test_attention16(6, 2);
     test_elementwise();
     mk_cpu_pool_free(pool);
     CHECK_DONE();

@@ -69,6 +69,16 @@ typedef struct mk_backend {
        scratch datt (B,NH,T,T) is overwritten */
     void (*attention_bwd)(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int KV, int hs);
+    /* Optional (NULL: the probabilities stay fp32): attention_fwd/bwd with att and
+       datt (B,NH,T,T) 16-bit (dtype mk_dtype_t BF16 or FP16), as Megatron-LM's
+       unfused core keeps them in a 16-bit run: the scores rounded where made, the
+       softmax in fp32 over them writing the rounded probabilities in their place,
+       P.V from those; dP = dout.v rounded into datt, the softmax's backward in
+       fp32 from the 16-bit P and dP.  CPU. */
+    void (*attention16_fwd)(void *ctx, float *out, uint16_t *att, const float *qkv, int B, int T, int NH, int KV,
+                            int hs, int window, int dtype);
+    void (*attention16_bwd)(void *ctx, float *dqkv, uint16_t *datt, const float *dout, const float *qkv,
+                            const uint16_t *att, int B, int T, int NH, int KV, int hs, int dtype);
     /* Fused causal attention (optional: NULL where a backend has none; the executor then
        materialises the scores): the FlashAttention-2 algorithm (Dao 2023, arXiv:2307.08691),
        query rows against tiles of keys with the online softmax, no (T,T) tensor; out as

@@ -86,6 +86,11 @@ void mk_cpu_attention_fwd(void *ctx, float *out, float *att, const float *qkv, i
                           int hs, int window);
 void mk_cpu_attention_bwd(void *ctx, float *dqkv, float *datt, const float *dout, const float *qkv,
                           const float *att, int B, int T, int NH, int KV, int hs);
+/* the same with 16-bit probabilities (src/cpu/kernels_attn16_cpu.c; dtype MK_DTYPE_BF16 or FP16) */
+void mk_cpu_attention16_fwd(void *ctx, float *out, uint16_t *att, const float *qkv, int B, int T, int NH, int KV,
+                            int hs, int window, int dtype);
+void mk_cpu_attention16_bwd(void *ctx, float *dqkv, uint16_t *datt, const float *dout, const float *qkv,
+                            const uint16_t *att, int B, int T, int NH, int KV, int hs, int dtype);
 /* The K/V head of query head h (NH query heads, KV K/V heads; Hugging Face repeat_kv). */
 #define KV_HEAD(h, NH, KV) ((int)((long)(h) * (KV) / (NH)))
 /* the Llama family's kernels (src/cpu/kernels_llama_cpu.c) */

@@ -178,12 +178,25 @@ static void run_dtype_warn(mk_dtype_t given, int from_plan, const mk_backend_t *
                 mk_dtype_name(MK_DTYPE_FP32));
 }
 
+/* The executor's layers have no dropout (its runs are the deterministic
+ * reference the layouts are proven equal to): a dropout asked for is
+ * refused rather than silently not applied.  A plan's dropout where none
+ * was asked (Megatron's GPT default, which merak sim counts in a 16-bit
+ * plan's memory) is the model's, and run trains it without. */
+static int run_dropout_check(const mk_args_t *a)
+{
+    double at = a->ov.attention_dropout, hd = a->ov.hidden_dropout;
+    if (at <= 0 && hd <= 0) return 0;
+    return mk_cli_fail("run", "%s %g: the executor trains without dropout (0, or merak sim and merak plan)",
+                       at > 0 ? "--attention-dropout" : "--hidden-dropout", at > 0 ? at : hd);
+}
+
 /* The plan from --plan FILE or the flags, resolved once for this world
  * with the executor's rules (as fp32: *given is the plan's own dtype). */
 static int run_ctx(const mk_args_t *a, int world, mk_dtype_t *given, mk_plan_ctx_t *ctx)
 {
     mk_plan_t p;
-    if (mk_args_plan(a, &run_defaults, world, run_defaults.dtype, &p) < 0) return -1;
+    if (run_dropout_check(a) || mk_args_plan(a, &run_defaults, world, run_defaults.dtype, &p) < 0) return -1;
     *given = p.dtype;
     if (run_dtype_check(&p, a->plan_file != NULL)) return -1;
     p.dtype = MK_DTYPE_FP32;

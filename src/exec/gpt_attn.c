@@ -45,13 +45,44 @@ size_t mk_gpt_att_seq(const mk_gpt_t *g) { return (size_t)g->nh * g->T * (g->fus
 
 int mk_gpt_att_probs(const mk_gpt_t *g) { return !g->fused_attn && g->cp <= 1; }
 
+int mk_gpt_att16(const mk_gpt_t *g, const mk_gpt_run_t *run)
+{
+    return run->act16 && mk_gpt_att_probs(g) && g->be->attention16_fwd && g->be->attention16_bwd;
+}
+
+void mk_gpt_att_round(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, void *att, size_t seqs)
+{
+    if (mk_gpt_att_probs(g) && !mk_gpt_att16(g, run)) mk_gpt_round_kept(g, l, run, att, seqs * mk_gpt_att_seq(g));
+}
+
+size_t mk_gpt_att_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t seqs)
+{
+    size_t n = seqs * mk_gpt_att_seq(g);
+    return mk_gpt_att16(g, run) ? (n + 1) / 2 : n;
+}
+
+/* an element's bytes: a 16-bit value or a float */
+static size_t att_elem(const mk_gpt_t *g, const mk_gpt_run_t *run)
+{
+    return mk_gpt_att16(g, run) ? sizeof(uint16_t) : sizeof(float);
+}
+
+void *mk_gpt_att_at(const mk_gpt_t *g, const mk_gpt_run_t *run, void *base, size_t seqs)
+{
+    return base ? (char *)base + seqs * mk_gpt_att_seq(g) * att_elem(g, run) : NULL;
+}
+
 /* The core on n rows of one call (B = n / T sequences of T, or one
  * document of n): materialised or fused (fo: the forward's context). */
-static void core(mk_gpt_t *g, float *out, float *att, const float *qkv, float *datt, const float *dout,
-                 const float *fo, int B, int T)
+static void core(mk_gpt_t *g, const mk_gpt_run_t *run, float *out, void *att, const float *qkv, void *datt,
+                 const float *dout, const float *fo, int B, int T)
 {
     const mk_backend_t *be = g->be;
-    if (g->fused_attn && !dout)
+    if (mk_gpt_att16(g, run) && !dout)
+        be->attention16_fwd(be->ctx, out, att, qkv, B, T, g->nh, g->kv, g->hs, g->window, run->act16);
+    else if (mk_gpt_att16(g, run))
+        be->attention16_bwd(be->ctx, out, datt, dout, qkv, att, B, T, g->nh, g->kv, g->hs, run->act16);
+    else if (g->fused_attn && !dout)
         be->attention_fused_fwd(be->ctx, out, att, qkv, B, T, g->nh, g->kv, g->hs, g->window);
     else if (g->fused_attn)
         be->attention_fused_bwd(be->ctx, out, dout, qkv, fo, att, B, T, g->nh, g->kv, g->hs, g->window);
@@ -64,22 +95,24 @@ static void core(mk_gpt_t *g, float *out, float *att, const float *qkv, float *d
 /* The attention core, forward (dout NULL) or backward, on whole sequences
  * rows [r0, r0+nr): with --reset-attention-mask one call per document,
  * its probabilities (fused: log-sum-exps) packed in the sequence's block. */
-void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, float *att, const float *qkv, float *datt,
+void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, void *att, const float *qkv, void *datt,
                       const float *dout, const float *fo, int r0, int nr)
 {
     size_t mid = (size_t)(g->nh + 2 * g->kv) * g->hs, Cl = (size_t)g->nh * g->hs;
     size_t ow = dout ? mid : Cl, iw = dout ? Cl : mid; /* out's and dout's widths */
     if (!(run->docs && run->reset_mask)) { /* the sequences at once */
-        core(g, out + (size_t)r0 * ow, att, qkv + (size_t)r0 * mid, datt, dout ? dout + (size_t)r0 * iw : NULL,
+        core(g, run, out + (size_t)r0 * ow, att, qkv + (size_t)r0 * mid, datt, dout ? dout + (size_t)r0 * iw : NULL,
              fo ? fo + (size_t)r0 * Cl : NULL, nr / g->T, g->T);
         return;
     }
+    size_t el = att_elem(g, run);
     for (int b = r0 / g->T; b < (r0 + nr) / g->T; b++) {
-        size_t blk = (size_t)(b - r0 / g->T) * mk_gpt_att_seq(g), packed = 0;
+        char *ab = mk_gpt_att_at(g, run, att, (size_t)(b - r0 / g->T)), *db = mk_gpt_att_at(g, run, datt, (size_t)(b - r0 / g->T));
+        size_t packed = 0; /* elements */
         for (int s = b * g->T, e; s < (b + 1) * g->T; s = e) {
             e = seg_end(g, run, s, (b + 1) * g->T);
             int n = e - s;
-            core(g, out + (size_t)s * ow, att + blk + packed, qkv + (size_t)s * mid, datt ? datt + blk + packed : NULL,
+            core(g, run, out + (size_t)s * ow, ab + packed * el, qkv + (size_t)s * mid, db ? db + packed * el : NULL,
                  dout ? dout + (size_t)s * iw : NULL, fo ? fo + (size_t)s * Cl : NULL, 1, n);
             packed += (size_t)g->nh * n * (g->fused_attn ? 1 : n);
         }

@@ -15,7 +15,7 @@ void mk_gpt_rope_heads(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, i
  * NULL: out the context, att the probabilities, or with g->fused_attn each
  * row's lse) or backward (out dq|dk|dv +=, datt scratch; fused: fo the
  * forward's context), one call per document with --reset-attention-mask. */
-void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, float *att, const float *qkv, float *datt,
+void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, void *att, const float *qkv, void *datt,
                       const float *dout, const float *fo, int r0, int nr);
 /* Floats a sequence's saved attention statistics take: nh T T
  * probabilities, or with g->fused_attn nh T log-sum-exps. */
@@ -23,6 +23,20 @@ size_t mk_gpt_att_seq(const mk_gpt_t *g);
 /* Whether they hold the materialised probabilities (kept 16-bit in a
  * 16-bit run), not log-sum-exps (fused; ring attention's, cp > 1: fp32). */
 int mk_gpt_att_probs(const mk_gpt_t *g);
+/* Whether the probabilities and their gradient's scratch are stored
+ * 16-bit (a 16-bit run on a backend with attention16_fwd/bwd): made
+ * rounded by the kernel, so never rounded again, and copied whole
+ * when the internals are packed.  Else fp32 floats. */
+int mk_gpt_att16(const mk_gpt_t *g, const mk_gpt_run_t *run);
+/* Floats the statistics of seqs sequences take (two 16-bit values a
+ * float where mk_gpt_att16), and the place of sequence seqs's in a block
+ * of them starting at base. */
+/* Materialised probabilities of seqs sequences kept 16-bit but made fp32
+ * (a backend without attention16_fwd): rounded after the kernel that
+ * also did their P.V, the one value the forward used unrounded. */
+void mk_gpt_att_round(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, void *att, size_t seqs);
+size_t mk_gpt_att_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t seqs);
+void *mk_gpt_att_at(const mk_gpt_t *g, const mk_gpt_run_t *run, void *base, size_t seqs);
 /* The embedding (out = wte[tok] (+ wpe)) and its gradients (dwte,
  * dwpe +=) on rows [0, N): with --reset-position-ids, per document. */
 void mk_gpt_embed_fwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *out, const int *tokens, const float *wte,

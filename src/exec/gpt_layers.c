@@ -122,7 +122,7 @@ size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_internals(g, run);
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN: /* with q/k norms also their input rows and each head's 1/rms */
-        return norm + N * (mid_w(g, l) + inner_w(g, l)) + B * mk_gpt_att_seq(g) +
+        return norm + N * (mid_w(g, l) + inner_w(g, l)) + mk_gpt_att_floats(g, run, B) +
                (g->cfg.qk_norm ? N * (mid_w(g, l) + (size_t)(g->nh + g->kv)) : 0) +
                (g->mla ? N * mk_gpt_mla_row(g) : 0);
     case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
@@ -147,7 +147,7 @@ int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
     run->B = B;
     run->defer.h = -1;
     if (!(run->s_a = mk_gpt_alloc(run, g, N * wide)) || !(run->s_b = mk_gpt_alloc(run, g, N * mid_max(g))) ||
-        !(run->s_att = mk_gpt_alloc(run, g, (size_t)B * mk_gpt_att_seq(g))) ||
+        !(run->s_att = mk_gpt_alloc(run, g, mk_gpt_att_floats(g, run, (size_t)B))) ||
         !(run->s_c = mk_gpt_alloc(run, g, N * g->C)) || !(run->s_red = mk_gpt_alloc(run, g, 3 * N)))
         return -1;
     if (sp_on(g, run) && !(run->s_d = mk_gpt_alloc(run, g, N * g->C + 2 * (size_t)g->C))) return -1;
@@ -161,7 +161,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
     size_t N = (size_t)run->B * g->T, wide = wide_w(g);
     mk_gpt_release(run, g, run->s_a, N * wide);
     mk_gpt_release(run, g, run->s_b, N * mid_max(g));
-    mk_gpt_release(run, g, run->s_att, (size_t)run->B * mk_gpt_att_seq(g));
+    mk_gpt_release(run, g, run->s_att, mk_gpt_att_floats(g, run, (size_t)run->B));
     mk_gpt_release(run, g, run->s_c, N * g->C);
     mk_gpt_release(run, g, run->s_red, 3 * N);
     if (sp_on(g, run)) mk_gpt_release(run, g, run->s_d, N * g->C + 2 * (size_t)g->C);
@@ -176,7 +176,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
  * the MLP's activation; an MoE layer's, gpt_moe.c's.  The count. */
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
 {
-    size_t N = (size_t)run->B * g->T, n = loc_rows(g, run), att = (size_t)run->B * mk_gpt_att_seq(g);
+    size_t N = (size_t)run->B * g->T, n = loc_rows(g, run), att = mk_gpt_att_floats(g, run, (size_t)run->B);
     int k = 0;
     if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_runs(g, run, s);
     s[k++] = (mk_gpt_run16_t){n * g->C, 1};
@@ -186,7 +186,7 @@ int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_ru
         return k;
     }
     s[k++] = (mk_gpt_run16_t){N * mid_w(g, l), 1};
-    s[k++] = (mk_gpt_run16_t){att, mk_gpt_att_probs(g)};
+    s[k++] = (mk_gpt_run16_t){att, mk_gpt_att_probs(g) && !mk_gpt_att16(g, run)}; /* 16-bit already: copied */
     s[k++] = (mk_gpt_run16_t){N * inner_w(g, l), 1};
     if (g->mla) return k + mk_gpt_mla_runs(g, run, s + k);       /* p->qk: the MLA internals */
     if (!g->cfg.qk_norm) return k;
@@ -216,7 +216,7 @@ static parts_t split_buf(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, floa
     p.qk = p.qkr = NULL;
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN:
-        p.x2 = p.x1 + N * mid_w(g, l), p.x3 = p.x2 + (size_t)B * mk_gpt_att_seq(g);
+        p.x2 = p.x1 + N * mid_w(g, l), p.x3 = p.x2 + mk_gpt_att_floats(g, run, B);
         p.qk = p.x3 + N * inner_w(g, l), p.qkr = p.qk + N * mid_w(g, l);
         break;
     case MK_GPT_MLP: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = NULL; break;
@@ -322,7 +322,7 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
     size_t C = g->C, Cl = (size_t)g->nh * g->hs, mid = mid_w(g, l);
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN;
     if (attn && g->mla) { /* p->qk: the MLA internals (gpt_mla.c) */
-        float *att = p->x2 + (size_t)(r0 / g->T) * mk_gpt_att_seq(g);
+        void *att = mk_gpt_att_at(g, run, p->x2, (size_t)(r0 / g->T));
         mk_gpt_mla_fwd(g, run, l, p->ln, p->x1, att, p->x3, p->qk, r0, nr);
         return;
     }
@@ -336,11 +336,10 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
         else if (g->llama)  /* q and k heads, in place */
             mk_gpt_rope_rows(g, run, p->x1, r0, nr, (int)mid, 1);
         if (g->llama) mk_gpt_round_kept(g, l, run, p->x1 + r0 * mid, (size_t)nr * mid);
-        float *att = p->x2 + (size_t)(r0 / g->T) * mk_gpt_att_seq(g);
+        void *att = mk_gpt_att_at(g, run, p->x2, (size_t)(r0 / g->T));
         if (g->cp > 1) run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, att, p->x1 + r0 * mid, nr / g->T);
         else mk_gpt_attn_rows(g, run, p->x3, att, p->x1, NULL, NULL, NULL, r0, nr);
-        /* the probabilities are kept rounded after their P.V (one kernel here) */
-        if (mk_gpt_att_probs(g)) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
+        mk_gpt_att_round(g, l, run, att, (size_t)(nr / g->T));
         mk_gpt_round_kept(g, l, run, p->x3 + r0 * Cl, (size_t)nr * Cl);
     } else if (g->llama) {
         be->swiglu_fwd(be->ctx, p->x2 + r0 * g->Fl, p->x1 + r0 * mid, nr, g->Fl);
@@ -531,12 +530,13 @@ static int bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const
     be->linear_bwd_in(be->ctx, run->s_a + r0 * inner, dy + r0 * C, P(g, tix(g, l, 4)), nr, (int)inner, (int)C);
     be->zero(be->ctx, dmid + r0 * mid, nr * mid * sizeof(float));
     if (attn) {
-        size_t sq = (size_t)(r0 / g->T) * mk_gpt_att_seq(g);
-        if (g->mla) mk_gpt_mla_bwd_core(g, run, run->s_a, dmid, p->x1, p->x2 + sq, run->s_att + sq, p->qk, r0, nr);
+        size_t sq = (size_t)(r0 / g->T); /* the first sequence's statistics */
+        void *att = mk_gpt_att_at(g, run, p->x2, sq), *datt = mk_gpt_att_at(g, run, run->s_att, sq);
+        if (g->mla) mk_gpt_mla_bwd_core(g, run, run->s_a, dmid, p->x1, att, datt, p->qk, r0, nr);
         else if (g->cp > 1)
             run->cp_attn_bwd(run->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x3 + r0 * inner,
-                             p->x2 + sq, nr / g->T);
-        else mk_gpt_attn_rows(g, run, dmid, p->x2 + sq, p->x1, run->s_att + sq, run->s_a, p->x3, r0, nr);
+                             att, nr / g->T);
+        else mk_gpt_attn_rows(g, run, dmid, att, p->x1, datt, run->s_a, p->x3, r0, nr);
         if (g->mla) return 0; /* its RoPE and the rest: bwd_col_rows */
         if (g->llama && g->cp > 1) mk_cp_rope(g, dmid + r0 * mid, nr, (int)mid, -1);
         else if (g->llama)  /* back through RoPE: to the q|k GEMM's output */

@@ -178,7 +178,7 @@ int mk_gpt_mla_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *
     return 5;
 }
 
-void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln, float *x1, float *att, float *x3,
+void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln, float *x1, void *att, float *x3,
                     float *mx, int r0, int nr)
 {
     const mk_backend_t *be = g->be;
@@ -196,7 +196,7 @@ void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln
     gather(g, M_XKV, x, m.kvb + r * w_kv(g), w_kv(g), nr);
     mk_gpt_attn_rows(g, (mk_gpt_run_t *)run, m.o, att, x1, NULL, NULL, NULL, r0, nr);
     /* the probabilities after their P.V, as a dense attention's; x3 gathers the rounded output */
-    if (mk_gpt_att_probs(g)) mk_gpt_round_kept(g, l, run, att, (size_t)(nr / g->T) * mk_gpt_att_seq(g));
+    mk_gpt_att_round(g, l, run, att, (size_t)(nr / g->T));
     mk_gpt_round_kept(g, l, run, m.o + r * w_q(g), (size_t)nr * w_q(g));
     gather(g, M_O, x3 + r * w_o(g), m.o + r * w_q(g), w_q(g), nr);
 }
@@ -220,14 +220,14 @@ static void split_bwd(mk_gpt_t *g, mk_gpt_run_t *run, const float *dmid, mla_gra
 }
 
 void mk_gpt_mla_bwd_core(mk_gpt_t *g, mk_gpt_run_t *run, const float *dx3, float *dmid, const float *x1,
-                         const float *att, float *datt, float *mx, int r0, int nr)
+                         void *att, void *datt, float *mx, int r0, int nr)
 {
     size_t N = (size_t)run->B * g->T, r = (size_t)r0;
     mla_grads_t d = grads(g, run->s_mla, N);
     mla_parts_t m = parts(g, mx, N);
     g->be->zero(g->be->ctx, d.o + r * w_q(g), (size_t)nr * w_q(g) * sizeof(float));
     scatter(g, M_O, d.o + r * w_q(g), dx3 + r * w_o(g), w_q(g), nr);
-    mk_gpt_attn_rows(g, run, dmid, (float *)att, x1, datt, d.o, m.o, r0, nr);
+    mk_gpt_attn_rows(g, run, dmid, att, x1, datt, d.o, m.o, r0, nr);
     split_bwd(g, run, dmid, &d, r, nr);
 }
 

@@ -21,13 +21,13 @@ int mk_gpt_mla_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *
  * latents, their norms and up-projections, RoPE, the heads' q|k|v in x1,
  * the attention core (att: these sequences' probabilities), x3 the
  * heads' v-wide outputs (o_proj's input); mx: the layer's MLA internals. */
-void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln, float *x1, float *att, float *x3,
+void mk_gpt_mla_fwd(mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *ln, float *x1, void *att, float *x3,
                     float *mx, int r0, int nr);
 /* Backward of the core on whole sequences: dx3 (o_proj's input gradient)
  * -> dmid (x1's gradient, +=), taken apart into the pieces' gradients
  * (run->s_mla); att, datt as mk_gpt_attn_rows takes them; mx the layer's MLA internals. */
 void mk_gpt_mla_bwd_core(mk_gpt_t *g, mk_gpt_run_t *run, const float *dx3, float *dmid, const float *x1,
-                         const float *att, float *datt, float *mx, int r0, int nr);
+                         void *att, void *datt, float *mx, int r0, int nr);
 /* Backward from the pieces' gradients (mk_gpt_mla_bwd_core's, on any
  * rows) to the norm output's gradient dln (rows zeroed by
  * the caller, summed over TP after), every MLA weight's gradient added
