@@ -301,8 +301,22 @@ static void test_path_bound(void)
     mk_sim_free(sim);
 }
 
+/* A lead is never said as 0.0% unless it is none: one decimal from 0.05%,
+ * two significant digits below. */
+static void test_pct(void)
+{
+    char b[32];
+    const struct { double pct; const char *want; } c[] = {
+        {1.46, "1.5%"}, {0.05, "0.1%"}, {0.0333, "0.033%"}, {0.0012, "0.0012%"}, {1.4e-14, "under 0.001%"}, {0, "0.0%"}, {12.0, "12.0%"}};
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        mk_planner_pct(c[i].pct, b, sizeof b);
+        CHECK(!strcmp(b, c[i].want), "mk_planner_pct(%g) = '%s', want '%s'", c[i].pct, b, c[i].want);
+    }
+}
+
 int main(void)
 {
+    test_pct();
     mk_model_config_t gpt = small_gpt(), deep = small_gpt(), moe;
     test_bound_loses_nothing(&gpt, "dgx-a100", 8, 32, 0, -1);
     test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 2.0, -1);

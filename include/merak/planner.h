@@ -159,6 +159,7 @@ MK_API int mk_planner_refine(const mk_cluster_t *c, mk_planner_entry_t *e, int m
  * most, in the best and the runner-up plan (seconds per step). */
 typedef struct mk_planner_why {
     double faster_pct;
+    char faster[32];        /* faster_pct in words, never rounded to 0: "1.5%", "0.033%" */
     char knobs[256];
     char tie[96];           /* equal steps: what the tie order decided by (mk_planner_order_ties:
                                "lower peak memory (68.7 vs 70.4 GiB)", ...); "" otherwise */
@@ -167,6 +168,10 @@ typedef struct mk_planner_why {
     double a_s, b_s;
 } mk_planner_why_t;
 MK_API void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w);
+/* A lead in percent as the planner says it: one decimal, or two significant
+ * digits where one decimal would print 0.0 ("0.033%"), "under 0.001%"
+ * below that: a plan that is not a tie is never called 0.0% faster. */
+MK_API void mk_planner_pct(double pct, char *buf, size_t n);
 /* One line on why best beats the runner-up (the JSON "why"). */
 MK_API void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n);
 

@@ -159,12 +159,18 @@ static void winner_gains(const mk_planner_entry_t *best, const mk_planner_entry_
     double sb = best->res.step_time_s, sa = alt->res.step_time_s;
     if (sa <= sb) {
         if (sa == sb) mk_strlcpy(buf, "ties the winner", n);
-        else snprintf(buf, n, "faster than the winner by %.1f%%", sb > 0 ? 100 * (sb - sa) / sb : 0);
+        else {
+            char pc[32];
+            mk_planner_pct(sb > 0 ? 100 * (sb - sa) / sb : 0, pc, sizeof pc);
+            snprintf(buf, n, "faster than the winner by %s", pc);
+        }
         return;
     }
-    char name[32];
+    char name[32], lead[32];
     part_label(nm[k], name, sizeof name);
-    snprintf(buf, n, "winner %.2fx faster; gains most in %s (%.4f s vs %.4f s)", sa / sb, name, vb[k], va[k]);
+    if (sa / sb < 1.1) mk_planner_pct(100 * (sa - sb) / sa, lead, sizeof lead); /* 1.00x would hide it */
+    else snprintf(lead, sizeof lead, "%.2fx", sa / sb);
+    snprintf(buf, n, "winner %s faster; gains most in %s (%.4f s vs %.4f s)", lead, name, vb[k], va[k]);
 }
 
 /* One alternative search: o's space on cluster cl with o.gpus GPUs. */

@@ -232,7 +232,7 @@ static void print_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
                mk_fmt_seconds(x, sizeof x, a->res.step_time_s), w.knobs, w.tie);
         return;
     }
-    printf("why: #1 is %.1f%% faster than #2 (#1 vs #2: %s); #1 spends less on %s: %s vs %s per step\n", w.faster_pct,
+    printf("why: #1 is %s faster than #2 (#1 vs #2: %s); #1 spends less on %s: %s vs %s per step\n", w.faster,
            w.knobs, w.what_long, mk_fmt_seconds(x, sizeof x, w.a_s), mk_fmt_seconds(y, sizeof y, w.b_s));
 }
 

@@ -3,6 +3,7 @@
 #include "planner/planner_internal.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <string.h>
 
 static double mean_bubble(const mk_sim_result_t *r)
@@ -43,6 +44,12 @@ static void tie_reason(const mk_planner_entry_t *a, const mk_planner_entry_t *b,
     else if (ca != cb) snprintf(buf, n, "fewer ranks in tp x cp (%d vs %d)", ca, cb);
     else if (a->plan.pp != b->plan.pp) snprintf(buf, n, "fewer pipeline stages (%d vs %d)", a->plan.pp, b->plan.pp);
     else snprintf(buf, n, "generated first (the same peak, tp x cp and stages)");
+}
+
+void mk_planner_pct(double pct, char *buf, size_t n)
+{
+    if (pct > 0 && pct < 0.001) snprintf(buf, n, "under 0.001%%"); /* rounding's noise, or as good as */
+    else snprintf(buf, n, fabs(pct) >= 0.05 || pct == 0 ? "%.1f%%" : "%.2g%%", pct);
 }
 
 /* The comparison behind mk_planner_explain. */
@@ -97,6 +104,7 @@ void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk
     for (int i = 1; i < nk; i++)
         if (vb[i] - va[i] > vb[k] - va[k]) k = i;
     w->faster_pct = 100 * (y->step_time_s - x->step_time_s) / y->step_time_s;
+    mk_planner_pct(w->faster_pct, w->faster, sizeof w->faster);
     tie_reason(a, b, w->tie, sizeof w->tie);
     mk_strlcpy(w->knobs, d ? diff : "same knobs", sizeof w->knobs);
     w->what = what[k], w->what_long = what_long[k];
@@ -112,7 +120,7 @@ void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b
     if (w.tie[0])
         snprintf(buf, n, "#1 and #2 tie at %.4g s per step (%s): #1 by %s", a->res.step_time_s, w.knobs, w.tie);
     else
-        snprintf(buf, n, "#1 is %.1f%% faster than #2 (%s): less %s, %.4g s vs %.4g s per step", w.faster_pct,
+        snprintf(buf, n, "#1 is %s faster than #2 (%s): less %s, %.4g s vs %.4g s per step", w.faster,
                  w.knobs, w.what, w.a_s, w.b_s);
 }
 
