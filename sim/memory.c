@@ -36,6 +36,17 @@ void mk_sim_param_bytes(const mk_plan_t *p, double *w, double *gr, double *opt)
     else *w = 2, *opt = 12;
 }
 
+/* ZeRO's sharding group for the routed experts: the ranks of a ZeRO group
+ * (k DP x CP ranks for each of the tp ranks: tp k consecutive ranks) that
+ * hold the same experts, every ep-th (MoE parallel folding: the expert
+ * data-parallel ranks); 1 where a group holds each expert once. */
+int mk_sim_expert_zero_group(const mk_plan_t *p)
+{
+    int ep = p->ep > 1 ? p->ep : 1;
+    int64_t held = (int64_t)p->tp * (mk_plan_zero(p) ? mk_plan_zero_group(p) : mk_plan_dp_cp(p));
+    return held / ep > 1 ? (int)(held / ep) : 1;
+}
+
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)
 {
     double sum = 0;
@@ -109,8 +120,7 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
                        mk_stage_static_t *out)
 {
     int z = mk_plan_zero(p), k = z ? mk_plan_zero_group(p) : 1;
-    int ep = p->ep > 1 ? p->ep : 1;
-    double Pe = out->expert_params, ke = z && k / ep > 1 ? k / ep : 1;
+    double Pe = out->expert_params, ke = z ? mk_sim_expert_zero_group(p) : 1;
     out->weights = w * P;
     out->grads = gr * P;
     out->optimizer = opt * (P - Pe) / k + opt * Pe / ke;

@@ -98,8 +98,10 @@ void mk_sim_layer_groups(const mk_cluster_t *c, const mk_plan_t *p, mk_group_t *
     int sh = stage_sharers(c, p), ep = p->ep > 1 ? p->ep : 1;
     *tpg = mk_group_make(c, 0, 1, p->tp, p->tp);
     *cpg = mk_group_make(c, 0, p->tp, p->cp > 1 ? p->cp : 1, sh);
-    /* EP: ep consecutive DP ranks (tp*cp apart) */
-    *epg = mk_group_make(c, 0, p->tp * (p->cp > 1 ? p->cp : 1), ep, sh);
+    /* EP: ep consecutive ranks of the stage (MoE parallel folding, expert
+       tensor parallelism 1: Megatron-Core's expert grid, tp-cp-ep-dp-pp
+       with etp 1) */
+    *epg = mk_group_make(c, 0, 1, ep, sh);
 }
 
 /* Communication groups, message and NIC tables, chunk costs, the walker. */
@@ -111,16 +113,15 @@ void mk_sim_setup_groups(mk_sim_state_t *R)
     mk_sim_layer_groups(c, p, &R->tpg, &R->cpg, &R->epg);
     R->dpg = mk_group_make(c, 0, p->tp, dcp, sh);
     R->tiedg = mk_group_make(c, 0, mk_plan_ends_apart(p) ? (mk_plan_head_stage(p)) * dcp * p->tp : 1, 2, sh);
-    /* an expert's gradient is reduced over the dp*cp/ep ranks holding it
-       (stride tp*ep: exact for cp 1, the cp ranks' placement approximated
-       otherwise) */
-    int ep = p->ep > 1 ? p->ep : 1;
-    R->edpg = mk_group_make(c, 0, p->tp * ep, dcp / ep, sh);
+    /* an expert's gradient is reduced over the tp*dp*cp/ep ranks holding
+       it (the expert data-parallel group: every ep-th rank of the stage) */
+    int ep = p->ep > 1 ? p->ep : 1, ke = mk_sim_expert_zero_group(p);
+    R->edpg = mk_group_make(c, 0, ep, p->tp * dcp / ep, sh);
     /* ZeRO: k consecutive DP x CP ranks shard, the dp*cp/k groups replicate */
     R->zk = mk_plan_zero(p) ? mk_plan_zero_group(p) : dcp;
     R->nrep = dcp / R->zk;
     R->zg = mk_group_make(c, 0, p->tp, R->zk, sh);
-    R->ezg = mk_group_make(c, 0, p->tp * ep, R->zk / ep > 1 ? R->zk / ep : 1, sh);
+    R->ezg = mk_group_make(c, 0, ep, ke, sh);
     R->rg = mk_group_make(c, 0, p->tp * R->zk, R->nrep, sh);
 }
 

@@ -102,8 +102,9 @@ static void cp_ring(const mk_sim_state_t *R, int i, double N, int bwd, mk_tpl_t 
  * buffer is N k w x dtype (one TP rank: the experts are whole on each;
  * with sequence parallelism a TP rank holds, and computes, N/t of the
  * tokens), of which (ep-1)/ep leaves it; the group spans ep
- * consecutive DP ranks, tp*cp apart (inside a node when tp*cp*ep <=
- * gpus_per_node), every rank of the node in one at once (sharers). */
+ * consecutive ranks of the stage (MoE parallel folding: inside a node
+ * when ep <= gpus_per_node), every rank of the node in one at once
+ * (sharers). */
 static void ep_alltoall(const mk_sim_state_t *R, const mk_op_t *o, double N, mk_tpl_t *t)
 {
     double S = N * o->topk * o->width * mk_dtype_bytes(R->p->dtype) / (seqpar_of(R->p) ? R->p->tp : 1);

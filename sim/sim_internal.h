@@ -72,6 +72,7 @@ typedef struct mk_stage_static {
 
 /* Bytes per parameter of each kind for the plan. */
 void mk_sim_param_bytes(const mk_plan_t *p, double *w, double *gr, double *opt);
+int mk_sim_expert_zero_group(const mk_plan_t *p);
 /* Parameters of layers [l0, l1) on one TP rank. */
 double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp);
 /* The routed experts' parameters of layers [l0, l1) on one TP rank (all E). */
@@ -237,9 +238,10 @@ struct mk_sim_state {
     double *nic_free;           /* [nodes] when a node's NIC is free */
     int nodes, nb, V;           /* nodes, DP buckets, virtual stages pp*vpp */
     mk_group_t tpg, dpg, tiedg; /* dpg: the dp x cp ranks gradients are reduced over */
-    mk_group_t epg, edpg, ezg;  /* the EP group (ep consecutive DP ranks), the dp x cp / ep
-                                   ranks an expert's gradient is reduced over, and ZeRO's
-                                   expert sharding group (zk / ep of them, at least 1) */
+    mk_group_t epg, edpg, ezg;  /* the EP group (ep consecutive ranks of the stage), the
+                                   tp x dp x cp / ep ranks an expert's gradient is reduced
+                                   over (every ep-th), and ZeRO's expert sharding group
+                                   (mk_sim_expert_zero_group of them) */
     mk_group_t cpg;             /* the CP ring (stride tp) */
     mk_group_t zg, rg;          /* ZeRO: the sharding group (dpg unless hybrid), the replicas */
     int zk, nrep;               /* their sizes: zk x nrep = dp x cp */

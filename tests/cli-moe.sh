@@ -79,7 +79,8 @@ check "active line" grep -q "^active: 12879925248 parameters" "$tmpdir/out"
 # run trains MoE models with Llama blocks (tests/mpi-moe.sh); GPT blocks
 # with experts and bad ep: one line, exit 2
 expect_fail "run: MoE on GPT blocks" "MoE layers are Llama blocks" -- "$MERAK" run --model gpt-tiny --num-experts 4 --steps 1
-expect_fail "run: ep not dividing dp" "--ep 2 does not divide dp 1" -- "$MERAK" run --model moe-tiny --ep 2 --steps 1
+expect_fail "run: ep not dividing a stage's ranks" "--ep 2 does not divide a stage's tp x cp x dp = 1 ranks" -- \
+  "$MERAK" run --model moe-tiny --ep 2 --steps 1
 expect_fail "run: top-k above E" "--moe-router-topk 5 is above --num-experts 4" -- \
   "$MERAK" run --model moe-tiny --moe-router-topk 5 --steps 1
 expect_fail "run: MoE option on a dense model" "MoE options need experts" -- \

@@ -160,4 +160,7 @@ check "run --json's layout names ep" "${PYTHON:-python3}" -c '
 import json, sys
 assert json.load(open(sys.argv[1]))["layout"] == {"dp": 2, "pp": 1, "tp": 1, "ep": 2}
 ' "$tmpdir/ep.json"
+# ep over tensor-parallel ranks (MoE parallel folding) is the simulator's and planner's: run refuses it
+expect_fail "run: ep folding tp ranks" "--ep 2 over tensor- or context-parallel ranks \\(MoE parallel folding\\) is for merak sim" -- \
+  "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run $M --tp 2 --ep 2 --steps 1
 finish

@@ -152,23 +152,38 @@ check "dense plan JSON has no ep" "$PY" -c '
 import json, sys; p = json.load(open(sys.argv[1]))["plan"]; assert "ep" not in p and "moe_imbalance" not in p' \
   "$tmpdir/d.json"
 
-# the planner searches ep (dividing dp and the experts)
+# the planner searches ep (dividing a stage's tp x cp x dp ranks and the
+# experts: MoE parallel folding), ep above dp among them; columns by name
+cols='$1 == "#" { for (i = 1; i <= NF; i++) c[$i] = i }' # a data row has its fields where the header has
 "$MERAK" plan --model moe-tiny --cluster "$tmpdir/c4.json" --gpus 8 --gbs 16 --top 1000 >"$tmpdir/plan" 2>&1
 check "plan table: ep and a2a columns" grep -q "  #   dp  ep  pp .* a2a$" "$tmpdir/plan"
-check "plan: ep 1, 2 and 4 searched, each dividing dp and the 4 experts" awk '
-  $1 ~ /^[0-9]+$/ { seen[$3] = 1; if ($2 % $3 || 4 % $3) bad = 1 }
-  END { exit !(seen[1] && seen[2] && seen[4] && !bad) }' "$tmpdir/plan"
+check "plan: ep 1, 2 and 4 searched, each dividing tp x dp and the 4 experts, some above dp" awk "$cols"'
+  $1 ~ /^[0-9]+$/ { ep = $(c["ep"]); r = $(c["dp"]) * $(c["tp"]); seen[ep] = 1
+                    if (r % ep || 4 % ep) bad = 1; if (ep > $(c["dp"])) fold = 1 }
+  END { exit !(seen[1] && seen[2] && seen[4] && fold && !bad) }' "$tmpdir/plan"
 # the acceptance command: Mixtral 8x7B on 64 H100s answers with ep > 1 and
 # names the all-to-alls' share of the step
 "$MERAK" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq-length 4096 --top 2 \
   >"$tmpdir/plan" 2>&1
-check "mixtral-8x7b plan: the best has ep > 1 and an all-to-all share" awk '
-  $1 == "1" { f = $3 > 1 && $NF ~ /%$/ && $NF + 0 > 0 } END { exit !f }' "$tmpdir/plan"
+check "mixtral-8x7b plan: the best has ep > 1 and an all-to-all share" awk "$cols"'
+  $1 == "1" { f = $(c["ep"]) > 1 && $NF ~ /%$/ && $NF + 0 > 0 } END { exit !f }' "$tmpdir/plan"
 "$MERAK" plan --model llama-tiny --cluster "$tmpdir/c4.json" --gpus 8 --gbs 16 --top 3 >"$tmpdir/plan" 2>&1
 check "dense plan table: no ep column" sh -c "! grep -q ' ep \\|a2a' '$tmpdir/plan'"
 
+# MoE parallel folding: the EP group is ep consecutive ranks of the stage
+# (Megatron-Core's expert grid with expert tensor parallelism 1), so at
+# tp 2 an ep of 8 is one DGX node whether dp is 4 or 8: the same
+# all-to-alls (the rank's tokens, m alike) cost the same.  EP ranks spaced
+# by tp (DP ranks only, as before folding) would span two nodes at dp 8.
+epx() { "$MERAK" sim --model mixtral-8x7b --cluster dgx-h100 --tp 2 --ep 8 --sequence-parallel --seq-length 4096 \
+  --recompute full "$@" --json | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["exposed_comm_s"]["ep"])'; }
+a=$(epx --dp 8 --gbs 16) b=$(epx --dp 4 --gbs 8)
+check "folding: ep 8 at tp 2 is one node at dp 8 as at dp 4 (EP exposed $a, $b s)" \
+  "$PY" -c 'import sys; a, b = map(float, sys.argv[1:]); sys.exit(not (a > 0 and abs(a - b) <= 1e-9 * b))' "$a" "$b"
+
 # bad input: one line, exit 2
-expect_fail "ep not dividing dp" "--ep 3 does not divide dp 4" -- "$MERAK" sim --model moe-tiny --dp 4 --ep 3 --gbs 8
+expect_fail "ep not dividing a stage's ranks" "--ep 4 does not divide a stage's tp x cp x dp = 2 ranks" -- \
+  "$MERAK" sim --model moe-tiny --dp 2 --ep 4 --gbs 8
 expect_fail "ep not dividing the experts" "--ep 8 does not divide the 4 experts" -- \
   "$MERAK" sim --model moe-tiny --dp 8 --ep 8 --gbs 8
 expect_fail "ep on a dense model" "--ep 2 needs a model with experts" -- "$MERAK" sim --model llama-tiny --dp 2 --ep 2

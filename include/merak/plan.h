@@ -62,9 +62,10 @@ typedef struct mk_plan {
                                  * sequence split over cp ranks in 2*cp chunks (rank i holds
                                  * chunks i and 2cp-1-i); 1: none */
     int ep;                     /* expert parallel (Megatron's --expert-model-parallel-size): an
-                                 * MoE layer's E experts split over ep ranks taken from the
-                                 * data-parallel group (rank order tp, cp, ep-within-dp, pp), E/ep
-                                 * each; ep divides dp and E; 1: none (dense models: always 1) */
+                                 * MoE layer's E experts split over ep consecutive ranks of a
+                                 * stage (rank order tp, cp, dp: MoE parallel folding with expert
+                                 * tensor parallelism 1), E/ep each, whole; ep divides tp x cp x
+                                 * dp and E; 1: none (dense models: always 1) */
     double moe_imbalance;       /* the busiest expert's load over the mean N*k/E (>= 1; 1:
                                  * balanced; the executor's measured routing calibrates it) */
     int mbs;                    /* micro-batch size b */
@@ -215,8 +216,8 @@ MK_API int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g);
  * bounds of one's own).  "compute" and "refine" come from a cost model and
  * are taken as recorded.  0 otherwise. */
 MK_API int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g);
-/* Expert parallelism's rules (part of mk_plan_check_layout): ep divides dp
- * and the plan model's experts, ep > 1 only with experts, 1 <=
+/* Expert parallelism's rules (part of mk_plan_check_layout): ep divides a
+ * stage's tp x cp x dp ranks and the plan model's experts, ep > 1 only with experts, 1 <=
  * moe_imbalance, other than 1 only with experts. */
 MK_API int mk_plan_check_ep(const mk_plan_t *p);
 /* The part of mk_plan_check that needs no graph: each size against its

@@ -39,14 +39,16 @@
  * cp_ring; MK_COMM_CP, the trace's cp stream); two K/V blocks are
  * buffers; gradients are reduced and ZeRO shards over dp x cp.
  *
- * Expert parallelism (ep > 1, MoE models): ep consecutive DP ranks split
+ * Expert parallelism (ep > 1, MoE models): ep consecutive ranks of a stage
+ * (tp fastest: MoE parallel folding, the experts whole on each) split
  * each MoE layer's experts (E/ep each: their weights, gradients and
  * optimizer state /ep); the layer dispatches and combines its tokens by
  * two all-to-alls forward and two backward over the EP group (pairwise
  * exchange, merak/cost.h; blocking: they lengthen the layer, MK_COMM_EP,
  * A2A.ep in the trace); the experts' GEMMs run at the busiest expert's
  * load, ep N k / E x min(moe_imbalance, capacity factor); expert gradients
- * are reduced over dp x cp / ep ranks, dense ones over dp x cp. */
+ * are reduced over tp x dp x cp / ep ranks (every ep-th of the stage), dense
+ * ones over dp x cp. */
 #ifndef MERAK_SIM_H
 #define MERAK_SIM_H
 

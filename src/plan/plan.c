@@ -70,7 +70,7 @@ mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep)
     mk_plan_layout_str_t r;
     if (p->cp > 1) snprintf(r.s, sizeof r.s, "dp %d%scp %d%spp %d%stp %d", p->dp, sep, p->cp, sep, p->pp, sep, p->tp);
     else snprintf(r.s, sizeof r.s, "dp %d%spp %d%stp %d", p->dp, sep, p->pp, sep, p->tp);
-    if (p->ep > 1) { /* the EP ranks are DP ranks: named after the layout, not a factor of it */
+    if (p->ep > 1) { /* the EP ranks fold the stage's: named after the layout, not a factor of it */
         size_t n = strlen(r.s);
         snprintf(r.s + n, sizeof r.s - n, " (ep %d)", p->ep);
     }
@@ -137,7 +137,10 @@ int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c)
     return 0;
 }
 
-/* Expert parallelism: ep divides dp and the experts; > 1 needs experts;
+/* Expert parallelism: ep divides the stage's tp x cp x dp ranks (Megatron-
+ * Core's MoE parallel folding with expert tensor parallelism 1: the EP
+ * groups are ep consecutive ranks of the stage, tp fastest) and the
+ * experts; > 1 needs experts;
  * the imbalance factor from 1 to its maximum, other than 1 only with experts. */
 int mk_plan_check_ep(const mk_plan_t *p)
 {
@@ -148,7 +151,10 @@ int mk_plan_check_ep(const mk_plan_t *p)
         return mk_error_set("--moe-imbalance %g needs a model with experts (this one is dense)", p->moe_imbalance);
     if (p->ep == 1) return 0;
     if (E <= 0) return mk_error_set("--ep %d needs a model with experts (this one is dense)", p->ep);
-    if (p->dp % p->ep) return mk_error_set("--ep %d does not divide dp %d (EP ranks come from the data-parallel group)", p->ep, p->dp);
+    int64_t ranks = (int64_t)p->tp * (p->cp > 1 ? p->cp : 1) * p->dp;
+    if (ranks % p->ep)
+        return mk_error_set("--ep %d does not divide a stage's tp x cp x dp = %lld ranks (the EP groups fold them: "
+                            "expert tensor parallelism 1)", p->ep, (long long)ranks);
     if (E % p->ep) return mk_error_set("--ep %d does not divide the %d experts", p->ep, E);
     return 0;
 }

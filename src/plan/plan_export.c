@@ -103,6 +103,8 @@ static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
     put(b, " --tensor-model-parallel-size %d --pipeline-model-parallel-size %d", p->tp, p->pp);
     if (p->cp > 1) put(b, " --context-parallel-size %d", p->cp);
     if (p->ep > 1) put(b, " --expert-model-parallel-size %d", p->ep);
+    /* the experts whole on each rank (merak's model; Megatron's default is tp) */
+    if (p->model.num_experts > 0 && p->tp > 1) put(b, " --expert-tensor-parallel-size 1");
     if (p->vpp > 1) put(b, " --num-layers-per-virtual-pipeline-stage %d", p->model.num_layers / (p->pp * p->vpp));
     if (p->first_stage_layers) put(b, " --decoder-first-pipeline-num-layers %d", p->first_stage_layers);
     if (p->last_stage_layers) put(b, " --decoder-last-pipeline-num-layers %d", p->last_stage_layers);

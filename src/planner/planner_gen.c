@@ -369,11 +369,12 @@ static int layout_batches(mk_search_t *S, int dp, int cp, int pp, int tp, int *a
         *any_batch = 1;
         if (++S->combo >= MK_PL_MAX_COMBOS) return mk_error_set("more than %ld (layout, micro-batch) pairs to search", MK_PL_MAX_COMBOS);
         S->combo_seq = 0; /* the ranks' shares: layout_candidates */
-        /* expert parallelism: every ep dividing dp and the experts, 1 first
-           (a dense model has only ep 1: its candidates are unchanged) */
-        for (int ep = 1, epi = 0; ep <= dp; ep++) {
-            if (!divides(ep, dp) || (ep > 1 && !(S->model->num_experts > 0 && divides(ep, S->model->num_experts))))
-                continue;
+        /* expert parallelism: every ep dividing the stage's tp x cp x dp ranks
+           (MoE parallel folding) and the experts, 1 first (a dense model has
+           only ep 1: its candidates are unchanged) */
+        int ranks = tp * cp * dp, E = S->model->num_experts > 0 ? S->model->num_experts : 1;
+        for (int ep = 1, epi = 0; ep <= ranks && ep <= E; ep++) {
+            if (!divides(ep, ranks) || !divides(ep, E)) continue;
             S->combo_seq = epi++ * MK_SCHED_COUNT * MK_PL_SCHED_SEQ;
             if (S->counting) {
                 S->combos++;

@@ -202,7 +202,7 @@ typedef struct {
  * the next one's indices (ranks share the search by units of a schedule,
  * each with its fixed range: MK_PL_UNIT_SEQ), and the
  * order is the generation order.  At most 2^24 / (11 x 2048) = 744 ep
- * values (ep divides dp and the experts: under 100 values for 16,384 experts)
+ * values (ep divides tp x cp x dp and the experts: under 100 values for 16,384 experts)
  * and 2^28 combos, so an index with MK_LATE_VARIANT stays below 2^53 and
  * exact as a double (merge_closest sends it so). */
 #define MK_PL_SCHED_SEQ 2048L
