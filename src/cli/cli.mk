@@ -1,10 +1,10 @@
 # cli module: the `merak` program; one file per subcommand, argument parsing
 # and the model/plan/file options shared by them.  Only this module prints.
-merak_SOURCES += src/cli/cli.c src/cli/cli_args.c src/cli/cli_argv.c src/cli/cli_files.c src/cli/cli_model.c \
+merak_SOURCES += src/cli/cli.c src/cli/cli_args.c src/cli/cli_flags.c src/cli/cli_argv.c src/cli/cli_files.c src/cli/cli_model.c \
 	src/cli/cli_plan.c src/cli/cli_sched.c src/cli/cli_sim.c src/cli/cli_plan_cmd.c \
 	src/cli/cli_run.c src/cli/cli_profile.c src/cli/cli_trace.c src/cli/cli_fmt.c src/cli/cli_plot.c \
 	src/cli/cli_blas.c
-noinst_HEADERS += src/cli/cli.h
+noinst_HEADERS += src/cli/cli.h src/cli/cli_flags.h
 merak_LDADD = $(LDADD)
 
 TESTS += tests/cli-model.sh tests/cli-errors.sh tests/cli-help.sh tests/cli-llama.sh tests/cli-format.sh tests/mpi-blas.sh
