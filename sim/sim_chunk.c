@@ -109,6 +109,11 @@ static void ep_alltoall(const mk_sim_state_t *R, const mk_op_t *o, double N, mk_
 {
     double S = N * o->topk * o->width * mk_dtype_bytes(R->p->dtype) / (seqpar_of(R->p) ? R->p->tp : 1);
     t->n_a2a = 2;
+    if (R->p->moe_deepep) { /* a token once to each node holding its experts, then NVLink */
+        t->a2a_full = mk_cost_a2a_deepep(R->c, &R->epg, S, o->topk, o->experts);
+        t->a2a_half = mk_cost_a2a_deepep(R->c, &R->epg, S / 2, o->topk, o->experts);
+        return;
+    }
     t->a2a_full = mk_cost_coll(R->c, MK_COLL_ALLTOALL, &R->epg, S);
     t->a2a_half = mk_cost_coll(R->c, MK_COLL_ALLTOALL, &R->epg, S / 2);
 }

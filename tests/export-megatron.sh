@@ -28,6 +28,10 @@ roundtrip "mixtral, ep 4, selective" dgx-h100 32 --model mixtral-8x7b --dp 4 --e
   --seq-length 4096 --recompute selective
 # merak's experts are whole on each rank (expert tensor parallelism 1), Megatron-LM's default is tp: said
 check "--expert-tensor-parallel-size 1 exported with tp > 1" grep -q -- "--expert-model-parallel-size 4 --expert-tensor-parallel-size 1 " "$tmpdir/cmd"
+check "the all-to-all dispatcher exported (Megatron-LM's default is allgather)" grep -q -- "--moe-token-dispatcher-type alltoall" "$tmpdir/cmd"
+roundtrip "mixtral, DeepEP (the flex dispatcher)" dgx-h100 32 --model mixtral-8x7b --dp 4 --ep 8 --pp 2 --tp 4 --gbs 64 \
+  --seq-length 4096 --sequence-parallel --recompute selective --moe-enable-deepep
+check "DeepEP exported" grep -q -- "--moe-token-dispatcher-type flex --moe-enable-deepep" "$tmpdir/cmd"
 roundtrip "mixtral, ep 8 folding tp 4 x dp 4 (MoE parallel folding)" dgx-h100 32 --model mixtral-8x7b --dp 4 --ep 8 \
   --pp 2 --tp 4 --gbs 64 --seq-length 4096 --sequence-parallel --recompute selective
 roundtrip "a head dim apart from hidden / heads (--kv-channels)" dgx-h100 16 --model llama-3-8b --kv-channels 96 \

@@ -79,6 +79,42 @@ assert abs(r["exposed_comm_s"]["ep"] - len(ev) * want) <= 1e-9, (r["exposed_comm
 ' "$tmpdir/t.json" $gpn "$tmpdir/r.json"
 done
 
+# DeepEP (--moe-enable-deepep): a token crosses once to each other node holding
+# one of its k = 2 experts (E = 4, two a node: hit with 1 - (2/4)(1/3) = 5/6), then
+# NVLink; the NIC and NVLink parts overlap: a_e + a_i + max(S/k (nn-1) h / (b_e/2),
+# S ((ppn-1)/n + (n-ppn)/n (ppn-1)/ppn) / b_i); the plan says so, and run refuses it
+"$MERAK" sim --model moe-tiny --cluster "$tmpdir/c2.json" --dp 4 --ep 4 --gbs 8 --recompute none --moe-enable-deepep \
+  --trace "$tmpdir/t.json" --json >"$tmpdir/r.json"
+check "DeepEP: every A2A.ep lasts the node-deduplicated time, less than the pairwise exchange's" "$PY" -c '
+import json, sys
+S = 64 * 2 * 64 * 2; n, ppn, k = 4, 2, 2
+inter = S / k * 1 * (5 / 6) / 0.5e9
+intra = S * ((ppn - 1) / n + (n - ppn) / n * (ppn - 1) / ppn) / 1e10
+want = 1e-4 + 1e-5 + max(inter, intra)
+pair = (1e-5 + S / n / 1e10) + 2 * (1e-4 + S / n / 0.5e9)
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") == "A2A.ep"]
+assert ev and all(abs(e["dur"] * 1e-6 - want) <= 1e-9 for e in ev), (ev[0]["dur"], want)
+assert want < pair
+assert json.load(open(sys.argv[2]))["plan"]["moe_deepep"] is True
+' "$tmpdir/t.json" "$tmpdir/r.json"
+"$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["plan"], open(sys.argv[2], "w"))' \
+  "$tmpdir/r.json" "$tmpdir/deepep.json"
+"$MERAK" sim --plan "$tmpdir/deepep.json" --cluster "$tmpdir/c2.json" --json >"$tmpdir/b.json" 2>&1
+check "DeepEP: a plan file keeps it (the same step)" "$PY" -c '
+import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["plan"]["moe_deepep"] is True and a["step_time_s"] == b["step_time_s"], (a["step_time_s"], b["step_time_s"])
+' "$tmpdir/r.json" "$tmpdir/b.json"
+expect_fail "DeepEP: flex without its backend" "--moe-token-dispatcher-type flex needs its backend: --moe-enable-deepep" -- \
+  "$MERAK" sim --model moe-tiny --moe-token-dispatcher-type flex
+expect_fail "DeepEP: with the alltoall dispatcher" "the flex dispatcher's backend, not alltoall's" -- \
+  "$MERAK" sim --model moe-tiny --moe-token-dispatcher-type alltoall --moe-enable-deepep
+expect_fail "DeepEP: allgather (not modelled)" "must be alltoall or flex" -- \
+  "$MERAK" sim --model moe-tiny --moe-token-dispatcher-type allgather
+expect_fail "DeepEP: a dense model" "--moe-enable-deepep needs a model with experts" -- \
+  "$MERAK" sim --model gpt-tiny --moe-enable-deepep
+expect_fail "DeepEP: run" "--moe-enable-deepep is for merak sim and merak plan" -- \
+  "$MERAK" run --model moe-tiny --moe-enable-deepep --steps 1
+
 # gradients: the dense 83,520 parameters' all-reduced over dp 4, the
 # experts' over dp / ep ranks (none at ep 4): one bucket, fp32 (bf16's gradients), auto =
 # min(ring 2(n-1)(a + S/(n b)), tree 2 ceil(log2 n) a + 2 S / b) over 4 ranks

@@ -74,6 +74,18 @@ double mk_cost_p2p(const mk_cluster_t *c, int inter, int sharers, double bytes);
  * rank per node) the cheaper of ring and tree, across nodes hierarchical
  * (no flag selects another: NCCL_ALGO's choice is not modelled). */
 double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes);
+/* One rank's EP all-to-all by DeepEP's normal kernels (DeepSeek-V3's
+ * report, arXiv:2412.19437 section 3.2.2; deepseek-ai/DeepEP): of its
+ * send buffer of S bytes (T tokens x k copies), a token crosses once to
+ * each other node holding one of its k experts, to the GPU of its own
+ * in-node index there, which forwards it over NVLink; the NIC and NVLink
+ * traffic overlap.  With the E experts spread evenly over the group's
+ * nodes nn (ppn = g's ranks a node) and routed uniformly, a node is hit
+ * with probability h = 1 - prod_{i<k} (E - E/nn - i) / (E - i):
+ *   inter = S/k (nn - 1) h / b_nic,   intra = S [(ppn-1)/n + (n-ppn)/n (ppn-1)/ppn] / b_nvl,
+ *   time  = a_e + a_i + max(inter, intra)
+ * (one node: the pairwise exchange's intra part).  k, E: the MoE op's. */
+double mk_cost_a2a_deepep(const mk_cluster_t *c, const mk_group_t *g, double bytes, int k, int E);
 /* The plain ring formula on one link class: 2(n-1)a + 2(n-1)/n S/b (AR). */
 double mk_cost_ring(mk_coll_kind_t kind, int n, double alpha, double beta, double bytes);
 

@@ -68,6 +68,10 @@ typedef struct mk_plan {
                                  * dp and E; 1: none (dense models: always 1) */
     double moe_imbalance;       /* the busiest expert's load over the mean N*k/E (>= 1; 1:
                                  * balanced; the executor's measured routing calibrates it) */
+    int moe_deepep;             /* 1: the EP all-to-alls by DeepEP's normal kernels (Megatron-
+                                 * Core's --moe-token-dispatcher-type flex --moe-enable-deepep):
+                                 * a token crosses to each node holding its experts once, then
+                                 * NVLink (cost.h mk_cost_a2a_deepep); 0: the pairwise all-to-all */
     int mbs;                    /* micro-batch size b */
     int m;                      /* micro-batches per replica: gbs / (dp*mbs) */
     mk_sched_kind_t schedule;

@@ -63,6 +63,7 @@ typedef struct mk_planner_opts {
     int exhaustive;           /* simulate every candidate that fits (tests) */
     int refine;               /* refine the best plan's partition (default on: -1) */
     double moe_imbalance;     /* MoE: every candidate's --moe-imbalance (0: 1, balanced) */
+    int moe_deepep;           /* MoE: every candidate's dispatcher (mk_plan_t.moe_deepep) */
     mk_attn_backend_t attention; /* every candidate's attention core (auto: settled against the
                                     cluster once, mk_plan_attention); mk_planner_opts_init: unfused,
                                     merak plan: auto */

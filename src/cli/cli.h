@@ -35,6 +35,8 @@ typedef struct mk_args {
     int dp, pp, tp, cp, mbs, gbs, vpp; /* 0: not given */
     int ep, etp;                   /* --ep, --expert-tensor-parallel-size (0: not given) */
     double moe_imbalance;          /* --moe-imbalance (0: not given) */
+    int moe_deepep;                /* --moe-enable-deepep */
+    const char *moe_dispatcher;    /* --moe-token-dispatcher-type alltoall|flex (NULL: alltoall) */
     int micro_batches;
     const char *schedule, *recompute, *partition;
     const char *zero_shard_group;  /* --zero-shard-group dp|node (NULL: dp) */
@@ -199,6 +201,8 @@ int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out);
  * message printed. */
 int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
 int mk_args_elementwise(const mk_args_t *a, int *eager);
+/* --moe-enable-deepep / --moe-token-dispatcher-type into mk_plan_t.moe_deepep (-1: printed) */
+int mk_args_deepep(const mk_args_t *a, int *deepep);
 /* --grad-reduce-dtype D or --accumulate-allreduce-grads-in-fp32 into *out
  * (mk_plan_t.grad_reduce_dtype's encoding), left as it is when neither is
  * given; 0, or -1 with the message printed. */

@@ -282,6 +282,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_SCHEDULE: return &a->schedule;
     case O_RECOMPUTE: return &a->recompute;
     case O_RECOMPUTE_METHOD: return &a->recompute_method;
+    case O_MOE_DISPATCHER: return &a->moe_dispatcher;
     case O_CLUSTER: return &a->cluster;
     case O_PARTITION: return &a->partition;
     case O_ZERO_SHARD: return &a->zero_shard_group;
@@ -362,6 +363,9 @@ static int arch_store(mk_args_t *a, int id, const char *v)
  * counterpart (mk_args_plan checks N). */
 static int check_string(const mk_args_t *a, int id, const char *name, const char *v)
 {
+    if (id == O_MOE_DISPATCHER && strcmp(v, "alltoall") && strcmp(v, "flex"))
+        return mk_cli_fail(a->cmd, "--%s must be alltoall or flex (merak models the all-to-all dispatch), got '%s'",
+                           name, v), -1;
     if (id != O_RECOMPUTE_METHOD || !strcmp(v, "uniform") || !strcmp(v, "block")) return 0;
     return mk_cli_fail(a->cmd, "--%s must be uniform or block, got '%s'", name, v), -1;
 }
@@ -383,6 +387,7 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *name, const 
     }
     if (f->id == O_VERIFY) a->verify = 1;
     else if (f->id == O_SEQPAR) a->seqpar = 1;
+    else if (f->id == O_MOE_DEEPEP) a->moe_deepep = 1;
     else if (f->id == O_OFFLOAD) a->optimizer_offload = 1;
     else if (f->id == O_TP_COMM_OVERLAP) a->tp_comm_overlap = 1;
     else if (f->id == O_OVERLAP_GRAD || f->id == O_NO_OVERLAP_GRAD) a->overlap_grad_reduce = f->id == O_OVERLAP_GRAD;

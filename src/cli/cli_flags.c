@@ -64,6 +64,8 @@ const mk_flag_t mk_flags[] = {
     {"ep", O_EP, G_L, I, 1, 1, MK_MAX_EP},
     {"expert-tensor-parallel-size", O_ETP, G_L, I, 1, 1, MK_MAX_TP},
     {"moe-imbalance", O_MOE_IMBALANCE, G_L | MK_OPTG_PLAN, R, 1, 1, MK_MAX_MOE_IMBALANCE},
+    {"moe-enable-deepep", O_MOE_DEEPEP, G_L | MK_OPTG_PLAN, N, 1, 0, 0},
+    {"moe-token-dispatcher-type", O_MOE_DISPATCHER, G_L | MK_OPTG_PLAN, S, 1, 0, 0},
     {"mbs", O_MBS, G_L | MK_OPTG_BATCH, I, 1, 1, MK_MAX_MBS},
     {"gbs", O_GBS, G_L | MK_OPTG_PLAN | MK_OPTG_BATCH, I, 1, 1, MK_MAX_GBS},
     {"vpp", O_VPP, G_L | MK_OPTG_SCHED, I, 1, 1, MK_MAX_VSTAGES},

@@ -65,6 +65,22 @@ int mk_args_elementwise(const mk_args_t *a, int *eager)
     return 0;
 }
 
+/* Megatron-Core's dispatcher flags as it pairs them: --moe-enable-deepep
+ * is the flex dispatcher's backend (--moe-token-dispatcher-type flex, or
+ * the type left out); flex without a backend, or alltoall with DeepEP, is
+ * refused rather than guessed at. */
+int mk_args_deepep(const mk_args_t *a, int *deepep)
+{
+    int flex = a->moe_dispatcher && !strcmp(a->moe_dispatcher, "flex");
+    *deepep = a->moe_deepep;
+    if (flex && !a->moe_deepep)
+        return mk_cli_fail(a->cmd, "--moe-token-dispatcher-type flex needs its backend: --moe-enable-deepep"), -1;
+    if (a->moe_deepep && a->moe_dispatcher && !flex)
+        return mk_cli_fail(a->cmd, "--moe-enable-deepep is the flex dispatcher's backend, not %s's "
+                           "(--moe-token-dispatcher-type flex, or leave it out)", a->moe_dispatcher), -1;
+    return 0;
+}
+
 /* Megatron-LM's --recompute-method / --recompute-num-layers (-1: not
  * given; Megatron's default 1) with --recompute-granularity full: uniform
  * 1 is merak's full recompute, block 0 none (the first 0 blocks of each
@@ -104,6 +120,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->cp = a->cp ? a->cp : 1;
     p->ep = a->ep ? a->ep : 1;
     if (a->moe_imbalance > 0) p->moe_imbalance = a->moe_imbalance;
+    if (mk_args_deepep(a, &p->moe_deepep) < 0) return -1;
     if (a->etp > 1)
         return mk_cli_fail(a->cmd, "--expert-tensor-parallel-size %d: only 1 is supported (the experts are "
                            "not split over tensor-parallel ranks yet)", a->etp), -1;

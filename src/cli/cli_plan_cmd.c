@@ -51,6 +51,7 @@ static const char *plan_usage =
     "                   bf16 and fp8, Megatron-LM's) or the plan's 16-bit type (fp16's default;\n"
     "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"
     "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
+    "  --moe-enable-deepep  MoE: every plan's all-to-alls by DeepEP (merak sim --help)\n"
     "  --tp-comm-overlap  every sequence-parallel plan with tp > 1 runs Transformer Engine's TP\n"
     "                   communication overlap, as Megatron-Core's H100 recipes do (merak sim --help;\n"
     "                   merak run refuses such a plan)\n"
@@ -457,12 +458,14 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.moe_imbalance = a->moe_imbalance;
     o.tp_comm_overlap = a->tp_comm_overlap;
     if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
+        mk_args_deepep(a, &o.moe_deepep) < 0 ||
         mk_args_elementwise(a, &o.eager) < 0 ||
         mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
         return MK_EXIT_USAGE;
     base.dtype = o.dtype, base.grad_reduce_dtype = o.grad_reduce_dtype;
     if (mk_plan_check_grad_dtype(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */
+    base.moe_deepep = o.moe_deepep;
     if (mk_plan_check_ep(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.rank = rank, o.size = size;
     if (apply_baseline(a->baseline, &o) < 0 || apply_export(a, &o) < 0 || apply_schedules(a->schedules, &o) < 0)

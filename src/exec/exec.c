@@ -91,6 +91,8 @@ static int exec_check_moe(const mk_plan_t *p)
     int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
     if (p->model.moe_router_bias && p->zero > 1) /* the biases move on every rank's whole copy */
         return mk_error_set("the router's expert bias with --zero %d is not supported by run", p->zero);
+    if (p->moe_deepep)
+        return mk_error_set("--moe-enable-deepep is for merak sim and merak plan: run's all-to-alls are MPI's");
     if (p->ep > 1 && p->dp % p->ep)
         return mk_error_set("--ep %d over tensor- or context-parallel ranks (MoE parallel folding) is for merak sim "
                             "and merak plan: run's EP ranks are data-parallel ranks (ep divides dp %d)", p->ep, p->dp);

@@ -72,7 +72,7 @@ mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep)
     else snprintf(r.s, sizeof r.s, "dp %d%spp %d%stp %d", p->dp, sep, p->pp, sep, p->tp);
     if (p->ep > 1) { /* the EP ranks fold the stage's: named after the layout, not a factor of it */
         size_t n = strlen(r.s);
-        snprintf(r.s + n, sizeof r.s - n, " (ep %d)", p->ep);
+        snprintf(r.s + n, sizeof r.s - n, " (ep %d%s)", p->ep, p->moe_deepep ? ", DeepEP" : "");
     }
     return r;
 }
@@ -149,6 +149,7 @@ int mk_plan_check_ep(const mk_plan_t *p)
         return mk_error_set("--moe-imbalance must be from 1 to %g, got %g", MK_MAX_MOE_IMBALANCE, p->moe_imbalance);
     if (p->moe_imbalance != 1.0 && E <= 0)
         return mk_error_set("--moe-imbalance %g needs a model with experts (this one is dense)", p->moe_imbalance);
+    if (p->moe_deepep && E <= 0) return mk_error_set("--moe-enable-deepep needs a model with experts (this one is dense)");
     if (p->ep == 1) return 0;
     if (E <= 0) return mk_error_set("--ep %d needs a model with experts (this one is dense)", p->ep);
     int64_t ranks = (int64_t)p->tp * (p->cp > 1 ? p->cp : 1) * p->dp;

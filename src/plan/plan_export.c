@@ -98,6 +98,15 @@ static void model_args(mk_argbuf_t *b, const mk_model_config_t *m)
     if (m->moe_capacity > 0) put(b, " --moe-expert-capacity-factor %g", m->moe_capacity);
 }
 
+/* The dispatcher merak costs: the all-to-all (Megatron-LM's default is
+ * allgather), or DeepEP's under the flex dispatcher. */
+static void dispatcher_args(mk_argbuf_t *b, const mk_plan_t *p)
+{
+    if (!p->model.num_experts) return;
+    if (p->moe_deepep) put(b, " --moe-token-dispatcher-type flex --moe-enable-deepep");
+    else put(b, " --moe-token-dispatcher-type alltoall");
+}
+
 static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
 {
     put(b, " --tensor-model-parallel-size %d --pipeline-model-parallel-size %d", p->tp, p->pp);
@@ -140,6 +149,7 @@ int mk_plan_export_megatron(const mk_plan_t *p, int gpus_per_node, char *buf, si
     put(&b, "torchrun --nnodes %lld --nproc-per-node %d pretrain_gpt.py", (long long)(g / per), per);
     parallel_args(&b, p);
     model_args(&b, &p->model);
+    dispatcher_args(&b, p);
     if (b.k >= n) return mk_error_set("the command is longer than %zu bytes", n);
     return 0;
 }

@@ -281,6 +281,7 @@ static int unit_plan(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, int dp,
     p->tp_comm_overlap = o->tp_comm_overlap && sp && tp > 1;
     p->dp = dp, p->cp = cp, p->ep = ep, p->pp = pp, p->tp = tp, p->vpp = v, p->mbs = mbs, p->seqpar = sp;
     if (o->moe_imbalance > 0) p->moe_imbalance = o->moe_imbalance;
+    p->moe_deepep = o->moe_deepep;
     p->schedule = (mk_sched_kind_t)k;
     p->n_vstages = (int)mk_plan_vstages(p);
     p->m = mk_plan_micro_batches(p);
