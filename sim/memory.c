@@ -72,9 +72,14 @@ double mk_sim_tied_params(const mk_graph_t *g, int tp)
 
 /* ---- ZeRO (issue 17): the per-rank state over the sharding group ---- */
 
+/* Layer l's parameters on one rank as ZeRO-2/3 gather and reduce them: a
+ * TP rank's share, of an MoE layer's routed experts this rank's E/ep
+ * (the others' are never gathered here: they live on the other EP ranks),
+ * the tied copy where the layer uses or reduces it. */
 double mk_sim_layer_zparams(const mk_plan_t *p, const mk_graph_t *g, int l, int gather)
 {
-    double x = g->layers[l].params_rep + g->layers[l].params_split / p->tp;
+    double pe = mk_sim_expert_params(g, l, l + 1, p->tp), ep = p->ep > 1 ? p->ep : 1;
+    double x = g->layers[l].params_rep + g->layers[l].params_split / p->tp - pe + pe / ep;
     if (l == g->n_layers - 1 && (gather || mk_plan_ends_apart(p))) x += mk_sim_tied_params(g, p->tp);
     return x;
 }

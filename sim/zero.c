@@ -60,16 +60,20 @@ static int tp_durations(const mk_tpl_t *L, int n, int lvl, double *dur)
 
 /* The gather of layer l's weights, and the reduction of its gradient
  * (reduce-scatter over the group; hybrid: the shard's all-reduce over the
- * replicas). */
+ * replicas): the dense part over the ZeRO group, this rank's experts of
+ * an MoE layer over the ranks of it that hold them (R->ezg). */
 static void layer_comm(const mk_sim_state_t *R, int l, double *ag, double *rs, double *ar)
 {
     double w, gr, opt;
     mk_sim_param_bytes(R->p, &w, &gr, &opt);
     const mk_cluster_t *c = R->c;
-    *ag = mk_cost_coll(c, MK_COLL_ALLGATHER, &R->zg, w * mk_sim_layer_zparams(R->p, R->g, l, 1));
-    double gb = gr * mk_sim_layer_zparams(R->p, R->g, l, 0);
-    *rs = mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, &R->zg, gb);
-    *ar = R->nrep > 1 ? mk_cost_coll(c, MK_COLL_ALLREDUCE, &R->rg, gb / R->zk) : 0;
+    double pe = mk_sim_expert_params(R->g, l, l + 1, R->p->tp) / (R->p->ep > 1 ? R->p->ep : 1);
+    double pg = mk_sim_layer_zparams(R->p, R->g, l, 1) - pe, pr = mk_sim_layer_zparams(R->p, R->g, l, 0) - pe;
+    *ag = mk_cost_coll(c, MK_COLL_ALLGATHER, &R->zg, w * pg) +
+          (pe > 0 ? mk_cost_coll(c, MK_COLL_ALLGATHER, &R->ezg, w * pe) : 0);
+    *rs = mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, &R->zg, gr * pr) +
+          (pe > 0 ? mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, &R->ezg, gr * pe) : 0);
+    *ar = R->nrep > 1 ? mk_cost_coll(c, MK_COLL_ALLREDUCE, &R->rg, gr * (pr + pe) / R->zk) : 0;
 }
 
 /* An embedding layer's backward scatters its gradient into the table's

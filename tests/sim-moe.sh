@@ -79,6 +79,19 @@ assert abs(r["exposed_comm_s"]["ep"] - len(ev) * want) <= 1e-9, (r["exposed_comm
 ' "$tmpdir/t.json" $gpn "$tmpdir/r.json"
 done
 
+# ZeRO-3 with ep 2: an MoE layer's gather moves its 320 dense parameters
+# over the 4 ZeRO ranks and this rank's 2 of the 4 experts (49,152) over
+# the 2 ranks that hold them (every 2nd), bf16, rings inside one node: not
+# the layer's whole 98,624 (the other experts live on the other EP ranks)
+"$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --zero 3 --gbs 8 --trace "$tmpdir/t.json" \
+  >/dev/null 2>&1
+check "ZeRO-3, ep 2: an MoE layer gathers its dense part over 4 and its own experts over 2" "$PY" -c '
+import json, sys
+want = 3 * (1e-5 + 2 * 320 / (4 * 1e10)) + 1 * (1e-5 + 2 * 49152 / (2 * 1e10))
+ev = [e for e in json.load(open(sys.argv[1]))["traceEvents"] if e.get("name") == "AG.zero" and e["args"]["layer"] == 2]
+assert ev and all(abs(e["dur"] * 1e-6 - want) <= 1e-12 for e in ev), (ev[0]["dur"] * 1e-6, want)
+' "$tmpdir/t.json"
+
 # DeepEP (--moe-enable-deepep): a token crosses once to each other node holding
 # one of its k = 2 experts (E = 4, two a node: hit with 1 - (2/4)(1/3) = 5/6), then
 # NVLink; the NIC and NVLink parts overlap: a_e + a_i + max(S/k (nn-1) h / (b_e/2),
