@@ -19,7 +19,11 @@ source (it is also how the simulator is judged on runs not in this folder):
               fields experts, topk, moe_ffn (and shared_ffn) an MoE model
               (Megatron-Core's --num-experts, --moe-router-topk,
               --moe-ffn-hidden-size, --moe-shared-expert-intermediate-size)
-              and the row's ep (--expert-model-parallel-size) as --ep
+              and the row's ep (--expert-model-parallel-size) as --ep (its
+              EP groups folding TP ranks in, expert tensor parallelism 1),
+              a dispatcher "deepep" as --moe-enable-deepep; head_dim apart
+              from hidden / heads as --kv-channels, qk_norm as
+              --qk-layernorm, untied as --untie-embeddings-and-output-weights
   layout      the row's dp, pp, tp and cp (context parallelism: each
               sequence over cp ranks in 2cp chunks, a K/V ring)
   schedule    interleaved with --vpp V when vpp > 1, else 1f1b
@@ -98,14 +102,15 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = [os.path.join(HERE, f) for f in ("multi-node.json", "single-node.json", "long-context.json", "torchtitan.json",
-                                           "nemo-summary.json", "mt-nlg.json")]
+                                           "nemo-summary.json", "mt-nlg.json", "moe-modelzoo.json")]
 MBS_SEARCH = (1, 2, 4, 8)
 UNKNOWN_VOCAB = 50257
 # The regression subset (seconds): rows of every source the simulator
 # expresses, spread over layouts (file stem, row index).
 SUBSET = [("multi-node", i) for i in (0, 3, 6, 13, 22, 32, 39, 47, 53, 58, 62, 66, 70)] + \
          [("single-node", i) for i in range(0, 1440, 90)] + [("long-context", i) for i in (0, 4, 8)] + \
-         [("torchtitan", i) for i in (0, 7)] + [("nemo-summary", i) for i in (0, 6)] + [("mt-nlg", 0)]
+         [("torchtitan", i) for i in (0, 7)] + [("nemo-summary", i) for i in (0, 6)] + [("mt-nlg", 0)] + \
+         [("moe-modelzoo", 3)]
 CHECK_SLACK = 1.0   # percentage points
 
 
@@ -123,6 +128,8 @@ def source_label(row):
         return "NeMo 24.07 H100 FP8"
     if "Megatron-Turing NLG" in s:
         return "MT-NLG 530B (Megatron-DeepSpeed)"
+    if "Megatron MoE Model Zoo" in s:
+        return "Megatron MoE Model Zoo (Qwen3-235B, H100)"
     if "NeMo" in s and "Long Sequence" in s:
         return "NeMo long sequence " + t.split(" - ")[-1].split(",")[0]
     return s[:40]
@@ -212,6 +219,12 @@ def model_flags(m):
          "--vocab-size", str(vocab), "--ffn-hidden-size", str(m["ffn"])]
     if llama and m.get("kv_heads") and m["kv_heads"] != m["heads"]:
         f += ["--group-query-attention", "--num-query-groups", str(m["kv_heads"])]
+    if m.get("head_dim") and m["head_dim"] * m["heads"] != m["hidden"]:
+        f += ["--kv-channels", str(m["head_dim"])]
+    if m.get("qk_norm"):
+        f += ["--qk-layernorm"]
+    if m.get("untied"):
+        f += ["--untie-embeddings-and-output-weights"]
     if m.get("experts"):
         f += ["--num-experts", str(m["experts"]), "--moe-router-topk", str(m.get("topk") or 2),
               "--moe-ffn-hidden-size", str(m.get("moe_ffn") or m["ffn"])]
@@ -306,6 +319,8 @@ def express(row):
         return missing
     if row.get("float8"):
         return "torchao Float8 training (not modelled)"
+    if row.get("ep_a2a_overlap"):
+        return "EP all-to-alls overlapped with another micro-batch's compute in 1F1B (not modelled)"
     cl = cluster_of(row)
     if not cl:
         return "no cluster preset for GPU type %r" % row.get("gpu_type")
@@ -319,6 +334,7 @@ def express(row):
     base = ["--cluster", cl] + model_flags(row["model"]) + \
         ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + \
         (["--cp", str(cp)] if cp > 1 else []) + (["--ep", str(row["ep"])] if (row.get("ep") or 1) > 1 else []) + \
+        (["--moe-enable-deepep"] if row.get("dispatcher") == "deepep" else []) + \
         opt + dtype_flags(row) + grad_flags(row) + \
         (["--cross-entropy", "torch"] if torchtitan(row) else []) + \
         (["--elementwise", "eager"] if torchtitan(row) and not row.get("compile") else []) + \
