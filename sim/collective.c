@@ -100,13 +100,13 @@ double mk_cost_a2a_deepep(const mk_cluster_t *c, const mk_group_t *g, double byt
 {
     int n = g->n, ppn = g->per_node < n ? g->per_node : n;
     if (c->ideal || n <= 1 || bytes <= 0) return 0;
-    if (ppn >= n) return alltoall(c, g, bytes); /* one node: NVLink only, as the pairwise exchange's */
+    if (ppn >= n) return mk_cost_coll(c, MK_COLL_ALLTOALL, g, bytes); /* one node: NVLink only, the pairwise one's */
     double nn = (double)n / ppn, miss = 1, per = E / nn;
     for (int i = 0; i < k && i < E; i++) miss *= E - per - i > 0 ? (E - per - i) / (E - i) : 0;
     double inter = bytes / (k > 0 ? k : 1) * (nn - 1) * (1 - miss) / nic_beta(c, g->sharers);
     double intra = bytes * ((ppn - 1.0) / n + (double)(n - ppn) / n * (ppn - 1.0) / ppn) / c->intra.beta_Bps;
     double t = c->inter.alpha_s + c->intra.alpha_s + (inter > intra ? inter : intra);
-    double host = c->dev.host_op_s;
+    double host = c->dev.host_op_s; /* one op the framework issues, as mk_cost_coll's */
     return host > t ? host : t;
 }
 
