@@ -56,12 +56,9 @@ double mk_sim_layers_params(const mk_graph_t *g, int l0, int l1, int tp)
 
 double mk_sim_expert_params(const mk_graph_t *g, int l0, int l1, int tp)
 {
-    if (g->cfg.num_experts <= 0) return 0; /* a dense model has none: no walk over its ops */
+    if (g->cfg.num_experts <= 0) return 0; /* a dense model has none */
     double sum = 0;
-    for (int l = l0; l < l1; l++)
-        for (int i = g->layers[l].first_op; i < g->layers[l].first_op + g->layers[l].n_ops; i++)
-            if (g->ops[i].kind == MK_OPK_MOE)
-                sum += g->ops[i].expert_params / (g->ops[i].tp_role == MK_TP_REPLICATED ? 1 : tp);
+    for (int l = l0; l < l1; l++) sum += g->layers[l].expert_rep + g->layers[l].expert_split / tp;
     return sum;
 }
 

@@ -97,6 +97,7 @@ typedef struct mk_layer {
     double out_bytes;        /* activation leaving it (what a stage boundary sends) */
     double act_rep, act_split, act_scores; /* sums of the ops' saved bytes (see mk_op_t) */
     double params_rep, params_split;       /* parameters whole on every TP rank / split over t */
+    double expert_rep, expert_split;       /* of them, an MoE op's routed experts' (likewise) */
     int has_tp_pair;         /* holds a column/row pair: 2 TP all-reduces fwd, 2 bwd per block */
     int n_tp_allreduce;      /* row-parallel linears: all-reduces in forward */
     int twin;                /* an earlier layer equal to this one but for names, block numbers and
