@@ -2,7 +2,9 @@
 # moe-tiny (llama-tiny's attention, 4 SwiGLU experts of 128, top-2) on up to
 # 8 ranks gives the one-rank losses (2 steps, 1e-5 relative) and step-1
 # gradients (per tensor, 1e-5) under dp, pp, tp (experts replicated on the
-# TP ranks), expert parallelism (ep 2 and 4: the all-to-alls), recompute
+# TP ranks), expert parallelism (ep 2 and 4: the all-to-alls), TP with
+# sequence parallelism (each TP rank's rows, EP groups folded over tp x dp,
+# as Megatron-Core and merak sim lay them out; checkpoints too), recompute
 # and zero-bubble schedules; with a capacity factor (drops in token order of
 # each micro-batch, decided before dispatch) too.  One rank alone: the loss
 # falls, aux_losses reported.  Checkpoints: Mixtral names, one file for any
@@ -37,9 +39,15 @@ equiv 2 1 1 --ep 2
 equiv 2 2 1 --ep 2 --schedule 1f1b --recompute none
 equiv 4 1 1 --ep 4 --recompute none
 EQUIV_TIMEOUT=120 equiv 2 2 2 --ep 2
+# with sequence parallelism (Megatron-Core's MoE with TP): each TP rank's own rows, the EP groups
+# folded over tp x dp (TP peers hold different experts; ep 1: every expert summed over TP ranks too)
+equiv 1 1 2 --sequence-parallel
+equiv 2 1 2 --sequence-parallel --ep 4
+equiv 1 2 2 --sequence-parallel --ep 2 --recompute none
 
 make_reference --moe-expert-capacity-factor 1.0
 equiv 2 1 1 --moe-expert-capacity-factor 1.0 --ep 2
+equiv 2 1 2 --moe-expert-capacity-factor 1.0 --ep 2 --sequence-parallel  # the drops in the micro-batch's order
 equiv 1 2 1 --moe-expert-capacity-factor 1.0 --schedule gpipe
 cp "$tmpdir/ref.json" "$tmpdir/cap.json"
 
@@ -55,6 +63,7 @@ equiv 2 1 1 --zero 2 --moe-layer-freq 2
 Q2="--moe-shared-expert-intermediate-size 64 --moe-shared-expert-gate --add-qkv-bias --moe-router-pre-softmax"
 make_reference $Q2
 equiv 2 1 2 --ep 2 $Q2
+equiv 2 1 2 --ep 2 --sequence-parallel $Q2  # the shared expert and its gate on the rows, summed over TP
 equiv 1 2 2 --recompute none $Q2
 # a recomputed MoE layer remakes everything its backward reads (routes, the dispatch, Qwen2-MoE's gate,
 # DeepSeek-V3's router): --recompute full gives the gradients of --recompute none, bitwise, on one rank
@@ -67,6 +76,9 @@ done
 # Qwen3-MoE's blocks (q/k norms beside the experts, its tensor names): EP and TP
 make_reference --qk-layernorm
 equiv 2 1 2 --ep 2 --qk-layernorm
+# sigmoid scores' sequence-wise aux loss with SP: mbs 1 splits each sequence over the TP ranks
+make_reference --moe-router-score-function sigmoid
+equiv 1 1 2 --ep 2 --sequence-parallel --moe-router-score-function sigmoid
 
 # a capacity factor drops tokens: the losses differ from the dropless run
 a=$(sed -n 's/.*"losses":\[\([^],]*\).*/\1/p' "$tmpdir/one.json")
@@ -101,6 +113,12 @@ expect_ok "save at step 2, dp=2 ep=2" "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" ru
   --lr-decay-iters 4 --save "$tmpdir/e2.st"
 expect_ok "save at step 2, one rank" "$MERAK" run $M --steps 2 --lr-decay-iters 4 --save "$tmpdir/e1.st"
 check "dp=2 ep=2 and one rank save the same state (1e-5)" same_checkpoints "$tmpdir/e2.st" "$tmpdir/e1.st"
+expect_ok "save at step 2, dp=2 tp=2 ep=4 (folded)" "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run $M --dp 2 --tp 2 --ep 4 \
+  --sequence-parallel --steps 2 --lr-decay-iters 4 --save "$tmpdir/f4.st"
+check "folded dp=2 tp=2 ep=4 and one rank save the same state (1e-5)" same_checkpoints "$tmpdir/f4.st" "$tmpdir/e1.st"
+expect_ok "load at tp=2 pp=2 ep=2 (folded), save at once" "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run $M --tp 2 --pp 2 \
+  --ep 2 --sequence-parallel --steps 0 --load "$tmpdir/c1.st" --save "$tmpdir/f2.st"
+check "one rank's file through folded tp=2 pp=2 ep=2: bit-exact" cmp -s "$tmpdir/c1.st" "$tmpdir/f2.st"
 
 # the trace: A2A.ep on the TP stream, tokens per expert as counters
 expect_ok "trace at dp=2 ep=2" "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run $M --dp 2 --ep 2 --steps 1 \
@@ -148,8 +166,8 @@ expect_fail "the score bias with softmax scores" "with softmax scores .DeepSeek-
   "$MERAK" run --model deepseek-tiny --moe-router-score-function softmax --steps 1
 
 # what run does not cover yet: one line, exit 2
-expect_fail "MoE with sequence parallelism" "mixture-of-experts models with --sequence-parallel" -- \
-  "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model moe-tiny --steps 1 --tp 2 --sequence-parallel
+expect_fail "MoE with sequence parallelism and ZeRO" "mixture-of-experts models with --sequence-parallel and --zero 1" -- \
+  "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --model moe-tiny --steps 1 --tp 2 --dp 2 --sequence-parallel --zero 1
 expect_fail "MoE with context parallelism" "mixture-of-experts models with --cp 2" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model moe-tiny --steps 1 --cp 2
 expect_fail "expert parallelism with ZeRO" "--ep 2. with --zero 1 is not supported" -- \
@@ -160,7 +178,7 @@ check "run --json's layout names ep" "${PYTHON:-python3}" -c '
 import json, sys
 assert json.load(open(sys.argv[1]))["layout"] == {"dp": 2, "pp": 1, "tp": 1, "ep": 2}
 ' "$tmpdir/ep.json"
-# ep over tensor-parallel ranks (MoE parallel folding) is the simulator's and planner's: run refuses it
-expect_fail "run: ep folding tp ranks" "--ep 2 over tensor- or context-parallel ranks \\(MoE parallel folding\\) is for merak sim" -- \
+# ep over tensor-parallel ranks (MoE parallel folding) needs the TP ranks' own rows: sequence parallelism
+expect_fail "run: ep folding tp ranks without SP" "--ep 2 over tensor-parallel ranks \\(MoE parallel folding\\) needs --sequence-parallel" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run $M --tp 2 --ep 2 --steps 1
 finish

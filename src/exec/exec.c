@@ -86,16 +86,21 @@ static int exec_check_moe(const mk_plan_t *p)
     if (!mk_model_is_moe(&p->model)) return 0;
     if (mk_gpt_moe_check(&p->model, NULL) < 0) return -1;
     if (p->cp > 1) return mk_error_set("mixture-of-experts models with --cp %d are not supported by run", p->cp);
-    if (p->seqpar && p->tp > 1)
-        return mk_error_set("mixture-of-experts models with --sequence-parallel are not supported by run");
+    int fold = p->seqpar && p->tp > 1, ranks = fold ? p->tp * p->dp : p->dp; /* exec_ep.c */
+    if (fold && p->zero > 0)
+        return mk_error_set("mixture-of-experts models with --sequence-parallel and --zero %d are not supported by run",
+                            p->zero);
     int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
     if (p->model.moe_router_bias && p->zero > 1) /* the biases move on every rank's whole copy */
         return mk_error_set("the router's expert bias with --zero %d is not supported by run", p->zero);
     if (p->moe_deepep)
         return mk_error_set("--moe-enable-deepep is for merak sim and merak plan: run's all-to-alls are MPI's");
-    if (p->ep > 1 && p->dp % p->ep)
-        return mk_error_set("--ep %d over tensor- or context-parallel ranks (MoE parallel folding) is for merak sim "
-                            "and merak plan: run's EP ranks are data-parallel ranks (ep divides dp %d)", p->ep, p->dp);
+    if (p->ep > 1 && ranks % p->ep)
+        return mk_error_set(fold ? "--ep %d must divide tp x dp = %d (the stage's ranks EP groups are cut from)"
+                                 : "--ep %d over tensor-parallel ranks (MoE parallel folding) needs --sequence-parallel "
+                                   "in run (Megatron-Core's MoE with TP; without it EP ranks are data-parallel "
+                                   "ranks: ep divides dp %d)",
+                            p->ep, ranks);
     if (p->ep > 1 && p->zero > 0)
         return mk_error_set("expert parallelism (--ep %d) with --zero %d is not supported by run", p->ep, p->zero);
     if (MK_PROD_WITHIN(INT_MAX, &x, p->ep, p->mbs, p->model.seq, p->model.moe_topk, p->model.hidden) < 0)
@@ -239,10 +244,11 @@ double mk_exec_lr_at(const mk_exec_t *e, int64_t updates)
  * the first sharding group counts its own. */
 static int counts_once(const mk_exec_t *e, const mk_gpt_tensor_t *t, int pieces)
 {
-    /* an expert's gradient is summed over the replicas holding it: the first EP group's */
-    int first = t->expert >= 0 ? e->comm.dp_rank < e->ep.n : e->comm.dp_rank == 0;
+    /* an expert's gradient is summed over the ranks holding it: the first EP group's (folded:
+       TP ranks hold different experts) */
+    int first = t->expert >= 0 ? e->ep.edp == 0 : e->comm.dp_rank == 0;
     return t->owned && !t->tied_copy && (pieces ? e->zero.ri == 0 : first) &&
-           (t->split_dim >= 0 || e->comm.tp_rank == 0);
+           (t->split_dim >= 0 || e->comm.tp_rank == 0 || (t->expert >= 0 && e->ep.fold));
 }
 
 static size_t clip_to(const mk_opt_range_t *r, const mk_gpt_tensor_t *t, size_t *a)
@@ -254,7 +260,8 @@ static size_t clip_to(const mk_opt_range_t *r, const mk_gpt_tensor_t *t, size_t 
 }
 
 /* The gradients' reduction before the update (ZeRO-1's reduce-scatter;
- * ZeRO-2/3 finish theirs) and the sum of squares of this rank's share. */
+ * ZeRO-2/3 finish theirs; folded experts at dp 1) and the sum of squares of
+ * this rank's share. */
 static int grads16(const mk_exec_t *e)
 {
     return e->o->grad_dtype && e->g->be->round16 ? e->o->grad_dtype : 0;
@@ -276,6 +283,8 @@ static int reduced_sumsq(mk_exec_t *e, double *sumsq)
     mk_gpt_t *g = e->g;
     if (e->zero.on == 1 && mk_exec_zero_scatter(e) < 0) return -1;
     if (mk_exec_fsdp_reduce(e) < 0) return -1;
+    /* folded MoE at dp 1: the experts over the TP ranks (the stream has no REDUCE_GRADS without DP) */
+    if (e->comm.dp == 1 && mk_exec_ep_reduce(e) < 0) return -1;
     for (int i = 0; i < mk_exec_zero_n_ranges(e); i++) {
         mk_opt_range_t r;
         mk_exec_zero_range(e, i, &r);

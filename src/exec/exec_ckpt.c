@@ -162,18 +162,21 @@ static mk_st_writer_t *begin_file(mk_exec_t *e, const char *path, int64_t step)
     return w;
 }
 
-/* The DP rank whose copy of t is saved: 0, or for an expert's tensor the
- * first replica holding it (its EP rank). */
-static int saved_dp(const mk_exec_t *e, const mk_gpt_tensor_t *t)
+/* The DP and TP rank of the copy of t that is saved (for a tensor split
+ * over TP, its DP rank's): 0, or for an expert's tensor its first holder,
+ * the EP group's rank with its EP rank (exec_ep.c: folded, TP ranks too). */
+static int saved_dp(const mk_exec_t *e, const mk_gpt_tensor_t *t, int *tr)
 {
-    return t->expert >= 0 ? t->expert / (e->g->E / e->ep.n) : 0;
+    int r = t->expert >= 0 ? t->expert / (e->g->E / e->ep.n) : 0;
+    *tr = e->ep.fold ? r % e->comm.tp : 0;
+    return e->ep.fold ? r / e->comm.tp : r;
 }
 
 /* Whether global rank dst holds t's expert (every rank holds the others). */
 static int holds_expert(const mk_exec_t *e, const mk_gpt_tensor_t *t, int dst)
 {
     int d = (dst / e->comm.tp) % e->comm.dp;
-    return t->expert < 0 || t->expert / (e->g->E / e->ep.n) == d % e->ep.n;
+    return t->expert < 0 || t->expert / (e->g->E / e->ep.n) == mk_exec_ep_index(e, d, dst % e->comm.tp) % e->ep.n;
 }
 
 /* Rank 0 assembles tensor k's state `kind` in b->full (real rows only:
@@ -184,15 +187,16 @@ static int gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm
     const mk_gpt_tensor_t *t = &g->t[k];
     size_t n = shard_n(t);
     /* holders of a distinct shard send it (DP rank 0 only) */
-    if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == 0)) {
+    int st, sd = saved_dp(e, t, &st);
+    if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == st)) {
         if (state_get(e, k, kind, b->shard) < 0) return -1;
-        if (e->comm.dp_rank == saved_dp(e, t) && e->comm.rank != 0 && ck_send(e, b->shard, n, 0, k, cc) < 0)
+        if (e->comm.dp_rank == sd && e->comm.rank != 0 && ck_send(e, b->shard, n, 0, k, cc) < 0)
             return -1;
     }
     if (e->comm.rank != 0) return 0;
     int s = stage_of(e, t->layer), ntp = t->split_dim >= 0 ? e->comm.tp : 1;
     for (int tr = 0; tr < ntp; tr++) {
-        int src = mk_comm_rank_of(&e->comm, saved_dp(e, t), s, tr);
+        int src = mk_comm_rank_of(&e->comm, sd, s, t->split_dim >= 0 ? tr : st);
         float *in = b->shard;
         if (src != 0) {
             in = b->file;  /* free until to_file */

@@ -1,15 +1,21 @@
 /* Expert parallelism in the executor (src/graph/README.md "Mixture of experts"; the
  * MoE layer: gpt_moe.c).  The EP group: ep consecutive data-parallel
- * replicas with the same TP and pipeline coordinates (the simulator's
- * rank order tp, cp, ep-within-dp, pp); EP rank r = replica mod ep holds
- * experts [r E/ep, (r+1) E/ep).  Its all-to-alls are MPI_Ialltoall(v),
+ * replicas with the same TP and pipeline coordinates; EP rank r = replica mod ep holds
+ * experts [r E/ep, (r+1) E/ep).  With sequence parallelism (tp > 1) the
+ * MoE layers run on each TP rank's own rows (gpt_moe.c), and the groups are
+ * cut from the stage's tp x dp ranks in rank order (d * tp + t): ep
+ * consecutive ranks, TP peers included, and the experts' gradients summed
+ * over every ep-th one -- Megatron-Core's MoE parallel folding with expert
+ * tensor parallelism 1, the layout merak sim and merak plan model
+ * (sim/README.md); ep == 1 then still sums the experts over all tp x dp.
+ * Its all-to-alls are MPI_Ialltoall(v),
  * completed politely (mk_comm_wait_for) and traced as A2A.ep on the TP stream
  * (as the simulator draws them); a failed MPI call fails the run on every
  * rank (MPI's default handler aborts the job).  The experts' gradients are
- * summed over the dp/ep replicas holding the same experts (REDUCE_GRADS);
+ * summed over the ranks holding the same experts (REDUCE_GRADS);
  * the dense tensors over the whole DP group as before (exec_stream.c).
  * The traced step records each MoE layer's tokens per expert as counters
- * ("tokens.expert.E", the rank's micro-batch before drops). */
+ * ("tokens.expert.E", the micro-batch's before drops). */
 #include "config.h"
 #include "exec/exec_internal.h"
 #include "exec/gpt_moe.h"
@@ -59,14 +65,22 @@ static void ep_tokens(void *ctx, const float *count, int E)
     }
 }
 
+int mk_exec_ep_index(const mk_exec_t *e, int d, int t) { return e->ep.fold ? d * e->comm.tp + t : d; }
+
 int mk_exec_ep_init(mk_exec_t *e)
 {
-    int ep = e->o->ctx->plan.ep > 1 ? e->o->ctx->plan.ep : 1, d = e->comm.dp_rank;  /* cp 1 with MoE */
-    e->ep.n = ep, e->ep.rank = d % ep;
+    const mk_plan_t *p = &e->o->ctx->plan;
+    int ep = p->ep > 1 ? p->ep : 1;  /* cp 1 with MoE */
+    e->ep.fold = mk_model_is_moe(&p->model) && p->seqpar && p->tp > 1;
+    int i = mk_exec_ep_index(e, e->comm.dp_rank, e->comm.tp_rank), n = e->ep.fold ? e->comm.dp * e->comm.tp : e->comm.dp;
+    e->ep.n = ep, e->ep.rank = i % ep, e->ep.edp = i / ep, e->ep.edpn = n / ep;
     e->ep.c = e->ep.dc = MPI_COMM_NULL;
-    if (ep == 1) return 0;
-    MPI_Comm_split(e->comm.dpc, d / ep, e->ep.rank, &e->ep.c);   /* ep consecutive replicas */
-    MPI_Comm_split(e->comm.dpc, e->ep.rank, d / ep, &e->ep.dc);  /* the replicas with my experts */
+    if (ep == 1 && !e->ep.fold) return 0;
+    /* the stage's groups: colours unique over the stages (every rank of the world takes part) */
+    MPI_Comm in = e->ep.fold ? e->comm.world : e->comm.dpc;
+    int s = e->ep.fold ? e->comm.pp_rank : 0;
+    if (ep > 1) MPI_Comm_split(in, s * (n / ep) + i / ep, i % ep, &e->ep.c);  /* ep consecutive ones */
+    if (n / ep > 1) MPI_Comm_split(in, s * ep + i % ep, i / ep, &e->ep.dc);   /* those with my experts */
     e->run.ep_counts = ep_counts;
     e->run.ep_a2a = ep_a2a;
     e->run.ep_tokens = ep_tokens;
@@ -83,7 +97,7 @@ void mk_exec_ep_free(mk_exec_t *e)
 int mk_exec_ep_reduce(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
-    if (e->ep.n == 1 || e->comm.dp == e->ep.n) return 0;
+    if (e->ep.dc == MPI_COMM_NULL) return 0;
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     for (int l = 0; l < g->n_layers; l++) {
         size_t off, n;

@@ -162,8 +162,10 @@ typedef struct mk_exec_cp {
 
 /* Expert parallelism (exec_ep.c). */
 typedef struct mk_exec_ep {
-    int n, rank;           /* ep (1: none), this rank's place in the EP group: replica mod ep */
-    MPI_Comm c, dc;        /* the EP group; the replicas holding the same experts (MPI_COMM_NULL: ep 1) */
+    int n, rank;           /* ep (1: none), this rank's place in the EP group (mk_exec_ep_index mod ep) */
+    int fold;              /* MoE layers on this TP rank's rows (sequence parallelism, tp > 1): EP over tp x dp */
+    int edp, edpn;         /* this rank's place in, and the size of, the group holding its experts */
+    MPI_Comm c, dc;        /* the EP group; the group holding the same experts (MPI_COMM_NULL: size 1) */
 } mk_exec_ep_t;
 
 /* One rank of a run (mk_exec_train). */
@@ -372,6 +374,9 @@ static inline int mk_exec_replica(const mk_exec_t *e) { return e->comm.dp_rank /
  * model is built), their end; the experts' gradient sum over the replicas
  * holding them (REDUCE_GRADS). */
 int mk_exec_ep_init(mk_exec_t *e);
+/* The place of the rank at DP rank d, TP rank t of a stage among the ranks EP groups are cut from:
+   d, or folded d * tp + t (ep consecutive ones make a group). */
+int mk_exec_ep_index(const mk_exec_t *e, int d, int t);
 void mk_exec_ep_free(mk_exec_t *e);
 int mk_exec_ep_reduce(mk_exec_t *e);
 /* exec.c */

@@ -40,9 +40,9 @@ static float *layer_grads(mk_exec_t *e, int l, size_t *n)
     mk_gpt_t *g = e->g;
     const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[g->first[l + 1] - 1];
     *n = z->off + (size_t)z->lrows * z->lcols - a->off;
-    /* expert parallel: the MoE layer's dense tensors here, its experts over
-       the replicas holding them (mk_exec_ep_reduce) */
-    if (e->ep.n > 1 && mk_gpt_layer_is_moe(g, l)) *n = mk_gpt_moe_dense_floats(g, l);
+    /* expert parallel (or folded): the MoE layer's dense tensors here, its
+       experts over the ranks holding them (mk_exec_ep_reduce) */
+    if ((e->ep.n > 1 || e->ep.fold) && mk_gpt_layer_is_moe(g, l)) *n = mk_gpt_moe_dense_floats(g, l);
     return g->grads + a->off;
 }
 
@@ -333,12 +333,14 @@ static int reduce_tied(mk_exec_t *e)
 static int reduce_grads(mk_exec_t *e)
 {
     if (e->zero.on >= 2) return mk_exec_fsdp_reduce(e);
-    if (e->comm.dp == 1 || e->zero.on) return 0;
-    for (int l = 0; l < e->g->n_layers; l++)
-        if (e->g->t[e->g->first[l]].owned && e->dp.state[l] != MK_DP_STARTED) start_dp(e, l);
-    if (mk_comm_waitall_for(&e->comm, e->g->n_layers, e->dp.req, "the DP gradient all-reduce", -1) < 0) return -1;
-    for (int l = 0; l < e->g->n_layers; l++) dp_done(e, l);
-    return mk_exec_ep_reduce(e);
+    if (e->zero.on) return 0;
+    if (e->comm.dp > 1) {
+        for (int l = 0; l < e->g->n_layers; l++)
+            if (e->g->t[e->g->first[l]].owned && e->dp.state[l] != MK_DP_STARTED) start_dp(e, l);
+        if (mk_comm_waitall_for(&e->comm, e->g->n_layers, e->dp.req, "the DP gradient all-reduce", -1) < 0) return -1;
+        for (int l = 0; l < e->g->n_layers; l++) dp_done(e, l);
+    }
+    return mk_exec_ep_reduce(e); /* folded at dp 1: the experts over the TP ranks */
 }
 
 /* Tracing around every instruction: compute ops and receive waits are

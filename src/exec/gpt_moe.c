@@ -15,11 +15,21 @@
  * the objective, aux * loss_scale * N (the mean over micro-batches), adds
  * loss_scale * coeff * E * f_e to every d prob of e.  Tensors (gpt.c
  * moe_tensors): norm, router, per expert w1|w3 (stacked gate|up) and w2,
- * the shared expert's gate|up and down; all replicated over TP (expert
- * tensor parallelism 1), so each TP rank computes the layer for all its
- * tokens redundantly (its input is already replicated) and nothing is
- * reduced.  The dispatch plan is made on the host from topi and probs
- * (host-visible memory: the CPU backend). */
+ * the shared expert's gate|up and down; all whole on every TP rank (expert
+ * tensor parallelism 1).  Without sequence parallelism each TP rank computes
+ * the layer for all its tokens redundantly (its input is already
+ * replicated) and nothing is reduced.  With it (run->sp, tp > 1: Megatron-
+ * Core's MoE layer, which needs SP with TP) the layer runs on this TP
+ * rank's n = N/tp rows, rows [tp_rank n, (tp_rank+1) n) of the micro-batch
+ * (the layer boundary's), and what the one-rank layer takes over the
+ * micro-batch is summed over the TP group: the counts routed to each expert
+ * (the aux loss and its gradient, the bias's load), the probabilities' sums,
+ * the order of the drops (an expert's assignments on lower TP ranks come
+ * first), and the gradients of the replicated tensors (norm, router, shared
+ * expert), which each rank makes from its rows only.  The EP group then
+ * spans TP ranks too (exec_ep.c: MoE parallel folding).  The dispatch plan
+ * is made on the host from topi and probs (host-visible memory: the CPU
+ * backend). */
 #include "config.h"
 #include "exec/gpt_moe.h"
 
@@ -56,12 +66,18 @@ typedef struct {
     float *xe, *gu, *h;     /* (R, C), (R, 2F), (R, F) */
 } moe_side_t;
 
-static size_t slots(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)run->B * g->T * g->topk; }
+/* The layer on this TP rank's rows of the micro-batch (sequence parallelism). */
+static int sliced(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->sp && g->tp > 1; }
+/* The micro-batch's tokens, this rank's rows of them, and the first one's row. */
+static int tokens(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->B * g->T; }
+static int rows(const mk_gpt_t *g, const mk_gpt_run_t *run) { return tokens(g, run) / (sliced(g, run) ? g->tp : 1); }
+static int row0(const mk_gpt_t *g, const mk_gpt_run_t *run) { return sliced(g, run) ? g->tp_rank * rows(g, run) : 0; }
+static size_t slots(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)rows(g, run) * g->topk; }
 static int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
 
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
-    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
+    size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk, C = g->C;
     return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs + N;
 }
 
@@ -72,13 +88,13 @@ size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
  * gate|up and activation; last Qwen2-MoE's gate values (fp32). */
 static size_t meta_floats(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
-    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk;
+    size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk;
     return N * (1 + E + 2 * k) + 3 * A + 3 * E + 2;
 }
 
 static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
 {
-    size_t N = (size_t)run->B * g->T, A = slots(g, run), E = g->E, k = g->topk, C = g->C;
+    size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk, C = g->C;
     moe_parts_t p;
     p.rstd = b; p.probs = p.rstd + N; p.topw = p.probs + N * E;
     p.topi = (int *)(p.topw + N * k); p.slot_tok = p.topi + N * k; p.slot_src = p.slot_tok + A;
@@ -91,7 +107,7 @@ static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
 
 int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
 {
-    size_t N = (size_t)run->B * g->T, A = slots(g, run);
+    size_t N = rows(g, run), A = slots(g, run);
     s[0] = (mk_gpt_run16_t){meta_floats(g, run), 0};
     s[1] = (mk_gpt_run16_t){N * g->C + 2 * A * g->C + 3 * N * (size_t)g->Fs, 1};
     s[2] = (mk_gpt_run16_t){N, 0};
@@ -191,29 +207,53 @@ static long capacity(const mk_gpt_t *g, int N)
     return c > 0 ? (long)ceil(c * N * g->topk / g->E) : -1;
 }
 
-/* The dispatch plan from topi: counts, kept slots sorted by expert in token
- * order (two passes with the same keep rule).  0 or -1. */
-static int plan(const mk_gpt_t *g, int N, moe_parts_t *p)
+/* Sliced: cnt (E, this rank's) -> the micro-batch's, summed over the TP
+ * group; pre[e] the assignments to e on lower TP ranks (earlier tokens).
+ * One all-reduce of a (tp, E) table with this rank's row filled. */
+static int tp_counts(const mk_gpt_t *g, mk_gpt_run_t *run, float *cnt, float *pre)
 {
-    int E = g->E, k = g->topk;
-    long cap = capacity(g, N);
-    int *fill = calloc(E, sizeof *fill);
-    if (!fill) return mk_error_set("out of memory");
-    memset(p->off, 0, (E + 1) * sizeof *p->off);
-    for (int e = 0; e < E; e++) p->cnt[e] = 0;
-    for (int s = 0; s < N * k; s++) {
-        int e = p->topi[s];
-        p->cnt[e] += 1;
-        if (cap < 0 || p->off[e + 1] < cap) p->off[e + 1]++;
+    int E = g->E, tp = g->tp;
+    float *t = calloc((size_t)tp * E, sizeof *t);
+    if (!t) return mk_error_set("out of memory");
+    memcpy(t + (size_t)g->tp_rank * E, cnt, E * sizeof *t);
+    int rc = run->allreduce(run->ctx, t, tp * E, 0);
+    for (int e = 0; rc == 0 && e < E; e++) {
+        pre[e] = cnt[e] = 0;
+        for (int r = 0; r < tp; r++) {
+            if (r < g->tp_rank) pre[e] += t[(size_t)r * E + e];
+            cnt[e] += t[(size_t)r * E + e];
+        }
     }
-    for (int e = 0; e < E; e++) p->off[e + 1] += p->off[e];
-    for (int s = 0; s < N * k; s++) {
+    free(t);
+    return rc;
+}
+
+/* The dispatch plan from topi: counts (the micro-batch's), kept slots
+ * sorted by expert in token order; an expert keeps its first cap
+ * assignments of the micro-batch (pre: those on lower TP ranks).  0 or -1. */
+static int plan(const mk_gpt_t *g, mk_gpt_run_t *run, moe_parts_t *p)
+{
+    int E = g->E, k = g->topk, A = (int)slots(g, run);
+    long cap = capacity(g, tokens(g, run));
+    int *fill = calloc(E, sizeof *fill), *keep = calloc(E, sizeof *keep);
+    float *pre = calloc(E, sizeof *pre);
+    if (!fill || !keep || !pre) return free(fill), free(keep), free(pre), mk_error_set("out of memory");
+    for (int s = 0; s < A; s++) keep[p->topi[s]]++;
+    for (int e = 0; e < E; e++) p->cnt[e] = (float)keep[e];
+    if (sliced(g, run) && tp_counts(g, run, p->cnt, pre) < 0) return free(fill), free(keep), free(pre), -1;
+    p->off[0] = 0;
+    for (int e = 0; e < E; e++) {
+        long room = cap < 0 ? keep[e] : cap - (long)pre[e];
+        keep[e] = room < 0 ? 0 : room < keep[e] ? (int)room : keep[e];
+        p->off[e + 1] = p->off[e] + keep[e];
+    }
+    for (int s = 0; s < A; s++) {
         int e = p->topi[s];
-        if (cap >= 0 && fill[e] >= cap) continue;
+        if (fill[e] >= keep[e]) continue;
         int slot = p->off[e] + fill[e]++;
         p->slot_tok[slot] = s / k, p->slot_src[slot] = s, p->slot_w[slot] = p->topw[s];
     }
-    free(fill);
+    free(fill), free(keep), free(pre);
     return 0;
 }
 
@@ -317,7 +357,7 @@ static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, mo
 int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C;
+    int N = rows(g, run), C = g->C;
     if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, mk_gpt_moe_internals(g, run)))) return -1;
     moe_parts_t p = split(g, run, a->buf);
     moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
@@ -329,7 +369,7 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
         be->moe_route_sig(be->ctx, p.probs, p.topi, p.topw, c->moe_router_bias ? P(g, t_bias(g, l)) : NULL, N, g->E,
                           g->topk, c->moe_groups, c->moe_group_topk, !c->moe_pre_softmax, topk_scale(g));
     else be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !c->moe_pre_softmax);
-    if (plan(g, N, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
+    if (plan(g, run, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
     be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
     if (run_experts(g, run, l, &p, &q) < 0) return -1;
     if (g->Fs) swiglu_mlp(g, run, l, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
@@ -347,45 +387,67 @@ const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_
     return p.topi;
 }
 
+/* x (n doubles) summed over the TP group, through floats (the TP all-reduce's type).  0 or -1. */
+static int tp_sum(const mk_gpt_t *g, const mk_gpt_run_t *run, double *x, size_t n)
+{
+    float *t = malloc((n ? n : 1) * sizeof *t);
+    if (!t) return mk_error_set("out of memory");
+    for (size_t i = 0; i < n; i++) t[i] = (float)x[i];
+    int rc = run->allreduce(run->ctx, t, (int)n, 0);
+    for (size_t i = 0; i < n; i++) x[i] = t[i];
+    free(t);
+    return rc;
+}
+
 /* DeepSeek-V3's sequence-wise balance loss (arXiv:2412.19437 eqs. 17-20,
  * Megatron's seq_aux_loss): per sequence b of T tokens, coeff * sum_e
  * f_be P_be with f_be = E / (k T) * (its tokens routed to e), P_be the mean
  * over its tokens of the scores normalised to sum 1; the micro-batch's, the
- * mean over its B sequences.  dpe (B, E), if non-NULL: d(aux * loss_scale
- * * N) / d normalised score = loss_scale * coeff * f_be. */
-static double seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, float *dpe)
+ * mean over its B sequences.  The (B, E) tables from this rank's rows (row
+ * n of sequence (row0 + n) / T), summed over the TP group when sliced.
+ * dpe (B, E), if non-NULL: d(aux * loss_scale * N) / d normalised score =
+ * loss_scale * coeff * f_be.  0 or -1. */
+static int seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, float *dpe, double *aux)
 {
-    int T = g->T, E = g->E, k = g->topk;
-    double aux = 0, *f = calloc(E, sizeof *f), *pe = calloc(E, sizeof *pe);
-    for (int b = 0; f && pe && b < run->B; b++) {
-        memset(f, 0, E * sizeof *f), memset(pe, 0, E * sizeof *pe);
-        for (int n = b * T; n < (b + 1) * T; n++) {
-            const float *s = p->probs + (size_t)n * E;
-            double tot = 0;
-            for (int e = 0; e < E; e++) tot += s[e];
-            for (int e = 0; e < E; e++) pe[e] += s[e] / tot / T;
-            for (int j = 0; j < k; j++) f[p->topi[(size_t)n * k + j]] += (double)E / ((double)k * T);
-        }
-        for (int e = 0; e < E; e++) {
-            aux += g->cfg.moe_aux_coeff * f[e] * pe[e] / run->B;
-            if (dpe) dpe[(size_t)b * E + e] = (float)(run->grad_scale * g->cfg.moe_aux_coeff * f[e]);
-        }
+    int T = g->T, E = g->E, k = g->topk, N = rows(g, run), n0 = row0(g, run);
+    size_t BE = (size_t)run->B * E;
+    double *f = calloc(2 * BE, sizeof *f), *pe = f + BE;
+    if (!f) return mk_error_set("out of memory");
+    for (int n = 0; n < N; n++) {
+        size_t b = (size_t)((n0 + n) / T) * E;
+        const float *s = p->probs + (size_t)n * E;
+        double tot = 0;
+        for (int e = 0; e < E; e++) tot += s[e];
+        for (int e = 0; e < E; e++) pe[b + e] += s[e] / tot / T;
+        for (int j = 0; j < k; j++) f[b + p->topi[(size_t)n * k + j]] += (double)E / ((double)k * T);
     }
-    free(f), free(pe);
-    return aux;
+    int rc = sliced(g, run) ? tp_sum(g, run, f, 2 * BE) : 0;
+    *aux = 0;
+    for (size_t i = 0; rc == 0 && i < BE; i++) {
+        *aux += g->cfg.moe_aux_coeff * f[i] * pe[i] / run->B;
+        if (dpe) dpe[i] = (float)(run->grad_scale * g->cfg.moe_aux_coeff * f[i]);
+    }
+    free(f);
+    return rc;
 }
 
-/* The micro-batch's aux loss: coeff * E * sum_e f_e P_e (sigmoid scores: seq_aux). */
-static double aux_loss(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, int N)
+/* The micro-batch's aux loss: coeff * E * sum_e f_e P_e (sigmoid scores:
+ * seq_aux); the probabilities' sums over the TP group when sliced (the
+ * counts are the micro-batch's already: plan).  0 or -1. */
+static int aux_loss(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, double *aux)
 {
-    if (g->cfg.moe_score_sigmoid) return seq_aux(g, run, p, NULL);
-    double aux = 0;
-    for (int e = 0; e < g->E; e++) {
-        double pe = 0;
-        for (int n = 0; n < N; n++) pe += p->probs[(size_t)n * g->E + e];
-        aux += (p->cnt[e] / ((double)N * g->topk)) * (pe / N);
-    }
-    return g->cfg.moe_aux_coeff * g->E * aux;
+    if (g->cfg.moe_score_sigmoid) return seq_aux(g, run, p, NULL, aux);
+    int N = rows(g, run), E = g->E;
+    double Nt = tokens(g, run), *pe = calloc(E, sizeof *pe);
+    if (!pe) return mk_error_set("out of memory");
+    for (int e = 0; e < E; e++)
+        for (int n = 0; n < N; n++) pe[e] += p->probs[(size_t)n * E + e];
+    int rc = sliced(g, run) ? tp_sum(g, run, pe, E) : 0;
+    *aux = 0;
+    for (int e = 0; e < E; e++) *aux += (p->cnt[e] / (Nt * g->topk)) * (pe[e] / Nt);
+    *aux *= g->cfg.moe_aux_coeff * g->E;
+    free(pe);
+    return rc;
 }
 
 /* Qwen2-MoE's gate on the shared expert (Qwen2MoeSparseMoeBlock): each
@@ -420,7 +482,8 @@ static void shared_gate_bwd(mk_gpt_t *g, int l, const moe_parts_t *p, const floa
 int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C;
+    int N = rows(g, run), C = g->C;
+    double aux;
     if (mk_gpt_moe_inner(g, run, l, a) < 0) return -1;
     moe_parts_t p = split(g, run, a->buf);
     be->copy(be->ctx, out, a->in, (size_t)N * C * sizeof(float));
@@ -430,9 +493,11 @@ int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, f
         if (g->cfg.moe_shared_gate) shared_gate(g, &p, run->s_c, N);
         be->acc(be->ctx, out, run->s_c, N * C);
     }
-    run->aux += aux_loss(g, run, &p, N) * run->loss_scale * N;
+    if (aux_loss(g, run, &p, &aux) < 0) return -1;
+    run->aux += aux * run->loss_scale * tokens(g, run);
     if (run->ep_tokens) run->ep_tokens(run->ctx, p.cnt, g->E);
-    for (int e = 0; g->moe_load && e < g->E; e++) g->moe_load[(size_t)l * g->E + e] += p.cnt[e]; /* the bias's */
+    for (int e = 0; g->moe_load && e < g->E; e++) /* the bias's load: the micro-batch's */
+        g->moe_load[(size_t)l * g->E + e] += p.cnt[e];
     return 0;
 }
 
@@ -455,36 +520,72 @@ static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, c
 /* Scratch of the backward: two (R, C) for the expert side, dh and dgu
  * (3 wf: the experts' R rows or the shared expert's N, the wider), dys and
  * dxg (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E; sigmoid
- * scores: (B, E), seq_aux). */
+ * scores: (B, E), seq_aux, and sliced its rows' (N, E)); N this rank's rows. */
 static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R, size_t *wf)
 {
-    size_t N = (size_t)run->B * g->T, A = slots(g, run), C = g->C;
+    size_t N = rows(g, run), A = slots(g, run), C = g->C, E = g->E;
     *wf = R * g->Fe > N * g->Fs ? R * g->Fe : N * g->Fs;
-    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + g->E) + (size_t)run->B * g->E;
+    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + E) + (size_t)run->B * E + (sliced(g, run) ? N * E : 0);
 }
 
 /* The router's backward: dlogits from the weights' and the aux gradients,
- * then Wr's gradient and dln += dlogits Wr. */
-static void router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, const float *dout, float *dwslot,
-                       float *dtopw, float *dlog, float *dpe, float *dln)
+ * then Wr's gradient and dln += dlogits Wr.  Sliced, the sequence-wise
+ * loss's (B, E) gradient goes to the kernel row by row (T = 1).  0 or -1. */
+static int router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, const float *dout, float *dwslot,
+                      float *dtopw, float *dlog, float *dpe, float *dln)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C, E = g->E, kept = p->off[E];
+    int N = rows(g, run), C = g->C, E = g->E, kept = p->off[E];
     be->moe_rowdot(be->ctx, dwslot, dout, p->slot_tok, p->y, kept, C);
     memset(dtopw, 0, (size_t)N * g->topk * sizeof *dtopw);
     for (int s = 0; s < kept; s++) dtopw[p->slot_src[s]] = dwslot[s];
     if (g->cfg.moe_score_sigmoid) {
-        seq_aux(g, run, p, dpe);
-        be->moe_route_sig_bwd(be->ctx, dlog, p->probs, p->topi, dtopw, g->cfg.moe_aux_coeff ? dpe : NULL, N, E,
-                              g->topk, g->T, !g->cfg.moe_pre_softmax, topk_scale(g));
+        double aux;
+        int T = g->T, n0 = row0(g, run);
+        float *dr = dpe;
+        if (seq_aux(g, run, p, dpe, &aux) < 0) return -1;
+        if (sliced(g, run)) {
+            dr = dpe + (size_t)run->B * E, T = 1;
+            for (int n = 0; n < N; n++) memcpy(dr + (size_t)n * E, dpe + (size_t)((n0 + n) / g->T) * E, E * sizeof *dr);
+        }
+        be->moe_route_sig_bwd(be->ctx, dlog, p->probs, p->topi, dtopw, g->cfg.moe_aux_coeff ? dr : NULL, N, E,
+                              g->topk, T, !g->cfg.moe_pre_softmax, topk_scale(g));
     } else {
         for (int e = 0; e < E; e++)
-            dpe[e] = (float)(run->grad_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] / ((double)N * g->topk));
+            dpe[e] = (float)(run->grad_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] /
+                             ((double)tokens(g, run) * g->topk));
         be->moe_route_bwd(be->ctx, dlog, p->probs, p->topi, p->topw, dtopw, dpe, N, E, g->topk,
                           !g->cfg.moe_pre_softmax);
     }
     be->linear_bwd_w(be->ctx, G(g, t_router(g, l)), NULL, dlog, p->ln, N, C, E);
     be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_router(g, l)), N, C, E);
+    return 0;
+}
+
+/* Sliced: the gradients this micro-batch adds to the layer's replicated
+ * tensors (its dense range: norm, router, shared expert) are summed over
+ * the TP group (each rank saw its rows only): the range's sum so far is
+ * set aside (dense_hold: the held copy, the range zeroed), the backward
+ * adds this micro-batch's, and dense_sum all-reduces it and adds the held
+ * sum back.  NULL / -1: failed. */
+static float *dense_hold(mk_gpt_t *g, mk_gpt_run_t *run, int l)
+{
+    size_t n = mk_gpt_moe_dense_floats(g, l);
+    float *h = mk_gpt_alloc(run, g, n), *gr = G(g, t_norm(g, l));
+    if (!h) return NULL;
+    g->be->copy(g->be->ctx, h, gr, n * sizeof(float));
+    g->be->zero(g->be->ctx, gr, n * sizeof(float));
+    return h;
+}
+
+static int dense_sum(mk_gpt_t *g, mk_gpt_run_t *run, int l, float *h)
+{
+    size_t n = mk_gpt_moe_dense_floats(g, l);
+    float *gr = G(g, t_norm(g, l));
+    int rc = run->allreduce(run->ctx, gr, (int)n, 0);
+    g->be->acc(g->be->ctx, gr, h, n);
+    mk_gpt_release(run, g, h, n);
+    return rc;
 }
 
 /* The experts' backward: dys (kept, C) at the kept slots' outputs (weighted)
@@ -509,10 +610,11 @@ static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t 
     return exchange(g, run, p, 1, dye, dxg, (int)C);
 }
 
-int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
+/* The layer's backward on this rank's rows, the replicated tensors' gradients this rank's share. */
+static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
 {
     const mk_backend_t *be = g->be;
-    int N = run->B * g->T, C = g->C, E = g->E;
+    int N = rows(g, run), C = g->C, E = g->E;
     moe_parts_t p = split(g, run, a->buf);
     size_t A = slots(g, run), R = *p.nrecv, wf, ns = bwd_scratch(g, run, R, &wf);
     moe_side_t q = side_split(g, a->stash, R);
@@ -521,23 +623,36 @@ int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     float *t = s, *dh = t + 2 * R * C, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
     float *dwslot = dxg + A * C, *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk;
     float *dpe = dlog + (size_t)N * E, *dln = run->s_c;
-    int kept = p.off[E];
+    int kept = p.off[E], rc = 0;
     be->moe_gather(be->ctx, dys, dout, p.slot_tok, p.slot_w, kept, C);  /* d expert output = w * dout */
-    if (experts_bwd(g, run, l, &p, &q, dys, dxg, t, dh, dgu) < 0) {
-        mk_gpt_release(run, g, s, ns);
+    if (experts_bwd(g, run, l, &p, &q, dys, dxg, t, dh, dgu) < 0) rc = -1;
+    if (rc == 0) {
+        be->zero(be->ctx, dln, (size_t)N * C * sizeof(float));
+        be->moe_scatter(be->ctx, dln, dxg, p.slot_tok, NULL, kept, C);
+        const float *dsh = dout; /* the shared expert's output gradient; gated: dys and dxg are free for it */
+        if (g->Fs && g->cfg.moe_shared_gate) shared_gate_bwd(g, l, &p, dout, dys, dxg, dlog, dln, N), dsh = dys;
+        if (g->Fs)
+            swiglu_mlp_bwd(g, dsh, p.ln, p.sgu, p.sh, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N, g->Fs);
+        rc = router_bwd(g, run, l, &p, dout, dwslot, dtopw, dlog, dpe, dln);
+    }
+    if (rc == 0) {
+        if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
+        be->rmsnorm_bwd(be->ctx, din, G(g, t_norm(g, l)), dln, a->in, P(g, t_norm(g, l)), p.rstd, N, C);
+    }
+    mk_gpt_release(run, g, s, ns);
+    return rc;
+}
+
+int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
+{
+    if (!sliced(g, run)) return moe_backward_rows(g, run, l, a, dout, din);
+    float *h = dense_hold(g, run, l);
+    if (!h) return -1;
+    if (moe_backward_rows(g, run, l, a, dout, din) < 0) {
+        mk_gpt_release(run, g, h, mk_gpt_moe_dense_floats(g, l));
         return -1;
     }
-    be->zero(be->ctx, dln, (size_t)N * C * sizeof(float));
-    be->moe_scatter(be->ctx, dln, dxg, p.slot_tok, NULL, kept, C);
-    const float *dsh = dout; /* the shared expert's output gradient; gated: dys and dxg are free for it */
-    if (g->Fs && g->cfg.moe_shared_gate) shared_gate_bwd(g, l, &p, dout, dys, dxg, dlog, dln, N), dsh = dys;
-    if (g->Fs)
-        swiglu_mlp_bwd(g, dsh, p.ln, p.sgu, p.sh, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N, g->Fs);
-    router_bwd(g, run, l, &p, dout, dwslot, dtopw, dlog, dpe, dln);
-    if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
-    be->rmsnorm_bwd(be->ctx, din, G(g, t_norm(g, l)), dln, a->in, P(g, t_norm(g, l)), p.rstd, N, C);
-    mk_gpt_release(run, g, s, ns);
-    return 0;
+    return dense_sum(g, run, l, h);
 }
 
 /* DeepSeek-V3's auxiliary-loss-free balancing (arXiv:2412.19437 2.1.2, Megatron's expert bias):
