@@ -25,7 +25,7 @@ roundtrip "SP with Transformer Engine's TP communication overlap" dgx-h100 32 --
   --tp 4 --gbs 64 --sequence-parallel --tp-comm-overlap --zero 1 --recompute selective
 check "--tp-comm-overlap exported" grep -q -- "--sequence-parallel --tp-comm-overlap " "$tmpdir/cmd"
 roundtrip "mixtral, ep 4, selective" dgx-h100 32 --model mixtral-8x7b --dp 4 --ep 4 --pp 2 --tp 4 --gbs 64 \
-  --seq-length 4096 --recompute selective
+  --seq-length 4096 --sequence-parallel --recompute selective
 # merak's experts are whole on each rank (expert tensor parallelism 1), Megatron-LM's default is tp: said
 check "--expert-tensor-parallel-size 1 exported with tp > 1" grep -q -- "--expert-model-parallel-size 4 --expert-tensor-parallel-size 1 " "$tmpdir/cmd"
 check "the all-to-all dispatcher exported (Megatron-LM's default is allgather)" grep -q -- "--moe-token-dispatcher-type alltoall" "$tmpdir/cmd"
@@ -40,7 +40,7 @@ check "--kv-channels exported" grep -q -- "--kv-channels 96 " "$tmpdir/cmd"
 roundtrip "q/k norms (--qk-layernorm), experts in the first blocks dense" dgx-h100 32 --model llama-3-8b --qk-layernorm \
   --num-experts 16 --moe-router-topk 4 --moe-ffn-hidden-size 2048 --moe-layer-freq '([0]*2+[1]*30)' \
   --moe-shared-expert-intermediate-size 4096 --moe-shared-expert-gate \
-  --dp 4 --ep 4 --pp 2 --tp 4 --gbs 64
+  --dp 4 --ep 4 --pp 2 --tp 4 --gbs 64 --sequence-parallel
 check "--qk-layernorm and --moe-shared-expert-gate exported" sh -c "grep -q -- '--qk-layernorm ' '$tmpdir/cmd' &&
   grep -q -- '--moe-shared-expert-gate' '$tmpdir/cmd'"
 roundtrip "Llama 3.1's RoPE scaling (--use-rope-scaling)" dgx-h100 16 --model llama-3-8b --use-rope-scaling \
@@ -72,6 +72,8 @@ expect_fail "ZeRO-3" "ZeRO-2/3 or a hybrid shard" -- "$MERAK" sim $S --dp 2 --ze
 expect_fail "stage-aware recompute" "per-stage recompute counts" -- "$MERAK" sim $S --recompute stage-aware:0.5 --export megatron
 expect_fail "sub-pipelined TP" "sub-pipelined TP" -- "$MERAK" sim $S --tp 2 --tp-overlap 1 --export megatron
 expect_fail "fp32" "fp32 training" -- "$MERAK" sim $S --dtype fp32 --export megatron
+expect_fail "MoE with TP, no SP" "MoE with TP but without --sequence-parallel" -- "$MERAK" sim --model moe-tiny \
+  --cluster dgx-h100 --tp 2 --gbs 8 --dtype bf16 --export megatron
 expect_fail "an unknown target" "megatron, torchtitan or deepspeed" -- "$MERAK" sim $S --export nemo
 # DeepSpeed: ds_config.json on stdout (train_batch_size = micro x accumulation x dp), Megatron-DeepSpeed's args on stderr
 "$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --pp 2 --tp 2 --gbs 64 --mbs 2 --zero 1 --export deepspeed >"$tmpdir/ds.json" 2>"$tmpdir/err"

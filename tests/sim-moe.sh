@@ -210,6 +210,9 @@ check "plan: ep 1, 2 and 4 searched, each dividing tp x dp and the 4 experts, so
   $1 ~ /^[0-9]+$/ { ep = $(c["ep"]); r = $(c["dp"]) * $(c["tp"]); seen[ep] = 1
                     if (r % ep || 4 % ep) bad = 1; if (ep > $(c["dp"])) fold = 1 }
   END { exit !(seen[1] && seen[2] && seen[4] && fold && !bad) }' "$tmpdir/plan"
+check "plan: every MoE layout with tp > 1 has sequence parallelism (Megatron-LM asserts it)" awk "$cols"'
+  $1 ~ /^[0-9]+$/ { n++; if ($(c["tp"]) > 1) { t++; if ($(c["sp"]) != "on") bad = 1 } }
+  END { exit !(n && t && !bad) }' "$tmpdir/plan"
 # the acceptance command: Mixtral 8x7B on 64 H100s answers with ep > 1 and
 # names the all-to-alls' share of the step
 "$MERAK" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq-length 4096 --top 2 \

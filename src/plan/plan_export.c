@@ -54,6 +54,8 @@ static const char *megatron_cannot(const mk_plan_t *p)
         p->reshard != MK_RESHARD_ALWAYS)
         return "an offload, torch cross entropy or FSDP resharding";
     if (p->eager) return "eager element-wise kernels (it runs fused ones)";
+    if (mk_model_is_moe(m) && p->tp > 1 && !p->seqpar) /* megatron/training/arguments.py asserts it */
+        return "MoE with TP but without --sequence-parallel (Megatron-LM requires sequence parallelism there)";
     if (p->dtype != MK_DTYPE_FP16 && mk_plan_grad_dtype(p) != MK_DTYPE_FP32)
         return "16-bit gradients of a bf16 plan (Megatron-LM reduces them in fp32)";
     return NULL;

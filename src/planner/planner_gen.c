@@ -299,6 +299,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
     static const char *const parts[] = {"uniform", "parameters", "compute"};
     int size = o->size > 0 ? o->size : 1;
     long seq0 = S->combo_seq; /* this ep's range of the combo's indices */
+    int moe = mk_model_is_moe(S->model);
     if ((S->combo - 1) % size == o->rank) S->r->layouts++; /* counted once over the ranks */
     mk_gcache_t *e = NULL; /* made when a schedule runs on the layout */
     for (int k = 0; k < MK_SCHED_COUNT; k++) {
@@ -313,6 +314,7 @@ static int layout_candidates(mk_search_t *S, int dp, int cp, int ep, int pp, int
                 if (!mk_pl_has(pm, pi) || (pp == 1 && pi > 0 && (pm & 1u))) continue; /* one stage: one split */
                 for (int sp = 0; sp <= 1; sp++, u += 2) {
                     if ((o->seqpar >= 0 && sp != o->seqpar) || (sp && tp == 1)) continue;
+                    if (!sp && tp > 1 && moe) continue; /* Megatron-LM asserts SP for MoE with TP (as run needs) */
                     mk_plan_t p;
                     if (!unit_plan(S, &p, e, dp, cp, ep, pp, tp, mbs, k, v, sp)) continue;
                     if (unit_candidates(S, &p, e, parts[pi], k, u, base) < 0) return -1;
