@@ -104,7 +104,11 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
  * capacity are dropped, so a factor below 1 computes fewer), its FLOPs
  * L / (N k / E) x the mean's; the shared expert's at all N tokens.  Every
  * expert of a rank waits for the busiest (the combine all-to-all needs all
- * of them).  dims: the smallest GEMM dimension, tokens x w x f. */
+ * of them).  dims: the smallest GEMM dimension, tokens x w x f, with N
+ * the tokens this rank routes: with sequence parallelism (tp > 1) a TP
+ * rank's N/tp rows (Megatron-Core's dispatcher under SP, merak run's:
+ * gpt_moe.c), whose tokens per expert are tp times fewer than the micro-
+ * batch's. */
 static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const mk_op_t *o, double f, double tokens,
                               double peak)
 {
@@ -227,7 +231,8 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     double v = o->vec_flops * scale * (bwd ? 2 : 1), m = o->bytes_moved * scale * (bwd ? 2 : 1);
     const mk_device_t *d = &c->dev;
     double tc = 0;
-    if (f > 0 && o->kind == MK_OPK_MOE) tc = moe_matmul_time(d, g, o, f, tokens, matmul_peak(d, o, dtype));
+    if (f > 0 && o->kind == MK_OPK_MOE) /* the tokens this rank routes */
+        tc = moe_matmul_time(d, g, o, f, tokens * tp_share(o, tp, seqpar), matmul_peak(d, o, dtype));
     else if (f > 0) tc = f / (matmul_peak(d, o, dtype) * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
     if (f > 0 && !bwd && d->gemm_fwd_scale > 0 && !c->ideal) tc *= d->gemm_fwd_scale; /* see cluster.h */
     /* an fp8 linear's backward GEMMs (dgrad, wgrad) accumulate precisely (TE's recipe; cluster.c) */
