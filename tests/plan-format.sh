@@ -116,6 +116,22 @@ expect_ok "ideal, no overlap" $MERAK sim $I --no-overlap-grad-reduce
 check "ideal cluster: the same step time either way (DP costs 0)" [ "$(step "$tmpdir/i1.json")" = "$(step "$tmpdir/out")" ]
 
 # the committed plan files carry the version and load
+# the baselines' and families' tables keep their columns where a layout is
+# longer than the header's 24 characters (EP with DeepEP, CP)
+$MERAK plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq-length 4096 --top 1 \
+  --moe-enable-deepep --explain >"$tmpdir/ex.txt" 2>&1
+check "explain tables: a long layout keeps the schedule column aligned" "$PYTHON" -c '
+import re, sys
+lines = open(sys.argv[1]).read().split("\n")
+n = 0
+for i, l in enumerate(lines):
+    if re.match(r"  (system|family) +GPUs  layout", l):
+        col = l.index("schedule")
+        for r in lines[i + 1:]:
+            if not r.startswith("  ") or "GPUs  layout" in r: break
+            m = re.search(r"\) +(1f1b|interleaved|gpipe|merak|zb-\S+|dualpipev|looped-bfs) ", r)
+            if m: n += 1; assert r.index(m.group(1), m.start()) == col, (r, col)
+assert n >= 2 and any("DeepEP)" in l for l in lines), n' "$tmpdir/ex.txt"
 for f in "$top_srcdir"/experiments/merak-paper/results/gpt-1.5b-*.plan.json; do
   check "$(basename "$f"): format_version 1" grep -q '"format_version": 1,' "$f"
   expect_ok "$(basename "$f") loads" $MERAK sim --plan "$f"

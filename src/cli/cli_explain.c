@@ -424,7 +424,7 @@ void mk_cli_plan_cost_human(const mk_args_t *a, const mk_planner_entry_t *e, int
 
 /* One row: label, layout, schedule, recompute, step, tokens/s (per GPU),
  * MFU, [time and cost], then `tail`. */
-static void alt_row(const mk_args_t *a, const char *label, const mk_cli_alt_t *x, const char *tail)
+static void alt_row(const mk_args_t *a, int lw, const char *label, const mk_cli_alt_t *x, const char *tail)
 {
     if (!x->found) {
         printf("  %-26s %5d  %s\n", label, x->gpus, x->note);
@@ -435,14 +435,14 @@ static void alt_row(const mk_args_t *a, const char *label, const mk_cli_alt_t *x
     char rc[32], c[96];
     mk_recompute_format(&p->recompute, rc, sizeof rc);
     cost_cols(a, &x->e, c, sizeof c);
-    printf("  %-26s %5d  %-24s %-11s %-15s %9.4f %10.0f %8.1f %5.1f%%%s  %s\n", label, x->gpus,
+    printf("  %-26s %5d  %-*s %-11s %-15s %9.4f %10.0f %8.1f %5.1f%%%s  %s\n", label, x->gpus, lw,
            mk_plan_layout_str(p, " x ").s, mk_sched_kind_name(p->schedule), rc, r->step_time_s, r->tokens_per_s,
            per_gpu(&x->e), 100 * r->mfu, c, tail);
 }
 
-static void alt_header(const mk_args_t *a, const char *first, const char *last)
+static void alt_header(const mk_args_t *a, int lw, const char *first, const char *last)
 {
-    printf("  %-26s %5s  %-24s %-11s %-15s %9s %10s %8s %6s%s  %s\n", first, "GPUs", "layout", "schedule", "recompute",
+    printf("  %-26s %5s  %-*s %-11s %-15s %9s %10s %8s %6s%s  %s\n", first, "GPUs", lw, "layout", "schedule", "recompute",
            "step s", "tok/s", "tok/s/GPU", "MFU",
            a->train_tokens > 0 ? (a->gpu_hour_price > 0 ? "   time to train      GPU-hours           cost"
                                                         : "   time to train      GPU-hours")
@@ -450,7 +450,23 @@ static void alt_header(const mk_args_t *a, const char *first, const char *last)
            last);
 }
 
-static void print_scaling(const mk_args_t *a, const mk_cli_extras_t *x)
+/* The layout column's width: its header's 24, or the longest layout of the
+ * rows (EP, CP and DeepEP lengthen it), so every table's columns align. */
+static int layout_width(const mk_planner_entry_t *best, const mk_cli_extras_t *x)
+{
+    int w = 24, n = (int)strlen(mk_plan_layout_str(&best->plan, " x ").s);
+    const mk_cli_alt_t *sets[4] = {x->base, x->fam, x->whatif, x->scaling};
+    const int counts[4] = {x->nb, x->nf, x->nw, x->ns};
+    if (n > w) w = n;
+    for (int k = 0; k < 4; k++)
+        for (int i = 0; i < counts[k]; i++) {
+            n = sets[k][i].found ? (int)strlen(mk_plan_layout_str(&sets[k][i].e.plan, " x ").s) : 0;
+            if (n > w) w = n;
+        }
+    return w;
+}
+
+static void print_scaling(const mk_args_t *a, int lw, const mk_cli_extras_t *x)
 {
     int s0 = -1, win = -1;
     for (int i = 0; i < x->ns; i++)
@@ -463,13 +479,13 @@ static void print_scaling(const mk_args_t *a, const mk_cli_extras_t *x)
     }
     printf("\nscaling (the best plan per GPU count, same global batch; efficiency: tokens/s per GPU over %d GPUs'; "
            "* best by %s)\n", s0 >= 0 ? x->scaling[s0].gpus : 0, by_cost(a) ? "cost" : "time");
-    alt_header(a, "count", "efficiency");
+    alt_header(a, lw, "count", "efficiency");
     for (int i = 0; i < x->ns; i++) {
         const mk_cli_alt_t *c = &x->scaling[i];
         char tail[32] = "";
         if (c->found && s0 >= 0)
             snprintf(tail, sizeof tail, "%6.1f%%%s", 100 * per_gpu(&c->e) / per_gpu(&x->scaling[s0].e), i == win ? " *" : "");
-        alt_row(a, c->label, c, tail);
+        alt_row(a, lw, c->label, c, tail);
     }
 }
 
@@ -480,25 +496,26 @@ void mk_cli_plan_extras_human(const mk_args_t *a, const mk_planner_entry_t *best
         mk_cli_explain_print(&best->res);
     }
     mk_cli_alt_t me = {.gpus = (int)mk_plan_gpus(&best->plan), .found = 1, .e = *best};
+    int lw = layout_width(best, x);
     if (x->nb) {
         printf("\nbaselines (each system's best plan on the same GPUs and batch)\n");
-        alt_header(a, "system", "where the winner gains");
-        alt_row(a, "this search: #1", &me, "the winner");
-        for (int i = 0; i < x->nb; i++) alt_row(a, x->base[i].label, &x->base[i], x->base[i].note);
+        alt_header(a, lw, "system", "where the winner gains");
+        alt_row(a, lw, "this search: #1", &me, "the winner");
+        for (int i = 0; i < x->nb; i++) alt_row(a, lw, x->base[i].label, &x->base[i], x->base[i].note);
     }
     if (x->nf) {
         printf("\nwhy, family by family (the best plan without each of #1's choices, the same search)\n");
-        alt_header(a, "family", "where the winner gains");
-        alt_row(a, "this search: #1", &me, "the winner");
-        for (int i = 0; i < x->nf; i++) alt_row(a, x->fam[i].label, &x->fam[i], x->fam[i].note);
+        alt_header(a, lw, "family", "where the winner gains");
+        alt_row(a, lw, "this search: #1", &me, "the winner");
+        for (int i = 0; i < x->nf; i++) alt_row(a, lw, x->fam[i].label, &x->fam[i], x->fam[i].note);
     }
     if (x->nw) {
         printf("\nwhat if (the cluster changed one knob at a time, the same search)\n");
-        alt_header(a, "change", "what changed in the best plan");
-        alt_row(a, "as is: #1", &me, "");
-        for (int i = 0; i < x->nw; i++) alt_row(a, x->whatif[i].label, &x->whatif[i], x->whatif[i].note);
+        alt_header(a, lw, "change", "what changed in the best plan");
+        alt_row(a, lw, "as is: #1", &me, "");
+        for (int i = 0; i < x->nw; i++) alt_row(a, lw, x->whatif[i].label, &x->whatif[i], x->whatif[i].note);
     }
-    if (x->ns) print_scaling(a, x);
+    if (x->ns) print_scaling(a, lw, x);
     if (x->nb || x->nw || x->ns || x->nf) printf("(%.2f s for these searches)\n", x->wall_s);
 }
 
