@@ -176,12 +176,16 @@ static double a2a_most(const mk_tpl_t *v, int n)
     return t;
 }
 
-/* dualpipev's F&B pairs may hide every all-to-all of an F, a B_IN and its
- * recompute (sim_step.c pair_hidden): the bound takes none of them. */
+/* dualpipev's F&B pairs, and Megatron-Core's merged 1F1B steps
+ * (--overlap-moe-expert-parallel-comm), may hide every all-to-all of an F,
+ * a B_IN (a B: the same all-to-alls) and its recompute (sim_step.c
+ * pair_hidden): the bound takes none of them. */
 static void drop_a2a(const mk_sim_bound_t *b, int l0, int l1, int ck, mk_chunk_ops_t *o)
 {
+    double back = a2a_most(b->bin + (b->L - l1), l1 - l0);
     o->f = fmax(0, o->f - a2a_most(b->fwd + l0, l1 - l0));
-    o->bi = fmax(0, o->bi - a2a_most(b->bin + (b->L - l1), l1 - l0));
+    o->bi = fmax(0, o->bi - back);
+    o->b = fmax(0, o->b - back);
     if (ck > 0) o->rec = fmax(0, o->rec - a2a_most(b->ckf + b->ckpos[l0], ck));
 }
 
@@ -216,7 +220,7 @@ void mk_sim_bound_chunk_ops(const mk_sim_bound_t *b, const mk_plan_t *p, int k, 
        B_IN) takes rec[ck] at least (mk_tp_run's prefix ends grow) */
     if (ck > nck) ck = nck;
     if (ck > 0) o->rec = run_memo(b, 3, b->ckpos[l0], ck, lvl);
-    if (p->schedule == MK_SCHED_DUALPIPEV && p->ep > 1) drop_a2a(b, l0, l1, ck, o);
+    if ((p->schedule == MK_SCHED_DUALPIPEV || p->moe_a2a_overlap) && p->ep > 1) drop_a2a(b, l0, l1, ck, o);
 }
 
 /* Stage s runs m micro-batches of every chunk's ops (busy) one after

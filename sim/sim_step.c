@@ -217,14 +217,20 @@ static void explain_classes(mk_sim_stage_t *S, mk_instr_op_t op, const mk_chunk_
  * does not cover.  The F ran first, whole: the B_IN gives back what it
  * hides of the F's and of its own (*aex, the op's exposed all-to-alls,
  * less what it hides), which never undercuts the pair's two computes.
- * An F notes its compute and all-to-alls for the B_IN after it. */
-static double pair_hidden(mk_sim_stage_t *S, const mk_instr_t *in, double comp, double *aex)
+ * An F notes its compute and all-to-alls for the B_IN after it.
+ * Megatron-Core's --overlap-moe-expert-parallel-comm (merged): in 1F1B's
+ * steady state each backward runs merged with the forward just before it
+ * on the stage (schedules.py's combined 1F1B step: the forward of one
+ * micro-batch and the backward of another, layer by layer on two
+ * streams), the same pair; a backward with no forward since the last one
+ * (the cool-down) runs alone. */
+static double pair_hidden(mk_sim_stage_t *S, const mk_instr_t *in, double comp, double *aex, int merged)
 {
     if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) {
         S->f_comp = comp, S->f_a2a = *aex;
         return 0;
     }
-    if (!in->overlap) return 0;
+    if (!in->overlap && !(merged && (in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN))) return 0;
     double own = fmin(*aex, S->f_comp), back = fmin(S->f_a2a, comp);
     *aex -= own + back; /* negative: the F's exposure given back */
     S->f_comp = S->f_a2a = 0;
@@ -262,7 +268,8 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         }
         if (p->ep > 1) { /* likewise the all-to-alls, all exposed */
             double a2a, aex = mk_chunk_cost_a2a(c, in->op, p->tp_overlap, rc, ck, &a2a);
-            d -= pair_hidden(S, in, pure - aex - (p->cp > 1 ? S->exposed[MK_COMM_CP] - cp0 : 0), &aex);
+            d -= pair_hidden(S, in, pure - aex - (p->cp > 1 ? S->exposed[MK_COMM_CP] - cp0 : 0), &aex,
+                             p->moe_a2a_overlap);
             S->exposed[MK_COMM_EP] += aex;
             S->comm[MK_COMM_EP] += a2a;
         }

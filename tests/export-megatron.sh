@@ -32,6 +32,11 @@ check "the all-to-all dispatcher exported (Megatron-LM's default is allgather)" 
 roundtrip "mixtral, DeepEP (the flex dispatcher)" dgx-h100 32 --model mixtral-8x7b --dp 4 --ep 8 --pp 2 --tp 4 --gbs 64 \
   --seq-length 4096 --sequence-parallel --recompute selective --moe-enable-deepep
 check "DeepEP exported" grep -q -- "--moe-token-dispatcher-type flex --moe-enable-deepep" "$tmpdir/cmd"
+roundtrip "mixtral, the merged 1F1B steps (--overlap-moe-expert-parallel-comm)" dgx-h100 32 --model mixtral-8x7b \
+  --dp 4 --ep 8 --pp 2 --tp 4 --gbs 64 --seq-length 4096 --sequence-parallel --recompute selective \
+  --schedule interleaved --vpp 2 --overlap-moe-expert-parallel-comm
+check "the EP all-to-all overlap exported as the Model Zoo's A2A_OVERLAP runs it" grep -q -- \
+  "--overlap-moe-expert-parallel-comm --delay-wgrad-compute" "$tmpdir/cmd"
 roundtrip "mixtral, ep 8 folding tp 4 x dp 4 (MoE parallel folding)" dgx-h100 32 --model mixtral-8x7b --dp 4 --ep 8 \
   --pp 2 --tp 4 --gbs 64 --seq-length 4096 --sequence-parallel --recompute selective
 roundtrip "a head dim apart from hidden / heads (--kv-channels)" dgx-h100 16 --model llama-3-8b --kv-channels 96 \

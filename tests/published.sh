@@ -31,11 +31,12 @@ EOF
 check "an MoE row replays with its experts and ep" grep -q -- "--num-experts 8 --moe-router-topk 2 --moe-ffn-hidden-size 512 .*--ep 4" \
   "$tmpdir/m/replay.csv"
 # the MoE Model Zoo rows: ep folding tp ranks (32 over tp 2 x dp 16), DeepEP's dispatcher, Qwen3's
-# head width and q/k norms expressed; the overlapped-all-to-all row named unexpressible
+# head width and q/k norms expressed; the overlapped-all-to-all row with --overlap-moe-expert-parallel-comm
 "$PYTHON" "$dir/replay.py" --merak "$MERAK" --out "$tmpdir/z" --no-plot "$dir/moe-modelzoo.json" >/dev/null 2>&1
 check "MoE Model Zoo: the DeepEP row with ep 32 over tp 2 x dp 16, Qwen3's heads" grep -q -- \
   "--kv-channels 128 --qk-layernorm .*--dp 16 --pp 8 --tp 2 .*--ep 32 --moe-enable-deepep" "$tmpdir/z/replay.csv"
-check "MoE Model Zoo: 4 rows replayed, the 1F1B-overlap row unexpressible" sh -c "
-  [ \$(grep -c '^moe-modelzoo#' '$tmpdir/z/replay.csv') -eq 4 ] &&
-  grep -q '^moe-modelzoo#1,.*overlapped with another micro-batch' '$tmpdir/z/unsupported.csv'"
+check "MoE Model Zoo: all 5 rows replayed, the A2A_OVERLAP row with Megatron-Core's merged 1F1B steps" sh -c "
+  [ \$(grep -c '^moe-modelzoo#' '$tmpdir/z/replay.csv') -eq 5 ] &&
+  grep -q '^moe-modelzoo#1,.*--moe-enable-deepep --overlap-moe-expert-parallel-comm' '$tmpdir/z/replay.csv' &&
+  ! grep -q '^moe-modelzoo#' '$tmpdir/z/unsupported.csv'"
 finish

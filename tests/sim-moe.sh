@@ -128,6 +128,55 @@ expect_fail "DeepEP: a dense model" "--moe-enable-deepep needs a model with expe
 expect_fail "DeepEP: run" "--moe-enable-deepep is for merak sim and merak plan" -- \
   "$MERAK" run --model moe-tiny --moe-enable-deepep --steps 1
 
+# Megatron-Core's --overlap-moe-expert-parallel-comm: each backward merged with the forward just before
+# it, each one's all-to-alls behind the other's compute.  At pp 1 with 2 micro-batches (F B F B) and
+# compute above the all-to-alls every all-to-all hides: EP exposed 0, the step shorter by what was exposed
+X="--model mixtral-8x7b --cluster dgx-h100 --dp 8 --ep 8 --gbs 16 --seq-length 4096 --recompute none --zero 1"
+"$MERAK" sim $X --json >"$tmpdir/n.json" 2>/dev/null
+"$MERAK" sim $X --overlap-moe-expert-parallel-comm --json >"$tmpdir/o.json" 2>/dev/null
+check "a2a overlap: pp 1, F B F B: every all-to-all hidden, the step shorter by exactly what was exposed" "$PY" -c '
+import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:])
+ea, eb = a["exposed_comm_s"]["ep"], b["exposed_comm_s"]["ep"]
+assert ea > 0 and eb == 0 and b["plan"]["moe_a2a_overlap"] is True, (ea, eb)
+assert abs((a["step_time_s"] - b["step_time_s"]) - ea) <= 1e-9 * a["step_time_s"], (a["step_time_s"], b["step_time_s"], ea)
+assert abs(b["overlapped_comm_s"]["ep"] - (ea + a["overlapped_comm_s"]["ep"])) <= 1e-12 + 1e-9 * ea
+' "$tmpdir/n.json" "$tmpdir/o.json"
+"$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["plan"], open(sys.argv[2], "w"))' \
+  "$tmpdir/o.json" "$tmpdir/ov.json"
+"$MERAK" sim --plan "$tmpdir/ov.json" --cluster dgx-h100 --json >"$tmpdir/b.json" 2>/dev/null
+check "a2a overlap: a plan file keeps it (the same step)" "$PY" -c '
+import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:])
+assert b["plan"]["moe_a2a_overlap"] is True and a["step_time_s"] == b["step_time_s"]' "$tmpdir/o.json" "$tmpdir/b.json"
+# interleaved: the steady state's pairs hide, the warm-up's forwards and the cool-down's backwards do not
+V="--model mixtral-8x7b --cluster dgx-h100 --dp 8 --ep 8 --pp 4 --gbs 64 --seq-length 4096 --recompute selective"
+V="$V --schedule interleaved --vpp 2 --zero 1"
+"$MERAK" sim $V --json >"$tmpdir/n.json" 2>/dev/null
+"$MERAK" sim $V --overlap-moe-expert-parallel-comm --json >"$tmpdir/o.json" 2>/dev/null
+check "a2a overlap, interleaved: less EP exposed, not none; a shorter step" "$PY" -c '
+import json, sys; a, b = (json.load(open(f)) for f in sys.argv[1:])
+ea, eb = a["exposed_comm_s"]["ep"], b["exposed_comm_s"]["ep"]
+assert 0 < eb < ea and b["step_time_s"] < a["step_time_s"], (ea, eb, a["step_time_s"], b["step_time_s"])
+' "$tmpdir/n.json" "$tmpdir/o.json"
+# the planner: every candidate Megatron-Core can run so overlaps, and its answer is the simulator's
+"$MERAK" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq-length 4096 --top 1 \
+  --overlap-moe-expert-parallel-comm --json >"$tmpdir/p.json" 2>/dev/null
+"$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["plans"][0]["plan"], open(sys.argv[2], "w"))' \
+  "$tmpdir/p.json" "$tmpdir/pp.json"
+"$MERAK" sim --plan "$tmpdir/pp.json" --json >"$tmpdir/b.json" 2>/dev/null
+check "a2a overlap: plan's best overlaps and merak sim agrees on its step" "$PY" -c '
+import json, sys; p, b = (json.load(open(f)) for f in sys.argv[1:])
+q = p["plans"][0]
+assert q["plan"]["moe_a2a_overlap"] is True and q["step_time_s"] == b["step_time_s"], (q["step_time_s"], b["step_time_s"])
+' "$tmpdir/p.json" "$tmpdir/b.json"
+for c in "--ep 2 --recompute full:recompute none or selective" "--ep 2 --recompute none --dtype fp32:a 16-bit model" \
+         "--ep 1 --recompute none:expert parallelism" \
+         "--ep 2 --recompute none --pp 2 --schedule 1f1b:1f1b at pp 1 or the interleaved schedule"; do
+  expect_fail "a2a overlap: Megatron-Core's rule (${c%%:*})" "overlap-moe-expert-parallel-comm needs ${c#*:}" -- \
+    "$MERAK" sim --model moe-tiny --dp 2 --gbs 8 ${c%%:*} --overlap-moe-expert-parallel-comm
+done
+expect_fail "--delay-wgrad-compute alone" "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm" -- \
+  "$MERAK" sim --model moe-tiny --dp 2 --ep 2 --gbs 8 --delay-wgrad-compute
+
 # gradients: the dense 83,520 parameters' all-reduced over dp 4, the
 # experts' over dp / ep ranks (none at ep 4): one bucket, fp32 (bf16's gradients), auto =
 # min(ring 2(n-1)(a + S/(n b)), tree 2 ceil(log2 n) a + 2 S / b) over 4 ranks

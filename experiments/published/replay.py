@@ -21,7 +21,9 @@ source (it is also how the simulator is judged on runs not in this folder):
               --moe-ffn-hidden-size, --moe-shared-expert-intermediate-size)
               and the row's ep (--expert-model-parallel-size) as --ep (its
               EP groups folding TP ranks in, expert tensor parallelism 1),
-              a dispatcher "deepep" as --moe-enable-deepep; head_dim apart
+              a dispatcher "deepep" as --moe-enable-deepep, ep_a2a_overlap
+              (the Model Zoo's A2A_OVERLAP) as
+              --overlap-moe-expert-parallel-comm; head_dim apart
               from hidden / heads as --kv-channels, qk_norm as
               --qk-layernorm, untied as --untie-embeddings-and-output-weights
   layout      the row's dp, pp, tp and cp (context parallelism: each
@@ -319,8 +321,6 @@ def express(row):
         return missing
     if row.get("float8"):
         return "torchao Float8 training (not modelled)"
-    if row.get("ep_a2a_overlap"):
-        return "EP all-to-alls overlapped with another micro-batch's compute in 1F1B (not modelled)"
     cl = cluster_of(row)
     if not cl:
         return "no cluster preset for GPU type %r" % row.get("gpu_type")
@@ -335,6 +335,7 @@ def express(row):
         ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + \
         (["--cp", str(cp)] if cp > 1 else []) + (["--ep", str(row["ep"])] if (row.get("ep") or 1) > 1 else []) + \
         (["--moe-enable-deepep"] if row.get("dispatcher") == "deepep" else []) + \
+        (["--overlap-moe-expert-parallel-comm"] if row.get("ep_a2a_overlap") else []) + \
         opt + dtype_flags(row) + grad_flags(row) + \
         (["--cross-entropy", "torch"] if torchtitan(row) else []) + \
         (["--elementwise", "eager"] if torchtitan(row) and not row.get("compile") else []) + \

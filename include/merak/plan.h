@@ -72,6 +72,11 @@ typedef struct mk_plan {
                                  * Core's --moe-token-dispatcher-type flex --moe-enable-deepep):
                                  * a token crosses to each node holding its experts once, then
                                  * NVLink (cost.h mk_cost_a2a_deepep); 0: the pairwise all-to-all */
+    int moe_a2a_overlap;        /* Megatron-Core's --overlap-moe-expert-parallel-comm (with
+                                 * --delay-wgrad-compute): in 1F1B's steady state the forward of one
+                                 * micro-batch runs merged with the backward of another, each one's
+                                 * EP all-to-alls behind the other's compute (sim_step.c pair_hidden);
+                                 * ep > 1, 1f1b at pp 1 or interleaved, recompute none or selective */
     int mbs;                    /* micro-batch size b */
     int m;                      /* micro-batches per replica: gbs / (dp*mbs) */
     mk_sched_kind_t schedule;
@@ -185,7 +190,8 @@ MK_API int mk_plan_dp_cp(const mk_plan_t *p);
 /* The GPUs of a plan, dp*cp*pp*tp (the one place it is computed; within
  * MK_MAX_GPUS once mk_plan_check_sizes accepted the plan). */
 MK_API int64_t mk_plan_gpus(const mk_plan_t *p);
-/* "dp D<sep>pp P<sep>tp T", with "cp C" after dp when cp > 1 (messages). */
+/* "dp D<sep>pp P<sep>tp T", with "cp C" after dp when cp > 1, then
+ * " (ep E[, DeepEP][, a2a overlap])" with experts (messages). */
 typedef struct { char s[96]; } mk_plan_layout_str_t;
 MK_API mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep);
 /* A trace's metadata for this plan ("otherData": model, layout as
@@ -224,6 +230,12 @@ MK_API int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g);
  * stage's tp x cp x dp ranks and the plan model's experts, ep > 1 only with experts, 1 <=
  * moe_imbalance, other than 1 only with experts. */
 MK_API int mk_plan_check_ep(const mk_plan_t *p);
+/* Megatron-Core's rules for --overlap-moe-expert-parallel-comm
+ * (transformer_config.py): expert parallelism, pp 1 or virtual stages
+ * (1f1b at pp 1, or interleaved), recompute none or selective (no layer
+ * recompute: no granularity full, no method), a 16-bit model.
+ * NULL where the plan keeps them, else the one it breaks. */
+MK_API const char *mk_plan_moe_a2a_overlap_why(const mk_plan_t *p);
 /* The part of mk_plan_check that needs no graph: each size against its
  * maximum (merak/limits.h), then the products in 64 bits: GPUs dp*pp*tp,
  * virtual stages pp*vpp, a replica's batch dp*mbs, micro-batches m and

@@ -50,6 +50,8 @@ typedef struct mk_args {
     const char *grad_dtype;        /* --grad-reduce-dtype (mk_args_grad_dtype); NULL: not given */
     int optimizer_offload;         /* --optimizer-cpu-offload */
     int tp_comm_overlap;           /* --tp-comm-overlap */
+    int moe_a2a_overlap;           /* --overlap-moe-expert-parallel-comm */
+    int delay_wgrad;               /* --delay-wgrad-compute (needs the overlap: Megatron-Core's rule) */
     int cpu_offload_layers;        /* --cpu-offloading-num-layers (0: none) */
     int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers (0: even) */
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
@@ -201,6 +203,8 @@ int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out);
  * message printed. */
 int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
 int mk_args_elementwise(const mk_args_t *a, int *eager);
+/* --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute) into mk_plan_t.moe_a2a_overlap (-1: printed) */
+int mk_args_a2a_overlap(const mk_args_t *a, int *out);
 /* --moe-enable-deepep / --moe-token-dispatcher-type into mk_plan_t.moe_deepep (-1: printed) */
 int mk_args_deepep(const mk_args_t *a, int *deepep);
 /* --grad-reduce-dtype D or --accumulate-allreduce-grads-in-fp32 into *out

@@ -220,8 +220,9 @@ static int add_baselines(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_
         mk_planner_opts_t q;
         mk_planner_opts_init(&q);
         q.gpus = o->gpus, q.gbs = o->gbs, q.dtype = o->dtype, q.moe_imbalance = o->moe_imbalance;
-        /* DeepEP is Megatron-Core's (its flex dispatcher's backend): the other systems dispatch pairwise */
+        /* DeepEP and the merged 1F1B steps are Megatron-Core's: the other systems dispatch pairwise, apart */
         q.moe_deepep = strncmp(baselines[i], "megatron", 8) ? 0 : o->moe_deepep;
+        q.moe_a2a_overlap = strncmp(baselines[i], "megatron", 8) ? 0 : o->moe_a2a_overlap;
         q.attention = o->attention; /* the same attention core as the main search */
         mk_strlcpy(alt->label, baselines[i], sizeof alt->label);
         if (mk_cli_plan_baseline(baselines[i], &q) < 0) return mk_cli_fail("plan", "%s", mk_error_last());

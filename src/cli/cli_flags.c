@@ -88,6 +88,8 @@ const mk_flag_t mk_flags[] = {
     {"fsdp-reshard-after-forward", O_RESHARD, MK_OPTG_SIM, S, 1, 0, 0},
     {"optimizer-cpu-offload", O_OFFLOAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"tp-comm-overlap", O_TP_COMM_OVERLAP, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
+    {"overlap-moe-expert-parallel-comm", O_MOE_A2A_OVERLAP, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
+    {"delay-wgrad-compute", O_DELAY_WGRAD, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
     {"cpu-offloading-num-layers", O_ACT_OFFLOAD, MK_OPTG_SIM, I, 1, 0, MK_MAX_LAYERS},
     {"decoder-first-pipeline-num-layers", O_FIRST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},
     {"decoder-last-pipeline-num-layers", O_LAST_LAYERS, MK_OPTG_SIM, I, 1, 1, MK_MAX_LAYERS},

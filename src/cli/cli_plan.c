@@ -81,6 +81,19 @@ int mk_args_deepep(const mk_args_t *a, int *deepep)
     return 0;
 }
 
+/* --overlap-moe-expert-parallel-comm, and Megatron-Core's
+ * --delay-wgrad-compute, which needs it ("overlap_moe_expert_parallel_comm
+ * must be enabled when enabling delay_wgrad_compute") and whose split of
+ * the weight gradients the overlap's model takes in (sim_step.c). */
+int mk_args_a2a_overlap(const mk_args_t *a, int *out)
+{
+    if (a->delay_wgrad && !a->moe_a2a_overlap)
+        return mk_cli_fail(a->cmd, "--delay-wgrad-compute needs --overlap-moe-expert-parallel-comm (Megatron-Core's "
+                           "rule)"), -1;
+    *out = a->moe_a2a_overlap;
+    return 0;
+}
+
 /* Megatron-LM's --recompute-method / --recompute-num-layers (-1: not
  * given; Megatron's default 1) with --recompute-granularity full: uniform
  * 1 is merak's full recompute, block 0 none (the first 0 blocks of each
@@ -143,6 +156,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     p->optimizer_offload = a->optimizer_offload;
     p->tp_comm_overlap = a->tp_comm_overlap;
+    if (mk_args_a2a_overlap(a, &p->moe_a2a_overlap) < 0) return -1;
     p->cpu_offload_layers = a->cpu_offload_layers > 0 ? a->cpu_offload_layers : 0;
     p->first_stage_layers = a->first_stage_layers > 0 ? a->first_stage_layers : 0;
     p->last_stage_layers = a->last_stage_layers > 0 ? a->last_stage_layers : 0;

@@ -52,6 +52,8 @@ static const char *plan_usage =
     "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"
     "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
     "  --moe-enable-deepep  MoE: every plan's all-to-alls by DeepEP (merak sim --help)\n"
+    "  --overlap-moe-expert-parallel-comm  MoE: every plan Megatron-Core can run so merges its\n"
+    "                   1F1B steps, hiding the all-to-alls (merak sim --help)\n"
     "  --tp-comm-overlap  every sequence-parallel plan with tp > 1 runs Transformer Engine's TP\n"
     "                   communication overlap, as Megatron-Core's H100 recipes do (merak sim --help;\n"
     "                   merak run refuses such a plan)\n"
@@ -458,7 +460,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.moe_imbalance = a->moe_imbalance;
     o.tp_comm_overlap = a->tp_comm_overlap;
     if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
-        mk_args_deepep(a, &o.moe_deepep) < 0 ||
+        mk_args_deepep(a, &o.moe_deepep) < 0 || mk_args_a2a_overlap(a, &o.moe_a2a_overlap) < 0 ||
         mk_args_elementwise(a, &o.eager) < 0 ||
         mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
         return MK_EXIT_USAGE;

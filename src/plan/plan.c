@@ -72,7 +72,8 @@ mk_plan_layout_str_t mk_plan_layout_str(const mk_plan_t *p, const char *sep)
     else snprintf(r.s, sizeof r.s, "dp %d%spp %d%stp %d", p->dp, sep, p->pp, sep, p->tp);
     if (p->ep > 1) { /* the EP ranks fold the stage's: named after the layout, not a factor of it */
         size_t n = strlen(r.s);
-        snprintf(r.s + n, sizeof r.s - n, " (ep %d%s)", p->ep, p->moe_deepep ? ", DeepEP" : "");
+        snprintf(r.s + n, sizeof r.s - n, " (ep %d%s%s)", p->ep, p->moe_deepep ? ", DeepEP" : "",
+                 p->moe_a2a_overlap ? ", a2a overlap" : "");
     }
     return r;
 }
@@ -160,6 +161,17 @@ int mk_plan_check_ep(const mk_plan_t *p)
     return 0;
 }
 
+const char *mk_plan_moe_a2a_overlap_why(const mk_plan_t *p)
+{
+    if (p->ep <= 1) return "expert parallelism (--ep 2 or more)";
+    if (p->schedule != MK_SCHED_INTERLEAVED && !(p->schedule == MK_SCHED_1F1B && p->pp == 1))
+        return "1f1b at pp 1 or the interleaved schedule (virtual stages where pp > 1)";
+    if (p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_SELECTIVE)
+        return "recompute none or selective (no recompute granularity full, no recompute method)";
+    if (p->dtype == MK_DTYPE_FP32) return "a 16-bit model (bf16, fp16 or fp8)";
+    return NULL;
+}
+
 /* The rules of mk_plan_check that need the graph, on a plan whose sizes
  * are checked (n_vstages and m filled). */
 int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
@@ -204,6 +216,8 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->reshard == MK_RESHARD_NEVER && p->zero != 3)
         return mk_error_set("--fsdp-reshard-after-forward never needs --zero 3 (got --zero %d)", p->zero);
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
+    const char *why = p->moe_a2a_overlap ? mk_plan_moe_a2a_overlap_why(p) : NULL;
+    if (why) return mk_error_set("--overlap-moe-expert-parallel-comm needs %s (Megatron-Core's rule)", why);
     if (p->tp_comm_overlap && (p->tp < 2 || !p->seqpar || p->tp_overlap))
         return mk_error_set("--tp-comm-overlap needs --tp 2 or more and --sequence-parallel, and no --tp-overlap "
                             "(Megatron-Core's rule; got tp %d%s%s)", p->tp, p->seqpar ? "" : ", no sequence parallelism",

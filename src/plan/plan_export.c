@@ -107,6 +107,8 @@ static void dispatcher_args(mk_argbuf_t *b, const mk_plan_t *p)
     if (!p->model.num_experts) return;
     if (p->moe_deepep) put(b, " --moe-token-dispatcher-type flex --moe-enable-deepep");
     else put(b, " --moe-token-dispatcher-type alltoall");
+    /* the merged 1F1B steps, with the weight gradients split off as the Model Zoo's A2A_OVERLAP runs them */
+    if (p->moe_a2a_overlap) put(b, " --overlap-moe-expert-parallel-comm --delay-wgrad-compute");
 }
 
 static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)

@@ -83,6 +83,7 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     if (j && p->ep > 1) json_object_set_new(j, "ep", json_integer(p->ep)); /* likewise: absent means 1 */
     if (j && p->moe_imbalance != 1.0) json_object_set_new(j, "moe_imbalance", json_real(p->moe_imbalance));
     if (j && p->moe_deepep) json_object_set_new(j, "moe_deepep", json_true()); /* absent: the pairwise all-to-all */
+    if (j && p->moe_a2a_overlap) json_object_set_new(j, "moe_a2a_overlap", json_true()); /* absent: none */
     return j;
 }
 
@@ -225,7 +226,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "pp", "tp", "vpp", "micro_batch_size", "micro_batches", "schedule",
                                        "recompute", "tp_overlap", "zero", "sequence_parallel", "partition",
                                        "stage_bounds", "checkpoint_layers", "overlap_grad_reduce", "zero_shard_size", "cp",
-                                       "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "moe_deepep", "cross_entropy",
+                                       "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "moe_deepep", "moe_a2a_overlap", "cross_entropy",
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
                                        "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", "elementwise", NULL};
@@ -305,6 +306,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         (json_object_get(j, "ep") && mk_json_int(j, what, "ep", 1, &p->ep) < 0) ||
         (json_object_get(j, "moe_imbalance") && mk_json_num(j, what, "moe_imbalance", 1.0, &p->moe_imbalance) < 0) ||
         (json_object_get(j, "moe_deepep") && mk_json_bool(j, what, "moe_deepep", &p->moe_deepep) < 0) ||
+        opt_bool(j, what, "moe_a2a_overlap", 0, &p->moe_a2a_overlap) < 0 ||
         plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
     /* n_vstages: filled by plan_sizes, within MK_PLAN_MAX_VSTAGES */

@@ -160,6 +160,7 @@ static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp
         mk_plan_t p = *bp;
         p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
         p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
+        p.moe_a2a_overlap = bp->moe_a2a_overlap && !mk_plan_moe_a2a_overlap_why(&p);
         if (!F->made[zi] && mk_pl_tail(S, &p, e->g, F->tl[zi]) < 0) return -1;
         F->made[zi] = 1;
         double lb = mk_pl_terms_lb(t, pp, F->tl[zi]);
@@ -198,7 +199,9 @@ static int variant_candidates(mk_search_t *S, const mk_plan_t *base, mk_gcache_t
         int rcon = rk == MK_RECOMPUTE_FULL || rk == MK_RECOMPUTE_STAGE_AWARE || rk == MK_RECOMPUTE_AUTO;
         if (!have[rcon]) {
             bp[rcon] = *base;
+            bp[rcon].moe_a2a_overlap = 0; /* checked per recompute kind (kind_groups) */
             if (bounds_for(S, &bp[rcon], e, method, rcon) < 0 || mk_plan_check(&bp[rcon], e->g) < 0) return 0;
+            bp[rcon].moe_a2a_overlap = base->moe_a2a_overlap; /* the bounds' terms may hide the all-to-alls */
             if (same_as_uniform(S, &bp[rcon], e, method)) return 0; /* already a uniform candidate */
             have[rcon] = 1;
             F[rcon].have_sends = 0;
@@ -283,6 +286,7 @@ static int unit_plan(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, int dp,
     if (o->moe_imbalance > 0) p->moe_imbalance = o->moe_imbalance;
     p->moe_deepep = o->moe_deepep;
     p->schedule = (mk_sched_kind_t)k;
+    p->moe_a2a_overlap = o->moe_a2a_overlap; /* kept where Megatron-Core runs it (kind_groups) */
     p->n_vstages = (int)mk_plan_vstages(p);
     p->m = mk_plan_micro_batches(p);
     if (tr->interleaved && ((tr->m_per_pp && p->m % pp) || p->n_vstages > e->g->n_layers)) return 0;
