@@ -102,9 +102,12 @@ static double gemm_dim(const mk_graph_t *g, const mk_op_t *o, int tp, double tok
  * min(imbalance, capacity factor) (an EP rank runs E/ep experts on the
  * tokens of ep ranks: the same FLOPs as E experts on its own, taller GEMMs) (dropless: no cap; tokens above the
  * capacity are dropped, so a factor below 1 computes fewer), its FLOPs
- * L / (N k / E) x the mean's; the shared expert's at all N tokens.  Every
- * expert of a rank waits for the busiest (the combine all-to-all needs all
- * of them).  dims: the smallest GEMM dimension, tokens x w x f, with N
+ * L / (N k / E) x the mean's with experts over EP ranks (exact at one
+ * expert a rank, an upper bound above: a rank's load is its experts'
+ * sum), the mean's at ep 1 (one rank computes every expert: its N k
+ * assignments whatever the routing, the imbalance only shaping the
+ * GEMMs); the shared expert's at all N tokens.  Every EP rank waits for
+ * the busiest (the combine all-to-all needs all of them).  dims: the smallest GEMM dimension, tokens x w x f, with N
  * the tokens this rank routes: with sequence parallelism (tp > 1) a TP
  * rank's N/tp rows (Megatron-Core's dispatcher under SP, merak run's:
  * gpt_moe.c), whose tokens per expert are tp times fewer than the micro-
@@ -118,7 +121,7 @@ static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const m
     if (cap > 0 && cap < lf) lf = cap;
     double ep = g->opts.ep > 1 ? g->opts.ep : 1;
     double te = ep * tokens * k / o->experts * lf, de = fmin(te, fmin(w, fe)), ds = fmin(tokens, fmin(w, fs));
-    double t = f * routed * lf / (peak * mk_cost_gemm_eff(d, de));
+    double t = f * routed * (ep > 1 ? lf : fmin(lf, 1.0)) / (peak * mk_cost_gemm_eff(d, de));
     if (fs > 0) t += f * (1 - routed) / (peak * mk_cost_gemm_eff(d, ds));
     return t;
 }

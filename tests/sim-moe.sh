@@ -215,23 +215,27 @@ check "ep 1: no A2A.ep" sh -c "! grep -q A2A.ep '$tmpdir/t.json'"
 check "ep 1: no ep line" sh -c "! grep -q 'ep (all-to-all)' '$tmpdir/h'"
 
 # the ideal cluster: the step is the active FLOPs' time (MFU 1) at any ep;
-# an imbalance of 2 adds the routed experts' FLOPs once more (forward,
-# recompute, backward: 4 x 2 N k 3 h f per MoE layer and micro-batch), a
-# capacity factor of 1 caps it back to the mean
+# at ep 4 (one expert a rank) an imbalance of 2 adds the routed experts'
+# FLOPs once more to the busiest rank (forward, recompute, backward: 4 x 2
+# N k 3 h f per MoE layer and micro-batch), a capacity factor of 1 caps it
+# back to the mean; at ep 1 one rank computes every expert, N k whatever
+# the routing: no change
 ideal() { "$MERAK" sim --model moe-tiny --cluster ideal --gbs 8 "$@" --json; }
 ideal >"$tmpdir/i1.json"; ideal --dp 4 --ep 4 >"$tmpdir/i4.json"
-ideal --moe-imbalance 2 >"$tmpdir/im.json"
-ideal --moe-imbalance 2 --moe-expert-capacity-factor 1 >"$tmpdir/ic.json"
-check "ideal: MFU 1 at ep 1 and 4; imbalance 2: + routed FLOPs / peak; capacity 1 caps it" "$PY" -c '
+ideal --dp 4 --ep 4 --moe-imbalance 2 >"$tmpdir/im.json"
+ideal --dp 4 --ep 4 --moe-imbalance 2 --moe-expert-capacity-factor 1 >"$tmpdir/ic.json"
+ideal --moe-imbalance 2 >"$tmpdir/i1m.json"
+check "ideal: MFU 1 at ep 1 and 4; ep 4, imbalance 2: + routed FLOPs / peak; capacity 1 caps it; ep 1: the same" "$PY" -c '
 import json, sys
-d1, d4, dm, dc = (json.load(open(f)) for f in sys.argv[1:5])
+d1, d4, dm, dc, d1m = (json.load(open(f)) for f in sys.argv[1:6])
 for d in (d1, d4):
     assert abs(d["mfu"] - 1) <= 1e-9, d["mfu"]
-peak = d1["flops_per_iteration"] / d1["step_time_s"]
-routed = 8 * 4 * 4 * 2 * 64 * 2 * 3 * 64 * 128   # gbs x layers x (F + R + 2 B) x 2 N k 3 h f
-assert abs(dm["step_time_s"] - (d1["step_time_s"] + routed / peak)) <= 1e-9 * dm["step_time_s"], dm["step_time_s"]
-assert abs(dc["step_time_s"] - d1["step_time_s"]) <= 1e-12 * d1["step_time_s"], dc["step_time_s"]
-' "$tmpdir/i1.json" "$tmpdir/i4.json" "$tmpdir/im.json" "$tmpdir/ic.json"
+peak = d4["flops_per_iteration"] / (4 * d4["step_time_s"])   # one GPU'"'"'s (the FLOPs are the 4 GPUs'"'"')
+routed = 2 * 4 * 4 * 2 * 64 * 2 * 3 * 64 * 128   # a replica'"'"'s 2 sequences x layers x (F + R + 2 B) x 2 N k 3 h f
+assert abs(dm["step_time_s"] - (d4["step_time_s"] + routed / peak)) <= 1e-9 * dm["step_time_s"], dm["step_time_s"]
+assert abs(dc["step_time_s"] - d4["step_time_s"]) <= 1e-12 * d4["step_time_s"], dc["step_time_s"]
+assert d1m["step_time_s"] == d1["step_time_s"], (d1m["step_time_s"], d1["step_time_s"])
+' "$tmpdir/i1.json" "$tmpdir/i4.json" "$tmpdir/im.json" "$tmpdir/ic.json" "$tmpdir/i1m.json"
 
 # a plan file keeps ep and the imbalance
 "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --gbs 8 --moe-imbalance 1.5 --json \
