@@ -87,9 +87,12 @@ static int exec_check_moe(const mk_plan_t *p)
     if (mk_gpt_moe_check(&p->model, NULL) < 0) return -1;
     if (p->cp > 1) return mk_error_set("mixture-of-experts models with --cp %d are not supported by run", p->cp);
     int fold = p->seqpar && p->tp > 1, ranks = fold ? p->tp * p->dp : p->dp; /* exec_ep.c */
-    if (fold && p->zero > 0)
-        return mk_error_set("mixture-of-experts models with --sequence-parallel and --zero %d are not supported by run",
+    if ((fold || p->ep > 1) && p->zero > 1)
+        return mk_error_set("%s --zero %d: not supported by run (ZeRO-1 is)",
+                            fold ? "mixture-of-experts models with --sequence-parallel and" : "expert parallelism with",
                             p->zero);
+    if ((fold || p->ep > 1) && p->zero && p->zero_shard)
+        return mk_error_set("a hybrid ZeRO group with expert parallelism is not supported by run");
     int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
     if (p->model.moe_router_bias && p->zero > 1) /* the biases move on every rank's whole copy */
         return mk_error_set("the router's expert bias with --zero %d is not supported by run", p->zero);
@@ -101,8 +104,6 @@ static int exec_check_moe(const mk_plan_t *p)
                                    "in run (Megatron-Core's MoE with TP; without it EP ranks are data-parallel "
                                    "ranks: ep divides dp %d)",
                             p->ep, ranks);
-    if (p->ep > 1 && p->zero > 0)
-        return mk_error_set("expert parallelism (--ep %d) with --zero %d is not supported by run", p->ep, p->zero);
     if (MK_PROD_WITHIN(INT_MAX, &x, p->ep, p->mbs, p->model.seq, p->model.moe_topk, p->model.hidden) < 0)
         return mk_error_set("a micro-batch's expert all-to-all (ep x mbs x seq x top-k x hidden) is over %d floats",
                             INT_MAX);
@@ -283,8 +284,9 @@ static int reduced_sumsq(mk_exec_t *e, double *sumsq)
     mk_gpt_t *g = e->g;
     if (e->zero.on == 1 && mk_exec_zero_scatter(e) < 0) return -1;
     if (mk_exec_fsdp_reduce(e) < 0) return -1;
-    /* folded MoE at dp 1: the experts over the TP ranks (the stream has no REDUCE_GRADS without DP) */
-    if (e->comm.dp == 1 && mk_exec_ep_reduce(e) < 0) return -1;
+    /* folded MoE at dp 1: the experts over the TP ranks (the stream has no REDUCE_GRADS without DP;
+       ZeRO-1's reduce-scatter did it) */
+    if (e->comm.dp == 1 && !e->zero.on && mk_exec_ep_reduce(e) < 0) return -1;
     for (int i = 0; i < mk_exec_zero_n_ranges(e); i++) {
         mk_opt_range_t r;
         mk_exec_zero_range(e, i, &r);
@@ -305,11 +307,38 @@ static void zero_grads(mk_exec_t *e)
     else g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
 }
 
+/* ZeRO-1 with the experts' units (exec_zero.c expert_units): the pieces'
+ * run at the block's start copied out, each unit's pieces gathered over
+ * its group into the block and dumped, the run put back for Adam. */
+static int dump_units(mk_exec_t *e)
+{
+    const mk_backend_t *be = e->g->be;
+    size_t ns = e->zero.ns;
+    float *pieces = mk_gpt_alloc(&e->run, e->g, ns ? ns : 1), *gr = e->g->grads;
+    int rc = pieces ? 0 : -1;
+    if (pieces) be->copy(be->ctx, pieces, gr, ns * sizeof(float));
+    for (int j = 0; rc == 0 && j < e->zero.n_units; j++) {
+        const mk_zunit_t *u = &e->zero.u[j];
+        size_t c = (size_t)u->cnt[u->gi];
+        MPI_Request r;
+        if (u->G == 1) be->copy(be->ctx, gr + u->off, pieces + u->soff, c * sizeof(float));
+        else if (MPI_Iallgatherv(pieces + u->soff, (int)c, MPI_FLOAT, gr + u->off, u->cnt, u->dsp, MPI_FLOAT, u->c, &r) !=
+                 MPI_SUCCESS)
+            rc = mk_error_set("MPI_Iallgatherv of the gradients failed");
+        else rc = mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
+    }
+    if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, gr);
+    if (pieces) be->copy(be->ctx, gr, pieces, ns * sizeof(float));
+    if (pieces) mk_gpt_release(&e->run, e->g, pieces, ns ? ns : 1);
+    return rc;
+}
+
 /* ZeRO-1: the pieces gathered into the full block and dumped; this
  * rank's piece, which the in-place reduce-scatter left at the block's
  * start and Adam reads there, is put back after. */
 static int dump_zero1(mk_exec_t *e)
 {
+    if (e->zero.n_units > 1) return dump_units(e);
     const mk_zunit_t *u = &e->zero.u[0];
     const mk_backend_t *be = e->g->be;
     size_t c = (size_t)u->cnt[e->zero.gi];

@@ -187,10 +187,11 @@ static int gather_tensor(mk_exec_t *e, ckpt_bufs_t *b, int k, int kind, MPI_Comm
     const mk_gpt_tensor_t *t = &g->t[k];
     size_t n = shard_n(t);
     /* holders of a distinct shard send it (DP rank 0 only) */
-    int st, sd = saved_dp(e, t, &st);
-    if (t->owned && (t->split_dim >= 0 || e->comm.tp_rank == st)) {
+    int st, sd = saved_dp(e, t, &st), sends = t->split_dim >= 0 || e->comm.tp_rank == st;
+    /* a sharded state's gather is collective over its unit's group: folded, an expert's holders on every TP rank */
+    if (t->owned && (sends || (t->expert >= 0 && e->ep.fold && sharded(e, kind)))) {
         if (state_get(e, k, kind, b->shard) < 0) return -1;
-        if (e->comm.dp_rank == sd && e->comm.rank != 0 && ck_send(e, b->shard, n, 0, k, cc) < 0)
+        if (sends && e->comm.dp_rank == sd && e->comm.rank != 0 && ck_send(e, b->shard, n, 0, k, cc) < 0)
             return -1;
     }
     if (e->comm.rank != 0) return 0;

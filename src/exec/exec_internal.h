@@ -84,7 +84,10 @@ typedef struct mk_zunit {
     size_t S, soff;        /* piece size; this rank's piece in the shard arrays */
     int layer;             /* the layer whose backward completes a micro-batch's gradient of it */
     int tied;              /* the tied word embedding (or its copy): REDUCE_TIED */
-    int *cnt, *dsp;        /* [group] every piece's size and start in the unit */
+    int *cnt, *dsp;        /* [G] every piece's size and start in the unit */
+    int G, gi;             /* its sharding group's size and this rank's index: ZeRO's group, or for
+                              the routed experts' ranges of ZeRO-1 with EP their holders (exec_zero.c) */
+    MPI_Comm c;            /* that group (MPI_COMM_NULL: G 1) */
     /* ZeRO-2/3 (exec_fsdp.c) */
     float *gbuf;           /* (n) the gradient accumulating, or NULL */
     float *gfly, *rfly;    /* its reduce-scatter in flight: input (n), this rank's summed piece */

@@ -103,7 +103,8 @@ size_t mk_exec_state_bytes(const mk_exec_t *e)
 /* ---- the store ---- */
 
 /* ZeRO-1/2: round this rank's pieces into the store, then all-gather
- * every unit's pieces over the sharding group, in 16 bits. */
+ * every unit's pieces over its group (the sharding group, or the experts'
+ * holders: exec_zero.c expert_units), in 16 bits. */
 static int refresh_sharded(mk_exec_t *e)
 {
     const mk_gpt_t *g = e->g;
@@ -113,11 +114,12 @@ static int refresh_sharded(mk_exec_t *e)
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     for (int j = 0; j < n; j++) {
         const mk_zunit_t *u = &e->zero.u[j];
-        size_t c = (size_t)u->cnt[e->zero.gi];
-        if (c) g->be->pack16(g->be->ctx, e->p16.store + u->off + u->dsp[e->zero.gi], e->zero.params + u->soff, c,
+        size_t c = (size_t)u->cnt[u->gi];
+        if (c) g->be->pack16(g->be->ctx, e->p16.store + u->off + u->dsp[u->gi], e->zero.params + u->soff, c,
                              e->p16.dt);
-        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, e->p16.store + u->off, u->cnt, u->dsp, MPI_UINT16_T,
-                            e->zero.zsc, &r[j]) != MPI_SUCCESS)
+        r[j] = MPI_REQUEST_NULL;
+        if (u->G > 1 && MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_UINT16_T, e->p16.store + u->off, u->cnt, u->dsp,
+                                        MPI_UINT16_T, u->c, &r[j]) != MPI_SUCCESS)
             rc = mk_error_set("MPI_Iallgatherv failed"), r[j] = MPI_REQUEST_NULL;
     }
     if (mk_comm_waitall_for(&e->comm, n, r, "the 16-bit weights' all-gather", -1) < 0) rc = -1;

@@ -19,13 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Unit [off, off + n) of layer l: pieces of this group and this rank's. */
-static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
+/* Unit [off, off + n) of layer l sharded over a group of G ranks (this
+ * rank the gi-th, over c): its pieces and this rank's. */
+static void add_unit_in(mk_exec_t *e, size_t off, size_t n, int l, int tied, int G, int gi, MPI_Comm c)
 {
     mk_zunit_t *u = &e->zero.u[e->zero.n_units++];
-    int G = e->zero.group;
     memset(u, 0, sizeof *u);
-    u->off = off, u->n = n, u->layer = l, u->tied = tied;
+    u->off = off, u->n = n, u->layer = l, u->tied = tied, u->G = G, u->gi = gi, u->c = c;
     u->S = (n + G - 1) / G;
     u->cnt = calloc(G, sizeof *u->cnt);
     u->dsp = calloc(G, sizeof *u->dsp);
@@ -34,8 +34,40 @@ static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
         u->dsp[i] = (int)lo, u->cnt[i] = (int)(hi - lo);
     }
     u->soff = e->zero.ns;
-    e->zero.ns += u->cnt[e->zero.gi];
+    e->zero.ns += u->cnt[gi];
     u->rs = u->ag = MPI_REQUEST_NULL;
+}
+
+/* A unit over the ZeRO sharding group. */
+static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
+{
+    add_unit_in(e, off, n, l, tied, e->zero.group, e->zero.gi, e->zero.zsc);
+}
+
+/* ZeRO-1 with expert parallelism (or MoE folded over TP ranks): the block
+ * in its runs of dense tensors, each a unit over the DP group as before,
+ * and of this rank's routed experts, each over the ranks holding the same
+ * experts (exec_ep.c's ep.dc, ep.edpn of them: Megatron-Core's distributed
+ * optimizer shards the experts over the expert-data-parallel group), whose
+ * pieces would otherwise mix different experts. */
+static void expert_units(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    size_t a = 0, n = 0;
+    int ex = 0;
+    for (int k = 0; k <= g->n_tensors; k++) {
+        const mk_gpt_tensor_t *t = k < g->n_tensors ? &g->t[k] : NULL;
+        if (t && !t->owned) continue;
+        int tx = t && t->expert >= 0;
+        if (n && (!t || tx != ex)) {
+            if (ex) add_unit_in(e, a, n, -1, 0, e->ep.edpn, e->ep.edp, e->ep.dc);
+            else add_unit(e, a, n, -1, 0);
+            n = 0;
+        }
+        if (!t) break;
+        if (!n) a = t->off, ex = tx;
+        n += (size_t)t->lrows * t->lcols;
+    }
 }
 
 /* ZeRO-2/3: each owned layer's tensors a unit; with a tied pair across
@@ -97,8 +129,8 @@ static int shard_blocks(mk_exec_t *e, size_t s)
         if (i == 3)
             for (int j = 0; j < e->zero.n_units; j++) {
                 const mk_zunit_t *u = &e->zero.u[j];
-                g->be->copy(g->be->ctx, e->zero.params + u->soff, g->params + u->off + u->dsp[e->zero.gi],
-                            u->cnt[e->zero.gi] * sizeof(float));
+                g->be->copy(g->be->ctx, e->zero.params + u->soff, g->params + u->off + u->dsp[u->gi],
+                            u->cnt[u->gi] * sizeof(float));
             }
         g->be->free(g->be->ctx, *blk[i]);
         *blk[i] = NULL;
@@ -115,7 +147,8 @@ int mk_exec_zero_init(mk_exec_t *e)
     split_groups(e);
     e->zero.u = calloc(g->n_tensors + 1, sizeof *e->zero.u);
     e->zero.pre = e->zero.fly = -1;
-    if (e->zero.on == 1) add_unit(e, 0, g->n_params, -1, 0);
+    if (e->zero.on == 1 && (e->ep.n > 1 || e->ep.fold)) expert_units(e);
+    else if (e->zero.on == 1) add_unit(e, 0, g->n_params, -1, 0);
     else layer_units(e);
     size_t s = e->zero.ns ? e->zero.ns : 1;
     if (e->zero.on >= 2) {
@@ -149,10 +182,31 @@ void mk_exec_zero_range(const mk_exec_t *e, int i, mk_opt_range_t *r)
     mk_gpt_t *g = e->g;
     if (!e->zero.on) { *r = (mk_opt_range_t){0, g->n_params, g->params, g->grads, g->m, g->v}; return; }
     const mk_zunit_t *u = &e->zero.u[i];
-    r->lo = u->off + u->dsp[e->zero.gi];
-    r->hi = r->lo + u->cnt[e->zero.gi];
+    r->lo = u->off + u->dsp[u->gi];
+    r->hi = r->lo + u->cnt[u->gi];
     r->p = mk_exec_zero_params_sharded(e) ? e->zero.params + u->soff : g->params + r->lo;
     r->g = e->zero.grads + u->soff, r->m = e->zero.m + u->soff, r->v = e->zero.v + u->soff;
+}
+
+/* ZeRO-1 with experts' units (expert_units): each unit reduce-scattered in
+ * place over its group, this rank's piece moved down to its place in the
+ * pieces' run at the block's start (soff <= off: the units in order, a
+ * piece never reaching a later unit's range).  MoE runs on the CPU
+ * backend (mk_gpt_moe_check), its blocks host memory: memmove. */
+static int scatter_units(mk_exec_t *e)
+{
+    float *gr = e->g->grads;
+    for (int j = 0; j < e->zero.n_units; j++) {
+        const mk_zunit_t *u = &e->zero.u[j];
+        MPI_Request r;
+        if (u->G > 1) {
+            if (MPI_Ireduce_scatter(MPI_IN_PLACE, gr + u->off, u->cnt, MPI_FLOAT, MPI_SUM, u->c, &r) != MPI_SUCCESS)
+                return mk_error_set("MPI_Ireduce_scatter failed");
+            if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
+        }
+        if (u->soff != u->off) memmove(gr + u->soff, gr + u->off, (size_t)u->cnt[u->gi] * sizeof(float));
+    }
+    return 0;
 }
 
 int mk_exec_zero_scatter(mk_exec_t *e)
@@ -160,6 +214,11 @@ int mk_exec_zero_scatter(mk_exec_t *e)
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     const mk_zunit_t *u = &e->zero.u[0];
     MPI_Request r;
+    if (e->zero.n_units > 1) {
+        int rc = scatter_units(e);
+        mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
+        return rc;
+    }
     /* in place, as Megatron's distributed optimizer: this rank's summed piece at the block's start (zero.grads) */
     int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, e->g->grads, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc, &r);
     if (rc != MPI_SUCCESS) return mk_error_set("MPI_Ireduce_scatter failed");
@@ -176,11 +235,14 @@ int mk_exec_zero_scatter(mk_exec_t *e)
 int mk_exec_zero_gather(mk_exec_t *e)
 {
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
-    const mk_zunit_t *u = &e->zero.u[0];
-    MPI_Request r;
-    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, e->g->params, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
-    if (rc != MPI_SUCCESS) return mk_error_set("MPI_Iallgatherv failed");
-    if (mk_comm_wait_for(&e->comm, &r, "the ZeRO weight all-gather", -1) < 0) return -1;
+    for (int j = 0; j < e->zero.n_units; j++) { /* each unit's pieces, in place, over its group */
+        const mk_zunit_t *u = &e->zero.u[j];
+        MPI_Request r;
+        if (u->G == 1) continue;
+        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, e->g->params + u->off, u->cnt, u->dsp, MPI_FLOAT, u->c, &r);
+        if (rc != MPI_SUCCESS) return mk_error_set("MPI_Iallgatherv failed");
+        if (mk_comm_wait_for(&e->comm, &r, "the ZeRO weight all-gather", -1) < 0) return -1;
+    }
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
     return 0;
 }
@@ -209,11 +271,12 @@ static float *kind_base(const mk_exec_t *e, int kind)
     return kind == 0 ? e->zero.params : kind == 1 ? e->zero.m : e->zero.v;
 }
 
-/* Tensor k's state `kind`, assembled from the sharding group (collective over zsc). */
+/* Tensor k's state `kind`, assembled from its unit's group (collective over
+ * it; a group of one: this rank's copy). */
 int mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host)
 {
-    int G = e->zero.group;
     const mk_zunit_t *u = unit_of(e, k);
+    int G = u->G;
     int *cnt = calloc(G, sizeof *cnt), *dsp = calloc(G, sizeof *dsp);
     for (int d = 0; d < G; d++) {
         size_t a, b;
@@ -222,12 +285,16 @@ int mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host)
         dsp[d] = (int)(a - e->g->t[k].off);
     }
     size_t a, b;
-    isect(e, u, k, e->zero.gi, &a, &b);
-    float *src = kind_base(e, kind) + u->soff + (a - u->off - u->dsp[e->zero.gi]);
+    isect(e, u, k, u->gi, &a, &b);
+    float *src = kind_base(e, kind) + u->soff + (a - u->off - u->dsp[u->gi]);
     void *h = mk_comm_stage(&e->comm, src, (b - a) * sizeof(float), 1);
-    MPI_Request r;
-    MPI_Iallgatherv(h, (int)(b - a), MPI_FLOAT, host, cnt, dsp, MPI_FLOAT, e->zero.zsc, &r);
-    int rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO gather of a checkpointed tensor", -1);
+    int rc = 0;
+    if (G == 1) memcpy(host, h, (b - a) * sizeof(float));
+    else {
+        MPI_Request r;
+        MPI_Iallgatherv(h, (int)(b - a), MPI_FLOAT, host, cnt, dsp, MPI_FLOAT, u->c, &r);
+        rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO gather of a checkpointed tensor", -1);
+    }
     mk_comm_unstage(&e->comm, src, h, (b - a) * sizeof(float), 0);
     free(cnt); free(dsp);
     return rc;
@@ -237,7 +304,7 @@ void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host)
 {
     size_t a, b;
     const mk_zunit_t *u = unit_of(e, k);
-    isect(e, u, k, e->zero.gi, &a, &b);
-    e->g->be->copy(e->g->be->ctx, kind_base(e, kind) + u->soff + (a - u->off - u->dsp[e->zero.gi]),
+    isect(e, u, k, u->gi, &a, &b);
+    e->g->be->copy(e->g->be->ctx, kind_base(e, kind) + u->soff + (a - u->off - u->dsp[u->gi]),
                    host + (a - e->g->t[k].off), (b - a) * sizeof(float));
 }

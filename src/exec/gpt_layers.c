@@ -434,7 +434,7 @@ int mk_gpt_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const
     mk_gpt_kind_t kind = mk_gpt_layer_kind(g, l);
     if (mk_gpt_layer_is_moe(g, l)) {  /* gpt_moe.c: its input complete first */
         if (settle(g, run) < 0 || mk_gpt_moe_forward(g, run, l, a, out) < 0) return -1;
-        mk_gpt_round_out(g, run, out, (size_t)N * C);
+        mk_gpt_round_out(g, run, out, mk_gpt_row_floats(g, run)); /* the boundary's rows (N/tp with SP) */
         if (ckpt) mk_gpt_free_internals(run, g, l, a);
         return 0;
     }
