@@ -147,6 +147,11 @@ typedef struct mk_gpt_run {
        order).  0 or -1.  ep_tokens (may be NULL): the tokens routed to each
        of the E experts by this rank's micro-batch, for the trace. */
     int (*ep_counts)(void *ctx, const int *send, int *recv, int n);
+    /* An MoE layer on part of a micro-batch's tokens (its CP ranks' chunks, and with sp its TP
+       ranks' rows: gpt_moe.c): tok_allreduce sums n floats over the tok_size ranks holding the
+       micro-batch's tokens, this one the tok_rank-th (SP alone: the TP rank).  0 or -1. */
+    int (*tok_allreduce)(void *ctx, float *buf, int n);
+    int tok_rank, tok_size;
     int (*ep_a2a)(void *ctx, const float *send, const int *scount, float *recv, const int *rcount, int width);
     void (*ep_tokens)(void *ctx, const float *count, int E);
     float *s_d;                   /* sp: (N, C) a gathered output gradient, then (2C) norm weight gradients */

@@ -85,8 +85,9 @@ static int exec_check_moe(const mk_plan_t *p)
 {
     if (!mk_model_is_moe(&p->model)) return 0;
     if (mk_gpt_moe_check(&p->model, NULL) < 0) return -1;
-    if (p->cp > 1) return mk_error_set("mixture-of-experts models with --cp %d are not supported by run", p->cp);
-    int fold = p->seqpar && p->tp > 1, ranks = fold ? p->tp * p->dp : p->dp; /* exec_ep.c */
+    if (p->cp > 1 && p->model.moe_capacity > 0) /* the chunks are not in token order: the drops would differ */
+        return mk_error_set("a capacity factor with --cp %d is not supported by run (dropless MoE is)", p->cp);
+    int cp = p->cp > 1 ? p->cp : 1, fold = p->seqpar && p->tp > 1, ranks = (fold ? p->tp : 1) * p->dp * cp;
     if ((fold || p->ep > 1) && p->zero > 1)
         return mk_error_set("%s --zero %d: not supported by run (ZeRO-1 is)",
                             fold ? "mixture-of-experts models with --sequence-parallel and" : "expert parallelism with",
@@ -99,10 +100,10 @@ static int exec_check_moe(const mk_plan_t *p)
     if (p->moe_deepep)
         return mk_error_set("--moe-enable-deepep is for merak sim and merak plan: run's all-to-alls are MPI's");
     if (p->ep > 1 && ranks % p->ep)
-        return mk_error_set(fold ? "--ep %d must divide tp x dp = %d (the stage's ranks EP groups are cut from)"
+        return mk_error_set(fold ? "--ep %d must divide tp x cp x dp = %d (the stage's ranks EP groups are cut from)"
                                  : "--ep %d over tensor-parallel ranks (MoE parallel folding) needs --sequence-parallel "
-                                   "in run (Megatron-Core's MoE with TP; without it EP ranks are data-parallel "
-                                   "ranks: ep divides dp %d)",
+                                   "in run (Megatron-Core's MoE with TP; without it EP ranks are data- and context-"
+                                   "parallel ranks: ep divides dp x cp %d)",
                             p->ep, ranks);
     if (MK_PROD_WITHIN(INT_MAX, &x, p->ep, p->mbs, p->model.seq, p->model.moe_topk, p->model.hidden) < 0)
         return mk_error_set("a micro-batch's expert all-to-all (ep x mbs x seq x top-k x hidden) is over %d floats",
@@ -412,7 +413,8 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
     double t0 = e->trace.on ? mk_exec_now(e) : 0.0;
     int head = g->t[g->first[g->n_layers - 1]].owned;
     if (head && e->comm.tp_rank == 0) sums[1] = e->loss;
-    if (e->comm.tp_rank == 0) sums[2] = e->run.aux;
+    /* the micro-batches' aux losses: the same on each TP and CP rank of a replica (gpt_moe.c sums their counts) */
+    if (e->comm.tp_rank == 0 && (e->cp.n <= 1 || e->cp.rank == 0)) sums[2] = e->run.aux;
     if (mk_comm_allreduce(&e->comm, e->comm.world, sums, 3, MPI_DOUBLE, MPI_SUM, "the step's loss and norm sums") < 0)
         return -1;
     e->step_loss = sums[1] / ((double)o->ctx->plan.gbs * o->ctx->plan.model.seq);

@@ -67,6 +67,27 @@ static void ep_tokens(void *ctx, const float *count, int E)
 
 int mk_exec_ep_index(const mk_exec_t *e, int d, int t) { return e->ep.fold ? d * e->comm.tp + t : d; }
 
+static int tok_allreduce(void *ctx, float *buf, int n)
+{
+    mk_exec_t *e = ctx;
+    return mk_comm_allreduce(&e->comm, e->ep.tc, buf, n, MPI_FLOAT, MPI_SUM, "the MoE layer's micro-batch sums");
+}
+
+/* The ranks holding one micro-batch's tokens, when an MoE layer sees only
+ * some of them: the replica's CP ranks (consecutive DP ranks, exec_cp.c),
+ * and folded (sequence parallelism) their TP ranks too, in rank order. */
+static void token_group(mk_exec_t *e, int cp)
+{
+    int dr = e->comm.dp_rank / cp, cr = e->comm.dp_rank % cp, tp = e->comm.tp;
+    if (cp == 1 && !e->ep.fold) return;
+    if (e->ep.fold) MPI_Comm_split(e->comm.world, e->comm.pp_rank * (e->comm.dp / cp) + dr, cr * tp + e->comm.tp_rank,
+                                   &e->ep.tc);
+    else MPI_Comm_split(e->comm.dpc, dr, cr, &e->ep.tc);
+    e->run.tok_allreduce = tok_allreduce;
+    e->run.tok_rank = e->ep.fold ? cr * tp + e->comm.tp_rank : cr;
+    e->run.tok_size = e->ep.fold ? cp * tp : cp;
+}
+
 int mk_exec_ep_init(mk_exec_t *e)
 {
     const mk_plan_t *p = &e->o->ctx->plan;
@@ -74,7 +95,8 @@ int mk_exec_ep_init(mk_exec_t *e)
     e->ep.fold = mk_model_is_moe(&p->model) && p->seqpar && p->tp > 1;
     int i = mk_exec_ep_index(e, e->comm.dp_rank, e->comm.tp_rank), n = e->ep.fold ? e->comm.dp * e->comm.tp : e->comm.dp;
     e->ep.n = ep, e->ep.rank = i % ep, e->ep.edp = i / ep, e->ep.edpn = n / ep;
-    e->ep.c = e->ep.dc = MPI_COMM_NULL;
+    e->ep.c = e->ep.dc = e->ep.tc = MPI_COMM_NULL;
+    if (mk_model_is_moe(&p->model)) token_group(e, p->cp > 1 ? p->cp : 1);
     if (ep == 1 && !e->ep.fold) return 0;
     /* the stage's groups: colours unique over the stages (every rank of the world takes part) */
     MPI_Comm in = e->ep.fold ? e->comm.world : e->comm.dpc;
@@ -91,6 +113,7 @@ void mk_exec_ep_free(mk_exec_t *e)
 {
     if (e->ep.c != MPI_COMM_NULL) MPI_Comm_free(&e->ep.c);
     if (e->ep.dc != MPI_COMM_NULL) MPI_Comm_free(&e->ep.dc);
+    if (e->ep.tc != MPI_COMM_NULL) MPI_Comm_free(&e->ep.tc);
 }
 
 /* The experts' gradients of every owned MoE layer, summed over ep.dc. */

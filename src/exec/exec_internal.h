@@ -169,6 +169,7 @@ typedef struct mk_exec_ep {
     int fold;              /* MoE layers on this TP rank's rows (sequence parallelism, tp > 1): EP over tp x dp */
     int edp, edpn;         /* this rank's place in, and the size of, the group holding its experts */
     MPI_Comm c, dc;        /* the EP group; the group holding the same experts (MPI_COMM_NULL: size 1) */
+    MPI_Comm tc;           /* MoE: the ranks holding one micro-batch's tokens (CP, and TP with SP), or NULL */
 } mk_exec_ep_t;
 
 /* One rank of a run (mk_exec_train). */

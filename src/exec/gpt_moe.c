@@ -27,7 +27,11 @@
  * the order of the drops (an expert's assignments on lower TP ranks come
  * first), and the gradients of the replicated tensors (norm, router, shared
  * expert), which each rank makes from its rows only.  The EP group then
- * spans TP ranks too (exec_ep.c: MoE parallel folding).  The dispatch plan
+ * spans TP ranks too (exec_ep.c: MoE parallel folding).  Context
+ * parallelism likewise: a CP rank's rows are its two chunks of each
+ * sequence, the micro-batch's sums go over the CP ranks (and with SP their
+ * TP ranks: run->tok_allreduce), the replicated tensors' gradients over
+ * the DP x CP group as every layer's.  The dispatch plan
  * is made on the host from topi and probs (host-visible memory: the CPU
  * backend). */
 #include "config.h"
@@ -66,12 +70,17 @@ typedef struct {
     float *xe, *gu, *h;     /* (R, C), (R, 2F), (R, F) */
 } moe_side_t;
 
-/* The layer on this TP rank's rows of the micro-batch (sequence parallelism). */
-static int sliced(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->sp && g->tp > 1; }
-/* The micro-batch's tokens, this rank's rows of them, and the first one's row. */
-static int tokens(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->B * g->T; }
-static int rows(const mk_gpt_t *g, const mk_gpt_run_t *run) { return tokens(g, run) / (sliced(g, run) ? g->tp : 1); }
-static int row0(const mk_gpt_t *g, const mk_gpt_run_t *run) { return sliced(g, run) ? g->tp_rank * rows(g, run) : 0; }
+/* The layer on this TP rank's rows (sequence parallelism), and on this CP
+ * rank's chunks (context parallelism: g->T its tokens of each sequence):
+ * part of the micro-batch's tokens, its sums over the ranks holding them. */
+static int sp_rows(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->sp && g->tp > 1; }
+static int cps(const mk_gpt_t *g) { return g->cp > 1 ? g->cp : 1; }
+static int sliced(const mk_gpt_t *g, const mk_gpt_run_t *run) { return sp_rows(g, run) || cps(g) > 1; }
+/* The micro-batch's tokens, this rank's rows of them, and the first one's
+ * row among the CP rank's (each sequence's local tokens g->T in a row). */
+static int tokens(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->B * g->T * cps(g); }
+static int rows(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->B * g->T / (sp_rows(g, run) ? g->tp : 1); }
+static int row0(const mk_gpt_t *g, const mk_gpt_run_t *run) { return sp_rows(g, run) ? g->tp_rank * rows(g, run) : 0; }
 static size_t slots(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)rows(g, run) * g->topk; }
 static int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
 
@@ -207,20 +216,22 @@ static long capacity(const mk_gpt_t *g, int N)
     return c > 0 ? (long)ceil(c * N * g->topk / g->E) : -1;
 }
 
-/* Sliced: cnt (E, this rank's) -> the micro-batch's, summed over the TP
- * group; pre[e] the assignments to e on lower TP ranks (earlier tokens).
- * One all-reduce of a (tp, E) table with this rank's row filled. */
+/* Sliced: cnt (E, this rank's) -> the micro-batch's, summed over the ranks
+ * holding its tokens; pre[e] the assignments to e on lower ones (earlier
+ * tokens with SP alone; run refuses a capacity factor with CP, whose
+ * chunks are not in token order).  One all-reduce of a (tok_size, E)
+ * table with this rank's row filled. */
 static int tp_counts(const mk_gpt_t *g, mk_gpt_run_t *run, float *cnt, float *pre)
 {
-    int E = g->E, tp = g->tp;
-    float *t = calloc((size_t)tp * E, sizeof *t);
+    int E = g->E, n = run->tok_size, me = run->tok_rank;
+    float *t = calloc((size_t)n * E, sizeof *t);
     if (!t) return mk_error_set("out of memory");
-    memcpy(t + (size_t)g->tp_rank * E, cnt, E * sizeof *t);
-    int rc = run->allreduce(run->ctx, t, tp * E, 0);
+    memcpy(t + (size_t)me * E, cnt, E * sizeof *t);
+    int rc = run->tok_allreduce(run->ctx, t, n * E);
     for (int e = 0; rc == 0 && e < E; e++) {
         pre[e] = cnt[e] = 0;
-        for (int r = 0; r < tp; r++) {
-            if (r < g->tp_rank) pre[e] += t[(size_t)r * E + e];
+        for (int r = 0; r < n; r++) {
+            if (r < me) pre[e] += t[(size_t)r * E + e];
             cnt[e] += t[(size_t)r * E + e];
         }
     }
@@ -387,13 +398,15 @@ const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_
     return p.topi;
 }
 
-/* x (n doubles) summed over the TP group, through floats (the TP all-reduce's type).  0 or -1. */
+/* x (n doubles) summed over the ranks holding the micro-batch's tokens,
+ * through floats (the all-reduce's type).  0 or -1. */
 static int tp_sum(const mk_gpt_t *g, const mk_gpt_run_t *run, double *x, size_t n)
 {
+    (void)g;
     float *t = malloc((n ? n : 1) * sizeof *t);
     if (!t) return mk_error_set("out of memory");
     for (size_t i = 0; i < n; i++) t[i] = (float)x[i];
-    int rc = run->allreduce(run->ctx, t, (int)n, 0);
+    int rc = run->tok_allreduce(run->ctx, t, (int)n);
     for (size_t i = 0; i < n; i++) x[i] = t[i];
     free(t);
     return rc;
@@ -409,7 +422,7 @@ static int tp_sum(const mk_gpt_t *g, const mk_gpt_run_t *run, double *x, size_t 
  * loss_scale * coeff * f_be.  0 or -1. */
 static int seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, float *dpe, double *aux)
 {
-    int T = g->T, E = g->E, k = g->topk, N = rows(g, run), n0 = row0(g, run);
+    int T = g->T, Tf = T * cps(g), E = g->E, k = g->topk, N = rows(g, run), n0 = row0(g, run);
     size_t BE = (size_t)run->B * E;
     double *f = calloc(2 * BE, sizeof *f), *pe = f + BE;
     if (!f) return mk_error_set("out of memory");
@@ -418,8 +431,8 @@ static int seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t
         const float *s = p->probs + (size_t)n * E;
         double tot = 0;
         for (int e = 0; e < E; e++) tot += s[e];
-        for (int e = 0; e < E; e++) pe[b + e] += s[e] / tot / T;
-        for (int j = 0; j < k; j++) f[b + p->topi[(size_t)n * k + j]] += (double)E / ((double)k * T);
+        for (int e = 0; e < E; e++) pe[b + e] += s[e] / tot / Tf;
+        for (int j = 0; j < k; j++) f[b + p->topi[(size_t)n * k + j]] += (double)E / ((double)k * Tf);
     }
     int rc = sliced(g, run) ? tp_sum(g, run, f, 2 * BE) : 0;
     *aux = 0;
@@ -645,7 +658,8 @@ static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t
 
 int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
 {
-    if (!sliced(g, run)) return moe_backward_rows(g, run, l, a, dout, din);
+    /* with CP alone the replicated tensors' gradients sum in the DP x CP reduction, as every layer's */
+    if (!sp_rows(g, run)) return moe_backward_rows(g, run, l, a, dout, din);
     float *h = dense_hold(g, run, l);
     if (!h) return -1;
     if (moe_backward_rows(g, run, l, a, dout, din) < 0) {
