@@ -88,10 +88,6 @@ static int exec_check_moe(const mk_plan_t *p)
     if (p->cp > 1 && p->model.moe_capacity > 0) /* the chunks are not in token order: the drops would differ */
         return mk_error_set("a capacity factor with --cp %d is not supported by run (dropless MoE is)", p->cp);
     int cp = p->cp > 1 ? p->cp : 1, fold = p->seqpar && p->tp > 1, ranks = (fold ? p->tp : 1) * p->dp * cp;
-    if ((fold || p->ep > 1) && p->zero > 1)
-        return mk_error_set("%s --zero %d: not supported by run (ZeRO-1 is)",
-                            fold ? "mixture-of-experts models with --sequence-parallel and" : "expert parallelism with",
-                            p->zero);
     if ((fold || p->ep > 1) && p->zero && p->zero_shard)
         return mk_error_set("a hybrid ZeRO group with expert parallelism is not supported by run");
     int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */

@@ -64,7 +64,7 @@ static void point(mk_exec_t *e, const mk_zunit_t *u, float **ptr, float *base)
             ptr[k] = base ? base + (g->t[k].off - u->off) : NULL;
 }
 
-static size_t piece(const mk_exec_t *e, const mk_zunit_t *u) { return (size_t)u->cnt[e->zero.gi]; }
+static size_t piece(const mk_exec_t *e, const mk_zunit_t *u) { (void)e; return (size_t)u->cnt[u->gi]; }
 
 /* ---- gradients ---- */
 
@@ -117,7 +117,7 @@ static int rs_start(mk_exec_t *e, mk_zunit_t *u)
     u->hg = mk_comm_stage(&e->comm, u->gfly, u->n * sizeof(float), 1);
     u->hr = mk_comm_stage(&e->comm, u->rfly, c * sizeof(float), 0);
     u->rs_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-    if (MPI_Ireduce_scatter(u->hg, u->hr, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc, &u->rs) != MPI_SUCCESS)
+    if (MPI_Ireduce_scatter(u->hg, u->hr, u->cnt, MPI_FLOAT, MPI_SUM, u->c, &u->rs) != MPI_SUCCESS)
         return mk_error_set("MPI_Ireduce_scatter failed");
     return 0;
 }
@@ -166,7 +166,7 @@ static int acquire(mk_exec_t *e, int l)
             u->hw = mk_comm_stage(&e->comm, u->work, u->n * sizeof(float), 0);
         }
         u->ag_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-        if (MPI_Iallgatherv(u->hs, (int)c, t, u->hw, u->cnt, u->dsp, t, e->zero.zsc, &u->ag) != MPI_SUCCESS)
+        if (MPI_Iallgatherv(u->hs, (int)c, t, u->hw, u->cnt, u->dsp, t, u->c, &u->ag) != MPI_SUCCESS)
             return mk_error_set("MPI_Iallgatherv failed");
         u->ag_on = 1;
     }
@@ -283,7 +283,7 @@ int mk_exec_fsdp_gather(mk_exec_t *e)
     for (int j = 0; j < n; j++) {
         const mk_zunit_t *u = &e->zero.u[j];
         h[j] = mk_comm_stage(&e->comm, e->g->params + u->off, u->n * sizeof(float), 1);
-        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, h[j], u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r[j]) !=
+        if (MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, h[j], u->cnt, u->dsp, MPI_FLOAT, u->c, &r[j]) !=
             MPI_SUCCESS)
             rc = mk_error_set("MPI_Iallgatherv failed"), r[j] = MPI_REQUEST_NULL;
     }
@@ -303,7 +303,7 @@ float *mk_exec_fsdp_full_grads(mk_exec_t *e)
         size_t c = piece(e, u);
         void *h = mk_comm_stage(&e->comm, e->zero.grads + u->soff, c * sizeof(float), 1);
         MPI_Request r;
-        MPI_Iallgatherv(h, (int)c, MPI_FLOAT, full + u->off, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
+        MPI_Iallgatherv(h, (int)c, MPI_FLOAT, full + u->off, u->cnt, u->dsp, MPI_FLOAT, u->c, &r);
         int rc = mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
         mk_comm_unstage(&e->comm, e->zero.grads + u->soff, h, c * sizeof(float), 0);
         if (rc < 0) return free(full), NULL;

@@ -263,7 +263,7 @@ static void unpin(mk_exec_t *e, int l)
 int mk_exec_p16_unit_begin(mk_exec_t *e, mk_zunit_t *u)
 {
     mk_gpt_t *g = e->g;
-    size_t c = (size_t)u->cnt[e->zero.gi];
+    size_t c = (size_t)u->cnt[u->gi];
     span_t sp = unit_span(u);
     u->wn = span_widened(e, &sp);
     u->hs = mk_gpt_alloc_raw(&e->run, g, mk_exec_floats16(c));
@@ -279,7 +279,7 @@ int mk_exec_p16_unit_begin(mk_exec_t *e, mk_zunit_t *u)
 void mk_exec_p16_unit_ready(mk_exec_t *e, mk_zunit_t *u)
 {
     mk_gpt_t *g = e->g;
-    mk_gpt_release(&e->run, g, u->hs, mk_exec_floats16((size_t)u->cnt[e->zero.gi]));
+    mk_gpt_release(&e->run, g, u->hs, mk_exec_floats16((size_t)u->cnt[u->gi]));
     u->hs = NULL;
     span_t sp = unit_span(u);
     span_walk(e, &sp, u->work, NULL, SPAN_UNPACK);
@@ -301,7 +301,7 @@ void mk_exec_p16_unit_end(mk_exec_t *e, mk_zunit_t *u)
     }
     mk_gpt_release(&e->run, g, u->work, u->wn ? u->wn : 1);
     mk_gpt_release(&e->run, g, u->hw, mk_exec_floats16(u->n));
-    mk_gpt_release(&e->run, g, u->hs, mk_exec_floats16((size_t)u->cnt[e->zero.gi]));
+    mk_gpt_release(&e->run, g, u->hs, mk_exec_floats16((size_t)u->cnt[u->gi]));
     u->work = u->virt = NULL, u->hw = u->hs = NULL;
 }
 

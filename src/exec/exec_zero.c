@@ -25,7 +25,8 @@ static void add_unit_in(mk_exec_t *e, size_t off, size_t n, int l, int tied, int
 {
     mk_zunit_t *u = &e->zero.u[e->zero.n_units++];
     memset(u, 0, sizeof *u);
-    u->off = off, u->n = n, u->layer = l, u->tied = tied, u->G = G, u->gi = gi, u->c = c;
+    u->off = off, u->n = n, u->layer = l, u->tied = tied, u->G = G, u->gi = gi;
+    u->c = c != MPI_COMM_NULL ? c : MPI_COMM_SELF; /* a group of one: its collectives copy */
     u->S = (n + G - 1) / G;
     u->cnt = calloc(G, sizeof *u->cnt);
     u->dsp = calloc(G, sizeof *u->dsp);
@@ -44,6 +45,14 @@ static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
     add_unit_in(e, off, n, l, tied, e->zero.group, e->zero.gi, e->zero.zsc);
 }
 
+/* A run of dense tensors (over the sharding group) or of this rank's routed
+ * experts (ex: over the ranks holding them, exec_ep.c). */
+static void add_run(mk_exec_t *e, size_t off, size_t n, int l, int ex)
+{
+    if (ex) add_unit_in(e, off, n, l, 0, e->ep.edpn, e->ep.edp, e->ep.dc);
+    else add_unit(e, off, n, l, 0);
+}
+
 /* ZeRO-1 with expert parallelism (or MoE folded over TP ranks): the block
  * in its runs of dense tensors, each a unit over the DP group as before,
  * and of this rank's routed experts, each over the ranks holding the same
@@ -59,11 +68,7 @@ static void expert_units(mk_exec_t *e)
         const mk_gpt_tensor_t *t = k < g->n_tensors ? &g->t[k] : NULL;
         if (t && !t->owned) continue;
         int tx = t && t->expert >= 0;
-        if (n && (!t || tx != ex)) {
-            if (ex) add_unit_in(e, a, n, -1, 0, e->ep.edpn, e->ep.edp, e->ep.dc);
-            else add_unit(e, a, n, -1, 0);
-            n = 0;
-        }
+        if (n && (!t || tx != ex)) add_run(e, a, n, -1, ex), n = 0;
         if (!t) break;
         if (!n) a = t->off, ex = tx;
         n += (size_t)t->lrows * t->lcols;
@@ -81,19 +86,22 @@ static void layer_units(mk_exec_t *e)
     for (int l = 0; l < g->n_layers; l++) {
         e->zero.lu[l] = e->zero.n_units;
         size_t a = 0, n = 0;
+        int ex = 0;
         for (int k = g->first[l]; k < g->first[l + 1]; k++) {
             const mk_gpt_tensor_t *t = &g->t[k];
             size_t tn = (size_t)t->lrows * t->lcols;
+            int tx = t->expert >= 0 && (e->ep.n > 1 || e->ep.fold);
             if (!t->owned) continue;
             if (pair && t->id == 0) {  /* wte, or the head's copy of it */
                 if (n) add_unit(e, a, n, l, 0), n = 0;
                 add_unit(e, t->off, tn, l, 1);
                 continue;
             }
-            if (!n) a = t->off;
+            if (n && tx != ex) add_run(e, a, n, l, ex), n = 0; /* with EP the experts a unit of their own */
+            if (!n) a = t->off, ex = tx;
             n += tn;
         }
-        if (n) add_unit(e, a, n, l, 0);
+        if (n) add_run(e, a, n, l, ex);
     }
     e->zero.lu[g->n_layers] = e->zero.n_units;
 }
