@@ -237,6 +237,15 @@ assert abs(dc["step_time_s"] - d4["step_time_s"]) <= 1e-12 * d4["step_time_s"], 
 assert d1m["step_time_s"] == d1["step_time_s"], (d1m["step_time_s"], d1["step_time_s"])
 ' "$tmpdir/i1.json" "$tmpdir/i4.json" "$tmpdir/im.json" "$tmpdir/ic.json" "$tmpdir/i1m.json"
 
+# memory: with ep > 1 the busiest rank saves its routed copies' rows times the imbalance (ideal cluster,
+# recompute none, pp 1: one micro-batch's 4 layers in flight); at ep 1 one rank saves every assignment
+mem() { "$MERAK" sim --model moe-tiny --dtype fp32 --cluster ideal --dp 4 --gbs 8 --recompute none "$@" --json |
+  "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["peak_memory_bytes"][0]))'; }
+a=$(mem --ep 4) b=$(mem --ep 4 --moe-imbalance 2) c=$(mem --ep 1) d=$(mem --ep 1 --moe-imbalance 2)
+# per layer the routed copies' rows: N k (h + 3 f) fp32 = 64 x 2 x (64 + 384) x 4 bytes
+check "memory: ep 4, imbalance 2 adds the routed rows once more ($a -> $b); ep 1 the same ($c, $d)" \
+  test $((b - a)) -eq $((4 * 64 * 2 * (64 + 3 * 128) * 4)) -a "$c" = "$d"
+
 # a plan file keeps ep and the imbalance
 "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --gbs 8 --moe-imbalance 1.5 --json \
   >"$tmpdir/p.json"

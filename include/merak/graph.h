@@ -118,7 +118,8 @@ typedef struct mk_graph_opts {
     int xent_torch;     /* the loss is PyTorch's F.cross_entropy on fp32 logits (memory only:
                            its backward's two fp32 gradients; mk_xent_t) */
     double moe_imbalance; /* MoE: the busiest expert's load over the mean (the plan's; 0 or 1:
-                             balanced); a time figure only, the graph's FLOPs stay the mean */
+                             balanced); the graph's FLOPs stay the mean, with ep > 1 the busiest
+                             rank's routed saved rows scale by it (graph.c moe_costs) */
     int ep;             /* MoE: expert parallel ranks (0 or 1: none): an expert's GEMMs see the
                            tokens of ep ranks, ep N k / E (time only) */
 } mk_graph_opts_t;

@@ -345,8 +345,11 @@ static void linear_bytes(const mk_graph_t *g, mk_op_t *o, double N)
     o->act_rep = N * in * gb;
 }
 
-/* An MoE op's costs (the table on top). */
-static void moe_costs(mk_op_t *o, double N, double dt)
+/* An MoE op's costs (the table on top); load: the rank's routed tokens
+ * over the mean (the busiest EP rank's: the imbalance, capped by the
+ * capacity factor, with ep > 1; 1 at ep 1, where one rank takes every
+ * assignment), which its routed copies' saved rows scale with. */
+static void moe_costs(mk_op_t *o, double N, double dt, double load)
 {
     const double w = o->width, E = o->experts, k = o->topk, f = o->ffn, fs = o->shared_ffn;
     const double m = o->gated ? 3 : 2, act_in = o->gated ? 2 : 1, act_flops = o->gated ? 6 : 20;
@@ -370,7 +373,7 @@ static void moe_costs(mk_op_t *o, double N, double dt)
        kernels between them are passes of their own (sim/cost.c
        moe_pass_bytes) */
     o->bytes_moved = (o->params + N * k * (2 * w + (act_in + 1) * f) + (fs > 0 ? N * (2 * w + (act_in + 1) * fs) : 0)) * dt;
-    o->act_rep = N * E * 4 + N * k * (w + (act_in + 1) * f) * dt + N * (act_in + 1) * fs * dt;
+    o->act_rep = N * E * 4 + load * N * k * (w + (act_in + 1) * f) * dt + N * (act_in + 1) * fs * dt;
 }
 
 /* Costs of one op for one micro-batch (see the table on top). */
@@ -445,9 +448,11 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         o->act_rep = N * Vp * 4;
         o->out_bytes = N * 4;
         break;
-    case MK_OPK_MOE:
-        moe_costs(o, N, dt);
+    case MK_OPK_MOE: {
+        double lf = g->opts.moe_imbalance > 1 ? g->opts.moe_imbalance : 1, cap = g->cfg.moe_capacity;
+        moe_costs(o, N, dt, g->opts.ep > 1 ? (cap > 0 && cap < lf ? cap : lf) : 1);
         return;
+    }
     default:
         vector_costs(o, N, dt, drop, g->opts.eager);
         break;
