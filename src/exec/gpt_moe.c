@@ -221,7 +221,7 @@ static long capacity(const mk_gpt_t *g, int N)
  * tokens with SP alone; run refuses a capacity factor with CP, whose
  * chunks are not in token order).  One all-reduce of a (tok_size, E)
  * table with this rank's row filled. */
-static int tp_counts(const mk_gpt_t *g, mk_gpt_run_t *run, float *cnt, float *pre)
+static int tok_counts(const mk_gpt_t *g, mk_gpt_run_t *run, float *cnt, float *pre)
 {
     int E = g->E, n = run->tok_size, me = run->tok_rank;
     float *t = calloc((size_t)n * E, sizeof *t);
@@ -251,7 +251,7 @@ static int plan(const mk_gpt_t *g, mk_gpt_run_t *run, moe_parts_t *p)
     if (!fill || !keep || !pre) return free(fill), free(keep), free(pre), mk_error_set("out of memory");
     for (int s = 0; s < A; s++) keep[p->topi[s]]++;
     for (int e = 0; e < E; e++) p->cnt[e] = (float)keep[e];
-    if (sliced(g, run) && tp_counts(g, run, p->cnt, pre) < 0) return free(fill), free(keep), free(pre), -1;
+    if (sliced(g, run) && tok_counts(g, run, p->cnt, pre) < 0) return free(fill), free(keep), free(pre), -1;
     p->off[0] = 0;
     for (int e = 0; e < E; e++) {
         long room = cap < 0 ? keep[e] : cap - (long)pre[e];
@@ -400,9 +400,8 @@ const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_
 
 /* x (n doubles) summed over the ranks holding the micro-batch's tokens,
  * through floats (the all-reduce's type).  0 or -1. */
-static int tp_sum(const mk_gpt_t *g, const mk_gpt_run_t *run, double *x, size_t n)
+static int tok_sum(const mk_gpt_run_t *run, double *x, size_t n)
 {
-    (void)g;
     float *t = malloc((n ? n : 1) * sizeof *t);
     if (!t) return mk_error_set("out of memory");
     for (size_t i = 0; i < n; i++) t[i] = (float)x[i];
@@ -434,7 +433,7 @@ static int seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t
         for (int e = 0; e < E; e++) pe[b + e] += s[e] / tot / Tf;
         for (int j = 0; j < k; j++) f[b + p->topi[(size_t)n * k + j]] += (double)E / ((double)k * Tf);
     }
-    int rc = sliced(g, run) ? tp_sum(g, run, f, 2 * BE) : 0;
+    int rc = sliced(g, run) ? tok_sum(run, f, 2 * BE) : 0;
     *aux = 0;
     for (size_t i = 0; rc == 0 && i < BE; i++) {
         *aux += g->cfg.moe_aux_coeff * f[i] * pe[i] / run->B;
@@ -455,7 +454,7 @@ static int aux_loss(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_
     if (!pe) return mk_error_set("out of memory");
     for (int e = 0; e < E; e++)
         for (int n = 0; n < N; n++) pe[e] += p->probs[(size_t)n * E + e];
-    int rc = sliced(g, run) ? tp_sum(g, run, pe, E) : 0;
+    int rc = sliced(g, run) ? tok_sum(run, pe, E) : 0;
     *aux = 0;
     for (int e = 0; e < E; e++) *aux += (p->cnt[e] / (Nt * g->topk)) * (pe[e] / Nt);
     *aux *= g->cfg.moe_aux_coeff * g->E;
