@@ -4,23 +4,33 @@
 # within 10%, ZeRO-1/2/3 included (issue 17), and with the fused attention
 # (issue 37: its log-sum-exps in the scores' place, in both) (measured: within 6%; the rest is the executor's own scratch
 # and the simulator's dropout masks, which the executor does not keep).
+# In bf16 within 20% (measured: the simulator 4-18% below): the simulator
+# counts Megatron-LM's 16-bit working tensors and input gradients, where
+# the executor's kernels work in fp32 (src/exec/README.md "dtype"); its
+# saved activations, weights and activation sends are 16-bit as the
+# simulator's.
 . "${top_srcdir:-.}/tests/lib.sh"
 while read dp pp tp mbs gbs sched rec zero ab; do
+for dt_tol in "fp32 10" "bf16 20"; do
+  dt=${dt_tol% *} tol=${dt_tol#* }
   n=$((dp * pp * tp))
   f="--dp $dp --pp $pp --tp $tp --mbs $mbs --gbs $gbs --schedule $sched --recompute $rec --zero $zero"
   f="$f${ab:+ --attention-backend $ab}"
-  if ! "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run $f --steps 1 --json >"$tmpdir/run.json" 2>"$tmpdir/err" </dev/null; then
-    echo "FAIL: merak run $f"; cat "$tmpdir/err"; fails=$((fails + 1)); continue
+  r16=; [ "$dt" = fp32 ] || r16=--$dt
+  if ! "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run $f $r16 --steps 1 --json >"$tmpdir/run.json" 2>"$tmpdir/err" \
+    </dev/null; then
+    echo "FAIL: merak run $f $r16"; cat "$tmpdir/err"; fails=$((fails + 1)); continue
   fi
-  "$MERAK" sim --model gpt-tiny --dtype fp32 --cluster ideal $f --json >"$tmpdir/sim.json" 2>"$tmpdir/err" ||
+  "$MERAK" sim --model gpt-tiny --dtype $dt --cluster ideal $f --json >"$tmpdir/sim.json" 2>"$tmpdir/err" ||
     { echo "FAIL: merak sim $f"; cat "$tmpdir/err"; fails=$((fails + 1)); continue; }
-  check "sim within 10% of run's peak per stage: $f" "$PYTHON" -c "
+  check "$dt: sim within $tol% of run's peak per stage: $f" "$PYTHON" -c "
 import json, sys
 r = json.load(open('$tmpdir/run.json'))['peak_memory_bytes']
 s = json.load(open('$tmpdir/sim.json'))['peak_memory_bytes']
 e = [(b - a) / a for a, b in zip(r, s)]
 print('  run', r, 'sim', [int(x) for x in s], 'error', ['%+.1f%%' % (100 * x) for x in e])
-sys.exit(0 if len(r) == len(s) and max(abs(x) for x in e) <= 0.10 else 1)"
+sys.exit(0 if len(r) == len(s) and max(abs(x) for x in e) <= $tol / 100 else 1)"
+done
 done <<'PLANS'
 1 1 1 4 8 1f1b none 0
 1 2 1 2 16 1f1b full 0

@@ -100,41 +100,78 @@ static int peer_rank(const mk_exec_t *e, int stage)
     return mk_comm_rank_of(&e->comm, e->comm.dp_rank, stage, e->comm.tp_rank);
 }
 
+/* A 16-bit run sends its activations 16-bit, as Megatron-LM's p2p sends
+ * its params_dtype tensors: every layer's output is rounded to the run's
+ * type where it becomes final (mk_gpt_round_out), so the packing is exact
+ * and the receiving stage widens the very values (tests/mpi-mixed.sh: pp
+ * 2 and 4 train as one rank, bit for bit).  Half the bytes on the wire
+ * and in the buffers a send holds until it is taken.  The gradients at a
+ * stage's input are fp32 working tensors here, not rounded where made, so
+ * they cross fp32. */
+static int sends16(const mk_exec_t *e, int op) { return e->run.act16 && op == MK_INSTR_SEND_ACT; }
+
+/* A message's buffer: n values, fp32 or (half) 16-bit, in floats held. */
+static size_t msg_floats(size_t n, int half) { return half ? mk_exec_floats16(n) : n; }
+
 /* The MPI tag of a message is the walker's message key (unique per step,
  * the same on the SEND and its RECV); the peer is the walker's too. */
 static int send(mk_exec_t *e, float *buf, const mk_walk_ev_t *ev)
 {
     if (e->pipe.n_sends == e->pipe.cap_sends) {
-        e->pipe.cap_sends = e->pipe.cap_sends ? 2 * e->pipe.cap_sends : 16;
-        e->pipe.sends = realloc(e->pipe.sends, e->pipe.cap_sends * sizeof *e->pipe.sends);
+        int cap = e->pipe.cap_sends ? 2 * e->pipe.cap_sends : 16;
+        mk_pending_t *v = realloc(e->pipe.sends, cap * sizeof *v);
+        if (!v) return mk_error_set("out of memory for the sends in flight");
+        e->pipe.sends = v, e->pipe.cap_sends = cap;
+    }
+    size_t n = act_floats(e);
+    int half = sends16(e, ev->in->op);
+    if (half) { /* the fp32 rows go at once, the 16-bit copy until the send is taken */
+        float *h = mk_gpt_alloc(&e->run, e->g, mk_exec_floats16(n));
+        if (!h) return -1;
+        e->g->be->pack16(e->g->be->ctx, h, buf, n, e->run.act16);
+        mk_gpt_release(&e->run, e->g, buf, n);
+        buf = h;
     }
     mk_pending_t *p = &e->pipe.sends[e->pipe.n_sends++];
     p->buf = buf;
-    p->n = act_floats(e);
+    p->n = msg_floats(n, half);
     p->ts = e->trace.on ? mk_exec_now(e) : 0.0;
     p->op = ev->in->op;
     p->mb = ev->in->mb, p->chunk = ev->in->chunk;
     p->host = mk_comm_stage(&e->comm, buf, p->n * sizeof(float), 1);
-    MPI_Isend(p->host, (int)p->n, MPI_FLOAT, peer_rank(e, ev->peer), ev->key, e->comm.world, &p->req);
+    MPI_Isend(p->host, (int)n, half ? MPI_UINT16_T : MPI_FLOAT, peer_rank(e, ev->peer), ev->key,
+              e->comm.world, &p->req);
     return 0;
+}
+
+/* A 16-bit message's values widened into fp32 rows (the 16-bit buffer freed). */
+static float *widen(mk_exec_t *e, float *h, size_t n)
+{
+    float *buf = mk_gpt_alloc(&e->run, e->g, n);
+    if (buf) e->g->be->unpack16(e->g->be->ctx, buf, h, n, e->run.act16);
+    mk_gpt_release(&e->run, e->g, h, mk_exec_floats16(n));
+    return buf;
 }
 
 static float *recv(mk_exec_t *e, const mk_walk_ev_t *ev)
 {
-    float *buf = mk_gpt_alloc(&e->run, e->g, act_floats(e));
+    size_t n = act_floats(e);
+    int half = e->run.act16 && ev->in->op == MK_INSTR_RECV_ACT; /* sends16's */
+    size_t held = msg_floats(n, half);
+    float *buf = mk_gpt_alloc(&e->run, e->g, held);
     if (!buf) return NULL;
     MPI_Request r;
-    void *h = mk_comm_stage(&e->comm, buf, act_floats(e) * sizeof(float), 0);
+    void *h = mk_comm_stage(&e->comm, buf, held * sizeof(float), 0);
     int peer = peer_rank(e, ev->peer);
-    MPI_Irecv(h, (int)act_floats(e), MPI_FLOAT, peer, ev->key, e->comm.world, &r);
+    MPI_Irecv(h, (int)n, half ? MPI_UINT16_T : MPI_FLOAT, peer, ev->key, e->comm.world, &r);
     /* keep earlier sends moving while we wait */
     mk_comm_watch_t w = {0};
     for (;;) {
         int done = 0;
         MPI_Test(&r, &done, MPI_STATUS_IGNORE);
         if (done) {
-            mk_comm_unstage(&e->comm, buf, h, act_floats(e) * sizeof(float), 1);
-            return buf;
+            mk_comm_unstage(&e->comm, buf, h, held * sizeof(float), 1);
+            return half ? widen(e, buf, n) : buf;
         }
         mk_exec_poll(e);
         if (mk_comm_watch(&e->comm, &w, ev->in->op == MK_INSTR_RECV_ACT ? "the activations of the stage before"
@@ -396,7 +433,8 @@ static int on_send(void *ctx, const mk_walk_ev_t *ev)
     float **buf = act ? &c->out[mb] : &c->gout[mb];
     double t = instr_begin(e, ev);
     if (!*buf) rc = mk_error_set("%s%d before its %s", act ? "SEND_ACT" : "SEND_GRAD", mb, act ? "F" : "B");
-    else send(e, *buf, ev), *buf = NULL;
+    else if (send(e, *buf, ev) < 0) rc = -1;
+    else *buf = NULL;
     return instr_end(e, ev, t, 0, rc);
 }
 
