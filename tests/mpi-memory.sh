@@ -5,10 +5,9 @@
 # (issue 37: its log-sum-exps in the scores' place, in both) (measured: within 6%; the rest is the executor's own scratch
 # and the simulator's dropout masks, which the executor does not keep).
 # In bf16 within 20% (measured: the simulator 4-18% below): the simulator
-# counts Megatron-LM's 16-bit working tensors and input gradients, where
-# the executor's kernels work in fp32 (src/exec/README.md "dtype"); its
-# saved activations, weights and activation sends are 16-bit as the
-# simulator's.
+# counts Megatron-LM's 16-bit working tensors, where the executor's
+# kernels work in fp32 floats (src/exec/README.md "dtype"); its saved
+# activations, weights and p2p sends are 16-bit as the simulator's.
 . "${top_srcdir:-.}/tests/lib.sh"
 while read dp pp tp mbs gbs sched rec zero ab; do
 for dt_tol in "fp32 10" "bf16 20"; do

@@ -1,8 +1,8 @@
 #!/bin/sh
 # Mixed precision on the cpu backend (issue 37): --bf16 / --fp16 (or a plan's
 # dtype) round the linears' GEMM operands to nearest even, the products
-# summed in fp32; every layer's output is rounded to the 16-bit type where
-# it becomes final, and what a layer keeps for its backward (its input, a
+# summed in fp32; every layer's output, and the gradient at its input, is
+# rounded to the 16-bit type where it becomes final, and what a layer keeps for its backward (its input, a
 # dense layer's internals but the fp32 statistics) is kept 16-bit.
 # gpt-tiny at sequence 256, 30 steps: "dtype" says which; the final loss is
 # within 3% of the fp32 run's and not equal to it; tp 2 x pp 2 and dp 2
@@ -78,9 +78,9 @@ mpi 4 --tp 2 --pp 2 --bf16 >"$tmpdir/tp.json" || cat "$tmpdir/err"
 check "bf16, tp 2 x pp 2: final loss $(final "$tmpdir/tp.json") within 1% of one rank's $b1" near "$(final "$tmpdir/tp.json")" "$b1" 0.01
 mpi 2 --dp 2 --zero 3 --bf16 >"$tmpdir/z3.json" || cat "$tmpdir/err"
 check "bf16, dp 2 ZeRO-3: final loss $(final "$tmpdir/z3.json") within 1% of one rank's $b1" near "$(final "$tmpdir/z3.json")" "$b1" 0.01
-# a 16-bit run's pipeline sends its activations 16-bit (Megatron-LM's p2p dtype): exact, since every
-# layer's output is rounded to the run's type where it becomes final, so pp 2 trains as one rank bit for
-# bit in bf16 (1f1b, and zb-v's two chunks a rank, sends both ways); fp16 within 1e-5 (its fp16 gradient
+# a 16-bit run's pipeline sends its activations and their gradients 16-bit (Megatron-LM's p2p dtype):
+# exact, since every layer's output, and the gradient at its input, is rounded to the run's type where it
+# becomes final, so pp 2 trains as one rank bit for bit in bf16 (1f1b, and zb-v's two chunks a rank, sends both ways); fp16 within 1e-5 (its fp16 gradient
 # buffers round each accumulation, and the tied embedding's two stages and zb-v's deferred weight
 # gradients add in another order: a few 1e-7)
 losses() { "$PY" -c 'import json,sys; print(" ".join("%.9f" % x for x in json.load(open(sys.argv[1]))["losses"]))' "$1"; }

@@ -100,15 +100,15 @@ static int peer_rank(const mk_exec_t *e, int stage)
     return mk_comm_rank_of(&e->comm, e->comm.dp_rank, stage, e->comm.tp_rank);
 }
 
-/* A 16-bit run sends its activations 16-bit, as Megatron-LM's p2p sends
- * its params_dtype tensors: every layer's output is rounded to the run's
- * type where it becomes final (mk_gpt_round_out), so the packing is exact
- * and the receiving stage widens the very values (tests/mpi-mixed.sh: pp
- * 2 and 4 train as one rank, bit for bit).  Half the bytes on the wire
- * and in the buffers a send holds until it is taken.  The gradients at a
- * stage's input are fp32 working tensors here, not rounded where made, so
- * they cross fp32. */
-static int sends16(const mk_exec_t *e, int op) { return e->run.act16 && op == MK_INSTR_SEND_ACT; }
+/* A 16-bit run sends its activations and their gradients 16-bit, as
+ * Megatron-LM's p2p sends its params_dtype tensors: every layer's output
+ * is rounded to the run's type where it becomes final (mk_gpt_round_out),
+ * and so is the gradient at its input (backward, below: Megatron's are
+ * 16-bit autograd tensors), so the packing is exact and the receiving
+ * stage widens the very values (tests/mpi-mixed.sh: pp 2 trains as one
+ * rank, bit for bit).  Half the bytes on the wire and in the buffers a
+ * send holds until it is taken. */
+static int sends16(const mk_exec_t *e) { return e->run.act16 != 0; }
 
 /* A message's buffer: n values, fp32 or (half) 16-bit, in floats held. */
 static size_t msg_floats(size_t n, int half) { return half ? mk_exec_floats16(n) : n; }
@@ -124,7 +124,7 @@ static int send(mk_exec_t *e, float *buf, const mk_walk_ev_t *ev)
         e->pipe.sends = v, e->pipe.cap_sends = cap;
     }
     size_t n = act_floats(e);
-    int half = sends16(e, ev->in->op);
+    int half = sends16(e);
     if (half) { /* the fp32 rows go at once, the 16-bit copy until the send is taken */
         float *h = mk_gpt_alloc(&e->run, e->g, mk_exec_floats16(n));
         if (!h) return -1;
@@ -156,7 +156,7 @@ static float *widen(mk_exec_t *e, float *h, size_t n)
 static float *recv(mk_exec_t *e, const mk_walk_ev_t *ev)
 {
     size_t n = act_floats(e);
-    int half = e->run.act16 && ev->in->op == MK_INSTR_RECV_ACT; /* sends16's */
+    int half = sends16(e);
     size_t held = msg_floats(n, half);
     float *buf = mk_gpt_alloc(&e->run, e->g, held);
     if (!buf) return NULL;
@@ -329,6 +329,8 @@ static int backward(mk_exec_t *e, mk_chunk_t *c, int mb, mk_bwd_mode_t mode)
             mk_gpt_backward(e->g, &e->run, l, act_of(e, c, mb, l), mode, dout, din, e->pipe.tokens[mb],
                             e->pipe.targets[mb]) < 0)
             return -1;
+        /* the gradient at the layer's input is final: the run's type, as its output */
+        if (din) mk_gpt_round_out(e->g, &e->run, din, act_floats(e));
         /* B_W reads them later (zero-bubble schedules): 16-bit meanwhile */
         if (mode == MK_BWD_IN && mk_gpt_act_pack(&e->run, e->g, l, act_of(e, c, mb, l)) < 0) return -1;
         if (mode != MK_BWD_IN) mk_exec_grads16_layer(e, l); /* its weight gradients accumulated */
