@@ -110,6 +110,12 @@ double mk_cost_a2a_deepep(const mk_cluster_t *c, const mk_group_t *g, double byt
     return host > t ? host : t;
 }
 
+double mk_cost_a2a_sm_share(const mk_cluster_t *c, int deepep)
+{
+    if (!deepep || c->ideal || c->dev.sms <= MK_DEEPEP_SMS) return 0;
+    return (double)MK_DEEPEP_SMS / c->dev.sms;
+}
+
 static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
 {
     if (c->ideal || g->n <= 1 || bytes <= 0) return 0;

@@ -60,10 +60,11 @@ static double wave_util(double m, double n, double tm, double tn, int sms)
  * FLOPs, data gradient (tokens x in) and weight gradient (in x out).  The
  * better of the device's tile and the half-height one (cuBLAS's 256x128
  * and 128x128), in either orientation, is taken; 1 without the device's
- * SM count (the presets and the ideal cluster: see cluster.c). */
+ * SM count or tile (the presets, which give SMs only, and the ideal
+ * cluster: see cluster.c). */
 static double quant_factor(const mk_device_t *d, double tokens, double in, double out, int bwd)
 {
-    if (d->sms <= 0) return 1.0;
+    if (d->sms <= 0 || !(d->gemm_tile_m >= 1 && d->gemm_tile_n >= 1)) return 1.0;
     double tm = d->gemm_tile_m, tn = d->gemm_tile_n;
 #define UTIL1(m, n, a, b) fmax(wave_util(m, n, a, b, d->sms), wave_util(m, n, b, a, d->sms))
 #define UTIL(m, n) fmax(UTIL1(m, n, tm, tn), UTIL1(m, n, tm / 2, tn))

@@ -223,18 +223,22 @@ static void explain_classes(mk_sim_stage_t *S, mk_instr_op_t op, const mk_chunk_
  * on the stage (schedules.py's combined 1F1B step: the forward of one
  * micro-batch and the backward of another, layer by layer on two
  * streams), the same pair; a backward with no forward since the last one
- * (the cool-down) runs alone. */
-static double pair_hidden(mk_sim_stage_t *S, const mk_instr_t *in, double comp, double *aex, int merged)
+ * (the cool-down) runs alone.  While an all-to-all hides behind compute
+ * it holds its SMs (share: mk_cost_a2a_sm_share, DeepEP's 20 of the
+ * device's), and the compute beside it runs on the rest: of each hidden
+ * second, share stays on the pair's time (counted as exposed EP time). */
+static double pair_hidden(mk_sim_stage_t *S, const mk_instr_t *in, double comp, double *aex, int merged,
+                          double share)
 {
     if (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE) {
         S->f_comp = comp, S->f_a2a = *aex;
         return 0;
     }
     if (!in->overlap && !(merged && (in->op == MK_INSTR_B || in->op == MK_INSTR_B_IN))) return 0;
-    double own = fmin(*aex, S->f_comp), back = fmin(S->f_a2a, comp);
-    *aex -= own + back; /* negative: the F's exposure given back */
+    double hidden = (fmin(*aex, S->f_comp) + fmin(S->f_a2a, comp)) * (1 - share);
+    *aex -= hidden; /* negative: the F's exposure given back */
     S->f_comp = S->f_a2a = 0;
-    return own + back;
+    return hidden;
 }
 
 static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
@@ -269,7 +273,7 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         if (p->ep > 1) { /* likewise the all-to-alls, all exposed */
             double a2a, aex = mk_chunk_cost_a2a(c, in->op, p->tp_overlap, rc, ck, &a2a);
             d -= pair_hidden(S, in, pure - aex - (p->cp > 1 ? S->exposed[MK_COMM_CP] - cp0 : 0), &aex,
-                             p->moe_a2a_overlap);
+                             p->moe_a2a_overlap, mk_cost_a2a_sm_share(R->c, p->moe_deepep));
             S->exposed[MK_COMM_EP] += aex;
             S->comm[MK_COMM_EP] += a2a;
         }

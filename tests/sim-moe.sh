@@ -141,6 +141,16 @@ assert ea > 0 and eb == 0 and b["plan"]["moe_a2a_overlap"] is True, (ea, eb)
 assert abs((a["step_time_s"] - b["step_time_s"]) - ea) <= 1e-9 * a["step_time_s"], (a["step_time_s"], b["step_time_s"], ea)
 assert abs(b["overlapped_comm_s"]["ep"] - (ea + a["overlapped_comm_s"]["ep"])) <= 1e-12 + 1e-9 * ea
 ' "$tmpdir/n.json" "$tmpdir/o.json"
+# with DeepEP's kernels the hidden all-to-alls hold 20 of the H100's 132 SMs (Megatron-Core's
+# moe_deepep_num_sms), and the compute beside them runs on the rest: 20/132 of what hides stays on the
+# step, as exposed EP time (one node here: DeepEP's all-to-all is the pairwise one's, ea as above)
+"$MERAK" sim $X --moe-enable-deepep --overlap-moe-expert-parallel-comm --json >"$tmpdir/od.json" 2>/dev/null
+check "a2a overlap with DeepEP: 20/132 of each hidden all-to-all stays (its SMs taken from the compute)" "$PY" -c '
+import json, sys; a, d = (json.load(open(f)) for f in sys.argv[1:])
+ea, ed = a["exposed_comm_s"]["ep"], d["exposed_comm_s"]["ep"]
+assert abs(ed - ea * 20 / 132) <= 1e-12 + 1e-9 * ea, (ed, ea * 20 / 132)
+assert abs((a["step_time_s"] - d["step_time_s"]) - ea * 112 / 132) <= 1e-9 * a["step_time_s"], (a["step_time_s"], d["step_time_s"])
+' "$tmpdir/n.json" "$tmpdir/od.json"
 "$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["plan"], open(sys.argv[2], "w"))' \
   "$tmpdir/o.json" "$tmpdir/ov.json"
 "$MERAK" sim --plan "$tmpdir/ov.json" --cluster dgx-h100 --json >"$tmpdir/b.json" 2>/dev/null

@@ -86,6 +86,20 @@ double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t
  *   time  = a_e + a_i + max(inter, intra)
  * (one node: the pairwise exchange's intra part).  k, E: the MoE op's. */
 double mk_cost_a2a_deepep(const mk_cluster_t *c, const mk_group_t *g, double bytes, int k, int E);
+/* DeepEP's normal kernels occupy MK_DEEPEP_SMS streaming multiprocessors
+ * for as long as they run: Megatron-Core gives them 20
+ * (TransformerConfig.moe_deepep_num_sms, 20 for DeepEP; NVIDIA/Megatron-LM
+ * megatron/core/transformer/transformer_config.py), as DeepSeek-V3's
+ * training gave its cross-node all-to-alls "only 20 SMs" of an H800's 132
+ * (arXiv:2412.19437 section 3.2.2). */
+#define MK_DEEPEP_SMS 20
+/* The share of the device's SMs an all-to-all takes from compute it
+ * overlaps (a merged or DualPipe pair's, sim_step.c pair_hidden): that
+ * compute runs on the rest, so hiding t seconds of all-to-all behind it
+ * costs t x share of compute time.  DeepEP: MK_DEEPEP_SMS over the
+ * device's SMs (dev.sms; 0 where it has none); NCCL's all-to-all: 0 (its
+ * channel count has no figure here). */
+double mk_cost_a2a_sm_share(const mk_cluster_t *c, int deepep);
 /* The plain ring formula on one link class: 2(n-1)a + 2(n-1)/n S/b (AR). */
 double mk_cost_ring(mk_coll_kind_t kind, int n, double alpha, double beta, double bytes);
 

@@ -63,8 +63,8 @@
  *    of-a100/339083, citing a GTC 2025 talk); H100, H200, A100-40GB and
  *    B200 get the same 90% of their datasheet figure (3.0, 4.3, 1.4 and
  *    7.2 TB/s; no measurement of the last three at hand).
- *  - Tile and wave quantization (sms, gemm_tile_m x gemm_tile_n; cost.c) is
- *    not on in the presets: on the published replay (experiments/published)
+ *  - Tile and wave quantization (sms with gemm_tile_m x gemm_tile_n; cost.c) is
+ *    not on in the presets (they give sms alone, SMS_* below): on the published replay (experiments/published)
  *    with 256x128 and 128x128 tiles it moved the multi-node MAPE from
  *    14.5% to 12.9% but the single-node one from 7.6% to 8.7% (measured
  *    with the line-rate NVLink/IB/HBM figures of before; 256x128
@@ -181,6 +181,19 @@
  * pull request 2748's review): the B200 presets leave it off. */
 #define FP8_SPLIT_ACC_HOPPER 1.15
 
+/* Streaming multiprocessors (the share an all-to-all's kernels take from
+ * compute beside them: mk_cost_a2a_sm_share; no tile is given, so GEMMs
+ * are not wave-quantized, see above): A100 108 (NVIDIA A100 Tensor Core
+ * GPU Architecture whitepaper), H100 SXM5 132 (NVIDIA H100 Tensor Core GPU
+ * Architecture whitepaper; the H200 is the same GH100 configuration with
+ * HBM3e), B200 148, 74 enabled on each of its two dies (Chips and Cheese,
+ * "Nvidia's B200: Keeping the CUDA Juggernaut Rolling", 2025), RTX 3090 82
+ * (GA102 whitepaper, appendix A). */
+#define SMS_A100 108
+#define SMS_H100 132
+#define SMS_B200 148
+#define SMS_RTX3090 82
+
 typedef struct {
     const char *about;
     mk_cluster_t c;
@@ -194,20 +207,20 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
      {.name = "dgx-a100",
       .dev = {.name = "A100-SXM4-80GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
               .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
-              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
+              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
       DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4}},
     {"8x A100-40GB SXM per node (the first DGX A100), NVSwitch, 8x200 Gb/s InfiniBand",
      {.name = "a100-40gb",
       .dev = {.name = "A100-SXM4-40GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
               .mem_bw_Bps = 1400 * GB, .mem_bytes = 40 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
-              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
+              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
       DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4_1TB}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h100",
       .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     /* The H100 of torchtitan's published benchmarks (pytorch/torchtitan,
@@ -225,42 +238,42 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H100-SXM5-96GB-500W", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 2160 * GB, .mem_bytes = 96 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x H200-141GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h200",
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF, .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6,
-              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_H100, .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     {"8x B200-180GB per node, NVLink 5 / NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-b200",
       .dev = {.name = "B200-180GB", .matmul_flops = {1125 * TF, 2250 * TF, 2250 * TF, FP8_B200},
               .vector_flops = 150 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 180 * GB, .launch_s = 4e-6,
-              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_B200, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_B200},
       DGX_LINKS(740 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_B200}},
     {"GB200 NVL72: 72 B200 (186 GB) per NVLink 5 domain (rack), one 400 Gb/s InfiniBand NIC per GPU",
      {.name = "gb200-nvl72",
       .dev = {.name = "GB200-B200-186GB", .matmul_flops = {1250 * TF, 2500 * TF, 2500 * TF, FP8_GB200},
               .vector_flops = 180 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 186 * GB, .launch_s = 4e-6,
-              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_B200, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_GB200},
       .gpus_per_node = 72, .intra = {3e-6, 740 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 72, .host = HOST_GB200}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {.name = "rtx3090-pcie",
       .dev = {.name = "GeForce RTX 3090", .matmul_flops = {35.6 * TF, 71 * TF, 71 * TF}, .vector_flops = 35.6 * TF,
               .mem_bw_Bps = 936 * GB, .mem_bytes = 24 * GB, .launch_s = 5e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 128, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT},
+              .gemm_half_dim = 128, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_RTX3090},
       .gpus_per_node = 8, .intra = {10e-6, 25 * GB}, .inter = {5e-6, 12.5 * GB}, .nics_per_node = 1}},
     {"one H200 SXM (141 GB)",
      {.name = "h200",
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       .gpus_per_node = 1, .max_nodes = 1, .intra = {3e-6, 370 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 1}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
@@ -362,8 +375,8 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     if (!(d->vector_flops > 0) || !(d->mem_bw_Bps > 0) || !(d->mem_bytes > 0))
         return mk_error_set("%s: vector_flops, mem_bw_Bps and mem_bytes must be > 0", what);
     if (!(d->gemm_eff > 0 && d->gemm_eff <= 1)) return mk_error_set("%s: gemm_eff must be in (0, 1]", what);
-    if (d->sms > 0 && !(d->gemm_tile_m >= 1 && d->gemm_tile_n >= 1))
-        return mk_error_set("%s: sms needs gemm_tile_m and gemm_tile_n >= 1", what);
+    if ((d->gemm_tile_m > 0 || d->gemm_tile_n > 0) && !(d->sms > 0 && d->gemm_tile_m >= 1 && d->gemm_tile_n >= 1))
+        return mk_error_set("%s: a GEMM tile needs sms and both gemm_tile_m and gemm_tile_n >= 1", what);
     /* maxima: a GEMM tile is at most 2^16 per side, a host op at most a second */
     if (d->gemm_tile_m > 65536 || d->gemm_tile_n > 65536)
         return mk_error_set("%s: gemm_tile_m and gemm_tile_n must be at most 65536", what);
@@ -499,9 +512,9 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
     if (j && c->host.link_Bps > 0)
         json_object_set_new(j, "host", json_pack("{s:f, s:f, s:f}", "link_Bps", c->host.link_Bps, "mem_bytes",
                                                  c->host.mem_bytes, "mem_bw_Bps", c->host.mem_bw_Bps));
-    if (j && d->sms > 0) {
+    if (j && d->sms > 0) json_object_set_new(json_object_get(j, "device"), "sms", json_integer(d->sms));
+    if (j && d->gemm_tile_m > 0) {
         json_t *dj = json_object_get(j, "device");
-        json_object_set_new(dj, "sms", json_integer(d->sms));
         json_object_set_new(dj, "gemm_tile_m", json_real(d->gemm_tile_m));
         json_object_set_new(dj, "gemm_tile_n", json_real(d->gemm_tile_n));
     }
