@@ -9,6 +9,8 @@
 # for the --what-if, Llama-3-70B and mpiexec lines the figures of commit
 # a540c9a (before the ranks shared their K best and the alternatives ran
 # in parallel), measured the same way.
+# Each line is the median of REPS runs (default 3; REPS=1 as before) and
+# the largest RSS of them.
 # Wall time there is not reliable (4 other jobs ran): compare user times,
 # or better instruction counts (valgrind --tool=callgrind; README
 # "Search time").  RSS is the process's: a build with the CUDA backend
@@ -37,10 +39,17 @@ before() {
   *) echo "not measured" ;;
   esac
 }
-run() { # name, command...
+REPS=${REPS:-3}
+run() { # name, command...: the median of REPS runs' user and wall times, their largest RSS
   name=$1; shift
-  /usr/bin/time -f "%U %e %M" -o "$tmp/t" "$@" >"$tmp/out.json" 2>/dev/null
-  set -- $(cat "$tmp/t")
+  : >"$tmp/ts"
+  for i in $(seq "$REPS"); do
+    /usr/bin/time -f "%U %e %M" -o "$tmp/t" "$@" >"$tmp/out.json" 2>/dev/null </dev/null
+    cat "$tmp/t" >>"$tmp/ts"
+  done
+  set -- $(/usr/bin/python3 -c 'import statistics, sys
+r = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+print(statistics.median(x[0] for x in r), statistics.median(x[1] for x in r), int(max(x[2] for x in r)))' "$tmp/ts")
   best=$(/usr/bin/python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); p=d["plans"][0]; q=p["plan"]; print("%d candidates, %s%d simulated; best dp%d pp%d tp%d %s %.4f s%s" % (d["evaluated"], "%d settled, " % d["settled"] if "settled" in d else "", d["simulated"], q["dp"], q["pp"], q["tp"], q["schedule"], p["step_time_s"], "; alternatives %.2f s" % d["explain_search_time_s"] if "explain_search_time_s" in d else ""))' "$tmp/out.json")
   printf '%-44s user %6.2f s  wall %6.2f s  RSS %4d MB  (before: %s)  %s\n' "$name" "$1" "$2" $(($3 / 1024)) \
     "$(before "$name")" "$best"

@@ -12,6 +12,8 @@
 #include <math.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #endif
 #include <mpi.h>
 #include <stdlib.h>
@@ -510,12 +512,25 @@ static int plan_main(const mk_args_t *a, int rank, int size)
  * give the top of the heap back at every free, so the 405B search took
  * 27,000 page faults (0.04 s of kernel time, 8% of its wall).  Kept
  * mapped, freed memory is reused (21,000 faults; the peak a few MB
- * higher), as run keeps its activations' (exec/runtime.c). */
+ * higher), as run keeps its activations' (exec/runtime.c).  The heap's
+ * first MK_PLAN_HEAP_MB are mapped at once and marked for transparent
+ * huge pages (where the kernel gives them on request, its "madvise" mode):
+ * the 405B search's 16,000 faults of 4 KB pages become ~2,000 (0.52 ->
+ * 0.49 s wall on a 2-core AMD EPYC VM; what is never touched takes no
+ * memory). */
+#define MK_PLAN_HEAP_MB 128
 static void plan_malloc_tuning(void)
 {
 #if defined(__GLIBC__)
     mallopt(M_MMAP_THRESHOLD, 64 << 20);
     mallopt(M_TRIM_THRESHOLD, 256 << 20);
+    mallopt(M_TOP_PAD, (MK_PLAN_HEAP_MB + 1) << 20);
+    char *p = malloc(1 << 20); /* the heap grows by the pad at once */
+    char *hi = sbrk(0), *lo = p ? (char *)(((uintptr_t)p + (2u << 20) - 1) & ~(uintptr_t)((2u << 20) - 1)) : hi;
+#if defined(MADV_HUGEPAGE)
+    if (hi > lo) madvise(lo, (size_t)(hi - lo) & ~(size_t)((2u << 20) - 1), MADV_HUGEPAGE);
+#endif
+    free(p);
     mallopt(M_TOP_PAD, 16 << 20);
 #endif
 }
