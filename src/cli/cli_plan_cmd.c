@@ -515,9 +515,9 @@ static int plan_main(const mk_args_t *a, int rank, int size)
  * higher), as run keeps its activations' (exec/runtime.c).  The heap's
  * first MK_PLAN_HEAP_MB are mapped at once and marked for transparent
  * huge pages (where the kernel gives them on request, its "madvise" mode):
- * the 405B search's 16,000 faults of 4 KB pages become ~2,000 (0.52 ->
- * 0.49 s wall on a 2-core AMD EPYC VM; what is never touched takes no
- * memory). */
+ * the 405B search's 16,000 faults of 4 KB pages become ~1,900 (0.51 ->
+ * 0.48 s median wall on a 2-core AMD EPYC VM, RSS 72 -> 80 MB; what is
+ * never touched takes no memory). */
 #define MK_PLAN_HEAP_MB 128
 static void plan_malloc_tuning(void)
 {
