@@ -4,20 +4,23 @@
 # within 10%, ZeRO-1/2/3 included (issue 17), and with the fused attention
 # (issue 37: its log-sum-exps in the scores' place, in both) (measured: within 6%; the rest is the executor's own scratch
 # and the simulator's dropout masks, which the executor does not keep).
-# In bf16 within 20% (measured: the simulator 4-18% below): the simulator
+# In bf16 within 25% (measured: the simulator 0-20% below): the simulator
 # counts Megatron-LM's 16-bit working tensors, where the executor's
-# kernels work in fp32 floats (src/exec/README.md "dtype"); its saved
-# activations, weights and p2p sends are 16-bit as the simulator's.
+# kernels work in fp32 floats and its rounded GEMM operands' scratch
+# counts as held from its first use (src/exec/README.md "dtype"); its
+# saved activations, weights and p2p sends are 16-bit as the simulator's.
+# The bf16 runs take the rounded-operand sgemm (MK_TEST_NO_DNNL=1), which
+# every CPU has, so the figures do not depend on oneDNN's bf16 kernel.
 . "${top_srcdir:-.}/tests/lib.sh"
 while read dp pp tp mbs gbs sched rec zero ab; do
-for dt_tol in "fp32 10" "bf16 20"; do
+for dt_tol in "fp32 10" "bf16 25"; do
   dt=${dt_tol% *} tol=${dt_tol#* }
   n=$((dp * pp * tp))
   f="--dp $dp --pp $pp --tp $tp --mbs $mbs --gbs $gbs --schedule $sched --recompute $rec --zero $zero"
   f="$f${ab:+ --attention-backend $ab}"
   r16=; [ "$dt" = fp32 ] || r16=--$dt
-  if ! "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run $f $r16 --steps 1 --json >"$tmpdir/run.json" 2>"$tmpdir/err" \
-    </dev/null; then
+  if ! MK_TEST_NO_DNNL=$([ "$dt" = fp32 ] && echo 0 || echo 1) "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run $f $r16 \
+    --steps 1 --json >"$tmpdir/run.json" 2>"$tmpdir/err" </dev/null; then
     echo "FAIL: merak run $f $r16"; cat "$tmpdir/err"; fails=$((fails + 1)); continue
   fi
   "$MERAK" sim --model gpt-tiny --dtype $dt --cluster ideal $f --json >"$tmpdir/sim.json" 2>"$tmpdir/err" ||
