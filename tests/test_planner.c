@@ -7,6 +7,7 @@
 #include "merak/planner.h"
 #include "merak/sim_search.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -150,6 +151,45 @@ static void test_compute_partition(void)
 }
 
 /* Plan p (on graph g) simulated on c into *r. */
+/* The balance step's answer is the optimum itself: against every split's
+ * largest part (dynamic programming, each part summed in order as the
+ * balance step sums it), on costs with ties, near-ties and outliers. */
+static void test_balance_exact(void)
+{
+    unsigned long long x = 88172645463325252ull;
+    int worse = 0, bad = 0;
+    for (int t = 0; t < 3000; t++) {
+        double cost[40], best[41][41];
+        int n = 1 + t % 40, k = 1 + (t / 40) % n, b[41];
+        for (int i = 0; i < n; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            double r = (double)(x >> 11) / 9007199254740992.0, base = 1e9;
+            cost[i] = t % 3 == 0 ? r * 1e12 : t % 3 == 1 ? floor(r * 4) * base + 1e-3 * r : (i == 0 ? 3 * r : 1) * base;
+        }
+        for (int j = 0; j <= k; j++)
+            for (int i = 0; i <= n; i++) best[j][i] = j == 0 && i == 0 ? 0 : INFINITY;
+        for (int j = 1; j <= k; j++)
+            for (int i = j; i <= n; i++)
+                for (int a = j - 1; a < i; a++) { /* the last part [a, i) */
+                    double s = 0;
+                    for (int l = a; l < i; l++) s += cost[l];
+                    double w = fmax(best[j - 1][a], s);
+                    if (w < best[j][i]) best[j][i] = w;
+                }
+        double w = mk_partition_balance(cost, n, k, b), most = 0;
+        for (int j = 0; j < k; j++) {
+            double s = 0;
+            bad += b[j + 1] <= b[j];
+            for (int l = b[j]; l < b[j + 1]; l++) s += cost[l];
+            most = fmax(most, s);
+        }
+        bad += b[0] != 0 || b[k] != n || most != w;
+        worse += w != best[k][n];
+    }
+    CHECK(bad == 0, "balance: %d splits not as returned", bad);
+    CHECK(worse == 0, "balance: %d of 3000 splits not optimal", worse);
+}
+
 static void simulate(mk_sim_t *sim, const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g,
                      const mk_sim_opts_t *so, mk_sim_result_t *r)
 {
@@ -350,6 +390,7 @@ int main(void)
     test_nothing_fits();
     test_mpi_split_same_answer();
     test_compute_partition();
+    test_balance_exact();
     test_auto_recompute();
     test_peak_memo();
     test_path_bound();

@@ -2,52 +2,55 @@
  * X such that the layers split into k contiguous non-empty parts each
  * costing at most X: a greedy pass decides feasibility for one X exactly
  * (fill a part while it stays within X, but leave one layer for every
- * part still to come), and bisection on X converges to the optimum in
- * O(n log(sum/eps)) time -- fast enough for 1024-GPU searches. */
+ * part still to come), and a bisection on X whose ends are costs a
+ * split has (the largest part of a split that fits, the least cost a
+ * part of one that does not would have with one more layer) reaches the
+ * optimum itself, not a tolerance around it, in a few passes. */
 #include "merak/partition.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* Greedy split for bound X; returns the number of parts or k+1 if some
- * part must exceed X.  Writes bounds[0..k] when it succeeds. */
-static int greedy_split(const double *cost, int n, int k, double X, int *bounds)
+ * part must exceed X.  Writes bounds[0..k] when it succeeds, and in *most
+ * its largest part's cost; when it fails, in *next the least cost a part
+ * would have had with one more layer (no X below it splits otherwise). */
+static int greedy_split(const double *cost, int n, int k, double X, int *bounds, double *most, double *next)
 {
     int parts = 0, i = 0;
+    double big = 0, ext = HUGE_VAL;
     bounds[0] = 0;
     while (i < n) {
-        if (parts == k) return k + 1;
+        if (parts == k) return *next = ext, k + 1;
         double sum = cost[i++]; /* a part takes at least one layer */
-        if (sum > X) return k + 1;
+        if (sum > X) return *next = ext < sum ? ext : sum, k + 1;
         int lim = n - k + parts + 1; /* it leaves one layer to each part after it */
         while (i < lim && sum + cost[i] <= X) sum += cost[i++];
+        if (i < lim && sum + cost[i] < ext) ext = sum + cost[i];
+        if (sum > big) big = sum;
         bounds[++parts] = i;
     }
+    *most = big;
     return parts;
 }
 
 double mk_partition_balance(const double *cost, int n, int k, int *bounds)
 {
     if (k < 1 || k > n) return -1;
-    double lo = 0, hi = 0;
+    double lo = 0, hi = 0, most = 0, next = 0;
     for (int i = 0; i < n; i++) {
         hi += cost[i];
         if (cost[i] > lo) lo = cost[i];
     }
-    for (int it = 0; it < 200 && hi - lo > 1e-12 * hi; it++) {
+    for (int it = 0; it < 200 && lo < hi; it++) {
         double mid = 0.5 * (lo + hi);
-        if (greedy_split(cost, n, k, mid, bounds) == k) hi = mid;
-        else lo = mid;
+        if (greedy_split(cost, n, k, mid, bounds, &most, &next) == k) hi = most;
+        else lo = next;
     }
-    if (greedy_split(cost, n, k, hi, bounds) != k) return -1;
-    double worst = 0;
-    for (int j = 0; j < k; j++) {
-        double sum = 0;
-        for (int i = bounds[j]; i < bounds[j + 1]; i++) sum += cost[i];
-        if (sum > worst) worst = sum;
-    }
-    return worst;
+    if (greedy_split(cost, n, k, hi, bounds, &most, &next) != k) return -1;
+    return most;
 }
 
 void mk_partition_default_costs(const mk_plan_t *p, const mk_graph_t *g, double *cost)
