@@ -42,6 +42,8 @@ done <<'PLANS'
 4 1 1 1 8 1f1b full 2
 4 1 1 1 8 1f1b full 3
 2 2 1 1 8 1f1b full 3
+1 1 1 4 8 1f1b selective 0
+1 2 2 2 16 1f1b selective 0
 1 1 1 4 8 1f1b none 0 fused
 1 2 2 2 16 1f1b full 0 fused
 PLANS

@@ -9,7 +9,8 @@
 # with ZeRO-3 give the one-rank bf16 run's final loss within 1%; a 16-bit
 # run recomputes exactly what its forward kept (recompute none and full
 # train alike, bit for bit: gpt-tiny, llama-tiny, fused attention, moe-tiny,
-# q/k norms, MLA, ring attention); the
+# q/k norms, MLA, ring attention; selective as none, its attention's
+# probabilities remade in the backward); the
 # peak with the internals kept (recompute none) falls below 0.9 of fp32's;
 # fp16 reports its loss scale
 # (from 65536: Megatron's 2^32 skips the first ~10 steps here while it backs
@@ -45,12 +46,29 @@ import json, sys; d = json.load(open(sys.argv[1])); assert 1 <= d["skipped_steps
 peak0() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1]))["peak_memory_bytes"][0])' "$1"; }
 for m in "gpt-tiny" "llama-tiny" "gpt-tiny --attention-backend fused" "moe-tiny" "llama-tiny --qk-layernorm" \
   "deepseek-tiny"; do
-  rm -f "$tmpdir/none.json" "$tmpdir/full.json"
-  runb --model $m --recompute none >"$tmpdir/none.json" && runb --model $m --recompute full >"$tmpdir/full.json" ||
-    cat "$tmpdir/err"
-  a=$(final "$tmpdir/none.json") b=$(final "$tmpdir/full.json")
+  rm -f "$tmpdir/none.json" "$tmpdir/full.json" "$tmpdir/sel.json"
+  runb --model $m --recompute none >"$tmpdir/none.json" && runb --model $m --recompute full >"$tmpdir/full.json" &&
+    runb --model $m --recompute selective >"$tmpdir/sel.json" || cat "$tmpdir/err"
+  a=$(final "$tmpdir/none.json") b=$(final "$tmpdir/full.json") c=$(final "$tmpdir/sel.json")
   check "bf16 $m: recompute none and full train alike ($a, $b)" test -n "$a" -a "$a" = "$b"
+  check "bf16 $m: recompute selective trains as none ($c)" test -n "$a" -a "$a" = "$c"
 done
+# selective recompute remakes each attention core's probabilities in its backward (gpt.h drop_core):
+# fp32 and bf16 alike, with documents (--reset-attention-mask) and the sub-pipelined TP's halves, and
+# its peak is none's less the probabilities (B nh T^2 a layer: 4 x 4 x 256^2 floats here, bf16 half)
+sel() { "$MERAK" run --model gpt-tiny --seq-length 256 --mbs 4 --gbs 4 --steps 3 --json --recompute "$@" \
+  2>"$tmpdir/err" | "$PY" -c 'import json,sys; d = json.load(sys.stdin); print(d["losses"][-1], d["peak_memory_bytes"][0])'; }
+"$PY" "$top_srcdir/tests/megatron_write.py" "$tmpdir/docs" 3 400 5 40
+for d in "" "--bf16" "--data-path $tmpdir/docs --reset-position-ids --reset-attention-mask"; do
+  set -- $(sel none $d) $(sel selective $d)
+  check "gpt-tiny ${d%% --reset-pos*}: selective trains as none ($1, $3), its peak $4 below none's $2" \
+    test -n "$1" -a "$1" = "$3" -a "${4:-0}" -gt 0 -a "${4:-0}" -lt "${2:-0}"
+done
+sel2() { timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model llama-tiny --tp 2 --tp-overlap 2 --mbs 2 \
+  --gbs 4 --steps 3 --json --recompute "$1" </dev/null 2>"$tmpdir/err" | "$PY" -c 'import json,sys
+print(json.load(sys.stdin)["losses"][-1])'; }
+a=$(sel2 none) b=$(sel2 selective)
+check "llama-tiny, tp 2 with --tp-overlap 2: selective trains as none ($a, $b)" test -n "$a" -a "$a" = "$b"
 # ring attention (cp 2) keeps q|k|v and the output 16-bit, its log-sum-exps fp32: none and full alike
 cp2() { timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model llama-tiny --cp 2 --mbs 4 --gbs 8 --steps 4 \
   --bf16 --json --recompute "$1" </dev/null 2>"$tmpdir/err" | "$PY" -c 'import json,sys

@@ -170,6 +170,12 @@ typedef struct mk_gpt_run {
        forward and their recompute or backward (mk_gpt_act_pack/unpack).
        Needs the backend's round16, pack16 and unpack16. */
     int act16;
+    /* Selective recompute (Megatron-LM's --recompute-granularity selective,
+       Korthikanti et al. 2022): a materialised attention core's (T, T)
+       probabilities are not kept between a layer's forward and its
+       backward; the backward recomputes them from the kept Q|K|V, as
+       Megatron's checkpointed core does (gpt_attn.c mk_gpt_att_dropped). */
+    int drop_core;
 } mk_gpt_run_t;
 
 /* The executor's layer count for cfg: the embedding, attention and MLP of

@@ -35,8 +35,9 @@ void mk_exec_opts_init(mk_exec_opts_t *o)
 mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx)
 {
     mk_sched_spec_t spec = ctx->spec;
-    /* selective recompute (attention core only) is not split out of a layer
-       here: those layers keep everything, which gives the same results */
+    /* selective recompute (the attention core only) has no instruction of
+       its own: a layer's backward remakes its core's probabilities
+       (gpt.h drop_core), so the streams are those without recompute */
     if (spec.recompute.kind == MK_RECOMPUTE_SELECTIVE) spec.recompute.kind = MK_RECOMPUTE_NONE;
     return mk_sched_build(&spec);
 }

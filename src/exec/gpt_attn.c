@@ -120,6 +120,50 @@ void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, void *att, con
 }
 
 
+/* Selective recompute (run->drop_core): a materialised core's
+ * probabilities without CP (whose ring keeps only log-sum-exps) outside
+ * MLA (whose layers keep theirs). */
+int mk_gpt_att_dropped(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
+{
+    return run->drop_core && mk_gpt_att_probs(g) && !g->mla && mk_gpt_layer_kind(g, l) == MK_GPT_ATTN &&
+           !mk_gpt_layer_is_moe(g, l);
+}
+
+size_t mk_gpt_att_kept(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
+{
+    return mk_gpt_att_dropped(g, l, run) ? 0 : mk_gpt_att_floats(g, run, (size_t)run->B);
+}
+
+/* The probabilities of rows [r0, r0+nr) remade from the kept Q|K|V (qkv)
+ * into a new buffer of the micro-batch's size: the forward's kernel,
+ * rounded as the forward rounded them, its context dropped.  NULL when out
+ * of memory. */
+static void *att_redo(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *qkv, int r0, int nr)
+{
+    size_t na = mk_gpt_att_floats(g, run, (size_t)run->B), no = (size_t)run->B * g->T * g->nh * g->hs;
+    float *att = mk_gpt_alloc(run, g, na), *ctx = att ? mk_gpt_alloc(run, g, no) : NULL;
+    if (!ctx) {
+        if (att) mk_gpt_release(run, g, att, na);
+        return NULL;
+    }
+    void *at = mk_gpt_att_at(g, run, att, (size_t)(r0 / g->T));
+    mk_gpt_attn_rows(g, run, ctx, at, qkv, NULL, NULL, NULL, r0, nr);
+    mk_gpt_att_round(g, l, run, at, (size_t)(nr / g->T));
+    mk_gpt_release(run, g, ctx, no);
+    return att;
+}
+
+int mk_gpt_attn_bwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, float *dqkv, void *att, const float *qkv, void *datt,
+                         const float *dout, const float *fo, int r0, int nr)
+{
+    void *mine = mk_gpt_att_dropped(g, l, run) ? att_redo(g, run, l, qkv, r0, nr) : NULL;
+    if (mk_gpt_att_dropped(g, l, run) && !mine) return -1;
+    if (mine) att = mk_gpt_att_at(g, run, mine, (size_t)(r0 / g->T));
+    mk_gpt_attn_rows(g, run, dqkv, att, qkv, datt, dout, fo, r0, nr);
+    if (mine) mk_gpt_release(run, g, mine, mk_gpt_att_floats(g, run, (size_t)run->B));
+    return 0;
+}
+
 /* The document segments of rows [0, N) for learned positions (one
  * segment of sequences without --reset-position-ids or a table). */
 static int embed_seg(mk_gpt_t *g, const mk_gpt_run_t *run, int has_wpe, int s, int N, int *T)

@@ -37,6 +37,17 @@ int mk_gpt_att16(const mk_gpt_t *g, const mk_gpt_run_t *run);
 void mk_gpt_att_round(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, void *att, size_t seqs);
 size_t mk_gpt_att_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t seqs);
 void *mk_gpt_att_at(const mk_gpt_t *g, const mk_gpt_run_t *run, void *base, size_t seqs);
+/* Selective recompute (run->drop_core, Megatron-LM's --recompute-granularity
+ * selective): whether layer l drops its probabilities between its forward
+ * (which writes them to run->s_att) and its backward (a materialised core
+ * without CP or MLA), and the floats it keeps for them (0 where dropped). */
+int mk_gpt_att_dropped(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
+size_t mk_gpt_att_kept(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
+/* The core's backward on rows [r0, r0+nr) of layer l (mk_gpt_attn_rows's,
+ * att the kept probabilities), where the layer dropped them first remaking
+ * them from qkv as its forward made them.  0, or -1 out of memory. */
+int mk_gpt_attn_bwd_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, float *dqkv, void *att, const float *qkv, void *datt,
+                         const float *dout, const float *fo, int r0, int nr);
 /* The embedding (out = wte[tok] (+ wpe)) and its gradients (dwte,
  * dwpe +=) on rows [0, N): with --reset-position-ids, per document. */
 void mk_gpt_embed_fwd_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *out, const int *tokens, const float *wte,

@@ -122,7 +122,7 @@ size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_internals(g, run);
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN: /* with q/k norms also their input rows and each head's 1/rms */
-        return norm + N * (mid_w(g, l) + inner_w(g, l)) + mk_gpt_att_floats(g, run, B) +
+        return norm + N * (mid_w(g, l) + inner_w(g, l)) + mk_gpt_att_kept(g, l, run) +
                (g->cfg.qk_norm ? N * (mid_w(g, l) + (size_t)(g->nh + g->kv)) : 0) +
                (g->mla ? N * mk_gpt_mla_row(g) : 0);
     case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
@@ -176,7 +176,7 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
  * the MLP's activation; an MoE layer's, gpt_moe.c's.  The count. */
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
 {
-    size_t N = (size_t)run->B * g->T, n = loc_rows(g, run), att = mk_gpt_att_floats(g, run, (size_t)run->B);
+    size_t N = (size_t)run->B * g->T, n = loc_rows(g, run), att = mk_gpt_att_kept(g, l, run);
     int k = 0;
     if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_runs(g, run, s);
     s[k++] = (mk_gpt_run16_t){n * g->C, 1};
@@ -216,7 +216,7 @@ static parts_t split_buf(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, floa
     p.qk = p.qkr = NULL;
     switch (mk_gpt_layer_kind(g, l)) {
     case MK_GPT_ATTN:
-        p.x2 = p.x1 + N * mid_w(g, l), p.x3 = p.x2 + mk_gpt_att_floats(g, run, B);
+        p.x2 = p.x1 + N * mid_w(g, l), p.x3 = p.x2 + mk_gpt_att_kept(g, l, run);
         p.qk = p.x3 + N * inner_w(g, l), p.qkr = p.qk + N * mid_w(g, l);
         break;
     case MK_GPT_MLP: p.x2 = p.x1 + N * mid_w(g, l); p.x3 = NULL; break;
@@ -336,7 +336,7 @@ static void col_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, int r0, 
         else if (g->llama)  /* q and k heads, in place */
             mk_gpt_rope_rows(g, run, p->x1, r0, nr, (int)mid, 1);
         if (g->llama) mk_gpt_round_kept(g, l, run, p->x1 + r0 * mid, (size_t)nr * mid);
-        void *att = mk_gpt_att_at(g, run, p->x2, (size_t)(r0 / g->T));
+        void *att = mk_gpt_att_at(g, run, mk_gpt_att_dropped(g, l, run) ? run->s_att : p->x2, (size_t)(r0 / g->T));
         if (g->cp > 1) run->cp_attn_fwd(run->ctx, p->x3 + r0 * Cl, att, p->x1 + r0 * mid, nr / g->T);
         else mk_gpt_attn_rows(g, run, p->x3, att, p->x1, NULL, NULL, NULL, r0, nr);
         mk_gpt_att_round(g, l, run, att, (size_t)(nr / g->T));
@@ -536,7 +536,7 @@ static int bwd_mid_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const
         else if (g->cp > 1)
             run->cp_attn_bwd(run->ctx, dmid + r0 * mid, run->s_a + r0 * inner, p->x1 + r0 * mid, p->x3 + r0 * inner,
                              att, nr / g->T);
-        else mk_gpt_attn_rows(g, run, dmid, att, p->x1, datt, run->s_a, p->x3, r0, nr);
+        else if (mk_gpt_attn_bwd_rows(g, run, l, dmid, att, p->x1, datt, run->s_a, p->x3, r0, nr) < 0) return -1;
         if (g->mla) return 0; /* its RoPE and the rest: bwd_col_rows */
         if (g->llama && g->cp > 1) mk_cp_rope(g, dmid + r0 * mid, nr, (int)mid, -1);
         else if (g->llama)  /* back through RoPE: to the q|k GEMM's output */
