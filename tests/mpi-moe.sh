@@ -192,6 +192,12 @@ check "deepseek-tiny: the score biases moved" "${PYTHON:-python3}" -c '
 import sys; sys.path.insert(0, sys.argv[1]); import st_read
 b = st_read.read(sys.argv[2])[1]["model.layers.2.mlp.gate.e_score_correction_bias"]
 assert b[0] == [8] and max(abs(x) for x in b[1]) > 5e-4, b' "$top_srcdir/tests" "$tmpdir/d1.st"
+# with ZeRO-2 and -3 too (fp32: ZeRO-3 shards the masters, the router reads every rank's whole copy)
+for z in 2 3; do
+  expect_ok "deepseek-tiny: 3 steps, dp 2, ZeRO-$z" "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run $DS --dp 2 --zero $z \
+    --save "$tmpdir/dz.st"
+  check "deepseek-tiny, ZeRO-$z: the same tensors, score biases included" same_checkpoints "$tmpdir/d1.st" "$tmpdir/dz.st"
+done
 
 # Megatron's router flags reach the executor: without the groups (--moe-router-num-groups 1) other losses;
 # softmax scores with the score bias are refused

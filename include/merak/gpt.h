@@ -67,6 +67,9 @@ typedef struct mk_gpt {
     int *mla_map;
     float *moe_load;              /* DeepSeek-V3's score bias: [n_layers][E] tokens routed to each expert
                                      this step (gpt_moe.c mk_gpt_moe_bias_step), host memory; else NULL */
+    float *moe_bias;              /* and the biases the router reads, [n_layers][E], every rank's whole
+                                     copy as Megatron-Core's expert_bias buffer (unsharded by ZeRO: the
+                                     masters of e_score_correction_bias follow it, exec_ep.c), host memory */
     int ep, ep_rank;              /* expert parallel: this rank holds experts [ep_rank*E/ep, (ep_rank+1)*E/ep) */
     int cp, cp_rank;              /* context parallel (src/exec/cp.h): T is this rank's 2 chunks of
                                      each sequence; cp <= 1: none */

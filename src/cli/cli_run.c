@@ -161,9 +161,6 @@ static const mk_cli_defaults_t run_defaults = {
 static int run_dtype_check(const mk_plan_t *p, int from_plan)
 {
     mk_dtype_t given = p->dtype;
-    if ((given == MK_DTYPE_BF16 || given == MK_DTYPE_FP16) && p->model.moe_router_bias && p->zero)
-        return mk_cli_fail("run", "the router's expert bias with --zero %d in a 16-bit run is not supported by run "
-                           "(its fp32 master would be sharded; the layers read the whole bias)", p->zero);
     if (given != MK_DTYPE_FP8) return 0;
     return mk_cli_fail("run", "the executor has no fp8 path: %s fp8 is for merak sim and merak plan (bf16 and fp16 "
                        "run)", from_plan ? "the plan's dtype" : "--dtype");

@@ -92,8 +92,6 @@ static int exec_check_moe(const mk_plan_t *p)
     if ((fold || p->ep > 1) && p->zero && p->zero_shard)
         return mk_error_set("a hybrid ZeRO group with expert parallelism is not supported by run");
     int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
-    if (p->model.moe_router_bias && p->zero > 1) /* the biases move on every rank's whole copy */
-        return mk_error_set("the router's expert bias with --zero %d is not supported by run", p->zero);
     if (p->moe_deepep)
         return mk_error_set("--moe-enable-deepep is for merak sim and merak plan: run's all-to-alls are MPI's");
     if (p->ep > 1 && ranks % p->ep)
@@ -445,6 +443,7 @@ int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out)
                               "the experts' load") < 0)
             return -1;
         mk_gpt_moe_bias_step(g);
+        mk_exec_moe_bias_push(e);
     }
     zero_grads(e);
     if (loss_out) *loss_out = e->step_loss;

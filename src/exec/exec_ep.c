@@ -132,3 +132,38 @@ int mk_exec_ep_reduce(mk_exec_t *e)
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp.experts", t, -1, 0, -1);
     return 0;
 }
+
+/* DeepSeek-V3's score biases (gpt.h moe_bias): the router reads every
+ * rank's whole copy, as Megatron-Core's expert_bias buffer, which ZeRO does
+ * not shard; the tensor e_score_correction_bias (checkpoints, --save-hf)
+ * holds the same values in the masters: the whole fp32 block, or with
+ * sharded masters (ZeRO-3, 16-bit runs with ZeRO) the sharding group's
+ * pieces.  Pull: the copy from the masters after a load (or the init),
+ * collective over each tensor's sharding group; push: the masters from
+ * the copy after its step (each rank its own pieces). */
+int mk_exec_moe_bias_pull(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    for (int l = 0; l < g->n_layers; l++) {
+        int k = mk_gpt_moe_bias_tensor(g, l);
+        float *b = k >= 0 ? g->moe_bias + (size_t)l * g->E : NULL;
+        if (!b) continue;
+        if (e->zero.on && mk_exec_zero_params_sharded(e)) {
+            if (mk_exec_zero_get(e, k, 0, b) < 0) return -1;
+        } else {
+            g->be->copy(g->be->ctx, b, g->params + g->t[k].off, (size_t)g->E * sizeof *b);
+        }
+    }
+    return 0;
+}
+
+void mk_exec_moe_bias_push(mk_exec_t *e)
+{
+    mk_gpt_t *g = e->g;
+    for (int l = 0; l < g->n_layers; l++) {
+        int k = mk_gpt_moe_bias_tensor(g, l);
+        const float *b = k >= 0 ? g->moe_bias + (size_t)l * g->E : NULL;
+        if (b && e->zero.on && mk_exec_zero_params_sharded(e)) mk_exec_zero_set(e, k, 0, b);
+        else if (b) g->be->copy(g->be->ctx, g->params + g->t[k].off, b, (size_t)g->E * sizeof *b);
+    }
+}

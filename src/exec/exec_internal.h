@@ -383,6 +383,11 @@ int mk_exec_ep_init(mk_exec_t *e);
 int mk_exec_ep_index(const mk_exec_t *e, int d, int t);
 void mk_exec_ep_free(mk_exec_t *e);
 int mk_exec_ep_reduce(mk_exec_t *e);
+/* DeepSeek-V3's score biases: every rank's whole copy (gpt.h moe_bias) from
+ * the masters after a load, collective over ZeRO's sharding groups; the
+ * masters from the copy after its step. */
+int mk_exec_moe_bias_pull(mk_exec_t *e);
+void mk_exec_moe_bias_push(mk_exec_t *e);
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);

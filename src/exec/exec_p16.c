@@ -25,8 +25,9 @@
  * gather it replaces.
  *
  * A tensor marked fp32 (mk_gpt_tensor_t.fp32: DeepSeek-V3's score bias,
- * an fp32 buffer in Megatron-Core, moved 1e-3 at a time) is read from its
- * master. */
+ * an fp32 buffer in Megatron-Core, moved 1e-3 at a time) points at its
+ * master (NULL where ZeRO shards the masters); the router reads the
+ * biases' whole copy (gpt.h moe_bias, exec_ep.c), not the tensor. */
 #include "config.h"
 #include "exec/exec_internal.h"
 #include "merak/trace.h"
@@ -60,9 +61,6 @@ int mk_exec_p16_init(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
     if (!e->p16.dt) return 0;
-    if (g->moe_load && e->zero.on) /* its fp32 master would be sharded: the layers read the whole bias */
-        return mk_error_set("the router's expert bias with --zero %d in a 16-bit run is not supported by run",
-                            e->zero.on);
     int nl = g->n_layers;
     e->p16.lo = calloc(nl, sizeof *e->p16.lo), e->p16.n = calloc(nl, sizeof *e->p16.n);
     e->p16.work = calloc(nl, sizeof *e->p16.work), e->p16.pins = calloc(nl, sizeof *e->p16.pins);
@@ -210,7 +208,8 @@ static void span_walk(mk_exec_t *e, const span_t *s, float *w, float *v, int how
         if (!in_span(e, s, k)) continue;
         int wide = !t->fp32 && widened(e, k);
         if (how & SPAN_CLEAR) g->pw[k] = NULL;
-        if (how & SPAN_POINT) g->pw[k] = t->fp32 ? g->params + t->off : wide ? w + at : v + (t->off - s->lo);
+        float *master = g->params ? g->params + t->off : NULL; /* sharded masters: none here */
+        if (how & SPAN_POINT) g->pw[k] = t->fp32 ? master : wide ? w + at : v + (t->off - s->lo);
         if (wide && (how & SPAN_UNPACK) && tn)
             g->be->unpack16(g->be->ctx, w + at, s->h + (t->off - s->lo), tn, e->p16.dt);
         if (wide) at += tn;

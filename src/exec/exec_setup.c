@@ -384,6 +384,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
         rc = -1, res->fail_exit = 2;
     if (rc == 0 && load_start(&e) < 0) rc = -1, res->fail_exit = 2;
     if (rc == 0 && mk_exec_p16_refresh(&e) < 0) rc = -1; /* the 16-bit weights of the masters, loaded or not */
+    if (rc == 0 && mk_exec_moe_bias_pull(&e) < 0) rc = -1; /* the score biases' whole copy, too */
     res->first_step = e.step0;
     res->load_unverified = e.load_unverified;
     if (rc == 0) rc = train_loop(&e, res);

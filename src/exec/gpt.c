@@ -320,7 +320,8 @@ mk_gpt_t *mk_gpt_new_ep(const mk_model_config_t *cfg, const mk_backend_t *be, in
         t->off = g->n_params;
         g->n_params += (size_t)t->lrows * t->lcols;
     }
-    if (cfg->moe_router_bias && g->E && !(g->moe_load = calloc((size_t)g->n_layers * g->E, sizeof *g->moe_load))) {
+    if (cfg->moe_router_bias && g->E && (!(g->moe_load = calloc((size_t)g->n_layers * g->E, sizeof *g->moe_load)) ||
+                                         !(g->moe_bias = calloc((size_t)g->n_layers * g->E, sizeof *g->moe_bias)))) {
         mk_error_set("out of memory");
         mk_gpt_free(g);
         return NULL;
@@ -340,6 +341,7 @@ void mk_gpt_free(mk_gpt_t *g)
     free(g->first);
     free(g->mla_map);
     free(g->moe_load);
+    free(g->moe_bias);
     free(g);
 }
 

@@ -377,7 +377,7 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
     be->linear_fwd(be->ctx, p.probs, p.ln, P(g, t_router(g, l)), NULL, N, C, g->E);
     const mk_model_config_t *c = &g->cfg;
     if (c->moe_score_sigmoid)
-        be->moe_route_sig(be->ctx, p.probs, p.topi, p.topw, c->moe_router_bias ? P(g, t_bias(g, l)) : NULL, N, g->E,
+        be->moe_route_sig(be->ctx, p.probs, p.topi, p.topw, c->moe_router_bias ? g->moe_bias + (size_t)l * g->E : NULL, N, g->E,
                           g->topk, c->moe_groups, c->moe_group_topk, !c->moe_pre_softmax, topk_scale(g));
     else be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !c->moe_pre_softmax);
     if (plan(g, run, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
@@ -675,18 +675,18 @@ int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
 
 void mk_gpt_moe_bias_step(mk_gpt_t *g)
 {
-    const mk_backend_t *be = g->be;
-    float *b = malloc(g->E * sizeof *b);
-    for (int l = 0; b && l < g->n_layers; l++) {
+    for (int l = 0; l < g->n_layers; l++) {
         if (!mk_gpt_layer_is_moe(g, l) || !g->t[t_bias(g, l)].owned) continue;
         const float *load = g->moe_load + (size_t)l * g->E;
+        float *b = g->moe_bias + (size_t)l * g->E;
         double mean = 0;
         for (int e = 0; e < g->E; e++) mean += load[e] / g->E;
-        float *bias = g->params + g->t[t_bias(g, l)].off; /* the fp32 master (ZeRO-0/1, exec_p16.c) */
-        be->copy(be->ctx, b, bias, g->E * sizeof *b);
         for (int e = 0; e < g->E; e++) b[e] += MK_MOE_BIAS_RATE * (float)((load[e] < mean) - (load[e] > mean));
-        be->copy(be->ctx, bias, b, g->E * sizeof *b);
     }
-    free(b);
     memset(g->moe_load, 0, (size_t)g->n_layers * g->E * sizeof *g->moe_load);
+}
+
+int mk_gpt_moe_bias_tensor(const mk_gpt_t *g, int l)
+{
+    return g->moe_bias && mk_gpt_layer_is_moe(g, l) && g->t[t_bias(g, l)].owned ? t_bias(g, l) : -1;
 }

@@ -29,9 +29,13 @@ size_t mk_gpt_moe_side_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk
 void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a);
 /* Every gradient of the layer (input and weights): din (N, C) = dout + . */
 int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din);
-/* DeepSeek-V3's score biases after a step: each moves by 1e-3 towards the
- * mean of g->moe_load (its layer's tokens per expert over the step, summed
- * over DP by the caller), which is then cleared. */
+/* DeepSeek-V3's score biases after a step: each of g->moe_bias moves by
+ * 1e-3 towards the mean of g->moe_load (its layer's tokens per expert over
+ * the step, summed over DP by the caller), which is then cleared; the
+ * caller writes them to their masters. */
 void mk_gpt_moe_bias_step(mk_gpt_t *g);
+/* The tensor of layer l's score biases (e_score_correction_bias), where
+ * this rank holds them; else -1. */
+int mk_gpt_moe_bias_tensor(const mk_gpt_t *g, int l);
 
 #endif
