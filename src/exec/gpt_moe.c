@@ -376,9 +376,10 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
     mk_gpt_round_kept(g, l, run, p.ln, (size_t)N * C); /* the GEMMs round it alike: their products unchanged */
     be->linear_fwd(be->ctx, p.probs, p.ln, P(g, t_router(g, l)), NULL, N, C, g->E);
     const mk_model_config_t *c = &g->cfg;
+    const float *bias = c->moe_router_bias ? g->moe_bias + (size_t)l * g->E : NULL; /* every rank's whole copy */
     if (c->moe_score_sigmoid)
-        be->moe_route_sig(be->ctx, p.probs, p.topi, p.topw, c->moe_router_bias ? g->moe_bias + (size_t)l * g->E : NULL, N, g->E,
-                          g->topk, c->moe_groups, c->moe_group_topk, !c->moe_pre_softmax, topk_scale(g));
+        be->moe_route_sig(be->ctx, p.probs, p.topi, p.topw, bias, N, g->E, g->topk, c->moe_groups, c->moe_group_topk,
+                          !c->moe_pre_softmax, topk_scale(g));
     else be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !c->moe_pre_softmax);
     if (plan(g, run, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
     be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
@@ -676,7 +677,7 @@ int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
 void mk_gpt_moe_bias_step(mk_gpt_t *g)
 {
     for (int l = 0; l < g->n_layers; l++) {
-        if (!mk_gpt_layer_is_moe(g, l) || !g->t[t_bias(g, l)].owned) continue;
+        if (mk_gpt_moe_bias_tensor(g, l) < 0) continue;
         const float *load = g->moe_load + (size_t)l * g->E;
         float *b = g->moe_bias + (size_t)l * g->E;
         double mean = 0;
