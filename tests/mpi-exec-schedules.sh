@@ -15,6 +15,8 @@ equiv 2 4 1 --schedule merak-pre
 equiv 1 4 2 --schedule merak-last
 equiv 1 4 1 --schedule merak --recompute stage-aware:0.5
 equiv 1 2 2 --schedule 1f1b --recompute selective
+# selective remakes each core's probabilities inside B_IN (zero-bubble's split backward) and a V's chunks
+equiv 1 2 2 --schedule zb-v --recompute selective
 equiv 2 1 1
 equiv 1 2 1 --schedule merak
 equiv 1 1 2
