@@ -5,7 +5,8 @@
 # TP ranks), expert parallelism (ep 2 and 4: the all-to-alls), TP with
 # sequence parallelism (each TP rank's rows, EP groups folded over tp x dp,
 # as Megatron-Core and merak sim lay them out; checkpoints too), context
-# parallelism, ZeRO-1/2/3 (the experts sharded over their holders), recompute
+# parallelism, ZeRO-1/2/3 (the experts sharded over their holders; hybrid
+# groups too), recompute
 # and zero-bubble schedules; with a capacity factor (drops in token order of
 # each micro-batch, decided before dispatch) too.  One rank alone: the loss
 # falls, aux_losses reported.  Checkpoints: Mixtral names, one file for any
@@ -54,6 +55,26 @@ equiv 1 1 2 --sequence-parallel --zero 1
 equiv 2 2 1 --ep 2 --zero 3
 equiv 2 1 2 --sequence-parallel --ep 4 --zero 3
 equiv 4 1 1 --ep 2 --zero 2
+# hybrid ZeRO (a plan's zero_shard_size: groups of 2 of dp 4) with EP: the experts sharded over their
+# holders in the group, each piece's sum all-reduced over the same piece's holders in the other groups
+# (Megatron-Core's expert data-parallel group cut by its optimizer instances); folded too (ep 2 over a
+# group's 2 x tp 2 ranks: two holders in it; ep 4: one)
+hybrid() { z=$1; shift
+  "$MERAK" sim --model moe-tiny --cluster ideal --gbs 8 --dtype fp32 --json "$@" 2>/dev/null | "${PYTHON:-python3}" -c '
+import json, sys; p = json.load(sys.stdin)["plan"]; p.update({"zero": int(sys.argv[2]), "zero_shard_size": 2})
+json.dump(p, open(sys.argv[1], "w"))' "$tmpdir/h.plan" "$z"
+  n=$("${PYTHON:-python3}" -c 'import json, sys; p = json.load(open(sys.argv[1])); print(p["dp"] * p["tp"] * p["pp"])' \
+    "$tmpdir/h.plan")
+  rm -f "$tmpdir/h.bin"
+  expect_ok "hybrid ZeRO-$z, $*: runs" timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --json --steps 2 \
+    --plan "$tmpdir/h.plan" --dump-grads "$tmpdir/h.bin"
+  check "hybrid ZeRO-$z, $*: the one-rank losses (1e-5)" same_losses "$tmpdir/out" "$tmpdir/ref.json"
+  check "hybrid ZeRO-$z, $*: the one-rank gradients (1e-5)" "$GRADCMP" "$tmpdir/h.bin" "$tmpdir/ref.bin" 1e-5
+}
+hybrid 1 --dp 4 --ep 2
+hybrid 2 --dp 4 --ep 2
+hybrid 3 --dp 4 --tp 2 --sequence-parallel --ep 4
+hybrid 1 --dp 4 --tp 2 --sequence-parallel --ep 2
 # context parallelism: a CP rank's two chunks of each sequence, the micro-batch's sums over the CP ranks
 # (and TP with SP), EP over dp x cp (folded: tp x cp x dp)
 EQUIV_CP=2 equiv 1 1 1
@@ -209,11 +230,11 @@ expect_fail "the score bias with softmax scores" "with softmax scores .DeepSeek-
   "$MERAK" run --model deepseek-tiny --moe-router-score-function softmax --steps 1
 
 # what run does not cover yet: one line, exit 2
-# a hybrid ZeRO group (a plan's zero_shard_size) with EP: its replicas' all-reduce has no expert form yet
-"$MERAK" sim --model moe-tiny --dp 4 --ep 2 --zero 1 --gbs 8 --dtype fp32 --json 2>/dev/null | "${PYTHON:-python3}" -c '
+# a hybrid ZeRO group whose ranks EP groups do not tile: one line
+"$MERAK" sim --model moe-tiny --dp 4 --ep 4 --zero 2 --gbs 8 --dtype fp32 --json 2>/dev/null | "${PYTHON:-python3}" -c '
 import json, sys; p = json.load(sys.stdin)["plan"]; p["zero_shard_size"] = 2; json.dump(p, open(sys.argv[1], "w"))' \
   "$tmpdir/hy.json"
-expect_fail "expert parallelism with a hybrid ZeRO group" "a hybrid ZeRO group with expert parallelism is not supported" -- \
+expect_fail "ep 4 over a hybrid ZeRO group of 2" "--ep 4 must divide the 2 ranks of a hybrid ZeRO group" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --plan "$tmpdir/hy.json" --steps 1
 expect_fail "MoE with context parallelism and a capacity factor" "a capacity factor with --cp 2 is not supported" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model moe-tiny --steps 1 --cp 2 --moe-expert-capacity-factor 1.0

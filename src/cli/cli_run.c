@@ -53,7 +53,7 @@ static const char *run_usage =
     "                   share the experts (all-to-all dispatch); divides dp x cp and the\n"
     "                   experts; with --sequence-parallel E consecutive ranks of tp x cp x dp\n"
     "                   (MoE parallel folding, Megatron-Core's layout); with --zero the\n"
-    "                   experts sharded over their holders (no hybrid group); same results\n"
+    "                   experts sharded over their holders (a hybrid group's); same results\n"
     "  --plan FILE      a plan from merak plan --save-plan, run in full (no layout flags\n"
     "                   with it); a 16-bit plan runs as --bf16 / --fp16\n"
     "  --bf16 / --fp16  16-bit weights (over fp32 masters), GEMM operands and saved activations\n"

@@ -89,8 +89,10 @@ static int exec_check_moe(const mk_plan_t *p)
     if (p->cp > 1 && p->model.moe_capacity > 0) /* the chunks are not in token order: the drops would differ */
         return mk_error_set("a capacity factor with --cp %d is not supported by run (dropless MoE is)", p->cp);
     int cp = p->cp > 1 ? p->cp : 1, fold = p->seqpar && p->tp > 1, ranks = (fold ? p->tp : 1) * p->dp * cp;
-    if ((fold || p->ep > 1) && p->zero && p->zero_shard)
-        return mk_error_set("a hybrid ZeRO group with expert parallelism is not supported by run");
+    int zg = p->zero ? mk_plan_zero_group(p) : 0, zr = zg * (fold ? p->tp : 1); /* a hybrid group's ranks */
+    if ((fold || p->ep > 1) && zg && zg < mk_plan_dp_cp(p) && zr % (p->ep > 1 ? p->ep : 1))
+        return mk_error_set("--ep %d must divide the %d ranks of a hybrid ZeRO group (%d DP ranks%s) under run",
+                            p->ep, zr, zg, fold ? " x tp" : "");
     int64_t x;  /* the all-to-all's floats from one rank: up to ep * mbs * seq * k rows of hidden */
     if (p->moe_deepep)
         return mk_error_set("--moe-enable-deepep is for merak sim and merak plan: run's all-to-alls are MPI's");

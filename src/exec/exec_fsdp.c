@@ -76,10 +76,10 @@ static int rs_step(mk_exec_t *e, mk_zunit_t *u)
 {
     size_t c = piece(e, u);
     mk_exec_trace_ev(e, MK_TRACE_DP, u->ar_on ? "AR.dp" : "RS.dp", u->rs_t0, -1, 0, u->layer);
-    if (!u->ar_on && e->zero.zrc != MPI_COMM_NULL) {
+    if (!u->ar_on && u->rc != MPI_COMM_NULL) {
         u->ar_on = 1;
         u->rs_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-        if (MPI_Iallreduce(MPI_IN_PLACE, u->hr, (int)c, MPI_FLOAT, MPI_SUM, e->zero.zrc, &u->rs) != MPI_SUCCESS)
+        if (MPI_Iallreduce(MPI_IN_PLACE, u->hr, (int)c, MPI_FLOAT, MPI_SUM, u->rc, &u->rs) != MPI_SUCCESS)
             return mk_error_set("MPI_Iallreduce failed");
         return 0;
     }

@@ -88,6 +88,8 @@ typedef struct mk_zunit {
     int G, gi;             /* its sharding group's size and this rank's index: ZeRO's group, or for
                               the routed experts' ranges of ZeRO-1 with EP their holders (exec_zero.c) */
     MPI_Comm c;            /* that group (MPI_COMM_NULL: G 1) */
+    MPI_Comm rc;           /* hybrid ZeRO: the ranks holding the same piece in the other sharding
+                              groups, whose sums it adds (MPI_COMM_NULL: none) */
     /* ZeRO-2/3 (exec_fsdp.c) */
     float *gbuf;           /* (n) the gradient accumulating, or NULL */
     float *gfly, *rfly;    /* its reduce-scatter in flight: input (n), this rank's summed piece */
@@ -169,6 +171,9 @@ typedef struct mk_exec_ep {
     int fold;              /* MoE layers on this TP rank's rows (sequence parallelism, tp > 1): EP over tp x dp */
     int edp, edpn;         /* this rank's place in, and the size of, the group holding its experts */
     MPI_Comm c, dc;        /* the EP group; the group holding the same experts (MPI_COMM_NULL: size 1) */
+    int zn, zi;            /* hybrid ZeRO: of dc, the ranks in this rank's sharding group (zdc) and
+                              this rank's place there; zrc: those at its place in the other groups */
+    MPI_Comm zdc, zrc;     /* (MPI_COMM_NULL: not hybrid) */
     MPI_Comm tc;           /* MoE: the ranks holding one micro-batch's tokens (CP, and TP with SP), or NULL */
 } mk_exec_ep_t;
 

@@ -21,12 +21,14 @@
 
 /* Unit [off, off + n) of layer l sharded over a group of G ranks (this
  * rank the gi-th, over c): its pieces and this rank's. */
-static void add_unit_in(mk_exec_t *e, size_t off, size_t n, int l, int tied, int G, int gi, MPI_Comm c)
+static void add_unit_in(mk_exec_t *e, size_t off, size_t n, int l, int tied, int G, int gi, MPI_Comm c,
+                        MPI_Comm rc)
 {
     mk_zunit_t *u = &e->zero.u[e->zero.n_units++];
     memset(u, 0, sizeof *u);
     u->off = off, u->n = n, u->layer = l, u->tied = tied, u->G = G, u->gi = gi;
     u->c = c != MPI_COMM_NULL ? c : MPI_COMM_SELF; /* a group of one: its collectives copy */
+    u->rc = rc;
     u->S = (n + G - 1) / G;
     u->cnt = calloc(G, sizeof *u->cnt);
     u->dsp = calloc(G, sizeof *u->dsp);
@@ -42,14 +44,16 @@ static void add_unit_in(mk_exec_t *e, size_t off, size_t n, int l, int tied, int
 /* A unit over the ZeRO sharding group. */
 static void add_unit(mk_exec_t *e, size_t off, size_t n, int l, int tied)
 {
-    add_unit_in(e, off, n, l, tied, e->zero.group, e->zero.gi, e->zero.zsc);
+    add_unit_in(e, off, n, l, tied, e->zero.group, e->zero.gi, e->zero.zsc, e->zero.zrc);
 }
 
 /* A run of dense tensors (over the sharding group) or of this rank's routed
- * experts (ex: over the ranks holding them, exec_ep.c). */
+ * experts (ex: over the ranks holding them, exec_ep.c; a hybrid group's
+ * share of them, its replicas in the other groups). */
 static void add_run(mk_exec_t *e, size_t off, size_t n, int l, int ex)
 {
-    if (ex) add_unit_in(e, off, n, l, 0, e->ep.edpn, e->ep.edp, e->ep.dc);
+    if (ex && e->ep.zrc != MPI_COMM_NULL) add_unit_in(e, off, n, l, 0, e->ep.zn, e->ep.zi, e->ep.zdc, e->ep.zrc);
+    else if (ex) add_unit_in(e, off, n, l, 0, e->ep.edpn, e->ep.edp, e->ep.dc, MPI_COMM_NULL);
     else add_unit(e, off, n, l, 0);
 }
 
@@ -106,15 +110,27 @@ static void layer_units(mk_exec_t *e)
     e->zero.lu[g->n_layers] = e->zero.n_units;
 }
 
-/* The sharding group and its replicas: dpc, or consecutive DP ranks. */
+/* The sharding group and its replicas: dpc, or consecutive DP ranks; with
+ * experts (EP, or MoE folded over TP) also the holders of this rank's
+ * experts in its group (the group's G, or G tp folded, ranks in order of
+ * mk_exec_ep_index hold ep-wide EP groups whole: exec.c checks ep divides
+ * them) and in the others (Megatron-Core's expert data-parallel group cut
+ * by its distributed optimizer instances, as merak sim's
+ * mk_sim_expert_zero_group). */
 static void split_groups(mk_exec_t *e)
 {
     int G = mk_plan_zero_group(&e->o->ctx->plan), d = e->comm.dp_rank;
     e->zero.group = G, e->zero.gi = d % G, e->zero.ri = d / G;
     e->zero.zsc = e->comm.dpc, e->zero.zrc = MPI_COMM_NULL;
+    e->ep.zdc = e->ep.zrc = MPI_COMM_NULL;
     if (G == e->comm.dp) return;
     MPI_Comm_split(e->comm.dpc, e->zero.ri, e->zero.gi, &e->zero.zsc);
     MPI_Comm_split(e->comm.dpc, e->zero.gi, e->zero.ri, &e->zero.zrc);
+    if (e->ep.n <= 1 && !e->ep.fold) return;
+    int zn = G * (e->ep.fold ? e->comm.tp : 1) / e->ep.n; /* the holders of my experts in my group */
+    e->ep.zn = zn, e->ep.zi = e->ep.edp % zn;
+    MPI_Comm_split(e->ep.dc, e->ep.edp / zn, e->ep.zi, &e->ep.zdc);
+    MPI_Comm_split(e->ep.dc, e->ep.zi, e->ep.edp / zn, &e->ep.zrc);
 }
 
 /* The full blocks this stage shards go (their bytes leave the counters);
@@ -181,6 +197,7 @@ void mk_exec_zero_free(mk_exec_t *e)
     for (int j = 0; e->zero.u && j < e->zero.n_units; j++) { free(e->zero.u[j].cnt); free(e->zero.u[j].dsp); }
     free(e->zero.u); free(e->zero.lu);
     if (e->zero.zrc != MPI_COMM_NULL) { MPI_Comm_free(&e->zero.zsc); MPI_Comm_free(&e->zero.zrc); }
+    if (e->ep.zrc != MPI_COMM_NULL) { MPI_Comm_free(&e->ep.zdc); MPI_Comm_free(&e->ep.zrc); }
 }
 
 int mk_exec_zero_n_ranges(const mk_exec_t *e) { return e->zero.on ? e->zero.n_units : 1; }
@@ -213,6 +230,10 @@ static int scatter_units(mk_exec_t *e)
             if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
         }
         if (u->soff != u->off) memmove(gr + u->soff, gr + u->off, (size_t)u->cnt[u->gi] * sizeof(float));
+        if (u->rc != MPI_COMM_NULL && /* hybrid: the replicas' sum of this piece */
+            mk_comm_allreduce(&e->comm, u->rc, gr + u->soff, u->cnt[u->gi], MPI_FLOAT, MPI_SUM,
+                              "the replicas' gradient all-reduce") < 0)
+            return -1;
     }
     return 0;
 }
@@ -232,9 +253,9 @@ int mk_exec_zero_scatter(mk_exec_t *e)
     if (rc != MPI_SUCCESS) return mk_error_set("MPI_Ireduce_scatter failed");
     if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
     mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
-    if (e->zero.zrc == MPI_COMM_NULL) return 0;
+    if (u->rc == MPI_COMM_NULL) return 0;
     t = e->trace.on ? mk_exec_now(e) : 0.0;  /* hybrid: the replicas' sum of this piece */
-    rc = mk_comm_allreduce(&e->comm, e->zero.zrc, e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, MPI_SUM,
+    rc = mk_comm_allreduce(&e->comm, u->rc, e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, MPI_SUM,
                            "the replicas' gradient all-reduce");
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", t, -1, 0, -1);
     return rc;
