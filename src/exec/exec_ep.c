@@ -148,7 +148,7 @@ int mk_exec_moe_bias_pull(mk_exec_t *e)
         int k = mk_gpt_moe_bias_tensor(g, l);
         float *b = k >= 0 ? g->moe_bias + (size_t)l * g->E : NULL;
         if (!b) continue;
-        if (e->zero.on && mk_exec_zero_params_sharded(e)) {
+        if (mk_exec_zero_params_sharded(e)) { /* implies ZeRO */
             if (mk_exec_zero_get(e, k, 0, b) < 0) return -1;
         } else {
             g->be->copy(g->be->ctx, b, g->params + g->t[k].off, (size_t)g->E * sizeof *b);
@@ -163,7 +163,7 @@ void mk_exec_moe_bias_push(mk_exec_t *e)
     for (int l = 0; l < g->n_layers; l++) {
         int k = mk_gpt_moe_bias_tensor(g, l);
         const float *b = k >= 0 ? g->moe_bias + (size_t)l * g->E : NULL;
-        if (b && e->zero.on && mk_exec_zero_params_sharded(e)) mk_exec_zero_set(e, k, 0, b);
+        if (b && mk_exec_zero_params_sharded(e)) mk_exec_zero_set(e, k, 0, b);
         else if (b) g->be->copy(g->be->ctx, g->params + g->t[k].off, b, (size_t)g->E * sizeof *b);
     }
 }
