@@ -62,6 +62,47 @@ sys.exit(0 if np.array_equal(v.astype(np.float16).astype(np.float32), v) else 1)
 check "fp16 buffers: the first step's scaled gradients are fp16 values" grads_fp16 "$tmpdir/g16.bin" 65536
 check "... and with --accumulate-allreduce-grads-in-fp32 they are not" \
   test "$(grads_fp16 "$tmpdir/g32.bin" 65536 2>/dev/null; echo $?)" = 1
+# ... held 16 bits a value (src/exec/exec_g16.c) and reduced so: a rank's weights, gradients and optimizer state
+# are merak sim's to the byte (2 bytes a parameter of gradients; 4 with fp32 buffers), one rank, dp 2, and dp 2
+# with ZeRO-1 (the whole 16-bit buffer reduce-scattered in place, the fp32 moments sharded); dp 2 sums them in
+# fp16 (an MPI sum rounded after each addition: test_half), no ZeRO and ZeRO-1 alike bit for bit (a sum of two
+# is rounded once either way), one rank's losses within 1e-5; ZeRO-2/3 hold their gradient pieces 16-bit (the
+# per-layer buffers stay fp32: the state is bf16's less 2 bytes a piece's parameter) and reduce them in fp16
+state_is_sims() { # RUN.json SIM-FLAGS...: the run's state bytes are the simulator's weights + grads + optimizer
+  f=$1; shift
+  "$MERAK" sim --model gpt-tiny --cluster ideal --gbs 8 --json "$@" 2>/dev/null | "$PY" -c '
+import json, sys
+m = json.load(sys.stdin)["memory_breakdown"]; r = json.load(open(sys.argv[1]))["state_memory_bytes"]
+s = [int(x["weights"] + x["grads"] + x["optimizer"]) for x in m]
+print("  run", r, "sim", s); sys.exit(r != s)' "$f"
+}
+check "fp16 buffers, one rank: the state bytes merak sim counts" state_is_sims "$tmpdir/f16.json" --dtype fp16
+check "... with --accumulate-allreduce-grads-in-fp32: fp32 buffers, as sim counts them" \
+  state_is_sims "$tmpdir/f16a.json" --dtype fp16 --grad-reduce-dtype fp32
+for z in 0 1; do
+  timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --gbs 8 --steps 4 --lr-decay-iters 4 --json $S --dp 2 \
+    --zero $z >"$tmpdir/d2z$z.json" 2>"$tmpdir/err" </dev/null || cat "$tmpdir/err"
+  check "fp16 buffers, dp 2, ZeRO-$z: the state bytes merak sim counts" \
+    state_is_sims "$tmpdir/d2z$z.json" --dtype fp16 --dp 2 --zero $z
+  check "fp16 buffers, dp 2, ZeRO-$z: one rank's losses (1e-5)" same_losses "$tmpdir/d2z$z.json" "$tmpdir/f16.json"
+done
+check "fp16 buffers, dp 2: ZeRO-1's losses are no ZeRO's, bit for bit" \
+  test -n "$(losses_of "$tmpdir/d2z0.json")" -a "$(losses_of "$tmpdir/d2z0.json")" = "$(losses_of "$tmpdir/d2z1.json")"
+P1=$("$MERAK" sim --model gpt-tiny --cluster ideal --gbs 8 --json --dtype fp16 2>/dev/null | "$PY" -c '
+import json, sys; print(int(json.load(sys.stdin)["memory_breakdown"][0]["weights"]) // 2)') # parameters (16-bit weights)
+for z in 2 3; do
+  for t in fp16 bf16; do
+    f="--bf16"; [ $t = bf16 ] || f=$S
+    timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --gbs 8 --steps 4 --lr-decay-iters 4 --json $f --dp 2 \
+      --zero $z >"$tmpdir/d2z$z$t.json" 2>"$tmpdir/err" </dev/null || cat "$tmpdir/err"
+  done
+  check "fp16 buffers, dp 2, ZeRO-$z: one rank's losses (1e-5)" same_losses "$tmpdir/d2z${z}fp16.json" "$tmpdir/f16.json"
+  check "fp16 buffers, dp 2, ZeRO-$z: bf16's state less 2 bytes a piece's parameter ($P1 / 2 of them)" "$PY" -c '
+import json, sys
+f, b = (json.load(open(x))["state_memory_bytes"][0] for x in sys.argv[1:3])
+print("  fp16", f, "bf16", b); sys.exit(b - f != 2 * int(sys.argv[3]) // 2)' "$tmpdir/d2z${z}fp16.json" \
+    "$tmpdir/d2z${z}bf16.json" "$P1"
+done
 # an overflow at step index 1 on rank 0
 MK_TEST_GRAD_INF=0:1 one $S --hysteresis 1 >"$tmpdir/inf1.json" 2>"$tmpdir/inf1.err"
 check "an overflow with --hysteresis 1: skipped_steps 1, the scale halved to 32768" \

@@ -5,7 +5,8 @@
  * past the largest finite value the next power of two standing for
  * infinity (IEEE's overflow rule).  Every bfloat16 with the low halves
  * that decide ties, every fp16 midpoint and its neighbours, and a million
- * random floats each. */
+ * random floats each; and the 16-bit sums (mk_*_add_n), two million pairs
+ * each against their exact sum rounded the same way. */
 #include "check.h"
 #include "merak/half.h"
 
@@ -57,10 +58,10 @@ static void fp16_table(void)
     fp16_val[0x7c00] = 65536;
 }
 
-static uint16_t fp16_ref(float x)
+static uint16_t fp16_ref_d(double x)
 {
-    double a = fabs((double)x);
-    uint16_t sign = (uint16_t)(u_of(x) >> 31 << 15);
+    double a = fabs(x);
+    uint16_t sign = (uint16_t)(signbit(x) ? 0x8000 : 0);
     if (a >= 65536) return sign | 0x7c00;
     int lo = 0, hi = 0x7c00; /* fp16_val[lo] <= a < fp16_val[hi] */
     while (hi - lo > 1) {
@@ -73,6 +74,26 @@ static uint16_t fp16_ref(float x)
     return (uint16_t)(sign | r);
 }
 
+static uint16_t fp16_ref(float x) { return fp16_ref_d((double)x); }
+
+/* bfloat16 of a double, by distance: the neighbours found by bisection
+ * over the patterns (bf16_mag is increasing), 2^128 standing for infinity */
+static uint16_t bf16_ref_d(double x)
+{
+    double a = fabs(x);
+    uint16_t sign = (uint16_t)(signbit(x) ? 0x8000 : 0);
+    if (a >= ldexp(1, 128)) return sign | 0x7f80;
+    uint32_t lo = 0, hi = 0x7f80;
+    while (hi - lo > 1) {
+        uint32_t mid = (lo + hi) / 2;
+        if (bf16_mag(mid) <= a) lo = mid;
+        else hi = mid;
+    }
+    double dl = a - bf16_mag(lo), dh = bf16_mag(hi) - a;
+    uint32_t r = dl < dh ? lo : dh < dl ? hi : (lo & 1 ? hi : lo);
+    return (uint16_t)(sign | r);
+}
+
 static uint32_t rng = 12345;
 static uint32_t next_u32(void)
 {
@@ -81,6 +102,46 @@ static uint32_t next_u32(void)
 }
 
 static long bad_bf16, bad_fp16, n_bf16, n_fp16;
+
+/* The 16-bit sums (a reduction's, rounded after each addition) against
+ * the exact sum rounded by distance: the two values' sum in double is
+ * exact where TwoSum's error term is 0 (every fp16 pair: their sum needs
+ * at most 52 bits), the pairs checked; 0 + 0 of either sign aside. */
+static long bad_add, n_add;
+static void check_add(uint16_t a, uint16_t b, int bf)
+{
+    float (*wide)(uint16_t) = bf ? mk_bf16_to_float : mk_fp16_to_float;
+    double x = wide(a), y = wide(b), s = x + y, bb = s - x, err = (x - (s - bb)) + (y - bb);
+    if (isnan(s) || isinf(x) || isinf(y) || err != 0 || s == 0) return;
+    uint16_t got = a, want = bf ? bf16_ref_d(s) : fp16_ref_d(s);
+    n_add++;
+    if (bf) mk_bf16_add_n(&got, &b, 1);
+    else mk_fp16_add_n(&got, &b, 1);
+    if (got != want && bad_add++ < 5) fprintf(stderr, "%s add %04x + %04x: %04x, the reference %04x\n",
+                                              bf ? "bf16" : "fp16", a, b, got, want);
+}
+
+/* Random pairs, and pairs near each other in magnitude (where the sums'
+ * ties and carries are), both signs; fp16's overflow to infinity. */
+static uint32_t next_u32(void);
+static void check_adds(void)
+{
+    for (int i = 0; i < 1000000; i++) {
+        uint16_t a = (uint16_t)next_u32(), d = (uint16_t)(next_u32() % 4096), s = (uint16_t)(next_u32() & 0x8000);
+        for (int bf = 0; bf < 2; bf++) {
+            check_add(a, (uint16_t)next_u32(), bf);
+            check_add(a, (uint16_t)(((a & 0x7fff) + d - 2048) & 0x7fff) | s, bf);
+        }
+    }
+    uint16_t h = 0x7bff, one = 0x3c00, sixteen = 0x4c00, inf = 0x7c00, ninf = 0xfc00;
+    mk_fp16_add_n(&h, &sixteen, 1); /* 65504 + 16 = 65520: the tie past the largest rounds to infinity */
+    CHECK(h == 0x7c00, "fp16 sum 65504 + 16: %04x, not infinity", h);
+    h = 0x7bff, mk_fp16_add_n(&h, &one, 1);
+    CHECK(h == 0x7bff, "fp16 sum 65504 + 1: %04x", h);
+    h = inf, mk_fp16_add_n(&h, &ninf, 1);
+    CHECK(isnan(mk_fp16_to_float(h)), "fp16 sum inf + -inf: %04x, not a NaN", h);
+    CHECK(bad_add == 0, "16-bit sums: %ld of %ld differ from the exact sum rounded to nearest even", bad_add, n_add);
+}
 
 /* The array rounding (the GEMMs' operands) gives the scalar rule's value, bit for bit. */
 static long bad_round;
@@ -140,6 +201,7 @@ int main(void)
         /* fp16's range, log-uniform: 2^-30 .. 2^17 */
         check_fp16((float)ldexp(1 + (next_u32() & 0xffffff) / 16777216.0, (int)(next_u32() % 48) - 30));
     }
+    check_adds();
     CHECK(bad_bf16 == 0, "bfloat16: %ld of %ld differ from rounding to the nearest, ties to even", bad_bf16, n_bf16);
     CHECK(bad_fp16 == 0, "fp16: %ld of %ld differ from rounding to the nearest, ties to even", bad_fp16, n_fp16);
     CHECK(bad_round == 0, "the array rounding and packing: %ld values differ from the scalar rule", bad_round);
@@ -155,6 +217,7 @@ int main(void)
     CHECK(wide == 0, "widening: %ld values wrong", wide);
     CHECK(mk_fp16_from_float(65519.99f) == 0x7bff && mk_fp16_from_float(65520.0f) == 0x7c00, "fp16 overflow");
     CHECK(mk_bf16_from_float(-0.0f) == 0x8000 && mk_fp16_from_float(-0.0f) == 0x8000, "signed zero");
-    printf("bfloat16: %ld values, fp16: %ld values rounded as the reference rounds them\n", n_bf16, n_fp16);
+    printf("bfloat16: %ld values, fp16: %ld values rounded as the reference rounds them; %ld 16-bit sums\n", n_bf16,
+           n_fp16, n_add);
     CHECK_DONE();
 }

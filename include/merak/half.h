@@ -28,6 +28,11 @@ void mk_bf16_from_float_n(uint16_t *dst, const float *src, size_t n);
 void mk_fp16_from_float_n(uint16_t *dst, const float *src, size_t n);
 void mk_bf16_to_float_n(float *dst, const uint16_t *src, size_t n);
 void mk_fp16_to_float_n(float *dst, const uint16_t *src, size_t n);
+/* acc[i] = the 16-bit value nearest acc[i] + x[i] (ties to even; fp16
+ * past its range to infinity): a 16-bit reduction's sum, rounded after
+ * each addition as a half-precision all-reduce rounds it. */
+void mk_fp16_add_n(uint16_t *acc, const uint16_t *x, size_t n);
+void mk_bf16_add_n(uint16_t *acc, const uint16_t *x, size_t n);
 
 #ifdef __cplusplus
 }

@@ -61,7 +61,8 @@ typedef struct mk_exec_opts {
     int grad_dtype;               /* the gradient buffers and their DP reduction (mk_dtype_t; 0: fp32): fp16 for
                                      --fp16 without --accumulate-allreduce-grads-in-fp32, as Megatron-LM (its
                                      bf16 forces fp32); a backend with round16 rounds each accumulation and
-                                     each reduced sum to it */
+                                     each reduced sum to it, and one that packs 16-bit values also holds and
+                                     reduces them 16-bit (without ZeRO and with ZeRO-1: exec_g16.c) */
     int hf_dtype;                 /* its weights' type: MK_ST_F32 (0), MK_ST_BF16 or MK_ST_F16 (merak/safetensors.h;
                                      rounded to nearest even), config.json's torch_dtype saying which */
     int reset_position_ids;       /* Megatron's: positions restart at each document of the data */

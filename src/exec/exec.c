@@ -270,7 +270,7 @@ void mk_exec_grads16_layer(mk_exec_t *e, int l)
 {
     mk_gpt_t *g = e->g;
     int dt = grads16(e);
-    if (!dt) return;
+    if (!dt || (e->g16.dt && e->zero.on < 2)) return; /* (16-bit buffers: rounded as the pass ends, exec_g16.c) */
     for (int k = g->first[l]; k < g->first[l + 1]; k++) {
         float *gr = g->t[k].owned ? mk_gpt_grad(g, k) : NULL;
         if (gr) g->be->round16(g->be->ctx, gr, (size_t)g->t[k].lrows * g->t[k].lcols, dt);
@@ -285,6 +285,7 @@ static int reduced_sumsq(mk_exec_t *e, double *sumsq)
     /* folded MoE at dp 1: the experts over the TP ranks (the stream has no REDUCE_GRADS without DP;
        ZeRO-1's reduce-scatter did it) */
     if (e->comm.dp == 1 && !e->zero.on && mk_exec_ep_reduce(e) < 0) return -1;
+    if (mk_exec_g16_widen(e) < 0) return -1; /* 16-bit buffers: the reduced range in fp32 */
     for (int i = 0; i < mk_exec_zero_n_ranges(e); i++) {
         mk_opt_range_t r;
         mk_exec_zero_range(e, i, &r);
@@ -301,20 +302,34 @@ static int reduced_sumsq(mk_exec_t *e, double *sumsq)
 static void zero_grads(mk_exec_t *e)
 {
     mk_gpt_t *g = e->g;
-    if (e->zero.on >= 2) g->be->zero(g->be->ctx, e->zero.grads, (e->zero.ns ? e->zero.ns : 1) * sizeof(float));
+    if (e->g16.dt) mk_exec_g16_clear(e);
+    else if (e->zero.on >= 2) g->be->zero(g->be->ctx, e->zero.grads, (e->zero.ns ? e->zero.ns : 1) * sizeof(float));
     else g->be->zero(g->be->ctx, g->grads, g->n_params * sizeof(float));
 }
 
+/* The fp32 block ZeRO-1's dump gathers into: the gradients' own, or
+ * (16-bit buffers, exec_g16.c: the pieces are fp32 apart) one for it. */
+static float *dump_block(mk_exec_t *e)
+{
+    return e->g->grads ? e->g->grads : mk_gpt_alloc(&e->run, e->g, e->g->n_params ? e->g->n_params : 1);
+}
+
+static void dump_block_done(mk_exec_t *e, float *gr)
+{
+    if (gr != e->g->grads) mk_gpt_release(&e->run, e->g, gr, e->g->n_params ? e->g->n_params : 1);
+}
+
 /* ZeRO-1 with the experts' units (exec_zero.c expert_units): the pieces'
- * run at the block's start copied out, each unit's pieces gathered over
- * its group into the block and dumped, the run put back for Adam. */
-static int dump_units(mk_exec_t *e)
+ * run (zero.grads: at the block's start) copied out, each unit's pieces
+ * gathered over its group into the block and dumped, the run put back
+ * for Adam. */
+static int dump_units(mk_exec_t *e, float *gr)
 {
     const mk_backend_t *be = e->g->be;
     size_t ns = e->zero.ns;
-    float *pieces = mk_gpt_alloc(&e->run, e->g, ns ? ns : 1), *gr = e->g->grads;
+    float *pieces = mk_gpt_alloc(&e->run, e->g, ns ? ns : 1);
     int rc = pieces ? 0 : -1;
-    if (pieces) be->copy(be->ctx, pieces, gr, ns * sizeof(float));
+    if (pieces) be->copy(be->ctx, pieces, e->zero.grads, ns * sizeof(float));
     for (int j = 0; rc == 0 && j < e->zero.n_units; j++) {
         const mk_zunit_t *u = &e->zero.u[j];
         size_t c = (size_t)u->cnt[u->gi];
@@ -326,7 +341,7 @@ static int dump_units(mk_exec_t *e)
         else rc = mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
     }
     if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, gr);
-    if (pieces) be->copy(be->ctx, gr, pieces, ns * sizeof(float));
+    if (pieces) be->copy(be->ctx, e->zero.grads, pieces, ns * sizeof(float));
     if (pieces) mk_gpt_release(&e->run, e->g, pieces, ns ? ns : 1);
     return rc;
 }
@@ -334,9 +349,9 @@ static int dump_units(mk_exec_t *e)
 /* ZeRO-1: the pieces gathered into the full block and dumped; this
  * rank's piece, which the in-place reduce-scatter left at the block's
  * start and Adam reads there, is put back after. */
-static int dump_zero1(mk_exec_t *e)
+static int dump_zero1(mk_exec_t *e, float *gr)
 {
-    if (e->zero.n_units > 1) return dump_units(e);
+    if (e->zero.n_units > 1) return dump_units(e, gr);
     const mk_zunit_t *u = &e->zero.u[0];
     const mk_backend_t *be = e->g->be;
     size_t c = (size_t)u->cnt[e->zero.gi];
@@ -344,10 +359,10 @@ static int dump_zero1(mk_exec_t *e)
     if (!piece) return -1;
     be->copy(be->ctx, piece, e->zero.grads, c * sizeof(float));
     MPI_Request r;
-    int rc = MPI_Iallgatherv(piece, (int)c, MPI_FLOAT, e->g->grads, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
+    int rc = MPI_Iallgatherv(piece, (int)c, MPI_FLOAT, gr, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
     rc = rc != MPI_SUCCESS ? mk_error_set("MPI_Iallgatherv of the gradients failed")
                            : mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
-    if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, e->g->grads);
+    if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, gr);
     be->copy(be->ctx, e->zero.grads, piece, c * sizeof(float));
     mk_gpt_release(&e->run, e->g, piece, c ? c : 1);
     return rc;
@@ -358,7 +373,12 @@ static int dump_zero1(mk_exec_t *e)
  * block, zeroed after the step; ZeRO-2/3: assembled from the pieces). */
 static int dump_first(mk_exec_t *e)
 {
-    if (e->zero.on == 1) return dump_zero1(e);
+    if (e->zero.on == 1) {
+        float *gr = dump_block(e);
+        int rc = gr ? dump_zero1(e, gr) : -1;
+        if (gr) dump_block_done(e, gr);
+        return rc;
+    }
     if (e->zero.on < 2) return mk_exec_dump_grads(e, e->o->dump_grads, e->g->grads);
     float *full = mk_exec_fsdp_full_grads(e);
     int rc = full ? mk_exec_dump_grads(e, e->o->dump_grads, full) : mk_error_set("out of memory");

@@ -126,7 +126,8 @@ int mk_exec_ep_reduce(mk_exec_t *e)
         size_t off, n;
         if (!mk_gpt_layer_is_moe(g, l) || !g->t[g->first[l]].owned) continue;
         mk_gpt_moe_expert_range(g, l, &off, &n);
-        if (mk_comm_allreduce(&e->comm, e->ep.dc, g->grads + off, (int)n, MPI_FLOAT, MPI_SUM, "the expert gradient all-reduce") < 0)
+        mk_grad_buf_t b = mk_exec_grad_buf(e, off);
+        if (mk_comm_allreduce(&e->comm, e->ep.dc, b.p, (int)n, b.t, b.op, "the expert gradient all-reduce") < 0)
             return -1;
     }
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp.experts", t, -1, 0, -1);

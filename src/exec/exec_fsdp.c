@@ -11,7 +11,10 @@
  * step for m micro-batches).  Without overlap_grad_reduce the buffers
  * accumulate the whole step and REDUCE_GRADS reduces them all.  A hybrid
  * group then sums each reduced piece over the replicas (`AR.dp`, as
- * PyTorch's HYBRID_SHARD).
+ * PyTorch's HYBRID_SHARD).  16-bit gradients (exec_g16.c): the buffer,
+ * rounded after each backward, goes packed (half the bytes, an MPI sum
+ * rounding after each addition) and the summed piece is added into the
+ * 16-bit pieces, rounded.
  *
  * Parameters (ZeRO-3): each rank keeps its pieces; before a layer's
  * forward, recompute or backward its units are all-gathered into working
@@ -66,6 +69,10 @@ static void point(mk_exec_t *e, const mk_zunit_t *u, float **ptr, float *base)
 
 static size_t piece(const mk_exec_t *e, const mk_zunit_t *u) { (void)e; return (size_t)u->cnt[u->gi]; }
 
+/* The floats a reduction buffer of n gradients takes: 16-bit gradients
+ * (exec_g16.c) go packed, half the bytes. */
+static size_t fly_floats(const mk_exec_t *e, size_t n) { return e->g16.dt ? mk_exec_floats16(n) : (n ? n : 1); }
+
 /* ---- gradients ---- */
 
 /* Unit u's request completed.  After the reduce-scatter a hybrid group
@@ -75,19 +82,21 @@ static size_t piece(const mk_exec_t *e, const mk_zunit_t *u) { (void)e; return (
 static int rs_step(mk_exec_t *e, mk_zunit_t *u)
 {
     size_t c = piece(e, u);
+    mk_grad_buf_t b = mk_exec_grad_buf(e, u->soff);
     mk_exec_trace_ev(e, MK_TRACE_DP, u->ar_on ? "AR.dp" : "RS.dp", u->rs_t0, -1, 0, u->layer);
     if (!u->ar_on && u->rc != MPI_COMM_NULL) {
         u->ar_on = 1;
         u->rs_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-        if (MPI_Iallreduce(MPI_IN_PLACE, u->hr, (int)c, MPI_FLOAT, MPI_SUM, u->rc, &u->rs) != MPI_SUCCESS)
+        if (MPI_Iallreduce(MPI_IN_PLACE, u->hr, (int)c, b.t, b.op, u->rc, &u->rs) != MPI_SUCCESS)
             return mk_error_set("MPI_Iallreduce failed");
         return 0;
     }
-    mk_comm_unstage(&e->comm, u->rfly, u->hr, c * sizeof(float), 1);
-    mk_comm_unstage(&e->comm, u->gfly, u->hg, u->n * sizeof(float), 0);
-    e->g->be->acc(e->g->be->ctx, e->zero.grads + u->soff, u->rfly, (int)c);
-    mk_gpt_release(&e->run, e->g, u->rfly, c ? c : 1);
-    mk_gpt_release(&e->run, e->g, u->gfly, u->n);
+    mk_comm_unstage(&e->comm, u->rfly, u->hr, c * b.size, 1);
+    mk_comm_unstage(&e->comm, u->gfly, u->hg, u->n * b.size, 0);
+    if (e->g16.dt) mk_exec_g16_add(e, u->soff, (const uint16_t *)u->rfly, c); /* rounded, as the store */
+    else e->g->be->acc(e->g->be->ctx, e->zero.grads + u->soff, u->rfly, (int)c);
+    mk_gpt_release(&e->run, e->g, u->rfly, fly_floats(e, c));
+    mk_gpt_release(&e->run, e->g, u->gfly, fly_floats(e, u->n));
     u->rfly = u->gfly = NULL;
     u->ar_on = 0;
     e->zero.fly = -1;
@@ -111,13 +120,21 @@ static int rs_start(mk_exec_t *e, mk_zunit_t *u)
     if (e->zero.fly >= 0 && rs_wait(e, &e->zero.u[e->zero.fly]) < 0) return -1;
     e->zero.fly = (int)(u - e->zero.u);
     size_t c = piece(e, u);
+    mk_grad_buf_t b = mk_exec_grad_buf(e, u->soff);
     point(e, u, e->g->gw, NULL);
     u->gfly = u->gbuf, u->gbuf = NULL;
-    if (!(u->rfly = mk_gpt_alloc(&e->run, e->g, c ? c : 1))) return -1;
-    u->hg = mk_comm_stage(&e->comm, u->gfly, u->n * sizeof(float), 1);
-    u->hr = mk_comm_stage(&e->comm, u->rfly, c * sizeof(float), 0);
+    if (e->g16.dt) { /* the unit's gradient packed (its fp32 values are fp16's, mk_exec_grads16_layer) */
+        float *p = mk_gpt_alloc_raw(&e->run, e->g, fly_floats(e, u->n));
+        if (!p) return -1;
+        e->g->be->pack16(e->g->be->ctx, p, u->gfly, u->n, e->g16.dt);
+        mk_gpt_release(&e->run, e->g, u->gfly, u->n);
+        u->gfly = p;
+    }
+    if (!(u->rfly = mk_gpt_alloc(&e->run, e->g, fly_floats(e, c)))) return -1;
+    u->hg = mk_comm_stage(&e->comm, u->gfly, u->n * b.size, 1);
+    u->hr = mk_comm_stage(&e->comm, u->rfly, c * b.size, 0);
     u->rs_t0 = e->trace.on ? mk_exec_now(e) : 0.0;
-    if (MPI_Ireduce_scatter(u->hg, u->hr, u->cnt, MPI_FLOAT, MPI_SUM, u->c, &u->rs) != MPI_SUCCESS)
+    if (MPI_Ireduce_scatter(u->hg, u->hr, u->cnt, b.t, b.op, u->c, &u->rs) != MPI_SUCCESS)
         return mk_error_set("MPI_Ireduce_scatter failed");
     return 0;
 }
@@ -210,7 +227,7 @@ static void release(mk_exec_t *e, int l)
 
 int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase)
 {
-    if (mk_exec_p16_begin(e, l, phase) < 0) return -1;
+    if (mk_exec_p16_begin(e, l, phase) < 0 || mk_exec_g16_begin(e, l, phase) < 0) return -1;
     if (e->zero.on < 2) return 0;
     int p = needs_params(e, l, phase);
     if (p && e->zero.pre != l && acquire(e, l) < 0) return -1;
@@ -226,6 +243,7 @@ int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase)
 int mk_exec_fsdp_end(mk_exec_t *e, int l, int phase)
 {
     mk_exec_p16_end(e, l, phase);
+    mk_exec_g16_end(e, l, phase);
     if (e->zero.on < 2) return 0;
     if (needs_params(e, l, phase)) release(e, l);
     if (phase < MK_FSDP_BWD || !completes(e->g, l, phase) || !e->o->ctx->plan.overlap_grad_reduce) return 0;
@@ -264,8 +282,9 @@ int mk_exec_fsdp_tied(mk_exec_t *e)
         if (!u->tied) continue;
         if (rs_start(e, u) < 0 || rs_wait(e, u) < 0) return -1;
         double t = e->trace.on ? mk_exec_now(e) : 0.0;
-        int rc = mk_comm_allreduce(&e->comm, e->comm.tied, e->zero.grads + u->soff, (int)piece(e, u), MPI_FLOAT,
-                                   MPI_SUM, "the tied embedding's all-reduce");
+        mk_grad_buf_t b = mk_exec_grad_buf(e, u->soff);
+        int rc = mk_comm_allreduce(&e->comm, e->comm.tied, b.p, (int)piece(e, u), b.t, b.op,
+                                   "the tied embedding's all-reduce");
         mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, u->layer);
         if (rc < 0) return -1;
     }
@@ -317,8 +336,8 @@ void mk_exec_fsdp_free(mk_exec_t *e)
         mk_zunit_t *u = &e->zero.u[j];
         size_t c = piece(e, u);
         mk_gpt_release(&e->run, e->g, u->gbuf, u->n);
-        mk_gpt_release(&e->run, e->g, u->gfly, u->n);
-        mk_gpt_release(&e->run, e->g, u->rfly, c ? c : 1);
+        mk_gpt_release(&e->run, e->g, u->gfly, fly_floats(e, u->n));
+        mk_gpt_release(&e->run, e->g, u->rfly, fly_floats(e, c));
         if (e->p16.dt) mk_exec_p16_unit_end(e, u); /* (also a 16-bit gather a failed step left in flight) */
         else mk_gpt_release(&e->run, e->g, u->work, u->n);
         u->gbuf = u->gfly = u->rfly = u->work = NULL;

@@ -92,7 +92,8 @@ typedef struct mk_zunit {
                               groups, whose sums it adds (MPI_COMM_NULL: none) */
     /* ZeRO-2/3 (exec_fsdp.c) */
     float *gbuf;           /* (n) the gradient accumulating, or NULL */
-    float *gfly, *rfly;    /* its reduce-scatter in flight: input (n), this rank's summed piece */
+    float *gfly, *rfly;    /* its reduce-scatter in flight: input (n), this rank's summed piece (16-bit
+                              gradients, exec_g16.c: their 16-bit values packed, mk_exec_floats16) */
     MPI_Request rs;        /* the reduce-scatter, then (hybrid, ar_on) the piece's all-reduce over the replicas */
     int ar_on;
     float *work;           /* ZeRO-3: (n) the gathered parameters, or NULL; 16-bit weights: (wn) the
@@ -190,6 +191,21 @@ typedef struct mk_exec_p16 {
     int wte_pins;          /* passes borrowing it */
 } mk_exec_p16_t;
 
+/* 16-bit gradient buffers (exec_g16.c): fp16 runs without
+ * --accumulate-allreduce-grads-in-fp32 (and --grad-reduce-dtype bf16). */
+typedef struct mk_exec_g16 {
+    int dt;                /* the gradients' 16-bit type (mk_dtype_t), 0: fp32 gradient buffers */
+    uint16_t *store;       /* the accumulated gradients, 16-bit (NULL: dt 0): the block's (n_params), or
+                              ZeRO-2/3's pieces (zero.ns) */
+    size_t store_n;
+    float **work;          /* [n_layers] layer l's gradients widened while a backward pins them */
+    int *pins;             /* [n_layers] passes pinning them */
+    float *main;           /* the optimizer step's gradients, fp32: this rank's range (NULL between steps) */
+    size_t main_n;
+    MPI_Op sum;            /* the 16-bit sum, rounded after each addition (made: 1 once created) */
+    int made;
+} mk_exec_g16_t;
+
 typedef struct mk_exec {
     const mk_exec_opts_t *o;
     mk_comm_t comm;
@@ -200,6 +216,7 @@ typedef struct mk_exec {
     mk_exec_dp_t dp;
     mk_exec_zero_t zero;
     mk_exec_p16_t p16;
+    mk_exec_g16_t g16;
     mk_exec_tracing_t trace;
     mk_exec_cp_t cp;
     mk_exec_ep_t ep;
@@ -396,6 +413,26 @@ void mk_exec_moe_bias_push(mk_exec_t *e);
 /* exec.c */
 mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx);
 int mk_exec_opt_step(mk_exec_t *e, int64_t step, double *loss_out);
+/* exec_g16.c: 16-bit gradient buffers (e->g16.dt: an fp16 run's
+ * gradients without --accumulate-allreduce-grads-in-fp32, on a backend
+ * that packs 16-bit values).  init after p16's (the store: the block's,
+ * or ZeRO-2/3's pieces; the fp32 ones go); begin/end widen a layer's
+ * gradients around a backward pass of it (inside mk_exec_fsdp_begin/end;
+ * ZeRO-2/3's per-layer buffers are fp32 already) and round them back;
+ * grad_buf is where the reductions find the gradients at element off (of
+ * the block, or ZeRO-2/3's pieces), in which MPI type and sum; add sums
+ * n 16-bit values into the store at off, rounded; widen makes the step's
+ * fp32 gradients of the reduced store (the optimizer's range: g->grads,
+ * or ZeRO's zero.grads) and clear ends them and zeroes the store. */
+int mk_exec_g16_init(mk_exec_t *e);
+void mk_exec_g16_free(mk_exec_t *e);
+int mk_exec_g16_begin(mk_exec_t *e, int l, int phase);
+void mk_exec_g16_end(mk_exec_t *e, int l, int phase);
+typedef struct { void *p; MPI_Datatype t; MPI_Op op; size_t size; } mk_grad_buf_t;
+mk_grad_buf_t mk_exec_grad_buf(const mk_exec_t *e, size_t off);
+void mk_exec_g16_add(mk_exec_t *e, size_t off, const uint16_t *x, size_t n);
+int mk_exec_g16_widen(mk_exec_t *e);
+void mk_exec_g16_clear(mk_exec_t *e);
 /* exec.c: 16-bit gradient buffers (o->grad_dtype and the backend's round16;
  * else nothing): layer l's owned gradients rounded after a backward added
  * to them (Megatron's fp16 main_grad accumulation), and at the optimizer

@@ -95,7 +95,9 @@ size_t mk_exec_state_bytes(const mk_exec_t *e)
     const float *full[4] = {g->params, g->grads, g->m, g->v};
     const float *mine[4] = {e->zero.params, e->zero.grads == g->grads ? NULL : e->zero.grads, e->zero.m, e->zero.v};
     for (int i = 0; i < 4; i++) b += (full[i] ? n : 0) + (mine[i] ? s : 0);
-    return b * sizeof(float) + (e->p16.store ? mk_exec_floats16(g->n_params) * sizeof(float) : 0);
+    b += e->p16.store ? mk_exec_floats16(g->n_params) : 0;
+    b += e->g16.store ? mk_exec_floats16(e->g16.store_n) : 0; /* 16-bit gradients (exec_g16.c) */
+    return b * sizeof(float);
 }
 
 /* ---- the store ---- */

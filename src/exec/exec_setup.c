@@ -358,6 +358,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     if (rc == 0) rc = mk_exec_stream_init(&e);
     if (rc == 0 && e.zero.on) rc = mk_exec_zero_init(&e);
     if (rc == 0) rc = mk_exec_p16_init(&e);
+    if (rc == 0) rc = mk_exec_g16_init(&e);
     res->steps = o->steps;
     res->losses = calloc(o->steps + 1, sizeof *res->losses);
     res->step_times = calloc(o->steps + 1, sizeof *res->step_times);
@@ -395,6 +396,7 @@ int mk_exec_train(const mk_exec_opts_t *o, void *world_p, mk_exec_result_t *res)
     else if (rc == 0 && o->save_hf) mk_exec_log(&e, "saved the Hugging Face model %s", o->save_hf);
     if (rc == 0 && o->trace && mk_exec_trace_write(&e, o->trace) < 0) rc = -1, res->fail_exit = 1;
     else if (rc == 0 && o->trace) mk_exec_log(&e, "wrote trace %s", o->trace);
+    mk_exec_g16_free(&e); /* (before ZeRO's: the step's gradients may be ZeRO-1's pieces) */
     if (e.zero.on) mk_exec_zero_free(&e);
     mk_data_free(e.data);
     teardown(&e);

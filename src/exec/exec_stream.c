@@ -34,8 +34,9 @@ static void send_done(mk_exec_t *e, mk_pending_t *p)
     mk_gpt_release(&e->run, e->g, p->buf, p->n);
 }
 
-/* Layer l's gradient range in the parameter block. */
-static float *layer_grads(mk_exec_t *e, int l, size_t *n)
+/* Layer l's gradient range in the parameter block (its first element's
+ * place, type and sum: mk_exec_grad_buf), its element count in *n. */
+static mk_grad_buf_t layer_grads(mk_exec_t *e, int l, size_t *n)
 {
     mk_gpt_t *g = e->g;
     const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[g->first[l + 1] - 1];
@@ -43,7 +44,7 @@ static float *layer_grads(mk_exec_t *e, int l, size_t *n)
     /* expert parallel (or folded): the MoE layer's dense tensors here, its
        experts over the ranks holding them (mk_exec_ep_reduce) */
     if ((e->ep.n > 1 || e->ep.fold) && mk_gpt_layer_is_moe(g, l)) *n = mk_gpt_moe_dense_floats(g, l);
-    return g->grads + a->off;
+    return mk_exec_grad_buf(e, a->off);
 }
 
 /* Layer l's DP reduction has completed: copy a host-staged result back. */
@@ -55,8 +56,8 @@ static void dp_done(mk_exec_t *e, int l)
         e->trace.dp_t0[l] = -1;
     }
     if (!e->dp.host || !e->dp.host[l]) return;
-    float *gr = layer_grads(e, l, &n);
-    mk_comm_unstage(&e->comm, gr, e->dp.host[l], n * sizeof(float), 1);
+    mk_grad_buf_t b = layer_grads(e, l, &n);
+    mk_comm_unstage(&e->comm, b.p, e->dp.host[l], n * b.size, 1);
     e->dp.host[l] = NULL;
 }
 
@@ -281,11 +282,11 @@ static int recompute(mk_exec_t *e, mk_chunk_t *c, int mb)
 static void start_dp(mk_exec_t *e, int l)
 {
     size_t n;
-    float *gr = layer_grads(e, l, &n);
+    mk_grad_buf_t b = layer_grads(e, l, &n);
     /* device gradients go through a host copy (dp_done copies the sum back) */
     if (!e->dp.host) e->dp.host = calloc(e->g->n_layers, sizeof *e->dp.host);
-    void *h = mk_comm_stage(&e->comm, gr, n * sizeof(float), 1);
-    e->dp.host[l] = h != (void *)gr ? h : NULL;
+    void *h = mk_comm_stage(&e->comm, b.p, n * b.size, 1);
+    e->dp.host[l] = h != b.p ? h : NULL;
     if (e->trace.on) {
         if (!e->trace.dp_t0) { /* -1: no reduction of that layer to trace (dp_done) */
             e->trace.dp_t0 = malloc(e->g->n_layers * sizeof *e->trace.dp_t0);
@@ -293,7 +294,7 @@ static void start_dp(mk_exec_t *e, int l)
         }
         if (e->trace.dp_t0) e->trace.dp_t0[l] = mk_exec_now(e);
     }
-    MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, MPI_FLOAT, MPI_SUM, e->comm.dpc, &e->dp.req[l]);
+    MPI_Iallreduce(MPI_IN_PLACE, h, (int)n, b.t, b.op, e->comm.dpc, &e->dp.req[l]);
     e->dp.state[l] = MK_DP_STARTED;
 }
 
@@ -363,8 +364,8 @@ static int reduce_tied(mk_exec_t *e)
     dp_done(e, l);
     size_t n = (size_t)g->t[k].lrows * g->t[k].lcols;
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
-    int rc = mk_comm_allreduce(&e->comm, e->comm.tied, g->grads + g->t[k].off, (int)n, MPI_FLOAT, MPI_SUM,
-                               "the tied embedding's all-reduce");
+    mk_grad_buf_t b = mk_exec_grad_buf(e, g->t[k].off);
+    int rc = mk_comm_allreduce(&e->comm, e->comm.tied, b.p, (int)n, b.t, b.op, "the tied embedding's all-reduce");
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.tied", t, -1, 0, l);
     return rc;
 }

@@ -220,19 +220,18 @@ void mk_exec_zero_range(const mk_exec_t *e, int i, mk_opt_range_t *r)
  * backend (mk_gpt_moe_check), its blocks host memory: memmove. */
 static int scatter_units(mk_exec_t *e)
 {
-    float *gr = e->g->grads;
     for (int j = 0; j < e->zero.n_units; j++) {
         const mk_zunit_t *u = &e->zero.u[j];
+        mk_grad_buf_t at = mk_exec_grad_buf(e, u->off), to = mk_exec_grad_buf(e, u->soff);
         MPI_Request r;
         if (u->G > 1) {
-            if (MPI_Ireduce_scatter(MPI_IN_PLACE, gr + u->off, u->cnt, MPI_FLOAT, MPI_SUM, u->c, &r) != MPI_SUCCESS)
+            if (MPI_Ireduce_scatter(MPI_IN_PLACE, at.p, u->cnt, at.t, at.op, u->c, &r) != MPI_SUCCESS)
                 return mk_error_set("MPI_Ireduce_scatter failed");
             if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
         }
-        if (u->soff != u->off) memmove(gr + u->soff, gr + u->off, (size_t)u->cnt[u->gi] * sizeof(float));
+        if (u->soff != u->off) memmove(to.p, at.p, (size_t)u->cnt[u->gi] * at.size);
         if (u->rc != MPI_COMM_NULL && /* hybrid: the replicas' sum of this piece */
-            mk_comm_allreduce(&e->comm, u->rc, gr + u->soff, u->cnt[u->gi], MPI_FLOAT, MPI_SUM,
-                              "the replicas' gradient all-reduce") < 0)
+            mk_comm_allreduce(&e->comm, u->rc, to.p, u->cnt[u->gi], to.t, to.op, "the replicas' gradient all-reduce") < 0)
             return -1;
     }
     return 0;
@@ -249,14 +248,14 @@ int mk_exec_zero_scatter(mk_exec_t *e)
         return rc;
     }
     /* in place, as Megatron's distributed optimizer: this rank's summed piece at the block's start (zero.grads) */
-    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, e->g->grads, u->cnt, MPI_FLOAT, MPI_SUM, e->zero.zsc, &r);
+    mk_grad_buf_t b = mk_exec_grad_buf(e, 0);
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, b.p, u->cnt, b.t, b.op, e->zero.zsc, &r);
     if (rc != MPI_SUCCESS) return mk_error_set("MPI_Ireduce_scatter failed");
     if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
     mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
     if (u->rc == MPI_COMM_NULL) return 0;
     t = e->trace.on ? mk_exec_now(e) : 0.0;  /* hybrid: the replicas' sum of this piece */
-    rc = mk_comm_allreduce(&e->comm, u->rc, e->zero.grads, u->cnt[e->zero.gi], MPI_FLOAT, MPI_SUM,
-                           "the replicas' gradient all-reduce");
+    rc = mk_comm_allreduce(&e->comm, u->rc, b.p, u->cnt[e->zero.gi], b.t, b.op, "the replicas' gradient all-reduce");
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", t, -1, 0, -1);
     return rc;
 }

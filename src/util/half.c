@@ -105,3 +105,18 @@ void mk_fp16_to_float_n(float *dst, const uint16_t *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) dst[i] = mk_fp16_to_float(src[i]);
 }
+
+/* The sum in fp32, then rounded to 16 bits: the correctly rounded 16-bit
+ * sum, since fp32's 24 significand bits are at least 2p + 2 for fp16's
+ * p = 11 and bf16's 8, where rounding a sum twice is innocuous (S. A.
+ * Figueroa, "When is double rounding innocuous?", ACM SIGNUM Newsletter
+ * 30(3), 1995); tests/test_half checks it against rounding by distance. */
+void mk_fp16_add_n(uint16_t *acc, const uint16_t *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) acc[i] = mk_fp16_from_float(mk_fp16_to_float(acc[i]) + mk_fp16_to_float(x[i]));
+}
+
+void mk_bf16_add_n(uint16_t *acc, const uint16_t *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++) acc[i] = mk_bf16_from_float(mk_bf16_to_float(acc[i]) + mk_bf16_to_float(x[i]));
+}
