@@ -229,13 +229,13 @@ check "--moe-router-num-groups 1 routes otherwise ($(losses_of "$tmpdir/g1.json"
 expect_fail "the score bias with softmax scores" "with softmax scores .DeepSeek-V2's. are for merak sim" -- \
   "$MERAK" run --model deepseek-tiny --moe-router-score-function softmax --steps 1
 
-# what run does not cover yet: one line, exit 2
-# a hybrid ZeRO group whose ranks EP groups do not tile: one line
+# a hybrid ZeRO group whose ranks EP groups do not tile (Megatron-Core's rule: mk_plan_zero_ep_ok): one line
 "$MERAK" sim --model moe-tiny --dp 4 --ep 4 --zero 2 --gbs 8 --dtype fp32 --json 2>/dev/null | "${PYTHON:-python3}" -c '
 import json, sys; p = json.load(sys.stdin)["plan"]; p["zero_shard_size"] = 2; json.dump(p, open(sys.argv[1], "w"))' \
   "$tmpdir/hy.json"
 expect_fail "ep 4 over a hybrid ZeRO group of 2" "--ep 4 must divide the 2 ranks of a hybrid ZeRO group" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --plan "$tmpdir/hy.json" --steps 1
+# what run does not cover yet: one line, exit 2
 expect_fail "MoE with context parallelism and a capacity factor" "a capacity factor with --cp 2 is not supported" -- \
   "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model moe-tiny --steps 1 --cp 2 --moe-expert-capacity-factor 1.0
 expect_fail "ep not dividing the experts" "--ep 3" -- "$MERAK" run --model moe-tiny --dp 3 --ep 3 --steps 1

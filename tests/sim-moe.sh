@@ -326,4 +326,19 @@ expect_fail "imbalance on a dense model" "--moe-imbalance 2 needs a model with e
 expect_fail "plan: imbalance on a dense model" "--moe-imbalance 2 needs a model with experts" -- \
   "$MERAK" plan --model llama-tiny --moe-imbalance 2
 expect_fail "plan: imbalance below 1" "--moe-imbalance must be from 1" -- "$MERAK" plan --model moe-tiny --moe-imbalance 0.5
+# a hybrid ZeRO group cutting an EP group: Megatron-Core's optimizer instances split the expert
+# data-parallel group (intra_partial_expert_data_parallel_size), so it must hold whole EP groups; the
+# planner's node-sized groups skip such layouts (it proposed 5 among 300 plans here before)
+expect_fail "ep 16 over a node's hybrid ZeRO group of 8" "--ep 16 must divide the 8 ranks of a hybrid ZeRO group" -- \
+  "$MERAK" sim --model moe-tiny --num-experts 32 --cluster dgx-h100 --dp 16 --ep 16 --zero 1 --zero-shard-group node \
+  --gbs 16
+"$MERAK" plan --model moe-tiny --num-experts 32 --gpus 64 --cluster dgx-h100 --gbs 128 --top 300 --json \
+  >"$tmpdir/hy.json" 2>"$tmpdir/err" || cat "$tmpdir/err"
+check "plan: its hybrid ZeRO groups hold whole EP groups" "$PY" -c '
+import json, sys
+ps = [p["plan"] for p in json.load(open(sys.argv[1]))["plans"]]
+hy = [q for q in ps if q.get("zero_shard_size")]
+bad = [q for q in hy if q["zero_shard_size"] * q.get("cp", 1) * q["tp"] % q.get("ep", 1)]
+print("  %d plans, %d hybrid, %d cutting an EP group" % (len(ps), len(hy), len(bad))); sys.exit(1 if bad or not hy else 0)' \
+  "$tmpdir/hy.json"
 finish

@@ -284,6 +284,9 @@ MK_API mk_dtype_t mk_plan_grad_dtype(const mk_plan_t *p);
 /* 0, or -1 naming the problem: a gradient type the plan's dtype cannot
  * have (16-bit gradients of another 16-bit type, or of an fp32 plan). */
 MK_API int mk_plan_check_grad_dtype(const mk_plan_t *p);
+/* Whether a hybrid ZeRO group (zero_shard) holds whole EP groups, as
+ * Megatron-Core's optimizer instances need (1: yes, or not hybrid / no EP). */
+MK_API int mk_plan_zero_ep_ok(const mk_plan_t *p);
 /* The plan's graph (mk_plan_graph_opts); NULL with mk_error_last() on failure. */
 MK_API mk_graph_t *mk_plan_graph(const mk_plan_t *p);
 /* p's attention with auto settled against cluster c: flash where the GPU

@@ -108,6 +108,8 @@ static int zero_variants(const mk_search_t *S, const mk_plan_t *base, int zs[8][
     const mk_planner_opts_t *o = S->o;
     mk_plan_t q = *base;
     int n = 0, node = mk_plan_zero_shard_node(&q, S->cl->gpus_per_node) == 0 ? q.zero_shard : 0;
+    q.zero = 1;
+    if (node && !mk_plan_zero_ep_ok(&q)) node = 0; /* a node's group cuts an EP group */
     for (int z = 0; z <= 3; z++) {
         if ((o->zero >= 0 ? z != o->zero : z > o->zero_max) || (z && mk_plan_dp_cp(base) == 1)) continue;
         for (int h = 0; h <= (z && node); h++) {
