@@ -106,19 +106,41 @@ static long bad_bf16, bad_fp16, n_bf16, n_fp16;
 /* The 16-bit sums (a reduction's, rounded after each addition) against
  * the exact sum rounded by distance: the two values' sum in double is
  * exact where TwoSum's error term is 0 (every fp16 pair: their sum needs
- * at most 52 bits), the pairs checked; 0 + 0 of either sign aside. */
+ * at most 52 bits), the pairs checked; 0 + 0 of either sign aside.  The
+ * pairs go through mk_*_add_n in batches (its vector path) and one by one
+ * (its scalar tail). */
+enum { BATCH = 4099 }; /* not a multiple of 8: a tail too */
 static long bad_add, n_add;
+static uint16_t add_a[2][BATCH], add_b[2][BATCH], add_want[2][BATCH];
+static int add_n[2];
+
+static void flush_adds(int bf)
+{
+    int n = add_n[bf];
+    uint16_t got[BATCH];
+    memcpy(got, add_a[bf], n * sizeof *got);
+    if (bf) mk_bf16_add_n(got, add_b[bf], (size_t)n);
+    else mk_fp16_add_n(got, add_b[bf], (size_t)n);
+    for (int i = 0; i < n; i++) {
+        uint16_t one = add_a[bf][i];
+        if (bf) mk_bf16_add_n(&one, &add_b[bf][i], 1);
+        else mk_fp16_add_n(&one, &add_b[bf][i], 1);
+        if ((got[i] != add_want[bf][i] || one != add_want[bf][i]) && bad_add++ < 5)
+            fprintf(stderr, "%s add %04x + %04x: %04x (batch), %04x (alone), the reference %04x\n", bf ? "bf16" : "fp16",
+                    add_a[bf][i], add_b[bf][i], got[i], one, add_want[bf][i]);
+    }
+    add_n[bf] = 0;
+}
+
 static void check_add(uint16_t a, uint16_t b, int bf)
 {
     float (*wide)(uint16_t) = bf ? mk_bf16_to_float : mk_fp16_to_float;
     double x = wide(a), y = wide(b), s = x + y, bb = s - x, err = (x - (s - bb)) + (y - bb);
     if (isnan(s) || isinf(x) || isinf(y) || err != 0 || s == 0) return;
-    uint16_t got = a, want = bf ? bf16_ref_d(s) : fp16_ref_d(s);
+    int i = add_n[bf]++;
+    add_a[bf][i] = a, add_b[bf][i] = b, add_want[bf][i] = bf ? bf16_ref_d(s) : fp16_ref_d(s);
     n_add++;
-    if (bf) mk_bf16_add_n(&got, &b, 1);
-    else mk_fp16_add_n(&got, &b, 1);
-    if (got != want && bad_add++ < 5) fprintf(stderr, "%s add %04x + %04x: %04x, the reference %04x\n",
-                                              bf ? "bf16" : "fp16", a, b, got, want);
+    if (add_n[bf] == BATCH) flush_adds(bf);
 }
 
 /* Random pairs, and pairs near each other in magnitude (where the sums'
@@ -133,14 +155,53 @@ static void check_adds(void)
             check_add(a, (uint16_t)(((a & 0x7fff) + d - 2048) & 0x7fff) | s, bf);
         }
     }
-    uint16_t h = 0x7bff, one = 0x3c00, sixteen = 0x4c00, inf = 0x7c00, ninf = 0xfc00;
-    mk_fp16_add_n(&h, &sixteen, 1); /* 65504 + 16 = 65520: the tie past the largest rounds to infinity */
-    CHECK(h == 0x7c00, "fp16 sum 65504 + 16: %04x, not infinity", h);
-    h = 0x7bff, mk_fp16_add_n(&h, &one, 1);
-    CHECK(h == 0x7bff, "fp16 sum 65504 + 1: %04x", h);
-    h = inf, mk_fp16_add_n(&h, &ninf, 1);
-    CHECK(isnan(mk_fp16_to_float(h)), "fp16 sum inf + -inf: %04x, not a NaN", h);
+    flush_adds(0), flush_adds(1);
+    uint16_t h[9], sixteen[9], one = 0x3c00, inf = 0x7c00, ninf = 0xfc00;
+    for (int i = 0; i < 9; i++) h[i] = 0x7bff, sixteen[i] = 0x4c00;
+    mk_fp16_add_n(h, sixteen, 9); /* 65504 + 16 = 65520: the tie past the largest rounds to infinity */
+    CHECK(h[0] == 0x7c00 && h[8] == 0x7c00, "fp16 sum 65504 + 16: %04x %04x, not infinity", h[0], h[8]);
+    h[0] = 0x7bff, mk_fp16_add_n(h, &one, 1);
+    CHECK(h[0] == 0x7bff, "fp16 sum 65504 + 1: %04x", h[0]);
+    h[0] = inf, mk_fp16_add_n(h, &ninf, 1);
+    CHECK(isnan(mk_fp16_to_float(h[0])), "fp16 sum inf + -inf: %04x, not a NaN", h[0]);
     CHECK(bad_add == 0, "16-bit sums: %ld of %ld differ from the exact sum rounded to nearest even", bad_add, n_add);
+}
+
+/* The fp16 array conversions (8 at a time where the CPU converts: half.c)
+ * against the scalar functions, bit for bit: every 16-bit pattern widened
+ * in one call, and a million floats (random bits, fp16's midpoints and
+ * their neighbours, its range's edges) narrowed and rounded in calls of
+ * BATCH. */
+static void check_arrays(void)
+{
+    static uint16_t all[0x10000], back[0x10000];
+    static float wide[0x10000], xs[BATCH], r[BATCH];
+    long bad = 0;
+    for (uint32_t h = 0; h < 0x10000; h++) all[h] = (uint16_t)h;
+    mk_fp16_to_float_n(wide, all, 0x10000);
+    for (uint32_t h = 0; h < 0x10000; h++) {
+        float want = mk_fp16_to_float((uint16_t)h);
+        bad += isnan(want) ? !isnan(wide[h]) : memcmp(&wide[h], &want, sizeof want) != 0;
+    }
+    mk_fp16_from_float_n(back, wide, 0x10000); /* NaNs keep their payload's top bits: the scalar rule */
+    for (uint32_t h = 0; h < 0x10000; h++) bad += back[h] != mk_fp16_from_float(wide[h]);
+    for (int k = 0; k < 250; k++) {
+        for (int i = 0; i < BATCH; i++) {
+            int h = (int)(next_u32() % 0x7c00);
+            float mid = (float)((fp16_val[h] + fp16_val[h + 1]) / 2);
+            float pick[5] = {f_of(next_u32()), mid, nextafterf(mid, 0), nextafterf(mid, INFINITY), 65520.0f};
+            xs[i] = pick[next_u32() % 5] * (next_u32() & 1 ? -1.0f : 1.0f);
+        }
+        uint16_t hs[BATCH];
+        mk_fp16_from_float_n(hs, xs, BATCH);
+        mk_fp16_round_n(r, xs, BATCH);
+        for (int i = 0; i < BATCH; i++) {
+            uint16_t want = mk_fp16_from_float(xs[i]);
+            float wr = mk_fp16_to_float(want);
+            bad += hs[i] != want || (isnan(wr) ? !isnan(r[i]) : memcmp(&r[i], &wr, sizeof wr) != 0);
+        }
+    }
+    CHECK(bad == 0, "fp16 array conversions: %ld values differ from the scalar rule", bad);
 }
 
 /* The array rounding (the GEMMs' operands) gives the scalar rule's value, bit for bit. */
@@ -202,6 +263,7 @@ int main(void)
         check_fp16((float)ldexp(1 + (next_u32() & 0xffffff) / 16777216.0, (int)(next_u32() % 48) - 30));
     }
     check_adds();
+    check_arrays();
     CHECK(bad_bf16 == 0, "bfloat16: %ld of %ld differ from rounding to the nearest, ties to even", bad_bf16, n_bf16);
     CHECK(bad_fp16 == 0, "fp16: %ld of %ld differ from rounding to the nearest, ties to even", bad_fp16, n_fp16);
     CHECK(bad_round == 0, "the array rounding and packing: %ld values differ from the scalar rule", bad_round);

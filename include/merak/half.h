@@ -24,7 +24,9 @@ void mk_bf16_round_n(float *dst, const float *src, size_t n);
 void mk_fp16_round_n(float *dst, const float *src, size_t n);
 /* dst[i] = mk_bf16_from_float(src[i]), a loop that vectorises. */
 void mk_bf16_from_float_n(uint16_t *dst, const float *src, size_t n);
-/* The same for fp16, and back: dst[i] = mk_*_to_float(src[i]) (exact). */
+/* The same for fp16 (8 at a time through x86's F16C where the CPU has
+ * it, bit for bit the scalar rule), and back: dst[i] = mk_*_to_float(src[i])
+ * (exact). */
 void mk_fp16_from_float_n(uint16_t *dst, const float *src, size_t n);
 void mk_bf16_to_float_n(float *dst, const uint16_t *src, size_t n);
 void mk_fp16_to_float_n(float *dst, const uint16_t *src, size_t n);
