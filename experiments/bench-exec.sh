@@ -8,7 +8,8 @@
 # own where OpenBLAS fell back to its SSE kernels), and their ratio; then
 # the same step with --bf16 (its GEMM engine: oneDNN's bf16 kernel where
 # built with it and the CPU has one, else sgemm of rounded operands) and
-# its speed against the fp32 step and against sgemm.
+# its speed against the fp32 step and against sgemm; and the --fp16 step
+# (sgemm of rounded operands, fp16 gradient buffers) against the fp32 one.
 # Usage: experiments/bench-exec.sh [MERAK] [STEPS]   (run from the build tree)
 set -e
 MERAK=${1:-./merak}
@@ -27,6 +28,10 @@ peak=$(sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$tmp/run.json")
 step16=$(sed -n 's/.*"step_time_s":\([0-9.eE+-]*\).*/\1/p' "$tmp/bf16.json")
 gemm16=$(sed -n 's/.*"gemm":"\([^"]*\)".*/\1/p' "$tmp/bf16.json")
 peak16=$(sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$tmp/bf16.json")
+"$MERAK" run --model gpt2-124m --seq-length $S --mbs $B --gbs $B --steps "$STEPS" \
+  --recompute none --fp16 --initial-loss-scale 65536 --json >"$tmp/fp16.json"
+stepf16=$(sed -n 's/.*"step_time_s":\([0-9.eE+-]*\).*/\1/p' "$tmp/fp16.json")
+peakf16=$(sed -n 's/.*"peak_memory_bytes":\[\([0-9]*\).*/\1/p' "$tmp/fp16.json")
 
 cat >"$tmp/sgemm.c" <<'C'
 #include <cblas.h>
@@ -56,7 +61,7 @@ blas=$("$MERAK" version | sed -n 's/^blas: OpenBLAS, \(.*\), for the cpu backend
 core=${blas%% kernels*}
 sgemm=$(OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$core} "$tmp/sgemm" $((B * S)) $VP $H)
 
-awk -v blas="$blas" -v step="$step" -v step16="$step16" -v gemm16="$gemm16" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" -v peak16="$peak16" 'BEGIN {
+awk -v blas="$blas" -v step="$step" -v step16="$step16" -v stepf16="$stepf16" -v peakf16="$peakf16" -v gemm16="$gemm16" -v sg="$sgemm" -v B=$B -v S=$S -v L=$L -v H=$H -v V=$V -v loss="$loss" -v peak="$peak" -v peak16="$peak16" 'BEGIN {
   flops = 72 * B * S * L * H * H * (1 + S / (6 * H) + V / (12 * L * H))
   gf = flops / step / 1e9
   printf "gpt2-124m, 1 rank, batch %d x seq %d, recompute none\n", B, S
@@ -73,4 +78,6 @@ awk -v blas="$blas" -v step="$step" -v step16="$step16" -v gemm16="$gemm16" -v s
   printf "  bf16 / fp32 speed     %.2fx (the fp32 step time over the bf16 one)\n", step / step16
   printf "  bf16 achieved         %.1f GFLOP/s, %.2f of fp32 sgemm\n", flops / step16 / 1e9, flops / step16 / 1e9 / sg
   printf "  bf16 peak memory      %.2f GB (16-bit weights and saved activations; fp32 masters, gradients, Adam)\n", peak16 / 1e9
+  printf "  fp16 step (median)    %.3f s, %.2fx the fp32 step'"'"'s speed (loss scale 65536)\n", stepf16, step / stepf16
+  printf "  fp16 peak memory      %.2f GB (16-bit weights, saved activations and gradients; fp32 masters, Adam)\n", peakf16 / 1e9
 }'
