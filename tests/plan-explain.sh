@@ -115,6 +115,21 @@ assert ks == sorted(ks), ks
 assert ks[0][0] == ks[1][0] and j['why'].startswith('#1 and #2 tie at'), j['why']"
 expect_ok "plan with ties, text" "$MERAK" plan --model gpt-tiny --cluster ideal --gpus 4 --gbs 16 --top 5
 check "the text why: the tie goes to #1 by lower peak memory" grep -q "^why: #1 and #2 tie at .* the tie goes to #1 by lower peak memory" "$tmpdir/out"
+# the runner-up the why compares with differs in kind: a plan that is #1 in effect (the same step, peak
+# and knobs but for its recompute policy's name: stage-aware:0.1 and auto checkpointing the same layers) is
+# named as such and passed over (Llama-3-70B on 256 H100s: #2 is #1 with recompute auto, #3 holds cp 4)
+"$MERAK" plan --model llama-3-70b --cluster dgx-h100 --gpus 256 --gbs 512 --top 4 --json >"$tmpdir/ru.json" 2>/dev/null
+check "the why's runner-up is the first plan that is not #1 in effect" "${PYTHON:-python3}" -c "
+import json, sys
+j = json.load(open(sys.argv[1])); ps = j['plans']
+knobs = lambda p: {k: v for k, v in p['plan'].items() if k not in ('recompute', 'checkpoint_layers')}
+same = lambda a, b: (a['step_time_s'] == b['step_time_s'] and a['peak_memory_bytes'] == b['peak_memory_bytes']
+                     and knobs(a) == knobs(b))
+k = next((i for i in range(1, len(ps)) if not same(ps[0], ps[i])), 1)
+print('  runner-up #%d:' % (k + 1), j['why'])
+assert k > 1, 'no plan here is #1 in effect any more: pick another search for this check'
+assert j['why'].startswith('#1 and #%d tie at' % (k + 1)) or ('than #%d ' % (k + 1)) in j['why'], j['why']
+assert '#2 is #1 in effect' in j['why'] or '#2, ' in j['why'], j['why']" "$tmpdir/ru.json"
 # the peaks print with the digits that tell them apart (a lower peak never reads "74.1 vs 74.1 GiB")
 "$MERAK" plan --model llama-3-8b --cluster dgx-h100 --gpus 64 --gbs 512 --top 2 >"$tmpdir/l70" 2>/dev/null
 check "a tie by lower peak memory shows two different figures" "${PYTHON:-python3}" -c "

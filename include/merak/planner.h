@@ -175,8 +175,15 @@ MK_API void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t
  * digits where one decimal would print 0.0 ("0.033%"), "under 0.001%"
  * below that: a plan that is not a tie is never called 0.0% faster. */
 MK_API void mk_planner_pct(double pct, char *buf, size_t n);
-/* One line on why best beats the runner-up (the JSON "why"). */
-MK_API void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n);
+/* The runner-up the why compares best[0] with: the first of best[1..n)
+ * that is not best[0] in effect (the same step, peak and knobs but for the
+ * recompute policy's name, as stage-aware:0.1 and auto checkpointing the
+ * same layers), or 1 where all are; -1 for n < 2.  twins says, into buf,
+ * which of best[1..k) are best[0] in effect ("" for k 1). */
+MK_API int mk_planner_runner_up(const mk_planner_entry_t *best, int n);
+MK_API void mk_planner_twins(const mk_planner_entry_t *best, int k, char *buf, size_t n);
+/* One line on why best[0] beats the runner-up (the JSON "why"). */
+MK_API void mk_planner_explain(const mk_planner_entry_t *best, int n, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

@@ -215,7 +215,7 @@ static int print_json(const mk_planner_result_t *r, long evaluated, const mk_arg
     if (r->offloaded) json_object_set_new(o, "optimizer_offloaded", json_true()); /* the second search's */
     if (r->n > 1) {
         char why[512];
-        mk_planner_explain(&r->best[0], &r->best[1], why, sizeof why);
+        mk_planner_explain(r->best, r->n, why, sizeof why);
         json_object_set_new(o, "why", json_string(why));
     }
     mk_cli_plan_extras_json(a, &r->best[0], x, o);
@@ -227,18 +227,20 @@ static int print_json(const mk_planner_result_t *r, long evaluated, const mk_arg
 
 /* The why line: the planner's comparison (mk_planner_why), its figures in
  * units and named (the JSON "why" keeps mk_planner_explain's text). */
-static void print_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
+static void print_why(const mk_planner_entry_t *best, int n)
 {
     mk_planner_why_t w;
-    mk_planner_why(a, b, &w);
-    char x[32], y[32];
-    if (w.tie[0]) { /* equal steps: the stated tie order decided */
-        printf("why: #1 and #2 tie at %s per step (#1 vs #2: %s); the tie goes to #1 by %s\n",
-               mk_fmt_seconds(x, sizeof x, a->res.step_time_s), w.knobs, w.tie);
-        return;
-    }
-    printf("why: #1 is %s faster than #2 (#1 vs #2: %s); #1 spends less on %s: %s vs %s per step\n", w.faster,
-           w.knobs, w.what_long, mk_fmt_seconds(x, sizeof x, w.a_s), mk_fmt_seconds(y, sizeof y, w.b_s));
+    int k = mk_planner_runner_up(best, n);
+    mk_planner_why(&best[0], &best[k], &w);
+    char x[32], y[32], tw[160];
+    mk_planner_twins(best, k, tw, sizeof tw);
+    if (w.tie[0]) /* equal steps: the stated tie order decided */
+        printf("why: #1 and #%d tie at %s per step (#1 vs #%d: %s); the tie goes to #1 by %s", k + 1,
+               mk_fmt_seconds(x, sizeof x, best[0].res.step_time_s), k + 1, w.knobs, w.tie);
+    else
+        printf("why: #1 is %s faster than #%d (#1 vs #%d: %s); #1 spends less on %s: %s vs %s per step", w.faster, k + 1,
+               k + 1, w.knobs, w.what_long, mk_fmt_seconds(x, sizeof x, w.a_s), mk_fmt_seconds(y, sizeof y, w.b_s));
+    printf("%s%s\n", tw[0] ? "; " : "", tw);
 }
 
 static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, const mk_planner_opts_t *o,
@@ -269,7 +271,7 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
            "TFLOP/s   MFU    idle %*s%s\n", with_cp ? "  cp" : "", moe ? "  ep" : "", mk_fmt_width(sh, 9), sh,
            mk_fmt_width(ph, 8), ph, moe ? "   a2a" : "");
     for (int i = 0; i < r->n; i++) print_plan_row(i, &r->best[i], with_cp, moe, &u);
-    if (r->n > 1) print_why(&r->best[0], &r->best[1]);
+    if (r->n > 1) print_why(r->best, r->n);
     printf("(idle: the compute stream's idle share of the step, mean over stages: the pipeline bubble and "
            "exposed waits)\n");
     for (int i = 0; i < r->n; i++) mk_cli_plan_cost_human(a, &r->best[i], i);

@@ -52,18 +52,24 @@ void mk_planner_pct(double pct, char *buf, size_t n)
     else snprintf(buf, n, fabs(pct) >= 0.05 || pct == 0 ? "%.1f%%" : "%.2g%%", pct);
 }
 
-/* The comparison behind mk_planner_explain. */
-void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w)
+/* The knobs p and q differ in, "layout dp16 pp4 tp2 vs ..., cp 2 vs 4",
+ * into diff (n bytes; "" when none); returns how many differ besides the
+ * recompute policy. */
+static int knob_diff(const mk_plan_t *p, const mk_plan_t *q, char *diff, size_t n)
 {
-    const mk_plan_t *p = &a->plan, *q = &b->plan;
-    char diff[256] = "", ra[32], rb[32];
+    char ra[32], rb[32];
     size_t d = 0;
+    int others = 0;
+    diff[0] = 0;
     mk_recompute_format(&p->recompute, ra, sizeof ra);
     mk_recompute_format(&q->recompute, rb, sizeof rb);
 #define DIFF(cond, ...)                                                                   \
-    if ((cond) && d < sizeof diff - 64) {                                                 \
-        if (d) d += snprintf(diff + d, sizeof diff - d, ", ");                          \
-        d += snprintf(diff + d, sizeof diff - d, __VA_ARGS__);                            \
+    if (cond) {                                                                           \
+        others++;                                                                         \
+        if (d < n - 64) {                                                                 \
+            if (d) d += snprintf(diff + d, n - d, ", ");                                  \
+            d += snprintf(diff + d, n - d, __VA_ARGS__);                                  \
+        }                                                                                 \
     }
     DIFF(p->dp != q->dp || p->pp != q->pp || p->tp != q->tp, "layout dp%d pp%d tp%d vs dp%d pp%d tp%d", p->dp,
          p->pp, p->tp, q->dp, q->pp, q->tp);
@@ -72,6 +78,7 @@ void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk
     DIFF(p->mbs != q->mbs, "micro-batch %d vs %d", p->mbs, q->mbs);
     DIFF(p->schedule != q->schedule || p->vpp != q->vpp, "schedule %s vs %s", mk_sched_kind_name(p->schedule),
          mk_sched_kind_name(q->schedule));
+    others -= strcmp(ra, rb) != 0; /* counted apart */
     DIFF(strcmp(ra, rb), "recompute %s vs %s", ra, rb);
     DIFF(p->seqpar != q->seqpar, "sequence parallel %s", p->seqpar ? "on vs off" : "off vs on");
     DIFF(p->tp_overlap != q->tp_overlap, "TP overlap %d vs %d", p->tp_overlap, q->tp_overlap);
@@ -81,7 +88,50 @@ void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk
     DIFF(p->first_stage_layers != q->first_stage_layers || p->last_stage_layers != q->last_stage_layers,
          "first/last stage blocks %d/%d vs %d/%d (0: even)", p->first_stage_layers, p->last_stage_layers,
          q->first_stage_layers, q->last_stage_layers);
+    DIFF(p->moe_deepep != q->moe_deepep || p->moe_a2a_overlap != q->moe_a2a_overlap, "MoE dispatch %s%s vs %s%s",
+         p->moe_deepep ? "DeepEP" : "all-to-all", p->moe_a2a_overlap ? " overlapped" : "",
+         q->moe_deepep ? "DeepEP" : "all-to-all", q->moe_a2a_overlap ? " overlapped" : "");
 #undef DIFF
+    return others;
+}
+
+/* b is a in effect: the same step and peak, and no knob apart but the
+ * recompute policy's name (stage-aware:0.1 and auto checkpointing the same
+ * layers, say). */
+static int same_in_effect(const mk_planner_entry_t *a, const mk_planner_entry_t *b)
+{
+    char diff[256];
+    return a->res.step_time_s == b->res.step_time_s && mk_pl_entry_peak(a) == mk_pl_entry_peak(b) &&
+           knob_diff(&a->plan, &b->plan, diff, sizeof diff) == 0;
+}
+
+int mk_planner_runner_up(const mk_planner_entry_t *best, int n)
+{
+    if (n < 2) return -1;
+    for (int k = 1; k < n; k++)
+        if (!same_in_effect(&best[0], &best[k])) return k;
+    return 1;
+}
+
+void mk_planner_twins(const mk_planner_entry_t *best, int k, char *buf, size_t n)
+{
+    size_t d = 0;
+    buf[0] = 0;
+    for (int i = 1; i < k && d < n - 80; i++) {
+        char ri[32];
+        mk_recompute_format(&best[i].plan.recompute, ri, sizeof ri);
+        d += snprintf(buf + d, n - d, "%s#%d", i > 1 ? ", " : "", i + 1);
+        if (i == k - 1) d += snprintf(buf + d, n - d, " %s #1 in effect (recompute %s: the same step and peak)",
+                                      k > 2 ? "are" : "is", ri);
+    }
+}
+
+/* The comparison behind mk_planner_explain. */
+void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk_planner_why_t *w)
+{
+    const mk_plan_t *p = &a->plan, *q = &b->plan;
+    char diff[256];
+    knob_diff(p, q, diff, sizeof diff);
     const mk_sim_result_t *x = &a->res, *y = &b->res;
     /* the all-to-alls block the compute stream: apart from compute, and a
        component of their own only where a plan has them */
@@ -106,22 +156,27 @@ void mk_planner_why(const mk_planner_entry_t *a, const mk_planner_entry_t *b, mk
     w->faster_pct = 100 * (y->step_time_s - x->step_time_s) / y->step_time_s;
     mk_planner_pct(w->faster_pct, w->faster, sizeof w->faster);
     tie_reason(a, b, w->tie, sizeof w->tie);
-    mk_strlcpy(w->knobs, d ? diff : "same knobs", sizeof w->knobs);
+    mk_strlcpy(w->knobs, diff[0] ? diff : "same knobs", sizeof w->knobs);
     w->what = what[k], w->what_long = what_long[k];
     w->a_s = va[k], w->b_s = vb[k];
 }
 
 
 /* Names the knobs that differ, then the step-time component that moved most. */
-void mk_planner_explain(const mk_planner_entry_t *a, const mk_planner_entry_t *b, char *buf, size_t n)
+void mk_planner_explain(const mk_planner_entry_t *best, int n, char *buf, size_t len)
 {
     mk_planner_why_t w;
-    mk_planner_why(a, b, &w);
+    int k = mk_planner_runner_up(best, n);
+    char tw[160];
+    if (k < 0) return (void)(buf[0] = 0);
+    mk_planner_why(&best[0], &best[k], &w);
+    mk_planner_twins(best, k, tw, sizeof tw);
     if (w.tie[0])
-        snprintf(buf, n, "#1 and #2 tie at %.4g s per step (%s): #1 by %s", a->res.step_time_s, w.knobs, w.tie);
+        snprintf(buf, len, "#1 and #%d tie at %.4g s per step (%s): #1 by %s%s%s", k + 1, best[0].res.step_time_s,
+                 w.knobs, w.tie, tw[0] ? "; " : "", tw);
     else
-        snprintf(buf, n, "#1 is %s faster than #2 (%s): less %s, %.4g s vs %.4g s per step", w.faster,
-                 w.knobs, w.what, w.a_s, w.b_s);
+        snprintf(buf, len, "#1 is %s faster than #%d (%s): less %s, %.4g s vs %.4g s per step%s%s", w.faster, k + 1,
+                 w.knobs, w.what, w.a_s, w.b_s, tw[0] ? "; " : "", tw);
 }
 
 
