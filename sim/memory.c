@@ -194,9 +194,8 @@ int mk_sim_stage_static(const mk_plan_t *p, const mk_graph_t *g, int s, const mk
     zero_state(p, g, s, w, gr, opt, P, out);
     out->weights += 2.0 * mk_dtype_gemm_bytes(p->dtype) * out->fp8_params;
     out->grad_comm_bytes = gr * P;
-    /* CP: the p2p tensors are the rank's s/cp tokens; the ring keeps two
-       K/V blocks in flight (the one computed on, the one arriving) */
-    out->buffers = p->cp > 1 ? buf / p->cp + 2 * mk_sim_kv_block_bytes(p, g) : buf;
+    /* CP: the p2p tensors are the rank's s/cp tokens, beside its exchange's buffers */
+    out->buffers = p->cp > 1 ? buf / p->cp + mk_sim_cp_buffer_bytes(p, g) : buf;
     return 0;
 }
 

@@ -16,6 +16,23 @@ double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g)
     return 2.0 * g->opts.mbs * ((double)g->cfg.seq / p->cp) * width * mk_dtype_bytes(g->opts.dtype);
 }
 
+/* The CP exchange's buffers on one TP rank: the ring keeps two K/V blocks
+ * in flight (the one computed on, the one arriving); allgather the
+ * sequence's K/V, cp blocks, and in the backward its dK/dV before the
+ * reduce-scatter, as many; a2a the head-split copies of Q, K, V and the
+ * output, as large as the rank's own (Q and the output: the K block's
+ * width x heads / K/V heads). */
+double mk_sim_cp_buffer_bytes(const mk_plan_t *p, const mk_graph_t *g)
+{
+    double blk = mk_sim_kv_block_bytes(p, g);
+    if (p->cp_comm == MK_CP_COMM_ALLGATHER) return 2.0 * p->cp * blk;
+    if (p->cp_comm == MK_CP_COMM_A2A) {
+        int kvh = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : g->cfg.heads;
+        return blk + 2 * (blk / 2 * g->cfg.heads / kvh);
+    }
+    return 2 * blk;
+}
+
 /* The loss's forward scratch on chunk k, one TP rank: while the softmax
  * of the logits is computed, the LM head's 16-bit logits and their fp32
  * copy are live beside the fp32 softmax the loss keeps (counted in the

@@ -19,7 +19,7 @@
 struct mk_layer_cache {
     mk_model_config_t cfg;
     mk_graph_opts_t gopts;
-    int n_layers, n_ops, tp, cp, ep, deepep, sp, unit;
+    int n_layers, n_ops, tp, cp, cp_comm, ep, deepep, sp, unit;
     mk_group_t tpg, cpg, epg;
     mk_dtype_t dtype;
     mk_tpl_t *pc;        /* [3 L] by dir (forward, backward, B_IN) x layer */
@@ -34,7 +34,7 @@ static void key_of(const mk_sim_state_t *R, mk_layer_cache_t *k)
     /* memcpy: the padding too, which memcmp compares */
     memcpy(&k->cfg, &R->g->cfg, sizeof k->cfg), memcpy(&k->gopts, &R->g->opts, sizeof k->gopts);
     k->n_layers = R->g->n_layers, k->n_ops = R->g->n_ops;
-    k->tp = p->tp, k->cp = p->cp, k->ep = p->ep, k->deepep = p->moe_deepep, k->sp = p->seqpar && p->tp > 1 ? 1 + (p->tp_comm_overlap != 0) : 0;
+    k->tp = p->tp, k->cp = p->cp, k->cp_comm = p->cp_comm, k->ep = p->ep, k->deepep = p->moe_deepep, k->sp = p->seqpar && p->tp > 1 ? 1 + (p->tp_comm_overlap != 0) : 0;
     k->dtype = p->dtype, k->unit = R->o->unit_costs;
     k->tpg = R->tpg, k->cpg = R->cpg, k->epg = R->epg;
 }
@@ -42,6 +42,7 @@ static void key_of(const mk_sim_state_t *R, mk_layer_cache_t *k)
 static int same_key(const mk_layer_cache_t *a, const mk_layer_cache_t *b)
 {
     return a->n_layers == b->n_layers && a->n_ops == b->n_ops && a->tp == b->tp && a->cp == b->cp &&
+           a->cp_comm == b->cp_comm &&
            a->ep == b->ep && a->deepep == b->deepep && a->sp == b->sp && a->unit == b->unit && a->dtype == b->dtype &&
            !memcmp(&a->tpg, &b->tpg, sizeof a->tpg) && !memcmp(&a->cpg, &b->cpg, sizeof a->cpg) &&
            !memcmp(&a->epg, &b->epg, sizeof a->epg) && !memcmp(&a->gopts, &b->gopts, sizeof a->gopts) && !memcmp(&a->cfg, &b->cfg, sizeof a->cfg);

@@ -95,6 +95,38 @@ static void cp_ring(const mk_sim_state_t *R, int i, double N, int bwd, mk_tpl_t 
     t->kv_step = xfer[0] > step[0] ? xfer[0] : step[0];
 }
 
+/* Context parallelism's exchange by collectives (--cp-comm-type),
+ * Transformer Engine's other two kernels, neither overlapped with the
+ * core it feeds: allgather (AttnFuncWithCPAndKVAllGather) gathers the
+ * K/V of the whole sequence, cp blocks, over the CP group before the core,
+ * and in the backward gathers them again and reduce-scatters dK/dV; a2a
+ * (AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses) turns the sequence split
+ * into a head split by an all-to-all of the rank's Q, K and V before the
+ * core and turns it back by one of the output after it (backward: the
+ * output gradient before, dQ, dK, dV after).  The attention's FLOPs on a
+ * rank are the ring's (1/cp of the sequence's, causal work balanced);
+ * all of the exchange lengthens the layer. */
+static double cp_coll_time(const mk_sim_state_t *R, double blk, int bwd)
+{
+    const mk_plan_t *p = R->p;
+    const mk_graph_t *g = R->g;
+    if (p->cp_comm == MK_CP_COMM_ALLGATHER) {
+        double ag = mk_cost_coll(R->c, MK_COLL_ALLGATHER, &R->cpg, p->cp * blk);
+        return bwd ? ag + mk_cost_coll(R->c, MK_COLL_REDUCE_SCATTER, &R->cpg, p->cp * blk) : ag;
+    }
+    int kvh = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : g->cfg.heads;
+    double q = blk / 2 * g->cfg.heads / kvh; /* Q (and the output): the K block's width x heads / K/V heads */
+    return mk_cost_coll(R->c, MK_COLL_ALLTOALL, &R->cpg, q + blk) + mk_cost_coll(R->c, MK_COLL_ALLTOALL, &R->cpg, q);
+}
+
+static void cp_collective(const mk_sim_state_t *R, int bwd, mk_tpl_t *t)
+{
+    double blk = mk_sim_kv_block_bytes(R->p, R->g); /* for tokens_of's N */
+    t->n_kv = 1;
+    t->kv_full = t->ring_full = t->kv_step = cp_coll_time(R, blk, bwd);
+    t->kv_half = t->ring_half = cp_coll_time(R, blk / 2, bwd);
+}
+
 /* Expert parallelism's all-to-alls of layer l's MoE op (Megatron-Core's
  * MoEAlltoAllTokenDispatcher): forward, dispatch (the k routed copies of
  * the rank's N tokens to the experts' ranks) and combine (the expert
@@ -148,7 +180,10 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
         if (o->tp_role == (bwd ? MK_TP_ROW : MK_TP_COLUMN)) col_full += full;
         if (o->kind == MK_OPK_EMBEDDING && o->tp_role == MK_TP_VOCAB) vocab_emb = 1;
         if (o->kind == MK_OPK_LM_HEAD && o->tp_role == MK_TP_VOCAB) head = 1;
-        if (o->kind == MK_OPK_ATTENTION && p->cp > 1 && !R->c->ideal && !R->o->unit_costs) cp_ring(R, i, N, bwd, t);
+        if (o->kind == MK_OPK_ATTENTION && p->cp > 1 && !R->c->ideal && !R->o->unit_costs) {
+            if (p->cp_comm == MK_CP_COMM_P2P) cp_ring(R, i, N, bwd, t);
+            else cp_collective(R, bwd, t);
+        }
         if (o->kind == MK_OPK_MOE && p->ep > 1 && !R->c->ideal && !R->o->unit_costs) ep_alltoall(R, o, N, t);
     }
     t->c_half /= 2; /* c_half is one half's time */

@@ -134,6 +134,7 @@ double mk_sim_attn_scratch(const mk_graph_t *g, const mk_op_t *o, int tp, int cp
 double mk_sim_loss_torch_grads(const mk_graph_t *g, const mk_op_t *o, int tp);
 /* One K/V block the CP ring passes (bytes on one TP rank; 0 without CP). */
 double mk_sim_kv_block_bytes(const mk_plan_t *p, const mk_graph_t *g);
+double mk_sim_cp_buffer_bytes(const mk_plan_t *p, const mk_graph_t *g);
 double mk_sim_bucket_bytes(const mk_sim_opts_t *o);
 
 /* ---- one run (mk_sim_run) ---- */

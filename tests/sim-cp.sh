@@ -40,6 +40,39 @@ want=$(awk '$1 == "1" {print $15}' "$tmpdir/plan")   # the step s column after c
 got=$($MERAK sim --plan "$tmpdir/p.json" | awk '/^step time/ {print $3}')
 check "sim --plan: step $got = plan's $want" [ "$got" = "$want" ]
 
+# --cp-comm-type (Megatron-LM's flag): named in the header and the comm table, carried by plan files
+# and exports, searched with by merak plan; bad values, a2a+p2p and a type without CP in one line, exit 2
+$MERAK sim --model gpt-tiny --cluster dgx-a100 --cp 2 --gbs 8 --cp-comm-type allgather >"$tmpdir/ag" 2>&1
+check "allgather: header and comm line" sh -c "grep -q 'cp-comm-type allgather' '$tmpdir/ag' && \
+  grep -q 'cp (K/V all-gather)' '$tmpdir/ag'"
+$MERAK plan --model llama-3-8b --cluster dgx-h100 --seq-length 65536 --gpus 16 --gbs 8 --top 1 --cp-comm-type a2a \
+  --save-plan "$tmpdir/pa.json" >"$tmpdir/plan2" 2>&1
+check "plan --cp-comm-type a2a: saved with the field" python3 -c "
+import json,sys; p = json.load(open('$tmpdir/pa.json')); sys.exit(not (p['cp'] > 1 and p['cp_comm_type'] == 'a2a'))"
+want=$(awk '$1 == "1" {print $15}' "$tmpdir/plan2")
+got=$($MERAK sim --plan "$tmpdir/pa.json" | awk '/^step time/ {print $3}')
+check "sim --plan (a2a): step $got = plan's $want, slower than the ring's" \
+  python3 -c "import sys; sys.exit(not ('$got' == '$want' and float('$want') > float('$(awk '$1 == "1" {print $15}' "$tmpdir/plan")')))"
+$MERAK sim --model llama-3-8b --cluster dgx-h100 --seq-length 65536 --cp 8 --dp 2 --gbs 8 --cp-comm-type a2a \
+  --export megatron >"$tmpdir/exp" 2>&1
+$MERAK sim --model llama-3-8b --cp 2 --gbs 8 --cluster dgx-h100 --cp-comm-type allgather --export torchtitan \
+  >"$tmpdir/tt" 2>&1
+check "the torchtitan export: allgather" grep -q 'context_parallel_rotate_method = "allgather"' "$tmpdir/tt"
+$MERAK sim --model llama-3-8b --cp 2 --gbs 8 --cluster dgx-h100 --export torchtitan >"$tmpdir/tt2" 2>&1
+check "the torchtitan export: the ring as its alltoall rotation" \
+  grep -q 'context_parallel_rotate_method = "alltoall"' "$tmpdir/tt2"
+check "the Megatron-LM export says --cp-comm-type a2a" grep -q -- "--cp-comm-type a2a" "$tmpdir/exp"
+expect_fail "a bad type" "--cp-comm-type must be p2p, allgather or a2a, not 'ring'" -- \
+  $MERAK sim --model gpt-tiny --cp 2 --cp-comm-type ring
+expect_fail "a2a+p2p" "a2a.p2p .hierarchical context parallelism. is not modelled" -- \
+  $MERAK sim --model gpt-tiny --cp 2 --cp-comm-type a2a+p2p
+expect_fail "a type without CP" "--cp-comm-type allgather needs --cp 2 or more" -- \
+  $MERAK sim --model gpt-tiny --cp-comm-type allgather
+expect_fail "a2a over more ranks than heads" "--cp-comm-type a2a splits each TP rank's heads over cp 8" -- \
+  $MERAK sim --model gpt-tiny --cp 8 --gbs 8 --cp-comm-type a2a
+expect_fail "run: the ring only" "--cp-comm-type allgather is for merak sim and merak plan" -- \
+  $MERAK run --model gpt-tiny --cp 2 --cp-comm-type allgather --steps 1
+
 # acceptance: llama-3-70b, 8K tokens, 128 H100s: dp 2 x cp 2 peaks lower than dp 4
 a="--model llama-3-70b --cluster dgx-h100 --seq-length 8192 --pp 4 --tp 8 --zero 1 --json"
 pc=$($MERAK sim $a --dp 2 --cp 2 | peak); pd=$($MERAK sim $a --dp 4 | peak)

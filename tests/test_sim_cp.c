@@ -149,6 +149,60 @@ static void test_ring_bytes(void)
         }
 }
 
+/* --cp-comm-type (Transformer Engine's other kernels), neither hidden:
+ * allgather moves, per micro-batch and attention layer, an all-gather of
+ * the sequence's K/V (cp blocks) forward (and in a recompute), an
+ * all-gather and a reduce-scatter of dK/dV backward; a2a an all-to-all of
+ * the rank's Q|K|V and one of its output each way (gpt-tiny: Q as wide as
+ * K).  All of it is exposed: the step is the ring's (hidden here) plus
+ * it; the buffers hold 2 cp blocks (allgather) or Q, K, V and the output
+ * (a2a) where the ring holds 2 blocks.  Run refuses both. */
+static void test_collectives(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    for (int cp = 2; cp <= 4; cp *= 2)
+        for (int full = 0; full <= 1; full++) {
+            mk_plan_t p;
+            int m = 4, b = 2, dp = 2;
+            mk_graph_t *g = setup(cp, 1, 1, b, m, full ? "full" : "none", &p);
+            CHECK(g != NULL, "setup");
+            if (!g) continue;
+            p.dp = dp, p.gbs = dp * b * m;
+            CHECK(run_on(&c, &p, g) == 0, "run ring");
+            double ring_step = res.step_time_s, ring_buf = res.mem[0].buffers;
+            CHECK(res.exposed_comm_s[MK_COMM_CP] == 0, "the ring hidden here");
+            mk_group_t cg = mk_group_make(&c, 0, 1, cp, dp * cp < c.gpus_per_node ? dp * cp : c.gpus_per_node);
+            double blk = 2.0 * b * (64.0 / cp) * 64 * 2, n = (double)m * attention_layers(g), q = blk / 2;
+            double ag = mk_cost_coll(&c, MK_COLL_ALLGATHER, &cg, cp * blk);
+            double rs = mk_cost_coll(&c, MK_COLL_REDUCE_SCATTER, &cg, cp * blk);
+            double a2a = mk_cost_coll(&c, MK_COLL_ALLTOALL, &cg, q + blk) + mk_cost_coll(&c, MK_COLL_ALLTOALL, &cg, q);
+            double want[3] = {0, n * ((1 + full) * ag + ag + rs), n * (2 + full) * a2a};
+            double buf[3] = {0, 2.0 * cp * blk - 2 * blk, blk + 2 * q - 2 * blk};
+            for (int k = MK_CP_COMM_ALLGATHER; k <= MK_CP_COMM_A2A; k++) {
+                char w[80];
+                p.cp_comm = (mk_cp_comm_t)k;
+                CHECK(run_on(&c, &p, g) == 0, "run %s", mk_cp_comm_name(p.cp_comm));
+                snprintf(w, sizeof w, "%s cp %d recompute %s", mk_cp_comm_name(p.cp_comm), cp, full ? "full" : "none");
+                CHECK_REL(res.exposed_comm_s[MK_COMM_CP], want[k], 1e-9, w);
+                CHECK(res.overlapped_comm_s[MK_COMM_CP] == 0, "%s: nothing hidden", w);
+                CHECK_REL(res.step_time_s - ring_step, want[k], 1e-6, w);
+                CHECK_REL(res.mem[0].buffers - ring_buf, buf[k], 1e-9, w);
+            }
+            mk_graph_free(g);
+        }
+    /* a2a splits each TP rank's heads (gpt-tiny: 4) over cp */
+    mk_plan_t p;
+    mk_graph_t *g = setup(8, 1, 1, 1, 2, "none", &p);
+    if (g) {
+        p.cp_comm = MK_CP_COMM_A2A;
+        CHECK(mk_plan_check(&p, g) < 0 && strstr(mk_error_last(), "heads"), "a2a over cp 8 of 4 heads refused");
+        p.cp_comm = MK_CP_COMM_ALLGATHER;
+        CHECK(mk_plan_check(&p, g) == 0, "allgather at cp 8");
+        mk_graph_free(g);
+    }
+}
+
 /* tp 4 x cp 4 = 16 ranks > a node's 8: the ring crosses nodes, rank i's
  * CP neighbours 4 apart, 2 of a ring per node, 4 rings sharing its NICs. */
 static void test_ring_inter(void)
@@ -222,6 +276,7 @@ int main(void)
     test_ideal_work();
     test_ring_bytes();
     test_ring_inter();
+    test_collectives();
     test_grad_group();
     test_planner();
     CHECK_DONE();

@@ -46,6 +46,16 @@ typedef enum { MK_RESHARD_ALWAYS = 0, MK_RESHARD_NEVER } mk_reshard_t;
 MK_API const char *mk_reshard_name(mk_reshard_t r);
 /* "always" or "never"; -1 with a message naming them otherwise. */
 MK_API int mk_reshard_parse(const char *s, mk_reshard_t *out);
+/* Context parallelism's exchange (Megatron-LM's --cp-comm-type, Transformer
+ * Engine's three kernels): p2p, the K/V ring, each step's transfer hidden
+ * behind a block's attention; allgather, K/V all-gathered over the CP group
+ * before the attention (again in the backward, then dK/dV reduce-scattered),
+ * not overlapped; a2a, DeepSpeed-Ulysses: all-to-alls of Q, K, V and the
+ * output turn the sequence split into a head split, not overlapped. */
+typedef enum { MK_CP_COMM_P2P = 0, MK_CP_COMM_ALLGATHER, MK_CP_COMM_A2A } mk_cp_comm_t;
+MK_API const char *mk_cp_comm_name(mk_cp_comm_t c);
+/* "p2p", "allgather" or "a2a"; -1 with a message naming them otherwise. */
+MK_API int mk_cp_comm_parse(const char *s, mk_cp_comm_t *out);
 MK_API const char *mk_xent_name(mk_xent_t x);
 /* "vocab-parallel" or "torch"; -1 with a message naming them otherwise. */
 MK_API int mk_xent_parse(const char *s, mk_xent_t *out);
@@ -114,6 +124,8 @@ typedef struct mk_plan {
                                  * bmm); auto: flash where the cluster's GPU has a fused kernel
                                  * (mk_plan_attention), settled by mk_plan_resolve.  The executor's
                                  * attention is exact either way. */
+    mk_cp_comm_t cp_comm;       /* cp > 1: the attention's exchange (mk_cp_comm_t; p2p by default and in
+                                 * a plan file without cp_comm_type); the executor runs the ring only */
     mk_reshard_t reshard;       /* ZeRO-3: fsdp_reshard_after_forward (mk_reshard_t; always by
                                  * default and in a plan file without the field); the executor
                                  * gathers per layer and refuses never */

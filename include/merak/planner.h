@@ -72,6 +72,7 @@ typedef struct mk_planner_opts {
     int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also
                                  sets it for a second search when nothing fits) */
     int grad_reduce_dtype;    /* every candidate's mk_plan_t.grad_reduce_dtype (0: the dtype's default) */
+    int cp_comm;              /* the cp_comm (mk_cp_comm_t) of every candidate with cp > 1 (0: p2p) */
     int moe_a2a_overlap;      /* every candidate Megatron-Core can run so (mk_plan_moe_a2a_overlap_ok)
                                  overlaps its EP all-to-alls (mk_plan_t.moe_a2a_overlap; a fixed knob) */
     int tp_comm_overlap;      /* every sequence-parallel candidate with tp > 1 runs Transformer Engine's

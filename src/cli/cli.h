@@ -47,6 +47,7 @@ typedef struct mk_args {
     const char *cross_entropy;     /* --cross-entropy; NULL: vocab-parallel */
     const char *elementwise;       /* --elementwise fused|eager; NULL: fused */
     const char *reshard;           /* --fsdp-reshard-after-forward; NULL: always */
+    const char *cp_comm;           /* --cp-comm-type; NULL: p2p */
     const char *grad_dtype;        /* --grad-reduce-dtype (mk_args_grad_dtype); NULL: not given */
     int optimizer_offload;         /* --optimizer-cpu-offload */
     int tp_comm_overlap;           /* --tp-comm-overlap */

@@ -154,6 +154,11 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
         return -1;
     if (a->reshard && mk_reshard_parse(a->reshard, &p->reshard) < 0)
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    if (a->cp_comm && mk_cp_comm_parse(a->cp_comm, &p->cp_comm) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    /* a flag that would do nothing (merak plan's candidates with cp > 1 take it) */
+    if (a->cp_comm && p->cp <= 1 && strcmp(a->cmd, "plan"))
+        return mk_cli_fail(a->cmd, "--cp-comm-type %s needs --cp 2 or more", a->cp_comm), -1;
     p->optimizer_offload = a->optimizer_offload;
     p->tp_comm_overlap = a->tp_comm_overlap;
     if (mk_args_a2a_overlap(a, &p->moe_a2a_overlap) < 0) return -1;

@@ -52,6 +52,8 @@ static const char *plan_usage =
     "  --grad-reduce-dtype D  every plan's gradients and DP reduction: fp32 (the default for\n"
     "                   bf16 and fp8, Megatron-LM's) or the plan's 16-bit type (fp16's default;\n"
     "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"
+    "  --cp-comm-type T  every plan's context parallelism (cp > 1): p2p (the K/V ring, default),\n"
+    "                   allgather or a2a (Ulysses), Megatron-LM's names (merak sim --help)\n"
     "  --moe-imbalance F  MoE: the busiest expert's load over the mean in every plan (default 1)\n"
     "  --moe-enable-deepep  MoE: every plan's all-to-alls by DeepEP (merak sim --help)\n"
     "  --overlap-moe-expert-parallel-comm  MoE: every plan Megatron-Core can run so merges its\n"
@@ -468,6 +470,9 @@ static int plan_main(const mk_args_t *a, int rank, int size)
         mk_args_elementwise(a, &o.eager) < 0 ||
         mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
         return MK_EXIT_USAGE;
+    mk_cp_comm_t cc = MK_CP_COMM_P2P;
+    if (a->cp_comm && mk_cp_comm_parse(a->cp_comm, &cc) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
+    o.cp_comm = (int)cc;
     base.dtype = o.dtype, base.grad_reduce_dtype = o.grad_reduce_dtype;
     if (mk_plan_check_grad_dtype(&base) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     if (a->moe_imbalance > 0) base.moe_imbalance = a->moe_imbalance; /* the plans' rule, checked once here */

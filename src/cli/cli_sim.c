@@ -28,6 +28,10 @@ static const char *sim_usage =
     "  --dp --pp --tp     data, pipeline and tensor parallel degrees (default 1)\n"
     "  --cp C             context parallel size (Megatron's --context-parallel-size): each\n"
     "                     sequence split over C ranks in 2C chunks, attention as a K/V ring\n"
+    "  --cp-comm-type T   the CP exchange (Megatron's --cp-comm-type, TE's kernels): p2p, the\n"
+    "                     K/V ring hidden behind the attention (default); allgather, K/V\n"
+    "                     all-gathered (dK/dV reduce-scattered); a2a, all-to-alls of Q, K, V\n"
+    "                     and the output (Ulysses; heads / tp divide by C); neither hidden\n"
     "  --ep E             expert parallel size (Megatron's --expert-model-parallel-size, MoE\n"
     "                     models): E consecutive ranks of a stage (tp fastest, then cp, dp:\n"
     "                     Megatron-Core's MoE parallel folding) split each MoE layer's\n"
@@ -164,6 +168,11 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention),
            p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
     if (p->eager) printf("  element-wise kernels as eager PyTorch runs them\n");
+    if (p->cp > 1 && p->cp_comm != MK_CP_COMM_P2P)
+        printf("  context parallelism by %s (--cp-comm-type %s), not overlapped with the attention\n",
+               p->cp_comm == MK_CP_COMM_A2A ? "all-to-alls of Q, K, V and the output (Ulysses)"
+                                            : "all-gathers of K/V and reduce-scatters of dK/dV",
+               mk_cp_comm_name(p->cp_comm));
     if (p->optimizer_offload) /* where the optimizer state went, and whether it fits there */
         printf("  optimizer on the host: %.1f GiB of the node's %.1f GiB host memory\n", r->host_memory_bytes / GIB,
                r->host_limit_bytes / GIB);
@@ -179,7 +188,11 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     printf("memory limit %s per GPU: %s", mk_fmt_bytes(v, sizeof v, r->memory_limit_bytes), r->fits ? "fits\n" : "");
     if (!r->fits)
         printf("does NOT fit (stage %d over by %s)\n", r->worst_stage, mk_fmt_bytes(v, sizeof v, r->shortfall_bytes));
-    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)", "cp (K/V ring)", "ep (all-to-all)"};
+    const char *k[] = {"pp (p2p)", "tp (collectives)", "dp (gradients)",
+                       p->cp_comm == MK_CP_COMM_ALLGATHER ? "cp (K/V all-gather)"
+                       : p->cp_comm == MK_CP_COMM_A2A     ? "cp (all-to-all)"
+                                                          : "cp (K/V ring)",
+                       "ep (all-to-all)"};
     int shown[MK_COMM_KINDS];
     double top = 0;
     for (int i = 0; i < MK_COMM_KINDS; i++) {

@@ -187,6 +187,8 @@ const char *mk_plan_moe_a2a_overlap_why(const mk_plan_t *p)
     return NULL;
 }
 
+static int check_cp_comm(const mk_plan_t *p, const mk_graph_t *g);
+
 /* The rules of mk_plan_check that need the graph, on a plan whose sizes
  * are checked (n_vstages and m filled). */
 int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
@@ -219,7 +221,7 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->cp > 1 && g->cfg.seq % (2 * p->cp))
         return mk_error_set("--cp %d: the sequence (%d) must split into 2 x cp = %d equal chunks", p->cp, g->cfg.seq,
                             2 * p->cp);
-    if (mk_plan_check_ep(p) < 0) return -1;
+    if (mk_plan_check_ep(p) < 0 || check_cp_comm(p, g) < 0) return -1;
     if (p->zero < 0 || p->zero > 3) return mk_error_set("--zero must be 0, 1, 2 or 3");
     if (p->zero_shard < 0 || p->zero_shard > p->dp || (p->zero_shard && p->dp % p->zero_shard))
         return mk_error_set("ZeRO sharding group %d does not divide dp %d", p->zero_shard, p->dp);
@@ -446,6 +448,37 @@ int mk_elementwise_parse(const char *s, int *eager)
     if (s && !strcmp(s, "fused")) return *eager = 0, 0;
     if (s && !strcmp(s, "eager")) return *eager = 1, 0;
     return mk_error_set("--elementwise must be fused or eager, not '%s'", s ? s : "");
+}
+
+const char *mk_cp_comm_name(mk_cp_comm_t c)
+{
+    return c == MK_CP_COMM_P2P ? "p2p" : c == MK_CP_COMM_ALLGATHER ? "allgather" : c == MK_CP_COMM_A2A ? "a2a" : "?";
+}
+
+int mk_cp_comm_parse(const char *s, mk_cp_comm_t *out)
+{
+    for (int c = MK_CP_COMM_P2P; c <= MK_CP_COMM_A2A; c++)
+        if (s && !strcmp(s, mk_cp_comm_name((mk_cp_comm_t)c))) return *out = (mk_cp_comm_t)c, 0;
+    if (s && !strcmp(s, "a2a+p2p"))
+        return mk_error_set("--cp-comm-type a2a+p2p (hierarchical context parallelism) is not modelled: use p2p, "
+                            "allgather or a2a");
+    return mk_error_set("--cp-comm-type must be p2p, allgather or a2a, not '%s'", s ? s : "");
+}
+
+/* Transformer Engine's all-to-all (Ulysses) splits the heads of Q and of
+ * K/V over the CP group: each TP rank's count must divide by cp. */
+static int check_cp_comm(const mk_plan_t *p, const mk_graph_t *g)
+{
+    if (p->cp_comm < MK_CP_COMM_P2P || p->cp_comm > MK_CP_COMM_A2A) return mk_error_set("unknown --cp-comm-type");
+    if (p->cp_comm == MK_CP_COMM_P2P || p->cp <= 1) return 0; /* (without CP the type does nothing) */
+    int tp = p->tp > 1 ? p->tp : 1, h = g->cfg.heads, kv = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : h;
+    if (p->cp_comm == MK_CP_COMM_A2A && (h % tp || kv % tp || (h / tp) % p->cp || (kv / tp) % p->cp))
+        return mk_error_set("--cp-comm-type a2a splits each TP rank's heads over cp %d: the %d query and %d K/V "
+                            "heads over tp %d do not divide by it", p->cp, h, kv, tp);
+    if (mk_model_is_mla(&g->cfg))
+        return mk_error_set("--cp-comm-type %s with multi-latent attention is not modelled (p2p is)",
+                            mk_cp_comm_name(p->cp_comm));
+    return 0;
 }
 
 const char *mk_reshard_name(mk_reshard_t r)

@@ -115,6 +115,7 @@ static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
 {
     put(b, " --tensor-model-parallel-size %d --pipeline-model-parallel-size %d", p->tp, p->pp);
     if (p->cp > 1) put(b, " --context-parallel-size %d", p->cp);
+    if (p->cp > 1 && p->cp_comm != MK_CP_COMM_P2P) put(b, " --cp-comm-type %s", mk_cp_comm_name(p->cp_comm));
     if (p->ep > 1) put(b, " --expert-model-parallel-size %d", p->ep);
     /* the experts whole on each rank (merak's model; Megatron's default is tp) */
     if (p->model.num_experts > 0 && p->tp > 1) put(b, " --expert-tensor-parallel-size 1");
@@ -206,6 +207,7 @@ static const char *titan_cannot(const mk_plan_t *p)
     if (p->vpp > 1 && p->model.num_layers % (p->pp * p->vpp)) return "virtual stages of unequal blocks";
     if (p->dtype != MK_DTYPE_BF16) return "a dtype other than bf16 (mixed_precision_param)";
     if (p->optimizer_offload || p->cpu_offload_layers) return "an offload";
+    if (p->cp > 1 && p->cp_comm == MK_CP_COMM_A2A) return "all-to-all (Ulysses) context parallelism";
     return NULL;
 }
 
@@ -216,6 +218,10 @@ static void titan_parallelism(mk_argbuf_t *b, const mk_plan_t *p)
     if (p->zero == 3 && p->reshard == MK_RESHARD_NEVER) put(b, "fsdp_reshard_after_forward = \"never\"\n");
     put(b, "tensor_parallel_degree = %d\ncontext_parallel_degree = %d\nexpert_parallel_degree = %d\n", p->tp,
         p->cp, p->ep);
+    /* torch's context parallelism: K/V all-gathered, or passed round the CP group ("alltoall": each step's
+       exchange an all-to-all between ring neighbours, Megatron's p2p ring) */
+    if (p->cp > 1)
+        put(b, "context_parallel_rotate_method = \"%s\"\n", p->cp_comm == MK_CP_COMM_ALLGATHER ? "allgather" : "alltoall");
     put(b, "pipeline_parallel_degree = %d\n", p->pp);
     if (p->pp > 1) {
         put(b, "pipeline_parallel_schedule = \"%s\"\npipeline_parallel_microbatch_size = %d\n",

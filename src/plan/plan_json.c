@@ -80,6 +80,8 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* likewise only when hybrid: absent means the whole DP group */
     if (j && p->zero_shard) json_object_set_new(j, "zero_shard_size", json_integer(p->zero_shard));
     if (j && p->cp > 1) json_object_set_new(j, "cp", json_integer(p->cp)); /* likewise: absent means 1 */
+    if (j && p->cp > 1 && p->cp_comm != MK_CP_COMM_P2P) /* likewise: absent means the ring (p2p) */
+        json_object_set_new(j, "cp_comm_type", json_string(mk_cp_comm_name(p->cp_comm)));
     if (j && p->ep > 1) json_object_set_new(j, "ep", json_integer(p->ep)); /* likewise: absent means 1 */
     if (j && p->moe_imbalance != 1.0) json_object_set_new(j, "moe_imbalance", json_real(p->moe_imbalance));
     if (j && p->moe_deepep) json_object_set_new(j, "moe_deepep", json_true()); /* absent: the pairwise all-to-all */
@@ -200,11 +202,16 @@ static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
     return 0;
 }
 
-/* cross_entropy (absent: vocab-parallel), elementwise (absent: fused) and
- * fsdp_reshard_after_forward (absent: always). */
+/* cross_entropy (absent: vocab-parallel), elementwise (absent: fused),
+ * fsdp_reshard_after_forward (absent: always) and cp_comm_type (absent:
+ * p2p). */
 static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
 {
     json_t *v = json_object_get(j, "cross_entropy"), *r = json_object_get(j, "fsdp_reshard_after_forward");
+    json_t *cc = json_object_get(j, "cp_comm_type");
+    p->cp_comm = MK_CP_COMM_P2P;
+    if (cc && (!json_is_string(cc) || mk_cp_comm_parse(json_string_value(cc), &p->cp_comm) < 0))
+        return mk_error_set("%s: 'cp_comm_type' must be p2p, allgather or a2a", what);
     p->cross_entropy = MK_XENT_VOCAB_PARALLEL;
     if (v && (!json_is_string(v) || mk_xent_parse(json_string_value(v), &p->cross_entropy) < 0))
         return mk_error_set("%s: 'cross_entropy' must be vocab-parallel or torch", what);
@@ -229,7 +236,8 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "use_flash_attn", "attention_backend", "ep", "moe_imbalance", "moe_deepep", "moe_a2a_overlap", "cross_entropy",
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
-                                       "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", "elementwise", NULL};
+                                       "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", "elementwise",
+                                       "cp_comm_type", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)

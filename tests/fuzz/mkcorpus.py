@@ -186,6 +186,14 @@ def cp_plans(merak):
     put("plan", "reject-cp-string.json", js(dict(plan, cp="2")))
     put("plan", "reject-cp-above-max.json", js(dict(plan, cp=2048)))
     put("plan", "reject-cp-dp-gpus-overflow.json", js(dict(plan, cp=1024, dp=1 << 20, global_batch_size=1 << 20)))
+    # Megatron-LM's --cp-comm-type (absent = p2p); a2a splits the heads (gpt-tiny: 4) over cp
+    put("plan", "accept-cp-comm-allgather.json", js(dict(plan, cp_comm_type="allgather")))
+    put("plan", "accept-cp-comm-a2a.json", js(dict(plan, cp_comm_type="a2a")))
+    put("plan", "accept-cp-comm-p2p.json", js(dict(plan, cp_comm_type="p2p")))
+    put("plan", "reject-cp-comm-a2a-p2p.json", js(dict(plan, cp_comm_type="a2a+p2p")))
+    put("plan", "reject-cp-comm-ring.json", js(dict(plan, cp_comm_type="ring")))
+    put("plan", "reject-cp-comm-int.json", js(dict(plan, cp_comm_type=1)))
+    put("plan", "reject-cp-comm-a2a-cp-8.json", js(dict(plan, cp=8, cp_comm_type="a2a")))
 
 
 def moe_plans(merak):
