@@ -75,8 +75,11 @@ source (it is also how the simulator is judged on runs not in this folder):
               selective-op), its pipeline schedules by name; without
               torch.compile its element-wise ops run eager (--elementwise
               eager: RMSNorm, RoPE and SwiGLU a kernel per PyTorch op), with
-              it fused (as Megatron's kernels); rows with torchao's Float8
-              are not expressible (that recipe is not modelled)
+              it fused (as Megatron's kernels); its context parallelism
+              all-gathers K/V (torch's default rotate method, which
+              torchtitan keeps: --cp-comm-type allgather); rows with
+              torchao's Float8 are not expressible (that recipe is not
+              modelled)
 
 A row published as TFLOP/s per GPU becomes an iteration time through the
 model's own FLOP count (`merak model --json`): the sources that count the
@@ -334,6 +337,7 @@ def express(row):
     base = ["--cluster", cl] + model_flags(row["model"]) + \
         ["--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--gbs", str(row["gbs"])] + \
         (["--cp", str(cp)] if cp > 1 else []) + (["--ep", str(row["ep"])] if (row.get("ep") or 1) > 1 else []) + \
+        (["--cp-comm-type", "allgather"] if cp > 1 and torchtitan(row) else []) + \
         (["--moe-enable-deepep"] if row.get("dispatcher") == "deepep" else []) + \
         (["--overlap-moe-expert-parallel-comm"] if row.get("ep_a2a_overlap") else []) + \
         opt + dtype_flags(row) + grad_flags(row) + \
