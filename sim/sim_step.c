@@ -96,14 +96,21 @@ typedef struct emit_ctx {
     double base;
 } emit_ctx_t;
 
-/* kind 1: a step of the CP ring, the block sent and the one received;
- * kind 2: an EP all-to-all (on the TP stream: it blocks the layer too) */
+/* kind 1: a step of the CP ring, the block sent and the one received
+ * (--cp-comm-type allgather: the all-gather, and in a backward the
+ * reduce-scatter after it, AG.cp; a2a: its all-to-alls, A2A.cp); kind 2:
+ * an EP all-to-all (on the TP stream: it blocks the layer too) */
 static void emit_tp(void *ctx, int kind, double start, double dur, int layer)
 {
     emit_ctx_t *e = ctx;
     int rank = e->R->st[e->s].rank;
     if (kind == 2) {
         mk_trace_complete(e->R->tr, rank, MK_TRACE_TP, "A2A.ep", e->base + start, dur, e->s, e->mb, e->chunk, layer);
+        return;
+    }
+    if (kind == 1 && e->R->p->cp_comm != MK_CP_COMM_P2P) {
+        mk_trace_complete(e->R->tr, rank, MK_TRACE_CP, e->R->p->cp_comm == MK_CP_COMM_A2A ? "A2A.cp" : "AG.cp",
+                          e->base + start, dur, e->s, e->mb, e->chunk, layer);
         return;
     }
     if (kind == 1) {

@@ -8,7 +8,10 @@
 # GQA).  A rank's peak memory at dp 2 x cp 2 is below dp 2's.  The traced
 # step names the ring's SEND_KV and RECV_KV.  A checkpoint saved at cp 2 is
 # one unsharded file that resumes on one rank (and one rank's resumes at
-# cp 2) with the uninterrupted losses.
+# cp 2) with the uninterrupted losses.  --cp-comm-type allgather (the K/V
+# all-gathered, dK/dV reduce-scattered) is one rank's too, its forward the
+# ring's bit for bit (the same blocks in the same order: step 1's loss),
+# traced AG.cp and RS.cp; a2a is refused in one line.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 EQUIV_TIMEOUT=60
@@ -18,6 +21,18 @@ EQUIV_CP=4 equiv 1 1 1
 EQUIV_CP=2 equiv 1 2 1 --schedule zb-h1
 EQUIV_CP=2 equiv 1 1 2 --tp-overlap 2 --mbs 2
 EQUIV_CP=2 equiv 2 1 1 --zero 3 --recompute full
+EQUIV_CP=4 equiv 1 1 1 --cp-comm-type allgather
+EQUIV_CP=2 equiv 1 2 1 --schedule zb-h1 --cp-comm-type allgather
+EQUIV_CP=2 equiv 1 1 2 --tp-overlap 2 --mbs 2 --cp-comm-type allgather
+run4c() { timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --gbs 8 --json --cp 4 --steps 2 "$@" 2>/dev/null </dev/null; }
+first_loss() { sed -n 's/.*"losses":\[\([^,]*\),.*/\1/p' "$1"; }
+run4c >"$tmpdir/ring.json"; run4c --cp-comm-type allgather --trace "$tmpdir/ag.trace" >"$tmpdir/ag.json"
+check "allgather's first loss is the ring's, bit for bit ($(first_loss "$tmpdir/ag.json"))" \
+  test -n "$(first_loss "$tmpdir/ring.json")" -a "$(first_loss "$tmpdir/ring.json")" = "$(first_loss "$tmpdir/ag.json")"
+check "allgather traced: AG.cp and RS.cp, no ring" test "$(grep -c '"AG.cp"' "$tmpdir/ag.trace")" -gt 0 -a \
+  "$(grep -c '"RS.cp"' "$tmpdir/ag.trace")" -gt 0 -a "$(grep -c '"SEND_KV"' "$tmpdir/ag.trace")" -eq 0
+expect_fail "a2a: the simulator's only" "--cp-comm-type a2a is for merak sim and merak plan" -- \
+  "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --cp 2 --cp-comm-type a2a --steps 1
 run4() { timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --gbs 8 --json "$@"; }
 # ZeRO-1 dumps no gradients: its losses
 expect_ok "dp 2 cp 2 --zero 1 runs" run4 --dp 2 --cp 2 --zero 1 --steps 3

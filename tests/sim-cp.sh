@@ -45,6 +45,10 @@ check "sim --plan: step $got = plan's $want" [ "$got" = "$want" ]
 $MERAK sim --model gpt-tiny --cluster dgx-a100 --cp 2 --gbs 8 --cp-comm-type allgather >"$tmpdir/ag" 2>&1
 check "allgather: header and comm line" sh -c "grep -q 'cp-comm-type allgather' '$tmpdir/ag' && \
   grep -q 'cp (K/V all-gather)' '$tmpdir/ag'"
+$MERAK sim --model gpt-tiny --cluster dgx-a100 --cp 2 --gbs 8 --cp-comm-type allgather --trace "$tmpdir/ag.json" \
+  >/dev/null 2>&1
+check "allgather traced as AG.cp (merak run's name), no ring steps" sh -c "grep -q '\"AG.cp\"' '$tmpdir/ag.json' && \
+  ! grep -q 'SEND_KV' '$tmpdir/ag.json'"
 $MERAK plan --model llama-3-8b --cluster dgx-h100 --seq-length 65536 --gpus 16 --gbs 8 --top 1 --cp-comm-type a2a \
   --save-plan "$tmpdir/pa.json" >"$tmpdir/plan2" 2>&1
 check "plan --cp-comm-type a2a: saved with the field" python3 -c "
@@ -70,8 +74,8 @@ expect_fail "a type without CP" "--cp-comm-type allgather needs --cp 2 or more" 
   $MERAK sim --model gpt-tiny --cp-comm-type allgather
 expect_fail "a2a over more ranks than heads" "--cp-comm-type a2a splits each TP rank's heads over cp 8" -- \
   $MERAK sim --model gpt-tiny --cp 8 --gbs 8 --cp-comm-type a2a
-expect_fail "run: the ring only" "--cp-comm-type allgather is for merak sim and merak plan" -- \
-  $MERAK run --model gpt-tiny --cp 2 --cp-comm-type allgather --steps 1
+expect_fail "run: the ring and the all-gather only" "--cp-comm-type a2a is for merak sim and merak plan" -- \
+  $MERAK run --model gpt-tiny --cp 2 --cp-comm-type a2a --steps 1
 
 # acceptance: llama-3-70b, 8K tokens, 128 H100s: dp 2 x cp 2 peaks lower than dp 4
 a="--model llama-3-70b --cluster dgx-h100 --seq-length 8192 --pp 4 --tp 8 --zero 1 --json"

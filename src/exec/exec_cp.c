@@ -18,7 +18,14 @@
  * on the way: each rank adds its part to the sum that arrives from the
  * previous one and passes it on, so after cp sends the block's gradient is
  * back at its owner.  Every rank posts a step's receives before it waits
- * for anything of that step, so the ring cannot deadlock. */
+ * for anything of that step, so the ring cannot deadlock.
+ *
+ * --cp-comm-type allgather (Transformer Engine's AttnFuncWithCPAndKVAllGather):
+ * every rank's block is all-gathered (traced AG.cp) before the pass, in
+ * the backward again, and the local queries meet the blocks in the ring's
+ * order, so the forward is the ring's bit for bit; the backward's dK|dV
+ * parts of all blocks are reduce-scattered (RS.cp), each rank keeping its
+ * own block's sum. */
 #include "config.h"
 #include "exec/cp.h"
 #include "exec/exec_internal.h"
@@ -81,14 +88,22 @@ static void ring_next(mk_exec_t *e, kv_ring_t *k, int s)
     k->cur = k->nxt, k->nxt = t;
 }
 
+/* A forward pass begins: the online softmax's running max and sum, and the output, empty. */
+static void fwd_begin(mk_exec_t *e, float *out, int B)
+{
+    const mk_gpt_t *g = e->g;
+    size_t st = (size_t)B * g->nh * g->T;
+    for (size_t i = 0; i < st; i++) e->cp.m[i] = -INFINITY, e->cp.l[i] = 0.0f;
+    memset(out, 0, (size_t)B * g->T * g->nh * g->hs * sizeof(float));
+}
+
 static void ring_fwd(void *ctx, float *out, float *lse, const float *qkv, int B)
 {
     mk_exec_t *e = ctx;
     mk_exec_cp_t *c = &e->cp;
     const mk_gpt_t *g = e->g;
-    size_t n = kv_floats(g, B), st = (size_t)B * g->nh * g->T;
-    for (size_t i = 0; i < st; i++) c->m[i] = -INFINITY, c->l[i] = 0.0f;
-    memset(out, 0, (size_t)B * g->T * g->nh * g->hs * sizeof(float));
+    size_t n = kv_floats(g, B);
+    fwd_begin(e, out, B);
     kv_ring_t k;
     ring_start(e, &k, qkv, B);
     for (int s = 0; s < c->n; s++) {
@@ -139,6 +154,65 @@ static void ring_bwd(void *ctx, float *dqkv, const float *dout, const float *qkv
     mk_cp_kv_add(g, dqkv, c->dkv[2], B);
 }
 
+/* allgather: every rank's K/V block of this pass into c->kv[0], in CP rank order. */
+static int gather_kv(mk_exec_t *e, const float *qkv, int B, size_t n)
+{
+    mk_exec_cp_t *c = &e->cp;
+    double t0 = mk_exec_now(e);
+    MPI_Request r;
+    mk_cp_kv_pack(e->g, c->kv[0] + (size_t)c->rank * n, qkv, B);
+    MPI_Iallgather(MPI_IN_PLACE, 0, MPI_FLOAT, c->kv[0], (int)n, MPI_FLOAT, c->c, &r);
+    int rc = mk_comm_wait_for(&e->comm, &r, "the context-parallel K/V all-gather", -1);
+    mk_exec_trace_ev(e, MK_TRACE_CP, "AG.cp", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
+    return rc;
+}
+
+static void gather_fwd(void *ctx, float *out, float *lse, const float *qkv, int B)
+{
+    mk_exec_t *e = ctx;
+    mk_exec_cp_t *c = &e->cp;
+    const mk_gpt_t *g = e->g;
+    size_t n = kv_floats(g, B);
+    fwd_begin(e, out, B);
+    if (gather_kv(e, qkv, B, n) < 0) return; /* a failure stands (comm.h) */
+    for (int s = 0; s < c->n; s++) { /* the ring's order of blocks */
+        int src = (c->rank - s + c->n) % c->n;
+        mk_cp_block_fwd(g, qkv, c->kv[0] + (size_t)src * n, src, B, c->m, c->l, out);
+    }
+    mk_cp_fwd_finish(g, out, lse, c->m, c->l, B);
+}
+
+static void gather_bwd(void *ctx, float *dqkv, const float *dout, const float *qkv, const float *out,
+                       const float *lse, int B)
+{
+    mk_exec_t *e = ctx;
+    mk_exec_cp_t *c = &e->cp;
+    const mk_gpt_t *g = e->g;
+    size_t n = kv_floats(g, B);
+    mk_cp_bwd_rowdot(g, c->m, dout, out, B);
+    if (gather_kv(e, qkv, B, n) < 0) return;
+    memset(c->dkv[0], 0, (size_t)c->n * n * sizeof(float));
+    for (int s = 0; s < c->n; s++) {
+        int src = (c->rank - s + c->n) % c->n;
+        mk_cp_block_bwd(g, qkv, c->kv[0] + (size_t)src * n, src, B, dout, lse, c->m, dqkv, c->dkv[0] + (size_t)src * n);
+    }
+    double t0 = mk_exec_now(e);
+    MPI_Request r;
+    MPI_Ireduce_scatter_block(MPI_IN_PLACE, c->dkv[0], (int)n, MPI_FLOAT, MPI_SUM, c->c, &r);
+    if (mk_comm_wait_for(&e->comm, &r, "the context-parallel dK/dV reduce-scatter", -1) < 0) return;
+    mk_exec_trace_ev(e, MK_TRACE_CP, "RS.cp", t0, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
+    mk_cp_kv_add(g, dqkv, c->dkv[0], B); /* this rank's block's sum, at the buffer's start */
+}
+
+/* Floats of buffer i of kv[] or dkv[]: the ring's two K/V blocks and
+ * three dK|dV ones, a block each; allgather's first of each, cp blocks
+ * (0: none). */
+static size_t cp_buf_floats(const mk_exec_t *e, int i)
+{
+    size_t n = kv_floats(e->g, e->o->ctx->plan.mbs);
+    return !e->cp.gather ? n : i == 0 ? (size_t)e->cp.n * n : 0;
+}
+
 int mk_exec_cp_init(mk_exec_t *e)
 {
     mk_exec_cp_t *c = &e->cp;
@@ -151,12 +225,13 @@ int mk_exec_cp_init(mk_exec_t *e)
     MPI_Comm_split(e->comm.dpc, e->comm.dp_rank / c->n, c->rank, &c->c);
     c->next = (c->rank + 1) % c->n, c->prev = (c->rank + c->n - 1) % c->n;
     g->cp = c->n, g->cp_rank = c->rank, g->T /= c->n;
-    e->run.cp_attn_fwd = ring_fwd, e->run.cp_attn_bwd = ring_bwd;
-    size_t n = kv_floats(g, e->o->ctx->plan.mbs), st = (size_t)e->o->ctx->plan.mbs * g->nh * g->T;
+    c->gather = e->o->ctx->plan.cp_comm == MK_CP_COMM_ALLGATHER;
+    e->run.cp_attn_fwd = c->gather ? gather_fwd : ring_fwd, e->run.cp_attn_bwd = c->gather ? gather_bwd : ring_bwd;
+    size_t st = (size_t)e->o->ctx->plan.mbs * g->nh * g->T;
     for (int i = 0; i < 2; i++)
-        if (!(c->kv[i] = mk_gpt_alloc(&e->run, g, n))) return -1;
+        if (cp_buf_floats(e, i) && !(c->kv[i] = mk_gpt_alloc(&e->run, g, cp_buf_floats(e, i)))) return -1;
     for (int i = 0; i < 3; i++)
-        if (!(c->dkv[i] = mk_gpt_alloc(&e->run, g, n))) return -1;
+        if (cp_buf_floats(e, i) && !(c->dkv[i] = mk_gpt_alloc(&e->run, g, cp_buf_floats(e, i)))) return -1;
     if (!(c->m = mk_gpt_alloc(&e->run, g, st)) || !(c->l = mk_gpt_alloc(&e->run, g, st))) return -1;
     return 0;
 }
@@ -165,9 +240,9 @@ void mk_exec_cp_free(mk_exec_t *e)
 {
     mk_exec_cp_t *c = &e->cp;
     if (c->c == MPI_COMM_NULL) return;  /* cp 1, or setup failed before the split */
-    size_t n = kv_floats(e->g, e->o->ctx->plan.mbs), st = (size_t)e->o->ctx->plan.mbs * e->g->nh * e->g->T;
-    for (int i = 0; i < 2; i++) mk_gpt_release(&e->run, e->g, c->kv[i], n);
-    for (int i = 0; i < 3; i++) mk_gpt_release(&e->run, e->g, c->dkv[i], n);
+    size_t st = (size_t)e->o->ctx->plan.mbs * e->g->nh * e->g->T;
+    for (int i = 0; i < 2; i++) mk_gpt_release(&e->run, e->g, c->kv[i], cp_buf_floats(e, i));
+    for (int i = 0; i < 3; i++) mk_gpt_release(&e->run, e->g, c->dkv[i], cp_buf_floats(e, i));
     mk_gpt_release(&e->run, e->g, c->m, st);
     mk_gpt_release(&e->run, e->g, c->l, st);
     MPI_Comm_free(&c->c);

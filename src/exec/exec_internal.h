@@ -161,8 +161,11 @@ typedef struct mk_exec_cp {
     int n, rank;           /* cp (1: none), this rank's place in the ring */
     MPI_Comm c;            /* the CP group, MPI_COMM_NULL when n == 1 */
     int next, prev;        /* ring neighbours in c */
-    float *kv[2];          /* (mbs, T, 2 kv hs) the K/V block in hand and the one arriving */
-    float *dkv[3];         /* the same shape: dK|dV parts sent (alternating) and the sum arriving */
+    int gather;            /* --cp-comm-type allgather: every block gathered (all), no ring */
+    float *kv[2];          /* (mbs, T, 2 kv hs) the K/V block in hand and the one arriving; allgather:
+                              kv[0] the cp blocks gathered, kv[1] NULL */
+    float *dkv[3];         /* the same shape: dK|dV parts sent (alternating) and the sum arriving;
+                              allgather: dkv[0] the cp blocks' parts before their reduce-scatter */
     float *m, *l;          /* (mbs, nh, T) forward: running max, sum; backward: rowsum(dO O) in m */
 } mk_exec_cp_t;
 
