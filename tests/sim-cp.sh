@@ -66,6 +66,10 @@ $MERAK sim --model llama-3-8b --cp 2 --gbs 8 --cluster dgx-h100 --export torchti
 check "the torchtitan export: the ring as its alltoall rotation" \
   grep -q 'context_parallel_rotate_method = "alltoall"' "$tmpdir/tt2"
 check "the Megatron-LM export says --cp-comm-type a2a" grep -q -- "--cp-comm-type a2a" "$tmpdir/exp"
+$MERAK plan --model llama-3-8b --cluster dgx-h100 --seq-length 65536 --gpus 16 --gbs 8 --cp-comm-type a2a --explain \
+  >"$tmpdir/ex" 2>&1
+check "--explain's baseline systems take the same CP exchange (none beats the winner)" \
+  sh -c "grep -q '^  fsdp ' '$tmpdir/ex' && ! grep -q 'faster than the winner' '$tmpdir/ex'"
 expect_fail "a bad type" "--cp-comm-type must be p2p, allgather or a2a, not 'ring'" -- \
   $MERAK sim --model gpt-tiny --cp 2 --cp-comm-type ring
 expect_fail "a2a+p2p" "a2a.p2p .hierarchical context parallelism. is not modelled" -- \

@@ -224,6 +224,7 @@ static int add_baselines(mk_alt_jobs_t *J, const mk_model_config_t *m, const mk_
         q.moe_deepep = strncmp(baselines[i], "megatron", 8) ? 0 : o->moe_deepep;
         q.moe_a2a_overlap = strncmp(baselines[i], "megatron", 8) ? 0 : o->moe_a2a_overlap;
         q.attention = o->attention; /* the same attention core as the main search */
+        q.cp_comm = o->cp_comm;     /* and CP exchange (--cp-comm-type) */
         mk_strlcpy(alt->label, baselines[i], sizeof alt->label);
         if (mk_cli_plan_baseline(baselines[i], &q) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
         alt_job(J, m, cl, &q, o->gpus, alt);
