@@ -11,7 +11,9 @@
 # cp 2) with the uninterrupted losses.  --cp-comm-type allgather (the K/V
 # all-gathered, dK/dV reduce-scattered) is one rank's too, its forward the
 # ring's bit for bit (the same blocks in the same order: step 1's loss),
-# traced AG.cp and RS.cp; a2a is refused in one line.
+# traced AG.cp and RS.cp; a2a (Ulysses: the heads split over the CP ranks,
+# every row of the sequence on each, the fused attention on them) is one
+# rank's too (gpt-tiny, llama-tiny's GQA), traced A2A.cp.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/mpi-exec-lib.sh"
 EQUIV_TIMEOUT=60
@@ -24,6 +26,9 @@ EQUIV_CP=2 equiv 2 1 1 --zero 3 --recompute full
 EQUIV_CP=4 equiv 1 1 1 --cp-comm-type allgather
 EQUIV_CP=2 equiv 1 2 1 --schedule zb-h1 --cp-comm-type allgather
 EQUIV_CP=2 equiv 1 1 2 --tp-overlap 2 --mbs 2 --cp-comm-type allgather
+EQUIV_CP=4 equiv 1 1 1 --cp-comm-type a2a
+EQUIV_CP=2 equiv 1 2 1 --schedule zb-h1 --cp-comm-type a2a
+EQUIV_CP=2 equiv 1 1 2 --tp-overlap 2 --mbs 2 --cp-comm-type a2a
 run4c() { timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --gbs 8 --json --cp 4 --steps 2 "$@" 2>/dev/null </dev/null; }
 first_loss() { sed -n 's/.*"losses":\[\([^,]*\),.*/\1/p' "$1"; }
 run4c >"$tmpdir/ring.json"; run4c --cp-comm-type allgather --trace "$tmpdir/ag.trace" >"$tmpdir/ag.json"
@@ -31,8 +36,13 @@ check "allgather's first loss is the ring's, bit for bit ($(first_loss "$tmpdir/
   test -n "$(first_loss "$tmpdir/ring.json")" -a "$(first_loss "$tmpdir/ring.json")" = "$(first_loss "$tmpdir/ag.json")"
 check "allgather traced: AG.cp and RS.cp, no ring" test "$(grep -c '"AG.cp"' "$tmpdir/ag.trace")" -gt 0 -a \
   "$(grep -c '"RS.cp"' "$tmpdir/ag.trace")" -gt 0 -a "$(grep -c '"SEND_KV"' "$tmpdir/ag.trace")" -eq 0
-expect_fail "a2a: the simulator's only" "--cp-comm-type a2a is for merak sim and merak plan" -- \
-  "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --cp 2 --cp-comm-type a2a --steps 1
+run4c --cp-comm-type a2a --trace "$tmpdir/a2a.trace" >"$tmpdir/a2a.json"
+"$MERAK" run --gbs 8 --json --steps 2 >"$tmpdir/one2.json" 2>/dev/null </dev/null
+check "a2a at cp 4: one rank's losses (1e-5)" same_losses "$tmpdir/a2a.json" "$tmpdir/one2.json"
+check "a2a traced: A2A.cp, no ring" test "$(grep -c '"A2A.cp"' "$tmpdir/a2a.trace")" -gt 0 -a \
+  "$(grep -c '"SEND_KV"' "$tmpdir/a2a.trace")" -eq 0
+expect_fail "a2a over more CP ranks than K/V heads (llama-tiny: 2)" "a2a splits each TP rank's heads over cp 4" -- \
+  "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --model llama-tiny --cp 4 --cp-comm-type a2a --steps 1
 run4() { timeout 60 "$MPIEXEC" $MPIEXEC_FLAGS -n 4 "$MERAK" run --gbs 8 --json "$@"; }
 # ZeRO-1 dumps no gradients: its losses
 expect_ok "dp 2 cp 2 --zero 1 runs" run4 --dp 2 --cp 2 --zero 1 --steps 3
@@ -42,6 +52,8 @@ make_reference
 EQUIV_CP=2 equiv 2 1 1
 EQUIV_CP=2 equiv 1 2 1 --recompute full
 EQUIV_CP=2 equiv 1 1 2
+EQUIV_CP=2 equiv 2 1 1 --cp-comm-type a2a
+EQUIV_CP=2 equiv 1 1 1 --cp-comm-type allgather
 
 expect_ok "traced cp 2 run" run4 --dp 2 --cp 2 --steps 2 --trace "$tmpdir/t.json"
 check "trace: SEND_KV and RECV_KV events" test "$(grep -c '"SEND_KV"' "$tmpdir/t.json")" -gt 0 -a \

@@ -78,8 +78,6 @@ expect_fail "a type without CP" "--cp-comm-type allgather needs --cp 2 or more" 
   $MERAK sim --model gpt-tiny --cp-comm-type allgather
 expect_fail "a2a over more ranks than heads" "--cp-comm-type a2a splits each TP rank's heads over cp 8" -- \
   $MERAK sim --model gpt-tiny --cp 8 --gbs 8 --cp-comm-type a2a
-expect_fail "run: the ring and the all-gather only" "--cp-comm-type a2a is for merak sim and merak plan" -- \
-  $MERAK run --model gpt-tiny --cp 2 --cp-comm-type a2a --steps 1
 
 # acceptance: llama-3-70b, 8K tokens, 128 H100s: dp 2 x cp 2 peaks lower than dp 4
 a="--model llama-3-70b --cluster dgx-h100 --seq-length 8192 --pp 4 --tp 8 --zero 1 --json"

@@ -125,7 +125,7 @@ typedef struct mk_plan {
                                  * (mk_plan_attention), settled by mk_plan_resolve.  The executor's
                                  * attention is exact either way. */
     mk_cp_comm_t cp_comm;       /* cp > 1: the attention's exchange (mk_cp_comm_t; p2p by default and in
-                                 * a plan file without cp_comm_type); the executor runs the ring only */
+                                 * a plan file without cp_comm_type); the executor runs each (exec_cp.c, exec_cp_a2a.c) */
     mk_reshard_t reshard;       /* ZeRO-3: fsdp_reshard_after_forward (mk_reshard_t; always by
                                  * default and in a plan file without the field); the executor
                                  * gathers per layer and refuses never */

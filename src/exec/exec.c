@@ -141,9 +141,6 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->reshard == MK_RESHARD_NEVER)
         return mk_error_set("--fsdp-reshard-after-forward never is for merak sim: run's ZeRO-3 gathers every "
                             "layer per use");
-    if (p->cp > 1 && p->cp_comm == MK_CP_COMM_A2A)
-        return mk_error_set("--cp-comm-type a2a is for merak sim and merak plan: run's context parallelism is the "
-                            "K/V ring (p2p) or its all-gather (allgather)");
     if (p->recompute.kind == MK_RECOMPUTE_SELECTIVE_OP)
         return mk_error_set("--recompute selective-op (torchtitan's op-level policy) is for merak sim: run "
                             "checkpoints whole blocks (none, full, selective, stage-aware:R)");

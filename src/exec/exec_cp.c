@@ -210,6 +210,7 @@ static void gather_bwd(void *ctx, float *dqkv, const float *dout, const float *q
 static size_t cp_buf_floats(const mk_exec_t *e, int i)
 {
     size_t n = kv_floats(e->g, e->o->ctx->plan.mbs);
+    if (e->o->ctx->plan.cp_comm == MK_CP_COMM_A2A) return 0; /* its own (exec_cp_a2a.c) */
     return !e->cp.gather ? n : i == 0 ? (size_t)e->cp.n * n : 0;
 }
 
@@ -233,7 +234,7 @@ int mk_exec_cp_init(mk_exec_t *e)
     for (int i = 0; i < 3; i++)
         if (cp_buf_floats(e, i) && !(c->dkv[i] = mk_gpt_alloc(&e->run, g, cp_buf_floats(e, i)))) return -1;
     if (!(c->m = mk_gpt_alloc(&e->run, g, st)) || !(c->l = mk_gpt_alloc(&e->run, g, st))) return -1;
-    return 0;
+    return e->o->ctx->plan.cp_comm == MK_CP_COMM_A2A ? mk_exec_cp_a2a_init(e) : 0;
 }
 
 void mk_exec_cp_free(mk_exec_t *e)
@@ -245,6 +246,7 @@ void mk_exec_cp_free(mk_exec_t *e)
     for (int i = 0; i < 3; i++) mk_gpt_release(&e->run, e->g, c->dkv[i], cp_buf_floats(e, i));
     mk_gpt_release(&e->run, e->g, c->m, st);
     mk_gpt_release(&e->run, e->g, c->l, st);
+    mk_exec_cp_a2a_free(e);
     MPI_Comm_free(&c->c);
 }
 

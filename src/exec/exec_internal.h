@@ -162,6 +162,7 @@ typedef struct mk_exec_cp {
     MPI_Comm c;            /* the CP group, MPI_COMM_NULL when n == 1 */
     int next, prev;        /* ring neighbours in c */
     int gather;            /* --cp-comm-type allgather: every block gathered (all), no ring */
+    float *a2a[6];         /* --cp-comm-type a2a (exec_cp_a2a.c): its staging and head-split buffers, else NULL */
     float *kv[2];          /* (mbs, T, 2 kv hs) the K/V block in hand and the one arriving; allgather:
                               kv[0] the cp blocks gathered, kv[1] NULL */
     float *dkv[3];         /* the same shape: dK|dV parts sent (alternating) and the sum arriving;
@@ -347,6 +348,9 @@ void mk_exec_zero_set(mk_exec_t *e, int k, int kind, const float *host);
  * piece (REDUCE_TIED); after the update, ZeRO-2 gathers the parameters;
  * full_grads assembles the summed gradient block on the host (--dump-grads). */
 enum { MK_FSDP_FWD = -2, MK_FSDP_RECOMPUTE = -1, MK_FSDP_BWD = 0 };
+/* exec_cp_a2a.c: --cp-comm-type a2a's attention hooks and buffers (from mk_exec_cp_init). */
+int mk_exec_cp_a2a_init(mk_exec_t *e);
+void mk_exec_cp_a2a_free(mk_exec_t *e);
 /* exec_p16.c: 16-bit weights (e->p16.dt set before mk_exec_zero_init):
  * init after ZeRO's (the store, the layers' ranges), refresh rounds the
  * masters into the store (after an update or a load; collective over the
