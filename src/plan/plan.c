@@ -138,11 +138,6 @@ int mk_plan_check_gpus(const mk_plan_t *p, const mk_cluster_t *c)
     return 0;
 }
 
-/* Expert parallelism: ep divides the stage's tp x cp x dp ranks (Megatron-
- * Core's MoE parallel folding with expert tensor parallelism 1: the EP
- * groups are ep consecutive ranks of the stage, tp fastest) and the
- * experts; > 1 needs experts;
- * the imbalance factor from 1 to its maximum, other than 1 only with experts. */
 /* Megatron-Core's distributed optimizer instances cut the expert
  * data-parallel group too (intra_partial_expert_data_parallel_size =
  * expert_data_parallel_size / num_distributed_optimizer_instances): a
@@ -153,6 +148,12 @@ int mk_plan_zero_ep_ok(const mk_plan_t *p)
     return !(p->zero && p->zero_shard && p->ep > 1 && ((int64_t)mk_plan_zero_group(p) * p->tp) % p->ep);
 }
 
+/* Expert parallelism: ep divides the stage's tp x cp x dp ranks (Megatron-
+ * Core's MoE parallel folding with expert tensor parallelism 1: the EP
+ * groups are ep consecutive ranks of the stage, tp fastest) and the
+ * experts; > 1 needs experts; a hybrid ZeRO group holds whole EP groups
+ * (mk_plan_zero_ep_ok);
+ * the imbalance factor from 1 to its maximum, other than 1 only with experts. */
 int mk_plan_check_ep(const mk_plan_t *p)
 {
     int E = p->model.num_experts;
@@ -168,11 +169,11 @@ int mk_plan_check_ep(const mk_plan_t *p)
         return mk_error_set("--ep %d does not divide a stage's tp x cp x dp = %lld ranks (the EP groups fold them: "
                             "expert tensor parallelism 1)", p->ep, (long long)ranks);
     if (E % p->ep) return mk_error_set("--ep %d does not divide the %d experts", p->ep, E);
-    int64_t zr = (int64_t)mk_plan_zero_group(p) * p->tp;
     if (!mk_plan_zero_ep_ok(p))
         return mk_error_set("--ep %d must divide the %lld ranks of a hybrid ZeRO group (%d DP ranks x tp %d%s): "
                             "Megatron-Core's optimizer instances split the expert data-parallel group", p->ep,
-                            (long long)zr, mk_plan_zero_group(p), p->tp, p->cp > 1 ? ", cp included" : "");
+                            (long long)mk_plan_zero_group(p) * p->tp, mk_plan_zero_group(p), p->tp,
+                            p->cp > 1 ? ", cp included" : "");
     return 0;
 }
 
