@@ -36,17 +36,27 @@ static segs_t qkv_segs(const mk_gpt_t *g)
 static segs_t out_segs(const mk_gpt_t *g) { return (segs_t){1, {(size_t)g->nh * g->hs, 0, 0}}; }
 static size_t full_w(const segs_t *s) { return s->w[0] + s->w[1] + s->w[2]; }
 
-/* Row j of local sequence b <-> the head split's share of rank r: a row's
- * segments, block r of each (cp blocks a segment), side by side. */
-static void share_copy(const mk_exec_t *e, const segs_t *s, float *full, float *part, int r, int to_part, int add)
+/* A row's share for rank r: block r of each of its segments (cp blocks a
+ * segment), side by side: get copies it out of the row, put back in
+ * (written, or added). */
+static void share_get(const mk_exec_t *e, const segs_t *s, const float *full, float *part, int r)
 {
     size_t off = 0, at = 0;
     for (int i = 0; i < s->n; i++) {
         size_t bw = s->w[i] / e->cp.n;
-        float *f = full + off + (size_t)r * bw, *p = part + at;
-        if (to_part) memcpy(p, f, bw * sizeof *p);
-        else if (add) for (size_t k = 0; k < bw; k++) f[k] += p[k];
-        else memcpy(f, p, bw * sizeof *f);
+        memcpy(part + at, full + off + (size_t)r * bw, bw * sizeof *part);
+        off += s->w[i], at += bw;
+    }
+}
+
+static void share_put(const mk_exec_t *e, const segs_t *s, float *full, const float *part, int r, int add)
+{
+    size_t off = 0, at = 0;
+    for (int i = 0; i < s->n; i++) {
+        size_t bw = s->w[i] / e->cp.n;
+        float *f = full + off + (size_t)r * bw;
+        if (add) for (size_t k = 0; k < bw; k++) f[k] += part[at + k];
+        else memcpy(f, part + at, bw * sizeof *f);
         off += s->w[i], at += bw;
     }
 }
@@ -71,7 +81,7 @@ static int to_heads(mk_exec_t *e, const segs_t *s, const float *x, float *y, int
     size_t W = full_w(s), w = W / c->n, per = (size_t)B * T * w;
     for (int r = 0; r < c->n; r++)
         for (size_t row = 0; row < (size_t)B * T; row++)
-            share_copy(e, s, (float *)x + row * W, c->a2a[SEND] + r * per + row * w, r, 1, 0);
+            share_get(e, s, x + row * W, c->a2a[SEND] + r * per + row * w, r);
     if (exchange(e, per) < 0) return -1;
     for (int r = 0; r < c->n; r++)
         for (int b = 0; b < B; b++)
@@ -95,7 +105,7 @@ static int from_heads(mk_exec_t *e, const segs_t *s, const float *y, float *x, i
     if (exchange(e, per) < 0) return -1;
     for (int r = 0; r < c->n; r++)
         for (size_t row = 0; row < (size_t)B * T; row++)
-            share_copy(e, s, x + row * W, c->a2a[RECV] + r * per + row * w, r, 0, add);
+            share_put(e, s, x + row * W, c->a2a[RECV] + r * per + row * w, r, add);
     return 0;
 }
 
