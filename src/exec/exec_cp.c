@@ -69,6 +69,10 @@ static void ring_start(mk_exec_t *e, kv_ring_t *k, const float *qkv, int B)
     mk_cp_kv_pack(e->g, k->cur, qkv, B);
 }
 
+/* The CP rank whose block a rank meets at step s: the ring's order, which
+ * allgather keeps too (so its forward is the ring's bit for bit). */
+static int block_at(const mk_exec_cp_t *c, int s) { return (c->rank - s + c->n) % c->n; }
+
 /* Step s begins: the next block is in flight (but at the last step);
  * returns the CP rank whose block is in hand. */
 static int ring_step(mk_exec_t *e, kv_ring_t *k, int s, size_t n)
@@ -76,7 +80,7 @@ static int ring_step(mk_exec_t *e, kv_ring_t *k, int s, size_t n)
     mk_exec_cp_t *c = &e->cp;
     k->t0 = mk_exec_now(e);
     if (s + 1 < c->n) post_kv(c, k->cur, k->nxt, n, TAG_KV, k->r);
-    return (c->rank - s + c->n) % c->n;
+    return block_at(c, s);
 }
 
 /* Step s ends: the next block has arrived and is in hand. */
@@ -175,8 +179,8 @@ static void gather_fwd(void *ctx, float *out, float *lse, const float *qkv, int 
     size_t n = kv_floats(g, B);
     fwd_begin(e, out, B);
     if (gather_kv(e, qkv, B, n) < 0) return; /* a failure stands (comm.h) */
-    for (int s = 0; s < c->n; s++) { /* the ring's order of blocks */
-        int src = (c->rank - s + c->n) % c->n;
+    for (int s = 0; s < c->n; s++) {
+        int src = block_at(c, s);
         mk_cp_block_fwd(g, qkv, c->kv[0] + (size_t)src * n, src, B, c->m, c->l, out);
     }
     mk_cp_fwd_finish(g, out, lse, c->m, c->l, B);
@@ -193,7 +197,7 @@ static void gather_bwd(void *ctx, float *dqkv, const float *dout, const float *q
     if (gather_kv(e, qkv, B, n) < 0) return;
     memset(c->dkv[0], 0, (size_t)c->n * n * sizeof(float));
     for (int s = 0; s < c->n; s++) {
-        int src = (c->rank - s + c->n) % c->n;
+        int src = block_at(c, s);
         mk_cp_block_bwd(g, qkv, c->kv[0] + (size_t)src * n, src, B, dout, lse, c->m, dqkv, c->dkv[0] + (size_t)src * n);
     }
     double t0 = mk_exec_now(e);
