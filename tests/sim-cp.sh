@@ -78,6 +78,41 @@ expect_fail "a type without CP" "--cp-comm-type allgather needs --cp 2 or more" 
   $MERAK sim --model gpt-tiny --cp-comm-type allgather
 expect_fail "a2a over more ranks than heads" "--cp-comm-type a2a splits each TP rank's heads over cp 8" -- \
   $MERAK sim --model gpt-tiny --cp 8 --gbs 8 --cp-comm-type a2a
+# CP's attention runs on fused kernels (Megatron-Core's rule): unfused is
+# refused, auto settles to flash on any cluster, an old plan file's absent
+# field too, and the planner gives its CP candidates flash
+expect_fail "unfused under CP" "--cp 2 with --attention-backend unfused: context parallelism runs its attention on fused" -- \
+  $MERAK sim --model gpt-tiny --cp 2 --gbs 8 --attention-backend unfused
+expect_fail "unfused under CP (run)" "--cp 2 with --attention-backend unfused" -- \
+  $MERAK run --model gpt-tiny --cp 2 --gbs 8 --attention-backend unfused
+$MERAK sim --model gpt-tiny --cp 2 --gbs 8 --cluster ideal --json >"$tmpdir/auto.json" 2>&1
+$MERAK sim --model gpt-tiny --cp 2 --gbs 8 --cluster ideal --attention-backend flash --json >"$tmpdir/flash.json" 2>&1
+check "auto settles to flash under CP on the ideal cluster (same peak as flash)" python3 -c "
+import json
+a, f = json.load(open('$tmpdir/auto.json')), json.load(open('$tmpdir/flash.json'))
+assert a['attention'] == 'flash', a['attention']
+assert a['peak_memory_bytes'] == f['peak_memory_bytes']"
+$MERAK plan --model gpt-tiny --cluster ideal --gpus 4 --gbs 8 --seq-length 4096 --top 100 --json \
+  >"$tmpdir/pl.json" 2>"$tmpdir/err"
+check "the planner's CP candidates run flash, the others auto's unfused" python3 -c "
+import json
+ps = [b['plan'] for b in json.load(open('$tmpdir/pl.json'))['plans']]
+cps = [p for p in ps if p.get('cp', 1) > 1]
+assert cps and all(p.get('attention_backend') == 'flash' for p in cps), cps[:1]
+assert all(p.get('attention_backend', 'unfused') == 'unfused' for p in ps if p.get('cp', 1) == 1)"
+python3 -c "
+import json
+p = [b['plan'] for b in json.load(open('$tmpdir/pl.json'))['plans'] if b['plan'].get('cp', 1) > 1][0]
+p.pop('attention_backend', None); p.pop('use_flash_attn', None)
+json.dump(p, open('$tmpdir/old.plan', 'w'))"
+check "a plan file without the field loads with flash under CP" sh -c \
+  "$MERAK sim --plan '$tmpdir/old.plan' --json | grep -q '\"attention\": \"flash\"'"
+$MERAK plan --model gpt-tiny --cluster ideal --gpus 4 --gbs 8 --seq-length 4096 --top 100 --json \
+  --attention-backend unfused >"$tmpdir/pu.json" 2>"$tmpdir/err"
+check "an asked unfused core leaves CP out of the search" python3 -c "
+import json
+ps = [b['plan'] for b in json.load(open('$tmpdir/pu.json'))['plans']]
+assert ps and all(p.get('cp', 1) == 1 for p in ps)"
 
 # acceptance: llama-3-70b, 8K tokens, 128 H100s: dp 2 x cp 2 peaks lower than dp 4
 a="--model llama-3-70b --cluster dgx-h100 --seq-length 8192 --pp 4 --tp 8 --zero 1 --json"

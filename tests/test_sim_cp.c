@@ -23,6 +23,7 @@ static mk_graph_t *setup(int cp, int tp, int pp, int mbs, int m, const char *rc,
     mk_plan_init(p);
     if (mk_model_resolve("gpt-tiny", &ov, &p->model) < 0) return NULL;
     p->cp = cp, p->tp = tp, p->pp = pp, p->mbs = mbs, p->gbs = mbs * m;
+    p->attention = MK_ATTN_FLASH; /* CP's core is fused (plan.c check_cp_comm); cp 1 alike, to compare */
     if (mk_recompute_parse(rc, &p->recompute) < 0) return NULL;
     mk_graph_t *g = mk_plan_graph(p);
     if (g && (mk_plan_partition_uniform(p, g) < 0 || mk_plan_check(p, g) < 0)) {

@@ -121,9 +121,9 @@ typedef struct mk_plan {
                                  * b x heads x s x s scores stored or passed through memory;
                                  * unfused (mk_plan_init's default, and a plan file's without the
                                  * field): the materialised core (baddbmm, fused softmax, dropout,
-                                 * bmm); auto: flash where the cluster's GPU has a fused kernel
-                                 * (mk_plan_attention), settled by mk_plan_resolve.  The executor's
-                                 * attention is exact either way. */
+                                 * bmm), not with cp > 1; auto: flash where the cluster's GPU has a
+                                 * fused kernel or cp > 1 (mk_plan_attention), settled by
+                                 * mk_plan_resolve.  The executor's attention is exact either way. */
     mk_cp_comm_t cp_comm;       /* cp > 1: the attention's exchange (mk_cp_comm_t; p2p by default and in
                                  * a plan file without cp_comm_type); the executor runs each (exec_cp.c, exec_cp_a2a.c) */
     mk_reshard_t reshard;       /* ZeRO-3: fsdp_reshard_after_forward (mk_reshard_t; always by
@@ -301,9 +301,11 @@ MK_API int mk_plan_check_grad_dtype(const mk_plan_t *p);
 MK_API int mk_plan_zero_ep_ok(const mk_plan_t *p);
 /* The plan's graph (mk_plan_graph_opts); NULL with mk_error_last() on failure. */
 MK_API mk_graph_t *mk_plan_graph(const mk_plan_t *p);
-/* p's attention with auto settled against cluster c: flash where the GPU
- * has a fused attention kernel (c->dev.flash_attn_flops > 0, the cluster
- * file's statement of it: Ampere and newer), else unfused (NULL: unfused). */
+/* p's attention with auto settled against cluster c: flash under context
+ * parallelism (cp > 1: it runs on fused kernels, plan.c check_cp_comm) or
+ * where the GPU has a fused attention kernel (c->dev.flash_attn_flops > 0,
+ * the cluster file's statement of it: Ampere and newer), else unfused
+ * (NULL: unfused). */
 MK_API mk_attn_backend_t mk_plan_attention(const mk_plan_t *p, const mk_cluster_t *c);
 
 /* The plan file's JSON as text (see traces/README.md; JSON crosses the

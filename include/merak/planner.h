@@ -65,8 +65,9 @@ typedef struct mk_planner_opts {
     double moe_imbalance;     /* MoE: every candidate's --moe-imbalance (0: 1, balanced) */
     int moe_deepep;           /* MoE: every candidate's dispatcher (mk_plan_t.moe_deepep) */
     mk_attn_backend_t attention; /* every candidate's attention core (auto: settled against the
-                                    cluster once, mk_plan_attention); mk_planner_opts_init: unfused,
-                                    merak plan: auto */
+                                    cluster once, mk_plan_attention), but flash for an unfused one
+                                    under CP, which runs fused kernels only; mk_planner_opts_init:
+                                    unfused, merak plan: auto (unfused asked: no CP searched) */
     mk_xent_t cross_entropy;  /* every candidate's loss implementation (memory; mk_xent_t) */
     int eager;                /* every candidate's element-wise kernels eager (mk_plan_t.eager) */
     int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also

@@ -470,6 +470,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
         mk_args_elementwise(a, &o.eager) < 0 ||
         mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
         return MK_EXIT_USAGE;
+    if (o.attention == MK_ATTN_UNFUSED) o.max_cp = 1; /* CP runs fused kernels only (plan.c check_cp_comm) */
     mk_cp_comm_t cc = MK_CP_COMM_P2P;
     if (a->cp_comm && mk_cp_comm_parse(a->cp_comm, &cc) < 0) return mk_cli_fail("plan", "%s", mk_error_last());
     o.cp_comm = (int)cc;

@@ -44,7 +44,7 @@ mk_sched_t *mk_exec_build_sched(const mk_plan_ctx_t *ctx)
 
 /* The biggest buffers one rank allocates, per micro-batch of N = mbs*seq
  * tokens: attention scores 4*mbs*(heads/tp)*seq^2 bytes (the fused
- * attention: its 4*mbs*(heads/tp)*seq log-sum-exps), logits
+ * attention and CP: 4*mbs*(heads/tp)*seq log-sum-exps), logits
  * 4*N*Vp/tp, and the step's tokens 8*m*N; each product in 64 bits
  * against this machine's memory, so a run that cannot fit is refused
  * before anything is allocated (and N stays an int). */
@@ -53,7 +53,7 @@ static int exec_fits_host(const mk_plan_t *p)
     const mk_model_config_t *c = &p->model;
     int64_t mem = (int64_t)sysconf(_SC_PHYS_PAGES) * sysconf(_SC_PAGESIZE), x;
     int64_t vp = mk_model_padded_vocab(c, p->tp) / p->tp, hl = c->heads / p->tp;
-    int64_t keys = (p->attention == MK_ATTN_FLASH || p->attention == MK_ATTN_FUSED) && p->cp <= 1 ? 1 : c->seq;
+    int64_t keys = p->attention == MK_ATTN_FLASH || p->attention == MK_ATTN_FUSED || p->cp > 1 ? 1 : c->seq;
     if (MK_PROD_WITHIN(INT_MAX, &x, p->mbs, c->seq) < 0 ||
         MK_PROD_WITHIN(mem, &x, 4, p->mbs, hl, c->seq, keys) < 0 ||
         MK_PROD_WITHIN(mem, &x, 4, p->mbs, c->seq, vp) < 0 || MK_PROD_WITHIN(mem, &x, 8, p->m, p->mbs, c->seq) < 0) {

@@ -41,7 +41,8 @@ void mk_gpt_rope_rows(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, in
     mk_gpt_rope_heads(g, run, x, r0, nr, ld, g->nh + g->kv, g->hs, sign);
 }
 
-size_t mk_gpt_att_seq(const mk_gpt_t *g) { return (size_t)g->nh * g->T * (g->fused_attn ? 1 : g->T); }
+/* (CP's ring, all-gather and all-to-all keep no s x s tensor either: exec_cp.c) */
+size_t mk_gpt_att_seq(const mk_gpt_t *g) { return (size_t)g->nh * g->T * (g->fused_attn || g->cp > 1 ? 1 : g->T); }
 
 int mk_gpt_att_probs(const mk_gpt_t *g) { return !g->fused_attn && g->cp <= 1; }
 

@@ -18,7 +18,7 @@ void mk_gpt_rope_heads(mk_gpt_t *g, const mk_gpt_run_t *run, float *x, int r0, i
 void mk_gpt_attn_rows(mk_gpt_t *g, mk_gpt_run_t *run, float *out, void *att, const float *qkv, void *datt,
                       const float *dout, const float *fo, int r0, int nr);
 /* Floats a sequence's saved attention statistics take: nh T T
- * probabilities, or with g->fused_attn nh T log-sum-exps. */
+ * probabilities, or with g->fused_attn or cp > 1 nh T log-sum-exps. */
 size_t mk_gpt_att_seq(const mk_gpt_t *g);
 /* Whether they hold the materialised probabilities (kept 16-bit in a
  * 16-bit run), not log-sum-exps (fused; ring attention's, cp > 1: fp32). */

@@ -466,11 +466,21 @@ int mk_cp_comm_parse(const char *s, mk_cp_comm_t *out)
     return mk_error_set("--cp-comm-type must be p2p, allgather or a2a, not '%s'", s ? s : "");
 }
 
-/* Transformer Engine's all-to-all (Ulysses) splits the heads of Q and of
- * K/V over the CP group: each TP rank's count must divide by cp. */
+/* Context parallelism's attention core: every CP implementation runs
+ * fused kernels on its blocks (Megatron-Core's local DotProductAttention
+ * asserts context_parallel_size == 1, Transformer Engine's CP runs flash or
+ * cuDNN's fused attention, torch's ring SDPA the flash or efficient
+ * kernels; merak's executor keeps each row's log-sum-exp), never the
+ * materialised s x s scores.  Transformer Engine's all-to-all (Ulysses)
+ * splits the heads of Q and of K/V over the CP group: each TP rank's count
+ * must divide by cp. */
 static int check_cp_comm(const mk_plan_t *p, const mk_graph_t *g)
 {
     if (p->cp_comm < MK_CP_COMM_P2P || p->cp_comm > MK_CP_COMM_A2A) return mk_error_set("unknown --cp-comm-type");
+    if (p->cp > 1 && p->attention == MK_ATTN_UNFUSED)
+        return mk_error_set("--cp %d with --attention-backend unfused: context parallelism runs its attention on "
+                            "fused kernels (Megatron-Core's TEDotProductAttention; merak's ring): use flash or fused",
+                            p->cp);
     if (p->cp_comm == MK_CP_COMM_P2P || p->cp <= 1) return 0; /* (without CP the type does nothing) */
     int tp = p->tp > 1 ? p->tp : 1, h = g->cfg.heads, kv = g->cfg.kv_heads > 0 ? g->cfg.kv_heads : h;
     if (p->cp_comm == MK_CP_COMM_A2A && (h % tp || kv % tp || (h / tp) % p->cp || (kv / tp) % p->cp))
@@ -497,5 +507,5 @@ int mk_reshard_parse(const char *s, mk_reshard_t *out)
 mk_attn_backend_t mk_plan_attention(const mk_plan_t *p, const mk_cluster_t *c)
 {
     if (p->attention != MK_ATTN_AUTO) return p->attention;
-    return c && c->dev.flash_attn_flops > 0 ? MK_ATTN_FLASH : MK_ATTN_UNFUSED;
+    return p->cp > 1 || (c && c->dev.flash_attn_flops > 0) ? MK_ATTN_FLASH : MK_ATTN_UNFUSED;
 }

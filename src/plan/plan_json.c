@@ -186,7 +186,8 @@ static int grad_dtype_from_json(json_t *j, const char *what, mk_plan_t *p)
 }
 
 /* attention_backend (Megatron-Core's values), or the older use_flash_attn
- * (true: flash); both must agree; neither: unfused. */
+ * (true: flash); both must agree; neither: unfused (with cp > 1 flash,
+ * mk_plan_from_json: the writer leaves out only unfused, which CP never is). */
 static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
 {
     int flash = 0;
@@ -317,6 +318,8 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         opt_bool(j, what, "moe_a2a_overlap", 0, &p->moe_a2a_overlap) < 0 ||
         plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
+    if (p->cp > 1 && !json_object_get(j, "attention_backend") && !json_object_get(j, "use_flash_attn"))
+        p->attention = MK_ATTN_FLASH; /* files written before CP's rule (mk_plan_attention) */
     /* n_vstages: filled by plan_sizes, within MK_PLAN_MAX_VSTAGES */
     if (int_list(j, what, "stage_bounds", p->n_vstages + 1, 0, p->bounds) < 0) return -1;
     if (json_object_get(j, "checkpoint_layers")) {

@@ -9,6 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A candidate's attention core: the search's (settled at cp 1), but a
+ * fused one under CP, which runs on nothing else (plan.c check_cp_comm;
+ * merak plan --attention-backend unfused searches no CP). */
+static mk_attn_backend_t cand_attention(const mk_search_t *S, int cp)
+{
+    return cp > 1 && S->attention == MK_ATTN_UNFUSED ? MK_ATTN_FLASH : S->attention;
+}
+
 static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
 {
     for (int i = 0; i < S->ngc; i++)
@@ -23,12 +31,13 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     memset(e, 0, sizeof *e);
     mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
-    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep, q.attention = S->attention;
+    q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep, q.attention = cand_attention(S, cp);
     q.cross_entropy = S->o->cross_entropy, q.eager = S->o->eager;
     if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
     e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
-    for (int i = 0; i < S->ngc && !e->g; i++) /* another cp's: the graph does not read cp */
-        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].ep == ep) e->g = S->gc[i].g;
+    for (int i = 0; i < S->ngc && !e->g; i++) /* another cp's: the graph reads cp only through the attention */
+        if (S->gc[i].mbs == mbs && S->gc[i].tp == tp && S->gc[i].ep == ep && cand_attention(S, S->gc[i].cp) == q.attention)
+            e->g = S->gc[i].g;
     if (!e->g && !(e->own = 1, e->g = mk_plan_graph(&q))) return NULL;
     int L = e->g->n_layers;
     double tokens = (double)mbs * S->model->seq / cp; /* a CP rank's (the simulator's tokens_of) */
@@ -280,7 +289,7 @@ static int unit_plan(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, int dp,
     mk_plan_init(p);
     p->model = *S->model;
     mk_strlcpy(p->cluster, S->cl->name, sizeof p->cluster);
-    p->dtype = o->dtype, p->gbs = o->gbs, p->attention = S->attention;
+    p->dtype = o->dtype, p->gbs = o->gbs, p->attention = cand_attention(S, cp);
     p->cross_entropy = o->cross_entropy, p->eager = o->eager, p->optimizer_offload = o->optimizer_offload;
     p->grad_reduce_dtype = o->grad_reduce_dtype;
     p->cp_comm = cp > 1 ? (mk_cp_comm_t)o->cp_comm : MK_CP_COMM_P2P;
