@@ -229,6 +229,7 @@ typedef struct {
     int inf;    /* given in-flight count, or -1: the schedule's peak (mk_sched_peak_inflight) */
     double *gb; /* [vpp] bytes (the caller's room) */
     double fs;  /* the loss's forward scratch, if a chunk holds it */
+    double ws;  /* a micro-batch's B_IN -> B_W stash over the chunks (mk_sim_chunk_wstash), per chunk */
     const act_tab_t *tab; /* NULL, or the figures of every count (for plans with tab->sel) */
 } stage_fixed_t;
 
@@ -237,9 +238,10 @@ static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int infl
 {
     mk_sim_stage_static(p, g, s, o, &F->st);
     F->inf = inflight;
-    F->fs = 0;
+    F->fs = F->ws = 0;
     for (int c = 0; c < p->vpp; c++) {
         mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), 0, NULL, NULL, &F->gb[c]);
+        F->ws += mk_sim_chunk_wstash(p, g, mk_plan_vstage(p, s, c)) / p->vpp;
         double fs = mk_sim_chunk_fscratch(p, g, mk_plan_vstage(p, s, c));
         if (fs > F->fs) F->fs = fs;
     }
@@ -301,6 +303,9 @@ static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const st
         if (b > gb) gb = b;
     }
     int inf = F->inf >= 0 ? F->inf : mk_sched_peak_inflight(p->schedule, p->pp, p->m > 0 ? p->m : 1, p->vpp, s, any_ck);
+    /* a split backward's slot holds what its B_W reads from its B_IN on:
+       either may be the larger (full recompute: B_W's inputs, rebuilt) */
+    if (mk_sched_traits(p->schedule)->split_backward && F->ws > per_mb) per_mb = F->ws;
     out->activations = inf * per_mb;
     out->working = wm + gb > F->fs ? wm + gb : F->fs;
     out->total = out->weights + out->grads + out->optimizer + out->activations + out->working + out->buffers;

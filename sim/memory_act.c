@@ -137,6 +137,30 @@ double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k)
     return gb / cp;
 }
 
+/* What a split backward's B_W reads, held from its B_IN on (zero-bubble
+ * schedules): each weight-gradient GEMM's operands on one TP rank, the
+ * linear's saved input whole (a column linear's gathered one under SP:
+ * Transformer Engine's delayed wgrad keeps inputmat_total, the zero-bubble
+ * implementations' WeightGradStore the input the GEMM takes) and the
+ * gradient at its output (a column output's and the LM head's split over
+ * tp, a row output's whole).  The linears and the LM head, as B_W's time
+ * (sim_chunk.c); everything else F kept is freed at B_IN, a recomputed
+ * layer's inputs kept (they are these).  Per micro-batch, / cp. */
+double mk_sim_chunk_wstash(const mk_plan_t *p, const mk_graph_t *g, int k)
+{
+    double x = 0, tp = p->tp > 1 ? p->tp : 1, cp = p->cp > 1 ? p->cp : 1;
+    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
+        const mk_layer_t *L = &g->layers[l];
+        for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+            const mk_op_t *o = &g->ops[i];
+            if (o->kind != MK_OPK_LINEAR && o->kind != MK_OPK_LM_HEAD) continue;
+            int out_split = o->tp_role == MK_TP_COLUMN || o->tp_role == MK_TP_SPLIT || o->kind == MK_OPK_LM_HEAD;
+            x += o->act_rep + o->act_split / tp + o->out_bytes / (out_split ? tp : 1);
+        }
+    }
+    return x / cp;
+}
+
 /* The backward pass: Q from each split j on (slot j, or want's in slot
  * 0), every layer uncheckpointed. */
 static void act_backward(const act_ctx_t *x, int k, int n, int want, double *Q)

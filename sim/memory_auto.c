@@ -14,7 +14,8 @@
  * asks for the same few values once per instruction. */
 typedef struct {
     int v, w;                 /* chunks, counts per chunk (max nck + 1) */
-    double *a, *wm, *gb;      /* gb: [v] per chunk (no count changes it) */
+    double *a, *wm, *gb;      /* gb: [2v] per chunk (no count changes them): the gradient buffers, then
+                                 the B_IN -> B_W stash (mk_sim_chunk_wstash) */
     unsigned char *have, *have_gb;
 } mk_act_memo_t;
 
@@ -23,6 +24,7 @@ static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, 
 {
     size_t i = (size_t)c * M->w + ck;
     if (!M->have[i]) {
+        if (!M->have_gb[c]) M->gb[M->v + c] = mk_sim_chunk_wstash(p, g, mk_plan_vstage(p, s, c));
         mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
         M->have[i] = M->have_gb[c] = 1;
     }
@@ -63,6 +65,11 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
     } else {
         memo_act(x->M, x->p, x->g, x->s, ch, ev->recomputes ? ev->ckpt : 0, &a, &w, &gb);
         cur = x->stored + (ev->recomputes ? w : 0) + gb;
+        if (ev->in->op == MK_INSTR_B_IN) { /* what its B_W reads stays (sim_step.c op_compute) */
+            double ws = x->M->gb[x->M->v + ch];
+            if (ws > x->mbs[sl]) cur += ws - x->mbs[sl];
+            x->stored += ws - x->mbs[sl], x->mbs[sl] = ws;
+        }
         if (ev->releases) x->stored -= x->mbs[sl], x->mbs[sl] = 0;
     }
     if (ev->in->op != MK_INSTR_B_W) cur += x->gath;
@@ -129,7 +136,7 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
     size_t n = (size_t)v * S->M.w;
     S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
-    S->M.gb = malloc(v * sizeof(double)), S->M.have = calloc(n, 1), S->M.have_gb = calloc(v, 1);
+    S->M.gb = malloc(2 * (size_t)v * sizeof(double)), S->M.have = calloc(n, 1), S->M.have_gb = calloc(v, 1);
     if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || !S->M.have_gb) {
         peak_search_free(S);
         return mk_error_set("out of memory");

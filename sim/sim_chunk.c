@@ -324,6 +324,7 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     mk_sim_chunk_act_all(p, g, k, c->stored, c->wmax, &c->gbuf, q);
     free(q);
     c->s_full = c->stored[0];
+    c->wstash = mk_sim_chunk_wstash(p, g, k);
     c->fscr = mk_sim_chunk_fscratch(p, g, k);
     return mk_zero_chunk_build(R, c);
 }

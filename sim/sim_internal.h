@@ -96,6 +96,9 @@ void mk_sim_chunk_act(const mk_plan_t *p, const mk_graph_t *g, int k, int ck, do
  * chunk's checkpointable layers): stored[0..n], wmax[0..n], scratch room
  * for n + 1 more; each the very value mk_sim_chunk_act gives (memory_act.c). */
 int mk_sim_chunk_nck(const mk_plan_t *p, const mk_graph_t *g, int k);
+/* What chunk k's B_W reads, held from a micro-batch's B_IN to its B_W
+ * (the weight-gradient GEMMs' inputs and output gradients; memory_act.c). */
+double mk_sim_chunk_wstash(const mk_plan_t *p, const mk_graph_t *g, int k);
 /* Chunk k's backward gradient buffers alone (mk_sim_chunk_act's gbuf: no
  * checkpoint count changes them). */
 double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k);
@@ -170,6 +173,7 @@ typedef struct mk_chunk_cost {
     double *rec, *rec_comm;     /* [nck+1] recompute of the first k checkpointable layers */
     double *stored, *wmax;      /* [nck+1] activation bytes kept / largest layer's, k checkpointed */
     double s_full, gbuf;        /* stored with nothing checkpointed; backward gradient buffers */
+    double wstash;              /* held from B_IN to B_W (mk_sim_chunk_wstash) */
     double fscr;                /* the loss's forward scratch (mk_sim_chunk_fscratch) */
     double gbytes;              /* ZeRO-2/3: gradient bytes one backward of the chunk makes */
     mk_zero_chunk_t *z;         /* ZeRO-3's per-layer pieces (NULL otherwise) */

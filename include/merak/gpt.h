@@ -220,7 +220,9 @@ typedef struct { size_t n; int half; } mk_gpt_run16_t;
 #define MK_GPT_RUNS16 10
 size_t mk_gpt_row_floats(const mk_gpt_t *g, const mk_gpt_run_t *run);
 size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
-size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, int B);
+size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
+/* The scratch rows' width: with the logits (s_a) or without (s_b). */
+size_t mk_gpt_scratch_row(const mk_gpt_t *g, int logits);
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *runs);
 /* the floats k runs take, packed (their 16-bit runs two values a float) or not */
 size_t mk_gpt_runs_floats(const mk_gpt_run16_t *runs, int k, int packed);

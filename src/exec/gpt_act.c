@@ -5,6 +5,8 @@
 #include "config.h"
 #include "merak/gpt.h"
 #include "exec/gpt_moe.h"
+#include "exec/gpt_attn.h"
+#include "exec/gpt_mla.h"
 
 #include <stdlib.h>
 
@@ -33,6 +35,38 @@ void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t float
     g->be->free(g->be->ctx, p);
     run->mem_cur -= floats * sizeof(float);
 }
+
+/* The scratch: s_a (N, widest row with the logits), s_b (N, widest
+ * without), s_att (the attention's statistics), s_c (N, C), s_red; under
+ * SP s_d; with q/k norms s_qk; MLA's pieces s_mla (gpt.h). */
+int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
+{
+    size_t N = (size_t)B * g->T, wide = mk_gpt_scratch_row(g, 1);
+    run->B = B;
+    run->defer.h = -1;
+    if (!(run->s_a = mk_gpt_alloc(run, g, N * wide)) || !(run->s_b = mk_gpt_alloc(run, g, N * mk_gpt_scratch_row(g, 0))) ||
+        !(run->s_att = mk_gpt_alloc(run, g, mk_gpt_att_floats(g, run, (size_t)B))) ||
+        !(run->s_c = mk_gpt_alloc(run, g, N * g->C)) || !(run->s_red = mk_gpt_alloc(run, g, 3 * N)))
+        return -1;
+    if (run->sp && g->tp > 1 && !(run->s_d = mk_gpt_alloc(run, g, N * g->C + 2 * (size_t)g->C))) return -1;
+    if (g->cfg.qk_norm && !(run->s_qk = mk_gpt_alloc(run, g, (size_t)(g->nh + g->kv + 2) * g->hs))) return -1;
+    if (g->mla && !(run->s_mla = mk_gpt_alloc(run, g, N * mk_gpt_mla_scratch_row(g)))) return -1;
+    return 0;
+}
+
+void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
+{
+    size_t N = (size_t)run->B * g->T, wide = mk_gpt_scratch_row(g, 1);
+    mk_gpt_release(run, g, run->s_a, N * wide);
+    mk_gpt_release(run, g, run->s_b, N * mk_gpt_scratch_row(g, 0));
+    mk_gpt_release(run, g, run->s_att, mk_gpt_att_floats(g, run, (size_t)run->B));
+    mk_gpt_release(run, g, run->s_c, N * g->C);
+    mk_gpt_release(run, g, run->s_red, 3 * N);
+    if (run->sp && g->tp > 1) mk_gpt_release(run, g, run->s_d, N * g->C + 2 * (size_t)g->C);
+    if (g->cfg.qk_norm) mk_gpt_release(run, g, run->s_qk, (size_t)(g->nh + g->kv + 2) * g->hs);
+    if (g->mla) mk_gpt_release(run, g, run->s_mla, N * mk_gpt_mla_scratch_row(g));
+}
+
 
 /* Floats n values take: fp32, or packed two 16-bit values a float. */
 static size_t held(size_t n, int half) { return half ? (n + 1) / 2 : n; }
@@ -73,7 +107,7 @@ void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
     if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
     if (l > 0) mk_gpt_release(run, g, a->in, in_floats(g, run, a->in16));
     if (a->buf) mk_gpt_release(run, g, a->buf, mk_gpt_buf_floats(g, l, run, a->buf16));
-    mk_gpt_release(run, g, a->stash, mk_gpt_stash_floats(g, l, run->B));
+    mk_gpt_release(run, g, a->stash, mk_gpt_stash_floats(g, l, run));
     a->in = NULL; /* the embedding's input is the token array, not ours */
     a->buf = a->stash = NULL;
     a->in16 = a->buf16 = 0;

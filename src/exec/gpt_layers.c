@@ -78,6 +78,7 @@ static size_t wide_w(const mk_gpt_t *g)
     size_t wide = mid_max(g);
     return (size_t)g->Vl > wide ? (size_t)g->Vl : wide;
 }
+size_t mk_gpt_scratch_row(const mk_gpt_t *g, int logits) { return logits ? wide_w(g) : mid_max(g); }
 
 static int tp_reduce(const mk_gpt_t *g, mk_gpt_run_t *run, float *x, int n, int is_max)
 {
@@ -131,42 +132,16 @@ size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     }
 }
 
-size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, int B)
+/* B_IN -> B_W: the linears' output gradients (N, C) and (N, mid), then
+ * their inputs, the norm output's rows (loc_rows, C) and (N, inner). */
+size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 {
-    size_t N = (size_t)B * g->T;
+    size_t N = (size_t)run->B * g->T;
     if (mk_gpt_layer_is_moe(g, l)) return 0;  /* B_IN does all of it */
     switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: case MK_GPT_MLP: return N * g->C + N * mid_w(g, l);
+    case MK_GPT_ATTN: case MK_GPT_MLP: return N * (g->C + mid_w(g, l) + inner_w(g, l)) + mk_gpt_row_floats(g, run);
     default: return 0;
     }
-}
-
-int mk_gpt_run_init(mk_gpt_run_t *run, const mk_gpt_t *g, int B)
-{
-    size_t N = (size_t)B * g->T, wide = wide_w(g);
-    run->B = B;
-    run->defer.h = -1;
-    if (!(run->s_a = mk_gpt_alloc(run, g, N * wide)) || !(run->s_b = mk_gpt_alloc(run, g, N * mid_max(g))) ||
-        !(run->s_att = mk_gpt_alloc(run, g, mk_gpt_att_floats(g, run, (size_t)B))) ||
-        !(run->s_c = mk_gpt_alloc(run, g, N * g->C)) || !(run->s_red = mk_gpt_alloc(run, g, 3 * N)))
-        return -1;
-    if (sp_on(g, run) && !(run->s_d = mk_gpt_alloc(run, g, N * g->C + 2 * (size_t)g->C))) return -1;
-    if (g->cfg.qk_norm && !(run->s_qk = mk_gpt_alloc(run, g, (size_t)(g->nh + g->kv + 2) * g->hs))) return -1;
-    if (g->mla && !(run->s_mla = mk_gpt_alloc(run, g, N * mk_gpt_mla_scratch_row(g)))) return -1;
-    return 0;
-}
-
-void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
-{
-    size_t N = (size_t)run->B * g->T, wide = wide_w(g);
-    mk_gpt_release(run, g, run->s_a, N * wide);
-    mk_gpt_release(run, g, run->s_b, N * mid_max(g));
-    mk_gpt_release(run, g, run->s_att, mk_gpt_att_floats(g, run, (size_t)run->B));
-    mk_gpt_release(run, g, run->s_c, N * g->C);
-    mk_gpt_release(run, g, run->s_red, 3 * N);
-    if (sp_on(g, run)) mk_gpt_release(run, g, run->s_d, N * g->C + 2 * (size_t)g->C);
-    if (g->cfg.qk_norm) mk_gpt_release(run, g, run->s_qk, (size_t)(g->nh + g->kv + 2) * g->hs);
-    if (g->mla) mk_gpt_release(run, g, run->s_mla, N * mk_gpt_mla_scratch_row(g));
 }
 
 /* The internals as runs of floats (split_buf's order), each kept 16-bit
@@ -620,18 +595,36 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     return 0;
 }
 
-/* The linears' weight gradients (SP: the norm output gathered again into
- * s_c, free once the input gradient is done). */
-static int bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, parts_t *p, const float *dy,
+/* The linears' weight gradients from the gradients at their outputs (dy,
+ * dmid) and their inputs: the norm output's rows ln (SP: gathered again
+ * into s_c, free once the input gradient is done) and xin (N, inner). */
+static int bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *ln, const float *xin, const float *dy,
                        const float *dmid)
 {
     int N = run->B * g->T, C = g->C;
-    if (sp_on(g, run) && ln_full(g, run, p, run->s_c) < 0) return -1;
+    parts_t q = {.ln = (float *)ln};
+    if (sp_on(g, run) && ln_full(g, run, &q, run->s_c) < 0) return -1;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = (int)mid_w(g, l), inner = (int)inner_w(g, l);
-    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), GN(g, tix(g, l, 5)), dy, attn ? p->x3 : p->x2, N, inner, C);
+    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), GN(g, tix(g, l, 5)), dy, xin, N, inner, C);
     if (!(attn && g->mla)) /* MLA's: with its input gradients (bwd_col_rows) */
-        g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, p->ln, N, C, mid);
+        g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, q.ln, N, C, mid);
     return 0;
+}
+
+/* After B_IN: the linears' inputs join their output gradients in the
+ * stash (mk_gpt_stash_floats), and the rest of what F kept goes: B_W
+ * reads nothing else, as the zero-bubble implementations keep only each
+ * weight-gradient GEMM's operands (sim/memory_act.c mk_sim_chunk_wstash). */
+static void stash_inputs(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const parts_t *p)
+{
+    size_t N = (size_t)run->B * g->T, n = mk_gpt_row_floats(g, run), at = N * (g->C + mid_w(g, l));
+    const float *xin = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? p->x3 : p->x2;
+    g->be->copy(g->be->ctx, a->stash + at, p->ln, n * sizeof(float));
+    g->be->copy(g->be->ctx, a->stash + at + n, xin, N * inner_w(g, l) * sizeof(float));
+    float *stash = a->stash;
+    a->stash = NULL;
+    mk_gpt_act_clear(run, g, l, a);
+    a->stash = stash;
 }
 
 static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
@@ -685,16 +678,20 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         /* the linears' output gradients: dout itself and scratch */
         float *dy = sp_on(g, run) ? run->s_d : (float *)dout, *dmid = run->s_b;
         if (bwd_block_in(g, run, l, a, &p, dout, din, dy, dmid) < 0) return -1;
-        if (bwd_block_w(g, run, l, &p, dy, dmid) < 0) return -1;
+        if (bwd_block_w(g, run, l, p.ln, kind == MK_GPT_ATTN ? p.x3 : p.x2, dy, dmid) < 0) return -1;
         mk_gpt_act_clear(run, g, l, a);
         return 0;
     }
+    float *st = a->stash; /* its layout: mk_gpt_stash_floats */
     if (mode == MK_BWD_IN) {
-        if (!a->stash && !(a->stash = mk_gpt_alloc(run, g, mk_gpt_stash_floats(g, l, run->B)))) return -1;
-        return bwd_block_in(g, run, l, a, &p, dout, din, a->stash, a->stash + (size_t)N * g->C);
+        if (!st && !(st = a->stash = mk_gpt_alloc(run, g, mk_gpt_stash_floats(g, l, run)))) return -1;
+        if (bwd_block_in(g, run, l, a, &p, dout, din, st, st + (size_t)N * g->C) < 0) return -1;
+        stash_inputs(g, run, l, a, &p);
+        return 0;
     }
-    if (!a->stash || !a->buf) return mk_error_set("B_W of layer %d without its B_IN", l);
-    if (bwd_block_w(g, run, l, &p, a->stash, a->stash + (size_t)N * g->C) < 0) return -1;
+    if (!st) return mk_error_set("B_W of layer %d without its B_IN", l);
+    const float *in_at = st + (size_t)N * (g->C + mid_w(g, l));
+    if (bwd_block_w(g, run, l, in_at, in_at + mk_gpt_row_floats(g, run), st, st + (size_t)N * g->C) < 0) return -1;
     mk_gpt_act_clear(run, g, l, a);
     return 0;
 }
