@@ -194,6 +194,9 @@ def cp_plans(merak):
     put("plan", "reject-cp-comm-ring.json", js(dict(plan, cp_comm_type="ring")))
     put("plan", "reject-cp-comm-int.json", js(dict(plan, cp_comm_type=1)))
     put("plan", "reject-cp-comm-a2a-cp-8.json", js(dict(plan, cp=8, cp_comm_type="a2a")))
+    # CP runs on fused attention kernels (Megatron-Core's rule): unfused refused, no field read as flash
+    put("plan", "reject-cp-attention-unfused.json", js(dict(plan, attention_backend="unfused")))
+    put("plan", "accept-cp-attention-absent.json", js({k: v for k, v in plan.items() if k != "attention_backend"}))
 
 
 def moe_plans(merak):
