@@ -241,7 +241,8 @@ static void stage_fixed(const mk_plan_t *p, const mk_graph_t *g, int s, int infl
     F->fs = F->ws = 0;
     for (int c = 0; c < p->vpp; c++) {
         mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), 0, NULL, NULL, &F->gb[c]);
-        F->ws += mk_sim_chunk_wstash(p, g, mk_plan_vstage(p, s, c)) / p->vpp;
+        if (mk_sched_traits(p->schedule)->split_backward)
+            F->ws += mk_sim_chunk_wstash(p, g, mk_plan_vstage(p, s, c)) / p->vpp;
         double fs = mk_sim_chunk_fscratch(p, g, mk_plan_vstage(p, s, c));
         if (fs > F->fs) F->fs = fs;
     }
@@ -300,12 +301,16 @@ static void stage_total(const mk_plan_t *p, const mk_graph_t *g, int s, const st
         if (F->inf != 0 || ck > 0) chunk_figures(p, g, s, F, c, ck, &a, &w);
         per_mb += a / p->vpp;
         if (w > wm) wm = w;
+        if (F->ws > 0) { /* a split backward: its B_IN's layers' stash and rebuilt group (memory_act.c) */
+            double bx = mk_sim_chunk_bin_extra(p, g, mk_plan_vstage(p, s, c), ck);
+            if (bx > wm) wm = bx;
+        }
         if (b > gb) gb = b;
     }
     int inf = F->inf >= 0 ? F->inf : mk_sched_peak_inflight(p->schedule, p->pp, p->m > 0 ? p->m : 1, p->vpp, s, any_ck);
     /* a split backward's slot holds what its B_W reads from its B_IN on:
        either may be the larger (full recompute: B_W's inputs, rebuilt) */
-    if (mk_sched_traits(p->schedule)->split_backward && F->ws > per_mb) per_mb = F->ws;
+    if (F->ws > per_mb) per_mb = F->ws; /* (ws: a split backward's only) */
     out->activations = inf * per_mb;
     out->working = wm + gb > F->fs ? wm + gb : F->fs;
     out->total = out->weights + out->grads + out->optimizer + out->activations + out->working + out->buffers;

@@ -3,6 +3,7 @@
  * group, the backward's gradient buffers. */
 #include "sim/sim_internal.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Bytes of the gradients at op i's output and input on one TP rank while
@@ -146,19 +147,65 @@ double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k)
  * tp, a row output's whole).  The linears and the LM head, as B_W's time
  * (sim_chunk.c); everything else F kept is freed at B_IN, a recomputed
  * layer's inputs kept (they are these).  Per micro-batch, / cp. */
+static double layer_wstash(const mk_plan_t *p, const mk_graph_t *g, int l)
+{
+    const mk_layer_t *L = &g->layers[l];
+    double x = 0, tp = p->tp > 1 ? p->tp : 1;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        const mk_op_t *o = &g->ops[i];
+        if (o->kind != MK_OPK_LINEAR && o->kind != MK_OPK_LM_HEAD) continue;
+        int out_split = o->tp_role == MK_TP_COLUMN || o->tp_role == MK_TP_SPLIT || o->kind == MK_OPK_LM_HEAD;
+        x += o->act_rep + o->act_split / tp + o->out_bytes / (out_split ? tp : 1);
+    }
+    return x;
+}
+
 double mk_sim_chunk_wstash(const mk_plan_t *p, const mk_graph_t *g, int k)
 {
-    double x = 0, tp = p->tp > 1 ? p->tp : 1, cp = p->cp > 1 ? p->cp : 1;
-    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
-        const mk_layer_t *L = &g->layers[l];
-        for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
-            const mk_op_t *o = &g->ops[i];
-            if (o->kind != MK_OPK_LINEAR && o->kind != MK_OPK_LM_HEAD) continue;
-            int out_split = o->tp_role == MK_TP_COLUMN || o->tp_role == MK_TP_SPLIT || o->kind == MK_OPK_LM_HEAD;
-            x += o->act_rep + o->act_split / tp + o->out_bytes / (out_split ? tp : 1);
-        }
-    }
+    double x = 0, cp = p->cp > 1 ? p->cp : 1;
+    for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) x += layer_wstash(p, g, l);
     return x / cp;
+}
+
+/* B_IN frees layer by layer, last layer first: as it computes layer l it
+ * holds the stash of the layers it finished and l's, what F kept of the
+ * layers not done (l's included), and with ck checkpointed layers the
+ * rebuilt part of l's recompute group (act_forward's groups).  The most of
+ * that over l, less the slot's stored bytes: what a B_IN adds to them
+ * besides its gradient buffers (the stash of finished layers beside the
+ * next group's rebuilt activations under full recompute).  / cp. */
+double mk_sim_chunk_bin_extra(const mk_plan_t *p, const mk_graph_t *g, int k, int ck)
+{
+    act_ctx_t x;
+    act_ctx(&x, p, g);
+    int l0 = p->bounds[k], n = p->bounds[k + 1] - l0, j = 0, in_grp = 0;
+    double *kept = malloc(2 * (size_t)n * sizeof *kept), *reb = kept + n, all = 0, grp = 0;
+    if (!kept) return 0; /* (the figure without it: an under-count, never a crash) */
+    for (int i = 0, first = 0; i < n; i++) { /* what F keeps of each layer, and its group's rebuilt part */
+        int l = l0 + i, ck_l = mk_layer_checkpointable(g, l) && j++ < ck;
+        double a = mk_sim_act_offloaded(p, g, l) ? 0 : mk_layer_act_bytes(g, l, p->tp, x.sp, x.sel);
+        reb[i] = 0, kept[i] = a;
+        if (ck_l) {
+            double op = x.opsac ? mk_sim_opsac_layer_bytes(g, l, p->tp, x.tsp) : 0;
+            kept[i] = op < a ? op : a;
+            double rest = a - (op < a ? op : a), in = mk_layer_ckpt_bytes(g, l, p->tp, x.sp);
+            if (!(in_grp && g->layers[l].block == g->layers[l - 1].block)) /* a group's input is its first layer's */
+                first = i, kept[i] += in, grp = rest > in ? rest - in : 0;
+            else grp += rest;
+            for (int q = first; q <= i; q++) reb[q] = grp; /* the whole group rebuilt while any of it runs */
+        }
+        in_grp = ck_l;
+        all += kept[i];
+    }
+    double done = 0, left = all, peak = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        double s = layer_wstash(p, g, l0 + i), h = done + s + left + reb[i];
+        if (h > peak) peak = h;
+        done += s, left -= kept[i];
+    }
+    free(kept);
+    double cp = p->cp > 1 ? p->cp : 1;
+    return peak > all ? (peak - all) / cp : 0;
 }
 
 /* The backward pass: Q from each split j on (slot j, or want's in slot

@@ -14,8 +14,9 @@
  * asks for the same few values once per instruction. */
 typedef struct {
     int v, w;                 /* chunks, counts per chunk (max nck + 1) */
-    double *a, *wm, *gb;      /* gb: [2v] per chunk (no count changes them): the gradient buffers, then
-                                 the B_IN -> B_W stash (mk_sim_chunk_wstash) */
+    double *a, *wm, *gb;      /* a: [v w]; wm: [2 v w], then a B_IN's extra (mk_sim_chunk_bin_extra, split
+                                 backward); gb: [2v] per chunk (no count changes them): the gradient
+                                 buffers, then the B_IN -> B_W stash (mk_sim_chunk_wstash) */
     unsigned char *have, *have_gb;
 } mk_act_memo_t;
 
@@ -24,8 +25,10 @@ static void memo_act(mk_act_memo_t *M, const mk_plan_t *p, const mk_graph_t *g, 
 {
     size_t i = (size_t)c * M->w + ck;
     if (!M->have[i]) {
-        if (!M->have_gb[c]) M->gb[M->v + c] = mk_sim_chunk_wstash(p, g, mk_plan_vstage(p, s, c));
-        mk_sim_chunk_act(p, g, mk_plan_vstage(p, s, c), ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
+        int k = mk_plan_vstage(p, s, c), split = mk_sched_traits(p->schedule)->split_backward;
+        if (!M->have_gb[c]) M->gb[M->v + c] = mk_sim_chunk_wstash(p, g, k);
+        mk_sim_chunk_act(p, g, k, ck, &M->a[i], &M->wm[i], M->have_gb[c] ? NULL : &M->gb[c]);
+        M->wm[(size_t)M->v * M->w + i] = split ? mk_sim_chunk_bin_extra(p, g, k, ck) : 0;
         M->have[i] = M->have_gb[c] = 1;
     }
     *a = M->a[i], *w = M->wm[i], *gb = M->gb[c];
@@ -65,9 +68,10 @@ static int peak_op(void *ctx, const mk_walk_ev_t *ev)
     } else {
         memo_act(x->M, x->p, x->g, x->s, ch, ev->recomputes ? ev->ckpt : 0, &a, &w, &gb);
         cur = x->stored + (ev->recomputes ? w : 0) + gb;
-        if (ev->in->op == MK_INSTR_B_IN) { /* what its B_W reads stays (sim_step.c op_compute) */
+        if (ev->in->op == MK_INSTR_B_IN) { /* its layers' stash as it goes, then what its B_W reads stays */
+            double bx = x->M->wm[(size_t)x->M->v * x->M->w + (size_t)ch * x->M->w + (ev->recomputes ? ev->ckpt : 0)];
+            if (bx > (ev->recomputes ? w : 0)) cur = x->stored + bx + gb;
             double ws = x->M->gb[x->M->v + ch];
-            if (ws > x->mbs[sl]) cur += ws - x->mbs[sl];
             x->stored += ws - x->mbs[sl], x->mbs[sl] = ws;
         }
         if (ev->releases) x->stored -= x->mbs[sl], x->mbs[sl] = 0;
@@ -135,7 +139,7 @@ static int peak_search_init(peak_search_t *S, const mk_plan_t *p, const mk_graph
     S->x = (peak_walk_t){p, g, 0, &S->M, 0, 0, NULL, 0, -1, 0};
     S->x.mbs = calloc((size_t)p->m * v, sizeof *S->x.mbs);
     size_t n = (size_t)v * S->M.w;
-    S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(n * sizeof(double));
+    S->M.a = malloc(n * sizeof(double)), S->M.wm = malloc(2 * n * sizeof(double));
     S->M.gb = malloc(2 * (size_t)v * sizeof(double)), S->M.have = calloc(n, 1), S->M.have_gb = calloc(v, 1);
     if (!S->x.mbs || !S->M.a || !S->M.wm || !S->M.gb || !S->M.have || !S->M.have_gb) {
         peak_search_free(S);

@@ -252,7 +252,7 @@ static void opsac_piece(const mk_sim_state_t *R, int l, mk_tpl_t *t)
 void mk_chunk_cost_free(mk_chunk_cost_t *c)
 {
     free(c->fwd), free(c->bwd), free(c->bin), free(c->ckf);
-    free(c->rec), free(c->rec_comm), free(c->stored), free(c->wmax);
+    free(c->rec), free(c->rec_comm), free(c->stored), free(c->wmax), free(c->binx);
     mk_zero_chunk_free(c);
 }
 
@@ -266,7 +266,8 @@ static int chunk_alloc(mk_chunk_cost_t *c)
     c->rec_comm = calloc(c->nck + 1, sizeof *c->rec_comm);
     c->stored = calloc(c->nck + 1, sizeof *c->stored);
     c->wmax = calloc(c->nck + 1, sizeof *c->wmax);
-    if (!c->fwd || !c->bwd || !c->bin || !c->ckf || !c->rec || !c->rec_comm || !c->stored || !c->wmax)
+    c->binx = calloc(c->nck + 1, sizeof *c->binx);
+    if (!c->fwd || !c->bwd || !c->bin || !c->ckf || !c->rec || !c->rec_comm || !c->stored || !c->wmax || !c->binx)
         return mk_error_set("out of memory");
     return 0;
 }
@@ -325,6 +326,8 @@ int mk_chunk_cost_build(const mk_sim_state_t *R, int k, mk_chunk_cost_t *c)
     free(q);
     c->s_full = c->stored[0];
     c->wstash = mk_sim_chunk_wstash(p, g, k);
+    if (mk_sched_traits(p->schedule)->split_backward) /* (only a split backward's B_IN keeps a stash) */
+        for (int i = 0; i <= c->nck; i++) c->binx[i] = mk_sim_chunk_bin_extra(p, g, k, i);
     c->fscr = mk_sim_chunk_fscratch(p, g, k);
     return mk_zero_chunk_build(R, c);
 }
@@ -347,6 +350,7 @@ double mk_chunk_cost_time(const mk_chunk_cost_t *c, mk_instr_op_t op, int ck, in
     case MK_INSTR_B_IN: {
         int rc = recomputes;
         *transient = (rc ? c->wmax[ck] : 0) + c->gbuf;
+        if (op == MK_INSTR_B_IN && c->binx[rc ? ck : 0] > *transient - c->gbuf) *transient = c->binx[rc ? ck : 0] + c->gbuf;
         if (unit) return (op == MK_INSTR_B ? 2 : 1) + rc;
         double t = (op == MK_INSTR_B ? c->b : c->bi) + c->sel + (rc ? c->rec[ck] : 0);
         *tpc = (op == MK_INSTR_B ? c->b_comm : c->bi_comm) + (rc ? c->rec_comm[ck] : 0);

@@ -99,6 +99,10 @@ int mk_sim_chunk_nck(const mk_plan_t *p, const mk_graph_t *g, int k);
 /* What chunk k's B_W reads, held from a micro-batch's B_IN to its B_W
  * (the weight-gradient GEMMs' inputs and output gradients; memory_act.c). */
 double mk_sim_chunk_wstash(const mk_plan_t *p, const mk_graph_t *g, int k);
+/* What a B_IN of chunk k with ck checkpointed layers holds beyond the
+ * slot's stored bytes and its gradient buffers, at its most (finished
+ * layers' stash, the running group's rebuilt activations; memory_act.c). */
+double mk_sim_chunk_bin_extra(const mk_plan_t *p, const mk_graph_t *g, int k, int ck);
 /* Chunk k's backward gradient buffers alone (mk_sim_chunk_act's gbuf: no
  * checkpoint count changes them). */
 double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k);
@@ -174,6 +178,7 @@ typedef struct mk_chunk_cost {
     double *stored, *wmax;      /* [nck+1] activation bytes kept / largest layer's, k checkpointed */
     double s_full, gbuf;        /* stored with nothing checkpointed; backward gradient buffers */
     double wstash;              /* held from B_IN to B_W (mk_sim_chunk_wstash) */
+    double *binx;               /* [nck+1] a B_IN's bytes beyond stored and gbuf (mk_sim_chunk_bin_extra) */
     double fscr;                /* the loss's forward scratch (mk_sim_chunk_fscratch) */
     double gbytes;              /* ZeRO-2/3: gradient bytes one backward of the chunk makes */
     mk_zero_chunk_t *z;         /* ZeRO-3's per-layer pieces (NULL otherwise) */

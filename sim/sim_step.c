@@ -262,8 +262,6 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     }
     double tpc, tr;
     double d = mk_chunk_cost_time(c, in->op, ck, rc, unit, &tpc, &tr);
-    /* a B_IN ends holding what B_W reads, its gradient buffers still live */
-    if (in->op == MK_INSTR_B_IN && c->wstash > S->mb_stored[slot]) tr += c->wstash - S->mb_stored[slot];
     mk_sim_mem_note(R, s, tr, in->op != MK_INSTR_B_W ? S->ss.gathered : 0);
     double pure = mk_chunk_cost_pure(c, in->op, p->tp_overlap, rc, ck, d);
     if (unit) S->cls[MK_SIM_FWD] += d; /* unit costs: one class (explain is for real costs) */
