@@ -9,8 +9,8 @@
 # and the zero-bubble schedules, whose micro-batches hold from B_IN to B_W
 # only what B_W reads (each weight-gradient GEMM's input and output
 # gradient: sim/memory_act.c mk_sim_chunk_wstash, gpt_layers.c
-# stash_inputs; B_IN frees layer by layer: mk_sim_chunk_bin_extra)
-# (measured: within 6%).
+# stash_inputs, the LM head's bwd_head; B_IN frees layer by layer:
+# mk_sim_chunk_bin_extra) (measured: within 4%).
 # In bf16 within 25% (measured: the simulator 0-20% below): the simulator
 # counts Megatron-LM's 16-bit working tensors, where the executor's
 # kernels work in fp32 floats and its rounded GEMM operands' scratch

@@ -221,8 +221,12 @@ typedef struct { size_t n; int half; } mk_gpt_run16_t;
 size_t mk_gpt_row_floats(const mk_gpt_t *g, const mk_gpt_run_t *run);
 size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
 size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run);
-/* The scratch rows' width: with the logits (s_a) or without (s_b). */
+/* The scratch rows' width: with the logits (s_a) or without (s_b); a
+ * block layer's column-parallel output row (mid) and row-parallel input
+ * row (inner), in floats. */
 size_t mk_gpt_scratch_row(const mk_gpt_t *g, int logits);
+size_t mk_gpt_mid_w(const mk_gpt_t *g, int l);
+size_t mk_gpt_inner_w(const mk_gpt_t *g, int l);
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *runs);
 /* the floats k runs take, packed (their 16-bit runs two values a float) or not */
 size_t mk_gpt_runs_floats(const mk_gpt_run16_t *runs, int k, int packed);
@@ -231,8 +235,10 @@ float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 /* the same, not zero-filled where the backend can: a buffer written whole before it is read */
 float *mk_gpt_alloc_raw(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats);
-/* Free everything a layer holds for a micro-batch. */
+/* Free everything a layer holds for a micro-batch (but_stash: all but
+ * its B_IN -> B_W stash, which B_W reads and then frees). */
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
+void mk_gpt_act_clear_but_stash(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 /* run->act16: x[0..n) (a layer's output rows) rounded to the run's 16-bit
  * type in place; else nothing. */
 void mk_gpt_round_out(const mk_gpt_t *g, const mk_gpt_run_t *run, float *x, size_t n);

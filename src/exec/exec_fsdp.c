@@ -30,18 +30,18 @@
 
 #include <stdlib.h>
 
-static int is_block(const mk_gpt_t *g, int l)
+static int splits(const mk_gpt_t *g, int l)
 {
     mk_gpt_kind_t k = mk_gpt_layer_kind(g, l);
-    return k == MK_GPT_ATTN || k == MK_GPT_MLP;
+    return k == MK_GPT_ATTN || k == MK_GPT_MLP || k == MK_GPT_HEAD;
 }
 
-/* A block's B_IN writes its norm's gradients, B_W its linears'; the
- * embedding and the head do all of theirs in B or B_IN. */
-static int writes(const mk_gpt_t *g, int l, int mode) { return is_block(g, l) || mode != MK_BWD_W; }
+/* A block's or the head's B_IN writes its norm's gradients, B_W its
+ * linears' (gpt_layers.c); the embedding does all of its in B or B_IN. */
+static int writes(const mk_gpt_t *g, int l, int mode) { return splits(g, l) || mode != MK_BWD_W; }
 static int completes(const mk_gpt_t *g, int l, int mode)
 {
-    return is_block(g, l) ? mode != MK_BWD_IN : mode != MK_BWD_W;
+    return splits(g, l) ? mode != MK_BWD_IN : mode != MK_BWD_W;
 }
 
 static int needs_params(const mk_exec_t *e, int l, int phase)

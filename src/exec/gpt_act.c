@@ -68,6 +68,38 @@ void mk_gpt_run_free(mk_gpt_run_t *run, const mk_gpt_t *g)
 }
 
 
+/* norm out (n,C), mean, rstd (n) with n = N (SP: this rank's N/tp rows,
+ * gathered again where a linear needs them: Korthikanti et al. keep the
+ * sequence-parallel shard), mid (N, mid), inner (N, inner), the attention
+ * probabilities (B, nh, T, T) */
+size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
+{
+    size_t B = run->B, N = B * g->T, n = mk_gpt_row_floats(g, run) / g->C, norm = n * g->C + 2 * n;
+    if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_internals(g, run);
+    switch (mk_gpt_layer_kind(g, l)) {
+    case MK_GPT_ATTN: /* with q/k norms also their input rows and each head's 1/rms */
+        return norm + N * (mk_gpt_mid_w(g, l) + mk_gpt_inner_w(g, l)) + mk_gpt_att_kept(g, l, run) +
+               (g->cfg.qk_norm ? N * (mk_gpt_mid_w(g, l) + (size_t)(g->nh + g->kv)) : 0) +
+               (g->mla ? N * mk_gpt_mla_row(g) : 0);
+    case MK_GPT_MLP: return norm + N * (mk_gpt_mid_w(g, l) + mk_gpt_inner_w(g, l));
+    case MK_GPT_HEAD: return norm + N * g->Vl;
+    default: return 0;
+    }
+}
+
+/* B_IN -> B_W: the linears' output gradients (N, C) and (N, mid), then
+ * their inputs, the norm output's rows (loc_rows, C) and (N, inner). */
+size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
+{
+    size_t N = (size_t)run->B * g->T;
+    if (mk_gpt_layer_is_moe(g, l)) return 0;  /* B_IN does all of it */
+    switch (mk_gpt_layer_kind(g, l)) {
+    case MK_GPT_ATTN: case MK_GPT_MLP: return N * (g->C + mk_gpt_mid_w(g, l) + mk_gpt_inner_w(g, l)) + mk_gpt_row_floats(g, run);
+    case MK_GPT_HEAD: return N * g->Vl + mk_gpt_row_floats(g, run); /* the logits' gradient, the norm output */
+    default: return 0;
+    }
+}
+
 /* Floats n values take: fp32, or packed two 16-bit values a float. */
 static size_t held(size_t n, int half) { return half ? (n + 1) / 2 : n; }
 
@@ -100,6 +132,14 @@ size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int 
     if (!packed) return mk_gpt_internals(g, l, run);
     mk_gpt_run16_t s[MK_GPT_RUNS16];
     return mk_gpt_runs_floats(s, mk_gpt_buf_runs(g, l, run, s), 1);
+}
+
+void mk_gpt_act_clear_but_stash(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
+{
+    float *stash = a->stash;
+    a->stash = NULL;
+    mk_gpt_act_clear(run, g, l, a);
+    a->stash = stash;
 }
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)

@@ -63,6 +63,8 @@ static size_t inner_w(const mk_gpt_t *g, int l)
     if (mk_gpt_layer_kind(g, l) != MK_GPT_ATTN) return (size_t)g->Fl;
     return (size_t)g->nh * (g->mla ? g->vd : g->hs); /* MLA: o_proj takes each head's v */
 }
+size_t mk_gpt_mid_w(const mk_gpt_t *g, int l) { return mid_w(g, l); }
+size_t mk_gpt_inner_w(const mk_gpt_t *g, int l) { return inner_w(g, l); }
 
 /* The widest token row of the scratch buffers: s_a, hidden, mid widths
  * and logits (the head's logit gradient); s_b (a block's dmid) without
@@ -111,37 +113,6 @@ static int tp_sum_out(const mk_gpt_t *g, mk_gpt_run_t *run, float *full, float *
 {
     if (sp_on(g, run)) return sp_coll(g, run, full, out, 0);
     return tp_reduce(g, run, full, run->B * g->T * g->C, 0);
-}
-
-/* norm out (n,C), mean, rstd (n) with n = N (SP: this rank's N/tp rows,
- * gathered again where a linear needs them: Korthikanti et al. keep the
- * sequence-parallel shard), mid (N, mid), inner (N, inner), the attention
- * probabilities (B, nh, T, T) */
-size_t mk_gpt_internals(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
-{
-    size_t B = run->B, N = B * g->T, n = loc_rows(g, run), norm = n * g->C + 2 * n;
-    if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_internals(g, run);
-    switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: /* with q/k norms also their input rows and each head's 1/rms */
-        return norm + N * (mid_w(g, l) + inner_w(g, l)) + mk_gpt_att_kept(g, l, run) +
-               (g->cfg.qk_norm ? N * (mid_w(g, l) + (size_t)(g->nh + g->kv)) : 0) +
-               (g->mla ? N * mk_gpt_mla_row(g) : 0);
-    case MK_GPT_MLP: return norm + N * (mid_w(g, l) + inner_w(g, l));
-    case MK_GPT_HEAD: return norm + N * g->Vl;
-    default: return 0;
-    }
-}
-
-/* B_IN -> B_W: the linears' output gradients (N, C) and (N, mid), then
- * their inputs, the norm output's rows (loc_rows, C) and (N, inner). */
-size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
-{
-    size_t N = (size_t)run->B * g->T;
-    if (mk_gpt_layer_is_moe(g, l)) return 0;  /* B_IN does all of it */
-    switch (mk_gpt_layer_kind(g, l)) {
-    case MK_GPT_ATTN: case MK_GPT_MLP: return N * (g->C + mid_w(g, l) + inner_w(g, l)) + mk_gpt_row_floats(g, run);
-    default: return 0;
-    }
 }
 
 /* The internals as runs of floats (split_buf's order), each kept 16-bit
@@ -621,21 +592,31 @@ static void stash_inputs(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a,
     const float *xin = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN ? p->x3 : p->x2;
     g->be->copy(g->be->ctx, a->stash + at, p->ln, n * sizeof(float));
     g->be->copy(g->be->ctx, a->stash + at + n, xin, N * inner_w(g, l) * sizeof(float));
-    float *stash = a->stash;
-    a->stash = NULL;
-    mk_gpt_act_clear(run, g, l, a);
-    a->stash = stash;
+    mk_gpt_act_clear_but_stash(run, g, l, a);
 }
 
+/* The head: the logits' gradient, the weight's (B, B_W) and the input's
+ * (B, B_IN); a split backward keeps the logits' gradient and the norm
+ * output's rows from B_IN to B_W (mk_gpt_stash_floats), as a block does. */
 static int bwd_head(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, parts_t *p,
-                    const int *targets, float *din)
+                    const int *targets, float *din, mk_bwd_mode_t mode)
 {
     const mk_backend_t *be = g->be;
     int N = run->B * g->T, C = g->C, w = mk_gpt_head_weight(g);
-    be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->grad_scale, N, g->Vl, g->v0);
-    parts_t q = *p;  /* SP: q.ln gathered into s_c, overwritten next */
-    if (sp_on(g, run) && ln_full(g, run, &q, run->s_c) < 0) return -1;
-    be->linear_bwd_w(be->ctx, G(g, w), NULL, run->s_a, q.ln, N, C, g->Vl);
+    size_t nl = (size_t)N * g->Vl;
+    float *dl = mode == MK_BWD_W ? a->stash : run->s_a;
+    if (mode == MK_BWD_W) p->ln = a->stash + nl;
+    else be->xent_bwd(be->ctx, run->s_a, p->x1, targets, run->grad_scale, N, g->Vl, g->v0);
+    if (mode == MK_BWD_IN) {
+        if (!(a->stash = mk_gpt_alloc(run, g, mk_gpt_stash_floats(g, l, run)))) return -1;
+        be->copy(be->ctx, a->stash, run->s_a, nl * sizeof(float));
+        be->copy(be->ctx, a->stash + nl, p->ln, mk_gpt_row_floats(g, run) * sizeof(float));
+    } else {
+        parts_t q = *p;  /* SP: q.ln gathered into s_c, overwritten next */
+        if (sp_on(g, run) && ln_full(g, run, &q, run->s_c) < 0) return -1;
+        be->linear_bwd_w(be->ctx, G(g, w), NULL, dl, q.ln, N, C, g->Vl);
+        if (mode == MK_BWD_W) return 0;
+    }
     be->zero(be->ctx, run->s_c, (size_t)N * C * sizeof(float));
     be->linear_bwd_in(be->ctx, run->s_c, run->s_a, P(g, w), N, C, g->Vl);
     be->zero(be->ctx, din, (size_t)loc_rows(g, run) * C * sizeof(float));
@@ -666,12 +647,12 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         if (mode != MK_BWD_IN) mk_gpt_act_clear(run, g, l, a);
         return 0;
     }
-    parts_t p = split_buf(g, l, run, a->buf);
+    parts_t p = a->buf ? split_buf(g, l, run, a->buf) : (parts_t){0}; /* (none after a B_IN) */
     if (kind == MK_GPT_HEAD) {
-        if (mode != MK_BWD_W) {
-            if (bwd_head(g, run, l, a, &p, targets, din) < 0) return -1;
-            mk_gpt_act_clear(run, g, l, a);
-        }
+        if (mode == MK_BWD_W && !a->stash) return mk_error_set("B_W of layer %d without its B_IN", l);
+        if (bwd_head(g, run, l, a, &p, targets, din, mode) < 0) return -1;
+        if (mode == MK_BWD_IN) mk_gpt_act_clear_but_stash(run, g, l, a); /* kept for B_W */
+        else mk_gpt_act_clear(run, g, l, a);
         return 0;
     }
     if (mode == MK_BWD_FULL) {
