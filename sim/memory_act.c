@@ -149,15 +149,7 @@ double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k)
  * layer's inputs kept (they are these).  Per micro-batch, / cp. */
 static double layer_wstash(const mk_plan_t *p, const mk_graph_t *g, int l)
 {
-    const mk_layer_t *L = &g->layers[l];
-    double x = 0, tp = p->tp > 1 ? p->tp : 1;
-    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
-        const mk_op_t *o = &g->ops[i];
-        if (o->kind != MK_OPK_LINEAR && o->kind != MK_OPK_LM_HEAD) continue;
-        int out_split = o->tp_role == MK_TP_COLUMN || o->tp_role == MK_TP_SPLIT || o->kind == MK_OPK_LM_HEAD;
-        x += o->act_rep + o->act_split / tp + o->out_bytes / (out_split ? tp : 1);
-    }
-    return x;
+    return g->layers[l].wgrad_rep + g->layers[l].wgrad_split / (p->tp > 1 ? p->tp : 1);
 }
 
 double mk_sim_chunk_wstash(const mk_plan_t *p, const mk_graph_t *g, int k)
@@ -179,8 +171,9 @@ double mk_sim_chunk_bin_extra(const mk_plan_t *p, const mk_graph_t *g, int k, in
     act_ctx_t x;
     act_ctx(&x, p, g);
     int l0 = p->bounds[k], n = p->bounds[k + 1] - l0, j = 0, in_grp = 0;
-    double *kept = malloc(2 * (size_t)n * sizeof *kept), *reb = kept + n, all = 0, grp = 0;
+    double buf[2 * 256], *kept = n <= 256 ? buf : malloc(2 * (size_t)n * sizeof *kept), all = 0, grp = 0;
     if (!kept) return 0; /* (the figure without it: an under-count, never a crash) */
+    double *reb = kept + n;
     for (int i = 0, first = 0; i < n; i++) { /* what F keeps of each layer, and its group's rebuilt part */
         int l = l0 + i, ck_l = mk_layer_checkpointable(g, l) && j++ < ck;
         double a = mk_sim_act_offloaded(p, g, l) ? 0 : mk_layer_act_bytes(g, l, p->tp, x.sp, x.sel);
@@ -203,7 +196,7 @@ double mk_sim_chunk_bin_extra(const mk_plan_t *p, const mk_graph_t *g, int k, in
         if (h > peak) peak = h;
         done += s, left -= kept[i];
     }
-    free(kept);
+    if (kept != buf) free(kept);
     double cp = p->cp > 1 ? p->cp : 1;
     return peak > all ? (peak - all) / cp : 0;
 }

@@ -96,6 +96,9 @@ typedef struct mk_layer {
     double in_bytes;         /* activation entering the layer (what a checkpoint keeps) */
     double out_bytes;        /* activation leaving it (what a stage boundary sends) */
     double act_rep, act_split, act_scores; /* sums of the ops' saved bytes (see mk_op_t) */
+    double wgrad_rep, wgrad_split; /* the weight-gradient GEMMs' operands (linears, LM head): each saved
+                                      input whole, the output gradient as the output is split (a
+                                      split backward's B_IN -> B_W stash: sim/memory_act.c) */
     double params_rep, params_split;       /* parameters whole on every TP rank / split over t */
     double expert_rep, expert_split;       /* of them, an MoE op's routed experts' (likewise) */
     int has_tp_pair;         /* holds a column/row pair: 2 TP all-reduces fwd, 2 bwd per block */

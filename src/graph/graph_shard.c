@@ -182,6 +182,11 @@ static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
         L->vec_flops += o->vec_flops;
         L->bytes_moved += o->bytes_moved;
         L->act_rep += o->act_rep, L->act_split += o->act_split, L->act_scores += o->act_scores;
+        if (o->kind == MK_OPK_LINEAR || o->kind == MK_OPK_LM_HEAD) {
+            int out_split = o->tp_role == MK_TP_COLUMN || o->tp_role == MK_TP_SPLIT || o->kind == MK_OPK_LM_HEAD;
+            L->wgrad_rep += o->act_rep + (out_split ? 0 : o->out_bytes);
+            L->wgrad_split += o->act_split + (out_split ? o->out_bytes : 0);
+        }
         /* a q/k norm runs on a rank's heads but holds the whole (per-head) weight */
         if (o->tp_role == MK_TP_REPLICATED || o->kind == MK_OPK_QK_NORM) L->params_rep += o->params;
         else L->params_split += o->params;
