@@ -269,6 +269,8 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
        own between its GEMMs: their passes follow the GEMMs' time */
     if (core && !g->opts.flash_attn && d->mem_bw_Bps > 0)
         t += score_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
+    /* and an fp8 linear's casts and transposes before its GEMMs (graph.c) */
+    if (d->mem_bw_Bps > 0) t += o->pass_bytes[bwd ? 1 : 0] * scale / d->mem_bw_Bps;
     /* so are an MoE layer's dispatch, activation and combine around its GEMMs */
     if (o->kind == MK_OPK_MOE && d->mem_bw_Bps > 0) t += moe_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
     t += d->launch_s * (bwd ? 2 : 1);

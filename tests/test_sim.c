@@ -411,6 +411,46 @@ static void test_moe_passes(void)
     mk_graph_free(g);
 }
 
+/* An fp8 linear's casts are kernels of their own before its GEMMs
+ * (Transformer Engine as Megatron-Core builds it; graph.c "fp8 plans"):
+ * their bytes add to the GEMM's time at the device's memory bandwidth,
+ * not under it.  gpt-175b's block (h 12288, N = s = 2048 tokens, dt 2, FP8
+ * 1): proj, fed by the attention core, cast-transposes its input forward,
+ * N h (2 + 1 + 1), and its output gradient backward, the same; fc1, fed by
+ * the norm (which writes the FP8 input itself), nothing forward and
+ * backward its output gradient, N 4h (2 + 1 + 1), and the saved input's
+ * transpose, 2 N h.  On dgx-h100 the GEMMs bound both ops, so doubling
+ * the bandwidth takes half of that time off exactly; bf16 has no such
+ * passes. */
+static void test_fp8_casts(void)
+{
+    mk_plan_t p;
+    mk_graph_t *g = bf16_graph("gpt-175b", 2048, MK_ATTN_FLASH, &p);
+    mk_cluster_t c, c2;
+    CHECK(g && mk_cluster_get("dgx-h100", &c) == 0, "graph and cluster");
+    if (!g) return;
+    int proj = mk_graph_find_op(g, "proj.0"), fc1 = mk_graph_find_op(g, "fc1.0");
+    CHECK(g->ops[proj].pass_bytes[0] == 0 && g->ops[fc1].pass_bytes[1] == 0, "bf16: no cast passes");
+    mk_graph_free(g);
+    p.dtype = MK_DTYPE_FP8;
+    g = mk_plan_graph(&p);
+    CHECK(g != NULL, "fp8 graph");
+    if (!g) return;
+    c2 = c, c2.dev.mem_bw_Bps *= 2;
+    double N = 2048, h = 12288;
+    double want[2][2] = {{N * h * 4, N * h * 4}, {0, N * 4 * h * 4 + 2 * N * h}};
+    int ops[2] = {proj, fc1};
+    for (int i = 0; i < 2; i++)
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            double t1 = mk_cost_op_time(&c, g, ops[i], 1, 0, N, MK_DTYPE_FP8, bwd);
+            double t2 = mk_cost_op_time(&c2, g, ops[i], 1, 0, N, MK_DTYPE_FP8, bwd);
+            const char *what[2][2] = {{"fp8 proj casts", "fp8 proj casts, backward"},
+                                      {"fp8 fc1 casts (none)", "fp8 fc1 casts, backward"}};
+            CHECK_REL(t1 - t2 + 1e-30, want[i][bwd] / (2 * c.dev.mem_bw_Bps) + 1e-30, 1e-9, what[i][bwd]);
+        }
+    mk_graph_free(g);
+}
+
 /* The gradient buffers' type (mk_plan_grad_dtype): fp32 for bf16 (and
  * fp8) plans, as Megatron-LM forces, fp16 for fp16 ones unless
  * --accumulate-allreduce-grads-in-fp32: 4 or 2 bytes a parameter, and the
@@ -511,6 +551,7 @@ int main(void)
     test_cluster_json();
     test_fused_causal();
     test_moe_passes();
+    test_fp8_casts();
     test_grad_dtype();
     test_tp_comm_overlap();
     test_tail_micro_batches();

@@ -82,6 +82,8 @@ typedef struct mk_op {
     double fwd_flops_causal;       /* matmul FLOPs, causal attention */
     double vec_flops;              /* elementwise FLOPs, forward */
     double bytes_moved;            /* forward memory traffic */
+    double pass_bytes[2];          /* forward, backward traffic of kernels of their own beside
+                                      the op's (fp8: Transformer Engine's casts and transposes) */
     double act_rep, act_split, act_scores; /* saved-for-backward bytes */
     double out_bytes;              /* its output activation */
 } mk_op_t;

@@ -42,13 +42,22 @@
  * bytes (Korthikanti et al. 2022), of which 10*s*b*h is replicated over TP
  * ranks, 24*s*b*h is split, and 5*a*s*s*b is attention scores.
  *
- * fp8 plans (Transformer Engine's te.Linear with delayed scaling,
- * transformer_engine/pytorch/module/linear.py): the linear's bf16 input is
- * cast by one fused cast-transpose kernel that reads it (N*in*2), writes
- * the FP8 input and its transpose (N*in*1 each) and takes the amax as it
- * goes: 2 vector FLOPs an element (scale, compare); the GEMM reads FP8
- * operands (N*in + in*out) and writes its output in bf16 (N*out*2); the
- * op saves the FP8 transpose (N*in*1) for its weight gradient.  The other
+ * fp8 plans (Transformer Engine's linears with delayed scaling, as
+ * Megatron-Core's TE layer spec builds them: TELayerNormColumnParallelLinear
+ * where a norm feeds the linear, TERowParallelLinear otherwise;
+ * transformer_engine/pytorch/module/linear.py, layernorm_linear.py and
+ * base.py grad_output_preprocess): the GEMM reads FP8 operands
+ * (N*in + in*out) and writes its output in bf16 (N*out*2), and the op
+ * saves its FP8 input (N*in*1) for its weight gradient.  The casts are
+ * kernels of their own before the GEMMs (pass_bytes, timed after the
+ * GEMM's own time in sim/cost.c, not under it): a plain linear's bf16
+ * input goes through one fused cast-transpose that reads it (N*in*2) and
+ * writes the FP8 input and its transpose (N*in*1 each), taking the amax as
+ * it goes (2 vector FLOPs an element: scale, compare); after a norm, the
+ * norm kernel writes the FP8 input itself and the backward transposes the
+ * saved copy for the weight gradient (N*in*1 read and written).  Backward,
+ * the output gradient is cast-transposed likewise (N*out*(2 + 1 + 1)).
+ * The other
  * ops (norms, the attention core, which TE's DotProductAttention runs in
  * bf16, the LM head, which Megatron-Core's output layer runs outside TE)
  * are bf16's.
@@ -329,20 +338,23 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop, int eager)
 
 /* A linear layer's bytes moved, vector FLOPs and saved bytes (the table
  * on top): operands of gb = mk_dtype_gemm_bytes, the output in dt; fp8
- * adds the input's cast-transpose. */
+ * adds the casts' passes (after a norm: the saved input's transpose). */
 static void linear_bytes(const mk_graph_t *g, mk_op_t *o, double N)
 {
     const double dt = mk_dtype_bytes(g->opts.dtype), gb = mk_dtype_gemm_bytes(g->opts.dtype);
-    const double in = o->in_width, w = o->width;
+    const double in = o->in_width, w = o->width, cast = mk_dtype_cast_bytes(g->opts.dtype);
     if (gb == dt) { /* one type throughout */
         o->bytes_moved = (N * in + N * w + in * w) * dt;
         o->act_rep = N * in * dt;
         return;
     }
-    /* fp8: the GEMM, and the cast-transpose of the input, amax on the way */
-    o->bytes_moved = (N * in + in * w) * gb + N * w * dt + N * in * mk_dtype_cast_bytes(g->opts.dtype);
+    mk_opkind_t from = o->n_in > 0 && o->in[0] >= 0 ? g->ops[o->in[0]].kind : MK_OPK_COUNT;
+    int normed = from == MK_OPK_LAYERNORM || from == MK_OPK_RMSNORM;
+    o->bytes_moved = (N * in + in * w) * gb + N * w * dt;
     o->vec_flops = 2 * N * in;
     o->act_rep = N * in * gb;
+    o->pass_bytes[0] = normed ? 0 : N * in * cast;
+    o->pass_bytes[1] = N * w * cast + (normed ? 2 * N * in * gb : 0);
 }
 
 /* An MoE op's costs (the table on top); load: the rank's routed tokens
@@ -386,6 +398,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
     o->vocab_padded = o->vocab > 0 ? mk_pad_vocab(o->vocab, g->opts.tp) : 0;
     const double Vp = o->vocab_padded;
     o->out_bytes = N * w * dt;
+    o->pass_bytes[0] = o->pass_bytes[1] = 0;
     switch (o->kind) {
     case MK_OPK_EMBEDDING:
         o->params = (double)o->vocab * w;

@@ -180,7 +180,7 @@ static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
         L->bwd_flops += o->bwd_flops;
         L->fwd_flops_causal += o->fwd_flops_causal;
         L->vec_flops += o->vec_flops;
-        L->bytes_moved += o->bytes_moved;
+        L->bytes_moved += o->bytes_moved + o->pass_bytes[0];
         L->act_rep += o->act_rep, L->act_split += o->act_split, L->act_scores += o->act_scores;
         if (o->kind == MK_OPK_LINEAR || o->kind == MK_OPK_LM_HEAD) {
             int out_split = o->tp_role == MK_TP_COLUMN || o->tp_role == MK_TP_SPLIT || o->kind == MK_OPK_LM_HEAD;
