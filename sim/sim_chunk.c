@@ -53,9 +53,11 @@ static double tp_collective(const mk_sim_state_t *R, double S)
  * pairs with the layer's column-parallel GEMMs (col), the reduce-scatter
  * with its row-parallel ones (row_full); backward the other way round.
  * The n_blk block collectives are overlapped, the embedding's and the
- * head's (n_ar - n_blk) are not (TE overlaps its own linears only).  Not
- * charged: the GEMM pieces' lower efficiency and the SMs TE's pipelined
- * reduce-scatter takes (sim/README.md "TP communication overlap"). */
+ * head's (n_ar - n_blk) are not (TE overlaps its own linears only).  The
+ * GEMMs TE overlaps by SMs (the row parts: the forward's row-parallel and
+ * the backward's column-parallel linears, te_sm_margin) run on the SMs its
+ * communication kernels leave them.  Not charged: the GEMM pieces' lower
+ * efficiency (sim/README.md "TP communication overlap"). */
 static void te_overlap(int tp, int n_blk, double col, mk_tpl_t *t)
 {
     if (n_blk <= 0 || t->n_ar <= 0 || t->ar_full <= 0) return;
@@ -64,6 +66,20 @@ static void te_overlap(int tp, int n_blk, double col, mk_tpl_t *t)
     double full = (n_blk * (ag + rs) + (t->n_ar - n_blk) * t->ar_full) / t->n_ar;
     t->ar_half *= full / t->ar_full; /* the halves (tp_overlap >= 1) are refused beside it */
     t->ar_full = full;
+}
+
+/* TE's "pipeline" and "bulk" overlaps launch the GEMMs they pair with on
+ * sms - MK_TE_UB_COMM_SMS of the device's SMs (cost.h): the layer's row
+ * part (forward: proj and fc2; backward: qkv's and fc1's gradients) takes
+ * sms / (sms - 16) of its time, its casts' passes included (an upper
+ * bound); nothing without the device's SM count. */
+static void te_sm_margin(const mk_cluster_t *c, mk_tpl_t *t)
+{
+    int sms = c->dev.sms;
+    if (sms <= MK_TE_UB_COMM_SMS) return;
+    double f = (double)MK_TE_UB_COMM_SMS / (sms - MK_TE_UB_COMM_SMS); /* the added share */
+    t->c_full += f * t->row_full, t->c_half += f * t->row_half;
+    t->row_full *= 1 + f, t->row_half *= 1 + f;
 }
 
 /* Context parallelism's ring inside layer l's attention core (op i),
@@ -192,7 +208,10 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
         double S = L->out_bytes / (p->cp > 1 ? p->cp : 1); /* a CP rank's s/cp tokens */
         t->ar_full = tp_collective(R, S);
         t->ar_half = tp_collective(R, S / 2);
-        if (p->tp_comm_overlap) te_overlap(p->tp, L->n_tp_allreduce, col_full, t);
+        if (p->tp_comm_overlap) {
+            if (L->n_tp_allreduce > 0) te_sm_margin(R->c, t);
+            te_overlap(p->tp, L->n_tp_allreduce, col_full, t);
+        }
     }
 }
 

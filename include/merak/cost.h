@@ -93,6 +93,17 @@ double mk_cost_a2a_deepep(const mk_cluster_t *c, const mk_group_t *g, double byt
  * training gave its cross-node all-to-alls "only 20 SMs" of an H800's 132
  * (arXiv:2412.19437 section 3.2.2). */
 #define MK_DEEPEP_SMS 20
+/* Transformer Engine's userbuffers TP overlap (--tp-comm-overlap) runs
+ * its "pipeline" overlaps (the forward's row-parallel GEMMs, proj_fprop and
+ * fc2_fprop, reduce-scattered piece by piece) and its "bulk" ones (the
+ * backward's column-parallel dgrad and wgrad GEMMs, qkv_* and fc1_*) with
+ * their communication kernels on MK_TE_UB_COMM_SMS streaming
+ * multiprocessors and the GEMM launched on the others (set_sm_margin);
+ * its ring exchanges (the other four GEMMs) move data with the copy
+ * engines and take one SM (transformer_engine/pytorch/module/base.py,
+ * initialize_ub's get_default_config: num_sm 16 for "pipeline" and
+ * "bulk", set_sm_margin where the method is not "ring_exchange"). */
+#define MK_TE_UB_COMM_SMS 16
 /* The share of the device's SMs an all-to-all takes from compute it
  * overlaps (a merged or DualPipe pair's, sim_step.c pair_hidden): that
  * compute runs on the rest, so hiding t seconds of all-to-all behind it
