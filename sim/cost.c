@@ -5,13 +5,25 @@
 #include <math.h>
 #include <string.h>
 
-/* eff(d) = gemm_eff * d / (d + gemm_half_dim): small GEMMs reach a smaller
- * share of peak; large ones approach gemm_eff. */
-double mk_cost_gemm_eff(const mk_device_t *d, double dim)
+/* eff(d) = gemm_eff * d / (d + h): small GEMMs reach a smaller share of
+ * peak; large ones approach gemm_eff.  h = gemm_half_dim * P / P16: the
+ * device's curve is its 16-bit GEMMs' (P16 = matmul_flops[bf16]), and a
+ * GEMM's fixed costs (prologue and epilogue, the pipeline's fill, the
+ * last wave's tail) take the same time at any math rate, so at rate P it
+ * needs dimensions P / P16 times as large to reach the same share of its
+ * peak: FP8 (twice the rate) reaches half its asymptote at twice bf16's
+ * size.  Published: cuBLAS-like 128x128-tile FP8 GEMMs on an H800 SXM
+ * (the H100's SMs and FP8 rate), M = 4096, reach 0.30, 0.50 and 0.52 of
+ * the 1979 TFLOP/s peak at K = 512, 1536 and 2048 (N = 32768, 24576,
+ * 7168; deepseek-ai/DeepGEMM pull request 73's base kernels); this curve
+ * on dgx-h100 gives 0.30, 0.50 and 0.55 (with bf16's h, 0.43, 0.60 and
+ * 0.63).  TF32 (half the rate) reaches it at half the size. */
+double mk_cost_gemm_eff(const mk_device_t *d, double dim, double peak)
 {
-    double e = d->gemm_eff > 0 ? d->gemm_eff : 1.0;
-    if (dim <= 0 || d->gemm_half_dim <= 0) return e;
-    return e * dim / (dim + d->gemm_half_dim);
+    double e = d->gemm_eff > 0 ? d->gemm_eff : 1.0, h = d->gemm_half_dim, p16 = d->matmul_flops[MK_DTYPE_BF16];
+    if (dim <= 0 || h <= 0) return e;
+    if (peak > 0 && p16 > 0) h *= peak / p16;
+    return e * dim / (dim + h);
 }
 
 /* Share of an op one TP rank computes: split roles divide by t; replicated
@@ -122,8 +134,8 @@ static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const m
     if (cap > 0 && cap < lf) lf = cap;
     double ep = g->opts.ep > 1 ? g->opts.ep : 1;
     double te = ep * tokens * k / o->experts * lf, de = fmin(te, fmin(w, fe)), ds = fmin(tokens, fmin(w, fs));
-    double t = f * routed * (ep > 1 ? lf : fmin(lf, 1.0)) / (peak * mk_cost_gemm_eff(d, de));
-    if (fs > 0) t += f * (1 - routed) / (peak * mk_cost_gemm_eff(d, ds));
+    double t = f * routed * (ep > 1 ? lf : fmin(lf, 1.0)) / (peak * mk_cost_gemm_eff(d, de, peak));
+    if (fs > 0) t += f * (1 - routed) / (peak * mk_cost_gemm_eff(d, ds, peak));
     return t;
 }
 
@@ -237,7 +249,10 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     double tc = 0;
     if (f > 0 && o->kind == MK_OPK_MOE) /* the tokens this rank routes */
         tc = moe_matmul_time(d, g, o, f, tokens * tp_share(o, tp, seqpar), matmul_peak(d, o, dtype));
-    else if (f > 0) tc = f / (matmul_peak(d, o, dtype) * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens)));
+    else if (f > 0) {
+        double pk = matmul_peak(d, o, dtype);
+        tc = f / (pk * mk_cost_gemm_eff(d, gemm_dim(g, o, tp, tokens), pk));
+    }
     if (f > 0 && !bwd && d->gemm_fwd_scale > 0 && !c->ideal) tc *= d->gemm_fwd_scale; /* see cluster.h */
     /* an fp8 linear's backward GEMMs (dgrad, wgrad) accumulate precisely (TE's recipe; cluster.c) */
     if (f > 0 && bwd && dtype == MK_DTYPE_FP8 && o->kind == MK_OPK_LINEAR && d->fp8_split_acc_scale > 0 && !c->ideal)

@@ -451,6 +451,31 @@ static void test_fp8_casts(void)
     mk_graph_free(g);
 }
 
+/* The GEMM curve is the device's 16-bit GEMMs'; at another math rate a
+ * GEMM's fixed costs take the same time, so its half-dimension scales with
+ * the rate (sim/cost.c mk_cost_gemm_eff): on dgx-h100 (0.75, 384) FP8 at
+ * twice bf16's rate reaches 0.75 d / (d + 768) -- 0.30, 0.50 and 0.545 at
+ * d = 512, 1536, 2048, DeepGEMM's measured 0.30, 0.50, 0.52 (pull request
+ * 73, H800) -- and TF32 at half the rate 0.75 d / (d + 192). */
+static void test_gemm_rate_curve(void)
+{
+    mk_cluster_t c;
+    CHECK(mk_cluster_get("dgx-h100", &c) == 0, "dgx-h100");
+    const mk_device_t *d = &c.dev;
+    double dims[3] = {512, 1536, 2048}, meas[3] = {0.30, 0.50, 0.52};
+    double r8 = d->matmul_flops[MK_DTYPE_FP8] / d->matmul_flops[MK_DTYPE_BF16]; /* 1979 / 989 */
+    for (int i = 0; i < 3; i++) {
+        double e8 = mk_cost_gemm_eff(d, dims[i], d->matmul_flops[MK_DTYPE_FP8]);
+        CHECK_REL(e8, 0.75 * dims[i] / (dims[i] + 384 * r8), 1e-12, "fp8: the half-dimension doubled");
+        CHECK(fabs(e8 - meas[i]) <= 0.03, "fp8 at d = %g: %.3f against DeepGEMM's %.2f", dims[i], e8, meas[i]);
+        CHECK_REL(mk_cost_gemm_eff(d, dims[i], d->matmul_flops[MK_DTYPE_BF16]), 0.75 * dims[i] / (dims[i] + 384),
+                  1e-12, "bf16: the device's curve");
+        CHECK_REL(mk_cost_gemm_eff(d, dims[i], 0), 0.75 * dims[i] / (dims[i] + 384), 1e-12, "no rate: the 16-bit curve");
+        CHECK_REL(mk_cost_gemm_eff(d, dims[i], d->matmul_flops[MK_DTYPE_FP32]), 0.75 * dims[i] / (dims[i] + 192),
+                  1e-3, "tf32: the half-dimension halved");
+    }
+}
+
 /* The gradient buffers' type (mk_plan_grad_dtype): fp32 for bf16 (and
  * fp8) plans, as Megatron-LM forces, fp16 for fp16 ones unless
  * --accumulate-allreduce-grads-in-fp32: 4 or 2 bytes a parameter, and the
@@ -563,6 +588,7 @@ int main(void)
     test_fused_causal();
     test_moe_passes();
     test_fp8_casts();
+    test_gemm_rate_curve();
     test_grad_dtype();
     test_tp_comm_overlap();
     test_tail_micro_batches();

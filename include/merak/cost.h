@@ -52,8 +52,9 @@ typedef struct mk_group {
  * concurrently (symmetric replicas), at least per_node. */
 mk_group_t mk_group_make(const mk_cluster_t *c, int first, int stride, int n, int sharers);
 
-/* Efficiency of a GEMM whose smallest dimension is d. */
-double mk_cost_gemm_eff(const mk_device_t *d, double dim);
+/* Efficiency of a GEMM whose smallest dimension is d, running at the
+ * matmul rate `peak` (0: the device's 16-bit rate). */
+double mk_cost_gemm_eff(const mk_device_t *d, double dim, double peak);
 /* One op's forward (bwd=0) or backward (bwd=1) time on one TP rank of t,
  * for a micro-batch of `tokens` tokens (the graph's b*s, or half of it). */
 double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,

@@ -89,7 +89,9 @@
  * dimension; they are calibrated by `merak profile`, here set to common
  * observations: large GEMMs reach ~70-80% of peak, and GEMMs a few hundred
  * rows tall about half of that (half_dim 128 on the RTX 3090, 256 on the
- * A100, 384 on the H100/H200, whose larger tiles need bigger GEMMs). */
+ * A100, 384 on the H100/H200, whose larger tiles need bigger GEMMs).  The
+ * curve is the 16-bit GEMMs'; sim/cost.c scales gemm_half_dim by a
+ * GEMM's rate over the 16-bit rate (FP8: x2, TF32: x1/2). */
 #include "merak/jsonio.h"
 #include "merak/cluster.h"
 #include "merak/fileio.h"
