@@ -268,7 +268,10 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
         tc = f / (bwd && d->attention_bwd_flops > 0 ? d->attention_bwd_flops : d->attention_flops);
     if (c->ideal) return tc;
     int flash = core && g->opts.flash_attn && d->flash_attn_flops > 0;
-    if (flash) tc = f * (bwd ? FLASH_BWD_FLOPS : 1) / d->flash_attn_flops, v = 0; /* softmax on-chip */
+    if (flash) { /* softmax on-chip; the backward at its own rate where the device gives one */
+        double rate = bwd && d->flash_attn_bwd_flops > 0 ? d->flash_attn_bwd_flops : d->flash_attn_flops;
+        tc = f * (bwd ? FLASH_BWD_FLOPS : 1) / rate, v = 0;
+    }
     /* a fused kernel skips the tiles the causal mask (and a sliding window, FlashAttention-2's window_size)
        masks whole: it does the causal pairs' share of the work, s(s+1)/2 of s^2 (the window's share of
        that), and its published rates count those FLOPs (FlashAttention-2's and -3's benchmarks halve the

@@ -58,6 +58,9 @@ typedef struct mk_device {
     double flash_attn_flops; /* optional: FLOP/s of the fused FlashAttention kernel, forward
                                 and backward (plans with use_flash_attn; at most the matmul
                                 peak); 0: such plans run the core at the GEMM curve */
+    double flash_attn_bwd_flops; /* optional: that kernel's backward FLOP/s where it differs
+                                (its FLOPs counted as its benchmarks count them, 2.5x the
+                                forward's); 0: flash_attn_flops */
 } mk_device_t;
 
 /* The host side of a node, for optimizer-state CPU offload (0: not given,

@@ -133,6 +133,15 @@
 #define FLASH_H100 (0.35 * 989 * TF)
 #define FLASH_B200 (0.35 * 2250 * TF)
 #define FLASH_GB200 (0.35 * 2500 * TF)
+/* FlashAttention-2's backward on the H100 runs below its forward: 322
+ * against 370 TFLOP/s at head dim 128 and 16K tokens (Shah et al.,
+ * FlashAttention-3, arXiv:2407.08608, Figures 5 and 6, each counting its
+ * direction's FLOPs as the benchmark does; cuDNN's kernel there: 516
+ * against 595, the same ratio within 1%), so the presets whose forward
+ * rate is the H100's share give the backward that ratio of it (the B200
+ * and GB200 rules: the H100's).  The A100's figure is already the low
+ * end of FlashAttention-2's range, its backward included: one rate. */
+#define FLASH_BWD_OF_FWD (322.0 / 370.0)
 /* Host memory and each GPU's link to it, for optimizer CPU offload (data
  * sheets; the links at 90% of their line rate, the convention above for
  * unmeasured bandwidths):
@@ -222,7 +231,7 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     /* The H100 of torchtitan's published benchmarks (pytorch/torchtitan,
@@ -240,7 +249,7 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H100-SXM5-96GB-500W", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 2160 * GB, .mem_bytes = 96 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x H200-141GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
@@ -248,21 +257,21 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF, .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6,
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S,
-              .flash_attn_flops = FLASH_H100, .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
+              .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD, .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     {"8x B200-180GB per node, NVLink 5 / NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-b200",
       .dev = {.name = "B200-180GB", .matmul_flops = {1125 * TF, 2250 * TF, 2250 * TF, FP8_B200},
               .vector_flops = 150 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 180 * GB, .launch_s = 4e-6,
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_B200, .host_op_s = HOST_OP_S,
-              .flash_attn_flops = FLASH_B200},
+              .flash_attn_flops = FLASH_B200, .flash_attn_bwd_flops = FLASH_B200 * FLASH_BWD_OF_FWD},
       DGX_LINKS(740 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_B200}},
     {"GB200 NVL72: 72 B200 (186 GB) per NVLink 5 domain (rack), one 400 Gb/s InfiniBand NIC per GPU",
      {.name = "gb200-nvl72",
       .dev = {.name = "GB200-B200-186GB", .matmul_flops = {1250 * TF, 2500 * TF, 2500 * TF, FP8_GB200},
               .vector_flops = 180 * TF, .mem_bw_Bps = 7200 * GB, .mem_bytes = 186 * GB, .launch_s = 4e-6,
               .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_B200, .host_op_s = HOST_OP_S,
-              .flash_attn_flops = FLASH_GB200},
+              .flash_attn_flops = FLASH_GB200, .flash_attn_bwd_flops = FLASH_GB200 * FLASH_BWD_OF_FWD},
       .gpus_per_node = 72, .intra = {3e-6, 740 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 72, .host = HOST_GB200}},
     {"8x RTX 3090 per node on PCIe 4.0, one 100 Gb/s InfiniBand NIC (assumed commodity servers)",
      {.name = "rtx3090-pcie",
@@ -275,7 +284,7 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       .gpus_per_node = 1, .max_nodes = 1, .intra = {3e-6, 370 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 1}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
@@ -336,7 +345,8 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  *  "vector_flops": X, "mem_bw_Bps": X, "mem_bytes": X, "launch_s": X,
  *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "vector_bwd_flops", "attention_flops",
  *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X, "sms": I, "gemm_tile_m": X,
- *  "gemm_tile_n": X, "flash_attn_flops": X, "context_bytes": X, "fp8_split_acc_scale": X} */
+ *  "gemm_tile_n": X, "flash_attn_flops": X, "flash_attn_bwd_flops": X, "context_bytes": X,
+ *  "fp8_split_acc_scale": X} */
 
 static int get_str(json_t *o, const char *what, const char *key, char *buf, size_t n)
 {
@@ -388,8 +398,9 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
         return mk_error_set("%s: fp8_split_acc_scale must be 0 or in [1, 16]", what);
     /* a fused kernel on the tensor cores runs at most at their peak */
     double peak = fmax(d->matmul_flops[0], fmax(d->matmul_flops[1], d->matmul_flops[2]));
-    if (d->flash_attn_flops > peak)
-        return mk_error_set("%s: flash_attn_flops must be at most the matmul peak (%g)", what, peak);
+    if (d->flash_attn_flops > peak || d->flash_attn_bwd_flops > peak)
+        return mk_error_set("%s: flash_attn_flops and flash_attn_bwd_flops must be at most the matmul peak (%g)",
+                            what, peak);
     if (!(d->context_bytes < d->mem_bytes))
         return mk_error_set("%s: context_bytes must be less than mem_bytes", what);
     if (c->gpus_per_node < 1 || c->nics_per_node < 1 || c->max_nodes < 0)
@@ -432,7 +443,8 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "launch_s", "gemm_eff", "gemm_half_dim", "has_bf16", "vector_bwd_flops",
                                       "attention_flops",
                                       "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
-                                      "gemm_tile_n", "flash_attn_flops", "context_bytes", "fp8_split_acc_scale", NULL};
+                                      "gemm_tile_n", "flash_attn_flops", "flash_attn_bwd_flops", "context_bytes",
+                                      "fp8_split_acc_scale", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", "fp8", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
@@ -463,6 +475,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         opt_num(d, path, "gemm_tile_m", &c->dev.gemm_tile_m) < 0 ||
         opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 ||
         opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 ||
+        opt_num(d, path, "flash_attn_bwd_flops", &c->dev.flash_attn_bwd_flops) < 0 ||
         opt_num(d, path, "context_bytes", &c->dev.context_bytes) < 0 ||
         opt_num(d, path, "fp8_split_acc_scale", &c->dev.fp8_split_acc_scale) < 0 || host_from(j, path, &c->host) < 0 ||
         mk_cluster_validate(c, path) < 0)
@@ -507,6 +520,8 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(json_object_get(j, "device"), "host_op_s", json_real(d->host_op_s));
     if (j && d->flash_attn_flops > 0)
         json_object_set_new(json_object_get(j, "device"), "flash_attn_flops", json_real(d->flash_attn_flops));
+    if (j && d->flash_attn_bwd_flops > 0)
+        json_object_set_new(json_object_get(j, "device"), "flash_attn_bwd_flops", json_real(d->flash_attn_bwd_flops));
     if (j && d->context_bytes > 0)
         json_object_set_new(json_object_get(j, "device"), "context_bytes", json_real(d->context_bytes));
     if (j && d->fp8_split_acc_scale > 0)

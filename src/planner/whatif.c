@@ -35,6 +35,7 @@ int mk_cluster_scale(mk_cluster_t *c, mk_cluster_knob_t k, double f)
         scale_rate(&d->attention_flops, f);
         scale_rate(&d->attention_bwd_flops, f);
         scale_rate(&d->flash_attn_flops, f);
+        scale_rate(&d->flash_attn_bwd_flops, f);
         return 0;
     default: return mk_error_set("unknown cluster knob %d", (int)k);
     }

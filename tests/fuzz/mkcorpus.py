@@ -110,6 +110,13 @@ def clusters():
     # flash_attn_flops (issue 15): optional, at most the matmul peak
     put("cluster", "accept-flash-attn-flops.json", js(dict(c, device=dict(quant, flash_attn_flops=5e11))))
     put("cluster", "reject-flash-attn-above-peak.json", js(dict(c, device=dict(quant, flash_attn_flops=1e30))))
+    # flash_attn_bwd_flops (issue 38): optional, its backward's rate, at most the matmul peak
+    put("cluster", "accept-flash-attn-bwd-flops.json",
+        js(dict(c, device=dict(quant, flash_attn_flops=5e11, flash_attn_bwd_flops=4.3e11))))
+    put("cluster", "reject-flash-attn-bwd-above-peak.json",
+        js(dict(c, device=dict(quant, flash_attn_flops=5e11, flash_attn_bwd_flops=1e30))))
+    put("cluster", "reject-flash-attn-bwd-string.json",
+        js(dict(c, device=dict(quant, flash_attn_flops=5e11, flash_attn_bwd_flops="fast"))))
     # fp8_split_acc_scale (issue 38): optional, 0 (off) or a time factor in [1, 16]
     put("cluster", "accept-fp8-split-acc.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=1.15))))
     put("cluster", "reject-fp8-split-acc-below-1.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=0.5))))
