@@ -63,4 +63,18 @@ done <<'PLANS'
 1 2 1 1 1 16 zb-v none 0
 1 2 1 1 1 16 zb-v full 0
 PLANS
+# A stage without the LM head holds no logits-wide scratch (gpt_layers.c
+# wide_w): pp 2, stage 0's peak less its state is the same whatever the
+# vocabulary (stage 0's embedding grows the state only); before, its
+# scratch took N x vocab floats (51 MB at gpt2-124m's 256-token micro-batch).
+for v in 256 2048; do
+  "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --pp 2 --mbs 2 --gbs 16 --recompute full --vocab-size $v \
+    --steps 1 --json >"$tmpdir/v$v.json" 2>"$tmpdir/err" </dev/null || { echo "FAIL: vocab $v"; cat "$tmpdir/err"; fails=$((fails + 1)); }
+done
+check "a stage without the head: its transient memory does not grow with the vocabulary" "$PYTHON" -c "
+import json
+a, b = (json.load(open('$tmpdir/v%d.json' % v)) for v in (256, 2048))
+t = [d['peak_memory_bytes'][0] - d['state_memory_bytes'][0] for d in (a, b)]
+print('  stage 0 transient bytes, vocab 256 and 2048:', t)
+assert t[0] == t[1], t"
 finish

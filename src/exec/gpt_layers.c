@@ -66,19 +66,28 @@ static size_t inner_w(const mk_gpt_t *g, int l)
 size_t mk_gpt_mid_w(const mk_gpt_t *g, int l) { return mid_w(g, l); }
 size_t mk_gpt_inner_w(const mk_gpt_t *g, int l) { return inner_w(g, l); }
 
-/* The widest token row of the scratch buffers: s_a, hidden, mid widths
- * and logits (the head's logit gradient); s_b (a block's dmid) without
- * the logits (at gpt2-124m 3 MB instead of 51 MB). */
+/* The widest token row of the scratch buffers: s_a, hidden, mid and
+ * inner widths and, on the stage that holds the head, the logits (the
+ * head's logit gradient: a stage without it would hold a logits-wide
+ * buffer it never writes, 51 MB at gpt2-124m's micro-batch of 256
+ * tokens, which merak sim rightly does not count); s_b (a block's dmid)
+ * without the logits. */
 static size_t mid_max(const mk_gpt_t *g)
 {
-    size_t wide = (size_t)g->C, cand[2] = {mid_w(g, 1), mid_w(g, 2)};
-    for (int i = 0; i < 2; i++) if (cand[i] > wide) wide = cand[i];
+    size_t wide = (size_t)g->C, cand[4] = {mid_w(g, 1), mid_w(g, 2), inner_w(g, 1), inner_w(g, 2)};
+    for (int i = 0; i < 4; i++) if (cand[i] > wide) wide = cand[i];
     return wide;
+}
+static int holds_head(const mk_gpt_t *g)
+{
+    for (int k = 0; k < g->n_tensors; k++)
+        if (g->t[k].layer == g->n_layers - 1 && g->t[k].owned) return 1;
+    return 0;
 }
 static size_t wide_w(const mk_gpt_t *g)
 {
     size_t wide = mid_max(g);
-    return (size_t)g->Vl > wide ? (size_t)g->Vl : wide;
+    return holds_head(g) && (size_t)g->Vl > wide ? (size_t)g->Vl : wide;
 }
 size_t mk_gpt_scratch_row(const mk_gpt_t *g, int logits) { return logits ? wide_w(g) : mid_max(g); }
 
