@@ -37,7 +37,9 @@ double mk_sim_cp_buffer_bytes(const mk_plan_t *p, const mk_graph_t *g)
  * of the logits is computed, the LM head's 16-bit logits and their fp32
  * copy are live beside the fp32 softmax the loss keeps (counted in the
  * stored activations), N x Vp/t x (dt + 4) bytes, Vp the padded
- * vocabulary split over TP.  Megatron-LM: the head's output .float() into
+ * vocabulary split over TP; fp32 logits have no copy (.float() of an
+ * fp32 tensor returns the tensor itself), N x Vp/t x 4.  Megatron-LM: the
+ * head's output .float() into
  * vocab_parallel_cross_entropy, whose max-shifted copy becomes the saved
  * softmax in place (tensor_parallel/cross_entropy.py); torchtitan:
  * F.cross_entropy(pred.float()), log_softmax's output saved, the 16-bit
@@ -48,9 +50,10 @@ double mk_sim_chunk_fscratch(const mk_plan_t *p, const mk_graph_t *g, int k)
     int l = p->bounds[k + 1] - 1;
     if (l != g->n_layers - 1) return 0;
     double N = (double)g->opts.mbs * g->cfg.seq, dt = mk_dtype_bytes(g->opts.dtype), x = 0;
+    double copy = dt < 4 ? 4 : 0; /* the fp32 copy of 16-bit logits */
     const mk_layer_t *L = &g->layers[l];
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++)
-        if (g->ops[i].kind == MK_OPK_LOSS) x += N * g->ops[i].in_width * (dt + 4) / p->tp;
+        if (g->ops[i].kind == MK_OPK_LOSS) x += N * g->ops[i].in_width * (dt + copy) / p->tp;
     return x / (p->cp > 1 ? p->cp : 1);
 }
 
