@@ -403,7 +403,8 @@ double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double 
     if (!unit && !R->c->ideal) d = R->c->dev.launch_s + 28.0 * local / R->c->dev.mem_bw_Bps;
     if (!unit && !R->c->ideal && p->optimizer_offload) d = mk_sim_opt_offload_cost(R, local);
     /* fp8: the step's cast of the linear weights to FP8 (memory.c fp8_copies) */
-    if (!unit && !R->c->ideal) d += mk_dtype_cast_bytes(p->dtype) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
+    if (!unit && !R->c->ideal)
+        d += mk_dtype_cast_bytes(p->dtype, R->g->opts.fp8_current) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
     double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
     *ag = (z == 1 || z == 2) && !unit ? mk_cost_coll(R->c, MK_COLL_ALLGATHER, &R->zg, w * S->ss.params) : 0;
     return d;

@@ -452,6 +452,17 @@ static void test_fp8_casts(void)
             CHECK_REL(t1 - t2 + 1e-30, want[i][bwd] / (2 * c.dev.mem_bw_Bps) + 1e-30, 1e-9, what[i][bwd]);
         }
     mk_graph_free(g);
+    /* current (tensorwise) scaling: every cast reads its input once more for the amax
+       (2 + 2 + 1 + 1), and no norm writes the FP8 input, so fc1 casts its own */
+    p.fp8_recipe = MK_FP8_TENSORWISE;
+    g = mk_plan_graph(&p);
+    CHECK(g != NULL, "tensorwise graph");
+    if (!g) return;
+    double cur[2][2] = {{N * h * 6, N * h * 6}, {N * h * 6, N * 4 * h * 6}};
+    for (int i = 0; i < 2; i++)
+        for (int bwd = 0; bwd <= 1; bwd++)
+            CHECK_REL(g->ops[ops[i]].pass_bytes[bwd], cur[i][bwd], 1e-12, "tensorwise casts (proj, fc1; fwd, bwd)");
+    mk_graph_free(g);
 }
 
 /* The GEMM curve is the device's 16-bit GEMMs'; at another math rate a

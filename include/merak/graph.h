@@ -120,6 +120,8 @@ typedef struct mk_graph_opts {
                            torch.compile): RMSNorm, RoPE and SwiGLU as a kernel per PyTorch op,
                            each a pass over memory, with fp32 upcasts (graph.c vector_costs;
                            time only); 0: one fused kernel each (Megatron, TE, torch.compile) */
+    int fp8_current;    /* fp8: current (tensorwise) scaling, each cast after an amax pass
+                           of its own (mk_fp8_recipe_t; graph.c linear_bytes) */
     int xent_torch;     /* the loss is PyTorch's F.cross_entropy on fp32 logits (memory only:
                            its backward's two fp32 gradients; mk_xent_t) */
     double moe_imbalance; /* MoE: the busiest expert's load over the mean (the plan's; 0 or 1:

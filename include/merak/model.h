@@ -220,9 +220,10 @@ MK_API int mk_dtype_bytes(mk_dtype_t d);
 MK_API int mk_dtype_gemm_bytes(mk_dtype_t d);
 /* Bytes per element of Transformer Engine's fused cast-transpose to FP8
  * (reads the bf16 tensor, writes the FP8 copy and its transpose: Hopper's
- * FP8 GEMMs take only the TN layout), 2 + 1 + 1; 0 for other dtypes (no
- * cast). */
-MK_API int mk_dtype_cast_bytes(mk_dtype_t d);
+ * FP8 GEMMs take only the TN layout), 2 + 1 + 1; with current (tensorwise)
+ * scaling the tensor is read once more before, for the amax its scale
+ * needs (+ 2); 0 for other dtypes (no cast). */
+MK_API int mk_dtype_cast_bytes(mk_dtype_t d, int current);
 
 #ifdef __cplusplus
 }

@@ -61,6 +61,17 @@ MK_API const char *mk_xent_name(mk_xent_t x);
 MK_API int mk_xent_parse(const char *s, mk_xent_t *out);
 /* "fused" -> 0, "eager" -> 1 (mk_plan_t.eager); else -1 with the error. */
 MK_API int mk_elementwise_parse(const char *s, int *eager);
+/* An fp8 plan's scaling recipe (Megatron-Core's --fp8-recipe, Transformer
+ * Engine's recipes): delayed, each tensor's scale from an amax history
+ * (DelayedScaling, Megatron-Core's default), its amax taken during the
+ * cast; tensorwise, current scaling (Float8CurrentScaling, NeMo's and
+ * Megatron-Bridge's FP8-CS), each tensor's scale from its own amax,
+ * read in a pass of its own before the cast (and so no norm writes an FP8
+ * output).  mxfp8 and blockwise are not modelled. */
+typedef enum { MK_FP8_DELAYED = 0, MK_FP8_TENSORWISE } mk_fp8_recipe_t;
+MK_API const char *mk_fp8_recipe_name(mk_fp8_recipe_t r);
+/* "delayed" or "tensorwise"; -1 with a message naming them otherwise. */
+MK_API int mk_fp8_recipe_parse(const char *s, mk_fp8_recipe_t *out);
 
 typedef struct mk_plan {
     mk_model_config_t model;
@@ -144,6 +155,8 @@ typedef struct mk_plan {
                                  * "elementwise": "eager", --elementwise eager; torchtitan
                                  * without torch.compile): time only (mk_graph_opts_t.eager);
                                  * 0: fused.  The executor has its own kernels and refuses it. */
+    mk_fp8_recipe_t fp8_recipe; /* an fp8 plan's scaling (mk_fp8_recipe_t; plan file
+                                 * "fp8_recipe", absent: delayed); refused for other dtypes */
     mk_xent_t cross_entropy;    /* the loss's implementation (memory only; mk_xent_t):
                                  * vocab-parallel (mk_plan_init's default, and a plan file's
                                  * without the field) or torch.  The executor computes the

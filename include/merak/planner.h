@@ -70,6 +70,7 @@ typedef struct mk_planner_opts {
                                     unfused, merak plan: auto (unfused asked: no CP searched) */
     mk_xent_t cross_entropy;  /* every candidate's loss implementation (memory; mk_xent_t) */
     int eager;                /* every candidate's element-wise kernels eager (mk_plan_t.eager) */
+    mk_fp8_recipe_t fp8_recipe; /* every fp8 candidate's scaling recipe (mk_plan_t.fp8_recipe) */
     int optimizer_offload;    /* every candidate offloads its optimizer (mk_planner_search also
                                  sets it for a second search when nothing fits) */
     int grad_reduce_dtype;    /* every candidate's mk_plan_t.grad_reduce_dtype (0: the dtype's default) */

@@ -48,6 +48,7 @@ typedef struct mk_args {
     const char *elementwise;       /* --elementwise fused|eager; NULL: fused */
     const char *reshard;           /* --fsdp-reshard-after-forward; NULL: always */
     const char *cp_comm;           /* --cp-comm-type; NULL: p2p */
+    const char *fp8_recipe;        /* --fp8-recipe delayed|tensorwise; NULL: delayed */
     const char *grad_dtype;        /* --grad-reduce-dtype (mk_args_grad_dtype); NULL: not given */
     int optimizer_offload;         /* --optimizer-cpu-offload */
     int tp_comm_overlap;           /* --tp-comm-overlap */
@@ -204,6 +205,8 @@ int mk_args_attention(const mk_args_t *a, mk_attn_backend_t *out);
  * message printed. */
 int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
 int mk_args_elementwise(const mk_args_t *a, int *eager);
+/* --fp8-recipe into *out (MK_FP8_DELAYED when not given); -1 with a message. */
+int mk_args_fp8_recipe(const mk_args_t *a, mk_fp8_recipe_t *out);
 /* --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute) into mk_plan_t.moe_a2a_overlap (-1: printed) */
 int mk_args_a2a_overlap(const mk_args_t *a, int *out);
 /* --moe-enable-deepep / --moe-token-dispatcher-type into mk_plan_t.moe_deepep (-1: printed) */

@@ -302,6 +302,7 @@ static const char **str_slot(mk_args_t *a, int id)
     case O_ATTN: return &a->attention;
     case O_XENT: return &a->cross_entropy;
     case O_ELEMENTWISE: return &a->elementwise;
+    case O_FP8_RECIPE: return &a->fp8_recipe;
     case O_RESHARD: return &a->reshard;
     case O_CP_COMM: return &a->cp_comm;
     case O_GRAD_DTYPE: return &a->grad_dtype;

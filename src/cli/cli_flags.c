@@ -85,6 +85,7 @@ const mk_flag_t mk_flags[] = {
     {"attention-backend", O_ATTN, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"cross-entropy", O_XENT, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"elementwise", O_ELEMENTWISE, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
+    {"fp8-recipe", O_FP8_RECIPE, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"fsdp-reshard-after-forward", O_RESHARD, MK_OPTG_SIM, S, 1, 0, 0},
     {"cp-comm-type", O_CP_COMM, G_L | MK_OPTG_PLAN, S, 1, 0, 0},
     {"optimizer-cpu-offload", O_OFFLOAD, MK_OPTG_SIM, N, 1, 0, 0},

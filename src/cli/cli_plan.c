@@ -65,6 +65,14 @@ int mk_args_elementwise(const mk_args_t *a, int *eager)
     return 0;
 }
 
+int mk_args_fp8_recipe(const mk_args_t *a, mk_fp8_recipe_t *out)
+{
+    *out = MK_FP8_DELAYED;
+    if (a->fp8_recipe && mk_fp8_recipe_parse(a->fp8_recipe, out) < 0)
+        return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
+    return 0;
+}
+
 /* Megatron-Core's dispatcher flags as it pairs them: --moe-enable-deepep
  * is the flex dispatcher's backend (--moe-token-dispatcher-type flex, or
  * the type left out); flex without a backend, or alltoall with DeepEP, is
@@ -150,7 +158,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->zero = a->zero;
     p->seqpar = a->seqpar;
     if (mk_args_attention(a, &p->attention) < 0 || mk_args_xent(a, &p->cross_entropy) < 0 ||
-        mk_args_elementwise(a, &p->eager) < 0)
+        mk_args_elementwise(a, &p->eager) < 0 || mk_args_fp8_recipe(a, &p->fp8_recipe) < 0)
         return -1;
     if (a->reshard && mk_reshard_parse(a->reshard, &p->reshard) < 0)
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;

@@ -22,7 +22,7 @@
 
 static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
-    "                  [--attention-backend A] [--cross-entropy X] [--elementwise E]\n"
+    "                  [--attention-backend A] [--cross-entropy X] [--elementwise E] [--fp8-recipe R]\n"
     "                  [--grad-reduce-dtype D]\n"
     "                  [--tp-comm-overlap] [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
@@ -49,6 +49,7 @@ static const char *plan_usage =
     "  --elementwise E  fused (default: one kernel per norm, RoPE and SwiGLU, as Megatron-LM,\n"
     "                   TE and torch.compile run them) or eager (PyTorch eager ops, as torchtitan\n"
     "                   without torch.compile): every plan's element-wise time\n"
+    "  --fp8-recipe R   --dtype fp8: delayed (default) or tensorwise scaling (merak sim --help)\n"
     "  --grad-reduce-dtype D  every plan's gradients and DP reduction: fp32 (the default for\n"
     "                   bf16 and fp8, Megatron-LM's) or the plan's 16-bit type (fp16's default;\n"
     "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"
@@ -467,7 +468,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.tp_comm_overlap = a->tp_comm_overlap;
     if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
         mk_args_deepep(a, &o.moe_deepep) < 0 || mk_args_a2a_overlap(a, &o.moe_a2a_overlap) < 0 ||
-        mk_args_elementwise(a, &o.eager) < 0 ||
+        mk_args_elementwise(a, &o.eager) < 0 || mk_args_fp8_recipe(a, &o.fp8_recipe) < 0 ||
         mk_args_grad_dtype(a, &o.grad_reduce_dtype) < 0)
         return MK_EXIT_USAGE;
     if (o.attention == MK_ATTN_UNFUSED) o.max_cp = 1; /* CP runs fused kernels only (plan.c check_cp_comm) */

@@ -32,4 +32,8 @@ int mk_dtype_bytes(mk_dtype_t d) { return d == MK_DTYPE_FP32 ? 4 : 2; }
 
 int mk_dtype_gemm_bytes(mk_dtype_t d) { return d == MK_DTYPE_FP8 ? 1 : mk_dtype_bytes(d); }
 
-int mk_dtype_cast_bytes(mk_dtype_t d) { return d == MK_DTYPE_FP8 ? mk_dtype_bytes(d) + 2 * mk_dtype_gemm_bytes(d) : 0; }
+int mk_dtype_cast_bytes(mk_dtype_t d, int current)
+{
+    if (d != MK_DTYPE_FP8) return 0;
+    return (current ? 2 : 1) * mk_dtype_bytes(d) + 2 * mk_dtype_gemm_bytes(d);
+}

@@ -57,6 +57,10 @@
  * norm kernel writes the FP8 input itself and the backward transposes the
  * saved copy for the weight gradient (N*in*1 read and written).  Backward,
  * the output gradient is cast-transposed likewise (N*out*(2 + 1 + 1)).
+ * Current (tensorwise) scaling (opts.fp8_current, Megatron-Core's
+ * --fp8-recipe tensorwise) reads each tensor once more before its cast,
+ * for the amax its scale needs (+2 an element: mk_dtype_cast_bytes), and
+ * so no norm writes an FP8 output: every linear casts its own input.
  * The other
  * ops (norms, the attention core, which TE's DotProductAttention runs in
  * bf16, the LM head, which Megatron-Core's output layer runs outside TE)
@@ -342,14 +346,16 @@ static void vector_costs(mk_op_t *o, double N, double dt, int drop, int eager)
 static void linear_bytes(const mk_graph_t *g, mk_op_t *o, double N)
 {
     const double dt = mk_dtype_bytes(g->opts.dtype), gb = mk_dtype_gemm_bytes(g->opts.dtype);
-    const double in = o->in_width, w = o->width, cast = mk_dtype_cast_bytes(g->opts.dtype);
+    const double in = o->in_width, w = o->width, cast = mk_dtype_cast_bytes(g->opts.dtype, g->opts.fp8_current);
     if (gb == dt) { /* one type throughout */
         o->bytes_moved = (N * in + N * w + in * w) * dt;
         o->act_rep = N * in * dt;
         return;
     }
     mk_opkind_t from = o->n_in > 0 && o->in[0] >= 0 ? g->ops[o->in[0]].kind : MK_OPK_COUNT;
-    int normed = from == MK_OPK_LAYERNORM || from == MK_OPK_RMSNORM;
+    /* a norm writes the FP8 input itself only with delayed scaling: current scaling needs the
+       output's amax before the cast */
+    int normed = (from == MK_OPK_LAYERNORM || from == MK_OPK_RMSNORM) && !g->opts.fp8_current;
     o->bytes_moved = (N * in + in * w) * gb + N * w * dt;
     o->vec_flops = 2 * N * in;
     o->act_rep = N * in * gb;

@@ -236,6 +236,9 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->tp_overlap < 0 || p->tp_overlap > 3) return mk_error_set("--tp-overlap must be 0..3");
     const char *why = p->moe_a2a_overlap ? mk_plan_moe_a2a_overlap_why(p) : NULL;
     if (why) return mk_error_set("--overlap-moe-expert-parallel-comm needs %s (Megatron-Core's rule)", why);
+    if (p->fp8_recipe != MK_FP8_DELAYED && p->dtype != MK_DTYPE_FP8)
+        return mk_error_set("--fp8-recipe %s needs --dtype fp8 (this plan is %s)", mk_fp8_recipe_name(p->fp8_recipe),
+                            mk_dtype_name(p->dtype));
     if (p->tp_comm_overlap && (p->tp < 2 || !p->seqpar || p->tp_overlap))
         return mk_error_set("--tp-comm-overlap needs --tp 2 or more and --sequence-parallel, and no --tp-overlap "
                             "(Megatron-Core's rule; got tp %d%s%s)", p->tp, p->seqpar ? "" : ", no sequence parallelism",
@@ -371,6 +374,7 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->ep = p->ep;
     o->xent_torch = p->cross_entropy == MK_XENT_TORCH;
     o->eager = p->eager;
+    o->fp8_current = p->dtype == MK_DTYPE_FP8 && p->fp8_recipe == MK_FP8_TENSORWISE;
 }
 
 int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }
@@ -442,6 +446,21 @@ int mk_xent_parse(const char *s, mk_xent_t *out)
     for (int i = 0; i <= MK_XENT_TORCH; i++)
         if (s && !strcmp(s, xent_names[i])) return *out = (mk_xent_t)i, 0;
     return mk_error_set("--cross-entropy must be vocab-parallel or torch, not '%s'", s ? s : "");
+}
+
+static const char *const fp8_recipe_names[] = {"delayed", "tensorwise"};
+
+const char *mk_fp8_recipe_name(mk_fp8_recipe_t r)
+{
+    return r >= MK_FP8_DELAYED && r <= MK_FP8_TENSORWISE ? fp8_recipe_names[r] : "?";
+}
+
+int mk_fp8_recipe_parse(const char *s, mk_fp8_recipe_t *out)
+{
+    for (int i = 0; i <= MK_FP8_TENSORWISE; i++)
+        if (s && !strcmp(s, fp8_recipe_names[i])) return *out = (mk_fp8_recipe_t)i, 0;
+    return mk_error_set("--fp8-recipe must be delayed or tensorwise (mxfp8 and blockwise are not modelled), not '%s'",
+                        s ? s : "");
 }
 
 int mk_elementwise_parse(const char *s, int *eager)

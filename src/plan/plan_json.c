@@ -74,6 +74,9 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
         json_object_set_new(j, "fsdp_reshard_after_forward", json_string(mk_reshard_name(p->reshard)));
     /* likewise only when eager: absent means fused kernels */
     if (j && p->eager) json_object_set_new(j, "elementwise", json_string("eager"));
+    /* likewise only when current scaling: absent means delayed */
+    if (j && p->fp8_recipe != MK_FP8_DELAYED)
+        json_object_set_new(j, "fp8_recipe", json_string(mk_fp8_recipe_name(p->fp8_recipe)));
     /* likewise only when torch: absent means Megatron's vocab-parallel loss */
     if (j && p->cross_entropy != MK_XENT_VOCAB_PARALLEL)
         json_object_set_new(j, "cross_entropy", json_string(mk_xent_name(p->cross_entropy)));
@@ -204,8 +207,8 @@ static int attention_from_json(json_t *j, const char *what, mk_plan_t *p)
 }
 
 /* cross_entropy (absent: vocab-parallel), elementwise (absent: fused),
- * fsdp_reshard_after_forward (absent: always) and cp_comm_type (absent:
- * p2p). */
+ * fsdp_reshard_after_forward (absent: always), cp_comm_type (absent:
+ * p2p) and fp8_recipe (absent: delayed). */
 static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
 {
     json_t *v = json_object_get(j, "cross_entropy"), *r = json_object_get(j, "fsdp_reshard_after_forward");
@@ -223,6 +226,10 @@ static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
     p->reshard = MK_RESHARD_ALWAYS;
     if (r && (!json_is_string(r) || mk_reshard_parse(json_string_value(r), &p->reshard) < 0))
         return mk_error_set("%s: 'fsdp_reshard_after_forward' must be always or never", what);
+    json_t *fr = json_object_get(j, "fp8_recipe");
+    p->fp8_recipe = MK_FP8_DELAYED;
+    if (fr && (!json_is_string(fr) || mk_fp8_recipe_parse(json_string_value(fr), &p->fp8_recipe) < 0))
+        return mk_error_set("%s: 'fp8_recipe' must be delayed or tensorwise", what);
     return 0;
 }
 
@@ -238,7 +245,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
                                        "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", "elementwise",
-                                       "cp_comm_type", NULL};
+                                       "cp_comm_type", "fp8_recipe", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)

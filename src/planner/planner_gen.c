@@ -32,7 +32,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
     q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep, q.attention = cand_attention(S, cp);
-    q.cross_entropy = S->o->cross_entropy, q.eager = S->o->eager;
+    q.cross_entropy = S->o->cross_entropy, q.eager = S->o->eager, q.fp8_recipe = S->o->fp8_recipe;
     if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
     e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
     for (int i = 0; i < S->ngc && !e->g; i++) /* another cp's: the graph reads cp only through the attention */
@@ -291,6 +291,7 @@ static int unit_plan(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, int dp,
     mk_strlcpy(p->cluster, S->cl->name, sizeof p->cluster);
     p->dtype = o->dtype, p->gbs = o->gbs, p->attention = cand_attention(S, cp);
     p->cross_entropy = o->cross_entropy, p->eager = o->eager, p->optimizer_offload = o->optimizer_offload;
+    p->fp8_recipe = o->fp8_recipe;
     p->grad_reduce_dtype = o->grad_reduce_dtype;
     p->cp_comm = cp > 1 ? (mk_cp_comm_t)o->cp_comm : MK_CP_COMM_P2P;
     p->tp_comm_overlap = o->tp_comm_overlap && sp && tp > 1;

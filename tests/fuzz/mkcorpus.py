@@ -172,6 +172,7 @@ def plans(merak):
     put("plan", "reject-hidden-2p30.json", js(dict(plan, model=big)))
     put("plan", "gbs-2p30.json", js(dict(plan, global_batch_size=1 << 30, micro_batches=1 << 28)))
     cp_plans(merak)
+    fp8_recipe_plans(merak)
     llama_plans(merak)
     moe_plans(merak)
 
@@ -180,6 +181,16 @@ def sim_plan(merak, *flags):
     """The plan object of `merak sim FLAGS --json` (a plan file)."""
     out = subprocess.run([merak, "sim", *flags, "--json"], check=True, capture_output=True, text=True).stdout
     return json.loads(out)["plan"]
+
+
+def fp8_recipe_plans(merak):
+    # fp8_recipe (issue 38): delayed or tensorwise, absent = delayed; only an fp8 plan takes tensorwise
+    plan = sim_plan(merak, "--model", "gpt-tiny", "--cluster", "dgx-h100", "--dtype", "fp8", "--gbs", "8")
+    put("plan", "accept-fp8-recipe-tensorwise.json", js(dict(plan, fp8_recipe="tensorwise")))
+    put("plan", "accept-fp8-recipe-delayed.json", js(dict(plan, fp8_recipe="delayed")))
+    put("plan", "reject-fp8-recipe-mxfp8.json", js(dict(plan, fp8_recipe="mxfp8")))
+    put("plan", "reject-fp8-recipe-int.json", js(dict(plan, fp8_recipe=1)))
+    put("plan", "reject-fp8-recipe-bf16-plan.json", js(dict(plan, dtype="bf16", fp8_recipe="tensorwise")))
 
 
 def cp_plans(merak):
