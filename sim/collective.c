@@ -116,6 +116,10 @@ double mk_cost_a2a_sm_share(const mk_cluster_t *c, int deepep)
     return (double)MK_DEEPEP_SMS / c->dev.sms;
 }
 
+/* Inside one node NCCL's tree is a chain (tuning.cc's tree latency,
+ * 2((n/nodes - 1) intraLat + log2(nodes) interLat), grows with the node's
+ * ranks as the ring's does): the ring.  One rank per node: the cheaper of
+ * ring and double binary tree.  Else hierarchical. */
 static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
 {
     if (c->ideal || g->n <= 1 || bytes <= 0) return 0;
@@ -123,7 +127,8 @@ static double coll_time(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_gro
     int one_node = g->per_node >= g->n;
     double a = one_node ? c->intra.alpha_s : c->inter.alpha_s;
     double b = one_node ? c->intra.beta_Bps : nic_beta(c, g->sharers);
-    if (one_node || g->per_node == 1) {
+    if (one_node) return mk_cost_ring(kind, g->n, a, b, bytes);
+    if (g->per_node == 1) {
         double r = mk_cost_ring(kind, g->n, a, b, bytes), t = tree(kind, g->n, a, b, bytes);
         return r < t ? r : t;
     }

@@ -18,8 +18,11 @@
  *   hierarchical  n = g per node x k nodes:
  *                 RS_intra(g, S) + AR_inter(k, S/g, beta_eff) + AG_intra(g, S)
  *                 = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
- *   auto          min(ring, tree) when the group fits in a node or has one
- *                 member per node; hierarchical otherwise.
+ *   auto          the ring inside one node (NCCL's tree is a chain there:
+ *                 its latency 2((n/nodes - 1) a_intra + log2(nodes) a_inter),
+ *                 NCCL src/graph/tuning.cc, so no shorter than the ring's);
+ *                 min(ring, tree) with one member per node; hierarchical
+ *                 otherwise.
  *   all-to-all    pairwise exchange (MPICH's MPI_Alltoall for long messages,
  *                 Thakur, Rabenseifner & Gropp 2005): n-1 steps, each sending
  *                 S/n to one peer and receiving S/n from another; of the n-1
@@ -71,8 +74,8 @@ double mk_cost_layer_time(const mk_cluster_t *c, const mk_graph_t *g, int layer,
  * `sharers` flows sharing the node's NICs. */
 double mk_cost_p2p(const mk_cluster_t *c, int inter, int sharers, double bytes);
 /* Collective of S bytes (the full buffer on each rank) over a group, by
- * the algorithm NCCL's tuner would take for it: inside one node (or one
- * rank per node) the cheaper of ring and tree, across nodes hierarchical
+ * the algorithm NCCL's tuner would take for it: inside one node the ring,
+ * with one rank per node the cheaper of ring and tree, else hierarchical
  * (no flag selects another: NCCL_ALGO's choice is not modelled). */
 double mk_cost_coll(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes);
 /* One rank's EP all-to-all by DeepEP's normal kernels (DeepSeek-V3's
