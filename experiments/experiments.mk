@@ -20,7 +20,7 @@ EXTRA_DIST += \
 	experiments/merak-paper/results/gpt-8.3b-merak.plan.json
 # Published measured runs (issue 15): the data, the replay and its
 # committed figures; tests/published.sh is the MAPE regression check.
-EXTRA_DIST += experiments/published/README.md experiments/published/run.sh experiments/published/replay.py \
+EXTRA_DIST += experiments/published/README.md experiments/published/run.sh experiments/published/replay.py experiments/published/breakdown.py \
 	experiments/published/multi-node.json experiments/published/single-node.json \
 	experiments/published/long-context.json experiments/published/torchtitan.json \
 	experiments/published/nemo-summary.json \

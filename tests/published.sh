@@ -11,6 +11,13 @@ expect_ok "subset replay within a point of the recorded MAPE" \
   "$PYTHON" "$dir/replay.py" --merak "$MERAK" --out "$tmpdir/r" --check "$dir/recorded.json" --no-plot
 cat "$tmpdir/out"
 check "CSV has the subset's rows" sh -c "[ \$(wc -l <'$tmpdir/r/replay.csv') -ge 20 ]"
+# breakdown.py: every replayed row in exactly one line of its table; bad input exits 2
+"$PYTHON" "$dir/breakdown.py" --csv "$tmpdir/r/replay.csv" --by hidden,pp >"$tmpdir/bd" 2>&1
+check "breakdown.py counts every subset row once" sh -c "
+  [ \$(awk 'NR > 1 { n += \$3 } END { print n }' '$tmpdir/bd') -eq \$(($(wc -l <"$tmpdir/r/replay.csv") - 1)) ]"
+check "breakdown.py refuses an unknown column with exit 2" sh -c "
+  '$PYTHON' '$dir/breakdown.py' --csv '$tmpdir/r/replay.csv' --by nosuch 2>'$tmpdir/bde'; [ \$? -eq 2 ] &&
+  grep -q 'unknown column nosuch' '$tmpdir/bde'"
 # the check can fail: against a recorded MAPE of 0 (more than a point below any
 # figure the replay reaches) it must
 "$PYTHON" -c "
