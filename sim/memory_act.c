@@ -23,7 +23,7 @@ static double op_grads(const mk_graph_t *g, int i, int tp, double tsp, int cp)
     double gout = o->kind == MK_OPK_LOSS ? 0 : o->out_bytes / (out_split ? tp : tsp);
     double gin = o->n_in < 1 || o->in[0] == MK_GRAPH_INPUT ? 0 : N * o->in_width * dt / (in_split ? tp : tsp);
     if (o->kind == MK_OPK_ATTENTION) gin += mk_sim_attn_scratch(g, o, tp, cp);
-    if (o->kind == MK_OPK_LOSS && g->opts.xent_torch) gin = mk_sim_loss_torch_grads(g, o, tp);
+    if (o->kind == MK_OPK_LOSS && g->opts.xent == MK_XENT_TORCH) gin = mk_sim_loss_torch_grads(g, o, tp);
     return gout + gin;
 }
 

@@ -11,9 +11,9 @@ tests_test_sim_SOURCES = tests/test_sim.c tests/check.h
 tests_test_sim_cp_SOURCES = tests/test_sim_cp.c tests/check.h
 tests_test_evq_SOURCES = tests/test_evq.c tests/check.h
 TESTS += tests/test_sim tests/test_evq tests/test_sim_cp tests/sim-cp.sh tests/sim-cli.sh tests/sim-errors.sh tests/sim-merak.sh \
-	tests/sim-valgrind.sh tests/sim-memory.sh tests/sim-fp8.sh tests/sim-eager.sh tests/sim-plots.sh tests/sim-quant.sh tests/sim-zero.sh
+	tests/sim-valgrind.sh tests/sim-memory.sh tests/sim-fp8.sh tests/sim-xent.sh tests/sim-eager.sh tests/sim-plots.sh tests/sim-quant.sh tests/sim-zero.sh
 EXTRA_DIST += tests/sim-cp.sh tests/sim-cli.sh tests/sim-zero.sh tests/sim-errors.sh tests/sim-merak.sh tests/sim-valgrind.sh \
-	tests/sim-memory.sh tests/sim-fp8.sh tests/sim-eager.sh \
+	tests/sim-memory.sh tests/sim-fp8.sh tests/sim-xent.sh tests/sim-eager.sh \
 	tests/sim-plots.sh tests/sim-quant.sh traces/README.md experiments/bench-sim.sh
 # cluster files, installed beside the model files (found by name: readfile.h)
 dist_pkgdata_DATA += traces/clusters/rtx3090-pcie.json traces/clusters/ideal-8.json

@@ -15,7 +15,8 @@ expect_fail "vpp with a schedule other than interleaved" "interleaved" -- "$MERA
 expect_fail "a bert model" "GPT" -- "$MERAK" run --model bert-large --num-layers 2 --hidden-size 64 --num-attention-heads 4
 expect_fail "cp not splitting the sequence into 2cp chunks" "must split into 2 x cp = 6 equal chunks" -- "$MERAK" run --cp 3
 expect_fail "cross entropy torch (merak sim's PyTorch memory)" "run computes the vocab-parallel cross entropy" -- "$MERAK" run --cross-entropy torch
-expect_fail "unknown cross entropy" "must be vocab-parallel or torch" -- "$MERAK" run --cross-entropy native
+expect_fail "unknown cross entropy" "must be vocab-parallel, torch, fused or fused-te" -- "$MERAK" run --cross-entropy native
+expect_fail "cross entropy fused-te (Transformer Engine's kernels)" "cross_entropy fused-te is for merak sim" -- "$MERAK" run --cross-entropy fused-te
 expect_fail "dropout asked for (the executor has none)" "--hidden-dropout 0.1: the executor trains without dropout" -- \
   "$MERAK" run --hidden-dropout 0.1 --attention-dropout 0
 expect_ok "no dropout asked for" "$MERAK" run --steps 1 --attention-dropout 0 --hidden-dropout 0

@@ -283,6 +283,45 @@ static void test_eager(void)
     }
 }
 
+/* The loss's passes (graph.c loss_passes) as each implementation's source
+ * makes them, bytes a logit over N x Vp logits, forward and backward:
+ * Megatron's unfused vocab-parallel cross entropy cast + 32 and cast + 8,
+ * torch's F.cross_entropy cast + 12 and cast + 16, Megatron-Core's fused
+ * kernels cast + 16 (fp32: 20) and 4 + dt, TE's 2 dt + 4 and 12 + dt
+ * (cast: dt + 4 for a 16-bit head, 0 for fp32); the loss is no one
+ * kernel's roofline (bytes_moved 0). */
+static void test_loss_passes(void)
+{
+    static const mk_dtype_t dts[] = {MK_DTYPE_BF16, MK_DTYPE_FP32};
+    for (int d = 0; d < 2; d++)
+        for (int x = MK_XENT_VOCAB_PARALLEL; x <= MK_XENT_FUSED_TE; x++) {
+            mk_model_config_t c;
+            mk_model_overrides_t ov;
+            mk_model_overrides_init(&ov);
+            CHECK(mk_model_resolve("gpt2-124m", &ov, &c) == 0, "gpt2-124m");
+            mk_graph_opts_t o = {.mbs = 2, .dtype = dts[d], .tp = 1, .xent = x};
+            mk_graph_t *g = mk_graph_build(&c, &o);
+            CHECK(g != NULL, "gpt2-124m graph");
+            double dt = mk_dtype_bytes(dts[d]), cast = dt < 4 ? dt + 4 : 0;
+            double want[4][2] = {{cast + 32, cast + 8}, {cast + 12, cast + 16},
+                                 {(cast ? cast : 4) + 16, 4 + dt}, {2 * dt + 4, 12 + dt}};
+            int seen = 0;
+            for (int i = 0; g && i < g->n_ops; i++) {
+                const mk_op_t *l = &g->ops[i];
+                if (l->kind != MK_OPK_LOSS) continue;
+                double n = 2.0 * c.seq * l->vocab_padded;
+                seen++;
+                for (int b = 0; b < 2; b++)
+                    CHECK(fabs(l->pass_bytes[b] - n * want[x][b]) <= 1e-9 * n * want[x][b],
+                          "%s loss (xent %d) pass %d: %g bytes, want %g", mk_dtype_name(dts[d]), x, b,
+                          l->pass_bytes[b], n * want[x][b]);
+                CHECK(l->bytes_moved == 0, "the loss is no one kernel's roofline: %g bytes", l->bytes_moved);
+            }
+            CHECK(seen == 1, "gpt2-124m has one loss op");
+            mk_graph_free(g);
+        }
+}
+
 int main(void)
 {
     const char *srcdir = getenv("top_srcdir");
@@ -294,6 +333,7 @@ int main(void)
     test_checked();
     test_twins();
     test_eager();
+    test_loss_passes();
     test_json_matches_builder(srcdir);
     CHECK_DONE();
 }

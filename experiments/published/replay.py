@@ -63,6 +63,11 @@ source (it is also how the simulator is judged on runs not in this folder):
               (the Megatron-LM README's H100 runs, NeMo's performance
               scripts); a row field tp_comm_overlap, when a source gives it,
               wins
+  loss        Megatron's vocab-parallel cross entropy (its unfused
+              kernels, Megatron-Core's default), torchtitan's below, or the
+              row field cross_entropy where the source's configuration
+              names a fused one (fused: --cross-entropy-loss-fusion;
+              fused-te: with --cross-entropy-fusion-impl te)
   attention   the row's software, always explicit (--attention-backend):
               Megatron-Core runs from 2023 and torchtitan (SDPA) use flash
               attention (flash; a row field flash_attn, when a
@@ -341,7 +346,8 @@ def express(row):
         (["--moe-enable-deepep"] if row.get("dispatcher") == "deepep" else []) + \
         (["--overlap-moe-expert-parallel-comm"] if row.get("ep_a2a_overlap") else []) + \
         opt + dtype_flags(row) + grad_flags(row) + \
-        (["--cross-entropy", "torch"] if torchtitan(row) else []) + \
+        (["--cross-entropy", "torch"] if torchtitan(row) else
+         ["--cross-entropy", row["cross_entropy"]] if row.get("cross_entropy") else []) + \
         (["--elementwise", "eager"] if torchtitan(row) and not row.get("compile") else []) + \
         overlap_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1

@@ -19,6 +19,17 @@
 
 #include "merak/model.h"
 
+/* The loss's implementation, for its memory and its passes over the
+ * logits (graph.c loss_passes): vocab-parallel (Megatron-LM's
+ * vocab_parallel_cross_entropy, Megatron-Core's default: the gradient
+ * written into the saved softmax in place), torch (F.cross_entropy on the
+ * fp32 logits, as torchtitan calls it: its backward makes two fp32
+ * logits-sized tensors), fused (Megatron-Core's --cross-entropy-loss-
+ * fusion, its native jit-fused kernels; merak run's loss makes the same
+ * passes) or fused-te (with --cross-entropy-fusion-impl te: Transformer
+ * Engine's Triton kernels); the fused two keep what vocab-parallel keeps. */
+typedef enum { MK_XENT_VOCAB_PARALLEL = 0, MK_XENT_TORCH, MK_XENT_FUSED, MK_XENT_FUSED_TE } mk_xent_t;
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -122,8 +133,8 @@ typedef struct mk_graph_opts {
                            time only); 0: one fused kernel each (Megatron, TE, torch.compile) */
     int fp8_current;    /* fp8: current (tensorwise) scaling, each cast after an amax pass
                            of its own (mk_fp8_recipe_t; graph.c linear_bytes) */
-    int xent_torch;     /* the loss is PyTorch's F.cross_entropy on fp32 logits (memory only:
-                           its backward's two fp32 gradients; mk_xent_t) */
+    int xent;           /* the loss's implementation (mk_xent_t): its passes over the logits
+                           (graph.c loss_passes) and, torch, its backward's two fp32 gradients */
     double moe_imbalance; /* MoE: the busiest expert's load over the mean (the plan's; 0 or 1:
                              balanced); the graph's FLOPs stay the mean, with ep > 1 the busiest
                              rank's routed saved rows scale by it (graph.c moe_costs) */

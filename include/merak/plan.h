@@ -29,11 +29,7 @@ MK_API const char *mk_attn_backend_name(mk_attn_backend_t a);
 /* "flash", "fused", "unfused" or "auto"; -1 with a message naming them otherwise. */
 MK_API int mk_attn_backend_parse(const char *s, mk_attn_backend_t *out);
 
-/* The loss's implementation, for its memory: vocab-parallel (Megatron-LM's
- * vocab_parallel_cross_entropy, the gradient written into the saved
- * softmax in place) or torch (F.cross_entropy on the fp32 logits, as
- * torchtitan calls it: its backward makes two fp32 logits-sized tensors). */
-typedef enum { MK_XENT_VOCAB_PARALLEL = 0, MK_XENT_TORCH } mk_xent_t;
+/* mk_xent_t, the loss's implementation: graph.h (graph.c loss_passes reads it). */
 
 /* ZeRO-3's parameters between a layer's uses (torchtitan's
  * fsdp_reshard_after_forward values): always, gathered for every forward,

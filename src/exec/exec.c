@@ -127,9 +127,12 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->model.ffn % p->tp) return mk_error_set("--tp %d does not divide the MLP width %d", p->tp, p->model.ffn);
     if (p->eager) /* a framework's kernels, not the executor's */
         return mk_error_set("elementwise eager is for merak sim and merak plan: run has its own kernels");
-    if (p->cross_entropy != MK_XENT_VOCAB_PARALLEL) /* its memory is PyTorch's, not the executor's */
+    /* its loss keeps what vocab-parallel keeps and makes fused's passes; torch's memory and TE's
+       kernels are not the executor's */
+    if (p->cross_entropy != MK_XENT_VOCAB_PARALLEL && p->cross_entropy != MK_XENT_FUSED)
         return mk_error_set("cross_entropy %s is for merak sim and merak plan: run computes the "
-                            "vocab-parallel cross entropy", mk_xent_name(p->cross_entropy));
+                            "vocab-parallel cross entropy with fused passes (vocab-parallel or fused)",
+                            mk_xent_name(p->cross_entropy));
     if (p->cpu_offload_layers)
         return mk_error_set("--cpu-offloading-num-layers is for merak sim: run keeps activations on its backend");
     if (p->optimizer_offload)

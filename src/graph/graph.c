@@ -394,6 +394,44 @@ static void moe_costs(mk_op_t *o, double N, double dt, double load)
     o->act_rep = N * E * 4 + load * N * k * (w + (act_in + 1) * f) * dt + N * (act_in + 1) * fs * dt;
 }
 
+/* The loss's kernels over its n logits (bytes a logit), each a pass of
+ * its own through HBM (pass_bytes: timed one after another, not under one
+ * roofline); a 16-bit head's logits are cast to fp32 first (dt read, 4
+ * written: cast) and the gradient back (4 read, dt written), an fp32 one
+ * has no cast (.float() returns the tensor itself).  The gathers of the
+ * targets' logits and the per-row statistics are N-sized, not counted.
+ *   vocab-parallel  Megatron-LM's vocab_parallel_cross_entropy (megatron/
+ *       mpu/cross_entropy.py; Megatron-Core's unfused default keeps its
+ *       steps): row max 4, in-place subtraction 8, exp in place 8, row sum
+ *       4, the softmax's in-place division 8: cast + 32; backward the
+ *       in-place product with the loss's gradient 8, + cast.
+ *   torch  F.cross_entropy on the fp32 logits (torchtitan): log_softmax's
+ *       max and sum-of-exp passes 4 each and its output 4: cast + 12;
+ *       backward nll_loss's fp32 gradient 4 (zeroed, then scattered),
+ *       log_softmax's 12 (gradient and output read, one written), + cast.
+ *   fused  Megatron-Core's fused_cross_entropy.py (--cross-entropy-loss-
+ *       fusion, jit-fused): the cast with the max, subtraction-exp-sum 8,
+ *       division 8: cast + 16 (fp32: the max's read 4 + 16); backward one
+ *       kernel 4 + the gradient written (dt).  merak run's loss passes alike
+ *       (kernels_cpu.c xent_max / xent_exp / xent_loss, xent_bwd).
+ *   fused-te  Transformer Engine's Triton kernels (pytorch/triton/
+ *       cross_entropy.py): an online max-and-sum pass reads dt, a second
+ *       reads dt and writes the fp32 gradient (2 dt + 4); backward the
+ *       gradient scaled in place (8) and cast to the logits' dtype (4 + dt). */
+static void loss_passes(mk_op_t *o, double n, double dt, int xent)
+{
+    double cast = dt < 4 ? dt + 4 : 0, f, b;
+    switch (xent) {
+    case MK_XENT_TORCH: f = cast + 12, b = cast + 16; break;
+    case MK_XENT_FUSED: f = (cast ? cast : 4) + 16, b = 4 + dt; break;
+    case MK_XENT_FUSED_TE: f = 2 * dt + 4, b = 12 + dt; break;
+    default: f = cast + 32, b = cast + 8; break;
+    }
+    o->bytes_moved = 0;
+    o->pass_bytes[0] = n * f;
+    o->pass_bytes[1] = n * b;
+}
+
 /* Costs of one op for one micro-batch (see the table on top). */
 static void op_costs(const mk_graph_t *g, mk_op_t *o)
 {
@@ -463,7 +501,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
         break;
     case MK_OPK_LOSS:
         o->vec_flops = 5 * N * Vp;
-        o->bytes_moved = N * Vp * dt + N * Vp * 4;
+        loss_passes(o, N * Vp, dt, g->opts.xent); /* no one kernel: its passes */
         o->act_rep = N * Vp * 4;
         o->out_bytes = N * 4;
         break;

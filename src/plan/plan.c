@@ -372,7 +372,7 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->flash_attn = p->attention == MK_ATTN_FLASH || p->attention == MK_ATTN_FUSED; /* auto: settle first */
     o->moe_imbalance = p->moe_imbalance;
     o->ep = p->ep;
-    o->xent_torch = p->cross_entropy == MK_XENT_TORCH;
+    o->xent = p->cross_entropy;
     o->eager = p->eager;
     o->fp8_current = p->dtype == MK_DTYPE_FP8 && p->fp8_recipe == MK_FP8_TENSORWISE;
 }
@@ -434,18 +434,18 @@ int mk_attn_backend_parse(const char *s, mk_attn_backend_t *out)
     return mk_error_set("--attention-backend must be flash, fused, unfused or auto, not '%s'", s ? s : "");
 }
 
-static const char *const xent_names[] = {"vocab-parallel", "torch"};
+static const char *const xent_names[] = {"vocab-parallel", "torch", "fused", "fused-te"};
 
 const char *mk_xent_name(mk_xent_t x)
 {
-    return x == MK_XENT_VOCAB_PARALLEL || x == MK_XENT_TORCH ? xent_names[x] : "?";
+    return x >= MK_XENT_VOCAB_PARALLEL && x <= MK_XENT_FUSED_TE ? xent_names[x] : "?";
 }
 
 int mk_xent_parse(const char *s, mk_xent_t *out)
 {
-    for (int i = 0; i <= MK_XENT_TORCH; i++)
+    for (int i = 0; i <= MK_XENT_FUSED_TE; i++)
         if (s && !strcmp(s, xent_names[i])) return *out = (mk_xent_t)i, 0;
-    return mk_error_set("--cross-entropy must be vocab-parallel or torch, not '%s'", s ? s : "");
+    return mk_error_set("--cross-entropy must be vocab-parallel, torch, fused or fused-te, not '%s'", s ? s : "");
 }
 
 static const char *const fp8_recipe_names[] = {"delayed", "tensorwise"};

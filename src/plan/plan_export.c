@@ -50,7 +50,7 @@ static const char *megatron_cannot(const mk_plan_t *p)
     if (strcmp(p->partition, "uniform")) return "a partition other than uniform";
     if (m->rope_factor && (m->rope_low_freq != 1 || m->rope_high_freq != 4 || m->rope_orig_max_pos != 8192))
         return "RoPE scaling other than Llama 3.1's low 1, high 4 and original context 8192 (Megatron-Core fixes them)";
-    if (p->optimizer_offload || p->cpu_offload_layers || p->cross_entropy != MK_XENT_VOCAB_PARALLEL ||
+    if (p->optimizer_offload || p->cpu_offload_layers || p->cross_entropy == MK_XENT_TORCH ||
         p->reshard != MK_RESHARD_ALWAYS)
         return "an offload, torch cross entropy or FSDP resharding";
     if (p->eager) return "eager element-wise kernels (it runs fused ones)";
@@ -137,6 +137,8 @@ static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
     if (p->dtype == MK_DTYPE_FP16 && mk_plan_grad_dtype(p) == MK_DTYPE_FP32)
         put(b, " --accumulate-allreduce-grads-in-fp32"); /* bf16: forced */
     put(b, " --attention-backend %s", mk_attn_backend_name(p->attention));
+    if (p->cross_entropy == MK_XENT_FUSED || p->cross_entropy == MK_XENT_FUSED_TE)
+        put(b, " --cross-entropy-loss-fusion%s", p->cross_entropy == MK_XENT_FUSED_TE ? " --cross-entropy-fusion-impl te" : "");
 }
 
 int mk_plan_export_megatron(const mk_plan_t *p, int gpus_per_node, char *buf, size_t n)
@@ -208,6 +210,8 @@ static const char *titan_cannot(const mk_plan_t *p)
     if (p->dtype != MK_DTYPE_BF16) return "a dtype other than bf16 (mixed_precision_param)";
     if (p->optimizer_offload || p->cpu_offload_layers) return "an offload";
     if (p->cp > 1 && p->cp_comm == MK_CP_COMM_A2A) return "all-to-all (Ulysses) context parallelism";
+    if (p->cross_entropy == MK_XENT_FUSED || p->cross_entropy == MK_XENT_FUSED_TE)
+        return "Megatron-Core's fused cross entropy (its loss is torch's F.cross_entropy)";
     return NULL;
 }
 
@@ -276,6 +280,8 @@ static const char *ds_cannot(const mk_plan_t *p)
         return "sub-pipelined TP, TE's TP communication overlap or an offload";
     if (p->dtype != MK_DTYPE_BF16 && p->dtype != MK_DTYPE_FP16) return "a dtype other than bf16 or fp16";
     if (p->eager) return "eager element-wise kernels (Megatron-DeepSpeed runs Megatron's fused ones)";
+    if (p->cross_entropy != MK_XENT_VOCAB_PARALLEL)
+        return "a cross entropy other than Megatron's vocab-parallel one (Megatron-DeepSpeed's loss)";
     return NULL;
 }
 

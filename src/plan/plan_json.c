@@ -77,7 +77,7 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     /* likewise only when current scaling: absent means delayed */
     if (j && p->fp8_recipe != MK_FP8_DELAYED)
         json_object_set_new(j, "fp8_recipe", json_string(mk_fp8_recipe_name(p->fp8_recipe)));
-    /* likewise only when torch: absent means Megatron's vocab-parallel loss */
+    /* likewise only when not vocab-parallel: absent means Megatron's unfused loss */
     if (j && p->cross_entropy != MK_XENT_VOCAB_PARALLEL)
         json_object_set_new(j, "cross_entropy", json_string(mk_xent_name(p->cross_entropy)));
     /* likewise only when hybrid: absent means the whole DP group */
@@ -218,7 +218,7 @@ static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
         return mk_error_set("%s: 'cp_comm_type' must be p2p, allgather or a2a", what);
     p->cross_entropy = MK_XENT_VOCAB_PARALLEL;
     if (v && (!json_is_string(v) || mk_xent_parse(json_string_value(v), &p->cross_entropy) < 0))
-        return mk_error_set("%s: 'cross_entropy' must be vocab-parallel or torch", what);
+        return mk_error_set("%s: 'cross_entropy' must be vocab-parallel, torch, fused or fused-te", what);
     json_t *el = json_object_get(j, "elementwise");
     p->eager = 0;
     if (el && (!json_is_string(el) || mk_elementwise_parse(json_string_value(el), &p->eager) < 0))

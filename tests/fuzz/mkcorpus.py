@@ -173,6 +173,7 @@ def plans(merak):
     put("plan", "gbs-2p30.json", js(dict(plan, global_batch_size=1 << 30, micro_batches=1 << 28)))
     cp_plans(merak)
     fp8_recipe_plans(merak)
+    xent_plans(merak)
     llama_plans(merak)
     moe_plans(merak)
 
@@ -191,6 +192,15 @@ def fp8_recipe_plans(merak):
     put("plan", "reject-fp8-recipe-mxfp8.json", js(dict(plan, fp8_recipe="mxfp8")))
     put("plan", "reject-fp8-recipe-int.json", js(dict(plan, fp8_recipe=1)))
     put("plan", "reject-fp8-recipe-bf16-plan.json", js(dict(plan, dtype="bf16", fp8_recipe="tensorwise")))
+
+
+def xent_plans(merak):
+    # cross_entropy (issue 38, fourteenth session): vocab-parallel (absent), torch, fused, fused-te
+    plan = sim_plan(merak, "--model", "gpt-tiny", "--cluster", "dgx-h100", "--gbs", "8")
+    put("plan", "accept-xent-fused.json", js(dict(plan, cross_entropy="fused")))
+    put("plan", "accept-xent-fused-te.json", js(dict(plan, cross_entropy="fused-te")))
+    put("plan", "reject-xent-native.json", js(dict(plan, cross_entropy="native")))
+    put("plan", "reject-xent-int.json", js(dict(plan, cross_entropy=2)))
 
 
 def cp_plans(merak):
