@@ -23,6 +23,7 @@ same "recompute selective" "--recompute-granularity selective" "--recompute sele
 same "recompute full" "--recompute-granularity full --recompute-method uniform" "--recompute full"
 same "bf16" "--bf16" "--dtype bf16"
 same "fp16" "--fp16" "--dtype fp16"
+same "fused cross entropy" "--cross-entropy-loss-fusion" "--cross-entropy fused"
 same "distributed optimizer" "--dp 2 --gbs 8 --use-distributed-optimizer" "--dp 2 --gbs 8 --zero 1"
 same "zero stage" "--dp 2 --gbs 8 --zero-stage 3" "--dp 2 --gbs 8 --zero 3"
 same "max position embeddings" "--seq-length 64 --max-position-embeddings 64" "--seq-length 64"
@@ -50,6 +51,8 @@ expect_fail "alias and flag" "--pp and --pipeline-model-parallel-size are the sa
   "$MERAK" sim $S --pp 2 --pipeline-model-parallel-size 2
 expect_fail "--bf16 with --dtype" "--bf16 and --dtype are the same flag" -- "$MERAK" sim $S --bf16 --dtype fp16
 expect_fail "--bf16 with --fp16" "--bf16 and --fp16 are the same flag" -- "$MERAK" sim $S --bf16 --fp16
+expect_fail "--cross-entropy-loss-fusion with --cross-entropy" \
+  "--cross-entropy-loss-fusion and --cross-entropy are the same flag" -- "$MERAK" sim $S --cross-entropy-loss-fusion --cross-entropy torch
 expect_fail "a switch twice" "--json is given twice" -- "$MERAK" sim $S --json
 expect_fail "overlap and no-overlap" "--overlap-grad-reduce and --no-overlap-grad-reduce are the same flag" -- \
   "$MERAK" sim $S --overlap-grad-reduce --no-overlap-grad-reduce

@@ -164,6 +164,7 @@ const mk_alias_t mk_aliases[] = {
     {"gradient_accumulation_steps", O_MICRO_BATCHES, NULL, NULL},
     {"recompute-granularity", O_RECOMPUTE, NULL, "selective|full"},
     {"use-flash-attn", O_ATTN, "flash", NULL},
+    {"cross-entropy-loss-fusion", O_XENT, "fused", NULL}, /* its native kernels; TE's: --cross-entropy fused-te */
     {"bf16", O_DTYPE, "bf16", NULL},
     {"fp16", O_DTYPE, "fp16", NULL},
     {"use-distributed-optimizer", O_ZERO, "1", NULL},
