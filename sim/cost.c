@@ -298,6 +298,20 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     return host > t ? host : t;
 }
 
+double mk_cost_op_wgrad_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                             double tokens, mk_dtype_t dtype)
+{
+    const mk_op_t *o = &g->ops[op];
+    if (o->kind == MK_OPK_LINEAR || o->kind == MK_OPK_LM_HEAD)
+        return mk_cost_op_time(c, g, op, tp, seqpar, tokens, dtype, 0);
+    if (o->kind != MK_OPK_MOE || o->fwd_flops <= 0) return 0;
+    const mk_device_t *d = &c->dev;
+    double full = (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1), share = tp_share(o, tp, seqpar);
+    double f = o->fwd_flops * (full > 0 ? tokens / full : 1.0) * share;
+    double t = moe_matmul_time(d, g, o, f, tokens * share, matmul_peak(d, o, dtype));
+    return c->ideal ? t : t + d->launch_s;
+}
+
 double mk_cost_layer_compute(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
                              double tokens, mk_dtype_t dtype, int bwd)
 {

@@ -144,12 +144,16 @@ double mk_sim_chunk_gbuf(const mk_plan_t *p, const mk_graph_t *g, int k)
  * Transformer Engine's delayed wgrad keeps inputmat_total, the zero-bubble
  * implementations' WeightGradStore the input the GEMM takes) and the
  * gradient at its output (a column output's and the LM head's split over
- * tp, a row output's whole).  The linears and the LM head, as B_W's time
- * (sim_chunk.c); everything else F kept is freed at B_IN, a recomputed
- * layer's inputs kept (they are these).  Per micro-batch, / cp. */
+ * tp, a row output's whole); an MoE op's expert and shared-expert
+ * GEMMs' inputs and output gradients (a TP rank's rows with sequence
+ * parallelism).  B_W's GEMMs, as its time (mk_cost_op_wgrad_time);
+ * everything else F kept is freed at B_IN, a recomputed layer's inputs
+ * kept (they are these).  Per micro-batch, / cp. */
 static double layer_wstash(const mk_plan_t *p, const mk_graph_t *g, int l)
 {
-    return g->layers[l].wgrad_rep + g->layers[l].wgrad_split / (p->tp > 1 ? p->tp : 1);
+    const mk_layer_t *L = &g->layers[l];
+    double t = p->tp > 1 ? p->tp : 1;
+    return L->wgrad_rep + L->wgrad_split / t + L->wgrad_moe / (p->seqpar ? t : 1);
 }
 
 double mk_sim_chunk_wstash(const mk_plan_t *p, const mk_graph_t *g, int k)

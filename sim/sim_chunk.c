@@ -8,7 +8,8 @@
  *   R          the same over the checkpointed layers
  *   B          recompute of the checkpointed layers (unless R ran) + the
  *              backward sub-pipeline (+ attention-core forward, selective)
- *   B_IN, B_W  backward split: B_W = the linears' weight-gradient GEMMs
+ *   B_IN, B_W  backward split: B_W = the weight-gradient GEMMs (linears, head,
+ *              an MoE op's experts: mk_cost_op_wgrad_time)
  *              (one forward-sized GEMM each), B_IN = the rest, with TP comm
  * Under opts.unit_costs the scheduler's unit costs (mk_sched_costs_unit). */
 #include "sim/sim_internal.h"
@@ -183,10 +184,9 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
         const mk_op_t *o = &g->ops[i];
         double full = mk_cost_op_time(R->c, g, i, p->tp, sp, N, p->dtype, bwd);
         double half = mk_cost_op_time(R->c, g, i, p->tp, sp, N / 2, p->dtype, bwd);
-        if (dir == 2 && (o->kind == MK_OPK_LINEAR || o->kind == MK_OPK_LM_HEAD)) {
-            /* B_IN: the backward minus the weight-gradient GEMM */
-            double wf = mk_cost_op_time(R->c, g, i, p->tp, sp, N, p->dtype, 0);
-            double wh = mk_cost_op_time(R->c, g, i, p->tp, sp, N / 2, p->dtype, 0);
+        if (dir == 2) { /* B_IN: the backward minus the weight-gradient GEMMs (B_W's) */
+            double wf = mk_cost_op_wgrad_time(R->c, g, i, p->tp, sp, N, p->dtype);
+            double wh = mk_cost_op_wgrad_time(R->c, g, i, p->tp, sp, N / 2, p->dtype);
             full = full > wf ? full - wf : 0;
             half = half > wh ? half - wh : 0;
         }
@@ -230,8 +230,9 @@ void mk_chunk_layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 }
 
 /* Forward time of some of layer l's ops: the attention cores (attention = 1:
- * what selective recompute replays), else the linears and the head (one
- * forward-sized GEMM each: their weight gradients, B_W). */
+ * what selective recompute replays), else the weight-gradient GEMMs (B_W:
+ * the linears', the head's and an MoE op's experts', one
+ * forward-sized GEMM a weight: mk_cost_op_wgrad_time). */
 double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention)
 {
     const mk_graph_t *g = R->g;
@@ -240,8 +241,9 @@ double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention)
     if (L->twin >= 0) return mk_chunk_ops_fwd(R, L->twin, attention); /* the same ops */
     if (R->lc && mk_layer_cache_ops(R->lc, l, attention, &t)) return t;
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
-        mk_opkind_t k = g->ops[i].kind;
-        if (attention ? k == MK_OPK_ATTENTION : (k == MK_OPK_LINEAR || k == MK_OPK_LM_HEAD))
+        if (!attention)
+            t += mk_cost_op_wgrad_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(R->p, g), R->p->dtype);
+        else if (g->ops[i].kind == MK_OPK_ATTENTION)
             t += mk_cost_op_time(R->c, g, i, R->p->tp, seqpar_of(R->p), tokens_of(R->p, g), R->p->dtype, 0);
     }
     if (R->lc) mk_layer_cache_put_ops(R->lc, l, attention, t);

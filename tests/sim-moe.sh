@@ -168,8 +168,9 @@ ea, eb = a["exposed_comm_s"]["ep"], b["exposed_comm_s"]["ep"]
 assert 0 < eb < ea and b["step_time_s"] < a["step_time_s"], (ea, eb, a["step_time_s"], b["step_time_s"])
 ' "$tmpdir/n.json" "$tmpdir/o.json"
 # the planner: every candidate Megatron-Core can run so overlaps, and its answer is the simulator's
+# (Megatron-Core's schedules: with the experts' weight gradients in B_W, DualPipeV would win here)
 "$MERAK" plan --model mixtral-8x7b --cluster dgx-h100 --gpus 64 --gbs 256 --seq-length 4096 --top 1 \
-  --overlap-moe-expert-parallel-comm --json >"$tmpdir/p.json" 2>/dev/null
+  --schedules 1f1b,interleaved --overlap-moe-expert-parallel-comm --json >"$tmpdir/p.json" 2>/dev/null
 "$PY" -c 'import json, sys; json.dump(json.load(open(sys.argv[1]))["plans"][0]["plan"], open(sys.argv[2], "w"))' \
   "$tmpdir/p.json" "$tmpdir/pp.json"
 "$MERAK" sim --plan "$tmpdir/pp.json" --json >"$tmpdir/b.json" 2>/dev/null
@@ -246,6 +247,25 @@ assert abs(dm["step_time_s"] - (d4["step_time_s"] + routed / peak)) <= 1e-9 * dm
 assert abs(dc["step_time_s"] - d4["step_time_s"]) <= 1e-12 * d4["step_time_s"], dc["step_time_s"]
 assert d1m["step_time_s"] == d1["step_time_s"], (d1m["step_time_s"], d1["step_time_s"])
 ' "$tmpdir/i1.json" "$tmpdir/i4.json" "$tmpdir/im.json" "$tmpdir/ic.json" "$tmpdir/i1m.json"
+
+# a split backward's B_W holds the MoE layers' weight gradients too (their experts' and router's
+# GEMMs, one forward-sized GEMM a weight: mk_cost_op_wgrad_time), as torch's pipelining and DualPipe
+# split them: on the ideal cluster (matmuls only) each stage's F less its B_W is exactly its two
+# attention cores' forward (2 x 2 GEMMs x 2 s^2 hd per head: 4 heads, s 64, hd 16, at 1 TFLOP/s),
+# and B_IN + B_W twice F (recompute none)
+"$MERAK" sim --model moe-tiny --cluster ideal --pp 2 --gbs 8 --schedule zb-h1 --recompute none --json \
+  --trace "$tmpdir/zbw.json" >/dev/null || echo "FAIL: sim moe-tiny zb-h1"
+check "zb-h1: B_W = F less the attention cores, B_IN + B_W = 2 F, on every stage" "$PY" -c '
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"] if isinstance(t, dict) else t
+d = {(e.get("pid"), e["name"]): e["dur"] * 1e-6 for e in ev if e.get("ph") == "X"}
+core = 2 * 2 * 2 * 64 * 64 * 16 * 4 / 1e12
+for s in (0, 1):
+    f, bi, bw = d[(s, "F0")], d[(s, "B_IN0")], d[(s, "B_W0")]
+    print("  stage", s, "F", f, "B_IN", bi, "B_W", bw)
+    assert abs(f - bw - core) <= 1e-5 * f and abs(bi + bw - 2 * f) <= 1e-5 * f, (s, f, bi, bw)  # the trace: 0.1 ns
+' "$tmpdir/zbw.json"
 
 # memory: with ep > 1 the busiest rank saves its routed copies' rows times the imbalance (ideal cluster,
 # recompute none, pp 1: one micro-batch's 4 layers in flight); at ep 1 one rank saves every assignment

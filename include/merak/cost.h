@@ -62,6 +62,13 @@ double mk_cost_gemm_eff(const mk_device_t *d, double dim, double peak);
  * for a micro-batch of `tokens` tokens (the graph's b*s, or half of it). */
 double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
                        double tokens, mk_dtype_t dtype, int bwd);
+/* The weight-gradient GEMMs of one op, what a split backward's B_W runs
+ * (one forward-sized GEMM a weight): a linear's or the LM head's forward
+ * time, an MoE op's forward GEMMs (its experts' and the shared expert's;
+ * the router is a linear) without its dispatch and combine passes; 0 for
+ * other ops. */
+double mk_cost_op_wgrad_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                             double tokens, mk_dtype_t dtype);
 /* Sum over a layer's ops (no TP communication). */
 double mk_cost_layer_compute(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
                              double tokens, mk_dtype_t dtype, int bwd);

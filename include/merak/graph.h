@@ -89,6 +89,8 @@ typedef struct mk_op {
     double params;
     double active_params;          /* the parameters one token uses (moe: k of E experts) */
     double expert_params;          /* moe: the E routed experts' (what expert parallelism splits) */
+    double wgrad_bytes;            /* moe: what its weight-gradient GEMMs read, a split backward's
+                                      B_IN -> B_W stash (graph.c moe_costs) */
     double fwd_flops, bwd_flops;   /* matmul FLOPs, non-causal attention */
     double fwd_flops_causal;       /* matmul FLOPs, causal attention */
     double vec_flops;              /* elementwise FLOPs, forward */
@@ -112,6 +114,8 @@ typedef struct mk_layer {
     double wgrad_rep, wgrad_split; /* the weight-gradient GEMMs' operands (linears, LM head): each saved
                                       input whole, the output gradient as the output is split (a
                                       split backward's B_IN -> B_W stash: sim/memory_act.c) */
+    double wgrad_moe;        /* the same of its MoE ops (mk_op_t.wgrad_bytes: a TP rank's rows
+                                under sequence parallelism, / t) */
     double params_rep, params_split;       /* parameters whole on every TP rank / split over t */
     double expert_rep, expert_split;       /* of them, an MoE op's routed experts' (likewise) */
     int has_tp_pair;         /* holds a column/row pair: 2 TP all-reduces fwd, 2 bwd per block */

@@ -392,6 +392,11 @@ static void moe_costs(mk_op_t *o, double N, double dt, double load)
        moe_pass_bytes) */
     o->bytes_moved = (o->params + N * k * (2 * w + (act_in + 1) * f) + (fs > 0 ? N * (2 * w + (act_in + 1) * fs) : 0)) * dt;
     o->act_rep = N * E * 4 + load * N * k * (w + (act_in + 1) * f) * dt + N * (act_in + 1) * fs * dt;
+    /* B_W's operands (the zero-bubble split, as torch's pipelining and DualPipe split an MoE layer):
+       per routed copy the up-projection's input (w) and output gradient (act_in f), the down-
+       projection's input (f) and output gradient (w); the shared expert's per token (the router is
+       a linear of its own) */
+    o->wgrad_bytes = (load * N * k * (2 * w + (act_in + 1) * f) + (fs > 0 ? N * (2 * w + (act_in + 1) * fs) : 0)) * dt;
 }
 
 /* The loss's kernels over its n logits (bytes a logit), each a pass of
@@ -442,7 +447,7 @@ static void op_costs(const mk_graph_t *g, mk_op_t *o)
     o->vocab_padded = o->vocab > 0 ? mk_pad_vocab(o->vocab, g->opts.tp) : 0;
     const double Vp = o->vocab_padded;
     o->out_bytes = N * w * dt;
-    o->pass_bytes[0] = o->pass_bytes[1] = 0;
+    o->pass_bytes[0] = o->pass_bytes[1] = o->wgrad_bytes = 0;
     switch (o->kind) {
     case MK_OPK_EMBEDDING:
         o->params = (double)o->vocab * w;

@@ -190,6 +190,7 @@ static void layer_sums(const mk_graph_t *g, mk_layer_t *L)
         /* a q/k norm runs on a rank's heads but holds the whole (per-head) weight */
         if (o->tp_role == MK_TP_REPLICATED || o->kind == MK_OPK_QK_NORM) L->params_rep += o->params;
         else L->params_split += o->params;
+        if (o->kind == MK_OPK_MOE) L->wgrad_moe += o->wgrad_bytes;
         if (o->kind == MK_OPK_MOE && o->tp_role == MK_TP_REPLICATED) L->expert_rep += o->expert_params;
         else if (o->kind == MK_OPK_MOE) L->expert_split += o->expert_params;
         if (o->tp_role == MK_TP_ROW) L->n_tp_allreduce++, L->has_tp_pair = 1;
