@@ -34,6 +34,13 @@ equiv 2 1 1
 equiv 1 2 1
 equiv 1 1 2 --recompute none
 equiv 2 2 1 --schedule zb-h1
+# a split backward: B_IN keeps the experts', shared expert's and router's weight-GEMM output
+# gradients, B_W makes their weight gradients (gpt_moe_bwd.c): with EP, SP (the dense range's TP sum
+# in each half), ZeRO-3, a shared expert, the V schedules
+equiv 2 2 1 --schedule zb-v --ep 2
+equiv 1 2 2 --schedule zb-h1 --sequence-parallel --ep 2 --recompute none
+equiv 2 2 1 --schedule zb-h1 --ep 2 --zero 3
+equiv 1 2 1 --schedule dualpipev
 equiv 1 2 2 --tp-overlap 1  # mbs 1: the aux loss is per micro-batch
 
 # expert parallelism: the EP group from the DP replicas, all-to-all dispatch
@@ -95,6 +102,7 @@ cp "$tmpdir/ref.json" "$tmpdir/cap.json"
 SH="--moe-shared-expert-intermediate-size 64 --moe-router-pre-softmax"
 make_reference $SH
 equiv 2 1 1 --ep 2 $SH
+equiv 2 2 1 --ep 2 --schedule zb-h1 $SH  # the shared expert's weight gradients in B_W
 make_reference --moe-layer-freq 2
 equiv 2 2 1 --ep 2 --moe-layer-freq 2
 equiv 2 1 1 --zero 2 --moe-layer-freq 2

@@ -96,6 +96,7 @@ typedef struct mk_gpt_act {
     float *in;          /* (N, C) the layer's input; kept while in flight (not the embedding) */
     float *buf;         /* internals for backward; NULL when checkpointed or freed */
     float *stash;       /* B_IN -> B_W: gradients at the layer's linears' outputs */
+    float *wgs;         /* an MoE layer's B_IN -> B_W gradients (gpt_moe.c; its stash is the expert side) */
     int in16, buf16;    /* in / buf hold their 16-bit values packed (mk_gpt_act_pack) */
 } mk_gpt_act_t;
 

@@ -7,10 +7,10 @@ libmerak_la_SOURCES += src/exec/gpt.c src/exec/gpt_layers.c src/exec/gpt_act.c \
 	src/exec/comm.c src/exec/runtime.c src/exec/exec.c src/exec/exec_setup.c src/exec/exec_stream.c \
 	src/exec/exec_trace.c src/exec/exec_ckpt.c src/exec/exec_hf.c src/exec/gpt_attn.c src/exec/gpt_mla.c src/exec/exec_zero.c src/exec/exec_fsdp.c src/exec/exec_faults.c src/exec/exec_tp.c \
 	src/exec/exec_p16.c src/exec/exec_g16.c \
-	src/exec/exec_cp.c src/exec/exec_cp_a2a.c src/exec/kernels_cp_cpu.c src/exec/gpt_moe.c src/exec/exec_ep.c \
+	src/exec/exec_cp.c src/exec/exec_cp_a2a.c src/exec/kernels_cp_cpu.c src/exec/gpt_moe.c src/exec/gpt_moe_bwd.c src/exec/exec_ep.c \
 	src/exec/loss_scale.c
 noinst_HEADERS += include/merak/gpt.h include/merak/exec.h
-noinst_HEADERS += src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exec/gpt_moe.h src/exec/gpt_attn.h src/exec/gpt_mla.h
+noinst_HEADERS += src/exec/comm.h src/exec/exec_internal.h src/exec/cp.h src/exec/gpt_moe.h src/exec/gpt_moe_layout.h src/exec/gpt_attn.h src/exec/gpt_mla.h
 
 check_PROGRAMS += tests/test_gpt tests/test_gpt_gradcmp
 tests_test_gpt_SOURCES = tests/test_gpt.c tests/check.h

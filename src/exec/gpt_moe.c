@@ -35,83 +35,16 @@
  * is made on the host from topi and probs (host-visible memory: the CPU
  * backend). */
 #include "config.h"
-#include "exec/gpt_moe.h"
+#include "exec/gpt_moe_layout.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define P(g, k) mk_gpt_param(g, k)
-#define G(g, k) mk_gpt_grad(g, k)
-
-/* Saved internals (a->buf), A = N*k assignment slots (the kept ones first,
- * by expert, so by EP peer too). */
-typedef struct {
-    float *ln, *rstd;       /* (N, C), (N) the norm */
-    float *probs, *topw;    /* (N, E) router probabilities, (N, k) the top-k weights */
-    int *topi;              /* (N, k) the top-k experts */
-    int *slot_tok, *slot_src; /* (A) each kept slot's token, and n*k + j (its choice) */
-    float *slot_w;          /* (A) its weight */
-    int *off;               /* (E+1) expert e's slots [off[e], off[e+1]); off[E] kept */
-    float *cnt;             /* (E) assignments routed to e before drops */
-    int *rcnt;              /* (E) rows this rank's local expert j got from EP peer s: [s*El + j] */
-    int *nrecv;             /* (1) their sum R, the expert side's rows */
-    float *xg, *y;          /* (A, C) the kept slots' inputs, and their experts' outputs back */
-    float *sgu, *sh;        /* shared expert: (N, 2Fs), (N, Fs) */
-    float *sg;              /* (N) Qwen2-MoE's shared-expert gate, sigmoid(x . w) */
-} moe_parts_t;
-
-/* The expert side (a->stash): the R rows dispatched to this rank's El
- * experts, expert-major (expert j's rows [eoff[j], eoff[j+1]), from peer 0
- * first, each peer's in its slot order); perm[i] is row i's place in the
- * peer-major order the all-to-all delivers. */
-typedef struct {
-    int *perm, *eoff;       /* (R), (El+1) */
-    float *xe, *gu, *h;     /* (R, C), (R, 2F), (R, F) */
-} moe_side_t;
-
-/* The layer on this TP rank's rows (sequence parallelism), and on this CP
- * rank's chunks (context parallelism: g->T its tokens of each sequence):
- * part of the micro-batch's tokens, its sums over the ranks holding them. */
-static int sp_rows(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->sp && g->tp > 1; }
-static int cps(const mk_gpt_t *g) { return g->cp > 1 ? g->cp : 1; }
-static int sliced(const mk_gpt_t *g, const mk_gpt_run_t *run) { return sp_rows(g, run) || cps(g) > 1; }
-/* The micro-batch's tokens, this rank's rows of them, and the first one's
- * row among the CP rank's (each sequence's local tokens g->T in a row). */
-static int tokens(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->B * g->T * cps(g); }
-static int rows(const mk_gpt_t *g, const mk_gpt_run_t *run) { return run->B * g->T / (sp_rows(g, run) ? g->tp : 1); }
-static int row0(const mk_gpt_t *g, const mk_gpt_run_t *run) { return sp_rows(g, run) ? g->tp_rank * rows(g, run) : 0; }
-static size_t slots(const mk_gpt_t *g, const mk_gpt_run_t *run) { return (size_t)rows(g, run) * g->topk; }
-static int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
-
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
     size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk, C = g->C;
     return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs + N;
-}
-
-/* The fp32 and integer parts first (the router's, the slots', the counts:
- * their offsets are the same packed or not, so the expert side's size is
- * read either way), then the runs a 16-bit run keeps 16-bit (mk_gpt_moe_runs):
- * the norm's output, the slots' inputs and outputs, the shared expert's
- * gate|up and activation; last Qwen2-MoE's gate values (fp32). */
-static size_t meta_floats(const mk_gpt_t *g, const mk_gpt_run_t *run)
-{
-    size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk;
-    return N * (1 + E + 2 * k) + 3 * A + 3 * E + 2;
-}
-
-static moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
-{
-    size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk, C = g->C;
-    moe_parts_t p;
-    p.rstd = b; p.probs = p.rstd + N; p.topw = p.probs + N * E;
-    p.topi = (int *)(p.topw + N * k); p.slot_tok = p.topi + N * k; p.slot_src = p.slot_tok + A;
-    p.slot_w = (float *)(p.slot_src + A); p.off = (int *)(p.slot_w + A); p.cnt = (float *)(p.off + E + 1);
-    p.rcnt = (int *)(p.cnt + E); p.nrecv = p.rcnt + E;
-    p.ln = (float *)(p.nrecv + 1); p.xg = p.ln + N * C; p.y = p.xg + A * C;
-    p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs; p.sg = p.sh + N * (size_t)g->Fs;
-    return p;
 }
 
 int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
@@ -121,11 +54,6 @@ int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *
     s[1] = (mk_gpt_run16_t){N * g->C + 2 * A * g->C + 3 * N * (size_t)g->Fs, 1};
     s[2] = (mk_gpt_run16_t){N, 0};
     return 3;
-}
-
-static size_t side_size(const mk_gpt_t *g, size_t R)
-{
-    return R + n_local(g) + 1 + R * (g->C + 3 * (size_t)g->Fe);
 }
 
 /* The expert side's runs (side_split's order): the order and offsets
@@ -138,23 +66,6 @@ size_t mk_gpt_moe_side_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk
     s[0] = (mk_gpt_run16_t){R + n_local(g) + 1, 0};
     s[1] = (mk_gpt_run16_t){R * (g->C + 3 * (size_t)g->Fe), 1};
     return side_size(g, R);
-}
-
-static moe_side_t side_split(const mk_gpt_t *g, float *b, size_t R)
-{
-    moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
-    q.perm = (int *)b; q.eoff = q.perm + R;
-    q.xe = (float *)(q.eoff + n_local(g) + 1); q.gu = q.xe + R * g->C; q.h = q.gu + R * 2 * g->Fe;
-    return q;
-}
-
-void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a)
-{
-    if (!a->stash || !a->buf) return;
-    mk_gpt_run16_t s[2];
-    mk_gpt_moe_side_runs(g, run, a, s);
-    mk_gpt_release(run, g, a->stash, mk_gpt_runs_floats(s, 2, a->buf16)); /* packed with a->buf */
-    a->stash = NULL;
 }
 
 int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
@@ -181,18 +92,6 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
     return 0;
 }
 
-/* Tensor indices of an MoE layer l (gpt.c moe_tensors' order). */
-static int t_norm(const mk_gpt_t *g, int l) { return g->first[l]; }
-static int t_router(const mk_gpt_t *g, int l) { return g->first[l] + 1; }
-static int t_bias(const mk_gpt_t *g, int l) { return g->first[l] + 2; } /* with moe_router_bias */
-static int t_shared(const mk_gpt_t *g, int l) { return g->first[l] + 2 + g->cfg.moe_router_bias; } /* gate|up, down */
-static int t_sgate(const mk_gpt_t *g, int l) { return t_shared(g, l) + 3; } /* Qwen2-MoE's, after the shared expert */
-static int t_w13(const mk_gpt_t *g, int l, int e)
-{
-    return t_shared(g, l) + (g->Fs ? 3 : 0) + (g->cfg.moe_shared_gate ? 1 : 0) + 3 * e;
-}
-static int t_w2(const mk_gpt_t *g, int l, int e) { return t_w13(g, l, e) + 2; }
-
 size_t mk_gpt_moe_dense_floats(const mk_gpt_t *g, int l)
 {
     const mk_gpt_tensor_t *a = &g->t[g->first[l]], *z = &g->t[t_w13(g, l, 0) - 1];
@@ -207,7 +106,6 @@ void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n)
     *n = z->off + (size_t)z->lrows * z->lcols - a->off;
 }
 
-static float topk_scale(const mk_gpt_t *g) { return g->cfg.moe_topk_scale > 0 ? (float)g->cfg.moe_topk_scale : 1.0f; }
 
 /* Expert capacity from the micro-batch's N tokens: ceil(c*N*k/E); -1 dropless. */
 static long capacity(const mk_gpt_t *g, int N)
@@ -295,8 +193,8 @@ static void peer_rows(const mk_gpt_t *g, const moe_parts_t *p, int dir, int *row
 /* Token rows of width floats between the two sides: dir 0 the kept slots
  * (slot order) to their experts' ranks, arriving peer-major; dir 1 back.
  * One rank: a copy.  0 or -1. */
-static int exchange(const mk_gpt_t *g, mk_gpt_run_t *run, const moe_parts_t *p, int dir, const float *send,
-                    float *recv, int width)
+int mk_gpt_moe_exchange(const mk_gpt_t *g, mk_gpt_run_t *run, const moe_parts_t *p, int dir, const float *send,
+                        float *recv, int width)
 {
     if (g->ep == 1) {
         g->be->copy(g->be->ctx, recv, send, (size_t)p->off[g->E] * width * sizeof(float));
@@ -349,7 +247,7 @@ static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, mo
     size_t R = *p->nrecv, C = g->C, F = g->Fe;
     float *t = mk_gpt_alloc(run, g, 2 * R * C);
     if (!t) return -1;
-    int rc = exchange(g, run, p, 0, p->xg, t, (int)C);
+    int rc = mk_gpt_moe_exchange(g, run, p, 0, p->xg, t, (int)C);
     be->moe_gather(be->ctx, q->xe, t, q->perm, NULL, (int)R, (int)C);
     for (int j = 0; rc == 0 && j < n_local(g); j++) {
         size_t r = q->eoff[j];
@@ -359,7 +257,7 @@ static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, mo
     }
     be->zero(be->ctx, t + R * C, R * C * sizeof(float));
     be->moe_scatter(be->ctx, t + R * C, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
-    if (rc == 0) rc = exchange(g, run, p, 1, t + R * C, p->y, (int)C);
+    if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 1, t + R * C, p->y, (int)C);
     mk_gpt_round_kept(g, l, run, p->y, (size_t)p->off[g->E] * C); /* the experts' outputs, 16-bit as made */
     mk_gpt_release(run, g, t, 2 * R * C);
     return rc;
@@ -420,7 +318,7 @@ static int tok_sum(const mk_gpt_run_t *run, double *x, size_t n)
  * n of sequence (row0 + n) / T), summed over the TP group when sliced.
  * dpe (B, E), if non-NULL: d(aux * loss_scale * N) / d normalised score =
  * loss_scale * coeff * f_be.  0 or -1. */
-static int seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, float *dpe, double *aux)
+int mk_gpt_moe_seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, float *dpe, double *aux)
 {
     int T = g->T, Tf = T * cps(g), E = g->E, k = g->topk, N = rows(g, run), n0 = row0(g, run);
     size_t BE = (size_t)run->B * E;
@@ -449,7 +347,7 @@ static int seq_aux(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t
  * counts are the micro-batch's already: plan).  0 or -1. */
 static int aux_loss(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, double *aux)
 {
-    if (g->cfg.moe_score_sigmoid) return seq_aux(g, run, p, NULL, aux);
+    if (g->cfg.moe_score_sigmoid) return mk_gpt_moe_seq_aux(g, run, p, NULL, aux);
     int N = rows(g, run), E = g->E;
     double Nt = tokens(g, run), *pe = calloc(E, sizeof *pe);
     if (!pe) return mk_error_set("out of memory");
@@ -476,22 +374,6 @@ static void shared_gate(const mk_gpt_t *g, const moe_parts_t *p, float *y, int N
 /* Its backward: dy (N, C) at the gated output -> *dys (N, C) the shared
  * expert's output gradient (scratch), w_g's gradient added, dln += the
  * gate's input gradient; y the ungated output, recomputed into ys. */
-static void shared_gate_bwd(mk_gpt_t *g, int l, const moe_parts_t *p, const float *dy, float *dys, float *ys,
-                            float *dlog, float *dln, int N)
-{
-    const mk_backend_t *be = g->be;
-    size_t C = g->C;
-    be->linear_fwd(be->ctx, ys, p->sh, P(g, t_shared(g, l) + 2), NULL, N, g->Fs, (int)C);
-    for (int n = 0; n < N; n++) {
-        double d = 0;
-        float s = p->sg[n];
-        for (size_t c = 0; c < C; c++) d += (double)dy[n * C + c] * ys[n * C + c], dys[n * C + c] = s * dy[n * C + c];
-        dlog[n] = (float)(d * s * (1.0f - s));
-    }
-    be->linear_bwd_w(be->ctx, G(g, t_sgate(g, l)), NULL, dlog, p->ln, N, (int)C, 1);
-    be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_sgate(g, l)), N, (int)C, 1);
-}
-
 int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out)
 {
     const mk_backend_t *be = g->be;
@@ -516,159 +398,6 @@ int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, f
 
 /* Backward of one SwiGLU MLP on n rows: dy (n, C) at its output; dW2, dW13
  * added; dx (n, C) += its input gradient; scratch dh (n, F), dgu (n, 2F). */
-static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, const float *gu, const float *h,
-                           int w13, int w2, float *dx, float *dh, float *dgu, int n, int F)
-{
-    const mk_backend_t *be = g->be;
-    if (n == 0) return;
-    be->linear_bwd_w(be->ctx, G(g, w2), NULL, dy, h, n, F, g->C);
-    be->zero(be->ctx, dh, (size_t)n * F * sizeof(float));
-    be->linear_bwd_in(be->ctx, dh, dy, P(g, w2), n, F, g->C);
-    be->zero(be->ctx, dgu, (size_t)n * 2 * F * sizeof(float));
-    be->swiglu_bwd(be->ctx, dgu, dh, gu, n, F);
-    be->linear_bwd_w(be->ctx, G(g, w13), NULL, dgu, x, n, g->C, 2 * F);
-    be->linear_bwd_in(be->ctx, dx, dgu, P(g, w13), n, g->C, 2 * F);
-}
-
-/* Scratch of the backward: two (R, C) for the expert side, dh and dgu
- * (3 wf: the experts' R rows or the shared expert's N, the wider), dys and
- * dxg (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E; sigmoid
- * scores: (B, E), seq_aux, and sliced its rows' (N, E)); N this rank's rows. */
-static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R, size_t *wf)
-{
-    size_t N = rows(g, run), A = slots(g, run), C = g->C, E = g->E;
-    *wf = R * g->Fe > N * g->Fs ? R * g->Fe : N * g->Fs;
-    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + E) + (size_t)run->B * E + (sliced(g, run) ? N * E : 0);
-}
-
-/* The router's backward: dlogits from the weights' and the aux gradients,
- * then Wr's gradient and dln += dlogits Wr.  Sliced, the sequence-wise
- * loss's (B, E) gradient goes to the kernel row by row (T = 1).  0 or -1. */
-static int router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, const float *dout, float *dwslot,
-                      float *dtopw, float *dlog, float *dpe, float *dln)
-{
-    const mk_backend_t *be = g->be;
-    int N = rows(g, run), C = g->C, E = g->E, kept = p->off[E];
-    be->moe_rowdot(be->ctx, dwslot, dout, p->slot_tok, p->y, kept, C);
-    memset(dtopw, 0, (size_t)N * g->topk * sizeof *dtopw);
-    for (int s = 0; s < kept; s++) dtopw[p->slot_src[s]] = dwslot[s];
-    if (g->cfg.moe_score_sigmoid) {
-        double aux;
-        int T = g->T, n0 = row0(g, run);
-        float *dr = dpe;
-        if (seq_aux(g, run, p, dpe, &aux) < 0) return -1;
-        if (sliced(g, run)) {
-            dr = dpe + (size_t)run->B * E, T = 1;
-            for (int n = 0; n < N; n++) memcpy(dr + (size_t)n * E, dpe + (size_t)((n0 + n) / g->T) * E, E * sizeof *dr);
-        }
-        be->moe_route_sig_bwd(be->ctx, dlog, p->probs, p->topi, dtopw, g->cfg.moe_aux_coeff ? dr : NULL, N, E,
-                              g->topk, T, !g->cfg.moe_pre_softmax, topk_scale(g));
-    } else {
-        for (int e = 0; e < E; e++)
-            dpe[e] = (float)(run->grad_scale * g->cfg.moe_aux_coeff * E * p->cnt[e] /
-                             ((double)tokens(g, run) * g->topk));
-        be->moe_route_bwd(be->ctx, dlog, p->probs, p->topi, p->topw, dtopw, dpe, N, E, g->topk,
-                          !g->cfg.moe_pre_softmax);
-    }
-    be->linear_bwd_w(be->ctx, G(g, t_router(g, l)), NULL, dlog, p->ln, N, C, E);
-    be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_router(g, l)), N, C, E);
-    return 0;
-}
-
-/* Sliced: the gradients this micro-batch adds to the layer's replicated
- * tensors (its dense range: norm, router, shared expert) are summed over
- * the TP group (each rank saw its rows only): the range's sum so far is
- * set aside (dense_hold: the held copy, the range zeroed), the backward
- * adds this micro-batch's, and dense_sum all-reduces it and adds the held
- * sum back.  NULL / -1: failed. */
-static float *dense_hold(mk_gpt_t *g, mk_gpt_run_t *run, int l)
-{
-    size_t n = mk_gpt_moe_dense_floats(g, l);
-    float *h = mk_gpt_alloc(run, g, n), *gr = G(g, t_norm(g, l));
-    if (!h) return NULL;
-    g->be->copy(g->be->ctx, h, gr, n * sizeof(float));
-    g->be->zero(g->be->ctx, gr, n * sizeof(float));
-    return h;
-}
-
-static int dense_sum(mk_gpt_t *g, mk_gpt_run_t *run, int l, float *h)
-{
-    size_t n = mk_gpt_moe_dense_floats(g, l);
-    float *gr = G(g, t_norm(g, l));
-    int rc = run->allreduce(run->ctx, gr, (int)n, 0);
-    g->be->acc(g->be->ctx, gr, h, n);
-    mk_gpt_release(run, g, h, n);
-    return rc;
-}
-
-/* The experts' backward: dys (kept, C) at the kept slots' outputs (weighted)
- * to their ranks, each local expert's gradients, dxg (kept, C) back. */
-static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t *p, const moe_side_t *q,
-                       const float *dys, float *dxg, float *t, float *dh, float *dgu)
-{
-    const mk_backend_t *be = g->be;
-    size_t R = *p->nrecv, C = g->C, F = g->Fe;
-    float *dye = t + R * C;
-    if (exchange(g, run, p, 0, dys, t, (int)C) < 0) return -1;
-    be->moe_gather(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);
-    be->zero(be->ctx, t, R * C * sizeof(float));
-    for (int j = 0; j < n_local(g); j++) {
-        size_t r = q->eoff[j];
-        int e = g->ep_rank * n_local(g) + j;
-        swiglu_mlp_bwd(g, dye + r * C, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t_w13(g, l, e), t_w2(g, l, e),
-                       t + r * C, dh, dgu, q->eoff[j + 1] - q->eoff[j], (int)F);
-    }
-    be->zero(be->ctx, dye, R * C * sizeof(float));
-    be->moe_scatter(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
-    return exchange(g, run, p, 1, dye, dxg, (int)C);
-}
-
-/* The layer's backward on this rank's rows, the replicated tensors' gradients this rank's share. */
-static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
-{
-    const mk_backend_t *be = g->be;
-    int N = rows(g, run), C = g->C, E = g->E;
-    moe_parts_t p = split(g, run, a->buf);
-    size_t A = slots(g, run), R = *p.nrecv, wf, ns = bwd_scratch(g, run, R, &wf);
-    moe_side_t q = side_split(g, a->stash, R);
-    float *s = mk_gpt_alloc(run, g, ns);
-    if (!s) return -1;
-    float *t = s, *dh = t + 2 * R * C, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
-    float *dwslot = dxg + A * C, *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk;
-    float *dpe = dlog + (size_t)N * E, *dln = run->s_c;
-    int kept = p.off[E], rc = 0;
-    be->moe_gather(be->ctx, dys, dout, p.slot_tok, p.slot_w, kept, C);  /* d expert output = w * dout */
-    if (experts_bwd(g, run, l, &p, &q, dys, dxg, t, dh, dgu) < 0) rc = -1;
-    if (rc == 0) {
-        be->zero(be->ctx, dln, (size_t)N * C * sizeof(float));
-        be->moe_scatter(be->ctx, dln, dxg, p.slot_tok, NULL, kept, C);
-        const float *dsh = dout; /* the shared expert's output gradient; gated: dys and dxg are free for it */
-        if (g->Fs && g->cfg.moe_shared_gate) shared_gate_bwd(g, l, &p, dout, dys, dxg, dlog, dln, N), dsh = dys;
-        if (g->Fs)
-            swiglu_mlp_bwd(g, dsh, p.ln, p.sgu, p.sh, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N, g->Fs);
-        rc = router_bwd(g, run, l, &p, dout, dwslot, dtopw, dlog, dpe, dln);
-    }
-    if (rc == 0) {
-        if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
-        be->rmsnorm_bwd(be->ctx, din, G(g, t_norm(g, l)), dln, a->in, P(g, t_norm(g, l)), p.rstd, N, C);
-    }
-    mk_gpt_release(run, g, s, ns);
-    return rc;
-}
-
-int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din)
-{
-    /* with CP alone the replicated tensors' gradients sum in the DP x CP reduction, as every layer's */
-    if (!sp_rows(g, run)) return moe_backward_rows(g, run, l, a, dout, din);
-    float *h = dense_hold(g, run, l);
-    if (!h) return -1;
-    if (moe_backward_rows(g, run, l, a, dout, din) < 0) {
-        mk_gpt_release(run, g, h, mk_gpt_moe_dense_floats(g, l));
-        return -1;
-    }
-    return dense_sum(g, run, l, h);
-}
-
 /* DeepSeek-V3's auxiliary-loss-free balancing (arXiv:2412.19437 2.1.2, Megatron's expert bias):
    each step, every score bias moves by this rate towards the mean load (Megatron's
    --moe-router-bias-update-rate default, DeepSeek-V3's gamma for most of its training) */

@@ -28,7 +28,10 @@ size_t mk_gpt_moe_side_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk
 /* Release the expert side (a->stash; before a->buf, which sizes it). */
 void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a);
 /* Every gradient of the layer (input and weights): din (N, C) = dout + . */
-int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din);
+/* mode: MK_BWD_FULL everything; MK_BWD_IN all but the expert, shared-expert and router weight
+   gradients, whose GEMMs' output gradients it keeps (a->wgs); MK_BWD_W those from a->wgs. */
+int mk_gpt_moe_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, const float *dout, float *din,
+                        mk_bwd_mode_t mode);
 /* DeepSeek-V3's score biases after a step: each of g->moe_bias moves by
  * 1e-3 towards the mean of g->moe_load (its layer's tokens per expert over
  * the step, summed over DP by the caller), which is then cleared; the
