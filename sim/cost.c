@@ -223,6 +223,14 @@ static double moe_pass_bytes(const mk_graph_t *g, const mk_op_t *o, mk_dtype_t d
  * benchmarks/benchmark_flash_attention.py) where the graph counts 2x. */
 #define FLASH_BWD_FLOPS 1.25
 
+/* An op's share of its micro-batch's costs on one TP rank: its tokens' part
+ * of the micro-batch's (the graph's b x s) times the op's TP share. */
+static double op_scale(const mk_graph_t *g, const mk_op_t *o, int tp, int seqpar, double tokens)
+{
+    double full = (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1);
+    return (full > 0 ? tokens / full : 1.0) * tp_share(o, tp, seqpar);
+}
+
 /* The matmul peak an op's GEMMs run at: the dtype's; fp8 plans run the
  * linear layers' GEMMs at the FP8 peak and the others (the attention
  * core, the LM head) at bf16's (see graph.c, fp8 plans). */
@@ -241,8 +249,7 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
                        double tokens, mk_dtype_t dtype, int bwd)
 {
     const mk_op_t *o = &g->ops[op];
-    double full = (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1);
-    double scale = (full > 0 ? tokens / full : 1.0) * tp_share(o, tp, seqpar);
+    double scale = op_scale(g, o, tp, seqpar, tokens);
     double f = (bwd ? o->bwd_flops : o->fwd_flops) * scale;
     double v = o->vec_flops * scale * (bwd ? 2 : 1), m = o->bytes_moved * scale * (bwd ? 2 : 1);
     const mk_device_t *d = &c->dev;
@@ -306,9 +313,8 @@ double mk_cost_op_wgrad_time(const mk_cluster_t *c, const mk_graph_t *g, int op,
         return mk_cost_op_time(c, g, op, tp, seqpar, tokens, dtype, 0);
     if (o->kind != MK_OPK_MOE || o->fwd_flops <= 0) return 0;
     const mk_device_t *d = &c->dev;
-    double full = (double)g->opts.mbs * (g->cfg.seq > 0 ? g->cfg.seq : 1), share = tp_share(o, tp, seqpar);
-    double f = o->fwd_flops * (full > 0 ? tokens / full : 1.0) * share;
-    double t = moe_matmul_time(d, g, o, f, tokens * share, matmul_peak(d, o, dtype));
+    double f = o->fwd_flops * op_scale(g, o, tp, seqpar, tokens);
+    double t = moe_matmul_time(d, g, o, f, tokens * tp_share(o, tp, seqpar), matmul_peak(d, o, dtype));
     return c->ideal ? t : t + d->launch_s;
 }
 

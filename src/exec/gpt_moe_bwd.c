@@ -57,24 +57,8 @@ static void shared_gate_bwd(mk_gpt_t *g, int l, const moe_parts_t *p, const floa
     be->linear_bwd_in(be->ctx, dln, dlog, P(g, t_sgate(g, l)), N, (int)C, 1);
 }
 
-/* keep (a split backward's B_IN): no weight gradients, the gate|up
- * gradient kept there for B_W (swiglu_mlp_wgrad; dy is the caller's). */
-static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, const float *gu, const float *h,
-                           int w13, int w2, float *dx, float *dh, float *dgu, int n, int F, float *keep)
-{
-    const mk_backend_t *be = g->be;
-    if (n == 0) return;
-    if (!keep) be->linear_bwd_w(be->ctx, G(g, w2), NULL, dy, h, n, F, g->C);
-    be->zero(be->ctx, dh, (size_t)n * F * sizeof(float));
-    be->linear_bwd_in(be->ctx, dh, dy, P(g, w2), n, F, g->C);
-    be->zero(be->ctx, dgu, (size_t)n * 2 * F * sizeof(float));
-    be->swiglu_bwd(be->ctx, dgu, dh, gu, n, F);
-    if (keep) be->copy(be->ctx, keep, dgu, (size_t)n * 2 * F * sizeof(float));
-    else be->linear_bwd_w(be->ctx, G(g, w13), NULL, dgu, x, n, g->C, 2 * F);
-    be->linear_bwd_in(be->ctx, dx, dgu, P(g, w13), n, g->C, 2 * F);
-}
-
-/* B_W of one SwiGLU MLP: its two weight gradients from the kept output gradients. */
+/* B_W of one SwiGLU MLP: its two weight gradients from the output gradients
+ * (dy at the down-projection, dgu at gate|up) and their inputs (h, x). */
 static void swiglu_mlp_wgrad(const mk_gpt_t *g, const float *dy, const float *x, const float *h, const float *dgu,
                              int w13, int w2, int n, int F)
 {
@@ -82,6 +66,22 @@ static void swiglu_mlp_wgrad(const mk_gpt_t *g, const float *dy, const float *x,
     if (n == 0) return;
     be->linear_bwd_w(be->ctx, G(g, w2), NULL, dy, h, n, F, g->C);
     be->linear_bwd_w(be->ctx, G(g, w13), NULL, dgu, x, n, g->C, 2 * F);
+}
+
+/* The MLP's backward; keep (a split backward's B_IN): no weight gradients,
+ * the gate|up gradient kept there for B_W (dy is the caller's to keep). */
+static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, const float *gu, const float *h,
+                           int w13, int w2, float *dx, float *dh, float *dgu, int n, int F, float *keep)
+{
+    const mk_backend_t *be = g->be;
+    if (n == 0) return;
+    be->zero(be->ctx, dh, (size_t)n * F * sizeof(float));
+    be->linear_bwd_in(be->ctx, dh, dy, P(g, w2), n, F, g->C);
+    be->zero(be->ctx, dgu, (size_t)n * 2 * F * sizeof(float));
+    be->swiglu_bwd(be->ctx, dgu, dh, gu, n, F);
+    if (keep) be->copy(be->ctx, keep, dgu, (size_t)n * 2 * F * sizeof(float));
+    else swiglu_mlp_wgrad(g, dy, x, h, dgu, w13, w2, n, F);
+    be->linear_bwd_in(be->ctx, dx, dgu, P(g, w13), n, g->C, 2 * F);
 }
 
 /* Scratch of the backward: two (R, C) for the expert side, dh and dgu
