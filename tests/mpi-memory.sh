@@ -19,12 +19,15 @@
 # kernels work in fp32 floats and its rounded GEMM operands' scratch
 # counts as held from its first use (src/exec/README.md "dtype"); its
 # saved activations, weights and p2p sends are 16-bit as the simulator's.
+# The zero-bubble schedules in bf16 within 15% (measured: 5-12% below;
+# before their B_IN -> B_W stash waited 16-bit, 8-22%: gpt_act.c bw_convert).
 # The bf16 runs take the rounded-operand sgemm (MK_TEST_NO_DNNL=1), which
 # every CPU has, so the figures do not depend on oneDNN's bf16 kernel.
 . "${top_srcdir:-.}/tests/lib.sh"
 while read dp pp tp cp mbs gbs sched rec zero extra; do
 for dt_tol in "fp32 10" "bf16 25"; do
   dt=${dt_tol% *} tol=${dt_tol#* }
+  case $dt$sched in bf16zb-*) tol=15 ;; esac
   n=$((dp * pp * tp * cp))
   f="--dp $dp --pp $pp --tp $tp --cp $cp --mbs $mbs --gbs $gbs --schedule $sched --recompute $rec --zero $zero"
   f="$f${extra:+ $extra}"

@@ -35,7 +35,8 @@ typedef struct mk_backend {
                        int N, int IC, int OC);
     /* dinp (N,IC) += dout W  (dinp may be NULL) */
     void (*linear_bwd_in)(void *ctx, float *dinp, const float *dout, const float *w, int N, int IC, int OC);
-    /* dw (OC,IC) += dout^T inp, dbias (OC) += sum_n dout (dbias may be NULL) */
+    /* dw (OC,IC) += dout^T inp, dbias (OC) += sum_n dout (dbias may be NULL; dw NULL:
+       the bias gradient only, inp unread: a split backward's B_IN) */
     void (*linear_bwd_w)(void *ctx, float *dw, float *dbias, const float *dout, const float *inp,
                          int N, int IC, int OC);
     /* out (N,C) = wte[tok - v0] for tokens in [v0, v0+Vl), else 0; then + wpe (T,C) if

@@ -98,6 +98,7 @@ typedef struct mk_gpt_act {
     float *stash;       /* B_IN -> B_W: gradients at the layer's linears' outputs */
     float *wgs;         /* an MoE layer's B_IN -> B_W gradients (gpt_moe.c; its stash is the expert side) */
     int in16, buf16;    /* in / buf hold their 16-bit values packed (mk_gpt_act_pack) */
+    int bw16;           /* the B_IN -> B_W gradients (stash; an MoE layer's wgs) likewise */
 } mk_gpt_act_t;
 
 /* What a forward/backward needs besides the model: micro-batch geometry,
@@ -231,6 +232,8 @@ size_t mk_gpt_inner_w(const mk_gpt_t *g, int l);
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *runs);
 /* the floats k runs take, packed (their 16-bit runs two values a float) or not */
 size_t mk_gpt_runs_floats(const mk_gpt_run16_t *runs, int k, int packed);
+/* the floats n values take: fp32, or packed (half: two 16-bit values a float) */
+size_t mk_gpt_held_floats(size_t n, int half);
 /* gpt_act.c: the allocator (counted in run->mem_*), and the 16-bit storage. */
 float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 /* the same, not zero-filled where the backend can: a buffer written whole before it is read */

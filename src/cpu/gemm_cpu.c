@@ -255,8 +255,7 @@ void mk_cpu_linear_bwd_in(void *ctx, float *dinp, const float *dout, const float
 void mk_cpu_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, const float *inp,
                          int N, int IC, int OC)
 {
-    (void)ctx;
-    gemm(ctx, 1, 0, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
+    if (dw) gemm(ctx, 1, 0, OC, IC, N, dout, OC, inp, IC, 1.0f, dw, IC);
     if (!dbias) return;
     for (int n = 0; n < N; n++) {
         const float *d = dout + (size_t)n * OC;

@@ -74,7 +74,7 @@ void mkc_linear_bwd_w(void *ctx, float *dw, float *dbias, const float *dout, con
 {
     mkc_ctx_t *c = mkc(ctx);
     // dw^T (IC,OC) += inp^T (IC,N) dout (N,OC); dout is stored as dout^T (OC,N) ld OC
-    mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dw, IC, 0, 1);
+    if (dw) mkc_gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, 1.0f, inp, IC, 0, dout, OC, 0, 1.0f, dw, IC, 0, 1);
     if (!dbias) return;
     k_bias_grad<<<(OC + 255) / 256, 256, 0, c->s>>>(dbias, dout, N, OC);
     LAUNCHED(c);

@@ -100,8 +100,8 @@ size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     }
 }
 
-/* Floats n values take: fp32, or packed two 16-bit values a float. */
-static size_t held(size_t n, int half) { return half ? (n + 1) / 2 : n; }
+size_t mk_gpt_held_floats(size_t n, int half) { return half ? (n + 1) / 2 : n; }
+#define held mk_gpt_held_floats
 
 size_t mk_gpt_runs_floats(const mk_gpt_run16_t *s, int k, int packed)
 {
@@ -137,9 +137,10 @@ size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int 
 void mk_gpt_act_clear_but_stash(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
     float *stash = a->stash;
+    int bw16 = a->bw16;
     a->stash = NULL;
     mk_gpt_act_clear(run, g, l, a);
-    a->stash = stash;
+    a->stash = stash, a->bw16 = bw16;
 }
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
@@ -147,10 +148,10 @@ void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
     if (mk_gpt_layer_is_moe(g, l)) mk_gpt_moe_free_side(run, g, a);
     if (l > 0) mk_gpt_release(run, g, a->in, in_floats(g, run, a->in16));
     if (a->buf) mk_gpt_release(run, g, a->buf, mk_gpt_buf_floats(g, l, run, a->buf16));
-    mk_gpt_release(run, g, a->stash, mk_gpt_stash_floats(g, l, run));
+    mk_gpt_release(run, g, a->stash, held(mk_gpt_stash_floats(g, l, run), a->bw16));
     a->in = NULL; /* the embedding's input is the token array, not ours */
     a->buf = a->stash = NULL;
-    a->in16 = a->buf16 = 0;
+    a->in16 = a->buf16 = a->bw16 = 0;
 }
 
 void mk_gpt_free_internals(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
@@ -200,10 +201,28 @@ static int convert(mk_gpt_run_t *run, const mk_gpt_t *g, float **p, const mk_gpt
     return 0;
 }
 
+/* A split backward's B_IN -> B_W gradients (a dense layer's or the head's
+ * stash, an MoE layer's wgs) to 16-bit (pack) or back: B_W reads them only
+ * as its weight GEMMs' operands, which a 16-bit run's GEMMs round to the
+ * run's type anyway (the bias gradients are B_IN's: gpt_layers.c
+ * bwd_block_bias), so they wait exactly, in Megatron-LM's 16 bits
+ * (sim/memory_act.c mk_sim_chunk_wstash). */
+static int bw_convert(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a, int pack)
+{
+    int moe = mk_gpt_layer_is_moe(g, l);
+    float **p = moe ? &a->wgs : &a->stash;
+    if (!*p || a->bw16 == pack) return 0;
+    size_t n = moe ? mk_gpt_moe_wgs_floats(g, run, a) : mk_gpt_stash_floats(g, l, run);
+    if (convert(run, g, p, NULL, 0, n, pack) < 0) return -1;
+    a->bw16 = pack;
+    return 0;
+}
+
 int mk_gpt_act_pack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
     mk_gpt_run16_t s[MK_GPT_RUNS16];
     if (!run->act16 || l == 0) return 0;
+    if (bw_convert(run, g, l, a, 1) < 0) return -1;
     if (a->in && !a->in16 && convert(run, g, &a->in, NULL, 0, in_floats(g, run, 0), 1) < 0) return -1;
     if (a->in) a->in16 = 1;
     if (!a->buf || a->buf16 || !mk_gpt_internals16(g, l, run)) return 0;
@@ -219,6 +238,7 @@ int mk_gpt_act_pack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a
 int mk_gpt_act_unpack(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
     mk_gpt_run16_t s[MK_GPT_RUNS16];
+    if (bw_convert(run, g, l, a, 0) < 0) return -1;
     if (a->in16 && convert(run, g, &a->in, NULL, 0, in_floats(g, run, 0), 0) < 0) return -1;
     a->in16 = 0;
     if (!a->buf16) return 0;

@@ -575,20 +575,32 @@ static int bwd_block_in(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, 
     return 0;
 }
 
-/* The linears' weight gradients from the gradients at their outputs (dy,
- * dmid) and their inputs: the norm output's rows ln (SP: gathered again
- * into s_c, free once the input gradient is done) and xin (N, inner). */
+/* The linears' weight (and, with bias, bias) gradients from the gradients
+ * at their outputs (dy, dmid) and their inputs: the norm output's rows ln
+ * (SP: gathered again into s_c, free once the input gradient is done) and xin (N, inner). */
 static int bwd_block_w(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *ln, const float *xin, const float *dy,
-                       const float *dmid)
+                       const float *dmid, int bias)
 {
     int N = run->B * g->T, C = g->C;
     parts_t q = {.ln = (float *)ln};
     if (sp_on(g, run) && ln_full(g, run, &q, run->s_c) < 0) return -1;
     int attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN, mid = (int)mid_w(g, l), inner = (int)inner_w(g, l);
-    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), GN(g, tix(g, l, 5)), dy, xin, N, inner, C);
+    float *b_row = bias ? GN(g, tix(g, l, 5)) : NULL, *b_col = bias ? GN(g, tix(g, l, 3)) : NULL;
+    g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 4)), b_row, dy, xin, N, inner, C);
     if (!(attn && g->mla)) /* MLA's: with its input gradients (bwd_col_rows) */
-        g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), GN(g, tix(g, l, 3)), dmid, q.ln, N, C, mid);
+        g->be->linear_bwd_w(g->be->ctx, G(g, tix(g, l, 2)), b_col, dmid, q.ln, N, C, mid);
     return 0;
+}
+
+/* A split backward's bias gradients, in B_IN from the fp32 output gradients
+ * as the unsplit backward's: B_W reads the stash only as GEMM operands,
+ * so it can wait 16-bit exactly (gpt_act.c bw_convert). */
+static void bwd_block_bias(mk_gpt_t *g, mk_gpt_run_t *run, int l, const float *dy, const float *dmid)
+{
+    int N = run->B * g->T, C = g->C, attn = mk_gpt_layer_kind(g, l) == MK_GPT_ATTN;
+    float *b_row = GN(g, tix(g, l, 5)), *b_col = GN(g, tix(g, l, 3));
+    if (b_row) g->be->linear_bwd_w(g->be->ctx, NULL, b_row, dy, NULL, N, (int)inner_w(g, l), C);
+    if (b_col && !(attn && g->mla)) g->be->linear_bwd_w(g->be->ctx, NULL, b_col, dmid, NULL, N, C, (int)mid_w(g, l));
 }
 
 /* After B_IN: the linears' inputs join their output gradients in the
@@ -668,7 +680,7 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
         /* the linears' output gradients: dout itself and scratch */
         float *dy = sp_on(g, run) ? run->s_d : (float *)dout, *dmid = run->s_b;
         if (bwd_block_in(g, run, l, a, &p, dout, din, dy, dmid) < 0) return -1;
-        if (bwd_block_w(g, run, l, p.ln, kind == MK_GPT_ATTN ? p.x3 : p.x2, dy, dmid) < 0) return -1;
+        if (bwd_block_w(g, run, l, p.ln, kind == MK_GPT_ATTN ? p.x3 : p.x2, dy, dmid, 1) < 0) return -1;
         mk_gpt_act_clear(run, g, l, a);
         return 0;
     }
@@ -676,12 +688,13 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
     if (mode == MK_BWD_IN) {
         if (!st && !(st = a->stash = mk_gpt_alloc(run, g, mk_gpt_stash_floats(g, l, run)))) return -1;
         if (bwd_block_in(g, run, l, a, &p, dout, din, st, st + (size_t)N * g->C) < 0) return -1;
+        bwd_block_bias(g, run, l, st, st + (size_t)N * g->C);
         stash_inputs(g, run, l, a, &p);
         return 0;
     }
     if (!st) return mk_error_set("B_W of layer %d without its B_IN", l);
     const float *in_at = st + (size_t)N * (g->C + mid_w(g, l));
-    if (bwd_block_w(g, run, l, in_at, in_at + mk_gpt_row_floats(g, run), st, st + (size_t)N * g->C) < 0) return -1;
+    if (bwd_block_w(g, run, l, in_at, in_at + mk_gpt_row_floats(g, run), st, st + (size_t)N * g->C, 0) < 0) return -1;
     mk_gpt_act_clear(run, g, l, a);
     return 0;
 }

@@ -8,7 +8,8 @@
 
 #include <string.h>
 
-/* An MoE layer's B_IN -> B_W gradients (a->wgs, fp32): its experts' output
+/* An MoE layer's B_IN -> B_W gradients (a->wgs; 16-bit between the halves in a 16-bit run,
+ * mk_gpt_act_pack, as B_W reads them only as GEMM operands): its experts' output
  * rows' (R, C) and gate|up (R, 2F) gradients in the side's order, the
  * shared expert's output (N, C) and gate|up (N, 2Fs) gradients, the router
  * logits' (N, E): each weight-gradient GEMM's output gradient, its input
@@ -19,6 +20,11 @@ static size_t wgs_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R)
 {
     size_t N = rows(g, run), C = g->C;
     return R * (C + 2 * (size_t)g->Fe) + (g->Fs ? N * (C + 2 * (size_t)g->Fs) : 0) + N * g->E;
+}
+
+size_t mk_gpt_moe_wgs_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a)
+{
+    return wgs_floats(g, run, (size_t)*split(g, run, a->buf).nrecv);
 }
 
 static moe_wgs_t wgs_split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b, size_t R)
@@ -35,7 +41,7 @@ void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a)
     if (!a->stash || !a->buf) return;
     mk_gpt_run16_t s[2];
     mk_gpt_moe_side_runs(g, run, a, s);
-    if (a->wgs) mk_gpt_release(run, g, a->wgs, wgs_floats(g, run, (size_t)*split(g, run, a->buf).nrecv));
+    if (a->wgs) mk_gpt_release(run, g, a->wgs, mk_gpt_held_floats(mk_gpt_moe_wgs_floats(g, run, a), a->bw16));
     a->wgs = NULL;
     mk_gpt_release(run, g, a->stash, mk_gpt_runs_floats(s, 2, a->buf16)); /* packed with a->buf */
     a->stash = NULL;
