@@ -11,7 +11,9 @@
  * (mk_sim_attn_scratch): a split tensor is /t (column outputs, row inputs,
  * inside a pair, the vocabulary-split logits), a replicated one /t only
  * under SP.  The largest is the LM head's (the logits' gradient, s b V/t),
- * the MLP's 4h-wide pair or the attention's with its scratch. */
+ * the MLP's 4h-wide pair, the attention's with its scratch or an MoE op's
+ * experts' (mk_op_t.bwd_grads: replicated, a TP rank's rows under SP, as
+ * its saved rows). */
 static double op_grads(const mk_graph_t *g, int i, int tp, double tsp, int cp)
 {
     const mk_op_t *o = &g->ops[i];
@@ -24,6 +26,7 @@ static double op_grads(const mk_graph_t *g, int i, int tp, double tsp, int cp)
     double gin = o->n_in < 1 || o->in[0] == MK_GRAPH_INPUT ? 0 : N * o->in_width * dt / (in_split ? tp : tsp);
     if (o->kind == MK_OPK_ATTENTION) gin += mk_sim_attn_scratch(g, o, tp, cp);
     if (o->kind == MK_OPK_LOSS && g->opts.xent == MK_XENT_TORCH) gin = mk_sim_loss_torch_grads(g, o, tp);
+    if (o->kind == MK_OPK_MOE && o->bwd_grads / tsp > gout + gin) return o->bwd_grads / tsp; /* its experts' */
     return gout + gin;
 }
 

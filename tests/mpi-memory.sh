@@ -19,6 +19,12 @@
 # kernels work in fp32 floats and its rounded GEMM operands' scratch
 # counts as held from its first use (src/exec/README.md "dtype"); its
 # saved activations, weights and p2p sends are 16-bit as the simulator's.
+# moe-tiny within 12% in fp32 (measured: 5-10% below: the executor's MoE
+# backward holds all of its experts' steps' gradients in one scratch, the
+# simulator the largest step's, graph.c bwd_grads; and its combine weighs
+# the experts' outputs, kept for the routing weights' gradient, where
+# Megatron-Core weighs the activation and keeps none: 2% here; before
+# bwd_grads 8-14% below).
 # The zero-bubble schedules in bf16 within 15% (measured: 5-12% below;
 # before their B_IN -> B_W stash waited 16-bit, 8-22%: gpt_act.c bw_convert).
 # The bf16 runs take the rounded-operand sgemm (MK_TEST_NO_DNNL=1), which
@@ -28,6 +34,7 @@ while read dp pp tp cp mbs gbs sched rec zero extra; do
 for dt_tol in "fp32 10" "bf16 25"; do
   dt=${dt_tol% *} tol=${dt_tol#* }
   case $dt$sched in bf16zb-*) tol=15 ;; esac
+  case "$dt $extra" in "fp32 "*moe-tiny*) tol=12 ;; esac
   n=$((dp * pp * tp * cp))
   f="--dp $dp --pp $pp --tp $tp --cp $cp --mbs $mbs --gbs $gbs --schedule $sched --recompute $rec --zero $zero"
   f="$f${extra:+ $extra}"
@@ -36,7 +43,8 @@ for dt_tol in "fp32 10" "bf16 25"; do
     --steps 1 --json >"$tmpdir/run.json" 2>"$tmpdir/err" </dev/null; then
     echo "FAIL: merak run $f $r16"; cat "$tmpdir/err"; fails=$((fails + 1)); continue
   fi
-  "$MERAK" sim --model gpt-tiny --dtype $dt --cluster ideal $f --json >"$tmpdir/sim.json" 2>"$tmpdir/err" ||
+  case " $f " in *" --model "*) m= ;; *) m="--model gpt-tiny" ;; esac
+  "$MERAK" sim $m --dtype $dt --cluster ideal $f --json >"$tmpdir/sim.json" 2>"$tmpdir/err" ||
     { echo "FAIL: merak sim $f"; cat "$tmpdir/err"; fails=$((fails + 1)); continue; }
   check "$dt: sim within $tol% of run's peak per stage: $f" "$PYTHON" -c "
 import json, sys
@@ -69,6 +77,8 @@ done <<'PLANS'
 1 2 1 1 1 16 zb-v none 0
 1 2 1 1 1 16 zb-v full 0
 1 2 1 1 2 16 1f1b full 0 --vocab-size 2048
+1 1 1 1 1 8 1f1b none 0 --model moe-tiny
+1 2 1 1 1 8 1f1b none 0 --model moe-tiny
 PLANS
 # A stage without the LM head holds no logits-wide scratch (gpt_layers.c
 # wide_w): pp 2, stage 0's peak less its state is the same whatever the

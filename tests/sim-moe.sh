@@ -272,9 +272,18 @@ for s in (0, 1):
 mem() { "$MERAK" sim --model moe-tiny --dtype fp32 --cluster ideal --dp 4 --gbs 8 --recompute none "$@" --json |
   "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["peak_memory_bytes"][0]))'; }
 a=$(mem --ep 4) b=$(mem --ep 4 --moe-imbalance 2) c=$(mem --ep 1) d=$(mem --ep 1 --moe-imbalance 2)
-# per layer the routed copies' rows: N k (h + 3 f) fp32 = 64 x 2 x (64 + 384) x 4 bytes
+# per layer the routed copies' rows: N k (h + 3 f) fp32 = 64 x 2 x (64 + 384) x 4 bytes (the experts'
+# input rows, gate|up and activation: Megatron-Core weighs the activation by the probabilities,
+# activation_func_with_probs, so the experts' outputs are not kept), and once the backward's gradients
+# at the experts' activation (its largest step: R (f + 2 f), R = N k rows; graph.c moe_costs bwd_grads)
 check "memory: ep 4, imbalance 2 adds the routed rows once more ($a -> $b); ep 1 the same ($c, $d)" \
-  test $((b - a)) -eq $((4 * 64 * 2 * (64 + 3 * 128) * 4)) -a "$c" = "$d"
+  test $((b - a)) -eq $((4 * 64 * 2 * (64 + 3 * 128) * 4 + 64 * 2 * 3 * 128 * 4)) -a "$c" = "$d"
+# the backward's working gradients: the MoE layer's output and input gradients (N h each) and its experts'
+# largest step, the activation's (R f in, R 2 f out: gate|up), above the attention's and the head's
+w=$("$MERAK" sim --model moe-tiny --dtype fp32 --cluster ideal --gbs 8 --recompute none --json |
+  "$PY" -c 'import json,sys; print(int(json.load(sys.stdin)["memory_breakdown"][0]["working"]))')
+check "memory: working $w = 2 N h + R 3 f fp32 bytes (the experts' backward gradients)" \
+  test "$w" -eq $(((2 * 64 * 64 + 64 * 2 * 3 * 128) * 4))
 
 # a plan file keeps ep and the imbalance
 "$MERAK" sim --model moe-tiny --cluster "$tmpdir/c4.json" --dp 4 --ep 2 --gbs 8 --moe-imbalance 1.5 --json \

@@ -91,6 +91,8 @@ typedef struct mk_op {
     double expert_params;          /* moe: the E routed experts' (what expert parallelism splits) */
     double wgrad_bytes;            /* moe: what its weight-gradient GEMMs read, a split backward's
                                       B_IN -> B_W stash (graph.c moe_costs) */
+    double bwd_grads;              /* moe: the most gradient bytes its backward holds at once, the
+                                      experts' own (graph.c moe_costs; sim/memory_act.c op_grads) */
     double fwd_flops, bwd_flops;   /* matmul FLOPs, non-causal attention */
     double fwd_flops_causal;       /* matmul FLOPs, causal attention */
     double vec_flops;              /* elementwise FLOPs, forward */

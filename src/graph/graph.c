@@ -83,6 +83,7 @@
 #include "merak/limits.h"
 
 #include <stdio.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -397,6 +398,18 @@ static void moe_costs(mk_op_t *o, double N, double dt, double load)
        projection's input (f) and output gradient (w); the shared expert's per token (the router is
        a linear of its own) */
     o->wgrad_bytes = (load * N * k * (2 * w + (act_in + 1) * f) + (fs > 0 ? N * (2 * w + (act_in + 1) * fs) : 0)) * dt;
+    /* the backward's gradients, one step of autograd at a time (each the
+       gradient a kernel reads and the one it writes; what it read goes
+       with it): the combine's (n w in, R w routed rows out), the down-
+       projection's (R w in, R f out), the activation's (R f, R act_in f:
+       gate|up's), the up-projection's (R act_in f, R w), the dispatch's (R
+       w, n w); R = load N k routed rows, the shared expert's per token in
+       turn.  Megatron-Core's grouped MLP holds these (a dense MLP's are its
+       ops' own, op_grads) */
+    const double R = load * N * k;
+    double routed = fmax((N + R) * w, R * fmax(act_in * f + w, (act_in + 1) * f));
+    double own = fs > 0 ? N * fmax(2 * w, fmax(act_in * fs + w, (act_in + 1) * fs)) : 0;
+    o->bwd_grads = fmax(routed, own) * dt;
 }
 
 /* The loss's kernels over its n logits (bytes a logit), each a pass of
