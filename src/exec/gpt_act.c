@@ -119,7 +119,7 @@ static size_t in_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, int packed)
 /* The internals kept 16-bit (run->act16): an attention's (q/k norms'
  * input rows, MLA's latents and pieces too: gpt_mla.c; the probabilities
  * where materialised, mk_gpt_att_probs) or MLP's, an MoE layer's
- * (gpt_moe.c: its norm output, the slots' inputs and outputs, the shared
+ * (gpt_moe.c: its norm output, the slots' experts' outputs, the shared
  * expert's, its expert side). */
 int mk_gpt_internals16(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
 {

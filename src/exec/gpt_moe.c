@@ -44,14 +44,14 @@
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
     size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk, C = g->C;
-    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + 2 * A * C + N * 3 * (size_t)g->Fs + N;
+    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + A * C + N * 3 * (size_t)g->Fs + N;
 }
 
 int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
 {
     size_t N = rows(g, run), A = slots(g, run);
     s[0] = (mk_gpt_run16_t){meta_floats(g, run), 0};
-    s[1] = (mk_gpt_run16_t){N * g->C + 2 * A * g->C + 3 * N * (size_t)g->Fs, 1};
+    s[1] = (mk_gpt_run16_t){N * g->C + A * g->C + 3 * N * (size_t)g->Fs, 1};
     s[2] = (mk_gpt_run16_t){N, 0};
     return 3;
 }
@@ -240,14 +240,18 @@ static int open_side(const mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *a, moe_
     return 0;
 }
 
-/* Dispatch, this rank's experts, combine: p->y (kept, C) from p->xg. */
+/* Dispatch, this rank's experts, combine: p->y (kept, C) from the kept
+ * slots' inputs, gathered from p->ln into scratch (the expert side keeps
+ * them as the experts' rows, q->xe: the backward reads those). */
 static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, moe_side_t *q)
 {
     const mk_backend_t *be = g->be;
-    size_t R = *p->nrecv, C = g->C, F = g->Fe;
-    float *t = mk_gpt_alloc(run, g, 2 * R * C);
-    if (!t) return -1;
-    int rc = mk_gpt_moe_exchange(g, run, p, 0, p->xg, t, (int)C);
+    size_t R = *p->nrecv, C = g->C, F = g->Fe, A = (size_t)p->off[g->E];
+    float *xg = mk_gpt_alloc(run, g, A * C), *t = xg ? mk_gpt_alloc(run, g, 2 * R * C) : NULL;
+    if (!t) return xg ? (mk_gpt_release(run, g, xg, A * C), -1) : -1;
+    be->moe_gather(be->ctx, xg, p->ln, p->slot_tok, NULL, (int)A, (int)C);
+    int rc = mk_gpt_moe_exchange(g, run, p, 0, xg, t, (int)C);
+    mk_gpt_release(run, g, xg, A * C);
     be->moe_gather(be->ctx, q->xe, t, q->perm, NULL, (int)R, (int)C);
     for (int j = 0; rc == 0 && j < n_local(g); j++) {
         size_t r = q->eoff[j];
@@ -280,7 +284,6 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
                           !c->moe_pre_softmax, topk_scale(g));
     else be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !c->moe_pre_softmax);
     if (plan(g, run, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
-    be->moe_gather(be->ctx, p.xg, p.ln, p.slot_tok, NULL, p.off[g->E], C);
     if (run_experts(g, run, l, &p, &q) < 0) return -1;
     if (g->Fs) swiglu_mlp(g, run, l, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
     if (g->Fs && g->cfg.moe_shared_gate) { /* Qwen2-MoE: sigmoid(x . w_g) per token */

@@ -20,7 +20,7 @@ typedef struct {
     float *cnt;             /* (E) assignments routed to e before drops */
     int *rcnt;              /* (E) rows this rank's local expert j got from EP peer s: [s*El + j] */
     int *nrecv;             /* (1) their sum R, the expert side's rows */
-    float *xg, *y;          /* (A, C) the kept slots' inputs, and their experts' outputs back */
+    float *y;               /* (A, C) the kept slots' experts' outputs back (the combine's weights' gradient) */
     float *sgu, *sh;        /* shared expert: (N, 2Fs), (N, Fs) */
     float *sg;              /* (N) Qwen2-MoE's shared-expert gate, sigmoid(x . w) */
 } moe_parts_t;
@@ -51,7 +51,7 @@ static inline int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
 /* The fp32 and integer parts first (the router's, the slots', the counts:
  * their offsets are the same packed or not, so the expert side's size is
  * read either way), then the runs a 16-bit run keeps 16-bit (mk_gpt_moe_runs):
- * the norm's output, the slots' inputs and outputs, the shared expert's
+ * the norm's output, the slots' experts' outputs, the shared expert's
  * gate|up and activation; last Qwen2-MoE's gate values (fp32). */
 static inline size_t meta_floats(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
@@ -67,7 +67,7 @@ static inline moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, floa
     p.topi = (int *)(p.topw + N * k); p.slot_tok = p.topi + N * k; p.slot_src = p.slot_tok + A;
     p.slot_w = (float *)(p.slot_src + A); p.off = (int *)(p.slot_w + A); p.cnt = (float *)(p.off + E + 1);
     p.rcnt = (int *)(p.cnt + E); p.nrecv = p.rcnt + E;
-    p.ln = (float *)(p.nrecv + 1); p.xg = p.ln + N * C; p.y = p.xg + A * C;
+    p.ln = (float *)(p.nrecv + 1); p.y = p.ln + N * C;
     p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs; p.sg = p.sh + N * (size_t)g->Fs;
     return p;
 }
