@@ -19,12 +19,11 @@
 # kernels work in fp32 floats and its rounded GEMM operands' scratch
 # counts as held from its first use (src/exec/README.md "dtype"); its
 # saved activations, weights and p2p sends are 16-bit as the simulator's.
-# moe-tiny likewise (measured: 6-8% below: the executor's MoE backward
+# moe-tiny likewise (measured: 5-6% below: the executor's MoE backward
 # holds all of its experts' steps' gradients in one scratch, the simulator
-# the largest step's, graph.c bwd_grads; and its combine weighs the
-# experts' outputs, kept for the routing weights' gradient, where
-# Megatron-Core weighs the activation and keeps none; before bwd_grads
-# and the dispatch's inputs as scratch, 8-14% below).
+# the largest step's, graph.c bwd_grads; 8-14% below before bwd_grads and
+# before the executor weighed the activation, not the outputs, and kept
+# neither the dispatch's inputs nor the experts' outputs).
 # The zero-bubble schedules in bf16 within 15% (measured: 5-12% below;
 # before their B_IN -> B_W stash waited 16-bit, 8-22%: gpt_act.c bw_convert).
 # The bf16 runs take the rounded-operand sgemm (MK_TEST_NO_DNNL=1), which

@@ -430,7 +430,7 @@ int mk_gpt_recompute(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, con
                      const int *targets)
 {
     if (mk_gpt_layer_kind(g, l) == MK_GPT_EMBED || a->buf) return 0;
-    if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_inner(g, run, l, a);
+    if (mk_gpt_layer_is_moe(g, l)) return mk_gpt_moe_inner(g, run, l, a, NULL);
     if (fwd_inner(g, run, l, a, targets) < 0) return -1;
     if (mk_gpt_layer_kind(g, l) == MK_GPT_HEAD) {
         int N = run->B * g->T;

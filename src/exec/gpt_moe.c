@@ -44,14 +44,14 @@
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
     size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk, C = g->C;
-    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + A * C + N * 3 * (size_t)g->Fs + N;
+    return N * (C + 1 + E + 2 * k) + 3 * A + 3 * E + 2 + N * 3 * (size_t)g->Fs + N;
 }
 
 int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s)
 {
-    size_t N = rows(g, run), A = slots(g, run);
+    size_t N = rows(g, run);
     s[0] = (mk_gpt_run16_t){meta_floats(g, run), 0};
-    s[1] = (mk_gpt_run16_t){N * g->C + A * g->C + 3 * N * (size_t)g->Fs, 1};
+    s[1] = (mk_gpt_run16_t){N * g->C + 3 * N * (size_t)g->Fs, 1};
     s[2] = (mk_gpt_run16_t){N, 0};
     return 3;
 }
@@ -63,7 +63,7 @@ int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *
 size_t mk_gpt_moe_side_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a, mk_gpt_run16_t *s)
 {
     size_t R = (size_t)*split(g, run, a->buf).nrecv;
-    s[0] = (mk_gpt_run16_t){R + n_local(g) + 1, 0};
+    s[0] = (mk_gpt_run16_t){2 * R + n_local(g) + 1, 0};
     s[1] = (mk_gpt_run16_t){R * (g->C + 3 * (size_t)g->Fe), 1};
     return side_size(g, R);
 }
@@ -166,16 +166,19 @@ static int plan(const mk_gpt_t *g, mk_gpt_run_t *run, moe_parts_t *p)
     return 0;
 }
 
-/* Rows [r0, r0+n) of xg through one SwiGLU MLP: gu = x [w1;w3]^T, h = silu(gate)*up, y = h w2^T;
- * a 16-bit run's gu and h rounded where made (layer l's kept internals, mk_gpt_round_kept). */
+/* n rows through one SwiGLU MLP: gu = x [w1;w3]^T, h = silu(gate)*up (times
+ * the row's weight wr, NULL: 1), y = h w2^T; a 16-bit run's gu and h
+ * rounded where made (layer l's kept internals, mk_gpt_round_kept). */
 static void swiglu_mlp(const mk_gpt_t *g, const mk_gpt_run_t *run, int l, const float *x, float *gu, float *h,
-                       float *y, const float *w13, const float *w2, int n, int F)
+                       const float *wr, float *y, const float *w13, const float *w2, int n, int F)
 {
     const mk_backend_t *be = g->be;
     if (n == 0) return;
     be->linear_fwd(be->ctx, gu, x, w13, NULL, n, g->C, 2 * F);
     mk_gpt_round_kept(g, l, run, gu, (size_t)n * 2 * F);
     be->swiglu_fwd(be->ctx, h, gu, n, F);
+    for (int r = 0; wr && r < n; r++) /* the cpu backend's host memory (MoE layers are the cpu's) */
+        for (int f = 0; f < F; f++) h[(size_t)r * F + f] *= wr[r];
     mk_gpt_round_kept(g, l, run, h, (size_t)n * F);
     if (y) be->linear_fwd(be->ctx, y, h, w2, NULL, n, F, g->C);
 }
@@ -240,40 +243,44 @@ static int open_side(const mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *a, moe_
     return 0;
 }
 
-/* Dispatch, this rank's experts, combine: p->y (kept, C) from the kept
- * slots' inputs, gathered from p->ln into scratch (the expert side keeps
- * them as the experts' rows, q->xe: the backward reads those). */
-static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, moe_side_t *q)
+/* Dispatch (the kept slots' inputs, gathered from p->ln, and their
+ * weights), this rank's experts, combine: the experts' outputs, weighted
+ * already, added into out (NULL: a recompute, which rebuilds the expert
+ * side only).  Scratch: the slots' rows (A, C) and the expert side's two
+ * (R, C). */
+static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, moe_side_t *q, float *out)
 {
     const mk_backend_t *be = g->be;
     size_t R = *p->nrecv, C = g->C, F = g->Fe, A = (size_t)p->off[g->E];
-    float *xg = mk_gpt_alloc(run, g, A * C), *t = xg ? mk_gpt_alloc(run, g, 2 * R * C) : NULL;
-    if (!t) return xg ? (mk_gpt_release(run, g, xg, A * C), -1) : -1;
+    float *xg = mk_gpt_alloc(run, g, A * C + 2 * R * C), *t = xg + A * C;
+    if (!xg) return -1;
     be->moe_gather(be->ctx, xg, p->ln, p->slot_tok, NULL, (int)A, (int)C);
     int rc = mk_gpt_moe_exchange(g, run, p, 0, xg, t, (int)C);
-    mk_gpt_release(run, g, xg, A * C);
+    if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 0, p->slot_w, t + R * C, 1);
     be->moe_gather(be->ctx, q->xe, t, q->perm, NULL, (int)R, (int)C);
+    be->moe_gather(be->ctx, q->wr, t + R * C, q->perm, NULL, (int)R, 1);
     for (int j = 0; rc == 0 && j < n_local(g); j++) {
         size_t r = q->eoff[j];
         int e = g->ep_rank * n_local(g) + j;
-        swiglu_mlp(g, run, l, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t + r * C, P(g, t_w13(g, l, e)),
-                   P(g, t_w2(g, l, e)), q->eoff[j + 1] - q->eoff[j], (int)F);
+        swiglu_mlp(g, run, l, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, q->wr + r, t + r * C,
+                   P(g, t_w13(g, l, e)), P(g, t_w2(g, l, e)), q->eoff[j + 1] - q->eoff[j], (int)F);
     }
     be->zero(be->ctx, t + R * C, R * C * sizeof(float));
     be->moe_scatter(be->ctx, t + R * C, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
-    if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 1, t + R * C, p->y, (int)C);
-    mk_gpt_round_kept(g, l, run, p->y, (size_t)p->off[g->E] * C); /* the experts' outputs, 16-bit as made */
-    mk_gpt_release(run, g, t, 2 * R * C);
+    if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 1, t + R * C, xg, (int)C);
+    mk_gpt_round_kept(g, l, run, xg, A * C); /* the experts' outputs, 16-bit as made */
+    if (rc == 0 && out) be->moe_scatter(be->ctx, out, xg, p->slot_tok, NULL, (int)A, (int)C);
+    mk_gpt_release(run, g, xg, A * C + 2 * R * C);
     return rc;
 }
 
-int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
+int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out)
 {
     const mk_backend_t *be = g->be;
     int N = rows(g, run), C = g->C;
     if (!a->buf && !(a->buf = mk_gpt_alloc(run, g, mk_gpt_moe_internals(g, run)))) return -1;
     moe_parts_t p = split(g, run, a->buf);
-    moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
+    moe_side_t q = {NULL, NULL, NULL, NULL, NULL, NULL};
     be->rmsnorm_fwd(be->ctx, p.ln, p.rstd, a->in, P(g, t_norm(g, l)), g->eps, N, C);
     mk_gpt_round_kept(g, l, run, p.ln, (size_t)N * C); /* the GEMMs round it alike: their products unchanged */
     be->linear_fwd(be->ctx, p.probs, p.ln, P(g, t_router(g, l)), NULL, N, C, g->E);
@@ -284,8 +291,8 @@ int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
                           !c->moe_pre_softmax, topk_scale(g));
     else be->moe_route(be->ctx, p.probs, p.topi, p.topw, N, g->E, g->topk, !c->moe_pre_softmax);
     if (plan(g, run, &p) < 0 || open_side(g, run, a, &p, &q) < 0) return -1;
-    if (run_experts(g, run, l, &p, &q) < 0) return -1;
-    if (g->Fs) swiglu_mlp(g, run, l, p.ln, p.sgu, p.sh, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
+    if (run_experts(g, run, l, &p, &q, out) < 0) return -1;
+    if (g->Fs) swiglu_mlp(g, run, l, p.ln, p.sgu, p.sh, NULL, NULL, P(g, t_shared(g, l)), NULL, N, g->Fs);
     if (g->Fs && g->cfg.moe_shared_gate) { /* Qwen2-MoE: sigmoid(x . w_g) per token */
         be->linear_fwd(be->ctx, p.sg, p.ln, P(g, t_sgate(g, l)), NULL, N, C, 1);
         for (int n = 0; n < N; n++) p.sg[n] = 1.0f / (1.0f + expf(-p.sg[n]));
@@ -382,10 +389,9 @@ int mk_gpt_moe_forward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, f
     const mk_backend_t *be = g->be;
     int N = rows(g, run), C = g->C;
     double aux;
-    if (mk_gpt_moe_inner(g, run, l, a) < 0) return -1;
-    moe_parts_t p = split(g, run, a->buf);
     be->copy(be->ctx, out, a->in, (size_t)N * C * sizeof(float));
-    be->moe_scatter(be->ctx, out, p.y, p.slot_tok, p.slot_w, p.off[g->E], C);
+    if (mk_gpt_moe_inner(g, run, l, a, out) < 0) return -1;
+    moe_parts_t p = split(g, run, a->buf);
     if (g->Fs) {
         be->linear_fwd(be->ctx, run->s_c, p.sh, P(g, t_shared(g, l) + 2), NULL, N, g->Fs, C);
         if (g->cfg.moe_shared_gate) shared_gate(g, &p, run->s_c, N);

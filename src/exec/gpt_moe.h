@@ -11,8 +11,9 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be);
  * and their runs (mk_gpt_buf_runs: kept 16-bit or fp32; the count). */
 size_t mk_gpt_moe_internals(const mk_gpt_t *g, const mk_gpt_run_t *run);
 int mk_gpt_moe_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_run16_t *s);
-/* The internals from a->in (forward and recompute); no aux loss added. */
-int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a);
+/* The internals from a->in (forward and recompute); the experts' outputs
+ * added into out (NULL: a recompute); no aux loss added. */
+int mk_gpt_moe_inner(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, float *out);
 /* The saved top-k experts (N, k) and router probabilities (N, E) of a
  * forward's internals (tests). */
 const int *mk_gpt_moe_routes(const mk_gpt_t *g, const mk_gpt_run_t *run, mk_gpt_act_t *a, const float **probs);

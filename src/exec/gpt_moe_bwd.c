@@ -74,15 +74,34 @@ static void swiglu_mlp_wgrad(const mk_gpt_t *g, const float *dy, const float *x,
     be->linear_bwd_w(be->ctx, G(g, w13), NULL, dgu, x, n, g->C, 2 * F);
 }
 
-/* The MLP's backward; keep (a split backward's B_IN): no weight gradients,
- * the gate|up gradient kept there for B_W (dy is the caller's to keep). */
+/* The activation's weights' gradients, dwr (n) = dh . act(gu) row by row
+ * (the activation rebuilt into act), and dh times the weights: h = act(gu)
+ * wr (swiglu_mlp).  The cpu backend's host memory. */
+static void weights_bwd(const mk_gpt_t *g, const float *gu, const float *wr, float *dwr, float *dh, float *act,
+                        int n, int F)
+{
+    g->be->swiglu_fwd(g->be->ctx, act, gu, n, F);
+    for (int r = 0; r < n; r++) {
+        double d = 0;
+        float *row = dh + (size_t)r * F;
+        for (int f = 0; f < F; f++) d += (double)row[f] * act[(size_t)r * F + f], row[f] *= wr[r];
+        dwr[r] = (float)d;
+    }
+}
+
+/* The MLP's backward; wr (NULL: none) its rows' weights on the activation,
+ * their gradients into dwr; keep (a split backward's B_IN): no weight
+ * gradients, the gate|up gradient kept there for B_W (dy is the caller's
+ * to keep). */
 static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, const float *gu, const float *h,
-                           int w13, int w2, float *dx, float *dh, float *dgu, int n, int F, float *keep)
+                           const float *wr, float *dwr, int w13, int w2, float *dx, float *dh, float *dgu, int n,
+                           int F, float *keep)
 {
     const mk_backend_t *be = g->be;
     if (n == 0) return;
     be->zero(be->ctx, dh, (size_t)n * F * sizeof(float));
     be->linear_bwd_in(be->ctx, dh, dy, P(g, w2), n, F, g->C);
+    if (wr) weights_bwd(g, gu, wr, dwr, dh, dgu, n, F);
     be->zero(be->ctx, dgu, (size_t)n * 2 * F * sizeof(float));
     be->swiglu_bwd(be->ctx, dgu, dh, gu, n, F);
     if (keep) be->copy(be->ctx, keep, dgu, (size_t)n * 2 * F * sizeof(float));
@@ -90,26 +109,28 @@ static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, c
     be->linear_bwd_in(be->ctx, dx, dgu, P(g, w13), n, g->C, 2 * F);
 }
 
-/* Scratch of the backward: two (R, C) for the expert side, dh and dgu
- * (3 wf: the experts' R rows or the shared expert's N, the wider), dys and
- * dxg (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E; sigmoid
+/* Scratch of the backward: two (R, C) for the expert side and its rows'
+ * weights' gradients (2 R: expert-major, peer-major), dh and dgu (3 wf:
+ * the experts' R rows or the shared expert's N, the wider), dys and dxg
+ * (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E; sigmoid
  * scores: (B, E), seq_aux, and sliced its rows' (N, E)); N this rank's rows. */
 static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R, size_t *wf)
 {
     size_t N = rows(g, run), A = slots(g, run), C = g->C, E = g->E;
     *wf = R * g->Fe > N * g->Fs ? R * g->Fe : N * g->Fs;
-    return 2 * R * C + 3 * *wf + 2 * A * C + A + N * (g->topk + E) + (size_t)run->B * E + (sliced(g, run) ? N * E : 0);
+    return 2 * R * (C + 1) + 3 * *wf + 2 * A * C + A + N * (g->topk + E) + (size_t)run->B * E +
+           (sliced(g, run) ? N * E : 0);
 }
 
-/* The router's backward: dlogits from the weights' and the aux gradients,
- * then Wr's gradient and dln += dlogits Wr.  Sliced, the sequence-wise
- * loss's (B, E) gradient goes to the kernel row by row (T = 1).  0 or -1. */
-static int router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, const float *dout, float *dwslot,
-                      float *dtopw, float *dlog, float *dpe, float *dln, float *keep)
+/* The router's backward: dlogits from the weights' (dwslot: the kept
+ * slots', experts_bwd) and the aux gradients, then Wr's gradient and dln
+ * += dlogits Wr.  Sliced, the sequence-wise loss's (B, E) gradient goes to
+ * the kernel row by row (T = 1).  0 or -1. */
+static int router_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, const float *dwslot, float *dtopw,
+                      float *dlog, float *dpe, float *dln, float *keep)
 {
     const mk_backend_t *be = g->be;
     int N = rows(g, run), C = g->C, E = g->E, kept = p->off[E];
-    be->moe_rowdot(be->ctx, dwslot, dout, p->slot_tok, p->y, kept, C);
     memset(dtopw, 0, (size_t)N * g->topk * sizeof *dtopw);
     for (int s = 0; s < kept; s++) dtopw[p->slot_src[s]] = dwslot[s];
     if (g->cfg.moe_score_sigmoid) {
@@ -162,10 +183,12 @@ static int dense_sum(mk_gpt_t *g, mk_gpt_run_t *run, int l, float *h)
     return rc;
 }
 
-/* The experts' backward: dys (kept, C) at the kept slots' outputs (weighted)
- * to their ranks, each local expert's gradients, dxg (kept, C) back. */
+/* The experts' backward: dys (kept, C) at the kept slots' outputs to
+ * their ranks, each local expert's gradients, dxg (kept, C) back and the
+ * slots' weights' gradients dwslot (kept); scratch t (2 R, C), dwr (2 R). */
 static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t *p, const moe_side_t *q,
-                       const float *dys, float *dxg, float *t, float *dh, float *dgu, const moe_wgs_t *w)
+                       const float *dys, float *dxg, float *dwslot, float *t, float *dwr, float *dh, float *dgu,
+                       const moe_wgs_t *w)
 {
     const mk_backend_t *be = g->be;
     size_t R = *p->nrecv, C = g->C, F = g->Fe;
@@ -177,12 +200,16 @@ static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t 
     for (int j = 0; j < n_local(g); j++) {
         size_t r = q->eoff[j];
         int e = g->ep_rank * n_local(g) + j;
-        swiglu_mlp_bwd(g, dye + r * C, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, t_w13(g, l, e), t_w2(g, l, e),
-                       t + r * C, dh, dgu, q->eoff[j + 1] - q->eoff[j], (int)F, w ? w->dgu + r * 2 * F : NULL);
+        swiglu_mlp_bwd(g, dye + r * C, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, q->wr + r, dwr + r,
+                       t_w13(g, l, e), t_w2(g, l, e), t + r * C, dh, dgu, q->eoff[j + 1] - q->eoff[j], (int)F,
+                       w ? w->dgu + r * 2 * F : NULL);
     }
     be->zero(be->ctx, dye, R * C * sizeof(float));
     be->moe_scatter(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
-    return mk_gpt_moe_exchange(g, run, p, 1, dye, dxg, (int)C);
+    be->zero(be->ctx, dwr + R, R * sizeof(float));
+    be->moe_scatter(be->ctx, dwr + R, dwr, q->perm, NULL, (int)R, 1);
+    if (mk_gpt_moe_exchange(g, run, p, 1, dye, dxg, (int)C) < 0) return -1;
+    return mk_gpt_moe_exchange(g, run, p, 1, dwr + R, dwslot, 1);
 }
 
 /* The layer's backward on this rank's rows, the replicated tensors' gradients this rank's share;
@@ -199,12 +226,12 @@ static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t
     moe_wgs_t wk = split_bwd ? wgs_split(g, run, a->wgs, R) : (moe_wgs_t){0}, *w = split_bwd ? &wk : NULL;
     float *s = mk_gpt_alloc(run, g, ns);
     if (!s) return -1;
-    float *t = s, *dh = t + 2 * R * C, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
+    float *t = s, *dwr = t + 2 * R * C, *dh = dwr + 2 * R, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
     float *dwslot = dxg + A * C, *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk;
     float *dpe = dlog + (size_t)N * E, *dln = run->s_c;
     int kept = p.off[E], rc = 0;
-    be->moe_gather(be->ctx, dys, dout, p.slot_tok, p.slot_w, kept, C);  /* d expert output = w * dout */
-    if (experts_bwd(g, run, l, &p, &q, dys, dxg, t, dh, dgu, w) < 0) rc = -1;
+    be->moe_gather(be->ctx, dys, dout, p.slot_tok, NULL, kept, C);  /* the weights are the activation's */
+    if (experts_bwd(g, run, l, &p, &q, dys, dxg, dwslot, t, dwr, dh, dgu, w) < 0) rc = -1;
     if (rc == 0) {
         be->zero(be->ctx, dln, (size_t)N * C * sizeof(float));
         be->moe_scatter(be->ctx, dln, dxg, p.slot_tok, NULL, kept, C);
@@ -212,9 +239,9 @@ static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t
         if (g->Fs && g->cfg.moe_shared_gate) shared_gate_bwd(g, l, &p, dout, dys, dxg, dlog, dln, N), dsh = dys;
         if (g->Fs && w) be->copy(be->ctx, w->dsh, dsh, (size_t)N * C * sizeof(float));
         if (g->Fs)
-            swiglu_mlp_bwd(g, dsh, p.ln, p.sgu, p.sh, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N, g->Fs,
-                           w ? w->dsgu : NULL);
-        rc = router_bwd(g, run, l, &p, dout, dwslot, dtopw, dlog, dpe, dln, w ? w->dlog : NULL);
+            swiglu_mlp_bwd(g, dsh, p.ln, p.sgu, p.sh, NULL, NULL, t_shared(g, l), t_shared(g, l) + 2, dln, dh, dgu, N,
+                           g->Fs, w ? w->dsgu : NULL);
+        rc = router_bwd(g, run, l, &p, dwslot, dtopw, dlog, dpe, dln, w ? w->dlog : NULL);
     }
     if (rc == 0) {
         if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));

@@ -20,7 +20,6 @@ typedef struct {
     float *cnt;             /* (E) assignments routed to e before drops */
     int *rcnt;              /* (E) rows this rank's local expert j got from EP peer s: [s*El + j] */
     int *nrecv;             /* (1) their sum R, the expert side's rows */
-    float *y;               /* (A, C) the kept slots' experts' outputs back (the combine's weights' gradient) */
     float *sgu, *sh;        /* shared expert: (N, 2Fs), (N, Fs) */
     float *sg;              /* (N) Qwen2-MoE's shared-expert gate, sigmoid(x . w) */
 } moe_parts_t;
@@ -28,10 +27,14 @@ typedef struct {
 /* The expert side (a->stash): the R rows dispatched to this rank's El
  * experts, expert-major (expert j's rows [eoff[j], eoff[j+1]), from peer 0
  * first, each peer's in its slot order); perm[i] is row i's place in the
- * peer-major order the all-to-all delivers. */
+ * peer-major order the all-to-all delivers.  Each row's routing weight wr
+ * travels with it and weighs its activation, h = act(gu) wr (Megatron-
+ * Core's activation_func_with_probs), so the combine only adds the
+ * experts' outputs and keeps none. */
 typedef struct {
     int *perm, *eoff;       /* (R), (El+1) */
-    float *xe, *gu, *h;     /* (R, C), (R, 2F), (R, F) */
+    float *wr;              /* (R) the rows' routing weights */
+    float *xe, *gu, *h;     /* (R, C), (R, 2F), (R, F): h weighted */
 } moe_side_t;
 
 /* The layer on this TP rank's rows (sequence parallelism), and on this CP
@@ -51,8 +54,8 @@ static inline int n_local(const mk_gpt_t *g) { return g->E / g->ep; }
 /* The fp32 and integer parts first (the router's, the slots', the counts:
  * their offsets are the same packed or not, so the expert side's size is
  * read either way), then the runs a 16-bit run keeps 16-bit (mk_gpt_moe_runs):
- * the norm's output, the slots' experts' outputs, the shared expert's
- * gate|up and activation; last Qwen2-MoE's gate values (fp32). */
+ * the norm's output, the shared expert's gate|up and activation; last
+ * Qwen2-MoE's gate values (fp32). */
 static inline size_t meta_floats(const mk_gpt_t *g, const mk_gpt_run_t *run)
 {
     size_t N = rows(g, run), A = slots(g, run), E = g->E, k = g->topk;
@@ -67,21 +70,21 @@ static inline moe_parts_t split(const mk_gpt_t *g, const mk_gpt_run_t *run, floa
     p.topi = (int *)(p.topw + N * k); p.slot_tok = p.topi + N * k; p.slot_src = p.slot_tok + A;
     p.slot_w = (float *)(p.slot_src + A); p.off = (int *)(p.slot_w + A); p.cnt = (float *)(p.off + E + 1);
     p.rcnt = (int *)(p.cnt + E); p.nrecv = p.rcnt + E;
-    p.ln = (float *)(p.nrecv + 1); p.y = p.ln + N * C;
-    p.sgu = p.y + A * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs; p.sg = p.sh + N * (size_t)g->Fs;
+    p.ln = (float *)(p.nrecv + 1);
+    p.sgu = p.ln + N * C; p.sh = p.sgu + N * 2 * (size_t)g->Fs; p.sg = p.sh + N * (size_t)g->Fs;
     return p;
 }
 
 static inline size_t side_size(const mk_gpt_t *g, size_t R)
 {
-    return R + n_local(g) + 1 + R * (g->C + 3 * (size_t)g->Fe);
+    return 2 * R + n_local(g) + 1 + R * (g->C + 3 * (size_t)g->Fe);
 }
 
 static inline moe_side_t side_split(const mk_gpt_t *g, float *b, size_t R)
 {
-    moe_side_t q = {NULL, NULL, NULL, NULL, NULL};
-    q.perm = (int *)b; q.eoff = q.perm + R;
-    q.xe = (float *)(q.eoff + n_local(g) + 1); q.gu = q.xe + R * g->C; q.h = q.gu + R * 2 * g->Fe;
+    moe_side_t q = {NULL, NULL, NULL, NULL, NULL, NULL};
+    q.perm = (int *)b; q.eoff = q.perm + R; q.wr = (float *)(q.eoff + n_local(g) + 1);
+    q.xe = q.wr + R; q.gu = q.xe + R * g->C; q.h = q.gu + R * 2 * g->Fe;
     return q;
 }
 
