@@ -252,8 +252,9 @@ static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, mo
 {
     const mk_backend_t *be = g->be;
     size_t R = *p->nrecv, C = g->C, F = g->Fe, A = (size_t)p->off[g->E];
-    float *xg = mk_gpt_alloc(run, g, A * C + 2 * R * C), *t = xg + A * C;
+    float *xg = mk_gpt_alloc(run, g, A * C + 2 * R * C);
     if (!xg) return -1;
+    float *t = xg + A * C;
     be->moe_gather(be->ctx, xg, p->ln, p->slot_tok, NULL, (int)A, (int)C);
     int rc = mk_gpt_moe_exchange(g, run, p, 0, xg, t, (int)C);
     if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 0, p->slot_w, t + R * C, 1);
