@@ -129,7 +129,7 @@ typedef struct mk_backend {
                   float beta2, float bc1, float bc2, float eps, float decay, float gscale);
     double (*sumsq)(void *ctx, const float *x, size_t n);
     /* Mixture of experts (optional: NULL where a backend has none; the MoE
-       layer needs all five).  topi is host-visible int memory (the dispatch
+       layer needs all four).  topi is host-visible int memory (the dispatch
        plan is made on the host).  moe_route: logits (N,E) -> probs in place
        (softmax over E), topi (N,k) the k most probable experts in descending
        order (ties: the lower index), topw (N,k) their weights, renormalised
@@ -143,8 +143,6 @@ typedef struct mk_backend {
     void (*moe_gather)(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
     /* dst row idx[i] += scale[i] * src (n,C) row i (scale NULL: 1) */
     void (*moe_scatter)(void *ctx, float *dst, const float *src, const int *idx, const float *scale, int n, int C);
-    /* out (n) [i] = a row idx[i] . b (n,C) row i */
-    void (*moe_rowdot)(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);
     /* DeepSeek-V3's router (optional: NULL where a backend has none; a sigmoid-scored MoE layer
        needs both).  moe_route_sig: scores (N,E) = sigmoid(logits) in place; topi (N,k) the k
        largest of scores + bias (bias (E) NULL: 0) in descending order, ties the lower index,

@@ -20,8 +20,10 @@ struct mk_backend;
  * its column gathers (cols_gather, cols_scatter) and DeepSeek-V3's
  * router (moe_route_sig, moe_route_sig_bwd); 4: the fused attention; 5:
  * set_gemm_dtype, scratch_bytes (issue 37, which did not raise it) and
- * round16; 6: attention16_fwd/bwd (16-bit probabilities). */
-#define MK_CUDA_MODULE_ABI 6
+ * round16; 6: attention16_fwd/bwd (16-bit probabilities); 7: moe_rowdot
+ * gone (the MoE layer weighs the activation), linear_bwd_w takes a NULL
+ * weight gradient (a split backward's bias gradients, in B_IN). */
+#define MK_CUDA_MODULE_ABI 7
 #define MK_CUDA_MODULE_ENTRY "mk_cuda_module_entry"
 
 typedef struct mk_cuda_host {

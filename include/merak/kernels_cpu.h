@@ -139,6 +139,5 @@ void mk_cpu_attention_fused_bwd(void *ctx, float *dqkv, const float *dout, const
                                 const float *lse, int B, int T, int NH, int KV, int hs, int window);
 void mk_cpu_cols_gather(void *ctx, float *dst, const float *src, const int *idx, int N, int Ws, int Wd);
 void mk_cpu_cols_scatter(void *ctx, float *dsrc, const float *ddst, const int *idx, int N, int Ws, int Wd);
-void mk_cpu_moe_rowdot(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C);
 
 #endif

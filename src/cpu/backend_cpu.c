@@ -135,7 +135,6 @@ static const mk_backend_t mk_cpu = {
     .moe_route_sig_bwd = mk_cpu_moe_route_sig_bwd,
     .cols_gather = mk_cpu_cols_gather,
     .cols_scatter = mk_cpu_cols_scatter,
-    .moe_rowdot = mk_cpu_moe_rowdot,
     .set_threads = cpu_set_threads,
     .set_gemm_dtype = cpu_set_gemm_dtype,
     .scratch_bytes = cpu_scratch_bytes,

@@ -86,17 +86,6 @@ void mk_cpu_moe_scatter(void *ctx, float *dst, const float *src, const int *idx,
     }
 }
 
-void mk_cpu_moe_rowdot(void *ctx, float *out, const float *a, const int *idx, const float *b, int n, int C)
-{
-    (void)ctx;
-    for (int i = 0; i < n; i++) {
-        const float *x = a + (size_t)idx[i] * C, *y = b + (size_t)i * C;
-        double s = 0;
-        for (int c = 0; c < C; c++) s += (double)x[c] * y[c];
-        out[i] = (float)s;
-    }
-}
-
 /* Group-limited choice (transformers' DeepseekV3TopkRouter.get_topk_indices):
  * each group's score the sum of its two largest c, the gtopk best groups
  * kept, the others' c set to 0.  gi, gs: scratch of `groups`. */

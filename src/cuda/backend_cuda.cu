@@ -272,7 +272,6 @@ static const mk_backend_t mk_cuda = {
     /* .moe_route_bwd = */ NULL,
     /* .moe_gather = */ NULL,
     /* .moe_scatter = */ NULL,
-    /* .moe_rowdot = */ NULL,
     /* .moe_route_sig = */ NULL,
     /* .moe_route_sig_bwd = */ NULL,
     /* .cols_gather = */ mkc_cols_gather,

@@ -74,7 +74,7 @@ int mk_gpt_moe_check(const mk_model_config_t *cfg, const mk_backend_t *be)
     if (!(cfg->norm == MK_NORM_RMSNORM && cfg->swiglu && cfg->pos == MK_POS_ROPE && !cfg->bias))
         return mk_error_set("the executor's MoE layers are Llama blocks with SwiGLU experts (RMSNorm, "
                             "rotary positions, no biases)");
-    if (be && !(be->moe_route && be->moe_route_bwd && be->moe_gather && be->moe_scatter && be->moe_rowdot &&
+    if (be && !(be->moe_route && be->moe_route_bwd && be->moe_gather && be->moe_scatter &&
                 (!cfg->moe_score_sigmoid || (be->moe_route_sig && be->moe_route_sig_bwd))))
         return mk_error_set("the %s backend has no mixture-of-experts kernels (use --backend cpu)", be->name);
     if (!cfg->moe_score_sigmoid && (cfg->moe_router_bias || cfg->moe_groups || (cfg->moe_topk_scale &&

@@ -108,11 +108,6 @@ static void t_ms(void *c, float *dst, const float *src, const int *idx, const fl
     (void)c;
     TIMED(C_GEMM, T_.in->moe_scatter(T_.in->ctx, dst, src, idx, scale, n, C));
 }
-static void t_mr(void *c, float *out, const float *a, const int *idx, const float *b, int n, int C)
-{
-    (void)c;
-    TIMED(C_GEMM, T_.in->moe_rowdot(T_.in->ctx, out, a, idx, b, n, C));
-}
 
 /* Per layer and direction (0 forward, 1 backward): the minimum over
  * micro-batches of each class's time in it (C_REST: the layer's wall time
@@ -173,7 +168,7 @@ static int run_steps(const mk_model_config_t *cfg, int n_mb, step_times_t *st, c
     T_.in = cpu;
     be.linear_fwd = t_lf, be.linear_bwd_in = t_lbi, be.linear_bwd_w = t_lbw;
     be.attention_fwd = t_af, be.attention_bwd = t_ab;
-    if (cpu->moe_gather) be.moe_gather = t_mg, be.moe_scatter = t_ms, be.moe_rowdot = t_mr;
+    if (cpu->moe_gather) be.moe_gather = t_mg, be.moe_scatter = t_ms;
     if (cpu->swiglu_fwd) be.swiglu_fwd = t_sf, be.swiglu_bwd = t_sb;
     int L = mk_gpt_n_layers(cfg), rc = -1;
     int *own = malloc(L * sizeof *own), *tok = malloc(2 * (size_t)cfg->seq * sizeof *tok);
