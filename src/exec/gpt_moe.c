@@ -243,35 +243,50 @@ static int open_side(const mk_gpt_t *g, mk_gpt_run_t *run, mk_gpt_act_t *a, moe_
     return 0;
 }
 
-/* Dispatch (the kept slots' inputs, gathered from p->ln, and their
- * weights), this rank's experts, combine: the experts' outputs, weighted
+/* The dispatch's rows carry each slot's routing weight beside its input
+ * (one exchange for both, as DeepEP sends the probabilities with the
+ * tokens; the backward returns the weight's gradient beside the input
+ * gradient): dst row s (C + 1 wide) = src row idx[s], then x[s].  The cpu
+ * backend's host memory. */
+static void rows_with(float *dst, const float *src, const int *idx, const float *x, size_t n, size_t C)
+{
+    for (size_t s = 0; s < n; s++) {
+        memcpy(dst + s * (C + 1), src + (size_t)idx[s] * C, C * sizeof *dst);
+        dst[s * (C + 1) + C] = x[s];
+    }
+}
+
+/* Dispatch (the kept slots' inputs, gathered from p->ln, each with its
+ * weight), this rank's experts, combine: the experts' outputs, weighted
  * already, added into out (NULL: a recompute, which rebuilds the expert
- * side only).  Scratch: the slots' rows (A, C) and the expert side's two
- * (R, C). */
+ * side only).  Scratch: the slots' rows (A, C + 1), the expert side's
+ * (R, C + 1) and (R, C). */
 static int run_experts(mk_gpt_t *g, mk_gpt_run_t *run, int l, moe_parts_t *p, moe_side_t *q, float *out)
 {
     const mk_backend_t *be = g->be;
-    size_t R = *p->nrecv, C = g->C, F = g->Fe, A = (size_t)p->off[g->E];
-    float *xg = mk_gpt_alloc(run, g, A * C + 2 * R * C);
+    size_t R = *p->nrecv, C = g->C, W = C + 1, F = g->Fe, A = (size_t)p->off[g->E], n = (A + R) * W + R * C;
+    float *xg = mk_gpt_alloc(run, g, n);
     if (!xg) return -1;
-    float *t = xg + A * C;
-    be->moe_gather(be->ctx, xg, p->ln, p->slot_tok, NULL, (int)A, (int)C);
-    int rc = mk_gpt_moe_exchange(g, run, p, 0, xg, t, (int)C);
-    if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 0, p->slot_w, t + R * C, 1);
-    be->moe_gather(be->ctx, q->xe, t, q->perm, NULL, (int)R, (int)C);
-    be->moe_gather(be->ctx, q->wr, t + R * C, q->perm, NULL, (int)R, 1);
+    float *t = xg + A * W, *u = t + R * W;
+    rows_with(xg, p->ln, p->slot_tok, p->slot_w, A, C);
+    int rc = mk_gpt_moe_exchange(g, run, p, 0, xg, t, (int)W);
+    for (size_t i = 0; i < R; i++) { /* expert-major: row i is row perm[i] of the peer-major order */
+        const float *s = t + (size_t)q->perm[i] * W;
+        memcpy(q->xe + i * C, s, C * sizeof *s);
+        q->wr[i] = s[C];
+    }
     for (int j = 0; rc == 0 && j < n_local(g); j++) {
         size_t r = q->eoff[j];
         int e = g->ep_rank * n_local(g) + j;
         swiglu_mlp(g, run, l, q->xe + r * C, q->gu + r * 2 * F, q->h + r * F, q->wr + r, t + r * C,
                    P(g, t_w13(g, l, e)), P(g, t_w2(g, l, e)), q->eoff[j + 1] - q->eoff[j], (int)F);
     }
-    be->zero(be->ctx, t + R * C, R * C * sizeof(float));
-    be->moe_scatter(be->ctx, t + R * C, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
-    if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 1, t + R * C, xg, (int)C);
+    be->zero(be->ctx, u, R * C * sizeof(float));
+    be->moe_scatter(be->ctx, u, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
+    if (rc == 0) rc = mk_gpt_moe_exchange(g, run, p, 1, u, xg, (int)C);
     mk_gpt_round_kept(g, l, run, xg, A * C); /* the experts' outputs, 16-bit as made */
     if (rc == 0 && out) be->moe_scatter(be->ctx, out, xg, p->slot_tok, NULL, (int)A, (int)C);
-    mk_gpt_release(run, g, xg, A * C + 2 * R * C);
+    mk_gpt_release(run, g, xg, n);
     return rc;
 }
 

@@ -109,16 +109,16 @@ static void swiglu_mlp_bwd(const mk_gpt_t *g, const float *dy, const float *x, c
     be->linear_bwd_in(be->ctx, dx, dgu, P(g, w13), n, g->C, 2 * F);
 }
 
-/* Scratch of the backward: two (R, C) for the expert side and its rows'
- * weights' gradients (2 R: expert-major, peer-major), dh and dgu (3 wf:
- * the experts' R rows or the shared expert's N, the wider), dys and dxg
- * (A, C), dwslot (A), dtopw (N, k), dlogits (N, E), dpe (E; sigmoid
- * scores: (B, E), seq_aux, and sliced its rows' (N, E)); N this rank's rows. */
+/* Scratch of the backward: the expert side's (R, C) and (R, C + 1) and its
+ * rows' weights' gradients (R), dh and dgu (3 wf: the experts' R rows or
+ * the shared expert's N, the wider), dys (A, C), dxg (A, C + 1), dwslot
+ * (A), dtopw (N, k), dlogits (N, E), dpe (E; sigmoid scores: (B, E),
+ * seq_aux, and sliced its rows' (N, E)); N this rank's rows. */
 static size_t bwd_scratch(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R, size_t *wf)
 {
     size_t N = rows(g, run), A = slots(g, run), C = g->C, E = g->E;
     *wf = R * g->Fe > N * g->Fs ? R * g->Fe : N * g->Fs;
-    return 2 * R * (C + 1) + 3 * *wf + 2 * A * C + A + N * (g->topk + E) + (size_t)run->B * E +
+    return R * (2 * C + 2) + 3 * *wf + A * (2 * C + 2) + N * (g->topk + E) + (size_t)run->B * E +
            (sliced(g, run) ? N * E : 0);
 }
 
@@ -184,8 +184,9 @@ static int dense_sum(mk_gpt_t *g, mk_gpt_run_t *run, int l, float *h)
 }
 
 /* The experts' backward: dys (kept, C) at the kept slots' outputs to
- * their ranks, each local expert's gradients, dxg (kept, C) back and the
- * slots' weights' gradients dwslot (kept); scratch t (2 R, C), dwr (2 R). */
+ * their ranks, each local expert's gradients, dxg (kept, C; room for C +
+ * 1) back with the slots' weights' gradients dwslot (kept); scratch t (R,
+ * C) then (R, C + 1), dwr (R). */
 static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t *p, const moe_side_t *q,
                        const float *dys, float *dxg, float *dwslot, float *t, float *dwr, float *dh, float *dgu,
                        const moe_wgs_t *w)
@@ -193,6 +194,7 @@ static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t 
     const mk_backend_t *be = g->be;
     size_t R = *p->nrecv, C = g->C, F = g->Fe;
     float *dye = t + R * C;
+    int A = p->off[g->E];
     if (mk_gpt_moe_exchange(g, run, p, 0, dys, t, (int)C) < 0) return -1;
     be->moe_gather(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);
     if (w) be->copy(be->ctx, w->dye, dye, R * C * sizeof(float)); /* the down-projections' output gradients */
@@ -204,12 +206,17 @@ static int experts_bwd(mk_gpt_t *g, mk_gpt_run_t *run, int l, const moe_parts_t 
                        t_w13(g, l, e), t_w2(g, l, e), t + r * C, dh, dgu, q->eoff[j + 1] - q->eoff[j], (int)F,
                        w ? w->dgu + r * 2 * F : NULL);
     }
-    be->zero(be->ctx, dye, R * C * sizeof(float));
-    be->moe_scatter(be->ctx, dye, t, q->perm, NULL, (int)R, (int)C);  /* back to peer-major */
-    be->zero(be->ctx, dwr + R, R * sizeof(float));
-    be->moe_scatter(be->ctx, dwr + R, dwr, q->perm, NULL, (int)R, 1);
-    if (mk_gpt_moe_exchange(g, run, p, 1, dye, dxg, (int)C) < 0) return -1;
-    return mk_gpt_moe_exchange(g, run, p, 1, dwr + R, dwslot, 1);
+    for (size_t i = 0; i < R; i++) { /* back to peer-major, each row with its weight's gradient */
+        float *d = dye + (size_t)q->perm[i] * (C + 1);
+        memcpy(d, t + i * C, C * sizeof *d);
+        d[C] = dwr[i];
+    }
+    if (mk_gpt_moe_exchange(g, run, p, 1, dye, dxg, (int)C + 1) < 0) return -1;
+    for (int s = 0; s < A; s++) { /* the rows compacted in place to C wide, front to back */
+        dwslot[s] = dxg[(size_t)s * (C + 1) + C];
+        memmove(dxg + (size_t)s * C, dxg + (size_t)s * (C + 1), C * sizeof *dxg);
+    }
+    return 0;
 }
 
 /* The layer's backward on this rank's rows, the replicated tensors' gradients this rank's share;
@@ -226,8 +233,8 @@ static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t
     moe_wgs_t wk = split_bwd ? wgs_split(g, run, a->wgs, R) : (moe_wgs_t){0}, *w = split_bwd ? &wk : NULL;
     float *s = mk_gpt_alloc(run, g, ns);
     if (!s) return -1;
-    float *t = s, *dwr = t + 2 * R * C, *dh = dwr + 2 * R, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
-    float *dwslot = dxg + A * C, *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk;
+    float *t = s, *dwr = t + R * (2 * C + 1), *dh = dwr + R, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
+    float *dwslot = dxg + A * (C + 1), *dtopw = dwslot + A, *dlog = dtopw + (size_t)N * g->topk;
     float *dpe = dlog + (size_t)N * E, *dln = run->s_c;
     int kept = p.off[E], rc = 0;
     be->moe_gather(be->ctx, dys, dout, p.slot_tok, NULL, kept, C);  /* the weights are the activation's */
