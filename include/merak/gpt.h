@@ -234,7 +234,12 @@ int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_ru
 size_t mk_gpt_runs_floats(const mk_gpt_run16_t *runs, int k, int packed);
 /* the floats n values take: fp32, or packed (half: two 16-bit values a float) */
 size_t mk_gpt_held_floats(size_t n, int half);
-/* gpt_act.c: the allocator (counted in run->mem_*), and the 16-bit storage. */
+/* gpt_act.c: the allocator (counted in run->mem_*), and the 16-bit storage.
+ * The peak counts the backend's scratch (the rounded GEMM operands'
+ * copies: it only grows and stays held) as it is at each allocation and
+ * release, so run->mem_peak is the most ever held, activations and
+ * scratch together; mk_gpt_note_peak takes it in now. */
+void mk_gpt_note_peak(mk_gpt_run_t *run, const mk_gpt_t *g);
 float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 /* the same, not zero-filled where the backend can: a buffer written whole before it is read */
 float *mk_gpt_alloc_raw(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);

@@ -142,9 +142,8 @@ static void finish_result(mk_exec_t *e, mk_exec_result_t *res)
     const mk_exec_opts_t *o = e->o;
     int pp = o->ctx->plan.pp;
     unsigned long long *peak = calloc(pp, sizeof *peak);
-    /* the backend's scratch only grows: with it held all along, an upper bound on the true peak */
-    const mk_backend_t *be = o->be;
-    peak[e->comm.pp_rank] = e->run.mem_peak + (be->scratch_bytes ? be->scratch_bytes(be->ctx) : 0);
+    mk_gpt_note_peak(&e->run, e->g); /* mem_peak: activations and the backend's scratch as held together */
+    peak[e->comm.pp_rank] = e->run.mem_peak;
     mk_comm_allreduce(&e->comm, e->comm.world, peak, pp, MPI_UNSIGNED_LONG_LONG, MPI_MAX, "the peak memory maximum");
     res->peak_mem = calloc(pp, sizeof *res->peak_mem);
     for (int i = 0; i < pp; i++) res->peak_mem[i] = peak[i];

@@ -10,12 +10,18 @@
 
 #include <stdlib.h>
 
+void mk_gpt_note_peak(mk_gpt_run_t *run, const mk_gpt_t *g)
+{
+    size_t s = g->be->scratch_bytes ? g->be->scratch_bytes(g->be->ctx) : 0;
+    if (run->mem_cur + s > run->mem_peak) run->mem_peak = run->mem_cur + s;
+}
+
 float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
 {
     float *p = g->be->alloc(g->be->ctx, floats * sizeof(float));
     if (!p) { mk_error_set("out of memory for activations (%zu floats)", floats); return NULL; }
     run->mem_cur += floats * sizeof(float);
-    if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
+    mk_gpt_note_peak(run, g);
     return p;
 }
 
@@ -25,13 +31,14 @@ float *mk_gpt_alloc_raw(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats)
     float *p = g->be->alloc_raw(g->be->ctx, floats * sizeof(float));
     if (!p) { mk_error_set("out of memory (%zu floats)", floats); return NULL; }
     run->mem_cur += floats * sizeof(float);
-    if (run->mem_cur > run->mem_peak) run->mem_peak = run->mem_cur;
+    mk_gpt_note_peak(run, g);
     return p;
 }
 
 void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats)
 {
     if (!p) return;
+    mk_gpt_note_peak(run, g); /* what was held until now, with the scratch the kernels grew meanwhile */
     g->be->free(g->be->ctx, p);
     run->mem_cur -= floats * sizeof(float);
 }
