@@ -245,7 +245,7 @@ float *mk_gpt_alloc(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 float *mk_gpt_alloc_raw(mk_gpt_run_t *run, const mk_gpt_t *g, size_t floats);
 void mk_gpt_release(mk_gpt_run_t *run, const mk_gpt_t *g, float *p, size_t floats);
 /* Free everything a layer holds for a micro-batch (but_stash: all but
- * its B_IN -> B_W stash, which B_W reads and then frees). */
+ * what its B_W reads, the B_IN -> B_W stash, an MoE layer's wgs). */
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 void mk_gpt_act_clear_but_stash(mk_gpt_run_t *run, const mk_gpt_t *g, int layer, mk_gpt_act_t *a);
 /* run->act16: x[0..n) (a layer's output rows) rounded to the run's 16-bit

@@ -143,11 +143,11 @@ size_t mk_gpt_buf_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, int 
 
 void mk_gpt_act_clear_but_stash(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
 {
-    float *stash = a->stash;
+    float **keep = mk_gpt_layer_is_moe(g, l) ? &a->wgs : &a->stash, *k = *keep;
     int bw16 = a->bw16;
-    a->stash = NULL;
+    *keep = NULL;
     mk_gpt_act_clear(run, g, l, a);
-    a->stash = stash, a->bw16 = bw16;
+    *keep = k, a->bw16 = bw16;
 }
 
 void mk_gpt_act_clear(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t *a)
@@ -218,9 +218,10 @@ static int bw_convert(mk_gpt_run_t *run, const mk_gpt_t *g, int l, mk_gpt_act_t 
 {
     int moe = mk_gpt_layer_is_moe(g, l);
     float **p = moe ? &a->wgs : &a->stash;
+    mk_gpt_run16_t s[2];
     if (!*p || a->bw16 == pack) return 0;
-    size_t n = moe ? mk_gpt_moe_wgs_floats(g, run, a) : mk_gpt_stash_floats(g, l, run);
-    if (convert(run, g, p, NULL, 0, n, pack) < 0) return -1;
+    size_t n = moe ? mk_gpt_moe_wgs_runs(g, run, a, s) : mk_gpt_stash_floats(g, l, run);
+    if (convert(run, g, p, moe ? s : NULL, 2, n, pack) < 0) return -1;
     a->bw16 = pack;
     return 0;
 }

@@ -26,10 +26,11 @@ void mk_gpt_moe_expert_range(const mk_gpt_t *g, int l, size_t *off, size_t *n);
 /* The expert side's runs (a->stash: kept 16-bit or integers, packed with
  * a->buf by mk_gpt_act_pack) and its floats unpacked. */
 size_t mk_gpt_moe_side_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a, mk_gpt_run16_t *s);
-/* The floats of a split backward's B_IN -> B_W gradients (a->wgs, unpacked;
- * a->buf, which sizes them, present). */
-size_t mk_gpt_moe_wgs_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a);
-/* Release the expert side (a->stash; before a->buf, which sizes it). */
+/* The runs of what a split backward's B_W reads (a->wgs, sized by its own
+ * header: its integers, then values kept 16-bit in a 16-bit run), and its
+ * floats unpacked. */
+size_t mk_gpt_moe_wgs_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a, mk_gpt_run16_t *s);
+/* Release a->wgs, and the expert side (a->stash; before a->buf, which sizes it). */
 void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a);
 /* Every gradient of the layer (input and weights): din (N, C) = dout + . */
 /* mode: MK_BWD_FULL everything; MK_BWD_IN all but the expert, shared-expert and router weight

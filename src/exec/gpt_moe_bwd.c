@@ -8,43 +8,72 @@
 
 #include <string.h>
 
-/* An MoE layer's B_IN -> B_W gradients (a->wgs; 16-bit between the halves in a 16-bit run,
- * mk_gpt_act_pack, as B_W reads them only as GEMM operands): its experts' output
- * rows' (R, C) and gate|up (R, 2F) gradients in the side's order, the
- * shared expert's output (N, C) and gate|up (N, 2Fs) gradients, the router
- * logits' (N, E): each weight-gradient GEMM's output gradient, its input
- * in the layer's internals and expert side (kept with them). */
-typedef struct { float *dye, *dgu, *dsh, *dsgu, *dlog; } moe_wgs_t;
+/* What a split backward's B_W reads, held alone from the end of its B_IN
+ * (a->wgs; the layer's internals and expert side go then): each weight-
+ * gradient GEMM's output gradient and input, as the zero-bubble
+ * implementations keep them (merak sim's mk_op_t.wgrad_bytes).  A header
+ * of integers, R and the local experts' row offsets eoff (El + 1), then
+ * the experts' output gradients dye (R, C), gate|up gradients dgu (R, 2F),
+ * inputs xe (R, C) and weighted activations h (R, F) in the side's order,
+ * the shared expert's output and gate|up gradients dsh (N, C), dsgu (N,
+ * 2Fs) and activation sh (N, Fs), the norm output ln (N, C) and the
+ * router logits' gradient dlog (N, E): values a 16-bit run's GEMMs round
+ * to the run's type anyway, so they wait 16-bit (gpt_act.c bw_convert). */
+typedef struct {
+    int *hdr, *eoff;
+    float *dye, *dgu, *xe, *h, *dsh, *dsgu, *sh, *ln, *dlog;
+} moe_wgs_t;
 
-static size_t wgs_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R)
-{
-    size_t N = rows(g, run), C = g->C;
-    return R * (C + 2 * (size_t)g->Fe) + (g->Fs ? N * (C + 2 * (size_t)g->Fs) : 0) + N * g->E;
-}
+static size_t wgs_head(const mk_gpt_t *g) { return 2 + (size_t)n_local(g); }
 
-size_t mk_gpt_moe_wgs_floats(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a)
-{
-    return wgs_floats(g, run, (size_t)*split(g, run, a->buf).nrecv);
-}
-
-static moe_wgs_t wgs_split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b, size_t R)
+static size_t wgs_body(const mk_gpt_t *g, const mk_gpt_run_t *run, size_t R)
 {
     size_t N = rows(g, run), C = g->C, Fs = g->Fs;
+    return R * (2 * C + 3 * (size_t)g->Fe) + (Fs ? N * (C + 3 * Fs) : 0) + N * (C + g->E);
+}
+
+size_t mk_gpt_moe_wgs_runs(const mk_gpt_t *g, const mk_gpt_run_t *run, const mk_gpt_act_t *a, mk_gpt_run16_t *s)
+{
+    size_t R = (size_t)*(const int *)a->wgs; /* the header sits where it is, packed or not */
+    s[0] = (mk_gpt_run16_t){wgs_head(g), 0};
+    s[1] = (mk_gpt_run16_t){wgs_body(g, run, R), 1};
+    return s[0].n + s[1].n;
+}
+
+static moe_wgs_t wgs_split(const mk_gpt_t *g, const mk_gpt_run_t *run, float *b)
+{
+    size_t N = rows(g, run), C = g->C, F = g->Fe, Fs = g->Fs, R;
     moe_wgs_t w;
-    w.dye = b, w.dgu = w.dye + R * C, w.dsh = w.dgu + R * 2 * (size_t)g->Fe;
-    w.dsgu = w.dsh + (Fs ? N * C : 0), w.dlog = w.dsgu + (Fs ? N * 2 * Fs : 0);
+    w.hdr = (int *)b, w.eoff = w.hdr + 1, R = (size_t)w.hdr[0];
+    w.dye = b + wgs_head(g), w.dgu = w.dye + R * C, w.xe = w.dgu + R * 2 * F, w.h = w.xe + R * C;
+    w.dsh = w.h + R * F, w.dsgu = w.dsh + (Fs ? N * C : 0), w.sh = w.dsgu + (Fs ? N * 2 * Fs : 0);
+    w.ln = w.sh + (Fs ? N * Fs : 0), w.dlog = w.ln + N * C;
     return w;
 }
 
 void mk_gpt_moe_free_side(mk_gpt_run_t *run, const mk_gpt_t *g, mk_gpt_act_t *a)
 {
-    if (!a->stash || !a->buf) return;
     mk_gpt_run16_t s[2];
-    mk_gpt_moe_side_runs(g, run, a, s);
-    if (a->wgs) mk_gpt_release(run, g, a->wgs, mk_gpt_held_floats(mk_gpt_moe_wgs_floats(g, run, a), a->bw16));
+    if (a->wgs) mk_gpt_release(run, g, a->wgs, (mk_gpt_moe_wgs_runs(g, run, a, s), mk_gpt_runs_floats(s, 2, a->bw16)));
     a->wgs = NULL;
+    if (!a->stash || !a->buf) return;
+    mk_gpt_moe_side_runs(g, run, a, s);
     mk_gpt_release(run, g, a->stash, mk_gpt_runs_floats(s, 2, a->buf16)); /* packed with a->buf */
     a->stash = NULL;
+}
+
+/* B_IN's end: B_W's inputs (the experts' rows and activations, the norm
+ * output, the shared expert's activation) join the gradients in a->wgs. */
+static void wgs_inputs(const mk_gpt_t *g, const mk_gpt_run_t *run, const moe_parts_t *p, const moe_side_t *q,
+                       const moe_wgs_t *w)
+{
+    const mk_backend_t *be = g->be;
+    size_t N = rows(g, run), R = (size_t)w->hdr[0], C = g->C;
+    memcpy(w->eoff, q->eoff, (size_t)(n_local(g) + 1) * sizeof *w->eoff);
+    be->copy(be->ctx, w->xe, q->xe, R * C * sizeof(float));
+    be->copy(be->ctx, w->h, q->h, R * g->Fe * sizeof(float));
+    be->copy(be->ctx, w->ln, p->ln, N * C * sizeof(float));
+    if (g->Fs) be->copy(be->ctx, w->sh, p->sh, N * g->Fs * sizeof(float));
 }
 
 static void shared_gate_bwd(mk_gpt_t *g, int l, const moe_parts_t *p, const float *dy, float *dys, float *ys,
@@ -229,8 +258,9 @@ static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t
     moe_parts_t p = split(g, run, a->buf);
     size_t A = slots(g, run), R = *p.nrecv, wf, ns = bwd_scratch(g, run, R, &wf);
     moe_side_t q = side_split(g, a->stash, R);
-    if (split_bwd && !(a->wgs = mk_gpt_alloc(run, g, wgs_floats(g, run, R)))) return -1;
-    moe_wgs_t wk = split_bwd ? wgs_split(g, run, a->wgs, R) : (moe_wgs_t){0}, *w = split_bwd ? &wk : NULL;
+    if (split_bwd && !(a->wgs = mk_gpt_alloc(run, g, wgs_head(g) + wgs_body(g, run, R)))) return -1;
+    if (split_bwd) *(int *)a->wgs = (int)R;
+    moe_wgs_t wk = split_bwd ? wgs_split(g, run, a->wgs) : (moe_wgs_t){0}, *w = split_bwd ? &wk : NULL;
     float *s = mk_gpt_alloc(run, g, ns);
     if (!s) return -1;
     float *t = s, *dwr = t + R * (2 * C + 1), *dh = dwr + R, *dgu = dh + wf, *dys = dgu + 2 * wf, *dxg = dys + A * C;
@@ -253,30 +283,29 @@ static int moe_backward_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t
     if (rc == 0) {
         if (din != dout) be->copy(be->ctx, din, dout, (size_t)N * C * sizeof(float));
         be->rmsnorm_bwd(be->ctx, din, G(g, t_norm(g, l)), dln, a->in, P(g, t_norm(g, l)), p.rstd, N, C);
+        if (w) wgs_inputs(g, run, &p, &q, w);
     }
     mk_gpt_release(run, g, s, ns);
     return rc;
 }
 
 /* A split backward's B_W: the experts', the shared expert's and the router's weight gradients from
- * what B_IN kept (a->wgs) and the layer's internals and expert side (their GEMMs' inputs). */
+ * what B_IN kept (a->wgs: their GEMMs' output gradients and inputs). */
 static int moe_wgrad_rows(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a)
 {
     const mk_backend_t *be = g->be;
-    if (!a->wgs || !a->buf || !a->stash) return mk_error_set("B_W of MoE layer %d without its B_IN", l);
+    if (!a->wgs) return mk_error_set("B_W of MoE layer %d without its B_IN", l);
     int N = rows(g, run), C = g->C;
-    moe_parts_t p = split(g, run, a->buf);
-    size_t R = *p.nrecv, F = g->Fe;
-    moe_side_t q = side_split(g, a->stash, R);
-    moe_wgs_t w = wgs_split(g, run, a->wgs, R);
+    size_t F = g->Fe;
+    moe_wgs_t w = wgs_split(g, run, a->wgs);
     for (int j = 0; j < n_local(g); j++) {
-        size_t r = q.eoff[j];
+        size_t r = (size_t)w.eoff[j];
         int e = g->ep_rank * n_local(g) + j;
-        swiglu_mlp_wgrad(g, w.dye + r * C, q.xe + r * C, q.h + r * F, w.dgu + r * 2 * F, t_w13(g, l, e),
-                         t_w2(g, l, e), q.eoff[j + 1] - q.eoff[j], (int)F);
+        swiglu_mlp_wgrad(g, w.dye + r * C, w.xe + r * C, w.h + r * F, w.dgu + r * 2 * F, t_w13(g, l, e),
+                         t_w2(g, l, e), w.eoff[j + 1] - w.eoff[j], (int)F);
     }
-    if (g->Fs) swiglu_mlp_wgrad(g, w.dsh, p.ln, p.sh, w.dsgu, t_shared(g, l), t_shared(g, l) + 2, N, g->Fs);
-    be->linear_bwd_w(be->ctx, G(g, t_router(g, l)), NULL, w.dlog, p.ln, N, C, g->E);
+    if (g->Fs) swiglu_mlp_wgrad(g, w.dsh, w.ln, w.sh, w.dsgu, t_shared(g, l), t_shared(g, l) + 2, N, g->Fs);
+    be->linear_bwd_w(be->ctx, G(g, t_router(g, l)), NULL, w.dlog, w.ln, N, C, g->E);
     return 0;
 }
 
