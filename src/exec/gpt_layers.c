@@ -665,16 +665,14 @@ int mk_gpt_backward(mk_gpt_t *g, mk_gpt_run_t *run, int l, mk_gpt_act_t *a, mk_b
     if (mode != MK_BWD_W && mk_gpt_recompute(g, run, l, a, tokens, targets) < 0) return -1;
     if (mk_gpt_layer_is_moe(g, l)) {  /* B_IN keeps what B_W reads: its weight GEMMs' operands */
         if (mk_gpt_moe_backward(g, run, l, a, dout, din, mode) < 0) return -1;
-        if (mode == MK_BWD_IN) mk_gpt_act_clear_but_stash(run, g, l, a);
-        else mk_gpt_act_clear(run, g, l, a);
+        (mode == MK_BWD_IN ? mk_gpt_act_clear_but_stash : mk_gpt_act_clear)(run, g, l, a);
         return 0;
     }
     parts_t p = a->buf ? split_buf(g, l, run, a->buf) : (parts_t){0}; /* (none after a B_IN) */
     if (kind == MK_GPT_HEAD) {
         if (mode == MK_BWD_W && !a->stash) return mk_error_set("B_W of layer %d without its B_IN", l);
         if (bwd_head(g, run, l, a, &p, targets, din, mode) < 0) return -1;
-        if (mode == MK_BWD_IN) mk_gpt_act_clear_but_stash(run, g, l, a); /* kept for B_W */
-        else mk_gpt_act_clear(run, g, l, a);
+        (mode == MK_BWD_IN ? mk_gpt_act_clear_but_stash : mk_gpt_act_clear)(run, g, l, a); /* kept for B_W */
         return 0;
     }
     if (mode == MK_BWD_FULL) {
