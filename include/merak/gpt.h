@@ -232,8 +232,6 @@ size_t mk_gpt_inner_w(const mk_gpt_t *g, int l);
 int mk_gpt_buf_runs(const mk_gpt_t *g, int l, const mk_gpt_run_t *run, mk_gpt_run16_t *runs);
 /* the floats k runs take, packed (their 16-bit runs two values a float) or not */
 size_t mk_gpt_runs_floats(const mk_gpt_run16_t *runs, int k, int packed);
-/* the floats n values take: fp32, or packed (half: two 16-bit values a float) */
-size_t mk_gpt_held_floats(size_t n, int half);
 /* gpt_act.c: the allocator (counted in run->mem_*), and the 16-bit storage.
  * The peak counts the backend's scratch (the rounded GEMM operands'
  * copies: it only grows and stays held) as it is at each allocation and

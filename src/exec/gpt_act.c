@@ -107,8 +107,8 @@ size_t mk_gpt_stash_floats(const mk_gpt_t *g, int l, const mk_gpt_run_t *run)
     }
 }
 
-size_t mk_gpt_held_floats(size_t n, int half) { return half ? (n + 1) / 2 : n; }
-#define held mk_gpt_held_floats
+/* Floats n values take: fp32, or packed two 16-bit values a float. */
+static size_t held(size_t n, int half) { return half ? (n + 1) / 2 : n; }
 
 size_t mk_gpt_runs_floats(const mk_gpt_run16_t *s, int k, int packed)
 {
