@@ -550,6 +550,12 @@ int mk_cmd_plan(int argc, char **argv)
     int rank = 0, size = 1, mpi = mk_cli_under_mpiexec();
     plan_malloc_tuning();
     if (mpi) {
+        /* MPICH's MPI_Init maps the node's PCI devices with hwloc (~15 ms
+           of CPU a rank here, mostly sysfs PCI config reads) for NIC and GPU
+           locality, which a search that only shares its results never uses;
+           on two cores it cost the pair more than any imbalance of the split.
+           A user's own HWLOC_COMPONENTS stays. */
+        setenv("HWLOC_COMPONENTS", "-pci,-linuxio", 0);
         /* before parsing, so that only rank 0 prints an argument error */
         MPI_Init(NULL, NULL);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
