@@ -63,13 +63,20 @@ static double tree(mk_coll_kind_t kind, int n, double alpha, double beta, double
 /* Hierarchical over k nodes of g ranks:
  *   AR: RS_intra(g, S) + AR_inter(k, S/g, beta_eff) + AG_intra(g, S)
  *     = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
- *   RS: RS_intra(g, S) + RS_inter(k, S/g);  AG: AG_inter(k, S/g) + AG_intra(g, S). */
+ *   RS: RS_intra(g, S) + RS_inter(k, S/g);  AG: AG_inter(k, S/g) + AG_intra(g, S),
+ *   with the latency of NCCL's one flat ring, which is how NCCL runs them
+ *   (ring only for RS and AG): n - 1 steps, of which k - 1 cross a node
+ *   boundary, (n - k) a_i + (k - 1) a_e (src/graph/tuning.cc: nsteps - nInterSteps
+ *   intra-node and nInterSteps inter-node latencies), where the two phases
+ *   alone would count only (g - 1) a_i: 1,344 intra-node steps, not 7, in a
+ *   1,536-rank ZeRO-3 gather. */
 static double hier(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, double bytes)
 {
     int per = g->per_node, k = (g->n + per - 1) / per;
     double be = nic_beta(c, g->sharers);
     double intra = mk_cost_ring(MK_COLL_REDUCE_SCATTER, per, c->intra.alpha_s, c->intra.beta_Bps, bytes);
     double inter = mk_cost_ring(kind, k, c->inter.alpha_s, be, bytes / per);
+    if (kind != MK_COLL_ALLREDUCE) intra += (double)(g->n - k - (per - 1)) * c->intra.alpha_s;
     return (kind == MK_COLL_ALLREDUCE ? 2 : 1) * intra + inter;
 }
 

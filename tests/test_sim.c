@@ -149,6 +149,10 @@ static void test_collectives(void)
     double ae = c.inter.alpha_s, be = c.inter.beta_Bps * 1.0 / 8;
     double want = 2 * (7 * a + 7.0 / 8 * S / b) + 2 * 3 * ae + 2.0 * 3 / 4 * (S / 8) / be;
     CHECK_REL(mk_cost_coll(&c, MK_COLL_ALLREDUCE, &h, S), want, 1e-12, "hierarchical all-reduce");
+    /* its all-gather: NCCL's one flat ring, 31 steps, 3 across nodes
+       (tuning.cc), not the two phases' 7 + 3 */
+    want = (32 - 4) * a + 3 * ae + 7.0 / 8 * S / b + 3.0 / 4 * (S / 8) / be;
+    CHECK_REL(mk_cost_coll(&c, MK_COLL_ALLGATHER, &h, S), want, 1e-12, "all-gather across nodes");
     /* the members on the first one's node, counted by walking them (the
        closed form in mk_group_make must agree) */
     for (int first = 0; first < 20; first += 3)

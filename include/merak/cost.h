@@ -18,6 +18,8 @@
  *   hierarchical  n = g per node x k nodes:
  *                 RS_intra(g, S) + AR_inter(k, S/g, beta_eff) + AG_intra(g, S)
  *                 = 2[(g-1) a_i + (g-1)/g S/b_i] + 2(k-1) a_e + 2(k-1)/k (S/g)/b_e
+ *                 RS, AG: one phase of each, at the latency of NCCL's flat ring
+ *                 (tuning.cc): (n-k) a_i + (k-1) a_e + (g-1)/g S/b_i + (k-1)/k (S/g)/b_e
  *   auto          the ring inside one node (NCCL's tree is a chain there:
  *                 its latency 2((n/nodes - 1) a_intra + log2(nodes) a_inter),
  *                 NCCL src/graph/tuning.cc, so no shorter than the ring's);
