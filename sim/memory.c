@@ -83,8 +83,8 @@ double mk_sim_layer_zparams(const mk_plan_t *p, const mk_graph_t *g, int l, int 
 
 /* ZeRO-2/3 on stage s: the largest whole layer (tied copy where the stage
  * reduces it) and the largest pair of neighbouring layers of a chunk
- * as gathered (a layer in use and the next one prefetched), parameters on
- * one TP rank. */
+ * as gathered (a layer in use and the next one prefetched; without the
+ * prefetch the largest layer alone), parameters on one TP rank. */
 static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *layer, double *pair)
 {
     *layer = *pair = 0;
@@ -92,7 +92,7 @@ static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *
         int k = mk_plan_vstage(p, s, c);
         for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
             double r = mk_sim_layer_zparams(p, g, l, 0), a = mk_sim_layer_zparams(p, g, l, 1);
-            double b = l + 1 < p->bounds[k + 1] ? mk_sim_layer_zparams(p, g, l + 1, 1) : 0;
+            double b = p->zero3_prefetch && l + 1 < p->bounds[k + 1] ? mk_sim_layer_zparams(p, g, l + 1, 1) : 0;
             if (r > *layer) *layer = r;
             if (a + b > *pair) *pair = a + b;
         }
@@ -111,7 +111,7 @@ static void zero_layers(const mk_plan_t *p, const mk_graph_t *g, int s, double *
  *           double-buffered reduce buckets)
  *   ZeRO-3  + weights w P / k; gathered: the working set w (two
  *           neighbouring layers whole) while a layer computes (DeepSpeed
- *           ZeRO-3 / FSDP with prefetch 1).  Reshard never: the stage's
+ *           ZeRO-3 / FSDP with prefetch 1; one layer without it).  Reshard never: the stage's
  *           weights are whole all step instead (+ w P), and its gradients
  *           accumulate unsharded in fp32 until the last backward reduces
  *           them (+ 4 P: FSDP2 accumulates an unsharded gradient in its

@@ -8,7 +8,11 @@
  * executor does).  The gather of the next layer is issued as a
  * layer starts computing (prefetch depth 1, DeepSpeed ZeRO-3's and FSDP's
  * default), so with compute dominating only the op's first gather is
- * exposed.  A backward that makes a layer's weight gradient (B, B_W)
+ * exposed; without the prefetch (--no-zero3-prefetch: DeepSpeed's ZeRO-3
+ * before 0.6.0, January 2022, whose every parameter gather synchronized
+ * the device first: "the async version is not async at all", its PR
+ * #1188; PR #1453 brought the prefetch) each gather waits for the layer
+ * before it to end, and every one is exposed.  A backward that makes a layer's weight gradient (B, B_W)
  * reduce-scatters it (RS.dp; hybrid: then the shard all-reduced over the
  * dp/k replicas, AR.dp) as the layer ends, after the op without
  * overlap_grad_reduce.  One DP stream, FIFO: gathers and reductions queue
@@ -191,7 +195,9 @@ static void reduce(zrun_t *x, const mk_zseq_t *q, int i, double ready)
 }
 
 /* Layers q[0, n) on the compute stream, each after its gather (gather:
- * else the weights are there); the next gather issued as a layer starts.
+ * else the weights are there); the next gather issued as a layer starts,
+ * or without the prefetch (plan.zero3_prefetch 0) as the layer before it
+ * ends, so no gather overlaps compute.
  * rec (a recomputing B): the replay of the first rck checkpointable
  * layers, each added to its layer's backward (q->ckj).  red: the
  * gradients are reduced here.  Returns the time. */
@@ -199,10 +205,12 @@ static double run_layers(zrun_t *x, const mk_zseq_t *q, int n, const mk_zseq_t *
                          int red)
 {
     double t = 0, ready = 0;
+    int pre = x->R->p->zero3_prefetch;
     if (n > 0 && gather) ready = issue(x, "AG.zero", 0, q->ag[0], q->layer[0]);
     for (int j = 0; j < n; j++) {
+        if (j > 0 && gather && !pre) ready = issue(x, "AG.zero", t, q->ag[j], q->layer[j]);
         double start = t > ready ? t : ready;
-        if (j + 1 < n && gather) ready = issue(x, "AG.zero", start, q->ag[j + 1], q->layer[j + 1]);
+        if (j + 1 < n && gather && pre) ready = issue(x, "AG.zero", start, q->ag[j + 1], q->layer[j + 1]);
         int r = rec && q->ckj[j] >= 0 && q->ckj[j] < rck ? q->ckj[j] : -1;
         t = start + q->dur[j] + (r >= 0 ? rec->dur[r] : 0);
         if (!late && red) reduce(x, q, j, t);

@@ -103,6 +103,15 @@ check "megatron: --fp16 --accumulate-allreduce-grads-in-fp32 kept" grep -q -- "-
 check "deepspeed: Megatron-DeepSpeed's TP/PP arguments on stderr" grep -q "tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --checkpoint-activations .* --deepspeed --deepspeed_config ds_config.json" "$tmpdir/err"
 expect_fail "deepspeed: interleaved" "a pipeline schedule other than 1f1b" -- "$MERAK" sim $S --schedule interleaved --vpp 2 --export deepspeed
 expect_fail "deepspeed: ZeRO-3 with PP" "ZeRO-2/3 with pipeline parallelism" -- "$MERAK" sim $S --dp 2 --zero 3 --export deepspeed
+# ZeRO-3 without prefetch: DeepSpeed's stage3_prefetch_bucket_size 0; FSDP2 always prefetches
+"$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 8 --gbs 64 --mbs 2 --zero 3 --no-zero3-prefetch --export deepspeed \
+  >"$tmpdir/ds3.json" 2>/dev/null
+check "deepspeed: --no-zero3-prefetch is stage3_prefetch_bucket_size 0" "$PYTHON" -c '
+import json, sys
+c = json.load(open(sys.argv[1]))
+assert c["zero_optimization"] == {"stage": 3, "stage3_prefetch_bucket_size": 0}, c' "$tmpdir/ds3.json"
+expect_fail "torchtitan: no prefetch" "FSDP without prefetching" -- "$MERAK" sim --model llama-3-8b --cluster dgx-h100 \
+  --dp 8 --zero 3 --gbs 64 --no-zero3-prefetch --export torchtitan
 "$MERAK" plan --model gpt-2.5b --cluster dgx-a100 --gpus 32 --gbs 128 --export deepspeed >"$tmpdir/ds2.json" 2>"$tmpdir/err"
 check "plan --export deepspeed: a ds_config of the best plan it runs" "$PYTHON" -c '
 import json, sys

@@ -73,6 +73,18 @@ check "peak memory falls with the ZeRO stage: $(mem0 "$tmpdir/m0.json") > $(mem0
   test "$(mem0 "$tmpdir/m0.json")" -gt "$(mem0 "$tmpdir/m1.json")" -a "$(mem0 "$tmpdir/m1.json")" -gt "$(mem0 "$tmpdir/m2.json")" \
   -a "$(mem0 "$tmpdir/m2.json")" -gt "$(mem0 "$tmpdir/m3.json")" -a -n "$(mem0 "$tmpdir/m3.json")"
 
+# without the prefetch (--no-zero3-prefetch) each layer is gathered as it
+# starts: the same losses bit for bit, and the peak lower by what merak
+# sim says (one layer fewer held whole: its fp32 weights)
+run4 --steps 1 --zero 3 --no-zero3-prefetch >"$tmpdir/m3n.json" 2>/dev/null
+check "no prefetch: bitwise the losses of --zero 3" \
+  test -n "$(losses_of "$tmpdir/m3n.json")" -a "$(losses_of "$tmpdir/m3n.json")" = "$(losses_of "$tmpdir/m3.json")"
+simpeak() { "$MERAK" sim --model gpt-tiny --cluster ideal --dtype fp32 --dp 4 --gbs 8 --zero 3 --json "$@" |
+  "$PY" -c 'import json, sys; print(int(json.load(sys.stdin)["peak_memory_bytes"][0]))'; }
+drop=$(( $(simpeak) - $(simpeak --no-zero3-prefetch) ))
+check "no prefetch: the peak $(mem0 "$tmpdir/m3n.json") lower than $(mem0 "$tmpdir/m3.json") by merak sim's $drop bytes" \
+  test "$drop" -gt 0 -a "$(( $(mem0 "$tmpdir/m3.json") - $(mem0 "$tmpdir/m3n.json") ))" = "$drop"
+
 # checkpoints: 2 steps saved, 2 resumed, against 4 uninterrupted (one rank)
 runn() { n=$1; shift; timeout 120 "$MPIEXEC" $MPIEXEC_FLAGS -n $n "$MERAK" run --gbs 8 --json --lr-decay-iters 4 "$@"; }
 "$MERAK" run --gbs 8 --json --lr-decay-iters 4 --steps 4 >"$tmpdir/full.json" 2>/dev/null

@@ -138,4 +138,33 @@ expect_fail "reshard never without ZeRO-3" "needs --zero 3" -- $MERAK sim --mode
   --fsdp-reshard-after-forward never
 expect_fail "reshard: unknown value" "must be always or never" -- $MERAK sim --model gpt-tiny --fsdp-reshard-after-forward sometimes
 expect_fail "merak run refuses reshard never" "is for merak sim" -- $MERAK run --dp 1 --zero 3 --fsdp-reshard-after-forward never
+# --no-zero3-prefetch (DeepSpeed's ZeRO-3 before 0.6.0, which synchronized
+# the device before every gather): each gather waits for the layer before it,
+# so none is hidden (m 1, reductions after the backward: the step grows by
+# exactly what the prefetch hid), and one layer is gathered at a time (the
+# largest, an mlp: 2 x 33216 bytes, where the prefetch holds attention +
+# mlp); the plan file carries it, and a plan without ZeRO-3 refuses it
+N="--model gpt-tiny --cluster dgx-a100 --dp 2 --gbs 2 --zero 3 --recompute none --no-overlap-grad-reduce --json"
+$MERAK sim $N >"$tmpdir/pa.json" && $MERAK sim $N --no-zero3-prefetch >"$tmpdir/pn.json" ||
+  echo "FAIL: merak sim --no-zero3-prefetch"
+check "no prefetch: every gather exposed, the step longer by what the prefetch hid, one layer gathered" "$PYTHON" -c "
+import json
+a, n = (json.load(open(f)) for f in ('$tmpdir/pa.json', '$tmpdir/pn.json'))
+ea, oa, en, on = a['exposed_comm_s']['dp'], a['overlapped_comm_s']['dp'], n['exposed_comm_s']['dp'], n['overlapped_comm_s']['dp']
+assert oa > 0 and on == 0 and abs(en - (ea + oa)) <= 1e-12, (ea, oa, en, on)
+assert abs(n['step_time_s'] - (a['step_time_s'] + oa)) <= 1e-12, (a['step_time_s'], n['step_time_s'], oa)
+assert a['memory_breakdown'][0]['gathered'] == 2 * (16768 + 33216) and n['memory_breakdown'][0]['gathered'] == 2 * 33216
+assert n['plan']['zero3_prefetch'] is False and 'zero3_prefetch' not in a['plan']"
+"$PYTHON" -c "
+import json, sys
+p = json.load(open(sys.argv[1]))['plan']; json.dump(p, open(sys.argv[2], 'w'))
+p['zero'] = 1; json.dump(p, open(sys.argv[3], 'w'))" "$tmpdir/pn.json" "$tmpdir/pnp.json" "$tmpdir/bad.json"
+check "merak sim --plan keeps the prefetch off" sh -c "'$MERAK' sim --plan '$tmpdir/pnp.json' --json | \
+  '$PYTHON' -c 'import json, sys; a = json.load(sys.stdin); b = json.load(open(sys.argv[1])); \
+  sys.exit(0 if a[\"step_time_s\"] == b[\"step_time_s\"] else 1)' '$tmpdir/pn.json'"
+expect_fail "plan file: zero3_prefetch false with zero 1" "needs zero 3" -- $MERAK sim --plan "$tmpdir/bad.json"
+expect_fail "--no-zero3-prefetch without ZeRO-3" "needs --zero 3" -- $MERAK sim --model gpt-tiny --dp 2 --gbs 8 --zero 2 \
+  --no-zero3-prefetch
+expect_fail "--no-zero3-prefetch twice" "given twice" -- $MERAK sim --model gpt-tiny --dp 2 --zero 3 \
+  --no-zero3-prefetch --no-zero3-prefetch
 finish

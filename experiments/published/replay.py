@@ -56,7 +56,10 @@ source (it is also how the simulator is judged on runs not in this folder):
               all-reduce with the backward (--overlap-grad-reduce, the
               merak default); Megatron-LM before Megatron-Core (its local
               DDP, SC21 and the 2021 README) and Megatron-DeepSpeed (vTrain)
-              all-reduce after the backward: --no-overlap-grad-reduce
+              all-reduce after the backward: --no-overlap-grad-reduce;
+              DeepSpeed's ZeRO-3 before 0.6.0 (rows before 2022) gathered
+              each parameter after synchronizing the device, so no gather
+              ran behind compute: --no-zero3-prefetch
   TP overlap  Megatron-Core runs from 2023 with sequence parallelism and
               tp > 1: Transformer Engine's TP communication overlap
               (--tp-comm-overlap), as their published configurations set it
@@ -176,6 +179,18 @@ def overlap_flags(row):
     if on is None:
         on = megatron_core(row) or torchtitan(row)
     return [] if on else ["--no-overlap-grad-reduce"]
+
+
+def zero3_prefetch_flags(row):
+    """DeepSpeed's ZeRO-3 before 0.6.0 (January 2022) called
+    torch.cuda.synchronize() before every parameter's all-gather, so its
+    prefetch never ran behind compute ("the async version is not async at
+    all", DeepSpeed PR #1188; PR #1453, in 0.6.0, brought the prefetch):
+    --no-zero3-prefetch for DeepSpeed ZeRO-3 rows published before 2022.
+    FSDP and later DeepSpeed prefetch (the default)."""
+    d = str(row.get("distributed_optimizer") or "").lower()
+    old = "zero-3" in d and "deepspeed" in d and 0 < run_year(row) < 2022
+    return ["--no-zero3-prefetch"] if old else []
 
 
 def flash_flags(row):
@@ -349,7 +364,7 @@ def express(row):
         (["--cross-entropy", "torch"] if torchtitan(row) else
          ["--cross-entropy", row["cross_entropy"]] if row.get("cross_entropy") else []) + \
         (["--elementwise", "eager"] if torchtitan(row) and not row.get("compile") else []) + \
-        overlap_flags(row) + flash_flags(row)
+        overlap_flags(row) + zero3_prefetch_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]
     mbs = [row["mbs"]] if row.get("mbs") else [b for b in MBS_SEARCH if (row["gbs"] // dp) % b == 0]

@@ -133,6 +133,13 @@ typedef struct mk_plan {
                                  * mk_plan_resolve.  The executor's attention is exact either way. */
     mk_cp_comm_t cp_comm;       /* cp > 1: the attention's exchange (mk_cp_comm_t; p2p by default and in
                                  * a plan file without cp_comm_type); the executor runs each (exec_cp.c, exec_cp_a2a.c) */
+    int zero3_prefetch;         /* ZeRO-3: 1 (default): the next layer's gather runs behind this
+                                 * layer's compute (prefetch depth 1: FSDP's, and DeepSpeed's from
+                                 * 0.6.0); 0: each gather starts when the layer before it has ended,
+                                 * so none overlaps compute and one layer is gathered at a time
+                                 * (DeepSpeed's ZeRO-3 before 0.6.0 synchronized the device before
+                                 * every parameter's gather: its PRs #1188 and #1453; a
+                                 * stage3_prefetch_bucket_size of 0) */
     mk_reshard_t reshard;       /* ZeRO-3: fsdp_reshard_after_forward (mk_reshard_t; always by
                                  * default and in a plan file without the field); the executor
                                  * gathers per layer and refuses never */

@@ -184,6 +184,7 @@ static void args_init(mk_args_t *a, const char *cmd)
     a->top = -1;
     a->tp_overlap = -1;
     a->overlap_grad_reduce = -1;
+    a->zero3_prefetch = -1;
     a->recompute_num_layers = -1; /* not given (0 is a value: block 0)  */
 }
 
@@ -395,6 +396,7 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *name, const 
     else if (f->id == O_MOE_A2A_OVERLAP) a->moe_a2a_overlap = 1;
     else if (f->id == O_DELAY_WGRAD) a->delay_wgrad = 1;
     else if (f->id == O_OVERLAP_GRAD || f->id == O_NO_OVERLAP_GRAD) a->overlap_grad_reduce = f->id == O_OVERLAP_GRAD;
+    else if (f->id == O_ZERO3_PREFETCH || f->id == O_NO_ZERO3_PREFETCH) a->zero3_prefetch = f->id == O_ZERO3_PREFETCH;
     else if (f->id == O_JSON) a->json = 1;
     else if (f->id == O_EXPLAIN) a->explain = 1;
     else if (f->id == O_WHAT_IF) a->what_if = 1;
@@ -432,8 +434,11 @@ static int build_opts(unsigned groups, struct option *opts, mk_opt_t *which)
 }
 
 /* The slot a flag fills: --overlap-grad-reduce and --no-overlap-grad-reduce
- * set one value, so they count as one flag. */
-static int flag_key(int id) { return (id == O_NO_OVERLAP_GRAD ? O_OVERLAP_GRAD : id) - O_MODEL; }
+ * set one value, so they count as one flag (and the prefetch's pair). */
+static int flag_key(int id)
+{
+    return (id == O_NO_OVERLAP_GRAD ? O_OVERLAP_GRAD : id == O_NO_ZERO3_PREFETCH ? O_ZERO3_PREFETCH : id) - O_MODEL;
+}
 
 /* One option: refused when its flag was given before (under any of its
  * names: no flag is repeatable, so a repeat is a mistake, not "the last

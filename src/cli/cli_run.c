@@ -91,6 +91,8 @@ static const char *run_usage =
     "                   gathered per layer, the next one prefetched); same results\n"
     "  --zero-shard-group G  dp (default) or node: shard within the ranks of a node,\n"
     "                   replicate across nodes (a plan's zero_shard_size sets any group)\n"
+    "  --no-zero3-prefetch  ZeRO-3: gather each layer as it starts, not behind the layer\n"
+    "                   before it (one layer gathered at a time); same results\n"
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                   start each layer's DP all-reduce as the last backward makes its\n"
     "                   gradient final (default), or all of them at REDUCE_GRADS; same results\n"

@@ -76,6 +76,10 @@ static const char *sim_usage =
     "                     use (always, default), or once a step and kept, its gradients\n"
     "                     accumulated unsharded in fp32 and reduced by the last backward\n"
     "                     (never: torchtitan's FSDP under PP; merak run refuses it)\n"
+    "  --zero3-prefetch, --no-zero3-prefetch  ZeRO-3: each layer's gather behind the\n"
+    "                     layer before it (default: FSDP's, DeepSpeed's from 0.6.0), or\n"
+    "                     when the layer starts, exposed, one layer gathered at a time\n"
+    "                     (DeepSpeed's ZeRO-3 before 0.6.0 synchronized before each gather)\n"
     "  --sequence-parallel  Megatron sequence parallelism\n"
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                     start each gradient bucket's DP reduction during the last\n"
@@ -174,6 +178,7 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            p->overlap_grad_reduce ? "" : ", DP reduction after the backward", mk_attn_backend_name(p->attention),
            p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
     if (p->eager) printf("  element-wise kernels as eager PyTorch runs them\n");
+    if (mk_plan_zero(p) == 3 && !p->zero3_prefetch) printf("  ZeRO-3 gathers not prefetched: each waits for the layer before it\n");
     if (p->cp > 1 && p->cp_comm != MK_CP_COMM_P2P)
         printf("  context parallelism by %s (--cp-comm-type %s), not overlapped with the attention\n",
                p->cp_comm == MK_CP_COMM_A2A ? "all-to-alls of Q, K, V and the output (Ulysses)"

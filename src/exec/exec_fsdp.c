@@ -19,7 +19,8 @@
  * Parameters (ZeRO-3): each rank keeps its pieces; before a layer's
  * forward, recompute or backward its units are all-gathered into working
  * buffers (MPI_Iallgatherv, traced `AG.zero`), the next layer's gather of
- * the pass is started behind the layer's compute (polled between layers),
+ * the pass is started behind the layer's compute (polled between layers;
+ * with --no-zero3-prefetch each layer's gather starts as the layer does),
  * and the buffers are freed after the layer (pinned while a prefetch or a
  * use still needs them).  B_W reads no weights, nor does the embedding's
  * backward.  The head at pp 1 reads the embedding's wte unit too.
@@ -232,7 +233,7 @@ int mk_exec_fsdp_begin(mk_exec_t *e, int l, int next, int phase)
     int p = needs_params(e, l, phase);
     if (p && e->zero.pre != l && acquire(e, l) < 0) return -1;
     e->zero.pre = -1;
-    if (next >= 0 && needs_params(e, next, phase)) {
+    if (next >= 0 && e->o->ctx->plan.zero3_prefetch && needs_params(e, next, phase)) {
         if (acquire(e, next) < 0) return -1;
         e->zero.pre = next;
     }

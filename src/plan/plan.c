@@ -21,6 +21,7 @@ void mk_plan_init(mk_plan_t *p)
     p->schedule = MK_SCHED_1F1B;
     p->recompute.kind = MK_RECOMPUTE_FULL;
     p->overlap_grad_reduce = 1;
+    p->zero3_prefetch = 1;
     mk_strlcpy(p->partition, "uniform", sizeof p->partition);
 }
 

@@ -209,6 +209,7 @@ static const char *titan_cannot(const mk_plan_t *p)
     if (p->vpp > 1 && p->model.num_layers % (p->pp * p->vpp)) return "virtual stages of unequal blocks";
     if (p->dtype != MK_DTYPE_BF16) return "a dtype other than bf16 (mixed_precision_param)";
     if (p->optimizer_offload || p->cpu_offload_layers) return "an offload";
+    if (p->zero == 3 && !p->zero3_prefetch) return "FSDP without prefetching (FSDP2 always prefetches one layer)";
     if (p->cp > 1 && p->cp_comm == MK_CP_COMM_A2A) return "all-to-all (Ulysses) context parallelism";
     if (p->cross_entropy == MK_XENT_FUSED || p->cross_entropy == MK_XENT_FUSED_TE)
         return "Megatron-Core's fused cross entropy (its loss is torch's F.cross_entropy)";
@@ -291,8 +292,10 @@ int mk_plan_export_deepspeed(const mk_plan_t *p, char *json, size_t n, char *arg
     if (why) return mk_error_set("DeepSpeed cannot run this plan: %s", why);
     mk_argbuf_t b = {json, n, 0};
     put(&b, "{\n  \"train_batch_size\": %d,\n  \"train_micro_batch_size_per_gpu\": %d,\n"
-            "  \"gradient_accumulation_steps\": %d,\n  \"zero_optimization\": {\"stage\": %d},\n"
+            "  \"gradient_accumulation_steps\": %d,\n  \"zero_optimization\": {\"stage\": %d%s},\n"
             "  \"%s\": {\"enabled\": true}", p->gbs, p->mbs, p->m, p->zero,
+        /* no prefetch: ZeRO-3 fetches each module's parameters when it runs */
+        p->zero == 3 && !p->zero3_prefetch ? ", \"stage3_prefetch_bucket_size\": 0" : "",
         p->dtype == MK_DTYPE_BF16 ? "bf16" : "fp16");
     /* the plan's gradient buffers and reduction (mk_plan_grad_dtype) where they are not the
        parameters' type: fp32 for bf16 (DeepSpeed's BF16 optimizer accumulates in fp32 by

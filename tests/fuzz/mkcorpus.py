@@ -150,6 +150,11 @@ def plans(merak):
     # overlap_grad_reduce (issue 15): a boolean, absent = on
     put("plan", "accept-no-overlap-grad-reduce.json", js(dict(plan, overlap_grad_reduce=False)))
     put("plan", "reject-overlap-grad-reduce-int.json", js(dict(plan, overlap_grad_reduce=1)))
+    # zero3_prefetch (issue 38): false only on a ZeRO-3 plan, absent = prefetched
+    put("plan", "accept-zero3-prefetch-false.json", js(dict(plan, zero=3, zero3_prefetch=False)))
+    put("plan", "accept-zero3-prefetch-true-zero0.json", js(dict(plan, zero3_prefetch=True)))
+    put("plan", "reject-zero3-prefetch-false-zero0.json", js(dict(plan, zero3_prefetch=False)))
+    put("plan", "reject-zero3-prefetch-int.json", js(dict(plan, zero=3, zero3_prefetch=0)))
     # grad_reduce_dtype (issue 38): fp32 or the plan's 16-bit type, absent = the dtype's default
     put("plan", "accept-grad-reduce-dtype-fp32-fp16.json", js(dict(plan, dtype="fp16", grad_reduce_dtype="fp32")))
     put("plan", "accept-grad-reduce-dtype-bf16.json", js(dict(plan, grad_reduce_dtype="bf16")))
