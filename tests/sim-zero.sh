@@ -162,7 +162,7 @@ p['zero'] = 1; json.dump(p, open(sys.argv[3], 'w'))" "$tmpdir/pn.json" "$tmpdir/
 check "merak sim --plan keeps the prefetch off" sh -c "'$MERAK' sim --plan '$tmpdir/pnp.json' --json | \
   '$PYTHON' -c 'import json, sys; a = json.load(sys.stdin); b = json.load(open(sys.argv[1])); \
   sys.exit(0 if a[\"step_time_s\"] == b[\"step_time_s\"] else 1)' '$tmpdir/pn.json'"
-expect_fail "plan file: zero3_prefetch false with zero 1" "needs zero 3" -- $MERAK sim --plan "$tmpdir/bad.json"
+expect_fail "plan file: zero3_prefetch false with zero 1" "zero3_prefetch false\) needs --zero 3" -- $MERAK sim --plan "$tmpdir/bad.json"
 expect_fail "--no-zero3-prefetch without ZeRO-3" "needs --zero 3" -- $MERAK sim --model gpt-tiny --dp 2 --gbs 8 --zero 2 \
   --no-zero3-prefetch
 expect_fail "--no-zero3-prefetch twice" "given twice" -- $MERAK sim --model gpt-tiny --dp 2 --zero 3 \

@@ -258,6 +258,10 @@ MK_API int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g);
  * stage's tp x cp x dp ranks and the plan model's experts, ep > 1 only with experts, 1 <=
  * moe_imbalance, other than 1 only with experts. */
 MK_API int mk_plan_check_ep(const mk_plan_t *p);
+/* 0, or -1 (mk_error_last) where zero3_prefetch is off without ZeRO-3: no
+ * gathers to prefetch.  The command line and plan files check it; merak
+ * plan's candidates of other ZeRO stages carry the flag and ignore it. */
+MK_API int mk_plan_check_zero3_prefetch(const mk_plan_t *p);
 /* Megatron-Core's rules for --overlap-moe-expert-parallel-comm
  * (transformer_config.py): expert parallelism, pp 1 or virtual stages
  * (1f1b at pp 1, or interleaved), recompute none or selective (no layer

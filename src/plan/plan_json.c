@@ -328,7 +328,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         opt_bool(j, what, "moe_a2a_overlap", 0, &p->moe_a2a_overlap) < 0 ||
         plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
-    if (!p->zero3_prefetch && p->zero != 3) return mk_error_set("%s: 'zero3_prefetch' false needs zero 3", what);
+    if (mk_plan_check_zero3_prefetch(p) < 0) return mk_error_set("%s: %s", what, mk_error_last());
     if (p->cp > 1 && !json_object_get(j, "attention_backend") && !json_object_get(j, "use_flash_attn"))
         p->attention = MK_ATTN_FLASH; /* files written before CP's rule (mk_plan_attention) */
     /* n_vstages: filled by plan_sizes, within MK_PLAN_MAX_VSTAGES */
