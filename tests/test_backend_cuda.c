@@ -17,10 +17,19 @@
  *        round both multiplicands: relative error per product <= 2u', about
  *        0.8u' RMS for random data; bound 4u' = 2e-3 (TF32), 1.6e-2 (bf16),
  *        on GEMM-based kernels (linear, attention) only.
+ *   max(1e-5, 16 sqrt(L) u) for the 16-bit linears (set_gemm_dtype): both
+ *        backends multiply the same rounded operands, whose products are
+ *        exact in fp32, and sum them in fp32 in another order (tensor
+ *        cores align their partial sums with truncation: a few ulps more
+ *        than the CPU's); an operand rounded otherwise would show as
+ *        ~1e-3 (bf16) or ~2e-4 (fp16).
+ *   0: the 16-bit conversions (round16, pack16, unpack16) are one rule on
+ *        both (include/merak/half_rule.h), bit for bit (NaNs widened: any NaN).
  * MK_CUDA_MATH selects the mode (run this test once per mode). */
 #include "config.h"
 #include "check.h"
 #include "merak/backend.h"
+#include "merak/model.h"
 #ifdef MK_HAVE_CUDA
 #include "merak/cuda.h"
 #endif
@@ -89,34 +98,115 @@ static void cmp(const char *what, float *d, const float *c, size_t n, double bou
 
 static double red_bound(int L) { double b = 4.0 * sqrt((double)L) * U; return b > 1e-6 ? b : 1e-6; }
 static double gemm_b(int L) { double b = red_bound(L); return b > gemm_bound ? b : gemm_bound; }
+static double gemm16_b(int L) { double b = 16.0 * sqrt((double)L) * U; return b > 1e-5 ? b : 1e-5; }
 
-static void test_linear(int N, int IC, int OC)
+/* The linear entries of the GPU against ref's on the same inputs, forward
+ * (with and without bias) and backward; t names the operands' type, bound
+ * the GEMMs' bound by reduction length. */
+static void linear_case(const mk_backend_t *ref, int N, int IC, int OC, const char *t, double (*bound)(int))
 {
-    char w[64];
+    char w[96];
     float *x = hrand((size_t)N * IC, 1), *W = hrand((size_t)OC * IC, 0.1f), *b = hrand(OC, 0.1f);
     float *dy = hrand((size_t)N * OC, 1), *dx = hrand((size_t)N * IC, 1), *dW = hrand((size_t)OC * IC, 1);
     float *db = hrand(OC, 1), *y = malloc((size_t)N * OC * sizeof *y);
     float *gx = up(x, (size_t)N * IC * 4), *gW = up(W, (size_t)OC * IC * 4), *gb = up(b, OC * 4);
-    float *gdy = up(dy, (size_t)N * OC * 4), *gy = gpu->alloc(gpu->ctx, (size_t)N * OC * 4);
-    cpu->linear_fwd(cpu->ctx, y, x, W, b, N, IC, OC);
-    gpu->linear_fwd(gpu->ctx, gy, gx, gW, gb, N, IC, OC);
-    snprintf(w, sizeof w, "linear_fwd %dx%dx%d", N, IC, OC);
-    cmp(w, gy, y, (size_t)N * OC, gemm_b(IC));
-    gy = gpu->alloc(gpu->ctx, (size_t)N * OC * 4);
-    cpu->linear_fwd(cpu->ctx, y, x, W, NULL, N, IC, OC);
-    gpu->linear_fwd(gpu->ctx, gy, gx, gW, NULL, N, IC, OC);
-    cmp("linear_fwd (no bias)", gy, y, (size_t)N * OC, gemm_b(IC));
-    float *gdx = up(dx, (size_t)N * IC * 4);
-    cpu->linear_bwd_in(cpu->ctx, dx, dy, W, N, IC, OC);
+    float *gdy = up(dy, (size_t)N * OC * 4);
+    for (int bias = 1; bias >= 0; bias--) {
+        float *gy = gpu->alloc(gpu->ctx, (size_t)N * OC * 4);
+        ref->linear_fwd(ref->ctx, y, x, W, bias ? b : NULL, N, IC, OC);
+        gpu->linear_fwd(gpu->ctx, gy, gx, gW, bias ? gb : NULL, N, IC, OC);
+        snprintf(w, sizeof w, "linear_fwd%s %dx%dx%d%s", t, N, IC, OC, bias ? "" : " (no bias)");
+        cmp(w, gy, y, (size_t)N * OC, bound(IC));
+    }
+    float *gdx = up(dx, (size_t)N * IC * 4), *gdW = up(dW, (size_t)OC * IC * 4), *gdb = up(db, OC * 4);
+    ref->linear_bwd_in(ref->ctx, dx, dy, W, N, IC, OC);
     gpu->linear_bwd_in(gpu->ctx, gdx, gdy, gW, N, IC, OC);
-    cmp("linear_bwd_in (+=)", gdx, dx, (size_t)N * IC, gemm_b(OC));
-    float *gdW = up(dW, (size_t)OC * IC * 4), *gdb = up(db, OC * 4);
-    cpu->linear_bwd_w(cpu->ctx, dW, db, dy, x, N, IC, OC);
+    snprintf(w, sizeof w, "linear_bwd_in%s (+=)", t);
+    cmp(w, gdx, dx, (size_t)N * IC, bound(OC));
+    ref->linear_bwd_w(ref->ctx, dW, db, dy, x, N, IC, OC);
     gpu->linear_bwd_w(gpu->ctx, gdW, gdb, gdy, gx, N, IC, OC);
-    cmp("linear_bwd_w dw (+=)", gdW, dW, (size_t)OC * IC, gemm_b(N));
+    snprintf(w, sizeof w, "linear_bwd_w%s dw (+=)", t);
+    cmp(w, gdW, dW, (size_t)OC * IC, bound(N));
     cmp("linear_bwd_w dbias (+=)", gdb, db, OC, 1e-6);
     gpu->free(gpu->ctx, gx); gpu->free(gpu->ctx, gW); gpu->free(gpu->ctx, gb); gpu->free(gpu->ctx, gdy);
     free(x); free(W); free(b); free(dy); free(dx); free(dW); free(db); free(y);
+}
+
+static void test_linear(int N, int IC, int OC) { linear_case(cpu, N, IC, OC, "", gemm_b); }
+
+/* The linears with 16-bit operands (mixed precision's GEMMs) against the
+ * CPU backend's (its own context: the operands rounded in its scratch),
+ * and the GPU's scratch counted. */
+static void test_linear16(int N, int IC, int OC, int dt)
+{
+    mk_backend_t *c16 = mk_backend_new("cpu");
+    if (!c16) { CHECK(0, "mk_backend_new(cpu): %s", mk_error_last()); return; }
+    c16->set_gemm_dtype(c16->ctx, dt), gpu->set_gemm_dtype(gpu->ctx, dt);
+    linear_case(c16, N, IC, OC, dt == MK_DTYPE_BF16 ? " bf16" : " fp16", gemm16_b);
+    size_t want = ((size_t)N * IC + (size_t)OC * IC) * 2; /* at least the forward's two operands */
+    CHECK(gpu->scratch_bytes(gpu->ctx) >= want, "scratch_bytes %zu < %zu", gpu->scratch_bytes(gpu->ctx), want);
+    gpu->set_gemm_dtype(gpu->ctx, MK_DTYPE_FP32);
+    mk_backend_free(c16);
+}
+
+static float f_bits(uint32_t u) { float f; memcpy(&f, &u, sizeof f); return f; }
+
+/* n device floats against host c bit for bit (any NaN for a NaN when nan_any); frees d */
+static void same_bits(const char *what, const void *d, const void *c, size_t n, size_t size, int nan_any)
+{
+    unsigned char *g = malloc(n * size);
+    gpu->copy(gpu->ctx, g, d, n * size);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        const unsigned char *a = g + i * size, *b = (const unsigned char *)c + i * size;
+        if (nan_any && size == 4) {
+            float fa, fb;
+            memcpy(&fa, a, 4), memcpy(&fb, b, 4);
+            if (isnan(fa) && isnan(fb)) continue;
+        }
+        bad += memcmp(a, b, size) != 0;
+    }
+    printf("%-28s %zu of %zu differ  %s\n", what, bad, n, bad ? "FAIL" : "ok");
+    CHECK(bad == 0, "%s: %zu of %zu values differ from the CPU's", what, bad, n);
+    free(g);
+    gpu->free(gpu->ctx, (void *)d);
+}
+
+/* round16, pack16 and unpack16 of dtype dt: every bf16 neighbourhood (each
+ * pattern's top half with random and tie low halves: NaN payloads,
+ * infinities, subnormals) and fp16's range log-uniformly, then every
+ * 16-bit pattern widened. */
+static void test_half16(int dt)
+{
+    enum { NB = 0x10000, NF = 8192 };
+    size_t n = NB + NF;
+    float *x = malloc(n * sizeof *x), *r = malloc(n * sizeof *r), *wide = malloc(NB * sizeof *wide);
+    uint16_t *h = malloc(n * sizeof *h), *all = malloc(NB * sizeof *all);
+    for (uint32_t i = 0; i < NB; i++) {
+        urand();
+        x[i] = f_bits(i << 16 | (i & 1 ? 0x8000u : (uint32_t)(rng >> 48)));
+    }
+    for (size_t i = NB; i < n; i++) /* 2^-30 .. 2^17, both signs */
+        x[i] = ldexpf(1.0f + 0.5f * (urand() + 1.0f), (int)(urand() * 24.0f) - 7) * (urand() < 0 ? -1.0f : 1.0f);
+    for (uint32_t i = 0; i < NB; i++) all[i] = (uint16_t)i;
+    const char *t = dt == MK_DTYPE_BF16 ? "bf16" : "fp16";
+    char w[64];
+    float *gx = up(x, n * 4);
+    void *gh = gpu->alloc(gpu->ctx, n * 2);
+    cpu->pack16(cpu->ctx, h, x, n, dt), gpu->pack16(gpu->ctx, gh, gx, n, dt);
+    snprintf(w, sizeof w, "pack16 %s", t);
+    same_bits(w, gh, h, n, 2, 0);
+    memcpy(r, x, n * sizeof *r);
+    cpu->round16(cpu->ctx, r, n, dt), gpu->round16(gpu->ctx, gx, n, dt);
+    snprintf(w, sizeof w, "round16 %s", t);
+    same_bits(w, gx, r, n, 4, 1);
+    void *gall = up(all, NB * 2);
+    float *gw = gpu->alloc(gpu->ctx, NB * 4);
+    cpu->unpack16(cpu->ctx, wide, all, NB, dt), gpu->unpack16(gpu->ctx, gw, gall, NB, dt);
+    snprintf(w, sizeof w, "unpack16 %s (all)", t);
+    same_bits(w, gw, wide, NB, 4, 1);
+    gpu->free(gpu->ctx, gall);
+    free(x); free(r); free(wide); free(h); free(all);
 }
 
 static void test_embed(int B, int T, int C, int Vl, int v0, int V)
@@ -387,6 +477,12 @@ int main(void)
     test_linear(64, 96, 288);
     test_linear(37, 53, 19);       /* odd sizes */
     test_linear(128, 512, 50);     /* long reduction */
+    for (int dt = MK_DTYPE_FP16; dt <= MK_DTYPE_BF16; dt++) {
+        test_linear16(64, 96, 288, dt);
+        test_linear16(37, 53, 19, dt);
+        test_linear16(128, 512, 50, dt);
+        test_half16(dt);
+    }
     test_embed(2, 16, 48, 40, 0, 40);
     test_embed(2, 16, 48, 40, 40, 70);  /* TP shard with padding rows */
     test_layernorm(70, 96);

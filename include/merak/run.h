@@ -32,6 +32,12 @@ MK_API struct mk_backend *mk_backend_new(const char *name);
 MK_API void mk_backend_free(struct mk_backend *be);
 /* "cpu" or "cuda". */
 MK_API const char *mk_backend_name(const struct mk_backend *be);
+/* Nonzero when a 16-bit run on be keeps its weights (and fp16's gradient
+ * buffers) in 16-bit stores over fp32 masters: a backend whose buffers are
+ * host memory (the CPU; src/exec/exec_p16.c, whose stores MPI and the
+ * host read directly).  A device backend keeps fp32 weights and gradients
+ * (the GEMMs round the weights as they read them). */
+MK_API int mk_exec_store16(const struct mk_backend *be);
 
 typedef struct mk_exec_opts {
     const mk_plan_ctx_t *ctx;     /* the plan, resolved (mk_plan_resolve with world = the rank

@@ -169,6 +169,37 @@ static int run_dtype_check(const mk_plan_t *p, int from_plan)
                        "run)", from_plan ? "the plan's dtype" : "--dtype");
 }
 
+/* What ran on the backend, read before it is freed (print_json). */
+typedef struct {
+    int store16; /* mk_exec_store16 */
+    int cpu;     /* the cpu backend */
+} run_backend_t;
+
+/* What a 16-bit run kept in 16 bits (--json "precision", "grads", "gemm"):
+ * on the CPU its weights (and fp16's gradient buffers) in 16-bit stores
+ * (mk_exec_store16); on a device the same values rounded in fp32 buffers. */
+static void run_json_precision(json_t *j, const mk_exec_opts_t *o, run_backend_t rb)
+{
+    int store = rb.store16;
+    const char *p = !store ? (o->grad_dtype ? "16-bit GEMM operands and saved activations, gradients rounded to "
+                                              "16-bit values in fp32 buffers; fp32 weights (the GEMMs round them as "
+                                              "they read them), optimizer, sums and working tensors"
+                                            : "16-bit GEMM operands and saved activations; fp32 weights (the GEMMs "
+                                              "round them as they read them), gradients, optimizer, sums and "
+                                              "working tensors")
+                    : o->grad_dtype ? "16-bit weights, GEMM operands, saved activations and gradient buffers; "
+                                      "fp32 masters, optimizer, sums and working tensors"
+                                    : "16-bit weights, GEMM operands and saved activations; fp32 masters, "
+                                      "gradients, optimizer, sums and working tensors";
+    json_object_set_new(j, "precision", json_string(p));
+    json_object_set_new(j, "grads", json_string(mk_dtype_name(o->grad_dtype ? (mk_dtype_t)o->grad_dtype
+                                                                             : MK_DTYPE_FP32)));
+    const char *gemm = !rb.cpu ? "cuBLAS on the rounded operands, fp32 sums"
+                       : o->gemm_dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok() ? "oneDNN bf16"
+                                                                                : "OpenBLAS sgemm of the rounded operands";
+    json_object_set_new(j, "gemm", json_string(gemm));
+}
+
 /* A 16-bit dtype: the linears' GEMMs take 16-bit operands where the
  * backend can (set_gemm_dtype), the rest stays fp32; where it cannot, the
  * run is fp32 and says so. */
@@ -306,7 +337,7 @@ static int fill_opts(const mk_args_t *a, int world, mk_plan_ctx_t *ctx, mk_exec_
     return 0;
 }
 
-static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
+static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r, run_backend_t rb)
 {
     json_t *j = json_object(), *losses = json_array(), *times = json_array(), *mem = json_array();
     for (int k = 0; k < r->steps; k++) {
@@ -347,17 +378,7 @@ static void print_json(const mk_exec_opts_t *o, const mk_exec_result_t *r)
        and the attention core materialised or fused */
     mk_dtype_t ran = o->gemm_dtype ? (mk_dtype_t)o->gemm_dtype : MK_DTYPE_FP32;
     json_object_set_new(j, "dtype", json_string(mk_dtype_name(ran)));
-    if (o->gemm_dtype) {
-        json_object_set_new(j, "precision", json_string(o->grad_dtype ? "16-bit weights, GEMM operands, saved "
-                                                        "activations and gradient buffers; fp32 masters, optimizer, "
-                                                        "sums and working tensors"
-                                                        : "16-bit weights, GEMM operands and saved activations; fp32 "
-                                                        "masters, gradients, optimizer, sums and working tensors"));
-        json_object_set_new(j, "grads", json_string(mk_dtype_name(o->grad_dtype ? (mk_dtype_t)o->grad_dtype
-                                                                                 : MK_DTYPE_FP32)));
-        int dnnl = o->gemm_dtype == MK_DTYPE_BF16 && mk_cpu_dnnl_bf16_ok(); /* gemm_dtype: the cpu backend */
-        json_object_set_new(j, "gemm", json_string(dnnl ? "oneDNN bf16" : "OpenBLAS sgemm of the rounded operands"));
-    }
+    if (o->gemm_dtype) run_json_precision(j, o, rb);
     if (o->loss_scaler.kind) { /* Megatron's loss scaler ran (fp16, or --loss-scale) */
         json_object_set_new(j, "loss_scale", json_real(r->loss_scale));
         json_object_set_new(j, "skipped_steps", json_integer((json_int_t)r->skipped_steps));
@@ -443,7 +464,9 @@ int mk_cmd_run(int argc, char **argv)
     mk_exec_result_t res;
     MPI_Comm comm = MPI_COMM_WORLD;
     int trc = mk_exec_train(&o, &comm, &res);
+    run_backend_t rb = {mk_exec_store16(o.be), !strcmp(o.be->name, "cpu")};
     mk_backend_free(o.be);  /* the executor has freed its buffers */
+    o.be = NULL;
     mk_plan_ctx_free(&ctx); /* the graph goes; ctx.plan stays for print_json */
     if (rank == 0 && res.load_unverified)
         fprintf(stderr, "merak run: note: %s has no checksums (written by another tool?); its data was not verified\n",
@@ -473,7 +496,7 @@ int mk_cmd_run(int argc, char **argv)
         fprintf(stderr, "merak run: rank %d: %s\n", rank, mk_error_last());
         MPI_Abort(MPI_COMM_WORLD, 1);
     }
-    if (rank == 0 && a.json) print_json(&o, &res);
+    if (rank == 0 && a.json) print_json(&o, &res, rb);
     mk_exec_result_free(&res);
     MPI_Finalize();
     return 0;

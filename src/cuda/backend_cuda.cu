@@ -218,6 +218,7 @@ static void cu_destroy(void *ctx)
         cudaStreamSynchronize(c->s);
         if (c->tok) cudaFreeAsync(c->tok, c->s);
         if (c->red) cudaFreeAsync(c->red, c->s);
+        if (c->s16) cudaFreeAsync(c->s16, c->s);
         cudaStreamSynchronize(c->s);
         cublasDestroy(c->h);
         cudaEventDestroy(c->ev_c);
@@ -278,12 +279,13 @@ static const mk_backend_t mk_cuda = {
     /* .cols_scatter = */ mkc_cols_scatter,
     /* .status = */ cu_status,
     /* .set_threads = */ NULL,
-    /* .set_gemm_dtype = */ NULL, /* fp32 GEMMs: its 16-bit path is not written yet */
-    /* .scratch_bytes = */ NULL,
-    /* .round16 = */ NULL, /* fp32 gradients: no 16-bit path yet */
-    /* .pack16 = */ NULL,  /* fp32 activations: no 16-bit path yet */
-    /* .unpack16 = */ NULL,
-    /* .alloc_raw = */ NULL, /* no 16-bit weights here (exec_p16.c) */
+    /* .set_gemm_dtype = */ mkc_set_gemm_dtype, /* the linears' 16-bit GEMMs (linear.cu) */
+    /* .scratch_bytes = */ mkc_scratch_bytes,
+    /* .round16 = */ mkc_round16, /* 16-bit values in fp32 buffers (half.cu) */
+    /* .pack16 = */ mkc_pack16,
+    /* .unpack16 = */ mkc_unpack16,
+    /* 16-bit weight and gradient stores are the host's (mk_exec_store16): fp32 weights here */
+    /* .alloc_raw = */ NULL,
     /* .weights16 = */ NULL,
     /* .bind = */ cu_bind,
     /* .is_device = */ cu_is_device,

@@ -17,6 +17,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "merak/rope.h"
 
 typedef enum { MKC_MATH_FP32 = 0, MKC_MATH_TF32, MKC_MATH_BF16 } mkc_math_t;
@@ -34,6 +35,12 @@ typedef struct mkc_ctx {
     size_t tok_cap;        // ints
     double *red;           // reduction partials (sumsq, loss)
     size_t red_cap;        // doubles
+    // Mixed precision (set_gemm_dtype): the linears' GEMM operands in this
+    // 16-bit mk_dtype_t (0: fp32), copied into s16 (s16_cap values, held
+    // from the first such GEMM on and counted in the peak: scratch_bytes).
+    int gemm16;
+    uint16_t *s16;
+    size_t s16_cap;
     // The first device error of this context, kept (sticky) instead of
     // exiting: library code never exits.  Work queued after it still runs,
     // on garbage or failing fast (CUDA errors mostly poison the context);
@@ -113,6 +120,13 @@ void mkc_gemm(mkc_ctx_t *c, cublasOperation_t ta, cublasOperation_t tb, int m, i
               const float *A, int lda, long long sa, const float *B, int ldb, long long sb,
               float beta, float *C, int ldc, long long sc, int batch);
 
+// 16-bit values (half.cu; the rule of include/merak/half_rule.h, the CPU's):
+// rows x cols column-major at leading dimension ld packed into dst.
+void mkc_pack16_2d(mkc_ctx_t *c, uint16_t *dst, const float *src, int rows, int cols, int ld, int dtype);
+// The context's 16-bit scratch grown to n values (stream-ordered); NULL
+// with the error recorded when the device has no room.
+uint16_t *mkc_scratch16(mkc_ctx_t *c, size_t n);
+
 // The kernels behind the table (C++ linkage, one .cu file per family);
 // ctx is mk_backend_t.ctx, an mkc_ctx_t.
 void mkc_linear_fwd(void *ctx, float *out, const float *inp, const float *w, const float *bias, int N, int IC, int OC);
@@ -155,5 +169,10 @@ void mkc_xent_bwd(void *ctx, float *dlogits, const float *probs, const int *targ
 void mkc_adamw(void *ctx, float *p, const float *g, float *m, float *v, size_t n, float lr, float beta1, float beta2,
                float bc1, float bc2, float eps, float decay, float gscale);
 double mkc_sumsq(void *ctx, const float *x, size_t n);
+void mkc_set_gemm_dtype(void *ctx, int dtype);
+size_t mkc_scratch_bytes(void *ctx);
+void mkc_round16(void *ctx, float *x, size_t n, int dtype);
+void mkc_pack16(void *ctx, void *dst, const float *x, size_t n, int dtype);
+void mkc_unpack16(void *ctx, float *dst, const void *src, size_t n, int dtype);
 
 #endif

@@ -8,10 +8,10 @@
 NVCCFLAGS += --fmad=false
 CUDA_SRCS = src/cuda/device.cu src/cuda/backend_cuda.cu src/cuda/linear.cu src/cuda/layernorm.cu \
 	src/cuda/attention.cu src/cuda/attention_fused.cu src/cuda/elementwise.cu src/cuda/xent.cu src/cuda/adamw.cu \
-	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu
+	src/cuda/rmsnorm.cu src/cuda/rope.cu src/cuda/swiglu.cu src/cuda/half.cu
 # nvcc's objects have no automatic header dependencies: name them
 $(CUDA_SRCS:.cu=.lo): src/cuda/common.cuh include/merak/cuda_module.h include/merak/backend.h include/merak/rope.h include/merak/cuda.h \
-	include/merak/common.h config.h
+	include/merak/common.h include/merak/model.h include/merak/half_rule.h config.h
 noinst_HEADERS += include/merak/cuda.h
 noinst_HEADERS += src/cuda/common.cuh
 EXTRA_DIST += $(CUDA_SRCS) src/cuda/module.c tests/gpu/check.sh tests/gpu/README.md

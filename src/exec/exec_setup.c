@@ -63,7 +63,8 @@ static int setup(mk_exec_t *e, const mk_exec_opts_t *o, MPI_Comm world)
     if (o->gemm_dtype && o->be->set_gemm_dtype) o->be->set_gemm_dtype(o->be->ctx, o->gemm_dtype);
     /* the layer boundaries and saved inputs in the GEMMs' 16-bit type (gpt.h act16) */
     if (o->gemm_dtype && o->be->round16 && o->be->pack16 && o->be->unpack16) e->run.act16 = o->gemm_dtype;
-    e->p16.dt = e->run.act16; /* 16-bit weights over fp32 masters (exec_p16.c), where activations are 16-bit */
+    /* 16-bit weights over fp32 masters (exec_p16.c), where activations are 16-bit and the stores host memory */
+    e->p16.dt = mk_exec_store16(o->be) ? e->run.act16 : 0;
     /* selective recompute: each attention core's probabilities remade in its backward (gpt.h drop_core) */
     e->run.drop_core = o->ctx->plan.recompute.kind == MK_RECOMPUTE_SELECTIVE;
     e->run.grad_scale = (float)(e->run.loss_scale * e->scaler.scale); /* x 2^k: exact */

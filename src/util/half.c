@@ -1,13 +1,10 @@
-/* 16-bit floats (merak/half.h).  bfloat16 is float's top half: rounding
- * adds 0x7fff plus the kept half's lowest bit, so a tie carries only into
- * an odd half.  fp16 from the float's fields: the exponent rebased (15 for
- * 127), the 13 mantissa bits below the kept 10 rounded the same way; below
- * 2^-14 the implicit bit joins the mantissa and more bits go (subnormals),
- * below half the smallest subnormal the value is zero. */
+/* 16-bit floats (merak/half.h): the rule itself (rounding to nearest
+ * even on a float's bits) is include/merak/half_rule.h, which the CUDA kernels
+ * compile too; here the arrays, the F16C fast path and the sums. */
 #include "merak/half.h"
 #include "merak/vec.h"
+#include "merak/half_rule.h"
 
-#include <math.h>
 #include <string.h>
 
 static uint32_t bits_of(float x)
@@ -17,12 +14,7 @@ static uint32_t bits_of(float x)
     return u;
 }
 
-uint16_t mk_bf16_from_float(float x)
-{
-    uint32_t u = bits_of(x);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)(u >> 16 | 0x0040u); /* NaN: quiet, sign kept */
-    return (uint16_t)((u + 0x7fffu + (u >> 16 & 1u)) >> 16);
-}
+uint16_t mk_bf16_from_float(float x) { return mk_half_bf16_of_bits(bits_of(x)); }
 
 float mk_bf16_to_float(uint16_t h)
 {
@@ -32,45 +24,23 @@ float mk_bf16_to_float(uint16_t h)
     return x;
 }
 
-/* m (with its implicit bit) shifted right by s, rounded to nearest even. */
-static uint32_t shift_rne(uint32_t m, int s)
-{
-    if (s > 31) return 0;
-    uint32_t q = m >> s, rem = m & ((1u << s) - 1), half = 1u << (s - 1);
-    return q + (rem > half || (rem == half && (q & 1u)));
-}
-
-uint16_t mk_fp16_from_float(float x)
-{
-    uint32_t u = bits_of(x), sign = u >> 16 & 0x8000u, a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | (a >> 13 & 0x3ffu)); /* NaN: quiet */
-    if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (65504 + half an ulp): infinity */
-    int e = (int)(a >> 23) - 127 + 15;                    /* the fp16 exponent field */
-    uint32_t m = (a & 0x7fffffu) | 0x800000u;             /* 24 bits with the implicit one */
-    if (a < 0x38800000u) {                                /* below 2^-14: subnormal (or zero) */
-        if (a < 0x33000000u) return (uint16_t)sign;       /* at most 2^-25 (half the least): zero, ties to even */
-        return (uint16_t)(sign | shift_rne(m, 14 - e));   /* e <= 0: 13 + (1 - e) bits go */
-    }
-    /* normal: the carry out of the mantissa bumps the exponent (up to infinity at 65520) */
-    return (uint16_t)(sign | (((uint32_t)e << 10) + shift_rne(m, 13) - 0x400u));
-}
+uint16_t mk_fp16_from_float(float x) { return mk_half_fp16_of_bits(bits_of(x)); }
 
 float mk_fp16_to_float(uint16_t h)
 {
-    int e = h >> 10 & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
-    return h >> 15 ? -v : v;
+    uint32_t u = mk_half_bits_of_fp16(h);
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
 }
 
 
-/* The bfloat16 rule on float bits, branch-free but for NaN, so that the
- * loop vectorises (the GEMMs' operands pass through it). */
+/* The bfloat16 rule, branch-free but for NaN, in a loop that vectorises
+ * (the GEMMs' operands pass through it). */
 MK_VEC void mk_bf16_round_n(float *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        uint32_t u = bits_of(src[i]);
-        uint32_t r = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x00400000u) & 0xffff0000u
-                                                      : (u + 0x7fffu + (u >> 16 & 1u)) & 0xffff0000u;
+        uint32_t r = (uint32_t)mk_half_bf16_of_bits(bits_of(src[i])) << 16;
         memcpy(&dst[i], &r, sizeof r);
     }
 }
@@ -80,8 +50,8 @@ MK_VEC void mk_bf16_round_n(float *dst, const float *src, size_t n)
  * overflow, subnormals and quiet NaNs, the rule above, bit for bit;
  * tests/test_half checks every pattern and a million floats against the
  * scalar functions), 8 at a time; the scalar rule elsewhere and for the
- * tail.  The scalar fp16 widening (ldexpf) costs ~20 ns an element, which a
- * 16-bit gradient reduction pays per element and addition. */
+ * tail.  The scalar fp16 widening cost ~20 ns an element (with ldexpf),
+ * which a 16-bit gradient reduction pays per element and addition. */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -137,8 +107,7 @@ void mk_fp16_round_n(float *dst, const float *src, size_t n)
 MK_VEC void mk_bf16_from_float_n(uint16_t *dst, const float *src, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
-        uint32_t u = bits_of(src[i]);
-        dst[i] = (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? u >> 16 | 0x0040u : (u + 0x7fffu + (u >> 16 & 1u)) >> 16);
+        dst[i] = mk_half_bf16_of_bits(bits_of(src[i]));
     }
 }
 

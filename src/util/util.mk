@@ -2,7 +2,7 @@
 # reading, JSON reading/writing helpers, the streaming JSON reader.
 libmerak_la_SOURCES += src/util/error.c src/util/fileio.c src/util/jsonio.c src/util/readfile.c \
 	src/util/json_stream.c src/util/testenv.c src/util/half.c
-noinst_HEADERS += include/merak/half.h include/merak/vec.h include/merak/fileio.h include/merak/jsonio.h include/merak/readfile.h include/merak/checked.h
+noinst_HEADERS += include/merak/half.h include/merak/half_rule.h include/merak/vec.h include/merak/fileio.h include/merak/jsonio.h include/merak/readfile.h include/merak/checked.h
 
 # Files written (fileio.c): refusals, symlinks, stale temporaries, signals, full disk.
 check_PROGRAMS += tests/test_fileio

@@ -133,6 +133,12 @@ for m in fp32 tf32 bf16; do
   fi
   grep '^{' "$W/gpt2-124m-$m.log" >"$W/gpt2-124m-$m.json" 2>/dev/null
 done
+# mixed precision (--bf16: 16-bit GEMM operands through cuBLAS, 16-bit saved activations)
+for dt in bf16 fp16; do
+  run "gpt2-124m-mixed-$dt" 90 "$MERAK" run --model gpt2-124m --seq-length 256 --mbs 4 --gbs 8 --steps 5 \
+    --backend cuda --$dt --json
+  grep '^{' "$W/gpt2-124m-mixed-$dt.log" >"$W/gpt2-124m-mixed-$dt.json" 2>/dev/null
+done
 nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw \
   --format=csv >"$W/nvidia-smi-after.csv" 2>&1
 
