@@ -209,6 +209,31 @@ static void test_half16(int dt)
     free(x); free(r); free(wide); free(h); free(all);
 }
 
+/* MPI's staging buffers (host_alloc): host memory that to_device and
+ * to_host carry exactly, given back to a pool that hands it out again for
+ * a staging no larger, another while it is in use. */
+static void test_host_staging(void)
+{
+    size_t n = (size_t)1 << 20;
+    float *h = gpu->host_alloc(gpu->ctx, n * 4), *d = gpu->alloc(gpu->ctx, n * 4);
+    CHECK(h && d && !gpu->is_device(gpu->ctx, h), "host_alloc: no host buffer");
+    if (!h || !d) return;
+    for (size_t i = 0; i < n; i++) h[i] = (float)i;
+    gpu->to_device(gpu->ctx, d, h, n * 4);
+    memset(h, 0, n * 4);
+    gpu->to_host(gpu->ctx, h, d, n * 4);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) bad += h[i] != (float)i;
+    gpu->host_free(gpu->ctx, h);
+    float *h2 = gpu->host_alloc(gpu->ctx, n * 2), *h3 = gpu->host_alloc(gpu->ctx, n * 2);
+    printf("%-28s %zu of %zu differ; reused %s  %s\n", "host staging (pinned)", bad, n, h2 == h ? "yes" : "no",
+           !bad && h2 == h && h3 != h2 ? "ok" : "FAIL");
+    CHECK(bad == 0, "to_device / to_host through a pinned buffer: %zu values differ", bad);
+    CHECK(h2 == h && h3 && h3 != h2, "the pinned pool: %p given back, then %p and %p", (void *)h, (void *)h2, (void *)h3);
+    gpu->host_free(gpu->ctx, h2), gpu->host_free(gpu->ctx, h3);
+    gpu->free(gpu->ctx, d);
+}
+
 static void test_embed(int B, int T, int C, int Vl, int v0, int V)
 {
     int N = B * T, *tok = malloc(N * sizeof *tok);
@@ -506,6 +531,7 @@ int main(void)
     test_xent(48, 500, 500, 901);  /* shard with 99 padding columns and foreign targets */
     test_xent(8, 50, 100, 90);     /* an all-padding shard: max -inf, sums 0 */
     test_adamw(100003);
+    test_host_staging();
     printf("worst err/bound %.3f\n", worst);
     CHECK(gpu->status(gpu->ctx) == 0, "a CUDA error during the tests: %s", mk_error_last());
     mk_backend_free(gpu);

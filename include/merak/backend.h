@@ -209,6 +209,12 @@ typedef struct mk_backend {
     void (*to_device)(void *ctx, void *dev, const void *host, size_t bytes);
     /* wait for all queued compute work */
     void (*sync)(void *ctx);
+    /* Optional (NULL: malloc/free): page-locked host memory for MPI's staging
+       copies (mk_comm_stage), so that to_host / to_device run at the host
+       link's rate and without the driver's bounce buffer; host_free keeps it
+       for the next staging of at most its size (freed with the backend). */
+    void *(*host_alloc)(void *ctx, size_t bytes);
+    void (*host_free)(void *ctx, void *p);
     /* frees ctx (mk_backend_free) */
     void (*destroy)(void *ctx);
 } mk_backend_t;

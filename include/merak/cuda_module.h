@@ -22,8 +22,9 @@ struct mk_backend;
  * set_gemm_dtype, scratch_bytes (issue 37, which did not raise it) and
  * round16; 6: attention16_fwd/bwd (16-bit probabilities); 7: moe_rowdot
  * gone (the MoE layer weighs the activation), linear_bwd_w takes a NULL
- * weight gradient (a split backward's bias gradients, in B_IN). */
-#define MK_CUDA_MODULE_ABI 7
+ * weight gradient (a split backward's bias gradients, in B_IN); 8:
+ * host_alloc, host_free (pinned staging buffers). */
+#define MK_CUDA_MODULE_ABI 8
 #define MK_CUDA_MODULE_ENTRY "mk_cuda_module_entry"
 
 typedef struct mk_cuda_host {

@@ -186,6 +186,46 @@ static void cu_to_device(void *ctx, void *dev, const void *host, size_t bytes)
     CK(c, cudaEventSynchronize(c->ev_s));
 }
 
+// A pinned buffer of at least bytes: the smallest free one of the pool that
+// fits, else a new one (cudaHostAlloc, slow: the pool keeps it); NULL (the
+// caller falls back to pageable memory) when the host has no room.
+static void *cu_host_alloc(void *ctx, size_t bytes)
+{
+    mkc_ctx_t *c = mkc(ctx);
+    int best = -1;
+    for (int i = 0; i < c->n_pins; i++)
+        if (!c->pins[i].used && c->pins[i].cap >= bytes && (best < 0 || c->pins[i].cap < c->pins[best].cap)) best = i;
+    if (best >= 0) {
+        c->pins[best].used = 1;
+        return c->pins[best].p;
+    }
+    if (c->n_pins == c->cap_pins) {
+        int cap = c->cap_pins ? 2 * c->cap_pins : 16;
+        mkc_pin_t *v = (mkc_pin_t *)realloc(c->pins, cap * sizeof *v);
+        if (!v) return malloc(bytes);
+        c->pins = v, c->cap_pins = cap;
+    }
+    void *p = NULL;
+    if (cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return malloc(bytes);
+    }
+    c->pins[c->n_pins++] = {p, bytes, 1};
+    return p;
+}
+
+// Back to the pool; memory from the fallback malloc is freed.
+static void cu_host_free(void *ctx, void *p)
+{
+    mkc_ctx_t *c = (mkc_ctx_t *)ctx;
+    for (int i = 0; i < c->n_pins; i++)
+        if (c->pins[i].p == p) {
+            c->pins[i].used = 0;
+            return;
+        }
+    free(p);
+}
+
 static void cu_sync(void *ctx)
 {
     mkc_ctx_t *c = mkc(ctx);
@@ -219,6 +259,7 @@ static void cu_destroy(void *ctx)
         if (c->tok) cudaFreeAsync(c->tok, c->s);
         if (c->red) cudaFreeAsync(c->red, c->s);
         if (c->s16) cudaFreeAsync(c->s16, c->s);
+        for (int i = 0; i < c->n_pins; i++) cudaFreeHost(c->pins[i].p);
         cudaStreamSynchronize(c->s);
         cublasDestroy(c->h);
         cudaEventDestroy(c->ev_c);
@@ -227,6 +268,7 @@ static void cu_destroy(void *ctx)
         cudaStreamDestroy(c->cs);
         cudaGetLastError();
     }
+    if (c) free(c->pins);
     free(c);
 }
 
@@ -292,6 +334,8 @@ static const mk_backend_t mk_cuda = {
     /* .to_host = */ cu_to_host,
     /* .to_device = */ cu_to_device,
     /* .sync = */ cu_sync,
+    /* .host_alloc = */ cu_host_alloc,
+    /* .host_free = */ cu_host_free,
     /* .destroy = */ cu_destroy,
 };
 

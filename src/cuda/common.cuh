@@ -22,6 +22,12 @@
 
 typedef enum { MKC_MATH_FP32 = 0, MKC_MATH_TF32, MKC_MATH_BF16 } mkc_math_t;
 
+typedef struct mkc_pin {
+    void *p;
+    size_t cap;
+    int used;
+} mkc_pin_t;
+
 typedef struct mkc_ctx {
     int ready, device;
     int bound_device;      // from the bind entry, -1: the current device
@@ -41,6 +47,10 @@ typedef struct mkc_ctx {
     int gemm16;
     uint16_t *s16;
     size_t s16_cap;
+    // Page-locked host buffers for MPI's staging (host_alloc / host_free):
+    // a pool reused by size, freed with the context.
+    mkc_pin_t *pins;
+    int n_pins, cap_pins;
     // The first device error of this context, kept (sticky) instead of
     // exiting: library code never exits.  Work queued after it still runs,
     // on garbage or failing fast (CUDA errors mostly poison the context);

@@ -163,7 +163,7 @@ void *mk_comm_stage(const mk_comm_t *c, void *buf, size_t bytes, int copy_in)
         be->sync(be->ctx);  /* MPI reads and writes buf itself: queued kernels first */
         return buf;
     }
-    void *h = malloc(bytes);
+    void *h = be->host_alloc ? be->host_alloc(be->ctx, bytes) : malloc(bytes);
     if (!h) return buf;  /* unreachable in practice; MPI then sees the device pointer */
     if (copy_in) be->to_host(be->ctx, h, buf, bytes);
     return h;
@@ -173,7 +173,8 @@ void mk_comm_unstage(const mk_comm_t *c, void *buf, void *host, size_t bytes, in
 {
     if (host == buf || !host) return;
     if (copy_out) c->be->to_device(c->be->ctx, buf, host, bytes);
-    free(host);
+    if (c->be->host_free) c->be->host_free(c->be->ctx, host);
+    else free(host);
 }
 
 int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op,
