@@ -139,6 +139,28 @@ for dt in bf16 fp16; do
     --backend cuda --$dt --json
   grep '^{' "$W/gpt2-124m-mixed-$dt.log" >"$W/gpt2-124m-mixed-$dt.json" 2>/dev/null
 done
+# ---- 4. MFU of a gpt2-124m bf16 step (issue 37's target: 40%, as llm.c reaches): Megatron-LM's
+#         count 72 B s l h^2 (1 + s/(6h) + V/(12 l h)), no recompute, against the dense bf16 peak
+#         of the GPU's data sheet (H100 SXM / H200 989 TFLOP/s, H100 PCIe 756, A100 312); a report
+for ab in unfused fused; do
+  run "mfu-gpt2-124m-bf16-$ab" 90 "$MERAK" run --model gpt2-124m --seq-length 1024 --mbs 16 --gbs 16 --steps 4 \
+    --recompute none --backend cuda --bf16 --attention-backend $ab --json
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+  grep '^{' "$W/mfu-gpt2-124m-bf16-$ab.log" | python3 -c '
+import json, sys
+gpu = sys.argv[1]
+try:
+    t = json.loads(sys.stdin.readline())["step_time_s"]
+except Exception:
+    print("      MFU: no step time"); sys.exit(0)
+B, s, l, h, V = 16, 1024, 12, 768, 50304
+f = 72 * B * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))
+peak = 989e12 if ("H200" in gpu or ("H100" in gpu and "PCIe" not in gpu)) else 756e12 if "H100" in gpu else \
+    312e12 if "A100" in gpu else 0
+print("      %s: step %.4f s, %.1f TFLOP/s, MFU %s (target 40%%)" % (sys.argv[2], t, f / t / 1e12,
+      "%.1f%%" % (100 * f / t / peak) if peak else "unknown for " + gpu))' "$gpu" "$ab" | tee -a "$LOG"
+done
+
 nvidia-smi --query-gpu=name,memory.used,memory.total,utilization.gpu,temperature.gpu,power.draw \
   --format=csv >"$W/nvidia-smi-after.csv" 2>&1
 
