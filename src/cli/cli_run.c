@@ -180,8 +180,7 @@ typedef struct {
  * (mk_exec_store16); on a device the same values rounded in fp32 buffers. */
 static void run_json_precision(json_t *j, const mk_exec_opts_t *o, run_backend_t rb)
 {
-    int store = rb.store16;
-    const char *p = !store ? (o->grad_dtype ? "16-bit GEMM operands and saved activations, gradients rounded to "
+    const char *p = !rb.store16 ? (o->grad_dtype ? "16-bit GEMM operands and saved activations, gradients rounded to "
                                               "16-bit values in fp32 buffers; fp32 weights (the GEMMs round them as "
                                               "they read them), optimizer, sums and working tensors"
                                             : "16-bit GEMM operands and saved activations; fp32 weights (the GEMMs "
