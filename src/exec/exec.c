@@ -362,9 +362,13 @@ static int dump_zero1(mk_exec_t *e, float *gr)
     if (!piece) return -1;
     be->copy(be->ctx, piece, e->zero.grads, c * sizeof(float));
     MPI_Request r;
-    int rc = MPI_Iallgatherv(piece, (int)c, MPI_FLOAT, gr, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
+    size_t nb = e->g->n_params * sizeof(float); /* a device's buffers through host memory (comm.c) */
+    void *hp = mk_comm_stage(&e->comm, piece, c * sizeof(float), 1), *hg = mk_comm_stage(&e->comm, gr, nb, 0);
+    int rc = MPI_Iallgatherv(hp, (int)c, MPI_FLOAT, hg, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
     rc = rc != MPI_SUCCESS ? mk_error_set("MPI_Iallgatherv of the gradients failed")
                            : mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
+    mk_comm_unstage(&e->comm, piece, hp, 0, 0);
+    mk_comm_unstage(&e->comm, gr, hg, nb, rc == 0);
     if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, gr);
     be->copy(be->ctx, e->zero.grads, piece, c * sizeof(float));
     mk_gpt_release(&e->run, e->g, piece, c ? c : 1);

@@ -247,11 +247,18 @@ int mk_exec_zero_scatter(mk_exec_t *e)
         mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
         return rc;
     }
-    /* in place, as Megatron's distributed optimizer: this rank's summed piece at the block's start (zero.grads) */
+    /* in place, as Megatron's distributed optimizer: this rank's summed piece at the block's start (zero.grads);
+       a device's block through host memory (comm.c), the piece copied back */
     mk_grad_buf_t b = mk_exec_grad_buf(e, 0);
-    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, b.p, u->cnt, b.t, b.op, e->zero.zsc, &r);
-    if (rc != MPI_SUCCESS) return mk_error_set("MPI_Ireduce_scatter failed");
-    if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
+    void *h = mk_comm_stage(&e->comm, b.p, u->n * b.size, 1);
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, h, u->cnt, b.t, b.op, e->zero.zsc, &r);
+    if (rc != MPI_SUCCESS) {
+        mk_comm_unstage(&e->comm, b.p, h, 0, 0);
+        return mk_error_set("MPI_Ireduce_scatter failed");
+    }
+    rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1);
+    mk_comm_unstage(&e->comm, b.p, h, (size_t)u->cnt[e->zero.gi] * b.size, rc == 0);
+    if (rc < 0) return -1;
     mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
     if (u->rc == MPI_COMM_NULL) return 0;
     t = e->trace.on ? mk_exec_now(e) : 0.0;  /* hybrid: the replicas' sum of this piece */
@@ -267,9 +274,16 @@ int mk_exec_zero_gather(mk_exec_t *e)
         const mk_zunit_t *u = &e->zero.u[j];
         MPI_Request r;
         if (u->G == 1) continue;
-        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, e->g->params + u->off, u->cnt, u->dsp, MPI_FLOAT, u->c, &r);
-        if (rc != MPI_SUCCESS) return mk_error_set("MPI_Iallgatherv failed");
-        if (mk_comm_wait_for(&e->comm, &r, "the ZeRO weight all-gather", -1) < 0) return -1;
+        float *p = e->g->params + u->off;
+        void *h = mk_comm_stage(&e->comm, p, u->n * sizeof(float), 1); /* a device's through host memory */
+        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, h, u->cnt, u->dsp, MPI_FLOAT, u->c, &r);
+        if (rc != MPI_SUCCESS) {
+            mk_comm_unstage(&e->comm, p, h, 0, 0);
+            return mk_error_set("MPI_Iallgatherv failed");
+        }
+        rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO weight all-gather", -1);
+        mk_comm_unstage(&e->comm, p, h, u->n * sizeof(float), rc == 0);
+        if (rc < 0) return -1;
     }
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
     return 0;
