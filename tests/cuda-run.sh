@@ -5,7 +5,7 @@
 # reduction order; MK_CUDA_MATH unset), and in bf16 and fp16 (--bf16,
 # --fp16: 16-bit GEMM operands and saved activations over fp32 weights,
 # rounded by the CPU's rule) the losses of the CPU backend run the same way
-# (MK_TEST_NO_STORE16=1: mk_exec_store16) within 2e-3 relative (the sums'
+# (MK_TEST_STAGED=1: src/cpu/backend_cpu.c) within 2e-3 relative (the sums'
 # order moves a rounding now and then; the 16-bit losses are not fp32's),
 # and a bf16 pipeline of two ranks (its sends 16-bit, staged through the
 # host) one rank's within 1e-5.
@@ -37,7 +37,7 @@ EOS
   for dt in bf16 fp16; do
     expect_ok "cuda $dt run" "$MERAK" run --backend cuda --$dt $f16
     cp "$tmpdir/out" "$tmpdir/c$dt.json"
-    expect_ok "cpu $dt run" env MK_TEST_NO_DNNL=1 MK_TEST_NO_STORE16=1 "$MERAK" run --backend cpu --$dt $f16
+    expect_ok "cpu $dt run" env MK_TEST_NO_DNNL=1 MK_TEST_STAGED=1 "$MERAK" run --backend cpu --$dt $f16
     check "cuda $dt losses within 2e-3 of the cpu's" "$PY" "$tmpdir/near.py" "$tmpdir/c$dt.json" "$tmpdir/out" 2e-3 \
       dtype=$dt
     check "cuda $dt losses are not fp32's" sh -c "! \"$PY\" \"$tmpdir/near.py\" \"$tmpdir/c$dt.json\" \"$tmpdir/f32.json\" 0 2>/dev/null"

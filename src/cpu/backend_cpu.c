@@ -2,6 +2,7 @@
  * thread pool (cpu_par.c) as the context. */
 #include "config.h"
 #include "merak/backend.h"
+#include "merak/common.h"
 #include "merak/kernels_cpu.h"
 #include "merak/model.h"
 #include "merak/half.h"
@@ -147,6 +148,33 @@ static const mk_backend_t mk_cpu = {
 
 const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }
 
+/* MK_TEST_STAGED=1 (a test hook): this backend's buffers look like a
+ * device's to the executor (is_device, to_host, to_device, sync), so every
+ * buffer it hands MPI goes through a host copy (src/exec/comm.c
+ * mk_comm_stage) and the 16-bit stores stay off (mk_exec_store16): the
+ * configuration the CUDA backend runs in, with its staging logic, tested
+ * without a GPU (tests/mpi-staged.sh).  A staging buffer starts as NaNs,
+ * so a copy the executor forgot shows in the losses. */
+static int staged_is_device(void *ctx, const void *p) { (void)ctx; return p != NULL; }
+static void staged_memcpy(void *ctx, void *d, const void *s, size_t bytes) { (void)ctx, memcpy(d, s, bytes); }
+static void staged_sync(void *ctx) { (void)ctx; }
+static void *staged_host_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    void *p = malloc(bytes ? bytes : 1);
+    if (p) memset(p, 0xff, bytes); /* every float a NaN */
+    return p;
+}
+static void staged_host_free(void *ctx, void *p) { (void)ctx, free(p); }
+
+static void cpu_staged(mk_backend_t *be)
+{
+    long long on = 0;
+    if (!mk_test_env("MK_TEST_STAGED", NULL, &on) || !on) return;
+    be->is_device = staged_is_device, be->to_host = staged_memcpy, be->to_device = staged_memcpy;
+    be->sync = staged_sync, be->host_alloc = staged_host_alloc, be->host_free = staged_host_free;
+}
+
 /* A CPU backend of its own: the shared table with a thread pool as its
  * context (one thread until set_threads), freed with the table. */
 mk_backend_t *mk_backend_cpu_new(void)
@@ -161,5 +189,6 @@ mk_backend_t *mk_backend_cpu_new(void)
     *be = mk_cpu;
     be->ctx = pool;
     be->destroy = cpu_destroy;
+    cpu_staged(be);
     return be;
 }

@@ -25,8 +25,8 @@ EXTRA_DIST += experiments/bench-exec.sh
 TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh tests/run-errors.sh tests/mpi-run-errors.sh \
 	tests/mpi-run-trace.sh tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \
 	tests/mpi-run-data.sh tests/mpi-memory.sh tests/mpi-cp.sh tests/mpi-sp.sh tests/mpi-moe.sh tests/mpi-trace-nesting.sh \
-	tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh
-EXTRA_DIST += tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh
+	tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh tests/mpi-staged.sh
+EXTRA_DIST += tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh tests/mpi-staged.sh
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh tests/mpi-memory.sh \
 	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \

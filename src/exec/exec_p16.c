@@ -36,14 +36,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-/* MK_TEST_NO_STORE16=1: the CPU runs as a device backend does (16-bit
- * operands and activations over fp32 weights and gradients), the reference
- * tests/cuda-run.sh compares the GPU with and tests/mpi-mixed.sh checks. */
-int mk_exec_store16(const mk_backend_t *be)
-{
-    long long off = 0;
-    return !be->to_host && !(mk_test_env("MK_TEST_NO_STORE16", NULL, &off) && off);
-}
+int mk_exec_store16(const mk_backend_t *be) { return !be->to_host; }
 
 int mk_exec_zero_params_sharded(const mk_exec_t *e) { return e->zero.on == 3 || (e->zero.on && e->p16.dt); }
 

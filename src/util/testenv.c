@@ -4,7 +4,7 @@
  * by merak's main), never read as 0 by atoi and fired at step 0.  What each
  * hook does is documented where it fires (src/exec/exec_faults.c,
  * src/util/fileio.c, src/planner/planner_mpi.c, src/cli/cli_blas.c,
- * src/cpu/gemm_dnnl.c, src/exec/exec_p16.c). */
+ * src/cpu/gemm_dnnl.c, src/cpu/backend_cpu.c). */
 #include "merak/common.h"
 #include "merak/limits.h"
 
@@ -43,7 +43,7 @@ static const hook_t hooks[] = {
     {"MK_TEST_PLAN_FAIL", 0, 0, MK_MAX_GPUS - 1, "rank"},
     {"MK_TEST_BLAS_GENERIC", 0, 0, 1, "a switch"},
     {"MK_TEST_NO_DNNL", 0, 0, 1, "a switch"},
-    {"MK_TEST_NO_STORE16", 0, 0, 1, "a switch"},
+    {"MK_TEST_STAGED", 0, 0, 1, "a switch"},
 };
 
 static const hook_t *hook_of(const char *name)
