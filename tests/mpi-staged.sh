@@ -8,9 +8,11 @@
 # a rank), TP with and without sequence parallelism, CP (ring and all-gather), EP (the all-to-alls), the
 # tied embedding across pp, 4 ranks at dp 2 x pp 2, the gradient dump with ZeRO-1 and -3.  A copy the
 # executor forgot (a send's data not copied in, a received buffer not copied out) reads NaNs and shows
-# here.  What it cannot show: MPI handed a device buffer itself (the CPU's buffers are host memory, which
-# MPI reads as it is); ZeRO-1's reduce-scatter, weight gather and gradient dump did that until this
-# test's session (exec_zero.c, exec.c dump_zero1: found by reading every MPI call of src/exec).
+# here.  MPI handed a device buffer itself, not its staged copy, is refused by tests/mpi_guard.c (an
+# LD_PRELOAD shim over the MPI calls the executor makes; the staged buffers are memfd mappings it finds
+# in /proc/self/maps): ZeRO-1's reduce-scatter, weight gather and gradient dump did that before this
+# test.  CP's and EP's exchanges run without the guard: their layers are the CPU's only (the CUDA backend
+# refuses them), and hand MPI their buffers, which the guard is checked to refuse.
 # In 16 bits: GEMM operands, layer outputs and saved activations 16-bit over fp32 weights and gradients
 # (the stores off).  The state is 16 bytes a parameter (fp32 weights, gradients and Adam) against 18 with
 # 16-bit weights over fp32 masters; the losses are the stores' within 1e-4 (the norms' and embeddings'
@@ -21,17 +23,23 @@
 PY=${PYTHON:-python3}
 field() { "$PY" -c 'import json,sys; print(json.load(open(sys.argv[1])).get(sys.argv[2]))' "$1" "$2"; }
 losses() { "$PY" -c 'import json,sys; print(" ".join("%.9f" % x for x in json.load(open(sys.argv[1]))["losses"]))' "$1"; }
-# run N OUT [MK_TEST_STAGED value] FLAGS...
+GUARD=${top_builddir:-.}/tests/.libs/mpi_guard.so
+[ -f "$GUARD" ] || { echo "FAIL: no $GUARD (make check builds it)"; exit 1; }
+# run N OUT STAGED GUARD FLAGS...: merak run on N ranks, MK_TEST_STAGED=STAGED, the guard preloaded when GUARD is 1
 run() {
-  n=$1 out=$2 st=$3; shift 3
-  MK_TEST_STAGED=$st timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n "$n" "$MERAK" run --steps 3 --json "$@" \
-    >"$tmpdir/$out" 2>"$tmpdir/err" </dev/null || { echo "FAIL: merak run -n $n $* (staged $st)"; cat "$tmpdir/err"; fails=$((fails + 1)); }
+  r_n=$1 r_out=$2 r_st=$3 r_pre=; [ "$4" = 1 ] && r_pre=$GUARD
+  shift 4
+  MK_TEST_STAGED=$r_st LD_PRELOAD=$r_pre timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n "$r_n" "$MERAK" run --steps 3 --json \
+    "$@" >"$tmpdir/$r_out" 2>"$tmpdir/err" </dev/null ||
+    { echo "FAIL: merak run -n $r_n $* (staged $r_st)"; cat "$tmpdir/err"; fails=$((fails + 1)); }
 }
 while read n flags; do
-  run "$n" plain.json 0 $flags
-  run "$n" staged.json 1 $flags
+  case " $flags " in *" --cp "*|*" --ep "*) gd=0 ;; *) gd=1 ;; esac
+  run "$n" plain.json 0 0 $flags
+  run "$n" staged.json 1 $gd $flags
   a=$(losses "$tmpdir/plain.json" 2>/dev/null) b=$(losses "$tmpdir/staged.json" 2>/dev/null)
-  check "staged, $n ranks, $flags: the unstaged losses bit for bit ($b)" test -n "$a" -a "$a" = "$b"
+  check "staged, $n ranks, $flags$([ $gd = 1 ] && echo ', guarded'): the unstaged losses bit for bit ($b)" \
+    test -n "$a" -a "$a" = "$b"
 done <<'LAYOUTS'
 2 --model gpt-tiny --gbs 8 --dp 2
 2 --model gpt-tiny --gbs 8 --dp 2 --zero 1
@@ -47,17 +55,22 @@ done <<'LAYOUTS'
 4 --model gpt-tiny --gbs 8 --dp 2 --pp 2
 LAYOUTS
 
+# the guard refuses a device buffer handed to MPI: CP's ring exchange (the CPU's only) under it
+MK_TEST_STAGED=1 LD_PRELOAD=$GUARD timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run --model llama-tiny --gbs 8 \
+  --cp 2 --seq-length 256 --steps 1 </dev/null >/dev/null 2>"$tmpdir/err"
+check "the guard refuses MPI a staged device buffer (CP's exchange): $(grep -m1 mpi_guard "$tmpdir/err")" \
+  grep -q "mpi_guard: MPI_.* was handed a device buffer" "$tmpdir/err"
 # the first step's gradients dumped with ZeRO-1 (the pieces gathered into the block) and ZeRO-3, byte for byte
 for z in 1 3; do
   for st in 0 1; do
-    run 2 dump.json $st --model gpt-tiny --gbs 8 --dp 2 --zero $z --dump-grads "$tmpdir/g$st.bin"
+    run 2 dump.json $st $st --model gpt-tiny --gbs 8 --dp 2 --zero $z --dump-grads "$tmpdir/g$st.bin"
   done
   check "staged, dp 2 ZeRO-$z: the gradient dump byte for byte" cmp "$tmpdir/g0.bin" "$tmpdir/g1.bin"
 done
 
 # 16-bit runs as on a device
 P="--model gpt-tiny --seq-length 256 --gbs 4 --steps 4 --json"
-MK_TEST_STAGED=1 "$MERAK" run $P --bf16 >"$tmpdir/d1.json" 2>"$tmpdir/err" || cat "$tmpdir/err"
+MK_TEST_STAGED=1 LD_PRELOAD=$GUARD "$MERAK" run $P --bf16 >"$tmpdir/d1.json" 2>"$tmpdir/err" || cat "$tmpdir/err"
 "$MERAK" run $P --bf16 >"$tmpdir/s1.json" 2>"$tmpdir/err" || cat "$tmpdir/err"
 check "staged bf16 (fp32 weights under 16-bit GEMMs): state $(field "$tmpdir/d1.json" state_memory_bytes), 16/18 \
 of the 16-bit store's $(field "$tmpdir/s1.json" state_memory_bytes); losses within 1e-4; the precision says so" "$PY" -c '
@@ -72,12 +85,12 @@ within() { "$PY" -c '
 import json, sys; a, b = (json.load(open(f))["losses"] for f in sys.argv[1:3]); t = float(sys.argv[3])
 sys.exit(not (a and len(a) == len(b) and all(abs(x - y) <= t * abs(y) for x, y in zip(a, b))))' "$@"; }
 for L in "--pp 2" "--tp 2" "--dp 2 --zero 1"; do
-  MK_TEST_STAGED=1 timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run $P --bf16 $L >"$tmpdir/d2.json" \
+  MK_TEST_STAGED=1 LD_PRELOAD=$GUARD timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$MERAK" run $P --bf16 $L >"$tmpdir/d2.json" \
     2>"$tmpdir/err" </dev/null || cat "$tmpdir/err"
   tol=1e-4; [ "$L" = "--pp 2" ] && tol=0
   check "staged bf16, $L: one rank's losses (within $tol)" within "$tmpdir/d2.json" "$tmpdir/d1.json" $tol
 done
-MK_TEST_STAGED=1 "$MERAK" run $P --fp16 --initial-loss-scale 65536 >"$tmpdir/d16.json" 2>"$tmpdir/err" ||
+MK_TEST_STAGED=1 LD_PRELOAD=$GUARD "$MERAK" run $P --fp16 --initial-loss-scale 65536 >"$tmpdir/d16.json" 2>"$tmpdir/err" ||
   cat "$tmpdir/err"
 check "staged fp16: \"grads\" $(field "$tmpdir/d16.json" grads), loss scale $(field "$tmpdir/d16.json" loss_scale)" \
   test "$(field "$tmpdir/d16.json" grads)" = fp16 -a "$(field "$tmpdir/d16.json" loss_scale)" = 65536.0

@@ -10,6 +10,8 @@
 #include <cblas.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 const char *mk_cpu_blas_core(void)
 {
@@ -154,7 +156,9 @@ const mk_backend_t *mk_backend_cpu(void) { return &mk_cpu; }
  * mk_comm_stage) and the 16-bit stores stay off (mk_exec_store16): the
  * configuration the CUDA backend runs in, with its staging logic, tested
  * without a GPU (tests/mpi-staged.sh).  A staging buffer starts as NaNs,
- * so a copy the executor forgot shows in the losses. */
+ * so a copy the executor forgot shows in the losses; the buffers are
+ * mappings of their own, so that MPI handed one (not its staged copy) is
+ * caught there too (tests/mpi_guard.c). */
 static int staged_is_device(void *ctx, const void *p) { (void)ctx; return p != NULL; }
 static void staged_memcpy(void *ctx, void *d, const void *s, size_t bytes) { (void)ctx, memcpy(d, s, bytes); }
 static void staged_sync(void *ctx) { (void)ctx; }
@@ -167,12 +171,39 @@ static void *staged_host_alloc(void *ctx, size_t bytes)
 }
 static void staged_host_free(void *ctx, void *p) { (void)ctx, free(p); }
 
+/* A staged "device" buffer: a memfd mapping of its own named
+ * mk-staged-device (zero-filled), which tests/mpi_guard.c finds in
+ * /proc/self/maps to refuse it to MPI; the mapping's size sits in a
+ * header before the buffer (64 bytes: the buffer keeps the alignment). */
+enum { STAGED_HEAD = 64 };
+static void *staged_alloc(void *ctx, size_t bytes)
+{
+    (void)ctx;
+    size_t n = STAGED_HEAD + padded(bytes);
+    int fd = memfd_create("mk-staged-device", MFD_CLOEXEC);
+    if (fd < 0) return NULL;
+    void *p = ftruncate(fd, (off_t)n) ? MAP_FAILED : mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return NULL;
+    *(size_t *)p = n;
+    return (char *)p + STAGED_HEAD;
+}
+
+static void staged_free(void *ctx, void *p)
+{
+    (void)ctx;
+    if (!p) return;
+    char *b = (char *)p - STAGED_HEAD;
+    munmap(b, *(size_t *)b);
+}
+
 static void cpu_staged(mk_backend_t *be)
 {
     long long on = 0;
     if (!mk_test_env("MK_TEST_STAGED", NULL, &on) || !on) return;
     be->is_device = staged_is_device, be->to_host = staged_memcpy, be->to_device = staged_memcpy;
     be->sync = staged_sync, be->host_alloc = staged_host_alloc, be->host_free = staged_host_free;
+    be->alloc = be->alloc_raw = staged_alloc, be->free = staged_free;
 }
 
 /* A CPU backend of its own: the shared table with a thread pool as its

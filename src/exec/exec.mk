@@ -27,6 +27,10 @@ TESTS += tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-ll
 	tests/mpi-run-data.sh tests/mpi-memory.sh tests/mpi-cp.sh tests/mpi-sp.sh tests/mpi-moe.sh tests/mpi-trace-nesting.sh \
 	tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh tests/mpi-staged.sh
 EXTRA_DIST += tests/mpi-loss-scale.sh tests/mpi-mixed.sh tests/mpi-weights16.sh tests/mpi-staged.sh
+# an MPI profiling shim (LD_PRELOAD) that refuses the staged backend's device buffers (tests/mpi-staged.sh)
+check_LTLIBRARIES += tests/mpi_guard.la
+tests_mpi_guard_la_SOURCES = tests/mpi_guard.c
+tests_mpi_guard_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 EXTRA_DIST += tests/mpi-exec-lib.sh tests/mpi-exec-layouts.sh tests/mpi-exec-schedules.sh tests/mpi-exec-llama.sh \
 	tests/run-errors.sh tests/mpi-run-errors.sh tests/mpi-run-trace.sh tests/mpi-memory.sh \
 	tests/mpi-ckpt.sh tests/mpi-ckpt-llama.sh tests/st_edit.py tests/mpi-zero.sh tests/mpi-zero23.sh tests/mpi-fail.sh tests/mpi-timeout.sh \

@@ -14,7 +14,7 @@ EXTRA_DIST += tests/golden-sched.sh tests/golden-sim.sh tests/mpi-golden.sh \
 	tests/golden/sched.jsonl.gz tests/golden/sim-ideal.jsonl.gz \
 	tests/golden/sim-clusters.jsonl.gz tests/golden/plan.jsonl.gz tests/golden/run.jsonl.gz
 # a deliberately wrong cblas_sgemm (LD_PRELOAD) that mpi-golden.sh must catch
-check_LTLIBRARIES = tests/golden/sgemm_scale.la
+check_LTLIBRARIES += tests/golden/sgemm_scale.la
 tests_golden_sgemm_scale_la_SOURCES = tests/golden/sgemm_scale.c
 tests_golden_sgemm_scale_la_LDFLAGS = -module -avoid-version -shared -rpath /nowhere
 tests_golden_sgemm_scale_la_LIBADD = $(DL_LIBS)
