@@ -4,8 +4,9 @@
 # through a host copy that starts as NaNs (src/exec/comm.c mk_comm_stage / mk_comm_unstage) and the 16-bit
 # weight and gradient stores stay off (mk_exec_store16), the CUDA backend's configuration.
 # In fp32 the copies are exact, so every layout trains as it does unstaged, bit for bit: DP with ZeRO-0..3
-# (gradient buckets, reduce-scatters, the weights' gathers), pipelines (sends both ways, zb-v's two chunks
-# a rank), TP with and without sequence parallelism, CP (ring and all-gather), EP (the all-to-alls), the
+# (gradient buckets, reduce-scatters, the weights' gathers), pipelines (1f1b, interleaved, merak, zb-h1,
+# zb-v and dualpipev: sends both ways, two chunks a rank), TP with and without sequence parallelism and
+# sub-pipelined (--tp-overlap 2), CP (ring and all-gather), EP (the all-to-alls), the
 # tied embedding across pp, 4 ranks at dp 2 x pp 2, the gradient dump with ZeRO-1 and -3.  A copy the
 # executor forgot (a send's data not copied in, a received buffer not copied out) reads NaNs and shows
 # here.  MPI handed a device buffer itself, not its staged copy, is refused by tests/mpi_guard.c (an
@@ -47,6 +48,11 @@ done <<'LAYOUTS'
 2 --model gpt-tiny --gbs 8 --dp 2 --zero 3
 2 --model gpt-tiny --gbs 8 --pp 2
 2 --model gpt-tiny --gbs 8 --pp 2 --schedule zb-v
+2 --model gpt-tiny --gbs 8 --pp 2 --schedule interleaved
+2 --model gpt-tiny --gbs 8 --pp 2 --schedule dualpipev
+2 --model gpt-tiny --gbs 8 --pp 2 --schedule merak
+2 --model gpt-tiny --gbs 8 --pp 2 --schedule zb-h1 --recompute none
+2 --model gpt-tiny --gbs 8 --tp 2 --tp-overlap 2
 2 --model llama-tiny --gbs 8 --tp 2
 2 --model llama-tiny --gbs 8 --tp 2 --sequence-parallel
 2 --model llama-tiny --gbs 8 --cp 2 --seq-length 256
