@@ -28,9 +28,14 @@ static int ep_counts(void *ctx, const int *send, int *recv, int n)
 {
     mk_exec_t *e = ctx;
     MPI_Request r;
-    if (MPI_Ialltoall(send, n, MPI_INT, recv, n, MPI_INT, e->ep.c, &r) != MPI_SUCCESS)
-        return mk_error_set("MPI_Ialltoall failed");
-    return mk_comm_wait_for(&e->comm, &r, "the expert all-to-all", -1);
+    size_t bytes = (size_t)n * e->ep.n * sizeof(int); /* a device's through host memory (comm.c) */
+    void *hs = mk_comm_stage(&e->comm, (void *)send, bytes, 1), *hr = mk_comm_stage(&e->comm, recv, bytes, 0);
+    int rc = MPI_Ialltoall(hs, n, MPI_INT, hr, n, MPI_INT, e->ep.c, &r) != MPI_SUCCESS
+                 ? mk_error_set("MPI_Ialltoall failed")
+                 : mk_comm_wait_for(&e->comm, &r, "the expert all-to-all", -1);
+    mk_comm_unstage(&e->comm, (void *)send, hs, 0, 0);
+    mk_comm_unstage(&e->comm, recv, hr, bytes, rc == 0);
+    return rc;
 }
 
 /* Rows of width floats to and from each peer; counts and displacements in
@@ -46,10 +51,15 @@ static int ep_a2a(void *ctx, const float *send, const int *scount, float *recv, 
         v[2 * n + r] = rcount[r] * width, v[3 * n + r] = ro, ro += v[2 * n + r];
     }
     MPI_Request req;
-    if (MPI_Ialltoallv(send, v, v + n, MPI_FLOAT, recv, v + 2 * n, v + 3 * n, MPI_FLOAT, e->ep.c, &req) !=
-        MPI_SUCCESS)
+    /* a device's rows through host memory (comm.c): the last peer's offset and count end each side */
+    size_t sb = (size_t)(v[2 * n - 1] + v[n - 1]) * sizeof(float);
+    size_t rb = (size_t)(v[4 * n - 1] + v[3 * n - 1]) * sizeof(float);
+    void *hs = mk_comm_stage(&e->comm, (void *)send, sb, 1), *hr = mk_comm_stage(&e->comm, recv, rb, 0);
+    if (MPI_Ialltoallv(hs, v, v + n, MPI_FLOAT, hr, v + 2 * n, v + 3 * n, MPI_FLOAT, e->ep.c, &req) != MPI_SUCCESS)
         rc = mk_error_set("MPI_Ialltoallv failed");
     else rc = mk_comm_wait_for(&e->comm, &req, "the expert all-to-all", -1);
+    mk_comm_unstage(&e->comm, (void *)send, hs, 0, 0);
+    mk_comm_unstage(&e->comm, recv, hr, rb, rc == 0);
     free(v);
     mk_exec_trace_ev(e, MK_TRACE_TP, "A2A.ep", t, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
     return rc;
