@@ -177,21 +177,93 @@ void mk_comm_unstage(const mk_comm_t *c, void *buf, void *host, size_t bytes, in
     else free(host);
 }
 
+/* The elements a count/displacement vector over comm's ranks spans. */
+static size_t extent_of(MPI_Comm comm, const int *cnt, const int *dsp)
+{
+    int n = 0;
+    size_t e = 0, at = 0;
+    MPI_Comm_size(comm, &n);
+    for (int i = 0; i < n; i++) {
+        size_t end = (dsp ? (size_t)dsp[i] : at) + (size_t)cnt[i];
+        at += (size_t)cnt[i];
+        if (end > e) e = end;
+    }
+    return e;
+}
+
+static size_t type_bytes(MPI_Datatype t)
+{
+    int s = 0;
+    MPI_Type_size(t, &s);
+    return (size_t)s;
+}
+
+/* Wait for r (issued as `rc`), then end both stagings: the send side
+ * dropped, the received `out` bytes copied back when it completed. */
+static int finish(const mk_comm_t *c, int rc, MPI_Request *r, const char *call, const char *what, const void *send,
+                  void *hs, void *recv, void *hr, size_t out)
+{
+    if (rc != MPI_SUCCESS) rc = mk_error_set("%s failed", call);
+    else rc = mk_comm_wait_for(c, r, what, -1);
+    if (send) mk_comm_unstage(c, (void *)send, hs, 0, 0);
+    mk_comm_unstage(c, recv, hr, out, rc == 0);
+    return rc;
+}
+
 int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op,
                       const char *what)
 {
     MPI_Request r;
-    int tsize = 0;
-    MPI_Type_size(t, &tsize);
-    size_t bytes = (size_t)n * tsize;
+    size_t bytes = (size_t)n * type_bytes(t);
     void *h = mk_comm_stage(c, buf, bytes, 1);  /* device buffers through host memory */
-    if (MPI_Iallreduce(MPI_IN_PLACE, h, n, t, op, comm, &r) != MPI_SUCCESS) {
-        mk_comm_unstage(c, buf, h, bytes, 0);
-        return mk_error_set("MPI_Iallreduce failed");
-    }
-    int rc = mk_comm_wait_for(c, &r, what, -1);
-    mk_comm_unstage(c, buf, h, bytes, rc == 0);
-    return rc;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, h, n, t, op, comm, &r);
+    return finish(c, rc, &r, "MPI_Iallreduce", what, NULL, NULL, buf, h, bytes);
+}
+
+int mk_comm_reduce_scatter(const mk_comm_t *c, MPI_Comm comm, void *buf, const int *cnt, MPI_Datatype t,
+                           MPI_Op op, const char *what)
+{
+    MPI_Request r;
+    int me = 0;
+    MPI_Comm_rank(comm, &me);
+    size_t tb = type_bytes(t);
+    void *h = mk_comm_stage(c, buf, extent_of(comm, cnt, NULL) * tb, 1);
+    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, h, cnt, t, op, comm, &r);
+    return finish(c, rc, &r, "MPI_Ireduce_scatter", what, NULL, NULL, buf, h, (size_t)cnt[me] * tb);
+}
+
+int mk_comm_allgatherv(const mk_comm_t *c, MPI_Comm comm, const void *send, int n, void *recv, const int *cnt,
+                       const int *dsp, MPI_Datatype t, const char *what)
+{
+    MPI_Request r;
+    size_t tb = type_bytes(t), rb = extent_of(comm, cnt, dsp) * tb;
+    int inplace = send == MPI_IN_PLACE;
+    void *hs = inplace ? MPI_IN_PLACE : mk_comm_stage(c, (void *)send, (size_t)n * tb, 1);
+    void *hr = mk_comm_stage(c, recv, rb, inplace);
+    int rc = MPI_Iallgatherv(hs, inplace ? 0 : n, t, hr, cnt, dsp, t, comm, &r);
+    return finish(c, rc, &r, "MPI_Iallgatherv", what, inplace ? NULL : send, hs, recv, hr, rb);
+}
+
+int mk_comm_alltoall(const mk_comm_t *c, MPI_Comm comm, const void *send, int n, void *recv, MPI_Datatype t,
+                     const char *what)
+{
+    MPI_Request r;
+    int g = 0;
+    MPI_Comm_size(comm, &g);
+    size_t b = (size_t)n * g * type_bytes(t);
+    void *hs = mk_comm_stage(c, (void *)send, b, 1), *hr = mk_comm_stage(c, recv, b, 0);
+    int rc = MPI_Ialltoall(hs, n, t, hr, n, t, comm, &r);
+    return finish(c, rc, &r, "MPI_Ialltoall", what, send, hs, recv, hr, b);
+}
+
+int mk_comm_alltoallv(const mk_comm_t *c, MPI_Comm comm, const void *send, const int *scnt, const int *sdsp,
+                      void *recv, const int *rcnt, const int *rdsp, MPI_Datatype t, const char *what)
+{
+    MPI_Request r;
+    size_t tb = type_bytes(t), sb = extent_of(comm, scnt, sdsp) * tb, rb = extent_of(comm, rcnt, rdsp) * tb;
+    void *hs = mk_comm_stage(c, (void *)send, sb, 1), *hr = mk_comm_stage(c, recv, rb, 0);
+    int rc = MPI_Ialltoallv(hs, scnt, sdsp, t, hr, rcnt, rdsp, t, comm, &r);
+    return finish(c, rc, &r, "MPI_Ialltoallv", what, send, hs, recv, hr, rb);
 }
 
 int mk_comm_bcast(const mk_comm_t *c, void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm, const char *what)

@@ -63,6 +63,24 @@ int mk_comm_waitall_for(const mk_comm_t *c, int n, MPI_Request *r, const char *w
 /* In-place all-reduce (sum or max) on comm, completed politely. */
 int mk_comm_allreduce(const mk_comm_t *c, MPI_Comm comm, void *buf, int n, MPI_Datatype t, MPI_Op op,
                       const char *what);
+/* The blocking collectives of the executor, over host or device buffers
+ * (staged through host memory as mk_comm_stage says), completed politely:
+ * each returns 0 or -1 with the error set.  Counts and displacements in
+ * elements of t, as MPI's; the buffers' extents are the largest
+ * displacement + count.
+ * reduce_scatter: in place, buf holds the sum of cnt over comm; this
+ * rank's reduced piece (cnt[rank]) ends at buf's start, the rest is
+ * undefined (Megatron's distributed optimizer keeps it there).
+ * allgatherv: send == MPI_IN_PLACE gathers in place (this rank's piece
+ * already at its displacement in recv). */
+int mk_comm_reduce_scatter(const mk_comm_t *c, MPI_Comm comm, void *buf, const int *cnt, MPI_Datatype t,
+                           MPI_Op op, const char *what);
+int mk_comm_allgatherv(const mk_comm_t *c, MPI_Comm comm, const void *send, int n, void *recv, const int *cnt,
+                       const int *dsp, MPI_Datatype t, const char *what);
+int mk_comm_alltoall(const mk_comm_t *c, MPI_Comm comm, const void *send, int n, void *recv, MPI_Datatype t,
+                     const char *what);
+int mk_comm_alltoallv(const mk_comm_t *c, MPI_Comm comm, const void *send, const int *scnt, const int *sdsp,
+                      void *recv, const int *rcnt, const int *rdsp, MPI_Datatype t, const char *what);
 /* Broadcast of host memory from root over comm, watched (waiting for WHAT). */
 int mk_comm_bcast(const mk_comm_t *c, void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm, const char *what);
 /* The TP all-reduce callback of mk_gpt_run_t (ctx = mk_comm_t). */

@@ -336,12 +336,9 @@ static int dump_units(mk_exec_t *e, float *gr)
     for (int j = 0; rc == 0 && j < e->zero.n_units; j++) {
         const mk_zunit_t *u = &e->zero.u[j];
         size_t c = (size_t)u->cnt[u->gi];
-        MPI_Request r;
         if (u->G == 1) be->copy(be->ctx, gr + u->off, pieces + u->soff, c * sizeof(float));
-        else if (MPI_Iallgatherv(pieces + u->soff, (int)c, MPI_FLOAT, gr + u->off, u->cnt, u->dsp, MPI_FLOAT, u->c, &r) !=
-                 MPI_SUCCESS)
-            rc = mk_error_set("MPI_Iallgatherv of the gradients failed");
-        else rc = mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
+        else rc = mk_comm_allgatherv(&e->comm, u->c, pieces + u->soff, (int)c, gr + u->off, u->cnt, u->dsp, MPI_FLOAT,
+                                     "the gradient dump's gather");
     }
     if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, gr);
     if (pieces) be->copy(be->ctx, e->zero.grads, pieces, ns * sizeof(float));
@@ -361,14 +358,8 @@ static int dump_zero1(mk_exec_t *e, float *gr)
     float *piece = mk_gpt_alloc(&e->run, e->g, c ? c : 1);
     if (!piece) return -1;
     be->copy(be->ctx, piece, e->zero.grads, c * sizeof(float));
-    MPI_Request r;
-    size_t nb = e->g->n_params * sizeof(float); /* a device's buffers through host memory (comm.c) */
-    void *hp = mk_comm_stage(&e->comm, piece, c * sizeof(float), 1), *hg = mk_comm_stage(&e->comm, gr, nb, 0);
-    int rc = MPI_Iallgatherv(hp, (int)c, MPI_FLOAT, hg, u->cnt, u->dsp, MPI_FLOAT, e->zero.zsc, &r);
-    rc = rc != MPI_SUCCESS ? mk_error_set("MPI_Iallgatherv of the gradients failed")
-                           : mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
-    mk_comm_unstage(&e->comm, piece, hp, 0, 0);
-    mk_comm_unstage(&e->comm, gr, hg, nb, rc == 0);
+    int rc = mk_comm_allgatherv(&e->comm, e->zero.zsc, piece, (int)c, gr, u->cnt, u->dsp, MPI_FLOAT,
+                                "the gradient dump's gather");
     if (rc == 0) rc = mk_exec_dump_grads(e, e->o->dump_grads, gr);
     be->copy(be->ctx, e->zero.grads, piece, c * sizeof(float));
     mk_gpt_release(&e->run, e->g, piece, c ? c : 1);

@@ -27,15 +27,7 @@
 static int ep_counts(void *ctx, const int *send, int *recv, int n)
 {
     mk_exec_t *e = ctx;
-    MPI_Request r;
-    size_t bytes = (size_t)n * e->ep.n * sizeof(int); /* a device's through host memory (comm.c) */
-    void *hs = mk_comm_stage(&e->comm, (void *)send, bytes, 1), *hr = mk_comm_stage(&e->comm, recv, bytes, 0);
-    int rc = MPI_Ialltoall(hs, n, MPI_INT, hr, n, MPI_INT, e->ep.c, &r) != MPI_SUCCESS
-                 ? mk_error_set("MPI_Ialltoall failed")
-                 : mk_comm_wait_for(&e->comm, &r, "the expert all-to-all", -1);
-    mk_comm_unstage(&e->comm, (void *)send, hs, 0, 0);
-    mk_comm_unstage(&e->comm, recv, hr, bytes, rc == 0);
-    return rc;
+    return mk_comm_alltoall(&e->comm, e->ep.c, send, n, recv, MPI_INT, "the expert all-to-all");
 }
 
 /* Rows of width floats to and from each peer; counts and displacements in
@@ -50,16 +42,8 @@ static int ep_a2a(void *ctx, const float *send, const int *scount, float *recv, 
         v[r] = scount[r] * width, v[n + r] = so, so += v[r];
         v[2 * n + r] = rcount[r] * width, v[3 * n + r] = ro, ro += v[2 * n + r];
     }
-    MPI_Request req;
-    /* a device's rows through host memory (comm.c): the last peer's offset and count end each side */
-    size_t sb = (size_t)(v[2 * n - 1] + v[n - 1]) * sizeof(float);
-    size_t rb = (size_t)(v[4 * n - 1] + v[3 * n - 1]) * sizeof(float);
-    void *hs = mk_comm_stage(&e->comm, (void *)send, sb, 1), *hr = mk_comm_stage(&e->comm, recv, rb, 0);
-    if (MPI_Ialltoallv(hs, v, v + n, MPI_FLOAT, hr, v + 2 * n, v + 3 * n, MPI_FLOAT, e->ep.c, &req) != MPI_SUCCESS)
-        rc = mk_error_set("MPI_Ialltoallv failed");
-    else rc = mk_comm_wait_for(&e->comm, &req, "the expert all-to-all", -1);
-    mk_comm_unstage(&e->comm, (void *)send, hs, 0, 0);
-    mk_comm_unstage(&e->comm, recv, hr, rb, rc == 0);
+    rc = mk_comm_alltoallv(&e->comm, e->ep.c, send, v, v + n, recv, v + 2 * n, v + 3 * n, MPI_FLOAT,
+                           "the expert all-to-all");
     free(v);
     mk_exec_trace_ev(e, MK_TRACE_TP, "A2A.ep", t, e->trace.cur_mb, e->trace.cur_chunk, e->trace.cur_layer);
     return rc;

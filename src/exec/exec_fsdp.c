@@ -320,13 +320,9 @@ float *mk_exec_fsdp_full_grads(mk_exec_t *e)
     float *full = calloc(e->g->n_params ? e->g->n_params : 1, sizeof *full);
     for (int j = 0; full && j < e->zero.n_units; j++) {
         const mk_zunit_t *u = &e->zero.u[j];
-        size_t c = piece(e, u);
-        void *h = mk_comm_stage(&e->comm, e->zero.grads + u->soff, c * sizeof(float), 1);
-        MPI_Request r;
-        MPI_Iallgatherv(h, (int)c, MPI_FLOAT, full + u->off, u->cnt, u->dsp, MPI_FLOAT, u->c, &r);
-        int rc = mk_comm_wait_for(&e->comm, &r, "the gradient dump's gather", -1);
-        mk_comm_unstage(&e->comm, e->zero.grads + u->soff, h, c * sizeof(float), 0);
-        if (rc < 0) return free(full), NULL;
+        if (mk_comm_allgatherv(&e->comm, u->c, e->zero.grads + u->soff, (int)piece(e, u), full + u->off, u->cnt, u->dsp,
+                               MPI_FLOAT, "the gradient dump's gather") < 0)
+            return free(full), NULL;
     }
     return full;
 }

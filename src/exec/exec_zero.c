@@ -223,12 +223,9 @@ static int scatter_units(mk_exec_t *e)
     for (int j = 0; j < e->zero.n_units; j++) {
         const mk_zunit_t *u = &e->zero.u[j];
         mk_grad_buf_t at = mk_exec_grad_buf(e, u->off), to = mk_exec_grad_buf(e, u->soff);
-        MPI_Request r;
-        if (u->G > 1) {
-            if (MPI_Ireduce_scatter(MPI_IN_PLACE, at.p, u->cnt, at.t, at.op, u->c, &r) != MPI_SUCCESS)
-                return mk_error_set("MPI_Ireduce_scatter failed");
-            if (mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1) < 0) return -1;
-        }
+        if (u->G > 1 &&
+            mk_comm_reduce_scatter(&e->comm, u->c, at.p, u->cnt, at.t, at.op, "the ZeRO gradient reduce-scatter") < 0)
+            return -1;
         if (u->soff != u->off) memmove(to.p, at.p, (size_t)u->cnt[u->gi] * at.size);
         if (u->rc != MPI_COMM_NULL && /* hybrid: the replicas' sum of this piece */
             mk_comm_allreduce(&e->comm, u->rc, to.p, u->cnt[u->gi], to.t, to.op, "the replicas' gradient all-reduce") < 0)
@@ -241,7 +238,6 @@ int mk_exec_zero_scatter(mk_exec_t *e)
 {
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     const mk_zunit_t *u = &e->zero.u[0];
-    MPI_Request r;
     if (e->zero.n_units > 1) {
         int rc = scatter_units(e);
         mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
@@ -250,19 +246,12 @@ int mk_exec_zero_scatter(mk_exec_t *e)
     /* in place, as Megatron's distributed optimizer: this rank's summed piece at the block's start (zero.grads);
        a device's block through host memory (comm.c), the piece copied back */
     mk_grad_buf_t b = mk_exec_grad_buf(e, 0);
-    void *h = mk_comm_stage(&e->comm, b.p, u->n * b.size, 1);
-    int rc = MPI_Ireduce_scatter(MPI_IN_PLACE, h, u->cnt, b.t, b.op, e->zero.zsc, &r);
-    if (rc != MPI_SUCCESS) {
-        mk_comm_unstage(&e->comm, b.p, h, 0, 0);
-        return mk_error_set("MPI_Ireduce_scatter failed");
-    }
-    rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO gradient reduce-scatter", -1);
-    mk_comm_unstage(&e->comm, b.p, h, (size_t)u->cnt[e->zero.gi] * b.size, rc == 0);
-    if (rc < 0) return -1;
+    if (mk_comm_reduce_scatter(&e->comm, e->zero.zsc, b.p, u->cnt, b.t, b.op, "the ZeRO gradient reduce-scatter") < 0)
+        return -1;
     mk_exec_trace_ev(e, MK_TRACE_DP, "RS.dp", t, -1, 0, -1);
     if (u->rc == MPI_COMM_NULL) return 0;
     t = e->trace.on ? mk_exec_now(e) : 0.0;  /* hybrid: the replicas' sum of this piece */
-    rc = mk_comm_allreduce(&e->comm, u->rc, b.p, u->cnt[e->zero.gi], b.t, b.op, "the replicas' gradient all-reduce");
+    int rc = mk_comm_allreduce(&e->comm, u->rc, b.p, u->cnt[e->zero.gi], b.t, b.op, "the replicas' gradient all-reduce");
     mk_exec_trace_ev(e, MK_TRACE_DP, "AR.dp", t, -1, 0, -1);
     return rc;
 }
@@ -272,18 +261,9 @@ int mk_exec_zero_gather(mk_exec_t *e)
     double t = e->trace.on ? mk_exec_now(e) : 0.0;
     for (int j = 0; j < e->zero.n_units; j++) { /* each unit's pieces, in place, over its group */
         const mk_zunit_t *u = &e->zero.u[j];
-        MPI_Request r;
-        if (u->G == 1) continue;
-        float *p = e->g->params + u->off;
-        void *h = mk_comm_stage(&e->comm, p, u->n * sizeof(float), 1); /* a device's through host memory */
-        int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_FLOAT, h, u->cnt, u->dsp, MPI_FLOAT, u->c, &r);
-        if (rc != MPI_SUCCESS) {
-            mk_comm_unstage(&e->comm, p, h, 0, 0);
-            return mk_error_set("MPI_Iallgatherv failed");
-        }
-        rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO weight all-gather", -1);
-        mk_comm_unstage(&e->comm, p, h, u->n * sizeof(float), rc == 0);
-        if (rc < 0) return -1;
+        if (u->G > 1 && mk_comm_allgatherv(&e->comm, u->c, MPI_IN_PLACE, 0, e->g->params + u->off, u->cnt, u->dsp,
+                                           MPI_FLOAT, "the ZeRO weight all-gather") < 0)
+            return -1;
     }
     mk_exec_trace_ev(e, MK_TRACE_DP, "AG.dp", t, -1, 0, -1);
     return 0;
@@ -329,15 +309,14 @@ int mk_exec_zero_get(mk_exec_t *e, int k, int kind, float *host)
     size_t a, b;
     isect(e, u, k, u->gi, &a, &b);
     float *src = kind_base(e, kind) + u->soff + (a - u->off - u->dsp[u->gi]);
-    void *h = mk_comm_stage(&e->comm, src, (b - a) * sizeof(float), 1);
     int rc = 0;
-    if (G == 1) memcpy(host, h, (b - a) * sizeof(float));
-    else {
-        MPI_Request r;
-        MPI_Iallgatherv(h, (int)(b - a), MPI_FLOAT, host, cnt, dsp, MPI_FLOAT, u->c, &r);
-        rc = mk_comm_wait_for(&e->comm, &r, "the ZeRO gather of a checkpointed tensor", -1);
-    }
-    mk_comm_unstage(&e->comm, src, h, (b - a) * sizeof(float), 0);
+    if (G == 1) {
+        void *h = mk_comm_stage(&e->comm, src, (b - a) * sizeof(float), 1);
+        memcpy(host, h, (b - a) * sizeof(float));
+        mk_comm_unstage(&e->comm, src, h, (b - a) * sizeof(float), 0);
+    } else
+        rc = mk_comm_allgatherv(&e->comm, u->c, src, (int)(b - a), host, cnt, dsp, MPI_FLOAT,
+                                "the ZeRO gather of a checkpointed tensor");
     free(cnt); free(dsp);
     return rc;
 }
