@@ -172,6 +172,7 @@ static int setup_stage(mk_sim_state_t *R, int s)
         if (p->cp > 1) mk_trace_stream(R->tr, S->rank, MK_TRACE_CP);
         mk_sim_mem_trace(R, s, 0);
     }
+    if (p->overlap_param_gather && !R->o->unit_costs) mk_sim_param_gather_start(R, s);
     return mk_sim_wake(R, s, 0);
 }
 

@@ -49,8 +49,9 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
     mk_zfloor_memo_t M = {0, 0, {{0, 0, 0, 0}}};
     for (int s = 0; s < p->pp; s++) {
         double ag, opt = mk_sim_opt_cost(&R, &R.st[s], &ag);
-        after[s] = opt + ag;
-        dp[s] = dp_floor(&R, s, &M);
+        /* overlapped, the gather is the DP stream's first work (mk_sim_param_gather_start) */
+        after[s] = opt + (p->overlap_param_gather ? 0 : ag);
+        dp[s] = dp_floor(&R, s, &M) + (p->overlap_param_gather ? ag : 0);
     }
     free(R.st);
     return 0;

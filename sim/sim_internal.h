@@ -203,6 +203,8 @@ typedef struct mk_sim_stage {
     mk_mem_breakdown_t at_peak;
     mk_stage_static_t ss;
     double p2p_free, dp_free;   /* when the p2p and DP streams are free */
+    double pg_ag;               /* --overlap-param-gather: the weight all-gather issued at time 0 (s) */
+    int pg_next;                /* the first chunk whose first forward has not waited for its buckets */
     double final_bytes;         /* gradient bytes the buckets of the last backward reduce (the
                                    stage's; ZeRO-2: that backward's chunk's) */
     double *mb_stored;          /* [m*vpp] bytes stored by slot mb*vpp+chunk */
@@ -356,6 +358,9 @@ void mk_sim_bucket_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double
 /* OPT_STEP of stage S on the compute stream (returned) and, ZeRO-1/2, the
  * all-gather of the updated weights after it (*ag, else 0).  Seconds. */
 double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double *ag);
+/* --overlap-param-gather: stage s's weight all-gather issued on its DP
+ * stream at time 0 (sim_step.c). */
+void mk_sim_param_gather_start(mk_sim_state_t *R, int s);
 
 /* sim_result.c: fill *out from a finished run of makespan `step` (s). */
 void mk_sim_result_fill(const mk_sim_state_t *R, double step, mk_sim_result_t *out);

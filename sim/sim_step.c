@@ -248,6 +248,40 @@ static double pair_hidden(mk_sim_stage_t *S, const mk_instr_t *in, double comp, 
     return hidden;
 }
 
+/* Megatron-Core's --overlap-param-gather (its distributed optimizer,
+ * distributed.param_and_grad_buffer): the all-gather of the weights an
+ * optimizer step updated is dispatched bucket by bucket as the step ends,
+ * and each bucket's forward pre-hook in the next step waits for it.  One
+ * step of a run of steps: the gather (the step's ZeRO-1 all-gather, ag)
+ * issued on the DP stream at time 0, chunk c's buckets landing by
+ * ag (c + 1) / vpp; a chunk's first forward runs its nb buckets' layers
+ * (d / nb each) as they land (param_gather_wait), the rest of the step
+ * as without ZeRO's gather.  What it waits is exposed DP time. */
+void mk_sim_param_gather_start(mk_sim_state_t *R, int s)
+{
+    mk_sim_stage_t *S = &R->st[s];
+    double ag;
+    mk_sim_opt_cost(R, S, &ag);
+    if (!(ag > 0)) return;
+    S->pg_ag = S->dp_free = ag;
+    S->comm[MK_COMM_DP] += ag;
+    R->events++;
+    if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", 0, ag, s, -1, 0, -1);
+}
+
+/* A forward of chunk c starting at t for d seconds: its length with the
+ * waits for the chunk's weight buckets, the first time chunk c (or a
+ * later one) runs a forward; d otherwise. */
+static double param_gather_wait(const mk_sim_state_t *R, mk_sim_stage_t *S, int c, double t, double d)
+{
+    if (!(S->pg_ag > 0) || c < S->pg_next) return d;
+    int v = R->p->vpp, nb = R->nb / v > 0 ? R->nb / v : 1;
+    double per = S->pg_ag / v / nb, a0 = S->pg_ag * c / v, e = t;
+    S->pg_next = c + 1;
+    for (int i = 0; i < nb; i++) e = fmax(e, a0 + per * (i + 1)) + d / nb;
+    return e - t;
+}
+
 static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
 {
     const mk_plan_t *p = R->p;
@@ -289,6 +323,10 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         if (c->z) { /* ZeRO-3: the layers wait for their gathers */
             double dz = mk_zero_op(R, s, in, c, ck, rc, t);
             if (dz > d) S->exposed[MK_COMM_DP] += dz - d, d = dz;
+        }
+        if (p->overlap_param_gather && (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE)) {
+            double dg = param_gather_wait(R, S, in->chunk, t, d);
+            S->exposed[MK_COMM_DP] += dg - d, d = dg;
         }
     }
     if (ev->regrows) { /* R: the checkpointed layers' activations are back */
@@ -422,7 +460,8 @@ static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     S->now = t + d;
     S->busy += d;
     S->cls[MK_SIM_OPT] += d;
-    if ((z == 1 || z == 2) && !unit) { /* gather the updated weights (ZeRO-3 keeps its shard) */
+    /* gather the updated weights (ZeRO-3 keeps its shard; overlapped, the next step's start) */
+    if ((z == 1 || z == 2) && !unit && !p->overlap_param_gather) {
         double st = S->now > S->dp_free ? S->now : S->dp_free;
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", st, ag, s, -1, 0, -1);
         S->exposed[MK_COMM_DP] += st + ag - S->now;

@@ -155,16 +155,65 @@ assert oa > 0 and on == 0 and abs(en - (ea + oa)) <= 1e-12, (ea, oa, en, on)
 assert abs(n['step_time_s'] - (a['step_time_s'] + oa)) <= 1e-12, (a['step_time_s'], n['step_time_s'], oa)
 assert a['memory_breakdown'][0]['gathered'] == 2 * (16768 + 33216) and n['memory_breakdown'][0]['gathered'] == 2 * 33216
 assert n['plan']['zero3_prefetch'] is False and 'zero3_prefetch' not in a['plan']"
-"$PYTHON" -c "
+# A run's plan saved (NAME.plan.json) and simulated again: the same step;
+# NAME.bad.json the plan with --zero Z, which a field of it must refuse.
+plan_trip() { # NAME Z WHAT
+  "$PYTHON" -c "
 import json, sys
 p = json.load(open(sys.argv[1]))['plan']; json.dump(p, open(sys.argv[2], 'w'))
-p['zero'] = 1; json.dump(p, open(sys.argv[3], 'w'))" "$tmpdir/pn.json" "$tmpdir/pnp.json" "$tmpdir/bad.json"
-check "merak sim --plan keeps the prefetch off" sh -c "'$MERAK' sim --plan '$tmpdir/pnp.json' --json | \
-  '$PYTHON' -c 'import json, sys; a = json.load(sys.stdin); b = json.load(open(sys.argv[1])); \
-  sys.exit(0 if a[\"step_time_s\"] == b[\"step_time_s\"] else 1)' '$tmpdir/pn.json'"
-expect_fail "plan file: zero3_prefetch false with zero 1" "zero3_prefetch false\) needs --zero 3" -- $MERAK sim --plan "$tmpdir/bad.json"
+p['zero'] = int(sys.argv[4]); json.dump(p, open(sys.argv[3], 'w'))" "$tmpdir/$1.json" "$tmpdir/$1.plan.json" \
+    "$tmpdir/$1.bad.json" "$2"
+  check "merak sim --plan keeps $3" sh -c "'$MERAK' sim --plan '$tmpdir/$1.plan.json' --json | \
+    '$PYTHON' -c 'import json, sys; a = json.load(sys.stdin); b = json.load(open(sys.argv[1])); \
+    sys.exit(0 if a[\"step_time_s\"] == b[\"step_time_s\"] else 1)' '$tmpdir/$1.json'"
+}
+plan_trip pn 1 "the prefetch off"
+expect_fail "plan file: zero3_prefetch false with zero 1" "zero3_prefetch false\) needs --zero 3" -- $MERAK sim --plan "$tmpdir/pn.bad.json"
 expect_fail "--no-zero3-prefetch without ZeRO-3" "needs --zero 3" -- $MERAK sim --model gpt-tiny --dp 2 --gbs 8 --zero 2 \
   --no-zero3-prefetch
 expect_fail "--no-zero3-prefetch twice" "given twice" -- $MERAK sim --model gpt-tiny --dp 2 --zero 3 \
   --no-zero3-prefetch --no-zero3-prefetch
+# --overlap-param-gather (Megatron-Core's distributed optimizer): ZeRO-1's
+# weight all-gather is issued at the step's start and the first forward
+# runs each of its nb buckets' layers as they land.  llama-2-7b, dp 8, one
+# micro-batch: 64 gradient buckets (RS.dp), a forward longer than the
+# gather, so only the first bucket's share waits: the step is shorter by
+# exactly ag (1 - 1/64), ag the gather's seconds (AG.dp, now at time 0);
+# gpt-tiny's one bucket hides nothing (the same step).  Plan files carry
+# it; it needs ZeRO-1 with the overlapped reduction; run refuses it.
+O="--model llama-2-7b --cluster dgx-h100 --dp 8 --gbs 8 --mbs 1 --zero 1 --recompute none --seq-length 4096 --json"
+$MERAK sim $O --trace "$tmpdir/ga.trace" >"$tmpdir/ga.json" &&
+  $MERAK sim $O --overlap-param-gather --trace "$tmpdir/gb.trace" >"$tmpdir/gb.json" ||
+  echo "FAIL: merak sim --overlap-param-gather"
+check "param gather overlap: the step shorter by ag (1 - 1/64), the gather at time 0" "$PYTHON" -c "
+import json
+a, b = (json.load(open('$tmpdir/%s.json' % x)) for x in ('ga', 'gb'))
+ta, tb = (json.load(open('$tmpdir/%s.trace' % x)) for x in ('ga', 'gb'))
+ev = lambda t, n: [e for e in (t['traceEvents'] if isinstance(t, dict) else t) if e.get('name') == n]
+ga, gb = ev(ta, 'AG.dp'), ev(tb, 'AG.dp')
+nb = len(ev(ta, 'RS.dp'))
+assert nb == 64 and len(ga) == len(gb) == 1 and gb[0]['ts'] == 0 and ga[0]['ts'] > 0, (nb, ga, gb)
+ag = ga[0]['dur'] * 1e-6
+assert ag > 0 and abs(gb[0]['dur'] * 1e-6 - ag) <= 1e-12, (ag, gb)
+d = a['step_time_s'] - b['step_time_s']
+assert abs(d - ag * (1 - 1.0 / nb)) <= 1e-9 * ag, (d, ag)
+ea, eb = a['exposed_comm_s']['dp'], b['exposed_comm_s']['dp']
+assert abs(eb - (ea - ag + ag / nb)) <= 1e-9 * ag, (ea, eb, ag)
+assert b['plan']['overlap_param_gather'] is True and 'overlap_param_gather' not in a['plan']"
+T="--model gpt-tiny --cluster dgx-a100 --dp 2 --gbs 2 --zero 1 --json"
+check "param gather overlap: one bucket hides nothing" sh -c "'$MERAK' sim $T >'$tmpdir/gc.json' &&
+  '$MERAK' sim $T --overlap-param-gather >'$tmpdir/gd.json' && '$PYTHON' -c '
+import json, sys
+a, b = (json.load(open(f)) for f in sys.argv[1:])
+sys.exit(0 if abs(a[\"step_time_s\"] - b[\"step_time_s\"]) <= 1e-12 * a[\"step_time_s\"] else 1)' '$tmpdir/gc.json' '$tmpdir/gd.json'"
+plan_trip gb 2 "the param gather overlap"
+expect_fail "plan file: overlap_param_gather with zero 2" "overlap-param-gather needs --zero 1" -- $MERAK sim --plan "$tmpdir/gb.bad.json"
+expect_fail "--overlap-param-gather without ZeRO-1" "needs --zero 1" -- $MERAK sim --model gpt-tiny --dp 2 --gbs 8 \
+  --overlap-param-gather
+expect_fail "--overlap-param-gather with the reduction after the backward" "no-overlap-grad-reduce" -- $MERAK sim \
+  --model gpt-tiny --dp 2 --gbs 8 --zero 1 --overlap-param-gather --no-overlap-grad-reduce
+expect_fail "merak run refuses --overlap-param-gather" "is for merak sim and merak plan" -- $MERAK run --dp 1 --zero 1 \
+  --overlap-param-gather
+expect_fail "plan --export deepspeed refuses --overlap-param-gather" "overlap-param-gather is Megatron-Core's" -- \
+  $MERAK plan --model gpt-tiny --gpus 2 --gbs 8 --overlap-param-gather --export deepspeed
 finish

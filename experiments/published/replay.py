@@ -60,6 +60,11 @@ source (it is also how the simulator is judged on runs not in this folder):
               DeepSpeed's ZeRO-3 before 0.6.0 (rows before 2022) gathered
               each parameter after synchronizing the device, so no gather
               ran behind compute: --no-zero3-prefetch
+  param gather  --overlap-param-gather (ZeRO-1's weight all-gather behind
+              the next step's forward) where the source's configuration sets
+              it (row field overlap_param_gather: the Megatron-LM README's
+              H100 weak scaling, the MoE Model Zoo's benchmarking configs);
+              Megatron-Core's default is off
   TP overlap  Megatron-Core runs from 2023 with sequence parallelism and
               tp > 1: Transformer Engine's TP communication overlap
               (--tp-comm-overlap), as their published configurations set it
@@ -115,7 +120,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = [os.path.join(HERE, f) for f in ("multi-node.json", "single-node.json", "long-context.json", "torchtitan.json",
-                                           "nemo-summary.json", "mt-nlg.json", "moe-modelzoo.json")]
+                                           "nemo-summary.json", "mt-nlg.json", "moe-modelzoo.json",
+                                           "megatron-h100.json")]
 MBS_SEARCH = (1, 2, 4, 8)
 UNKNOWN_VOCAB = 50257
 # The regression subset (seconds): rows of every source the simulator
@@ -123,7 +129,7 @@ UNKNOWN_VOCAB = 50257
 SUBSET = [("multi-node", i) for i in (0, 3, 6, 13, 22, 32, 39, 47, 53, 58, 62, 66, 70)] + \
          [("single-node", i) for i in range(0, 1440, 90)] + [("long-context", i) for i in (0, 4, 8)] + \
          [("torchtitan", i) for i in (0, 7)] + [("nemo-summary", i) for i in (0, 6)] + [("mt-nlg", 0)] + \
-         [("moe-modelzoo", 3)]
+         [("moe-modelzoo", 3)] + [("megatron-h100", i) for i in (0, 4, 8)]
 CHECK_SLACK = 1.0   # percentage points
 
 
@@ -131,6 +137,8 @@ def source_label(row):
     s, t = row["source"], row["table"]
     if "Narayanan" in s:
         return "SC21 " + t.split(" (")[0] + (" PTD-P" if "PTD-P" in t else " ZeRO-3" if "ZeRO" in t else "")
+    if "Megatron-LM README" in s and "Weak Scaling" in s:
+        return "Megatron-Core r0.8.0 H100 weak scaling"
     if "Megatron-LM README" in s:
         return "Megatron-LM README (Jan 2021)"
     if "vTrain" in s:
@@ -151,7 +159,7 @@ def source_label(row):
 def counts_recompute_flops(row):
     """SC21 eq. 3 (and the README table by the same authors) count the
     recomputed forward in the published TFLOP/s."""
-    return "Narayanan" in row["source"] or "Megatron-LM README" in row["source"]
+    return "Narayanan" in row["source"] or "cases_jan2021" in row["source"]
 
 
 def run_year(row):
@@ -191,6 +199,14 @@ def zero3_prefetch_flags(row):
     d = str(row.get("distributed_optimizer") or "").lower()
     old = "zero-3" in d and "deepspeed" in d and 0 < run_year(row) < 2022
     return ["--no-zero3-prefetch"] if old else []
+
+
+def param_gather_flags(row):
+    """--overlap-param-gather where the source's configuration sets it (row
+    field overlap_param_gather) on a distributed-optimizer (ZeRO-1) row:
+    Megatron-Core's default is off."""
+    on = row.get("overlap_param_gather") and optimizer_flags(row) == ["--zero", "1"]
+    return ["--overlap-param-gather"] if on else []
 
 
 def flash_flags(row):
@@ -364,7 +380,7 @@ def express(row):
         (["--cross-entropy", "torch"] if torchtitan(row) else
          ["--cross-entropy", row["cross_entropy"]] if row.get("cross_entropy") else []) + \
         (["--elementwise", "eager"] if torchtitan(row) and not row.get("compile") else []) + \
-        overlap_flags(row) + zero3_prefetch_flags(row) + flash_flags(row)
+        overlap_flags(row) + zero3_prefetch_flags(row) + param_gather_flags(row) + flash_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]
     mbs = [row["mbs"]] if row.get("mbs") else [b for b in MBS_SEARCH if (row["gbs"] // dp) % b == 0]

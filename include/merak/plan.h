@@ -104,6 +104,11 @@ typedef struct mk_plan {
                                  * split into tp pieces pipelined with the GEMM that reads or
                                  * makes it (sim/README.md "TP communication overlap"); the
                                  * executor refuses it */
+    int overlap_param_gather;   /* Megatron-Core's --overlap-param-gather (ZeRO-1, the distributed
+                                 * optimizer, with overlap_grad_reduce): the updated weights'
+                                 * all-gather runs behind the next step's first forward, bucket by
+                                 * bucket, instead of after the optimizer step (sim/README.md
+                                 * "Overlapped weight gather"); the executor refuses it */
     int zero;                   /* ZeRO stage over the sharding group: 0 none, 1 optimizer state
                                  * (Megatron's distributed optimizer), 2 + gradients (reduce-scattered),
                                  * 3 + parameters (FSDP: gathered per layer before use) */

@@ -80,6 +80,8 @@ typedef struct mk_planner_opts {
     int tp_comm_overlap;      /* every sequence-parallel candidate with tp > 1 runs Transformer Engine's
                                  TP communication overlap (mk_plan_t.tp_comm_overlap; a fixed knob,
                                  not searched) */
+    int overlap_param_gather; /* every ZeRO-1 candidate gathers its weights behind the next step's
+                                 forward (mk_plan_t.overlap_param_gather; a fixed knob) */
     int rank, size;           /* this process's share of the (layout, micro-batch, schedule) triples */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:

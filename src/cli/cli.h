@@ -52,6 +52,7 @@ typedef struct mk_args {
     const char *grad_dtype;        /* --grad-reduce-dtype (mk_args_grad_dtype); NULL: not given */
     int optimizer_offload;         /* --optimizer-cpu-offload */
     int tp_comm_overlap;           /* --tp-comm-overlap */
+    int overlap_param_gather;      /* --overlap-param-gather */
     int moe_a2a_overlap;           /* --overlap-moe-expert-parallel-comm */
     int delay_wgrad;               /* --delay-wgrad-compute (needs the overlap: Megatron-Core's rule) */
     int cpu_offload_layers;        /* --cpu-offloading-num-layers (0: none) */

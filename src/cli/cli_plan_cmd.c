@@ -24,7 +24,7 @@ static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
     "                  [--attention-backend A] [--cross-entropy X] [--elementwise E] [--fp8-recipe R]\n"
     "                  [--grad-reduce-dtype D]\n"
-    "                  [--tp-comm-overlap] [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
+    "                  [--tp-comm-overlap] [--overlap-param-gather] [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
     "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
@@ -63,6 +63,8 @@ static const char *plan_usage =
     "  --tp-comm-overlap  every sequence-parallel plan with tp > 1 runs Transformer Engine's TP\n"
     "                   communication overlap, as Megatron-Core's H100 recipes do (merak sim --help;\n"
     "                   merak run refuses such a plan)\n"
+    "  --overlap-param-gather  every ZeRO-1 plan gathers its updated weights behind the next\n"
+    "                   step's forward (Megatron-Core's; merak sim --help; merak run refuses it)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
     "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
@@ -347,6 +349,9 @@ static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
     if (o->tp_comm_overlap && strcmp(a->export_to, "megatron"))
         return mk_error_set("--tp-comm-overlap is Megatron-Core's (Transformer Engine's userbuffers): --export %s "
                             "runs no such overlap", a->export_to);
+    if (o->overlap_param_gather && strcmp(a->export_to, "megatron"))
+        return mk_error_set("--overlap-param-gather is Megatron-Core's (its distributed optimizer): --export %s "
+                            "runs no such overlap", a->export_to);
     if (!strcmp(a->export_to, "torchtitan")) return apply_titan(o);
     if (!strcmp(a->export_to, "deepspeed")) return apply_ds(o);
     if (strcmp(a->export_to, "megatron"))
@@ -467,6 +472,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.top = a->top > 0 ? a->top : d->top;
     o.moe_imbalance = a->moe_imbalance;
     o.tp_comm_overlap = a->tp_comm_overlap;
+    o.overlap_param_gather = a->overlap_param_gather;
     if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
         mk_args_deepep(a, &o.moe_deepep) < 0 || mk_args_a2a_overlap(a, &o.moe_a2a_overlap) < 0 ||
         mk_args_elementwise(a, &o.eager) < 0 || mk_args_fp8_recipe(a, &o.fp8_recipe) < 0 ||

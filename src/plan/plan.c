@@ -247,6 +247,10 @@ int mk_plan_check_layout(const mk_plan_t *p, const mk_graph_t *g)
     if (p->fp8_recipe != MK_FP8_DELAYED && p->dtype != MK_DTYPE_FP8)
         return mk_error_set("--fp8-recipe %s needs --dtype fp8 (this plan is %s)", mk_fp8_recipe_name(p->fp8_recipe),
                             mk_dtype_name(p->dtype));
+    if (p->overlap_param_gather && (p->zero != 1 || !p->overlap_grad_reduce))
+        return mk_error_set("--overlap-param-gather needs --zero 1 (the distributed optimizer) and the gradient "
+                            "reduction's overlap (Megatron-Core's rule; got --zero %d%s)", p->zero,
+                            p->overlap_grad_reduce ? "" : ", --no-overlap-grad-reduce");
     if (p->tp_comm_overlap && (p->tp < 2 || !p->seqpar || p->tp_overlap))
         return mk_error_set("--tp-comm-overlap needs --tp 2 or more and --sequence-parallel, and no --tp-overlap "
                             "(Megatron-Core's rule; got tp %d%s%s)", p->tp, p->seqpar ? "" : ", no sequence parallelism",

@@ -124,6 +124,7 @@ static void parallel_args(mk_argbuf_t *b, const mk_plan_t *p)
     if (p->last_stage_layers) put(b, " --decoder-last-pipeline-num-layers %d", p->last_stage_layers);
     if (p->seqpar && p->tp > 1) put(b, " --sequence-parallel");
     if (p->tp_comm_overlap) put(b, " --tp-comm-overlap");
+    if (p->overlap_param_gather) put(b, " --overlap-param-gather");
     if (p->zero == 1) put(b, " --use-distributed-optimizer");
     if (p->overlap_grad_reduce && mk_plan_dp_cp(p) > 1) put(b, " --overlap-grad-reduce");
     if (p->recompute.kind == MK_RECOMPUTE_FULL)
@@ -279,6 +280,7 @@ static const char *ds_cannot(const mk_plan_t *p)
         return "a recompute policy other than none or full (--checkpoint-activations)";
     if (p->tp_overlap > 0 || p->tp_comm_overlap || p->optimizer_offload || p->cpu_offload_layers)
         return "sub-pipelined TP, TE's TP communication overlap or an offload";
+    if (p->overlap_param_gather) return "Megatron-Core's --overlap-param-gather (ZeRO-1 gathers after the step)";
     if (p->dtype != MK_DTYPE_BF16 && p->dtype != MK_DTYPE_FP16) return "a dtype other than bf16 or fp16";
     if (p->eager) return "eager element-wise kernels (Megatron-DeepSpeed runs Megatron's fused ones)";
     if (p->cross_entropy != MK_XENT_VOCAB_PARALLEL)

@@ -171,6 +171,7 @@ static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp
         mk_plan_t p = *bp;
         p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
         p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
+        p.overlap_param_gather = S->o->overlap_param_gather && p.zero == 1 && p.overlap_grad_reduce;
         p.moe_a2a_overlap = bp->moe_a2a_overlap && !mk_plan_moe_a2a_overlap_why(&p);
         if (!F->made[zi] && mk_pl_tail(S, &p, e->g, F->tl[zi]) < 0) return -1;
         F->made[zi] = 1;
@@ -180,6 +181,7 @@ static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp
         if (zs[zi][0] == 2 && fixed && z1[h] < 0 && z1zi[h] >= 0) { /* the ZeRO-1 group it asks */
             mk_plan_t q = p;
             q.zero = 1;
+            q.overlap_param_gather = S->o->overlap_param_gather && q.overlap_grad_reduce;
             long f1 = split_fam(S, &q, z1zi[h], F, other);
             if (f1 < 0 || (z1[h] = mk_pl_group_new(S, f1, rk, -1, z1lb[h], nov, z1at[h], 0)) < 0) return -1;
         }

@@ -155,6 +155,12 @@ def plans(merak):
     put("plan", "accept-zero3-prefetch-true-zero0.json", js(dict(plan, zero3_prefetch=True)))
     put("plan", "reject-zero3-prefetch-false-zero0.json", js(dict(plan, zero3_prefetch=False)))
     put("plan", "reject-zero3-prefetch-int.json", js(dict(plan, zero=3, zero3_prefetch=0)))
+    # overlap_param_gather (issue 38): true only on a ZeRO-1 plan, absent = off
+    put("plan", "accept-overlap-param-gather.json", js(dict(plan, zero=1, overlap_param_gather=True)))
+    put("plan", "reject-overlap-param-gather-zero0.json", js(dict(plan, overlap_param_gather=True)))
+    put("plan", "reject-overlap-param-gather-no-overlap.json",
+        js(dict(plan, zero=1, overlap_param_gather=True, overlap_grad_reduce=False)))
+    put("plan", "reject-overlap-param-gather-int.json", js(dict(plan, zero=1, overlap_param_gather=1)))
     # grad_reduce_dtype (issue 38): fp32 or the plan's 16-bit type, absent = the dtype's default
     put("plan", "accept-grad-reduce-dtype-fp32-fp16.json", js(dict(plan, dtype="fp16", grad_reduce_dtype="fp32")))
     put("plan", "accept-grad-reduce-dtype-bf16.json", js(dict(plan, grad_reduce_dtype="bf16")))
