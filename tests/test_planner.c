@@ -22,6 +22,9 @@ static mk_model_config_t small_gpt(void)
 /* Megatron-Core's merged 1F1B steps on every candidate that can run them
  * (--overlap-moe-expert-parallel-comm): the bound drops their all-to-alls */
 static int a2a_overlap;
+/* every ZeRO-1 candidate gathers its weights behind the next forward
+ * (--overlap-param-gather): the bound moves the gather to the DP floor */
+static int param_gather;
 
 /* tp_overlap: the level searched with overlap on (-1: the default, 2) */
 static void test_bound_loses_nothing(const mk_model_config_t *mp, const char *cluster, int gpus, int gbs,
@@ -34,13 +37,14 @@ static void test_bound_loses_nothing(const mk_model_config_t *mp, const char *cl
     mk_planner_opts_t o;
     mk_planner_opts_init(&o);
     o.gpus = gpus, o.gbs = gbs, o.dtype = MK_DTYPE_BF16, o.top = 3, o.tp_overlap = tp_overlap;
-    o.moe_a2a_overlap = a2a_overlap;
+    o.moe_a2a_overlap = a2a_overlap, o.overlap_param_gather = param_gather;
     mk_planner_result_t fast, all;
     CHECK(mk_planner_search(&m, &c, &o, &fast) == 0, "search: %s", mk_error_last());
     o.exhaustive = 1;
     CHECK(mk_planner_search(&m, &c, &o, &all) == 0, "exhaustive: %s", mk_error_last());
-    printf("%s %d GPUs (TP overlap %d%s): %ld candidates, bound simulated %ld, exhaustive %ld\n", cluster, gpus,
-           tp_overlap, a2a_overlap ? ", merged 1F1B steps" : "", fast.candidates, fast.simulated, all.simulated);
+    printf("%s %d GPUs (TP overlap %d%s%s): %ld candidates, bound simulated %ld, exhaustive %ld\n", cluster, gpus,
+           tp_overlap, a2a_overlap ? ", merged 1F1B steps" : "", param_gather ? ", weight gather overlapped" : "",
+           fast.candidates, fast.simulated, all.simulated);
     CHECK(fast.n == all.n && fast.n > 0, "plans found %d vs %d", fast.n, all.n);
     for (int i = 0; i < fast.n && i < all.n; i++) {
         CHECK(fast.best[i].index == all.best[i].index, "rank %d: candidate %ld vs %ld", i, fast.best[i].index,
@@ -382,6 +386,11 @@ int main(void)
     test_bound_loses_nothing(&moe, "dgx-a100", 16, 32, 0, -1);
     test_bound_loses_nothing(&moe, "rtx3090-pcie", 16, 32, 0, -1);
     a2a_overlap = 0;
+    /* ZeRO-1's weight gather behind the next forward, on one and on several chunks */
+    param_gather = 1;
+    test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 2.0, -1);
+    test_bound_loses_nothing(&deep, "rtx3090-pcie", 32, 64, 0, -1);
+    param_gather = 0;
     /* tight memory: auto among the best, most candidates settled (0.1 GiB),
        or some (0.3, 1.3) */
     test_bound_loses_nothing(&gpt, "rtx3090-pcie", 8, 64, 0.1, -1);
