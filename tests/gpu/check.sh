@@ -106,6 +106,10 @@ equiv 1 2 1
 equiv 1 1 2
 equiv 2 2 1 --schedule merak
 equiv 2 2 2 --recompute none
+# ZeRO-1 and ZeRO-3 over 2 ranks: the reduce-scatter and the gathers staged through host memory
+# (src/exec/comm.c's helpers, exec_fsdp.c) on a real device
+equiv 2 1 1 --zero 1
+equiv 2 1 1 --zero 3
 # the cuda reference against the cpu one: same losses and step-1 gradients
 "$REAL_MERAK" run $RUN_COMMON --backend cpu --dump-grads "$tmpdir/cpu.bin" >"$tmpdir/cpu.json" 2>&1 ||
   { echo "FAIL: cpu reference"; fails=$((fails + 1)); }
