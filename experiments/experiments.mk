@@ -25,6 +25,7 @@ EXTRA_DIST += experiments/published/README.md experiments/published/run.sh exper
 	experiments/published/long-context.json experiments/published/torchtitan.json \
 	experiments/published/nemo-summary.json \
 	experiments/published/mt-nlg.json experiments/published/moe-modelzoo.json \
+	experiments/published/megatron-h100.json \
 	experiments/published/recorded.json tests/published.sh
 TESTS += tests/published.sh
 # Memory against measured peaks (issue 34): published peaks and merak run's;
