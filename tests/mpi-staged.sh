@@ -12,7 +12,8 @@
 # here.  MPI handed a device buffer itself, not its staged copy, is refused by tests/mpi_guard.c (an
 # LD_PRELOAD shim over the MPI calls the executor makes; the staged buffers are memfd mappings it finds
 # in /proc/self/maps): ZeRO-1's reduce-scatter, weight gather and gradient dump did that before this
-# test, and EP's all-to-alls until the session that wrote it.  CP's exchanges run without the guard:
+# test, EP's all-to-alls until the session that wrote it, and the ZeRO-1 dump of a model sharded in units
+# (moe-tiny's dense and expert parts) until the next (checked: the old call refused here).  CP's exchanges run without the guard:
 # its layers are the CPU's only (the CUDA backend refuses them) and hand MPI their buffers, which the
 # guard is checked to refuse.
 # In 16 bits: GEMM operands, layer outputs and saved activations 16-bit over fp32 weights and gradients
@@ -67,12 +68,14 @@ MK_TEST_STAGED=1 LD_PRELOAD=$GUARD timeout 300 "$MPIEXEC" $MPIEXEC_FLAGS -n 2 "$
   --cp 2 --seq-length 256 --steps 1 </dev/null >/dev/null 2>"$tmpdir/err"
 check "the guard refuses MPI a staged device buffer (CP's exchange): $(grep -m1 mpi_guard "$tmpdir/err")" \
   grep -q "mpi_guard: MPI_.* was handed a device buffer" "$tmpdir/err"
-# the first step's gradients dumped with ZeRO-1 (the pieces gathered into the block) and ZeRO-3, byte for byte
-for z in 1 3; do
+# the first step's gradients dumped with ZeRO-1 (the pieces gathered into the block) and ZeRO-3, byte for byte;
+# moe-tiny's ZeRO-1 shards its dense and expert parts as units of their own, gathered unit by unit
+# (exec.c dump_units: it handed MPI the device pieces before src/exec/comm.c's mk_comm_allgatherv)
+for z in "1 --model gpt-tiny" "3 --model gpt-tiny" "1 --model moe-tiny --ep 2"; do
   for st in 0 1; do
-    run 2 dump.json $st $st --model gpt-tiny --gbs 8 --dp 2 --zero $z --dump-grads "$tmpdir/g$st.bin"
+    run 2 dump.json $st $st --gbs 8 --dp 2 --zero $z --dump-grads "$tmpdir/g$st.bin"
   done
-  check "staged, dp 2 ZeRO-$z: the gradient dump byte for byte" cmp "$tmpdir/g0.bin" "$tmpdir/g1.bin"
+  check "staged, dp 2 --zero $z: the gradient dump byte for byte" cmp "$tmpdir/g0.bin" "$tmpdir/g1.bin"
 done
 
 # 16-bit runs as on a device
