@@ -249,9 +249,10 @@ static double pair_hidden(mk_sim_stage_t *S, const mk_instr_t *in, double comp, 
 }
 
 /* Megatron-Core's --overlap-param-gather (its distributed optimizer,
- * distributed.param_and_grad_buffer): the all-gather of the weights an
- * optimizer step updated is dispatched bucket by bucket as the step ends,
- * and each bucket's forward pre-hook in the next step waits for it.  One
+ * optimizer/distrib_optimizer.py at r0.8.0): the all-gather of the weights
+ * an optimizer step updated starts with the next step, its first bucket
+ * from zero_grad, each further one from the forward pre-hook of the
+ * bucket before it, which then waits for its own.  One
  * step of a run of steps: the gather (the step's ZeRO-1 all-gather, ag)
  * issued on the DP stream at time 0, chunk c's buckets landing by
  * ag (c + 1) / vpp; a chunk's first forward runs its nb buckets' layers

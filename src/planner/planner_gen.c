@@ -156,6 +156,13 @@ static long split_fam(mk_search_t *S, const mk_plan_t *p, int zi, split_fams_t *
  * so far is not kept (mk_pl_cut: the search would never settle it), but
  * for a fixed policy's ZeRO-1 group whose ZeRO-2 group is kept, which
  * asks whether it fits: then it is kept, not queued (z1at: its index). */
+/* --overlap-param-gather on a ZeRO-1 candidate (mk_plan_check's rule: the
+ * distributed optimizer with the overlapped gradient reduction). */
+static int param_gather_of(const mk_search_t *S, const mk_plan_t *p)
+{
+    return S->o->overlap_param_gather && p->zero == 1 && p->overlap_grad_reduce;
+}
+
 static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp, int rk, const mk_pl_terms_t *t,
                        int zs[8][2], int nz, split_fams_t *F, const split_fams_t *other)
 {
@@ -171,7 +178,7 @@ static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp
         mk_plan_t p = *bp;
         p.recompute.kind = (mk_recompute_kind_t)rk, p.recompute.ratio = 1.0;
         p.zero = zs[zi][0], p.zero_shard = zs[zi][1];
-        p.overlap_param_gather = S->o->overlap_param_gather && p.zero == 1 && p.overlap_grad_reduce;
+        p.overlap_param_gather = param_gather_of(S, &p);
         p.moe_a2a_overlap = bp->moe_a2a_overlap && !mk_plan_moe_a2a_overlap_why(&p);
         if (!F->made[zi] && mk_pl_tail(S, &p, e->g, F->tl[zi]) < 0) return -1;
         F->made[zi] = 1;
@@ -181,7 +188,7 @@ static int kind_groups(mk_search_t *S, const mk_gcache_t *e, const mk_plan_t *bp
         if (zs[zi][0] == 2 && fixed && z1[h] < 0 && z1zi[h] >= 0) { /* the ZeRO-1 group it asks */
             mk_plan_t q = p;
             q.zero = 1;
-            q.overlap_param_gather = S->o->overlap_param_gather && q.overlap_grad_reduce;
+            q.overlap_param_gather = param_gather_of(S, &q);
             long f1 = split_fam(S, &q, z1zi[h], F, other);
             if (f1 < 0 || (z1[h] = mk_pl_group_new(S, f1, rk, -1, z1lb[h], nov, z1at[h], 0)) < 0) return -1;
         }
