@@ -160,6 +160,54 @@ static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const m
  * detail).  A GPT block with dropout: 14 forward, 43 backward.  fp8
  * plans: a linear also launches TE's cast-transpose of its input (forward)
  * and of its output gradient (backward). */
+/* Kernels one MoE op launches (its router's GEMM is the "router" linear
+ * before it), counted in Megatron-Core's MoE layer as the Megatron MoE
+ * Model Zoo runs it (NVIDIA/Megatron-LM main 1e05700595, 2025-05-24:
+ * megatron/core/transformer/moe/{router,moe_utils,token_dispatcher,
+ * fused_a2a,experts}.py with --moe-router-dtype fp32, aux_loss balancing,
+ * --moe-permute-fusion (TE's fused permute kernels), --moe-grouped-gemm
+ * (TE's GroupedLinear: a cuBLAS GEMM per local expert); G = E/ep local
+ * experts, t: tp > 1, e: ep > 1, m: G > 1.
+ *   forward  router 18 + t: the input's and weight's fp32 casts 2; top-k,
+ *              softmax, zeros_like, scatter, zeros_like, int, scatter,
+ *              bool, sum (topk_softmax_with_capacity) 9; the aux loss's
+ *              softmax, its all-reduce over TP (t), sum, mul, sum, mul and
+ *              the logging tracker's div and add 7 + t
+ *            flex (DeepEP) 10 + 2t: the TP-expanded map's and probs'
+ *              copies (2t), top-k, get_dispatch_layout, notify_dispatch
+ *              and dispatch, indices-to-multihot, TE's permute (row-id map
+ *              2 + permute), unpermute, combine
+ *            all-to-all: preprocess 12 (sum, long, splits, the TP x EP
+ *              all-gather of the counts, contiguous, three sums, four
+ *              device-to-host copies; 3 without EP and TP), permute 3,
+ *              2e all-to-alls, 4t (TP all-gathers of tokens and probs,
+ *              each + cat), 2m chunk sort; after the experts 2m sort back,
+ *              3t (fp32 cast, TP reduce-scatter, cast back), e all-to-all,
+ *              unpermute 1
+ *            experts 2G + 1 (fc1's and fc2's G GEMMs, the weighted SwiGLU)
+ *            shared expert 4 (fc1, act, fc2, the add), its gate 3
+ *   backward router 12 (aux-loss scaler 2, two muls, softmax, gather,
+ *              softmax, top-k's zeros and scatter, the two paths' add,
+ *              the two casts); flex 11 + t (cached dispatch 2, unpermute,
+ *              permute with probs 2, multihot, combine 2, top-k 2, the
+ *              expand's sum t, the input gradient's add); all-to-all
+ *              4 + 3e + 6t + 4m; experts 4G + 1 (dgrad and wgrad GEMMs);
+ *              shared 5, gate 4.
+ * fp8 plans add a cast of each GroupedLinear's input (2). */
+static int moe_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
+{
+    int G = o->experts / (g->opts.ep > 1 ? g->opts.ep : 1), t = g->opts.tp > 1, e = g->opts.ep > 1, m = G > 1;
+    int shared = o->shared_ffn > 0 ? (bwd ? 5 : 4) + (o->shared_gate ? (bwd ? 4 : 3) : 0) : 0;
+    int n = shared + 2 * (g->opts.dtype == MK_DTYPE_FP8);
+    if (bwd) {
+        n += 12 + 4 * G + 1;
+        return n + (g->opts.moe_deepep ? 11 + t : 4 + 3 * e + 6 * t + 4 * m);
+    }
+    n += 18 + t + 2 * G + 1;
+    if (g->opts.moe_deepep) return n + 10 + 2 * t;
+    return n + (e || t ? 12 : 3) + 3 + 2 * e + 4 * t + 2 * m + 2 * m + 3 * t + e + 1;
+}
+
 static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
 {
     int drop = g->opts.dropout, cast = g->opts.dtype == MK_DTYPE_FP8;
@@ -179,6 +227,7 @@ static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
         if (g->opts.flash_attn) return bwd ? 3 : 1;
         return bwd ? 7 + drop : 4 + drop;
     case MK_OPK_ADD: return bwd || !drop ? 1 : 0;
+    case MK_OPK_MOE: return moe_kernels(g, o, bwd);
     default: return 1;
     }
 }

@@ -8,6 +8,7 @@
 #include "merak/sim_search.h"
 #include "tests/check.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -425,6 +426,45 @@ static void test_moe_passes(void)
     mk_graph_free(g);
 }
 
+/* The host issues an MoE layer's kernels one by one (sim/cost.c
+ * moe_kernels, counted in Megatron-Core's MoE layer): with the device's
+ * work made negligible the op takes host_op_s times its count.
+ * Mixtral-8x7B (E 8, top 2, no shared expert) on dgx-h100: with ep 4 and
+ * tp 2 (G 2) the all-to-all dispatcher launches 54 forward (router 19,
+ * dispatch 30, experts 5) and 38 backward (12, 17, 9), DeepEP's 36 and 33
+ * (dispatch 12 and 12); with neither (G 8) 46 and 53. */
+static void test_moe_host(void)
+{
+    static const struct { int ep, tp, deepep, fwd, bwd; } k[] = {
+        {4, 2, 0, 54, 38}, {4, 2, 1, 36, 33}, {1, 1, 0, 46, 53}};
+    mk_cluster_t c;
+    CHECK(mk_cluster_get("dgx-h100", &c) == 0, "cluster");
+    for (int d = 0; d < 3; d++) c.dev.matmul_flops[d] *= 1e6;
+    c.dev.mem_bw_Bps *= 1e6, c.dev.vector_flops *= 1e6, c.dev.launch_s = 0;
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        mk_plan_t p;
+        mk_model_overrides_t ov;
+        mk_model_overrides_init(&ov);
+        ov.seq = 64;
+        mk_plan_init(&p);
+        CHECK(mk_model_resolve("mixtral-8x7b", &ov, &p.model) == 0, "model");
+        p.dtype = MK_DTYPE_BF16, p.ep = k[i].ep, p.tp = k[i].tp, p.moe_deepep = k[i].deepep;
+        mk_graph_t *g = mk_plan_graph(&p);
+        CHECK(g != NULL, "graph");
+        if (!g) continue;
+        int moe = -1;
+        for (int j = 0; j < g->n_ops && moe < 0; j++)
+            if (g->ops[j].kind == MK_OPK_MOE) moe = j;
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            double t = mk_cost_op_time(&c, g, moe, p.tp, 0, 64, MK_DTYPE_BF16, bwd);
+            CHECK(fabs(t - (bwd ? k[i].bwd : k[i].fwd) * c.dev.host_op_s) < 1e-12,
+                  "MoE kernels, ep %d tp %d deepep %d %s: %.3g us", k[i].ep, k[i].tp, k[i].deepep,
+                  bwd ? "backward" : "forward", t * 1e6);
+        }
+        mk_graph_free(g);
+    }
+}
+
 /* An fp8 linear's casts are kernels of their own before its GEMMs
  * (Transformer Engine as Megatron-Core builds it; graph.c "fp8 plans"):
  * their bytes add to the GEMM's time at the device's memory bandwidth,
@@ -612,6 +652,7 @@ int main(void)
     test_cluster_json();
     test_fused_causal();
     test_moe_passes();
+    test_moe_host();
     test_fp8_casts();
     test_gemm_rate_curve();
     test_grad_dtype();

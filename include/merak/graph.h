@@ -146,6 +146,8 @@ typedef struct mk_graph_opts {
                              rank's routed saved rows scale by it (graph.c moe_costs) */
     int ep;             /* MoE: expert parallel ranks (0 or 1: none): an expert's GEMMs see the
                            tokens of ep ranks, ep N k / E (time only) */
+    int moe_deepep;     /* MoE: Megatron-Core's flex dispatcher with DeepEP (mk_plan_t.moe_deepep),
+                           else its all-to-all one: the kernels an MoE layer launches (time only) */
 } mk_graph_opts_t;
 
 typedef struct mk_graph {

@@ -384,6 +384,7 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->flash_attn = p->attention == MK_ATTN_FLASH || p->attention == MK_ATTN_FUSED; /* auto: settle first */
     o->moe_imbalance = p->moe_imbalance;
     o->ep = p->ep;
+    o->moe_deepep = p->moe_deepep;
     o->xent = p->cross_entropy;
     o->eager = p->eager;
     o->fp8_current = p->dtype == MK_DTYPE_FP8 && p->fp8_recipe == MK_FP8_TENSORWISE;

@@ -32,6 +32,7 @@ static mk_gcache_t *graph_for(mk_search_t *S, int mbs, int tp, int cp, int ep)
     mk_plan_t q; /* the graph of every plan with this (mbs, tp, ep) */
     mk_plan_init(&q);
     q.model = *S->model, q.dtype = S->o->dtype, q.mbs = mbs, q.tp = tp, q.ep = ep, q.attention = cand_attention(S, cp);
+    q.moe_deepep = S->o->moe_deepep;
     q.cross_entropy = S->o->cross_entropy, q.eager = S->o->eager, q.fp8_recipe = S->o->fp8_recipe;
     if (S->o->moe_imbalance > 0) q.moe_imbalance = S->o->moe_imbalance;
     e->mbs = mbs, e->tp = tp, e->cp = cp, e->ep = ep;
