@@ -160,6 +160,23 @@ static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const m
  * detail).  A GPT block with dropout: 14 forward, 43 backward.  fp8
  * plans: a linear also launches TE's cast-transpose of its input (forward)
  * and of its output gradient (backward). */
+/* Megatron's FusedScaleMaskSoftmax (megatron/model/fused_softmax.py,
+ * is_kernel_available, as Megatron-LM 2021 and Megatron-DeepSpeed have it)
+ * runs its fused kernel only on 16-bit scores with 16 < sk <= 2048,
+ * sq % 4 == 0 and the rank's b x np attention batches a multiple of the
+ * kernel's batches per block (4; 8 at sk <= 128, where a warp holds two
+ * rows).  Otherwise it takes forward_torch_softmax: the scores cast to
+ * fp32 (apply_query_key_layer_scaling, the default, forces fp32 softmax),
+ * scaled, masked in place, torch's softmax and the cast back, five kernels
+ * where the fused one is one, backward the same; at tp 8 with 16 heads and
+ * micro-batch 1, b x np = 2. */
+static int softmax_unfused(const mk_graph_t *g, const mk_op_t *o, mk_dtype_t dtype)
+{
+    int tp = g->opts.tp > 1 ? g->opts.tp : 1, sk = g->cfg.seq;
+    long batches = (long)g->opts.mbs * (o->heads / tp);
+    return dtype == MK_DTYPE_FP32 || sk <= 16 || sk > 2048 || sk % 4 || batches % (sk <= 128 ? 8 : 4);
+}
+
 /* Kernels one MoE op launches (its router's GEMM is the "router" linear
  * before it), counted in Megatron-Core's MoE layer as the Megatron MoE
  * Model Zoo runs it (NVIDIA/Megatron-LM main 1e05700595, 2025-05-24:
@@ -223,8 +240,9 @@ static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
     case MK_OPK_RMSNORM: return bwd ? 5 : 1;
     case MK_OPK_LINEAR: return (bwd ? (o->bias ? 5 : 3) : 1) + cast;
     case MK_OPK_LM_HEAD: return bwd ? 3 : 1;
-    case MK_OPK_ATTENTION:
+    case MK_OPK_ATTENTION: /* the unfused softmax: 4 more (fp32: scale and mask, 2) */
         if (g->opts.flash_attn) return bwd ? 3 : 1;
+        if (softmax_unfused(g, o, g->opts.dtype)) drop += g->opts.dtype == MK_DTYPE_FP32 ? 2 : 4;
         return bwd ? 7 + drop : 4 + drop;
     case MK_OPK_ADD: return bwd || !drop ? 1 : 0;
     case MK_OPK_MOE: return moe_kernels(g, o, bwd);
@@ -240,12 +258,18 @@ static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
  * loads elements up to the diagonal, writes whole rows).  Dropout reads
  * them and writes the kept ones and a 1-byte mask.  Backward: dropout
  * reads the gradient and mask and writes the gradient; softmax reads the
- * gradient and its output (halves when causal) and writes the gradient. */
+ * gradient and its output (halves when causal) and writes the gradient.
+ * Where the fused kernel is unavailable (softmax_unfused) the fp32 passes
+ * over whole rows: scale (read 4, write 4), the in-place mask (4 + 1 read,
+ * 4 written), softmax (4, 4), 25 bytes a score; backward softmax's (two
+ * reads, one write: 12), the mask's 9 and the scale's 8, 29; 16-bit
+ * scores add the casts to fp32 and back, dt + 4 each way. */
 static double score_pass_bytes(const mk_graph_t *g, const mk_op_t *o, mk_dtype_t dtype, int bwd)
 {
     double s = g->cfg.seq > 0 ? g->cfg.seq : 1, dt = mk_dtype_bytes(dtype), rd = o->causal ? 0.5 : 1;
     double scores = (double)o->heads * s * s * g->opts.mbs;
     double softmax = bwd ? (1 + 2 * rd) * dt : (1 + rd) * dt;
+    if (softmax_unfused(g, o, dtype)) softmax = (bwd ? 29 : 25) + (dtype == MK_DTYPE_FP32 ? 0 : 2 * (dt + 4));
     return scores * (softmax + (g->opts.dropout ? 2 * dt + 1 : 0));
 }
 

@@ -426,6 +426,45 @@ static void test_moe_passes(void)
     mk_graph_free(g);
 }
 
+/* Megatron's fused softmax needs the rank's b x heads to be a multiple
+ * of 4 (sim/cost.c softmax_unfused): GPT-2 124M (12 heads) at tp 2 has 6
+ * at micro-batch 1 and takes the fp32 path, five kernels where the fused
+ * kernel is one (with dropout the core launches 9 forward and 12 backward
+ * instead of 5 and 8) and 25 + 2 (dt + 4) bytes a score forward, 29 +
+ * 2 (dt + 4) backward, where the fused causal softmax moves 1.5 dt and 2
+ * dt; at micro-batch 2 (12) the fused kernel runs.  Checked with the
+ * device's work, or the host, made negligible. */
+static void test_softmax_fallback(void)
+{
+    mk_cluster_t c, h;
+    CHECK(mk_cluster_get("dgx-a100", &c) == 0, "cluster");
+    for (int d = 0; d < 3; d++) c.dev.matmul_flops[d] *= 1e6;
+    c.dev.vector_flops *= 1e6, c.dev.launch_s = 0, h = c;
+    c.dev.host_op_s = 0, h.dev.mem_bw_Bps *= 1e6;
+    for (int mbs = 1; mbs <= 2; mbs++) {
+        mk_plan_t p;
+        mk_model_overrides_t ov;
+        mk_model_overrides_init(&ov);
+        mk_plan_init(&p);
+        CHECK(mk_model_resolve("gpt2-124m", &ov, &p.model) == 0, "model");
+        p.dtype = MK_DTYPE_BF16, p.attention = MK_ATTN_UNFUSED, p.tp = 2, p.mbs = mbs;
+        mk_graph_t *g = mk_plan_graph(&p);
+        CHECK(g != NULL, "graph");
+        if (!g) continue;
+        int att = mk_graph_find_op(g, "attn.0");
+        double s = g->cfg.seq, N = mbs * s, scores = 12 * s * s * mbs / 2, bw = c.dev.mem_bw_Bps;
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            double pass = mbs == 1 ? (bwd ? 29 : 25) + 2 * (2 + 4) : (bwd ? 2 : 1.5) * 2;
+            double want = (g->ops[att].bytes_moved / 2 * (bwd ? 2 : 1) + scores * (pass + 2 * 2 + 1)) / bw;
+            CHECK_REL(mk_cost_op_time(&c, g, att, 2, 0, N, MK_DTYPE_BF16, bwd), want, 1e-12, "softmax passes");
+            int k = (bwd ? 8 : 5) + (mbs == 1 ? 4 : 0);
+            CHECK_REL(mk_cost_op_time(&h, g, att, 2, 0, N, MK_DTYPE_BF16, bwd), k * h.dev.host_op_s, 1e-12,
+                      "softmax kernels");
+        }
+        mk_graph_free(g);
+    }
+}
+
 /* The host issues an MoE layer's kernels one by one (sim/cost.c
  * moe_kernels, counted in Megatron-Core's MoE layer): with the device's
  * work made negligible the op takes host_op_s times its count.
@@ -653,6 +692,7 @@ int main(void)
     test_fused_causal();
     test_moe_passes();
     test_moe_host();
+    test_softmax_fallback();
     test_fp8_casts();
     test_gemm_rate_curve();
     test_grad_dtype();
