@@ -139,27 +139,6 @@ static double moe_matmul_time(const mk_device_t *d, const mk_graph_t *g, const m
     return t;
 }
 
-/* Kernels the framework launches for one op: the host issues each one (see
- * host_op_s in cluster.h).  Counted in Megatron-LM's GPT layer as
- * Megatron-LM 2021 and Megatron-DeepSpeed run it (megatron/model/
- * transformer.py; vTrain's src/model/gpt_modeling.py replays the same):
- * forward, fused layer norm 1; a linear 1 GEMM (bias in the epilogue or
- * in the fused bias-gelu / bias-dropout-add that follows); the
- * materialised attention core 5 (baddbmm, fused scale-mask-softmax,
- * dropout, bmm, the context's permute copy; 4 without dropout), flash
- * attention 1; gelu 1 (bias_gelu); dropout 1, the residual add fused into
- * it (bias_dropout_add) or 1 alone.  Backward, a layer norm 5 (apex's
- * three gradient kernels, the gradient accumulation of weight and bias),
- * a linear 5 (data- and weight-gradient GEMMs, the bias-gradient
- * reduction, two gradient accumulations; 3 without bias), the core 8
- * (permute copy, two bmm gradients each of two GEMMs, dropout and softmax
- * gradients, the q/k/v gradient gather; 7 without dropout; flash 3:
- * FlashAttention-2's preprocess, dq/dk/dv and dq-convert kernels), the
- * LM head 1 / 3; one kernel for the others (elementwise ops; the
- * embeddings and the loss, once per micro-batch, are not counted in
- * detail).  A GPT block with dropout: 14 forward, 43 backward.  fp8
- * plans: a linear also launches TE's cast-transpose of its input (forward)
- * and of its output gradient (backward). */
 /* Megatron's FusedScaleMaskSoftmax (megatron/model/fused_softmax.py,
  * is_kernel_available, as Megatron-LM 2021 and Megatron-DeepSpeed have it)
  * runs its fused kernel only on 16-bit scores with 16 < sk <= 2048,
@@ -225,6 +204,29 @@ static int moe_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
     return n + (e || t ? 12 : 3) + 3 + 2 * e + 4 * t + 2 * m + 2 * m + 3 * t + e + 1;
 }
 
+/* Kernels the framework launches for one op: the host issues each one (see
+ * host_op_s in cluster.h).  Counted in Megatron-LM's GPT layer as
+ * Megatron-LM 2021 and Megatron-DeepSpeed run it (megatron/model/
+ * transformer.py; vTrain's src/model/gpt_modeling.py replays the same):
+ * forward, fused layer norm 1; a linear 1 GEMM (bias in the epilogue or
+ * in the fused bias-gelu / bias-dropout-add that follows); the
+ * materialised attention core 5 (baddbmm, fused scale-mask-softmax,
+ * dropout, bmm, the context's permute copy; 4 without dropout), flash
+ * attention 1; gelu 1 (bias_gelu); dropout 1, the residual add fused into
+ * it (bias_dropout_add) or 1 alone.  Backward, a layer norm 5 (apex's
+ * three gradient kernels, the gradient accumulation of weight and bias),
+ * a linear 5 (data- and weight-gradient GEMMs, the bias-gradient
+ * reduction, two gradient accumulations; 3 without bias), the core 8
+ * (permute copy, two bmm gradients each of two GEMMs, dropout and softmax
+ * gradients, the q/k/v gradient gather; 7 without dropout; flash 3:
+ * FlashAttention-2's preprocess, dq/dk/dv and dq-convert kernels), the
+ * LM head 1 / 3; one kernel for the others (elementwise ops; the
+ * embeddings and the loss, once per micro-batch, are not counted in
+ * detail).  A GPT block with dropout: 14 forward, 43 backward.  fp8
+ * plans: a linear also launches TE's cast-transpose of its input (forward)
+ * and of its output gradient (backward).  The core's softmax without its
+ * fused kernel adds four each way (softmax_unfused); an MoE layer is
+ * counted in Megatron-Core's (moe_kernels). */
 static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
 {
     int drop = g->opts.dropout, cast = g->opts.dtype == MK_DTYPE_FP8;
