@@ -306,6 +306,21 @@ static double op_scale(const mk_graph_t *g, const mk_op_t *o, int tp, int seqpar
     return (full > 0 ? tokens / full : 1.0) * tp_share(o, tp, seqpar);
 }
 
+/* torchao's Float8Linear (opts.fp8_weight_cast) keeps no FP8 weight
+ * (torchao/float8/float8_linear.py): each forward reads the rank's weight
+ * shard for its amax and casts it, in x out x (2 + 2 + 1) bytes, and each
+ * backward copies the FP8 weight it saved transposed for the data
+ * gradient's GEMM (torch._scaled_mm takes its second operand column-
+ * major), in x out x (1 + 1); per use, so not scaled by the tokens.  0
+ * for other ops and plans (TE casts a step's weights once: sim_step.c). */
+static double fp8_weight_pass_bytes(const mk_graph_t *g, const mk_op_t *o, int tp, int bwd)
+{
+    double in, out;
+    if (!g->opts.fp8_weight_cast || o->kind != MK_OPK_LINEAR || !weight_gemm(o, tp, &in, &out)) return 0;
+    double dt = mk_dtype_bytes(g->opts.dtype), gb = mk_dtype_gemm_bytes(g->opts.dtype);
+    return in * out * (bwd ? 2 * gb : 2 * dt + gb);
+}
+
 /* The matmul peak an op's GEMMs run at: the dtype's; fp8 plans run the
  * linear layers' GEMMs at the FP8 peak and the others (the attention
  * core, the LM head) at bf16's (see graph.c, fp8 plans). */
@@ -371,6 +386,8 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
         t += score_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
     /* and an fp8 linear's casts and transposes before its GEMMs (graph.c) */
     if (d->mem_bw_Bps > 0) t += o->pass_bytes[bwd ? 1 : 0] * scale / d->mem_bw_Bps;
+    /* and torchao's weight casts */
+    if (d->mem_bw_Bps > 0) t += fp8_weight_pass_bytes(g, o, tp, bwd) / d->mem_bw_Bps;
     /* so are an MoE layer's dispatch, activation and combine around its GEMMs */
     if (o->kind == MK_OPK_MOE && d->mem_bw_Bps > 0) t += moe_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
     t += d->launch_s * (bwd ? 2 : 1);

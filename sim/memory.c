@@ -7,7 +7,7 @@
  *              (fp32 master copy, Adam m and v): 16 (18) bytes/parameter;
  *              fp32 plans: 4 + 4 + 8 = 16.
  *              fp8 plans: bf16's, and the weights term holds + 2 bytes per
- *              linear-layer parameter (fp8_copies).
+ *              linear-layer parameter (fp8_copies; none with torchao's).
  *   activations  inflight x the chunk's stored bytes per micro-batch
  *              (mk_sim_chunk_act: a checkpointed block keeps its input)
  *   working    the largest recompute group's activations (rebuilt in B) +
@@ -144,11 +144,14 @@ static void zero_state(const mk_plan_t *p, const mk_graph_t *g, int s, double w,
  * (is_first_microbatch, which Megatron-Core passes) and kept across the
  * step's micro-batches, 2 x 1 byte per parameter beside the bf16 weight;
  * it is not sharded by ZeRO (a ZeRO-3 stage would cache the copies of
- * its gathered layers the same way).  0 for other dtypes. */
+ * its gathered layers the same way).  0 for other dtypes, and for
+ * torchao's Float8Linear, which casts a weight where it is used and keeps
+ * no copy (torchao/float8/float8_linear.py; torchtitan's float8 rows
+ * peak within 0.2 GiB of their bf16 rows, experiments/memory). */
 static double fp8_copies(const mk_plan_t *p, const mk_graph_t *g, int l0, int l1)
 {
     double P = 0;
-    if (p->dtype != MK_DTYPE_FP8 || l1 <= l0) return 0;
+    if (p->dtype != MK_DTYPE_FP8 || p->fp8_recipe == MK_FP8_TORCHAO || l1 <= l0) return 0;
     for (int i = g->layers[l0].first_op; i < g->layers[l1 - 1].first_op + g->layers[l1 - 1].n_ops; i++)
         if (g->ops[i].kind == MK_OPK_LINEAR)
             P += g->ops[i].params / (g->ops[i].tp_role == MK_TP_REPLICATED ? 1 : p->tp);

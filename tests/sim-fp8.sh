@@ -116,7 +116,7 @@ expect_fail "fp8_split_acc_scale below 1 refused" "fp8_split_acc_scale must be 0
 # fp8 plans; mxfp8/blockwise refused; a plan file and the planner keep it
 expect_fail "fp8-recipe on a bf16 plan" "--fp8-recipe tensorwise needs --dtype fp8" -- \
   $MERAK sim $T --cluster dgx-h100 --fp8-recipe tensorwise
-expect_fail "fp8-recipe mxfp8" "--fp8-recipe must be delayed or tensorwise" -- \
+expect_fail "fp8-recipe mxfp8" "--fp8-recipe must be delayed, tensorwise or torchao" -- \
   $MERAK sim $T --cluster dgx-h100 --dtype fp8 --fp8-recipe mxfp8
 $MERAK sim $L --cluster dgx-h100 --dtype fp8 --fp8-recipe tensorwise --json >"$tmpdir/l-cs.json" || exit 1
 check "tensorwise 1-10% slower than delayed on llama-3-70b" "$PYTHON" -c "
@@ -128,6 +128,20 @@ $MERAK plan --model gpt-tiny --cluster dgx-h100 --gpus 8 --gbs 8 --top 1 --dtype
   --save-plan "$tmpdir/cs.json" >/dev/null || { echo "FAIL: plan tensorwise"; exit 1; }
 check "the planner's plan file keeps the recipe" grep -q '"fp8_recipe": "tensorwise"' "$tmpdir/cs.json"
 expect_ok "the plan file runs with it" sh -c "$MERAK sim --plan '$tmpdir/cs.json' | grep -q 'fp8 (tensorwise scaling)'"
+# torchao (torchtitan's Float8): no FP8 weight copies, so its peak is below TE's tensorwise one by
+# their 2 bytes a linear parameter, and its weights cast at every micro-batch's use: a plan file
+# keeps it too
+$MERAK sim $L --cluster dgx-h100 --dtype fp8 --fp8-recipe torchao --json >"$tmpdir/l-ao.json" || exit 1
+check "torchao: weights without TE's FP8 copies, a step within 10% of tensorwise's" "$PYTHON" -c "
+import json
+c = json.load(open('$tmpdir/l-cs.json')); a = json.load(open('$tmpdir/l-ao.json'))
+wc, wa = c['memory_breakdown'][0]['weights'], a['memory_breakdown'][0]['weights']
+print('  weights %.3f -> %.3f GB, step %.4f -> %.4f s' % (wc / 1e9, wa / 1e9, c['step_time_s'], a['step_time_s']))
+assert wa < wc * 0.7 and 0.9 < a['step_time_s'] / c['step_time_s'] < 1.1"
+$MERAK plan --model gpt-tiny --cluster dgx-h100 --gpus 8 --gbs 8 --top 1 --dtype fp8 --fp8-recipe torchao \
+  --save-plan "$tmpdir/ao.json" >/dev/null || { echo "FAIL: plan torchao"; exit 1; }
+expect_ok "a torchao plan file runs as torchao's" sh -c "grep -q '\"fp8_recipe\": \"torchao\"' '$tmpdir/ao.json' &&
+  $MERAK sim --plan '$tmpdir/ao.json' | grep -q \"fp8 (torchao's Float8\""
 
 # presets
 $MERAK models >"$tmpdir/models" || exit 1

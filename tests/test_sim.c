@@ -555,6 +555,56 @@ static void test_fp8_casts(void)
     mk_graph_free(g);
 }
 
+/* An fp8 plan's weights term by recipe (sim/memory.c fp8_copies): with
+ * Transformer Engine's linears (delayed, tensorwise) the bf16 weights plus
+ * an FP8 copy and its transpose, 2 bytes, of every linear-layer parameter
+ * (llama-2-7b's stage 0 of 2 on dgx-h100: 16 blocks of
+ * 4 h^2 + 3 h f linear parameters); torchao's Float8Linear keeps none, so
+ * its weights are bf16's to the byte, and it scales currently (the graph's
+ * tensorwise casts) and casts each weight where it uses it (sim/cost.c
+ * fp8_weight_pass_bytes). */
+static void test_fp8_weight_copies(void)
+{
+    mk_plan_t p;
+    mk_graph_t *g = setup("llama-2-7b", 1, 2, 1, 1, 1, 8, MK_SCHED_1F1B, "none", &p);
+    mk_cluster_t c;
+    CHECK(g && mk_cluster_get("dgx-h100", &c) == 0, "graph and cluster");
+    if (!g) return;
+    int zero[MK_PLAN_MAX_VSTAGES] = {0};
+    mk_mem_breakdown_t m16, m8[3];
+    CHECK(mk_sim_stage_memory(&c, &p, g, 0, zero, 0, NULL, &m16) == 0, "bf16 memory");
+    mk_graph_free(g);
+    double h = 4096, f = 11008, lin = 16 * (4 * h * h + 3 * h * f), tok = 4096, t[3][2];
+    p.dtype = MK_DTYPE_FP8;
+    for (int r = MK_FP8_DELAYED; r <= MK_FP8_TORCHAO; r++) {
+        p.fp8_recipe = (mk_fp8_recipe_t)r;
+        g = mk_plan_graph(&p);
+        CHECK(g && mk_sim_stage_memory(&c, &p, g, 0, zero, 0, NULL, &m8[r]) == 0, "fp8 %s memory",
+              mk_fp8_recipe_name(p.fp8_recipe));
+        CHECK(!g || g->opts.fp8_current == (r != MK_FP8_DELAYED), "fp8 %s: current scaling %d",
+              mk_fp8_recipe_name(p.fp8_recipe), g ? g->opts.fp8_current : -1);
+        int down = g ? mk_graph_find_op(g, "down.0") : -1;
+        for (int bwd = 0; bwd <= 1; bwd++)
+            t[r][bwd] = down >= 0 ? mk_cost_op_time(&c, g, down, 1, 0, tok, MK_DTYPE_FP8, bwd) : 0;
+        mk_graph_free(g);
+    }
+    /* torchao casts down's f x h weight where it uses it: forward its amax and cast (2 + 2 + 1
+       bytes a parameter), backward the saved FP8 weight's transposed copy (1 + 1), beyond
+       tensorwise's passes, whatever the tokens */
+    CHECK_REL(t[MK_FP8_TORCHAO][0] - t[MK_FP8_TENSORWISE][0], f * h * 5 / c.dev.mem_bw_Bps, 1e-9,
+              "torchao: the weight's cast forward");
+    CHECK_REL(t[MK_FP8_TORCHAO][1] - t[MK_FP8_TENSORWISE][1], f * h * 2 / c.dev.mem_bw_Bps, 1e-9,
+              "torchao: the FP8 weight's transpose backward");
+    CHECK_REL(m8[MK_FP8_DELAYED].weights - m16.weights, 2 * lin, 1e-9, "delayed: + an FP8 weight and transpose");
+    CHECK_REL(m8[MK_FP8_TENSORWISE].weights - m16.weights, 2 * lin, 1e-9, "tensorwise: the same copies");
+    CHECK(m8[MK_FP8_TORCHAO].weights == m16.weights, "torchao: bf16's weights (%.6g against %.6g)",
+          m8[MK_FP8_TORCHAO].weights, m16.weights);
+    mk_fp8_recipe_t r;
+    CHECK(mk_fp8_recipe_parse("torchao", &r) == 0 && r == MK_FP8_TORCHAO && mk_fp8_recipe_parse("rowwise", &r) < 0 &&
+              strstr(mk_error_last(), "delayed, tensorwise or torchao"),
+          "--fp8-recipe torchao parses, rowwise is named as refused");
+}
+
 /* The GEMM curve is the device's 16-bit GEMMs'; at another math rate a
  * GEMM's fixed costs take the same time, so its half-dimension scales with
  * the rate (sim/cost.c mk_cost_gemm_eff): on dgx-h100 (0.75, 384) FP8 at
@@ -694,6 +744,7 @@ int main(void)
     test_moe_host();
     test_softmax_fallback();
     test_fp8_casts();
+    test_fp8_weight_copies();
     test_gemm_rate_curve();
     test_grad_dtype();
     test_tp_comm_overlap();

@@ -90,9 +90,10 @@ source (it is also how the simulator is judged on runs not in this folder):
               eager: RMSNorm, RoPE and SwiGLU a kernel per PyTorch op), with
               it fused (as Megatron's kernels); its context parallelism
               all-gathers K/V (torch's default rotate method, which
-              torchtitan keeps: --cp-comm-type allgather); rows with
-              torchao's Float8 are not expressible (that recipe is not
-              modelled)
+              torchtitan keeps: --cp-comm-type allgather); torchao's Float8
+              (its Float8Linear, tensorwise scaling, no FP8 weight copies
+              kept) as --dtype fp8 --fp8-recipe torchao; an interleaved row
+              without its chunks per stage (vpp) is not expressible
 
 A row published as TFLOP/s per GPU becomes an iteration time through the
 model's own FLOP count (`merak model --json`): the sources that count the
@@ -128,7 +129,7 @@ UNKNOWN_VOCAB = 50257
 # expresses, spread over layouts (file stem, row index).
 SUBSET = [("multi-node", i) for i in (0, 3, 6, 13, 22, 32, 39, 47, 53, 58, 62, 66, 70)] + \
          [("single-node", i) for i in range(0, 1440, 90)] + [("long-context", i) for i in (0, 4, 8)] + \
-         [("torchtitan", i) for i in (0, 7)] + [("nemo-summary", i) for i in (0, 6)] + [("mt-nlg", 0)] + \
+         [("torchtitan", i) for i in (0, 7, 10)] + [("nemo-summary", i) for i in (0, 6)] + [("mt-nlg", 0)] + \
          [("moe-modelzoo", 3)] + [("megatron-h100", i) for i in (0, 4, 8)]
 CHECK_SLACK = 1.0   # percentage points
 
@@ -144,7 +145,7 @@ def source_label(row):
     if "vTrain" in s:
         return "vTrain " + ("multi-node" if "multi" in t else "single-node")
     if "torchtitan" in s:
-        return "torchtitan (FSDP2, bf16)"
+        return "torchtitan (FSDP2, Float8)" if row.get("float8") else "torchtitan (FSDP2, bf16)"
     if "NeMo" in s and "Performance Benchmarks" in s:
         return "NeMo 24.07 H100 FP8"
     if "Megatron-Turing NLG" in s:
@@ -199,6 +200,15 @@ def zero3_prefetch_flags(row):
     d = str(row.get("distributed_optimizer") or "").lower()
     old = "zero-3" in d and "deepspeed" in d and 0 < run_year(row) < 2022
     return ["--no-zero3-prefetch"] if old else []
+
+
+def reshard_flags(row):
+    """torchtitan's FSDP2 under its pipeline schedules keeps each stage's
+    weights gathered for the whole step (reshard_after_forward False "to
+    avoid per-microbatch all-gathers", parallelize_llama.py; the memory
+    replay's rule too, experiments/memory/published.json): --fsdp-reshard-
+    after-forward never on its pp > 1 rows."""
+    return ["--fsdp-reshard-after-forward", "never"] if torchtitan(row) and (row.get("pp") or 1) > 1 else []
 
 
 def param_gather_flags(row):
@@ -316,6 +326,8 @@ def dtype_flags(row):
     fp16 for Megatron-LM before Megatron-Core (its 2021 example scripts
     pass --fp16; --bf16 came after SC21's runs) and Megatron-DeepSpeed
     (its GPT examples run DeepSpeed's fp16 engine)."""
+    if row.get("float8"):  # torchao's Float8Linear, torchtitan's float8 converter
+        return ["--dtype", "fp8", "--fp8-recipe", "torchao"]
     s = (row.get("dtype") or "").lower()
     for d in ("bf16", "fp16", "fp32", "fp8"):
         if s.startswith(d):
@@ -358,8 +370,8 @@ def express(row):
     missing = model_missing(row["model"])
     if missing:
         return missing
-    if row.get("float8"):
-        return "torchao Float8 training (not modelled)"
+    if row.get("schedule") == "interleaved" and not (row.get("vpp") or 0) > 1:
+        return "interleaved schedule without its model chunks per stage (vpp)"
     cl = cluster_of(row)
     if not cl:
         return "no cluster preset for GPU type %r" % row.get("gpu_type")
@@ -380,7 +392,8 @@ def express(row):
         (["--cross-entropy", "torch"] if torchtitan(row) else
          ["--cross-entropy", row["cross_entropy"]] if row.get("cross_entropy") else []) + \
         (["--elementwise", "eager"] if torchtitan(row) and not row.get("compile") else []) + \
-        overlap_flags(row) + zero3_prefetch_flags(row) + param_gather_flags(row) + flash_flags(row)
+        overlap_flags(row) + zero3_prefetch_flags(row) + reshard_flags(row) + param_gather_flags(row) + \
+        flash_flags(row)
     vpp = row.get("vpp") or 1
     base += ["--schedule", "interleaved", "--vpp", str(vpp)] if vpp > 1 else ["--schedule", "1f1b"]
     mbs = [row["mbs"]] if row.get("mbs") else [b for b in MBS_SEARCH if (row["gbs"] // dp) % b == 0]

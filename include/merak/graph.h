@@ -137,6 +137,10 @@ typedef struct mk_graph_opts {
                            torch.compile): RMSNorm, RoPE and SwiGLU as a kernel per PyTorch op,
                            each a pass over memory, with fp32 upcasts (graph.c vector_costs;
                            time only); 0: one fused kernel each (Megatron, TE, torch.compile) */
+    int fp8_weight_cast; /* fp8: each linear casts its weight where it uses it (torchao's Float8Linear):
+                            the cast's passes in every forward, the FP8 weight's transposed copy in
+                            every backward (sim/cost.c fp8_weight_pass_bytes; time only); 0: TE's
+                            weights cast once a step and kept (sim/memory.c fp8_copies) */
     int fp8_current;    /* fp8: current (tensorwise) scaling, each cast after an amax pass
                            of its own (mk_fp8_recipe_t; graph.c linear_bytes) */
     int xent;           /* the loss's implementation (mk_xent_t): its passes over the logits

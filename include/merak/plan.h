@@ -63,10 +63,18 @@ MK_API int mk_elementwise_parse(const char *s, int *eager);
  * cast; tensorwise, current scaling (Float8CurrentScaling, NeMo's and
  * Megatron-Bridge's FP8-CS), each tensor's scale from its own amax,
  * read in a pass of its own before the cast (and so no norm writes an FP8
- * output).  mxfp8 and blockwise are not modelled. */
-typedef enum { MK_FP8_DELAYED = 0, MK_FP8_TENSORWISE } mk_fp8_recipe_t;
+ * output).  Both are Transformer Engine's linears, which keep an FP8 copy
+ * of each weight and its transpose across a step's micro-batches
+ * (sim/memory.c fp8_copies).  torchao: torchao's Float8Linear (torchtitan's
+ * float8 converter, its default tensorwise recipe): current scaling as
+ * tensorwise, but each weight cast to FP8 where it is used and nothing
+ * kept beside the 16-bit weight.  mxfp8 and blockwise are not modelled. */
+typedef enum { MK_FP8_DELAYED = 0, MK_FP8_TENSORWISE, MK_FP8_TORCHAO } mk_fp8_recipe_t;
 MK_API const char *mk_fp8_recipe_name(mk_fp8_recipe_t r);
-/* "delayed" or "tensorwise"; -1 with a message naming them otherwise. */
+/* Current scaling: a recipe whose casts take their tensor's amax in a
+ * pass of their own (tensorwise, torchao). */
+MK_API int mk_fp8_recipe_current(mk_fp8_recipe_t r);
+/* "delayed", "tensorwise" or "torchao"; -1 with a message naming them otherwise. */
 MK_API int mk_fp8_recipe_parse(const char *s, mk_fp8_recipe_t *out);
 
 typedef struct mk_plan {

@@ -50,7 +50,7 @@ static const char *plan_usage =
     "  --elementwise E  fused (default: one kernel per norm, RoPE and SwiGLU, as Megatron-LM,\n"
     "                   TE and torch.compile run them) or eager (PyTorch eager ops, as torchtitan\n"
     "                   without torch.compile): every plan's element-wise time\n"
-    "  --fp8-recipe R   --dtype fp8: delayed (default) or tensorwise scaling (merak sim --help)\n"
+    "  --fp8-recipe R   --dtype fp8: delayed (default), tensorwise or torchao (merak sim --help)\n"
     "  --grad-reduce-dtype D  every plan's gradients and DP reduction: fp32 (the default for\n"
     "                   bf16 and fp8, Megatron-LM's) or the plan's 16-bit type (fp16's default;\n"
     "                   bf16: NeMo's grad_sync_dtype); --accumulate-allreduce-grads-in-fp32: fp32\n"

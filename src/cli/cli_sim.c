@@ -109,7 +109,10 @@ static const char *sim_usage =
     "                     fp32 upcasts, as torchtitan without torch.compile): their time\n"
     "  --fp8-recipe R     --dtype fp8's scaling (Megatron-Core's --fp8-recipe): delayed (default,\n"
     "                     amax history) or tensorwise (current scaling, Megatron-Bridge's FP8-CS:\n"
-    "                     each cast after an amax pass of its own)\n"
+    "                     each cast after an amax pass of its own), both Transformer Engine's\n"
+    "                     linears (an FP8 copy of each weight and its transpose kept); torchao\n"
+    "                     (torchtitan's float8: torchao's Float8Linear, tensorwise scaling, the\n"
+    "                     weights cast where used, no FP8 copies kept)\n"
     "  --dtype D          fp16, bf16, fp32, or fp8 (linear GEMMs in FP8, Transformer-Engine style;\n"
     "                     devices with FP8 tensor cores only) (default: the cluster's 16-bit type)\n"
     "  --partition P      @partition@ (default), parameters, compute\n"
@@ -168,7 +171,8 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     mk_recompute_format(&p->recompute, rc, sizeof rc);
     printf("merak sim: %s on %s, %lld GPUs (%s), %s, recompute %s, %s%s\n", p->model.name, c->name,
            (long long)mk_plan_gpus(p), mk_plan_layout_str(p, " x ").s, mk_sched_kind_name(p->schedule), rc,
-           mk_dtype_name(p->dtype), p->fp8_recipe == MK_FP8_TENSORWISE ? " (tensorwise scaling)" : "");
+           mk_dtype_name(p->dtype), p->fp8_recipe == MK_FP8_TENSORWISE ? " (tensorwise scaling)"
+           : p->fp8_recipe == MK_FP8_TORCHAO ? " (torchao's Float8, tensorwise scaling)" : "");
     char zero[64] = "";
     int dcp = mk_plan_dp_cp(p);
     if (r->zero) snprintf(zero, sizeof zero, ", ZeRO-%d over %d of dp%s %d", r->zero, r->zero_group,

@@ -61,6 +61,8 @@
  * --fp8-recipe tensorwise) reads each tensor once more before its cast,
  * for the amax its scale needs (+2 an element: mk_dtype_cast_bytes), and
  * so no norm writes an FP8 output: every linear casts its own input.
+ * torchao's Float8Linear (opts.fp8_weight_cast) casts its weight at each
+ * use instead of once a step (sim/cost.c fp8_weight_pass_bytes).
  * The other
  * ops (norms, the attention core, which TE's DotProductAttention runs in
  * bf16, the LM head, which Megatron-Core's output layer runs outside TE)

@@ -387,7 +387,8 @@ void mk_plan_graph_opts(const mk_plan_t *p, mk_graph_opts_t *o)
     o->moe_deepep = p->moe_deepep;
     o->xent = p->cross_entropy;
     o->eager = p->eager;
-    o->fp8_current = p->dtype == MK_DTYPE_FP8 && p->fp8_recipe == MK_FP8_TENSORWISE;
+    o->fp8_current = p->dtype == MK_DTYPE_FP8 && mk_fp8_recipe_current(p->fp8_recipe);
+    o->fp8_weight_cast = p->dtype == MK_DTYPE_FP8 && p->fp8_recipe == MK_FP8_TORCHAO;
 }
 
 int mk_plan_dropout(mk_dtype_t dt) { return dt != MK_DTYPE_FP32; }
@@ -461,19 +462,24 @@ int mk_xent_parse(const char *s, mk_xent_t *out)
     return mk_error_set("--cross-entropy must be vocab-parallel, torch, fused or fused-te, not '%s'", s ? s : "");
 }
 
-static const char *const fp8_recipe_names[] = {"delayed", "tensorwise"};
+static const char *const fp8_recipe_names[] = {"delayed", "tensorwise", "torchao"};
 
 const char *mk_fp8_recipe_name(mk_fp8_recipe_t r)
 {
-    return r >= MK_FP8_DELAYED && r <= MK_FP8_TENSORWISE ? fp8_recipe_names[r] : "?";
+    return r >= MK_FP8_DELAYED && r <= MK_FP8_TORCHAO ? fp8_recipe_names[r] : "?";
+}
+
+int mk_fp8_recipe_current(mk_fp8_recipe_t r)
+{
+    return r == MK_FP8_TENSORWISE || r == MK_FP8_TORCHAO;
 }
 
 int mk_fp8_recipe_parse(const char *s, mk_fp8_recipe_t *out)
 {
-    for (int i = 0; i <= MK_FP8_TENSORWISE; i++)
+    for (int i = 0; i <= MK_FP8_TORCHAO; i++)
         if (s && !strcmp(s, fp8_recipe_names[i])) return *out = (mk_fp8_recipe_t)i, 0;
-    return mk_error_set("--fp8-recipe must be delayed or tensorwise (mxfp8 and blockwise are not modelled), not '%s'",
-                        s ? s : "");
+    return mk_error_set("--fp8-recipe must be delayed, tensorwise or torchao (mxfp8 and blockwise are not modelled), "
+                        "not '%s'", s ? s : "");
 }
 
 int mk_elementwise_parse(const char *s, int *eager)

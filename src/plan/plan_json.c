@@ -232,7 +232,7 @@ static int xent_from_json(json_t *j, const char *what, mk_plan_t *p)
     json_t *fr = json_object_get(j, "fp8_recipe");
     p->fp8_recipe = MK_FP8_DELAYED;
     if (fr && (!json_is_string(fr) || mk_fp8_recipe_parse(json_string_value(fr), &p->fp8_recipe) < 0))
-        return mk_error_set("%s: 'fp8_recipe' must be delayed or tensorwise", what);
+        return mk_error_set("%s: 'fp8_recipe' must be delayed, tensorwise or torchao", what);
     return 0;
 }
 
