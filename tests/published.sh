@@ -18,6 +18,26 @@ check "breakdown.py counts every subset row once" sh -c "
 check "breakdown.py refuses an unknown column with exit 2" sh -c "
   '$PYTHON' '$dir/breakdown.py' --csv '$tmpdir/r/replay.csv' --by nosuch 2>'$tmpdir/bde'; [ \$? -eq 2 ] &&
   grep -q 'unknown column nosuch' '$tmpdir/bde'"
+# --fit: t = m (a + b L) + (c + d L) recovered exactly from rows made by it (a, b, c, d = 5, 3, 2, 0.4
+# ms predicted, twice that measured); a pp > 1 row is left out; too few points are reported, not fitted
+"$PYTHON" -c "
+import csv, sys
+w = csv.writer(open(sys.argv[1], 'w', newline=''))
+w.writerow(['row', 'model', 'dp', 'pp', 'tp', 'mbs', 'measured_s', 'predicted_s', 'error', 'flags'])
+i = 0
+for L in (12, 16, 20, 24):
+    for gbs in (8, 16, 32):
+        t = (gbs // 2) * (5 + 3 * L) + (2 + 0.4 * L)
+        w.writerow(['single-node#%d' % i, '%dx1024' % L, 1, 1, 1, 2, 2 * t / 1e3, t / 1e3, 1.0, '--gbs %d --mbs 2' % gbs])
+        i += 1
+w.writerow(['single-node#%d' % i, '12x1024', 1, 2, 1, 2, 1.0, 0.5, 1.0, '--gbs 8'])
+w.writerow(['single-node#%d' % (i + 1), '12x2048', 1, 1, 1, 2, 1.0, 0.5, 1.0, '--gbs 8'])
+" "$tmpdir/fit.csv"
+"$PYTHON" "$dir/breakdown.py" --csv "$tmpdir/fit.csv" --by hidden,tp --fit >"$tmpdir/fit.out" 2>&1
+cat "$tmpdir/fit.out"
+check "breakdown.py --fit recovers a, b, c, d and leaves out pp > 1" sh -c "
+  grep -Eq '^ *1024 +1 +12 [|] +10[.]00  6[.]00  4[.]00  0[.]80 [|] +5[.]00  3[.]00  2[.]00  0[.]40' '$tmpdir/fit.out' &&
+  grep -Eq '^ *2048 +1 +1 [|] not fitted' '$tmpdir/fit.out'"
 # the check can fail: against a recorded MAPE of 0 (more than a point below any
 # figure the replay reaches) it must
 "$PYTHON" -c "
