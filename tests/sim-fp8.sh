@@ -139,7 +139,9 @@ wc, wa = c['memory_breakdown'][0]['weights'], a['memory_breakdown'][0]['weights'
 print('  weights %.3f -> %.3f GB, step %.4f -> %.4f s' % (wc / 1e9, wa / 1e9, c['step_time_s'], a['step_time_s']))
 assert wa < wc * 0.7 and 0.9 < a['step_time_s'] / c['step_time_s'] < 1.1"
 $MERAK plan --model gpt-tiny --cluster dgx-h100 --gpus 8 --gbs 8 --top 1 --dtype fp8 --fp8-recipe torchao \
-  --save-plan "$tmpdir/ao.json" >/dev/null || { echo "FAIL: plan torchao"; exit 1; }
+  --save-plan "$tmpdir/ao.json" >"$tmpdir/ao.out" || { echo "FAIL: plan torchao"; exit 1; }
+check "the planner's headline names the recipe" grep -q "global batch 8, fp8 (torchao's Float8, tensorwise scaling)" \
+  "$tmpdir/ao.out"
 expect_ok "a torchao plan file runs as torchao's" sh -c "grep -q '\"fp8_recipe\": \"torchao\"' '$tmpdir/ao.json' &&
   $MERAK sim --plan '$tmpdir/ao.json' | grep -q \"fp8 (torchao's Float8\""
 

@@ -209,6 +209,9 @@ int mk_args_xent(const mk_args_t *a, mk_xent_t *out);
 int mk_args_elementwise(const mk_args_t *a, int *eager);
 /* --fp8-recipe into *out (MK_FP8_DELAYED when not given); -1 with a message. */
 int mk_args_fp8_recipe(const mk_args_t *a, mk_fp8_recipe_t *out);
+/* What a headline says after an fp8 plan's dtype: "" for the default
+ * (delayed) recipe, " (tensorwise scaling)", " (torchao's Float8, ...)". */
+const char *mk_cli_fp8_note(mk_fp8_recipe_t r);
 /* --overlap-moe-expert-parallel-comm (and --delay-wgrad-compute) into mk_plan_t.moe_a2a_overlap (-1: printed) */
 int mk_args_a2a_overlap(const mk_args_t *a, int *out);
 /* --moe-enable-deepep / --moe-token-dispatcher-type into mk_plan_t.moe_deepep (-1: printed) */

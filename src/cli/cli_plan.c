@@ -73,6 +73,13 @@ int mk_args_fp8_recipe(const mk_args_t *a, mk_fp8_recipe_t *out)
     return 0;
 }
 
+const char *mk_cli_fp8_note(mk_fp8_recipe_t r)
+{
+    return r == MK_FP8_TENSORWISE ? " (tensorwise scaling)"
+           : r == MK_FP8_TORCHAO  ? " (torchao's Float8, tensorwise scaling)"
+                                  : "";
+}
+
 /* Megatron-Core's dispatcher flags as it pairs them: --moe-enable-deepep
  * is the flex dispatcher's backend (--moe-token-dispatcher-type flex, or
  * the type left out); flex without a backend, or alltoall with DeepEP, is

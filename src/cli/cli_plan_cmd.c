@@ -254,8 +254,9 @@ static void print_human(const mk_planner_result_t *r, const mk_plan_t *base, con
 {
     char t[32], g[32];
     /* every candidate's attention, settled (auto) by the search */
-    printf("merak plan: %s on %d GPUs of %s, global batch %d, %s, attention %s\n", base->model.name, o->gpus,
-           base->cluster, o->gbs, mk_dtype_name(o->dtype), mk_attn_backend_name(r->best[0].plan.attention));
+    printf("merak plan: %s on %d GPUs of %s, global batch %d, %s%s, attention %s\n", base->model.name, o->gpus,
+           base->cluster, o->gbs, mk_dtype_name(o->dtype), o->dtype == MK_DTYPE_FP8 ? mk_cli_fp8_note(o->fp8_recipe) : "",
+           mk_attn_backend_name(r->best[0].plan.attention));
     printf("searched %ld candidates in %ld layouts (%ld settled: %ld over memory, %ld duplicates; %ld simulated, "
            "%ld pruned by bound) in %s (%s generating)\n",
            r->candidates, r->layouts, r->settled, r->pruned_memory, r->duplicates, r->simulated, r->pruned_bound,

@@ -171,8 +171,7 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     mk_recompute_format(&p->recompute, rc, sizeof rc);
     printf("merak sim: %s on %s, %lld GPUs (%s), %s, recompute %s, %s%s\n", p->model.name, c->name,
            (long long)mk_plan_gpus(p), mk_plan_layout_str(p, " x ").s, mk_sched_kind_name(p->schedule), rc,
-           mk_dtype_name(p->dtype), p->fp8_recipe == MK_FP8_TENSORWISE ? " (tensorwise scaling)"
-           : p->fp8_recipe == MK_FP8_TORCHAO ? " (torchao's Float8, tensorwise scaling)" : "");
+           mk_dtype_name(p->dtype), mk_cli_fp8_note(p->fp8_recipe));
     char zero[64] = "";
     int dcp = mk_plan_dp_cp(p);
     if (r->zero) snprintf(zero, sizeof zero, ", ZeRO-%d over %d of dp%s %d", r->zero, r->zero_group,
