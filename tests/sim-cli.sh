@@ -73,6 +73,21 @@ assert dp(a) < dp(b) / 5, (dp(a), dp(b))" "$tmpdir/gb200-nvl72.json" "$tmpdir/dg
 check "h100-96gb-500w: a 96 GB limit less the CUDA context, attention flash" sh -c "$MERAK sim --model llama-3-8b --cluster h100-96gb-500w \
   --dp 8 --zero 3 --gbs 16 --mbs 2 --json | '${PYTHON:-python3}' -c \"import json, sys
 j = json.load(sys.stdin); assert j['memory_limit_bytes'] == 96e9 - 287047680 and j['attention'] == 'flash', j['memory_limit_bytes']\""
+# a100-800g (issue 38): dgx-a100 with half its NICs (vTrain's 800 Gb/s a
+# node).  Inside a node the same step to the bit; across two nodes the DP
+# all-reduce's inter-node phase (dp 16 less dp 8 on dgx-a100: the intra-node
+# phases are the same) takes twice as long, so it adds one such phase
+for c in dgx-a100 a100-800g; do for d in 8 16; do
+  $MERAK sim --cluster $c --model gpt-2.5b --dp $d --gbs $((d * 4)) --mbs 4 --no-overlap-grad-reduce --json \
+    >"$tmpdir/$c-$d.json" || echo "FAIL: sim on $c at dp $d"
+done; done
+check "a100-800g: dgx-a100 inside a node, its inter-node all-reduce phase twice as long" "${PYTHON:-python3}" -c "
+import json, sys
+j = {f: json.load(open(sys.argv[1] + '/' + f + '.json')) for f in ('dgx-a100-8', 'dgx-a100-16', 'a100-800g-8', 'a100-800g-16')}
+dp = lambda f: j[f]['exposed_comm_s']['dp']
+assert j['a100-800g-8']['step_time_s'] == j['dgx-a100-8']['step_time_s'], 'one node differs'
+inter, extra = dp('dgx-a100-16') - dp('dgx-a100-8'), dp('a100-800g-16') - dp('dgx-a100-16')
+assert inter > 0.01 and abs(extra / inter - 1) < 0.03, (inter, extra)" "$tmpdir"
 # uneven first and last stages (issue 35; Megatron-Core's
 # --decoder-first/last-pipeline-num-layers): llama-3-8b's 32 blocks over
 # pp 4 as 7 / 9 / 9 / 7 (the first stage also holds the embedding, the

@@ -8,11 +8,14 @@ Every row of multi-node.json and single-node.json (README.md here) that
 `merak sim` can express is simulated by one rule, the same for every
 source (it is also how the simulator is judged on runs not in this folder):
 
-  cluster     the preset of the GPU type: A100 -> dgx-a100, H100 -> dgx-h100
-              (the 96 GB HBM2e part at 500 W -> h100-96gb-500w),
-              H200 -> dgx-h200, B200 -> dgx-b200 (no per-dataset presets:
-              where a row's hardware differs from the preset, that is an
-              error source, not something to fit)
+  cluster     the preset of the GPU type: A100 -> dgx-a100, H100 -> dgx-h100,
+              H200 -> dgx-h200, B200 -> dgx-b200, but where the source
+              states hardware a preset describes: the 96 GB HBM2e H100 at
+              500 W (torchtitan's) -> h100-96gb-500w, A100 nodes with
+              800 Gb/s a node between them (vTrain's validation configs:
+              inter_node_bandwidth 800) -> a100-800g (nothing fitted: where
+              a row's hardware differs from its preset and the source does
+              not say how, that is an error source)
   model       the row's shape on the preset of its family: GPT (learned
               positions, LayerNorm, GELU) or Llama (RoPE, RMSNorm, SwiGLU,
               grouped-query attention where kv_heads < heads); with model
@@ -246,6 +249,8 @@ def tp_comm_flags(row, tp, sp):
 
 def cluster_of(row):
     g = (row.get("gpu_type") or "").upper()
+    if "A100" in g and "vTrain" in row["source"]:
+        return "a100-800g"
     if "A100" in g:
         return "dgx-a100"
     if "H100" in g and "96GB" in g and "500W" in g:

@@ -213,13 +213,28 @@ typedef struct {
 /* Designated fields: a device field added later is 0 (off) in every
  * preset unless a preset names it. */
 #define DGX_LINKS(nvlink) .gpus_per_node = 8, .intra = {3e-6, nvlink}, .nics_per_node = 8
+/* The A100-80GB SXM (sources on top), in dgx-a100 and a100-800g. */
+#define DEV_A100_80GB                                                                                           \
+    {.name = "A100-SXM4-80GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,       \
+     .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80, .gemm_half_dim = 256, \
+     .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .host_op_s = HOST_OP_S,                    \
+     .flash_attn_flops = FLASH_A100}
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
-     {.name = "dgx-a100",
-      .dev = {.name = "A100-SXM4-80GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
-              .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
-              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
-      DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4}},
+     {.name = "dgx-a100", .dev = DEV_A100_80GB, DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4}},
+    /* 8x A100 SXM nodes with 800 Gb/s a node between them, half a DGX
+       A100's 8x200: the cluster of vTrain's measured multi-node runs
+       (Bang et al., MICRO 2024; VIA-Research/vTrain's validation configs
+       give inter_node_bandwidth 800, "total bandwidth of inter-node
+       communication in Gbps", src/config.py), read as four HDR 200 Gb/s
+       NICs, the A100 generation's InfiniBand, at the 24 GB/s a NIC that
+       nccl-tests measure on DGX A100 (above).  Inside a node as dgx-a100:
+       an 8-GPU A100 SXM board is NVSwitch-connected whatever its NICs
+       (the configs' intra_node_bandwidth of 150 GB/s is no NVLink 3 link
+       rate: 300 GB/s a direction, 232.5 GB/s measured NCCL bus bandwidth). */
+    {"8x A100-80GB SXM per node, NVSwitch, 4x200 Gb/s InfiniBand (800 Gb/s a node: vTrain's cluster)",
+     {.name = "a100-800g", .dev = DEV_A100_80GB, .gpus_per_node = 8, .intra = {3e-6, 230 * GB}, .nics_per_node = 4,
+      .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4}},
     {"8x A100-40GB SXM per node (the first DGX A100), NVSwitch, 8x200 Gb/s InfiniBand",
      {.name = "a100-40gb",
       .dev = {.name = "A100-SXM4-40GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
