@@ -354,17 +354,31 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     return DONE;
 }
 
+/* A send's time: alpha + S/beta of the rank's share (sequence parallelism:
+ * the s/tp rows it holds; scatter-gather without it: a 1/tp slice of the
+ * whole tensor), and with scatter-gather the receivers' all-gather of the
+ * tp slices over their TP group (Megatron-LM's gather_split_1d_tensor,
+ * DeepSpeed's PartitionedTensor.full()), counted in the transfer: the
+ * tensor is not there until it is whole. */
 double mk_sim_send_cost(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_t *g, const mk_sim_opts_t *o,
                         int s, int ds, int kd, int act, int *inter)
 {
     /* the activation entering kd, or the gradient of the one leaving it */
     double bytes = act ? g->layers[p->bounds[kd]].in_bytes : g->layers[p->bounds[kd + 1] - 1].out_bytes;
-    if (p->seqpar && p->tp > 1) bytes /= p->tp;
+    int gather = p->scatter_gather_p2p && !p->seqpar && p->tp > 1;
+    if ((p->seqpar || gather) && p->tp > 1) bytes /= p->tp;
     if (p->cp > 1) bytes /= p->cp; /* the rank's s/cp tokens */
     *inter = mk_sim_stage_node(c, p, ds) != mk_sim_stage_node(c, p, s);
     int sr = mk_plan_dp_cp(p) * p->tp; /* a stage's ranks, all sending at once */
     int sharers = sr < c->gpus_per_node ? sr : c->gpus_per_node;
-    return o->unit_costs ? 0 : mk_cost_p2p(c, *inter, sharers, bytes);
+    if (o->unit_costs) return 0;
+    double t = mk_cost_p2p(c, *inter, sharers, bytes);
+    if (gather) {
+        mk_group_t tpg, cpg, epg;
+        mk_sim_layer_groups(c, p, &tpg, &cpg, &epg);
+        t += mk_cost_coll(c, MK_COLL_ALLGATHER, &tpg, bytes * p->tp);
+    }
+    return t;
 }
 
 static int op_send(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)

@@ -88,6 +88,26 @@ dp = lambda f: j[f]['exposed_comm_s']['dp']
 assert j['a100-800g-8']['step_time_s'] == j['dgx-a100-8']['step_time_s'], 'one node differs'
 inter, extra = dp('dgx-a100-16') - dp('dgx-a100-8'), dp('a100-800g-16') - dp('dgx-a100-16')
 assert inter > 0.01 and abs(extra / inter - 1) < 0.03, (inter, extra)" "$tmpdir"
+# --scatter-gather-tensors-in-pipeline (issue 38; the sends' closed form is
+# test_sim's): the headline says so, a plan file keeps it and replays to the
+# same step, the step is shorter across nodes, merak plan takes it, run refuses it
+S="--model gpt-8.3b --cluster dgx-a100 --pp 2 --tp 8 --gbs 8 --mbs 1"
+$MERAK sim $S --json >"$tmpdir/sg0.json" && $MERAK sim $S --scatter-gather-tensors-in-pipeline --json >"$tmpdir/sg1.json" &&
+  $MERAK sim $S --scatter-gather-tensors-in-pipeline >"$tmpdir/sg1.txt" || echo "FAIL: sim --scatter-gather-tensors-in-pipeline"
+check "scatter-gather: named, kept in the plan, a shorter step" "${PYTHON:-python3}" -c "
+import json, sys
+a, b = (json.load(open(sys.argv[1] + '/sg%d.json' % i)) for i in (0, 1))
+assert b['plan']['scatter_gather_tensors_in_pipeline'] is True and 'scatter_gather_tensors_in_pipeline' not in a['plan']
+assert b['step_time_s'] < a['step_time_s'], (a['step_time_s'], b['step_time_s'])
+assert 'pipeline sends scatter-gathered: 1/8' in open(sys.argv[1] + '/sg1.txt').read()
+json.dump(b['plan'], open(sys.argv[1] + '/sg.plan.json', 'w'))" "$tmpdir"
+check "scatter-gather: the plan file replays to the same step" sh -c "'$MERAK' sim --plan '$tmpdir/sg.plan.json' --json |
+  '${PYTHON:-python3}' -c 'import json, sys; a = json.load(sys.stdin); b = json.load(open(sys.argv[1]));
+sys.exit(0 if a[\"step_time_s\"] == b[\"step_time_s\"] else 1)' '$tmpdir/sg1.json'"
+expect_ok "merak plan takes --scatter-gather-tensors-in-pipeline" $MERAK plan --model gpt-tiny --gpus 4 --gbs 8 \
+  --scatter-gather-tensors-in-pipeline --top 1
+expect_fail "merak run refuses --scatter-gather-tensors-in-pipeline" "is for merak sim and merak plan" -- $MERAK run \
+  --scatter-gather-tensors-in-pipeline
 # uneven first and last stages (issue 35; Megatron-Core's
 # --decoder-first/last-pipeline-num-layers): llama-3-8b's 32 blocks over
 # pp 4 as 7 / 9 / 9 / 7 (the first stage also holds the embedding, the

@@ -630,6 +630,38 @@ static void test_gemm_rate_curve(void)
     }
 }
 
+/* Pipeline sends scatter-gathered over TP (--scatter-gather-tensors-in-
+ * pipeline: Megatron-LM 2021-22, DeepSpeed's pipeline engine).  gpt-8.3b,
+ * pp 2 x tp 8 on two dgx-a100 nodes (no host floor): each stage sends m
+ * tensors of B = b s h x 2 bytes across the nodes, its 8 TP ranks at once
+ * on the node's 8 NICs.  Whole: m (a_e + B / b_e).  Scatter-gathered: a
+ * 1/8 slice each, then the receivers' ring all-gather over NVLink, m (a_e
+ * + B / (8 b_e) + 7 a_i + 7/8 B / b_i).  With sequence parallelism the
+ * rank's rows go and nothing is gathered, flag or not. */
+static void test_scatter_gather_p2p(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    c.dev.host_op_s = 0;
+    mk_plan_t p;
+    int m = 4;
+    mk_graph_t *g = setup("gpt-8.3b", 1, 2, 8, 1, 1, m, MK_SCHED_1F1B, "full", &p);
+    CHECK(g != NULL, "setup: %s", mk_error_last());
+    if (!g) return;
+    double B = 1.0 * p.model.seq * p.model.hidden * 2, pp[4];
+    for (int i = 0; i < 4; i++) {
+        p.scatter_gather_p2p = i & 1, p.seqpar = i >> 1;
+        CHECK(run_on(&c, &p, g, 0) == 0, "run %d", i);
+        pp[i] = res.exposed_comm_s[MK_COMM_PP] + res.overlapped_comm_s[MK_COMM_PP];
+    }
+    double ae = c.inter.alpha_s, be = c.inter.beta_Bps, ai = c.intra.alpha_s, bi = c.intra.beta_Bps;
+    CHECK_REL(pp[0], m * (ae + B / be), 1e-9, "whole tensors");
+    CHECK_REL(pp[1], m * (ae + B / (8 * be) + 7 * ai + 7.0 / 8 * B / bi), 1e-9, "scatter-gathered");
+    CHECK_REL(pp[2], m * (ae + B / (8 * be)), 1e-9, "sequence parallel: the rank's rows");
+    CHECK(pp[3] == pp[2], "sequence parallel: the flag does nothing");
+    mk_graph_free(g);
+}
+
 /* The gradient buffers' type (mk_plan_grad_dtype): fp32 for bf16 (and
  * fp8) plans, as Megatron-LM forces, fp16 for fp16 ones unless
  * --accumulate-allreduce-grads-in-fp32: 4 or 2 bytes a parameter, and the
@@ -747,6 +779,7 @@ int main(void)
     test_fp8_weight_copies();
     test_gemm_rate_curve();
     test_grad_dtype();
+    test_scatter_gather_p2p();
     test_tp_comm_overlap();
     test_tail_micro_batches();
     CHECK_DONE();

@@ -55,6 +55,10 @@ source (it is also how the simulator is judged on runs not in this folder):
               fastest plan that fits (the published runs were tuned)
   vocab       the row's; unknown (vTrain): 50257, the GPT-2 tokenizer's
               and vTrain's config default (not a measured-run fact)
+  p2p         scatter-gathered over TP (--scatter-gather-tensors-in-
+              pipeline) for the software that does it without sequence
+              parallelism: Megatron-LM from February 2021 until Megatron-
+              Core (SC21) and DeepSpeed's pipeline engine (vTrain, MT-NLG)
   DP overlap  the row's software: Megatron-Core overlaps the gradient
               all-reduce with the backward (--overlap-grad-reduce, the
               merak default); Megatron-LM before Megatron-Core (its local
@@ -247,6 +251,22 @@ def tp_comm_flags(row, tp, sp):
     return ["--tp-comm-overlap"] if on and sp and tp > 1 else []
 
 
+def scatter_gather_flags(row, pp, tp, sp):
+    """--scatter-gather-tensors-in-pipeline where the software splits the
+    tensors it sends between stages over the TP ranks and all-gathers them
+    on arrival (a row field scatter_gather, when a source gives it, wins):
+    Megatron-LM from February 2021 until Megatron-Core (its default,
+    commit 72e4230; SC21's section 4.1 describes it; the Megatron-LM README
+    table of January 2021 predates it) and DeepSpeed's pipeline engine
+    (pipe_partitioned, on since its first release: vTrain's and MT-NLG's
+    Megatron-DeepSpeed).  Megatron-Core sends whole tensors (with sequence
+    parallelism, the rank's rows), as torchtitan does."""
+    on = row.get("scatter_gather")
+    if on is None:
+        on = not (megatron_core(row) or torchtitan(row) or "cases_jan2021" in row["source"])
+    return ["--scatter-gather-tensors-in-pipeline"] if on and pp > 1 and tp > 1 and not sp else []
+
+
 def cluster_of(row):
     g = (row.get("gpu_type") or "").upper()
     if "A100" in g and "vTrain" in row["source"]:
@@ -408,7 +428,7 @@ def express(row):
     for rec, sp in recompute_choices(row):
         for b in mbs:
             out.append(base + ["--mbs", str(b), "--recompute", rec] + (["--sequence-parallel"] if sp else []) +
-                       tp_comm_flags(row, tp, sp))
+                       tp_comm_flags(row, tp, sp) + scatter_gather_flags(row, pp, tp, sp))
     return out
 
 

@@ -117,6 +117,12 @@ typedef struct mk_plan {
                                  * all-gather runs behind the next step's first forward, bucket by
                                  * bucket, instead of after the optimizer step (sim/README.md
                                  * "Overlapped weight gather"); the executor refuses it */
+    int scatter_gather_p2p;     /* Megatron-LM's --scatter-gather-tensors-in-pipeline (its default from
+                                 * 2021 until Megatron-Core) and DeepSpeed's pipeline engine
+                                 * (pipe_partitioned, on by default): without sequence parallelism
+                                 * each TP rank sends 1/tp of the activation or gradient between
+                                 * stages and the receiving TP group all-gathers it (sim/README.md
+                                 * "Pipeline sends"); the executor refuses it */
     int zero;                   /* ZeRO stage over the sharding group: 0 none, 1 optimizer state
                                  * (Megatron's distributed optimizer), 2 + gradients (reduce-scattered),
                                  * 3 + parameters (FSDP: gathered per layer before use) */

@@ -82,6 +82,8 @@ typedef struct mk_planner_opts {
                                  not searched) */
     int overlap_param_gather; /* every ZeRO-1 candidate gathers its weights behind the next step's
                                  forward (mk_plan_t.overlap_param_gather; a fixed knob) */
+    int scatter_gather_p2p;   /* every candidate's pipeline sends scatter-gathered over TP
+                                 (mk_plan_t.scatter_gather_p2p; a fixed knob) */
     int rank, size;           /* this process's share of the (layout, micro-batch, schedule) triples */
     /* A search split over ranks (size > 1) prunes with the K best step
        times of every rank, exchanged while the ranks search (merak plan:

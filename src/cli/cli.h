@@ -53,6 +53,7 @@ typedef struct mk_args {
     int optimizer_offload;         /* --optimizer-cpu-offload */
     int tp_comm_overlap;           /* --tp-comm-overlap */
     int overlap_param_gather;      /* --overlap-param-gather */
+    int scatter_gather_p2p;        /* --scatter-gather-tensors-in-pipeline */
     int moe_a2a_overlap;           /* --overlap-moe-expert-parallel-comm */
     int delay_wgrad;               /* --delay-wgrad-compute (needs the overlap: Megatron-Core's rule) */
     int cpu_offload_layers;        /* --cpu-offloading-num-layers (0: none) */

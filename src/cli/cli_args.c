@@ -394,6 +394,7 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *name, const 
     else if (f->id == O_OFFLOAD) a->optimizer_offload = 1;
     else if (f->id == O_TP_COMM_OVERLAP) a->tp_comm_overlap = 1;
     else if (f->id == O_PARAM_GATHER) a->overlap_param_gather = 1;
+    else if (f->id == O_SCATTER_GATHER) a->scatter_gather_p2p = 1;
     else if (f->id == O_MOE_A2A_OVERLAP) a->moe_a2a_overlap = 1;
     else if (f->id == O_DELAY_WGRAD) a->delay_wgrad = 1;
     else if (f->id == O_OVERLAP_GRAD || f->id == O_NO_OVERLAP_GRAD) a->overlap_grad_reduce = f->id == O_OVERLAP_GRAD;

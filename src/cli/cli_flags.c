@@ -93,6 +93,7 @@ const mk_flag_t mk_flags[] = {
     {"optimizer-cpu-offload", O_OFFLOAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"tp-comm-overlap", O_TP_COMM_OVERLAP, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
     {"overlap-param-gather", O_PARAM_GATHER, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
+    {"scatter-gather-tensors-in-pipeline", O_SCATTER_GATHER, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
     {"overlap-moe-expert-parallel-comm", O_MOE_A2A_OVERLAP, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
     {"delay-wgrad-compute", O_DELAY_WGRAD, MK_OPTG_SIM | MK_OPTG_PLAN, N, 1, 0, 0},
     {"cpu-offloading-num-layers", O_ACT_OFFLOAD, MK_OPTG_SIM, I, 1, 0, MK_MAX_LAYERS},

@@ -177,6 +177,7 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     p->optimizer_offload = a->optimizer_offload;
     p->tp_comm_overlap = a->tp_comm_overlap;
     p->overlap_param_gather = a->overlap_param_gather;
+    p->scatter_gather_p2p = a->scatter_gather_p2p;
     if (mk_args_a2a_overlap(a, &p->moe_a2a_overlap) < 0) return -1;
     p->cpu_offload_layers = a->cpu_offload_layers > 0 ? a->cpu_offload_layers : 0;
     p->first_stage_layers = a->first_stage_layers > 0 ? a->first_stage_layers : 0;

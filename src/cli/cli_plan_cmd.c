@@ -24,7 +24,8 @@ static const char *plan_usage =
     "usage: merak plan [--model M] [--cluster C] [--gpus N] [--gbs B] [--dtype D] [--top K]\n"
     "                  [--attention-backend A] [--cross-entropy X] [--elementwise E] [--fp8-recipe R]\n"
     "                  [--grad-reduce-dtype D]\n"
-    "                  [--tp-comm-overlap] [--overlap-param-gather] [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
+    "                  [--tp-comm-overlap] [--overlap-param-gather] [--scatter-gather-tensors-in-pipeline]\n"
+    "                  [--json] [--trace FILE] [--save-plan FILE] [model flags]\n"
     "       mpiexec -n R merak plan ...   (the ranks share the simulations)\n\n"
     "Search every (dp, cp, pp, tp) layout of N GPUs (cp > 1 where the sequence is at least\n"
     "4096 tokens in chunks of at least 512), micro-batch size, schedule (1f1b,\n"
@@ -65,6 +66,8 @@ static const char *plan_usage =
     "                   merak run refuses such a plan)\n"
     "  --overlap-param-gather  every ZeRO-1 plan gathers its updated weights behind the next\n"
     "                   step's forward (Megatron-Core's; merak sim --help; merak run refuses it)\n"
+    "  --scatter-gather-tensors-in-pipeline  every plan's pipeline sends split over TP and\n"
+    "                   all-gathered (Megatron-LM 2021-22, DeepSpeed; merak sim --help)\n"
     "  --baseline S     search only what a system does: megatron (uniform partition, 1f1b or\n"
     "                   interleaved, full recompute, no TP overlap), megatron-sp (adds sequence\n"
     "                   parallelism, selective recompute, distributed optimizer), deepspeed\n"
@@ -474,6 +477,7 @@ static int plan_main(const mk_args_t *a, int rank, int size)
     o.moe_imbalance = a->moe_imbalance;
     o.tp_comm_overlap = a->tp_comm_overlap;
     o.overlap_param_gather = a->overlap_param_gather;
+    o.scatter_gather_p2p = a->scatter_gather_p2p;
     if (mk_args_attention(a, &o.attention) < 0 || mk_args_xent(a, &o.cross_entropy) < 0 ||
         mk_args_deepep(a, &o.moe_deepep) < 0 || mk_args_a2a_overlap(a, &o.moe_a2a_overlap) < 0 ||
         mk_args_elementwise(a, &o.eager) < 0 || mk_args_fp8_recipe(a, &o.fp8_recipe) < 0 ||

@@ -87,6 +87,11 @@ static const char *sim_usage =
     "  --overlap-param-gather  ZeRO-1 (Megatron-Core's, with the overlapped reduction): the\n"
     "                     updated weights' all-gather runs behind the next step's first\n"
     "                     forward, bucket by bucket, not after the optimizer step\n"
+    "  --scatter-gather-tensors-in-pipeline  without sequence parallelism each TP rank\n"
+    "                     sends 1/tp of the activation or gradient to the next stage and\n"
+    "                     the receivers all-gather it over their TP group (Megatron-LM's\n"
+    "                     default in 2021-22, DeepSpeed's pipeline engine's; Megatron-Core\n"
+    "                     sends whole tensors); merak run refuses it\n"
     "  --grad-reduce-dtype D  the gradient buffers and their DP reduction: fp32, or the\n"
     "                     plan's 16-bit type (bf16 for fp8 plans); default fp32 for bf16 and\n"
     "                     fp8 (Megatron-LM forces it), fp16 for fp16.\n"
@@ -185,6 +190,8 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
     if (p->eager) printf("  element-wise kernels as eager PyTorch runs them\n");
     if (p->overlap_param_gather) printf("  ZeRO-1's weight all-gather behind the next step's first forward\n");
+    if (p->scatter_gather_p2p && p->pp > 1 && p->tp > 1 && !p->seqpar)
+        printf("  pipeline sends scatter-gathered: 1/%d of each tensor a TP rank, all-gathered on arrival\n", p->tp);
     if (mk_plan_zero(p) == 3 && !p->zero3_prefetch) printf("  ZeRO-3 gathers not prefetched: each waits for the layer before it\n");
     if (p->cp > 1 && p->cp_comm != MK_CP_COMM_P2P)
         printf("  context parallelism by %s (--cp-comm-type %s), not overlapped with the attention\n",

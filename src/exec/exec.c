@@ -141,6 +141,9 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->overlap_param_gather)
         return mk_error_set("--overlap-param-gather is for merak sim and merak plan: run gathers the updated "
                             "weights after the optimizer step");
+    if (p->scatter_gather_p2p)
+        return mk_error_set("--scatter-gather-tensors-in-pipeline is for merak sim and merak plan: run sends whole "
+                            "activations between stages");
     if (p->tp_comm_overlap)
         return mk_error_set("--tp-comm-overlap (Transformer Engine's userbuffers) is for merak sim: run's sequence "
                             "parallelism gathers and reduce-scatters whole tensors");

@@ -69,6 +69,7 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     if (j && p->optimizer_offload) json_object_set_new(j, "optimizer_cpu_offload", json_true());
     if (j && p->tp_comm_overlap) json_object_set_new(j, "tp_comm_overlap", json_true());
     if (j && p->overlap_param_gather) json_object_set_new(j, "overlap_param_gather", json_true());
+    if (j && p->scatter_gather_p2p) json_object_set_new(j, "scatter_gather_tensors_in_pipeline", json_true());
     if (j && p->cpu_offload_layers) json_object_set_new(j, "cpu_offloading_num_layers", json_integer(p->cpu_offload_layers));
     /* likewise only when off (a ZeRO-3 plan's): absent means prefetched */
     if (j && !p->zero3_prefetch && p->zero == 3) json_object_set_new(j, "zero3_prefetch", json_false());
@@ -248,7 +249,8 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
                                        "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", "overlap_param_gather", "elementwise",
-                                       "cp_comm_type", "fp8_recipe", "zero3_prefetch", NULL};
+                                       "cp_comm_type", "fp8_recipe", "zero3_prefetch",
+                                       "scatter_gather_tensors_in_pipeline", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
     if (v && json_integer_value(v) != MK_PLAN_FORMAT_VERSION)
@@ -311,6 +313,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         xent_from_json(j, what, p) < 0 || opt_bool(j, what, "optimizer_cpu_offload", 0, &p->optimizer_offload) < 0 ||
         opt_bool(j, what, "tp_comm_overlap", 0, &p->tp_comm_overlap) < 0 ||
         opt_bool(j, what, "overlap_param_gather", 0, &p->overlap_param_gather) < 0 ||
+        opt_bool(j, what, "scatter_gather_tensors_in_pipeline", 0, &p->scatter_gather_p2p) < 0 ||
         (json_object_get(j, "cpu_offloading_num_layers") &&
          mk_json_int(j, what, "cpu_offloading_num_layers", 0, &p->cpu_offload_layers) < 0) ||
         (json_object_get(j, "decoder_first_pipeline_num_layers") &&

@@ -305,6 +305,7 @@ static int unit_plan(mk_search_t *S, mk_plan_t *p, const mk_gcache_t *e, int dp,
     p->grad_reduce_dtype = o->grad_reduce_dtype;
     p->cp_comm = cp > 1 ? (mk_cp_comm_t)o->cp_comm : MK_CP_COMM_P2P;
     p->tp_comm_overlap = o->tp_comm_overlap && sp && tp > 1;
+    p->scatter_gather_p2p = o->scatter_gather_p2p;
     p->dp = dp, p->cp = cp, p->ep = ep, p->pp = pp, p->tp = tp, p->vpp = v, p->mbs = mbs, p->seqpar = sp;
     if (o->moe_imbalance > 0) p->moe_imbalance = o->moe_imbalance;
     p->moe_deepep = o->moe_deepep;
