@@ -87,7 +87,8 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 assert c == {"train_batch_size": 64, "train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 8,
              "zero_optimization": {"stage": 1}, "bf16": {"enabled": True},
-             "data_types": {"grad_accum_dtype": "fp32"}, "communication_data_type": "fp32"}, c' "$tmpdir/ds.json"
+             "data_types": {"grad_accum_dtype": "fp32"}, "communication_data_type": "fp32",
+             "pipeline": {"pipe_partitioned": False, "grad_partitioned": False}}, c' "$tmpdir/ds.json"
 # fp16 keeps fp16 gradients (DeepSpeed's and Megatron-LM's default) unless asked for fp32 ones
 "$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --pp 2 --tp 2 --gbs 64 --mbs 2 --dtype fp16 --export deepspeed >"$tmpdir/ds16.json" 2>/dev/null
 "$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --pp 2 --tp 2 --gbs 64 --mbs 2 --dtype fp16 \
@@ -101,6 +102,16 @@ assert b["data_types"] == {"grad_accum_dtype": "fp32"} and b["communication_data
   --export megatron >"$tmpdir/m16.txt" 2>/dev/null
 check "megatron: --fp16 --accumulate-allreduce-grads-in-fp32 kept" grep -q -- "--fp16 --accumulate-allreduce-grads-in-fp32" "$tmpdir/m16.txt"
 check "deepspeed: Megatron-DeepSpeed's TP/PP arguments on stderr" grep -q "tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --checkpoint-activations .* --deepspeed --deepspeed_config ds_config.json" "$tmpdir/err"
+# scatter-gathered sends (--scatter-gather-tensors-in-pipeline) are DeepSpeed's default; Megatron-Core cannot
+"$MERAK" sim --model gpt-2.5b --cluster dgx-a100 --dp 4 --pp 2 --tp 2 --gbs 64 --mbs 2 --zero 1 \
+  --scatter-gather-tensors-in-pipeline --export deepspeed >"$tmpdir/dssg.json" 2>/dev/null
+check "deepspeed: scatter-gathered sends are its pipe_partitioned default" "$PYTHON" -c '
+import json, sys
+c = json.load(open(sys.argv[1])); assert "pipeline" not in c and c["train_batch_size"] == 64, c' "$tmpdir/dssg.json"
+expect_fail "megatron: scatter-gathered sends" "pipeline sends scatter-gathered over TP" -- "$MERAK" sim --model gpt-2.5b \
+  --cluster dgx-a100 --pp 2 --tp 2 --gbs 8 --scatter-gather-tensors-in-pipeline --export megatron
+expect_fail "plan --export megatron refuses --scatter-gather-tensors-in-pipeline" "export megatron sends whole tensors" -- \
+  "$MERAK" plan --model gpt-tiny --gpus 4 --gbs 8 --scatter-gather-tensors-in-pipeline --export megatron
 expect_fail "deepspeed: interleaved" "a pipeline schedule other than 1f1b" -- "$MERAK" sim $S --schedule interleaved --vpp 2 --export deepspeed
 expect_fail "deepspeed: ZeRO-3 with PP" "ZeRO-2/3 with pipeline parallelism" -- "$MERAK" sim $S --dp 2 --zero 3 --export deepspeed
 # ZeRO-3 without prefetch: DeepSpeed's stage3_prefetch_bucket_size 0; FSDP2 always prefetches

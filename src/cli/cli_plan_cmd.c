@@ -356,6 +356,9 @@ static int apply_export(const mk_args_t *a, mk_planner_opts_t *o)
     if (o->overlap_param_gather && strcmp(a->export_to, "megatron"))
         return mk_error_set("--overlap-param-gather is Megatron-Core's (its distributed optimizer): --export %s "
                             "runs no such overlap", a->export_to);
+    if (o->scatter_gather_p2p && strcmp(a->export_to, "deepspeed"))
+        return mk_error_set("--scatter-gather-tensors-in-pipeline is Megatron-LM 2021-22's and DeepSpeed's: --export %s "
+                            "sends whole tensors", a->export_to);
     if (!strcmp(a->export_to, "torchtitan")) return apply_titan(o);
     if (!strcmp(a->export_to, "deepspeed")) return apply_ds(o);
     if (strcmp(a->export_to, "megatron"))
