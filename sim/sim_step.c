@@ -365,8 +365,8 @@ double mk_sim_send_cost(const mk_cluster_t *c, const mk_plan_t *p, const mk_grap
 {
     /* the activation entering kd, or the gradient of the one leaving it */
     double bytes = act ? g->layers[p->bounds[kd]].in_bytes : g->layers[p->bounds[kd + 1] - 1].out_bytes;
-    int gather = p->scatter_gather_p2p && !p->seqpar && p->tp > 1;
-    if ((p->seqpar || gather) && p->tp > 1) bytes /= p->tp;
+    int gather = mk_plan_scatter_gathers(p);
+    if ((p->seqpar && p->tp > 1) || gather) bytes /= p->tp;
     if (p->cp > 1) bytes /= p->cp; /* the rank's s/cp tokens */
     *inter = mk_sim_stage_node(c, p, ds) != mk_sim_stage_node(c, p, s);
     int sr = mk_plan_dp_cp(p) * p->tp; /* a stage's ranks, all sending at once */

@@ -122,7 +122,7 @@ typedef struct mk_plan {
                                  * (pipe_partitioned, on by default): without sequence parallelism
                                  * each TP rank sends 1/tp of the activation or gradient between
                                  * stages and the receiving TP group all-gathers it (sim/README.md
-                                 * "Pipeline sends"); the executor refuses it */
+                                 * "Cost model", p2p); the executor refuses it */
     int zero;                   /* ZeRO stage over the sharding group: 0 none, 1 optimizer state
                                  * (Megatron's distributed optimizer), 2 + gradients (reduce-scattered),
                                  * 3 + parameters (FSDP: gathered per layer before use) */
@@ -332,6 +332,11 @@ MK_API int mk_plan_dropout(mk_dtype_t dt);
  * The simulator's gradient bytes and DP volume and the executor's
  * gradient buffers both come from here. */
 MK_API mk_dtype_t mk_plan_grad_dtype(const mk_plan_t *p);
+/* 1 when the plan's pipeline sends are scatter-gathered over TP: the
+ * flag (scatter_gather_p2p) with tp > 1 and no sequence parallelism, which
+ * splits them already.  The simulator's sends, merak sim's headline and the
+ * exports all ask here. */
+MK_API int mk_plan_scatter_gathers(const mk_plan_t *p);
 /* 0, or -1 naming the problem: a gradient type the plan's dtype cannot
  * have (16-bit gradients of another 16-bit type, or of an fp32 plan). */
 MK_API int mk_plan_check_grad_dtype(const mk_plan_t *p);

@@ -190,7 +190,7 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
            p->cross_entropy == MK_XENT_TORCH ? ", cross entropy torch" : "");
     if (p->eager) printf("  element-wise kernels as eager PyTorch runs them\n");
     if (p->overlap_param_gather) printf("  ZeRO-1's weight all-gather behind the next step's first forward\n");
-    if (p->scatter_gather_p2p && p->pp > 1 && p->tp > 1 && !p->seqpar)
+    if (mk_plan_scatter_gathers(p) && p->pp > 1)
         printf("  pipeline sends scatter-gathered: 1/%d of each tensor a TP rank, all-gathered on arrival\n", p->tp);
     if (mk_plan_zero(p) == 3 && !p->zero3_prefetch) printf("  ZeRO-3 gathers not prefetched: each waits for the layer before it\n");
     if (p->cp > 1 && p->cp_comm != MK_CP_COMM_P2P)

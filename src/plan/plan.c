@@ -399,6 +399,11 @@ mk_dtype_t mk_plan_grad_dtype(const mk_plan_t *p)
     return p->dtype == MK_DTYPE_FP16 ? MK_DTYPE_FP16 : MK_DTYPE_FP32;
 }
 
+int mk_plan_scatter_gathers(const mk_plan_t *p)
+{
+    return p->scatter_gather_p2p && p->tp > 1 && !p->seqpar;
+}
+
 int mk_plan_check_grad_dtype(const mk_plan_t *p)
 {
     int g = p->grad_reduce_dtype - 1;

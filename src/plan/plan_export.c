@@ -58,7 +58,7 @@ static const char *megatron_cannot(const mk_plan_t *p)
         return "MoE with TP but without --sequence-parallel (Megatron-LM requires sequence parallelism there)";
     if (p->dtype != MK_DTYPE_FP16 && mk_plan_grad_dtype(p) != MK_DTYPE_FP32)
         return "16-bit gradients of a bf16 plan (Megatron-LM reduces them in fp32)";
-    if (p->scatter_gather_p2p && p->pp > 1 && p->tp > 1 && !p->seqpar)
+    if (mk_plan_scatter_gathers(p) && p->pp > 1)
         return "pipeline sends scatter-gathered over TP (Megatron-Core sends whole tensors; --sequence-parallel "
                "splits them)";
     return NULL;
@@ -311,7 +311,7 @@ int mk_plan_export_deepspeed(const mk_plan_t *p, char *json, size_t n, char *arg
             mk_dtype_name(gd), mk_dtype_name(gd));
     /* its pipeline engine splits what it sends over the TP ranks unless told not to (pipe_partitioned,
        DeepSpeed 0.12.3 on): as the plan's sends are (--scatter-gather-tensors-in-pipeline) */
-    if (p->pp > 1 && p->tp > 1 && !p->seqpar && !p->scatter_gather_p2p)
+    if (p->pp > 1 && p->tp > 1 && !p->seqpar && !mk_plan_scatter_gathers(p))
         put(&b, ",\n  \"pipeline\": {\"pipe_partitioned\": false, \"grad_partitioned\": false}");
     put(&b, "\n}\n");
     mk_argbuf_t a = {args, na, 0};
