@@ -57,8 +57,8 @@ source (it is also how the simulator is judged on runs not in this folder):
               and vTrain's config default (not a measured-run fact)
   p2p         scatter-gathered over TP (--scatter-gather-tensors-in-
               pipeline) for the software that does it without sequence
-              parallelism: Megatron-LM from February 2021 until Megatron-
-              Core (SC21) and DeepSpeed's pipeline engine (vTrain, MT-NLG)
+              parallelism: Megatron-LM from February 2021 to March 2023
+              (SC21) and DeepSpeed's pipeline engine (vTrain, MT-NLG)
   DP overlap  the row's software: Megatron-Core overlaps the gradient
               all-reduce with the backward (--overlap-grad-reduce, the
               merak default); Megatron-LM before Megatron-Core (its local
@@ -255,15 +255,19 @@ def scatter_gather_flags(row, pp, tp, sp):
     """--scatter-gather-tensors-in-pipeline where the software splits the
     tensors it sends between stages over the TP ranks and all-gathers them
     on arrival (a row field scatter_gather, when a source gives it, wins):
-    Megatron-LM from February 2021 until Megatron-Core (its default,
-    commit 72e4230; SC21's section 4.1 describes it; the Megatron-LM README
-    table of January 2021 predates it) and DeepSpeed's pipeline engine
-    (pipe_partitioned, on since its first release: vTrain's and MT-NLG's
-    Megatron-DeepSpeed).  Megatron-Core sends whole tensors (with sequence
-    parallelism, the rank's rows), as torchtitan does."""
+    DeepSpeed's pipeline engine (pipe_partitioned, on since its first
+    release, September 2020: vTrain's and MT-NLG's Megatron-DeepSpeed), and
+    Megatron-LM from February 2021 (commit 72e4230 made it the default;
+    SC21's section 4.1 describes it; the README table of January 2021
+    predates it) until March 2023 (commit 3c92fa93b5 moved the pipeline
+    into Megatron-Core, whose sends are whole tensors, or with sequence
+    parallelism the rank's rows, as torchtitan's are): rows published in
+    2021-22."""
     on = row.get("scatter_gather")
     if on is None:
-        on = not (megatron_core(row) or torchtitan(row) or "cases_jan2021" in row["source"])
+        text = (row["source"] + " " + row.get("notes", "")).lower()
+        megatron_lm = 2021 <= run_year(row) <= 2022 and "cases_jan2021" not in row["source"]
+        on = not (megatron_core(row) or torchtitan(row)) and ("deepspeed" in text or megatron_lm)
     return ["--scatter-gather-tensors-in-pipeline"] if on and pp > 1 and tp > 1 and not sp else []
 
 
