@@ -662,6 +662,25 @@ static void test_scatter_gather_p2p(void)
     mk_graph_free(g);
 }
 
+/* h100-96gb-500w: an H100 SXM held to 500 W.  Its compute rates (every
+ * tensor-core type, the vector units, the attention kernels) are
+ * dgx-h100's scaled by one clock factor, the dense BF16 rate a third of
+ * the way from the SXM's 989 TFLOP/s at 700 W to the NVL's 835 at 400 W
+ * (data sheets: 886 TFLOP/s); its HBM runs at 90% of 2.4 TB/s whatever
+ * the cap. */
+static void test_power_capped_h100(void)
+{
+    mk_cluster_t h, c;
+    CHECK(mk_cluster_get("dgx-h100", &h) == 0 && mk_cluster_get("h100-96gb-500w", &c) == 0, "presets");
+    double f = (835.0 + (989.0 - 835.0) / 3) / 989.0;
+    CHECK_REL(c.dev.matmul_flops[1], 886.33e12, 1e-5, "dense BF16 at 500 W");
+    for (int i = 0; i < 4; i++) CHECK_REL(c.dev.matmul_flops[i], f * h.dev.matmul_flops[i], 1e-12, "a matmul rate");
+    CHECK_REL(c.dev.vector_flops, f * h.dev.vector_flops, 1e-12, "vector rate");
+    CHECK_REL(c.dev.flash_attn_flops, f * h.dev.flash_attn_flops, 1e-12, "attention forward");
+    CHECK_REL(c.dev.flash_attn_bwd_flops, f * h.dev.flash_attn_bwd_flops, 1e-12, "attention backward");
+    CHECK_REL(c.dev.mem_bw_Bps, 0.9 * 2400e9, 1e-12, "HBM2e, not capped");
+}
+
 /* The gradient buffers' type (mk_plan_grad_dtype): fp32 for bf16 (and
  * fp8) plans, as Megatron-LM forces, fp16 for fp16 ones unless
  * --accumulate-allreduce-grads-in-fp32: 4 or 2 bytes a parameter, and the
@@ -780,6 +799,7 @@ int main(void)
     test_gemm_rate_curve();
     test_grad_dtype();
     test_scatter_gather_p2p();
+    test_power_capped_h100();
     test_tp_comm_overlap();
     test_tail_micro_batches();
     CHECK_DONE();

@@ -172,6 +172,18 @@
  * torch.cuda's allocated and reserved figures, but not free for a plan. */
 #define CUDA_CONTEXT 287047680.0
 
+/* An H100 SXM held to 500 W (torchtitan's hosts): the power limit lowers
+ * the SM clock, not the HBM's, so the compute rates scale and the memory
+ * bandwidth stays.  Its rate at 500 W is in no data sheet: torchtitan's
+ * benchmark note puts it "between SXM and NVL".  NVIDIA's data sheets give
+ * the GH100's dense BF16 rate at two power limits, the SXM's 989 TFLOP/s
+ * at 700 W and the H100 NVL's 835 at 400 W (1,671 "with sparsity"; both
+ * parts 132 SMs), and 500 W is a third of the way from one to the other:
+ * 886 TFLOP/s, 0.896 of the SXM's.  (Dynamic power ~ f V^2 with V ~ f
+ * gives f ~ P^(1/3): 0.894 at 500 W, and at 400 W 0.830 against the NVL's
+ * published 0.844: the same figure within 1%.) */
+#define CLOCK_500W ((835.0 + (989.0 - 835.0) * (500.0 - 400.0) / (700.0 - 400.0)) / 989.0)
+
 /* Dense FP8 tensor-core peaks (sources on top). */
 #define FP8_H100 (1979 * TF)
 #define FP8_B200 (4500 * TF)
@@ -254,17 +266,19 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
        Teton hosts of 8 H100 SXM with 96 GB HBM2e at 2.4 TB/s peak, all
        NVLink-connected, 400 Gb/s RDMA per GPU, run at the default 500 W
        power limit.  HBM at 90% of 2.4 TB/s and NVLink and NICs as dgx-h100
-       (the same rules, sources on top).  Its peak rate at 500 W is
-       published by no one: torchtitan's note says it lies between the SXM
-       (700 W, 989 TFLOP/s dense BF16) and NVL (400 W, 835) data sheets' and
-       uses the SXM figure for MFU, as this preset does, so predicted times
-       are a lower bound where the cap slows the clock. */
+       (the same rules, sources on top).  The cap slows the SM clock, so
+       every compute rate of the part (tensor cores, vector units, the
+       attention kernels) runs at CLOCK_500W of the 700 W SXM's: see
+       there.  torchtitan's MFU figures still divide by the SXM's 989. */
     {"8x H100-96GB HBM2e SXM at 500 W per node (torchtitan's benchmarks), NVSwitch, 8x400 Gb/s RDMA",
      {.name = "h100-96gb-500w",
-      .dev = {.name = "H100-SXM5-96GB-500W", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
-              .vector_flops = 134 * TF,
+      .dev = {.name = "H100-SXM5-96GB-500W",
+              .matmul_flops = {494.7 * TF * CLOCK_500W, 989 * TF * CLOCK_500W, 989 * TF * CLOCK_500W,
+                               FP8_H100 * CLOCK_500W},
+              .vector_flops = 134 * TF * CLOCK_500W,
               .mem_bw_Bps = 2160 * GB, .mem_bytes = 96 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S,
+              .flash_attn_flops = FLASH_H100 * CLOCK_500W, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD * CLOCK_500W,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
     {"8x H200-141GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
