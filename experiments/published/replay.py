@@ -151,6 +151,8 @@ def source_label(row):
         return "Megatron-LM README (Jan 2021)"
     if "vTrain" in s:
         return "vTrain " + ("multi-node" if "multi" in t else "single-node")
+    if "torchtitan" in s and "H200" in (row.get("gpu_type") or ""):
+        return "torchtitan on H200 (FSDP2, Float8)"
     if "torchtitan" in s:
         return "torchtitan (FSDP2, Float8)" if row.get("float8") else "torchtitan (FSDP2, bf16)"
     if "NeMo" in s and "Performance Benchmarks" in s:
