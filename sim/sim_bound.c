@@ -46,7 +46,8 @@ int mk_sim_stage_tail(const mk_cluster_t *c, const mk_plan_t *p, const mk_graph_
     R.c = c, R.p = p, R.g = g, R.o = o, R.V = p->n_vstages;
     if (mk_sim_setup_statics(&R) < 0) return -1;
     mk_sim_setup_groups(&R);
-    mk_zfloor_memo_t M = {0, 0, {{0, 0, 0, 0}}};
+    mk_zfloor_memo_t M;
+    memset(&M, 0, sizeof M);
     for (int s = 0; s < p->pp; s++) {
         double ag, opt = mk_sim_opt_cost(&R, &R.st[s], &ag);
         /* overlapped, the gather is the DP stream's first work (mk_sim_param_gather_start) */

@@ -311,9 +311,12 @@ double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k);
 #define MK_ZFLOOR_MEMO 8
 typedef struct {
     int n, next;
-    struct mk_zfloor { double pg, pr; int once; double v; } e[MK_ZFLOOR_MEMO];
+    struct mk_zfloor { double pg, pr; int once, nt, nv, ne; double v; } e[MK_ZFLOOR_MEMO]; /* layer_tensors' counts */
 } mk_zfloor_memo_t;
 double mk_zero_chunk_dp_floor(const mk_sim_state_t *R, int k, mk_zfloor_memo_t *M);
+/* --zero3-per-param-collectives: stage s's kept-gathered tensors (its
+ * vectors) gathered after the optimizer step, seconds (zero.c). */
+double mk_zero_persist_gather(const mk_sim_state_t *R, int s);
 
 /* sim.c: a run's per-stage statics and DP bucket count (R->c, p, g, o, V
  * set; R->st allocated), and its communication groups.  0 or -1. */

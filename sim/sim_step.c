@@ -460,6 +460,8 @@ double mk_sim_opt_cost(const mk_sim_state_t *R, const mk_sim_stage_t *S, double 
         d += mk_dtype_cast_bytes(p->dtype, R->g->opts.fp8_current) * S->ss.fp8_params / R->c->dev.mem_bw_Bps;
     double w = p->dtype == MK_DTYPE_FP32 ? 4 : 2;
     *ag = (z == 1 || z == 2) && !unit ? mk_cost_coll(R->c, MK_COLL_ALLGATHER, &R->zg, w * S->ss.params) : 0;
+    /* ZeRO-3 with per-tensor collectives: the tensors kept gathered, gathered anew after the step */
+    if (z == 3 && !unit) *ag = mk_zero_persist_gather(R, (int)(S - R->st));
     return d;
 }
 
@@ -476,7 +478,7 @@ static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     S->busy += d;
     S->cls[MK_SIM_OPT] += d;
     /* gather the updated weights (ZeRO-3 keeps its shard; overlapped, the next step's start) */
-    if ((z == 1 || z == 2) && !unit && !p->overlap_param_gather) {
+    if ((z == 1 || z == 2 || ag > 0) && !unit && !p->overlap_param_gather) {
         double st = S->now > S->dp_free ? S->now : S->dp_free;
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", st, ag, s, -1, 0, -1);
         S->exposed[MK_COMM_DP] += st + ag - S->now;

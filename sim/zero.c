@@ -62,6 +62,71 @@ static int tp_durations(const mk_tpl_t *L, int n, int lvl, double *dur)
     return 0;
 }
 
+/* Layer l's parameter tensors on one rank (mk_graph_op_tensors): its
+ * matrices (with the tied embedding's where the layer's gather or
+ * reduction carries it, as mk_sim_layer_zparams counts it), its vectors
+ * and their elements (*vp: a TP rank's, split as its op's output is), and
+ * *ex, this rank's share of its routed experts' tensors. */
+static void layer_tensors(const mk_sim_state_t *R, int l, int gather, int *mat, int *vec, int *ex, double *vp)
+{
+    const mk_graph_t *g = R->g;
+    const mk_layer_t *L = &g->layers[l];
+    int ep = R->p->ep > 1 ? R->p->ep : 1;
+    *mat = *vec = *ex = 0, *vp = 0;
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        const mk_op_t *o = &g->ops[i];
+        mk_op_tensors_t t;
+        mk_graph_op_tensors(o, &t);
+        int split = o->tp_role == MK_TP_COLUMN || o->tp_role == MK_TP_HEADS || o->tp_role == MK_TP_SPLIT;
+        *mat += t.matrices, *vec += t.vectors, *ex += t.experts / ep, *vp += t.vector_params / (split ? R->p->tp : 1);
+    }
+    if (l == g->n_layers - 1 && (gather || mk_plan_ends_apart(R->p)) && mk_sim_tied_params(g, R->p->tp) > 0)
+        (*mat)++;
+}
+
+/* --zero3-per-param-collectives (DeepSpeed's ZeRO-3 before 0.5.7:
+ * partition_parameters.py _allgather_param and _reduce_scatter_gradient):
+ * a collective per parameter tensor, each through torch.distributed's list
+ * form, whose NCCL backend flattens the group's n tensors into one buffer
+ * and copies each back out (gather) or in (reduce-scatter) with a kernel
+ * of its own; the gather zeroes the whole tensor first.  Over T tensors of
+ * B bytes in all, beyond the one collective of B: T - 1 collectives' fixed
+ * part (each of one byte: its latency, or the host's time to issue it),
+ * T n copy kernels (launch_s each), and the copies' bytes (gather: the
+ * zeroing, then read and write, 3 B; reduce-scatter 2 B) at the HBM's
+ * bandwidth.  Tensors under stage3_param_persistence_threshold (1e5
+ * elements: the vectors, biases and norms, at the hidden sizes of its day,
+ * under 25,000) stay gathered and are not fetched per use
+ * (mk_zero_persist_gather). */
+static double per_param_extra(const mk_cluster_t *c, mk_coll_kind_t kind, const mk_group_t *g, int T, double B)
+{
+    if (c->ideal || T < 1 || B <= 0 || g->n <= 1) return 0;
+    double copies = (kind == MK_COLL_ALLGATHER ? 3 : 2) * B;
+    return (T - 1) * mk_cost_coll(c, kind, g, 1) + (double)T * g->n * c->dev.launch_s +
+           (c->dev.mem_bw_Bps > 0 ? copies / c->dev.mem_bw_Bps : 0);
+}
+
+double mk_zero_persist_gather(const mk_sim_state_t *R, int s)
+{
+    const mk_plan_t *p = R->p;
+    if (!p->zero3_per_param || mk_plan_zero(p) != 3 || R->c->ideal || R->zg.n <= 1) return 0;
+    double w, gr, opt, vp = 0;
+    mk_sim_param_bytes(p, &w, &gr, &opt);
+    int T = 0;
+    for (int c = 0; c < p->vpp; c++) {
+        int k = mk_plan_vstage(p, s, c);
+        for (int l = p->bounds[k]; l < p->bounds[k + 1]; l++) {
+            int mat, vec, ex;
+            double v;
+            layer_tensors(R, l, 1, &mat, &vec, &ex, &v);
+            T += vec, vp += v;
+        }
+    }
+    if (T < 1) return 0;
+    return mk_cost_coll(R->c, MK_COLL_ALLGATHER, &R->zg, w * vp) + (double)T * R->zg.n * R->c->dev.launch_s +
+           (R->c->dev.mem_bw_Bps > 0 ? 2 * w * vp / R->c->dev.mem_bw_Bps : 0);
+}
+
 /* The gather of layer l's weights, and the reduction of its gradient
  * (reduce-scatter over the group; hybrid: the shard's all-reduce over the
  * replicas): the dense part over the ZeRO group, this rank's experts of
@@ -78,6 +143,15 @@ static void layer_comm(const mk_sim_state_t *R, int l, double *ag, double *rs, d
     *rs = mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, &R->zg, gr * pr) +
           (pe > 0 ? mk_cost_coll(c, MK_COLL_REDUCE_SCATTER, &R->ezg, gr * pe) : 0);
     *ar = R->nrep > 1 ? mk_cost_coll(c, MK_COLL_ALLREDUCE, &R->rg, gr * (pr + pe) / R->zk) : 0;
+    if (!R->p->zero3_per_param) return;
+    int mat, vec, ex;
+    double vp;
+    layer_tensors(R, l, 1, &mat, &vec, &ex, &vp); /* the vectors stay gathered */
+    *ag += per_param_extra(c, MK_COLL_ALLGATHER, &R->zg, mat, w * pg) +
+           per_param_extra(c, MK_COLL_ALLGATHER, &R->ezg, ex, w * pe);
+    layer_tensors(R, l, 0, &mat, &vec, &ex, &vp);
+    *rs += per_param_extra(c, MK_COLL_REDUCE_SCATTER, &R->zg, mat + vec, gr * pr) +
+           per_param_extra(c, MK_COLL_REDUCE_SCATTER, &R->ezg, ex, gr * pe);
 }
 
 /* An embedding layer's backward scatters its gradient into the table's
@@ -138,13 +212,17 @@ double mk_zero_chunk_gbytes(const mk_sim_state_t *R, int k)
 static double layer_floor(const mk_sim_state_t *R, int l, mk_zfloor_memo_t *M)
 {
     double pg = mk_sim_layer_zparams(R->p, R->g, l, 1), pr = mk_sim_layer_zparams(R->p, R->g, l, 0);
-    int once = reads_no_weights_bwd(R->g, l);
+    int once = reads_no_weights_bwd(R->g, l), nt = 0, ne = 0, nv = 0;
+    double vp = 0;
+    if (R->p->zero3_per_param) layer_tensors(R, l, 1, &nt, &nv, &ne, &vp);
     for (int i = 0; M && i < M->n; i++)
-        if (M->e[i].pg == pg && M->e[i].pr == pr && M->e[i].once == once) return M->e[i].v;
+        if (M->e[i].pg == pg && M->e[i].pr == pr && M->e[i].once == once && M->e[i].nt == nt &&
+            M->e[i].nv == nv && M->e[i].ne == ne)
+            return M->e[i].v;
     double ag, rs, ar;
     layer_comm(R, l, &ag, &rs, &ar);
     double v = ag + (once ? 0 : ag) + rs + ar;
-    if (M) M->e[M->n < MK_ZFLOOR_MEMO ? M->n++ : (M->next++ % MK_ZFLOOR_MEMO)] = (struct mk_zfloor){pg, pr, once, v};
+    if (M) M->e[M->n < MK_ZFLOOR_MEMO ? M->n++ : (M->next++ % MK_ZFLOOR_MEMO)] = (struct mk_zfloor){pg, pr, once, nt, nv, ne, v};
     return v;
 }
 

@@ -173,6 +173,32 @@ expect_fail "--no-zero3-prefetch without ZeRO-3" "needs --zero 3" -- $MERAK sim 
   --no-zero3-prefetch
 expect_fail "--no-zero3-prefetch twice" "given twice" -- $MERAK sim --model gpt-tiny --dp 2 --zero 3 \
   --no-zero3-prefetch --no-zero3-prefetch
+# --zero3-per-param-collectives (DeepSpeed's ZeRO-3 before 0.5.7; the
+# closed form is test_sim's): the headline names it, the gathers and
+# reductions take longer (the vectors gathered after the step too), the
+# memory is the same, the plan file carries it and replays to the same step;
+# a plan without ZeRO-3 refuses it, merak run and the exports refuse it
+$MERAK sim $N --zero3-per-param-collectives >"$tmpdir/pp.json" &&
+  $MERAK sim ${N% --json} --zero3-per-param-collectives >"$tmpdir/pp.txt" || echo "FAIL: merak sim --zero3-per-param-collectives"
+check "per-tensor collectives: named, more DP time, the same memory, in the plan" "$PYTHON" -c "
+import json
+a, q = (json.load(open(f)) for f in ('$tmpdir/pa.json', '$tmpdir/pp.json'))
+dp = lambda j: j['exposed_comm_s']['dp'] + j['overlapped_comm_s']['dp']
+assert dp(q) > dp(a) and q['step_time_s'] > a['step_time_s'], (dp(a), dp(q))
+assert q['peak_memory_bytes'] == a['peak_memory_bytes']
+assert q['plan']['zero3_per_param_collectives'] is True and 'zero3_per_param_collectives' not in a['plan']
+assert 'ZeRO-3 collectives per parameter tensor' in open('$tmpdir/pp.txt').read()"
+plan_trip pp 2 "the per-tensor collectives"
+expect_fail "plan file: zero3_per_param_collectives with zero 2" "zero3_per_param_collectives) needs --zero 3" -- \
+  $MERAK sim --plan "$tmpdir/pp.bad.json"
+expect_fail "--zero3-per-param-collectives without ZeRO-3" "needs --zero 3" -- $MERAK sim --model gpt-tiny --dp 2 --gbs 8 \
+  --zero 1 --zero3-per-param-collectives
+expect_fail "merak run refuses --zero3-per-param-collectives" "is for merak sim" -- $MERAK run --dp 1 --zero 3 \
+  --zero3-per-param-collectives
+expect_fail "--export deepspeed refuses it" "a ZeRO-3 collective per parameter" -- $MERAK sim --model gpt-tiny --dp 2 \
+  --gbs 8 --zero 3 --zero3-per-param-collectives --export deepspeed
+expect_fail "--export torchtitan refuses it" "a collective per parameter" -- $MERAK sim --model llama-3-8b --dp 8 \
+  --gbs 8 --zero 3 --zero3-per-param-collectives --export torchtitan
 # --overlap-param-gather (Megatron-Core's distributed optimizer): ZeRO-1's
 # weight all-gather is issued at the step's start and the first forward
 # runs each of its nb buckets' layers as they land.  llama-2-7b, dp 8, one

@@ -662,6 +662,60 @@ static void test_scatter_gather_p2p(void)
     mk_graph_free(g);
 }
 
+/* --zero3-per-param-collectives (DeepSpeed's ZeRO-3 before 0.5.7), in
+ * closed form over the flat ZeRO-3 step on one dgx-a100 node (8 ranks, no
+ * host floor, fp16: 2-byte weights and gradients, m micro-batches, no
+ * recompute): a layer with M matrices, V vectors and P parameters adds to
+ * each gather (forward; backward but for the embedding's) M - 1
+ * collectives' latency L = 7 alpha, M x 8 copy kernels and 3 x 2P bytes at
+ * HBM bandwidth, to each reduction M + V - 1 latencies, (M + V) x 8
+ * kernels and 2 x 2P bytes; after the step the vectors (VP elements in
+ * all, V_all tensors) are gathered once, with V_all x 8 copies.  GPT's
+ * blocks hold 2 matrices and 4 vectors a layer (qkv and proj, or fc1 and
+ * fc2, their biases and the LayerNorm's two); the embedding's 2 tables;
+ * the head's final LayerNorm, and the tied table's copy in its gather. */
+static void test_zero3_per_param(void)
+{
+    mk_cluster_t c;
+    mk_cluster_get("dgx-a100", &c);
+    c.dev.host_op_s = 0;
+    mk_plan_t p;
+    int m = 2, n = 8;
+    mk_graph_t *g = setup("gpt2-124m", n, 1, 1, 1, 1, n * m, MK_SCHED_1F1B, "none", &p);
+    CHECK(g != NULL, "setup: %s", mk_error_last());
+    if (!g) return;
+    p.dtype = MK_DTYPE_FP16, p.zero = 3, p.zero3_prefetch = 0, p.overlap_grad_reduce = 0;
+    double dp[2];
+    for (int i = 0; i < 2; i++) {
+        p.zero3_per_param = i;
+        CHECK(run_on(&c, &p, g, 0) == 0, "run %d: %s", i, mk_error_last());
+        dp[i] = res.exposed_comm_s[MK_COMM_DP] + res.overlapped_comm_s[MK_COMM_DP];
+    }
+    double L = (n - 1) * c.intra.alpha_s, k = n * c.dev.launch_s, bw = c.dev.mem_bw_Bps, want = 0, vp = 0;
+    int vall = 0;
+    for (int l = 0; l < g->n_layers; l++) {
+        const mk_layer_t *Ly = &g->layers[l];
+        int emb = !strcmp(Ly->kind, "embedding"), head = l == g->n_layers - 1, M = emb ? 2 : head ? 0 : 2;
+        int V = emb ? 0 : head ? 2 : 4;
+        double P = Ly->params, lv = head ? P : 0; /* a block's vectors: its LayerNorm's 2 w, its biases */
+        for (int i = Ly->first_op; !emb && !head && i < Ly->first_op + Ly->n_ops; i++) {
+            const mk_op_t *o = &g->ops[i];
+            lv += o->kind == MK_OPK_LAYERNORM ? 2.0 * o->width : o->kind == MK_OPK_LINEAR ? o->width : 0;
+        }
+        vall += V, vp += lv;
+        double Pg = P + (head ? g->tied_rep + g->tied_split : 0);
+        int Mg = M + head;
+        want += m * (emb ? 1 : 2) * ((Mg - 1) * L + Mg * k + 3 * 2 * Pg / bw);
+        want += m * ((M + V - 1) * L + (M + V) * k + 2 * 2 * P / bw);
+    }
+    double one = L + (n - 1.0) / n * 2 * vp / c.intra.beta_Bps; /* the after-step gather of the vectors */
+    want += one + vall * k + 2 * 2 * vp / bw;
+    CHECK(vall == 4 * 24 + 2, "gpt2-124m: 4 vectors in each of 24 layers, 2 in the head (%d)", vall);
+    CHECK_REL(dp[1] - dp[0], want, 1e-6, "the per-tensor collectives' extra DP time");
+    printf("ZeRO-3 per-tensor collectives: DP %.4f -> %.4f s (closed form +%.4f s)\n", dp[0], dp[1], want);
+    mk_graph_free(g);
+}
+
 /* h100-96gb-500w: an H100 SXM held to 500 W.  Its compute rates (every
  * tensor-core type, the vector units, the attention kernels) are
  * dgx-h100's scaled by one clock factor, the dense BF16 rate a third of
@@ -800,6 +854,7 @@ int main(void)
     test_grad_dtype();
     test_scatter_gather_p2p();
     test_power_capped_h100();
+    test_zero3_per_param();
     test_tp_comm_overlap();
     test_tail_micro_batches();
     CHECK_DONE();

@@ -66,7 +66,10 @@ source (it is also how the simulator is judged on runs not in this folder):
               all-reduce after the backward: --no-overlap-grad-reduce;
               DeepSpeed's ZeRO-3 before 0.6.0 (rows before 2022) gathered
               each parameter after synchronizing the device, so no gather
-              ran behind compute: --no-zero3-prefetch
+              ran behind compute: --no-zero3-prefetch; and before 0.5.7
+              (the same rows) by a collective of its own per parameter
+              tensor, through torch.distributed's list form:
+              --zero3-per-param-collectives
   param gather  --overlap-param-gather (ZeRO-1's weight all-gather behind
               the next step's forward) where the source's configuration sets
               it (row field overlap_param_gather: the Megatron-LM README's
@@ -205,10 +208,16 @@ def zero3_prefetch_flags(row):
     prefetch never ran behind compute ("the async version is not async at
     all", DeepSpeed PR #1188; PR #1453, in 0.6.0, brought the prefetch):
     --no-zero3-prefetch for DeepSpeed ZeRO-3 rows published before 2022.
-    FSDP and later DeepSpeed prefetch (the default)."""
+    Before 0.5.7 (November 2021) it also gathered each parameter tensor by
+    an all_gather of its own into a list of the group's tensors, and
+    reduce-scattered each gradient from one (partition_parameters.py
+    _allgather_param, _reduce_scatter_gradient; 0.5.7's coalesced gathers
+    use _all_gather_base): --zero3-per-param-collectives for the same rows
+    (the set has none from December 2021).  FSDP and later DeepSpeed
+    prefetch and coalesce (the defaults)."""
     d = str(row.get("distributed_optimizer") or "").lower()
     old = "zero-3" in d and "deepspeed" in d and 0 < run_year(row) < 2022
-    return ["--no-zero3-prefetch"] if old else []
+    return ["--no-zero3-prefetch", "--zero3-per-param-collectives"] if old else []
 
 
 def reshard_flags(row):

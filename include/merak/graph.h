@@ -191,6 +191,18 @@ MK_API double mk_layer_ckpt_bytes(const mk_graph_t *g, int layer, int tp, int se
  * Megatron-LM's FLOP formula, src/graph/README.md "The model"). */
 MK_API int mk_layer_checkpointable(const mk_graph_t *g, int layer);
 
+/* The parameter tensors op o holds, as PyTorch modules hold them in the
+ * graph's (Megatron's) layout (a fused q|k|v linear: one weight, one
+ * bias): what per-tensor collectives count (mk_plan_t.zero3_per_param). */
+typedef struct mk_op_tensors {
+    int matrices;         /* weights, embedding tables, an untied LM head's */
+    int vectors;          /* biases, norm weights, an MoE op's shared gate */
+    int experts;          /* an MoE op's routed experts' (m matrices each: 3 gated, 2 not; and
+                           * their biases) */
+    double vector_params; /* the vectors' elements */
+} mk_op_tensors_t;
+MK_API void mk_graph_op_tensors(const mk_op_t *o, mk_op_tensors_t *t);
+
 /* Totals over all layers. */
 MK_API double mk_graph_params(const mk_graph_t *g);
 /* Parameters one token goes through (an MoE layer counts k of its E

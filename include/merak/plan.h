@@ -159,6 +159,13 @@ typedef struct mk_plan {
                                  * (DeepSpeed's ZeRO-3 before 0.6.0 synchronized the device before
                                  * every parameter's gather: its PRs #1188 and #1453; a
                                  * stage3_prefetch_bucket_size of 0) */
+    int zero3_per_param;        /* ZeRO-3: 0 (default): a layer's weights gathered and its gradients
+                                 * reduced in one collective each (FSDP's flat parameters,
+                                 * DeepSpeed's coalesced gathers from 0.5.7); 1: one per parameter
+                                 * tensor (mk_graph_op_tensors), each through PyTorch's list form,
+                                 * which copies every rank's shard with a kernel of its own
+                                 * (DeepSpeed's ZeRO-3 before 0.5.7, November 2021); the executor
+                                 * refuses it */
     mk_reshard_t reshard;       /* ZeRO-3: fsdp_reshard_after_forward (mk_reshard_t; always by
                                  * default and in a plan file without the field); the executor
                                  * gathers per layer and refuses never */
@@ -277,10 +284,11 @@ MK_API int mk_plan_check_partition(const mk_plan_t *p, const mk_graph_t *g);
  * stage's tp x cp x dp ranks and the plan model's experts, ep > 1 only with experts, 1 <=
  * moe_imbalance, other than 1 only with experts. */
 MK_API int mk_plan_check_ep(const mk_plan_t *p);
-/* 0, or -1 (mk_error_last) where zero3_prefetch is off without ZeRO-3: no
- * gathers to prefetch.  The command line and plan files check it; merak
- * plan's candidates of other ZeRO stages carry the flag and ignore it. */
-MK_API int mk_plan_check_zero3_prefetch(const mk_plan_t *p);
+/* 0, or -1 (mk_error_last) where a ZeRO-3 knob is set without ZeRO-3:
+ * zero3_prefetch off (no gathers to prefetch) or zero3_per_param on.  The
+ * command line and plan files check it; merak plan's candidates of other
+ * ZeRO stages carry the flags and ignore them. */
+MK_API int mk_plan_check_zero3(const mk_plan_t *p);
 /* Megatron-Core's rules for --overlap-moe-expert-parallel-comm
  * (transformer_config.py): expert parallelism, pp 1 or virtual stages
  * (1f1b at pp 1, or interleaved), recompute none or selective (no layer

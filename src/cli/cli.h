@@ -60,6 +60,7 @@ typedef struct mk_args {
     int first_stage_layers, last_stage_layers; /* --decoder-first/last-pipeline-num-layers (0: even) */
     int overlap_grad_reduce;       /* -1: not given (the plan's default, on), else 0 / 1 (the last one given) */
     int zero3_prefetch;            /* --[no-]zero3-prefetch: -1 not given (on), else 0 / 1 */
+    int zero3_per_param;           /* --zero3-per-param-collectives */
     const char *plan_file, *trace_file, *save_plan, *out;
     const char *baseline;          /* merak plan: restrict the space to a system's choices */
     const char *schedules;         /* merak plan: the schedules searched (comma-separated names) */

@@ -399,6 +399,7 @@ static int args_store(mk_args_t *a, const mk_flag_t *f, const char *name, const 
     else if (f->id == O_DELAY_WGRAD) a->delay_wgrad = 1;
     else if (f->id == O_OVERLAP_GRAD || f->id == O_NO_OVERLAP_GRAD) a->overlap_grad_reduce = f->id == O_OVERLAP_GRAD;
     else if (f->id == O_ZERO3_PREFETCH || f->id == O_NO_ZERO3_PREFETCH) a->zero3_prefetch = f->id == O_ZERO3_PREFETCH;
+    else if (f->id == O_ZERO3_PER_PARAM) a->zero3_per_param = 1;
     else if (f->id == O_JSON) a->json = 1;
     else if (f->id == O_EXPLAIN) a->explain = 1;
     else if (f->id == O_WHAT_IF) a->what_if = 1;

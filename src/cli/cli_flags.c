@@ -84,6 +84,7 @@ const mk_flag_t mk_flags[] = {
     {"no-overlap-grad-reduce", O_NO_OVERLAP_GRAD, MK_OPTG_SIM, N, 1, 0, 0},
     {"zero3-prefetch", O_ZERO3_PREFETCH, MK_OPTG_SIM, N, 1, 0, 0},
     {"no-zero3-prefetch", O_NO_ZERO3_PREFETCH, MK_OPTG_SIM, N, 1, 0, 0},
+    {"zero3-per-param-collectives", O_ZERO3_PER_PARAM, MK_OPTG_SIM, N, 1, 0, 0},
     {"attention-backend", O_ATTN, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"cross-entropy", O_XENT, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},
     {"elementwise", O_ELEMENTWISE, MK_OPTG_SIM | MK_OPTG_PLAN, S, 1, 0, 0},

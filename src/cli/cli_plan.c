@@ -185,7 +185,8 @@ static int plan_from_flags(const mk_args_t *a, const mk_cli_defaults_t *d, int w
     if (a->overlap_grad_reduce >= 0) p->overlap_grad_reduce = a->overlap_grad_reduce;
     if (a->zero3_prefetch >= 0) p->zero3_prefetch = a->zero3_prefetch;
     /* a flag that would do nothing (merak plan's ZeRO-3 candidates take it) */
-    if (strcmp(a->cmd, "plan") && mk_plan_check_zero3_prefetch(p) < 0)
+    if (a->zero3_per_param) p->zero3_per_param = 1;
+    if (strcmp(a->cmd, "plan") && mk_plan_check_zero3(p) < 0)
         return mk_cli_fail(a->cmd, "%s", mk_error_last()), -1;
     if (mk_args_grad_dtype(a, &p->grad_reduce_dtype) < 0) return -1;
     return recompute_method(a, p);

@@ -80,6 +80,10 @@ static const char *sim_usage =
     "                     layer before it (default: FSDP's, DeepSpeed's from 0.6.0), or\n"
     "                     when the layer starts, exposed, one layer gathered at a time\n"
     "                     (DeepSpeed's ZeRO-3 before 0.6.0 synchronized before each gather)\n"
+    "  --zero3-per-param-collectives  ZeRO-3: an all-gather and a reduce-scatter per\n"
+    "                     parameter tensor, each through PyTorch's list form (a copy kernel\n"
+    "                     per rank), not one a layer (DeepSpeed's ZeRO-3 before 0.5.7);\n"
+    "                     merak run refuses it\n"
     "  --sequence-parallel  Megatron sequence parallelism\n"
     "  --overlap-grad-reduce, --no-overlap-grad-reduce\n"
     "                     start each gradient bucket's DP reduction during the last\n"
@@ -193,6 +197,8 @@ static void print_human(const mk_plan_t *p, const mk_cluster_t *c, const mk_sim_
     if (mk_plan_scatter_gathers(p) && p->pp > 1)
         printf("  pipeline sends scatter-gathered: 1/%d of each tensor a TP rank, all-gathered on arrival\n", p->tp);
     if (mk_plan_zero(p) == 3 && !p->zero3_prefetch) printf("  ZeRO-3 gathers not prefetched: each waits for the layer before it\n");
+    if (mk_plan_zero(p) == 3 && p->zero3_per_param)
+        printf("  ZeRO-3 collectives per parameter tensor, each copying every rank's shard with a kernel\n");
     if (p->cp > 1 && p->cp_comm != MK_CP_COMM_P2P)
         printf("  context parallelism by %s (--cp-comm-type %s), not overlapped with the attention\n",
                p->cp_comm == MK_CP_COMM_A2A ? "all-to-alls of Q, K, V and the output (Ulysses)"

@@ -147,6 +147,9 @@ int mk_exec_check(const mk_plan_t *p, const mk_graph_t *g)
     if (p->tp_comm_overlap)
         return mk_error_set("--tp-comm-overlap (Transformer Engine's userbuffers) is for merak sim: run's sequence "
                             "parallelism gathers and reduce-scatters whole tensors");
+    if (p->zero3_per_param)
+        return mk_error_set("--zero3-per-param-collectives is for merak sim: run gathers each ZeRO-3 unit by one "
+                            "MPI_Iallgatherv, no copies per rank");
     if (p->reshard == MK_RESHARD_NEVER)
         return mk_error_set("--fsdp-reshard-after-forward never is for merak sim: run's ZeRO-3 gathers every "
                             "layer per use");

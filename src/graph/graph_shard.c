@@ -323,6 +323,30 @@ int mk_layer_checkpointable(const mk_graph_t *g, int l)
     return g->layers[l].block >= 0 && g->layers[l].params > 0;
 }
 
+void mk_graph_op_tensors(const mk_op_t *o, mk_op_tensors_t *t)
+{
+    int b = o->bias ? 1 : 0, m = o->gated ? 3 : 2;
+    memset(t, 0, sizeof *t);
+    switch (o->kind) {
+    case MK_OPK_EMBEDDING: case MK_OPK_POS_EMBEDDING: t->matrices = o->params > 0; break;
+    case MK_OPK_LAYERNORM: case MK_OPK_RMSNORM: case MK_OPK_QK_NORM: case MK_OPK_MLA_NORM:
+        t->vectors = o->kind == MK_OPK_RMSNORM ? 1 : o->kind == MK_OPK_QK_NORM ? 2 * (1 + b) : 2;
+        t->vector_params = o->params;
+        break;
+    case MK_OPK_LINEAR: t->matrices = 1, t->vectors = b, t->vector_params = b * o->width; break;
+    case MK_OPK_MLA_UP: t->matrices = 2; break;
+    case MK_OPK_LM_HEAD: t->matrices = !o->tied, t->vectors = b, t->vector_params = b * o->vocab; break;
+    case MK_OPK_MOE:
+        t->experts = o->experts * m * (1 + b);
+        t->matrices = o->shared_ffn > 0 ? m : 0;
+        t->vectors = (o->shared_ffn > 0 ? m * b : 0) + (o->shared_gate ? 1 : 0);
+        t->vector_params = (o->shared_ffn > 0 && b ? (m - 1.0) * o->shared_ffn + o->width : 0) +
+                           (o->shared_gate ? o->width : 0);
+        break;
+    default: break;
+    }
+}
+
 double mk_graph_params(const mk_graph_t *g)
 {
     double p = 0;

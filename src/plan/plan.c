@@ -155,10 +155,13 @@ int mk_plan_zero_ep_ok(const mk_plan_t *p)
  * experts; > 1 needs experts; a hybrid ZeRO group holds whole EP groups
  * (mk_plan_zero_ep_ok);
  * the imbalance factor from 1 to its maximum, other than 1 only with experts. */
-int mk_plan_check_zero3_prefetch(const mk_plan_t *p)
+int mk_plan_check_zero3(const mk_plan_t *p)
 {
     if (!p->zero3_prefetch && p->zero != 3)
         return mk_error_set("--no-zero3-prefetch (zero3_prefetch false) needs --zero 3 (got --zero %d)", p->zero);
+    if (p->zero3_per_param && p->zero != 3)
+        return mk_error_set("--zero3-per-param-collectives (zero3_per_param_collectives) needs --zero 3 (got --zero %d)",
+                            p->zero);
     return 0;
 }
 

@@ -214,6 +214,7 @@ static const char *titan_cannot(const mk_plan_t *p)
     if (p->dtype != MK_DTYPE_BF16) return "a dtype other than bf16 (mixed_precision_param)";
     if (p->optimizer_offload || p->cpu_offload_layers) return "an offload";
     if (p->zero == 3 && !p->zero3_prefetch) return "FSDP without prefetching (FSDP2 always prefetches one layer)";
+    if (p->zero == 3 && p->zero3_per_param) return "a collective per parameter (FSDP2 gathers a layer's in one)";
     if (p->cp > 1 && p->cp_comm == MK_CP_COMM_A2A) return "all-to-all (Ulysses) context parallelism";
     if (p->cross_entropy == MK_XENT_FUSED || p->cross_entropy == MK_XENT_FUSED_TE)
         return "Megatron-Core's fused cross entropy (its loss is torch's F.cross_entropy)";
@@ -278,6 +279,7 @@ static const char *ds_cannot(const mk_plan_t *p)
     if (p->pp > 1 && p->schedule != MK_SCHED_1F1B) return "a pipeline schedule other than 1f1b";
     if (p->pp > 1 && p->zero > 1) return "ZeRO-2/3 with pipeline parallelism";
     if (p->zero_shard) return "a hybrid ZeRO group";
+    if (p->zero3_per_param) return "a ZeRO-3 collective per parameter (DeepSpeed's before 0.5.7; it coalesces them)";
     if (p->cp > 1) return "context parallelism";
     if (p->recompute.kind != MK_RECOMPUTE_NONE && p->recompute.kind != MK_RECOMPUTE_FULL)
         return "a recompute policy other than none or full (--checkpoint-activations)";

@@ -73,6 +73,9 @@ json_t *mk_plan_to_json(const mk_plan_t *p)
     if (j && p->cpu_offload_layers) json_object_set_new(j, "cpu_offloading_num_layers", json_integer(p->cpu_offload_layers));
     /* likewise only when off (a ZeRO-3 plan's): absent means prefetched */
     if (j && !p->zero3_prefetch && p->zero == 3) json_object_set_new(j, "zero3_prefetch", json_false());
+    /* likewise only when on */
+    if (j && p->zero3_per_param && p->zero == 3)
+        json_object_set_new(j, "zero3_per_param_collectives", json_true());
     /* likewise only when never: absent means gathered per layer */
     if (j && p->reshard != MK_RESHARD_ALWAYS)
         json_object_set_new(j, "fsdp_reshard_after_forward", json_string(mk_reshard_name(p->reshard)));
@@ -249,7 +252,7 @@ static int plan_version_and_keys(json_t *j, const char *what)
                                        "fsdp_reshard_after_forward", "optimizer_cpu_offload",
                                        "cpu_offloading_num_layers", "decoder_first_pipeline_num_layers",
                                        "decoder_last_pipeline_num_layers", "grad_reduce_dtype", "tp_comm_overlap", "overlap_param_gather", "elementwise",
-                                       "cp_comm_type", "fp8_recipe", "zero3_prefetch",
+                                       "cp_comm_type", "fp8_recipe", "zero3_prefetch", "zero3_per_param_collectives",
                                        "scatter_gather_tensors_in_pipeline", NULL};
     json_t *v = json_object_get(j, "format_version");
     if (v && !json_is_integer(v)) return mk_error_set("%s: field 'format_version' must be an integer", what);
@@ -309,6 +312,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
     if (opt_bool(j, what, "sequence_parallel", 0, &p->seqpar) < 0 ||
         opt_bool(j, what, "overlap_grad_reduce", 1, &p->overlap_grad_reduce) < 0 ||
         opt_bool(j, what, "zero3_prefetch", 1, &p->zero3_prefetch) < 0 || attention_from_json(j, what, p) < 0 ||
+        opt_bool(j, what, "zero3_per_param_collectives", 0, &p->zero3_per_param) < 0 ||
         grad_dtype_from_json(j, what, p) < 0 ||
         xent_from_json(j, what, p) < 0 || opt_bool(j, what, "optimizer_cpu_offload", 0, &p->optimizer_offload) < 0 ||
         opt_bool(j, what, "tp_comm_overlap", 0, &p->tp_comm_overlap) < 0 ||
@@ -333,7 +337,7 @@ int mk_plan_from_json(json_t *j, const char *what, mk_plan_t *p)
         opt_bool(j, what, "moe_a2a_overlap", 0, &p->moe_a2a_overlap) < 0 ||
         plan_sizes(what, p) < 0 || check_micro_batches(j, what, p) < 0)
         return -1;
-    if (mk_plan_check_zero3_prefetch(p) < 0) return mk_error_set("%s: %s", what, mk_error_last());
+    if (mk_plan_check_zero3(p) < 0) return mk_error_set("%s: %s", what, mk_error_last());
     if (p->cp > 1 && !json_object_get(j, "attention_backend") && !json_object_get(j, "use_flash_attn"))
         p->attention = MK_ATTN_FLASH; /* files written before CP's rule (mk_plan_attention) */
     /* n_vstages: filled by plan_sizes, within MK_PLAN_MAX_VSTAGES */
