@@ -181,7 +181,7 @@
  * parts 132 SMs), and 500 W is a third of the way from one to the other:
  * 886 TFLOP/s, 0.896 of the SXM's.  (Dynamic power ~ f V^2 with V ~ f
  * gives f ~ P^(1/3): 0.894 at 500 W, and at 400 W 0.830 against the NVL's
- * published 0.844: the same figure within 1%.) */
+ * published 0.844: within 2%.) */
 #define CLOCK_500W ((835.0 + (989.0 - 835.0) * (500.0 - 400.0) / (700.0 - 400.0)) / 989.0)
 
 /* Dense FP8 tensor-core peaks (sources on top). */
