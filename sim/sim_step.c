@@ -477,7 +477,8 @@ static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     S->now = t + d;
     S->busy += d;
     S->cls[MK_SIM_OPT] += d;
-    /* gather the updated weights (ZeRO-3 keeps its shard; overlapped, the next step's start) */
+    /* gather the updated weights (ZeRO-1/2; overlapped, the next step's start), or ZeRO-3 with per-tensor
+       collectives its kept-gathered tensors (ZeRO-3 otherwise keeps its shard) */
     if ((z == 1 || z == 2 || ag > 0) && !unit && !p->overlap_param_gather) {
         double st = S->now > S->dp_free ? S->now : S->dp_free;
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", st, ag, s, -1, 0, -1);
