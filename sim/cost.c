@@ -204,6 +204,25 @@ static int moe_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
     return n + (e || t ? 12 : 3) + 3 + 2 * e + 4 * t + 2 * m + 2 * m + 3 * t + e + 1;
 }
 
+/* An embedding lookup's kernels, counted in Megatron-LM's
+ * VocabParallelEmbedding (megatron/core/tensor_parallel/layers.py) and
+ * PyTorch's embedding_dense_backward_cuda (ATen/native/cuda/Embedding.cu,
+ * EmbeddingBackwardKernel.cu).  Forward: the lookup, and at tp > 1 for the
+ * token table the id masks (two compares and their or), the shifted ids'
+ * copy and subtraction, their masked fill and the output's: 8.  Backward:
+ * up to 3072 ids one feature kernel and the gradient's zeroing (2); above,
+ * the sorting path: the radix sort of the ids (three passes for a 16-bit
+ * range) and their positions' arange, the segments' unique_by_key, the
+ * partials per segment, their scan and offsets, two zeroings, the
+ * per-segment sums and the scatter: 12; the vocabulary-parallel table
+ * masks the gradient once more (1). */
+static int lookup_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
+{
+    int vocab_tp = o->kind == MK_OPK_EMBEDDING && o->tp_role == MK_TP_VOCAB && g->opts.tp > 1;
+    if (!bwd) return vocab_tp ? 8 : 1;
+    return ((double)g->opts.mbs * g->cfg.seq > 3072 ? 12 : 2) + vocab_tp;
+}
+
 /* Kernels the framework launches for one op: the host issues each one (see
  * host_op_s in cluster.h).  Counted in Megatron-LM's GPT layer as
  * Megatron-LM 2021 and Megatron-DeepSpeed run it (megatron/model/
@@ -220,9 +239,15 @@ static int moe_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
  * (permute copy, two bmm gradients each of two GEMMs, dropout and softmax
  * gradients, the q/k/v gradient gather; 7 without dropout; flash 3:
  * FlashAttention-2's preprocess, dq/dk/dv and dq-convert kernels), the
- * LM head 1 / 3; one kernel for the others (elementwise ops; the
- * embeddings and the loss, once per micro-batch, are not counted in
- * detail).  A GPT block with dropout: 14 forward, 43 backward.  fp8
+ * LM head 1 / 3; the embeddings' lookups as lookup_kernels counts them;
+ * Megatron's vocabulary-parallel cross entropy 29 forward (the logits'
+ * fp32 cast; _VocabParallelCrossEntropy's max, subtraction, target masks
+ * and shift, gathered logits, exp, sum, log, division and its three
+ * all-reduces: 20; the loss function's masked mean and the DP average of
+ * the logged loss, pretrain_gpt.py loss_func: 8) and 11 backward (the
+ * gradient's arange, mask cast, update and scaling, 7; the cast's 1; the
+ * mean's 3), the other implementations one; one kernel for the others
+ * (elementwise ops).  A GPT block with dropout: 14 forward, 43 backward.  fp8
  * plans: a linear also launches TE's cast-transpose of its input (forward)
  * and of its output gradient (backward).  The core's softmax without its
  * fused kernel adds four each way (softmax_unfused); an MoE layer is
@@ -248,6 +273,9 @@ static int op_kernels(const mk_graph_t *g, const mk_op_t *o, int bwd)
         return bwd ? 7 + drop : 4 + drop;
     case MK_OPK_ADD: return bwd || !drop ? 1 : 0;
     case MK_OPK_MOE: return moe_kernels(g, o, bwd);
+    case MK_OPK_EMBEDDING:
+    case MK_OPK_POS_EMBEDDING: return lookup_kernels(g, o, bwd);
+    case MK_OPK_LOSS: return g->opts.xent == MK_XENT_VOCAB_PARALLEL ? (bwd ? 11 : 29) : 1;
     default: return 1;
     }
 }
@@ -335,8 +363,8 @@ static double matmul_peak(const mk_device_t *d, const mk_op_t *o, mk_dtype_t dty
  * and bytes.  host = host_op_s x the op's kernels (op_kernels).  The attention core adds its score passes (score_pass_bytes / BW), or
  * with flash attention runs as F / flash_attn_flops.  F, V, M scale with the tokens of the micro-batch (or of a
  * half) and with the op's TP share.  Under `ideal` only matmuls cost. */
-double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
-                       double tokens, mk_dtype_t dtype, int bwd)
+static double op_device_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                             double tokens, mk_dtype_t dtype, int bwd)
 {
     const mk_op_t *o = &g->ops[op];
     double scale = op_scale(g, o, tp, seqpar, tokens);
@@ -390,19 +418,37 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
     if (d->mem_bw_Bps > 0) t += fp8_weight_pass_bytes(g, o, tp, bwd) / d->mem_bw_Bps;
     /* so are an MoE layer's dispatch, activation and combine around its GEMMs */
     if (o->kind == MK_OPK_MOE && d->mem_bw_Bps > 0) t += moe_pass_bytes(g, o, dtype, bwd) * scale / d->mem_bw_Bps;
-    t += d->launch_s * (bwd ? 2 : 1);
-    /* kernels launch asynchronously: the device waits for the host only
-       when the host issues an op more slowly than the device runs it */
-    double host = d->host_op_s * op_kernels(g, o, bwd);
+    return t + d->launch_s * (bwd ? 2 : 1);
+}
+
+double mk_cost_op_host(const mk_cluster_t *c, const mk_graph_t *g, int op, int bwd)
+{
+    return c->ideal ? 0 : c->dev.host_op_s * op_kernels(g, &g->ops[op], bwd);
+}
+
+double mk_cost_op_parts(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                        double tokens, mk_dtype_t dtype, int bwd, double *host)
+{
+    *host = mk_cost_op_host(c, g, op, bwd);
+    return op_device_time(c, g, op, tp, seqpar, tokens, dtype, bwd);
+}
+
+/* An op issued alone: the device waits for the host when the host issues
+ * it more slowly than the device runs it. */
+double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                       double tokens, mk_dtype_t dtype, int bwd)
+{
+    double host, t = mk_cost_op_parts(c, g, op, tp, seqpar, tokens, dtype, bwd, &host);
     return host > t ? host : t;
 }
 
-double mk_cost_op_wgrad_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
-                             double tokens, mk_dtype_t dtype)
+double mk_cost_op_wgrad_parts(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                              double tokens, mk_dtype_t dtype, double *host)
 {
     const mk_op_t *o = &g->ops[op];
+    *host = 0;
     if (o->kind == MK_OPK_LINEAR || o->kind == MK_OPK_LM_HEAD)
-        return mk_cost_op_time(c, g, op, tp, seqpar, tokens, dtype, 0);
+        return mk_cost_op_parts(c, g, op, tp, seqpar, tokens, dtype, 0, host);
     if (o->kind != MK_OPK_MOE || o->fwd_flops <= 0) return 0;
     const mk_device_t *d = &c->dev;
     double f = o->fwd_flops * op_scale(g, o, tp, seqpar, tokens);
@@ -410,14 +456,48 @@ double mk_cost_op_wgrad_time(const mk_cluster_t *c, const mk_graph_t *g, int op,
     return c->ideal ? t : t + d->launch_s;
 }
 
+double mk_cost_op_wgrad_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                             double tokens, mk_dtype_t dtype)
+{
+    double host, t = mk_cost_op_wgrad_parts(c, g, op, tp, seqpar, tokens, dtype, &host);
+    return host > t ? host : t;
+}
+
+/* Megatron-Core's MoE token dispatchers copy the tokens per expert to the
+ * host before they permute (token_dispatcher.py: the .cpu() of
+ * num_tokens_per_expert / the output splits), so the host waits there
+ * for the device to drain its queue. */
+int mk_cost_op_syncs(const mk_graph_t *g, int op)
+{
+    return g->ops[op].kind == MK_OPK_MOE;
+}
+
+/* The formula in merak/cost.h. */
+void mk_cost_queue_op(mk_cost_queue_t *q, double host, double dev, int sync)
+{
+    if (!sync) {
+        q->host += host, q->dev += dev;
+        return;
+    }
+    q->done = mk_cost_queue_time(q) + (host > dev ? host : dev);
+    q->host = q->dev = 0;
+}
+
+double mk_cost_queue_time(const mk_cost_queue_t *q)
+{
+    return q->done + (q->host > q->dev ? q->host : q->dev);
+}
+
 double mk_cost_layer_compute(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
                              double tokens, mk_dtype_t dtype, int bwd)
 {
     const mk_layer_t *L = &g->layers[layer];
-    double t = 0;
-    for (int i = L->first_op; i < L->first_op + L->n_ops; i++)
-        t += mk_cost_op_time(c, g, i, tp, seqpar, tokens, dtype, bwd);
-    return t;
+    mk_cost_queue_t q = {0, 0, 0};
+    for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+        double host, t = mk_cost_op_parts(c, g, i, tp, seqpar, tokens, dtype, bwd, &host);
+        mk_cost_queue_op(&q, host, t, mk_cost_op_syncs(g, i));
+    }
+    return mk_cost_queue_time(&q);
 }
 
 double mk_cost_layer_time(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,

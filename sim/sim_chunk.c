@@ -167,31 +167,48 @@ static void ep_alltoall(const mk_sim_state_t *R, const mk_op_t *o, double N, mk_
     t->a2a_half = mk_cost_coll(R->c, MK_COLL_ALLTOALL, &R->epg, S / 2);
 }
 
-/* Fill a layer's forward (dir 0), backward (1) or input-gradient (2) pieces. */
+/* Op i's device time in a layer piece of n tokens (dir as below), its
+ * host's issue time in *host: B_IN (dir 2) is the backward less the
+ * weight-gradient GEMMs (B_W's). */
+static double op_piece(const mk_sim_state_t *R, int i, double n, int dir, double *host)
+{
+    const mk_plan_t *p = R->p;
+    int sp = seqpar_of(p);
+    double t = mk_cost_op_parts(R->c, R->g, i, p->tp, sp, n, p->dtype, dir != 0, host);
+    if (dir == 2) {
+        double wh, w = mk_cost_op_wgrad_parts(R->c, R->g, i, p->tp, sp, n, p->dtype, &wh);
+        t = t > w ? t - w : 0;
+        *host = *host > wh ? *host - wh : 0;
+    }
+    return t;
+}
+
+/* Fill a layer's forward (dir 0), backward (1) or input-gradient (2) pieces:
+ * its ops one run of the host's issue queue (mk_cost_queue_t), for the
+ * whole micro-batch and for a half; the row and column parts in the
+ * share of the ops' own times that the queue leaves. */
 static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t)
 {
     const mk_graph_t *g = R->g;
     const mk_plan_t *p = R->p;
     const mk_layer_t *L = &g->layers[l];
     double N = tokens_of(p, g);
-    int sp = seqpar_of(p), bwd = dir != 0;
+    int bwd = dir != 0;
     memset(t, 0, sizeof *t);
     t->layer = l;
     t->block = L->block;
     int vocab_emb = 0, head = 0;
     double col_full = 0; /* the GEMMs at the layer's start (TE's all-gather overlap) */
+    double alone_full = 0, alone_half = 0;
+    mk_cost_queue_t qf = {0, 0, 0}, qh = {0, 0, 0};
     for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
         const mk_op_t *o = &g->ops[i];
-        double full = mk_cost_op_time(R->c, g, i, p->tp, sp, N, p->dtype, bwd);
-        double half = mk_cost_op_time(R->c, g, i, p->tp, sp, N / 2, p->dtype, bwd);
-        if (dir == 2) { /* B_IN: the backward minus the weight-gradient GEMMs (B_W's) */
-            double wf = mk_cost_op_wgrad_time(R->c, g, i, p->tp, sp, N, p->dtype);
-            double wh = mk_cost_op_wgrad_time(R->c, g, i, p->tp, sp, N / 2, p->dtype);
-            full = full > wf ? full - wf : 0;
-            half = half > wh ? half - wh : 0;
-        }
-        t->c_full += full;
-        t->c_half += 2 * half;
+        double hf, hh, df = op_piece(R, i, N, dir, &hf), dh = op_piece(R, i, N / 2, dir, &hh);
+        int sync = mk_cost_op_syncs(g, i);
+        mk_cost_queue_op(&qf, hf, df, sync);
+        mk_cost_queue_op(&qh, hh, dh, sync);
+        double full = hf > df ? hf : df, half = hh > dh ? hh : dh; /* the op alone */
+        alone_full += full, alone_half += half;
         if (o->tp_role == (bwd ? MK_TP_COLUMN : MK_TP_ROW)) t->row_full += full, t->row_half += half;
         if (o->tp_role == (bwd ? MK_TP_ROW : MK_TP_COLUMN)) col_full += full;
         if (o->kind == MK_OPK_EMBEDDING && o->tp_role == MK_TP_VOCAB) vocab_emb = 1;
@@ -202,7 +219,9 @@ static void layer_piece_build(const mk_sim_state_t *R, int l, int dir, mk_tpl_t 
         }
         if (o->kind == MK_OPK_MOE && p->ep > 1 && !R->c->ideal && !R->o->unit_costs) ep_alltoall(R, o, N, t);
     }
-    t->c_half /= 2; /* c_half is one half's time */
+    t->c_full = mk_cost_queue_time(&qf), t->c_half = mk_cost_queue_time(&qh); /* c_half is one half's time */
+    double rf = alone_full > 0 ? t->c_full / alone_full : 1, rh = alone_half > 0 ? t->c_half / alone_half : 1;
+    t->row_full *= rf, col_full *= rf, t->row_half *= rh;
     if (p->tp > 1 && !R->c->ideal && !R->o->unit_costs) {
         t->n_ar = L->n_tp_allreduce + (bwd ? head : vocab_emb);
         double S = L->out_bytes / (p->cp > 1 ? p->cp : 1); /* a CP rank's s/cp tokens */

@@ -426,6 +426,16 @@ static void test_moe_passes(void)
     mk_graph_free(g);
 }
 
+/* A default plan of a preset model (seq > 0: its sequence length). */
+static int plan_of_model(const char *model, int seq, mk_plan_t *p)
+{
+    mk_model_overrides_t ov;
+    mk_model_overrides_init(&ov);
+    if (seq > 0) ov.seq = seq;
+    mk_plan_init(p);
+    return mk_model_resolve(model, &ov, &p->model);
+}
+
 /* Megatron's fused softmax needs the rank's b x heads to be a multiple
  * of 4 (sim/cost.c softmax_unfused): GPT-2 124M (12 heads) at tp 2 has 6
  * at micro-batch 1 and takes the fp32 path, five kernels where the fused
@@ -443,10 +453,7 @@ static void test_softmax_fallback(void)
     c.dev.host_op_s = 0, h.dev.mem_bw_Bps *= 1e6;
     for (int mbs = 1; mbs <= 2; mbs++) {
         mk_plan_t p;
-        mk_model_overrides_t ov;
-        mk_model_overrides_init(&ov);
-        mk_plan_init(&p);
-        CHECK(mk_model_resolve("gpt2-124m", &ov, &p.model) == 0, "model");
+        CHECK(plan_of_model("gpt2-124m", 0, &p) == 0, "model");
         p.dtype = MK_DTYPE_BF16, p.attention = MK_ATTN_UNFUSED, p.tp = 2, p.mbs = mbs;
         mk_graph_t *g = mk_plan_graph(&p);
         CHECK(g != NULL, "graph");
@@ -465,6 +472,54 @@ static void test_softmax_fallback(void)
     }
 }
 
+/* A preset whose device work is made negligible (rates a million times
+ * higher, no launch gap): an op then takes its host time. */
+static int host_only_cluster(const char *name, mk_cluster_t *c)
+{
+    if (mk_cluster_get(name, c) < 0) return -1;
+    for (int d = 0; d < 3; d++) c->dev.matmul_flops[d] *= 1e6;
+    c->dev.mem_bw_Bps *= 1e6, c->dev.vector_flops *= 1e6, c->dev.launch_s = 0;
+    return 0;
+}
+
+/* The kernels a micro-batch's embedding and loss launch (sim/cost.c
+ * lookup_kernels, counted in Megatron-LM's VocabParallelEmbedding and
+ * cross entropy and PyTorch's embedding backward): with the device's work
+ * made negligible each op takes host_op_s times its count.  GPT-2 124M:
+ * at tp 2, micro-batch 4 (4096 ids, the sorting backward) the token table
+ * launches 8 forward and 13 backward, the position table 1 and 12, the
+ * vocabulary-parallel loss 29 and 11 (torch's cross entropy, counted as
+ * one kernel, 1 and 1); at tp 1, micro-batch 1 (1024 ids) the token table
+ * 1 and 2. */
+static void test_head_kernels(void)
+{
+    static const struct { int tp, mbs, xent, wte_f, wte_b, wpe_b, loss_f, loss_b; } k[] = {
+        {2, 4, MK_XENT_VOCAB_PARALLEL, 8, 13, 12, 29, 11},
+        {2, 4, MK_XENT_TORCH, 8, 13, 12, 1, 1},
+        {1, 1, MK_XENT_VOCAB_PARALLEL, 1, 2, 2, 29, 11}};
+    mk_cluster_t c;
+    CHECK(host_only_cluster("dgx-a100", &c) == 0, "cluster");
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
+        mk_plan_t p;
+        CHECK(plan_of_model("gpt2-124m", 0, &p) == 0, "model");
+        p.dtype = MK_DTYPE_BF16, p.tp = k[i].tp, p.mbs = k[i].mbs, p.cross_entropy = k[i].xent;
+        mk_graph_t *g = mk_plan_graph(&p);
+        CHECK(g != NULL, "graph");
+        if (!g) continue;
+        const char *name[3] = {"wte", "wpe", "loss"};
+        int want[3][2] = {{k[i].wte_f, k[i].wte_b}, {1, k[i].wpe_b}, {k[i].loss_f, k[i].loss_b}};
+        double N = (double)p.mbs * g->cfg.seq;
+        for (int j = 0; j < 3; j++)
+            for (int bwd = 0; bwd <= 1; bwd++) {
+                int op = mk_graph_find_op(g, name[j]);
+                double t = op < 0 ? -1 : mk_cost_op_time(&c, g, op, p.tp, 0, N, MK_DTYPE_BF16, bwd);
+                CHECK(fabs(t - want[j][bwd] * c.dev.host_op_s) < 1e-12, "%s %s at tp %d, micro-batch %d: %.3g us",
+                      name[j], bwd ? "backward" : "forward", p.tp, p.mbs, t * 1e6);
+            }
+        mk_graph_free(g);
+    }
+}
+
 /* The host issues an MoE layer's kernels one by one (sim/cost.c
  * moe_kernels, counted in Megatron-Core's MoE layer): with the device's
  * work made negligible the op takes host_op_s times its count.
@@ -477,16 +532,10 @@ static void test_moe_host(void)
     static const struct { int ep, tp, deepep, fwd, bwd; } k[] = {
         {4, 2, 0, 54, 38}, {4, 2, 1, 36, 33}, {1, 1, 0, 46, 53}};
     mk_cluster_t c;
-    CHECK(mk_cluster_get("dgx-h100", &c) == 0, "cluster");
-    for (int d = 0; d < 3; d++) c.dev.matmul_flops[d] *= 1e6;
-    c.dev.mem_bw_Bps *= 1e6, c.dev.vector_flops *= 1e6, c.dev.launch_s = 0;
+    CHECK(host_only_cluster("dgx-h100", &c) == 0, "cluster");
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
         mk_plan_t p;
-        mk_model_overrides_t ov;
-        mk_model_overrides_init(&ov);
-        ov.seq = 64;
-        mk_plan_init(&p);
-        CHECK(mk_model_resolve("mixtral-8x7b", &ov, &p.model) == 0, "model");
+        CHECK(plan_of_model("mixtral-8x7b", 64, &p) == 0, "model");
         p.dtype = MK_DTYPE_BF16, p.ep = k[i].ep, p.tp = k[i].tp, p.moe_deepep = k[i].deepep;
         mk_graph_t *g = mk_plan_graph(&p);
         CHECK(g != NULL, "graph");
@@ -763,6 +812,75 @@ static void test_grad_dtype(void)
     CHECK(dp_s[0] > 1.8 * dp_s[1] && dp_s[0] <= 2 * dp_s[1] * (1 + 1e-9), "the DP reduction moves twice the bytes");
 }
 
+/* The host runs ahead of the device (merak/cost.h mk_cost_queue_t): a
+ * layer's ops cost max(H, D), the host's issue times summed against the
+ * device's, where each op alone costs max(h, d).  GPT-2 124M on dgx-a100
+ * at micro-batch 1: the norms and element-wise ops are host-bound, the
+ * GEMMs device-bound, so some layer costs less than its ops alone; the
+ * simulator's forward and backward of one micro-batch on one GPU (no
+ * recompute) are the layers' sums.  Mixtral's MoE op makes the host wait
+ * (the dispatcher's token counts): the run before it closes, the op pays
+ * max(h, d), and a new run starts after it. */
+static void test_host_queue(void)
+{
+    mk_cluster_t c;
+    mk_plan_t p;
+    CHECK(mk_cluster_get("dgx-a100", &c) == 0, "cluster");
+    mk_graph_t *g = setup("gpt2-124m", 1, 1, 1, 1, 1, 1, MK_SCHED_1F1B, "none", &p);
+    CHECK(g != NULL, "setup");
+    if (!g) return;
+    double N = (double)p.mbs * p.model.seq, sum[2] = {0, 0}, alone_sum = 0;
+    int shorter = 0;
+    for (int l = 0; l < g->n_layers; l++)
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            const mk_layer_t *L = &g->layers[l];
+            double H = 0, D = 0, alone = 0;
+            for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+                double h, d = mk_cost_op_parts(&c, g, i, 1, 0, N, p.dtype, bwd, &h);
+                H += h, D += d, alone += mk_cost_op_time(&c, g, i, 1, 0, N, p.dtype, bwd);
+            }
+            double t = mk_cost_layer_compute(&c, g, l, 1, 0, N, p.dtype, bwd);
+            CHECK(fabs(t - fmax(H, D)) <= 1e-12 * fmax(H, D), "layer %d %s: max(H, D)", l, bwd ? "backward" : "forward");
+            shorter += t < alone * (1 - 1e-6);
+            sum[bwd] += t, alone_sum += alone;
+        }
+    CHECK(shorter > 0, "some layer's host issue hides behind its GEMMs");
+    CHECK(run_on(&c, &p, g, 0) == 0, "run");
+    CHECK_REL(res.explain.forward, sum[0], 1e-9, "the simulator's forward: the layers' queues");
+    CHECK_REL(res.explain.backward, sum[1], 1e-9, "the simulator's backward: the layers' queues");
+    printf("host queue: gpt2-124m fwd+bwd %.3f ms (ops alone %.3f ms)\n", (sum[0] + sum[1]) * 1e3, alone_sum * 1e3);
+    mk_graph_free(g);
+
+    mk_cluster_get("dgx-h100", &c);
+    g = setup("mixtral-8x7b", 1, 1, 1, 1, 1, 1, MK_SCHED_1F1B, "none", &p);
+    CHECK(g != NULL, "setup mixtral");
+    if (!g) return;
+    N = (double)p.mbs * p.model.seq;
+    int moe_layers = 0;
+    for (int l = 0; l < g->n_layers; l++) {
+        const mk_layer_t *L = &g->layers[l];
+        double H = 0, D = 0, want = 0;
+        int syncs = 0;
+        for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
+            double h, d = mk_cost_op_parts(&c, g, i, 1, 0, N, p.dtype, 1, &h);
+            if (g->ops[i].kind != MK_OPK_MOE) {
+                CHECK(!mk_cost_op_syncs(g, i), "only the MoE op synchronizes");
+                H += h, D += d;
+                continue;
+            }
+            CHECK(mk_cost_op_syncs(g, i), "the MoE op synchronizes");
+            want += fmax(H, D) + fmax(h, d), H = D = 0, syncs++;
+        }
+        want += fmax(H, D);
+        if (!syncs) continue;
+        double t = mk_cost_layer_compute(&c, g, l, 1, 0, N, p.dtype, 1);
+        CHECK(fabs(t - want) <= 1e-12 * want, "MoE layer %d: the runs around the synchronizing op", l);
+        moe_layers++;
+    }
+    CHECK(moe_layers == g->cfg.num_layers, "every Mixtral block synchronizes once (%d)", moe_layers);
+    mk_graph_free(g);
+}
+
 /* Transformer Engine's TP communication overlap (--tp-comm-overlap,
  * sim_chunk.c te_overlap): a GEMM of time G beside a transfer of time C
  * takes max(G, C + G/tp).  One micro-batch on one pipeline stage, tp 8
@@ -771,9 +889,10 @@ static void test_grad_dtype(void)
  * shrinks by exactly (1 - 1/tp) x the time of every column- and
  * row-parallel linear, forward and backward, less what TE's SM-sharing
  * overlaps add: the forward's row-parallel and the backward's
- * column-parallel GEMMs run on sms - 16 SMs (MK_TE_UB_COMM_SMS); at
- * dgx-h100's own NVLink the GEMMs hide all but the embedding's and head's
- * collectives. */
+ * column-parallel GEMMs run on sms - 16 SMs (MK_TE_UB_COMM_SMS); each
+ * linear's time is its own times its layer's issue-queue share (the
+ * layer's time over its ops' times alone: sim_chunk.c); at dgx-h100's own
+ * NVLink the GEMMs hide all but the embedding's and head's collectives. */
 static void test_tp_comm_overlap(void)
 {
     mk_plan_t p;
@@ -784,13 +903,20 @@ static void test_tp_comm_overlap(void)
     p.seqpar = 1;
     slow = c, slow.intra.beta_Bps /= 1000;
     double step[2][2], tp_ex[2][2], lin = 0, row = 0, N = (double)p.mbs * p.model.seq;
-    for (int i = 0; i < g->n_ops; i++)
-        if (g->ops[i].tp_role == MK_TP_ROW || g->ops[i].tp_role == MK_TP_COLUMN)
-            for (int bwd = 0; bwd <= 1; bwd++) {
+    for (int l = 0; l < g->n_layers; l++) /* a layer's parts in the share its issue queue leaves */
+        for (int bwd = 0; bwd <= 1; bwd++) {
+            const mk_layer_t *L = &g->layers[l];
+            double alone = 0, ln = 0, rw = 0;
+            for (int i = L->first_op; i < L->first_op + L->n_ops; i++) {
                 double t = mk_cost_op_time(&c, g, i, 8, 1, N, p.dtype, bwd);
-                lin += t;
-                if (g->ops[i].tp_role == (bwd ? MK_TP_COLUMN : MK_TP_ROW)) row += t; /* TE's SM-sharing overlaps */
+                alone += t;
+                if (g->ops[i].tp_role != MK_TP_ROW && g->ops[i].tp_role != MK_TP_COLUMN) continue;
+                ln += t;
+                if (g->ops[i].tp_role == (bwd ? MK_TP_COLUMN : MK_TP_ROW)) rw += t; /* TE's SM-sharing overlaps */
             }
+            double r = alone > 0 ? mk_cost_layer_compute(&c, g, l, 8, 1, N, p.dtype, bwd) / alone : 1;
+            lin += r * ln, row += r * rw;
+        }
     for (int s = 0; s < 2; s++)
         for (int te = 0; te < 2; te++) {
             p.tp_comm_overlap = te;
@@ -856,6 +982,8 @@ int main(void)
     test_power_capped_h100();
     test_zero3_per_param();
     test_tp_comm_overlap();
+    test_host_queue();
+    test_head_kernels();
     test_tail_micro_batches();
     CHECK_DONE();
 }

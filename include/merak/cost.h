@@ -64,6 +64,13 @@ double mk_cost_gemm_eff(const mk_device_t *d, double dim, double peak);
  * for a micro-batch of `tokens` tokens (the graph's b*s, or half of it). */
 double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
                        double tokens, mk_dtype_t dtype, int bwd);
+/* The host's time to issue one op's kernels (host_op_s x its kernels;
+ * 0 under `ideal`). */
+double mk_cost_op_host(const mk_cluster_t *c, const mk_graph_t *g, int op, int bwd);
+/* The device's time for one op (mk_cost_op_time without the host), and
+ * the host's time to issue it in *host. */
+double mk_cost_op_parts(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                        double tokens, mk_dtype_t dtype, int bwd, double *host);
 /* The weight-gradient GEMMs of one op, what a split backward's B_W runs
  * (one forward-sized GEMM a weight): a linear's or the LM head's forward
  * time, an MoE op's forward GEMMs (its experts' and the shared expert's;
@@ -71,7 +78,32 @@ double mk_cost_op_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int t
  * other ops. */
 double mk_cost_op_wgrad_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
                              double tokens, mk_dtype_t dtype);
-/* Sum over a layer's ops (no TP communication). */
+/* mk_cost_op_wgrad_time's device time, its host's in *host. */
+double mk_cost_op_wgrad_parts(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
+                              double tokens, mk_dtype_t dtype, double *host);
+/* The host runs ahead of the device.  CUDA kernels launch asynchronously
+ * (CUDA C++ Programming Guide, "Asynchronous Concurrent Execution": a
+ * launch returns before the kernel completes), so the host issues a run
+ * of ops into the stream's queue while the device works through it; with
+ * no synchronization inside the run, the run's steady state is
+ * max(H, D): the host's issue times summed (H, host_op_s x kernels) or
+ * the device's (D), whichever is longer, not the sum of each op's
+ * max(h, d) (a host-bound layer norm's issue hides behind the GEMM before
+ * it).  An op that reads a device value on the host (mk_cost_op_syncs)
+ * drains the queue: the run before it ends there, and the op pays
+ * max(h, d) alone.  A layer's ops are one run (mk_cost_layer_compute, the
+ * simulator's layer pieces); a run's lead in and out (the first op's
+ * issue, the last one's kernel) is taken as hidden by the neighbouring
+ * layers' runs. */
+typedef struct {
+    double host, dev; /* the open run's sums */
+    double done;      /* the runs closed by a synchronizing op */
+} mk_cost_queue_t;
+void mk_cost_queue_op(mk_cost_queue_t *q, double host, double dev, int sync);
+double mk_cost_queue_time(const mk_cost_queue_t *q);
+/* 1 when op i makes the host wait for the device. */
+int mk_cost_op_syncs(const mk_graph_t *g, int op);
+/* A layer's ops issued as one run (mk_cost_queue_t; no TP communication). */
 double mk_cost_layer_compute(const mk_cluster_t *c, const mk_graph_t *g, int layer, int tp, int seqpar,
                              double tokens, mk_dtype_t dtype, int bwd);
 /* The per-layer time estimate the planner and the `compute` partitioner
