@@ -117,6 +117,13 @@ double mk_cost_a2a_deepep(const mk_cluster_t *c, const mk_group_t *g, double byt
     return host > t ? host : t;
 }
 
+double mk_cost_coll_sm_share(const mk_cluster_t *c)
+{
+    const mk_device_t *d = &c->dev;
+    if (c->ideal || d->coll_sms <= 0 || d->sms <= d->coll_sms) return 0;
+    return (double)d->coll_sms / d->sms;
+}
+
 double mk_cost_a2a_sm_share(const mk_cluster_t *c, int deepep)
 {
     if (!deepep || c->ideal || c->dev.sms <= MK_DEEPEP_SMS) return 0;

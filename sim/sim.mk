@@ -1,7 +1,7 @@
 # sim module: the discrete-event simulator, its cost model (compute,
 # collectives, sub-pipelined TP), the memory tracker; `merak sim` is in cli/.
 libmerak_la_SOURCES += sim/cost.c sim/collective.c sim/tp.c sim/memory.c sim/memory_auto.c sim/memory_act.c sim/memory_scratch.c sim/opsac.c sim/offload.c sim/evq.c \
-	sim/sim.c sim/sim_chunk.c sim/sim_step.c sim/sim_result.c sim/zero.c sim/explain.c \
+	sim/sim.c sim/sim_chunk.c sim/sim_step.c sim/sim_result.c sim/zero.c sim/explain.c sim/dp_share.c \
 	sim/sim_cache.c sim/sim_bound.c sim/sim_bound_walk.c
 noinst_HEADERS += include/merak/cost.h include/merak/sim_search.h
 noinst_HEADERS += sim/sim_internal.h sim/evq.h

@@ -187,6 +187,10 @@ typedef struct mk_chunk_cost {
 /* Classes of compute-stream busy time (mk_sim_explain_t). */
 enum { MK_SIM_FWD = 0, MK_SIM_BWD, MK_SIM_REC, MK_SIM_OPT, MK_SIM_CLASSES };
 
+/* The DP stream's busy runs a stage keeps (dp_share.c): enough to cover
+ * the collectives queued behind one compute op. */
+#define MK_SIM_DP_RUNS 64
+
 /* One pipeline stage's representative rank: its streams' clocks and what
  * it has used.  Where it is in its instruction stream, and every per-slot
  * rule (a forward's checkpoint count, whether R ran, what is in flight),
@@ -203,6 +207,8 @@ typedef struct mk_sim_stage {
     mk_mem_breakdown_t at_peak;
     mk_stage_static_t ss;
     double p2p_free, dp_free;   /* when the p2p and DP streams are free */
+    double dp_runs[MK_SIM_DP_RUNS][2]; /* the DP stream's last busy runs [start, end) (dp_share.c) */
+    int dp_nruns;               /* runs kept so far (a ring past MK_SIM_DP_RUNS) */
     double pg_ag;               /* --overlap-param-gather: the weight all-gather issued at time 0 (s) */
     int pg_next;                /* the first chunk whose first forward has not waited for its buckets */
     double final_bytes;         /* gradient bytes the buckets of the last backward reduce (the
@@ -294,15 +300,21 @@ void mk_chunk_layer_piece(const mk_sim_state_t *R, int l, int dir, mk_tpl_t *t);
  * linears and head (0: its weight-gradient GEMMs, B_W). */
 double mk_chunk_ops_fwd(const mk_sim_state_t *R, int l, int attention);
 
+/* dp_share.c: note the DP stream busy over [start, end); the DP time
+ * inside [a, b) (the SMs its collectives hold: mk_cost_coll_sm_share). */
+void mk_sim_dp_busy(mk_sim_stage_t *S, double start, double end);
+double mk_sim_dp_within(const mk_sim_stage_t *S, double a, double b);
+
 /* zero.c: ZeRO-2/3 pieces of chunk c (gbytes; ZeRO-3: z), after its TP
  * pieces.  0 or -1. */
 int mk_zero_chunk_build(const mk_sim_state_t *R, mk_chunk_cost_t *c);
 void mk_zero_chunk_free(mk_chunk_cost_t *c);
 /* ZeRO-3: the duration of compute op `in` of chunk c on stage s started at
  * t0 with its layers' gathers and gradient reductions on the DP stream
- * (queued behind S->dp_free, which it moves; DP comm counted). */
+ * (queued behind S->dp_free, which it moves; DP comm counted); *beside:
+ * the DP time inside the windows its layers compute (dp_share.c). */
 double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int ck, int rc,
-                  double t0);
+                  double t0, double *beside);
 
 /* What one backward of chunk k reduces with ZeRO-2/3 (gradient bytes on
  * one TP rank), and ZeRO-3's DP-stream seconds per micro-batch of it. */

@@ -163,12 +163,14 @@ static double queue_bucket(mk_sim_state_t *R, int s, double ready, double bytes)
     int z = R->p->zero;
     double st = ready > S->dp_free ? ready : S->dp_free, d, a;
     mk_sim_bucket_cost(R, S, bytes, &d, &a);
+    mk_sim_dp_busy(S, st, st + d);
     S->dp_free = st + d;
     S->comm[MK_COMM_DP] += d;
     R->events++;
     if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, z ? "RS.dp" : "AR.dp", st, d, s, -1, 0, -1);
     if (z && R->nrep > 1) {
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AR.dp", S->dp_free, a, s, -1, 0, -1);
+        mk_sim_dp_busy(S, S->dp_free, S->dp_free + a);
         S->dp_free += a;
         S->comm[MK_COMM_DP] += a;
         R->events++;
@@ -265,6 +267,7 @@ void mk_sim_param_gather_start(mk_sim_state_t *R, int s)
     mk_sim_opt_cost(R, S, &ag);
     if (!(ag > 0)) return;
     S->pg_ag = S->dp_free = ag;
+    mk_sim_dp_busy(S, 0, ag);
     S->comm[MK_COMM_DP] += ag;
     R->events++;
     if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", 0, ag, s, -1, 0, -1);
@@ -272,15 +275,34 @@ void mk_sim_param_gather_start(mk_sim_state_t *R, int s)
 
 /* A forward of chunk c starting at t for d seconds: its length with the
  * waits for the chunk's weight buckets, the first time chunk c (or a
- * later one) runs a forward; d otherwise. */
-static double param_gather_wait(const mk_sim_state_t *R, mk_sim_stage_t *S, int c, double t, double d)
+ * later one) runs a forward (*beside: the DP time inside the windows its
+ * layers compute, dp_share.c); d otherwise (*beside untouched). */
+static double param_gather_wait(const mk_sim_state_t *R, mk_sim_stage_t *S, int c, double t, double d,
+                                double *beside)
 {
     if (!(S->pg_ag > 0) || c < S->pg_next) return d;
     int v = R->p->vpp, nb = R->nb / v > 0 ? R->nb / v : 1;
     double per = S->pg_ag / v / nb, a0 = S->pg_ag * c / v, e = t;
     S->pg_next = c + 1;
-    for (int i = 0; i < nb; i++) e = fmax(e, a0 + per * (i + 1)) + d / nb;
+    *beside = 0;
+    for (int i = 0; i < nb; i++) {
+        double st = fmax(e, a0 + per * (i + 1));
+        e = st + d / nb;
+        *beside += mk_sim_dp_within(S, st, e);
+    }
     return e - t;
+}
+
+/* The compute a DP collective slows (dp_share.c): of the DP time inside
+ * the op's compute windows (beside; < 0: the whole op [t, t + d)), the
+ * SMs' share stays on the op, counted as exposed DP time. */
+static double dp_share_extra(const mk_sim_state_t *R, mk_sim_stage_t *S, double t, double d, double beside)
+{
+    double share = mk_cost_coll_sm_share(R->c);
+    if (!(share > 0)) return 0;
+    double x = share * (beside >= 0 ? beside : mk_sim_dp_within(S, t, t + d));
+    S->exposed[MK_COMM_DP] += x;
+    return x;
 }
 
 static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
@@ -295,7 +317,7 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         S->stored += c->stored[ck];
         if (ev->inflight > S->max_inflight) S->max_inflight = ev->inflight;
     }
-    double tpc, tr;
+    double tpc, tr, beside = -1; /* the DP time beside its compute (dp_share_extra; -1: its whole window) */
     double d = mk_chunk_cost_time(c, in->op, ck, rc, unit, &tpc, &tr);
     mk_sim_mem_note(R, s, tr, in->op != MK_INSTR_B_W ? S->ss.gathered : 0);
     double pure = mk_chunk_cost_pure(c, in->op, p->tp_overlap, rc, ck, d);
@@ -322,11 +344,11 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         explain_classes(S, in->op, c, p->tp_overlap, rc, ck, d - ex - (p->cp > 1 ? S->exposed[MK_COMM_CP] - cp0 : 0) -
                                                                 (p->ep > 1 ? S->exposed[MK_COMM_EP] - ep0 : 0));
         if (c->z) { /* ZeRO-3: the layers wait for their gathers */
-            double dz = mk_zero_op(R, s, in, c, ck, rc, t);
+            double dz = mk_zero_op(R, s, in, c, ck, rc, t, &beside);
             if (dz > d) S->exposed[MK_COMM_DP] += dz - d, d = dz;
         }
         if (p->overlap_param_gather && (in->op == MK_INSTR_F || in->op == MK_INSTR_F_PRE)) {
-            double dg = param_gather_wait(R, S, in->chunk, t, d);
+            double dg = param_gather_wait(R, S, in->chunk, t, d, &beside);
             S->exposed[MK_COMM_DP] += dg - d, d = dg;
         }
     }
@@ -334,11 +356,12 @@ static int op_compute(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
         S->stored += c->s_full - S->mb_stored[slot];
         S->mb_stored[slot] = c->s_full;
     }
+    backward_grads(R, ev, c, t, d);
+    if (!unit) d += dp_share_extra(R, S, t, d, beside);
     if (R->tr) {
         trace_instr(R, s, in, MK_TRACE_COMPUTE, t, d);
         if (!unit) emit_compute_tp(R, s, in, c, rc, ck, t);
     }
-    backward_grads(R, ev, c, t, d);
     S->now = t + d;
     S->busy += d;
     if (in->op == MK_INSTR_B_IN) { /* what its B_W reads stays, the rest goes */
@@ -482,6 +505,7 @@ static int op_opt_step(mk_sim_state_t *R, const mk_walk_ev_t *ev, double t)
     if ((z == 1 || z == 2 || ag > 0) && !unit && !p->overlap_param_gather) {
         double st = S->now > S->dp_free ? S->now : S->dp_free;
         if (R->tr) mk_trace_complete(R->tr, S->rank, MK_TRACE_DP, "AG.dp", st, ag, s, -1, 0, -1);
+        mk_sim_dp_busy(S, st, st + ag);
         S->exposed[MK_COMM_DP] += st + ag - S->now;
         S->comm[MK_COMM_DP] += ag;
         S->now = S->dp_free = st + ag;

@@ -250,6 +250,7 @@ typedef struct {
     mk_sim_state_t *R;
     int s, mb, chunk;
     double t0, q, comm;   /* op start (absolute, for the trace); DP stream free (relative); comm time */
+    double beside;        /* DP time inside the layers' compute windows (dp_share.c) */
 } zrun_t;
 
 /* Queue d seconds named `name` at `ready` (relative); returns its end. */
@@ -259,6 +260,7 @@ static double issue(zrun_t *x, const char *name, double ready, double d, int lay
     double st = ready > x->q ? ready : x->q;
     x->q = st + d;
     x->comm += d;
+    mk_sim_dp_busy(&x->R->st[x->s], x->t0 + st, x->t0 + x->q);
     x->R->events++;
     if (x->R->tr)
         mk_trace_complete(x->R->tr, x->R->st[x->s].rank, MK_TRACE_DP, name, x->t0 + st, d, x->s, x->mb, x->chunk,
@@ -291,6 +293,7 @@ static double run_layers(zrun_t *x, const mk_zseq_t *q, int n, const mk_zseq_t *
         if (j + 1 < n && gather && pre) ready = issue(x, "AG.zero", start, q->ag[j + 1], q->layer[j + 1]);
         int r = rec && q->ckj[j] >= 0 && q->ckj[j] < rck ? q->ckj[j] : -1;
         t = start + q->dur[j] + (r >= 0 ? rec->dur[r] : 0);
+        x->beside += mk_sim_dp_within(&x->R->st[x->s], x->t0 + start, x->t0 + t);
         if (!late && red) reduce(x, q, j, t);
     }
     for (int j = 0; late && red && j < n; j++) reduce(x, q, j, t);
@@ -298,12 +301,12 @@ static double run_layers(zrun_t *x, const mk_zseq_t *q, int n, const mk_zseq_t *
 }
 
 double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk_cost_t *c, int ck, int rc,
-                  double t0)
+                  double t0, double *beside)
 {
     const mk_zero_chunk_t *z = c->z;
     mk_sim_stage_t *S = &R->st[s];
     if (ck > c->nck) ck = c->nck;
-    zrun_t x = {R, s, in->mb, in->chunk, t0, S->dp_free > t0 ? S->dp_free - t0 : 0, 0};
+    zrun_t x = {R, s, in->mb, in->chunk, t0, S->dp_free > t0 ? S->dp_free - t0 : 0, 0, 0};
     int late = !R->p->overlap_grad_reduce;
     const mk_zseq_t *rec = rc ? &z->ck : NULL;
     /* reshard never: a chunk's weights are gathered by its first forward
@@ -323,5 +326,6 @@ double mk_zero_op(mk_sim_state_t *R, int s, const mk_instr_t *in, const mk_chunk
     }
     if (x.comm > 0) S->dp_free = t0 + x.q;
     S->comm[MK_COMM_DP] += x.comm;
+    *beside = x.beside;
     return d;
 }

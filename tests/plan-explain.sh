@@ -131,7 +131,7 @@ assert k > 1, 'no plan here is #1 in effect any more: pick another search for th
 assert j['why'].startswith('#1 and #%d tie at' % (k + 1)) or ('than #%d ' % (k + 1)) in j['why'], j['why']
 assert '#2 is #1 in effect' in j['why'] or '#2, ' in j['why'], j['why']" "$tmpdir/ru.json"
 # the peaks print with the digits that tell them apart (a lower peak never reads "74.1 vs 74.1 GiB")
-"$MERAK" plan --model llama-3-8b --cluster dgx-h100 --gpus 64 --gbs 512 --top 2 >"$tmpdir/l70" 2>/dev/null
+"$MERAK" plan --model llama-3-70b --cluster dgx-h100 --gpus 128 --gbs 256 --top 2 >"$tmpdir/l70" 2>/dev/null
 check "a tie by lower peak memory shows two different figures" "${PYTHON:-python3}" -c "
 import re, sys
 m = re.search(r'by lower peak memory \(([0-9.e+]+) vs ([0-9.e+]+) [KMG]iB\)', open(sys.argv[1]).read())

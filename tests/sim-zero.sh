@@ -203,15 +203,17 @@ expect_fail "--export torchtitan refuses it" "a collective per parameter" -- $ME
 # weight all-gather is issued at the step's start and the first forward
 # runs each of its nb buckets' layers as they land.  llama-2-7b, dp 8, one
 # micro-batch: 64 gradient buckets (RS.dp), a forward longer than the
-# gather, so only the first bucket's share waits: the step is shorter by
-# exactly ag (1 - 1/64), ag the gather's seconds (AG.dp, now at time 0);
+# gather, so only the first bucket's share waits and the forward computes
+# beside the rest, ag (1 - 1/64), paying the SMs the gather holds, s =
+# coll_sms / sms = 16/132 of it (sim/dp_share.c): the step is shorter by
+# exactly ag (1 - 1/64)(1 - s), ag the gather's seconds (AG.dp, now at time 0);
 # gpt-tiny's one bucket hides nothing (the same step).  Plan files carry
 # it; it needs ZeRO-1 with the overlapped reduction; run refuses it.
 O="--model llama-2-7b --cluster dgx-h100 --dp 8 --gbs 8 --mbs 1 --zero 1 --recompute none --seq-length 4096 --json"
 $MERAK sim $O --trace "$tmpdir/ga.trace" >"$tmpdir/ga.json" &&
   $MERAK sim $O --overlap-param-gather --trace "$tmpdir/gb.trace" >"$tmpdir/gb.json" ||
   echo "FAIL: merak sim --overlap-param-gather"
-check "param gather overlap: the step shorter by ag (1 - 1/64), the gather at time 0" "$PYTHON" -c "
+check "param gather overlap: the step shorter by ag (1 - 1/64)(1 - 16/132), the gather at time 0" "$PYTHON" -c "
 import json
 a, b = (json.load(open('$tmpdir/%s.json' % x)) for x in ('ga', 'gb'))
 ta, tb = (json.load(open('$tmpdir/%s.trace' % x)) for x in ('ga', 'gb'))
@@ -221,10 +223,10 @@ nb = len(ev(ta, 'RS.dp'))
 assert nb == 64 and len(ga) == len(gb) == 1 and gb[0]['ts'] == 0 and ga[0]['ts'] > 0, (nb, ga, gb)
 ag = ga[0]['dur'] * 1e-6
 assert ag > 0 and abs(gb[0]['dur'] * 1e-6 - ag) <= 1e-12, (ag, gb)
-d = a['step_time_s'] - b['step_time_s']
-assert abs(d - ag * (1 - 1.0 / nb)) <= 1e-9 * ag, (d, ag)
+d, s, hid = a['step_time_s'] - b['step_time_s'], 16.0 / 132, ag * (1 - 1.0 / nb)
+assert abs(d - hid * (1 - s)) <= 1e-9 * ag, (d, ag)
 ea, eb = a['exposed_comm_s']['dp'], b['exposed_comm_s']['dp']
-assert abs(eb - (ea - ag + ag / nb)) <= 1e-9 * ag, (ea, eb, ag)
+assert abs(eb - (ea - ag + ag / nb + s * hid)) <= 1e-9 * ag, (ea, eb, ag)
 assert b['plan']['overlap_param_gather'] is True and 'overlap_param_gather' not in a['plan']"
 T="--model gpt-tiny --cluster dgx-a100 --dp 2 --gbs 2 --zero 1 --json"
 check "param gather overlap: one bucket hides nothing" sh -c "'$MERAK' sim $T >'$tmpdir/gc.json' &&

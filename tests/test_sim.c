@@ -35,6 +35,7 @@ static mk_graph_t *setup(const char *model, int dp, int pp, int tp, int vpp, int
 }
 
 static mk_sim_result_t res;
+static double run_bucket_bytes; /* run_on's DP bucket size (0: the default) */
 
 static int run_on(const mk_cluster_t *cl, const mk_plan_t *p, const mk_graph_t *g, int unit)
 {
@@ -43,6 +44,7 @@ static int run_on(const mk_cluster_t *cl, const mk_plan_t *p, const mk_graph_t *
     mk_sim_opts_t o;
     mk_sim_opts_init(&o);
     o.unit_costs = unit;
+    o.bucket_bytes = run_bucket_bytes;
     mk_plan_resolve_opts_t ro = {.cluster = &c, .graph = g, .resolve_auto = mk_sim_auto};
     mk_plan_ctx_t ctx;
     int rc = mk_plan_resolve(&ctx, p, &ro);
@@ -260,6 +262,10 @@ static void test_cluster_json(void)
               d.dev.matmul_flops[MK_DTYPE_FP8] == c.dev.matmul_flops[MK_DTYPE_FP8] &&
               d.dev.flash_attn_flops == c.dev.flash_attn_flops && d.dev.flash_attn_bwd_flops == c.dev.flash_attn_bwd_flops,
           "h100 round trip keeps fp8_split_acc_scale %g and the fused kernel's rates", d.dev.fp8_split_acc_scale);
+    CHECK(d.dev.coll_sms == 16 && d.dev.sms == 132, "h100 round trip keeps coll_sms (%d)", d.dev.coll_sms);
+    c.dev.coll_sms = c.dev.sms; /* the collective would hold every SM */
+    CHECK(mk_cluster_save(&c, path) == 0 && mk_cluster_get(path, &d) < 0 && strstr(mk_error_last(), "coll_sms"),
+          "coll_sms >= sms rejected: %s", mk_error_last());
     FILE *f = fopen(path, "w");
     fputs("{\"name\": \"x\", \"gpus_per_node\": 0}", f);
     fclose(f);
@@ -881,6 +887,46 @@ static void test_host_queue(void)
     mk_graph_free(g);
 }
 
+/* The SMs a DP collective holds (sim/dp_share.c): NCCL's channels, one
+ * CUDA block each (dgx-h100: 16 of 132 SMs), so compute running beside a
+ * DP collective runs on the rest and share = 16/132 of each such second
+ * stays on the compute, counted as exposed DP time.  Closed form: GPT-2
+ * 124M on one dgx-h100 node, dp 8, one micro-batch, its gradients reduced
+ * in 4 MiB buckets behind the backward: in the run without the share the
+ * backward computes beside the DP time it overlaps (ov) and the step
+ * waits w for the rest after it (the last bucket).  With it the backward
+ * takes x = share ov longer while the buckets stay where they were, so
+ * the wait shrinks: the step and the exposed DP time grow by max(x, w) - w.
+ * Nothing moves without the device's count, and nothing under `ideal`. */
+static void test_dp_sm_share(void)
+{
+    mk_cluster_t c, c0;
+    mk_plan_t p;
+    CHECK(mk_cluster_get("dgx-h100", &c) == 0, "cluster");
+    CHECK(c.dev.coll_sms == 16 && c.dev.sms == 132, "dgx-h100: 16 of 132 SMs (%d, %d)", c.dev.coll_sms, c.dev.sms);
+    c0 = c, c0.dev.coll_sms = 0;
+    mk_graph_t *g = setup("gpt2-124m", 8, 1, 1, 1, 1, 8, MK_SCHED_1F1B, "none", &p);
+    CHECK(g != NULL, "setup");
+    if (!g) return;
+    run_bucket_bytes = 4 << 20;
+    double step[2], exp[2], ov = 0;
+    for (int i = 0; i < 2; i++) {
+        CHECK(run_on(i ? &c : &c0, &p, g, 0) == 0, "run %d", i);
+        step[i] = res.step_time_s, exp[i] = res.exposed_comm_s[MK_COMM_DP];
+        if (!i) ov = res.overlapped_comm_s[MK_COMM_DP];
+    }
+    run_bucket_bytes = 0;
+    double x = 16.0 / 132 * ov, want = fmax(x, exp[0]) - exp[0];
+    CHECK(ov > 0 && x > exp[0], "the buckets overlap the backward (%.3g s) more than the last one waits (%.3g s)", ov,
+          exp[0]);
+    CHECK_REL(step[1] - step[0], want, 1e-9, "the step: share x the DP time beside the backward, less the wait");
+    CHECK_REL(exp[1] - exp[0], want, 1e-9, "counted as exposed DP time");
+    printf("DP collectives' SMs: %.4f -> %.4f s (%.4f s of DP beside the backward)\n", step[0], step[1], ov);
+    mk_cluster_t id;
+    CHECK(mk_cluster_get("ideal", &id) == 0 && mk_cost_coll_sm_share(&id) == 0, "ideal: no share");
+    mk_graph_free(g);
+}
+
 /* Transformer Engine's TP communication overlap (--tp-comm-overlap,
  * sim_chunk.c te_overlap): a GEMM of time G beside a transfer of time C
  * takes max(G, C + G/tp).  One micro-batch on one pipeline stage, tp 8
@@ -984,6 +1030,7 @@ int main(void)
     test_tp_comm_overlap();
     test_host_queue();
     test_head_kernels();
+    test_dp_sm_share();
     test_tail_micro_batches();
     CHECK_DONE();
 }

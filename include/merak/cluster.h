@@ -42,6 +42,10 @@ typedef struct mk_device {
     int sms;                 /* optional: streaming multiprocessors; with the tile below, a
                                 GEMM's output tiles run in waves of sms (tile and wave
                                 quantization, sim/cost.c); 0: no quantization */
+    int coll_sms;            /* optional: SMs a collective's kernels hold while it runs
+                                (NCCL: one CUDA block per channel); compute beside an
+                                overlapped DP collective runs on the rest (sim/dp_share.c);
+                                0: none held; less than sms */
     double gemm_tile_m, gemm_tile_n; /* optional: the library's output tile for large GEMMs,
                                 rows x columns (either orientation is used) */
     double vector_bwd_flops; /* optional: the same in a backward, where its loops differ from

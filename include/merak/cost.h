@@ -156,6 +156,11 @@ double mk_cost_a2a_deepep(const mk_cluster_t *c, const mk_group_t *g, double byt
  * device's SMs (dev.sms; 0 where it has none); NCCL's all-to-all: 0 (its
  * channel count has no figure here). */
 double mk_cost_a2a_sm_share(const mk_cluster_t *c, int deepep);
+/* The share of the device's SMs a collective on the DP stream takes from
+ * the compute it overlaps (sim/dp_share.c): dev.coll_sms over dev.sms (0
+ * under `ideal` or without them).  Compute beside it runs on the rest, so
+ * t seconds of it behind compute cost t x share of compute time. */
+double mk_cost_coll_sm_share(const mk_cluster_t *c);
 /* The plain ring formula on one link class: 2(n-1)a + 2(n-1)/n S/b (AR). */
 double mk_cost_ring(mk_coll_kind_t kind, int n, double alpha, double beta, double bytes);
 

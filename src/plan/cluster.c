@@ -216,6 +216,18 @@
 #define SMS_H100 132
 #define SMS_B200 148
 #define SMS_RTX3090 82
+/* SMs an NCCL collective holds while it runs (coll_sms; sim/dp_share.c):
+ * one CUDA block per channel ("Increasing the number of channels also
+ * increases the number of CUDA blocks NCCL uses ... it uses more CUDA
+ * compute resources": NCCL user guide, NCCL_MIN_NCHANNELS).  The channel
+ * counts NCCL's own log reports: 24 on an 8-GPU HGX A100 ("Channel 23/24",
+ * NVIDIA/nccl-tests issue 100), 16 on an 8-GPU H800 node, the H100's
+ * GH100 and NVSwitch ("16 coll channels", NVIDIA/nccl issue 892); across
+ * nodes NCCL raises an SM90 ring below 16 channels to twice its count
+ * (src/graph/connect.cc), so 16 there too.  B200 and the RTX 3090: no log
+ * at hand (0). */
+#define COLL_SMS_A100 24
+#define COLL_SMS_H100 16
 
 typedef struct {
     const char *about;
@@ -229,7 +241,7 @@ typedef struct {
 #define DEV_A100_80GB                                                                                           \
     {.name = "A100-SXM4-80GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,       \
      .mem_bw_Bps = 1800 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.80, .gemm_half_dim = 256, \
-     .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .host_op_s = HOST_OP_S,                    \
+     .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .coll_sms = COLL_SMS_A100, .host_op_s = HOST_OP_S,                    \
      .flash_attn_flops = FLASH_A100}
 static const mk_cluster_preset_t mk_cluster_presets[] = {
     {"8x A100-80GB SXM per node, NVSwitch, 8x200 Gb/s InfiniBand",
@@ -251,14 +263,14 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
      {.name = "a100-40gb",
       .dev = {.name = "A100-SXM4-40GB", .matmul_flops = {156 * TF, 312 * TF, 312 * TF}, .vector_flops = 78 * TF,
               .mem_bw_Bps = 1400 * GB, .mem_bytes = 40 * GB, .launch_s = 4e-6, .gemm_eff = 0.80,
-              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
+              .gemm_half_dim = 256, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_A100, .coll_sms = COLL_SMS_A100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_A100},
       DGX_LINKS(230 * GB), .inter = {5e-6, 24 * GB}, .host = HOST_PCIE4_1TB}},
     {"8x H100-80GB SXM per node, NVSwitch, 8x400 Gb/s InfiniBand",
      {.name = "dgx-h100",
       .dev = {.name = "H100-SXM5-80GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 3015 * GB, .mem_bytes = 80 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .coll_sms = COLL_SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     /* The H100 of torchtitan's published benchmarks (pytorch/torchtitan,
@@ -277,7 +289,7 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
                                FP8_H100 * CLOCK_500W},
               .vector_flops = 134 * TF * CLOCK_500W,
               .mem_bw_Bps = 2160 * GB, .mem_bytes = 96 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .coll_sms = COLL_SMS_H100, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_H100 * CLOCK_500W, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD * CLOCK_500W,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}}},
@@ -285,7 +297,7 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
      {.name = "dgx-h200",
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF, .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6,
-              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S,
+              .gemm_eff = 0.75, .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .coll_sms = COLL_SMS_H100, .host_op_s = HOST_OP_S,
               .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD, .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       DGX_LINKS(370 * GB), .inter = {5e-6, 50 * GB}, .host = HOST_H100}},
     {"8x B200-180GB per node, NVLink 5 / NVSwitch, 8x400 Gb/s InfiniBand",
@@ -313,7 +325,7 @@ static const mk_cluster_preset_t mk_cluster_presets[] = {
       .dev = {.name = "H200-SXM-141GB", .matmul_flops = {494.7 * TF, 989 * TF, 989 * TF, FP8_H100},
               .vector_flops = 134 * TF,
               .mem_bw_Bps = 4320 * GB, .mem_bytes = 141 * GB, .launch_s = 4e-6, .gemm_eff = 0.75,
-              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
+              .gemm_half_dim = 384, .has_bf16 = 1, .context_bytes = CUDA_CONTEXT, .sms = SMS_H100, .coll_sms = COLL_SMS_H100, .host_op_s = HOST_OP_S, .flash_attn_flops = FLASH_H100, .flash_attn_bwd_flops = FLASH_H100 * FLASH_BWD_OF_FWD,
               .fp8_split_acc_scale = FP8_SPLIT_ACC_HOPPER},
       .gpus_per_node = 1, .max_nodes = 1, .intra = {3e-6, 370 * GB}, .inter = {5e-6, 50 * GB}, .nics_per_node = 1}},
     {"ideal: infinite bandwidth, zero latency, cost only for F/B/R (for invariants)",
@@ -375,7 +387,7 @@ mk_dtype_t mk_cluster_default_dtype(const mk_cluster_t *c)
  *  "gemm_eff": X, "gemm_half_dim": X, "has_bf16": B, optional "vector_bwd_flops", "attention_flops",
  *  "attention_bwd_flops", "gemm_fwd_scale", "host_op_s": X, "sms": I, "gemm_tile_m": X,
  *  "gemm_tile_n": X, "flash_attn_flops": X, "flash_attn_bwd_flops": X, "context_bytes": X,
- *  "fp8_split_acc_scale": X} */
+ *  "fp8_split_acc_scale": X, "coll_sms": I (below sms)} */
 
 static int get_str(json_t *o, const char *what, const char *key, char *buf, size_t n)
 {
@@ -422,6 +434,8 @@ int mk_cluster_validate(const mk_cluster_t *c, const char *what)
     if (d->gemm_tile_m > 65536 || d->gemm_tile_n > 65536)
         return mk_error_set("%s: gemm_tile_m and gemm_tile_n must be at most 65536", what);
     if (d->host_op_s > 1) return mk_error_set("%s: host_op_s must be at most 1 (seconds)", what);
+    if (d->coll_sms > 0 && !(d->sms > d->coll_sms))
+        return mk_error_set("%s: coll_sms (%d) needs sms greater than it", what, d->coll_sms);
     /* a time factor: 0 (off) or in [1, 16] (no library is 16 times slower in its precise mode) */
     if (d->fp8_split_acc_scale != 0 && !(d->fp8_split_acc_scale >= 1 && d->fp8_split_acc_scale <= 16))
         return mk_error_set("%s: fp8_split_acc_scale must be 0 or in [1, 16]", what);
@@ -473,7 +487,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
                                       "attention_flops",
                                       "attention_bwd_flops", "gemm_fwd_scale", "host_op_s", "sms", "gemm_tile_m",
                                       "gemm_tile_n", "flash_attn_flops", "flash_attn_bwd_flops", "context_bytes",
-                                      "fp8_split_acc_scale", NULL};
+                                      "fp8_split_acc_scale", "coll_sms", NULL};
     static const char *const dt[] = {"fp32", "fp16", "bf16", "fp8", NULL};
     memset(c, 0, sizeof *c);
     json_t *d, *mm;
@@ -501,6 +515,7 @@ int mk_cluster_from_json(json_t *j, const char *path, mk_cluster_t *c)
         opt_num(d, path, "gemm_fwd_scale", &c->dev.gemm_fwd_scale) < 0 ||
         opt_num(d, path, "host_op_s", &c->dev.host_op_s) < 0 ||
         (json_object_get(d, "sms") && mk_json_int(d, path, "sms", 0, &c->dev.sms) < 0) ||
+        (json_object_get(d, "coll_sms") && mk_json_int(d, path, "coll_sms", 0, &c->dev.coll_sms) < 0) ||
         opt_num(d, path, "gemm_tile_m", &c->dev.gemm_tile_m) < 0 ||
         opt_num(d, path, "gemm_tile_n", &c->dev.gemm_tile_n) < 0 ||
         opt_num(d, path, "flash_attn_flops", &c->dev.flash_attn_flops) < 0 ||
@@ -559,6 +574,7 @@ json_t *mk_cluster_to_json(const mk_cluster_t *c)
         json_object_set_new(j, "host", json_pack("{s:f, s:f, s:f}", "link_Bps", c->host.link_Bps, "mem_bytes",
                                                  c->host.mem_bytes, "mem_bw_Bps", c->host.mem_bw_Bps));
     if (j && d->sms > 0) json_object_set_new(json_object_get(j, "device"), "sms", json_integer(d->sms));
+    if (j && d->coll_sms > 0) json_object_set_new(json_object_get(j, "device"), "coll_sms", json_integer(d->coll_sms));
     if (j && d->gemm_tile_m > 0) {
         json_t *dj = json_object_get(j, "device");
         json_object_set_new(dj, "gemm_tile_m", json_real(d->gemm_tile_m));

@@ -121,6 +121,12 @@ def clusters():
     put("cluster", "accept-fp8-split-acc.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=1.15))))
     put("cluster", "reject-fp8-split-acc-below-1.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=0.5))))
     put("cluster", "reject-fp8-split-acc-above-16.json", js(dict(c, device=dict(quant, fp8_split_acc_scale=17))))
+    # coll_sms (issue 38): optional, the SMs a collective holds, an integer below sms
+    put("cluster", "accept-coll-sms.json", js(dict(c, device=dict(quant, coll_sms=24))))
+    put("cluster", "reject-coll-sms-not-below-sms.json", js(dict(c, device=dict(quant, coll_sms=108))))
+    put("cluster", "reject-coll-sms-without-sms.json", js(dict(c, device=dict(c["device"], coll_sms=24))))
+    put("cluster", "reject-coll-sms-string.json", js(dict(c, device=dict(quant, coll_sms="24"))))
+    put("cluster", "reject-coll-sms-negative.json", js(dict(c, device=dict(quant, coll_sms=-1))))
 
     # matmul_flops "fp8" (issue 18): optional (absent: no FP8), >= 1 when given, at most 2^60
     def fp8(v):
