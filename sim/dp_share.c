@@ -11,7 +11,8 @@
  *
  * The DP stream is one FIFO, so a stage keeps its busy runs in issue order,
  * the last MK_SIM_DP_RUNS of them (adjacent ones merged): a compute op asks
- * how much of [a, b) they cover. */
+ * how much of [a, b) they cover (a ring: runs older than that many are
+ * long past any compute op still to come). */
 #include "sim/sim_internal.h"
 
 #include <math.h>
@@ -31,12 +32,15 @@ void mk_sim_dp_busy(mk_sim_stage_t *S, double start, double end)
     S->dp_nruns++;
 }
 
+/* The runs are disjoint and in time order (each starts where the stream
+ * is free), so the newest first, back to the first that ends by a. */
 double mk_sim_dp_within(const mk_sim_stage_t *S, double a, double b)
 {
     int n = S->dp_nruns < MK_SIM_DP_RUNS ? S->dp_nruns : MK_SIM_DP_RUNS;
     double t = 0;
-    for (int i = 0; i < n; i++) {
-        const double *r = S->dp_runs[i];
+    for (int k = 1; k <= n; k++) {
+        const double *r = S->dp_runs[(S->dp_nruns - k) % MK_SIM_DP_RUNS];
+        if (r[1] <= a) break;
         double lo = fmax(a, r[0]), hi = fmin(b, r[1]);
         if (hi > lo) t += hi - lo;
     }
