@@ -358,9 +358,10 @@ static double matmul_peak(const mk_device_t *d, const mk_op_t *o, mk_dtype_t dty
     return d->matmul_flops[dtype];
 }
 
-/* t = max(host, launch + max(F / (P_mm[dtype] * eff(d)) (times gemm_fwd_scale in a
- * forward when the device gives one), V / P_vec, M / BW)) per forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
- * and bytes.  host = host_op_s x the op's kernels (op_kernels).  The attention core adds its score passes (score_pass_bytes / BW), or
+/* The device's time d = launch + max(F / (P_mm[dtype] * eff(d)) (times gemm_fwd_scale in a
+ * forward when the device gives one), V / P_vec, M / BW) per forward; backward: its matmul FLOPs, twice the launches, vector FLOPs
+ * and bytes.  (An op alone takes max(host, d), host = host_op_s x the op's kernels, op_kernels:
+ * mk_cost_op_time; a layer's ops as one run, mk_cost_queue_t.)  The attention core adds its score passes (score_pass_bytes / BW), or
  * with flash attention runs as F / flash_attn_flops.  F, V, M scale with the tokens of the micro-batch (or of a
  * half) and with the op's TP share.  Under `ideal` only matmuls cost. */
 static double op_device_time(const mk_cluster_t *c, const mk_graph_t *g, int op, int tp, int seqpar,
